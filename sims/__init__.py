@@ -1,0 +1,1 @@
+"""sims package."""
