@@ -1,0 +1,129 @@
+"""Tests for empirical.solver.fit_l2_logistic (exact ridge-logistic Newton)."""
+import numpy as np
+import pytest
+from hypothesis import given, settings, strategies as st
+from sklearn.linear_model import LogisticRegression
+
+from empirical.solver import fit_l2_logistic, logistic_objective
+
+
+def _data(n, p, seed, noise=0.5, separable=False):
+    rng = np.random.default_rng(seed)
+    X = rng.standard_normal((n, p))
+    wt = rng.standard_normal(p)
+    z = X @ wt
+    if not separable:
+        z = z + noise * np.sqrt(p) * rng.standard_normal(n)
+    y = np.where(z > 0, 1.0, -1.0)
+    return X, y
+
+
+@pytest.mark.parametrize("n,p", [(120, 30), (40, 150)])
+@pytest.mark.parametrize("C", [1e-4, 1e-1, 10.0, 100.0])
+@pytest.mark.parametrize("fit_intercept", [False, True])
+def test_matches_sklearn_newton_cholesky(n, p, C, fit_intercept):
+    X, y = _data(n, p, seed=int(C * 1000) % 97 + n)
+    X[:, 0] += 2.0  # a non-centred column so the intercept matters
+    res = fit_l2_logistic(X, y, C, fit_intercept=fit_intercept, tol=1e-10)
+    assert res.success and res.status == 0 and res.grad_norm <= 1e-10
+    sk = LogisticRegression(C=C, fit_intercept=fit_intercept, solver="newton-cholesky", tol=1e-14, max_iter=1000)
+    sk.fit(X, y)
+    ref_w = sk.coef_[0]
+    # same objective: ours can only be lower or equal (up to round-off)
+    f_ours = logistic_objective(X, y, C, res.coef, res.intercept)
+    f_sk = logistic_objective(X, y, C, ref_w, sk.intercept_[0] if fit_intercept else 0.0)
+    assert f_ours <= f_sk + 1e-10 * max(1.0, abs(f_sk))
+    assert np.linalg.norm(res.coef - ref_w) <= 1e-6 * max(1.0, np.linalg.norm(ref_w))
+    if fit_intercept:
+        assert abs(res.intercept - sk.intercept_[0]) <= 1e-6 * max(1.0, abs(sk.intercept_[0]))
+    else:
+        assert res.intercept == 0.0
+
+
+@pytest.mark.parametrize("fit_intercept", [False, True])
+def test_primal_and_dual_agree(fit_intercept):
+    X, y = _data(50, 80, seed=3)
+    a = fit_l2_logistic(X, y, 3.0, fit_intercept=fit_intercept, method="primal")
+    b = fit_l2_logistic(X, y, 3.0, fit_intercept=fit_intercept, method="dual")
+    assert a.success and b.success
+    np.testing.assert_allclose(a.coef, b.coef, rtol=0, atol=1e-8 * np.linalg.norm(a.coef))
+    assert abs(a.intercept - b.intercept) <= 1e-8 * max(1, abs(a.intercept))
+
+
+@pytest.mark.parametrize("method", ["primal", "dual"])
+def test_separable_large_C_is_finite_and_stationary(method):
+    X, y = _data(30, 60, seed=5, separable=True)
+    res = fit_l2_logistic(X, y, 1e6, fit_intercept=True, method=method, max_iter=200)
+    assert np.all(np.isfinite(res.coef)) and np.isfinite(res.intercept)
+    assert np.all(y * (X @ res.coef + res.intercept) > 0)  # separates the data
+    # stationarity checked independently of the solver's own bookkeeping
+    from scipy.special import expit
+    m = y * (X @ res.coef + res.intercept)
+    r = -y * expit(-m)
+    g = np.concatenate([res.coef + 1e6 * X.T @ r, [1e6 * r.sum()]])
+    assert np.linalg.norm(g) <= 1e-7 * max(1, np.linalg.norm(res.coef))
+
+
+def test_warm_start_reaches_same_point_in_fewer_iterations():
+    X, y = _data(100, 40, seed=7)
+    cold = fit_l2_logistic(X, y, 2.0, fit_intercept=True)
+    near = fit_l2_logistic(X, y, 2.2, fit_intercept=True)
+    warm = fit_l2_logistic(X, y, 2.0, fit_intercept=True, w0=near.coef, b0=near.intercept)
+    assert warm.nit < cold.nit
+    np.testing.assert_allclose(warm.coef, cold.coef, atol=1e-9 * np.linalg.norm(cold.coef))
+
+
+def test_dual_warm_start_projection_on_row_span():
+    X, y = _data(20, 60, seed=8)
+    cold = fit_l2_logistic(X, y, 1.0, fit_intercept=True, method="dual")
+    rng = np.random.default_rng(0)
+    w0 = cold.coef + rng.standard_normal(60)  # start off the row span
+    warm = fit_l2_logistic(X, y, 1.0, fit_intercept=True, method="dual", w0=w0, b0=cold.intercept)
+    np.testing.assert_allclose(warm.coef, cold.coef, atol=1e-9 * np.linalg.norm(cold.coef))
+
+
+def test_max_iter_reported_not_silent():
+    X, y = _data(60, 20, seed=9)
+    res = fit_l2_logistic(X, y, 100.0, fit_intercept=True, max_iter=1)
+    assert not res.success and res.status == 1 and res.nit == 1
+    assert "grad_norm" in res.message and np.isfinite(res.grad_norm)
+
+
+@settings(max_examples=25)
+@given(
+    n=st.integers(8, 40), p=st.integers(2, 40), logC=st.floats(-3, 2), seed=st.integers(0, 10_000),
+    fit_intercept=st.booleans(),
+)
+def test_property_first_order_optimality(n, p, logC, seed, fit_intercept):
+    X, y = _data(n, p, seed)
+    if np.unique(y).size < 2:
+        y[0] = -y[0]
+    C = 10.0**logC
+    res = fit_l2_logistic(X, y, C, fit_intercept=fit_intercept)
+    assert res.status in (0, 2)
+    from scipy.special import expit
+    m = y * (X @ res.coef + res.intercept)
+    r = -y * expit(-m)
+    gw = res.coef + C * X.T @ r
+    assert np.linalg.norm(gw) <= 1e-8 * max(1.0, np.linalg.norm(res.coef))
+    if fit_intercept:
+        assert abs(C * r.sum()) <= 1e-8 * max(1.0, np.linalg.norm(res.coef))
+    # the minimizer lies in the row span of X: w = -C X' r exactly at optimality
+    np.testing.assert_allclose(res.coef, -C * X.T @ r, atol=1e-8 * max(1.0, np.linalg.norm(res.coef)))
+
+
+@pytest.mark.parametrize(
+    "kwargs,match",
+    [
+        (dict(X=np.ones(5), y=np.ones(5), C=1.0), "2-D"),
+        (dict(X=np.ones((5, 2)), y=np.ones(4), C=1.0), "len"),
+        (dict(X=np.full((2, 2), np.nan), y=np.array([1.0, -1.0]), C=1.0), "NaN"),
+        (dict(X=np.ones((2, 2)), y=np.array([1.0, 0.0]), C=1.0), "-1 and \\+1"),
+        (dict(X=np.ones((2, 2)), y=np.array([1.0, -1.0]), C=0.0), "C must"),
+        (dict(X=np.ones((2, 2)), y=np.array([1.0, -1.0]), C=-1.0), "C must"),
+        (dict(X=np.ones((2, 2)), y=np.array([1.0, -1.0]), C=1.0, tol=0.0), "tol"),
+    ],
+)
+def test_bad_input(kwargs, match):
+    with pytest.raises(ValueError, match=match):
+        fit_l2_logistic(**kwargs)
