@@ -1,1 +1,30 @@
-"""sims package."""
+"""sims: a Monte Carlo teacher-student harness that checks the ``cgmt`` predictions with error bars.
+
+Convention (as in ``cgmt``): x ~ N(0, I_p/p), ||beta*||^2 = p kappa^2, P(y=+1|x) = sigmoid(x'beta*),
+delta = n/p, beta_hat = argmin (1/n) sum log(1+exp(-y x'beta)) + lam/(2p)||beta||^2 (no intercept),
+z = beta/sqrt(p), v = beta*/||beta*||, alpha = <z_hat, v>, sigma = ||z_hat - alpha v||, m = alpha/sigma.
+
+Main entry points: :func:`sample`, :func:`fit_ridge_logistic`, :func:`measure_replicate`,
+:func:`compare`, :func:`compare_grid`, :func:`agreement`, :func:`finite_size_study`.
+"""
+from .compare import THEORY_FIELD, agreement, compare, compare_grid, summarize, theory_values
+from .data import Sample, replicate_seeds, sample
+from .finite_size import HARD_POINTS, analyze as analyze_finite_size, loglog_slope, simulate_raw
+from .fit import fit_ridge_logistic, objective_gradient
+from .measure import QUANTITIES, ablation_train_indices, loo_gamma, measure_replicate
+
+measure = measure_replicate
+
+
+def finite_size_study(points=HARD_POINTS, ps=(250, 500, 1000, 2000, 4000), replicates=8, seed=0, *,
+                      n_jobs=1, progress=True, **measure_kwargs):
+    """Simulate (:func:`simulate_raw`) and analyse (:func:`analyze_finite_size`): returns (raw, table, slopes)."""
+    raw = simulate_raw(points, ps, replicates, seed, n_jobs=n_jobs, progress=progress, **measure_kwargs)
+    table, slopes = analyze_finite_size(raw)
+    return raw, table, slopes
+
+
+__all__ = ["Sample", "sample", "replicate_seeds", "fit_ridge_logistic", "objective_gradient", "loo_gamma",
+           "ablation_train_indices", "measure_replicate", "measure", "QUANTITIES", "THEORY_FIELD",
+           "theory_values", "summarize", "compare", "compare_grid", "agreement", "simulate_raw",
+           "analyze_finite_size", "loglog_slope", "finite_size_study", "HARD_POINTS"]

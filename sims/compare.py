@@ -1,0 +1,129 @@
+"""Monte Carlo versus theory: replicates in parallel, tidy tables with standard errors and z-scores."""
+from __future__ import annotations
+
+import itertools
+import math
+
+import numpy as np
+import pandas as pd
+from joblib import Parallel, delayed
+from threadpoolctl import threadpool_limits
+from tqdm.auto import tqdm
+
+from .measure import QUANTITIES, measure_replicate
+
+#: the ``cgmt.solve`` field that predicts each measured quantity (None: no prediction in the theory)
+THEORY_FIELD = {
+    "alpha": "alpha", "sigma": "sigma", "gamma": "gamma", "margin": "margin", "alignment": "alignment",
+    "accuracy": "accuracy", "accuracy_formula": "accuracy", "cos_independent": "stability",
+    "cos_subsample": None, "cos_full_subsample": None,
+}
+
+
+def theory_values(delta, lam, kappa) -> dict:
+    """The ``cgmt`` predictions for every quantity of ``QUANTITIES`` (NaN where the theory has none)."""
+    import cgmt
+
+    res = cgmt.solve(delta, lam, kappa)
+    if not res.converged:
+        raise RuntimeError(f"cgmt.solve did not converge at delta={delta}, lam={lam}, kappa={kappa}: "
+                           f"residual {res.residual:.3g} ({res.message})")
+    return {q: (float(res[f]) if f is not None else float("nan")) for q, f in THEORY_FIELD.items()}
+
+
+def _run(task, limit_threads):
+    (point, seed), kwargs = task
+    if limit_threads:
+        with threadpool_limits(1):
+            return measure_replicate(*point, seed, **kwargs)
+    return measure_replicate(*point, seed, **kwargs)
+
+
+def _point_seeds(seed, n_points, replicates):
+    root = seed if isinstance(seed, np.random.SeedSequence) else np.random.SeedSequence(seed)
+    return [pt.spawn(replicates) for pt in root.spawn(n_points)]
+
+
+def summarize(rows: list[dict], theory: dict, meta: dict) -> pd.DataFrame:
+    """Replicate dicts -> tidy table: quantity, mean, se, theory, z (+ meta columns, replicates, sd)."""
+    recs = []
+    R = len(rows)
+    for q in QUANTITIES:
+        x = np.array([r[q] for r in rows], dtype=float)
+        if np.all(np.isnan(x)):
+            continue
+        mean = float(np.mean(x))
+        sd = float(np.std(x, ddof=1)) if R > 1 else float("nan")
+        se = sd / math.sqrt(R) if R > 1 else float("nan")
+        th = theory.get(q, float("nan"))
+        z = (mean - th) / se if (se > 0 and np.isfinite(th)) else float("nan")
+        recs.append(dict(meta, quantity=q, mean=mean, se=se, theory=th, z=z, sd=sd, replicates=R))
+    return pd.DataFrame.from_records(recs)
+
+
+def compare_grid(deltas, lams, kappas, p: int, replicates: int, seed=0, *, n_jobs: int = 1,
+                 progress: bool = True, theory=theory_values, **measure_kwargs) -> pd.DataFrame:
+    """``compare`` over the Cartesian grid deltas x lams x kappas, one progress bar for all replicates.
+
+    Point i of the grid (in ``itertools.product(kappas, deltas, lams)`` order) gets the i-th child of
+    ``SeedSequence(seed)`` and its replicates that child's children, so results are reproducible for a
+    given grid.  Returns the concatenated tidy table with columns kappa, delta, lam, p, quantity, mean,
+    se, theory, z, sd, replicates, n, converged (all replicates reached gradient norm <= tol).
+    ``theory``: callable (delta, lam, kappa) -> {quantity: value}; default the ``cgmt`` predictions.
+    """
+    points = [(float(d), float(l), float(k)) for k, d, l in itertools.product(kappas, deltas, lams)]
+    if not points:
+        raise ValueError("deltas, lams, kappas: the grid is empty")
+    for d, l, k in points:
+        if not (np.isfinite(d) and d > 0):
+            raise ValueError(f"delta: must be finite and > 0, got {d}")
+        if not (np.isfinite(l) and l > 0):
+            raise ValueError(f"lam: must be finite and > 0, got {l}")
+        if not (np.isfinite(k) and k >= 0):
+            raise ValueError(f"kappa: must be finite and >= 0, got {k}")
+    if int(p) != p or p < 2:
+        raise ValueError(f"p: must be an integer >= 2, got {p}")
+    if int(replicates) != replicates or replicates < 2:
+        raise ValueError(f"replicates: must be an integer >= 2 (standard errors), got {replicates}")
+    replicates = int(replicates)
+    seeds = _point_seeds(seed, len(points), replicates)
+    tasks = [(((d, l, k, int(p)), s), measure_kwargs) for (d, l, k), ss in zip(points, seeds) for s in ss]
+    par = Parallel(n_jobs=n_jobs, return_as="generator")
+    gen = par(delayed(_run)(t, n_jobs != 1) for t in tasks)
+    results = list(tqdm(gen, total=len(tasks), disable=not progress, desc=f"sims p={p}"))
+    tables = []
+    for i, (d, l, k) in enumerate(points):
+        rows = results[i * replicates:(i + 1) * replicates]
+        meta = dict(kappa=k, delta=d, lam=l, p=int(p))
+        tab = summarize(rows, theory(d, l, k), meta)
+        tab["n"] = rows[0]["n"]
+        tab["converged"] = all(r["converged"] for r in rows)
+        tables.append(tab)
+    return pd.concat(tables, ignore_index=True)
+
+
+def compare(delta, lam, kappa, p: int, replicates: int, seed=0, *, n_jobs: int = 1, progress: bool = True,
+            theory=theory_values, **measure_kwargs) -> pd.DataFrame:
+    """Simulate ``replicates`` independent replicates at one (delta, lam, kappa, p) and compare to theory.
+
+    Returns a tidy ``DataFrame``, one row per quantity (alpha, sigma, gamma, margin, alignment,
+    accuracy, accuracy_formula, cos_independent, cos_subsample, cos_full_subsample), with columns
+    ``quantity``, ``mean``, ``se`` (standard error of the mean over replicates), ``theory`` (the
+    ``cgmt`` prediction, NaN where none exists) and ``z = (mean - theory) / se``, plus the point.
+    ``measure_kwargs`` go to :func:`sims.measure.measure_replicate` (n_test, stability, subsample, ...).
+    """
+    return compare_grid([delta], [lam], [kappa], p, replicates, seed, n_jobs=n_jobs, progress=progress,
+                        theory=theory, **measure_kwargs)
+
+
+def agreement(table: pd.DataFrame, *, k: float = 4.0, allowance=None) -> pd.Series:
+    """Row-wise check |mean - theory| <= k se + allowance (rows without a theory value count as True).
+
+    ``allowance``: None (0), a number, or a callable (row) -> number (e.g. a finite-size allowance).
+    """
+    def ok(row):
+        if not np.isfinite(row["theory"]):
+            return True
+        a = 0.0 if allowance is None else (allowance(row) if callable(allowance) else float(allowance))
+        return bool(abs(row["mean"] - row["theory"]) <= k * row["se"] + a)
+    return table.apply(ok, axis=1)

@@ -1,0 +1,109 @@
+"""The Gaussian logistic teacher-student data model of the theory (``cgmt``), reproducibly seeded.
+
+Convention (identical to ``cgmt``): x_i ~ N(0, I_p / p), ||beta*||^2 = p kappa^2,
+P(y = +1 | x) = sigmoid(x' beta*), labels y in {-1, +1}, delta = n / p.
+The teacher direction v = beta* / ||beta*|| is uniform on the sphere and is returned.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+
+@dataclass(frozen=True)
+class Sample:
+    """One draw of the teacher-student model.
+
+    X: (n, p) design, rows ~ N(0, I_p/p).  y: (n,) labels in {-1.0, +1.0}.
+    beta_star: (p,) teacher, ||beta_star||^2 = p kappa^2.  v: beta_star / ||beta_star|| (unit).
+    """
+
+    X: np.ndarray
+    y: np.ndarray
+    beta_star: np.ndarray
+    v: np.ndarray
+    kappa: float
+
+    @property
+    def n(self) -> int:
+        return self.X.shape[0]
+
+    @property
+    def p(self) -> int:
+        return self.X.shape[1]
+
+    @property
+    def delta(self) -> float:
+        return self.n / self.p
+
+
+def as_generator(rng) -> np.random.Generator:
+    """An int seed, a ``SeedSequence`` or a ``Generator`` -> ``Generator`` (PCG64)."""
+    if isinstance(rng, np.random.Generator):
+        return rng
+    if isinstance(rng, np.random.SeedSequence):
+        return np.random.default_rng(rng)
+    if rng is None or isinstance(rng, (int, np.integer)):
+        if rng is not None and int(rng) < 0:
+            raise ValueError(f"rng: a seed must be a non-negative integer, got {rng}")
+        return np.random.default_rng(rng)
+    raise ValueError(f"rng: expected an int seed, a numpy SeedSequence or Generator, got {type(rng).__name__}")
+
+
+def replicate_seeds(seed, replicates: int) -> list[np.random.SeedSequence]:
+    """Independent child ``SeedSequence`` streams, one per replicate (``SeedSequence(seed).spawn``)."""
+    if int(replicates) != replicates or replicates < 1:
+        raise ValueError(f"replicates: must be a positive integer, got {replicates}")
+    ss = seed if isinstance(seed, np.random.SeedSequence) else np.random.SeedSequence(seed)
+    return ss.spawn(int(replicates))
+
+
+def _check_positive_int(name, value, minimum=1):
+    if isinstance(value, bool) or int(value) != value or value < minimum:
+        raise ValueError(f"{name}: must be an integer >= {minimum}, got {value!r}")
+    return int(value)
+
+
+def _check_kappa(kappa):
+    kappa = float(kappa)
+    if not np.isfinite(kappa) or kappa < 0:
+        raise ValueError(f"kappa: must be finite and >= 0, got {kappa}")
+    return kappa
+
+
+def random_teacher(p: int, kappa: float, rng) -> np.ndarray:
+    """beta* = kappa sqrt(p) v with v uniform on the unit sphere of R^p (exactly ||beta*||^2 = p kappa^2)."""
+    p = _check_positive_int("p", p)
+    kappa = _check_kappa(kappa)
+    g = as_generator(rng).standard_normal(p)
+    v = g / np.linalg.norm(g)
+    return kappa * np.sqrt(p) * v
+
+
+def sample(n: int, p: int, kappa: float, rng=None, *, beta_star: np.ndarray | None = None) -> Sample:
+    """Draw n points of the teacher-student model in dimension p.
+
+    If ``beta_star`` is None a random teacher direction is drawn first (from the same stream), so
+    ``sample(n, p, kappa, seed)`` is reproducible; pass ``beta_star`` to draw fresh data (e.g. a
+    test set, or an independent training set) from the same teacher.
+    """
+    n = _check_positive_int("n", n)
+    p = _check_positive_int("p", p)
+    kappa = _check_kappa(kappa)
+    gen = as_generator(rng)
+    if beta_star is None:
+        beta_star = random_teacher(p, kappa, gen)
+    else:
+        beta_star = np.asarray(beta_star, dtype=float)
+        if beta_star.shape != (p,) or not np.all(np.isfinite(beta_star)):
+            raise ValueError(f"beta_star: must be a finite vector of shape ({p},), got shape {beta_star.shape}")
+        norm = np.linalg.norm(beta_star)
+        if not np.isclose(norm, kappa * np.sqrt(p), rtol=1e-8, atol=1e-12):
+            raise ValueError(f"beta_star: ||beta_star|| must equal kappa sqrt(p) = {kappa*np.sqrt(p):.6g}, got {norm:.6g}")
+    norm = np.linalg.norm(beta_star)
+    v = beta_star / norm if norm > 0 else np.eye(p)[0]
+    X = gen.standard_normal((n, p)) / np.sqrt(p)
+    prob = 1.0 / (1.0 + np.exp(-(X @ beta_star)))
+    y = np.where(gen.random(n) < prob, 1.0, -1.0)
+    return Sample(X=X, y=y, beta_star=beta_star, v=v, kappa=kappa)

@@ -1,0 +1,159 @@
+"""Per-replicate measurements of every quantity the theory predicts.
+
+Conventions (as in ``cgmt``): z = beta / sqrt(p), v = beta* / ||beta*||, alpha = <z_hat, v>,
+sigma = ||z_hat - alpha v||, m = alpha / sigma; the test scores are U = x' beta* = kappa Z and
+S = x' beta_hat = alpha Z + sigma W with (Z, W) iid N(0, 1) *exactly* for a fixed beta_hat (x is
+Gaussian), so ``accuracy_formula`` (Prop. ``prop:acc`` at the empirical m) is the exact conditional test
+accuracy of the fitted beta_hat, of which ``accuracy`` (fresh test samples) is an unbiased estimate.
+"""
+from __future__ import annotations
+
+import numpy as np
+from scipy.linalg import cho_factor, solve_triangular
+from scipy.special import expit
+from sklearn.model_selection import train_test_split
+
+from .data import as_generator, sample
+from .fit import fit_ridge_logistic
+
+#: quantities measured by :func:`measure_replicate`, in table order
+QUANTITIES = ("alpha", "sigma", "gamma", "margin", "alignment", "accuracy", "accuracy_formula",
+              "cos_independent", "cos_subsample", "cos_full_subsample")
+CORE_QUANTITIES = ("alpha", "sigma", "gamma", "margin", "alignment", "accuracy", "accuracy_formula")
+
+
+def loo_gamma(X, y, beta, lam) -> float:
+    """Empirical leave-one-out gamma = mean_i x_i' H_{-i}^{-1} x_i.
+
+    H_{-i} = sum_{j != i} w_j x_j x_j' + (lam n / p) I_p with w_j = sigmoid'(x_j' beta_hat): the Hessian of
+    n times the theory's objective (1/n) sum loss + lam/(2p)||beta||^2 with observation i left out, in
+    beta-coordinates.  In z-coordinates (z = beta/sqrt(p), features sqrt(p) x_i) the Hessian is p times
+    larger and the features sqrt(p) times larger, so the number is the same.  With this scaling it is
+    the theory's gamma: the leave-one-out margin maps to the full-data margin through
+    prox_{gamma rho} (x_i'beta_hat = x_i'beta_hat_{-i} + gamma_i y_i sigmoid(-y_i x_i'beta_hat)), and at
+    large lam gamma -> 1/(delta lam), as in equation (3) of the theory.  Computed exactly from
+    h_i = x_i' H^{-1} x_i (Cholesky of the p x p Hessian when n >= p, Woodbury in n x n otherwise) and
+    Sherman-Morrison, gamma_i = h_i / (1 - w_i h_i).
+    """
+    X = np.asarray(X, dtype=float)
+    n, p = X.shape
+    s = X @ beta
+    w = expit(s) * expit(-s)
+    c = lam * n / p
+    if n >= p:
+        H = (X.T * w) @ X
+        H[np.diag_indices_from(H)] += c
+        L, _ = cho_factor(H, lower=True)
+        T = solve_triangular(L, X.T, lower=True)
+        h = np.einsum("ij,ij->j", T, T)
+    else:
+        K = X @ X.T
+        d = np.sqrt(w)
+        B = d[:, None] * K * d[None, :]
+        B[np.diag_indices_from(B)] += c
+        L, _ = cho_factor(B, lower=True)
+        T = solve_triangular(L, d[:, None] * K, lower=True)
+        h = (np.diag(K) - np.einsum("ij,ij->j", T, T)) / c
+    return float(np.mean(h / (1.0 - w * h)))
+
+
+def ablation_train_indices(y, rng, *, drop: float = 0.2, val_fraction: float = 0.2) -> np.ndarray:
+    """The paper's ablation protocol (``sec:exp_robust``) on a labelled pool, returning training indices.
+
+    1. drop ``drop`` (20%) of the pool uniformly at random (not stratified, as in the paper);
+    2. re-split the remaining 80% into train/validation, stratified by label, validation fraction
+       ``val_fraction`` (20%);
+    3. return the training part: round((1 - drop) n) - round(val_fraction (1 - drop) n) indices,
+       i.e. 64% of the pool with the defaults.
+    In the simulator the ridge strength is the fixed theory lambda, so the validation part is unused
+    (the paper re-tunes lambda on it). ``val_fraction=0`` gives a plain (1 - drop) subsample.
+    """
+    gen = as_generator(rng)
+    y = np.asarray(y)
+    n = y.shape[0]
+    if not 0.0 <= drop < 1.0:
+        raise ValueError(f"drop: must be in [0, 1), got {drop}")
+    if not 0.0 <= val_fraction < 1.0:
+        raise ValueError(f"val_fraction: must be in [0, 1), got {val_fraction}")
+    keep = np.sort(gen.permutation(n)[: n - int(round(drop * n))])
+    if val_fraction == 0.0:
+        return keep
+    seed = int(gen.integers(2**31 - 1))
+    train, _ = train_test_split(keep, test_size=val_fraction, stratify=y[keep], random_state=seed)
+    return np.sort(train)
+
+
+def _cos(a, b) -> float:
+    na, nb = np.linalg.norm(a), np.linalg.norm(b)
+    return float(a @ b / (na * nb)) if na > 0 and nb > 0 else float("nan")
+
+
+def _test_accuracy(beta_star, beta_hat, n_test, gen, chunk=2048) -> float:
+    p = beta_star.shape[0]
+    correct = 0
+    done = 0
+    while done < n_test:
+        m = min(chunk, n_test - done)
+        Xt = gen.standard_normal((m, p)) / np.sqrt(p)
+        yt = np.where(gen.random(m) < expit(Xt @ beta_star), 1.0, -1.0)
+        correct += int(np.sum(np.where(Xt @ beta_hat >= 0, 1.0, -1.0) == yt))
+        done += m
+    return correct / n_test
+
+
+def measure_replicate(delta, lam, kappa, p, seed, *, n_test: int = 4000, stability: bool = True,
+                      subsample: bool = True, drop: float = 0.2, val_fraction: float = 0.2,
+                      tol: float = 1e-10) -> dict:
+    """Simulate one replicate at (delta, lam, kappa, p) and measure every quantity.
+
+    ``seed``: int or ``SeedSequence``; five independent child streams are spawned from it (training data
+    with its random teacher, fresh test data, independent training data, ablation runs 1 and 2).
+    Returns a dict with keys ``QUANTITIES`` (NaN for those switched off) plus diagnostics ``n``,
+    ``max_grad_norm`` and ``converged``:
+
+    - alpha, sigma, margin = alpha/sigma, alignment = alpha/sqrt(alpha^2+sigma^2), gamma (:func:`loo_gamma`);
+    - accuracy: 0-1 accuracy of sign(x'beta_hat) on ``n_test`` fresh samples from the same teacher;
+    - accuracy_formula: ``cgmt.accuracy_from_margin(alpha/sigma, kappa)`` at the empirical alpha, sigma;
+    - cos_independent: cos(z_hat, z_hat') for a fit on an independent training set (same n, teacher);
+    - cos_subsample: cos between two fits on two ablation runs of the same training set
+      (:func:`ablation_train_indices`: drop 20%, stratified 80/20 re-split, train part = 64% of the data);
+    - cos_full_subsample: cos between the full fit and the first ablation-run fit.
+    All fits use the same theory lambda (the objective's lam/(2p) scaling is per-sample averaged, so
+    a subsample fit is the estimator at delta' = n'/p with the same lambda).
+    """
+    import cgmt
+
+    n = int(round(delta * p))
+    if n < 2:
+        raise ValueError(f"delta: delta * p must be >= 2, got delta={delta}, p={p}")
+    ss = seed if isinstance(seed, np.random.SeedSequence) else np.random.SeedSequence(seed)
+    s_train, s_test, s_indep, s_ab1, s_ab2 = ss.spawn(5)
+    data = sample(n, p, kappa, s_train)
+    out = dict.fromkeys(QUANTITIES, float("nan"))
+    fit = fit_ridge_logistic(data.X, data.y, lam, tol=tol)
+    grad_norms = [fit.grad_norm]
+    z = fit.z
+    alpha = float(z @ data.v)
+    sigma = float(np.linalg.norm(z - alpha * data.v))
+    out.update(alpha=alpha, sigma=sigma, margin=alpha / sigma, alignment=alpha / np.hypot(alpha, sigma),
+               gamma=loo_gamma(data.X, data.y, fit.coef, lam),
+               accuracy=_test_accuracy(data.beta_star, fit.coef, n_test, as_generator(s_test)),
+               accuracy_formula=float(cgmt.accuracy_from_margin(alpha / sigma, kappa)))
+    if stability:
+        other = sample(n, p, kappa, s_indep, beta_star=data.beta_star)
+        fit2 = fit_ridge_logistic(other.X, other.y, lam, tol=tol)
+        grad_norms.append(fit2.grad_norm)
+        out["cos_independent"] = _cos(z, fit2.z)
+    if subsample:
+        zs = []
+        for s_ab in (s_ab1, s_ab2):
+            idx = ablation_train_indices(data.y, s_ab, drop=drop, val_fraction=val_fraction)
+            f = fit_ridge_logistic(data.X[idx], data.y[idx], lam, tol=tol)
+            grad_norms.append(f.grad_norm)
+            zs.append(f.z)
+        out["cos_subsample"] = _cos(zs[0], zs[1])
+        out["cos_full_subsample"] = _cos(z, zs[0])
+    out["n"] = n
+    out["max_grad_norm"] = float(max(grad_norms))
+    out["converged"] = bool(max(grad_norms) <= tol)
+    return out

@@ -1,0 +1,78 @@
+"""sims.data: the teacher-student model, reproducibility, and the ablation protocol."""
+import numpy as np
+import pytest
+
+from sims import ablation_train_indices, replicate_seeds, sample
+
+
+def test_teacher_norm_and_direction():
+    d = sample(50, 300, 2.5, 1)
+    assert d.X.shape == (50, 300) and d.y.shape == (50,)
+    assert np.isclose(d.beta_star @ d.beta_star, 300 * 2.5**2, rtol=1e-12)
+    assert np.isclose(np.linalg.norm(d.v), 1.0) and np.allclose(d.beta_star, 2.5 * np.sqrt(300) * d.v)
+    assert set(np.unique(d.y)) <= {-1.0, 1.0}
+
+
+def test_reproducible_and_independent_streams():
+    a, b = sample(40, 30, 1.0, 7), sample(40, 30, 1.0, 7)
+    assert np.array_equal(a.X, b.X) and np.array_equal(a.y, b.y) and np.array_equal(a.v, b.v)
+    s1, s2 = replicate_seeds(7, 2)
+    c, d = sample(40, 30, 1.0, s1), sample(40, 30, 1.0, s2)
+    assert not np.allclose(c.X, d.X) and not np.allclose(c.v, d.v)
+    # replicate streams are themselves reproducible
+    e = sample(40, 30, 1.0, replicate_seeds(7, 2)[0])
+    assert np.array_equal(c.X, e.X)
+
+
+def test_design_covariance_is_identity_over_p():
+    n, p = 4000, 50
+    d = sample(n, p, 1.0, 3)
+    sq = np.sum(d.X**2, axis=1)  # ||x_i||^2 ~ chi2_p / p: mean 1, var 2/p
+    assert abs(sq.mean() - 1.0) < 5 * np.sqrt(2 / p / n)
+    C = d.X.T @ d.X / n * p      # sample covariance of sqrt(p) x: I_p up to O(1/sqrt(n))
+    assert np.max(np.abs(C - np.eye(p))) < 6 / np.sqrt(n)
+
+
+def test_logistic_labels_match_teacher():
+    # E[y U] with U = x'beta* ~ N(0, kappa^2) and E[y|U] = tanh(U/2): compare to Gauss-Hermite.
+    n, p, kappa = 40000, 10, 2.0
+    d = sample(n, p, kappa, 11, )
+    U = d.X @ d.beta_star
+    t, w = np.polynomial.hermite_e.hermegauss(80)
+    w = w / w.sum()
+    expected = np.sum(w * kappa * t * np.tanh(kappa * t / 2))
+    yu = d.y * U
+    assert abs(yu.mean() - expected) < 5 * yu.std() / np.sqrt(n)
+    assert abs(np.mean(d.y)) < 5 / np.sqrt(n)  # symmetric teacher: balanced classes
+
+
+def test_fresh_data_same_teacher():
+    d = sample(20, 30, 1.5, 1)
+    t = sample(10, 30, 1.5, 2, beta_star=d.beta_star)
+    assert np.array_equal(t.beta_star, d.beta_star)
+    with pytest.raises(ValueError, match="beta_star"):
+        sample(10, 30, 1.0, 2, beta_star=d.beta_star)  # wrong norm for kappa=1
+
+
+@pytest.mark.parametrize("kwargs,name", [(dict(n=0, p=3, kappa=1.0), "n"), (dict(n=3, p=0, kappa=1.0), "p"),
+                                         (dict(n=3, p=3, kappa=-1.0), "kappa"),
+                                         (dict(n=3, p=3, kappa=float("nan")), "kappa")])
+def test_bad_input(kwargs, name):
+    with pytest.raises(ValueError, match=name):
+        sample(rng=0, **kwargs)
+    with pytest.raises(ValueError, match="replicates"):
+        replicate_seeds(0, 0)
+
+
+def test_ablation_protocol_sizes_and_stratification():
+    rng = np.random.default_rng(0)
+    y = np.where(rng.random(1000) < 0.3, 1.0, -1.0)
+    idx = ablation_train_indices(y, np.random.SeedSequence(5))
+    assert len(idx) == 800 - 160 and len(np.unique(idx)) == len(idx) and idx.max() < 1000
+    # the 80/20 re-split is stratified: train-part class balance equals the kept pool's up to rounding
+    idx2 = ablation_train_indices(y, np.random.SeedSequence(5), val_fraction=0.0)
+    assert len(idx2) == 800 and set(idx) <= set(idx2)
+    assert abs(np.mean(y[idx] == 1) - np.mean(y[idx2] == 1)) <= 1.5 / len(idx)
+    assert not np.array_equal(idx, ablation_train_indices(y, np.random.SeedSequence(6)))
+    with pytest.raises(ValueError, match="drop"):
+        ablation_train_indices(y, 0, drop=1.0)
