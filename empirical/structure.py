@@ -1,0 +1,263 @@
+"""Delta-sweep structure predictor (paper ``sec:exp_ab``, ``app:validating``).
+
+For a fixed representation (p fixed), sweep delta = n/p by stratified subsampling of a training pool,
+train the RAPTOR probe at each inverse ridge strength C of a grid, and compare its held-out accuracy
+``Acc_true`` with a label-free prediction ``Acc_pred`` built from the proportional theory's test-score
+structure (Proposition ``prop:acc``):
+
+1. Oracle score U.  A cross-fitted auxiliary classifier (default: ``RaptorProbe`` with its own
+   validation-tuned ridge) is trained with K-fold cross-fitting on the pool: pool points get their
+   out-of-fold score, held-out points the average of the K fold models' scores.  U is then Platt-
+   calibrated on the pool (1-D logistic regression of y on the out-of-fold score), so that
+   P(y = +1 | U) = sigmoid(U): U plays the role of the teacher score U = x'beta* of the theory.
+2. Calibration of the probe.  The theory's held-out scores satisfy S = (alpha/kappa) U + sigma W with W
+   independent of U.  On the subsample we regress the probe score S on U by least squares,
+   S ~ a U + b, and take the residual standard deviation as sigma, floored at
+   ``sigma_floor * sd(S)`` (scale-free; guards against a degenerate zero-residual fit).  The probe
+   score used for this regression is chosen by ``score_source``: "crossfit" (default; K-fold
+   out-of-fold scores of probes refit on the rest of the subsample at the same C, so they follow
+   the held-out score distribution, as the theory's S does), "insample" (the literal reading of
+   the paper: scores of the probe on its own training points, optimistic because training scores
+   are prox-shifted towards the labels), or "heldout" (S and U on the held-out features; no
+   held-out labels are used).
+3. Closed form.  With y | U ~ sigmoid(U) and S | U ~ N(aU + b, sigma^2), the accuracy of sign(S) is
+       Acc_pred = mean_j [ sigmoid(U_j) Phi((a U_j + b)/sigma) + sigmoid(-U_j) Phi(-(a U_j + b)/sigma) ]
+   with the mean over the held-out points' U_j (the empirical U distribution replaces the Gaussian
+   U = kappa Z).  With b = 0 and U ~ N(0, kappa^2) this is exactly Proposition ``prop:acc`` with
+   m = a kappa / sigma (= alpha/sigma in the corrected convention; ``cgmt.accuracy_from_margin``).
+
+Where delta enters: only through the probe trained on n = delta p points; (a, b, sigma) are the
+finite-sample counterparts of (alpha/kappa, 0, sigma) at that delta, which the theory says are
+(asymptotically) functions of (delta, lambda, kappa) alone.  Correlations along the sweep are
+computed on the seed-averaged accuracies of the fractions (6 points, as in the paper's table, whose
+Spearman values are those of 6 points), and also over all (fraction, seed) points.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import numpy as np
+import pandas as pd
+from joblib import Parallel, delayed
+from scipy.special import expit, ndtr
+from scipy.stats import pearsonr, spearmanr
+from sklearn.base import clone
+from sklearn.linear_model import LogisticRegression
+from sklearn.model_selection import StratifiedKFold
+from tqdm.auto import tqdm
+
+__all__ = ["delta_sweep", "StructureResult", "predicted_accuracy", "calibrate_scores",
+           "cross_fit_oracle", "stratified_subsample", "DEFAULT_FRACTIONS", "DEFAULT_CS"]
+
+DEFAULT_FRACTIONS = (0.1, 0.2, 0.3, 0.45, 0.65, 0.9)
+DEFAULT_CS = tuple(np.logspace(-4, 2, 7))
+
+
+@dataclass
+class StructureResult:
+    """``table``: one row per (fraction, seed, C); ``summary``: one row per C; ``best``: dict with
+    ``C``, ``lam`` (= 1/C, the paper's reported lambda*), ``rho_s``, ``r``; ``oracle``: diagnostics."""
+
+    table: pd.DataFrame
+    summary: pd.DataFrame
+    best: dict
+    oracle: dict = field(default_factory=dict)
+
+
+def _pm1(y, classes):
+    return np.where(np.asarray(y) == classes[1], 1.0, -1.0)
+
+
+def _check_inputs(X_pool, y_pool, X_test, y_test):
+    X_pool = np.asarray(X_pool, dtype=float)
+    X_test = np.asarray(X_test, dtype=float)
+    for name, X in (("X_pool", X_pool), ("X_test", X_test)):
+        if X.ndim != 2 or X.shape[0] == 0:
+            raise ValueError(f"{name}: must be a non-empty 2-D array (n, p), got shape {X.shape}")
+        if not np.all(np.isfinite(X)):
+            raise ValueError(f"{name}: contains NaN or inf")
+    if X_pool.shape[1] != X_test.shape[1]:
+        raise ValueError(f"X_test: must have p = {X_pool.shape[1]} columns like X_pool, got {X_test.shape[1]}")
+    y_pool, y_test = np.asarray(y_pool), np.asarray(y_test)
+    if y_pool.shape != (X_pool.shape[0],):
+        raise ValueError(f"y_pool: must have shape ({X_pool.shape[0]},), got {y_pool.shape}")
+    if y_test.shape != (X_test.shape[0],):
+        raise ValueError(f"y_test: must have shape ({X_test.shape[0]},), got {y_test.shape}")
+    classes = np.unique(y_pool)
+    if classes.size != 2:
+        raise ValueError(f"y_pool: needs exactly two classes, got {classes.size}")
+    if not np.all(np.isin(y_test, classes)):
+        raise ValueError("y_test: contains labels that are not in y_pool")
+    return X_pool, y_pool, X_test, y_test, classes
+
+
+def stratified_subsample(y, n: int, rng) -> np.ndarray:
+    """n indices drawn without replacement, class proportions preserved (largest-remainder rounding),
+    at least one example of each class."""
+    y = np.asarray(y)
+    gen = np.random.default_rng(rng)
+    classes, counts = np.unique(y, return_counts=True)
+    if not 2 <= n <= y.size:
+        raise ValueError(f"fractions: subsample size must be in [2, {y.size}], got {n}")
+    exact = counts * n / y.size
+    take = np.maximum(np.floor(exact).astype(int), 1)
+    while take.sum() < n:
+        take[np.argmax(exact - take)] += 1
+    while take.sum() > n:
+        take[np.argmax(take)] -= 1
+    idx = [gen.choice(np.flatnonzero(y == c), size=k, replace=False) for c, k in zip(classes, take)]
+    return np.sort(np.concatenate(idx))
+
+
+def _decision(est, X):
+    s = np.asarray(est.decision_function(X), dtype=float)
+    return s.ravel()
+
+
+def cross_fit_oracle(X_pool, y_pool, X_test, oracle, *, folds: int = 5, random_state=0):
+    """K-fold cross-fitted, Platt-calibrated oracle logits (U_pool out-of-fold, U_test fold-averaged).
+
+    Returns (U_pool, U_test, info) with info = {c, d (calibration U = c*raw + d), oof_accuracy}.
+    """
+    skf = StratifiedKFold(n_splits=folds, shuffle=True, random_state=random_state)
+    raw_pool = np.empty(X_pool.shape[0])
+    raw_test = np.zeros(X_test.shape[0])
+    for tr, te in skf.split(X_pool, y_pool):
+        est = clone(oracle).fit(X_pool[tr], y_pool[tr])
+        raw_pool[te] = _decision(est, X_pool[te])
+        raw_test += _decision(est, X_test) / folds
+    classes = np.unique(y_pool)
+    ypm = _pm1(y_pool, classes)
+    platt = LogisticRegression(C=1e6, max_iter=10_000).fit(raw_pool[:, None], ypm)
+    c, d = float(platt.coef_[0, 0]), float(platt.intercept_[0])
+    info = dict(c=c, d=d, oof_accuracy=float(np.mean(np.where(raw_pool >= 0, 1.0, -1.0) == ypm)))
+    return c * raw_pool + d, c * raw_test + d, info
+
+
+def calibrate_scores(S, U, sigma_floor: float = 1e-3):
+    """Least-squares S ~ a U + b; sigma = residual sd, floored at sigma_floor * sd(S). Returns (a, b, sigma)."""
+    S, U = np.asarray(S, float), np.asarray(U, float)
+    A = np.column_stack([U, np.ones_like(U)])
+    (a, b), *_ = np.linalg.lstsq(A, S, rcond=None)
+    resid = S - (a * U + b)
+    sigma = float(np.sqrt(np.mean(resid**2)))
+    floor = sigma_floor * float(np.std(S))
+    return float(a), float(b), max(sigma, floor, 1e-300)
+
+
+def predicted_accuracy(U, a, b, sigma) -> float:
+    """mean_j [sigmoid(U_j) Phi((aU_j+b)/sigma) + sigmoid(-U_j) Phi(-(aU_j+b)/sigma)] (see module doc)."""
+    U = np.asarray(U, float)
+    t = (a * U + b) / sigma
+    return float(np.mean(expit(U) * ndtr(t) + expit(-U) * ndtr(-t)))
+
+
+def _default_probe(C):
+    from empirical import RaptorProbe  # the project's RAPTOR probe, at a fixed C (no tuning)
+
+    return RaptorProbe(Cs=[C])
+
+
+def _default_oracle():
+    from empirical import RaptorProbe  # validation-tuned RAPTOR as the auxiliary classifier
+
+    return RaptorProbe()
+
+
+def _one_subsample(task):
+    (X_pool, y_pool, X_test, y_test, U_pool, U_test, classes, frac, seed, idx, Cs, probe, score_source,
+     probe_folds, sigma_floor, random_state) = task
+    Xs, ys = X_pool[idx], y_pool[idx]
+    ytest_pm = _pm1(y_test, classes)
+    rows = []
+    for C in Cs:
+        est = probe(C).fit(Xs, ys)
+        S_test = _decision(est, X_test)
+        acc_true = float(np.mean(np.where(S_test >= 0, 1.0, -1.0) == ytest_pm))
+        if score_source == "heldout":
+            S_cal, U_cal = S_test, U_test
+        elif score_source == "insample":
+            S_cal, U_cal = _decision(est, Xs), U_pool[idx]
+        else:  # crossfit
+            S_cal = np.empty(len(idx))
+            k = min(probe_folds, int(np.min(np.unique(ys, return_counts=True)[1])))
+            if k < 2:
+                raise ValueError(f"fractions: subsample at fraction {frac} has a class with < 2 examples; "
+                                 "cannot cross-fit the probe scores")
+            skf = StratifiedKFold(n_splits=k, shuffle=True, random_state=random_state + 7919 * seed)
+            for tr, te in skf.split(Xs, ys):
+                S_cal[te] = _decision(probe(C).fit(Xs[tr], ys[tr]), Xs[te])
+            U_cal = U_pool[idx]
+        a, b, sigma = calibrate_scores(S_cal, U_cal, sigma_floor)
+        rows.append(dict(fraction=frac, seed=seed, C=float(C), lam=1.0 / float(C), n=len(idx),
+                         delta=len(idx) / X_pool.shape[1], Acc_true=acc_true,
+                         Acc_pred=predicted_accuracy(U_test, a, b, sigma), a=a, b=b, sigma=sigma))
+    return rows
+
+
+def _corr(x, y, fn):
+    x, y = np.asarray(x, float), np.asarray(y, float)
+    if len(x) < 3 or np.ptp(x) == 0 or np.ptp(y) == 0:
+        return float("nan")
+    return float(fn(x, y)[0])
+
+
+def delta_sweep(X_pool, y_pool, X_test, y_test, *, fractions=DEFAULT_FRACTIONS, seeds: int = 5, Cs=DEFAULT_CS,
+                oracle=None, oracle_folds: int = 5, probe=None, score_source: str = "crossfit",
+                probe_folds: int = 5, sigma_floor: float = 1e-3, random_state: int = 0, n_jobs: int = 1,
+                progress: bool = True) -> StructureResult:
+    """Sweep delta = n/p by stratified subsampling and compare Acc_pred with Acc_true (module doc).
+
+    X_pool, y_pool: the training pool (raw features; the probe standardizes on its own training part);
+    X_test, y_test: the held-out set.  Labels: any two classes (the larger is the positive class).
+    fractions: subsample fractions of the pool (6 in the paper); seeds: subsamples per fraction;
+    Cs: inverse ridge strengths of the grid (lambda = 1/C is reported, as in the paper's table);
+    oracle: unfitted scikit-learn classifier with ``decision_function`` (default ``RaptorProbe()``);
+    probe: callable C -> unfitted classifier at that fixed C (default ``RaptorProbe(Cs=[C])``);
+    score_source: "crossfit" | "insample" | "heldout" (module doc); sigma_floor: relative floor.
+    Returns a :class:`StructureResult`.
+    """
+    X_pool, y_pool, X_test, y_test, classes = _check_inputs(X_pool, y_pool, X_test, y_test)
+    fractions = [float(f) for f in fractions]
+    if len(fractions) < 3 or not all(0 < f <= 1 for f in fractions):
+        raise ValueError(f"fractions: need at least 3 values in (0, 1], got {fractions}")
+    if int(seeds) != seeds or seeds < 1:
+        raise ValueError(f"seeds: must be a positive integer, got {seeds}")
+    Cs = [float(C) for C in np.atleast_1d(Cs)]
+    if not Cs or not all(np.isfinite(C) and C > 0 for C in Cs):
+        raise ValueError(f"Cs: must be finite positive inverse ridge strengths, got {Cs}")
+    if score_source not in ("crossfit", "insample", "heldout"):
+        raise ValueError(f"score_source: must be 'crossfit', 'insample' or 'heldout', got {score_source!r}")
+    if not (np.isfinite(sigma_floor) and sigma_floor >= 0):
+        raise ValueError(f"sigma_floor: must be finite and >= 0, got {sigma_floor}")
+    oracle = _default_oracle() if oracle is None else oracle
+    probe = _default_probe if probe is None else probe
+    U_pool, U_test, oinfo = cross_fit_oracle(X_pool, y_pool, X_test, oracle, folds=oracle_folds,
+                                             random_state=random_state)
+    root = np.random.SeedSequence(random_state)
+    children = root.spawn(len(fractions) * int(seeds))
+    tasks = []
+    for i, frac in enumerate(fractions):
+        n = int(round(frac * X_pool.shape[0]))
+        for s in range(int(seeds)):
+            idx = stratified_subsample(y_pool, n, children[i * int(seeds) + s])
+            tasks.append((X_pool, y_pool, X_test, y_test, U_pool, U_test, classes, frac, s, idx, Cs, probe,
+                          score_source, probe_folds, sigma_floor, int(random_state)))
+    gen = Parallel(n_jobs=n_jobs, return_as="generator")(delayed(_one_subsample)(t) for t in tasks)
+    rows = [r for batch in tqdm(gen, total=len(tasks), disable=not progress, desc="delta sweep") for r in batch]
+    table = pd.DataFrame.from_records(rows)
+    srecs = []
+    for C, g in table.groupby("C", sort=True):
+        m = g.groupby("fraction")[["Acc_true", "Acc_pred", "delta"]].mean()
+        srecs.append(dict(C=C, lam=1.0 / C, rho_s=_corr(m.Acc_pred, m.Acc_true, spearmanr),
+                          r=_corr(m.Acc_pred, m.Acc_true, pearsonr),
+                          rho_s_all=_corr(g.Acc_pred, g.Acc_true, spearmanr),
+                          r_all=_corr(g.Acc_pred, g.Acc_true, pearsonr),
+                          mean_abs_error=float(np.mean(np.abs(g.Acc_pred - g.Acc_true))),
+                          Acc_true_mean=float(g.Acc_true.mean()), Acc_pred_mean=float(g.Acc_pred.mean())))
+    summary = pd.DataFrame.from_records(srecs)
+    ranked = summary.assign(_rs=summary.rho_s.fillna(-np.inf), _r=summary.r.fillna(-np.inf))
+    top = ranked.sort_values(["_rs", "_r"], ascending=False).iloc[0]
+    best = dict(C=float(top.C), lam=float(top.lam), rho_s=float(top.rho_s), r=float(top.r))
+    oinfo.update(folds=oracle_folds, U_test_sd=float(np.std(U_test)))
+    return StructureResult(table=table, summary=summary, best=best, oracle=oinfo)
