@@ -1,0 +1,115 @@
+"""Decoder-block lookup and forward hooks shared by extraction and steering.
+
+Layer convention (the whole package uses it): layer ``l`` in ``1..L`` is the output of decoder
+block ``l`` (1-based), i.e. the residual stream after that block and *before* any final norm;
+layer 0 is the input of block 1 (the embeddings, scaled as the architecture does, e.g. Gemma's
+sqrt(d) factor). With transformers 5.x this equals ``output_hidden_states[l]`` for ``l < L`` while
+``hidden_states[L]`` is the *final-normed* state (``capture_outputs(tie_last_hidden_states=True)``),
+so we read block outputs through hooks instead of ``output_hidden_states``.
+"""
+from __future__ import annotations
+
+import torch
+
+LAYER_CONVENTION = "block-output-v1"  # part of every cache key
+
+_BLOCK_PATHS = (
+    "model.layers",  # Llama, Qwen2, Gemma, Mistral, Phi3 (CausalLM wrapper)
+    "layers",  # the same, on the base model
+    "transformer.h",  # GPT-2, GPT-J, Falcon, Bloom
+    "h",
+    "gpt_neox.layers",
+    "model.decoder.layers",  # OPT
+    "decoder.layers",
+    "model.language_model.layers",  # Gemma3 / multimodal wrappers
+    "language_model.layers",
+)
+
+
+def _get(obj, dotted):
+    for part in dotted.split("."):
+        obj = getattr(obj, part, None)
+        if obj is None:
+            return None
+    return obj
+
+
+def num_layers(model) -> int:
+    """Number of decoder blocks L."""
+    return len(decoder_blocks(model))
+
+
+def decoder_blocks(model) -> torch.nn.ModuleList:
+    """The model's ModuleList of decoder blocks (block ``l`` is ``decoder_blocks(model)[l - 1]``)."""
+    for path in _BLOCK_PATHS:
+        mod = _get(model, path)
+        if isinstance(mod, torch.nn.ModuleList) and len(mod) > 0:
+            return mod
+    cfg = getattr(model, "config", None)
+    n = None
+    if cfg is not None:
+        n = getattr(cfg, "num_hidden_layers", None) or getattr(cfg, "n_layer", None)
+    lists = [(name, m) for name, m in model.named_modules() if isinstance(m, torch.nn.ModuleList) and len(m) > 0]
+    if n is not None:
+        lists = [(name, m) for name, m in lists if len(m) == n]
+    if not lists:
+        raise ValueError(f"cannot find the decoder blocks of {type(model).__name__}")
+    return min(lists, key=lambda t: t[0].count("."))[1]
+
+
+def base_model(model):
+    """The transformer without the LM head (saves the vocabulary projection during extraction)."""
+    base = getattr(model, "base_model", None)
+    return base if base is not None else model
+
+
+def block_output_tensor(output):
+    """The hidden-state tensor of a block's output (blocks return a tensor or a tuple)."""
+    if isinstance(output, torch.Tensor):
+        return output
+    if isinstance(output, (tuple, list)) and output and isinstance(output[0], torch.Tensor):
+        return output[0]
+    raise TypeError(f"unexpected decoder block output type {type(output).__name__}")
+
+
+def replace_block_output(output, new):
+    """Rebuild a block output with ``new`` as its hidden state (same container type)."""
+    if isinstance(output, torch.Tensor):
+        return new
+    if isinstance(output, tuple):
+        return (new,) + tuple(output[1:])
+    if isinstance(output, list):
+        return [new] + list(output[1:])
+    raise TypeError(f"unexpected decoder block output type {type(output).__name__}")
+
+
+def block_input_tensor(args, kwargs):
+    """The hidden-state input of a block from a forward pre-hook's (args, kwargs)."""
+    if args and isinstance(args[0], torch.Tensor):
+        return args[0]
+    hs = kwargs.get("hidden_states")
+    if isinstance(hs, torch.Tensor):
+        return hs
+    raise TypeError("cannot find the hidden-state input of the decoder block")
+
+
+class HookSet:
+    """A set of torch hook handles removed together (usable as a context manager)."""
+
+    def __init__(self):
+        self.handles = []
+
+    def add(self, handle):
+        self.handles.append(handle)
+        return handle
+
+    def remove(self):
+        while self.handles:
+            self.handles.pop().remove()
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self.remove()
+        return False

@@ -1,0 +1,65 @@
+"""Tiny randomly initialised causal LMs and an offline word-level tokenizer (tests and examples).
+
+No network: models come from configs (Llama, Qwen2, GPT-2, Gemma shapes), the tokenizer is
+built with the ``tokenizers`` library from a fixed word list.
+"""
+from __future__ import annotations
+
+ARCHS = ("llama", "qwen2", "gpt2", "gemma")
+
+_WORDS = (
+    "the a an is in of to and or not true false city statement judge movie review good bad great awful "
+    "film plot actor coin heads up flips does flip still yes no hate speech comment sarcasm sentence "
+    "paris france rome italy berlin germany madrid spain this that it was very really quite funny boring "
+    "love loved hated people world news report says new old man woman dog cat house car road day night "
+    "i you we they he she what why how answer according above below task detect help me identify . , ? !"
+).split()
+
+
+def tiny_tokenizer(chat_template: bool = True):
+    """A word-level fast tokenizer (whitespace/punctuation split, unknown words -> <unk>, adds <bos>)."""
+    from tokenizers import Tokenizer, models, pre_tokenizers, processors
+    from transformers import PreTrainedTokenizerFast
+
+    specials = ["<pad>", "<unk>", "<bos>", "<eos>"]
+    vocab = {t: i for i, t in enumerate(specials + sorted(set(_WORDS)))}
+    tk = Tokenizer(models.WordLevel(vocab=vocab, unk_token="<unk>"))
+    tk.pre_tokenizer = pre_tokenizers.Whitespace()
+    tk.post_processor = processors.TemplateProcessing(single="<bos> $A", special_tokens=[("<bos>", vocab["<bos>"])])
+    tok = PreTrainedTokenizerFast(tokenizer_object=tk, bos_token="<bos>", eos_token="<eos>", unk_token="<unk>",
+                                  pad_token="<pad>")
+    if chat_template:
+        tok.chat_template = (
+            "{% for m in messages %}{{ m['role'] }} : {{ m['content'] }} . {% endfor %}"
+            "{% if add_generation_prompt %}answer : {% endif %}"
+        )
+    return tok
+
+
+def tiny_model(arch: str = "llama", seed: int = 0, n_layers: int = 3, hidden: int = 32, vocab_size: int | None = None,
+               dtype=None):
+    """A randomly initialised causal LM of the given architecture family (eval mode)."""
+    import torch
+    from transformers import (AutoModelForCausalLM, GemmaConfig, GPT2Config, LlamaConfig, Qwen2Config)
+
+    V = vocab_size or len(tiny_tokenizer(False).get_vocab())
+    common = dict(vocab_size=V, bos_token_id=2, eos_token_id=3, pad_token_id=0)
+    if arch == "llama":
+        cfg = LlamaConfig(hidden_size=hidden, intermediate_size=2 * hidden, num_hidden_layers=n_layers,
+                          num_attention_heads=4, num_key_value_heads=2, max_position_embeddings=256, **common)
+    elif arch == "qwen2":
+        cfg = Qwen2Config(hidden_size=hidden, intermediate_size=2 * hidden, num_hidden_layers=n_layers,
+                          num_attention_heads=4, num_key_value_heads=2, max_position_embeddings=256, **common)
+    elif arch == "gpt2":
+        cfg = GPT2Config(n_embd=hidden, n_layer=n_layers, n_head=4, n_positions=256, **common)
+    elif arch == "gemma":
+        cfg = GemmaConfig(hidden_size=hidden, intermediate_size=2 * hidden, num_hidden_layers=n_layers,
+                          num_attention_heads=4, num_key_value_heads=1, head_dim=hidden // 4,
+                          max_position_embeddings=256, **common)
+    else:
+        raise ValueError(f"arch must be one of {ARCHS}, got {arch!r}")
+    torch.manual_seed(seed)
+    model = AutoModelForCausalLM.from_config(cfg)
+    if dtype is not None:
+        model = model.to(dtype)
+    return model.eval()
