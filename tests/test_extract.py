@@ -1,0 +1,213 @@
+"""Hidden-state extraction on tiny random models: layer convention per architecture, batched ==
+unbatched, prefix sharing, the disk cache (hit, validation, resume), and argument errors."""
+import os
+
+import numpy as np
+import pytest
+
+torch = pytest.importorskip("torch")
+pytest.importorskip("transformers")
+os.environ.setdefault("HF_HUB_OFFLINE", "1")
+
+from empirical import extract as E  # noqa: E402
+from empirical._cache import ExtractionCache  # noqa: E402
+from empirical._hooks import decoder_blocks  # noqa: E402
+from empirical._tiny import ARCHS, tiny_model, tiny_tokenizer  # noqa: E402
+
+pytestmark = pytest.mark.llm
+
+PROMPTS = [
+    "task detect sarcasm . the city of paris is in france .",
+    "task detect sarcasm . a great movie",
+    "task detect sarcasm . coin flips heads up ? yes , it does not flip",
+    "task detect sarcasm . bad",
+    "task detect sarcasm . i loved this film and the actor was really very funny .",
+    "task detect sarcasm . what is this",
+    "task detect sarcasm . the dog and the cat",
+]
+
+
+@pytest.fixture(scope="module")
+def tok():
+    return tiny_tokenizer()
+
+
+def _hook_reference(model, tok, prompt):
+    """Block outputs captured by plain forward hooks during an ordinary full-model call."""
+    blocks = decoder_blocks(model)
+    caps = {}
+    hs = [blocks[i].register_forward_hook(lambda m, a, o, i=i: caps.__setitem__(i + 1, (o[0] if isinstance(o, tuple) else o)[0, -1].clone()))
+          for i in range(len(blocks))]
+    try:
+        with torch.inference_mode():
+            out = model(**tok([prompt], return_tensors="pt"), output_hidden_states=True)
+    finally:
+        for h in hs:
+            h.remove()
+    return caps, [h[0, -1] for h in out.hidden_states]
+
+
+@pytest.mark.parametrize("arch", ARCHS)
+def test_layer_convention_and_batching(arch, tok):
+    model = tiny_model(arch, seed=1)
+    L = len(decoder_blocks(model))
+    H = E.hidden_states(model, tok, PROMPTS, layers="all", batch_size=3, progress=False)
+    assert H.shape == (L + 1, len(PROMPTS), 32) and H.dtype == np.float32
+    default = E.hidden_states(model, tok, PROMPTS, batch_size=3, progress=False)
+    np.testing.assert_array_equal(default, H[1:])  # default layers are 1..L
+    no_prefix = E.hidden_states(model, tok, PROMPTS, layers="all", batch_size=3, share_prefix=False, progress=False)
+    for i, prompt in enumerate(PROMPTS):
+        single = E.hidden_states(model, tok, [prompt], layers="all", batch_size=1, progress=False)[:, 0]
+        np.testing.assert_allclose(H[:, i], single, atol=1e-4, rtol=0)
+        np.testing.assert_allclose(no_prefix[:, i], single, atol=1e-4, rtol=0)
+        caps, hs = _hook_reference(model, tok, prompt)
+        for l in range(1, L + 1):  # layer l = output of decoder block l
+            np.testing.assert_allclose(H[l, i], caps[l].numpy(), atol=1e-4, rtol=0)
+        for l in range(0, L):  # transformers' hidden_states[l] agrees below the top block ...
+            np.testing.assert_allclose(H[l, i], hs[l].numpy(), atol=1e-4, rtol=0)
+    # ... and its last entry is the final-normed state, which is not a block output
+    assert np.abs(H[L, 0] - hs[L].numpy()).max() > 1e-2
+
+
+def test_layer_subset_and_early_stop(tok):
+    model = tiny_model("llama", seed=2, n_layers=4)
+    full = E.hidden_states(model, tok, PROMPTS, layers="all", progress=False)
+    sub = E.hidden_states(model, tok, PROMPTS, layers=[2, 0], progress=False)
+    np.testing.assert_allclose(sub, full[[2, 0]], atol=1e-5)
+    calls = []
+    h = decoder_blocks(model)[3].register_forward_hook(lambda *a: calls.append(1))
+    E.hidden_states(model, tok, PROMPTS, layers=[1], share_prefix=False, progress=False)
+    h.remove()
+    assert calls == []  # the forward stops after the last requested block
+
+
+def test_batches_respect_limits():
+    ids = [[1] * n for n in (9, 8, 8, 7, 3, 2, 2, 1)]
+    order = sorted(range(len(ids)), key=lambda i: -len(ids[i]))
+    batches = list(E._batches(order, ids, 3, 17, 0))
+    assert sorted(i for b in batches for i in b) == list(range(8))
+    for b in batches:
+        assert len(b) <= 3
+        assert len(b) == 1 or max(len(ids[i]) for i in b) * len(b) <= 17
+    assert E.common_prefix_length([[5, 6, 7], [5, 6, 8, 9], [5, 6]]) == 1  # keeps >= 1 own token
+    assert E.common_prefix_length([[1, 2], [3, 4]]) == 0
+
+
+def test_tuple_returning_blocks(tok):
+    """Blocks that return (hidden, extra) tuples (older transformers) are read and steered alike."""
+    model = tiny_model("llama", seed=3)
+    ref = E.hidden_states(model, tok, PROMPTS[:3], layers="all", progress=False)
+    for blk in decoder_blocks(model):
+        orig = blk.forward
+        blk.forward = (lambda *a, _f=orig, **k: (_f(*a, **k), None))
+    # the Llama loop itself needs tensors: later-registered hooks unwrap the tuples for it
+    core = model.model
+    orig_core = type(core).forward
+
+    def unpack_forward(self, *a, **k):
+        for blk in self.layers:
+            if not hasattr(blk, "_unwrap"):
+                blk._unwrap = blk.register_forward_hook(lambda m, args, out: out[0] if isinstance(out, tuple) else out)
+        return orig_core(self, *a, **k)
+
+    # tuple outputs reach our hooks first (registered later hooks unwrap them for the model loop)
+    H = None
+    try:
+        type(core).forward = unpack_forward
+        H = E.hidden_states(model, tok, PROMPTS[:3], layers="all", share_prefix=False, progress=False)
+    finally:
+        type(core).forward = orig_core
+    np.testing.assert_allclose(H, ref, atol=1e-5)
+
+
+def test_disk_cache_hit_validate_and_resume(tok, tmp_path):
+    model = tiny_model("qwen2", seed=4)
+    cache = ExtractionCache(tmp_path)
+    ref = E.hidden_states(model, tok, PROMPTS, layers="all", batch_size=2, progress=False)
+    A = E.hidden_states(model, tok, PROMPTS, batch_size=2, cache=cache, label="toy", progress=False)
+    np.testing.assert_allclose(A, ref[1:], atol=1e-5)
+    assert isinstance(A, np.memmap)
+    files = sorted(p.name for p in tmp_path.iterdir())
+    assert len(files) == 2 and files[0].startswith("toy-") and files[0].endswith(".json")
+
+    # a re-run does not touch the model
+    def boom(*a, **k):
+        raise AssertionError("model called on a cache hit")
+
+    h = decoder_blocks(model)[0].register_forward_pre_hook(boom)
+    B = E.hidden_states(model, tok, PROMPTS, layers=[0, 2], cache=cache, label="toy", progress=False)
+    h.remove()
+    np.testing.assert_allclose(B, ref[[0, 2]], atol=1e-5)
+
+    # other prompts / weights -> another key
+    E.hidden_states(model, tok, PROMPTS[:3], cache=cache, label="toy", progress=False)
+    assert len(list(tmp_path.glob("toy-*.npy"))) == 2
+
+    # corrupt the stored array -> checksum error
+    npy = sorted(tmp_path.glob("toy-*.npy"), key=lambda p: p.stat().st_size)[-1]
+    arr = np.load(npy, mmap_mode="r+")
+    arr[1, 0, 0] += 1.0
+    arr.flush()
+    del arr
+    with pytest.raises(ValueError, match="checksum"):
+        E.hidden_states(model, tok, PROMPTS, cache=cache, label="toy", progress=False)
+
+
+def test_resume_after_interruption(tok, tmp_path, monkeypatch):
+    model = tiny_model("gpt2", seed=5)
+    ref = E.hidden_states(model, tok, PROMPTS, layers="all", batch_size=2, progress=False)
+    monkeypatch.setattr(E.time, "perf_counter", lambda c=iter(range(0, 10**6, 10)): next(c))  # checkpoint every batch
+    seen = []
+    blk = decoder_blocks(model)[0]
+
+    def interrupt(m, a, kw):
+        seen.append(a[0].shape[0] if a else kw["hidden_states"].shape[0])
+        if len(seen) == 3:  # prefix pass, one batch of 2, then stop
+            raise KeyboardInterrupt
+
+    h = blk.register_forward_pre_hook(interrupt, with_kwargs=True)
+    with pytest.raises(KeyboardInterrupt):
+        E.hidden_states(model, tok, PROMPTS, batch_size=2, cache=tmp_path, label="r", progress=False)
+    h.remove()
+    done = np.load(next(tmp_path.glob("r-*.done.npy")))
+    finished = [p for p in tmp_path.glob("r-*.npy") if not p.name.endswith((".done.npy", ".partial.npy"))]
+    assert done.sum() == 2 and not finished
+    rows = []
+    h = blk.register_forward_pre_hook(
+        lambda m, a, kw: rows.append((a[0] if a else kw["hidden_states"]).shape[0]), with_kwargs=True)
+    A = E.hidden_states(model, tok, PROMPTS, layers="all", batch_size=2, cache=tmp_path, label="r", progress=False)
+    h.remove()
+    assert sum(rows[1:]) == len(PROMPTS) - 2  # only the unfinished prompts were run (after the prefix pass)
+    np.testing.assert_allclose(A, ref, atol=1e-5)
+    assert not list(tmp_path.glob("r-*.partial.npy")) and not list(tmp_path.glob("r-*.done.npy"))
+
+
+def test_threads_restored_and_errors(tok):
+    model = tiny_model("gemma", seed=6)
+    before = torch.get_num_threads()
+    E.hidden_states(model, tok, PROMPTS[:2], num_threads=1, progress=False)
+    assert torch.get_num_threads() == before
+    for bad, match in ((dict(layers=[5]), "layers"), (dict(layers="some"), "layers"), (dict(batch_size=0), "batch_size"),
+                       (dict(num_threads=0), "num_threads"), (dict(max_length=0), "max_length")):
+        with pytest.raises(ValueError, match=match):
+            E.hidden_states(model, tok, PROMPTS[:2], progress=False, **bad)
+    with pytest.raises(ValueError, match="empty"):
+        E.hidden_states(model, tok, [], progress=False)
+    with pytest.raises(ValueError, match="list of strings"):
+        E.hidden_states(model, tok, "one prompt", progress=False)
+    cut = E.hidden_states(model, tok, PROMPTS[:1], max_length=3, progress=False)
+    same = E.hidden_states(model, tok, ["this film"], add_special_tokens=True, progress=False)
+    assert cut.shape == same.shape
+
+
+def test_extract_dataset_and_chat(tok, tmp_path):
+    from empirical.datasets import ConceptDataset
+
+    model = tiny_model("llama", seed=7)
+    ds = ConceptDataset("toy", ["a great movie", "bad film", "the city"], [1, 0, 1], "review : {text} .")
+    A = E.extract_dataset(model, tok, ds, cache=tmp_path, progress=False)
+    ref = E.hidden_states(model, tok, ds.prompts, progress=False)
+    np.testing.assert_allclose(A, ref, atol=1e-5)
+    C = E.extract_dataset(model, tok, ds, cache=tmp_path, chat=True, progress=False)
+    assert np.abs(np.asarray(C) - A).max() > 1e-3  # chat wrapping changes the input
+    assert len(list(tmp_path.glob("toy-*.npy"))) == 2
