@@ -1,0 +1,67 @@
+"""Output helpers for ``paper_figures``: tables as CSV + Markdown, figures as PNG, atomic writes.
+
+Every artefact is written to ``<out>/tables/NAME.csv`` (+ ``.md``) or ``<out>/figures/NAME.png`` via a
+temporary file and ``os.replace``, so an interrupted run never leaves a half-written file behind.
+"""
+from __future__ import annotations
+
+import json
+import os
+import tempfile
+from pathlib import Path
+
+import pandas as pd
+
+
+def _atomic_target(path: Path):
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+    os.close(fd)
+    return Path(tmp)
+
+
+def save_table(df: pd.DataFrame, out: Path, name: str, *, floatfmt: str = ".4g") -> Path:
+    """Write ``df`` to ``out/tables/name.csv`` and a Markdown rendering to ``name.md``; returns the CSV path."""
+    path = Path(out) / "tables" / f"{name}.csv"
+    tmp = _atomic_target(path)
+    df.to_csv(tmp, index=False)
+    os.replace(tmp, path)
+    md = path.with_suffix(".md")
+    tmp = _atomic_target(md)
+    tmp.write_text(to_markdown(df, floatfmt=floatfmt) + "\n")
+    os.replace(tmp, md)
+    return path
+
+
+def to_markdown(df: pd.DataFrame, *, floatfmt: str = ".4g") -> str:
+    """Plain Markdown table (no optional ``tabulate`` dependency)."""
+    def fmt(v):
+        if isinstance(v, float):
+            return format(v, floatfmt)
+        return str(v)
+    cols = [str(c) for c in df.columns]
+    lines = ["| " + " | ".join(cols) + " |", "|" + "|".join(["---"] * len(cols)) + "|"]
+    for row in df.itertuples(index=False):
+        lines.append("| " + " | ".join(fmt(v) for v in row) + " |")
+    return "\n".join(lines)
+
+
+def save_figure(fig, out: Path, name: str, *, dpi: int = 130) -> Path:
+    """Save a matplotlib figure to ``out/figures/name.png`` atomically and close it."""
+    import matplotlib.pyplot as plt
+
+    path = Path(out) / "figures" / f"{name}.png"
+    tmp = _atomic_target(path)
+    fig.savefig(tmp, dpi=dpi, bbox_inches="tight", format="png")
+    os.replace(tmp, path)
+    plt.close(fig)
+    return path
+
+
+def save_json(obj, out: Path, name: str) -> Path:
+    """Write ``obj`` as JSON to ``out/tables/name.json`` atomically."""
+    path = Path(out) / "tables" / f"{name}.json"
+    tmp = _atomic_target(path)
+    tmp.write_text(json.dumps(obj, indent=2, default=float))
+    os.replace(tmp, path)
+    return path
