@@ -1,0 +1,536 @@
+"""``raptor`` command line: extract | probe | stability | steer | sweep.
+
+Every subcommand reads a concept dataset (``--dataset NAME`` or ``--table FILE --text-column ...
+--label-column ...``), loads a model (``--model``, default SmolLM2-135M-Instruct), gets last-token
+hidden states from the extraction cache (computing them once), and writes CSV/JSON tables and PNG
+plots into ``--out``. Layers follow the package convention: layer l = output of decoder block l
+(1..L); layer 0 = embeddings. Splits follow the paper: stratified test 20 %, validation 20 %,
+train 60 % (seed 42).
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+
+SPLIT_SEED = 42
+
+
+# --------------------------------------------------------------------------- argument helpers
+def _layers_arg(spec):
+    """'all' | '1-30' | '5,10,20' | '3' -> list or 'all' (validated against L later)."""
+    if spec is None:
+        return None
+    spec = str(spec).strip()
+    if spec == "all":
+        return "all"
+    out = []
+    try:
+        for part in spec.split(","):
+            if "-" in part:
+                a, b = part.split("-")
+                out.extend(range(int(a), int(b) + 1))
+            else:
+                out.append(int(part))
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"layers must look like 'all', '1-30' or '5,10,20', got {spec!r}")
+    return out
+
+
+def _cap_arg(v):
+    if v in ("reference", "all"):
+        return v
+    try:
+        n = int(v)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"--max-per-class must be 'reference', 'all' or a positive int, got {v!r}")
+    if n < 1:
+        raise argparse.ArgumentTypeError("--max-per-class must be >= 1")
+    return n
+
+
+def _add_common(p, multi_dataset=False):
+    d = p.add_argument_group("data")
+    if multi_dataset:
+        d.add_argument("--dataset", nargs="+", metavar="NAME",
+                       help="one or more of stsa cities common counterfact hateeval sarcasm coinflip, or 'all'")
+    else:
+        d.add_argument("--dataset", metavar="NAME", help="stsa | cities | common | counterfact | hateeval | sarcasm | coinflip")
+    d.add_argument("--table", metavar="FILE", help="your own CSV/TSV/JSONL instead of --dataset")
+    d.add_argument("--text-column", help="text column of --table")
+    d.add_argument("--label-column", help="label column of --table (0/1, True/False, yes/no)")
+    d.add_argument("--positive-label", help="label value meaning 'concept present' (other values -> 0)")
+    d.add_argument("--template", help="prompt template with {text} (default: the dataset's own / plain text)")
+    d.add_argument("--data-dir", help="dataset directory (default $RAPTOR_DATA, then ../shared/datasets)")
+    d.add_argument("--max-per-class", type=_cap_arg, default="reference",
+                   help="'reference' (Concept-Depth caps, default), 'all', or N first examples per class")
+    d.add_argument("--quick", type=int, nargs="?", const=100, metavar="N",
+                   help="fast look: at most N examples per class (default N=100)")
+    d.add_argument("--no-verify", action="store_true", help="skip the SHA256SUMS check")
+    m = p.add_argument_group("model")
+    m.add_argument("--model", default="smollm2", help="'smollm2' (default) or a local model directory / hub id")
+    m.add_argument("--device", help="cpu, cuda, ... (default: cuda if available)")
+    m.add_argument("--dtype", help="float32 (default), bfloat16, float16, float64")
+    m.add_argument("--batch-size", type=int, default=32)
+    m.add_argument("--threads", type=int, help="torch threads (default: torch's choice)")
+    m.add_argument("--chat", action="store_true", help="wrap prompts in the tokenizer's chat template")
+    m.add_argument("--cache-dir", help="cache root (default $RAPTOR_CACHE or ~/.cache/raptor)")
+    m.add_argument("--no-cache", action="store_true", help="do not read or write the hidden-state cache")
+    p.add_argument("--out", default="raptor_out", help="output directory (created)")
+    p.add_argument("--no-progress", action="store_true", help="hide progress bars")
+
+
+def _load_datasets(args, names):
+    from . import datasets
+
+    cap = args.max_per_class
+    cap = None if cap == "all" else cap
+    if args.quick:
+        cap = args.quick
+    if args.table:
+        if not (args.text_column and args.label_column):
+            raise SystemExit("--table needs --text-column and --label-column")
+        return [datasets.load_table(args.table, args.text_column, args.label_column, args.template,
+                                    positive_label=args.positive_label, max_per_class=None if cap == "reference" else cap)]
+    if not names:
+        raise SystemExit("give --dataset NAME (or --table FILE ...)")
+    names = list(datasets.DATASETS) if names == ["all"] else names
+    return [datasets.load(n, args.data_dir, max_per_class=cap, verify=not args.no_verify, template=args.template)
+            for n in names]
+
+
+def _load_model(args):
+    from .models import load_model
+
+    return load_model(args.model, device=args.device, dtype=args.dtype, cache_dir=args.cache_dir)
+
+
+def _hidden(args, model, tok, ds, layers="all"):
+    from ._cache import ExtractionCache
+    from .extract import extract_dataset
+
+    cache = False if args.no_cache else ExtractionCache(
+        (Path(args.cache_dir).expanduser() / "hidden") if args.cache_dir else None)
+    return extract_dataset(model, tok, ds, layers=layers, batch_size=args.batch_size, cache=cache,
+                           chat=args.chat, num_threads=args.threads, progress=not args.no_progress)
+
+
+def _out(args) -> Path:
+    out = Path(args.out)
+    out.mkdir(parents=True, exist_ok=True)
+    return out
+
+
+def _write_json(path, obj):
+    tmp = Path(str(path) + ".tmp")
+    tmp.write_text(json.dumps(obj, indent=1, default=lambda o: o.item() if hasattr(o, "item") else str(o)))
+    os.replace(tmp, path)
+
+
+def _write_csv(path, df):
+    tmp = Path(str(path) + ".tmp")
+    df.to_csv(tmp, index=False)
+    os.replace(tmp, path)
+
+
+def _savefig(fig, path):
+    tmp = Path(str(path) + ".tmp.png")
+    fig.savefig(tmp, dpi=120, bbox_inches="tight")
+    os.replace(tmp, path)
+    import matplotlib.pyplot as plt
+
+    plt.close(fig)
+
+
+def _plt():
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    return plt
+
+
+def split_indices(y, seed=SPLIT_SEED, test=0.2, val=0.2):
+    """The paper's fixed stratified split: (train 60 %, val 20 %, test 20 %) index arrays."""
+    from sklearn.model_selection import train_test_split
+
+    idx = np.arange(len(y))
+    trval, te = train_test_split(idx, test_size=test, stratify=y, random_state=seed)
+    tr, va = train_test_split(trval, test_size=val / (1 - test), stratify=y[trval], random_state=seed)
+    return np.sort(tr), np.sort(va), np.sort(te)
+
+
+def _select_layers(spec, L, default):
+    from .extract import resolve_layers
+
+    if spec is None:
+        return default
+    return resolve_layers(spec, L)
+
+
+# --------------------------------------------------------------------------- probes
+def _raptor():
+    try:
+        from . import RaptorProbe  # noqa: F401
+    except ImportError:
+        try:
+            from .probe import RaptorProbe  # noqa: F401
+        except ImportError:
+            raise SystemExit("the RAPTOR estimator (empirical.RaptorProbe) is not available in this installation")
+    return RaptorProbe
+
+
+def fit_probes(H, y, layers, *, seed=SPLIT_SEED, progress=True):
+    """Per-layer RAPTOR on the paper's split. Returns (table DataFrame, {layer: LayerProbe}).
+
+    ``H`` has layers 0..L on axis 0. Test accuracy is measured on the held-out 20 %.
+    """
+    import pandas as pd
+    from tqdm.auto import tqdm
+
+    from .steering import LayerProbe
+
+    RaptorProbe = _raptor()
+    tr, va, te = split_indices(y, seed)
+    rows, probes = [], {}
+    for l in tqdm(layers, desc="probe layers", disable=not progress, leave=False):
+        X = np.asarray(H[l], dtype=np.float64)
+        t = time.perf_counter()
+        est = RaptorProbe(random_state=seed).fit(X[tr], y[tr], X_val=X[va], y_val=y[va])
+        dt = time.perf_counter() - t
+        acc = float(est.score(X[te], y[te]))
+        probes[l] = LayerProbe.from_estimator(est, test_accuracy=acc)
+        val_acc = float(np.max(est.path_val_accuracy_)) if hasattr(est, "path_val_accuracy_") else float("nan")
+        rows.append(dict(layer=l, test_accuracy=acc, val_accuracy=val_acc, lambda_star=float(est.lambda_),
+                         C_star=float(est.C_), fit_time_s=dt, n_train=len(tr), n_val=len(va), n_test=len(te)))
+    return pd.DataFrame(rows), probes
+
+
+def save_probes(path, probes, table=None):
+    layers = sorted(probes)
+    arrays = dict(layers=np.array(layers), w=np.stack([probes[l].w for l in layers]),
+                  b=np.array([probes[l].b for l in layers]), v=np.stack([probes[l].v for l in layers]),
+                  test_accuracy=np.array([np.nan if probes[l].test_accuracy is None else probes[l].test_accuracy
+                                          for l in layers]))
+    tmp = Path(str(path) + ".tmp.npz")
+    np.savez(tmp, **arrays)
+    os.replace(tmp, path)
+
+
+def load_probes(path):
+    from .steering import LayerProbe
+
+    z = np.load(path)
+    need = {"layers", "w", "b", "v", "test_accuracy"}
+    if not need <= set(z.files):
+        raise SystemExit(f"{path} is not a probe file (needs arrays {sorted(need)})")
+    return {int(l): LayerProbe(z["w"][i], z["b"][i], z["v"][i],
+                               None if np.isnan(z["test_accuracy"][i]) else float(z["test_accuracy"][i]))
+            for i, l in enumerate(z["layers"])}
+
+
+# --------------------------------------------------------------------------- subcommands
+def cmd_extract(args):
+    out = _out(args)
+    model, tok = _load_model(args)
+    summary = []
+    for ds in _load_datasets(args, args.dataset):
+        t = time.perf_counter()
+        H = _hidden(args, model, tok, ds)
+        rec = dict(dataset=ds.name, n=len(ds), class_counts=ds.class_counts(), shape=list(H.shape),
+                   layers="0..L (0 = embeddings, l = output of decoder block l)",
+                   cache_file=getattr(H, "filename", None), seconds=round(time.perf_counter() - t, 2))
+        summary.append(rec)
+        print(f"{ds.name}: {len(ds)} prompts -> {tuple(H.shape)} in {rec['seconds']} s"
+              + (f"  [{rec['cache_file']}]" if rec["cache_file"] else ""))
+    _write_json(out / "extract_summary.json", summary)
+    return 0
+
+
+def cmd_probe(args):
+    import pandas as pd
+
+    out = _out(args)
+    model, tok = _load_model(args)
+    plt = _plt()
+    overview = []
+    for ds in _load_datasets(args, args.dataset):
+        H = _hidden(args, model, tok, ds)
+        L = H.shape[0] - 1
+        layers = _select_layers(args.layers, L, list(range(1, L + 1)))
+        table, probes = fit_probes(H, ds.labels, layers, progress=not args.no_progress)
+        if args.baselines:
+            table = table.merge(_baseline_table(H, ds.labels, layers, args.baselines, not args.no_progress), on="layer")
+        _write_csv(out / f"probe_{ds.name}.csv", table)
+        save_probes(out / f"probes_{ds.name}.npz", probes)
+        best = table.loc[table["test_accuracy"].idxmax()]
+        rec = dict(dataset=ds.name, n=len(ds), best_layer=int(best.layer), best_test_accuracy=float(best.test_accuracy),
+                   lambda_star=float(best.lambda_star), mean_test_accuracy=float(table.test_accuracy.mean()),
+                   median_fit_time_s=float(table.fit_time_s.median()))
+        overview.append(rec)
+        _write_json(out / f"probe_{ds.name}.json", rec)
+        fig, ax = plt.subplots(figsize=(6, 3.5))
+        ax.plot(table.layer, table.test_accuracy, "o-", label="RAPTOR")
+        for c in table.columns:
+            if c.endswith("_test_accuracy") and c != "test_accuracy":
+                ax.plot(table.layer, table[c], ".--", label=c.removesuffix("_test_accuracy"))
+        ax.set(xlabel="layer (output of decoder block l)", ylabel="test accuracy", title=f"{ds.name} ({len(ds)} examples)")
+        ax.legend()
+        _savefig(fig, out / f"probe_{ds.name}.png")
+        print(f"{ds.name}: best layer {rec['best_layer']}  test acc {rec['best_test_accuracy']:.3f}  "
+              f"lambda* {rec['lambda_star']:.3g}  (mean over layers {rec['mean_test_accuracy']:.3f})")
+    _write_csv(out / "probe_summary.csv", pd.DataFrame(overview))
+    return 0
+
+
+def _baseline_table(H, y, layers, names, progress):
+    import pandas as pd
+    from tqdm.auto import tqdm
+
+    try:
+        from . import baselines as B
+    except ImportError:
+        raise SystemExit("baselines are not available in this installation (empirical.baselines)")
+    tr, va, te = split_indices(y)
+    rows = []
+    for l in tqdm(layers, desc="baselines", disable=not progress, leave=False):
+        X = np.asarray(H[l], dtype=np.float64)
+        row = {"layer": l}
+        for name in names:
+            factory = getattr(B, "make_baseline", None)
+            if factory is None:
+                raise SystemExit("empirical.baselines has no make_baseline(name)")
+            t = time.perf_counter()
+            est = factory(name).fit(X[tr], y[tr], X[va], y[va])
+            row[f"{name}_fit_time_s"] = time.perf_counter() - t
+            row[f"{name}_test_accuracy"] = float(np.mean((np.asarray(est.decision_function(X[te])) > 0) == (y[te] == 1)))
+        rows.append(row)
+    return pd.DataFrame(rows)
+
+
+def cmd_stability(args):
+    import pandas as pd
+
+    try:
+        from . import stability
+    except ImportError:
+        raise SystemExit("the stability protocol (empirical.stability) is not available in this installation")
+    RaptorProbe = _raptor()
+    out = _out(args)
+    model, tok = _load_model(args)
+    plt = _plt()
+    for ds in _load_datasets(args, args.dataset):
+        H = _hidden(args, model, tok, ds)
+        L = H.shape[0] - 1
+        layers = _select_layers(args.layers, L, list(range(max(1, L // 4), L + 1, max(1, L // 4))))
+        tr, va, te = split_indices(ds.labels)
+        pool = np.sort(np.r_[tr, va])
+        rows = []
+        for l in layers:
+            X = np.asarray(H[l], dtype=np.float64)
+            res = stability(lambda: RaptorProbe(random_state=args.seed), X[pool], ds.labels[pool], K=args.K,
+                            drop=args.drop, seed=args.seed)
+            get = (lambda k: res[k] if isinstance(res, dict) else getattr(res, k, None))
+            rows.append(dict(layer=l, mean_abs_cos=get("mean_abs_cos"), ci_low=(get("ci") or [None, None])[0],
+                             ci_high=(get("ci") or [None, None])[1], K=args.K, drop=args.drop))
+        table = pd.DataFrame(rows)
+        _write_csv(out / f"stability_{ds.name}.csv", table)
+        fig, ax = plt.subplots(figsize=(6, 3.5))
+        ax.plot(table.layer, table.mean_abs_cos, "o-")
+        ax.set(xlabel="layer", ylabel="mean |cos| (K runs)", title=f"{ds.name}: directional stability")
+        _savefig(fig, out / f"stability_{ds.name}.png")
+        print(table.to_string(index=False))
+    return 0
+
+
+def _steer_table(metrics_rows):
+    import pandas as pd
+
+    cols = ["dataset", "direction", "layers", "n_pairs", "success_rate", "intervention_rate", "alpha_median",
+            "alpha_p90", "alpha_max", "tau"]
+    return pd.DataFrame(metrics_rows)[cols]
+
+
+def cmd_steer(args):
+    import pandas as pd
+
+    from .steering import compare_generations, hard_layers, steer_prompts, steering_metrics
+
+    out = _out(args)
+    model, tok = _load_model(args)
+    plt = _plt()
+    metrics_rows, hard_rows, gens = [], [], []
+    for ds in _load_datasets(args, [args.dataset] if args.dataset else None):
+        H = _hidden(args, model, tok, ds)
+        L = H.shape[0] - 1
+        layers = _select_layers(args.layers, L, list(range(1, L + 1)))
+        if args.probe_file:
+            probes = {l: p for l, p in load_probes(args.probe_file).items() if l in layers}
+        else:
+            table, probes = fit_probes(H, ds.labels, layers, progress=not args.no_progress)
+            _write_csv(out / f"probe_{ds.name}.csv", table)
+            save_probes(out / f"probes_{ds.name}.npz", probes)
+        _, _, te = split_indices(ds.labels)
+        cls = te if args.prompt_class == "both" else te[ds.labels[te] == int(args.prompt_class)]
+        prompts = [ds.prompts[i] for i in cls[: args.n_prompts]]
+        if args.chat:
+            from .models import apply_chat_template
+
+            prompts = apply_chat_template(tok, prompts)
+        directions = ["towards", "away"] if args.direction == "both" else [args.direction]
+        for direction in directions:
+            df = steer_prompts(model, tok, prompts, probes, direction, tau=args.tau, positions=args.positions,
+                               batch_size=args.batch_size, progress=not args.no_progress)
+            _write_csv(out / f"steer_{ds.name}_{direction}_pairs.csv", df)
+            m = steering_metrics(df)
+            m.update(dataset=ds.name, direction=direction, tau=args.tau if args.tau is not None else "--",
+                     skipped_layers=df.attrs.get("skipped_layers"))
+            metrics_rows.append(m)
+            hl = hard_layers(df)
+            hard_rows.append(dict(dataset=ds.name, direction=direction,
+                                  top_by_median=", ".join(f"{l}({a:.2f})" for l, a in hl["by_median"]),
+                                  top_by_max=", ".join(f"{l}({a:.1f})" for l, a in hl["by_max"])))
+            if len(df):
+                fig, ax = plt.subplots(figsize=(6, 3.5))
+                per = df[df.intervened].groupby("layer")["abs_alpha"]
+                ax.plot(per.median().index, per.median().values, "o-", label="median |alpha|")
+                ax.plot(per.max().index, per.max().values, "s--", label="max |alpha|")
+                ax.set(xlabel="layer", ylabel="|alpha|", yscale="log", title=f"{ds.name} {direction}")
+                ax.legend()
+                _savefig(fig, out / f"steer_{ds.name}_{direction}.png")
+            gen_prompts = args.gen_prompt or prompts[: args.generate]
+            if gen_prompts and args.max_new_tokens > 0:
+                gens += [dict(dataset=ds.name, **g) for g in compare_generations(
+                    model, tok, gen_prompts, probes, direction, tau=args.tau, positions=args.positions,
+                    max_new_tokens=args.max_new_tokens, progress=not args.no_progress)]
+    table = _steer_table(metrics_rows)
+    _write_csv(out / "steer_metrics.csv", table)
+    _write_csv(out / "steer_hard_layers.csv", pd.DataFrame(hard_rows))
+    _write_json(out / "steer_metrics.json", metrics_rows)
+    _write_json(out / "steer_generations.json", gens)
+    with pd.option_context("display.width", 200, "display.max_colwidth", 80):
+        print(table.to_string(index=False, float_format=lambda x: f"{x:.3f}"))
+        print()
+        print(pd.DataFrame(hard_rows).to_string(index=False))
+    for g in gens:
+        print(f"\n[{g['dataset']} {g['direction']}] {g['prompt'][-100:]!r}\n  original: {g['original']!r}\n"
+              f"  steered:  {g['steered']!r}")
+    return 0
+
+
+def cmd_sweep(args):
+    try:
+        from .structure import delta_sweep
+    except ImportError as exc:
+        raise SystemExit(f"the structure predictor (empirical.structure.delta_sweep) is not available: {exc}")
+    out = _out(args)
+    model, tok = _load_model(args)
+    plt = _plt()
+    for ds in _load_datasets(args, [args.dataset] if args.dataset else None):
+        H = _hidden(args, model, tok, ds)
+        L = H.shape[0] - 1
+        layer = args.layer if args.layer is not None else max(1, L // 2)
+        if not 1 <= layer <= L:
+            raise SystemExit(f"--layer must be in 1..{L}")
+        tr, va, te = split_indices(ds.labels)
+        pool = np.sort(np.r_[tr, va])
+        X = np.asarray(H[layer], dtype=np.float64)
+        kw = dict(seeds=args.seeds, n_jobs=args.jobs, progress=not args.no_progress)
+        if args.fractions:
+            kw["fractions"] = [float(f) for f in args.fractions.split(",")]
+        if args.Cs:
+            kw["Cs"] = [float(c) for c in args.Cs.split(",")]
+        res = delta_sweep(X[pool], ds.labels[pool], X[te], ds.labels[te], **kw)
+        stem = f"sweep_{ds.name}_L{layer}"
+        _write_csv(out / f"{stem}_table.csv", res.table)
+        _write_csv(out / f"{stem}_summary.csv", res.summary)
+        _write_json(out / f"{stem}_best.json", dict(dataset=ds.name, layer=layer, **res.best))
+        best = res.table[np.isclose(res.table["C"], res.best["C"])]
+        m = best.groupby("fraction")[["Acc_true", "Acc_pred"]].mean()
+        fig, ax = plt.subplots(figsize=(5, 3.5))
+        ax.plot(m.index, m.Acc_true, "o-", label="Acc_true")
+        ax.plot(m.index, m.Acc_pred, "s--", label="Acc_pred")
+        ax.set(xlabel="fraction of the pool (delta = n/p)", ylabel="accuracy",
+               title=f"{ds.name} layer {layer}, lambda={res.best['lam']:.3g}")
+        ax.legend()
+        _savefig(fig, out / f"{stem}.png")
+        print(res.summary.to_string(index=False))
+        print(f"best: lambda*={res.best['lam']:.3g}  Spearman {res.best['rho_s']:.3f}  Pearson {res.best['r']:.3f}")
+    return 0
+
+
+# --------------------------------------------------------------------------- parser
+def build_parser():
+    ap = argparse.ArgumentParser(prog="raptor", description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    sub = ap.add_subparsers(dest="command", required=True)
+
+    p = sub.add_parser("extract", help="hidden states of a dataset into the cache",
+                       description="Extract last-token hidden states (layers 0..L) of one or more datasets into the cache.")
+    _add_common(p, multi_dataset=True)
+    p.set_defaults(func=cmd_extract)
+
+    p = sub.add_parser("probe", help="per-layer RAPTOR probes (+ baselines), summary table and plot",
+                       description="Fit RAPTOR at every layer on the paper's split; write per-layer CSV, summary "
+                                   "JSON, probes (npz) and a layer-wise accuracy plot.")
+    _add_common(p, multi_dataset=True)
+    p.add_argument("--layers", type=_layers_arg, help="'all', '1-30' or '5,10' (default 1..L)")
+    p.add_argument("--baselines", nargs="*", default=[], metavar="NAME", help="baselines from empirical.baselines")
+    p.set_defaults(func=cmd_probe)
+
+    p = sub.add_parser("stability", help="directional stability of RAPTOR concept vectors",
+                       description="Drop a fraction of train+val, re-split, refit K times; mean |cos| per layer.")
+    _add_common(p)
+    p.add_argument("--layers", type=_layers_arg, help="layers (default every L/4)")
+    p.add_argument("--K", type=int, default=20)
+    p.add_argument("--drop", type=float, default=0.2)
+    p.add_argument("--seed", type=int, default=0)
+    p.set_defaults(func=cmd_stability)
+
+    p = sub.add_parser("steer", help="GCAV steering metrics and example generations",
+                       description="Fit (or load) per-layer probes, GCAV-steer test prompts towards/away from the "
+                                   "concept, print the metrics and hard-layer tables and side-by-side generations.")
+    _add_common(p)
+    p.add_argument("--layers", type=_layers_arg, help="steered layers (default 1..L)")
+    p.add_argument("--direction", choices=["towards", "away", "both"], default="both")
+    p.add_argument("--tau", type=float, help="skip layers whose probe test accuracy is below tau")
+    p.add_argument("--positions", choices=["last", "all"], default="last")
+    p.add_argument("--n-prompts", type=int, default=32, help="evaluation prompts (from the test split)")
+    p.add_argument("--prompt-class", choices=["0", "1", "both"], default="both")
+    p.add_argument("--probe-file", help="probes .npz written by 'raptor probe' (skips fitting)")
+    p.add_argument("--generate", type=int, default=2, help="number of prompts to generate from")
+    p.add_argument("--gen-prompt", action="append", help="custom generation prompt (repeatable)")
+    p.add_argument("--max-new-tokens", type=int, default=24)
+    p.set_defaults(func=cmd_steer)
+
+    p = sub.add_parser("sweep", help="delta-sweep structure predictor at one layer",
+                       description="Subsample the train+val pool at several fractions, fit RAPTOR over a lambda "
+                                   "grid, compare Acc_pred (theory) with Acc_true.")
+    _add_common(p)
+    p.add_argument("--layer", type=int, help="layer (default L/2)")
+    p.add_argument("--fractions", help="comma-separated fractions of the pool")
+    p.add_argument("--Cs", help="comma-separated inverse ridge strengths")
+    p.add_argument("--seeds", type=int, default=5)
+    p.add_argument("--jobs", type=int, default=1)
+    p.set_defaults(func=cmd_sweep)
+    return ap
+
+
+def main(argv=None):
+    args = build_parser().parse_args(argv)
+    if getattr(args, "quick", None) is not None and args.quick < 1:
+        raise SystemExit("--quick N needs N >= 1")
+    try:
+        return args.func(args)
+    except (ValueError, FileNotFoundError) as exc:
+        print(f"raptor {args.command}: error: {exc}", file=sys.stderr)
+        return 2
+
+
+if __name__ == "__main__":
+    sys.exit(main())

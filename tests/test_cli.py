@@ -1,0 +1,152 @@
+"""The ``raptor`` CLI on a tiny local model and a user table: help, extract, steer, probe, sweep."""
+import json
+import os
+
+import numpy as np
+import pytest
+
+torch = pytest.importorskip("torch")
+pytest.importorskip("transformers")
+os.environ.setdefault("HF_HUB_OFFLINE", "1")
+
+from empirical import cli  # noqa: E402
+from empirical._tiny import tiny_model, tiny_tokenizer  # noqa: E402
+
+pytestmark = pytest.mark.llm
+
+POS = ["a great movie", "i loved this film", "great plot and a funny actor", "really very good film", "loved it"]
+NEG = ["bad film", "awful boring movie", "i hated this plot", "the actor was bad", "boring and awful"]
+
+
+def _has_raptor():
+    try:
+        cli._raptor()
+        return True
+    except SystemExit:
+        return False
+
+
+@pytest.fixture(scope="module")
+def setup(tmp_path_factory):
+    root = tmp_path_factory.mktemp("cli")
+    model, tok = tiny_model("llama", seed=3, n_layers=3), tiny_tokenizer()
+    model.save_pretrained(root / "model")
+    tok.save_pretrained(root / "model")
+    rows = [(f"{t} {'.' * (k % 3)}".strip(), 1) for k in range(6) for t in POS] + \
+           [(f"{t} {'!' * (k % 3)}".strip(), 0) for k in range(6) for t in NEG]
+    (root / "reviews.tsv").write_text("text\tlabel\n" + "\n".join(f"{t}\t{y}" for t, y in rows))
+    base = ["--table", str(root / "reviews.tsv"), "--text-column", "text", "--label-column", "label",
+            "--template", "review : {text} .", "--model", str(root / "model"), "--cache-dir", str(root / "cache"),
+            "--device", "cpu", "--no-progress", "--threads", "1"]
+    return root, base
+
+
+@pytest.mark.parametrize("sub", ["extract", "probe", "stability", "steer", "sweep"])
+def test_help(sub, capsys):
+    with pytest.raises(SystemExit) as exc:
+        cli.main([sub, "--help"])
+    assert exc.value.code == 0
+    assert "--out" in capsys.readouterr().out
+
+
+def test_extract_writes_summary_and_cache(setup, capsys):
+    root, base = setup
+    out = root / "o1"
+    assert cli.main(["extract", *base, "--out", str(out)]) == 0
+    rec = json.loads((out / "extract_summary.json").read_text())[0]
+    assert rec["n"] == 60 and rec["shape"] == [4, 60, 32]
+    assert rec["cache_file"].startswith(str(root / "cache" / "hidden"))
+    assert "60 prompts" in capsys.readouterr().out
+    # --quick caps per class
+    assert cli.main(["extract", *base, "--quick", "5", "--out", str(out)]) == 0
+    assert json.loads((out / "extract_summary.json").read_text())[0]["class_counts"] == {"0": 5, "1": 5}
+
+
+def test_steer_with_probe_file(setup, capsys):
+    from sklearn.linear_model import LogisticRegression
+
+    from empirical.datasets import load_table
+    from empirical.extract import hidden_states
+    from empirical.models import load_model
+    from empirical.steering import LayerProbe
+
+    root, base = setup
+    model, tok = load_model(str(root / "model"), device="cpu")
+    ds = load_table(root / "reviews.tsv", "text", "label", "review : {text} .")
+    H = hidden_states(model, tok, ds.prompts, progress=False)
+    probes = {l: LayerProbe.from_estimator(LogisticRegression(max_iter=1000).fit(H[l - 1], ds.labels), test_accuracy=0.5 + 0.2 * l)
+              for l in (1, 2, 3)}
+    cli.save_probes(root / "probes.npz", probes)
+    out = root / "o2"
+    code = cli.main(["steer", *base, "--probe-file", str(root / "probes.npz"), "--tau", "0.8", "--n-prompts", "8",
+                     "--generate", "1", "--max-new-tokens", "3", "--out", str(out)])
+    assert code == 0
+    import pandas as pd
+
+    m = pd.read_csv(out / "steer_metrics.csv")
+    assert list(m.direction) == ["towards", "away"]
+    assert (m.success_rate == 1.0).all() and (m.n_pairs == 16).all()  # layers 2, 3 pass tau=0.8; 8 prompts
+    assert (m.layers == "2-3").all()
+    gens = json.loads((out / "steer_generations.json").read_text())
+    assert len(gens) == 2 and {"original", "steered"} <= set(gens[0])
+    assert (out / "steer_reviews_towards.png").is_file() and (out / "steer_hard_layers.csv").is_file()
+    printed = capsys.readouterr().out
+    assert "success_rate" in printed and "original:" in printed
+
+
+def test_bad_arguments(setup, capsys):
+    root, base = setup
+    with pytest.raises(SystemExit):
+        cli.main(["extract", "--table", str(root / "reviews.tsv"), "--out", str(root / "o3")])
+    with pytest.raises(SystemExit):
+        cli.main(["probe", "--layers", "x-y"])
+    code = cli.main(["extract", "--table", str(root / "reviews.tsv"), "--text-column", "text", "--label-column",
+                     "stars", "--out", str(root / "o3")])
+    assert code == 2 and "label_column 'stars'" in capsys.readouterr().err
+
+
+@pytest.mark.skipif(not _has_raptor(), reason="RAPTOR estimator not available yet")
+def test_probe_and_steer_fit(setup):
+    import pandas as pd
+
+    root, base = setup
+    out = root / "o4"
+    assert cli.main(["probe", *base, "--out", str(out)]) == 0
+    table = pd.read_csv(out / "probe_reviews.csv")
+    assert list(table.layer) == [1, 2, 3] and table.test_accuracy.between(0, 1).all()
+    rec = json.loads((out / "probe_reviews.json").read_text())
+    assert rec["best_test_accuracy"] == table.test_accuracy.max() and rec["lambda_star"] > 0
+    assert (out / "probe_reviews.png").is_file()
+    assert set(cli.load_probes(out / "probes_reviews.npz")) == {1, 2, 3}
+
+
+def test_split_is_stratified_and_fixed():
+    y = np.r_[np.zeros(50, int), np.ones(30, int)]
+    tr, va, te = cli.split_indices(y)
+    assert len(tr) == 48 and len(va) == 16 and len(te) == 16
+    assert len(np.intersect1d(tr, te)) == 0 and len(np.union1d(np.union1d(tr, va), te)) == 80
+    assert y[te].sum() == 6 and y[va].sum() == 6
+    np.testing.assert_array_equal(te, cli.split_indices(y)[2])
+
+
+def test_sweep_wiring(setup, monkeypatch):
+    import empirical.structure as structure
+
+    calls = {}
+
+    class R:
+        import pandas as pd
+        table = pd.DataFrame(dict(C=[1.0, 1.0], fraction=[0.5, 1.0], Acc_true=[0.6, 0.7], Acc_pred=[0.61, 0.69]))
+        summary = pd.DataFrame(dict(C=[1.0], rho_s=[1.0]))
+        best = dict(C=1.0, lam=1.0, rho_s=1.0, r=0.99)
+
+    def fake(Xp, yp, Xt, yt, **kw):
+        calls.update(shapes=(Xp.shape, Xt.shape), kw=kw)
+        return R()
+
+    monkeypatch.setattr(structure, "delta_sweep", fake)
+    root, base = setup
+    out = root / "o5"
+    assert cli.main(["sweep", *base, "--layer", "2", "--seeds", "2", "--fractions", "0.5,1", "--out", str(out)]) == 0
+    assert calls["shapes"] == ((48, 32), (12, 32)) and calls["kw"]["fractions"] == [0.5, 1.0]
+    assert json.loads((out / "sweep_reviews_L2_best.json").read_text())["lam"] == 1.0
