@@ -377,7 +377,12 @@ def cmd_steer(args):
             _write_csv(out / f"probe_{ds.name}.csv", table)
             save_probes(out / f"probes_{ds.name}.npz", probes)
         _, _, te = split_indices(ds.labels)
-        cls = te if args.prompt_class == "both" else te[ds.labels[te] == int(args.prompt_class)]
+        if args.prompt_class == "both":  # alternate the classes so any --n-prompts is balanced
+            a, b = te[ds.labels[te] == 0], te[ds.labels[te] == 1]
+            k = min(len(a), len(b))
+            cls = np.r_[np.column_stack([a[:k], b[:k]]).ravel(), a[k:], b[k:]].astype(int)
+        else:
+            cls = te[ds.labels[te] == int(args.prompt_class)]
         prompts = [ds.prompts[i] for i in cls[: args.n_prompts]]
         if args.chat:
             from .models import apply_chat_template

@@ -129,7 +129,8 @@ def gcav_alpha(g, slope, direction="towards", p_target=None):
 def additive_steering(model, vectors: dict, alpha=1.0, positions="last"):
     """Fixed additive steering ``h <- h + alpha * v`` at the given layers (dict layer -> vector).
 
-    ``alpha`` is a number or a dict layer -> number. Removed cleanly on exit.
+    ``alpha`` is a number or a dict layer -> number. ``"last"`` edits the sequence's last position,
+    so feed unpadded (single) or left-padded inputs. Removed cleanly on exit.
     """
     import torch
 
