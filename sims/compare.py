@@ -16,19 +16,29 @@ from .measure import QUANTITIES, measure_replicate
 THEORY_FIELD = {
     "alpha": "alpha", "sigma": "sigma", "gamma": "gamma", "margin": "margin", "alignment": "alignment",
     "accuracy": "accuracy", "accuracy_formula": "accuracy", "cos_independent": "stability",
-    "cos_subsample": None, "cos_full_subsample": None,
+    "cos_subsample": None, "cos_full_subsample": None,  # from cgmt.stability (two-replica theory)
 }
 
 
-def theory_values(delta, lam, kappa) -> dict:
-    """The ``cgmt`` predictions for every quantity of ``QUANTITIES`` (NaN where the theory has none)."""
+def theory_values(delta, lam, kappa, *, drop: float = 0.2, val_fraction: float = 0.2) -> dict:
+    """The ``cgmt`` predictions for every quantity of ``QUANTITIES``.
+
+    ``cgmt.solve`` gives alpha, sigma, gamma, margin, alignment, accuracy and the independent-sample
+    cosine (``stability``); the two ablation cosines come from the two-replica theory
+    ``cgmt.stability(delta, lam, kappa, protocol, drop=, val_fraction=)`` (NaN if ``cgmt`` lacks it).
+    """
     import cgmt
 
     res = cgmt.solve(delta, lam, kappa)
     if not res.converged:
         raise RuntimeError(f"cgmt.solve did not converge at delta={delta}, lam={lam}, kappa={kappa}: "
                            f"residual {res.residual:.3g} ({res.message})")
-    return {q: (float(res[f]) if f is not None else float("nan")) for q, f in THEORY_FIELD.items()}
+    out = {q: (float(res[f]) if f is not None else float("nan")) for q, f in THEORY_FIELD.items()}
+    if hasattr(cgmt, "stability"):
+        for q, protocol in (("cos_subsample", "subsample"), ("cos_full_subsample", "full_vs_subsample")):
+            st = cgmt.stability(delta, lam, kappa, protocol, drop=drop, val_fraction=val_fraction)
+            out[q] = float(st.cosine) if st.success else float("nan")
+    return out
 
 
 def _run(task, limit_threads):
@@ -95,7 +105,10 @@ def compare_grid(deltas, lams, kappas, p: int, replicates: int, seed=0, *, n_job
     for i, (d, l, k) in enumerate(points):
         rows = results[i * replicates:(i + 1) * replicates]
         meta = dict(kappa=k, delta=d, lam=l, p=int(p))
-        tab = summarize(rows, theory(d, l, k), meta)
+        th = (theory(d, l, k, drop=measure_kwargs.get("drop", 0.2),
+                     val_fraction=measure_kwargs.get("val_fraction", 0.2))
+              if theory is theory_values else theory(d, l, k))
+        tab = summarize(rows, th, meta)
         tab["n"] = rows[0]["n"]
         tab["converged"] = all(r["converged"] for r in rows)
         tables.append(tab)
