@@ -129,9 +129,9 @@ class ConceptDataset:
         return {int(k): int(v) for k, v in zip(*np.unique(self.labels, return_counts=True))}
 
     def fingerprint(self) -> str:
-        """sha256 over the file hashes, the template, the cap and the selected rows."""
+        """sha256 over the name, file hashes, template and the selected rows (texts and labels)."""
         h = hashlib.sha256()
-        h.update(json.dumps([self.name, sorted(self.files.items()), self.template, self.max_per_class]).encode())
+        h.update(json.dumps([self.name, sorted(self.files.items()), self.template]).encode())
         for t, y in zip(self.texts, self.labels):
             h.update(f"{int(y)}\t{t}\n".encode())
         return h.hexdigest()
