@@ -1,0 +1,236 @@
+"""The CGMT fixed-point system of ridge logistic regression, its residuals and analytic Jacobian.
+
+Convention (see docs/theory.md): x ~ N(0, I_p/p), ||beta*||^2 = p kappa^2, delta = n/p, objective
+(1/n) sum log(1 + exp(-y x'beta)) + lam/(2p) ||beta||^2, z = beta/sqrt(p),
+alpha = <z_hat, v>, sigma = ||z_hat - alpha v||.  With Z1, Z2 iid N(0, 1), V = alpha Z1 + sigma Z2,
+eta = prox_{gamma rho}(V), s = sigmoid:
+
+    (1) sigma^2 = 2 delta E[s(-kappa Z1) (V - eta)^2]
+    (2) alpha   = -2 kappa delta E[s'(kappa Z1) eta]
+    (3) 1/delta = gamma lam + 2 E[s(-kappa Z1) (1 - 1/(1 + gamma s'(eta)))]
+
+((3) is the paper's third equation rewritten with E[2 s(-kappa Z1)] = 1, which avoids the
+cancellation in 1 - 1/delta at large delta.)  Relative residuals:
+
+    r1 = 2 delta E1 / sigma^2 - 1,   r2 = (-2 kappa delta E2 - alpha) / sqrt(alpha^2 + sigma^2),
+    r3 = delta (gamma lam + 2 E3c) - 1.
+
+Quadrature: condition on V.  With tau^2 = alpha^2 + sigma^2, V = tau U and
+Z1 = a U + b W (a = alpha/tau, b = sigma/tau, U, W iid N(0, 1)), so
+E[h(Z1) k(V)] = E_U[k(tau U) K_h(U)] with K_h(U) = E_W[h(a U + b W)].  The prox is evaluated on a
+1-D grid in U only; the kernels K_h are 1-D integrals in W.  Both use the composite rules of
+:mod:`cgmt.quadrature`, refined at the prox branch points (V ~ c-, c+, Im V = +-pi), at
+kappa Z1 = 0 (poles +-i pi / kappa) and where the kernels vary.
+
+Jacobian: derivatives in alpha and sigma follow from Stein's lemma,
+d/dalpha E[h(Z1) k(V)] = E[h' k'] + alpha E[h k''], d/dsigma E[h k(V)] = sigma E[h k''].
+"""
+from __future__ import annotations
+
+import math
+
+import numpy as np
+from numba import njit
+
+from .prox import prox_scalar, sigmoid, sigmoid_d1, sigmoid_d2, sigmoid_d3
+from .quadrature import (
+    DEFAULT_ORDER,
+    MAX_PANEL,
+    TRUNCATION,
+    build_edges,
+    fill_rule,
+    gauss_legendre,
+)
+
+__all__ = ["prox_branch_points", "expectation_terms", "residuals", "residual_and_jacobian", "N_TERMS"]
+
+N_TERMS = 12
+_MIN_SCALE = 1e-10
+
+
+@njit(cache=True)
+def prox_branch_points(gamma):
+    """Real parts (c-, c+) of the branch points of V -> prox_{gamma rho}(V) (Im V = +-pi)."""
+    if gamma <= 0.0:
+        return 0.0, 0.0
+    x = 2.0 * math.asinh(0.5 * math.sqrt(gamma))
+    cp = x - gamma / math.expm1(-x)
+    cm = -x - gamma / math.expm1(x)
+    return cm, cp
+
+
+@njit(cache=True)
+def _kernels(u, a, b, kappa, xg, wg, L, H, ebuf, cen, scl, wn, ww):
+    """K_A = E_W[s(-kappa Z1)], K_B = E_W[s'(kappa Z1)], K_C = E_W[s''(kappa Z1)], Z1 = a u + b W."""
+    if kappa == 0.0:
+        return 0.5, 0.25, 0.0
+    kb = kappa * b
+    if kb > 0.0:
+        cen[0] = -a * u / b
+        scl[0] = max(math.pi / kb, _MIN_SCALE)
+    else:
+        cen[0] = 0.0
+        scl[0] = H
+    ne = build_edges(-L, L, H, cen, scl, ebuf)
+    nn = fill_rule(ebuf, ne, xg, wg, True, wn, ww)
+    ka = 0.0
+    kbv = 0.0
+    kc = 0.0
+    for i in range(nn):
+        z = kappa * (a * u + b * wn[i])
+        e = math.exp(-abs(z))
+        ope = 1.0 + e
+        s1 = e / (ope * ope)
+        th = (1.0 - e) / ope  # tanh(|z|/2)
+        if z >= 0.0:
+            sneg = e / ope
+            s2 = -s1 * th
+        else:
+            sneg = 1.0 / ope
+            s2 = s1 * th
+        w = ww[i]
+        ka += w * sneg
+        kbv += w * s1
+        kc += w * s2
+    return ka, kbv, kc
+
+
+@njit(cache=True)
+def expectation_terms(alpha, sigma, gamma, kappa, xg, wg, L, H, out):
+    """Fill ``out[:12]`` with the expectations defining the residuals and the Jacobian.
+
+    With A = s(-kappa Z1), B = s'(kappa Z1), C = s''(kappa Z1), g1 = (V - eta)^2, g2 = eta,
+    q = 1 - D, D = 1/(1 + gamma s'(eta)), primes = d/dV and subscript gamma = d/dgamma:
+    out = [E A g1, E B g2, E A q, E B g1', E A g1'', E A g1_g, E C g2', E B g2'', E B g2_g,
+           E B q', E A q'', E A q_g].  Returns the number of outer quadrature nodes.
+    """
+    for j in range(N_TERMS):
+        out[j] = 0.0
+    tau = math.sqrt(alpha * alpha + sigma * sigma)
+    a = alpha / tau
+    b = sigma / tau
+    cm, cp = prox_branch_points(gamma)
+    cen = np.empty(3)
+    scl = np.empty(3)
+    cen[0] = 0.0
+    scl[0] = math.pi / (kappa * abs(a)) if kappa * abs(a) > 0.0 else H
+    cen[1] = cm / tau
+    cen[2] = cp / tau
+    scl[1] = math.pi / tau
+    scl[2] = math.pi / tau
+    for j in range(3):
+        if scl[j] < _MIN_SCALE:
+            scl[j] = _MIN_SCALE
+    cap = int(math.ceil(2.0 * L / H)) + 4 + 3 * (2 * (int(math.log2(H / _MIN_SCALE)) + 3) + 1)
+    ebuf = np.empty(cap)
+    ne = build_edges(-L, L, H, cen, scl, ebuf)
+    nq = xg.size
+    un = np.empty((ne - 1) * nq)
+    uw = np.empty((ne - 1) * nq)
+    nu = fill_rule(ebuf, ne, xg, wg, True, un, uw)
+    # inner buffers
+    cen1 = np.empty(1)
+    scl1 = np.empty(1)
+    cap1 = int(math.ceil(2.0 * L / H)) + 4 + (2 * (int(math.log2(H / _MIN_SCALE)) + 3) + 1)
+    ebuf1 = np.empty(cap1)
+    wn = np.empty(cap1 * nq)
+    ww = np.empty(cap1 * nq)
+    for i in range(nu):
+        u = un[i]
+        wu = uw[i]
+        v = tau * u
+        eta = prox_scalar(v, gamma)
+        s0 = sigmoid(eta)
+        s1 = sigmoid_d1(eta)
+        s2 = sigmoid_d2(eta)
+        s3 = sigmoid_d3(eta)
+        d = 1.0 / (1.0 + gamma * s1)
+        dv = -gamma * s2 * d * d * d
+        dvv = -gamma * s3 * d ** 4 + 3.0 * gamma * gamma * s2 * s2 * d ** 5
+        r = gamma * s0  # V - eta, without cancellation
+        q = gamma * s1 * d  # 1 - D
+        g1 = r * r
+        g1p = 2.0 * r * q
+        g1pp = 2.0 * q * q - 2.0 * r * dv
+        g1g = 2.0 * r * s0 * d
+        g2g = -s0 * d
+        qg = d * d * (s1 - gamma * s2 * s0 * d)
+        ka, kb, kc = _kernels(u, a, b, kappa, xg, wg, L, H, ebuf1, cen1, scl1, wn, ww)
+        wa = wu * ka
+        wb = wu * kb
+        out[0] += wa * g1
+        out[1] += wb * eta
+        out[2] += wa * q
+        out[3] += wb * g1p
+        out[4] += wa * g1pp
+        out[5] += wa * g1g
+        out[6] += wu * kc * d
+        out[7] += wb * dv
+        out[8] += wb * g2g
+        out[9] += wb * (-dv)
+        out[10] += wa * (-dvv)
+        out[11] += wa * qg
+    return nu
+
+
+@njit(cache=True)
+def _res_jac(alpha, sigma, gamma, delta, lam, kappa, xg, wg, L, H, r, jac):
+    """Residuals r (3,) and Jacobian jac (3, 3) w.r.t. (alpha, sigma, gamma); returns E2 (for alpha_S)."""
+    t = np.empty(N_TERMS)
+    expectation_terms(alpha, sigma, gamma, kappa, xg, wg, L, H, t)
+    tau = math.sqrt(alpha * alpha + sigma * sigma)
+    e1, e2, e3 = t[0], t[1], t[2]
+    e1a = -kappa * t[3] + alpha * t[4]
+    e1s = sigma * t[4]
+    e1g = t[5]
+    e2a = kappa * t[6] + alpha * t[7]
+    e2s = sigma * t[7]
+    e2g = t[8]
+    e3a = -kappa * t[9] + alpha * t[10]
+    e3s = sigma * t[10]
+    e3g = t[11]
+    s2 = sigma * sigma
+    r[0] = 2.0 * delta * e1 / s2 - 1.0
+    num = -2.0 * kappa * delta * e2 - alpha
+    r[1] = num / tau
+    r[2] = delta * (gamma * lam + 2.0 * e3) - 1.0
+    jac[0, 0] = 2.0 * delta * e1a / s2
+    jac[0, 1] = 2.0 * delta * e1s / s2 - 4.0 * delta * e1 / (s2 * sigma)
+    jac[0, 2] = 2.0 * delta * e1g / s2
+    t3 = tau * tau * tau
+    jac[1, 0] = (-2.0 * kappa * delta * e2a - 1.0) / tau - num * alpha / t3
+    jac[1, 1] = (-2.0 * kappa * delta * e2s) / tau - num * sigma / t3
+    jac[1, 2] = -2.0 * kappa * delta * e2g / tau
+    jac[2, 0] = 2.0 * delta * e3a
+    jac[2, 1] = 2.0 * delta * e3s
+    jac[2, 2] = delta * lam + 2.0 * delta * e3g
+    return e2
+
+
+def _rule(quad_order):
+    xg, wg = gauss_legendre(quad_order)
+    return np.asarray(xg), np.asarray(wg)
+
+
+def residual_and_jacobian(alpha, sigma, gamma, delta, lam, kappa, quad_order=DEFAULT_ORDER):
+    """Relative residuals r (3,) and their Jacobian d r / d(alpha, sigma, gamma) (3, 3)."""
+    xg, wg = _rule(quad_order)
+    r = np.empty(3)
+    jac = np.empty((3, 3))
+    _res_jac(float(alpha), float(sigma), float(gamma), float(delta), float(lam), float(kappa),
+             xg, wg, TRUNCATION, MAX_PANEL, r, jac)
+    return r, jac
+
+
+def residuals(alpha, sigma, gamma, delta, lam, kappa, quad_order=DEFAULT_ORDER):
+    """Relative residuals (r1, r2, r3) of the fixed-point system (see module docstring)."""
+    return residual_and_jacobian(alpha, sigma, gamma, delta, lam, kappa, quad_order)[0]
+
+
+def expectations(alpha, sigma, gamma, kappa, quad_order=DEFAULT_ORDER):
+    """(E1, E2, E3c) = (E[s(-kZ1)(V-eta)^2], E[s'(kZ1) eta], E[s(-kZ1)(1 - D)]) by the fast rule."""
+    xg, wg = _rule(quad_order)
+    t = np.empty(N_TERMS)
+    expectation_terms(float(alpha), float(sigma), float(gamma), float(kappa), xg, wg,
+                      TRUNCATION, MAX_PANEL, t)
+    return float(t[0]), float(t[1]), float(t[2])

@@ -1,0 +1,172 @@
+"""Logistic sigmoid family and the proximal map of rho(t) = log(1 + e^t), Numba-jitted.
+
+Convention: ``eta = prox_{gamma rho}(v) = argmin_t rho(t) + (t - v)^2 / (2 gamma)``, i.e. the unique
+root of ``eta + gamma * sigmoid(eta) = v`` (gamma > 0).  Facts used by the solver:
+
+* bracket: ``v - gamma sigmoid(v) <= eta <= v - gamma sigmoid(v - gamma)``;
+* reflection: ``prox_{gamma rho}(v) = -prox_{gamma rho}(gamma - v)`` (from sigmoid(-t) = 1 - sigmoid(t)),
+  so the kernel only ever solves with ``v <= gamma / 2``;
+* derivatives: ``d eta / d v = D = 1 / (1 + gamma sigmoid'(eta))``,
+  ``d eta / d gamma = -sigmoid(eta) D``.
+
+Plain Newton 2-cycles for large gamma; the kernel starts from a Lambert-W approximation of the
+root and safeguards every Newton step by bisection inside a shrinking bracket.
+"""
+from __future__ import annotations
+
+import math
+
+import numpy as np
+from numba import njit
+
+__all__ = [
+    "sigmoid",
+    "sigmoid_d1",
+    "sigmoid_d2",
+    "sigmoid_d3",
+    "prox_scalar",
+    "prox_logistic",
+    "prox_with_derivatives",
+]
+
+_EPS = 2.220446049250313e-16
+
+
+@njit(cache=True, fastmath=False)
+def sigmoid(x):
+    """sigmoid(x) = 1 / (1 + e^-x), evaluated without overflow."""
+    if x >= 0.0:
+        return 1.0 / (1.0 + math.exp(-x))
+    e = math.exp(x)
+    return e / (1.0 + e)
+
+
+@njit(cache=True)
+def sigmoid_d1(x):
+    """sigmoid'(x) = sigmoid(x) sigmoid(-x) (even in x)."""
+    e = math.exp(-abs(x))
+    return e / ((1.0 + e) * (1.0 + e))
+
+
+@njit(cache=True)
+def sigmoid_d2(x):
+    """sigmoid''(x) = -sigmoid'(x) tanh(x / 2) (odd in x)."""
+    return -sigmoid_d1(x) * math.tanh(0.5 * x)
+
+
+@njit(cache=True)
+def sigmoid_d3(x):
+    """sigmoid'''(x) = sigmoid'(x) (tanh(x/2)^2 - 2 sigmoid'(x))."""
+    s1 = sigmoid_d1(x)
+    t = math.tanh(0.5 * x)
+    return s1 * (t * t - 2.0 * s1)
+
+
+@njit(cache=True)
+def _lambert_w_of_exp(logx):
+    """Approximate W(e^logx) (principal branch, x > 0) to a few per cent; a Newton start only."""
+    if logx < 30.0:
+        x = math.exp(logx)
+        l1 = math.log1p(x)
+        return l1 * (1.0 - math.log1p(l1) / (2.0 + l1))
+    ll = math.log(logx)
+    return logx - ll + ll / logx
+
+
+@njit(cache=True)
+def _prox_low(v, g):
+    """Root of eta + g sigmoid(eta) = v for g > 0 and v <= g / 2 (safeguarded Newton)."""
+    lo = v - g * sigmoid(v)
+    hi = v - g * sigmoid(v - g)
+    if not hi > lo:
+        return 0.5 * (lo + hi)
+    # start: eta ~ v - W(g e^v) (exact when sigmoid(eta) ~ e^eta, i.e. eta << 0)
+    if g < 1e-3:
+        x = v - g * sigmoid(v - g * sigmoid(v))
+    else:
+        x = v - _lambert_w_of_exp(v + math.log(g))
+    if not (x > lo and x < hi):
+        x = 0.5 * (lo + hi)
+    for _ in range(200):
+        e = math.exp(-abs(x))
+        sx = 1.0 / (1.0 + e) if x >= 0.0 else e / (1.0 + e)
+        f = x + g * sx - v
+        if f > 0.0:
+            hi = x
+        elif f < 0.0:
+            lo = x
+        else:
+            return x
+        fp = 1.0 + g * e / ((1.0 + e) * (1.0 + e))
+        dx = f / fp
+        xn = x - dx
+        if xn > lo and xn < hi:
+            x = xn
+            if abs(dx) <= 1e-9 * max(1.0, abs(x)):
+                # Newton is in its quadratic regime: one more step lands at rounding level
+                e = math.exp(-abs(x))
+                sx = 1.0 / (1.0 + e) if x >= 0.0 else e / (1.0 + e)
+                dx2 = (x + g * sx - v) / (1.0 + g * e / ((1.0 + e) * (1.0 + e)))
+                if abs(dx2) <= abs(dx):
+                    x -= dx2
+                break
+        else:
+            x = 0.5 * (lo + hi)
+        if hi - lo <= 4.0 * _EPS * max(1.0, abs(x)):
+            break
+    return x
+
+
+@njit(cache=True)
+def prox_scalar(v, gamma):
+    """prox_{gamma rho}(v) for scalar float v and gamma >= 0 (gamma = 0 returns v)."""
+    if gamma <= 0.0:
+        return v
+    if v > 0.5 * gamma:
+        return -_prox_low(gamma - v, gamma)
+    return _prox_low(v, gamma)
+
+
+@njit(cache=True)
+def _prox_array(v, g, out):
+    for i in range(v.size):
+        out[i] = prox_scalar(v[i], g[i])
+
+
+@njit(cache=True)
+def prox_with_derivatives(v, gamma):
+    """Return (eta, D, D_v, D_vv, eta_gamma) at scalar (v, gamma) with D = d eta/d v.
+
+    D = 1/(1 + gamma s'(eta)), D_v = -gamma s''(eta) D^3,
+    D_vv = -gamma s'''(eta) D^4 + 3 gamma^2 s''(eta)^2 D^5, eta_gamma = -s(eta) D.
+    """
+    eta = prox_scalar(v, gamma)
+    s1 = sigmoid_d1(eta)
+    s2 = sigmoid_d2(eta)
+    s3 = sigmoid_d3(eta)
+    d = 1.0 / (1.0 + gamma * s1)
+    dv = -gamma * s2 * d * d * d
+    dvv = -gamma * s3 * d ** 4 + 3.0 * gamma * gamma * s2 * s2 * d ** 5
+    return eta, d, dv, dvv, -sigmoid(eta) * d
+
+
+def prox_logistic(v, gamma):
+    """Vectorised prox_{gamma rho}(v), rho(t) = log(1 + e^t); broadcasts v and gamma.
+
+    Returns a float for scalar input, else an ndarray of the broadcast shape.
+    ``gamma`` must be >= 0 and both arguments finite (ValueError otherwise).
+    """
+    va = np.asarray(v, dtype=float)
+    ga = np.asarray(gamma, dtype=float)
+    if not np.all(np.isfinite(va)):
+        raise ValueError("v must be finite")
+    if not np.all(np.isfinite(ga)) or np.any(ga < 0):
+        raise ValueError("gamma must be finite and >= 0")
+    vb, gb = np.broadcast_arrays(va, ga)
+    vf = np.ascontiguousarray(vb, dtype=float).ravel()
+    gf = np.ascontiguousarray(gb, dtype=float).ravel()
+    out = np.empty_like(vf)
+    _prox_array(vf, gf, out)
+    if vb.ndim == 0:
+        return float(out[0])
+    return out.reshape(vb.shape)

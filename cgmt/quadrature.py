@@ -1,0 +1,160 @@
+"""Quadrature rules for Gaussian expectations of functions with nearby complex singularities.
+
+Plain (tensor) Gauss-Hermite converges slowly when the integrand has poles close to the real axis
+(sigmoid(kappa z) has poles at z = +-i pi / kappa; the logistic prox has branch points at
+Im V = +-pi).  We therefore use *composite Gauss-Legendre* on the truncated line [-L, L]
+(L = 9: the N(0, 1) mass outside is 2e-19) with panels of width <= H, refined geometrically
+(ratio 2) towards every "feature" ``(center c, scale w)``: ``w`` is the distance of the
+singularity from the real axis, and panel edges are added at c, c +- w 2^k.  A panel of width h at
+distance >= h from c then sees the singularity outside a Bernstein ellipse of parameter >= 4.6,
+so an ``order``-point rule is accurate to ~4.6^(-2 order) relative (1e-13 at order 10).
+
+Public pieces (used by the two-replica stability theory as well):
+
+* :func:`gauss_legendre` -- nodes/weights on [-1, 1];
+* :func:`gauss_hermite` -- probabilists' Gauss-Hermite nodes/weights for E f(Z), Z ~ N(0, 1);
+* :func:`gaussian_rule` -- composite rule (nodes, weights) for E f(Z), Z ~ N(0, 1), refined
+  around given features; weights include the N(0, 1) density.
+* :func:`build_edges` / :func:`fill_rule` -- the Numba kernels behind it.
+"""
+from __future__ import annotations
+
+import math
+from functools import lru_cache
+
+import numpy as np
+from numba import njit
+
+__all__ = [
+    "TRUNCATION",
+    "MAX_PANEL",
+    "DEFAULT_ORDER",
+    "gauss_legendre",
+    "gauss_hermite",
+    "gaussian_rule",
+    "build_edges",
+    "fill_rule",
+]
+
+TRUNCATION = 9.0
+MAX_PANEL = 1.5
+DEFAULT_ORDER = 10
+_INV_SQRT_2PI = 1.0 / math.sqrt(2.0 * math.pi)
+
+
+@lru_cache(maxsize=32)
+def _gl(order):
+    x, w = np.polynomial.legendre.leggauss(order)
+    x.setflags(write=False)
+    w.setflags(write=False)
+    return x, w
+
+
+def gauss_legendre(order):
+    """Gauss-Legendre nodes and weights on [-1, 1] (read-only arrays, cached)."""
+    if int(order) != order or order < 1:
+        raise ValueError(f"order must be a positive integer, got {order!r}")
+    return _gl(int(order))
+
+
+def gauss_hermite(order):
+    """Nodes z and weights w with sum(w f(z)) ~ E f(Z), Z ~ N(0, 1) (exact for degree < 2 order)."""
+    if int(order) != order or order < 1:
+        raise ValueError(f"order must be a positive integer, got {order!r}")
+    z, w = np.polynomial.hermite_e.hermegauss(int(order))
+    return z, w / math.sqrt(2.0 * math.pi)
+
+
+@njit(cache=True)
+def build_edges(lo, hi, hmax, centers, scales, out):
+    """Write sorted panel edges of [lo, hi] into ``out``; return their count.
+
+    Base grid of width <= hmax, plus for each (c, w) with w < hmax the edges c and c +- w 2^k
+    (k >= 0, while w 2^k < hmax), so every panel is at most as wide as its distance from c.
+    ``out`` must hold ceil((hi-lo)/hmax) + 1 + len(centers) * (2 log2(hmax / w) + 3) entries
+    (see :func:`edge_capacity`).
+    """
+    nb = int(math.ceil((hi - lo) / hmax))
+    if nb < 1:
+        nb = 1
+    h = (hi - lo) / nb
+    n = 0
+    for i in range(nb + 1):
+        out[n] = lo + i * h
+        n += 1
+    cap = out.size
+    span = hi - lo
+    for j in range(centers.size):
+        c = centers[j]
+        w = scales[j]
+        if not (w > 0.0) or w >= hmax or not math.isfinite(c):
+            continue
+        if c > lo and c < hi and n < cap:
+            out[n] = c
+            n += 1
+        d = w
+        while d < hmax:
+            for sgn in (-1.0, 1.0):
+                e = c + sgn * d
+                if e > lo and e < hi and n < cap:
+                    out[n] = e
+                    n += 1
+            d *= 2.0
+    edges = np.sort(out[:n])
+    # drop (near-)duplicates
+    m = 1
+    tol = 1e-13 * span
+    for i in range(1, n):
+        if edges[i] - edges[m - 1] > tol:
+            edges[m] = edges[i]
+            m += 1
+    edges[m - 1] = hi
+    out[:m] = edges[:m]
+    return m
+
+
+@njit(cache=True)
+def fill_rule(edges, nedges, xg, wg, gaussian, nodes, weights):
+    """Composite rule on the panels ``edges[:nedges]``; returns the node count.
+
+    With ``gaussian`` the weights include the N(0, 1) density.
+    """
+    k = 0
+    for i in range(nedges - 1):
+        a = edges[i]
+        b = edges[i + 1]
+        half = 0.5 * (b - a)
+        mid = 0.5 * (a + b)
+        for j in range(xg.size):
+            z = mid + half * xg[j]
+            nodes[k] = z
+            if gaussian:
+                weights[k] = half * wg[j] * _INV_SQRT_2PI * math.exp(-0.5 * z * z)
+            else:
+                weights[k] = half * wg[j]
+            k += 1
+    return k
+
+
+def edge_capacity(ncenters, span=2 * TRUNCATION, min_scale=1e-12, hmax=MAX_PANEL):
+    """Size of an ``out`` buffer that is always large enough for :func:`build_edges`."""
+    per = 2 * (int(math.log2(hmax / min_scale)) + 3) + 1
+    return int(math.ceil(span / hmax)) + 4 + ncenters * per
+
+
+def gaussian_rule(features=(), order=DEFAULT_ORDER, L=TRUNCATION, hmax=MAX_PANEL):
+    """Composite rule (nodes, weights) with sum(w f(z)) ~ E f(Z), Z ~ N(0, 1).
+
+    ``features`` is an iterable of (center, scale) pairs where f changes fast (scale = distance of
+    the nearest complex singularity from the real axis).
+    """
+    feats = list(features)
+    c = np.array([f[0] for f in feats], dtype=float)
+    w = np.array([max(float(f[1]), 1e-12) for f in feats], dtype=float)
+    buf = np.empty(edge_capacity(len(feats), 2 * L))
+    ne = build_edges(-float(L), float(L), float(hmax), c, w, buf)
+    xg, wg = gauss_legendre(order)
+    nodes = np.empty((ne - 1) * len(xg))
+    weights = np.empty_like(nodes)
+    k = fill_rule(buf, ne, np.asarray(xg), np.asarray(wg), True, nodes, weights)
+    return nodes[:k], weights[:k]

@@ -1,0 +1,339 @@
+"""Solve the ridge-logistic CGMT fixed point: ``cgmt.solve(delta, lam, kappa)``.
+
+Unknowns are handled as y = (m, log sigma, log gamma) with alpha = m sigma: in the separable
+regime at small lam, alpha, sigma and gamma diverge (gamma ~ 1/lam) while the margin m levels
+off, so y stays well scaled.  Algorithm:
+
+1. Newton's method on the relative residuals (:mod:`cgmt.equations`) with the analytic Jacobian and
+   a backtracking line search on ||r||, from ``x0`` if given;
+2. otherwise (or if that fails) continuation in lam, starting at a large lam where the
+   asymptotics alpha ~ kappa E[s'(kappa Z)]/lam, sigma ~ 1/(2 lam sqrt(delta)),
+   gamma ~ 1/(delta lam) are accurate, marching down in log lam with a secant predictor and an
+   adaptive step;
+3. a damped fixed-point iteration (sigma^2 <- 2 delta E1, alpha <- -2 kappa delta E2, gamma from
+   eq. (3) by bracketing) as last resort.
+
+The result is reported as converged only if max |r_i| <= tol.
+"""
+from __future__ import annotations
+
+import math
+from functools import lru_cache
+
+import numpy as np
+from scipy.optimize import OptimizeResult, brentq
+
+from ._checks import check_delta, check_kappa, check_lam, check_scalar
+from .accuracy import accuracy_from_margin
+from .equations import _res_jac
+from .quadrature import DEFAULT_ORDER, MAX_PANEL, TRUNCATION, gauss_legendre, gaussian_rule
+
+__all__ = ["CGMTResult", "ConvergenceError", "solve"]
+
+
+class ConvergenceError(RuntimeError):
+    """Raised by ``solve(..., strict=True)`` when the fixed point is not found to tolerance."""
+
+    def __init__(self, message, result=None):
+        super().__init__(message)
+        self.result = result
+
+
+class CGMTResult(OptimizeResult):
+    """Fixed point of the ridge-logistic CGMT system (SciPy ``OptimizeResult``).
+
+    Fields: ``alpha`` (= <z_hat, v>), ``sigma`` (= ||z_hat - alpha v||), ``gamma`` (prox parameter),
+    ``margin`` m = alpha/sigma, ``accuracy`` (Prop. 3.2 with m), ``alignment`` alpha/sqrt(alpha^2+sigma^2),
+    ``stability`` alpha^2/(alpha^2+sigma^2) (independent samples), ``alpha_salehi`` (= alpha/kappa,
+    coefficient on beta*), ``delta``, ``lam``, ``kappa``, ``x`` = [alpha, sigma, gamma], ``fun``
+    (relative residuals), ``residual`` (max |fun|), ``converged`` = ``success``, ``status``
+    (0 ok, 1 iteration limit, 2 no progress, 3 continuation failed), ``message``, ``iterations`` = ``nit``,
+    ``nfev``, ``quad_order``.
+    """
+
+    def __repr__(self):
+        keys = ("alpha", "sigma", "gamma", "margin", "accuracy", "alignment", "stability", "alpha_salehi",
+                "delta", "lam", "kappa", "converged", "residual", "iterations", "message")
+        w = max(len(k) for k in keys)
+        return "\n".join(f"{k.rjust(w)}: {self.get(k)!r}" for k in keys if k in self)
+
+    __str__ = __repr__
+
+
+@lru_cache(maxsize=256)
+def _mean_sprime(kappa):
+    z, w = gaussian_rule([(0.0, math.pi / kappa)] if kappa > 0 else [], order=20)
+    e = np.exp(-np.abs(kappa * z))
+    return float(np.sum(w * e / (1 + e) ** 2))
+
+
+def large_lambda_guess(delta, lam, kappa):
+    """Leading-order (lam -> inf) fixed point (alpha, sigma, gamma)."""
+    return (kappa * _mean_sprime(kappa) / lam, 1.0 / (2.0 * lam * math.sqrt(delta)), 1.0 / (delta * lam))
+
+
+class _System:
+    """Residuals/Jacobian in y = (m, log sigma, log gamma) with evaluation counting."""
+
+    def __init__(self, delta, lam, kappa, quad_order):
+        self.delta, self.lam, self.kappa = delta, lam, kappa
+        xg, wg = gauss_legendre(quad_order)
+        self.xg, self.wg = np.asarray(xg), np.asarray(wg)
+        self.nfev = 0
+        self._r = np.empty(3)
+        self._j = np.empty((3, 3))
+
+    @staticmethod
+    def to_x(y):
+        sigma = math.exp(y[1])
+        return y[0] * sigma, sigma, math.exp(y[2])
+
+    @staticmethod
+    def to_y(alpha, sigma, gamma):
+        return np.array([alpha / sigma, math.log(sigma), math.log(gamma)])
+
+    def __call__(self, y, lam=None):
+        alpha, sigma, gamma = self.to_x(y)
+        lam = self.lam if lam is None else lam
+        e2 = _res_jac(alpha, sigma, gamma, self.delta, lam, self.kappa, self.xg, self.wg,
+                      TRUNCATION, MAX_PANEL, self._r, self._j)
+        self.nfev += 1
+        j = self._j
+        jy = np.empty((3, 3))
+        jy[:, 0] = j[:, 0] * sigma
+        jy[:, 1] = j[:, 0] * alpha + j[:, 1] * sigma
+        jy[:, 2] = j[:, 2] * gamma
+        return self._r.copy(), jy, e2
+
+
+def _newton(system, y0, tol, maxiter, lam=None):
+    """Damped Newton; returns (y, r, e2, nit, status)."""
+    y = np.array(y0, dtype=float)
+    r, jy, e2 = system(y, lam)
+    nrm = np.max(np.abs(r))
+    if not np.isfinite(nrm):
+        return y, r, e2, 0, 2
+    for it in range(1, maxiter + 1):
+        if nrm <= tol:
+            return y, r, e2, it - 1, 0
+        try:
+            step = -np.linalg.solve(jy, r)
+        except np.linalg.LinAlgError:
+            step = -np.linalg.lstsq(jy, r, rcond=None)[0]
+        if not np.all(np.isfinite(step)):
+            return y, r, e2, it, 2
+        # trust limits: sigma and gamma change by at most e^2 per step, m by max(1, |m|)
+        scale = max(abs(step[1]) / 2.0, abs(step[2]) / 2.0, abs(step[0]) / max(1.0, abs(y[0])), 1.0)
+        step /= scale
+        t = 1.0
+        accepted = False
+        for _ in range(30):
+            yt = y + t * step
+            rt, jt, e2t = system(yt, lam)
+            nt = np.max(np.abs(rt))
+            if np.isfinite(nt) and nt <= (1.0 - 1e-4 * t) * nrm:
+                accepted = True
+                break
+            t *= 0.5
+        if not accepted:
+            # accept a rounding-level stall if we are already at tolerance-ish
+            return y, r, e2, it, 2
+        y, r, jy, e2, nrm = yt, rt, jt, e2t, nt
+    return y, r, e2, maxiter, 0 if nrm <= tol else 1
+
+
+def _fixed_point(system, y0, tol, maxiter, damping=0.5):
+    """Damped fixed-point iteration (fallback): sigma, alpha from eqs. (1)-(2), gamma from eq. (3)."""
+    delta, lam, kappa = system.delta, system.lam, system.kappa
+    alpha, sigma, gamma = system.to_x(y0)
+
+    def r3(lg):
+        r, _, _ = system(np.array([alpha / sigma, math.log(sigma), lg]))
+        return r[2]
+
+    r = np.full(3, np.inf)
+    e2 = 0.0
+    for it in range(1, maxiter + 1):
+        lg = math.log(gamma)
+        lo, hi = lg - 1.0, lg + 1.0
+        for _ in range(60):
+            if r3(lo) < 0:
+                break
+            lo -= 2.0
+        for _ in range(60):
+            if r3(hi) > 0:
+                break
+            hi += 2.0
+        try:
+            gamma = math.exp(brentq(r3, lo, hi, xtol=1e-14))
+        except ValueError:
+            return system.to_y(alpha, sigma, gamma), r, e2, it, 2
+        y = system.to_y(alpha, sigma, gamma)
+        r, _, e2 = system(y)
+        if np.max(np.abs(r)) <= tol:
+            return y, r, e2, it, 0
+        tau = math.hypot(alpha, sigma)
+        s_new = sigma * math.sqrt(max(r[0] + 1.0, 1e-12))
+        a_new = alpha + r[1] * tau
+        sigma = (1 - damping) * sigma + damping * s_new
+        alpha = (1 - damping) * alpha + damping * a_new
+    return system.to_y(alpha, sigma, gamma), r, e2, maxiter, 1
+
+
+def _start_lambda(delta):
+    return 20.0 * max(1.0, 1.0 / delta)
+
+
+def _continuation(system, lam_target, tol, maxiter, lam_start=None, y_start=None):
+    """March lam from lam_start (asymptotic start) down to lam_target; returns like _newton + nit sum."""
+    delta, kappa = system.delta, system.kappa
+    if lam_start is None:
+        lam_start = max(_start_lambda(delta), lam_target)
+    if y_start is None:
+        y_start = system.to_y(*large_lambda_guess(delta, lam_start, kappa))
+    total = 0
+    y, r, e2, nit, status = _newton(system, y_start, tol if lam_start == lam_target else 1e-8, maxiter,
+                                    lam=lam_start)
+    total += nit
+    if status != 0:
+        return y, r, e2, total, 3
+    t_end = math.log(lam_target) if lam_target > 0 else math.log(1e-12)
+    t = math.log(lam_start)
+    prev = None  # (t, y) of the previous converged point, for the secant predictor
+    h = -math.log(10.0)
+    while t > t_end + 1e-12:
+        tn = max(t + h, t_end)
+        if prev is not None:
+            yp = y + (y - prev[1]) * (tn - t) / (t - prev[0])
+        else:
+            yp = y.copy()
+        last = tn <= t_end + 1e-12
+        yn, rn, e2n, nitn, st = _newton(system, yp, tol if last else 1e-8, maxiter, lam=math.exp(tn))
+        total += nitn
+        if st != 0 and prev is not None:  # retry without the predictor
+            yn, rn, e2n, nitn, st = _newton(system, y, tol if last else 1e-8, maxiter, lam=math.exp(tn))
+            total += nitn
+        if st != 0:
+            h /= 2.0
+            if abs(h) < 1e-4:
+                return y, r, e2, total, 3
+            continue
+        prev = (t, y)
+        t, y, r, e2 = tn, yn, rn, e2n
+        if nitn <= 3:
+            h = max(2.0 * h, -math.log(1e3))
+    if lam_target == 0.0:
+        y, r, e2, nit, status = _newton(system, y, tol, maxiter, lam=0.0)
+        return y, r, e2, total + nit, status
+    return y, r, e2, total, 0
+
+
+def _as_start(x0):
+    if x0 is None:
+        return None
+    if isinstance(x0, OptimizeResult) and "alpha" in x0:
+        a, s, g = x0.alpha, x0.sigma, x0.gamma
+    else:
+        arr = np.asarray(x0, dtype=float).ravel()
+        if arr.size != 3:
+            raise ValueError("x0 must be (alpha, sigma, gamma) or a CGMTResult")
+        a, s, g = arr
+    if not (np.isfinite(a) and np.isfinite(s) and np.isfinite(g)) or s <= 0 or g <= 0:
+        raise ValueError("x0 must be finite with sigma > 0 and gamma > 0")
+    return _System.to_y(a, s, g)
+
+
+_STATUS = {
+    0: "converged",
+    1: "iteration limit reached",
+    2: "no further progress (line search failed)",
+    3: "continuation in lambda failed",
+}
+
+
+def _finish(system, y, r, e2, nit, status, tol, quad_order):
+    alpha, sigma, gamma = (float(t) for t in system.to_x(y))
+    e2 = float(e2)
+    delta, lam, kappa = system.delta, system.lam, system.kappa
+    res = float(np.max(np.abs(r)))
+    conv = bool(np.isfinite(res) and res <= tol)
+    if conv:
+        status = 0
+    elif status == 0:
+        status = 1
+    tau = math.hypot(alpha, sigma)
+    m = alpha / sigma
+    msg = _STATUS[status] + f" (max relative residual {res:.3e}, tol {tol:.1e}, {nit} Newton iterations)"
+    out = CGMTResult(
+        alpha=alpha, sigma=sigma, gamma=gamma, margin=m,
+        accuracy=float(accuracy_from_margin(m, kappa)),
+        alignment=alpha / tau, stability=(alpha / tau) ** 2,
+        alpha_salehi=alpha / kappa if kappa > 0 else -2.0 * delta * e2,
+        delta=delta, lam=lam, kappa=kappa,
+        x=np.array([alpha, sigma, gamma]), fun=np.asarray(r, dtype=float), residual=res,
+        converged=conv, success=conv, status=status, message=msg,
+        iterations=int(nit), nit=int(nit), nfev=system.nfev, quad_order=quad_order,
+    )
+    return out
+
+
+def _solve(delta, lam, kappa, *, strict, x0, tol, maxiter, quad_order):
+    system = _System(delta, lam, kappa, quad_order)
+    y0 = _as_start(x0)
+    nit_total = 0
+    best = None
+    if y0 is not None:
+        y, r, e2, nit, status = _newton(system, y0, tol, maxiter)
+        nit_total += nit
+        best = (y, r, e2, status)
+    if best is None or best[3] != 0:
+        y, r, e2, nit, status = _continuation(system, lam, tol, maxiter)
+        nit_total += nit
+        if best is None or status == 0 or np.max(np.abs(r)) < np.max(np.abs(best[1])):
+            best = (y, r, e2, status)
+    if best[3] != 0:
+        y, r, e2, nit, status = _fixed_point(system, best[0], tol, maxiter)
+        nit_total += nit
+        if status == 0 or np.max(np.abs(r)) < np.max(np.abs(best[1])):
+            best = (y, r, e2, status)
+        if best[3] != 0:  # polish with Newton from the fixed-point iterate
+            y, r, e2, nit, status = _newton(system, best[0], tol, maxiter)
+            nit_total += nit
+            if status == 0 or np.max(np.abs(r)) < np.max(np.abs(best[1])):
+                best = (y, r, e2, status)
+    out = _finish(system, best[0], best[1], best[2], nit_total, best[3], tol, quad_order)
+    if strict and not out.converged:
+        raise ConvergenceError(
+            f"cgmt.solve(delta={delta}, lam={lam}, kappa={kappa}) did not converge: {out.message}", out)
+    return out
+
+
+def solve(delta, lam, kappa, *, strict=False, x0=None, tol=1e-10, maxiter=100, quad_order=DEFAULT_ORDER):
+    """Solve the CGMT fixed point of ridge logistic regression (convention: docs/theory.md).
+
+    Parameters
+    ----------
+    delta : float > 0       n / p.
+    lam : float > 0         ridge strength in (1/n) sum loss + lam/(2p) ||beta||^2.
+    kappa : float >= 0      signal strength, ||beta*||^2 = p kappa^2.
+    strict : bool           raise :class:`ConvergenceError` instead of returning converged=False.
+    x0 : (alpha, sigma, gamma) or CGMTResult, optional    warm start.
+    tol : float             max relative residual accepted (see :mod:`cgmt.equations`).
+    maxiter : int           Newton iterations per solve stage.
+    quad_order : int        Gauss-Legendre points per quadrature panel (10 is accurate to ~1e-13;
+                            doubling it checks the quadrature).
+
+    Returns
+    -------
+    CGMTResult
+    """
+    delta = check_delta(delta)
+    lam = check_lam(lam)
+    kappa = check_kappa(kappa)
+    tol = check_scalar(tol, "tol", low=0.0, low_open=True)
+    if int(maxiter) != maxiter or maxiter < 1:
+        raise ValueError(f"maxiter must be a positive integer, got {maxiter!r}")
+    if int(quad_order) != quad_order or not 2 <= quad_order <= 200:
+        raise ValueError(f"quad_order must be an integer in [2, 200], got {quad_order!r}")
+    return _solve(delta, lam, kappa, strict=strict, x0=x0, tol=tol, maxiter=int(maxiter),
+                  quad_order=int(quad_order))

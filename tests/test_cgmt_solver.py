@@ -1,0 +1,95 @@
+"""Solver tests: residuals, Jacobian, symmetry, limits, bad input, strict mode."""
+import math
+
+import numpy as np
+import pytest
+
+import cgmt
+from cgmt.equations import residual_and_jacobian, residuals
+
+
+def test_solution_fields_and_residual():
+    r = cgmt.solve(2.0, 0.1, 2.0)
+    assert r.converged and r.success and r.status == 0
+    assert r.residual <= 1e-10
+    assert np.max(np.abs(residuals(r.alpha, r.sigma, r.gamma, 2.0, 0.1, 2.0))) <= 1e-10
+    assert r.margin == pytest.approx(r.alpha / r.sigma, rel=1e-15)
+    assert r.alignment == pytest.approx(r.alpha / math.hypot(r.alpha, r.sigma), rel=1e-15)
+    assert r.stability == pytest.approx(r.alignment ** 2, rel=1e-15)
+    assert r.alpha_salehi == pytest.approx(r.alpha / 2.0, rel=1e-15)
+    assert r.accuracy == pytest.approx(cgmt.accuracy_from_margin(r.margin, 2.0), rel=1e-15)
+    assert r.nit == r.iterations and isinstance(r.message, str)
+    assert 0.5 < r.accuracy < cgmt.bayes_accuracy(2.0)
+
+
+def test_jacobian_matches_finite_differences():
+    x = np.array([0.8, 1.1, 1.3])
+    p = (2.0, 0.1, 2.0)
+    _, jac = residual_and_jacobian(*x, *p)
+    num = np.zeros((3, 3))
+    for j in range(3):
+        h = 1e-6 * x[j]
+        xp, xm = x.copy(), x.copy()
+        xp[j] += h
+        xm[j] -= h
+        num[:, j] = (residuals(*xp, *p) - residuals(*xm, *p)) / (2 * h)
+    np.testing.assert_allclose(jac, num, rtol=1e-6, atol=1e-8)
+
+
+def test_kappa_zero_symmetry():
+    r = cgmt.solve(3.0, 0.01, 0.0)
+    assert r.converged and r.alpha == 0.0
+    assert r.accuracy == pytest.approx(0.5, abs=1e-15)
+    assert np.isfinite(r.alpha_salehi)
+
+
+def test_large_lambda_asymptotics():
+    d, lam, k = 2.0, 1e3, 1.5
+    r = cgmt.solve(d, lam, k)
+    assert r.sigma == pytest.approx(1 / (2 * lam * math.sqrt(d)), rel=1e-2)
+    assert r.gamma == pytest.approx(1 / (d * lam), rel=1e-2)
+
+
+def test_warm_start_agrees_with_cold():
+    cold = cgmt.solve(1.5, 0.02, 3.0)
+    warm = cgmt.solve(1.5, 0.03, 3.0, x0=cold)
+    cold2 = cgmt.solve(1.5, 0.03, 3.0)
+    assert warm.converged and warm.nit < cold2.nit
+    np.testing.assert_allclose(warm.x, cold2.x, rtol=1e-9)
+
+
+def test_quadrature_order_doubling_does_not_change_answer():
+    a = cgmt.solve(0.5, 1e-3, 8.0)
+    b = cgmt.solve(0.5, 1e-3, 8.0, quad_order=20, x0=a)
+    np.testing.assert_allclose(a.x, b.x, rtol=1e-10)
+
+
+@pytest.mark.parametrize(
+    "kwargs, name",
+    [
+        (dict(delta=0.0, lam=1.0, kappa=1.0), "delta"),
+        (dict(delta=-1.0, lam=1.0, kappa=1.0), "delta"),
+        (dict(delta=float("nan"), lam=1.0, kappa=1.0), "delta"),
+        (dict(delta=1.0, lam=-1.0, kappa=1.0), "lam"),
+        (dict(delta=1.0, lam=0.0, kappa=1.0), "lam"),
+        (dict(delta=1.0, lam=float("inf"), kappa=1.0), "lam"),
+        (dict(delta=1.0, lam=1.0, kappa=-0.1), "kappa"),
+        (dict(delta=1.0, lam=1.0, kappa=float("nan")), "kappa"),
+        (dict(delta="a", lam=1.0, kappa=1.0), "delta"),
+    ],
+)
+def test_bad_input_names_parameter(kwargs, name):
+    with pytest.raises(ValueError, match=name):
+        cgmt.solve(**kwargs)
+
+
+def test_strict_mode_raises_on_non_convergence():
+    # one Newton iteration from a far start cannot reach 1e-10
+    r = cgmt.solve(2.0, 0.1, 2.0, x0=(5.0, 5.0, 50.0), maxiter=1)
+    # non-strict: the continuation rescues or the result says why not; never a silent NaN
+    assert np.isfinite(r.residual)
+    assert r.converged == (r.residual <= 1e-10)
+    with pytest.raises(cgmt.ConvergenceError) as info:
+        cgmt.solve(2.0, 0.1, 2.0, tol=1e-300, strict=True)
+    assert info.value.result is not None and not info.value.result.converged
+    assert "residual" in str(info.value)
