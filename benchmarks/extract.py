@@ -43,7 +43,9 @@ def main(argv=None):
     ap.add_argument("--batch-size", type=int, default=32)
     ap.add_argument("--threads", type=int, default=2)
     ap.add_argument("--repeats", type=int, default=3)
-    ap.add_argument("--dtype", default=None, help="model dtype for both runs (default float32)")
+    ap.add_argument("--dtype", default=None, help="model dtype of the reference (default float32)")
+    ap.add_argument("--ours-dtype", default=None,
+                    help="model dtype of our run (default: same as --dtype); e.g. bfloat16 on AVX512-BF16 CPUs")
     args = ap.parse_args(argv)
 
     import torch
@@ -54,20 +56,23 @@ def main(argv=None):
 
     torch.set_num_threads(args.threads)
     model, tok = load_model(args.model, device="cpu", dtype=args.dtype)
+    ours_model = model if args.ours_dtype in (None, args.dtype) else load_model(args.model, device="cpu",
+                                                                               dtype=args.ours_dtype)[0]
     ds = datasets.load(args.dataset, max_per_class=max(1, args.n // 2))
     prompts = ds.prompts[: args.n]
     ntok = sum(len(x) for x in tokenize_prompts(tok, prompts))
     print(f"model={args.model} dataset={args.dataset} prompts={len(prompts)} tokens={ntok} "
-          f"threads={args.threads} batch={args.batch_size} dtype={next(model.parameters()).dtype}")
+          f"threads={args.threads} batch={args.batch_size} reference dtype={next(model.parameters()).dtype} "
+          f"ours dtype={next(ours_model.parameters()).dtype}")
 
     # warm-up (allocator, kernels)
-    hidden_states(model, tok, prompts[:4], batch_size=4, progress=False)
+    hidden_states(ours_model, tok, prompts[:4], batch_size=4, progress=False)
     naive_reference(model, tok, prompts[:2])
 
     t_ours, t_ref = [], []
     for r in range(args.repeats):
         t = time.perf_counter()
-        ours = hidden_states(model, tok, prompts, batch_size=args.batch_size, progress=False)
+        ours = hidden_states(ours_model, tok, prompts, batch_size=args.batch_size, progress=False)
         t_ours.append(time.perf_counter() - t)
         t = time.perf_counter()
         ref = naive_reference(model, tok, prompts)
@@ -80,7 +85,9 @@ def main(argv=None):
         normed = model.model.norm(torch.from_numpy(ours[L - 1])).numpy() if hasattr(model, "model") else None
     last = float(np.abs(normed - ref[L - 1]).max()) if normed is not None else float("nan")
     med_o, med_r = statistics.median(t_ours), statistics.median(t_ref)
-    print(f"max |ours - reference| layers 1..L-1: {diff:.2e}; layer L after final norm: {last:.2e}")
+    rel = diff / float(np.abs(ref[: L - 1]).max())
+    print(f"max |ours - reference| layers 1..L-1: {diff:.2e} (relative to max |h|: {rel:.1e}); "
+          f"layer L after final norm: {last:.2e}")
     print(f"median tokens/s: ours {ntok / med_o:.0f}, reference {ntok / med_r:.0f}; "
           f"speed-up ratio {med_r / med_o:.2f}x")
 

@@ -3,6 +3,8 @@ unbatched, prefix sharing, the disk cache (hit, validation, resume), and argumen
 import os
 
 import numpy as np
+from hypothesis import given, settings
+from hypothesis import strategies as st
 import pytest
 
 torch = pytest.importorskip("torch")
@@ -211,3 +213,22 @@ def test_extract_dataset_and_chat(tok, tmp_path):
     C = E.extract_dataset(model, tok, ds, cache=tmp_path, chat=True, progress=False)
     assert np.abs(np.asarray(C) - A).max() > 1e-3  # chat wrapping changes the input
     assert len(list(tmp_path.glob("toy-*.npy"))) == 2
+
+
+_PROP_MODEL = {}
+
+
+@settings(max_examples=15, deadline=None)
+@given(batch_size=st.integers(1, 8), max_tokens=st.integers(1, 64), seed=st.integers(0, 10**6),
+       share=st.booleans())
+def test_order_and_batching_invariance(batch_size, max_tokens, seed, share):
+    """Any batch size / token budget / prompt order gives the same per-prompt states."""
+    if not _PROP_MODEL:
+        _PROP_MODEL["m"] = tiny_model("qwen2", seed=8)
+        _PROP_MODEL["tok"] = tiny_tokenizer()
+        _PROP_MODEL["ref"] = E.hidden_states(_PROP_MODEL["m"], _PROP_MODEL["tok"], PROMPTS, layers="all",
+                                             batch_size=1, share_prefix=False, progress=False)
+    perm = np.random.default_rng(seed).permutation(len(PROMPTS))
+    H = E.hidden_states(_PROP_MODEL["m"], _PROP_MODEL["tok"], [PROMPTS[i] for i in perm], layers="all",
+                        batch_size=batch_size, max_batch_tokens=max_tokens, share_prefix=share, progress=False)
+    np.testing.assert_allclose(H, _PROP_MODEL["ref"][:, perm], atol=1e-4, rtol=0)
