@@ -26,7 +26,13 @@ structure (Proposition ``prop:acc``):
    U = kappa Z).  With b = 0 and U ~ N(0, kappa^2) this is exactly Proposition ``prop:acc`` with
    m = a kappa / sigma (= alpha/sigma in the corrected convention; ``cgmt.accuracy_from_margin``).
 
-Where delta enters: only through the probe trained on n = delta p points; (a, b, sigma) are the
+Pure-theory column (``theory=True``): ``Acc_theory = cgmt.solve(delta, 1/(C n), kappa_hat).accuracy``
+with kappa_hat = sd(U) on the held-out set: the Gaussian-design fixed point at the sweep's delta, where
+delta enters explicitly.  (A probe with scikit-learn's C on standardized features minimises
+C sum loss + ||w||^2/2; with x_theory = x_std/sqrt(p) and beta = sqrt(p) w this is the theory's
+objective times C n, so lambda_theory = 1/(C n).)
+
+Where delta enters the calibrated predictor: only through the probe trained on n = delta p points; (a, b, sigma) are the
 finite-sample counterparts of (alpha/kappa, 0, sigma) at that delta, which the theory says are
 (asymptotically) functions of (delta, lambda, kappa) alone.  Correlations along the sweep are
 computed on the seed-averaged accuracies of the fractions (6 points, as in the paper's table, whose
@@ -152,6 +158,17 @@ def predicted_accuracy(U, a, b, sigma) -> float:
     return float(np.mean(expit(U) * ndtr(t) + expit(-U) * ndtr(-t)))
 
 
+def _theory_accuracy(delta, lam, kappa):
+    """cgmt's limiting test accuracy at (delta, lam, kappa); NaN outside cgmt's box or if unconverged."""
+    import cgmt
+
+    try:
+        res = cgmt.solve(float(delta), float(lam), float(kappa))
+    except (ValueError, RuntimeError):
+        return float("nan")
+    return float(res.accuracy) if res.converged else float("nan")
+
+
 def _default_probe(C):
     from empirical import RaptorProbe  # the project's RAPTOR probe, at a fixed C (no tuning)
 
@@ -189,7 +206,8 @@ def _one_subsample(task):
                 S_cal[te] = _decision(probe(C).fit(Xs[tr], ys[tr]), Xs[te])
             U_cal = U_pool[idx]
         a, b, sigma = calibrate_scores(S_cal, U_cal, sigma_floor)
-        rows.append(dict(fraction=frac, seed=seed, C=float(C), lam=1.0 / float(C), n=len(idx),
+        rows.append(dict(fraction=frac, seed=seed, C=float(C), lam=1.0 / float(C), lam_theory=1.0 / (float(C) * len(idx)),
+                         n=len(idx),
                          delta=len(idx) / X_pool.shape[1], Acc_true=acc_true,
                          Acc_pred=predicted_accuracy(U_test, a, b, sigma), a=a, b=b, sigma=sigma))
     return rows
@@ -204,8 +222,8 @@ def _corr(x, y, fn):
 
 def delta_sweep(X_pool, y_pool, X_test, y_test, *, fractions=DEFAULT_FRACTIONS, seeds: int = 5, Cs=DEFAULT_CS,
                 oracle=None, oracle_folds: int = 5, probe=None, score_source: str = "crossfit",
-                probe_folds: int = 5, sigma_floor: float = 1e-3, random_state: int = 0, n_jobs: int = 1,
-                progress: bool = True) -> StructureResult:
+                probe_folds: int = 5, sigma_floor: float = 1e-3, theory: bool = True, random_state: int = 0,
+                n_jobs: int = 1, progress: bool = True) -> StructureResult:
     """Sweep delta = n/p by stratified subsampling and compare Acc_pred with Acc_true (module doc).
 
     X_pool, y_pool: the training pool (raw features; the probe standardizes on its own training part);
@@ -214,7 +232,10 @@ def delta_sweep(X_pool, y_pool, X_test, y_test, *, fractions=DEFAULT_FRACTIONS, 
     Cs: inverse ridge strengths of the grid (lambda = 1/C is reported, as in the paper's table);
     oracle: unfitted scikit-learn classifier with ``decision_function`` (default ``RaptorProbe()``);
     probe: callable C -> unfitted classifier at that fixed C (default ``RaptorProbe(Cs=[C])``);
-    score_source: "crossfit" | "insample" | "heldout" (module doc); sigma_floor: relative floor.
+    score_source: "crossfit" | "insample" | "heldout" (module doc); sigma_floor: relative floor;
+    theory: also add ``Acc_theory`` = ``cgmt.solve(delta, 1/(C n), kappa_hat).accuracy``, the pure
+    Gaussian-design prediction (kappa_hat = sd of the calibrated held-out U; the probe's C is taken in
+    scikit-learn's convention on standardized features, whose theory ridge is lambda = 1/(C n)).
     Returns a :class:`StructureResult`.
     """
     X_pool, y_pool, X_test, y_test, classes = _check_inputs(X_pool, y_pool, X_test, y_test)
@@ -256,8 +277,21 @@ def delta_sweep(X_pool, y_pool, X_test, y_test, *, fractions=DEFAULT_FRACTIONS, 
                           mean_abs_error=float(np.mean(np.abs(g.Acc_pred - g.Acc_true))),
                           Acc_true_mean=float(g.Acc_true.mean()), Acc_pred_mean=float(g.Acc_pred.mean())))
     summary = pd.DataFrame.from_records(srecs)
+    if theory:
+        kappa_hat = float(np.std(U_test))
+        cache = {}
+        for key in set(zip(table.delta, table.lam_theory)):
+            cache[key] = _theory_accuracy(key[0], key[1], kappa_hat)
+        table["Acc_theory"] = [cache[k] for k in zip(table.delta, table.lam_theory)]
+        th = []
+        for C, g in table.groupby("C", sort=True):
+            m = g.groupby("fraction")[["Acc_true", "Acc_theory"]].mean()
+            th.append(dict(rho_s_theory=_corr(m.Acc_theory, m.Acc_true, spearmanr),
+                           r_theory=_corr(m.Acc_theory, m.Acc_true, pearsonr),
+                           mean_abs_error_theory=float(np.mean(np.abs(g.Acc_theory - g.Acc_true)))))
+        summary = pd.concat([summary, pd.DataFrame.from_records(th)], axis=1)
     ranked = summary.assign(_rs=summary.rho_s.fillna(-np.inf), _r=summary.r.fillna(-np.inf))
     top = ranked.sort_values(["_rs", "_r"], ascending=False).iloc[0]
     best = dict(C=float(top.C), lam=float(top.lam), rho_s=float(top.rho_s), r=float(top.r))
-    oinfo.update(folds=oracle_folds, U_test_sd=float(np.std(U_test)))
+    oinfo.update(folds=oracle_folds, U_test_sd=float(np.std(U_test)), kappa_hat=float(np.std(U_test)))
     return StructureResult(table=table, summary=summary, best=best, oracle=oinfo)
