@@ -169,16 +169,23 @@ def _theory_accuracy(delta, lam, kappa):
     return float(res.accuracy) if res.converged else float("nan")
 
 
-def _default_probe(C):
-    from empirical import RaptorProbe  # the project's RAPTOR probe, at a fixed C (no tuning)
+def _raptor_probe_class():
+    try:
+        from empirical import RaptorProbe
+    except ImportError:
+        from empirical.probe import RaptorProbe
+    return RaptorProbe
 
-    return RaptorProbe(Cs=[C])
+
+def _default_probe(C):
+    """RAPTOR at one fixed C: train-only standardization (on its internal 80% split), then the refit on
+    the whole subsample at that C (a one-point grid, so the validation split selects nothing)."""
+    return _raptor_probe_class()(Cs=[C])
 
 
 def _default_oracle():
-    from empirical import RaptorProbe  # validation-tuned RAPTOR as the auxiliary classifier
-
-    return RaptorProbe()
+    """Validation-tuned RAPTOR (its default 100-point C grid) as the auxiliary classifier."""
+    return _raptor_probe_class()()
 
 
 def _one_subsample(task):

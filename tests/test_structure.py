@@ -189,3 +189,16 @@ def test_bad_input():
         delta_sweep(Xp, yp, Xt, yt, Cs=[-1.0], **kw)
     with pytest.raises(ValueError, match="fractions"):
         delta_sweep(Xp, yp, Xt, yt, fractions=[0.5, 2.0, 0.1], **kw)
+
+
+def test_default_raptor_probe_and_oracle_on_raw_correlated_features():
+    # the defaults (RaptorProbe at fixed C as the probe, validation-tuned RaptorProbe as the oracle) on raw
+    # features that are correlated and shifted (the probe standardizes; the predictor is scale-free)
+    pytest.importorskip("empirical.probe")
+    Xp, yp, Xt, yt = _data()
+    rng = np.random.default_rng(0)
+    A, mu = rng.normal(size=(40, 40)), 3 * rng.normal(size=40)
+    res = delta_sweep(Xp @ A + mu, yp, Xt @ A + mu, yt, seeds=2, Cs=[0.01, 1.0], theory=False, progress=False)
+    assert np.isfinite(res.table[["Acc_true", "Acc_pred", "a", "b", "sigma"]].to_numpy()).all()
+    assert (res.summary.rho_s >= 0.8).all() and (res.summary.r >= 0.9).all(), res.summary
+    assert res.best["lam"] in (100.0, 1.0)
