@@ -206,7 +206,7 @@ def fit_probes(H, y, layers, *, seed=SPLIT_SEED, progress=True):
         dt = time.perf_counter() - t
         acc = float(est.score(X[te], y[te]))
         probes[l] = LayerProbe.from_estimator(est, test_accuracy=acc)
-        val_acc = float(np.max(est.path_val_accuracy_)) if hasattr(est, "path_val_accuracy_") else float("nan")
+        val_acc = float(getattr(est, "best_val_accuracy_", float("nan")))
         rows.append(dict(layer=l, test_accuracy=acc, val_accuracy=val_acc, lambda_star=float(est.lambda_),
                          C_star=float(est.C_), fit_time_s=dt, n_train=len(tr), n_val=len(va), n_test=len(te)))
     return pd.DataFrame(rows), probes

@@ -150,3 +150,19 @@ def test_sweep_wiring(setup, monkeypatch):
     assert cli.main(["sweep", *base, "--layer", "2", "--seeds", "2", "--fractions", "0.5,1", "--out", str(out)]) == 0
     assert calls["shapes"] == ((48, 32), (12, 32)) and calls["kw"]["fractions"] == [0.5, 1.0]
     assert json.loads((out / "sweep_reviews_L2_best.json").read_text())["lam"] == 1.0
+
+
+@pytest.mark.skipif(not _has_raptor(), reason="RAPTOR estimator not available yet")
+def test_steer_fits_raptor_probes(setup):
+    import pandas as pd
+
+    root, base = setup
+    out = root / "o6"
+    assert cli.main(["steer", *base, "--direction", "away", "--n-prompts", "6", "--layers", "2-3",
+                     "--max-new-tokens", "0", "--out", str(out)]) == 0
+    m = pd.read_csv(out / "steer_metrics.csv")
+    assert list(m.direction) == ["away"] and m.success_rate.iloc[0] == 1.0
+    probes = cli.load_probes(out / "probes_reviews.npz")
+    assert set(probes) == {2, 3} and all(0 <= p.test_accuracy <= 1 for p in probes.values())
+    pairs = pd.read_csv(out / "steer_reviews_away_pairs.csv")
+    assert len(pairs) == m.n_pairs.iloc[0] and set(pairs.layer) <= {2, 3}
