@@ -4,14 +4,30 @@ Convention (binding; see docs/theory.md): x ~ N(0, I_p/p), ||beta*||^2 = p kappa
 P(y=1|x) = sigmoid(x'beta*), delta = n/p, estimator argmin (1/n) sum log(1+exp(-y x'beta))
 + lam/(2p) ||beta||^2, z = beta/sqrt(p), v = beta*/||beta*||, alpha = <z_hat, v>,
 sigma = ||z_hat - alpha v||, margin m = alpha/sigma, alpha_salehi = alpha/kappa.
+
+Public API: solve, mle, separability_threshold, optimal_lambda, sweep, accuracy_from_margin,
+bayes_accuracy, CGMTResult, ConvergenceError; modules prox (Numba logistic prox), quadrature
+(rules), equations (residuals, Jacobian), conventions (converters), reference (mpmath).
 """
+from . import conventions, equations, prox, quadrature
 from .accuracy import accuracy_from_margin, bayes_accuracy
+from .limits import mle, separability_threshold
+from .optimal import optimal_lambda
 from .solver import CGMTResult, ConvergenceError, solve
+from .sweep import sweep
 
 __all__ = [
     "solve",
+    "mle",
+    "separability_threshold",
+    "optimal_lambda",
+    "sweep",
     "CGMTResult",
     "ConvergenceError",
     "accuracy_from_margin",
     "bayes_accuracy",
+    "conventions",
+    "equations",
+    "prox",
+    "quadrature",
 ]

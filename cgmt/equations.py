@@ -60,39 +60,47 @@ def prox_branch_points(gamma):
 
 
 @njit(cache=True)
-def _kernels(u, a, b, kappa, xg, wg, L, H, ebuf, cen, scl, wn, ww):
-    """K_A = E_W[s(-kappa Z1)], K_B = E_W[s'(kappa Z1)], K_C = E_W[s''(kappa Z1)], Z1 = a u + b W."""
-    if kappa == 0.0:
-        return 0.5, 0.25, 0.0
-    kb = kappa * b
-    if kb > 0.0:
-        cen[0] = -a * u / b
-        scl[0] = max(math.pi / kb, _MIN_SCALE)
-    else:
-        cen[0] = 0.0
-        scl[0] = H
-    ne = build_edges(-L, L, H, cen, scl, ebuf)
-    nn = fill_rule(ebuf, ne, xg, wg, True, wn, ww)
+def _kernel_sums(u, a, b, kappa, wn, ww, nn):
+    """Sums of weights times (s(-kappa Z1), s'(kappa Z1), s''(kappa Z1)) over the W-rule."""
     ka = 0.0
     kbv = 0.0
     kc = 0.0
+    au = a * u
     for i in range(nn):
-        z = kappa * (a * u + b * wn[i])
+        z = kappa * (au + b * wn[i])
         e = math.exp(-abs(z))
-        ope = 1.0 + e
-        s1 = e / (ope * ope)
-        th = (1.0 - e) / ope  # tanh(|z|/2)
+        inv = 1.0 / (1.0 + e)
+        ei = e * inv
+        s1 = ei * inv
+        th = (1.0 - e) * inv  # tanh(|z|/2)
         if z >= 0.0:
-            sneg = e / ope
+            sneg = ei
             s2 = -s1 * th
         else:
-            sneg = 1.0 / ope
+            sneg = inv
             s2 = s1 * th
         w = ww[i]
         ka += w * sneg
         kbv += w * s1
         kc += w * s2
     return ka, kbv, kc
+
+
+@njit(cache=True)
+def _kernels(u, a, b, kappa, xg, wg, L, H, ebuf, cen, scl, wn, ww, fixed_n):
+    """K_A = E_W[s(-kappa Z1)], K_B = E_W[s'(kappa Z1)], K_C = E_W[s''(kappa Z1)], Z1 = a u + b W.
+
+    If ``fixed_n`` > 0 the first ``fixed_n`` entries of (wn, ww) hold a u-independent rule.
+    """
+    if kappa == 0.0:
+        return 0.5, 0.25, 0.0
+    if fixed_n > 0:
+        return _kernel_sums(u, a, b, kappa, wn, ww, fixed_n)
+    cen[0] = -a * u / b
+    scl[0] = max(math.pi / (kappa * b), _MIN_SCALE)
+    ne = build_edges(-L, L, H, cen, scl, ebuf)
+    nn = fill_rule(ebuf, ne, xg, wg, True, wn, ww)
+    return _kernel_sums(u, a, b, kappa, wn, ww, nn)
 
 
 @njit(cache=True)
@@ -135,6 +143,13 @@ def expectation_terms(alpha, sigma, gamma, kappa, xg, wg, L, H, out):
     ebuf1 = np.empty(cap1)
     wn = np.empty(cap1 * nq)
     ww = np.empty(cap1 * nq)
+    fixed_n = 0
+    if kappa > 0.0 and (kappa * b <= math.pi / H or b == 0.0):
+        # the kernel integrand is smooth on the panel scale: one u-independent rule in W
+        cen1[0] = 0.0
+        scl1[0] = H
+        ne1 = build_edges(-L, L, H, cen1, scl1, ebuf1)
+        fixed_n = fill_rule(ebuf1, ne1, xg, wg, True, wn, ww)
     for i in range(nu):
         u = un[i]
         wu = uw[i]
@@ -155,7 +170,7 @@ def expectation_terms(alpha, sigma, gamma, kappa, xg, wg, L, H, out):
         g1g = 2.0 * r * s0 * d
         g2g = -s0 * d
         qg = d * d * (s1 - gamma * s2 * s0 * d)
-        ka, kb, kc = _kernels(u, a, b, kappa, xg, wg, L, H, ebuf1, cen1, scl1, wn, ww)
+        ka, kb, kc = _kernels(u, a, b, kappa, xg, wg, L, H, ebuf1, cen1, scl1, wn, ww, fixed_n)
         wa = wu * ka
         wb = wu * kb
         out[0] += wa * g1

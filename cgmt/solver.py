@@ -180,6 +180,9 @@ def _fixed_point(system, y0, tol, maxiter, damping=0.5):
     return system.to_y(alpha, sigma, gamma), r, e2, maxiter, 1
 
 
+_TOL_PATH = 1e-6  # residual accepted at intermediate continuation points
+
+
 def _start_lambda(delta):
     return 20.0 * max(1.0, 1.0 / delta)
 
@@ -192,7 +195,7 @@ def _continuation(system, lam_target, tol, maxiter, lam_start=None, y_start=None
     if y_start is None:
         y_start = system.to_y(*large_lambda_guess(delta, lam_start, kappa))
     total = 0
-    y, r, e2, nit, status = _newton(system, y_start, tol if lam_start == lam_target else 1e-8, maxiter,
+    y, r, e2, nit, status = _newton(system, y_start, tol if lam_start == lam_target else _TOL_PATH, maxiter,
                                     lam=lam_start)
     total += nit
     if status != 0:
@@ -200,7 +203,7 @@ def _continuation(system, lam_target, tol, maxiter, lam_start=None, y_start=None
     t_end = math.log(lam_target) if lam_target > 0 else math.log(1e-12)
     t = math.log(lam_start)
     prev = None  # (t, y) of the previous converged point, for the secant predictor
-    h = -math.log(10.0)
+    h = -math.log(30.0)
     while t > t_end + 1e-12:
         tn = max(t + h, t_end)
         if prev is not None:
@@ -208,10 +211,10 @@ def _continuation(system, lam_target, tol, maxiter, lam_start=None, y_start=None
         else:
             yp = y.copy()
         last = tn <= t_end + 1e-12
-        yn, rn, e2n, nitn, st = _newton(system, yp, tol if last else 1e-8, maxiter, lam=math.exp(tn))
+        yn, rn, e2n, nitn, st = _newton(system, yp, tol if last else _TOL_PATH, maxiter, lam=math.exp(tn))
         total += nitn
         if st != 0 and prev is not None:  # retry without the predictor
-            yn, rn, e2n, nitn, st = _newton(system, y, tol if last else 1e-8, maxiter, lam=math.exp(tn))
+            yn, rn, e2n, nitn, st = _newton(system, y, tol if last else _TOL_PATH, maxiter, lam=math.exp(tn))
             total += nitn
         if st != 0:
             h /= 2.0
@@ -221,7 +224,7 @@ def _continuation(system, lam_target, tol, maxiter, lam_start=None, y_start=None
         prev = (t, y)
         t, y, r, e2 = tn, yn, rn, e2n
         if nitn <= 3:
-            h = max(2.0 * h, -math.log(1e3))
+            h = max(2.0 * h, -math.log(1e4))
     if lam_target == 0.0:
         y, r, e2, nit, status = _newton(system, y, tol, maxiter, lam=0.0)
         return y, r, e2, total + nit, status
@@ -287,8 +290,14 @@ def _solve(delta, lam, kappa, *, strict, x0, tol, maxiter, quad_order):
         nit_total += nit
         best = (y, r, e2, status)
     if best is None or best[3] != 0:
-        y, r, e2, nit, status = _continuation(system, lam, tol, maxiter)
+        # continuation on a cheaper rule (intermediate points need only _TOL_PATH), then polish
+        path = _System(delta, lam, kappa, max(4, quad_order // 2))
+        y, r, e2, nit, status = _continuation(path, lam, _TOL_PATH, maxiter)
         nit_total += nit
+        system.nfev += path.nfev
+        if status == 0:
+            y, r, e2, nit, status = _newton(system, y, tol, maxiter)
+            nit_total += nit
         if best is None or status == 0 or np.max(np.abs(r)) < np.max(np.abs(best[1])):
             best = (y, r, e2, status)
     if best[3] != 0:

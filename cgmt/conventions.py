@@ -1,0 +1,86 @@
+"""Converters between our convention and those of Sur & Candes, Salehi et al., and the GCM.
+
+Ours: x ~ N(0, I_p/p), ||beta*||^2 = p kappa^2, delta = n/p, loss (1/n) sum rho(-y x'beta) +
+lam/(2p)||beta||^2, alpha = <z_hat, v>, sigma = ||z_hat - alpha v|| (z = beta/sqrt p), prox
+parameter gamma.  All converters map dictionaries of the keys they name; round trips are exact.
+
+* Sur & Candes (2019): x ~ N(0, I_p/n), kappa_SC = p/n, gamma_SC^2 = Var(x'beta*), MLE (lam = 0)
+  with beta_hat ~ alpha_SC beta* + noise, Var(noise_j) ~ sigma_SC^2 / ... such that
+  ||beta_hat_perp||^2 = p sigma_SC^2 -- derivation (docs/theory.md): x_SC'beta_SC = x'beta gives
+  beta_SC = sqrt(n/p) beta, so alpha_SC = alpha/kappa, gamma_SC = kappa, kappa_SC = 1/delta,
+  sigma = sqrt(kappa_SC) sigma_SC, and their prox parameter lambda_SC = gamma.
+* Salehi, Abbasi & Hassibi (2019): same data scaling and objective as ours; alpha_S multiplies
+  beta*: beta_hat ~ alpha_S beta* + ..., so alpha_S = alpha/kappa, sigma, gamma, lam, delta, kappa equal.
+* GCM (Loureiro et al. 2021), isotropic case Omega = Psi = Phi = I, d = p, preactivations
+  x_GCM'w/sqrt(p) with x_GCM ~ N(0, I_p), loss sum_i l + (lam_GCM/2)||w||^2: w = beta,
+  theta0 = beta*; sample ratio alpha_GCM = delta, lam_GCM = delta lam, rho = kappa^2,
+  m = kappa alpha, q = alpha^2 + sigma^2, V = gamma.
+"""
+from __future__ import annotations
+
+import math
+
+__all__ = [
+    "to_sur_candes", "from_sur_candes", "to_salehi", "from_salehi", "to_gcm", "from_gcm",
+]
+
+
+def _need(d, keys, who):
+    missing = [k for k in keys if k not in d]
+    if missing:
+        raise ValueError(f"{who}: missing parameter(s) {missing}")
+    for k in keys:
+        if not math.isfinite(float(d[k])):
+            raise ValueError(f"{who}: parameter {k} must be finite, got {d[k]!r}")
+
+
+def to_sur_candes(delta, kappa, alpha, sigma, gamma):
+    """Ours -> Sur-Candes (kappa_sc = p/n, gamma_sc, alpha_sc, sigma_sc, lambda_sc); needs kappa > 0."""
+    _need(dict(delta=delta, kappa=kappa, alpha=alpha, sigma=sigma, gamma=gamma),
+          ["delta", "kappa", "alpha", "sigma", "gamma"], "to_sur_candes")
+    if kappa <= 0 or delta <= 0:
+        raise ValueError("to_sur_candes: kappa must be in (0, inf) and delta in (0, inf)")
+    k_sc = 1.0 / delta
+    return dict(kappa_sc=k_sc, gamma_sc=kappa, alpha_sc=alpha / kappa, sigma_sc=sigma / math.sqrt(k_sc),
+                lambda_sc=gamma)
+
+
+def from_sur_candes(kappa_sc, gamma_sc, alpha_sc, sigma_sc, lambda_sc):
+    """Sur-Candes -> ours (delta, kappa, alpha, sigma, gamma); lam = 0 (their estimator is the MLE)."""
+    _need(dict(kappa_sc=kappa_sc, gamma_sc=gamma_sc, alpha_sc=alpha_sc, sigma_sc=sigma_sc, lambda_sc=lambda_sc),
+          ["kappa_sc", "gamma_sc", "alpha_sc", "sigma_sc", "lambda_sc"], "from_sur_candes")
+    if kappa_sc <= 0:
+        raise ValueError("from_sur_candes: kappa_sc must be in (0, inf)")
+    return dict(delta=1.0 / kappa_sc, kappa=gamma_sc, alpha=alpha_sc * gamma_sc,
+                sigma=sigma_sc * math.sqrt(kappa_sc), gamma=lambda_sc)
+
+
+def to_salehi(delta, lam, kappa, alpha, sigma, gamma):
+    """Ours -> Salehi et al. (alpha_s multiplies beta*); needs kappa > 0."""
+    if kappa <= 0:
+        raise ValueError("to_salehi: kappa must be in (0, inf) (alpha_s = alpha/kappa)")
+    return dict(delta=delta, lam=lam, kappa=kappa, alpha_s=alpha / kappa, sigma=sigma, gamma=gamma)
+
+
+def from_salehi(delta, lam, kappa, alpha_s, sigma, gamma):
+    """Salehi et al. -> ours."""
+    return dict(delta=delta, lam=lam, kappa=kappa, alpha=alpha_s * kappa, sigma=sigma, gamma=gamma)
+
+
+def to_gcm(delta, lam, kappa, alpha, sigma, gamma):
+    """Ours -> GCM overlaps (sample ratio alpha_gcm, lam_gcm, rho, m, q, V)."""
+    return dict(alpha_gcm=delta, lam_gcm=delta * lam, rho=kappa ** 2, m=kappa * alpha,
+                q=alpha ** 2 + sigma ** 2, V=gamma)
+
+
+def from_gcm(alpha_gcm, lam_gcm, rho, m, q, V):
+    """GCM overlaps -> ours; needs rho > 0 (alpha = m / sqrt(rho)) and q >= alpha^2."""
+    if alpha_gcm <= 0 or rho <= 0:
+        raise ValueError("from_gcm: alpha_gcm and rho must be in (0, inf)")
+    kappa = math.sqrt(rho)
+    alpha = m / kappa
+    s2 = q - alpha ** 2
+    if s2 < -1e-12 * max(q, 1.0):
+        raise ValueError(f"from_gcm: q must be >= (m/sqrt(rho))^2 = {alpha ** 2}, got {q}")
+    return dict(delta=alpha_gcm, lam=lam_gcm / alpha_gcm, kappa=kappa, alpha=alpha,
+                sigma=math.sqrt(max(s2, 0.0)), gamma=V)

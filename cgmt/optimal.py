@@ -1,0 +1,70 @@
+"""The ridge strength that maximizes the asymptotic test accuracy: ``cgmt.optimal_lambda``.
+
+The accuracy depends on the fit only through m = alpha/sigma and is increasing in m, so we
+maximize m over log(lam) in the given bounds: a coarse log-grid (warm-started from large lam
+down), then bounded Brent refinement around the best grid point.
+"""
+from __future__ import annotations
+
+import math
+
+import numpy as np
+from scipy.optimize import OptimizeResult, minimize_scalar
+
+from ._checks import check_delta, check_kappa, check_scalar
+from .solver import solve
+
+__all__ = ["optimal_lambda"]
+
+
+def optimal_lambda(delta, kappa, *, bounds=(1e-6, 1e3), n_grid=19, xatol=1e-6, quad_order=10):
+    """Maximizer of the asymptotic test accuracy over lam in ``bounds`` (log-scale search).
+
+    Returns an ``OptimizeResult`` with ``lam`` (= ``x``), ``accuracy``, ``margin``, ``solution``
+    (the :class:`CGMTResult` at ``lam``), ``at_boundary`` (True if the maximizer is an endpoint of
+    ``bounds``), ``success``, ``message`` and ``nfev``.  kappa must be > 0 (at kappa = 0 the accuracy
+    is 1/2 for every lam).  ``xatol`` is the tolerance in log(lam).
+    """
+    delta = check_delta(delta)
+    kappa = check_kappa(kappa)
+    if kappa == 0.0:
+        raise ValueError("kappa must be > 0 for optimal_lambda (at kappa = 0 the accuracy is 1/2 for every lam)")
+    lo = check_scalar(bounds[0], "bounds[0]", low=0.0, low_open=True)
+    hi = check_scalar(bounds[1], "bounds[1]", low=lo, low_open=True)
+    grid = np.exp(np.linspace(math.log(hi), math.log(lo), int(n_grid)))
+    sols = []
+    prev = None
+    for lam in grid:
+        prev = solve(delta, lam, kappa, x0=prev, quad_order=quad_order)
+        sols.append(prev)
+    margins = np.array([s.margin if s.converged else -np.inf for s in sols])
+    if not np.any(np.isfinite(margins)):
+        return OptimizeResult(x=np.nan, lam=np.nan, success=False, message="no grid point converged",
+                              nfev=len(sols))
+    i = int(np.argmax(margins))
+    cache = {}
+
+    def neg_margin(t):
+        near = min(range(len(grid)), key=lambda j: abs(math.log(grid[j]) - t))
+        start = cache.get("last", sols[near])
+        r = solve(delta, math.exp(t), kappa, x0=start, quad_order=quad_order)
+        cache[t] = r
+        if r.converged:
+            cache["last"] = r
+            return -r.margin
+        return np.inf
+
+    nfev = len(sols)
+    a = math.log(grid[min(i + 1, len(grid) - 1)])
+    b = math.log(grid[max(i - 1, 0)])
+    best_t, best = math.log(grid[i]), sols[i]
+    if b > a:
+        opt = minimize_scalar(neg_margin, bounds=(a, b), method="bounded", options={"xatol": xatol})
+        nfev += opt.nfev
+        if opt.fun < -best.margin and opt.x in cache:
+            best_t, best = opt.x, cache[opt.x]
+    lam = math.exp(best_t)
+    at_boundary = bool(abs(best_t - math.log(lo)) < 1e-3 or abs(best_t - math.log(hi)) < 1e-3)
+    msg = "maximizer at the boundary of bounds" if at_boundary else "interior maximizer"
+    return OptimizeResult(x=lam, lam=lam, accuracy=best.accuracy, margin=best.margin, solution=best,
+                          at_boundary=at_boundary, success=bool(best.converged), message=msg, nfev=nfev)
