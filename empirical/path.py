@@ -406,7 +406,8 @@ def logistic_path(X, y, Xv, yv, Cs, *, fit_intercept=True, tol=1e-10, max_iter=1
             hist_t.pop(0), hist_a.pop(0), hist_b.pop(0)
         coefs[idx] = a
         intercepts[idx] = b
-        acc[idx] = np.mean(np.where(res.val_logits > 0, 1.0, -1.0) == yv)
+        vl = res.val_logits if res.val_logits is not None else ctx.Zv @ a + b
+        acc[idx] = np.mean(np.where(vl > 0, 1.0, -1.0) == yv)
         nits[idx] = res.nit
         certified[idx] = res.certified
         grad_norms[idx] = res.grad_norm

@@ -1,0 +1,101 @@
+"""The certified path solver against tightly converged per-C references."""
+import numpy as np
+import pytest
+from hypothesis import given, settings, strategies as st
+
+from empirical.path import logistic_path, reduce_design, refit
+from empirical.solver import fit_l2_logistic
+
+
+def hidden_states(n_tr, n_val, p, shift, seed, rank=8, n_out=2):
+    """Low-rank + noise + large-variance outlier dimensions, standardized with train statistics."""
+    rng = np.random.default_rng(seed)
+    n = n_tr + n_val
+    L = rng.standard_normal((p, rank)) * np.linspace(3, 0.3, rank)
+    y = rng.integers(0, 2, n)
+    u = rng.standard_normal(p)
+    u /= np.linalg.norm(u)
+    H = rng.standard_normal((n, rank)) @ L.T + rng.standard_normal((n, p)) + np.outer(2 * y - 1, u) * shift
+    out = rng.choice(p, n_out, replace=False)
+    H[:, out] = 50 * H[:, out] + 100
+    mu, s = H[:n_tr].mean(0), H[:n_tr].std(0)
+    X = (H - mu) / s
+    ypm = 2.0 * y - 1
+    return X[:n_tr], ypm[:n_tr], X[n_tr:], ypm[n_tr:]
+
+
+def tight_path(X, y, Xv, yv, Cs):
+    acc, coefs, w, b = [], [], None, 0.0
+    for C in Cs:
+        r = fit_l2_logistic(X, y, C, fit_intercept=True, w0=w, b0=b, tol=1e-10)
+        assert r.status in (0, 2)
+        w, b = r.coef, r.intercept
+        acc.append(np.mean(np.where(Xv @ w + b > 0, 1.0, -1.0) == yv))
+        coefs.append((w, b))
+    return np.array(acc), coefs
+
+
+@pytest.mark.parametrize("n_tr,n_val,p", [(80, 30, 40), (60, 30, 150)])
+@pytest.mark.parametrize("shift", [1.0, 4.0])  # noisy and separable-ish
+def test_path_accuracies_equal_tight_reference(n_tr, n_val, p, shift):
+    X, y, Xv, yv = hidden_states(n_tr, n_val, p, shift, seed=n_tr + p)
+    Cs = np.logspace(-4, 2, 40)
+    res = logistic_path(X, y, Xv, yv, Cs)
+    ref_acc, ref = tight_path(X, y, Xv, yv, Cs)
+    np.testing.assert_array_equal(res.val_accuracy, ref_acc)
+    assert res.success
+    # the stored (certified) iterates are close to the exact solutions
+    for k in (0, len(Cs) // 2, len(Cs) - 1):
+        w = res.design.back(res.coef_reduced[k])
+        assert np.linalg.norm(w - ref[k][0]) <= 1e-3 * max(1.0, np.linalg.norm(ref[k][0]))
+
+
+def test_path_without_certification_converges_every_point():
+    X, y, Xv, yv = hidden_states(50, 20, 30, 1.0, seed=1)
+    Cs = np.logspace(-3, 1, 10)
+    res = logistic_path(X, y, Xv, yv, Cs, certify=False, tol=1e-10)
+    assert np.all(res.grad_norm <= 1e-10)
+    for k, C in enumerate(Cs):
+        r = fit_l2_logistic(X, y, C, fit_intercept=True)
+        w = res.design.back(res.coef_reduced[k])
+        assert np.linalg.norm(w - r.coef) <= 1e-8 * max(1, np.linalg.norm(r.coef))
+
+
+def test_path_unsorted_grid_matches_sorted():
+    X, y, Xv, yv = hidden_states(50, 20, 30, 1.0, seed=2)
+    Cs = np.logspace(-3, 1, 12)
+    perm = np.random.default_rng(0).permutation(12)
+    a = logistic_path(X, y, Xv, yv, Cs).val_accuracy
+    b = logistic_path(X, y, Xv, yv, Cs[perm]).val_accuracy
+    np.testing.assert_array_equal(a[perm], b)
+
+
+@pytest.mark.parametrize("p", [20, 90])
+def test_refit_matches_tight_reference(p):
+    X, y, Xv, yv = hidden_states(60, 25, p, 2.0, seed=p)
+    d = reduce_design(X, Xv)
+    path = logistic_path(X, y, Xv, yv, [0.5], design=d)
+    r = refit(X, y, Xv, yv, 0.5, d, path.coef_reduced[0], path.intercept[0])
+    ref = fit_l2_logistic(np.vstack([X, Xv]), np.r_[y, yv], 0.5, fit_intercept=True)
+    assert r.success
+    assert np.linalg.norm(r.coef - ref.coef) <= 1e-6 * np.linalg.norm(ref.coef)
+    assert abs(r.intercept - ref.intercept) <= 1e-6 * max(1, abs(ref.intercept))
+
+
+@settings(max_examples=15)
+@given(n=st.integers(5, 40), p=st.integers(41, 80), seed=st.integers(0, 1000), centre=st.booleans(),
+       dup=st.booleans())
+def test_reduce_design_is_isometric(n, p, seed, centre, dup):
+    rng = np.random.default_rng(seed)
+    X = rng.standard_normal((n, p))
+    if dup:
+        X[-1] = X[0]  # rank deficiency -> pivoted Cholesky fallback
+    if centre:
+        X -= X.mean(0)
+    Xv = rng.standard_normal((7, p))
+    d = reduce_design(X, Xv)
+    a = rng.standard_normal(d.rank)
+    w = d.back(a)
+    assert np.isclose(np.linalg.norm(w), np.linalg.norm(a), rtol=1e-8)
+    np.testing.assert_allclose(X @ w, d.Z @ a, atol=1e-8 * np.linalg.norm(a) * np.abs(X).max() * np.sqrt(p))
+    np.testing.assert_allclose(Xv @ w, d.Zv @ a, atol=1e-8 * np.linalg.norm(a) * np.abs(Xv).max() * np.sqrt(p))
