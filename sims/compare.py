@@ -34,10 +34,13 @@ def theory_values(delta, lam, kappa, *, drop: float = 0.2, val_fraction: float =
         raise RuntimeError(f"cgmt.solve did not converge at delta={delta}, lam={lam}, kappa={kappa}: "
                            f"residual {res.residual:.3g} ({res.message})")
     out = {q: (float(res[f]) if f is not None else float("nan")) for q, f in THEORY_FIELD.items()}
-    if hasattr(cgmt, "stability"):
-        for q, protocol in (("cos_subsample", "subsample"), ("cos_full_subsample", "full_vs_subsample")):
-            st = cgmt.stability(delta, lam, kappa, protocol, drop=drop, val_fraction=val_fraction)
-            out[q] = float(st.cosine) if st.success else float("nan")
+    try:
+        from cgmt.stability import stability
+    except ImportError:  # older cgmt without the two-replica theory
+        return out
+    for q, protocol in (("cos_subsample", "subsample"), ("cos_full_subsample", "full_vs_subsample")):
+        st = stability(delta, lam, kappa, protocol, drop=drop, val_fraction=val_fraction)
+        out[q] = float(st.cosine) if st.success else float("nan")
     return out
 
 
