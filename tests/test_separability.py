@@ -1,0 +1,45 @@
+"""Separability diagnostic: LinearSVC at large C and a perceptron."""
+import numpy as np
+import pytest
+
+from empirical import perceptron, separability
+
+
+def test_separable_high_dimensional_data():
+    rng = np.random.default_rng(0)
+    X = rng.standard_normal((40, 100))  # p > n: separable for any labels
+    y = rng.integers(0, 2, 40)
+    res = separability(X, y, perceptron_epochs=2000)
+    assert res.separable and res.perc_zero
+    assert res.perceptron.train_errors == 0 and res.perceptron.nit <= 2000
+    assert [r["C"] for r in res.svm] == [1e4, 1e6, 1e8]
+
+
+def test_non_separable_data_reported():
+    rng = np.random.default_rng(1)
+    X = rng.standard_normal((200, 2))
+    y = rng.integers(0, 2, 200)  # labels independent of X in 2-D: not separable
+    with pytest.warns(UserWarning, match="convergence"):
+        res = separability(X, y, perceptron_epochs=50, svm_max_iter=3)
+    assert not res.separable and not res.perc_zero
+    assert res.perceptron.nit == 50 and res.perceptron.train_errors > 0
+    assert res.n_convergence_warnings >= 1  # warnings counted, not hidden
+
+
+def test_perceptron_separates_with_margin():
+    rng = np.random.default_rng(2)
+    X = rng.standard_normal((100, 5))
+    w = rng.standard_normal(5)
+    keep = np.abs(X @ w) > 0.5
+    X = X[keep]
+    y = np.sign(X @ w)
+    r = perceptron(X, y, 2000)
+    assert r.zero_error and np.all(y * (X @ r.coef + r.intercept) > 0)
+
+
+def test_bad_input():
+    X = np.ones((10, 2))
+    with pytest.raises(ValueError, match="Cs"):
+        separability(X, np.arange(10) % 2, Cs=[])
+    with pytest.raises(ValueError, match="one class"):
+        separability(X, np.zeros(10))
