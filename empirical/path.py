@@ -31,6 +31,7 @@ from scipy import linalg
 from scipy.linalg import lapack
 from scipy.linalg.blas import dsymv
 from scipy.optimize import OptimizeResult
+from scipy.special import expit
 
 from .solver import _loss_terms
 
@@ -211,6 +212,9 @@ class _Precond:
 
 
 def _hessvec(Z, d, C, vw, vb):
+    if Z.dtype == np.float32:
+        t = d * ((Z @ vw.astype(np.float32)) + vb)
+        return vw + C * (Z.T @ t.astype(np.float32)), C * t.sum()
     t = d * (Z @ vw + vb)
     return vw + C * (Z.T @ t), C * t.sum()
 
@@ -250,6 +254,8 @@ def _pcg(Z, d, C, gw, gb, prec, fit_intercept, rtol, maxit, atol=0.0):
 
 
 
+
+
 class PathContext:
     """Per-design constants reused across grid points (norms, float32 copy, cached preconditioner)."""
 
@@ -257,10 +263,34 @@ class PathContext:
         self.Z = Z
         self.Zv = Zv
         self.K = K
-        self.Z32 = Z.astype(np.float32) if K is None or Z.shape[1] < Z.shape[0] else None
+        self.Z32 = Z.astype(np.float32)  # CG matrix-vector products only (directions, not gradients)
         self.R = float(np.sqrt(np.max(np.einsum("ij,ij->i", Z, Z)) + 1.0)) if Z.shape[0] else 1.0
         self.zv_norm = np.sqrt(np.einsum("ij,ij->i", Zv, Zv)) if Zv is not None else None
         self.prec = None
+        self.cg32 = True
+
+
+def _line_min(z, dz, y, C, a, dw, iters=20):
+    """argmin_t of C sum log(1 + exp(-y (z - t dz))) + 0.5 ||a - t dw||^2 (convex) by safeguarded 1-D Newton."""
+    ydz = y * dz
+    adw, dw2 = a @ dw, dw @ dw
+    lo, hi, t = 0.0, np.inf, 1.0
+    for _ in range(iters):
+        m = y * z - t * ydz
+        s = expit(-m)
+        g1 = C * (s @ ydz) - adw + t * dw2
+        if g1 > 0:
+            hi = t
+        else:
+            lo = t
+        g2 = C * ((s * (1.0 - s)) @ (ydz * ydz)) + dw2
+        t_new = t - g1 / g2 if g2 > 0 else np.inf
+        if not (lo < t_new < hi):
+            t_new = 0.5 * (lo + hi) if np.isfinite(hi) else 2.0 * max(t, 1.0)
+        if abs(t_new - t) <= 1e-6 * max(1.0, t):
+            return t_new
+        t = t_new
+    return t
 
 
 def _val_norm(ctx, C, fit_intercept):
@@ -321,18 +351,20 @@ def newton_pcg(ctx, y, C, a, b, *, fit_intercept=True, tol=1e-10, max_iter=100, 
         if yv is not None:
             vmax = float(np.max(_val_norm(ctx, C, fit_intercept))) if len(val_logits) else 1.0
             atol = min(0.1 * gnorm * max(1.0, wn), 0.05 * np.min(np.abs(val_logits)) / (safety * 1.3 * vmax))
-        dw, db, its, ok, rnorm = _pcg(Z, d, C, gw, gb, ctx.prec, fit_intercept, pcg_rtol, max_pcg, atol)
+        dw, db, its, ok, rnorm = _pcg(ctx.Z32 if ctx.cg32 else Z, d, C, gw, gb, ctx.prec, fit_intercept, pcg_rtol, max_pcg, atol)
         n_cg += its
         if not ok:
             ctx.prec = _Precond(Z, ctx.K, d, C, fit_intercept, ctx.Z32)
             n_fact += 1
-            dw, db, its, ok, rnorm = _pcg(Z, d, C, gw, gb, ctx.prec, fit_intercept, pcg_rtol, 4 * max_pcg + 20, atol)
+            dw, db, its, ok, rnorm = _pcg(ctx.Z32 if ctx.cg32 else Z, d, C, gw, gb, ctx.prec, fit_intercept, pcg_rtol, 4 * max_pcg + 20, atol)
             n_cg += its
         nu2 = max(gw @ dw + gb * db, 0.0)
         nu = np.sqrt(nu2)
         dz = Z @ dw + db
         f = C * loss + 0.5 * wn * wn
         t = 1.0
+        if ctx.R * nu > 0.1:  # damped phase: exact line search along the Newton direction
+            t = _line_min(z, dz, y, C, a, dw)
         for _ in range(50):
             a_new = a - t * dw
             z_new = z - t * dz
