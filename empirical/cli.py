@@ -156,14 +156,11 @@ def _plt():
     return plt
 
 
-def split_indices(y, seed=SPLIT_SEED, test=0.2, val=0.2):
-    """The paper's fixed stratified split: (train 60 %, val 20 %, test 20 %) index arrays."""
-    from sklearn.model_selection import train_test_split
+def split_indices(y, seed=SPLIT_SEED):
+    """The paper's fixed stratified split (train 60 %, val 20 %, test 20 %): ``empirical.paper_split``."""
+    from .layers import paper_split
 
-    idx = np.arange(len(y))
-    trval, te = train_test_split(idx, test_size=test, stratify=y, random_state=seed)
-    tr, va = train_test_split(trval, test_size=val / (1 - test), stratify=y[trval], random_state=seed)
-    return np.sort(tr), np.sort(va), np.sort(te)
+    return paper_split(np.asarray(y), (0.6, 0.2, 0.2), seed)
 
 
 def _select_layers(spec, L, default):
@@ -177,39 +174,33 @@ def _select_layers(spec, L, default):
 # --------------------------------------------------------------------------- probes
 def _raptor():
     try:
-        from . import RaptorProbe  # noqa: F401
+        from .probe import RaptorProbe
     except ImportError:
-        try:
-            from .probe import RaptorProbe  # noqa: F401
-        except ImportError:
-            raise SystemExit("the RAPTOR estimator (empirical.RaptorProbe) is not available in this installation")
+        raise SystemExit("the RAPTOR estimator (empirical.RaptorProbe) is not available in this installation")
     return RaptorProbe
 
 
-def fit_probes(H, y, layers, *, seed=SPLIT_SEED, progress=True):
-    """Per-layer RAPTOR on the paper's split. Returns (table DataFrame, {layer: LayerProbe}).
+def fit_probes(H, y, layers, *, seed=SPLIT_SEED, progress=True, n_jobs=1):
+    """Per-layer RAPTOR (``empirical.fit_layers``) on the paper's split.
 
-    ``H`` has layers 0..L on axis 0. Test accuracy is measured on the held-out 20 %.
+    ``H`` has layers 0..L on axis 0; returns (table with one row per requested layer: test/val
+    accuracy, lambda*, C*, fit time; {layer: LayerProbe} with the probe's test accuracy).
     """
-    import pandas as pd
-    from tqdm.auto import tqdm
-
+    from .layers import fit_layers
     from .steering import LayerProbe
 
-    RaptorProbe = _raptor()
-    tr, va, te = split_indices(y, seed)
-    rows, probes = [], {}
-    for l in tqdm(layers, desc="probe layers", disable=not progress, leave=False):
-        X = np.asarray(H[l], dtype=np.float64)
-        t = time.perf_counter()
-        est = RaptorProbe(random_state=seed).fit(X[tr], y[tr], X_val=X[va], y_val=y[va])
-        dt = time.perf_counter() - t
-        acc = float(est.score(X[te], y[te]))
-        probes[l] = LayerProbe.from_estimator(est, test_accuracy=acc)
-        val_acc = float(getattr(est, "best_val_accuracy_", float("nan")))
-        rows.append(dict(layer=l, test_accuracy=acc, val_accuracy=val_acc, lambda_star=float(est.lambda_),
-                         C_star=float(est.C_), fit_time_s=dt, n_train=len(tr), n_val=len(va), n_test=len(te)))
-    return pd.DataFrame(rows), probes
+    _raptor()
+    split = split_indices(y, seed)
+    res = fit_layers(np.stack([np.asarray(H[l]) for l in layers]), y, split=split, random_state=seed,
+                     n_jobs=n_jobs, progress=progress)
+    table = res.summary.rename(columns={"lambda_": "lambda_star", "C": "C_star"}).copy()
+    table["layer"] = [layers[k] for k in table["layer"]]
+    table["n_train"], table["n_val"], table["n_test"] = (len(s) for s in split)
+    table = table.drop(columns=["best"], errors="ignore")
+    probes = {layers[k]: LayerProbe.from_estimator(est, test_accuracy=float(acc))
+              for k, (est, acc) in enumerate(zip(res.probes, res.summary["test_accuracy"]))}
+    table.attrs["val_best_layer"] = layers[res.best_layer]
+    return table, probes
 
 
 def save_probes(path, probes, table=None):
@@ -238,9 +229,10 @@ def load_probes(path):
 # --------------------------------------------------------------------------- subcommands
 def cmd_extract(args):
     out = _out(args)
+    dsets = _load_datasets(args, args.dataset)
     model, tok = _load_model(args)
     summary = []
-    for ds in _load_datasets(args, args.dataset):
+    for ds in dsets:
         t = time.perf_counter()
         H = _hidden(args, model, tok, ds)
         rec = dict(dataset=ds.name, n=len(ds), class_counts=ds.class_counts(), shape=list(H.shape),
@@ -257,22 +249,27 @@ def cmd_probe(args):
     import pandas as pd
 
     out = _out(args)
+    dsets = _load_datasets(args, args.dataset)
     model, tok = _load_model(args)
     plt = _plt()
     overview = []
-    for ds in _load_datasets(args, args.dataset):
+    for ds in dsets:
         H = _hidden(args, model, tok, ds)
         L = H.shape[0] - 1
         layers = _select_layers(args.layers, L, list(range(1, L + 1)))
-        table, probes = fit_probes(H, ds.labels, layers, progress=not args.no_progress)
+        table, probes = fit_probes(H, ds.labels, layers, progress=not args.no_progress, n_jobs=args.jobs)
+        val_best = table.attrs["val_best_layer"]
         if args.baselines:
             table = table.merge(_baseline_table(H, ds.labels, layers, args.baselines, not args.no_progress), on="layer")
         _write_csv(out / f"probe_{ds.name}.csv", table)
         save_probes(out / f"probes_{ds.name}.npz", probes)
         best = table.loc[table["test_accuracy"].idxmax()]
-        rec = dict(dataset=ds.name, n=len(ds), best_layer=int(best.layer), best_test_accuracy=float(best.test_accuracy),
-                   lambda_star=float(best.lambda_star), mean_test_accuracy=float(table.test_accuracy.mean()),
-                   median_fit_time_s=float(table.fit_time_s.median()))
+        vb = table.set_index("layer").loc[val_best]
+        rec = dict(dataset=ds.name, n=len(ds), class_counts=ds.class_counts(), best_layer=int(best.layer),
+                   best_test_accuracy=float(best.test_accuracy), lambda_star=float(best.lambda_star),
+                   mean_test_accuracy=float(table.test_accuracy.mean()),
+                   val_selected_layer=int(val_best),
+                   val_selected_test_accuracy=float(vb.test_accuracy), median_fit_time_s=float(table.fit_time_s.median()))
         overview.append(rec)
         _write_json(out / f"probe_{ds.name}.json", rec)
         fig, ax = plt.subplots(figsize=(6, 3.5))
@@ -289,27 +286,28 @@ def cmd_probe(args):
     return 0
 
 
+BASELINES = {"dom": "DifferenceOfMeans", "lrcv": "LogRegCVProbe", "gcs": "GCSProbe", "xrfm": "XRFMProbe"}
+
+
 def _baseline_table(H, y, layers, names, progress):
     import pandas as pd
     from tqdm.auto import tqdm
 
-    try:
-        from . import baselines as B
-    except ImportError:
-        raise SystemExit("baselines are not available in this installation (empirical.baselines)")
+    from . import baselines as B
+
+    bad = [n for n in names if n not in BASELINES]
+    if bad:
+        raise SystemExit(f"unknown baseline(s) {bad}; choose from {sorted(BASELINES)}")
     tr, va, te = split_indices(y)
     rows = []
     for l in tqdm(layers, desc="baselines", disable=not progress, leave=False):
         X = np.asarray(H[l], dtype=np.float64)
         row = {"layer": l}
         for name in names:
-            factory = getattr(B, "make_baseline", None)
-            if factory is None:
-                raise SystemExit("empirical.baselines has no make_baseline(name)")
             t = time.perf_counter()
-            est = factory(name).fit(X[tr], y[tr], X[va], y[va])
+            est = getattr(B, BASELINES[name])().fit(X[tr], y[tr], X[va], y[va])
             row[f"{name}_fit_time_s"] = time.perf_counter() - t
-            row[f"{name}_test_accuracy"] = float(np.mean((np.asarray(est.decision_function(X[te])) > 0) == (y[te] == 1)))
+            row[f"{name}_test_accuracy"] = float(est.score(X[te], y[te]))
         rows.append(row)
     return pd.DataFrame(rows)
 
@@ -317,32 +315,32 @@ def _baseline_table(H, y, layers, names, progress):
 def cmd_stability(args):
     import pandas as pd
 
-    try:
-        from . import stability
-    except ImportError:
-        raise SystemExit("the stability protocol (empirical.stability) is not available in this installation")
+    from .stability import stability
+
     RaptorProbe = _raptor()
     out = _out(args)
+    dsets = _load_datasets(args, args.dataset)
     model, tok = _load_model(args)
     plt = _plt()
-    for ds in _load_datasets(args, args.dataset):
+    for ds in dsets:
         H = _hidden(args, model, tok, ds)
         L = H.shape[0] - 1
         layers = _select_layers(args.layers, L, list(range(max(1, L // 4), L + 1, max(1, L // 4))))
         tr, va, te = split_indices(ds.labels)
         pool = np.sort(np.r_[tr, va])
         rows = []
-        for l in layers:
+        from tqdm.auto import tqdm
+
+        for l in tqdm(layers, desc="stability layers", disable=args.no_progress, leave=False):
             X = np.asarray(H[l], dtype=np.float64)
-            res = stability(lambda: RaptorProbe(random_state=args.seed), X[pool], ds.labels[pool], K=args.K,
-                            drop=args.drop, seed=args.seed)
-            get = (lambda k: res[k] if isinstance(res, dict) else getattr(res, k, None))
-            rows.append(dict(layer=l, mean_abs_cos=get("mean_abs_cos"), ci_low=(get("ci") or [None, None])[0],
-                             ci_high=(get("ci") or [None, None])[1], K=args.K, drop=args.drop))
+            res = stability(RaptorProbe, X[pool], ds.labels[pool], K=args.K, drop=args.drop, seed=args.seed)
+            rows.append(dict(layer=l, mean_abs_cos=float(res.robust), ci_low=float(res.ci[0]), ci_high=float(res.ci[1]),
+                             median_fit_time_s=float(np.median(res.fit_times)), K=args.K, drop=args.drop))
         table = pd.DataFrame(rows)
         _write_csv(out / f"stability_{ds.name}.csv", table)
         fig, ax = plt.subplots(figsize=(6, 3.5))
-        ax.plot(table.layer, table.mean_abs_cos, "o-")
+        ax.errorbar(table.layer, table.mean_abs_cos, yerr=[table.mean_abs_cos - table.ci_low,
+                                                           table.ci_high - table.mean_abs_cos], fmt="o-", capsize=3)
         ax.set(xlabel="layer", ylabel="mean |cos| (K runs)", title=f"{ds.name}: directional stability")
         _savefig(fig, out / f"stability_{ds.name}.png")
         print(table.to_string(index=False))
@@ -363,10 +361,11 @@ def cmd_steer(args):
     from .steering import compare_generations, hard_layers, steer_prompts, steering_metrics
 
     out = _out(args)
+    dsets = _load_datasets(args, [args.dataset] if args.dataset else None)
     model, tok = _load_model(args)
     plt = _plt()
     metrics_rows, hard_rows, gens = [], [], []
-    for ds in _load_datasets(args, [args.dataset] if args.dataset else None):
+    for ds in dsets:
         H = _hidden(args, model, tok, ds)
         L = H.shape[0] - 1
         layers = _select_layers(args.layers, L, list(range(1, L + 1)))
@@ -435,9 +434,10 @@ def cmd_sweep(args):
     except ImportError as exc:
         raise SystemExit(f"the structure predictor (empirical.structure.delta_sweep) is not available: {exc}")
     out = _out(args)
+    dsets = _load_datasets(args, [args.dataset] if args.dataset else None)
     model, tok = _load_model(args)
     plt = _plt()
-    for ds in _load_datasets(args, [args.dataset] if args.dataset else None):
+    for ds in dsets:
         H = _hidden(args, model, tok, ds)
         L = H.shape[0] - 1
         layer = args.layer if args.layer is not None else max(1, L // 2)
@@ -485,7 +485,9 @@ def build_parser():
                                    "JSON, probes (npz) and a layer-wise accuracy plot.")
     _add_common(p, multi_dataset=True)
     p.add_argument("--layers", type=_layers_arg, help="'all', '1-30' or '5,10' (default 1..L)")
-    p.add_argument("--baselines", nargs="*", default=[], metavar="NAME", help="baselines from empirical.baselines")
+    p.add_argument("--baselines", nargs="*", default=[], metavar="NAME",
+                   help="also fit baselines: dom (difference of means), lrcv (LogisticRegressionCV), gcs, xrfm")
+    p.add_argument("--jobs", type=int, default=1, help="parallel layer fits (joblib)")
     p.set_defaults(func=cmd_probe)
 
     p = sub.add_parser("stability", help="directional stability of RAPTOR concept vectors",

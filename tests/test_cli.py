@@ -111,11 +111,26 @@ def test_probe_and_steer_fit(setup):
 
     root, base = setup
     out = root / "o4"
-    assert cli.main(["probe", *base, "--out", str(out)]) == 0
+    assert cli.main(["probe", *base, "--baselines", "dom", "--out", str(out)]) == 0
     table = pd.read_csv(out / "probe_reviews.csv")
     assert list(table.layer) == [1, 2, 3] and table.test_accuracy.between(0, 1).all()
+    assert table.dom_test_accuracy.between(0, 1).all() and (table.n_test == 12).all()
     rec = json.loads((out / "probe_reviews.json").read_text())
     assert rec["best_test_accuracy"] == table.test_accuracy.max() and rec["lambda_star"] > 0
+    assert rec["val_selected_layer"] in (1, 2, 3)
+    # the table's accuracies are those of an independent RaptorProbe fit on the same split
+    from empirical import RaptorProbe
+    from empirical.datasets import load_table
+    from empirical.extract import hidden_states
+    from empirical.models import load_model
+
+    model, tok = load_model(str(root / "model"), device="cpu")
+    ds = load_table(root / "reviews.tsv", "text", "label", "review : {text} .")
+    H = hidden_states(model, tok, ds.prompts, progress=False)
+    tr, va, te = cli.split_indices(ds.labels)
+    est = RaptorProbe().fit(H[1][tr], ds.labels[tr], X_val=H[1][va], y_val=ds.labels[va])
+    assert est.score(H[1][te], ds.labels[te]) == pytest.approx(table.test_accuracy[1])
+    assert est.lambda_ == pytest.approx(table.lambda_star[1])
     assert (out / "probe_reviews.png").is_file()
     assert set(cli.load_probes(out / "probes_reviews.npz")) == {1, 2, 3}
 
@@ -166,3 +181,15 @@ def test_steer_fits_raptor_probes(setup):
     assert set(probes) == {2, 3} and all(0 <= p.test_accuracy <= 1 for p in probes.values())
     pairs = pd.read_csv(out / "steer_reviews_away_pairs.csv")
     assert len(pairs) == m.n_pairs.iloc[0] and set(pairs.layer) <= {2, 3}
+
+
+@pytest.mark.skipif(not _has_raptor(), reason="RAPTOR estimator not available yet")
+def test_stability_command(setup):
+    import pandas as pd
+
+    root, base = setup
+    out = root / "o7"
+    assert cli.main(["stability", *base, "--layers", "2,3", "--K", "3", "--out", str(out)]) == 0
+    t = pd.read_csv(out / "stability_reviews.csv")
+    assert list(t.layer) == [2, 3] and t.mean_abs_cos.between(0, 1).all() and (t.ci_low <= t.ci_high).all()
+    assert (out / "stability_reviews.png").is_file()
