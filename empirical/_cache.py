@@ -24,7 +24,8 @@ def key_of(meta: dict) -> str:
     return hashlib.sha256(json.dumps(meta, sort_keys=True).encode()).hexdigest()
 
 
-def _sha256_file(path, chunk=1 << 22) -> str:
+def sha256_file(path, chunk=1 << 22) -> str:
+    """Hex sha256 of a file's bytes."""
     h = hashlib.sha256()
     with open(path, "rb") as f:
         for block in iter(lambda: f.read(chunk), b""):
@@ -69,7 +70,7 @@ class CacheEntry:
         arr = np.load(self.path, mmap_mode="r")
         if arr.shape != self.shape or arr.dtype != np.float32:
             raise ValueError(f"cache file {self.path} has shape {arr.shape}/{arr.dtype}, expected {self.shape}/float32")
-        if verify and _sha256_file(self.path) != info.get("sha256"):
+        if verify and sha256_file(self.path) != info.get("sha256"):
             raise ValueError(f"cache file {self.path} fails its checksum; delete it and re-run")
         return arr
 
@@ -97,7 +98,7 @@ class CacheEntry:
     def finish(self, mm):
         mm.flush()
         del mm
-        digest = _sha256_file(self.partial_path)
+        digest = sha256_file(self.partial_path)
         os.replace(self.partial_path, self.path)
         info = {"key": self.key, "meta": self.meta, "shape": list(self.shape), "dtype": "float32", "sha256": digest}
         _atomic_write_text(self.meta_path, json.dumps(info, indent=1))

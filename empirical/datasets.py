@@ -25,6 +25,8 @@ from pathlib import Path
 
 import numpy as np
 
+from ._cache import sha256_file
+
 __all__ = [
     "ConceptDataset",
     "DATASETS",
@@ -140,14 +142,6 @@ class ConceptDataset:
 def apply_template(template: str, text: str) -> str:
     """Replace ``{text}`` in ``template`` by ``text`` (no other brace is interpreted)."""
     return template.replace(PLACEHOLDER, text)
-
-
-def sha256_file(path) -> str:
-    h = hashlib.sha256()
-    with open(path, "rb") as f:
-        for block in iter(lambda: f.read(1 << 20), b""):
-            h.update(block)
-    return h.hexdigest()
 
 
 def _repo_root() -> Path:

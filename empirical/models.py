@@ -21,6 +21,7 @@ import tempfile
 import zipfile
 from pathlib import Path
 
+from ._cache import sha256_file
 from ._hooks import LAYER_CONVENTION, decoder_blocks, num_layers
 
 __all__ = [
@@ -53,14 +54,6 @@ def cache_root(cache_dir=None) -> Path:
         return Path(cache_dir).expanduser()
     env = os.environ.get("RAPTOR_CACHE")
     return Path(env).expanduser() if env else Path.home() / ".cache" / "raptor"
-
-
-def _sha256(path, chunk=1 << 20) -> str:
-    h = hashlib.sha256()
-    with open(path, "rb") as f:
-        for block in iter(lambda: f.read(chunk), b""):
-            h.update(block)
-    return h.hexdigest()
 
 
 def _torch_dtype(dtype):
@@ -159,7 +152,7 @@ def convert_gguf(gguf_path, out_dir, *, verify=True) -> Path:
                 raise RuntimeError(f"converted model differs from the GGUF model (max |logit diff| {max_diff})")
         manifest = {
             "gguf_file": gguf_path.name,
-            "gguf_sha256": _sha256(gguf_path),
+            "gguf_sha256": sha256_file(gguf_path),
             "transformers": __import__("transformers").__version__,
             "verified_max_logit_diff": max_diff,
             "files": {p.name: p.stat().st_size for p in tmp.iterdir()},
