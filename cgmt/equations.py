@@ -39,10 +39,12 @@ from .quadrature import (
     TRUNCATION,
     build_edges,
     fill_rule,
+    gauss_hermite,
     gauss_legendre,
 )
 
-__all__ = ["prox_branch_points", "expectation_terms", "residuals", "residual_and_jacobian", "N_TERMS"]
+__all__ = ["prox_branch_points", "expectation_terms", "residuals", "residual_and_jacobian", "expectations",
+           "quadrature_rule", "N_TERMS"]
 
 N_TERMS = 12
 _MIN_SCALE = 1e-10
@@ -104,13 +106,17 @@ def _kernels(u, a, b, kappa, xg, wg, L, H, ebuf, cen, scl, wn, ww, fixed_n):
 
 
 @njit(cache=True)
-def expectation_terms(alpha, sigma, gamma, kappa, xg, wg, L, H, out):
+def expectation_terms(alpha, sigma, gamma, kappa, xg, wg, gz1, gw1, gz2, gw2, L, H, out):
     """Fill ``out[:12]`` with the expectations defining the residuals and the Jacobian.
 
     With A = s(-kappa Z1), B = s'(kappa Z1), C = s''(kappa Z1), g1 = (V - eta)^2, g2 = eta,
     q = 1 - D, D = 1/(1 + gamma s'(eta)), primes = d/dV and subscript gamma = d/dgamma:
     out = [E A g1, E B g2, E A q, E B g1', E A g1'', E A g1_g, E C g2', E B g2'', E B g2_g,
            E B q', E A q'', E A q_g].  Returns the number of outer quadrature nodes.
+
+    (xg, wg): Gauss-Legendre panel rule; (gz1, gw1), (gz2, gw2): Gauss-Hermite rules with 2 and 6
+    times the panel order, used instead of the composite rule when the integrand is analytic in a
+    strip of half-width >= 2 pi (resp. pi) -- there they are accurate to ~1e-16 (tested).
     """
     for j in range(N_TERMS):
         out[j] = 0.0
@@ -130,21 +136,36 @@ def expectation_terms(alpha, sigma, gamma, kappa, xg, wg, L, H, out):
         if scl[j] < _MIN_SCALE:
             scl[j] = _MIN_SCALE
     cap = int(math.ceil(2.0 * L / H)) + 4 + 3 * (2 * (int(math.log2(H / _MIN_SCALE)) + 3) + 1)
-    ebuf = np.empty(cap)
-    ne = build_edges(-L, L, H, cen, scl, ebuf)
     nq = xg.size
-    un = np.empty((ne - 1) * nq)
-    uw = np.empty((ne - 1) * nq)
-    nu = fill_rule(ebuf, ne, xg, wg, True, un, uw)
+    s_out = max(tau, kappa * abs(a))  # singularities at Im u = +-pi / s_out
+    if s_out <= 0.5:
+        un, uw, nu = gz1, gw1, gz1.size
+    elif s_out <= 1.0:
+        un, uw, nu = gz2, gw2, gz2.size
+    else:
+        ebuf = np.empty(cap)
+        ne = build_edges(-L, L, H, cen, scl, ebuf)
+        un = np.empty((ne - 1) * nq)
+        uw = np.empty((ne - 1) * nq)
+        nu = fill_rule(ebuf, ne, xg, wg, True, un, uw)
     # inner buffers
     cen1 = np.empty(1)
     scl1 = np.empty(1)
     cap1 = int(math.ceil(2.0 * L / H)) + 4 + (2 * (int(math.log2(H / _MIN_SCALE)) + 3) + 1)
     ebuf1 = np.empty(cap1)
-    wn = np.empty(cap1 * nq)
-    ww = np.empty(cap1 * nq)
+    nw = max(cap1 * nq, gz2.size)
+    wn = np.empty(nw)
+    ww = np.empty(nw)
     fixed_n = 0
-    if kappa > 0.0 and (kappa * b <= math.pi / H or b == 0.0):
+    if kappa * b <= 0.5:
+        fixed_n = gz1.size
+        wn[:fixed_n] = gz1
+        ww[:fixed_n] = gw1
+    elif kappa * b <= 1.0:
+        fixed_n = gz2.size
+        wn[:fixed_n] = gz2
+        ww[:fixed_n] = gw2
+    elif kappa > 0.0 and kappa * b <= math.pi / (2.0 * H):
         # the kernel integrand is smooth on the panel scale: one u-independent rule in W
         cen1[0] = 0.0
         scl1[0] = H
@@ -189,10 +210,11 @@ def expectation_terms(alpha, sigma, gamma, kappa, xg, wg, L, H, out):
 
 
 @njit(cache=True)
-def _res_jac(alpha, sigma, gamma, delta, lam, kappa, xg, wg, L, H, r, jac):
+def _res_jac(alpha, sigma, gamma, delta, lam, kappa, rule, L, H, r, jac):
     """Residuals r (3,) and Jacobian jac (3, 3) w.r.t. (alpha, sigma, gamma); returns E2 (for alpha_S)."""
     t = np.empty(N_TERMS)
-    expectation_terms(alpha, sigma, gamma, kappa, xg, wg, L, H, t)
+    xg, wg, gz1, gw1, gz2, gw2 = rule
+    expectation_terms(alpha, sigma, gamma, kappa, xg, wg, gz1, gw1, gz2, gw2, L, H, t)
     tau = math.sqrt(alpha * alpha + sigma * sigma)
     e1, e2, e3 = t[0], t[1], t[2]
     e1a = -kappa * t[3] + alpha * t[4]
@@ -222,18 +244,24 @@ def _res_jac(alpha, sigma, gamma, delta, lam, kappa, xg, wg, L, H, r, jac):
     return e2
 
 
-def _rule(quad_order):
+def quadrature_rule(quad_order=DEFAULT_ORDER):
+    """The rule tuple (GL nodes, GL weights, GH z/w with 2 order nodes, GH z/w with 6 order nodes)."""
     xg, wg = gauss_legendre(quad_order)
-    return np.asarray(xg), np.asarray(wg)
+    z1, w1 = gauss_hermite(2 * quad_order)
+    z2, w2 = gauss_hermite(6 * quad_order)
+    return tuple(np.ascontiguousarray(t, dtype=float) for t in (xg, wg, z1, w1, z2, w2))
+
+
+_rule = quadrature_rule
 
 
 def residual_and_jacobian(alpha, sigma, gamma, delta, lam, kappa, quad_order=DEFAULT_ORDER):
     """Relative residuals r (3,) and their Jacobian d r / d(alpha, sigma, gamma) (3, 3)."""
-    xg, wg = _rule(quad_order)
+    rule = _rule(quad_order)
     r = np.empty(3)
     jac = np.empty((3, 3))
     _res_jac(float(alpha), float(sigma), float(gamma), float(delta), float(lam), float(kappa),
-             xg, wg, TRUNCATION, MAX_PANEL, r, jac)
+             rule, TRUNCATION, MAX_PANEL, r, jac)
     return r, jac
 
 
@@ -244,8 +272,26 @@ def residuals(alpha, sigma, gamma, delta, lam, kappa, quad_order=DEFAULT_ORDER):
 
 def expectations(alpha, sigma, gamma, kappa, quad_order=DEFAULT_ORDER):
     """(E1, E2, E3c) = (E[s(-kZ1)(V-eta)^2], E[s'(kZ1) eta], E[s(-kZ1)(1 - D)]) by the fast rule."""
-    xg, wg = _rule(quad_order)
     t = np.empty(N_TERMS)
-    expectation_terms(float(alpha), float(sigma), float(gamma), float(kappa), xg, wg,
+    expectation_terms(float(alpha), float(sigma), float(gamma), float(kappa), *_rule(quad_order),
                       TRUNCATION, MAX_PANEL, t)
     return float(t[0]), float(t[1]), float(t[2])
+
+
+def conditional_kernels(u, alpha, sigma, kappa, quad_order=DEFAULT_ORDER):
+    """(K_A, K_B, K_C) = E[(s(-kappa Z1), s'(kappa Z1), s''(kappa Z1)) | V = tau u] by the fast rule."""
+    xg, wg, gz1, gw1, gz2, gw2 = _rule(quad_order)
+    tau = math.hypot(alpha, sigma)
+    a, b = alpha / tau, sigma / tau
+    cap1 = int(math.ceil(2.0 * TRUNCATION / MAX_PANEL)) + 4 + (2 * (int(math.log2(MAX_PANEL / _MIN_SCALE)) + 3) + 1)
+    nw = max(cap1 * xg.size, gz2.size)
+    wn, ww = np.empty(nw), np.empty(nw)
+    fixed_n = 0
+    if kappa * b <= 0.5:
+        fixed_n = gz1.size
+        wn[:fixed_n], ww[:fixed_n] = gz1, gw1
+    elif kappa * b <= 1.0:
+        fixed_n = gz2.size
+        wn[:fixed_n], ww[:fixed_n] = gz2, gw2
+    return _kernels(float(u), a, b, float(kappa), xg, wg, TRUNCATION, MAX_PANEL, np.empty(cap1),
+                    np.empty(1), np.empty(1), wn, ww, fixed_n)

@@ -12,12 +12,13 @@ import numpy as np
 from scipy.optimize import OptimizeResult, minimize_scalar
 
 from ._checks import check_delta, check_kappa, check_scalar
+from .quadrature import DEFAULT_ORDER
 from .solver import solve
 
 __all__ = ["optimal_lambda"]
 
 
-def optimal_lambda(delta, kappa, *, bounds=(1e-6, 1e3), n_grid=19, xatol=1e-6, quad_order=10):
+def optimal_lambda(delta, kappa, *, bounds=(1e-6, 1e3), n_grid=19, xatol=1e-6, quad_order=DEFAULT_ORDER):
     """Maximizer of the asymptotic test accuracy over lam in ``bounds`` (log-scale search).
 
     Returns an ``OptimizeResult`` with ``lam`` (= ``x``), ``accuracy``, ``margin``, ``solution``

@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import mpmath as mp
 
-__all__ = ["prox", "expectations", "accuracy", "gauss_expect"]
+__all__ = ["prox", "expectations", "kernels", "accuracy", "gauss_expect"]
 
 
 def _sig(x):
@@ -92,6 +92,27 @@ def expectations(alpha, sigma, gamma, kappa, dps=20):
         pts = sorted({mp.mpf(0), mp.mpf(-1) / tau, (g + 1) / tau})
         pts = [-mp.inf] + [p for p in pts if abs(p) < 12] + [mp.inf]
         return tuple(mp.quad(lambda u, j=j: integrand(u, j), pts) for j in range(3))
+
+
+def kernels(u, alpha, sigma, kappa, dps=30):
+    """(E[s(-kappa Z1) | U=u], E[s'(kappa Z1) | U=u], E[s''(kappa Z1) | U=u]), Z1 = (alpha u + sigma W)/tau."""
+    with mp.workdps(dps):
+        u, al, sg, k = (mp.mpf(t) for t in (u, alpha, sigma, kappa))
+        tau = mp.sqrt(al * al + sg * sg)
+        a, b = al / tau, sg / tau
+        w0 = -a * u / b
+        pts = [-mp.inf, w0 - 1, w0 - mp.mpf(1) / (1 + k), w0, w0 + mp.mpf(1) / (1 + k), w0 + 1, mp.inf]
+
+        def s1(x):
+            return _sig(x) * _sig(-x)
+
+        def s2(x):
+            return s1(x) * (1 - 2 * _sig(x))
+
+        out = []
+        for f in (lambda x: _sig(-x), s1, s2):
+            out.append(mp.quad(lambda w: f(k * (a * u + b * w)) * mp.npdf(w), pts))
+        return tuple(out)
 
 
 def accuracy(m, kappa, dps=30):

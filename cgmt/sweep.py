@@ -12,6 +12,7 @@ import numpy as np
 import pandas as pd
 
 from ._checks import check_positive_array
+from .quadrature import DEFAULT_ORDER
 from .solver import solve
 
 __all__ = ["sweep", "COLUMNS"]
@@ -35,7 +36,7 @@ def _task(delta, kappa, lams, tol, quad_order, maxiter):
     return rows
 
 
-def sweep(deltas, lams, kappas, *, n_jobs=1, progress=True, tol=1e-10, quad_order=10, maxiter=100,
+def sweep(deltas, lams, kappas, *, n_jobs=1, progress=True, tol=1e-10, quad_order=DEFAULT_ORDER, maxiter=100,
           strict=False):
     """Solve on the Cartesian grid deltas x lams x kappas; one row per point, sorted by (kappa, delta, lam).
 

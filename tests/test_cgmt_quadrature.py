@@ -1,0 +1,64 @@
+"""Quadrature rules: exactness on polynomials, refinement, agreement with mpmath."""
+import math
+
+import numpy as np
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+from cgmt import reference
+from cgmt.equations import conditional_kernels, expectations
+from cgmt.quadrature import gauss_hermite, gaussian_rule
+
+
+def _gauss_moment(k):
+    return 0.0 if k % 2 else float(math.prod(range(k - 1, 0, -2)))
+
+
+@given(st.lists(st.tuples(st.floats(-12, 12), st.floats(1e-6, 5.0)), max_size=3), st.integers(0, 8))
+def test_composite_rule_exact_on_polynomials(features, k):
+    z, w = gaussian_rule(features, order=10)
+    # truncation at |z| = 9 costs 2 E[Z^k; Z > 9] <= 1e-11 for k <= 8 (exact on panels otherwise)
+    assert np.sum(w * z ** k) == pytest.approx(_gauss_moment(k), rel=1e-12, abs=1e-13)
+
+
+@given(st.integers(1, 40), st.integers(0, 79))
+def test_gauss_hermite_exact(n, k):
+    if k >= 2 * n:
+        return
+    z, w = gauss_hermite(n)
+    # rounding: the terms w z^k have size up to sum(w |z|^k)
+    assert np.sum(w * z ** k) == pytest.approx(_gauss_moment(k), abs=1e-13 * np.sum(w * np.abs(z) ** k))
+
+
+def test_refinement_resolves_sharp_sigmoid():
+    kappa = 20.0
+    z, w = gaussian_rule([(0.0, math.pi / kappa)], order=10)
+    val = np.sum(w / (1 + np.exp(-kappa * np.abs(z))))
+    import mpmath as mp
+
+    ref = 2 * mp.quad(lambda t: mp.npdf(t) / (1 + mp.exp(-kappa * t)), [0, 0.05, 0.5, 2, mp.inf])
+    assert val == pytest.approx(float(ref), abs=1e-14)
+
+
+@pytest.mark.parametrize("u, alpha, sigma, kappa", [(0.3, 0.8, 1.1, 2.0), (-1.2, 3.0, 2.0, 10.0),
+                                                     (0.05, 0.5, 0.05, 20.0), (2.0, 0.2, 0.3, 0.5)])
+def test_conditional_kernels_match_mpmath(u, alpha, sigma, kappa):
+    fast = conditional_kernels(u, alpha, sigma, kappa)
+    ref = reference.kernels(u, alpha, sigma, kappa, dps=25)
+    for f, r in zip(fast, ref):
+        assert f == pytest.approx(float(r), rel=1e-12, abs=1e-15)
+
+
+def test_expectations_match_mpmath_kappa_zero():
+    fast = expectations(0.0, 1.1, 1.3, 0.0)
+    ref = reference.expectations(0.0, 1.1, 1.3, 0.0, dps=16)
+    for f, r in zip(fast, ref):
+        assert f == pytest.approx(float(r), rel=1e-12)
+
+
+@pytest.mark.parametrize("args", [(0.8, 1.1, 1.3, 2.0), (3.0, 2.0, 50.0, 10.0), (0.6, 3.1, 1.9e7, 20.0)])
+def test_expectations_stable_under_order_doubling(args):
+    a = np.array(expectations(*args, quad_order=10))
+    b = np.array(expectations(*args, quad_order=20))
+    np.testing.assert_allclose(a, b, rtol=5e-12)
