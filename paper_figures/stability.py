@@ -162,7 +162,7 @@ def plot_stability_vs_lambda(settings=DEFAULT_SETTINGS, lams=None, *, sim: pd.Da
         ax.set_ylim(0, 1.02)
         ax.grid(alpha=0.3)
     axes[0].set_ylabel("cosine between unit directions")
-    axes[0].legend(fontsize=7, loc="lower left")
+    axes[-1].legend(fontsize=7, loc="lower right")
     fig.tight_layout()
     return fig
 

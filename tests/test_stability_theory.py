@@ -287,7 +287,10 @@ def test_real_embedding_stability_on_synthetic_layers():
     t = res.table
     assert list(t.delta) == [N / p] * 4
     assert np.all(np.diff(t.kappa_hat) > 0)
-    assert np.all(np.abs(np.log(t.kappa_hat / np.array(kappas))) < np.log(2.0))
+    # kappa_hat inherits the CV accuracy's noise (se ~ 0.023 at N = 480), which at low signal is
+    # a large relative error in kappa: require 25% for kappa >= 1.5 and only kappa_hat < 1 at kappa = 0.5
+    assert np.all(np.abs(t.kappa_hat[1:] / np.array(kappas[1:]) - 1) < 0.25)
+    assert t.kappa_hat[0] < 1.0
     assert res.correlations["mean_abs_error"] < 0.05
     assert res.correlations["paper_formula_mean_abs_error"] > 0.2
     assert res.correlations["predicted_spearman"] == pytest.approx(1.0)
