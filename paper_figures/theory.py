@@ -102,6 +102,7 @@ def phase_and_optimum(out, *, kappas=np.linspace(0.0, 8.0, 33), deltas=np.logspa
     ax[2].set_ylabel("accuracy at optimal λ")
     for a in ax:
         a.grid(alpha=0.3)
+    fig.tight_layout()
     return save_figure(fig, out, "theory_phase_optimum")
 
 
