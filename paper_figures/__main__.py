@@ -30,7 +30,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--model", default="smollm2", help="model name or path (default: smollm2)")
     p.add_argument("--data-dir", default=None, help="dataset directory (default: $RAPTOR_DATA or ../shared/datasets)")
     p.add_argument("--max-per-class", type=int, default=None,
-                   help="cap examples per class for the empirical section (default: 400; --quick: 100)")
+                   help="cap examples per class for the empirical section (default: 500; --quick: 100)")
     p.add_argument("--n-jobs", type=int, default=1, help="joblib workers for simulations and layer fits")
     p.add_argument("--no-progress", action="store_true", help="hide progress bars")
     return p
@@ -69,7 +69,7 @@ def main(argv=None) -> int:
             stability.run(out, quick=args.quick, progress=progress, n_jobs=args.n_jobs)
         elif section == "empirical":
             from . import empirical_figures
-            cap = args.max_per_class or (100 if args.quick else 400)
+            cap = args.max_per_class or (100 if args.quick else 500)
             empirical_figures.run(out, model=args.model, data_dir=args.data_dir, max_per_class=cap,
                                   quick=args.quick, progress=progress, n_jobs=args.n_jobs)
         timings[section] = time.perf_counter() - t0

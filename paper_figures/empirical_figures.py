@@ -184,7 +184,7 @@ def _interface(method, factory):
     return _R
 
 
-def run(out, *, model="smollm2", data_dir=None, max_per_class=400, quick=False, progress=True, n_jobs=1):
+def run(out, *, model="smollm2", data_dir=None, max_per_class=500, quick=False, progress=True, n_jobs=1):
     """All empirical figures and tables (see module doc)."""
     from empirical import datasets
     from empirical.extract import extract_dataset
