@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import itertools
 import math
+import warnings
 
 import numpy as np
 import pandas as pd
@@ -114,6 +115,10 @@ def compare_grid(deltas, lams, kappas, p: int, replicates: int, seed=0, *, n_job
         tab = summarize(rows, th, meta)
         tab["n"] = rows[0]["n"]
         tab["converged"] = all(r["converged"] for r in rows)
+        if not tab["converged"].iloc[0]:
+            worst = max(r["max_grad_norm"] for r in rows)
+            warnings.warn(f"sims: some fits at delta={d}, lam={l}, kappa={k}, p={p} stopped at gradient norm "
+                          f"{worst:.3g} > tol (see the 'converged' column)", RuntimeWarning, stacklevel=2)
         tables.append(tab)
     return pd.concat(tables, ignore_index=True)
 

@@ -1,16 +1,16 @@
 """Monte Carlo (sims) against the theory (cgmt): property-based agreement within error bars.
 
-Tolerance for a replicate mean at dimension p (``_tolerance``):
+Tolerance for a replicate mean at dimension p (``_allowance``, ``_check``):
     |mean - theory| <= K * se + allowance,
 - K = 5.4: the two-sided 1e-3 quantile of Student's t with R - 1 = 7 degrees of freedom (se is estimated
   from R = 8 replicates), so that the ~40 comparisons of a CI run stay reliable;
-- allowance = the finite-size bias.  The finite-size study (docs/sims.md; 3 hard points near
-  separability, p = 250 ... 4000) found no bias distinguishable from Monte Carlo noise; the largest
-  |mean - theory| / |theory| at p <= 500 was 2.9% (alpha at delta=1, lam=0.01, kappa=5, p=500, 2.7 se)
-  and the root-mean-square error falls like p^-1/2.  We allow a relative bias of 3% at p = 500 scaled
-  like p^-1/2 (3.9% at p = 300) for alpha, sigma, gamma and the margin, and 0.005 absolute for the
-  accuracies (largest accuracy bias observed at p <= 500: 0.0035).  The cosines use the same relative
-  rule (not separately calibrated by the study; at p = 300 their |z| were <= 1.5).
+- allowance = the finite-size bias.  The finite-size study (docs/sims.md; 3 hard points, two of them
+  near separability at kappa = 5, lam = 0.01; p = 250 ... 4000; 6-30 replicates) detected no systematic
+  bias: over 75 (point, p, quantity) series |mean - theory| / se behaved like noise (max 2.8), and the
+  rmse fell like p^-0.53.  The allowance bounds the largest |mean - theory| seen at p <= 500 - relative
+  2.5% (alpha at delta=1, lam=0.01, kappa=5, p=500) and 0.0052 absolute (accuracy, same point) - rounded
+  up to 3% and 0.006 at p = 500 and scaled like p^-1/2 (3.9% and 0.0077 at p = 300).  The cosines use the
+  same relative rule (not separately calibrated by the study; at p = 300 their |z| were <= 1.5).
 """
 import math
 
@@ -30,13 +30,13 @@ P = 300
 R = 8
 K = 5.4
 REL_ALLOWANCE_AT_500 = 0.03
-ACC_ALLOWANCE = 0.005
+ACC_ALLOWANCE_AT_500 = 0.006
 CORE = ["alpha", "sigma", "gamma", "margin", "accuracy", "accuracy_formula"]
 
 
 def _allowance(row):
     if row["quantity"] in ("accuracy", "accuracy_formula"):
-        return ACC_ALLOWANCE
+        return ACC_ALLOWANCE_AT_500 * math.sqrt(500 / row["p"])
     return REL_ALLOWANCE_AT_500 * math.sqrt(500 / row["p"]) * abs(row["theory"])
 
 

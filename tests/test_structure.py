@@ -105,15 +105,18 @@ def test_stratified_subsample():
 def test_perfect_oracle_heldout_prediction_is_exact():
     # With the true teacher logit as U and the held-out probe scores, the model behind the closed form holds
     # exactly: for a fixed fitted probe, (U, S) on fresh Gaussian points are jointly Gaussian and
-    # y | U ~ sigmoid(U).  So Acc_pred must equal Acc_true up to the binomial noise of the test set (plus
-    # the Platt calibration of U, fitted on 600 points: slope 1 +- ~0.1, which moves Acc by < 0.005).
-    Xp, yp, Xt, yt, beta = _data(teacher=True)
-    res = delta_sweep(Xp, yp, Xt, yt, seeds=2, Cs=[1e-3, 0.1], oracle=TeacherOracle(beta), probe=_probe,
-                      score_source="heldout", theory=False, progress=False)
+    # y | U ~ sigmoid(U).  So Acc_pred must equal Acc_true up to the binomial noise of the test set, plus the
+    # error of the Platt calibration of U (slope fitted on the 3000-point pool: se ~0.04, which moves the
+    # predicted accuracy by up to ~0.01).  Small fractions keep Acc_true rising along the sweep.
+    Xp, yp, Xt, yt, beta = _data(n_pool=3000, teacher=True)
+    res = delta_sweep(Xp, yp, Xt, yt, fractions=(0.02, 0.04, 0.07, 0.1, 0.15, 0.2), seeds=2, Cs=[1e-3, 0.1],
+                      oracle=TeacherOracle(beta), probe=_probe, score_source="heldout", theory=False,
+                      progress=False)
     t = res.table
     se = np.sqrt(t.Acc_true * (1 - t.Acc_true) / len(yt))
-    assert np.all(np.abs(t.Acc_pred - t.Acc_true) <= 4 * se + 0.005), t[["fraction", "C", "Acc_true", "Acc_pred"]]
-    assert abs(res.oracle["c"] - 1) < 0.3
+    assert np.all(np.abs(t.Acc_pred - t.Acc_true) <= 4 * se + 0.01), t[["fraction", "C", "Acc_true", "Acc_pred"]]
+    assert abs(res.oracle["c"] - 1) < 0.15
+    assert (res.summary.rho_s >= 0.8).all()
 
 
 def test_pure_theory_column_tracks_at_moderate_ridge():
