@@ -121,6 +121,11 @@ def convert_gguf(gguf_path, out_dir, *, verify=True) -> Path:
     tensors, so we drop the marker (``hf_quantizer``, ``config.quantization_config``) and save.
     With ``verify`` the reloaded model's logits must equal the GGUF-loaded model's on a probe text.
     """
+    return _convert_gguf(gguf_path, out_dir, verify)[0]
+
+
+def _convert_gguf(gguf_path, out_dir, verify):
+    """:func:`convert_gguf`, also returning the GGUF-loaded model (for checks)."""
     import torch
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
@@ -165,7 +170,7 @@ def convert_gguf(gguf_path, out_dir, *, verify=True) -> Path:
     except BaseException:
         shutil.rmtree(tmp, ignore_errors=True)
         raise
-    return out_dir
+    return out_dir, model.eval()
 
 
 def _valid_converted(d: Path) -> bool:

@@ -68,6 +68,35 @@ def test_cache_root_and_wheel_override(tmp_path, monkeypatch):
         M.smollm2_wheel()
 
 
+def test_smollm2_dir_converts_once_from_the_wheel(tmp_path, monkeypatch):
+    """Wheel -> extracted GGUF -> convert_gguf -> cached directory; a valid cache is reused; a
+    partial one (manifest sizes wrong) is rebuilt."""
+    import json
+    import zipfile
+
+    wheel = tmp_path / M.SMOLLM2["wheel"]
+    with zipfile.ZipFile(wheel, "w") as z:
+        z.writestr(M.SMOLLM2["gguf"], b"GGUF-bytes")
+    monkeypatch.setenv("RAPTOR_SMOLLM2_WHEEL", str(wheel))
+    calls = []
+
+    def fake_convert(gguf, out, verify=True):
+        assert gguf.name == "SmolLM2-135M-Instruct.Q4_1.gguf" and gguf.read_bytes() == b"GGUF-bytes"
+        calls.append(out)
+        out.mkdir(parents=True)
+        (out / "model.safetensors").write_bytes(b"x" * 10)
+        (out / "raptor_model.json").write_text(json.dumps({"files": {"model.safetensors": 10}, "gguf_sha256": "ab"}))
+        return out
+
+    monkeypatch.setattr(M, "convert_gguf", fake_convert)
+    d = M.smollm2_dir(tmp_path / "cache", progress=False)
+    assert d == tmp_path / "cache" / "models" / "SmolLM2-135M-Instruct-0.1.2" and len(calls) == 1
+    assert M.smollm2_dir(tmp_path / "cache", progress=False) == d and len(calls) == 1  # cached
+    (d / "model.safetensors").write_bytes(b"x")  # truncated -> rebuilt
+    assert M.smollm2_dir(tmp_path / "cache", progress=False) == d and len(calls) == 2
+    assert not [p for p in (tmp_path / "cache").iterdir() if p.name.startswith("tmp")]
+
+
 @pytest.mark.slow
 def test_real_smollm2_conversion_extraction_and_steering(tmp_path, monkeypatch):
     """Convert the GGUF from the wheel into a fresh cache; the converted model must reproduce the
@@ -83,8 +112,9 @@ def test_real_smollm2_conversion_extraction_and_steering(tmp_path, monkeypatch):
     monkeypatch.setenv("RAPTOR_SMOLLM2_WHEEL", str(wheel))
     torch.set_num_threads(max(1, min(2, torch.get_num_threads())))
     gguf = M._extract_gguf(wheel, tmp_path / "gguf")
-    ref = transformers.AutoModelForCausalLM.from_pretrained(gguf.parent, gguf_file=gguf.name, dtype=torch.float32).eval()
-    model, tok = M.load_model("smollm2", device="cpu", cache_dir=tmp_path / "cache")  # converts (verified)
+    target = M.cache_root(tmp_path / "cache") / "models" / f"{M.SMOLLM2['name']}-{M.SMOLLM2['version']}"
+    _, ref = M._convert_gguf(gguf, target, verify=True)  # ref: the model as transformers reads the GGUF
+    model, tok = M.load_model("smollm2", device="cpu", cache_dir=tmp_path / "cache")  # reads the converted copy
     manifest = (tmp_path / "cache" / "models").glob("*/raptor_model.json")
     import json
 
