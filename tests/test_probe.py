@@ -63,6 +63,8 @@ def test_fold_back_identity_exact(seed, scale, offset):
     Hn = np.random.default_rng(seed).standard_normal((9, 10)) * scale + offset
     std_logit = ((Hn - probe.scaler_mean_) / probe.scaler_scale_) @ probe.coef_std_ + probe.intercept_std_
     raw_logit = probe.decision_function(Hn)
+    # 1e-10 relative, plus the float64 round-off of the raw dot product itself (|omega| . |h| * 1e-9
+    # covers p=10 terms with large offsets, where omega @ h and b_raw cancel)
     assert np.all(np.abs(raw_logit - std_logit) <= 1e-10 * np.maximum(1.0, np.abs(std_logit)) + 1e-9 * (
         np.abs(probe.coef_) @ np.abs(Hn).T))
 
