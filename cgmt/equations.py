@@ -28,6 +28,7 @@ d/dalpha E[h(Z1) k(V)] = E[h' k'] + alpha E[h k''], d/dsigma E[h k(V)] = sigma E
 from __future__ import annotations
 
 import math
+from functools import lru_cache
 
 import numpy as np
 from numba import njit
@@ -106,6 +107,34 @@ def _kernels(u, a, b, kappa, xg, wg, L, H, ebuf, cen, scl, wn, ww, fixed_n):
 
 
 @njit(cache=True)
+def _inner_fixed_rule(kappa, b, xg, wg, gz1, gw1, gz2, gw2, L, H, ebuf, wn, ww):
+    """Write a u-independent W-rule into (wn, ww) and return its size, or 0 if none is accurate.
+
+    The kernel integrands are analytic in |Im W| < pi / (kappa b): Gauss-Hermite (2 or 6 x order
+    nodes) for kappa b <= 0.5 or 1; uniform Gauss-Legendre panels of width
+    h = min(H, pi / (1.5 kappa b)) (Bernstein parameter >= 6.2) while h >= H/2; else 0
+    (the caller then refines per node around the pole line).
+    """
+    kb = kappa * b
+    if kb <= 0.5:
+        n = gz1.size
+        wn[:n] = gz1
+        ww[:n] = gw1
+        return n
+    if kb <= 1.0:
+        n = gz2.size
+        wn[:n] = gz2
+        ww[:n] = gw2
+        return n
+    h = min(H, math.pi / (1.5 * kb))
+    if h < 0.5 * H:
+        return 0
+    none = np.empty(0)
+    ne = build_edges(-L, L, h, none, none, ebuf)
+    return fill_rule(ebuf, ne, xg, wg, True, wn, ww)
+
+
+@njit(cache=True)
 def expectation_terms(alpha, sigma, gamma, kappa, xg, wg, gz1, gw1, gz2, gw2, L, H, out):
     """Fill ``out[:12]`` with the expectations defining the residuals and the Jacobian.
 
@@ -156,21 +185,7 @@ def expectation_terms(alpha, sigma, gamma, kappa, xg, wg, gz1, gw1, gz2, gw2, L,
     nw = max(cap1 * nq, gz2.size)
     wn = np.empty(nw)
     ww = np.empty(nw)
-    fixed_n = 0
-    if kappa * b <= 0.5:
-        fixed_n = gz1.size
-        wn[:fixed_n] = gz1
-        ww[:fixed_n] = gw1
-    elif kappa * b <= 1.0:
-        fixed_n = gz2.size
-        wn[:fixed_n] = gz2
-        ww[:fixed_n] = gw2
-    elif kappa > 0.0 and kappa * b <= math.pi / (2.0 * H):
-        # the kernel integrand is smooth on the panel scale: one u-independent rule in W
-        cen1[0] = 0.0
-        scl1[0] = H
-        ne1 = build_edges(-L, L, H, cen1, scl1, ebuf1)
-        fixed_n = fill_rule(ebuf1, ne1, xg, wg, True, wn, ww)
+    fixed_n = _inner_fixed_rule(kappa, b, xg, wg, gz1, gw1, gz2, gw2, L, H, ebuf1, wn, ww)
     for i in range(nu):
         u = un[i]
         wu = uw[i]
@@ -244,6 +259,7 @@ def _res_jac(alpha, sigma, gamma, delta, lam, kappa, rule, L, H, r, jac):
     return e2
 
 
+@lru_cache(maxsize=16)
 def quadrature_rule(quad_order=DEFAULT_ORDER):
     """The rule tuple (GL nodes, GL weights, GH z/w with 2 order nodes, GH z/w with 6 order nodes)."""
     xg, wg = gauss_legendre(quad_order)
@@ -286,12 +302,7 @@ def conditional_kernels(u, alpha, sigma, kappa, quad_order=DEFAULT_ORDER):
     cap1 = int(math.ceil(2.0 * TRUNCATION / MAX_PANEL)) + 4 + (2 * (int(math.log2(MAX_PANEL / _MIN_SCALE)) + 3) + 1)
     nw = max(cap1 * xg.size, gz2.size)
     wn, ww = np.empty(nw), np.empty(nw)
-    fixed_n = 0
-    if kappa * b <= 0.5:
-        fixed_n = gz1.size
-        wn[:fixed_n], ww[:fixed_n] = gz1, gw1
-    elif kappa * b <= 1.0:
-        fixed_n = gz2.size
-        wn[:fixed_n], ww[:fixed_n] = gz2, gw2
-    return _kernels(float(u), a, b, float(kappa), xg, wg, TRUNCATION, MAX_PANEL, np.empty(cap1),
+    ebuf = np.empty(cap1)
+    fixed_n = _inner_fixed_rule(float(kappa), b, xg, wg, gz1, gw1, gz2, gw2, TRUNCATION, MAX_PANEL, ebuf, wn, ww)
+    return _kernels(float(u), a, b, float(kappa), xg, wg, TRUNCATION, MAX_PANEL, ebuf,
                     np.empty(1), np.empty(1), wn, ww, fixed_n)

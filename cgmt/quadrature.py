@@ -57,12 +57,23 @@ def gauss_legendre(order):
     return _gl(int(order))
 
 
+@lru_cache(maxsize=32)
+def _gh(order):
+    z, w = np.polynomial.hermite_e.hermegauss(order)
+    w = w / math.sqrt(2.0 * math.pi)
+    z.setflags(write=False)
+    w.setflags(write=False)
+    return z, w
+
+
 def gauss_hermite(order):
-    """Nodes z and weights w with sum(w f(z)) ~ E f(Z), Z ~ N(0, 1) (exact for degree < 2 order)."""
+    """Nodes z and weights w with sum(w f(z)) ~ E f(Z), Z ~ N(0, 1) (exact for degree < 2 order).
+
+    Read-only cached arrays.
+    """
     if int(order) != order or order < 1:
         raise ValueError(f"order must be a positive integer, got {order!r}")
-    z, w = np.polynomial.hermite_e.hermegauss(int(order))
-    return z, w / math.sqrt(2.0 * math.pi)
+    return _gh(int(order))
 
 
 @njit(cache=True)

@@ -285,7 +285,12 @@ def _solve(delta, lam, kappa, *, strict, x0, tol, maxiter, quad_order):
     nit_total = 0
     best = None
     if y0 is not None:
-        y, r, e2, nit, status = _newton(system, y0, tol, maxiter)
+        # warm start: Newton on the half-order rule to _TOL_PATH, then polish at full order
+        path = _System(delta, lam, kappa, max(4, quad_order // 2))
+        y1, r, e2, nit, status = _newton(path, y0, _TOL_PATH, maxiter)
+        nit_total += nit
+        system.nfev += path.nfev
+        y, r, e2, nit, status = _newton(system, y1 if status == 0 else y0, tol, maxiter)
         nit_total += nit
         best = (y, r, e2, status)
     if best is None or best[3] != 0:
