@@ -4,11 +4,13 @@ Layout of an entry ``<root>/<label>-<key[:20]>``:
 ``.npy`` the finished float32 array (L+1, n_prompts, hidden) with layers 0..L (layer 0 = embeddings);
 ``.json`` its metadata (the full key material, shape, sha256 of the ``.npy``);
 ``.partial.npy`` + ``.done.npy`` while an extraction is under way (resumable: ``done[i]`` is True
-once row i of every layer has been written and flushed). Finished files are written under temporary
+once row i of every layer has been written and flushed); ``.lock`` serializes concurrent
+extractors of the same entry (``fcntl.flock``). Finished files are written under temporary
 names and published with ``os.replace``; metadata and checksums are validated on load.
 """
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import json
 import os
@@ -57,6 +59,7 @@ class CacheEntry:
         self.meta_path = base.with_suffix(".json")
         self.partial_path = Path(str(base) + ".partial.npy")
         self.done_path = Path(str(base) + ".done.npy")
+        self.lock_path = Path(str(base) + ".lock")
         self.shape = tuple(int(s) for s in shape)
 
     # -- finished entries -------------------------------------------------------------------
@@ -73,6 +76,19 @@ class CacheEntry:
         if verify and sha256_file(self.path) != info.get("sha256"):
             raise ValueError(f"cache file {self.path} fails its checksum; delete it and re-run")
         return arr
+
+    @contextlib.contextmanager
+    def lock(self):
+        """Exclusive inter-process lock of this entry (a second extractor waits, then finds it done)."""
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        with open(self.lock_path, "a+") as fh:
+            try:
+                import fcntl
+
+                fcntl.flock(fh.fileno(), fcntl.LOCK_EX)
+            except ImportError:  # pragma: no cover - non-POSIX: no inter-process lock
+                pass
+            yield
 
     # -- in-progress entries ----------------------------------------------------------------
     def open_partial(self):

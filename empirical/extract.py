@@ -321,31 +321,40 @@ def hidden_states(
             entry = store.entry(label or "prompts", _cache_meta(model, token_ids, extra), (L + 1, n, p))
             arr = entry.load(verify=store.verify)
             if arr is None:
-                mm, done = entry.open_partial()
-                last_ckpt = [time.perf_counter()]
-
-                def sink(idx, buf):
-                    mm[:, idx, :] = buf
-                    done[idx] = True
-                    if time.perf_counter() - last_ckpt[0] > 5.0:
-                        entry.checkpoint(mm, done)
-                        last_ckpt[0] = time.perf_counter()
-
-                todo = np.flatnonzero(~done).tolist()
-                if todo:
-                    try:
-                        _run(model, token_ids, list(range(L + 1)), batch_size, sink, todo, progress,
-                             f"{label or 'extract'} ({n - len(todo)}/{n} cached)" if len(todo) < n else label or "extract",
-                             share_prefix, max_batch_tokens)
-                    finally:
-                        entry.checkpoint(mm, done)
-                entry.finish(mm)
-                arr = entry.load(verify=False)
+                with entry.lock():
+                    arr = entry.load(verify=store.verify)  # another process may have finished it meanwhile
+                    if arr is None:
+                        arr = _fill_entry(entry, model, token_ids, L, batch_size, progress, label, share_prefix,
+                                          max_batch_tokens, n)
             if sel == list(range(sel[0], sel[-1] + 1)):
                 return arr[sel[0]: sel[-1] + 1]
             return np.ascontiguousarray(arr[sel])
     finally:
         model.train(was_training)
+
+
+def _fill_entry(entry, model, token_ids, L, batch_size, progress, label, share_prefix, max_batch_tokens, n):
+    """Compute the missing rows of a cache entry (resuming a partial one) and publish it."""
+    mm, done = entry.open_partial()
+    last_ckpt = [time.perf_counter()]
+
+    def sink(idx, buf):
+        mm[:, idx, :] = buf
+        done[idx] = True
+        if time.perf_counter() - last_ckpt[0] > 5.0:
+            entry.checkpoint(mm, done)
+            last_ckpt[0] = time.perf_counter()
+
+    todo = np.flatnonzero(~done).tolist()
+    if todo:
+        desc = f"{label or 'extract'} ({n - len(todo)}/{n} cached)" if len(todo) < n else label or "extract"
+        try:
+            _run(model, token_ids, list(range(L + 1)), batch_size, sink, todo, progress, desc, share_prefix,
+                 max_batch_tokens)
+        finally:
+            entry.checkpoint(mm, done)
+    entry.finish(mm)
+    return entry.load(verify=False)
 
 
 def extract_dataset(model, tokenizer, dataset, layers=None, batch_size: int = 32, cache=True, *, chat=False, **kw):

@@ -130,7 +130,7 @@ def test_disk_cache_hit_validate_and_resume(tok, tmp_path):
     np.testing.assert_allclose(A, ref[1:], atol=1e-5)
     assert isinstance(A, np.memmap)
     files = sorted(p.name for p in tmp_path.iterdir())
-    assert len(files) == 2 and files[0].startswith("toy-") and files[0].endswith(".json")
+    assert [f.rsplit(".", 1)[1] for f in files] == ["json", "lock", "npy"] and files[0].startswith("toy-")
 
     # a re-run does not touch the model
     def boom(*a, **k):
@@ -232,3 +232,29 @@ def test_order_and_batching_invariance(batch_size, max_tokens, seed, share):
     H = E.hidden_states(_PROP_MODEL["m"], _PROP_MODEL["tok"], [PROMPTS[i] for i in perm], layers="all",
                         batch_size=batch_size, max_batch_tokens=max_tokens, share_prefix=share, progress=False)
     np.testing.assert_allclose(H, _PROP_MODEL["ref"][:, perm], atol=1e-4, rtol=0)
+
+
+def test_concurrent_extractors_share_one_entry(tok, tmp_path):
+    """Two processes asking for the same entry: the second waits on the lock and reuses the result."""
+    import subprocess
+    import sys
+
+    code = (
+        "import sys, numpy as np\n"
+        "from empirical._tiny import tiny_model, tiny_tokenizer\n"
+        "from empirical.extract import hidden_states\n"
+        f"P = {PROMPTS!r}\n"
+        "H = hidden_states(tiny_model('llama', seed=9), tiny_tokenizer(), P * 6, cache=sys.argv[1], label='c',"
+        " batch_size=2, progress=False)\n"
+        "print(float(np.asarray(H).sum()))\n"
+    )
+    env = dict(os.environ, OMP_NUM_THREADS="1")
+    procs = [subprocess.Popen([sys.executable, "-c", code, str(tmp_path)], stdout=subprocess.PIPE,
+                              stderr=subprocess.PIPE, text=True, env=env) for _ in range(2)]
+    outs = [p.communicate(timeout=300) for p in procs]
+    assert all(p.returncode == 0 for p in procs), [o[1][-500:] for o in outs]
+    assert outs[0][0] == outs[1][0]
+    assert len(list(tmp_path.glob("c-*.npy"))) == 1 and not list(tmp_path.glob("c-*.partial.npy"))
+    assert not list(tmp_path.glob("c-*.done.npy"))
+    H = E.hidden_states(tiny_model("llama", seed=9), tok, PROMPTS * 6, cache=tmp_path, label="c", progress=False)
+    assert float(np.asarray(H).sum()) == float(outs[0][0])
