@@ -279,7 +279,7 @@ def _finish(system, y, r, e2, nit, status, tol, quad_order):
     return out
 
 
-def _solve(delta, lam, kappa, *, strict, x0, tol, maxiter, quad_order):
+def _solve(delta, lam, kappa, *, strict, x0, tol, maxiter, quad_order, check_quadrature=False):
     system = _System(delta, lam, kappa, quad_order)
     y0 = _as_start(x0)
     nit_total = 0
@@ -315,13 +315,22 @@ def _solve(delta, lam, kappa, *, strict, x0, tol, maxiter, quad_order):
             if status == 0 or np.max(np.abs(r)) < np.max(np.abs(best[1])):
                 best = (y, r, e2, status)
     out = _finish(system, best[0], best[1], best[2], nit_total, best[3], tol, quad_order)
+    if check_quadrature:
+        # re-solve on the rule with twice the order, to rounding-level residual, from this solution
+        fine = _System(delta, lam, kappa, 2 * quad_order)
+        yf, rf, _, _, stf = _newton(fine, best[0], 1e-14, maxiter)
+        xf = np.array(fine.to_x(yf))
+        scale = np.array([max(abs(out.alpha), out.sigma), out.sigma, out.gamma])
+        out["quadrature_change"] = float(np.max(np.abs(xf - out.x) / scale))
+        out["quadrature_residual"] = float(np.max(np.abs(rf)))
     if strict and not out.converged:
         raise ConvergenceError(
             f"cgmt.solve(delta={delta}, lam={lam}, kappa={kappa}) did not converge: {out.message}", out)
     return out
 
 
-def solve(delta, lam, kappa, *, strict=False, x0=None, tol=1e-10, maxiter=100, quad_order=DEFAULT_ORDER):
+def solve(delta, lam, kappa, *, strict=False, x0=None, tol=1e-10, maxiter=100, quad_order=DEFAULT_ORDER,
+          check_quadrature=False):
     """Solve the CGMT fixed point of ridge logistic regression (convention: docs/theory.md).
 
     Parameters
@@ -335,6 +344,9 @@ def solve(delta, lam, kappa, *, strict=False, x0=None, tol=1e-10, maxiter=100, q
     maxiter : int           Newton iterations per solve stage.
     quad_order : int        Gauss-Legendre points per quadrature panel (the default 10 is accurate to ~1e-12, 20 to ~1e-15;
                             doubling it checks the quadrature).
+    check_quadrature : bool re-solve with 2 * quad_order and report ``quadrature_change`` (max change
+                            of alpha, sigma, gamma relative to (max(|alpha|, sigma), sigma, gamma)) and
+                            ``quadrature_residual``.
 
     Returns
     -------
@@ -349,4 +361,4 @@ def solve(delta, lam, kappa, *, strict=False, x0=None, tol=1e-10, maxiter=100, q
     if int(quad_order) != quad_order or not 2 <= quad_order <= 200:
         raise ValueError(f"quad_order must be an integer in [2, 200], got {quad_order!r}")
     return _solve(delta, lam, kappa, strict=strict, x0=x0, tol=tol, maxiter=int(maxiter),
-                  quad_order=int(quad_order))
+                  quad_order=int(quad_order), check_quadrature=bool(check_quadrature))

@@ -58,6 +58,24 @@ def test_warm_start_agrees_with_cold():
     np.testing.assert_allclose(warm.x, cold2.x, rtol=1e-9)
 
 
+@pytest.mark.parametrize("args", [(0.05, 1e-6, 20.0), (100.0, 1e-6, 20.0), (2.0, 0.1, 2.0), (0.5, 1e-5, 0.0)])
+def test_check_quadrature_reports_small_change(args):
+    r = cgmt.solve(*args, check_quadrature=True)
+    assert r.converged and r.quadrature_residual <= 1e-13
+    assert r.quadrature_change <= 1e-10
+
+
+def test_fixed_point_fallback_converges():
+    from cgmt.solver import _fixed_point, _System
+
+    ref = cgmt.solve(2.0, 0.1, 2.0)
+    system = _System(2.0, 0.1, 2.0, 10)
+    y0 = system.to_y(1.3 * ref.alpha, 0.8 * ref.sigma, 2.0 * ref.gamma)
+    y, r, _, _, status = _fixed_point(system, y0, 1e-7, 200)
+    assert status == 0 and np.max(np.abs(r)) <= 1e-7
+    np.testing.assert_allclose(system.to_x(y), ref.x, rtol=1e-5)
+
+
 def test_quadrature_order_doubling_does_not_change_answer():
     a = cgmt.solve(0.5, 1e-3, 8.0)
     b = cgmt.solve(0.5, 1e-3, 8.0, quad_order=20, x0=a, tol=1e-14)
