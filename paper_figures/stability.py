@@ -28,7 +28,7 @@ from scipy.stats import pearsonr, spearmanr
 from tqdm.auto import tqdm
 
 __all__ = ["stability_curves", "simulate_stability_replicate", "simulate_stability", "plot_stability_vs_lambda",
-           "estimate_kappa", "real_embedding_stability", "RealStabilityResult",
+           "estimate_kappa", "participation_ratio", "real_embedding_stability", "RealStabilityResult",
            "plot_real_embedding_stability", "make_stability_figures", "run", "DEFAULT_SETTINGS"]
 
 PROTOCOLS = ("independent", "subsample", "full_vs_subsample")
@@ -199,7 +199,23 @@ def _cv_accuracy(X, y, lam, folds, seed):
     return correct / len(y), float(np.mean(n_fit))
 
 
-def estimate_kappa(X, y, lam, *, folds=5, seed=0, kappa_max=20.0):
+def participation_ratio(X):
+    """Effective dimension (tr S)^2 / tr(S^2) of the standardized features' sample covariance S.
+
+    Equals p for isotropic features and counts the dominant directions of anisotropic (e.g. LLM)
+    embeddings.  Computed from the n x n Gram matrix when n < p.  (Biased downward when n is not much
+    larger than the effective dimension; a heuristic plug-in, see :func:`real_embedding_stability`.)
+    """
+    X = np.asarray(X, dtype=float)
+    sd = X.std(0)
+    sd[sd == 0] = 1.0
+    Z = (X - X.mean(0)) / sd
+    n = Z.shape[0]
+    G = (Z @ Z.T) / n if n < Z.shape[1] else (Z.T @ Z) / n
+    return float(np.trace(G) ** 2 / np.sum(G * G))
+
+
+def estimate_kappa(X, y, lam, *, folds=5, seed=0, kappa_max=20.0, p_eff=None):
     """Signal strength kappa of a labelled embedding matrix through the theory's accuracy relation.
 
     Estimator: the K-fold cross-validated accuracy ``acc`` of the ridge-logistic probe at ``lam``
@@ -207,6 +223,9 @@ def estimate_kappa(X, y, lam, *, folds=5, seed=0, kappa_max=20.0):
     theory's asymptotic test accuracy at the same (delta_fit = n_fit/p, lam):
     kappa_hat solves cgmt.solve(delta_fit, lam, kappa).accuracy = acc (the accuracy is increasing
     in kappa).  acc <= 1/2 gives 0; acc above the theory's value at ``kappa_max`` gives ``kappa_max``.
+    ``p_eff``: dimension used by the theory (default the ambient p); the theory is then evaluated at
+    delta_fit = n_fit/p_eff and lambda' = lam p_eff/p (the ridge term lam/2 ||w||^2 on standardized
+    features equals lam'/(2 p_eff) ||beta||^2 in the p_eff-dimensional isotropic model).
     Returns (kappa_hat, acc, delta_fit).
     """
     import cgmt
@@ -218,12 +237,14 @@ def estimate_kappa(X, y, lam, *, folds=5, seed=0, kappa_max=20.0):
     if not np.all(np.isfinite(X)):
         raise ValueError("X: contains NaN or inf")
     acc, n_fit = _cv_accuracy(X, y, float(lam), folds, seed)
-    d_fit = n_fit / X.shape[1]
+    p_th = X.shape[1] if p_eff is None else float(p_eff)
+    d_fit = n_fit / p_th
+    lam_th = float(lam) * p_th / X.shape[1]
     if acc <= 0.5:
         return 0.0, acc, d_fit
 
     def f(k):
-        return float(cgmt.solve(d_fit, lam, k).accuracy) - acc
+        return float(cgmt.solve(d_fit, lam_th, k).accuracy) - acc
 
     if f(kappa_max) <= 0:
         return float(kappa_max), acc, d_fit
@@ -252,7 +273,7 @@ def _corr(x, y):
 
 
 def real_embedding_stability(embeddings, labels, measured, lams, *, drop=0.2, val_fraction=0.2, folds=5,
-                             seed=0, layer_names=None, progress=True) -> RealStabilityResult:
+                             seed=0, layer_names=None, dimension="ambient", progress=True) -> RealStabilityResult:
     """Predicted versus measured RAPTOR ablation stability across layers.
 
     ``embeddings``: sequence (or (L, N, p) array) of per-layer pools (N x p, raw or standardized);
@@ -263,6 +284,12 @@ def real_embedding_stability(embeddings, labels, measured, lams, *, drop=0.2, va
     :func:`estimate_kappa`, prediction ``cgmt.stability.stability(delta, lam, kappa_hat, "subsample")``
     (each run trains on (1-drop)(1-val_fraction) of the pool; pass ``val_fraction=0`` if the runs'
     probes were refit on train cup val).  Correlations are reported as they come out (no selection).
+
+    ``dimension``: "ambient" (the theory's p is the embedding width) or "participation_ratio" (p_eff of
+    :func:`participation_ratio`, with delta = N/p_eff and lambda' = lam p_eff/p; a heuristic for
+    anisotropic embeddings, whose accuracy the isotropic model at the ambient p cannot reach:
+    there kappa_hat saturates at its cap).  On SmolLM2 embeddings the participation ratio (5-35) made the
+    prediction worse than the ambient p (docs/stability_theory.md, section 5b); it is kept for reproduction.
     """
     from cgmt.stability import stability
 
@@ -283,9 +310,17 @@ def real_embedding_stability(embeddings, labels, measured, lams, *, drop=0.2, va
     for i in tqdm(range(L), disable=not progress, desc="layers"):
         X = np.asarray(layers[i], dtype=float)
         N, p = X.shape
-        kappa, acc, d_fit = estimate_kappa(X, ys[i], lams[i], folds=folds, seed=seed)
-        r = stability(N / p, lams[i], kappa, "subsample", drop=drop, val_fraction=val_fraction)
-        rows.append(dict(layer=names[i], n=N, p=p, delta=N / p, lam=float(lams[i]), kappa_hat=kappa,
+        if dimension == "ambient":
+            p_th = float(p)
+        elif dimension == "participation_ratio":
+            p_th = participation_ratio(X)
+        else:
+            raise ValueError(f"dimension: must be 'ambient' or 'participation_ratio', got {dimension!r}")
+        lam_th = float(lams[i]) * p_th / p
+        kappa, acc, d_fit = estimate_kappa(X, ys[i], lams[i], folds=folds, seed=seed, p_eff=p_th)
+        r = stability(N / p_th, lam_th, kappa, "subsample", drop=drop, val_fraction=val_fraction)
+        rows.append(dict(layer=names[i], n=N, p=p, p_theory=p_th, delta=N / p_th, lam=float(lams[i]),
+                         lam_theory=lam_th, kappa_hat=kappa,
                          cv_accuracy=acc, predicted=r.cosine, paper_formula=r.independent_formula,
                          measured=float(measured[i]), theory_success=bool(r.success)))
     tab = pd.DataFrame(rows)

@@ -324,3 +324,19 @@ def test_stability_figure_draws_theory_and_simulation():
     ax = fig.axes[0]
     assert len(ax.lines) >= 4  # three protocols + the paper's formula (+ error-bar lines)
     assert len(ax.containers) == 1  # the simulated points
+
+
+def test_participation_ratio():
+    from paper_figures.stability import participation_ratio
+
+    rng = np.random.default_rng(0)
+    n, p = 4000, 50
+    # isotropic: the sample PR is p / (1 + p/n) to leading order
+    assert participation_ratio(rng.standard_normal((n, p)) * rng.uniform(0.5, 3, p)) == pytest.approx(
+        p / (1 + p / n), rel=0.03)
+    # 5 strong directions embedded in 200 coordinates (n < p uses the Gram matrix)
+    F = rng.standard_normal((150, 5)) @ rng.standard_normal((5, 200)) * 10 + rng.standard_normal((150, 200))
+    assert 3.0 < participation_ratio(F) < 8.0
+    from paper_figures.stability import real_embedding_stability
+    with pytest.raises(ValueError, match="dimension"):
+        real_embedding_stability([F], np.r_[np.zeros(75), np.ones(75)], [0.5], 0.1, dimension="pca", progress=False)
