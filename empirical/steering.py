@@ -324,8 +324,10 @@ def steering_metrics(records) -> dict:
     df = records
     n = int(len(df))
     if n == 0:
-        return {"n_pairs": 0, "success_rate": float("nan"), "intervention_rate": float("nan"),
-                "alpha_median": float("nan"), "alpha_p90": float("nan"), "alpha_max": float("nan")}
+        nan = float("nan")
+        return {"n_pairs": 0, "n_layers": 0, "layers": "--", "success_rate": nan, "intervention_rate": nan,
+                "alpha_median": nan, "alpha_p90": nan, "alpha_max": nan, "alpha_median_all": nan,
+                "alpha_p90_all": nan, "max_abs_logit_error": nan}
     a = df.loc[df["intervened"], "abs_alpha"].to_numpy()
     a_all = df["abs_alpha"].to_numpy()
     q = (lambda x, p: float(np.percentile(x, p)) if len(x) else 0.0)

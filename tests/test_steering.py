@@ -210,7 +210,8 @@ def test_metrics_and_hard_layers():
     hl = S.hard_layers(df)
     assert hl["by_median"] == [(3, 50.5), (2, 6.0), (4, 3.0)]
     assert hl["by_max"] == [(3, 100.0), (2, 7.0), (4, 3.0)]
-    assert S.steering_metrics(pd.DataFrame())["n_pairs"] == 0
+    empty = S.steering_metrics(pd.DataFrame())
+    assert empty["n_pairs"] == 0 and set(empty) == set(m)
 
 
 def test_generation_side_by_side(tok):
