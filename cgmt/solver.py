@@ -182,6 +182,13 @@ def _fixed_point(system, y0, tol, maxiter, damping=0.5):
 _TOL_PATH = 1e-6  # residual accepted at intermediate continuation points
 
 
+PATH_ORDER_RATIO = 0.5  # continuation / warm-start predictor rule: this fraction of quad_order
+
+
+def _path_order(quad_order):
+    return max(4, int(round(PATH_ORDER_RATIO * quad_order)))
+
+
 def _start_lambda(delta):
     return 20.0 * max(1.0, 1.0 / delta)
 
@@ -286,7 +293,7 @@ def _solve(delta, lam, kappa, *, strict, x0, tol, maxiter, quad_order, check_qua
     best = None
     if y0 is not None:
         # warm start: Newton on the half-order rule to _TOL_PATH, then polish at full order
-        path = _System(delta, lam, kappa, max(4, quad_order // 2))
+        path = _System(delta, lam, kappa, _path_order(quad_order))
         y1, r, e2, nit, status = _newton(path, y0, _TOL_PATH, maxiter)
         nit_total += nit
         system.nfev += path.nfev
@@ -295,7 +302,7 @@ def _solve(delta, lam, kappa, *, strict, x0, tol, maxiter, quad_order, check_qua
         best = (y, r, e2, status)
     if best is None or best[3] != 0:
         # continuation on a cheaper rule (intermediate points need only _TOL_PATH), then polish
-        path = _System(delta, lam, kappa, max(4, quad_order // 2))
+        path = _System(delta, lam, kappa, _path_order(quad_order))
         y, r, e2, nit, status = _continuation(path, lam, _TOL_PATH, maxiter)
         nit_total += nit
         system.nfev += path.nfev
