@@ -29,7 +29,7 @@ from __future__ import annotations
 import numpy as np
 from scipy import linalg
 from scipy.linalg import lapack
-from scipy.linalg.blas import dsymv
+from scipy.linalg.blas import dsymv, ssymv
 from scipy.optimize import OptimizeResult
 from scipy.special import expit
 
@@ -79,7 +79,9 @@ def _gram_factor(K, centred):
             return A - beta * np.multiply.outer(v, v @ A)
 
         Kv = K @ v
-        QKQ = K - beta * np.outer(v, Kv) - beta * np.outer(Kv, v) + beta * beta * (v @ Kv) * np.outer(v, v)
+        u = beta * Kv - 0.5 * beta * beta * (v @ Kv) * v
+        QKQ = K - np.outer(v, u)
+        QKQ -= np.outer(u, v)  # Q K Q = K - v u' - u v'
         try:
             L = linalg.cholesky(QKQ[1:, 1:], lower=True, check_finite=False)
             if ok(L):
@@ -158,38 +160,32 @@ def reduce_design(X, Xv=None, *, K=None, KvT=None):
 
 
 class _Precond:
-    """Inverse of the Hessian I + C Z'DZ (+ intercept, via its Schur complement) at some (C, D).
+    """Explicit inverse of the Hessian I + C Z'DZ (+ intercept, via its Schur complement) at some (C, D).
 
-    Primal form (r x r, formed in float32 and factored in float64, kept as an explicit inverse so
-    each application is one matrix-vector product) when that is cheaper than the Woodbury form
-    (n x n Cholesky of I + C D^1/2 K D^1/2, K = Z Z').  It is only used as a preconditioner and for
-    estimates, so float32 in its construction does not affect the exactness of the solution.
+    Formed from float32 products and factored in float32 (r > 1000) or float64, and stored as an
+    explicit (symmetric, upper-triangle) inverse so that each application is one symmetric
+    matrix-vector product - one pass over r^2 numbers, the cheapest option when memory bandwidth
+    dominates.  It is only a preconditioner and the metric of the certificate's estimate (with a
+    safety factor), so its precision does not limit the exactness of the solutions.
     """
 
     def __init__(self, Z, K, d, C, fit_intercept, Z32=None):
         n, r = Z.shape
         self.C = C
         self.fit_intercept = fit_intercept
-        self.woodbury = K is not None and (n**3 / 3.0) < (n * r * r + r**3)
-        self.Z = Z
-        if self.woodbury:
-            sqd = np.sqrt(d)
-            M = C * (sqd[:, None] * K * sqd[None, :])
-            M[np.diag_indices(n)] += 1.0
-            self.cho = linalg.cho_factor(M, lower=True, check_finite=False)
-            self.sqd = sqd
-        else:
-            Zs = Z32 if Z32 is not None else Z
-            S = Zs * np.sqrt(C * d).astype(Zs.dtype)[:, None]
-            H = S.T @ S
-            H[np.diag_indices(r)] += 1.0
-            potrf, potri = (lapack.spotrf, lapack.spotri) if H.dtype == np.float32 else (lapack.dpotrf, lapack.dpotri)
-            Hi, info = potrf(H, lower=0, clean=0)
-            if info == 0:
-                Hi, info = potri(Hi, lower=0)
-            if info != 0:
-                raise linalg.LinAlgError("preconditioner factorization failed")
-            self.inv = np.asfortranarray(Hi, dtype=np.float64)  # upper triangle holds the inverse
+        Zs = Z32 if Z32 is not None else Z
+        S = Zs * np.sqrt(C * d).astype(Zs.dtype)[:, None]
+        H = S.T @ S
+        self.single = r > 1000
+        H = H.astype(np.float32 if self.single else np.float64)
+        H[np.diag_indices(r)] += 1.0
+        potrf, potri = (lapack.spotrf, lapack.spotri) if self.single else (lapack.dpotrf, lapack.dpotri)
+        Hi, info = potrf(H, lower=0, clean=0)
+        if info == 0:
+            Hi, info = potri(Hi, lower=0)
+        if info != 0:
+            raise linalg.LinAlgError("preconditioner factorization failed")
+        self.inv = np.asfortranarray(Hi)  # upper triangle holds the inverse
         if fit_intercept:
             h = C * (Z.T @ d)
             self.u = self.solve_w(h)
@@ -197,10 +193,8 @@ class _Precond:
             self.h = h
 
     def solve_w(self, v):
-        if self.woodbury:
-            t = self.sqd * (self.Z @ v)
-            t = linalg.cho_solve(self.cho, t, check_finite=False)
-            return v - self.C * (self.Z.T @ (self.sqd * t))
+        if self.single:
+            return ssymv(1.0, self.inv, v.astype(np.float32), lower=0).astype(np.float64)
         return dsymv(1.0, self.inv, v, lower=0)
 
     def solve(self, vw, vb):
