@@ -75,26 +75,15 @@ def _pm1(y, classes):
 
 
 def _check_inputs(X_pool, y_pool, X_test, y_test):
-    X_pool = np.asarray(X_pool, dtype=float)
-    X_test = np.asarray(X_test, dtype=float)
-    for name, X in (("X_pool", X_pool), ("X_test", X_test)):
-        if X.ndim != 2 or X.shape[0] == 0:
-            raise ValueError(f"{name}: must be a non-empty 2-D array (n, p), got shape {X.shape}")
-        if not np.all(np.isfinite(X)):
-            raise ValueError(f"{name}: contains NaN or inf")
+    from ._validation import check_binary_labels, check_matrix
+
+    X_pool = check_matrix(X_pool, "X_pool")
+    X_test = check_matrix(X_test, "X_test")
     if X_pool.shape[1] != X_test.shape[1]:
         raise ValueError(f"X_test: must have p = {X_pool.shape[1]} columns like X_pool, got {X_test.shape[1]}")
-    y_pool, y_test = np.asarray(y_pool), np.asarray(y_test)
-    if y_pool.shape != (X_pool.shape[0],):
-        raise ValueError(f"y_pool: must have shape ({X_pool.shape[0]},), got {y_pool.shape}")
-    if y_test.shape != (X_test.shape[0],):
-        raise ValueError(f"y_test: must have shape ({X_test.shape[0]},), got {y_test.shape}")
-    classes = np.unique(y_pool)
-    if classes.size != 2:
-        raise ValueError(f"y_pool: needs exactly two classes, got {classes.size}")
-    if not np.all(np.isin(y_test, classes)):
-        raise ValueError("y_test: contains labels that are not in y_pool")
-    return X_pool, y_pool, X_test, y_test, classes
+    classes, _ = check_binary_labels(y_pool, X_pool.shape[0], "y_pool")
+    check_binary_labels(y_test, X_test.shape[0], "y_test", classes=classes)
+    return X_pool, np.asarray(y_pool).ravel(), X_test, np.asarray(y_test).ravel(), classes
 
 
 def stratified_subsample(y, n: int, rng) -> np.ndarray:
@@ -251,9 +240,9 @@ def delta_sweep(X_pool, y_pool, X_test, y_test, *, fractions=DEFAULT_FRACTIONS, 
         raise ValueError(f"fractions: need at least 3 values in (0, 1], got {fractions}")
     if int(seeds) != seeds or seeds < 1:
         raise ValueError(f"seeds: must be a positive integer, got {seeds}")
-    Cs = [float(C) for C in np.atleast_1d(Cs)]
-    if not Cs or not all(np.isfinite(C) and C > 0 for C in Cs):
-        raise ValueError(f"Cs: must be finite positive inverse ridge strengths, got {Cs}")
+    from ._validation import check_grid
+
+    Cs = [float(C) for C in check_grid(Cs)]
     if score_source not in ("crossfit", "insample", "heldout"):
         raise ValueError(f"score_source: must be 'crossfit', 'insample' or 'heldout', got {score_source!r}")
     if not (np.isfinite(sigma_floor) and sigma_floor >= 0):
