@@ -48,6 +48,10 @@ __all__ = ["prox_branch_points", "expectation_terms", "residuals", "residual_and
            "quadrature_rule", "N_TERMS"]
 
 N_TERMS = 12
+# Gauss-Hermite tiers: 2 x order nodes where the integrand is analytic in |Im| < pi / 0.5,
+# GH2_FACTOR x order nodes where it is analytic in |Im| < pi / GH2_STRIP (error <= 1e-14 relative).
+GH2_FACTOR = 8
+GH2_STRIP = 1.5
 _MIN_SCALE = 1e-10
 
 
@@ -110,8 +114,8 @@ def _kernels(u, a, b, kappa, xg, wg, L, H, ebuf, cen, scl, wn, ww, fixed_n):
 def _inner_fixed_rule(kappa, b, xg, wg, gz1, gw1, gz2, gw2, L, H, ebuf, wn, ww):
     """Write a u-independent W-rule into (wn, ww) and return its size, or 0 if none is accurate.
 
-    The kernel integrands are analytic in |Im W| < pi / (kappa b): Gauss-Hermite (2 or 6 x order
-    nodes) for kappa b <= 0.5 or 1; uniform Gauss-Legendre panels of width
+    The kernel integrands are analytic in |Im W| < pi / (kappa b): Gauss-Hermite (2 or GH2_FACTOR x order
+    nodes) for kappa b <= 0.5 or GH2_STRIP; uniform Gauss-Legendre panels of width
     h = min(H, pi / (1.5 kappa b)) (Bernstein parameter >= 6.2) while h >= H/2; else 0
     (the caller then refines per node around the pole line).
     """
@@ -121,7 +125,7 @@ def _inner_fixed_rule(kappa, b, xg, wg, gz1, gw1, gz2, gw2, L, H, ebuf, wn, ww):
         wn[:n] = gz1
         ww[:n] = gw1
         return n
-    if kb <= 1.0:
+    if kb <= GH2_STRIP:
         n = gz2.size
         wn[:n] = gz2
         ww[:n] = gw2
@@ -143,9 +147,9 @@ def expectation_terms(alpha, sigma, gamma, kappa, xg, wg, gz1, gw1, gz2, gw2, L,
     out = [E A g1, E B g2, E A q, E B g1', E A g1'', E A g1_g, E C g2', E B g2'', E B g2_g,
            E B q', E A q'', E A q_g].  Returns the number of outer quadrature nodes.
 
-    (xg, wg): Gauss-Legendre panel rule; (gz1, gw1), (gz2, gw2): Gauss-Hermite rules with 2 and 6
+    (xg, wg): Gauss-Legendre panel rule; (gz1, gw1), (gz2, gw2): Gauss-Hermite rules with 2 and 8
     times the panel order, used instead of the composite rule when the integrand is analytic in a
-    strip of half-width >= 2 pi (resp. pi) -- there they are accurate to ~1e-16 (tested).
+    strip of half-width >= 2 pi (resp. pi / 1.5) -- there they are accurate to ~1e-14 (tested).
     """
     for j in range(N_TERMS):
         out[j] = 0.0
@@ -169,7 +173,7 @@ def expectation_terms(alpha, sigma, gamma, kappa, xg, wg, gz1, gw1, gz2, gw2, L,
     s_out = max(tau, kappa * abs(a))  # singularities at Im u = +-pi / s_out
     if s_out <= 0.5:
         un, uw, nu = gz1, gw1, gz1.size
-    elif s_out <= 1.0:
+    elif s_out <= GH2_STRIP:
         un, uw, nu = gz2, gw2, gz2.size
     else:
         ebuf = np.empty(cap)
@@ -264,7 +268,7 @@ def quadrature_rule(quad_order=DEFAULT_ORDER):
     """The rule tuple (GL nodes, GL weights, GH z/w with 2 order nodes, GH z/w with 6 order nodes)."""
     xg, wg = gauss_legendre(quad_order)
     z1, w1 = gauss_hermite(2 * quad_order)
-    z2, w2 = gauss_hermite(6 * quad_order)
+    z2, w2 = gauss_hermite(GH2_FACTOR * quad_order)
     return tuple(np.ascontiguousarray(t, dtype=float) for t in (xg, wg, z1, w1, z2, w2))
 
 
