@@ -266,10 +266,13 @@ def _stability_theory(out, data, stab, layers, progress):
     for ax, name in zip(axes[0], STABILITY_DATASETS):
         ds, H, y, split = data[name]
         m = stab[(stab.dataset == name) & (stab.method == "RAPTOR")].sort_values("layer")
-        lam = layers[(layers.dataset == name) & (layers.method == "RAPTOR")].set_index("layer").loc[m.layer, "lambda_star"]
+        C = layers[(layers.dataset == name) & (layers.method == "RAPTOR")].set_index("layer").loc[m.layer, "C_star"]
         pool = np.sort(np.r_[split[0], split[1]])
+        # Each ablation run refits RAPTOR on its train+val part = 80 % of the pool, so in the theory's
+        # per-sample convention lambda = 1 / (C* n_run) with n_run = 0.8 N, and val_fraction = 0.
+        lam = 1.0 / (C.to_numpy() * 0.8 * len(pool))
         res = real_embedding_stability([np.asarray(H[l], dtype=np.float64)[pool] for l in m.layer], y[pool],
-                                       m.robust.to_numpy(), lam.to_numpy(), layer_names=list(m.layer),
+                                       m.robust.to_numpy(), lam, val_fraction=0.0, layer_names=list(m.layer),
                                        progress=progress)
         t = res.table.copy()
         t.insert(0, "dataset", name)
