@@ -6,7 +6,8 @@ off, so y stays well scaled.  Algorithm:
 
 1. Newton's method on the relative residuals (:mod:`cgmt.equations`) with the analytic Jacobian and
    a backtracking line search on ||r||, from ``x0`` if given;
-2. otherwise (or if that fails) continuation in lam, starting at a large lam where the
+2. otherwise (or if that fails) a few Newton steps from the large-lam asymptotics evaluated at the
+   target lam, and if those do not converge, continuation in lam, starting at a large lam where the
    asymptotics alpha ~ kappa E[s'(kappa Z)]/lam, sigma ~ 1/(2 lam sqrt(delta)),
    gamma ~ 1/(delta lam) are accurate, marching down in log lam with a secant predictor and an
    adaptive step;
@@ -180,6 +181,7 @@ def _fixed_point(system, y0, tol, maxiter, damping=0.5):
 
 
 _TOL_PATH = 1e-6  # residual accepted at intermediate continuation points
+DIRECT_TRIES = 12  # Newton iterations tried from the asymptotic guess before continuation
 
 
 PATH_ORDER_RATIO = 0.5  # continuation / warm-start predictor rule: this fraction of quad_order
@@ -201,6 +203,13 @@ def _continuation(system, lam_target, tol, maxiter, lam_start=None, y_start=None
     if y_start is None:
         y_start = system.to_y(*large_lambda_guess(delta, lam_start, kappa))
     total = 0
+    if lam_target > 0 and lam_target < lam_start:
+        # often Newton converges directly from the asymptotic guess at the target: try briefly
+        y0 = system.to_y(*large_lambda_guess(delta, lam_target, kappa))
+        y, r, e2, nit, status = _newton(system, y0, tol, DIRECT_TRIES, lam=lam_target)
+        if status == 0:
+            return y, r, e2, nit, 0
+        total += nit
     y, r, e2, nit, status = _newton(system, y_start, tol if lam_start == lam_target else _TOL_PATH, maxiter,
                                     lam=lam_start)
     total += nit
