@@ -1,7 +1,7 @@
 """Grid sweeps of the fixed point: ``cgmt.sweep(deltas, lams, kappas)`` -> tidy pandas DataFrame.
 
 Each (delta, kappa) pair is one task: its lams are solved from the largest to the smallest, each
-warm-started from the previous solution (continuation in lam); tasks run in parallel with joblib
+warm-started from a secant prediction through the previous two solutions (continuation in lam); tasks run in parallel with joblib
 (``n_jobs``), with a tqdm progress bar over tasks.
 """
 from __future__ import annotations
@@ -25,13 +25,30 @@ def _row(r):
     return {c: r[c] for c in COLUMNS}
 
 
+def _y(r):
+    return np.array([r.alpha / r.sigma, np.log(r.sigma), np.log(r.gamma)])
+
+
+def _predict(hist, lam):
+    """Secant predictor in (m, log sigma, log gamma) along log lam from the last two solutions."""
+    if not hist:
+        return None
+    if len(hist) == 1:
+        return hist[-1][1]
+    (l1, r1), (l2, r2) = hist[-2], hist[-1]
+    t = (np.log(lam) - np.log(l2)) / (np.log(l2) - np.log(l1))
+    y = _y(r2) + t * (_y(r2) - _y(r1))
+    sigma = float(np.exp(y[1]))
+    return (y[0] * sigma, sigma, float(np.exp(y[2])))
+
+
 def _task(delta, kappa, lams, tol, quad_order, maxiter):
     rows = []
-    prev = None
+    hist = []  # converged (lam, result) pairs, for warm starts
     for lam in sorted(lams, reverse=True):
-        r = solve(delta, lam, kappa, x0=prev if (prev is not None and prev.converged) else None,
-                  tol=tol, quad_order=quad_order, maxiter=maxiter)
-        prev = r
+        r = solve(delta, lam, kappa, x0=_predict(hist, lam), tol=tol, quad_order=quad_order, maxiter=maxiter)
+        if r.converged:
+            hist = (hist + [(lam, r)])[-2:]
         rows.append(_row(r))
     return rows
 
