@@ -352,7 +352,8 @@ def solve(delta, lam, kappa, *, strict=False, x0=None, tol=1e-10, maxiter=100, q
     Parameters
     ----------
     delta : float > 0       n / p.
-    lam : float > 0         ridge strength in (1/n) sum loss + lam/(2p) ||beta||^2.
+    lam : float >= 0        ridge strength in (1/n) sum loss + lam/(2p) ||beta||^2; lam = 0 (the MLE,
+                            as :func:`cgmt.mle`) only for delta > separability_threshold(kappa).
     kappa : float >= 0      signal strength, ||beta*||^2 = p kappa^2.
     strict : bool           raise :class:`ConvergenceError` instead of returning converged=False.
     x0 : (alpha, sigma, gamma) or CGMTResult, optional    warm start.
@@ -369,8 +370,16 @@ def solve(delta, lam, kappa, *, strict=False, x0=None, tol=1e-10, maxiter=100, q
     CGMTResult
     """
     delta = check_delta(delta)
-    lam = check_lam(lam)
+    lam = check_lam(lam, allow_zero=True)
     kappa = check_kappa(kappa)
+    if lam == 0.0:
+        from .limits import separability_threshold
+
+        dstar = separability_threshold(kappa)
+        if delta <= dstar:
+            raise ValueError(
+                f"lam must lie in (0, inf) here: lam = 0 is the MLE, which does not exist for "
+                f"delta <= delta*(kappa={kappa}) = {dstar:.6g} (got delta={delta})")
     tol = check_scalar(tol, "tol", low=0.0, low_open=True)
     if int(maxiter) != maxiter or maxiter < 1:
         raise ValueError(f"maxiter must be a positive integer, got {maxiter!r}")

@@ -90,7 +90,7 @@ def test_quadrature_order_doubling_does_not_change_answer():
         (dict(delta=-1.0, lam=1.0, kappa=1.0), "delta"),
         (dict(delta=float("nan"), lam=1.0, kappa=1.0), "delta"),
         (dict(delta=1.0, lam=-1.0, kappa=1.0), "lam"),
-        (dict(delta=1.0, lam=0.0, kappa=1.0), "lam"),
+        (dict(delta=1.0, lam=0.0, kappa=1.0), "lam"),  # separable: no MLE
         (dict(delta=1.0, lam=float("inf"), kappa=1.0), "lam"),
         (dict(delta=1.0, lam=1.0, kappa=-0.1), "kappa"),
         (dict(delta=1.0, lam=1.0, kappa=float("nan")), "kappa"),
@@ -100,6 +100,13 @@ def test_quadrature_order_doubling_does_not_change_answer():
 def test_bad_input_names_parameter(kwargs, name):
     with pytest.raises(ValueError, match=name):
         cgmt.solve(**kwargs)
+
+
+def test_lam_zero_is_the_mle_when_it_exists():
+    r = cgmt.solve(5.0, 0.0, 1.0)
+    np.testing.assert_allclose(r.x, cgmt.mle(5.0, 1.0).x, rtol=1e-12)
+    with pytest.raises(ValueError, match=r"lam must lie in \(0, inf\)"):
+        cgmt.solve(2.2, 0.0, 1.0)  # delta*(1) = 2.278
 
 
 def test_strict_mode_raises_on_non_convergence():
