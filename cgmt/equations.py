@@ -263,6 +263,24 @@ def _res_jac(alpha, sigma, gamma, delta, lam, kappa, rule, L, H, r, jac):
     return e2
 
 
+@njit(cache=True)
+def res_jac_y(y, delta, lam, kappa, xg, wg, gz1, gw1, gz2, gw2, L, H, r, jy):
+    """Residuals and Jacobian in y = (m, log sigma, log gamma), alpha = m sigma; returns E2.
+
+    Fills r (3,) and jy (3, 3).  (The solver's variables; see :mod:`cgmt.solver`.)
+    """
+    sigma = math.exp(y[1])
+    alpha = y[0] * sigma
+    gamma = math.exp(y[2])
+    jac = np.empty((3, 3))
+    e2 = _res_jac(alpha, sigma, gamma, delta, lam, kappa, (xg, wg, gz1, gw1, gz2, gw2), L, H, r, jac)
+    for i in range(3):
+        jy[i, 0] = jac[i, 0] * sigma
+        jy[i, 1] = jac[i, 0] * alpha + jac[i, 1] * sigma
+        jy[i, 2] = jac[i, 2] * gamma
+    return e2
+
+
 @lru_cache(maxsize=16)
 def quadrature_rule(quad_order=DEFAULT_ORDER):
     """The rule tuple (GL nodes, GL weights, GH z/w with 2 order nodes, GH z/w with 6 order nodes)."""

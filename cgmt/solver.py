@@ -26,7 +26,7 @@ from scipy.optimize import OptimizeResult, brentq
 
 from ._checks import check_delta, check_kappa, check_lam, check_scalar
 from .accuracy import accuracy_from_margin
-from .equations import _res_jac, quadrature_rule
+from .equations import quadrature_rule, res_jac_y
 from .quadrature import DEFAULT_ORDER, MAX_PANEL, TRUNCATION, gauss_legendre, gaussian_rule
 
 __all__ = ["CGMTResult", "ConvergenceError", "solve"]
@@ -80,8 +80,6 @@ class _System:
         self.delta, self.lam, self.kappa = delta, lam, kappa
         self.rule = quadrature_rule(quad_order)
         self.nfev = 0
-        self._r = np.empty(3)
-        self._j = np.empty((3, 3))
 
     @staticmethod
     def to_x(y):
@@ -93,17 +91,13 @@ class _System:
         return np.array([alpha / sigma, math.log(sigma), math.log(gamma)])
 
     def __call__(self, y, lam=None):
-        alpha, sigma, gamma = self.to_x(y)
-        lam = self.lam if lam is None else lam
-        e2 = _res_jac(alpha, sigma, gamma, self.delta, lam, self.kappa, self.rule,
-                      TRUNCATION, MAX_PANEL, self._r, self._j)
-        self.nfev += 1
-        j = self._j
+        r = np.empty(3)
         jy = np.empty((3, 3))
-        jy[:, 0] = j[:, 0] * sigma
-        jy[:, 1] = j[:, 0] * alpha + j[:, 1] * sigma
-        jy[:, 2] = j[:, 2] * gamma
-        return self._r.copy(), jy, e2
+        xg, wg, gz1, gw1, gz2, gw2 = self.rule
+        e2 = res_jac_y(np.asarray(y, dtype=float), self.delta, self.lam if lam is None else float(lam), self.kappa,
+                       xg, wg, gz1, gw1, gz2, gw2, TRUNCATION, MAX_PANEL, r, jy)
+        self.nfev += 1
+        return r, jy, e2
 
 
 def _newton(system, y0, tol, maxiter, lam=None):
