@@ -6,7 +6,9 @@ P(y=1|x) = sigmoid(x'beta*), delta = n/p, estimator argmin (1/n) sum log(1+exp(-
 sigma = ||z_hat - alpha v||, margin m = alpha/sigma, alpha_salehi = alpha/kappa.
 
 Public API: solve, mle, separability_threshold, optimal_lambda, sweep, accuracy_from_margin,
-bayes_accuracy, CGMTResult, ConvergenceError; modules prox (Numba logistic prox), quadrature
+bayes_accuracy, CGMTResult, ConvergenceError, stability (two-replica ablation-stability theory,
+see docs/stability_theory.md; its helpers live in the module ``cgmt.stability``, import them with
+``from cgmt.stability import ...``); modules prox (Numba logistic prox), quadrature
 (rules), equations (residuals, Jacobian), conventions (converters), reference (mpmath).
 """
 from . import conventions, equations, prox, quadrature
@@ -15,6 +17,7 @@ from .limits import mle, separability_threshold
 from .optimal import optimal_lambda
 from .solver import CGMTResult, ConvergenceError, solve
 from .sweep import sweep
+from .stability import stability  # noqa: E402  (the function shadows the submodule attribute on purpose)
 
 __all__ = [
     "solve",
@@ -22,6 +25,7 @@ __all__ = [
     "separability_threshold",
     "optimal_lambda",
     "sweep",
+    "stability",
     "CGMTResult",
     "ConvergenceError",
     "accuracy_from_margin",

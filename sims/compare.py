@@ -26,7 +26,7 @@ def theory_values(delta, lam, kappa, *, drop: float = 0.2, val_fraction: float =
 
     ``cgmt.solve`` gives alpha, sigma, gamma, margin, alignment, accuracy and the independent-sample
     cosine (``stability``); the two ablation cosines come from the two-replica theory
-    ``cgmt.stability(delta, lam, kappa, protocol, drop=, val_fraction=)`` (NaN if ``cgmt`` lacks it).
+    ``cgmt.stability(delta, lam, kappa, protocol, drop=, val_fraction=)`` (NaN where that solve fails).
     """
     import cgmt
 
@@ -35,10 +35,8 @@ def theory_values(delta, lam, kappa, *, drop: float = 0.2, val_fraction: float =
         raise RuntimeError(f"cgmt.solve did not converge at delta={delta}, lam={lam}, kappa={kappa}: "
                            f"residual {res.residual:.3g} ({res.message})")
     out = {q: (float(res[f]) if f is not None else float("nan")) for q, f in THEORY_FIELD.items()}
-    try:
-        from cgmt.stability import stability
-    except ImportError:  # older cgmt without the two-replica theory
-        return out
+    from cgmt.stability import stability
+
     for q, protocol in (("cos_subsample", "subsample"), ("cos_full_subsample", "full_vs_subsample")):
         st = stability(delta, lam, kappa, protocol, drop=drop, val_fraction=val_fraction)
         out[q] = float(st.cosine) if st.success else float("nan")
