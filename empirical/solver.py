@@ -224,6 +224,28 @@ def newton_dual(K, y, C, alpha, b, fit_intercept=True, tol=1e-10, max_iter=100):
     return alpha, b, nit, gnorm, status, f
 
 
+_PCG_MAX_ITER = 30  # Newton-PCG steps before falling back to direct Newton (it needs < 15 in practice)
+
+
+def _fit_pcg(X, y, C, w0, b0, fit_intercept, tol, max_iter):
+    """Newton with stale-Cholesky PCG (:func:`empirical.path.newton_pcg`) on the reduced design.
+
+    Returns (w, b, nit, gnorm, status, f); status 0 converged, 1 not (yet) converged."""
+    from .path import PathContext, newton_pcg, reduce_design  # path imports this module
+
+    design = reduce_design(X)
+    if w0 is None:
+        a = np.zeros(design.rank)
+    elif design.K is None:
+        a = w0.copy()
+    else:  # least-squares projection of w0 onto the row span (the minimizer lies there)
+        a = design.project(X @ w0)
+    ctx = PathContext(design.Z, None, design.K)
+    res = newton_pcg(ctx, y, C, a, b0, fit_intercept=fit_intercept, tol=tol, max_iter=max_iter)
+    f = float(C * np.logaddexp(0.0, -y * res.logits).sum() + 0.5 * res.coef @ res.coef)
+    return design.back(res.coef), res.intercept, res.nit, res.grad_norm, (0 if res.status == 0 else 1), f
+
+
 def fit_l2_logistic(X, y, C, *, fit_intercept=False, w0=None, b0=0.0, tol=1e-10, max_iter=100, method="auto"):
     """Minimize ``C * sum_i log(1 + exp(-y_i (x_i'w + b))) + 0.5 ||w||^2`` exactly by Newton's method.
 
@@ -231,11 +253,15 @@ def fit_l2_logistic(X, y, C, *, fit_intercept=False, w0=None, b0=0.0, tol=1e-10,
     ----------
     X : (n, p) array; y : (n,) array with values in {-1, +1}; C : float > 0 (C = 1/lambda).
     fit_intercept : fit an unpenalized intercept ``b`` (default False: b = 0).
-    w0, b0 : optional warm start.  In the dual form (n < p) ``w0`` is projected onto the row span of X
+    w0, b0 : optional warm start.  When n < p ``w0`` is projected onto the row span of X
         (the minimizer lies there, so the projection only moves the start closer to it).
     tol : stop when ``||grad f(w, b)||_2 / max(1, ||w||_2) <= tol`` (see module docstring).
     max_iter : maximum number of Newton iterations.
-    method : "auto" (dual when n < p, primal otherwise), "primal" or "dual".
+    method : "auto" (the default and fastest: Newton whose systems are solved by conjugate gradients
+        preconditioned with a reused Cholesky factor of an earlier Hessian, on the row-span-reduced design
+        when n < p, see :func:`empirical.path.newton_pcg`; falls back to direct Newton if it has not
+        converged after 30 steps), or direct Newton with a fresh factorization every step: "primal"
+        ((p+1)-dimensional Hessian) or "dual" (Woodbury with the Gram matrix).
 
     Returns
     -------
@@ -252,15 +278,29 @@ def fit_l2_logistic(X, y, C, *, fit_intercept=False, w0=None, b0=0.0, tol=1e-10,
         if w0.shape != (p,) or not np.all(np.isfinite(w0)):
             raise ValueError(f"w0 must be a finite array of shape ({p},); got shape {w0.shape}")
     b0 = float(b0) if fit_intercept else 0.0
+    C = float(C)
+    max_iter = int(max_iter)
+    nit0 = 0
+    if method == "auto":
+        try:
+            w, b, nit0, gnorm, status, f = _fit_pcg(X, y, C, w0, b0, fit_intercept, tol, min(max_iter, _PCG_MAX_ITER))
+        except linalg.LinAlgError:
+            w, b, status = w0, b0, 1
+        else:
+            if status == 0 or nit0 >= max_iter:
+                return _result(w, b, nit0, gnorm, tol, status=status, fun=f)
+        w0, b0 = w, b  # not converged: finish with direct Newton from the PCG iterate
     use_dual = method == "dual" or (method == "auto" and n < p)
     if not use_dual:
         w = np.zeros(p) if w0 is None else w0.copy()
-        return _newton_primal(X, y, float(C), w, b0, fit_intercept, tol, int(max_iter))
+        res = _newton_primal(X, y, C, w, b0, fit_intercept, tol, max_iter - nit0)
+        res.nit += nit0
+        return res
     K = X @ X.T
     if w0 is None:
         alpha = np.zeros(n)
     else:  # least-squares projection of w0 onto the row span
         Kr = K + (1e-12 * max(np.trace(K) / n, 1e-300)) * np.eye(n)
         alpha = linalg.cho_solve(linalg.cho_factor(Kr, check_finite=False), X @ w0, check_finite=False)
-    alpha, b, nit, gnorm, status, f = newton_dual(K, y, float(C), alpha, b0, fit_intercept, tol, int(max_iter))
-    return _result(X.T @ alpha, b, nit, gnorm, tol, status=status, fun=f)
+    alpha, b, nit, gnorm, status, f = newton_dual(K, y, C, alpha, b0, fit_intercept, tol, max_iter - nit0)
+    return _result(X.T @ alpha, b, nit + nit0, gnorm, tol, status=status, fun=f)
