@@ -206,6 +206,18 @@ class _Precond:
         return xw0 - self.u * xb, xb
 
 
+class _DiagPrec:
+    """Jacobi preconditioner diag(I + C Z'DZ) (and C sum d for the intercept) for matrix-free Newton-CG."""
+
+    def __init__(self, Z2, d, C, fit_intercept):
+        self.fit_intercept = fit_intercept
+        self.inv_w = 1.0 / (1.0 + C * (Z2.T @ d.astype(Z2.dtype)).astype(np.float64))
+        self.inv_b = 1.0 / max(C * d.sum(), 1e-300) if fit_intercept else 0.0
+
+    def solve(self, vw, vb):
+        return self.inv_w * vw, self.inv_b * vb
+
+
 def _hessvec(Z, d, C, vw, vb):
     if Z.dtype == np.float32:
         t = d * ((Z @ vw.astype(np.float32)) + vb)
@@ -263,6 +275,9 @@ class PathContext:
         self.zv_norm = np.sqrt(np.einsum("ij,ij->i", Zv, Zv)) if Zv is not None else None
         self.prec = None
         self.cg32 = True
+        self.Z2 = None  # squared float32 design (Jacobi preconditioner of matrix-free Newton-CG)
+        self.mf_failed = False  # matrix-free CG has needed more than mf_maxit iterations
+        self.mf_maxit = 60  # about the cost of one preconditioner factorization when r is ~ 500+
 
 
 def _line_min(z, dz, y, C, a, dw, iters=20):
@@ -300,12 +315,17 @@ def _val_norm(ctx, C, fit_intercept):
 
 
 def newton_pcg(ctx, y, C, a, b, *, fit_intercept=True, tol=1e-10, max_iter=100, pcg_rtol=1e-3, max_pcg=12,
-               yv=None, safety=10.0):
+               yv=None, safety=10.0, matrix_free=False, factor=True):
     """Newton with stale-Cholesky PCG on the reduced design of ``ctx``.
 
     ``grad_norm`` has the scaling of :func:`empirical.solver.fit_l2_logistic` (relative to max(1, ||w||)).
     With validation labels ``yv`` (in {-1, +1}) it stops as soon as every validation logit's sign is
     certified (status 3) and reports the certified iterate's ``val_logits``.
+
+    ``matrix_free`` (only without ``yv``): solve the Newton systems by Jacobi-preconditioned CG, which
+    costs O(n r) per iteration and no factorization; on the first CG failure switch to the stale
+    Cholesky preconditioner, or, with ``factor=False``, stop with status 4 (the caller then continues
+    from the returned iterate with a factorization, e.g. on a smaller reduced design).
     """
     Z, Zv = ctx.Z, ctx.Zv
     z = Z @ a + b
@@ -337,7 +357,21 @@ def newton_pcg(ctx, y, C, a, b, *, fit_intercept=True, tol=1e-10, max_iter=100, 
         if nit >= max_iter:
             status = 1
             break
-        if ctx.prec is None:
+        mf = matrix_free and yv is None and not ctx.mf_failed
+        if mf:
+            if ctx.Z2 is None:
+                ctx.Z2 = ctx.Z32 * ctx.Z32
+            jac = _DiagPrec(ctx.Z2, d, C, fit_intercept)
+            dw, db, its, ok, rnorm = _pcg(ctx.Z32 if ctx.cg32 else Z, d, C, gw, gb, jac, fit_intercept, pcg_rtol,
+                                          ctx.mf_maxit)
+            n_cg += its
+            if not ok:
+                ctx.mf_failed = True
+                mf = False
+                if not factor:
+                    status = 4
+                    break
+        if ctx.prec is None and not mf:
             ctx.prec = _Precond(Z, ctx.K, d, C, fit_intercept, ctx.Z32)
             n_fact += 1
         # CG accuracy: enough for the certificate (residual well below the smallest validation margin
@@ -346,8 +380,9 @@ def newton_pcg(ctx, y, C, a, b, *, fit_intercept=True, tol=1e-10, max_iter=100, 
         if yv is not None:
             vmax = float(np.max(_val_norm(ctx, C, fit_intercept))) if len(val_logits) else 1.0
             atol = min(0.1 * gnorm * max(1.0, wn), 0.05 * np.min(np.abs(val_logits)) / (safety * 1.3 * vmax))
-        dw, db, its, ok, rnorm = _pcg(ctx.Z32 if ctx.cg32 else Z, d, C, gw, gb, ctx.prec, fit_intercept, pcg_rtol, max_pcg, atol)
-        n_cg += its
+        if not mf:
+            dw, db, its, ok, rnorm = _pcg(ctx.Z32 if ctx.cg32 else Z, d, C, gw, gb, ctx.prec, fit_intercept, pcg_rtol, max_pcg, atol)
+            n_cg += its
         if not ok:
             ctx.prec = _Precond(Z, ctx.K, d, C, fit_intercept, ctx.Z32)
             n_fact += 1

@@ -228,11 +228,25 @@ _PCG_MAX_ITER = 30  # Newton-PCG steps before falling back to direct Newton (it 
 
 
 def _fit_pcg(X, y, C, w0, b0, fit_intercept, tol, max_iter):
-    """Newton with stale-Cholesky PCG (:func:`empirical.path.newton_pcg`) on the reduced design.
+    """Newton-CG (:func:`empirical.path.newton_pcg`): matrix-free first, then with a stale Cholesky
+    preconditioner on the reduced design.
 
     Returns (w, b, nit, gnorm, status, f); status 0 converged, 1 not (yet) converged."""
     from .path import PathContext, newton_pcg, reduce_design  # path imports this module
 
+    # 1. matrix-free Newton-CG on X itself (O(np) per CG step, no factorization): enough when the
+    #    Hessian is well conditioned; stops (status 4) as soon as CG needs too many iterations
+    ctx = PathContext(X)
+    res = newton_pcg(ctx, y, C, np.zeros(X.shape[1]) if w0 is None else w0.copy(), b0,
+                     fit_intercept=fit_intercept, tol=tol, max_iter=max_iter, matrix_free=True, factor=False)
+    nit0 = res.nit
+    if res.status == 0 or nit0 >= max_iter:
+        f = float(C * np.logaddexp(0.0, -y * res.logits).sum() + 0.5 * res.coef @ res.coef)
+        return res.coef, res.intercept, nit0, res.grad_norm, (0 if res.status == 0 else 1), f
+    if nit0 > 0:
+        w0, b0 = res.coef, res.intercept
+    del ctx
+    # 2. Newton with a stale-Cholesky preconditioner, on the row-span-reduced design when n < p
     design = reduce_design(X)
     if w0 is None:
         a = np.zeros(design.rank)
@@ -241,9 +255,9 @@ def _fit_pcg(X, y, C, w0, b0, fit_intercept, tol, max_iter):
     else:  # least-squares projection of w0 onto the row span (the minimizer lies there)
         a = design.project(X @ w0)
     ctx = PathContext(design.Z, None, design.K)
-    res = newton_pcg(ctx, y, C, a, b0, fit_intercept=fit_intercept, tol=tol, max_iter=max_iter)
+    res = newton_pcg(ctx, y, C, a, b0, fit_intercept=fit_intercept, tol=tol, max_iter=max_iter - nit0)
     f = float(C * np.logaddexp(0.0, -y * res.logits).sum() + 0.5 * res.coef @ res.coef)
-    return design.back(res.coef), res.intercept, res.nit, res.grad_norm, (0 if res.status == 0 else 1), f
+    return design.back(res.coef), res.intercept, nit0 + res.nit, res.grad_norm, (0 if res.status == 0 else 1), f
 
 
 def fit_l2_logistic(X, y, C, *, fit_intercept=False, w0=None, b0=0.0, tol=1e-10, max_iter=100, method="auto"):
