@@ -94,6 +94,40 @@ def _kernel_sums(u, a, b, kappa, wn, ww, nn):
 
 
 @njit(cache=True)
+def _kernel_sums_factored(u, a, kappa, ep, em, ww, nn):
+    """As :func:`_kernel_sums` for a u-independent rule, with e^{-|z|} = e^{-+kappa a u} ep/em[i].
+
+    ``ep[i] = exp(-kappa b w_i)`` and ``em[i] = 1 / ep[i]`` are precomputed once per rule, so the
+    inner loop needs no exponential (caller guarantees kappa (|a u| + |b w_i|) <= 600: no overflow).
+    """
+    ka = 0.0
+    kbv = 0.0
+    kc = 0.0
+    cp = math.exp(-kappa * a * u)
+    cm = 1.0 / cp
+    for i in range(nn):
+        # z >= 0 <=> cp ep[i] <= 1
+        ez = cp * ep[i]
+        if ez <= 1.0:
+            e = ez
+        else:
+            e = cm * em[i]
+        inv = 1.0 / (1.0 + e)
+        ei = e * inv
+        s1 = ei * inv
+        th = (1.0 - e) * inv
+        w = ww[i]
+        if ez <= 1.0:
+            ka += w * ei
+            kc -= w * s1 * th
+        else:
+            ka += w * inv
+            kc += w * s1 * th
+        kbv += w * s1
+    return ka, kbv, kc
+
+
+@njit(cache=True)
 def _kernels(u, a, b, kappa, xg, wg, L, H, ebuf, cen, scl, wn, ww, fixed_n):
     """K_A = E_W[s(-kappa Z1)], K_B = E_W[s'(kappa Z1)], K_C = E_W[s''(kappa Z1)], Z1 = a u + b W.
 
@@ -190,6 +224,24 @@ def expectation_terms(alpha, sigma, gamma, kappa, xg, wg, gz1, gw1, gz2, gw2, L,
     wn = np.empty(nw)
     ww = np.empty(nw)
     fixed_n = _inner_fixed_rule(kappa, b, xg, wg, gz1, gw1, gz2, gw2, L, H, ebuf1, wn, ww)
+    factored = False
+    if fixed_n > 0 and kappa > 0.0:
+        umax = 0.0
+        for i in range(nu):
+            umax = max(umax, abs(un[i]))
+        wmax = 0.0
+        for i in range(fixed_n):
+            wmax = max(wmax, abs(wn[i]))
+        factored = kappa * (abs(a) * umax + b * wmax) <= 600.0
+    if factored:
+        ep = np.empty(fixed_n)
+        em = np.empty(fixed_n)
+        for i in range(fixed_n):
+            ep[i] = math.exp(-kappa * b * wn[i])
+            em[i] = 1.0 / ep[i]
+    else:
+        ep = wn
+        em = wn
     for i in range(nu):
         u = un[i]
         wu = uw[i]
@@ -210,7 +262,10 @@ def expectation_terms(alpha, sigma, gamma, kappa, xg, wg, gz1, gw1, gz2, gw2, L,
         g1g = 2.0 * r * s0 * d
         g2g = -s0 * d
         qg = d * d * (s1 - gamma * s2 * s0 * d)
-        ka, kb, kc = _kernels(u, a, b, kappa, xg, wg, L, H, ebuf1, cen1, scl1, wn, ww, fixed_n)
+        if factored:
+            ka, kb, kc = _kernel_sums_factored(u, a, kappa, ep, em, ww, fixed_n)
+        else:
+            ka, kb, kc = _kernels(u, a, b, kappa, xg, wg, L, H, ebuf1, cen1, scl1, wn, ww, fixed_n)
         wa = wu * ka
         wb = wu * kb
         out[0] += wa * g1

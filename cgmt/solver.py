@@ -22,6 +22,7 @@ import math
 from functools import lru_cache
 
 import numpy as np
+from numba import njit
 from scipy.optimize import OptimizeResult, brentq
 
 from ._checks import check_delta, check_kappa, check_lam, check_scalar
@@ -100,8 +101,124 @@ class _System:
         return r, jy, e2
 
 
+@njit(cache=True)
+def _max_abs(r):
+    """max |r_i| (NaN if any entry is NaN)."""
+    m = 0.0
+    for i in range(r.size):
+        if r[i] != r[i]:
+            return np.nan
+        m = max(m, abs(r[i]))
+    return m
+
+
+@njit(cache=True)
+def _solve3(a, b, out):
+    """Solve the 3 x 3 system a x = b by Gaussian elimination with partial pivoting; False if singular."""
+    m = a.copy()
+    v = b.copy()
+    for k in range(3):
+        p = k
+        for i in range(k + 1, 3):
+            if abs(m[i, k]) > abs(m[p, k]):
+                p = i
+        if m[p, k] == 0.0 or not math.isfinite(m[p, k]):
+            return False
+        if p != k:
+            for j in range(3):
+                m[k, j], m[p, j] = m[p, j], m[k, j]
+            v[k], v[p] = v[p], v[k]
+        for i in range(k + 1, 3):
+            f = m[i, k] / m[k, k]
+            for j in range(k, 3):
+                m[i, j] -= f * m[k, j]
+            v[i] -= f * v[k]
+    for i in range(2, -1, -1):
+        acc = v[i]
+        for j in range(i + 1, 3):
+            acc -= m[i, j] * out[j]
+        out[i] = acc / m[i, i]
+    return True
+
+
+_SINGULAR = 4  # internal status of _newton_core: singular Jacobian, finish in Python (lstsq step)
+
+
+@njit(cache=True)
+def _newton_core(y, delta, lam, kappa, xg, wg, gz1, gw1, gz2, gw2, L, H, tol, maxiter, r, jy, e2out):
+    """Damped Newton of :func:`_newton` in one compiled call; y, r, jy, e2out[0] updated in place.
+
+    Returns (nit, status, nfev); status _SINGULAR leaves (y, r, jy) at the last accepted iterate.
+    """
+    rt = np.empty(3)
+    jt = np.empty((3, 3))
+    yt = np.empty(3)
+    step = np.empty(3)
+    e2out[0] = res_jac_y(y, delta, lam, kappa, xg, wg, gz1, gw1, gz2, gw2, L, H, r, jy)
+    nfev = 1
+    nrm = _max_abs(r)
+    if not math.isfinite(nrm):
+        return 0, 2, nfev
+    for it in range(1, maxiter + 1):
+        if nrm <= tol:
+            return it - 1, 0, nfev
+        if not _solve3(jy, r, step):
+            return it - 1, _SINGULAR, nfev
+        for i in range(3):
+            step[i] = -step[i]
+            if not math.isfinite(step[i]):
+                return it, 2, nfev
+        # trust limits: sigma and gamma change by at most e^2 per step, m by max(1, |m|)
+        scale = max(abs(step[1]) / 2.0, abs(step[2]) / 2.0, abs(step[0]) / max(1.0, abs(y[0])), 1.0)
+        for i in range(3):
+            step[i] /= scale
+        t = 1.0
+        accepted = False
+        e2t = 0.0
+        nt = 0.0
+        for _ in range(30):
+            for i in range(3):
+                yt[i] = y[i] + t * step[i]
+            e2t = res_jac_y(yt, delta, lam, kappa, xg, wg, gz1, gw1, gz2, gw2, L, H, rt, jt)
+            nfev += 1
+            nt = _max_abs(rt)
+            if math.isfinite(nt) and nt <= (1.0 - 1e-4 * t) * nrm:
+                accepted = True
+                break
+            t *= 0.5
+        if not accepted:
+            return it, 2, nfev
+        y[:] = yt
+        r[:] = rt
+        jy[:, :] = jt
+        e2out[0] = e2t
+        nrm = nt
+    return maxiter, 0 if nrm <= tol else 1, nfev
+
+
 def _newton(system, y0, tol, maxiter, lam=None):
-    """Damped Newton; returns (y, r, e2, nit, status)."""
+    """Damped Newton; returns (y, r, e2, nit, status).
+
+    Runs in one compiled call (:func:`_newton_core`); only a singular Jacobian hands over to the
+    Python loop :func:`_newton_py` (least-squares step).
+    """
+    y = np.array(y0, dtype=float)
+    r = np.empty(3)
+    jy = np.empty((3, 3))
+    e2 = np.zeros(1)
+    xg, wg, gz1, gw1, gz2, gw2 = system.rule
+    nit, status, nfev = _newton_core(y, system.delta, system.lam if lam is None else float(lam), system.kappa,
+                                     xg, wg, gz1, gw1, gz2, gw2, TRUNCATION, MAX_PANEL, float(tol), int(maxiter),
+                                     r, jy, e2)
+    system.nfev += nfev
+    if status == _SINGULAR:
+        y, r, e2v, nit2, status = _newton_py(system, y, tol, max(1, maxiter - nit), lam)
+        return y, r, e2v, nit + nit2, status
+    return y, r, e2[0], nit, status
+
+
+def _newton_py(system, y0, tol, maxiter, lam=None):
+    """Damped Newton (Python loop, least-squares fallback for a singular Jacobian); returns (y, r, e2, nit, status)."""
     y = np.array(y0, dtype=float)
     r, jy, e2 = system(y, lam)
     nrm = np.max(np.abs(r))
