@@ -4,7 +4,19 @@ Objective (scikit-learn convention, intercept unpenalized)::
 
     f(w, b) = C * sum_i log(1 + exp(-y_i (x_i' w + b))) + 0.5 * ||w||_2^2,   y_i in {-1, +1}
 
-Two equivalent Newton formulations are used:
+Default method (``method="auto"``): Newton's method whose linear systems are solved inexactly by
+conjugate gradients (:func:`empirical.path.newton_pcg`, the project's one Newton-CG implementation),
+in up to three stages, each continuing from the previous iterate:
+
+1. matrix-free, Jacobi-preconditioned CG on X itself (O(np) per CG step, no factorization), while CG
+   converges within a fixed number of iterations (well-conditioned Hessians);
+2. otherwise CG preconditioned with a stale Cholesky factor of an earlier Hessian, on the
+   row-span-reduced design when n < p (refactored only when CG needs many iterations);
+3. if that has not converged after 30 Newton steps, direct Newton as below.
+
+Convergence is always decided on the float64 gradient, so the answer meets the same ``tol`` as direct
+Newton; only the search directions are inexact.  Direct Newton (``method="primal"`` or ``"dual"``)
+uses one of two equivalent formulations:
 
 * primal (n >= p): Newton on (w, b) with a Cholesky factorization of the (p+1)-dimensional Hessian;
 * dual / Gram form (n < p): the solution lies in the span of the training rows, ``w = X' alpha``,
