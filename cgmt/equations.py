@@ -33,7 +33,7 @@ from functools import lru_cache
 import numpy as np
 from numba import njit
 
-from .prox import prox_scalar, sigmoid, sigmoid_d1, sigmoid_d2, sigmoid_d3
+from .prox import prox_near
 from .quadrature import (
     DEFAULT_ORDER,
     MAX_PANEL,
@@ -53,6 +53,7 @@ N_TERMS = 12
 GH2_FACTOR = 8
 GH2_STRIP = 1.5
 _MIN_SCALE = 1e-10
+_W_DROP = 1e-20  # inner (W) quadrature weights below this are skipped (see expectation_terms)
 
 
 @njit(cache=True)
@@ -234,24 +235,48 @@ def expectation_terms(alpha, sigma, gamma, kappa, xg, wg, gz1, gw1, gz2, gw2, L,
             wmax = max(wmax, abs(wn[i]))
         factored = kappa * (abs(a) * umax + b * wmax) <= 600.0
     if factored:
+        # nodes with weight < _W_DROP are dropped: the kernel integrands lie in [-1, 1] and the
+        # weights sum to 1, so this changes K_A, K_B, K_C by < fixed_n * _W_DROP absolutely
         ep = np.empty(fixed_n)
         em = np.empty(fixed_n)
+        wk = np.empty(fixed_n)
+        nk = 0
         for i in range(fixed_n):
-            ep[i] = math.exp(-kappa * b * wn[i])
-            em[i] = 1.0 / ep[i]
+            if ww[i] >= _W_DROP:
+                ep[nk] = math.exp(-kappa * b * wn[i])
+                em[nk] = 1.0 / ep[nk]
+                wk[nk] = ww[i]
+                nk += 1
     else:
         ep = wn
         em = wn
+        wk = ww
+        nk = 0
+    v_prev = 0.0
+    eta_prev = np.nan  # first node: the prox's own start
+    d_prev = 0.0
     for i in range(nu):
         u = un[i]
         wu = uw[i]
         v = tau * u
-        eta = prox_scalar(v, gamma)
-        s0 = sigmoid(eta)
-        s1 = sigmoid_d1(eta)
-        s2 = sigmoid_d2(eta)
-        s3 = sigmoid_d3(eta)
+        # Newton start extrapolated from the previous node with d eta / d v = D
+        eta = prox_near(v, gamma, eta_prev + d_prev * (v - v_prev))
+        # sigmoid and its first three derivatives at eta from one exponential
+        ee = math.exp(-abs(eta))
+        einv = 1.0 / (1.0 + ee)
+        s1 = ee * einv * einv
+        th = (1.0 - ee) * einv  # tanh(|eta| / 2)
+        if eta >= 0.0:
+            s0 = einv
+            s2 = -s1 * th
+        else:
+            s0 = ee * einv
+            s2 = s1 * th
+        s3 = s1 * (th * th - 2.0 * s1)
         d = 1.0 / (1.0 + gamma * s1)
+        v_prev = v
+        eta_prev = eta
+        d_prev = d
         dv = -gamma * s2 * d * d * d
         dvv = -gamma * s3 * d ** 4 + 3.0 * gamma * gamma * s2 * s2 * d ** 5
         r = gamma * s0  # V - eta, without cancellation
@@ -263,7 +288,7 @@ def expectation_terms(alpha, sigma, gamma, kappa, xg, wg, gz1, gw1, gz2, gw2, L,
         g2g = -s0 * d
         qg = d * d * (s1 - gamma * s2 * s0 * d)
         if factored:
-            ka, kb, kc = _kernel_sums_factored(u, a, kappa, ep, em, ww, fixed_n)
+            ka, kb, kc = _kernel_sums_factored(u, a, kappa, ep, em, wk, nk)
         else:
             ka, kb, kc = _kernels(u, a, b, kappa, xg, wg, L, H, ebuf1, cen1, scl1, wn, ww, fixed_n)
         wa = wu * ka

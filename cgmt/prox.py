@@ -25,6 +25,7 @@ __all__ = [
     "sigmoid_d2",
     "sigmoid_d3",
     "prox_scalar",
+    "prox_near",
     "prox_logistic",
     "prox_with_derivatives",
 ]
@@ -76,17 +77,24 @@ def _lambert_w_of_exp(logx):
 @njit(cache=True)
 def _prox_low(v, g):
     """Root of eta + g sigmoid(eta) = v for g > 0 and v <= g / 2 (safeguarded Newton)."""
+    return _prox_low_from(v, g, np.nan)
+
+
+@njit(cache=True)
+def _prox_low_from(v, g, x):
+    """As :func:`_prox_low`, starting Newton at ``x`` if it lies inside the bracket (else as usual)."""
     lo = v - g * sigmoid(v)
     hi = v - g * sigmoid(v - g)
     if not hi > lo:
         return 0.5 * (lo + hi)
-    # start: eta ~ v - W(g e^v) (exact when sigmoid(eta) ~ e^eta, i.e. eta << 0)
-    if g < 1e-3:
-        x = v - g * sigmoid(v - g * sigmoid(v))
-    else:
-        x = v - _lambert_w_of_exp(v + math.log(g))
     if not (x > lo and x < hi):
-        x = 0.5 * (lo + hi)
+        # start: eta ~ v - W(g e^v) (exact when sigmoid(eta) ~ e^eta, i.e. eta << 0)
+        if g < 1e-3:
+            x = v - g * sigmoid(v - g * sigmoid(v))
+        else:
+            x = v - _lambert_w_of_exp(v + math.log(g))
+        if not (x > lo and x < hi):
+            x = 0.5 * (lo + hi)
     for _ in range(200):
         e = math.exp(-abs(x))
         sx = 1.0 / (1.0 + e) if x >= 0.0 else e / (1.0 + e)
@@ -125,6 +133,20 @@ def prox_scalar(v, gamma):
     if v > 0.5 * gamma:
         return -_prox_low(gamma - v, gamma)
     return _prox_low(v, gamma)
+
+
+@njit(cache=True)
+def prox_near(v, gamma, guess):
+    """prox_{gamma rho}(v) with Newton started at ``guess`` (e.g. extrapolated from a nearby v).
+
+    Same safeguards and stopping rule as :func:`prox_scalar` (a guess outside the bracket, or NaN,
+    falls back to its start), so the two agree to rounding.
+    """
+    if gamma <= 0.0:
+        return v
+    if v > 0.5 * gamma:
+        return -_prox_low_from(gamma - v, gamma, -guess)
+    return _prox_low_from(v, gamma, guess)
 
 
 @njit(cache=True)
