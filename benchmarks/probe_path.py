@@ -11,7 +11,7 @@ mean shift along a random direction), it times
 * ``gram``: one Gram matrix of the train+val rows (``X X'`` if n < p, else ``X'X``) - the lower-bound kernel.
 
 Medians over ``--repeats`` interleaved runs.  Exactness is checked against a tightly converged
-reference (``fit_l2_logistic`` at tol 1e-10 for every C, warm-started): number of grid points whose
+reference (``fit_l2_logistic(method="direct")``: direct Newton, independent of the path code, at tol 1e-10 for every C, warm-started): number of grid points whose
 validation accuracy differs, whether the selected C agrees, and the refit's relative coefficient
 error; the same comparison is reported for the paper's (unconverged) loop.
 
@@ -59,13 +59,14 @@ def tight_reference(Htr, ytr, Hv, yv, Cs, C_refit=None):
     ypm, yvpm = 2.0 * ytr - 1, 2.0 * yv - 1
     acc, w, b = [], None, 0.0
     for C in Cs:
-        r = fit_l2_logistic(X, ypm, C, fit_intercept=True, w0=w, b0=b, tol=1e-10)
+        r = fit_l2_logistic(X, ypm, C, fit_intercept=True, w0=w, b0=b, tol=1e-10, method="direct")
         w, b = r.coef, r.intercept
         acc.append(np.mean(np.where(Xv @ w + b > 0, 1.0, -1.0) == yvpm))
     acc = np.array(acc)
     best = np.flatnonzero(acc == acc.max())[0]
     C_ref = Cs[best] if C_refit is None else C_refit
-    r = fit_l2_logistic(np.vstack([X, Xv]), np.r_[ypm, yvpm], C_ref, fit_intercept=True, tol=1e-10)
+    r = fit_l2_logistic(np.vstack([X, Xv]), np.r_[ypm, yvpm], C_ref, fit_intercept=True, tol=1e-10,
+                         method="direct")
     return acc, Cs[best], r.coef
 
 

@@ -287,7 +287,8 @@ def fit_l2_logistic(X, y, C, *, fit_intercept=False, w0=None, b0=0.0, tol=1e-10,
         preconditioned with a reused Cholesky factor of an earlier Hessian, on the row-span-reduced design
         when n < p, see :func:`empirical.path.newton_pcg`; falls back to direct Newton if it has not
         converged after 30 steps), or direct Newton with a fresh factorization every step: "primal"
-        ((p+1)-dimensional Hessian) or "dual" (Woodbury with the Gram matrix).
+        ((p+1)-dimensional Hessian), "dual" (Woodbury with the Gram matrix) or "direct" (primal when
+        n >= p, dual otherwise; the independent reference the path solver's tests compare against).
 
     Returns
     -------
@@ -297,8 +298,10 @@ def fit_l2_logistic(X, y, C, *, fit_intercept=False, w0=None, b0=0.0, tol=1e-10,
     """
     X, y = _check_inputs(X, y, C, tol, max_iter)
     n, p = X.shape
-    if method not in ("auto", "primal", "dual"):
-        raise ValueError(f"method must be 'auto', 'primal' or 'dual'; got {method!r}")
+    if method not in ("auto", "primal", "dual", "direct"):
+        raise ValueError(f"method must be 'auto', 'primal', 'dual' or 'direct'; got {method!r}")
+    if method == "direct":
+        method = "primal" if n >= p else "dual"
     if w0 is not None:
         w0 = np.asarray(w0, dtype=np.float64)
         if w0.shape != (p,) or not np.all(np.isfinite(w0)):

@@ -28,7 +28,7 @@ def tight_reference(Xtr, ytr, Xv, yv, Cs):
     A, Av = (Xtr - mu) / s, (Xv - mu) / s
     acc, w, b = [], None, 0.0
     for C in Cs:
-        r = fit_l2_logistic(A, ytr, C, fit_intercept=True, w0=w, b0=b, tol=1e-10)
+        r = fit_l2_logistic(A, ytr, C, fit_intercept=True, w0=w, b0=b, tol=1e-10, method="direct")
         w, b = r.coef, r.intercept
         acc.append(np.mean(np.where(Av @ w + b > 0, 1, -1) == yv))
     return np.array(acc), mu, s

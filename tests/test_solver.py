@@ -50,7 +50,7 @@ def test_primal_and_dual_agree(fit_intercept):
     assert abs(a.intercept - b.intercept) <= 1e-8 * max(1, abs(a.intercept))
 
 
-@pytest.mark.parametrize("method", ["primal", "dual"])
+@pytest.mark.parametrize("method", ["primal", "dual", "auto"])
 def test_separable_large_C_is_finite_and_stationary(method):
     X, y = _data(30, 60, seed=5, separable=True)
     res = fit_l2_logistic(X, y, 1e6, fit_intercept=True, method=method, max_iter=200)
@@ -127,3 +127,25 @@ def test_property_first_order_optimality(n, p, logC, seed, fit_intercept):
 def test_bad_input(kwargs, match):
     with pytest.raises(ValueError, match=match):
         fit_l2_logistic(**kwargs)
+
+
+@pytest.mark.parametrize("n,p", [(200, 60), (40, 150)])
+@pytest.mark.parametrize("C,separable", [(0.05, False), (10.0, False), (1e6, True)])
+def test_auto_matches_direct_newton_on_badly_scaled_columns(n, p, C, separable):
+    """The default staged Newton-CG (matrix-free, then stale-factor PCG, then direct Newton) reaches
+    the same minimizer as direct Newton, also on separable data with large C and columns whose scales
+    differ by 1e4 (which exercises the hand-over between the stages)."""
+    X, y = _data(n, p, seed=n + p, separable=separable)
+    X = X * np.logspace(-2, 2, p)
+    auto = fit_l2_logistic(X, y, C, fit_intercept=True, max_iter=300)
+    direct = fit_l2_logistic(X, y, C, fit_intercept=True, method="direct", max_iter=300)
+    assert auto.success and direct.success, (auto.message, direct.message)
+    scale = max(1.0, np.linalg.norm(direct.coef))
+    assert np.linalg.norm(auto.coef - direct.coef) <= 1e-7 * scale
+    assert abs(auto.intercept - direct.intercept) <= 1e-7 * max(1.0, abs(direct.intercept))
+
+
+def test_unknown_method_is_rejected():
+    X, y = _data(20, 5, seed=1)
+    with pytest.raises(ValueError, match="method"):
+        fit_l2_logistic(X, y, 1.0, method="lbfgs")

@@ -27,7 +27,7 @@ def hidden_states(n_tr, n_val, p, shift, seed, rank=8, n_out=2):
 def tight_path(X, y, Xv, yv, Cs):
     acc, coefs, w, b = [], [], None, 0.0
     for C in Cs:
-        r = fit_l2_logistic(X, y, C, fit_intercept=True, w0=w, b0=b, tol=1e-10)
+        r = fit_l2_logistic(X, y, C, fit_intercept=True, w0=w, b0=b, tol=1e-10, method="direct")
         assert r.status in (0, 2)
         w, b = r.coef, r.intercept
         acc.append(np.mean(np.where(Xv @ w + b > 0, 1.0, -1.0) == yv))
@@ -76,7 +76,7 @@ def test_refit_matches_tight_reference(p):
     d = reduce_design(X, Xv)
     path = logistic_path(X, y, Xv, yv, [0.5], design=d)
     r = refit(X, y, Xv, yv, 0.5, d, path.coef_reduced[0], path.intercept[0])
-    ref = fit_l2_logistic(np.vstack([X, Xv]), np.r_[y, yv], 0.5, fit_intercept=True)
+    ref = fit_l2_logistic(np.vstack([X, Xv]), np.r_[y, yv], 0.5, fit_intercept=True, method="direct")
     assert r.success
     assert np.linalg.norm(r.coef - ref.coef) <= 1e-6 * np.linalg.norm(ref.coef)
     assert abs(r.intercept - ref.intercept) <= 1e-6 * max(1, abs(ref.intercept))
