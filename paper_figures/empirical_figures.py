@@ -244,8 +244,9 @@ def run(out, *, model="smollm2", data_dir=None, max_per_class=500, quick=False, 
         stabs.append(tab)
     stab = pd.concat(stabs, ignore_index=True)
     g = stab.groupby(["dataset", "method"])["robust"]
-    save_table(pd.DataFrame({"mean": g.mean(), "best": g.max()}).unstack("method").round(3).reset_index(),
-               out, "stability_summary")
+    summ = pd.DataFrame({"mean": g.mean(), "best": g.max()}).unstack("method").round(3)
+    summ.columns = [f"{method} {stat}" for stat, method in summ.columns]
+    save_table(summ.reset_index(), out, "stability_summary")
     _stability_theory(out, data, stab, layers, progress)
 
     # 3. steering
@@ -315,7 +316,8 @@ def _steering(out, mdl, tok, data, layers, quick, progress):
         prompts = [ds.prompts[i] for i in idx]
         df = steer_prompts(mdl, tok, prompts, probes, direction, tau=tau, progress=progress)
         m = steering_metrics(df)
-        m.update(dataset=name, direction=direction, tau=tau if tau is not None else "--")
+        m.update(dataset=name, direction=direction, tau=tau if tau is not None else "--",
+                 note="" if len(df) else f"no layer's probe reaches test accuracy tau={tau}")
         metrics.append(m)
         hl = hard_layers(df)
         hard.append(dict(dataset=name, direction=direction,
@@ -325,7 +327,7 @@ def _steering(out, mdl, tok, data, layers, quick, progress):
                                      max_new_tokens=16 if quick else 24, progress=False):
             examples.append(dict(dataset=name, **g))
     cols = ["dataset", "direction", "layers", "n_pairs", "success_rate", "intervention_rate", "alpha_median",
-            "alpha_p90", "alpha_max", "tau"]
+            "alpha_p90", "alpha_max", "tau", "note"]
     save_table(pd.DataFrame(hard), out, "steering_hard_layers")
     save_table(pd.DataFrame(examples), out, "steering_examples")
     save_table(pd.DataFrame(metrics)[cols], out, "steering_summary")
