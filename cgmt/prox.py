@@ -110,7 +110,7 @@ def _prox_low_from(v, g, x):
         xn = x - dx
         if xn > lo and xn < hi:
             x = xn
-            if abs(dx) <= 1e-9 * max(1.0, abs(x)):
+            if abs(dx) <= 1e-9 * abs(x) + 1e-300:  # relative: eta may be << 1
                 # Newton is in its quadratic regime: one more step lands at rounding level
                 e = math.exp(-abs(x))
                 sx = 1.0 / (1.0 + e) if x >= 0.0 else e / (1.0 + e)
@@ -120,7 +120,7 @@ def _prox_low_from(v, g, x):
                 break
         else:
             x = 0.5 * (lo + hi)
-        if hi - lo <= 4.0 * _EPS * max(1.0, abs(x)):
+        if hi - lo <= 4.0 * _EPS * abs(x) + 1e-300:
             break
     return x
 

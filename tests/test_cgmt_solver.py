@@ -115,7 +115,17 @@ def test_strict_mode_raises_on_non_convergence():
     # non-strict: the continuation rescues or the result says why not; never a silent NaN
     assert np.isfinite(r.residual)
     assert r.converged == (r.residual <= 1e-10)
-    with pytest.raises(cgmt.ConvergenceError) as info:
-        cgmt.solve(2.0, 0.1, 2.0, tol=1e-300, strict=True)
-    assert info.value.result is not None and not info.value.result.converged
-    assert "residual" in str(info.value)
+    # tol = 1e-300 is unreachable unless the residual rounds to exactly 0.0 (which can happen at a
+    # lucky point), so require the strict error at the points where the residual is not exactly zero
+    raised = 0
+    for delta, lam, kappa in [(2.0, 0.1, 2.0), (0.7, 0.03, 3.0), (5.0, 1.3, 1.1)]:
+        try:
+            r = cgmt.solve(delta, lam, kappa, tol=1e-300, strict=True)
+        except cgmt.ConvergenceError as err:
+            raised += 1
+            assert err.result is not None and not err.result.converged
+            assert err.result.residual > 0
+            assert "residual" in str(err)
+        else:
+            assert r.residual == 0.0 and r.converged
+    assert raised >= 1
