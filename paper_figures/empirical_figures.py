@@ -108,6 +108,7 @@ def plot_layerwise(layers: pd.DataFrame, out):
     axes[0, 0].set_ylabel("test accuracy")
     axes[0, 0].legend(fontsize=7)
     fig.suptitle("Layerwise probing accuracy, SmolLM2-135M-Instruct (test split)", fontsize=10)
+    fig.tight_layout()
     return save_figure(fig, out, "layerwise_accuracy")
 
 
