@@ -315,7 +315,7 @@ def _val_norm(ctx, C, fit_intercept):
 
 
 def newton_pcg(ctx, y, C, a, b, *, fit_intercept=True, tol=1e-10, max_iter=100, pcg_rtol=1e-3, max_pcg=12,
-               yv=None, safety=10.0, matrix_free=False, factor=True):
+               yv=None, safety=10.0, matrix_free=False, factor=True, z0=None, min_newton=1):
     """Newton with stale-Cholesky PCG on the reduced design of ``ctx``.
 
     ``grad_norm`` has the scaling of :func:`empirical.solver.fit_l2_logistic` (relative to max(1, ||w||)).
@@ -328,7 +328,7 @@ def newton_pcg(ctx, y, C, a, b, *, fit_intercept=True, tol=1e-10, max_iter=100, 
     from the returned iterate with a factorization, e.g. on a smaller reduced design).
     """
     Z, Zv = ctx.Z, ctx.Zv
-    z = Z @ a + b
+    z = Z @ a + b if z0 is None else z0
     nit = n_fact = n_cg = 0
     certified = False
     status = 1
@@ -348,7 +348,7 @@ def newton_pcg(ctx, y, C, a, b, *, fit_intercept=True, tol=1e-10, max_iter=100, 
             # ~1.3 nu (Hessian norm), so each validation logit moves by at most 1.3 nu ||(z_v,1)||_{H^-1}
             pw, pb = ctx.prec.solve(gw, gb)
             nut = np.sqrt(max(gw @ pw + gb * pb, 0.0))
-            if ctx.R * nut <= 0.1 and (nit >= 1 or nut <= 1e-7 * max(1.0, wn)):
+            if ctx.R * nut <= 0.1 and (nit >= min_newton or nut <= 1e-7 * max(1.0, wn)):
                 vn = _val_norm(ctx, C, fit_intercept)
                 if np.all(np.abs(val_logits) > safety * 1.3 * nut * vn):
                     certified = True
@@ -413,7 +413,7 @@ def newton_pcg(ctx, y, C, a, b, *, fit_intercept=True, tol=1e-10, max_iter=100, 
 
 
 def logistic_path(X, y, Xv, yv, Cs, *, fit_intercept=True, tol=1e-10, max_iter=100, design=None,
-                  certify=True, order=3):
+                  certify=True, order=3, min_newton=1):
     """Validation accuracy of the exact ridge-logistic minimizer at every C in ``Cs`` (ascending order).
 
     Returns an OptimizeResult with ``val_accuracy`` (len(Cs),), ``n_iter`` (Newton steps per C),
@@ -429,7 +429,7 @@ def logistic_path(X, y, Xv, yv, Cs, *, fit_intercept=True, tol=1e-10, max_iter=1
     n, r = design.Z.shape
     order_idx = np.argsort(Cs)
     logC = np.log(Cs[order_idx])
-    hist_t, hist_a, hist_b = [], [], []
+    hist_t, hist_a, hist_b, hist_z = [], [], [], []
     a = np.zeros(r)
     b = 0.0
     acc = np.empty(len(Cs))
@@ -456,16 +456,21 @@ def logistic_path(X, y, Xv, yv, Cs, *, fit_intercept=True, tol=1e-10, max_iter=1
                         wts[i] *= (t - ts[j]) / (ts[i] - ts[j])
             a = wts @ A
             b = float(wts @ B)
+            # the train logits are linear in (a, b): extrapolate them too (saves one pass over Z)
+            z0 = wts @ np.array(hist_z[-m:])
+        else:
+            z0 = None
         res = newton_pcg(ctx, y, C, a, b, fit_intercept=fit_intercept, tol=tol, max_iter=max_iter,
-                         yv=yv if certify else None)
+                         yv=yv if certify else None, z0=z0, min_newton=min_newton)
         n_fact += res.n_factorizations
         n_cg += res.n_cg
         a, b = res.coef, res.intercept
         hist_t.append(t)
         hist_a.append(a)
         hist_b.append(b)
+        hist_z.append(res.logits)
         if len(hist_t) > order:
-            hist_t.pop(0), hist_a.pop(0), hist_b.pop(0)
+            hist_t.pop(0), hist_a.pop(0), hist_b.pop(0), hist_z.pop(0)
         coefs[idx] = a
         intercepts[idx] = b
         vl = res.val_logits if res.val_logits is not None else ctx.Zv @ a + b
