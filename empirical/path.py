@@ -314,7 +314,7 @@ def _val_norm(ctx, C, fit_intercept):
     return np.sqrt(ctx.zv_norm**2 + (1.0 + un * ctx.zv_norm) ** 2 / (prec.s * C / prec.C))
 
 
-def newton_pcg(ctx, y, C, a, b, *, fit_intercept=True, tol=1e-10, max_iter=100, pcg_rtol=1e-3, max_pcg=12,
+def newton_pcg(ctx, y, C, a, b, *, fit_intercept=True, tol=1e-10, max_iter=100, pcg_rtol=1e-3, max_pcg=None,
                yv=None, safety=10.0, matrix_free=False, factor=True, z0=None, min_newton=1):
     """Newton with stale-Cholesky PCG on the reduced design of ``ctx``.
 
@@ -328,6 +328,11 @@ def newton_pcg(ctx, y, C, a, b, *, fit_intercept=True, tol=1e-10, max_iter=100, 
     from the returned iterate with a factorization, e.g. on a smaller reduced design).
     """
     Z, Zv = ctx.Z, ctx.Zv
+    if max_pcg is None:
+        # CG iterations before refactoring the preconditioner: a factorization costs ~r^3/3 flops and a
+        # CG iteration ~4 n r, so refactor sooner when n >> r (measured: 8 vs 12 saves ~25% of the path
+        # at n = 4 r, and costs up to 10% at n ~ r)
+        max_pcg = 8 if Z.shape[0] >= 2 * Z.shape[1] else 12
     z = Z @ a + b if z0 is None else z0
     nit = n_fact = n_cg = 0
     certified = False
