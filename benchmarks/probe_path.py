@@ -34,22 +34,12 @@ from threadpoolctl import threadpool_info, threadpool_limits
 
 from empirical import RaptorProbe
 from empirical.solver import fit_l2_logistic
+from empirical.synthetic import synthetic_hidden_states
 
 SHAPES = [(600, 200, 576), (2400, 800, 576), (600, 200, 4096), (2400, 800, 4096)]
 CASES = {"noisy": 1.0, "separable": 3.0}  # norm of the class mean shift
 
 
-def hidden_states(n_tr, n_val, p, shift, seed=0, rank=32, n_out=4):
-    rng = np.random.default_rng(seed)
-    n = n_tr + n_val
-    L = rng.standard_normal((p, rank)) * np.linspace(3, 0.3, rank)
-    y = rng.integers(0, 2, n)
-    u = rng.standard_normal(p)
-    u /= np.linalg.norm(u)
-    H = rng.standard_normal((n, rank)) @ L.T + rng.standard_normal((n, p)) + np.outer(2 * y - 1, u) * shift
-    out = rng.choice(p, n_out, replace=False)
-    H[:, out] = 50 * H[:, out] + 100
-    return H[:n_tr], y[:n_tr], H[n_tr:], y[n_tr:]
 
 
 def tight_reference(Htr, ytr, Hv, yv, Cs, C_refit=None):
@@ -83,7 +73,7 @@ def run(shapes, cases, repeats, threads, check, seed):
         print(f"BLAS/OpenMP pools (limited to {threads} thread(s)): {info}")
         for shape in shapes:
             for case in cases:
-                Htr, ytr, Hv, yv = hidden_states(*shape, CASES[case], seed=seed)
+                Htr, ytr, Hv, yv = synthetic_hidden_states(*shape, CASES[case], seed=seed)
                 Hall = np.vstack([Htr, Hv])
                 t_ref, t_ours, t_gram = [], [], []
                 for _ in range(repeats):

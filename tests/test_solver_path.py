@@ -5,19 +5,13 @@ from hypothesis import given, settings, strategies as st
 
 from empirical.path import logistic_path, reduce_design, refit
 from empirical.solver import fit_l2_logistic
+from empirical.synthetic import synthetic_hidden_states
 
 
 def hidden_states(n_tr, n_val, p, shift, seed, rank=8, n_out=2):
-    """Low-rank + noise + large-variance outlier dimensions, standardized with train statistics."""
-    rng = np.random.default_rng(seed)
-    n = n_tr + n_val
-    L = rng.standard_normal((p, rank)) * np.linspace(3, 0.3, rank)
-    y = rng.integers(0, 2, n)
-    u = rng.standard_normal(p)
-    u /= np.linalg.norm(u)
-    H = rng.standard_normal((n, rank)) @ L.T + rng.standard_normal((n, p)) + np.outer(2 * y - 1, u) * shift
-    out = rng.choice(p, n_out, replace=False)
-    H[:, out] = 50 * H[:, out] + 100
+    """Synthetic hidden states (empirical.synthetic), standardized with train statistics, labels +-1."""
+    Htr, ytr, Hv, yv = synthetic_hidden_states(n_tr, n_val, p, shift, seed=seed, rank=rank, n_out=n_out)
+    H, y = np.vstack([Htr, Hv]), np.r_[ytr, yv]
     mu, s = H[:n_tr].mean(0), H[:n_tr].std(0)
     X = (H - mu) / s
     ypm = 2.0 * y - 1
