@@ -3,7 +3,7 @@ import numpy as np
 import pytest
 from hypothesis import given, settings, strategies as st
 
-from empirical.path import logistic_path, reduce_design, refit
+from empirical.path import _extend_design, logistic_path, reduce_design, refit
 from empirical.solver import fit_l2_logistic
 from empirical.synthetic import synthetic_hidden_states
 
@@ -64,7 +64,7 @@ def test_path_unsorted_grid_matches_sorted():
     np.testing.assert_array_equal(a[perm], b)
 
 
-@pytest.mark.parametrize("p", [20, 90])
+@pytest.mark.parametrize("p", [20, 70, 90])  # primal; n < p < n + m (refactor); n + m <= p (block update)
 def test_refit_matches_tight_reference(p):
     X, y, Xv, yv = hidden_states(60, 25, p, 2.0, seed=p)
     d = reduce_design(X, Xv)
@@ -93,3 +93,33 @@ def test_reduce_design_is_isometric(n, p, seed, centre, dup):
     assert np.isclose(np.linalg.norm(w), np.linalg.norm(a), rtol=1e-8)
     np.testing.assert_allclose(X @ w, d.Z @ a, atol=1e-8 * np.linalg.norm(a) * np.abs(X).max() * np.sqrt(p))
     np.testing.assert_allclose(Xv @ w, d.Zv @ a, atol=1e-8 * np.linalg.norm(a) * np.abs(Xv).max() * np.sqrt(p))
+
+
+@settings(max_examples=15)
+@given(n=st.integers(5, 40), m=st.integers(1, 20), seed=st.integers(0, 1000), centre=st.booleans())
+def test_extended_design_is_isometric(n, m, seed, centre):
+    """The refit's block-Cholesky design of the stacked (train; validation) rows reproduces their
+    logits and the norm of w, and maps the train solution (a0, 0) to the train design's w."""
+    rng = np.random.default_rng(seed)
+    p = n + m + 5
+    X = rng.standard_normal((n, p))
+    if centre:
+        X -= X.mean(0)
+    Xv = rng.standard_normal((m, p))
+    d = reduce_design(X, Xv)
+    full = _extend_design(d, X, Xv)
+    assert full is not None
+    a = rng.standard_normal(full.rank)
+    w = full.back(a)
+    Xf = np.vstack([X, Xv])
+    assert np.isclose(np.linalg.norm(w), np.linalg.norm(a), rtol=1e-8)
+    np.testing.assert_allclose(Xf @ w, full.Z @ a, atol=1e-8 * np.linalg.norm(a) * np.abs(Xf).max() * np.sqrt(p))
+    a0 = rng.standard_normal(d.rank)
+    np.testing.assert_allclose(full.back(np.r_[a0, np.zeros(m)]), d.back(a0), atol=1e-10 * np.linalg.norm(a0))
+
+
+def test_extended_design_declines_dependent_validation_rows():
+    rng = np.random.default_rng(0)
+    X = rng.standard_normal((10, 30))
+    Xv = X[:3] * 2.0  # inside the train row span
+    assert _extend_design(reduce_design(X, Xv), X, Xv) is None
