@@ -24,13 +24,14 @@ import itertools
 import math
 import os
 import sys
-import tempfile
 import time
 
 import numpy as np
 import pandas as pd
 from threadpoolctl import threadpool_limits
 from tqdm.auto import tqdm
+
+from empirical.atomic import atomic_path
 
 KAPPAS = (1.0, 2.0, 4.0)
 DELTAS = (0.5, 1.0, 2.0, 4.0)
@@ -48,10 +49,8 @@ def _append_atomic(path, rows):
     old = pd.read_csv(path) if os.path.exists(path) else None
     new = pd.DataFrame(rows)
     df = new if old is None else pd.concat([old, new], ignore_index=True)
-    fd, tmp = tempfile.mkstemp(dir=os.path.dirname(os.path.abspath(path)), suffix=".tmp")
-    os.close(fd)
-    df.to_csv(tmp, index=False)
-    os.replace(tmp, path)
+    with atomic_path(path) as tmp:
+        df.to_csv(tmp, index=False)
 
 
 def run_mc(p, replicates, runs, raw, seed=2026):

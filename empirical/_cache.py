@@ -19,6 +19,8 @@ from pathlib import Path
 
 import numpy as np
 
+from .atomic import atomic_path, atomic_write_text
+
 FORMAT = 1
 
 
@@ -35,16 +37,9 @@ def sha256_file(path, chunk=1 << 22) -> str:
     return h.hexdigest()
 
 
-def _atomic_write_text(path: Path, text: str):
-    tmp = path.with_name(path.name + f".tmp{os.getpid()}")
-    tmp.write_text(text)
-    os.replace(tmp, path)
-
-
 def _atomic_save_npy(path: Path, arr):
-    tmp = path.with_name(path.name + f".tmp{os.getpid()}.npy")
-    np.save(tmp, arr)
-    os.replace(tmp, path)
+    with atomic_path(path, suffix=".npy") as tmp:
+        np.save(tmp, arr)
 
 
 class CacheEntry:
@@ -117,7 +112,7 @@ class CacheEntry:
         digest = sha256_file(self.partial_path)
         os.replace(self.partial_path, self.path)
         info = {"key": self.key, "meta": self.meta, "shape": list(self.shape), "dtype": "float32", "sha256": digest}
-        _atomic_write_text(self.meta_path, json.dumps(info, indent=1))
+        atomic_write_text(self.meta_path, json.dumps(info, indent=1))
         try:
             self.done_path.unlink()
         except FileNotFoundError:

@@ -437,7 +437,6 @@ def logistic_path(X, y, Xv, yv, Cs, *, fit_intercept=True, tol=1e-10, max_iter=1
     nits = np.zeros(len(Cs), dtype=int)
     certified = np.zeros(len(Cs), dtype=bool)
     grad_norms = np.empty(len(Cs))
-    prec = None
     n_fact = n_cg = 0
     for k, idx in enumerate(order_idx):
         C = Cs[idx]

@@ -10,9 +10,10 @@ from __future__ import annotations
 import hashlib
 import json
 import os
-import tempfile
 
 import numpy as np
+
+from .atomic import atomic_write_bytes
 
 __all__ = ["save_probe", "load_probe", "save_concept_vectors", "load_concept_vectors"]
 
@@ -28,19 +29,6 @@ def _paths(path):
         if base.endswith(ext):
             base = base[: -len(ext)]
     return base + ".safetensors", base + ".json"
-
-
-def _atomic_write(target, data: bytes):
-    d = os.path.dirname(os.path.abspath(target))
-    fd, tmp = tempfile.mkstemp(dir=d, prefix=".tmp-", suffix=os.path.basename(target))
-    try:
-        with os.fdopen(fd, "wb") as f:
-            f.write(data)
-        os.replace(tmp, target)
-    except BaseException:
-        if os.path.exists(tmp):
-            os.unlink(tmp)
-        raise
 
 
 def _versions():
@@ -64,8 +52,8 @@ def _write_pair(path, arrays, meta):
     st_path, js_path = _paths(path)
     blob = save({k: np.ascontiguousarray(v) for k, v in arrays.items()})
     meta = dict(meta, sha256=hashlib.sha256(blob).hexdigest(), versions=_versions())
-    _atomic_write(st_path, blob)
-    _atomic_write(js_path, json.dumps(meta, indent=2, sort_keys=True).encode())
+    atomic_write_bytes(st_path, blob)
+    atomic_write_bytes(js_path, json.dumps(meta, indent=2, sort_keys=True).encode())
     return st_path, js_path
 
 

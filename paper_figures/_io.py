@@ -6,30 +6,19 @@ temporary file and ``os.replace``, so an interrupted run never leaves a half-wri
 from __future__ import annotations
 
 import json
-import os
-import tempfile
 from pathlib import Path
 
 import pandas as pd
 
-
-def _atomic_target(path: Path):
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
-    os.close(fd)
-    return Path(tmp)
+from empirical.atomic import atomic_path, atomic_write_text
 
 
 def save_table(df: pd.DataFrame, out: Path, name: str, *, floatfmt: str = ".4g") -> Path:
     """Write ``df`` to ``out/tables/name.csv`` and a Markdown rendering to ``name.md``; returns the CSV path."""
     path = Path(out) / "tables" / f"{name}.csv"
-    tmp = _atomic_target(path)
-    df.to_csv(tmp, index=False)
-    os.replace(tmp, path)
-    md = path.with_suffix(".md")
-    tmp = _atomic_target(md)
-    tmp.write_text(to_markdown(df, floatfmt=floatfmt) + "\n")
-    os.replace(tmp, md)
+    with atomic_path(path) as tmp:
+        df.to_csv(tmp, index=False)
+    atomic_write_text(path.with_suffix(".md"), to_markdown(df, floatfmt=floatfmt) + "\n")
     return path
 
 
@@ -51,9 +40,8 @@ def save_figure(fig, out: Path, name: str, *, dpi: int = 130) -> Path:
     import matplotlib.pyplot as plt
 
     path = Path(out) / "figures" / f"{name}.png"
-    tmp = _atomic_target(path)
-    fig.savefig(tmp, dpi=dpi, bbox_inches="tight", format="png")
-    os.replace(tmp, path)
+    with atomic_path(path) as tmp:
+        fig.savefig(tmp, dpi=dpi, bbox_inches="tight", format="png")
     plt.close(fig)
     return path
 
@@ -61,7 +49,5 @@ def save_figure(fig, out: Path, name: str, *, dpi: int = 130) -> Path:
 def save_json(obj, out: Path, name: str) -> Path:
     """Write ``obj`` as JSON to ``out/tables/name.json`` atomically."""
     path = Path(out) / "tables" / f"{name}.json"
-    tmp = _atomic_target(path)
-    tmp.write_text(json.dumps(obj, indent=2, default=float))
-    os.replace(tmp, path)
+    atomic_write_text(path, json.dumps(obj, indent=2, default=float))
     return path

@@ -1,0 +1,54 @@
+"""Atomic file writes: the one helper every cache, saved probe and figure goes through.
+
+``with atomic_path(target) as tmp:`` yields a temporary path in the target's directory; when the block
+succeeds the file is given the permissions a plain ``open(target, "w")`` would have (``0o666`` minus
+the umask) and moved over ``target`` with ``os.replace`` (atomic on POSIX and Windows); when it raises,
+the temporary file is removed and ``target`` is left untouched.  Readers therefore see either the
+old file or the complete new one, never a half-written file.
+"""
+from __future__ import annotations
+
+import os
+import tempfile
+from contextlib import contextmanager
+from pathlib import Path
+
+__all__ = ["atomic_path", "atomic_write_bytes", "atomic_write_text"]
+
+
+def _umask() -> int:
+    mask = os.umask(0)
+    os.umask(mask)
+    return mask
+
+
+@contextmanager
+def atomic_path(target, suffix: str = ".tmp"):
+    """Temporary path next to ``target`` that replaces it when the block succeeds.
+
+    ``suffix`` is the temporary name's ending (e.g. ``".npy"`` for ``np.save``, which appends it otherwise).
+    Parent directories are created."""
+    target = Path(target)
+    target.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(dir=target.parent, prefix=f".{target.name}.", suffix=suffix)
+    os.close(fd)
+    tmp = Path(tmp)
+    try:
+        yield tmp
+        os.chmod(tmp, 0o666 & ~_umask())
+        os.replace(tmp, target)
+    except BaseException:
+        tmp.unlink(missing_ok=True)
+        raise
+
+
+def atomic_write_bytes(target, data: bytes) -> Path:
+    with atomic_path(target) as tmp:
+        tmp.write_bytes(data)
+    return Path(target)
+
+
+def atomic_write_text(target, text: str) -> Path:
+    with atomic_path(target) as tmp:
+        tmp.write_text(text)
+    return Path(target)
