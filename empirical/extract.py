@@ -156,7 +156,7 @@ def _prefix_kv(core, model, prefix, device):
     return kv
 
 
-def _run(model, token_ids, layers, batch_size, sink, todo, progress, desc, share_prefix=True, max_batch_tokens=4096):
+def _run(model, token_ids, layers, batch_size, sink, todo, progress, desc, share_prefix=True, max_batch_tokens=512):
     """Run the length-sorted batches over indices ``todo``; ``sink(indices, buf)`` gets (n_layers, B, p).
 
     With ``share_prefix`` the token prefix common to all prompts is run once and its key/value
@@ -274,7 +274,7 @@ def hidden_states(
     *,
     num_threads=None,
     share_prefix: bool = True,
-    max_batch_tokens: int = 4096,
+    max_batch_tokens: int = 512,
     max_length=None,
     add_special_tokens: bool = True,
     progress: bool = True,
@@ -287,7 +287,8 @@ def hidden_states(
     ----------
     layers : None (1..L, default), ``"all"`` (0..L) or ints; l = output of decoder block l, 0 = embeddings.
     batch_size : at most this many prompts per forward pass (after sorting by token length);
-        ``max_batch_tokens`` also caps prompts x padded length per batch.
+        ``max_batch_tokens`` also caps prompts x padded length per batch (default 512: on CPU, larger
+        batches fall out of cache; SmolLM2, 1 thread: 347 tok/s at 512 vs 237 at 4096 on STSA prompts).
     share_prefix : run the token prefix shared by all prompts (e.g. a template's instruction) once
         and reuse its key/value cache (same numbers up to float rounding, much less compute).
     cache : None/False (no cache), True (``$RAPTOR_CACHE/hidden``), a directory or an ExtractionCache.
