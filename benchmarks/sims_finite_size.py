@@ -17,7 +17,7 @@ import numpy as np
 import pandas as pd
 
 import cgmt
-from sims import HARD_POINTS, analyze_finite_size, loglog_slope, simulate_raw
+from sims import HARD_POINTS, analyze_finite_size, simulate_raw
 
 
 def main(argv=None):

@@ -26,7 +26,6 @@ import os
 import sys
 import time
 
-import numpy as np
 import pandas as pd
 from threadpoolctl import threadpool_limits
 from tqdm.auto import tqdm

@@ -28,7 +28,7 @@ from scipy.optimize import OptimizeResult, brentq
 from ._checks import check_delta, check_kappa, check_lam, check_scalar
 from .accuracy import accuracy_from_margin
 from .equations import quadrature_rule, res_jac_y
-from .quadrature import DEFAULT_ORDER, MAX_PANEL, TRUNCATION, gauss_legendre, gaussian_rule
+from .quadrature import DEFAULT_ORDER, MAX_PANEL, TRUNCATION, gaussian_rule
 
 __all__ = ["CGMTResult", "ConvergenceError", "solve"]
 
@@ -255,7 +255,6 @@ def _newton_py(system, y0, tol, maxiter, lam=None):
 
 def _fixed_point(system, y0, tol, maxiter, damping=0.5):
     """Damped fixed-point iteration (fallback): sigma, alpha from eqs. (1)-(2), gamma from eq. (3)."""
-    delta, lam, kappa = system.delta, system.lam, system.kappa
     alpha, sigma, gamma = system.to_x(y0)
 
     def r3(lg):

@@ -25,7 +25,6 @@ from __future__ import annotations
 import contextlib
 import hashlib
 import time
-from pathlib import Path
 
 import numpy as np
 

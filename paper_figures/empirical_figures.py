@@ -263,7 +263,7 @@ def _stability_theory(out, data, stab, layers, progress):
 
     from .stability import plot_real_embedding_stability, real_embedding_stability
 
-    rows, figs = [], []
+    rows = []
     fig, axes = plt.subplots(1, len(STABILITY_DATASETS), figsize=(4.5 * len(STABILITY_DATASETS), 3.6), squeeze=False)
     for ax, name in zip(axes[0], STABILITY_DATASETS):
         ds, H, y, split = data[name]
