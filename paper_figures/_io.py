@@ -23,11 +23,12 @@ def save_table(df: pd.DataFrame, out: Path, name: str, *, floatfmt: str = ".4g")
 
 
 def to_markdown(df: pd.DataFrame, *, floatfmt: str = ".4g") -> str:
-    """Plain Markdown table (no optional ``tabulate`` dependency)."""
+    """Plain Markdown table (no optional ``tabulate`` dependency).  Cell text is escaped so that every
+    row stays one table row: ``|`` -> ``\\|``, line breaks -> ``<br>``."""
     def fmt(v):
         if isinstance(v, float):
             return format(v, floatfmt)
-        return str(v)
+        return str(v).replace("|", "\\|").replace("\r\n", "<br>").replace("\n", "<br>")
     cols = [str(c) for c in df.columns]
     lines = ["| " + " | ".join(cols) + " |", "|" + "|".join(["---"] * len(cols)) + "|"]
     for row in df.itertuples(index=False):

@@ -26,6 +26,11 @@ def test_tables_and_figures_are_written_atomically(tmp_path):
     assert "figures/f.png" in index and "### t" in index
 
 
+def test_markdown_cells_with_line_breaks_and_pipes_stay_one_row():
+    md = _io.to_markdown(pd.DataFrame({"prompt": ["a\nb | c"], "x": [1.0]})).splitlines()
+    assert len(md) == 3 and md[2] == "| a<br>b \\| c | 1 |"
+
+
 def test_cli_parser_sections():
     args = build_parser().parse_args(["--out", "x", "--only", "theory", "--quick"])
     assert args.only == ["theory"] and args.quick
