@@ -169,7 +169,7 @@ class _Precond:
     its precision does not limit the exactness of the solutions.
     """
 
-    def __init__(self, Z, K, d, C, fit_intercept, Z32=None):
+    def __init__(self, Z, d, C, fit_intercept, Z32=None):
         n, r = Z.shape
         self.C = C
         self.fit_intercept = fit_intercept
@@ -259,15 +259,13 @@ def _pcg(Z, d, C, gw, gb, prec, fit_intercept, rtol, maxit, atol=0.0):
 class PathContext:
     """Per-design constants reused across grid points (norms, float32 copy, cached preconditioner)."""
 
-    def __init__(self, Z, Zv=None, K=None):
+    def __init__(self, Z, Zv=None):
         self.Z = Z
         self.Zv = Zv
-        self.K = K
         self.Z32 = Z.astype(np.float32)  # CG matrix-vector products only (directions, not gradients)
         self.R = float(np.sqrt(np.max(np.einsum("ij,ij->i", Z, Z)) + 1.0)) if Z.shape[0] else 1.0
         self.zv_norm = np.sqrt(np.einsum("ij,ij->i", Zv, Zv)) if Zv is not None else None
         self.prec = None
-        self.cg32 = True
         self.Z2 = None  # squared float32 design (Jacobi preconditioner of matrix-free Newton-CG)
         self.mf_failed = False  # matrix-free CG has needed more than mf_maxit iterations
         self.mf_maxit = 60  # about the cost of one preconditioner factorization when r is ~ 500+
@@ -360,7 +358,7 @@ def newton_pcg(ctx, y, C, a, b, *, fit_intercept=True, tol=1e-10, max_iter=100, 
             if ctx.Z2 is None:
                 ctx.Z2 = ctx.Z32 * ctx.Z32
             jac = _DiagPrec(ctx.Z2, d, C, fit_intercept)
-            dw, db, its, ok, rnorm = _pcg(ctx.Z32 if ctx.cg32 else Z, d, C, gw, gb, jac, fit_intercept, pcg_rtol,
+            dw, db, its, ok, rnorm = _pcg(ctx.Z32, d, C, gw, gb, jac, fit_intercept, pcg_rtol,
                                           ctx.mf_maxit)
             n_cg += its
             if not ok:
@@ -370,7 +368,7 @@ def newton_pcg(ctx, y, C, a, b, *, fit_intercept=True, tol=1e-10, max_iter=100, 
                     status = 4
                     break
         if ctx.prec is None and not mf:
-            ctx.prec = _Precond(Z, ctx.K, d, C, fit_intercept, ctx.Z32)
+            ctx.prec = _Precond(Z, d, C, fit_intercept, ctx.Z32)
             n_fact += 1
         # CG accuracy: enough for the certificate (residual well below the smallest validation margin
         # over its norm bound) but never looser than an inexact-Newton forcing term of 0.1
@@ -379,12 +377,12 @@ def newton_pcg(ctx, y, C, a, b, *, fit_intercept=True, tol=1e-10, max_iter=100, 
             vmax = float(np.max(_val_norm(ctx, C, fit_intercept))) if len(val_logits) else 1.0
             atol = min(0.1 * gnorm * max(1.0, wn), 0.05 * np.min(np.abs(val_logits)) / (safety * 1.3 * vmax))
         if not mf:
-            dw, db, its, ok, rnorm = _pcg(ctx.Z32 if ctx.cg32 else Z, d, C, gw, gb, ctx.prec, fit_intercept, pcg_rtol, max_pcg, atol)
+            dw, db, its, ok, rnorm = _pcg(ctx.Z32, d, C, gw, gb, ctx.prec, fit_intercept, pcg_rtol, max_pcg, atol)
             n_cg += its
         if not ok:
-            ctx.prec = _Precond(Z, ctx.K, d, C, fit_intercept, ctx.Z32)
+            ctx.prec = _Precond(Z, d, C, fit_intercept, ctx.Z32)
             n_fact += 1
-            dw, db, its, ok, rnorm = _pcg(ctx.Z32 if ctx.cg32 else Z, d, C, gw, gb, ctx.prec, fit_intercept, pcg_rtol, 4 * max_pcg + 20, atol)
+            dw, db, its, ok, rnorm = _pcg(ctx.Z32, d, C, gw, gb, ctx.prec, fit_intercept, pcg_rtol, 4 * max_pcg + 20, atol)
             n_cg += its
         nu2 = max(gw @ dw + gb * db, 0.0)
         nu = np.sqrt(nu2)
@@ -423,7 +421,7 @@ def logistic_path(X, y, Xv, yv, Cs, *, fit_intercept=True, tol=1e-10, max_iter=1
     Cs = np.asarray(Cs, dtype=np.float64)
     if design is None:
         design = reduce_design(X, Xv)
-    ctx = PathContext(design.Z, design.Zv, design.K)
+    ctx = PathContext(design.Z, design.Zv)
     n, r = design.Z.shape
     order_idx = np.argsort(Cs)
     logC = np.log(Cs[order_idx])
@@ -538,7 +536,7 @@ def refit(X, y, Xv, yv, C, design, a0, b0, *, fit_intercept=True, tol=1e-10, max
         K[m:, m:] = Xv @ Xv.T
         full = reduce_design(Xf, K=K)
         a_start = full.project(np.concatenate([design.Z @ a0, design.Zv @ a0]))
-    ctx = PathContext(full.Z, None, None)
+    ctx = PathContext(full.Z)
     res = newton_pcg(ctx, yf, C, a_start, b0, fit_intercept=fit_intercept, tol=tol, max_iter=max_iter)
     msg = {0: "converged: relative gradient norm <= tol", 1: "maximum number of Newton iterations reached"}
     return OptimizeResult(coef=full.back(res.coef), intercept=res.intercept, nit=res.nit, grad_norm=res.grad_norm,
