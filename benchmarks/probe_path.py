@@ -33,8 +33,8 @@ import numpy as np
 from threadpoolctl import threadpool_info, threadpool_limits
 
 from empirical import RaptorProbe
-from empirical.solver import fit_l2_logistic
-from empirical.synthetic import synthetic_hidden_states
+from empirical.logistic.solver import fit_l2_logistic
+from empirical.testing import synthetic_hidden_states
 
 SHAPES = [(600, 200, 576), (2400, 800, 576), (600, 200, 4096), (2400, 800, 4096)]
 CASES = {"noisy": 1.0, "separable": 3.0}  # norm of the class mean shift

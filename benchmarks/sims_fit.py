@@ -1,4 +1,4 @@
-"""Replicate fits per second: our exact solver (``sims.fit_ridge_logistic`` -> ``empirical.solver``)
+"""Replicate fits per second: our exact solver (``sims.fit_ridge_logistic`` -> ``empirical.logistic.solver``)
 against scikit-learn ``LogisticRegression(C=1/(delta*lam), fit_intercept=False)`` on the same data,
 in the same run, at (n, p) in {(500, 1000), (2000, 1000), (4000, 2000)}.
 

@@ -1,20 +1,56 @@
-"""empirical package: RAPTOR probes on embedding matrices (numpy only; no torch imports here).
+"""empirical: RAPTOR probes on hidden-state matrices, and the pipeline that extracts those matrices from LLMs.
 
-Public API of the probe toolkit: :class:`RaptorProbe`, :func:`fit_l2_logistic`, :func:`fit_layers`,
-:func:`stability`, baselines, :func:`separability`, and save/load helpers.
+Subpackages (dependencies point downwards only; see ``docs/architecture.md``):
+
+- :mod:`empirical.logistic`: the exact ridge-logistic solver kernel, path and refit (numpy/scipy only);
+- :mod:`empirical.probes`: :class:`RaptorProbe`, baselines, per-layer fitting, stability protocol,
+  separability, persistence, the delta-sweep structure predictor (numpy/scipy/scikit-learn; no torch);
+- :mod:`empirical.llm`: models, hooks, cached extraction, datasets, steering (torch, transformers);
+- shared plumbing: :mod:`empirical.files` (atomic writes, checksums, cache root),
+  :mod:`empirical.validation` (array and label checks), :mod:`empirical.testing` (fixtures).
+
+The names below are loaded on first use (PEP 562), so ``import empirical.logistic`` does not import
+the probe toolkit, and nothing under :mod:`empirical.probes` imports torch.
 """
-from .baselines import DifferenceOfMeans, GCSProbe, LogRegCVProbe, XRFMProbe
-from .layers import LayerProbes, fit_layers, paper_split
-from .path import logistic_path
-from .persistence import load_concept_vectors, load_probe, save_concept_vectors, save_probe
-from .probe import DEFAULT_CS, RaptorProbe, select_C
-from .separability import perceptron, separability
-from .solver import fit_l2_logistic
-from .stability import mean_abs_pairwise_cosine, stability
+from __future__ import annotations
 
-__all__ = [
-    "RaptorProbe", "DEFAULT_CS", "select_C", "fit_l2_logistic", "logistic_path", "fit_layers", "paper_split",
-    "LayerProbes", "stability", "mean_abs_pairwise_cosine", "DifferenceOfMeans", "LogRegCVProbe", "GCSProbe",
-    "XRFMProbe", "separability", "perceptron", "save_probe", "load_probe", "save_concept_vectors",
-    "load_concept_vectors",
-]
+import importlib
+
+#: public name -> module that defines it
+_EXPORTS = {
+    "RaptorProbe": "empirical.probes.raptor",
+    "DEFAULT_CS": "empirical.probes.raptor",
+    "select_C": "empirical.probes.raptor",
+    "fit_l2_logistic": "empirical.logistic.solver",
+    "logistic_path": "empirical.logistic.path",
+    "fit_layers": "empirical.probes.layers",
+    "paper_split": "empirical.probes.layers",
+    "LayerProbes": "empirical.probes.layers",
+    "stability": "empirical.probes.stability",
+    "mean_abs_pairwise_cosine": "empirical.probes.stability",
+    "DifferenceOfMeans": "empirical.probes.baselines",
+    "LogRegCVProbe": "empirical.probes.baselines",
+    "GCSProbe": "empirical.probes.baselines",
+    "XRFMProbe": "empirical.probes.baselines",
+    "separability": "empirical.probes.separability",
+    "perceptron": "empirical.probes.separability",
+    "save_probe": "empirical.probes.persistence",
+    "load_probe": "empirical.probes.persistence",
+    "save_concept_vectors": "empirical.probes.persistence",
+    "load_concept_vectors": "empirical.probes.persistence",
+}
+
+__all__ = sorted(_EXPORTS)
+
+
+def __getattr__(name: str):
+    module = _EXPORTS.get(name)
+    if module is None:
+        raise AttributeError(f"module 'empirical' has no attribute {name!r}")
+    value = getattr(importlib.import_module(module), name)
+    globals()[name] = value  # later look-ups skip this function
+    return value
+
+
+def __dir__():
+    return sorted(set(globals()) | set(_EXPORTS))

@@ -86,7 +86,7 @@ def _add_common(p, multi_dataset=False):
 
 
 def _load_datasets(args, names):
-    from . import datasets
+    from .llm import datasets
 
     cap = args.max_per_class
     cap = None if cap == "all" else cap
@@ -105,14 +105,14 @@ def _load_datasets(args, names):
 
 
 def _load_model(args):
-    from .models import load_model
+    from .llm.models import load_model
 
     return load_model(args.model, device=args.device, dtype=args.dtype, cache_dir=args.cache_dir)
 
 
 def _hidden(args, model, tok, ds, layers="all"):
-    from ._cache import ExtractionCache
-    from .extract import extract_dataset
+    from .llm.cache import ExtractionCache
+    from .llm.extract import extract_dataset
 
     cache = False if args.no_cache else ExtractionCache(
         (Path(args.cache_dir).expanduser() / "hidden") if args.cache_dir else None)
@@ -158,13 +158,13 @@ def _plt():
 
 def split_indices(y, seed=SPLIT_SEED):
     """The paper's fixed stratified split (train 60 %, val 20 %, test 20 %): ``empirical.paper_split``."""
-    from .layers import paper_split
+    from .probes.layers import paper_split
 
     return paper_split(np.asarray(y), (0.6, 0.2, 0.2), seed)
 
 
 def _select_layers(spec, L, default):
-    from .extract import resolve_layers
+    from .llm.extract import resolve_layers
 
     if spec is None:
         return default
@@ -174,7 +174,7 @@ def _select_layers(spec, L, default):
 # --------------------------------------------------------------------------- probes
 def _raptor():
     try:
-        from .probe import RaptorProbe
+        from .probes.raptor import RaptorProbe
     except ImportError:
         raise SystemExit("the RAPTOR estimator (empirical.RaptorProbe) is not available in this installation")
     return RaptorProbe
@@ -186,8 +186,8 @@ def fit_probes(H, y, layers, *, seed=SPLIT_SEED, progress=True, n_jobs=1):
     ``H`` has layers 0..L on axis 0; returns (table with one row per requested layer: test/val
     accuracy, lambda*, C*, fit time; {layer: LayerProbe} with the probe's test accuracy).
     """
-    from .layers import fit_layers
-    from .steering import LayerProbe
+    from .probes.layers import fit_layers
+    from .llm.steering import LayerProbe
 
     _raptor()
     split = split_indices(y, seed)
@@ -215,7 +215,7 @@ def save_probes(path, probes, table=None):
 
 
 def load_probes(path):
-    from .steering import LayerProbe
+    from .llm.steering import LayerProbe
 
     z = np.load(path)
     need = {"layers", "w", "b", "v", "test_accuracy"}
@@ -293,7 +293,7 @@ def _baseline_table(H, y, layers, names, progress):
     import pandas as pd
     from tqdm.auto import tqdm
 
-    from . import baselines as B
+    from .probes import baselines as B
 
     bad = [n for n in names if n not in BASELINES]
     if bad:
@@ -315,7 +315,7 @@ def _baseline_table(H, y, layers, names, progress):
 def cmd_stability(args):
     import pandas as pd
 
-    from .stability import stability
+    from .probes.stability import stability
 
     RaptorProbe = _raptor()
     out = _out(args)
@@ -358,7 +358,7 @@ def _steer_table(metrics_rows):
 def cmd_steer(args):
     import pandas as pd
 
-    from .steering import compare_generations, hard_layers, steer_prompts, steering_metrics
+    from .llm.steering import compare_generations, hard_layers, steer_prompts, steering_metrics
 
     out = _out(args)
     dsets = _load_datasets(args, [args.dataset] if args.dataset else None)
@@ -384,7 +384,7 @@ def cmd_steer(args):
             cls = te[ds.labels[te] == int(args.prompt_class)]
         prompts = [ds.prompts[i] for i in cls[: args.n_prompts]]
         if args.chat:
-            from .models import apply_chat_template
+            from .llm.models import apply_chat_template
 
             prompts = apply_chat_template(tok, prompts)
         directions = ["towards", "away"] if args.direction == "both" else [args.direction]
@@ -430,7 +430,7 @@ def cmd_steer(args):
 
 def cmd_sweep(args):
     try:
-        from .structure import delta_sweep
+        from .probes.structure import delta_sweep
     except ImportError as exc:
         raise SystemExit(f"the structure predictor (empirical.structure.delta_sweep) is not available: {exc}")
     out = _out(args)

@@ -9,7 +9,7 @@ Sections: ``theory`` (fixed point vs simulation, phase diagram, optimal lambda),
 model SmolLM2-135M-Instruct: accuracy table and layerwise curves, directional stability, training cost,
 separability, steering, delta-sweep structure predictor, predicted vs measured stability across layers).
 Outputs go to ``OUT/figures/*.png`` and ``OUT/tables/*.csv|md``; an index is written to ``OUT/README.md``.
-Hidden states are cached (see ``empirical.extract``), so a re-run only redoes the probe fits.
+Hidden states are cached (see ``empirical.llm.extract``), so a re-run only redoes the probe fits.
 """
 from __future__ import annotations
 

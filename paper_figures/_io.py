@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pandas as pd
 
-from empirical.atomic import atomic_path, atomic_write_text
+from empirical.files import atomic_path, atomic_write_text
 
 
 def save_table(df: pd.DataFrame, out: Path, name: str, *, floatfmt: str = ".4g") -> Path:

@@ -1,7 +1,7 @@
 """Empirical figures and tables on the default model (SmolLM2-135M-Instruct) and the shared datasets.
 
 For every dataset: last-token hidden states of every layer (layer l = output of decoder block l,
-1..L; cached by ``empirical.extract``), the paper's fixed stratified split (train 60 %, val 20 %,
+1..L; cached by ``empirical.llm.extract``), the paper's fixed stratified split (train 60 %, val 20 %,
 test 20 %, seed 42), and per layer RAPTOR plus the baselines (GCS, xRFM, difference of means) on the
 same split.  From those: the accuracy summary (``tab:acc-summary``: best layer and mean over layers),
 layerwise accuracy curves, training cost (``fig:cost_dumbbell``), separability
@@ -137,7 +137,7 @@ def separability_table(name, H, y, split, progress=True) -> pd.DataFrame:
     """Per layer: LinearSVC zero training error at some C in {1e4, 1e6, 1e8}; perceptron within 2000 epochs."""
     import warnings
 
-    from empirical import separability
+    from empirical.probes import separability
 
     tr = split[0]
     rows = []
@@ -187,10 +187,10 @@ def _interface(method, factory):
 
 def run(out, *, model="smollm2", data_dir=None, max_per_class=500, quick=False, progress=True, n_jobs=1):
     """All empirical figures and tables (see module doc)."""
-    from empirical import datasets
-    from empirical.extract import extract_dataset
-    from empirical.layers import paper_split
-    from empirical.models import load_model
+    from empirical.llm import datasets
+    from empirical.llm.extract import extract_dataset
+    from empirical.probes.layers import paper_split
+    from empirical.llm.models import load_model
 
     out = Path(out)
     mdl, tok = load_model(model)
@@ -288,7 +288,7 @@ def _stability_theory(out, data, stab, layers, progress):
 
 
 def _steering(out, mdl, tok, data, layers, quick, progress):
-    from empirical.steering import LayerProbe, compare_generations, hard_layers, steer_prompts, steering_metrics
+    from empirical.llm.steering import LayerProbe, compare_generations, hard_layers, steer_prompts, steering_metrics
 
     if _cached(out, "steering_summary") is not None:
         return
@@ -335,7 +335,7 @@ def _steering(out, mdl, tok, data, layers, quick, progress):
 
 
 def _structure(out, data, L, quick, progress, n_jobs):
-    from empirical.structure import delta_sweep
+    from empirical.probes.structure import delta_sweep
 
     if _cached(out, "structure_summary") is not None:
         return

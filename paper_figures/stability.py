@@ -182,7 +182,7 @@ def _cv_accuracy(X, y, lam, folds, seed):
     """Held-out accuracy of the RAPTOR objective at lam (train-fold standardization, intercept)."""
     from sklearn.model_selection import StratifiedKFold
 
-    from empirical.solver import fit_l2_logistic
+    from empirical.logistic.solver import fit_l2_logistic
 
     correct = 0
     n_fit = []

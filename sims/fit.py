@@ -3,7 +3,7 @@
 beta_hat = argmin_beta (1/n) sum_i log(1 + exp(-y_i x_i' beta)) + lam / (2 p) ||beta||^2   (no intercept).
 
 Multiplying the objective by p / lam gives C sum_i log(1 + exp(-y_i x_i' beta)) + ||beta||^2 / 2 with
-C = p / (lam n) = 1 / (delta lam): the objective of ``empirical.solver.fit_l2_logistic`` (and of
+C = p / (lam n) = 1 / (delta lam): the objective of ``empirical.logistic.solver.fit_l2_logistic`` (and of
 scikit-learn's ``LogisticRegression(C=1/(delta*lam), fit_intercept=False)``), which we call.
 """
 from __future__ import annotations
@@ -49,7 +49,7 @@ def fit_ridge_logistic(X, y, lam, *, w0=None, tol: float = 1e-10, raise_on_failu
     lam/(2p)||beta||^2 at beta_hat), ``solver_grad_norm`` (the solver's own, on C sum loss + ||beta||^2/2,
     which is p/lam times the former), ``nit``, ``success`` (grad_norm <= tol), ``message``, ``C``.
     """
-    from empirical.solver import fit_l2_logistic  # the project's one exact solver
+    from empirical.logistic.solver import fit_l2_logistic  # the project's one exact solver
 
     X, y = _check_xy(X, y)
     lam = _check_lam(lam)

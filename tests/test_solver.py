@@ -1,10 +1,10 @@
-"""Tests for empirical.solver.fit_l2_logistic (exact ridge-logistic Newton)."""
+"""Tests for empirical.logistic.solver.fit_l2_logistic (exact ridge-logistic Newton)."""
 import numpy as np
 import pytest
 from hypothesis import given, settings, strategies as st
 from sklearn.linear_model import LogisticRegression
 
-from empirical.solver import fit_l2_logistic, logistic_objective
+from empirical.logistic.solver import fit_l2_logistic, logistic_objective
 
 
 def _data(n, p, seed, noise=0.5, separable=False):

@@ -3,13 +3,13 @@ import numpy as np
 import pytest
 from hypothesis import given, settings, strategies as st
 
-from empirical.path import _extend_design, logistic_path, reduce_design, refit
-from empirical.solver import fit_l2_logistic
-from empirical.synthetic import synthetic_hidden_states
+from empirical.logistic.path import _extend_design, logistic_path, reduce_design, refit
+from empirical.logistic.solver import fit_l2_logistic
+from empirical.testing import synthetic_hidden_states
 
 
 def hidden_states(n_tr, n_val, p, shift, seed, rank=8, n_out=2):
-    """Synthetic hidden states (empirical.synthetic), standardized with train statistics, labels +-1."""
+    """Synthetic hidden states (empirical.testing), standardized with train statistics, labels +-1."""
     Htr, ytr, Hv, yv = synthetic_hidden_states(n_tr, n_val, p, shift, seed=seed, rank=rank, n_out=n_out)
     H, y = np.vstack([Htr, Hv]), np.r_[ytr, yv]
     mu, s = H[:n_tr].mean(0), H[:n_tr].std(0)

@@ -13,10 +13,10 @@ torch = pytest.importorskip("torch")
 pytest.importorskip("transformers")
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 
-from empirical import steering as S  # noqa: E402
-from empirical._hooks import decoder_blocks  # noqa: E402
-from empirical._tiny import tiny_model, tiny_tokenizer  # noqa: E402
-from empirical.extract import hidden_states  # noqa: E402
+from empirical.llm import steering as S  # noqa: E402
+from empirical.llm.hooks import decoder_blocks  # noqa: E402
+from empirical.testing import tiny_model, tiny_tokenizer  # noqa: E402
+from empirical.llm.extract import hidden_states  # noqa: E402
 
 PROMPTS = ["the city of paris is in france .", "a great movie", "coin flips heads up ? yes",
            "i loved this film", "bad", "the dog and the cat was very funny"]

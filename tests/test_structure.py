@@ -1,4 +1,4 @@
-"""empirical.structure: the delta-sweep structure predictor on synthetic Gaussian teacher-student data."""
+"""empirical.probes.structure: the delta-sweep structure predictor on synthetic Gaussian teacher-student data."""
 import numpy as np
 import pytest
 from sklearn.base import BaseEstimator, ClassifierMixin, clone
@@ -6,7 +6,7 @@ from sklearn.linear_model import LogisticRegression
 from sklearn.pipeline import make_pipeline
 from sklearn.preprocessing import StandardScaler
 
-from empirical.structure import calibrate_scores, delta_sweep, predicted_accuracy, stratified_subsample
+from empirical.probes.structure import calibrate_scores, delta_sweep, predicted_accuracy, stratified_subsample
 from sims import sample
 
 
@@ -197,7 +197,7 @@ def test_bad_input():
 def test_default_raptor_probe_and_oracle_on_raw_correlated_features():
     # the defaults (RaptorProbe at fixed C as the probe, validation-tuned RaptorProbe as the oracle) on raw
     # features that are correlated and shifted (the probe standardizes; the predictor is scale-free)
-    pytest.importorskip("empirical.probe")
+    pytest.importorskip("empirical.probes.raptor")
     Xp, yp, Xt, yt = _data()
     rng = np.random.default_rng(0)
     A, mu = rng.normal(size=(40, 40)), 3 * rng.normal(size=40)

@@ -13,7 +13,7 @@ import os
 
 import numpy as np
 
-from .atomic import atomic_write_bytes
+from ..files import atomic_write_bytes
 
 __all__ = ["save_probe", "load_probe", "save_concept_vectors", "load_concept_vectors"]
 
@@ -112,7 +112,7 @@ def save_probe(path, probe, *, layer=None, layer_convention="position in the hid
 
 def load_probe(path):
     """Load a probe saved by :func:`save_probe` (validated) as a fitted :class:`empirical.RaptorProbe`."""
-    from .probe import RaptorProbe
+    from .raptor import RaptorProbe
 
     arrays, meta = _read_pair(path, "probe")
     missing = [k for k in meta.get("arrays", []) if k not in arrays]

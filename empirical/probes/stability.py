@@ -10,7 +10,7 @@ from __future__ import annotations
 import numpy as np
 from scipy.optimize import OptimizeResult
 
-from ._validation import check_binary_labels, check_matrix, stratified_split
+from ..validation import check_binary_labels, check_matrix, stratified_split
 
 __all__ = ["stability", "mean_abs_pairwise_cosine"]
 

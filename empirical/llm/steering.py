@@ -34,7 +34,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from ._hooks import HookSet, block_output_tensor, decoder_blocks, replace_block_output
+from .hooks import HookSet, block_output_tensor, decoder_blocks, replace_block_output
 
 __all__ = [
     "LayerProbe",

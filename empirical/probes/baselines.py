@@ -16,8 +16,8 @@ import warnings
 
 import numpy as np
 
-from ._validation import check_binary_labels, check_matrix, check_min_per_class, standardize_stats
-from .probe import DEFAULT_CS
+from ..validation import check_binary_labels, check_matrix, check_min_per_class, standardize_stats
+from .raptor import DEFAULT_CS
 
 __all__ = ["DifferenceOfMeans", "LogRegCVProbe", "GCSProbe", "XRFMProbe"]
 
@@ -144,7 +144,7 @@ class GCSProbe(_Base):
         self.random_state = random_state
 
     def fit(self, X, y, X_val=None, y_val=None):
-        from .solver import fit_l2_logistic
+        from ..logistic.solver import fit_l2_logistic
 
         t0 = time.perf_counter()
         X, ypm, _, _ = self._prepare(X, y, X_val, y_val)

@@ -12,8 +12,8 @@ import numpy as np
 import pandas as pd
 from joblib import Parallel, delayed
 
-from ._validation import check_binary_labels, stratified_split
-from .probe import RaptorProbe
+from ..validation import check_binary_labels, stratified_split
+from .raptor import RaptorProbe
 
 __all__ = ["fit_layers", "paper_split", "LayerProbes"]
 

@@ -75,7 +75,7 @@ def _pm1(y, classes):
 
 
 def _check_inputs(X_pool, y_pool, X_test, y_test):
-    from ._validation import check_binary_labels, check_matrix
+    from ..validation import check_binary_labels, check_matrix
 
     X_pool = check_matrix(X_pool, "X_pool")
     X_test = check_matrix(X_test, "X_test")
@@ -160,9 +160,9 @@ def _theory_accuracy(delta, lam, kappa):
 
 def _raptor_probe_class():
     try:
-        from empirical import RaptorProbe
+        from .raptor import RaptorProbe
     except ImportError:
-        from empirical.probe import RaptorProbe
+        from .raptor import RaptorProbe
     return RaptorProbe
 
 
@@ -240,7 +240,7 @@ def delta_sweep(X_pool, y_pool, X_test, y_test, *, fractions=DEFAULT_FRACTIONS, 
         raise ValueError(f"fractions: need at least 3 values in (0, 1], got {fractions}")
     if int(seeds) != seeds or seeds < 1:
         raise ValueError(f"seeds: must be a positive integer, got {seeds}")
-    from ._validation import check_grid
+    from ..validation import check_grid
 
     Cs = [float(C) for C in check_grid(Cs)]
     if score_source not in ("crossfit", "insample", "heldout"):

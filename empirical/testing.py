@@ -1,9 +1,13 @@
-"""Tiny randomly initialised causal LMs and an offline word-level tokenizer (tests and examples).
+"""Test and example fixtures that need no model hub: tiny random models and synthetic hidden states.
 
-No network: models come from configs (Llama, Qwen2, GPT-2, Gemma shapes), the tokenizer is
-built with the ``tokenizers`` library from a fixed word list.
+- :func:`tiny_model`, :func:`tiny_tokenizer`: tiny randomly initialised causal LMs (Llama, Qwen2,
+  GPT-2, Gemma shapes) built from configs, and an offline word-level tokenizer built with the
+  ``tokenizers`` library from a fixed word list (torch/transformers imported on call).
+- :func:`synthetic_hidden_states`: hidden-state-like matrices (numpy only) for tests and benchmarks.
 """
 from __future__ import annotations
+
+import numpy as np
 
 ARCHS = ("llama", "qwen2", "gpt2", "gemma")
 
@@ -63,3 +67,21 @@ def tiny_model(arch: str = "llama", seed: int = 0, n_layers: int = 3, hidden: in
     if dtype is not None:
         model = model.to(dtype)
     return model.eval()
+
+def synthetic_hidden_states(n_tr, n_val, p, shift, seed=0, rank=32, n_out=4):
+    """Low-rank factors plus isotropic noise plus ``n_out`` large-variance, shifted outlier dimensions,
+    with the class signal ``shift * (2y - 1) u`` along a random unit direction ``u`` (raw units).
+
+    Returns ``(H_train, y_train, H_val, y_val)`` with labels in {0, 1}; the first ``n_tr`` rows are the
+    training split.  Larger ``shift`` makes the data (nearly) separable.
+    """
+    rng = np.random.default_rng(seed)
+    n = n_tr + n_val
+    L = rng.standard_normal((p, rank)) * np.linspace(3, 0.3, rank)
+    y = rng.integers(0, 2, n)
+    u = rng.standard_normal(p)
+    u /= np.linalg.norm(u)
+    H = rng.standard_normal((n, rank)) @ L.T + rng.standard_normal((n, p)) + np.outer(2 * y - 1, u) * shift
+    out = rng.choice(p, n_out, replace=False)
+    H[:, out] = 50 * H[:, out] + 100
+    return H[:n_tr], y[:n_tr], H[n_tr:], y[n_tr:]

@@ -23,7 +23,7 @@ from sklearn.base import BaseEstimator, ClassifierMixin
 from sklearn.utils.multiclass import check_classification_targets, type_of_target
 from sklearn.utils.validation import check_is_fitted, validate_data
 
-from ._validation import (check_binary_labels, check_grid, check_matrix, check_min_per_class, standardize_stats,
+from ..validation import (check_binary_labels, check_grid, check_matrix, check_min_per_class, standardize_stats,
                           stratified_split)
 
 __all__ = ["RaptorProbe", "DEFAULT_CS", "select_C"]
@@ -154,7 +154,7 @@ class RaptorProbe(ClassifierMixin, BaseEstimator):
             w, b = clf.coef_[0].copy(), float(clf.intercept_[0])
             self.n_iter_ = clf.n_iter_
         else:
-            from .path import logistic_path, reduce_design, refit
+            from ..logistic.path import logistic_path, reduce_design, refit
 
             design = reduce_design(Xs, Xvs)
             path = logistic_path(Xs, ytr, Xvs, yvpm, Cs, design=design, tol=self.tol, max_iter=self.max_iter)
@@ -188,7 +188,7 @@ class RaptorProbe(ClassifierMixin, BaseEstimator):
         return self
 
     def _fit_single(self, Xs, y, C):
-        from .solver import fit_l2_logistic
+        from ..logistic.solver import fit_l2_logistic
 
         res = fit_l2_logistic(Xs, y, C, fit_intercept=True, tol=self.tol, max_iter=self.max_iter)
         self.n_iter_ = np.array([res.nit])

@@ -19,7 +19,7 @@ from pathlib import Path
 
 import numpy as np
 
-from .atomic import atomic_path, atomic_write_text
+from ..files import atomic_path, atomic_write_text, cache_root, sha256_file
 
 FORMAT = 1
 
@@ -27,14 +27,6 @@ FORMAT = 1
 def key_of(meta: dict) -> str:
     return hashlib.sha256(json.dumps(meta, sort_keys=True).encode()).hexdigest()
 
-
-def sha256_file(path, chunk=1 << 22) -> str:
-    """Hex sha256 of a file's bytes."""
-    h = hashlib.sha256()
-    with open(path, "rb") as f:
-        for block in iter(lambda: f.read(chunk), b""):
-            h.update(block)
-    return h.hexdigest()
 
 
 def _atomic_save_npy(path: Path, arr):
@@ -124,8 +116,6 @@ class ExtractionCache:
 
     def __init__(self, root=None, verify: bool = True):
         if root is None:
-            from .models import cache_root
-
             root = cache_root() / "hidden"
         self.root = Path(root).expanduser()
         self.verify = verify

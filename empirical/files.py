@@ -1,4 +1,6 @@
-"""Atomic file writes: the one helper every cache, saved probe and figure goes through.
+"""File plumbing shared by every package: atomic writes, sha256 checksums and the user cache directory.
+
+Atomic writes are the one helper every cache, saved probe and figure goes through.
 
 ``with atomic_path(target) as tmp:`` yields a temporary path in the target's directory; when the block
 succeeds the file is given the permissions a plain ``open(target, "w")`` would have (``0o666`` minus
@@ -8,12 +10,13 @@ old file or the complete new one, never a half-written file.
 """
 from __future__ import annotations
 
+import hashlib
 import os
 import tempfile
 from contextlib import contextmanager
 from pathlib import Path
 
-__all__ = ["atomic_path", "atomic_write_bytes", "atomic_write_text"]
+__all__ = ["atomic_path", "atomic_write_bytes", "atomic_write_text", "sha256_file", "cache_root"]
 
 
 def _umask() -> int:
@@ -52,3 +55,20 @@ def atomic_write_text(target, text: str) -> Path:
     with atomic_path(target) as tmp:
         tmp.write_text(text)
     return Path(target)
+
+
+def sha256_file(path, chunk: int = 1 << 22) -> str:
+    """Hex sha256 of a file's bytes, read in ``chunk``-byte blocks."""
+    digest = hashlib.sha256()
+    with open(path, "rb") as f:
+        for block in iter(lambda: f.read(chunk), b""):
+            digest.update(block)
+    return digest.hexdigest()
+
+
+def cache_root(cache_dir=None) -> Path:
+    """The user cache directory: argument > ``$RAPTOR_CACHE`` > ``~/.cache/raptor``."""
+    if cache_dir is not None:
+        return Path(cache_dir).expanduser()
+    env = os.environ.get("RAPTOR_CACHE")
+    return Path(env).expanduser() if env else Path.home() / ".cache" / "raptor"

@@ -13,7 +13,7 @@ import numba
 import numpy as np
 from scipy.optimize import OptimizeResult
 
-from ._validation import check_binary_labels, check_matrix, standardize_stats
+from ..validation import check_binary_labels, check_matrix, standardize_stats
 
 __all__ = ["separability", "perceptron"]
 

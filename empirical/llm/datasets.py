@@ -1,0 +1,367 @@
+"""Concept datasets: the seven benchmark sets and a generic table loader.
+
+Every loader returns a :class:`ConceptDataset`: ``texts`` (raw examples), ``labels`` (0/1 ints,
+1 = the concept is present), ``template`` (the prompt template, ``{text}`` marks where the example
+goes) and ``prompts`` (the texts with the template applied; this is what the model reads, its last
+token's hidden state is what gets probed).
+
+Data directory, in order of precedence: the ``data_dir`` argument, the ``RAPTOR_DATA`` environment
+variable, then ``../shared/datasets`` relative to the repository or to the working directory.
+The files are published research data (see ``docs/llm.md`` for where to get them); they are
+verified against ``SHA256SUMS`` in the data directory when present, otherwise against the
+checksums of the reference copies recorded below.
+
+Per-class caps: by default a loader keeps, for each class, the first examples in file order up to
+the cap the Concept-Depth reference benchmark used (``REFERENCE_CAPS``; ``None`` = all rows).
+``max_per_class=None`` keeps everything, an int caps both classes at that many (``--quick``).
+"""
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import numpy as np
+
+from ..files import sha256_file
+
+__all__ = [
+    "ConceptDataset",
+    "DATASETS",
+    "REFERENCE_CAPS",
+    "TEMPLATES",
+    "resolve_data_dir",
+    "load",
+    "load_table",
+]
+
+#: Placeholder that a template replaces with the example text.
+PLACEHOLDER = "{text}"
+
+TEMPLATES = {
+    "stsa": "{text} The sentence above is a movie review and reflects the writer's overall intention "
+    "for this review. According to the sentence, judge whether the emotion is Positive or Negative.",
+    "cities": "Judge the statement is True or False. {text}",
+    "common": "Judge the statement is True or False. {text}",
+    "counterfact": "Judge the statement is true or false. {text}",
+    "hateeval": "{text} According to the comment, tell whether they present hate speech or not.",
+    "sarcasm": "Task: Detect sarcasm, help me identify whether this sentence is sarcastic.\nFirst, we "
+    "need to understand what sarcasm is. Sarcasm is a form of verbal irony, \nwhere the intended "
+    "meaning of the words is the opposite of the literal meaning. \nIn other words, the speaker is "
+    "saying one thing but meaning the opposite. {text} Think carefully according to the sentence. "
+    "Is there any sarcasm in this sentence? Please answer Yes or No.",
+    "coinflip": "{text} According to the flipping process above, determine if a coin remains heads up "
+    "after it is either flipped or left unflipped by individuals. Therefore, the answer (Yes or No) is?",
+}
+
+#: Files each named dataset reads.
+FILES = {
+    "stsa": ("stsa.binary.train",),
+    "cities": ("cities.csv",),
+    "common": ("common_claim.csv",),
+    "counterfact": ("counterfact.csv",),
+    "hateeval": ("hateeval.tsv",),
+    "sarcasm": ("sarcasm_headlines.tsv",),
+    "coinflip": ("coin_flip.json",),
+}
+
+#: Per-class caps of the Concept-Depth reference benchmark (first k of each class; None = all).
+REFERENCE_CAPS = {
+    "stsa": None,
+    "cities": None,
+    "common": 3000,
+    "counterfact": 2000,
+    "hateeval": 3000,
+    "sarcasm": 3000,
+    "coinflip": None,
+}
+
+DATASETS = tuple(TEMPLATES)
+
+#: Checksums of the reference copies (used when the data directory has no SHA256SUMS).
+KNOWN_SHA256 = {
+    "cities.csv": "f2560a0c1758c69935b50125111b574b71896bb75930dd87b1d8c973c1fa086e",
+    "coin_flip.json": "68cf201737a1463ef6bed5419622805a8934d92bff6a28a9dfbf83be3135ba5a",
+    "common_claim.csv": "acc78556774ed0b5c3501bb4c254adebc692bab52cb5c6f39d91aad09cdf554f",
+    "counterfact.csv": "5af51456d6dbd3a53d8e2ee6e4aadaca7eb02ff9136ad825866458e7283b5273",
+    "hateeval.tsv": "fdd34bf56f0afa744ee7484774d259d83a756033cd8049ded81bd55d2fcb1272",
+    "sarcasm_headlines.tsv": "6381d3dc803159dae72b65d8b429098e73d0acb7a83fac5d3fc7f6060b39d582",
+    "stsa.binary.test": "6a80dc9b9a0db2d3b37f2f809304febad31c90ab67a5b4157b7d9f881c53ef5b",
+    "stsa.binary.train": "71c04bcc41291fa47454dd670df701b14ee9249156babeaac404cfe2c8d74338",
+}
+
+_WHERE = (
+    "Get the files from the Concept-Depth repository (https://github.com/Luckfort/CD, folder "
+    "'dataset') and the sarcasm headlines from "
+    "https://github.com/rishabhmisra/Sarcasm-Detection-using-NN (see docs/llm.md), then pass "
+    "data_dir=... or set RAPTOR_DATA."
+)
+
+
+@dataclass
+class ConceptDataset:
+    """A binary concept dataset. ``labels[i]`` is 1 when ``texts[i]`` shows the concept."""
+
+    name: str
+    texts: list
+    labels: np.ndarray
+    template: str = PLACEHOLDER
+    files: dict = field(default_factory=dict)  # file name -> sha256
+    max_per_class: int | None = None
+
+    def __post_init__(self):
+        self.labels = np.asarray(self.labels, dtype=np.int64)
+        if len(self.texts) != len(self.labels):
+            raise ValueError(f"texts and labels differ in length ({len(self.texts)} vs {len(self.labels)})")
+        if PLACEHOLDER not in self.template:
+            raise ValueError(f"template must contain {PLACEHOLDER!r}, got {self.template!r}")
+
+    @property
+    def prompts(self) -> list:
+        """Texts with the template applied (what the model reads)."""
+        return [apply_template(self.template, t) for t in self.texts]
+
+    def __len__(self) -> int:
+        return len(self.texts)
+
+    def class_counts(self) -> dict:
+        return {int(k): int(v) for k, v in zip(*np.unique(self.labels, return_counts=True))}
+
+    def fingerprint(self) -> str:
+        """sha256 over the name, file hashes, template and the selected rows (texts and labels)."""
+        h = hashlib.sha256()
+        h.update(json.dumps([self.name, sorted(self.files.items()), self.template]).encode())
+        for t, y in zip(self.texts, self.labels):
+            h.update(f"{int(y)}\t{t}\n".encode())
+        return h.hexdigest()
+
+
+def apply_template(template: str, text: str) -> str:
+    """Replace ``{text}`` in ``template`` by ``text`` (no other brace is interpreted)."""
+    return template.replace(PLACEHOLDER, text)
+
+
+def _repo_root() -> Path:
+    return Path(__file__).resolve().parents[1]
+
+
+def resolve_data_dir(data_dir=None) -> Path:
+    """Resolve the data directory: argument > $RAPTOR_DATA > ../shared/datasets (repo, then cwd)."""
+    if data_dir is not None:
+        p = Path(data_dir).expanduser()
+        if not p.is_dir():
+            raise FileNotFoundError(f"data_dir {str(p)!r} is not a directory. {_WHERE}")
+        return p
+    env = os.environ.get("RAPTOR_DATA")
+    if env:
+        p = Path(env).expanduser()
+        if not p.is_dir():
+            raise FileNotFoundError(f"RAPTOR_DATA={env!r} is not a directory. {_WHERE}")
+        return p
+    for base in (_repo_root(), Path.cwd()):
+        p = (base / ".." / "shared" / "datasets").resolve()
+        if p.is_dir():
+            return p
+    raise FileNotFoundError(f"No data directory: none given, RAPTOR_DATA unset and no ../shared/datasets. {_WHERE}")
+
+
+def _expected_sums(root: Path) -> dict:
+    sums = root / "SHA256SUMS"
+    if not sums.is_file():
+        return dict(KNOWN_SHA256)
+    out = {}
+    for line in sums.read_text().splitlines():
+        parts = line.split()
+        if len(parts) >= 2:
+            out[parts[-1].lstrip("*")] = parts[0].lower()
+    return out
+
+
+def _check_file(root: Path, fname: str, verify: bool) -> tuple:
+    path = root / fname
+    if not path.is_file():
+        raise FileNotFoundError(f"dataset file {str(path)!r} is missing. {_WHERE}")
+    digest = sha256_file(path)
+    if verify:
+        expected = _expected_sums(root).get(fname)
+        if expected is not None and expected != digest:
+            raise ValueError(
+                f"checksum mismatch for {str(path)!r}: sha256 {digest}, expected {expected}. The file differs "
+                "from the reference copy; re-download it, or pass verify=False to use it anyway."
+            )
+    return path, digest
+
+
+def _cap_per_class(texts, labels, cap):
+    if cap is None:
+        return list(texts), np.asarray(labels, dtype=np.int64)
+    labels = np.asarray(labels, dtype=np.int64)
+    keep = np.zeros(len(labels), dtype=bool)
+    for c in (0, 1):
+        keep[np.flatnonzero(labels == c)[:cap]] = True
+    idx = np.flatnonzero(keep)
+    return [texts[i] for i in idx], labels[idx]
+
+
+def _resolve_cap(name, max_per_class):
+    if isinstance(max_per_class, str):
+        if max_per_class != "reference" or name not in REFERENCE_CAPS:
+            raise ValueError(f"max_per_class must be 'reference', None or a positive int, got {max_per_class!r}")
+        return REFERENCE_CAPS[name]
+    if max_per_class is None:
+        return None
+    if isinstance(max_per_class, bool) or not isinstance(max_per_class, (int, np.integer)) or max_per_class < 1:
+        raise ValueError(f"max_per_class must be 'reference', None or a positive int, got {max_per_class!r}")
+    return int(max_per_class)
+
+
+def _check_two_classes(name, labels):
+    classes = np.unique(labels)
+    if len(classes) < 2:
+        raise ValueError(f"dataset {name!r} has a single class {classes.tolist()}; a probe needs both 0 and 1")
+
+
+def _read_named(name: str, root: Path, verify: bool):
+    import pandas as pd
+
+    files = {}
+    paths = []
+    for fname in FILES[name]:
+        path, digest = _check_file(root, fname, verify)
+        files[fname] = digest
+        paths.append(path)
+    path = paths[0]
+    if name == "stsa":
+        texts, labels = [], []
+        for i, line in enumerate(path.read_text(encoding="utf-8").splitlines()):
+            if not line.strip():
+                continue
+            lab, _, sent = line.partition(" ")
+            if lab not in ("0", "1"):
+                raise ValueError(f"{path}: line {i + 1} does not start with a 0/1 label: {line[:60]!r}")
+            texts.append(sent)
+            labels.append(int(lab))
+    elif name in ("cities", "counterfact"):
+        df = pd.read_csv(path)
+        texts, labels = df["statement"].tolist(), df["label"].astype(int).tolist()
+    elif name == "common":
+        df = pd.read_csv(path)
+        lab = df["label"].astype(str)
+        df = df[lab.isin(["True", "False"])]  # the 'Neither' claims are not part of the binary concept
+        texts, labels = df["examples"].tolist(), (df["label"].astype(str) == "True").astype(int).tolist()
+    elif name == "hateeval":
+        df = pd.read_csv(path, sep="\t", quoting=3)
+        texts, labels = df["text"].tolist(), df["HS"].astype(int).tolist()
+    elif name == "sarcasm":
+        df = pd.read_csv(path, sep="\t", header=None, quoting=3)
+        texts, labels = df[3].tolist(), df[2].astype(int).tolist()
+    elif name == "coinflip":
+        ex = json.loads(path.read_text(encoding="utf-8"))["examples"]
+        texts = [e["question"] for e in ex]
+        answers = [str(e["answer"]).strip().lower() for e in ex]
+        bad = sorted(set(answers) - {"yes", "no"})
+        if bad:
+            raise ValueError(f"{path}: answers must be yes/no, found {bad[:5]}")
+        labels = [int(a == "yes") for a in answers]
+    else:  # pragma: no cover - guarded by load()
+        raise AssertionError(name)
+    texts = [str(t) for t in texts]
+    return texts, labels, files
+
+
+def load(name: str, data_dir=None, *, max_per_class="reference", verify: bool = True, template=None) -> ConceptDataset:
+    """Load one of the benchmark datasets by name.
+
+    Parameters
+    ----------
+    name : one of ``stsa, cities, common, counterfact, hateeval, sarcasm, coinflip``.
+    data_dir : directory holding the files (default: ``$RAPTOR_DATA``, then ``../shared/datasets``).
+    max_per_class : ``"reference"`` (the Concept-Depth caps, default), ``None`` (all rows) or an int
+        (first k examples of each class in file order).
+    verify : check the files' sha256 against ``SHA256SUMS`` (or the built-in reference sums).
+    template : override the prompt template (must contain ``{text}``).
+    """
+    key = str(name).lower()
+    if key not in TEMPLATES:
+        raise ValueError(f"unknown dataset {name!r}; valid names: {', '.join(DATASETS)}")
+    cap = _resolve_cap(key, max_per_class)
+    root = resolve_data_dir(data_dir)
+    texts, labels, files = _read_named(key, root, verify)
+    texts, labels = _cap_per_class(texts, labels, cap)
+    _check_two_classes(key, labels)
+    return ConceptDataset(key, texts, labels, template or TEMPLATES[key], files, cap)
+
+
+_TRUE = {"1", "true", "yes", "y", "t", "pos", "positive"}
+_FALSE = {"0", "false", "no", "n", "f", "neg", "negative"}
+
+
+def _labels_to01(values, label_column, positive_label):
+    vals = [str(v).strip() for v in values]
+    if positive_label is not None:
+        pos = str(positive_label).strip()
+        if pos not in set(vals):
+            raise ValueError(f"positive_label {positive_label!r} does not occur in column {label_column!r}")
+        return np.array([int(v == pos) for v in vals], dtype=np.int64)
+    norm = [v.lower().removesuffix(".0") for v in vals]
+    if not set(norm) <= (_TRUE | _FALSE):
+        raise ValueError(
+            f"column {label_column!r} must hold binary labels (0/1, True/False, yes/no); found "
+            f"{sorted(set(vals))[:10]}. Pass positive_label=... to name the class that shows the concept."
+        )
+    return np.array([int(v in _TRUE) for v in norm], dtype=np.int64)
+
+
+def load_table(
+    path,
+    text_column,
+    label_column,
+    template=None,
+    *,
+    positive_label=None,
+    max_per_class=None,
+    name=None,
+    sep=None,
+) -> ConceptDataset:
+    """Load a user's CSV / TSV / JSONL (or JSON list) with named text and label columns.
+
+    The format follows the extension (``.csv``; ``.tsv``/``.tab``/``.txt`` tab-separated unless
+    ``sep`` is given; ``.jsonl``; ``.json`` = a list of records or ``{"examples": [...]}``).
+    Labels may be 0/1, True/False or yes/no (case-insensitive); anything else needs
+    ``positive_label`` (rows equal to it get 1, all others 0). Rows with an empty text are an error.
+    """
+    import pandas as pd
+
+    p = Path(path).expanduser()
+    if not p.is_file():
+        raise FileNotFoundError(f"table {str(p)!r} does not exist")
+    ext = p.suffix.lower()
+    if ext == ".jsonl":
+        df = pd.read_json(p, lines=True, dtype=False)
+    elif ext == ".json":
+        obj = json.loads(p.read_text(encoding="utf-8"))
+        if isinstance(obj, dict):
+            lists = [v for v in obj.values() if isinstance(v, list)]
+            if len(lists) != 1:
+                raise ValueError(f"{p}: a JSON object must hold exactly one list of records")
+            obj = lists[0]
+        df = pd.DataFrame(obj)
+    else:
+        if sep is None:
+            sep = "," if ext == ".csv" else "\t"
+        df = pd.read_csv(p, sep=sep, dtype=str, keep_default_na=False, quoting=3 if sep == "\t" else 0)
+    for col, what in ((text_column, "text_column"), (label_column, "label_column")):
+        if col not in df.columns:
+            raise ValueError(f"{what} {col!r} is not a column of {p}; columns: {list(map(str, df.columns))}")
+    texts = df[text_column].tolist()
+    empty = [i for i, t in enumerate(texts) if t is None or (isinstance(t, float) and np.isnan(t)) or not str(t).strip()]
+    if empty:
+        raise ValueError(f"{p}: column {text_column!r} is empty in rows {empty[:10]} (0-based data rows)")
+    texts = [str(t) for t in texts]
+    labels = _labels_to01(df[label_column].tolist(), label_column, positive_label)
+    cap = _resolve_cap("", max_per_class) if max_per_class is not None else None
+    texts, labels = _cap_per_class(texts, labels, cap)
+    _check_two_classes(name or p.stem, labels)
+    return ConceptDataset(name or p.stem, texts, labels, template or PLACEHOLDER, {p.name: sha256_file(p)}, cap)

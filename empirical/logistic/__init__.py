@@ -1,0 +1,13 @@
+"""empirical.logistic: the exact ridge-logistic solver shared by probes, baselines, the structure predictor and sims.
+
+numpy/scipy only.  Objective (scikit-learn's convention): ``C * sum_i log(1 + exp(-y_i (x_i'w + b)))
++ ||w||^2 / 2`` with an unpenalized intercept ``b``.
+
+- :func:`fit_l2_logistic`: one fit, exact to a relative gradient tolerance;
+- :func:`logistic_path`: the whole C grid with validation accuracies, certified exact;
+- :func:`reduce_design`, :func:`refit`: the reduced basis used at n < p, and the refit on train + validation.
+"""
+from .path import ReducedDesign, logistic_path, reduce_design, refit
+from .solver import fit_l2_logistic, logistic_objective
+
+__all__ = ["fit_l2_logistic", "logistic_objective", "logistic_path", "reduce_design", "refit", "ReducedDesign"]
