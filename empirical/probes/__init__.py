@@ -3,15 +3,16 @@
 :class:`RaptorProbe` and the baselines, per-layer fitting, the ablation-stability protocol, the
 separability diagnostic, persistence, and the delta-sweep structure predictor.
 """
+from .concept_vectors import ConceptVectors, LinearProbe
 from .baselines import DifferenceOfMeans, GCSProbe, LogRegCVProbe, XRFMProbe
-from .layers import LayerProbes, fit_layers, paper_split
+from .layers import PerLayerFit, fit_layers, paper_split
 from .persistence import load_concept_vectors, load_probe, save_concept_vectors, save_probe
 from .raptor import DEFAULT_CS, RaptorProbe, select_C
 from .separability import perceptron, separability
 from .stability import mean_abs_pairwise_cosine, stability
 
 __all__ = [
-    "RaptorProbe", "DEFAULT_CS", "select_C", "fit_layers", "paper_split", "LayerProbes", "stability",
+    "RaptorProbe", "DEFAULT_CS", "select_C", "fit_layers", "paper_split", "PerLayerFit", "stability",
     "mean_abs_pairwise_cosine", "DifferenceOfMeans", "LogRegCVProbe", "GCSProbe", "XRFMProbe", "separability",
-    "perceptron", "save_probe", "load_probe", "save_concept_vectors", "load_concept_vectors",
+    "perceptron", "ConceptVectors", "LinearProbe", "save_probe", "load_probe", "save_concept_vectors", "load_concept_vectors",
 ]

@@ -1,75 +1,75 @@
-"""Baseline concept-vector estimators behind one interface.
+"""Baseline concept-vector estimators, all behind the :class:`~empirical.probes.base.ConceptProbe` interface.
 
-Every baseline: ``fit(X, y, X_val, y_val)`` on raw embeddings returns ``self`` with
+Every baseline is a scikit-learn estimator (``clone``, ``get_params``, ``set_params`` work):
+``fit(X, y, X_val=None, y_val=None)`` on raw hidden states sets
 
-* ``concept_vector_`` : unit vector in raw embedding space, oriented so the positive class
+* ``concept_vector_`` : unit vector in raw hidden-state space, oriented so the positive class
   (``classes_[1]``) has the larger mean projection;
-* ``decision_function(X)`` (positive -> ``classes_[1]``), ``predict(X)``;
+* ``decision_function(X)`` (positive -> ``classes_[1]``), ``predict(X)``, ``score(X, y)``;
 * ``fit_time_`` : wall-clock seconds of ``fit``.
 
-:class:`empirical.RaptorProbe` satisfies the same interface.
+:class:`~empirical.probes.raptor.RaptorProbe` has the same interface.
 """
 from __future__ import annotations
 
 import time
 import warnings
+from numbers import Integral, Real
 
 import numpy as np
+from sklearn.base import _fit_context
+from sklearn.linear_model import LogisticRegressionCV
+from sklearn.metrics import roc_auc_score
+from sklearn.model_selection import PredefinedSplit
+from sklearn.utils._param_validation import Interval, StrOptions
 
-from ..validation import check_binary_labels, check_matrix, check_min_per_class, standardize_stats
+from ..logistic import fit_l2_logistic
+from ..validation import check_grid, standardize_stats
+from .base import ConceptProbe, LinearConceptProbe, orient_to_positive_class
 from .raptor import DEFAULT_CS
 
 __all__ = ["DifferenceOfMeans", "LogRegCVProbe", "GCSProbe", "XRFMProbe"]
 
 
-def _orient(v, X, ypm):
-    v = v / np.linalg.norm(v)
-    p = X @ v
-    return -v if p[ypm > 0].mean() < p[ypm < 0].mean() else v
-
-
-class _Base:
-    def _prepare(self, X, y, X_val, y_val):
-        X = check_matrix(X, "X")
-        self.classes_, ypm = check_binary_labels(y, X.shape[0], "y")
-        check_min_per_class(ypm, "train")
-        if X_val is None:
-            Xv, yvpm = X[:0], ypm[:0]
-        else:
-            Xv = check_matrix(X_val, "X_val")
-            if Xv.shape[1] != X.shape[1]:
-                raise ValueError(f"X_val has {Xv.shape[1]} features but X has {X.shape[1]}")
-            _, yvpm = check_binary_labels(y_val, Xv.shape[0], "y_val", classes=self.classes_)
-        self.n_features_in_ = X.shape[1]
-        return X, ypm, Xv, yvpm
-
-    def _check_X(self, X):
-        if not hasattr(self, "concept_vector_"):
-            raise ValueError(f"{type(self).__name__} is not fitted yet; call fit first")
-        X = check_matrix(X, "X")
-        if X.shape[1] != self.n_features_in_:
-            raise ValueError(f"X has {X.shape[1]} features; expected {self.n_features_in_}")
-        return X
-
-    def predict(self, X):
-        d = self.decision_function(X)
-        return self.classes_[(d > 0).astype(int)]
-
-    def score(self, X, y):
-        return float(np.mean(self.predict(X) == np.asarray(y)))
-
-
-class DifferenceOfMeans(_Base):
+class DifferenceOfMeans(LinearConceptProbe):
     """Mass-mean / CAA-style direction: mean(positive) - mean(negative) over train (+ validation) rows.
 
-    The decision threshold is the midpoint of the two class-mean projections."""
+    The decision threshold is the midpoint of the two class-mean projections.
+
+    Parameters
+    ----------
+    use_validation : bool, default True
+        Add the validation rows to the class means.
+
+    Attributes
+    ----------
+    coef_ : ndarray of shape (n_features,)
+        The difference of class means (raw units).
+    intercept_ : float
+        Minus the projection of the midpoint of the class means.
+    concept_vector_ : ndarray of shape (n_features,)
+        ``coef_ / ||coef_||``.
+    classes_, n_features_in_, fit_time_
+        As every concept probe (seconds for ``fit_time_``).
+
+    Examples
+    --------
+    >>> X = np.array([[0.0, 0.0], [1.0, 0.0], [0.0, 2.0], [1.0, 2.0]])
+    >>> dom = DifferenceOfMeans().fit(X, [0, 0, 1, 1])
+    >>> dom.concept_vector_, dom.predict([[0.5, 1.5]])
+    (array([0., 1.]), array([1]))
+    """
+
+    _parameter_constraints = {"use_validation": ["boolean"]}
 
     def __init__(self, use_validation=True):
         self.use_validation = use_validation
 
+    @_fit_context(prefer_skip_nested_validation=True)
     def fit(self, X, y, X_val=None, y_val=None):
+        """Fit on the training split (and, with ``use_validation``, the validation split); returns self."""
         t0 = time.perf_counter()
-        X, ypm, Xv, yvpm = self._prepare(X, y, X_val, y_val)
+        X, ypm, Xv, yvpm = self._validate_fit_data(X, y, X_val, y_val)
         if self.use_validation and len(Xv):
             X, ypm = np.vstack([X, Xv]), np.concatenate([ypm, yvpm])
         mp, mn = X[ypm > 0].mean(axis=0), X[ypm < 0].mean(axis=0)
@@ -78,17 +78,52 @@ class DifferenceOfMeans(_Base):
             raise ValueError("class means are identical; difference of means is zero")
         self.coef_ = diff
         self.intercept_ = -0.5 * float(diff @ (mp + mn))
-        self.concept_vector_ = diff / np.linalg.norm(diff)
+        self.concept_vector_ = orient_to_positive_class(diff, X, ypm)
         self.fit_time_ = time.perf_counter() - t0
         return self
 
-    def decision_function(self, X):
-        return self._check_X(X) @ self.coef_ + self.intercept_
 
-
-class LogRegCVProbe(_Base):
+class LogRegCVProbe(LinearConceptProbe):
     """scikit-learn ``LogisticRegressionCV`` with a ``PredefinedSplit`` equal to the given train/val split,
-    on train-standardized features (refit on train+val at the selected C), folded back exactly."""
+    on train-standardized features (refit on train+val at the selected C), folded back exactly.
+
+    Parameters
+    ----------
+    Cs : array-like of positive floats, optional
+        Grid of inverse ridge strengths C = 1/lambda (default: RAPTOR's ``DEFAULT_CS``).
+    tol : float, default 1e-4
+        ``LogisticRegressionCV`` tolerance.
+    max_iter : int, default 1000
+        ``LogisticRegressionCV`` iteration cap.
+    solver : str, default "lbfgs"
+        ``LogisticRegressionCV`` solver.
+
+    Attributes
+    ----------
+    coef_, intercept_ : raw-space weights and intercept (folded back from standardized space).
+    C_ : float
+        The selected C.
+    convergence_warnings_ : int
+        Convergence warnings scikit-learn raised during the fit.
+    concept_vector_, classes_, n_features_in_, fit_time_
+        As every concept probe.
+
+    Examples
+    --------
+    >>> rng = np.random.default_rng(0)
+    >>> X, y = rng.standard_normal((80, 3)), np.arange(80) % 2
+    >>> X[:, 0] += 2 * y
+    >>> probe = LogRegCVProbe(Cs=[0.1, 1.0]).fit(X[:60], y[:60], X[60:], y[60:])
+    >>> probe.C_ in (0.1, 1.0), abs(probe.concept_vector_[0]) > 0.9
+    (True, True)
+    """
+
+    _parameter_constraints = {
+        "Cs": ["array-like", None],
+        "tol": [Interval(Real, 0, None, closed="neither")],
+        "max_iter": [Interval(Integral, 1, None, closed="left")],
+        "solver": [str],
+    }
 
     def __init__(self, Cs=None, tol=1e-4, max_iter=1000, solver="lbfgs"):
         self.Cs = Cs
@@ -96,19 +131,18 @@ class LogRegCVProbe(_Base):
         self.max_iter = max_iter
         self.solver = solver
 
-    def fit(self, X, y, X_val, y_val):
-        from sklearn.linear_model import LogisticRegressionCV
-        from sklearn.model_selection import PredefinedSplit
-
+    @_fit_context(prefer_skip_nested_validation=True)
+    def fit(self, X, y, X_val=None, y_val=None):
+        """Select C on the validation split, refit on train + validation; returns self."""
         t0 = time.perf_counter()
-        X, ypm, Xv, yvpm = self._prepare(X, y, X_val, y_val)
+        X, ypm, Xv, yvpm = self._validate_fit_data(X, y, X_val, y_val)
         if len(Xv) == 0:
             raise ValueError("LogRegCVProbe needs a non-empty validation split (X_val, y_val)")
         mu, s = standardize_stats(X)
         Xa = (np.vstack([X, Xv]) - mu) / s
         ya = np.concatenate([ypm, yvpm])
         fold = np.r_[np.full(len(X), -1), np.zeros(len(Xv), dtype=int)]
-        Cs = DEFAULT_CS if self.Cs is None else np.asarray(self.Cs)
+        Cs = check_grid(DEFAULT_CS if self.Cs is None else self.Cs)
         clf = LogisticRegressionCV(Cs=list(Cs), cv=PredefinedSplit(fold), scoring="accuracy", refit=True,
                                    tol=self.tol, max_iter=self.max_iter, solver=self.solver)
         with warnings.catch_warnings(record=True) as caught:
@@ -119,15 +153,12 @@ class LogRegCVProbe(_Base):
         self.coef_ = w
         self.intercept_ = float(clf.intercept_[0] - w @ mu)
         self.C_ = float(np.atleast_1d(clf.C_)[0])
-        self.concept_vector_ = _orient(w, X, ypm)
+        self.concept_vector_ = orient_to_positive_class(w, X, ypm)
         self.fit_time_ = time.perf_counter() - t0
         return self
 
-    def decision_function(self, X):
-        return self._check_X(X) @ self.coef_ + self.intercept_
 
-
-class GCSProbe(_Base):
+class GCSProbe(LinearConceptProbe):
     """Gaussian Concept Subspace: ``n_probes`` logistic probes (C = ``C``, scikit-learn objective solved
     exactly) on random class-balanced subsets of the train rows (``n_samples`` rows each, half per
     class, without replacement), each fitted on train-standardized features and folded back to raw
@@ -135,7 +166,45 @@ class GCSProbe(_Base):
     vector = normalized mean.
 
     Defaults are smaller than the reference (1000 probes x 2000 samples): ``n_probes=100`` and
-    ``n_samples=min(2000, 2 * floor(0.8 * smallest class count))``."""
+    ``n_samples=min(2000, 2 * floor(0.8 * smallest class count))``.
+
+    Parameters
+    ----------
+    n_probes : int, default 100
+        Number of probes.
+    n_samples : int, optional
+        Rows per probe (even; half per class).
+    C : float, default 1.0
+        Inverse ridge strength of every probe.
+    random_state : int, default 0
+        Seed of the subsets.
+
+    Attributes
+    ----------
+    weights_ : ndarray of shape (n_probes, n_features)
+        The folded-back weight vectors.
+    mean_, var_ : ndarray of shape (n_features,)
+        Their diagonal Gaussian.
+    coef_, intercept_ : the mean weight vector and mean intercept (the decision function).
+    concept_vector_, classes_, n_features_in_, fit_time_
+        As every concept probe.
+
+    Examples
+    --------
+    >>> rng = np.random.default_rng(0)
+    >>> X, y = rng.standard_normal((80, 3)), np.arange(80) % 2
+    >>> X[:, 0] += 2 * y
+    >>> gcs = GCSProbe(n_probes=5).fit(X, y)
+    >>> gcs.weights_.shape, abs(gcs.concept_vector_[0]) > 0.9
+    ((5, 3), True)
+    """
+
+    _parameter_constraints = {
+        "n_probes": [Interval(Integral, 1, None, closed="left")],
+        "n_samples": [Interval(Integral, 2, None, closed="left"), None],
+        "C": [Interval(Real, 0, None, closed="neither")],
+        "random_state": ["random_state"],
+    }
 
     def __init__(self, n_probes=100, n_samples=None, C=1.0, random_state=0):
         self.n_probes = n_probes
@@ -143,18 +212,17 @@ class GCSProbe(_Base):
         self.C = C
         self.random_state = random_state
 
+    @_fit_context(prefer_skip_nested_validation=True)
     def fit(self, X, y, X_val=None, y_val=None):
-        from ..logistic.solver import fit_l2_logistic
-
+        """Fit ``n_probes`` probes on class-balanced subsets of the training split (validation unused); returns self."""
         t0 = time.perf_counter()
-        X, ypm, _, _ = self._prepare(X, y, X_val, y_val)
-        if int(self.n_probes) < 1:
-            raise ValueError(f"n_probes must be >= 1; got {self.n_probes!r}")
+        X, ypm, _, _ = self._validate_fit_data(X, y, X_val, y_val)
         pos, neg = np.flatnonzero(ypm > 0), np.flatnonzero(ypm < 0)
         m = min(len(pos), len(neg))
         half = (min(2000, 2 * int(0.8 * m)) if self.n_samples is None else int(self.n_samples)) // 2
         if half < 1 or half > m:
-            raise ValueError(f"n_samples must be in [2, {2 * m}] (class-balanced, without replacement)")
+            raise ValueError(f"n_samples must be in [2, {2 * m}] (class-balanced, without replacement), "
+                             f"got {self.n_samples!r}")
         mu, s = standardize_stats(X)
         Xs = (X - mu) / s
         rng = np.random.default_rng(self.random_state)
@@ -170,20 +238,48 @@ class GCSProbe(_Base):
         self.var_ = W.var(axis=0)
         self.coef_ = self.mean_
         self.intercept_ = float(B.mean())
-        self.concept_vector_ = _orient(self.mean_, X, ypm)
+        self.concept_vector_ = orient_to_positive_class(self.mean_, X, ypm)
         self.fit_time_ = time.perf_counter() - t0
         return self
 
-    def decision_function(self, X):
-        return self._check_X(X) @ self.coef_ + self.intercept_
 
-
-class XRFMProbe(_Base):
+class XRFMProbe(ConceptProbe):
     """xRFM baseline via the ``xrfm`` package: an RFM with the ``l2_high_dim`` kernel, bandwidth grid
     ``bandwidths`` x ``center_grads`` in {True, False}, ridge ``reg``, selected by validation AUC.
     Inputs are standardized with train statistics.  Concept vector = top eigenvector of the best
     model's AGOP (folded back to raw space: ``v / s``), sign by correlation with the train labels.
-    Predictions come from the fitted RFM (``predict_proba``)."""
+    Predictions come from the fitted RFM (``predict_proba``).  Needs the optional ``xrfm`` package
+    (``pip install raptor-probes[baselines]``) and torch.
+
+    Parameters
+    ----------
+    bandwidths : sequence of float
+        Kernel bandwidths tried.
+    center_grads : sequence of bool
+        AGOP gradient centring options tried.
+    reg : float
+        Ridge of the kernel regression.
+    iters : int
+        RFM iterations.
+    device : str
+        torch device.
+
+    Attributes
+    ----------
+    model_ : the selected ``xrfm`` RFM.
+    bandwidth_, center_grads_, val_auc_ : the selected setting and its validation AUC.
+    scaler_mean_, scaler_scale_ : train standardization.
+    concept_vector_, classes_, n_features_in_, fit_time_
+        As every concept probe.
+    """
+
+    _parameter_constraints = {
+        "bandwidths": ["array-like"],
+        "center_grads": ["array-like"],
+        "reg": [Interval(Real, 0, None, closed="left")],
+        "iters": [Interval(Integral, 1, None, closed="left")],
+        "device": [str],
+    }
 
     def __init__(self, bandwidths=(1.0, 10.0, 100.0), center_grads=(True, False), reg=1e-3, iters=5,
                  device="cpu"):
@@ -193,14 +289,15 @@ class XRFMProbe(_Base):
         self.iters = iters
         self.device = device
 
-    def fit(self, X, y, X_val, y_val):
-        import torch
-        from sklearn.metrics import roc_auc_score
+    @_fit_context(prefer_skip_nested_validation=True)
+    def fit(self, X, y, X_val=None, y_val=None):
+        """Select the RFM by validation AUC and take its AGOP's top eigenvector; returns self."""
+        import torch  # optional heavy dependencies, imported when the baseline is used
         from xrfm.rfm_src import RFM
         from xrfm.rfm_src.class_conversion import ClassificationConverter
 
         t0 = time.perf_counter()
-        X, ypm, Xv, yvpm = self._prepare(X, y, X_val, y_val)
+        X, ypm, Xv, yvpm = self._validate_fit_data(X, y, X_val, y_val)
         if len(Xv) == 0 or np.unique(yvpm).size < 2:
             raise ValueError("XRFMProbe needs a validation split containing both classes (AUC selection)")
         mu, s = standardize_stats(X)
@@ -237,18 +334,20 @@ class XRFMProbe(_Base):
             v = -v
         self.concept_vector_ = v / np.linalg.norm(v)
         self.model_ = model
-        self.mu_, self.s_ = mu, s
+        self.scaler_mean_, self.scaler_scale_ = mu, s
         self.bandwidth_, self.center_grads_, self.val_auc_ = float(bw), bool(cg), float(auc)
         self.fit_time_ = time.perf_counter() - t0
         return self
 
-    def predict_proba(self, X):
-        import torch
+    def predict_proba(self, X) -> np.ndarray:
+        """Class probabilities of the fitted RFM."""
+        import torch  # optional heavy dependency
 
-        X = self._check_X(X)
-        t = torch.as_tensor((X - self.mu_) / self.s_, dtype=torch.float32)
+        X = self._validate_X(X)
+        t = torch.as_tensor((X - self.scaler_mean_) / self.scaler_scale_, dtype=torch.float32)
         return self.model_.predict_proba(t).detach().cpu().double().numpy()
 
-    def decision_function(self, X):
+    def decision_function(self, X) -> np.ndarray:
+        """Log-odds of :meth:`predict_proba` (clipped to [1e-12, 1 - 1e-12])."""
         p = np.clip(self.predict_proba(X)[:, 1], 1e-12, 1 - 1e-12)
         return np.log(p) - np.log1p(-p)

@@ -1,27 +1,50 @@
-"""Fit one RAPTOR probe per layer of a hidden-state stack H (L, n, p), in parallel with joblib.
+"""Per-layer probing: one probe per layer of a hidden-state stack H (L, n, p) on one shared split.
 
-Layer index convention: ``H[l]`` is whatever the caller stacked as layer ``l`` (0-based position in
-the stack); the summary table reports that position.  Switch the joblib backend (e.g. to a cluster)
-with ``joblib.parallel_config(backend=...)`` around the call.
+Layer index convention: ``H[l]`` is whatever the caller stacked as layer ``l`` (for stacks from
+:mod:`empirical.llm.extract`: the output of decoder block ``l``); the summary reports ``l``.  Layers
+are fitted in parallel with joblib: switch the backend (e.g. to a Dask cluster) with
+``joblib.parallel_config(backend=...)`` around the call.
 """
 from __future__ import annotations
 
+import time
 from dataclasses import dataclass
 
 import numpy as np
 import pandas as pd
 from joblib import Parallel, delayed
+from sklearn.base import clone
+from tqdm.auto import tqdm
 
 from ..validation import check_binary_labels, stratified_split
+from .concept_vectors import DEFAULT_LAYER_CONVENTION, ConceptVectors, LinearProbe
 from .raptor import RaptorProbe
 
-__all__ = ["fit_layers", "paper_split", "LayerProbes"]
+__all__ = ["fit_layers", "paper_split", "PerLayerFit"]
 
 
-def paper_split(y, fractions=(0.6, 0.2, 0.2), random_state=42):
+def paper_split(y, fractions=(0.6, 0.2, 0.2), random_state=42) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """The paper's fixed stratified train/val/test split (default 0.6/0.2/0.2, seed 42).
 
-    Returns sorted index arrays (train, val, test)."""
+    Parameters
+    ----------
+    y : array of shape (n,)
+        Labels (stratification).
+    fractions : three positive floats summing to 1
+        Train, validation and test fractions.
+    random_state : int
+        Seed of both stratified cuts.
+
+    Returns
+    -------
+    (train, val, test) : sorted index arrays
+
+    Examples
+    --------
+    >>> train, val, test = paper_split(np.arange(100) % 2)
+    >>> len(train), len(val), len(test)
+    (60, 20, 20)
+    """
     fr = np.asarray(fractions, dtype=float)
     if fr.shape != (3,) or np.any(fr <= 0) or not np.isclose(fr.sum(), 1.0):
         raise ValueError(f"fractions must be three positive numbers summing to 1; got {fractions!r}")
@@ -31,63 +54,144 @@ def paper_split(y, fractions=(0.6, 0.2, 0.2), random_state=42):
     return trval[a], trval[b], te
 
 
-@dataclass
-class LayerProbes:
-    """Result of :func:`fit_layers`: fitted probes, a per-layer summary and the best layer."""
+@dataclass(frozen=True)
+class PerLayerFit:
+    """Result of :func:`fit_layers`: one fitted estimator per layer, a per-layer table and the best layer.
 
-    probes: list
+    Attributes
+    ----------
+    probes : dict of int to estimator
+        ``{layer: fitted estimator}``, layers ascending.
+    summary : pandas.DataFrame
+        One row per layer: ``layer``, ``val_accuracy``, ``test_accuracy``, ``C``, ``lambda_`` (NaN for
+        estimators without a ridge strength), ``fit_time_s`` (seconds), ``best``.
+    best_layer : int
+        The layer with the best validation accuracy (ties: the lowest layer).
+    split : (ndarray, ndarray, ndarray)
+        The (train, validation, test) row indices shared by every layer.
+    """
+
+    probes: dict
     summary: pd.DataFrame
     best_layer: int
     split: tuple
 
+    def concept_vectors(self, *, method: str = "raptor", model: str | None = None,
+                        layer_convention: str = DEFAULT_LAYER_CONVENTION, metadata: dict | None = None
+                        ) -> ConceptVectors:
+        """The fitted probes as :class:`ConceptVectors`, with each layer's test accuracy.
 
-def _fit_one(Hl, y, split, params, layer):
-    tr, va, te = split
-    probe = RaptorProbe(**params)
-    probe.fit(Hl[tr], y[tr], X_val=Hl[va], y_val=y[va])
-    test_acc = float(np.mean(probe.predict(Hl[te]) == y[te])) if len(te) else float("nan")
-    row = dict(layer=layer, val_accuracy=probe.best_val_accuracy_, test_accuracy=test_acc, C=probe.C_,
-               lambda_=probe.lambda_, fit_time_s=probe.fit_time_)
-    return probe, row
+        Linear estimators (``coef_``, ``intercept_``) give steerable probes; others (xRFM) give their
+        concept vector only."""
+        accuracy = dict(zip(self.summary["layer"], self.summary["test_accuracy"]))
+        probes = {}
+        for layer, estimator in self.probes.items():
+            test_accuracy = None if np.isnan(accuracy[layer]) else float(accuracy[layer])
+            if hasattr(estimator, "coef_"):
+                probes[layer] = LinearProbe.from_estimator(estimator, test_accuracy)
+            else:
+                probes[layer] = LinearProbe(None, None, estimator.concept_vector_, test_accuracy)
+        return ConceptVectors(probes, method=method, model=model, layer_convention=layer_convention,
+                              metadata=metadata or {})
 
 
-def fit_layers(H, y, *, split=None, fractions=(0.6, 0.2, 0.2), random_state=42, n_jobs=1, progress=True,
-               **probe_params):
-    """Fit a :class:`RaptorProbe` on every layer of ``H`` (shape (L, n, p)).
+def _check_split(split, n: int) -> tuple:
+    if len(split) != 3:
+        raise ValueError("split must be a (train, val, test) tuple of index arrays")
+    split = tuple(np.asarray(s, dtype=int) for s in split)
+    all_rows = np.concatenate(split)
+    if all_rows.size and (all_rows.min() < 0 or all_rows.max() >= n):
+        raise ValueError(f"split indices must be in [0, {n})")
+    if np.unique(all_rows).size != all_rows.size:
+        raise ValueError("split index sets overlap")
+    return split
 
-    ``split`` is a (train, val, test) tuple of index arrays; by default the paper's fixed stratified
-    split (``fractions``, ``random_state``) shared by all layers.  ``probe_params`` go to
-    :class:`RaptorProbe`.  The best layer maximizes validation accuracy (ties: lowest layer index).
-    Returns :class:`LayerProbes` whose ``summary`` has columns layer, val_accuracy, test_accuracy,
-    C, lambda_, fit_time_s (seconds)."""
-    H = np.asarray(H)
-    if H.ndim != 3:
-        raise ValueError(f"H must have shape (L, n, p); got {H.shape}")
-    L, n, _ = H.shape
-    if L == 0:
-        raise ValueError("H has no layers")
-    y = np.asarray(y)
-    check_binary_labels(y, n, "y")
-    if split is None:
-        split = paper_split(y, fractions, random_state)
+
+def _fit_one(estimator, X, y, split, layer):
+    train, val, test = split
+    X = np.asarray(X, dtype=np.float64)
+    started = time.perf_counter()
+    if len(val):
+        estimator.fit(X[train], y[train], X[val], y[val])
     else:
-        if len(split) != 3:
-            raise ValueError("split must be a (train, val, test) tuple of index arrays")
-        split = tuple(np.asarray(s, dtype=int) for s in split)
-        allidx = np.concatenate(split)
-        if allidx.size and (allidx.min() < 0 or allidx.max() >= n):
-            raise ValueError(f"split indices must be in [0, {n})")
-        if np.unique(allidx).size != allidx.size:
-            raise ValueError("split index sets overlap")
-    it = range(L)
-    if progress:
-        from tqdm.auto import tqdm
+        estimator.fit(X[train], y[train])
+    seconds = getattr(estimator, "fit_time_", time.perf_counter() - started)
+    nan = float("nan")
+    C = float(getattr(estimator, "C_", nan))
+    row = dict(layer=layer, val_accuracy=float(getattr(estimator, "best_val_accuracy_", nan)),
+               test_accuracy=estimator.score(X[test], y[test]) if len(test) else nan, C=C,
+               lambda_=float(getattr(estimator, "lambda_", 1.0 / C)), fit_time_s=float(seconds))
+    if np.isnan(row["val_accuracy"]) and len(val):
+        row["val_accuracy"] = estimator.score(X[val], y[val])
+    return estimator, row
 
-        it = tqdm(it, desc="layers", total=L)
-    out = Parallel(n_jobs=n_jobs)(delayed(_fit_one)(H[l], y, split, probe_params, l) for l in it)
-    probes = [o[0] for o in out]
-    summary = pd.DataFrame([o[1] for o in out])
-    best = int(summary["layer"].iloc[int(np.argmax(summary["val_accuracy"].to_numpy()))])
+
+def fit_layers(H, y, *, layers=None, estimator=None, split=None, fractions=(0.6, 0.2, 0.2), random_state=42,
+               n_jobs=1, progress=True, **probe_params) -> PerLayerFit:
+    """Fit one probe per layer of a hidden-state stack, on one split shared by all layers.
+
+    Parameters
+    ----------
+    H : array of shape (L, n, p), or a sequence of (n, p) arrays
+        Hidden states; ``H[l]`` is layer ``l`` (for :mod:`empirical.llm.extract` stacks: the output of
+        decoder block ``l``, ``H[0]`` the token embeddings).  Memory-mapped arrays are read layer by layer.
+    y : array of shape (n,)
+        Binary labels.
+    layers : sequence of int, optional
+        Which layers to fit (default all); the summary reports these indices.
+    estimator : concept probe, optional
+        Any estimator with ``fit(X, y, X_val, y_val)``, ``score`` and ``concept_vector_``; cloned per layer.
+        Default ``RaptorProbe(**probe_params)``.
+    split : (train, val, test) index arrays, optional
+        Default: the paper's fixed stratified split (:func:`paper_split` with ``fractions``, ``random_state``).
+    n_jobs : int
+        joblib workers (switch the backend, e.g. to Dask, with ``joblib.parallel_config``).
+    progress : bool
+        Show a progress bar.
+    **probe_params
+        Parameters of the default :class:`RaptorProbe` (not allowed together with ``estimator``).
+
+    Returns
+    -------
+    PerLayerFit
+
+    Examples
+    --------
+    >>> rng = np.random.default_rng(0)
+    >>> y = np.arange(100) % 2
+    >>> H = np.stack([rng.standard_normal((100, 4)) + shift * y[:, None] for shift in (0.0, 2.0)])
+    >>> fit = fit_layers(H, y, Cs=[0.1, 1.0], progress=False)
+    >>> fit.best_layer, list(fit.summary.columns[:3])
+    (1, ['layer', 'val_accuracy', 'test_accuracy'])
+    >>> fit.concept_vectors().layers
+    [0, 1]
+    """
+    if isinstance(H, np.ndarray) and H.ndim != 3:
+        raise ValueError(f"H must have shape (L, n, p), got {H.shape}")
+    n_layers = len(H)
+    if n_layers == 0:
+        raise ValueError("H must have at least one layer, got none")
+    layers = list(range(n_layers)) if layers is None else [int(layer) for layer in layers]
+    bad = [layer for layer in layers if not 0 <= layer < n_layers]
+    if bad or not layers:
+        raise ValueError(f"layers must be a non-empty list of indices in [0, {n_layers}), got {bad or layers}")
+    first = np.shape(H[layers[0]])
+    if len(first) != 2:
+        raise ValueError(f"H must have shape (L, n, p); layer {layers[0]} has shape {first}")
+    y = np.asarray(y)
+    check_binary_labels(y, first[0], "y")
+    if estimator is None:
+        estimator = RaptorProbe(**probe_params)
+    elif probe_params:
+        raise ValueError(f"probe parameters {sorted(probe_params)} go with the default RaptorProbe; "
+                         "set them on the estimator instead")
+    split = paper_split(y, fractions, random_state) if split is None else _check_split(split, first[0])
+    jobs = (delayed(_fit_one)(clone(estimator), H[layer], y, split, layer) for layer in layers)
+    results = Parallel(n_jobs=n_jobs)(tqdm(jobs, desc="layers", total=len(layers), disable=not progress))
+    summary = pd.DataFrame([row for _, row in results])
+    best = int(summary["layer"].iloc[int(np.nanargmax(summary["val_accuracy"].to_numpy()))]) \
+        if summary["val_accuracy"].notna().any() else layers[0]
     summary["best"] = summary["layer"] == best
     summary.attrs["best_layer"] = best
-    return LayerProbes(probes=probes, summary=summary, best_layer=best, split=split)
+    return PerLayerFit(probes={layer: est for layer, (est, _) in zip(layers, results)}, summary=summary,
+                       best_layer=best, split=split)

@@ -16,15 +16,17 @@ from __future__ import annotations
 
 import time
 import warnings
+from numbers import Integral, Real
 
 import numpy as np
-from scipy.special import expit
-from sklearn.base import BaseEstimator, ClassifierMixin
-from sklearn.utils.multiclass import check_classification_targets, type_of_target
-from sklearn.utils.validation import check_is_fitted, validate_data
+from sklearn.base import _fit_context
+from sklearn.exceptions import ConvergenceWarning
+from sklearn.linear_model import LogisticRegression
+from sklearn.utils._param_validation import Interval, StrOptions
 
-from ..validation import (check_binary_labels, check_grid, check_matrix, check_min_per_class, standardize_stats,
-                          stratified_split)
+from ..logistic import fit_l2_logistic, logistic_path, reduce_design, refit
+from ..validation import check_grid, check_min_per_class, standardize_stats, stratified_split
+from .base import LinearConceptProbe, orient_to_positive_class
 
 __all__ = ["RaptorProbe", "DEFAULT_CS", "select_C"]
 
@@ -49,9 +51,6 @@ def select_C(Cs, accuracies, tie_break="most_regularized"):
 
 def _paper_path(Xs, y, Xvs, yv, Cs, max_iter=100):
     """The paper's reference loop: scikit-learn lbfgs, warm_start, default tolerance (not converged)."""
-    from sklearn.exceptions import ConvergenceWarning
-    from sklearn.linear_model import LogisticRegression
-
     clf = LogisticRegression(warm_start=True, max_iter=max_iter)
     acc = np.empty(len(Cs))
     nit = np.zeros(len(Cs), dtype=int)
@@ -65,21 +64,90 @@ def _paper_path(Xs, y, Xvs, yv, Cs, max_iter=100):
     return acc, nit
 
 
-class RaptorProbe(ClassifierMixin, BaseEstimator):
-    """Ridge-adaptive logistic probe (RAPTOR, Algorithm ``alg:RAPTOR_impl``) on raw embeddings.
+class RaptorProbe(LinearConceptProbe):
+    """Ridge-adaptive logistic probe (RAPTOR) on raw hidden states.
+
+    The paper's algorithm: standardize with train-split statistics, fit an l2-regularized logistic
+    regression for every C of a grid, select the C with the best validation accuracy, refit on train +
+    validation at that C, fold the weights back to raw space and normalize them into the concept vector.
+    The whole grid is solved exactly and certified (:func:`empirical.logistic.logistic_path`).
 
     Parameters
     ----------
-    Cs : 1-D array of C = 1/lambda values, default ``np.logspace(-4, 2, 100)`` (None means that grid).
-    val_fraction : fraction of ``fit(X, y)`` rows held out (stratified) for validation; 0 means no
-        validation split, which triggers the paper's fallback (C = 1 fitted on train, with a warning).
-    random_state : seed of the stratified split (default 42, as the paper).
-    tie_break : "most_regularized" (default; smallest C among best validation accuracies) or "first".
-    fold_back : "exact" (default) or "paper_max1" (the appendix's ``max(s, 1)``; reproduction only).
-    solver : "exact" (certified fast path, default) or "paper" (scikit-learn lbfgs warm-start loop at
-        default tolerance and a default-tolerance refit; reproduces the paper, not converged).
-    tol : relative gradient-norm tolerance of the exact solver (see ``empirical.solver``).
+    Cs : array-like of positive floats, optional
+        Grid of C = 1/lambda values; None means ``DEFAULT_CS = np.logspace(-4, 2, 100)``.
+    val_fraction : float in [0, 1), default 0.2
+        Fraction of ``fit(X, y)`` rows held out (stratified) for validation when no ``X_val`` is given;
+        0 means no validation split, which triggers the paper's fallback (C = 1 fitted on train, with a
+        warning).
+    random_state : int, default 42
+        Seed of that stratified split (42 as the paper).
+    tie_break : {"most_regularized", "first"}, default "most_regularized"
+        Among grid values with the best validation accuracy, the smallest C, or the first in grid order.
+    fold_back : {"exact", "paper_max1"}, default "exact"
+        ``"exact"``: ``omega = w / s``; ``"paper_max1"``: the appendix's ``w / max(s, 1)`` (reproduction only).
+    solver : {"exact", "paper"}, default "exact"
+        ``"exact"``: the certified path solver; ``"paper"``: scikit-learn's lbfgs warm-start loop at default
+        tolerance and a default-tolerance refit (reproduces the paper; not converged).
+    tol : float > 0, default 1e-10
+        Relative gradient-norm tolerance of the exact solver.
+    max_iter : int >= 1, default 100
+        Newton-step cap per grid point (exact solver).
+
+    Attributes
+    ----------
+    coef_ : ndarray of shape (n_features,)
+        Raw-space weights ``omega`` (logit = ``X @ coef_ + intercept_``).
+    intercept_ : float
+        Raw-space intercept ``b - <omega, mu>``.
+    concept_vector_ : ndarray of shape (n_features,)
+        ``coef_ / ||coef_||`` oriented so the positive class has the larger mean projection.
+    coef_std_, intercept_std_ : ndarray of shape (n_features,), float
+        Weights and intercept in standardized coordinates.
+    scaler_mean_, scaler_scale_ : ndarray of shape (n_features,)
+        Train-split mean and population standard deviation (zero replaced by 1).
+    C_, lambda_ : float
+        Selected C and ``1 / C``.
+    Cs_ : ndarray
+        The grid used.
+    path_val_accuracy_ : ndarray of shape (len(Cs_),)
+        Validation accuracy at every grid value (NaN in the fallback).
+    path_n_iter_ : ndarray of int
+        Newton steps per grid value.
+    path_certified_ : ndarray of bool
+        Grid values whose validation predictions are certified exact (exact solver only).
+    best_val_accuracy_ : float
+        The best validation accuracy (NaN in the fallback).
+    fallback_ : bool
+        True when there was no validation split.
+    refit_result_ : OptimizeResult
+        The final refit (exact solver only).
+    n_iter_ : ndarray of int
+        Iterations of the final fit.
+    classes_, n_features_in_ : as every scikit-learn classifier.
+    fit_time_ : float
+        Wall-clock seconds of ``fit``.
+
+    Examples
+    --------
+    >>> rng = np.random.default_rng(0)
+    >>> X, y = rng.standard_normal((200, 5)), np.arange(200) % 2
+    >>> X[:, 0] += 1.5 * y
+    >>> probe = RaptorProbe().fit(X, y)
+    >>> float(np.round(probe.concept_vector_[0], 2)), probe.score(X, y) > 0.7
+    (0.99, True)
     """
+
+    _parameter_constraints = {
+        "Cs": ["array-like", None],
+        "val_fraction": [Interval(Real, 0, 1, closed="left")],
+        "random_state": ["random_state"],
+        "tie_break": [StrOptions({"most_regularized", "first"})],
+        "fold_back": [StrOptions({"exact", "paper_max1"})],
+        "solver": [StrOptions({"exact", "paper"})],
+        "tol": [Interval(Real, 0, None, closed="neither")],
+        "max_iter": [Interval(Integral, 1, None, closed="left")],
+    }
 
     def __init__(self, Cs=None, val_fraction=0.2, random_state=42, tie_break="most_regularized",
                  fold_back="exact", solver="exact", tol=1e-10, max_iter=100):
@@ -92,49 +160,23 @@ class RaptorProbe(ClassifierMixin, BaseEstimator):
         self.tol = tol
         self.max_iter = max_iter
 
-    def __sklearn_tags__(self):
-        tags = super().__sklearn_tags__()
-        tags.classifier_tags.multi_class = False
-        return tags
-
     # ------------------------------------------------------------------ fit
-    def _check_params(self):
-        if self.tie_break not in ("most_regularized", "first"):
-            raise ValueError(f"tie_break must be 'most_regularized' or 'first'; got {self.tie_break!r}")
-        if self.fold_back not in ("exact", "paper_max1"):
-            raise ValueError(f"fold_back must be 'exact' or 'paper_max1'; got {self.fold_back!r}")
-        if self.solver not in ("exact", "paper"):
-            raise ValueError(f"solver must be 'exact' or 'paper'; got {self.solver!r}")
-        if not (0.0 <= float(self.val_fraction) < 1.0):
-            raise ValueError(f"val_fraction must be in [0, 1); got {self.val_fraction!r}")
-        if not (float(self.tol) > 0):
-            raise ValueError(f"tol must be positive; got {self.tol!r}")
-        return check_grid(DEFAULT_CS if self.Cs is None else self.Cs)
-
+    @_fit_context(prefer_skip_nested_validation=True)
     def fit(self, X, y, X_val=None, y_val=None):
-        """Fit on raw embeddings. ``fit(X, y)`` splits off a stratified validation set itself;
-        ``fit(X, y, X_val=..., y_val=...)`` uses the given split (X, y is then the train split)."""
+        """Fit on raw hidden states and return self.
+
+        ``fit(X, y)`` splits off a stratified validation set itself (``val_fraction``);
+        ``fit(X, y, X_val, y_val)`` uses the given split (``X, y`` is then the training split)."""
         t0 = time.perf_counter()
-        Cs = self._check_params()
-        X, y = validate_data(self, X, y, dtype=np.float64, ensure_all_finite=True)
-        check_classification_targets(y)
-        if type_of_target(y) == "multiclass":
-            raise ValueError(f"Only binary classification is supported; y has {np.unique(y).size} classes")
-        classes, ypm = check_binary_labels(y, X.shape[0], "y")
-        if (X_val is None) != (y_val is None):
-            raise ValueError("X_val and y_val must be given together")
-        self.classes_ = classes
+        Cs = check_grid(DEFAULT_CS if self.Cs is None else self.Cs)
+        X, ypm, Xv, yvpm = self._validate_fit_data(X, y, X_val, y_val)
         if X_val is not None:
-            Xv = check_matrix(X_val, "X_val")
-            if Xv.shape[1] != X.shape[1]:
-                raise ValueError(f"X_val has {Xv.shape[1]} features but X has {X.shape[1]}")
-            _, yvpm = check_binary_labels(y_val, Xv.shape[0], "y_val", classes=classes)
             Xtr, ytr = X, ypm
         elif self.val_fraction > 0:
             itr, iv = stratified_split(ypm, float(self.val_fraction), self.random_state)
             Xtr, ytr, Xv, yvpm = X[itr], ypm[itr], X[iv], ypm[iv]
         else:
-            Xtr, ytr, Xv, yvpm = X, ypm, X[:0], ypm[:0]
+            Xtr, ytr = X, ypm
         check_min_per_class(ytr, "train")
         mu, s = standardize_stats(Xtr)
         Xs = (Xtr - mu) / s
@@ -148,14 +190,10 @@ class RaptorProbe(ClassifierMixin, BaseEstimator):
         elif self.solver == "paper":
             acc, nits = _paper_path(Xs, ytr, Xvs, yvpm, Cs)
             C = float(Cs[select_C(Cs, acc, self.tie_break)])
-            from sklearn.linear_model import LogisticRegression
-
             clf = LogisticRegression(C=C).fit(np.vstack([Xs, Xvs]), np.concatenate([ytr, yvpm]))
             w, b = clf.coef_[0].copy(), float(clf.intercept_[0])
             self.n_iter_ = clf.n_iter_
         else:
-            from ..logistic.path import logistic_path, reduce_design, refit
-
             design = reduce_design(Xs, Xvs)
             path = logistic_path(Xs, ytr, Xvs, yvpm, Cs, design=design, tol=self.tol, max_iter=self.max_iter)
             acc, nits = path.val_accuracy, path.n_iter
@@ -188,8 +226,6 @@ class RaptorProbe(ClassifierMixin, BaseEstimator):
         return self
 
     def _fit_single(self, Xs, y, C):
-        from ..logistic.solver import fit_l2_logistic
-
         res = fit_l2_logistic(Xs, y, C, fit_intercept=True, tol=self.tol, max_iter=self.max_iter)
         self.n_iter_ = np.array([res.nit])
         if not res.success:
@@ -203,29 +239,5 @@ class RaptorProbe(ClassifierMixin, BaseEstimator):
         self.intercept_ = float(b - omega @ mu)
         self.scaler_mean_ = mu
         self.scaler_scale_ = s
-        nrm = np.linalg.norm(omega)
-        v = omega / nrm if nrm > 0 else omega.copy()
-        proj = Xtr @ v
-        if nrm > 0 and proj[ytr > 0].mean() < proj[ytr < 0].mean():
-            v = -v
-        self.concept_vector_ = v
-
-    # ------------------------------------------------------------- predict
-    def _raw(self, X):
-        check_is_fitted(self)
-        return validate_data(self, X, dtype=np.float64, ensure_all_finite=True, reset=False)
-
-    def decision_function(self, X):
-        """Logit ``omega @ h + b_raw`` on raw embeddings (positive -> ``classes_[1]``)."""
-        return self._raw(X) @ self.coef_ + self.intercept_
-
-    def predict(self, X):
-        d = self.decision_function(X)
-        return self.classes_[(d > 0).astype(int)]
-
-    def predict_proba(self, X):
-        p1 = expit(self.decision_function(X))
-        return np.column_stack([1.0 - p1, p1])
-
-    def predict_log_proba(self, X):
-        return np.log(self.predict_proba(X))
+        # a zero omega (constant features) keeps a zero vector here; see docs/probe.md
+        self.concept_vector_ = orient_to_positive_class(omega, Xtr, ytr) if np.any(omega) else omega.copy()

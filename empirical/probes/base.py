@@ -1,0 +1,101 @@
+"""The estimator interface every concept-vector method shares (RAPTOR and the baselines).
+
+A concept probe is a scikit-learn binary classifier on raw hidden states with one extra output, the
+unit concept vector:
+
+* ``fit(X, y, X_val=None, y_val=None)``: ``X, y`` the training split; ``X_val, y_val`` an optional
+  validation split the method may use (to tune, to select or to add data, as each method says);
+* fitted ``classes_`` (two labels; the positive class is ``classes_[1]``), ``n_features_in_``,
+  ``concept_vector_`` (unit norm, oriented so that the positive class has the larger mean
+  projection), ``fit_time_`` (wall-clock seconds of ``fit``);
+* ``decision_function(X)`` (> 0 means ``classes_[1]``), ``predict(X)``, ``score(X, y)``.
+
+Parameters are declared in ``_parameter_constraints`` (scikit-learn's declarative validation, run by
+``fit`` through ``sklearn.base._fit_context``), so a bad parameter raises
+``sklearn.utils._param_validation.InvalidParameterError`` (a ``ValueError``) naming it.
+"""
+from __future__ import annotations
+
+import numpy as np
+from scipy.special import expit
+from sklearn.base import BaseEstimator, ClassifierMixin
+from sklearn.utils.multiclass import check_classification_targets, type_of_target
+from sklearn.utils.validation import check_is_fitted, validate_data
+
+from ..validation import check_binary_labels, check_matrix, check_min_per_class
+
+__all__ = ["ConceptProbe", "LinearConceptProbe", "orient_to_positive_class"]
+
+
+def orient_to_positive_class(vector: np.ndarray, X: np.ndarray, y_pm: np.ndarray) -> np.ndarray:
+    """Unit ``vector`` with the sign that gives the positive rows (``y_pm > 0``) the larger mean projection.
+
+    Examples
+    --------
+    >>> X = np.array([[0.0, 1.0], [0.0, -1.0]])
+    >>> orient_to_positive_class(np.array([0.0, -2.0]), X, np.array([1.0, -1.0]))
+    array([0., 1.])
+    """
+    norm = float(np.linalg.norm(vector))
+    if not np.isfinite(norm) or norm == 0:
+        raise ValueError("the fitted direction is zero or not finite; there is no concept vector (constant features?)")
+    unit = vector / norm
+    projection = X @ unit
+    return -unit if projection[y_pm > 0].mean() < projection[y_pm < 0].mean() else unit
+
+
+class ConceptProbe(ClassifierMixin, BaseEstimator):
+    """Base class of the concept-vector estimators (see the module docstring for the interface)."""
+
+    def __sklearn_tags__(self):
+        tags = super().__sklearn_tags__()
+        tags.classifier_tags.multi_class = False
+        return tags
+
+    def _validate_fit_data(self, X, y, X_val=None, y_val=None):
+        """Validate a fit's inputs; sets ``classes_``, ``n_features_in_``.
+
+        Returns ``(X, y_pm, X_val, y_val_pm)`` as float64 arrays with labels in {-1, +1}
+        (``classes_[1]`` -> +1); an absent validation split is returned empty."""
+        X, y = validate_data(self, X, y, dtype=np.float64, ensure_all_finite=True)
+        check_classification_targets(y)
+        if type_of_target(y) == "multiclass":
+            raise ValueError(f"Only binary classification is supported: y must have exactly two classes, "
+                             f"got {np.unique(y).size}")
+        self.classes_, y_pm = check_binary_labels(y, X.shape[0], "y")
+        check_min_per_class(y_pm, "train")
+        if (X_val is None) != (y_val is None):
+            raise ValueError("X_val and y_val must be given together")
+        if X_val is None:
+            return X, y_pm, X[:0], y_pm[:0]
+        X_val = check_matrix(X_val, "X_val")
+        if X_val.shape[1] != X.shape[1]:
+            raise ValueError(f"X_val must have the {X.shape[1]} features of X, got {X_val.shape[1]}")
+        _, y_val_pm = check_binary_labels(y_val, X_val.shape[0], "y_val", classes=self.classes_)
+        return X, y_pm, X_val, y_val_pm
+
+    def _validate_X(self, X) -> np.ndarray:
+        check_is_fitted(self)
+        return validate_data(self, X, dtype=np.float64, ensure_all_finite=True, reset=False)
+
+    def predict(self, X) -> np.ndarray:
+        """Predicted labels: ``classes_[1]`` where ``decision_function(X) > 0``."""
+        scores = self.decision_function(X)  # checks that the probe is fitted
+        return self.classes_[(scores > 0).astype(int)]
+
+
+class LinearConceptProbe(ConceptProbe):
+    """A concept probe whose decision function is linear in raw space: ``X @ coef_ + intercept_``."""
+
+    def decision_function(self, X) -> np.ndarray:
+        """Logit ``X @ coef_ + intercept_`` on raw hidden states (positive -> ``classes_[1]``)."""
+        return self._validate_X(X) @ self.coef_ + self.intercept_
+
+    def predict_proba(self, X) -> np.ndarray:
+        """Class probabilities ``[1 - sigmoid(d), sigmoid(d)]`` with ``d = decision_function(X)``."""
+        p1 = expit(self.decision_function(X))
+        return np.column_stack([1.0 - p1, p1])
+
+    def predict_log_proba(self, X) -> np.ndarray:
+        """Logarithm of :meth:`predict_proba`."""
+        return np.log(self.predict_proba(X))

@@ -1,0 +1,231 @@
+"""Concept vectors: one linear probe per layer, as one object (the unit a user saves, loads and steers with).
+
+A :class:`LinearProbe` is a binary linear probe in *raw* hidden-state space at one layer: logit
+``coef @ h + intercept`` (positive class = the probe's ``classes_[1]``) and the unit concept vector
+``direction`` (by default ``coef / ||coef||``).  A :class:`ConceptVectors` maps layer indices to
+probes, like repeng's ``ControlVector`` maps layers to directions, and carries what steering and
+reports need: the probes' test accuracies, the ridge strength ``C`` chosen per layer, the
+standardization statistics, the model and the layer convention.  It is saved and loaded as a
+safetensors + JSON pair by :func:`empirical.probes.persistence.save_concept_vectors` and
+:func:`~empirical.probes.persistence.load_concept_vectors`.
+
+Layer index: whatever the producer says in ``layer_convention``; for hidden states extracted by
+:mod:`empirical.llm.extract` layer ``l`` is the output of decoder block ``l`` (``l = 0`` the token
+embeddings), which is also the layer steering edits.
+"""
+from __future__ import annotations
+
+import math
+from collections.abc import Iterator, Mapping
+from dataclasses import dataclass, field
+
+import numpy as np
+
+__all__ = ["LinearProbe", "ConceptVectors", "DEFAULT_LAYER_CONVENTION"]
+
+#: the convention of hidden states extracted by :mod:`empirical.llm.extract`
+DEFAULT_LAYER_CONVENTION = "output of decoder block l (0 = token embeddings)"
+
+
+def _finite_vector(value, name: str, size: int | None = None) -> np.ndarray:
+    vector = np.asarray(value, dtype=np.float64).ravel()
+    if size is not None and vector.shape != (size,):
+        raise ValueError(f"{name} must be a vector of length {size}, got shape {np.shape(value)}")
+    if vector.size == 0 or not np.all(np.isfinite(vector)):
+        problem = "non-finite values" if vector.size else "no entries"
+        raise ValueError(f"{name} must be a non-empty finite vector, got {problem}")
+    return vector
+
+
+def _optional_float(value, name: str, low: float = -math.inf, high: float = math.inf) -> float | None:
+    if value is None:
+        return None
+    number = float(np.ravel(value)[0]) if np.ndim(value) else float(value)
+    if not math.isfinite(number):
+        raise ValueError(f"{name} must be finite, got {number!r}")
+    if not (low <= number <= high):
+        raise ValueError(f"{name} must lie in [{low}, {high}], got {number!r}")
+    return number
+
+
+@dataclass(frozen=True)
+class LinearProbe:
+    """A binary linear probe at one layer, in raw hidden-state coordinates.
+
+    Parameters
+    ----------
+    coef : array of shape (p,) or None
+        Raw-space weights ``w``: the probe's logit is ``w @ h + intercept`` for a raw hidden state ``h``.
+        None for a bare direction (e.g. loaded from an old concept-vector file), which cannot steer.
+    intercept : float or None
+        Raw-space intercept ``b`` (None exactly when ``coef`` is None).
+    direction : array of shape (p,), optional
+        Unit concept vector; default ``coef / ||coef||``.  Normalized on construction.
+    test_accuracy : float, optional
+        Held-out accuracy of the probe in [0, 1] (steering's reliability threshold reads it).
+    C : float, optional
+        Inverse ridge strength selected for this layer (``lambda = 1 / C``), if the probe is ridge-logistic.
+    scaler_mean, scaler_scale : arrays of shape (p,), optional
+        The train-split standardization the probe was fitted on (already folded into ``coef``/``intercept``).
+
+    Examples
+    --------
+    >>> probe = LinearProbe([3.0, 4.0], -1.0, test_accuracy=0.9)
+    >>> probe.direction
+    array([0.6, 0.8])
+    >>> probe.slope, float(probe.logit([[1.0, 1.0]])[0])
+    (5.0, 6.0)
+    """
+
+    coef: np.ndarray | None
+    intercept: float | None
+    direction: np.ndarray | None = None
+    test_accuracy: float | None = None
+    C: float | None = None
+    scaler_mean: np.ndarray | None = None
+    scaler_scale: np.ndarray | None = None
+
+    def __post_init__(self):
+        if (self.coef is None) != (self.intercept is None):
+            raise ValueError("coef and intercept must be given together (both None for a bare direction)")
+        coef = None if self.coef is None else _finite_vector(self.coef, "coef")
+        intercept = _optional_float(self.intercept, "intercept")
+        if self.direction is None:
+            if coef is None:
+                raise ValueError("a LinearProbe needs coef or direction")
+            norm = float(np.linalg.norm(coef))
+            if norm == 0:
+                raise ValueError("coef is all zeros; there is no concept direction")
+            direction = coef / norm
+        else:
+            direction = _finite_vector(self.direction, "direction", None if coef is None else coef.size)
+            norm = float(np.linalg.norm(direction))
+            if norm == 0:
+                raise ValueError("direction is all zeros")
+            direction = direction / norm
+        p = direction.size
+        scaler_mean = None if self.scaler_mean is None else _finite_vector(self.scaler_mean, "scaler_mean", p)
+        scaler_scale = None if self.scaler_scale is None else _finite_vector(self.scaler_scale, "scaler_scale", p)
+        if scaler_scale is not None and np.any(scaler_scale <= 0):
+            raise ValueError("scaler_scale must be positive")
+        test_accuracy = _optional_float(self.test_accuracy, "test_accuracy", 0.0, 1.0)
+        C = _optional_float(self.C, "C", 0.0, math.inf)
+        if C is not None and C == 0:
+            raise ValueError("C must be > 0, got 0.0")
+        for name, value in dict(coef=coef, intercept=intercept, direction=direction, test_accuracy=test_accuracy,
+                                C=C, scaler_mean=scaler_mean, scaler_scale=scaler_scale).items():
+            object.__setattr__(self, name, value)
+
+    @classmethod
+    def from_estimator(cls, estimator, test_accuracy: float | None = None) -> LinearProbe:
+        """From a fitted linear estimator: ``coef_`` (raw space), ``intercept_`` and, if present,
+        ``concept_vector_``, ``C_``, ``scaler_mean_``, ``scaler_scale_`` (as :class:`RaptorProbe` sets them)."""
+        return cls(np.asarray(estimator.coef_, dtype=np.float64).ravel(), float(np.ravel(estimator.intercept_)[0]),
+                   getattr(estimator, "concept_vector_", None), test_accuracy, getattr(estimator, "C_", None),
+                   getattr(estimator, "scaler_mean_", None), getattr(estimator, "scaler_scale_", None))
+
+    @property
+    def n_features(self) -> int:
+        """Hidden-state dimension p."""
+        return int(self.direction.size)
+
+    @property
+    def slope(self) -> float:
+        """``coef @ direction``: change of the logit per unit step along the direction."""
+        self._require_coef("slope")
+        return float(self.coef @ self.direction)
+
+    def logit(self, H) -> np.ndarray:
+        """Probe logits ``H @ coef + intercept`` for raw hidden states ``H`` (n, p)."""
+        self._require_coef("logit")
+        return np.asarray(H, dtype=np.float64) @ self.coef + self.intercept
+
+    def _require_coef(self, what: str):
+        if self.coef is None:
+            raise ValueError(f"{what} needs the probe's coef and intercept; this probe holds only a direction")
+
+
+@dataclass(frozen=True)
+class ConceptVectors(Mapping):
+    """Concept vectors of one concept across layers: ``{layer: LinearProbe}`` plus provenance.
+
+    Behaves as a read-only mapping from layer index to :class:`LinearProbe` (``cv[12]``, ``list(cv)``,
+    ``cv.items()``), so anything that takes a dict of probes (steering) takes it.
+
+    Parameters
+    ----------
+    probes : mapping of int to LinearProbe
+        The probe of each layer; all of the same dimension.
+    method : str
+        Which method produced them (``"raptor"``, ``"gcs"``, ...).
+    model : str, optional
+        Model identity (name or path) the hidden states came from.
+    layer_convention : str
+        What layer ``l`` means (default: output of decoder block ``l``, 0 = token embeddings).
+    metadata : dict
+        Free-form JSON-serializable provenance (dataset, split seed, ...).
+
+    Examples
+    --------
+    >>> cv = ConceptVectors({3: LinearProbe([1.0, 0.0], 0.5, test_accuracy=0.8)}, model="tiny")
+    >>> cv.layers, cv.directions[3], cv[3].test_accuracy
+    ([3], array([1., 0.]), 0.8)
+    """
+
+    probes: Mapping[int, LinearProbe]
+    method: str = "raptor"
+    model: str | None = None
+    layer_convention: str = DEFAULT_LAYER_CONVENTION
+    metadata: dict = field(default_factory=dict)
+
+    def __post_init__(self):
+        if not isinstance(self.probes, Mapping) or not self.probes:
+            raise ValueError("probes must be a non-empty mapping {layer: LinearProbe}")
+        probes = {}
+        for layer, probe in self.probes.items():
+            if isinstance(layer, bool) or not isinstance(layer, (int, np.integer)):
+                raise ValueError(f"layer indices must be integers, got {layer!r}")
+            if not isinstance(probe, LinearProbe):
+                raise ValueError(f"probes[{layer}] must be a LinearProbe, got {type(probe).__name__}")
+            probes[int(layer)] = probe
+        sizes = {probe.n_features for probe in probes.values()}
+        if len(sizes) != 1:
+            raise ValueError(f"all probes must have the same dimension, got {sorted(sizes)}")
+        object.__setattr__(self, "probes", dict(sorted(probes.items())))
+        object.__setattr__(self, "metadata", dict(self.metadata))
+
+    @classmethod
+    def from_estimators(cls, estimators: Mapping, test_accuracies: Mapping | None = None, **kwargs) -> ConceptVectors:
+        """From fitted linear estimators ``{layer: estimator}`` (see :meth:`LinearProbe.from_estimator`)."""
+        test_accuracies = test_accuracies or {}
+        return cls({layer: LinearProbe.from_estimator(est, test_accuracies.get(layer))
+                    for layer, est in estimators.items()}, **kwargs)
+
+    @classmethod
+    def from_directions(cls, directions: Mapping, **kwargs) -> ConceptVectors:
+        """Bare directions ``{layer: vector}`` (no coefficients: enough to compare or export, not to steer)."""
+        return cls({layer: LinearProbe(None, None, vector) for layer, vector in directions.items()}, **kwargs)
+
+    def __getitem__(self, layer: int) -> LinearProbe:
+        return self.probes[layer]
+
+    def __iter__(self) -> Iterator[int]:
+        return iter(self.probes)
+
+    def __len__(self) -> int:
+        return len(self.probes)
+
+    @property
+    def layers(self) -> list[int]:
+        """Layer indices, ascending."""
+        return list(self.probes)
+
+    @property
+    def n_features(self) -> int:
+        """Hidden-state dimension p."""
+        return next(iter(self.probes.values())).n_features
+
+    @property
+    def directions(self) -> dict[int, np.ndarray]:
+        """``{layer: unit concept vector}``."""
+        return {layer: probe.direction for layer, probe in self.probes.items()}
