@@ -17,8 +17,29 @@ import time
 from pathlib import Path
 
 import numpy as np
+import pandas as pd
+from tqdm.auto import tqdm
+
+from .llm import datasets
+from .llm.cache import ExtractionCache
+from .probes.baselines import DifferenceOfMeans, GCSProbe, LogRegCVProbe, XRFMProbe
+from .probes.layers import fit_layers, paper_split
+from .probes.persistence import load_concept_vectors, save_concept_vectors
+from .probes.raptor import RaptorProbe
+from .probes.stability import stability
+from .probes.structure import delta_sweep
 
 SPLIT_SEED = 42
+
+
+def _llm():
+    """The torch side (model loading, extraction, steering), imported when a command needs it: torch and
+    transformers are the optional ``[llm]`` extra, and ``raptor --help`` should not wait for them."""
+    try:
+        from .llm import extract, models, steering
+    except ImportError as exc:
+        raise SystemExit(f"raptor needs the [llm] extra (pip install 'raptor-probes[llm]'): {exc}") from None
+    return extract, models, steering
 
 
 # --------------------------------------------------------------------------- argument helpers
@@ -86,8 +107,6 @@ def _add_common(p, multi_dataset=False):
 
 
 def _load_datasets(args, names):
-    from .llm import datasets
-
     cap = args.max_per_class
     cap = None if cap == "all" else cap
     if args.quick:
@@ -105,18 +124,13 @@ def _load_datasets(args, names):
 
 
 def _load_model(args):
-    from .llm.models import load_model
-
-    return load_model(args.model, device=args.device, dtype=args.dtype, cache_dir=args.cache_dir)
+    return _llm()[1].load_model(args.model, device=args.device, dtype=args.dtype, cache_dir=args.cache_dir)
 
 
 def _hidden(args, model, tok, ds, layers="all"):
-    from .llm.cache import ExtractionCache
-    from .llm.extract import extract_dataset
-
     cache = False if args.no_cache else ExtractionCache(
         (Path(args.cache_dir).expanduser() / "hidden") if args.cache_dir else None)
-    return extract_dataset(model, tok, ds, layers=layers, batch_size=args.batch_size, cache=cache,
+    return _llm()[0].extract_dataset(model, tok, ds, layers=layers, batch_size=args.batch_size, cache=cache,
                            chat=args.chat, num_threads=args.threads, progress=not args.no_progress)
 
 
@@ -156,74 +170,17 @@ def _plt():
     return plt
 
 
-def split_indices(y, seed=SPLIT_SEED):
-    """The paper's fixed stratified split (train 60 %, val 20 %, test 20 %): ``empirical.paper_split``."""
-    from .probes.layers import paper_split
-
-    return paper_split(np.asarray(y), (0.6, 0.2, 0.2), seed)
-
-
 def _select_layers(spec, L, default):
-    from .llm.extract import resolve_layers
-
     if spec is None:
         return default
-    return resolve_layers(spec, L)
+    return _llm()[0].resolve_layers(spec, L)
 
 
-# --------------------------------------------------------------------------- probes
-def _raptor():
-    try:
-        from .probes.raptor import RaptorProbe
-    except ImportError:
-        raise SystemExit("the RAPTOR estimator (empirical.RaptorProbe) is not available in this installation")
-    return RaptorProbe
-
-
-def fit_probes(H, y, layers, *, seed=SPLIT_SEED, progress=True, n_jobs=1):
-    """Per-layer RAPTOR (``empirical.fit_layers``) on the paper's split.
-
-    ``H`` has layers 0..L on axis 0; returns (table with one row per requested layer: test/val
-    accuracy, lambda*, C*, fit time; {layer: LayerProbe} with the probe's test accuracy).
-    """
-    from .probes.layers import fit_layers
-    from .llm.steering import LayerProbe
-
-    _raptor()
-    split = split_indices(y, seed)
-    res = fit_layers(np.stack([np.asarray(H[l]) for l in layers]), y, split=split, random_state=seed,
-                     n_jobs=n_jobs, progress=progress)
-    table = res.summary.rename(columns={"lambda_": "lambda_star", "C": "C_star"}).copy()
-    table["layer"] = [layers[k] for k in table["layer"]]
-    table["n_train"], table["n_val"], table["n_test"] = (len(s) for s in split)
-    table = table.drop(columns=["best"], errors="ignore")
-    probes = {layers[k]: LayerProbe.from_estimator(est, test_accuracy=float(acc))
-              for k, (est, acc) in enumerate(zip(res.probes, res.summary["test_accuracy"]))}
-    table.attrs["val_best_layer"] = layers[res.best_layer]
-    return table, probes
-
-
-def save_probes(path, probes, table=None):
-    layers = sorted(probes)
-    arrays = dict(layers=np.array(layers), w=np.stack([probes[l].w for l in layers]),
-                  b=np.array([probes[l].b for l in layers]), v=np.stack([probes[l].v for l in layers]),
-                  test_accuracy=np.array([np.nan if probes[l].test_accuracy is None else probes[l].test_accuracy
-                                          for l in layers]))
-    tmp = Path(str(path) + ".tmp.npz")
-    np.savez(tmp, **arrays)
-    os.replace(tmp, path)
-
-
-def load_probes(path):
-    from .llm.steering import LayerProbe
-
-    z = np.load(path)
-    need = {"layers", "w", "b", "v", "test_accuracy"}
-    if not need <= set(z.files):
-        raise SystemExit(f"{path} is not a probe file (needs arrays {sorted(need)})")
-    return {int(l): LayerProbe(z["w"][i], z["b"][i], z["v"][i],
-                               None if np.isnan(z["test_accuracy"][i]) else float(z["test_accuracy"][i]))
-            for i, l in enumerate(z["layers"])}
+def _probe_table(fit) -> "pd.DataFrame":
+    """The per-layer table of ``raptor probe`` from a :class:`PerLayerFit`."""
+    table = fit.summary.rename(columns={"lambda_": "lambda_star", "C": "C_star"}).drop(columns=["best"])
+    table["n_train"], table["n_val"], table["n_test"] = (len(rows) for rows in fit.split)
+    return table
 
 
 # --------------------------------------------------------------------------- subcommands
@@ -246,8 +203,6 @@ def cmd_extract(args):
 
 
 def cmd_probe(args):
-    import pandas as pd
-
     out = _out(args)
     dsets = _load_datasets(args, args.dataset)
     model, tok = _load_model(args)
@@ -257,12 +212,16 @@ def cmd_probe(args):
         H = _hidden(args, model, tok, ds)
         L = H.shape[0] - 1
         layers = _select_layers(args.layers, L, list(range(1, L + 1)))
-        table, probes = fit_probes(H, ds.labels, layers, progress=not args.no_progress, n_jobs=args.jobs)
-        val_best = table.attrs["val_best_layer"]
+        fit = fit_layers(H, ds.labels, layers=layers, random_state=SPLIT_SEED, n_jobs=args.jobs,
+                         progress=not args.no_progress)
+        table = _probe_table(fit)
+        val_best = fit.best_layer
         if args.baselines:
-            table = table.merge(_baseline_table(H, ds.labels, layers, args.baselines, not args.no_progress), on="layer")
+            table = table.merge(_baseline_table(H, ds.labels, layers, fit.split, args.baselines, not args.no_progress),
+                                on="layer")
         _write_csv(out / f"probe_{ds.name}.csv", table)
-        save_probes(out / f"probes_{ds.name}.npz", probes)
+        save_concept_vectors(out / f"probes_{ds.name}",
+                             fit.concept_vectors(model=_llm()[1].model_identity(model), metadata=dict(dataset=ds.name)))
         best = table.loc[table["test_accuracy"].idxmax()]
         vb = table.set_index("layer").loc[val_best]
         rec = dict(dataset=ds.name, n=len(ds), class_counts=ds.class_counts(), best_layer=int(best.layer),
@@ -286,38 +245,24 @@ def cmd_probe(args):
     return 0
 
 
-BASELINES = {"dom": "DifferenceOfMeans", "lrcv": "LogRegCVProbe", "gcs": "GCSProbe", "xrfm": "XRFMProbe"}
+BASELINES = {"dom": DifferenceOfMeans, "lrcv": LogRegCVProbe, "gcs": GCSProbe, "xrfm": XRFMProbe}
 
 
-def _baseline_table(H, y, layers, names, progress):
-    import pandas as pd
-    from tqdm.auto import tqdm
-
-    from .probes import baselines as B
-
+def _baseline_table(H, y, layers, split, names, progress):
+    """Test accuracy and fit seconds of each baseline per layer, on the split the RAPTOR probes used."""
     bad = [n for n in names if n not in BASELINES]
     if bad:
         raise SystemExit(f"unknown baseline(s) {bad}; choose from {sorted(BASELINES)}")
-    tr, va, te = split_indices(y)
-    rows = []
-    for l in tqdm(layers, desc="baselines", disable=not progress, leave=False):
-        X = np.asarray(H[l], dtype=np.float64)
-        row = {"layer": l}
-        for name in names:
-            t = time.perf_counter()
-            est = getattr(B, BASELINES[name])().fit(X[tr], y[tr], X[va], y[va])
-            row[f"{name}_fit_time_s"] = time.perf_counter() - t
-            row[f"{name}_test_accuracy"] = float(est.score(X[te], y[te]))
-        rows.append(row)
-    return pd.DataFrame(rows)
+    table = None
+    for name in names:
+        fit = fit_layers(H, y, layers=layers, estimator=BASELINES[name](), split=split, progress=progress)
+        part = fit.summary[["layer", "fit_time_s", "test_accuracy"]].rename(
+            columns={"fit_time_s": f"{name}_fit_time_s", "test_accuracy": f"{name}_test_accuracy"})
+        table = part if table is None else table.merge(part, on="layer")
+    return table
 
 
 def cmd_stability(args):
-    import pandas as pd
-
-    from .probes.stability import stability
-
-    RaptorProbe = _raptor()
     out = _out(args)
     dsets = _load_datasets(args, args.dataset)
     model, tok = _load_model(args)
@@ -326,14 +271,12 @@ def cmd_stability(args):
         H = _hidden(args, model, tok, ds)
         L = H.shape[0] - 1
         layers = _select_layers(args.layers, L, list(range(max(1, L // 4), L + 1, max(1, L // 4))))
-        tr, va, te = split_indices(ds.labels)
+        tr, va, te = paper_split(ds.labels, random_state=SPLIT_SEED)
         pool = np.sort(np.r_[tr, va])
         rows = []
-        from tqdm.auto import tqdm
-
         for l in tqdm(layers, desc="stability layers", disable=args.no_progress, leave=False):
             X = np.asarray(H[l], dtype=np.float64)
-            res = stability(RaptorProbe, X[pool], ds.labels[pool], K=args.K, drop=args.drop, seed=args.seed)
+            res = stability(RaptorProbe(), X[pool], ds.labels[pool], K=args.K, drop=args.drop, seed=args.seed)
             rows.append(dict(layer=l, mean_abs_cos=float(res.robust), ci_low=float(res.ci[0]), ci_high=float(res.ci[1]),
                              median_fit_time_s=float(np.median(res.fit_times)), K=args.K, drop=args.drop))
         table = pd.DataFrame(rows)
@@ -348,18 +291,12 @@ def cmd_stability(args):
 
 
 def _steer_table(metrics_rows):
-    import pandas as pd
-
     cols = ["dataset", "direction", "layers", "n_pairs", "success_rate", "intervention_rate", "alpha_median",
             "alpha_p90", "alpha_max", "tau"]
     return pd.DataFrame(metrics_rows)[cols]
 
 
 def cmd_steer(args):
-    import pandas as pd
-
-    from .llm.steering import compare_generations, hard_layers, steer_prompts, steering_metrics
-
     out = _out(args)
     dsets = _load_datasets(args, [args.dataset] if args.dataset else None)
     model, tok = _load_model(args)
@@ -370,33 +307,29 @@ def cmd_steer(args):
         L = H.shape[0] - 1
         layers = _select_layers(args.layers, L, list(range(1, L + 1)))
         if args.probe_file:
-            probes = {l: p for l, p in load_probes(args.probe_file).items() if l in layers}
+            probes = {l: p for l, p in load_concept_vectors(args.probe_file).items() if l in layers}
         else:
-            table, probes = fit_probes(H, ds.labels, layers, progress=not args.no_progress)
-            _write_csv(out / f"probe_{ds.name}.csv", table)
-            save_probes(out / f"probes_{ds.name}.npz", probes)
-        _, _, te = split_indices(ds.labels)
-        if args.prompt_class == "both":  # alternate the classes so any --n-prompts is balanced
-            a, b = te[ds.labels[te] == 0], te[ds.labels[te] == 1]
-            k = min(len(a), len(b))
-            cls = np.r_[np.column_stack([a[:k], b[:k]]).ravel(), a[k:], b[k:]].astype(int)
-        else:
-            cls = te[ds.labels[te] == int(args.prompt_class)]
-        prompts = [ds.prompts[i] for i in cls[: args.n_prompts]]
+            fit = fit_layers(H, ds.labels, layers=layers, random_state=SPLIT_SEED, progress=not args.no_progress)
+            _write_csv(out / f"probe_{ds.name}.csv", _probe_table(fit))
+            probes = fit.concept_vectors(model=_llm()[1].model_identity(model), metadata=dict(dataset=ds.name))
+            save_concept_vectors(out / f"probes_{ds.name}", probes)
+        _, _, te = paper_split(ds.labels, random_state=SPLIT_SEED)
+        extract, models, steering = _llm()
+        chosen = steering.select_prompts(ds.labels, te, args.n_prompts,
+                                args.prompt_class if args.prompt_class == "both" else int(args.prompt_class))
+        prompts = [ds.prompts[i] for i in chosen]
         if args.chat:
-            from .llm.models import apply_chat_template
-
-            prompts = apply_chat_template(tok, prompts)
+            prompts = models.apply_chat_template(tok, prompts)
         directions = ["towards", "away"] if args.direction == "both" else [args.direction]
         for direction in directions:
-            df = steer_prompts(model, tok, prompts, probes, direction, tau=args.tau, positions=args.positions,
+            df = steering.steer_prompts(model, tok, prompts, probes, direction, tau=args.tau, positions=args.positions,
                                batch_size=args.batch_size, progress=not args.no_progress)
             _write_csv(out / f"steer_{ds.name}_{direction}_pairs.csv", df)
-            m = steering_metrics(df)
+            m = steering.steering_metrics(df)
             m.update(dataset=ds.name, direction=direction, tau=args.tau if args.tau is not None else "--",
                      skipped_layers=df.attrs.get("skipped_layers"))
             metrics_rows.append(m)
-            hl = hard_layers(df)
+            hl = steering.hard_layers(df)
             hard_rows.append(dict(dataset=ds.name, direction=direction,
                                   top_by_median=", ".join(f"{l}({a:.2f})" for l, a in hl["by_median"]),
                                   top_by_max=", ".join(f"{l}({a:.1f})" for l, a in hl["by_max"])))
@@ -410,7 +343,7 @@ def cmd_steer(args):
                 _savefig(fig, out / f"steer_{ds.name}_{direction}.png")
             gen_prompts = args.gen_prompt or prompts[: args.generate]
             if gen_prompts and args.max_new_tokens > 0:
-                gens += [dict(dataset=ds.name, **g) for g in compare_generations(
+                gens += [dict(dataset=ds.name, **g) for g in steering.compare_generations(
                     model, tok, gen_prompts, probes, direction, tau=args.tau, positions=args.positions,
                     max_new_tokens=args.max_new_tokens, progress=not args.no_progress)]
     table = _steer_table(metrics_rows)
@@ -429,10 +362,6 @@ def cmd_steer(args):
 
 
 def cmd_sweep(args):
-    try:
-        from .probes.structure import delta_sweep
-    except ImportError as exc:
-        raise SystemExit(f"the structure predictor (empirical.structure.delta_sweep) is not available: {exc}")
     out = _out(args)
     dsets = _load_datasets(args, [args.dataset] if args.dataset else None)
     model, tok = _load_model(args)
@@ -443,7 +372,7 @@ def cmd_sweep(args):
         layer = args.layer if args.layer is not None else max(1, L // 2)
         if not 1 <= layer <= L:
             raise SystemExit(f"--layer must be in 1..{L}")
-        tr, va, te = split_indices(ds.labels)
+        tr, va, te = paper_split(ds.labels, random_state=SPLIT_SEED)
         pool = np.sort(np.r_[tr, va])
         X = np.asarray(H[layer], dtype=np.float64)
         kw = dict(seeds=args.seeds, n_jobs=args.jobs, progress=not args.no_progress)
@@ -482,7 +411,7 @@ def build_parser():
 
     p = sub.add_parser("probe", help="per-layer RAPTOR probes (+ baselines), summary table and plot",
                        description="Fit RAPTOR at every layer on the paper's split; write per-layer CSV, summary "
-                                   "JSON, probes (npz) and a layer-wise accuracy plot.")
+                                   "JSON, the concept vectors (probes_<dataset>.safetensors + .json) and a layer-wise accuracy plot.")
     _add_common(p, multi_dataset=True)
     p.add_argument("--layers", type=_layers_arg, help="'all', '1-30' or '5,10' (default 1..L)")
     p.add_argument("--baselines", nargs="*", default=[], metavar="NAME",
@@ -509,7 +438,7 @@ def build_parser():
     p.add_argument("--positions", choices=["last", "all"], default="last")
     p.add_argument("--n-prompts", type=int, default=32, help="evaluation prompts (from the test split)")
     p.add_argument("--prompt-class", choices=["0", "1", "both"], default="both")
-    p.add_argument("--probe-file", help="probes .npz written by 'raptor probe' (skips fitting)")
+    p.add_argument("--probe-file", help="concept vectors written by 'raptor probe' (probes_<dataset>.json; skips fitting)")
     p.add_argument("--generate", type=int, default=2, help="number of prompts to generate from")
     p.add_argument("--gen-prompt", action="append", help="custom generation prompt (repeatable)")
     p.add_argument("--max-new-tokens", type=int, default=24)

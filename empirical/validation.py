@@ -1,82 +1,144 @@
-"""Input validation shared by the probe, baselines and diagnostics (clear ValueErrors)."""
+"""Array and label validation shared by the probes, baselines, diagnostics, the LLM pipeline and ``sims``.
+
+One style for every message: ``"<argument> must <requirement>, got <what was given>"``, naming the
+argument, so a bad input never turns into a NaN, a hang or a raw traceback further down.
+(Scalar parameters of the theory are checked by :mod:`cgmt.validation`; estimator parameters by
+scikit-learn's declarative ``_parameter_constraints``.)
+"""
 from __future__ import annotations
 
 import numpy as np
+from sklearn.model_selection import train_test_split
 
-__all__ = ["check_matrix", "check_binary_labels", "check_grid", "stratified_split", "standardize_stats"]
+__all__ = ["check_matrix", "check_binary_labels", "check_grid", "check_min_per_class", "stratified_split",
+           "standardize_stats"]
 
 
-def check_matrix(X, name="X", n_rows=None):
-    """Float64 2-D finite array; ValueError naming ``name`` otherwise."""
+def check_matrix(X, name: str = "X", n_rows: int | None = None) -> np.ndarray:
+    """A float64, 2-D, non-empty, finite copy-or-view of ``X``; ``ValueError`` naming ``name`` otherwise.
+
+    Parameters
+    ----------
+    X : array-like of shape (n_samples, n_features)
+    name : str
+        The argument's name, used in messages.
+    n_rows : int, optional
+        Required number of rows.
+
+    Examples
+    --------
+    >>> check_matrix([[1, 2], [3, 4]]).dtype
+    dtype('float64')
+    >>> check_matrix([1.0, 2.0], "H")
+    Traceback (most recent call last):
+    ...
+    ValueError: H must be a 2-D array (n_samples, n_features), got a 1-D array of shape (2,)
+    """
     try:
         A = np.asarray(X, dtype=np.float64)
     except (TypeError, ValueError) as exc:
-        raise ValueError(f"{name} must be a numeric 2-D array: {exc}") from None
+        raise ValueError(f"{name} must be a numeric 2-D array, got {type(X).__name__} ({exc})") from None
     if A.ndim != 2:
-        raise ValueError(f"{name} must be a 2-D array (n_samples, n_features); got {A.ndim}-D shape {A.shape}")
+        raise ValueError(f"{name} must be a 2-D array (n_samples, n_features), got a {A.ndim}-D array of shape {A.shape}")
     if A.shape[0] == 0 or A.shape[1] == 0:
-        raise ValueError(f"{name} must have at least one sample and one feature; got shape {A.shape}")
+        raise ValueError(f"{name} must have at least one sample and one feature, got shape {A.shape}")
     if not np.all(np.isfinite(A)):
-        raise ValueError(f"{name} contains NaN or infinite values")
+        raise ValueError(f"{name} must be finite, got NaN or infinite values")
     if n_rows is not None and A.shape[0] != n_rows:
-        raise ValueError(f"{name} has {A.shape[0]} rows but the labels have {n_rows} entries (mismatched lengths)")
+        raise ValueError(f"{name} must have {n_rows} rows (one per label), got {A.shape[0]} (mismatched lengths)")
     return A
 
 
-def check_binary_labels(y, n, name="y", classes=None):
-    """Return (classes, y_pm) with y_pm in {-1, +1} (classes[1] -> +1).
+def check_binary_labels(y, n: int, name: str = "y", classes=None) -> tuple[np.ndarray, np.ndarray]:
+    """Validate binary labels; returns ``(classes, y_pm)`` with ``y_pm`` in {-1, +1} (``classes[1]`` -> +1).
 
-    Labels may be any two values; more than two or only one class raises ValueError."""
+    Parameters
+    ----------
+    y : array-like of shape (n,)
+        Any two label values.
+    n : int
+        Required length (rows of the matching X).
+    name : str
+        The argument's name, used in messages.
+    classes : array of two labels, optional
+        The training classes (for validation or test labels): other values are an error.
+
+    Examples
+    --------
+    >>> classes, y_pm = check_binary_labels(["no", "yes", "yes"], 3)
+    >>> classes.tolist(), y_pm.tolist()
+    (['no', 'yes'], [-1.0, 1.0, 1.0])
+    """
     y = np.asarray(y)
     if y.ndim == 2 and y.shape[1] == 1:
         y = y[:, 0]
     if y.ndim != 1:
-        raise ValueError(f"{name} must be 1-D; got shape {y.shape}")
+        raise ValueError(f"{name} must be 1-D, got shape {y.shape}")
     if y.shape[0] != n:
-        raise ValueError(f"{name} has {y.shape[0]} entries but X has {n} rows (mismatched lengths)")
+        raise ValueError(f"{name} must have {n} entries (one per row of X), got {y.shape[0]} (mismatched lengths)")
     if y.dtype.kind == "f" and not np.all(np.isfinite(y)):
-        raise ValueError(f"{name} contains NaN or infinite values")
+        raise ValueError(f"{name} must be finite, got NaN or infinite values")
     if classes is None:
         classes = np.unique(y)
         if classes.size < 2:
-            raise ValueError(f"{name} has only one class ({classes.tolist()}); a binary probe needs two")
+            raise ValueError(f"{name} must contain two classes (a binary probe), got only one class ({classes.tolist()})")
         if classes.size > 2:
-            raise ValueError(f"{name} has {classes.size} classes; RAPTOR probes are binary (exactly two labels)")
+            raise ValueError(f"{name} must contain exactly two classes (RAPTOR probes are binary), "
+                             f"got {classes.size} classes")
     else:
         extra = np.setdiff1d(np.unique(y), classes)
         if extra.size:
-            raise ValueError(f"{name} contains labels {extra.tolist()} not among the training classes {classes.tolist()}")
+            raise ValueError(f"{name} must only contain the training classes {classes.tolist()}, "
+                             f"got labels {extra.tolist()} not among them")
     y_pm = np.where(y == classes[1], 1.0, -1.0)
     return classes, y_pm
 
 
-def check_grid(Cs):
-    """Validate a grid of inverse regularization strengths C (non-empty, finite, > 0)."""
-    Cs = np.atleast_1d(np.asarray(Cs, dtype=np.float64))
-    if Cs.ndim != 1 or Cs.size == 0:
-        raise ValueError("Cs must be a non-empty 1-D grid of positive values")
-    if not np.all(np.isfinite(Cs)) or np.any(Cs <= 0):
-        raise ValueError(f"Cs must contain only finite positive values (C = 1/lambda > 0); got min {Cs.min()!r}")
-    return Cs
+def check_grid(Cs, name: str = "Cs") -> np.ndarray:
+    """A non-empty 1-D grid of finite positive values (inverse ridge strengths C = 1/lambda).
+
+    Examples
+    --------
+    >>> check_grid([0.1, 1])
+    array([0.1, 1. ])
+    """
+    try:
+        grid = np.atleast_1d(np.asarray(Cs, dtype=np.float64))
+    except (TypeError, ValueError):
+        raise ValueError(f"{name} must be a non-empty 1-D grid of positive values, got {Cs!r}") from None
+    if grid.ndim != 1 or grid.size == 0:
+        raise ValueError(f"{name} must be a non-empty 1-D grid of positive values, got shape {grid.shape}")
+    if not np.all(np.isfinite(grid)) or np.any(grid <= 0):
+        raise ValueError(f"{name} must contain only finite positive values (C = 1/lambda > 0), got min {grid.min()!r}")
+    return grid
 
 
-def check_min_per_class(y_pm, where, minimum=2):
+def check_min_per_class(y_pm, where: str, minimum: int = 2) -> None:
+    """Require ``minimum`` examples of each class in {-1, +1} labels of the ``where`` split."""
     for label in (-1.0, 1.0):
-        k = int(np.sum(y_pm == label))
-        if k < minimum:
-            raise ValueError(f"the {where} split has {k} example(s) of a class; at least {minimum} are needed")
+        count = int(np.sum(y_pm == label))
+        if count < minimum:
+            raise ValueError(f"the {where} split must have at least {minimum} examples of each class, "
+                             f"got {count} example(s) of a class")
 
 
-def stratified_split(y, fraction, random_state, where=("train", "validation")):
-    """Stratified index split (sklearn ``train_test_split``); returns (idx_a, idx_b) with |idx_b| ~ fraction."""
-    from sklearn.model_selection import train_test_split
+def stratified_split(y, fraction: float, random_state, where=("train", "validation")) -> tuple[np.ndarray, np.ndarray]:
+    """Stratified index split (scikit-learn ``train_test_split``); returns sorted ``(idx_a, idx_b)``
+    with ``|idx_b| ~ fraction * len(y)``.
 
+    Examples
+    --------
+    >>> a, b = stratified_split(np.arange(10) % 2, 0.2, random_state=0)
+    >>> len(a), len(b)
+    (8, 2)
+    """
     if not (0.0 < fraction < 1.0):
-        raise ValueError(f"split fraction must be in (0, 1); got {fraction!r}")
+        raise ValueError(f"fraction must lie in (0, 1), got {fraction!r}")
     idx = np.arange(len(y))
     _, counts = np.unique(y, return_counts=True)
     if counts.min() < 2:
-        raise ValueError(f"a class has {counts.min()} example(s); a stratified {where[0]}/{where[1]} split needs >= 2")
+        raise ValueError(f"y must have at least 2 examples of each class for a stratified {where[0]}/{where[1]} "
+                         f"split, got {counts.min()}")
     try:
         a, b = train_test_split(idx, test_size=fraction, stratify=y, random_state=random_state)
     except ValueError as exc:
@@ -84,9 +146,16 @@ def stratified_split(y, fraction, random_state, where=("train", "validation")):
     return np.sort(a), np.sort(b)
 
 
-def standardize_stats(X):
-    """Train-split mean and population standard deviation (zero std replaced by 1)."""
-    mu = X.mean(axis=0)
-    s = X.std(axis=0)
-    s = np.where(s > 0, s, 1.0)
-    return mu, s
+def standardize_stats(X) -> tuple[np.ndarray, np.ndarray]:
+    """Per-feature mean and population standard deviation of ``X`` (zero std replaced by 1).
+
+    Examples
+    --------
+    >>> mean, scale = standardize_stats(np.array([[1.0, 5.0], [3.0, 5.0]]))
+    >>> mean.tolist(), scale.tolist()
+    ([2.0, 5.0], [1.0, 1.0])
+    """
+    mean = X.mean(axis=0)
+    scale = X.std(axis=0)
+    scale = np.where(scale > 0, scale, 1.0)
+    return mean, scale

@@ -18,6 +18,10 @@ import sys
 import time
 from pathlib import Path
 
+from empirical.files import atomic_write_text
+
+from . import empirical_figures, stability, theory
+
 SECTIONS = ("theory", "stability", "empirical")
 
 
@@ -45,7 +49,7 @@ def write_index(out: Path) -> Path:
     for f in sorted((out / "tables").glob("*.md")):
         lines.append(f"### {f.stem}\n\n" + f.read_text())
     path = out / "README.md"
-    path.write_text("\n".join(lines) + "\n")
+    atomic_write_text(path, "\n".join(lines) + "\n")
     return path
 
 
@@ -62,13 +66,10 @@ def main(argv=None) -> int:
         t0 = time.perf_counter()
         print(f"[paper_figures] {section} ...", flush=True)
         if section == "theory":
-            from . import theory
             theory.run(out, quick=args.quick, progress=progress, n_jobs=args.n_jobs)
         elif section == "stability":
-            from . import stability
             stability.run(out, quick=args.quick, progress=progress, n_jobs=args.n_jobs)
         elif section == "empirical":
-            from . import empirical_figures
             cap = args.max_per_class or (100 if args.quick else 500)
             empirical_figures.run(out, model=args.model, data_dir=args.data_dir, max_per_class=cap,
                                   quick=args.quick, progress=progress, n_jobs=args.n_jobs)

@@ -3,26 +3,33 @@
 For every dataset: last-token hidden states of every layer (layer l = output of decoder block l,
 1..L; cached by ``empirical.llm.extract``), the paper's fixed stratified split (train 60 %, val 20 %,
 test 20 %, seed 42), and per layer RAPTOR plus the baselines (GCS, xRFM, difference of means) on the
-same split.  From those: the accuracy summary (``tab:acc-summary``: best layer and mean over layers),
-layerwise accuracy curves, training cost (``fig:cost_dumbbell``), separability
-(``tab:svm_separability_nowarn``), directional stability under 20 % ablations (``tab:robust_subset``)
-with the two-replica theory's prediction per layer, GCAV steering (``tab:steer-control-full``,
-``tab:steer-hard-layers``, examples), and the delta-sweep structure predictor
-(``tab:expA_structure_validation_summary``).
+same split.  From those: the accuracy summary (the paper's accuracy table: best layer and mean over
+layers), layerwise accuracy curves, training cost (the paper's cost figure), separability (its
+separability table), directional stability under 20 % ablations (its robustness table) with the
+two-replica theory's prediction per layer, GCAV steering (its steering-control and hard-layer tables,
+examples), and the delta-sweep structure predictor (its structure-validation table).  The library does
+the work (:mod:`empirical.probes`, :mod:`empirical.llm`); this module calls it and plots.
 
 Every step writes its table as soon as it is done and is skipped on a re-run if its table exists
 (delete ``OUT/tables/<name>.csv`` to redo it), so an interrupted run resumes where it stopped.
 """
 from __future__ import annotations
 
-import time
+import warnings
 from pathlib import Path
 
 import numpy as np
 import pandas as pd
 from tqdm.auto import tqdm
 
+from empirical.llm import datasets
+from empirical.probes import (DifferenceOfMeans, GCSProbe, RaptorProbe, XRFMProbe, fit_layers, load_concept_vectors,
+                              paper_split, save_concept_vectors, separability, stability)
+from empirical.probes.real_embedding import real_embedding_stability, theory_lambda
+from empirical.probes.structure import delta_sweep
+
 from ._io import save_figure, save_json, save_table
+from .stability import plot_real_embedding_stability
 
 DATASETS = ("stsa", "cities", "common", "counterfact", "hateeval", "sarcasm", "coinflip")
 STABILITY_DATASETS = ("stsa", "hateeval", "sarcasm")
@@ -37,48 +44,43 @@ def _cached(out: Path, name: str):
     return pd.read_csv(path) if path.exists() else None
 
 
-def _methods(quick: bool):
-    """Baseline factories (fit(X, y, X_val, y_val) -> concept_vector_, decision_function, fit_time_)."""
-    from empirical import DifferenceOfMeans, GCSProbe, RaptorProbe, XRFMProbe
-
+def _methods(quick: bool) -> dict:
+    """The compared estimators (unfitted; cloned per layer and run), by the names the tables use."""
     return {
-        "RAPTOR": lambda: RaptorProbe(),
-        "GCS": lambda: GCSProbe(n_probes=20 if quick else 100),
-        "xRFM": lambda: XRFMProbe(),
-        "DiffMeans": lambda: DifferenceOfMeans(),
+        "RAPTOR": RaptorProbe(),
+        "GCS": GCSProbe(n_probes=20 if quick else 100),
+        "xRFM": XRFMProbe(),
+        "DiffMeans": DifferenceOfMeans(),
     }
 
 
-def _fit(method, factory, X, y, tr, va):
-    est = factory()
-    t0 = time.perf_counter()
-    if method == "RAPTOR":
-        est.fit(X[tr], y[tr], X_val=X[va], y_val=y[va])
-    else:
-        est.fit(X[tr], y[tr], X[va], y[va])
-    return est, time.perf_counter() - t0
+def layer_table(name, H, y, split, methods, progress=True, vectors_out=None) -> pd.DataFrame:
+    """Test accuracy and fit time of every method at every layer 1..L (rows: layer x method).
 
-
-def layer_table(name, H, y, split, methods, progress=True) -> pd.DataFrame:
-    """Test accuracy and fit time of every method at every layer (rows: layer x method)."""
-    tr, va, te = split
-    rows = []
-    L = H.shape[0] - 1
-    for layer in tqdm(range(1, L + 1), desc=f"{name}: layers", disable=not progress, leave=False):
-        X = np.asarray(H[layer], dtype=np.float64)
-        for method, factory in methods.items():
-            est, dt = _fit(method, factory, X, y, tr, va)
-            acc = float(np.mean((np.asarray(est.decision_function(X[te])) > 0) == (y[te] == 1)))
-            row = dict(dataset=name, layer=layer, method=method, test_accuracy=acc, fit_time_s=dt)
-            if method == "RAPTOR":
-                row.update(lambda_star=float(est.lambda_), C_star=float(est.C_),
-                           val_accuracy=float(est.best_val_accuracy_))
-            rows.append(row)
-    return pd.DataFrame(rows)
+    With ``vectors_out`` (a directory), RAPTOR's concept vectors are saved there as
+    ``concept_vectors_<name>`` (safetensors + JSON) for the steering step."""
+    layers = list(range(1, len(H)))
+    frames = []
+    for method, estimator in methods.items():
+        fit = fit_layers(H, y, layers=layers, estimator=estimator, split=split,
+                         progress=progress and method == "RAPTOR")
+        table = fit.summary.drop(columns=["best"]).assign(dataset=name, method=method)
+        if method == "RAPTOR":
+            table = table.rename(columns={"lambda_": "lambda_star", "C": "C_star"})
+            if vectors_out is not None:
+                save_concept_vectors(Path(vectors_out) / f"concept_vectors_{name}",
+                                     fit.concept_vectors(metadata=dict(dataset=name)))
+        else:
+            table = table.drop(columns=["C", "lambda_", "val_accuracy"])
+        frames.append(table)
+    columns = ["dataset", "layer", "method", "test_accuracy", "fit_time_s", "lambda_star", "C_star", "val_accuracy"]
+    table = pd.concat(frames, ignore_index=True)
+    return table[[c for c in columns if c in table]].sort_values(["layer", "method"], kind="stable",
+                                                                  ignore_index=True)
 
 
 def accuracy_summary(layers: pd.DataFrame) -> pd.DataFrame:
-    """``tab:acc-summary`` analogue: best-layer (mean over layers) test accuracy, % per dataset and method."""
+    """The paper's accuracy-summary table: best-layer (mean over layers) test accuracy, % per dataset and method."""
     g = layers.groupby(["dataset", "method"])["test_accuracy"]
     best, mean = g.max(), g.mean()
     cell = (100 * best).round(1).astype(str) + " (" + (100 * mean).round(1).astype(str) + ")"
@@ -113,7 +115,7 @@ def plot_layerwise(layers: pd.DataFrame, out):
 
 
 def plot_cost(layers: pd.DataFrame, out):
-    """``fig:cost_dumbbell`` analogue: median per-layer training time, log scale."""
+    """The paper's cost figure (dumbbell): median per-layer training time, log scale."""
     import matplotlib.pyplot as plt
 
     med = layers.groupby(["dataset", "method"])["fit_time_s"].median().unstack("method")
@@ -135,15 +137,11 @@ def plot_cost(layers: pd.DataFrame, out):
 
 def separability_table(name, H, y, split, progress=True) -> pd.DataFrame:
     """Per layer: LinearSVC zero training error at some C in {1e4, 1e6, 1e8}; perceptron within 2000 epochs."""
-    import warnings
-
-    from empirical.probes import separability
-
     tr = split[0]
     rows = []
     for layer in tqdm(range(1, H.shape[0]), desc=f"{name}: separability", disable=not progress, leave=False):
         with warnings.catch_warnings():
-            warnings.simplefilter("ignore")
+            warnings.simplefilter("ignore")  # counted in the result and reported in the table
             r = separability(np.asarray(H[layer][tr], dtype=np.float64), y[tr])
         rows.append(dict(dataset=name, layer=layer, separable=bool(r.separable), perc_zero=bool(r.perc_zero),
                          convergence_warnings=int(r.n_convergence_warnings)))
@@ -151,45 +149,25 @@ def separability_table(name, H, y, split, progress=True) -> pd.DataFrame:
 
 
 def stability_table(name, H, y, split, layers, methods, K, progress=True) -> pd.DataFrame:
-    """Mean |pairwise cosine| over K ablation runs (drop 20 % of train+val, stratified 80/20 re-split)."""
-    from empirical import stability
-
+    """Mean |pairwise cosine| over K ablation runs of the train+val pool (the paper's protocol:
+    :func:`empirical.stability`); no row for the difference of means, as in the paper's table."""
     pool = np.sort(np.r_[split[0], split[1]])
     rows = []
     for layer in tqdm(layers, desc=f"{name}: stability", disable=not progress, leave=False):
         X = np.asarray(H[layer], dtype=np.float64)[pool]
-        for method, factory in methods.items():
+        for method, estimator in methods.items():
             if method == "DiffMeans":
                 continue
-            r = stability(_interface(method, factory), X, y[pool], K=K, seed=0)
+            r = stability(estimator, X, y[pool], K=K, seed=0)
             rows.append(dict(dataset=name, layer=layer, method=method, robust=float(r.robust),
                              ci_low=float(r.ci[0]), ci_high=float(r.ci[1]), K=K,
                              median_fit_time_s=float(np.median(r.fit_times))))
     return pd.DataFrame(rows)
 
 
-def _interface(method, factory):
-    if method != "RAPTOR":
-        return factory
-
-    class _R:
-        def __init__(self):
-            self.est = factory()
-
-        def fit(self, X, y, X_val, y_val):
-            self.est.fit(X, y, X_val=X_val, y_val=y_val)
-            self.concept_vector_ = self.est.concept_vector_
-            self.fit_time_ = self.est.fit_time_
-            return self
-
-    return _R
-
-
 def run(out, *, model="smollm2", data_dir=None, max_per_class=500, quick=False, progress=True, n_jobs=1):
     """All empirical figures and tables (see module doc)."""
-    from empirical.llm import datasets
-    from empirical.llm.extract import extract_dataset
-    from empirical.probes.layers import paper_split
+    from empirical.llm.extract import extract_dataset  # torch side, imported when the section runs
     from empirical.llm.models import load_model
 
     out = Path(out)
@@ -212,7 +190,7 @@ def run(out, *, model="smollm2", data_dir=None, max_per_class=500, quick=False, 
     for name, (ds, H, y, split) in data.items():
         tab = _cached(out, f"layers_{name}")
         if tab is None:
-            tab = layer_table(name, H, y, split, methods, progress)
+            tab = layer_table(name, H, y, split, methods, progress, vectors_out=Path(out) / "tables")
             save_table(tab, out, f"layers_{name}")
         frames.append(tab)
         sep = _cached(out, f"separability_{name}")
@@ -261,8 +239,6 @@ def _stability_theory(out, data, stab, layers, progress):
     """Predicted (two-replica CGMT) vs measured RAPTOR stability across layers."""
     import matplotlib.pyplot as plt
 
-    from .stability import plot_real_embedding_stability, real_embedding_stability
-
     rows = []
     fig, axes = plt.subplots(1, len(STABILITY_DATASETS), figsize=(4.5 * len(STABILITY_DATASETS), 3.6), squeeze=False)
     for ax, name in zip(axes[0], STABILITY_DATASETS):
@@ -270,9 +246,9 @@ def _stability_theory(out, data, stab, layers, progress):
         m = stab[(stab.dataset == name) & (stab.method == "RAPTOR")].sort_values("layer")
         C = layers[(layers.dataset == name) & (layers.method == "RAPTOR")].set_index("layer").loc[m.layer, "C_star"]
         pool = np.sort(np.r_[split[0], split[1]])
-        # Each ablation run refits RAPTOR on its train+val part = 80 % of the pool, so in the theory's
-        # per-sample convention lambda = 1 / (C* n_run) with n_run = 0.8 N, and val_fraction = 0.
-        lam = 1.0 / (C.to_numpy() * 0.8 * len(pool))
+        # Each ablation run refits RAPTOR on its train+val part = 80 % of the pool, so the theory's
+        # lambda is that of C* on n_run = 0.8 N rows, and val_fraction = 0.
+        lam = theory_lambda(C.to_numpy(), 0.8 * len(pool))
         res = real_embedding_stability([np.asarray(H[l], dtype=np.float64)[pool] for l in m.layer], y[pool],
                                        m.robust.to_numpy(), lam, val_fraction=0.0, layer_names=list(m.layer),
                                        progress=progress)
@@ -287,34 +263,27 @@ def _stability_theory(out, data, stab, layers, progress):
     save_figure(fig, out, "stability_theory_vs_measured")
 
 
+def _raptor_vectors(out, name, H, y, split, progress):
+    """RAPTOR's concept vectors of layers 1..L, as saved by the accuracy step (fitted again if a resumed
+    run's accuracy table predates that file)."""
+    path = Path(out) / "tables" / f"concept_vectors_{name}"
+    if not Path(f"{path}.json").exists():
+        fit = fit_layers(H, y, layers=range(1, len(H)), split=split, progress=progress)
+        save_concept_vectors(path, fit.concept_vectors(metadata=dict(dataset=name)))
+    return load_concept_vectors(path)
+
+
 def _steering(out, mdl, tok, data, layers, quick, progress):
-    from empirical.llm.steering import LayerProbe, compare_generations, hard_layers, steer_prompts, steering_metrics
+    from empirical.llm.steering import compare_generations, hard_layers, select_prompts, steer_prompts, steering_metrics
 
     if _cached(out, "steering_summary") is not None:
         return
     n_prompts = 4 if quick else 16
     metrics, hard, examples = [], [], []
-    probe_cache = {}
     for name, direction, tau in tqdm(STEER_SETTINGS, desc="steering", disable=not progress):
         ds, H, y, split = data[name]
-        if name not in probe_cache:
-            from empirical import RaptorProbe
-
-            tr, va, te = split
-            acc = layers[(layers.dataset == name) & (layers.method == "RAPTOR")].set_index("layer")["test_accuracy"]
-            probes = {}
-            for layer in range(1, H.shape[0]):
-                X = np.asarray(H[layer], dtype=np.float64)
-                est = RaptorProbe().fit(X[tr], y[tr], X_val=X[va], y_val=y[va])
-                probes[layer] = LayerProbe.from_estimator(est, test_accuracy=float(acc.loc[layer]))
-            probe_cache[name] = probes
-        probes = probe_cache[name]
-        te = split[2]
-        # neutral prompts: alternate the two classes of the test split
-        a, b = te[y[te] == 0], te[y[te] == 1]
-        k = min(len(a), len(b), n_prompts // 2 + 1)
-        idx = np.column_stack([a[:k], b[:k]]).ravel()[:n_prompts]
-        prompts = [ds.prompts[i] for i in idx]
+        probes = _raptor_vectors(out, name, H, y, split, progress)
+        prompts = [ds.prompts[i] for i in select_prompts(y, split[2], n_prompts)]  # both classes, alternating
         df = steer_prompts(mdl, tok, prompts, probes, direction, tau=tau, progress=progress)
         m = steering_metrics(df)
         m.update(dataset=name, direction=direction, tau=tau if tau is not None else "--",
@@ -335,8 +304,6 @@ def _steering(out, mdl, tok, data, layers, quick, progress):
 
 
 def _structure(out, data, L, quick, progress, n_jobs):
-    from empirical.probes.structure import delta_sweep
-
     if _cached(out, "structure_summary") is not None:
         return
     rows = []

@@ -3,7 +3,7 @@ measured RAPTOR ablation stability on real embeddings.
 
 Conventions: as in ``cgmt`` (x ~ N(0, I_p/p), objective (1/n) sum loss + lam/(2p)||beta||^2).  For
 real embeddings the features are standardized (unit variance per coordinate, as RAPTOR does), i.e.
-h = sqrt(p) x, so RAPTOR's lambda (``eq:ridge_obj``: (1/n) sum loss + lam/2 ||w||^2) *is* the theory's
+h = sqrt(p) x, so RAPTOR's lambda (its objective (1/n) sum loss + lam/2 ||w||^2) *is* the theory's
 lambda and scikit-learn's C is 1/(n lam).  ``delta`` is always the pool ratio N/p (train cup val).
 
 Public functions
@@ -11,24 +11,29 @@ Public functions
 - :func:`stability_curves` -- theory table (three protocols + the paper's formula) along a lambda grid;
 - :func:`simulate_stability_replicate` / :func:`simulate_stability` -- Monte Carlo with ``sims``;
 - :func:`plot_stability_vs_lambda` -- predicted vs simulated cosine against lambda at a few (delta, kappa);
-- :func:`estimate_kappa` -- signal strength from cross-validated accuracy through the theory;
-- :func:`real_embedding_stability` -- predicted vs measured stability across layers, Spearman/Pearson;
-- :func:`plot_real_embedding_stability`, :func:`make_stability_figures`.
+- :func:`plot_real_embedding_stability` -- measured versus predicted stability per layer (the
+  methodology, ``estimate_kappa`` and ``real_embedding_stability``, lives in
+  :mod:`empirical.probes.real_embedding`);
+- :func:`make_stability_figures`.
 """
 from __future__ import annotations
 
 import itertools
 import math
-from dataclasses import dataclass, field
 
 import numpy as np
 import pandas as pd
-from scipy.optimize import brentq
-from scipy.stats import pearsonr, spearmanr
+from joblib import Parallel, delayed
+from threadpoolctl import threadpool_limits
 from tqdm.auto import tqdm
 
+import sims
+from cgmt.ablation import ablation_split
+from cgmt.stability import stability
+
+from ._io import save_figure, save_table
+
 __all__ = ["stability_curves", "simulate_stability_replicate", "simulate_stability", "plot_stability_vs_lambda",
-           "estimate_kappa", "participation_ratio", "real_embedding_stability", "RealStabilityResult",
            "plot_real_embedding_stability", "make_stability_figures", "run", "DEFAULT_SETTINGS"]
 
 PROTOCOLS = ("independent", "subsample", "full_vs_subsample")
@@ -45,9 +50,7 @@ _LABELS = {"subsample": "two ablation runs (paper's metric)", "full_vs_subsample
 def stability_curves(delta, kappa, lams, *, drop=0.2, val_fraction=0.2) -> pd.DataFrame:
     """Theory along ``lams``: columns lam, cos_<protocol> for the three protocols, and
     ``paper_formula`` = alpha^2/(alpha^2+sigma^2) for the two ablation runs (the paper's
-    ``eq:cosine_stability_approx`` applied to the fits it compares)."""
-    from cgmt.stability import stability
-
+    independent-sample stability formula applied to the fits it compares)."""
     rows = []
     for lam in lams:
         rec = dict(delta=float(delta), kappa=float(kappa), lam=float(lam))
@@ -66,14 +69,12 @@ def _cos(a, b):
 
 def simulate_stability_replicate(delta, lam, kappa, p, seed, *, runs=3, drop=0.2, val_fraction=0.2) -> dict:
     """One Monte Carlo replicate with ``sims``: a pool of n = delta p points, its full fit, a fit on an
-    independent pool (same teacher), and ``runs`` ablation runs (``sims.ablation_train_indices``).
+    independent pool (same teacher), and ``runs`` ablation runs (:func:`cgmt.ablation.ablation_split`, training part).
 
-    Returns cos_independent, cos_subsample (mean over the runs' pairs, i.e. ``eq:robust_cos_abs``
+    Returns cos_independent, cos_subsample (mean over the runs' pairs, i.e. the paper's mean absolute pairwise cosine
     without the absolute value, which is immaterial here: all cosines are > 0), cos_full_subsample
     (mean over runs) and the largest gradient norm of the fits.
     """
-    import sims
-
     if runs < 2:
         raise ValueError(f"runs: need at least 2 ablation runs, got {runs}")
     ss = seed if isinstance(seed, np.random.SeedSequence) else np.random.SeedSequence(seed)
@@ -84,7 +85,7 @@ def simulate_stability_replicate(delta, lam, kappa, p, seed, *, runs=3, drop=0.2
     fits = [sims.fit_ridge_logistic(pool.X, pool.y, lam), sims.fit_ridge_logistic(other.X, other.y, lam)]
     zr = []
     for s in s_runs:
-        idx = sims.ablation_train_indices(pool.y, s, drop=drop, val_fraction=val_fraction)
+        idx, _ = ablation_split(pool.y, s, drop=drop, val_fraction=val_fraction)
         f = sims.fit_ridge_logistic(pool.X[idx], pool.y[idx], lam)
         fits.append(f)
         zr.append(f.z)
@@ -98,9 +99,6 @@ def simulate_stability_replicate(delta, lam, kappa, p, seed, *, runs=3, drop=0.2
 def simulate_stability(delta, kappa, lams, p, replicates, *, runs=3, seed=0, drop=0.2, val_fraction=0.2,
                        n_jobs=1, progress=True) -> pd.DataFrame:
     """Monte Carlo table: per lam, mean and standard error over ``replicates`` of the three cosines."""
-    from joblib import Parallel, delayed
-    from threadpoolctl import threadpool_limits
-
     if int(replicates) != replicates or replicates < 2:
         raise ValueError(f"replicates: must be an integer >= 2 (standard errors), got {replicates}")
     root = np.random.SeedSequence(seed)
@@ -168,171 +166,9 @@ def plot_stability_vs_lambda(settings=DEFAULT_SETTINGS, lams=None, *, sim: pd.Da
 
 
 # ---------------------------------------------------------------------------------------------
-# real embeddings
+# real embeddings (methodology in empirical.probes.real_embedding)
 # ---------------------------------------------------------------------------------------------
-def _pm1(y):
-    y = np.asarray(y).ravel()
-    classes = np.unique(y)
-    if classes.size != 2:
-        raise ValueError(f"labels: need exactly two classes, got {classes.size}")
-    return np.where(y == classes[1], 1.0, -1.0)
-
-
-def _cv_accuracy(X, y, lam, folds, seed):
-    """Held-out accuracy of the RAPTOR objective at lam (train-fold standardization, intercept)."""
-    from sklearn.model_selection import StratifiedKFold
-
-    from empirical.logistic.solver import fit_l2_logistic
-
-    correct = 0
-    n_fit = []
-    for tr, te in StratifiedKFold(folds, shuffle=True, random_state=seed).split(X, y):
-        mu = X[tr].mean(0)
-        sd = X[tr].std(0)
-        sd[sd == 0] = 1.0
-        Xtr = (X[tr] - mu) / sd
-        Xte = (X[te] - mu) / sd
-        res = fit_l2_logistic(Xtr, y[tr], 1.0 / (len(tr) * lam), fit_intercept=True)
-        pred = np.where(Xte @ res.coef + res.intercept >= 0, 1.0, -1.0)
-        correct += int(np.sum(pred == y[te]))
-        n_fit.append(len(tr))
-    return correct / len(y), float(np.mean(n_fit))
-
-
-def participation_ratio(X):
-    """Effective dimension (tr S)^2 / tr(S^2) of the standardized features' sample covariance S.
-
-    Equals p for isotropic features and counts the dominant directions of anisotropic (e.g. LLM)
-    embeddings.  Computed from the n x n Gram matrix when n < p.  (Biased downward when n is not much
-    larger than the effective dimension; a heuristic plug-in, see :func:`real_embedding_stability`.)
-    """
-    X = np.asarray(X, dtype=float)
-    sd = X.std(0)
-    sd[sd == 0] = 1.0
-    Z = (X - X.mean(0)) / sd
-    n = Z.shape[0]
-    G = (Z @ Z.T) / n if n < Z.shape[1] else (Z.T @ Z) / n
-    return float(np.trace(G) ** 2 / np.sum(G * G))
-
-
-def estimate_kappa(X, y, lam, *, folds=5, seed=0, kappa_max=20.0, p_eff=None):
-    """Signal strength kappa of a labelled embedding matrix through the theory's accuracy relation.
-
-    Estimator: the K-fold cross-validated accuracy ``acc`` of the ridge-logistic probe at ``lam``
-    (RAPTOR's objective on train-fold-standardized features, with intercept) is matched to the
-    theory's asymptotic test accuracy at the same (delta_fit = n_fit/p, lam):
-    kappa_hat solves cgmt.solve(delta_fit, lam, kappa).accuracy = acc (the accuracy is increasing
-    in kappa).  acc <= 1/2 gives 0; acc above the theory's value at ``kappa_max`` gives ``kappa_max``.
-    ``p_eff``: dimension used by the theory (default the ambient p); the theory is then evaluated at
-    delta_fit = n_fit/p_eff and lambda' = lam p_eff/p (the ridge term lam/2 ||w||^2 on standardized
-    features equals lam'/(2 p_eff) ||beta||^2 in the p_eff-dimensional isotropic model).
-    Returns (kappa_hat, acc, delta_fit).
-    """
-    import cgmt
-
-    X = np.asarray(X, dtype=float)
-    y = _pm1(y)
-    if X.ndim != 2 or X.shape[0] != y.size:
-        raise ValueError(f"X: need shape (n, p) with n = len(y) = {y.size}, got {X.shape}")
-    if not np.all(np.isfinite(X)):
-        raise ValueError("X: contains NaN or inf")
-    acc, n_fit = _cv_accuracy(X, y, float(lam), folds, seed)
-    p_th = X.shape[1] if p_eff is None else float(p_eff)
-    d_fit = n_fit / p_th
-    lam_th = float(lam) * p_th / X.shape[1]
-    if acc <= 0.5:
-        return 0.0, acc, d_fit
-
-    def f(k):
-        return float(cgmt.solve(d_fit, lam_th, k).accuracy) - acc
-
-    if f(kappa_max) <= 0:
-        return float(kappa_max), acc, d_fit
-    return float(brentq(f, 0.0, kappa_max, xtol=1e-6)), acc, d_fit
-
-
-@dataclass
-class RealStabilityResult:
-    """``table``: one row per layer (layer, n, p, delta, lam, kappa_hat, cv_accuracy, predicted,
-    paper_formula, measured); ``correlations``: Spearman and Pearson (with p-values) of the prediction
-    and of the paper's formula against the measurement, and the number of layers."""
-
-    table: pd.DataFrame
-    correlations: dict = field(default_factory=dict)
-
-
-def _corr(x, y):
-    x, y = np.asarray(x, float), np.asarray(y, float)
-    ok = np.isfinite(x) & np.isfinite(y)
-    if ok.sum() < 3 or np.ptp(x[ok]) == 0 or np.ptp(y[ok]) == 0:
-        return dict(spearman=float("nan"), spearman_p=float("nan"), pearson=float("nan"), pearson_p=float("nan"))
-    s = spearmanr(x[ok], y[ok])
-    r = pearsonr(x[ok], y[ok])
-    return dict(spearman=float(s.statistic), spearman_p=float(s.pvalue), pearson=float(r.statistic),
-                pearson_p=float(r.pvalue))
-
-
-def real_embedding_stability(embeddings, labels, measured, lams, *, drop=0.2, val_fraction=0.2, folds=5,
-                             seed=0, layer_names=None, dimension="ambient", progress=True) -> RealStabilityResult:
-    """Predicted versus measured RAPTOR ablation stability across layers.
-
-    ``embeddings``: sequence (or (L, N, p) array) of per-layer pools (N x p, raw or standardized);
-    ``labels``: (N,) binary labels shared by all layers (or a sequence of per-layer labels);
-    ``measured``: per-layer measured stability (``eq:robust_cos_abs``, e.g. from the RAPTOR ablation
-    runs); ``lams``: per-layer ridge strength lambda* in RAPTOR's convention (equal to the theory's
-    lambda on standardized features), or a scalar.  For each layer: delta = N/p, kappa_hat from
-    :func:`estimate_kappa`, prediction ``cgmt.stability.stability(delta, lam, kappa_hat, "subsample")``
-    (each run trains on (1-drop)(1-val_fraction) of the pool; pass ``val_fraction=0`` if the runs'
-    probes were refit on train cup val).  Correlations are reported as they come out (no selection).
-
-    ``dimension``: "ambient" (the theory's p is the embedding width) or "participation_ratio" (p_eff of
-    :func:`participation_ratio`, with delta = N/p_eff and lambda' = lam p_eff/p; a heuristic for
-    anisotropic embeddings, whose accuracy the isotropic model at the ambient p cannot reach:
-    there kappa_hat saturates at its cap).  On SmolLM2 embeddings the participation ratio (5-35) made the
-    prediction worse than the ambient p (docs/stability_theory.md, section 5b); it is kept for reproduction.
-    """
-    from cgmt.stability import stability
-
-    layers = list(embeddings)
-    L = len(layers)
-    measured = np.asarray(measured, dtype=float).ravel()
-    if measured.size != L:
-        raise ValueError(f"measured: need one value per layer ({L}), got {measured.size}")
-    lams = np.broadcast_to(np.asarray(lams, dtype=float), (L,)) if np.ndim(lams) == 0 else np.asarray(lams, float)
-    if lams.size != L or not np.all(np.isfinite(lams) & (lams > 0)):
-        raise ValueError(f"lams: need {L} finite positive values (or one scalar), got {lams}")
-    if isinstance(labels, (list, tuple)) and len(labels) == L and np.ndim(labels[0]) == 1:
-        ys = list(labels)
-    else:
-        ys = [labels] * L
-    names = list(range(L)) if layer_names is None else list(layer_names)
-    rows = []
-    for i in tqdm(range(L), disable=not progress, desc="layers"):
-        X = np.asarray(layers[i], dtype=float)
-        N, p = X.shape
-        if dimension == "ambient":
-            p_th = float(p)
-        elif dimension == "participation_ratio":
-            p_th = participation_ratio(X)
-        else:
-            raise ValueError(f"dimension: must be 'ambient' or 'participation_ratio', got {dimension!r}")
-        lam_th = float(lams[i]) * p_th / p
-        kappa, acc, d_fit = estimate_kappa(X, ys[i], lams[i], folds=folds, seed=seed, p_eff=p_th)
-        r = stability(N / p_th, lam_th, kappa, "subsample", drop=drop, val_fraction=val_fraction)
-        rows.append(dict(layer=names[i], n=N, p=p, p_theory=p_th, delta=N / p_th, lam=float(lams[i]),
-                         lam_theory=lam_th, kappa_hat=kappa,
-                         cv_accuracy=acc, predicted=r.cosine, paper_formula=r.independent_formula,
-                         measured=float(measured[i]), theory_success=bool(r.success)))
-    tab = pd.DataFrame(rows)
-    corr = dict(n_layers=L,
-                **{f"predicted_{k}": v for k, v in _corr(tab.predicted, tab.measured).items()},
-                **{f"paper_formula_{k}": v for k, v in _corr(tab.paper_formula, tab.measured).items()},
-                mean_abs_error=float(np.mean(np.abs(tab.predicted - tab.measured))),
-                paper_formula_mean_abs_error=float(np.mean(np.abs(tab.paper_formula - tab.measured))))
-    return RealStabilityResult(table=tab, correlations=corr)
-
-
-def plot_real_embedding_stability(result: RealStabilityResult, ax=None):
+def plot_real_embedding_stability(result, ax=None):
     """Measured versus predicted stability per layer (and the paper's formula), with the identity line."""
     import matplotlib
 
@@ -362,8 +198,6 @@ def make_stability_figures(out, *, settings=DEFAULT_SETTINGS, lams=None, p=400, 
                            n_jobs=1, progress=True):
     """Simulate (``p``, ``replicates``) and write ``figures/stability_vs_lambda.png`` and
     ``tables/stability_vs_lambda.csv`` under ``out``.  Returns the simulation table."""
-    from ._io import save_figure, save_table
-
     lams = np.logspace(-2, 1, 7) if lams is None else np.asarray(lams, dtype=float)
     sim = pd.concat([simulate_stability(d, k, lams, p, replicates, runs=runs, seed=[seed, i], n_jobs=n_jobs,
                                         progress=progress) for i, (d, k) in enumerate(settings)],

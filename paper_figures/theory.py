@@ -9,6 +9,8 @@ import numpy as np
 import pandas as pd
 
 import cgmt
+import sims
+from tqdm.auto import tqdm
 
 from ._io import save_figure, save_table
 
@@ -27,8 +29,6 @@ def theory_sweep(out, *, kappas=KAPPAS, deltas=DELTAS, lams=LAMS, progress=True)
 def simulation_points(out, *, kappas=(1.0, 4.0), deltas=(0.5, 2.0), lams=(1e-3, 1e-2, 1e-1, 1.0, 10.0),
                       p=400, replicates=6, seed=2024, n_jobs=1, progress=True) -> pd.DataFrame:
     """Monte Carlo at a subset of the sweep (``sims.compare_grid``); tables/theory_vs_sims.csv."""
-    import sims
-
     tab = sims.compare_grid(deltas, lams, kappas, p, replicates, seed, n_jobs=n_jobs, progress=progress)
     save_table(tab, out, "theory_vs_sims")
     return tab
@@ -71,8 +71,6 @@ def phase_and_optimum(out, *, kappas=np.linspace(0.0, 8.0, 33), deltas=np.logspa
                       opt_kappas=KAPPAS, progress=True):
     """Separability threshold delta*(kappa) and the accuracy-optimal lambda(delta); figure + tables."""
     import matplotlib.pyplot as plt
-    from tqdm.auto import tqdm
-
     thr = pd.DataFrame({"kappa": kappas, "delta_star": [cgmt.separability_threshold(k) for k in kappas]})
     save_table(thr, out, "separability_threshold")
     rows = []

@@ -77,9 +77,51 @@ def test_bad_inputs():
     X, y, Xv, yv = data()
     with pytest.raises(ValueError, match="X_val"):
         LogRegCVProbe().fit(X, y, Xv[:0], yv[:0])
+    with pytest.raises(ValueError, match="together"):
+        LogRegCVProbe().fit(X, y, Xv)
     with pytest.raises(ValueError, match="n_samples"):
         GCSProbe(n_samples=10_000).fit(X, y)
     with pytest.raises(ValueError, match="NaN"):
         DifferenceOfMeans().fit(np.full_like(X, np.nan), y)
     with pytest.raises(ValueError, match="not fitted"):
         DifferenceOfMeans().decision_function(X)
+
+
+@pytest.mark.parametrize("estimator", [DifferenceOfMeans(), LogRegCVProbe(Cs=[0.1, 1.0]), GCSProbe(n_probes=3)],
+                         ids=lambda e: type(e).__name__)
+def test_baselines_pass_scikit_learn_estimator_checks(estimator):
+    import warnings
+
+    from sklearn.utils.estimator_checks import check_estimator
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        results = check_estimator(estimator, on_fail=None)
+    failed = {r["check_name"]: str(r["exception"])[:200] for r in results if r["status"] == "failed"}
+    assert failed == {}
+
+
+def test_baselines_clone_and_serve_as_structure_oracle():
+    from sklearn.base import clone
+
+    from empirical.probes.structure import cross_fit_oracle
+
+    X, y, Xv, yv = data(seed=4)
+    gcs = GCSProbe(n_probes=4, C=0.5, random_state=7)
+    twin = clone(gcs)
+    assert twin is not gcs and twin.get_params() == gcs.get_params()
+    U_pool, U_test, info = cross_fit_oracle(X, y, Xv, DifferenceOfMeans(), folds=3)
+    assert U_pool.shape == (len(X),) and U_test.shape == (len(Xv),) and info["oof_accuracy"] > 0.75
+
+
+@pytest.mark.parametrize("estimator, match", [
+    (GCSProbe(n_probes=0), "n_probes"),
+    (LogRegCVProbe(max_iter=0), "max_iter"),
+    (RaptorProbe(max_iter=0), "max_iter"),
+    (RaptorProbe(tol=-1.0), "tol"),
+    (DifferenceOfMeans(use_validation="yes"), "use_validation"),
+])
+def test_parameters_are_validated_declaratively(estimator, match):
+    X, y, Xv, yv = data()
+    with pytest.raises(ValueError, match=match):
+        estimator.fit(X, y, Xv, yv)

@@ -9,21 +9,13 @@ torch = pytest.importorskip("torch")
 pytest.importorskip("transformers")
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 
-from empirical import cli  # noqa: E402
+from empirical import cli, load_concept_vectors, paper_split  # noqa: E402
 from empirical.testing import tiny_model, tiny_tokenizer  # noqa: E402
 
 pytestmark = pytest.mark.llm
 
 POS = ["a great movie", "i loved this film", "great plot and a funny actor", "really very good film", "loved it"]
 NEG = ["bad film", "awful boring movie", "i hated this plot", "the actor was bad", "boring and awful"]
-
-
-def _has_raptor():
-    try:
-        cli._raptor()
-        return True
-    except SystemExit:
-        return False
 
 
 @pytest.fixture(scope="module")
@@ -68,17 +60,18 @@ def test_steer_with_probe_file(setup, capsys):
     from empirical.llm.datasets import load_table
     from empirical.llm.extract import hidden_states
     from empirical.llm.models import load_model
-    from empirical.llm.steering import LayerProbe
+    from empirical import ConceptVectors, save_concept_vectors
 
     root, base = setup
     model, tok = load_model(str(root / "model"), device="cpu")
     ds = load_table(root / "reviews.tsv", "text", "label", "review : {text} .")
     H = hidden_states(model, tok, ds.prompts, progress=False)
-    probes = {l: LayerProbe.from_estimator(LogisticRegression(max_iter=1000).fit(H[l - 1], ds.labels), test_accuracy=0.5 + 0.2 * l)
-              for l in (1, 2, 3)}
-    cli.save_probes(root / "probes.npz", probes)
+    probes = ConceptVectors.from_estimators(
+        {l: LogisticRegression(max_iter=1000).fit(H[l - 1], ds.labels) for l in (1, 2, 3)},
+        {l: 0.5 + 0.2 * l for l in (1, 2, 3)}, method="logistic-regression")
+    save_concept_vectors(root / "probes", probes)
     out = root / "o2"
-    code = cli.main(["steer", *base, "--probe-file", str(root / "probes.npz"), "--tau", "0.8", "--n-prompts", "8",
+    code = cli.main(["steer", *base, "--probe-file", str(root / "probes.json"), "--tau", "0.8", "--n-prompts", "8",
                      "--generate", "1", "--max-new-tokens", "3", "--out", str(out)])
     assert code == 0
     import pandas as pd
@@ -105,7 +98,6 @@ def test_bad_arguments(setup, capsys):
     assert code == 2 and "label_column 'stars'" in capsys.readouterr().err
 
 
-@pytest.mark.skipif(not _has_raptor(), reason="RAPTOR estimator not available yet")
 def test_probe_and_steer_fit(setup):
     import pandas as pd
 
@@ -127,26 +119,26 @@ def test_probe_and_steer_fit(setup):
     model, tok = load_model(str(root / "model"), device="cpu")
     ds = load_table(root / "reviews.tsv", "text", "label", "review : {text} .")
     H = hidden_states(model, tok, ds.prompts, progress=False)
-    tr, va, te = cli.split_indices(ds.labels)
+    tr, va, te = paper_split(ds.labels)
     est = RaptorProbe().fit(H[1][tr], ds.labels[tr], X_val=H[1][va], y_val=ds.labels[va])
     assert est.score(H[1][te], ds.labels[te]) == pytest.approx(table.test_accuracy[1])
     assert est.lambda_ == pytest.approx(table.lambda_star[1])
     assert (out / "probe_reviews.png").is_file()
-    assert set(cli.load_probes(out / "probes_reviews.npz")) == {1, 2, 3}
+    vectors = load_concept_vectors(out / "probes_reviews")
+    assert vectors.layers == [1, 2, 3] and vectors[1].test_accuracy == pytest.approx(table.test_accuracy[0])
+    np.testing.assert_allclose(vectors[1].coef, est.coef_, rtol=1e-10, atol=1e-12)
 
 
 def test_split_is_stratified_and_fixed():
     y = np.r_[np.zeros(50, int), np.ones(30, int)]
-    tr, va, te = cli.split_indices(y)
+    tr, va, te = paper_split(y, random_state=cli.SPLIT_SEED)
     assert len(tr) == 48 and len(va) == 16 and len(te) == 16
     assert len(np.intersect1d(tr, te)) == 0 and len(np.union1d(np.union1d(tr, va), te)) == 80
     assert y[te].sum() == 6 and y[va].sum() == 6
-    np.testing.assert_array_equal(te, cli.split_indices(y)[2])
+    np.testing.assert_array_equal(te, paper_split(y, random_state=cli.SPLIT_SEED)[2])
 
 
 def test_sweep_wiring(setup, monkeypatch):
-    import empirical.probes.structure as structure
-
     calls = {}
 
     class R:
@@ -159,7 +151,7 @@ def test_sweep_wiring(setup, monkeypatch):
         calls.update(shapes=(Xp.shape, Xt.shape), kw=kw)
         return R()
 
-    monkeypatch.setattr(structure, "delta_sweep", fake)
+    monkeypatch.setattr(cli, "delta_sweep", fake)
     root, base = setup
     out = root / "o5"
     assert cli.main(["sweep", *base, "--layer", "2", "--seeds", "2", "--fractions", "0.5,1", "--out", str(out)]) == 0
@@ -167,7 +159,6 @@ def test_sweep_wiring(setup, monkeypatch):
     assert json.loads((out / "sweep_reviews_L2_best.json").read_text())["lam"] == 1.0
 
 
-@pytest.mark.skipif(not _has_raptor(), reason="RAPTOR estimator not available yet")
 def test_steer_fits_raptor_probes(setup):
     import pandas as pd
 
@@ -177,13 +168,12 @@ def test_steer_fits_raptor_probes(setup):
                      "--max-new-tokens", "0", "--out", str(out)]) == 0
     m = pd.read_csv(out / "steer_metrics.csv")
     assert list(m.direction) == ["away"] and m.success_rate.iloc[0] == 1.0
-    probes = cli.load_probes(out / "probes_reviews.npz")
+    probes = load_concept_vectors(out / "probes_reviews")
     assert set(probes) == {2, 3} and all(0 <= p.test_accuracy <= 1 for p in probes.values())
     pairs = pd.read_csv(out / "steer_reviews_away_pairs.csv")
     assert len(pairs) == m.n_pairs.iloc[0] and set(pairs.layer) <= {2, 3}
 
 
-@pytest.mark.skipif(not _has_raptor(), reason="RAPTOR estimator not available yet")
 def test_stability_command(setup):
     import pandas as pd
 

@@ -67,7 +67,7 @@ def test_layer_table_separability_and_stability_on_synthetic_states():
 
     H, y = _synthetic_layers()
     split = paper_split(y)
-    methods = {"RAPTOR": lambda: RaptorProbe(Cs=np.logspace(-3, 1, 9)), "DiffMeans": DifferenceOfMeans}
+    methods = {"RAPTOR": RaptorProbe(Cs=np.logspace(-3, 1, 9)), "DiffMeans": DifferenceOfMeans()}
     tab = empirical_figures.layer_table("synthetic", H, y, split, methods, progress=False)
     assert set(tab["method"]) == {"RAPTOR", "DiffMeans"} and set(tab["layer"]) == {1, 2, 3}
     r = tab[tab.method == "RAPTOR"].set_index("layer")["test_accuracy"]
@@ -83,5 +83,5 @@ def test_layer_table_separability_and_stability_on_synthetic_states():
     # the table is the paper's protocol on the train+val pool: the same as calling the protocol directly
     from empirical import stability
     pool = np.sort(np.r_[split[0], split[1]])
-    direct = stability(empirical_figures._interface("RAPTOR", methods["RAPTOR"]), H[3][pool], y[pool], K=4, seed=0)
+    direct = stability(RaptorProbe(Cs=np.logspace(-3, 1, 9)), H[3][pool], y[pool], K=4, seed=0)
     assert robust.loc[3] == pytest.approx(direct.robust, rel=1e-12)

@@ -34,7 +34,7 @@ def test_perceptron_separates_with_margin():
     X = X[keep]
     y = np.sign(X @ w)
     r = perceptron(X, y, 2000)
-    assert r.zero_error and np.all(y * (X @ r.coef + r.intercept) > 0)
+    assert r.success and r.status == 0 and np.all(y * (X @ r.x + r.intercept) > 0)
 
 
 def test_bad_input():

@@ -21,10 +21,10 @@ from sklearn.base import _fit_context
 from sklearn.linear_model import LogisticRegressionCV
 from sklearn.metrics import roc_auc_score
 from sklearn.model_selection import PredefinedSplit
-from sklearn.utils._param_validation import Interval, StrOptions
+from sklearn.utils._param_validation import Interval
 
 from ..logistic import fit_l2_logistic
-from ..validation import check_grid, standardize_stats
+from ..validation import check_grid, standardize_stats, stratified_split
 from .base import ConceptProbe, LinearConceptProbe, orient_to_positive_class
 from .raptor import DEFAULT_CS
 
@@ -97,12 +97,18 @@ class LogRegCVProbe(LinearConceptProbe):
         ``LogisticRegressionCV`` iteration cap.
     solver : str, default "lbfgs"
         ``LogisticRegressionCV`` solver.
+    val_fraction : float in (0, 1), default 0.2
+        Without ``X_val``, the stratified share of ``X`` held out as the validation split (as RAPTOR does).
+    random_state : int, default 42
+        Seed of that split.
 
     Attributes
     ----------
     coef_, intercept_ : raw-space weights and intercept (folded back from standardized space).
     C_ : float
         The selected C.
+    n_iter_ : ndarray of int
+        ``LogisticRegressionCV``'s iteration counts.
     convergence_warnings_ : int
         Convergence warnings scikit-learn raised during the fit.
     concept_vector_, classes_, n_features_in_, fit_time_
@@ -123,21 +129,26 @@ class LogRegCVProbe(LinearConceptProbe):
         "tol": [Interval(Real, 0, None, closed="neither")],
         "max_iter": [Interval(Integral, 1, None, closed="left")],
         "solver": [str],
+        "val_fraction": [Interval(Real, 0, 1, closed="neither")],
+        "random_state": ["random_state"],
     }
 
-    def __init__(self, Cs=None, tol=1e-4, max_iter=1000, solver="lbfgs"):
+    def __init__(self, Cs=None, tol=1e-4, max_iter=1000, solver="lbfgs", val_fraction=0.2, random_state=42):
         self.Cs = Cs
         self.tol = tol
         self.max_iter = max_iter
         self.solver = solver
+        self.val_fraction = val_fraction
+        self.random_state = random_state
 
     @_fit_context(prefer_skip_nested_validation=True)
     def fit(self, X, y, X_val=None, y_val=None):
         """Select C on the validation split, refit on train + validation; returns self."""
         t0 = time.perf_counter()
         X, ypm, Xv, yvpm = self._validate_fit_data(X, y, X_val, y_val)
-        if len(Xv) == 0:
-            raise ValueError("LogRegCVProbe needs a non-empty validation split (X_val, y_val)")
+        if X_val is None:
+            train, val = stratified_split(ypm, float(self.val_fraction), self.random_state)
+            X, ypm, Xv, yvpm = X[train], ypm[train], X[val], ypm[val]
         mu, s = standardize_stats(X)
         Xa = (np.vstack([X, Xv]) - mu) / s
         ya = np.concatenate([ypm, yvpm])
@@ -153,6 +164,7 @@ class LogRegCVProbe(LinearConceptProbe):
         self.coef_ = w
         self.intercept_ = float(clf.intercept_[0] - w @ mu)
         self.C_ = float(np.atleast_1d(clf.C_)[0])
+        self.n_iter_ = np.asarray(clf.n_iter_)
         self.concept_vector_ = orient_to_positive_class(w, X, ypm)
         self.fit_time_ = time.perf_counter() - t0
         return self

@@ -1,4 +1,4 @@
-"""Linear-separability diagnostic (paper ``tab:svm_separability_nowarn`` and the text around it).
+"""Linear-separability diagnostic (the paper's separability table and the text around it).
 
 On train-standardized features: LinearSVC at C in {1e4, 1e6, 1e8} (a layer is *separable* if some C
 reaches zero training error) and a perceptron for up to 2000 epochs (*perc_zero* if it reaches zero
@@ -8,14 +8,46 @@ notes, the SVM test is a diagnostic signal, not a certificate.
 from __future__ import annotations
 
 import warnings
+from dataclasses import dataclass
 
 import numba
 import numpy as np
 from scipy.optimize import OptimizeResult
+from sklearn.exceptions import ConvergenceWarning
+from sklearn.svm import LinearSVC
 
-from ..validation import check_binary_labels, check_matrix, standardize_stats
+from ..validation import check_binary_labels, check_grid, check_matrix, standardize_stats
 
-__all__ = ["separability", "perceptron"]
+__all__ = ["separability", "perceptron", "SeparabilityResult"]
+
+
+@dataclass(frozen=True)
+class SeparabilityResult:
+    """Result of :func:`separability` (a diagnostic, not an optimisation).
+
+    Attributes
+    ----------
+    svm : list of dict
+        One dict per SVM C: ``C``, ``train_errors``, ``converged``, ``warnings`` (messages).
+    separable : bool
+        Some C reached zero training error.
+    perceptron : OptimizeResult
+        The perceptron run (:func:`perceptron`).
+    perc_zero : bool
+        The perceptron reached zero training error.
+    n_convergence_warnings : int
+        LinearSVC convergence warnings over all C.
+    """
+
+    svm: list
+    separable: bool
+    perceptron: OptimizeResult
+    perc_zero: bool
+    n_convergence_warnings: int
+
+
+#: status -> message of :func:`perceptron`
+PERCEPTRON_MESSAGES = {0: "zero training error", 1: "not separated within the epoch limit"}
 
 
 @numba.njit(cache=True)
@@ -42,38 +74,81 @@ def _perceptron_kernel(X, y, order, max_epochs):
     return w, b, max_epochs, errors
 
 
-def perceptron(X, y_pm, max_epochs=2000, random_state=0):
-    """Run the perceptron on (X, y in {-1, +1}); rows visited in one fixed random order.
+def perceptron(X, y_pm, max_epochs: int = 2000, random_state=0) -> OptimizeResult:
+    """Run the classic perceptron (with bias) on (X, y in {-1, +1}); rows visited in one fixed random order.
 
-    Returns an OptimizeResult with ``coef``, ``intercept``, ``nit`` (epochs), ``zero_error`` and
-    ``train_errors`` (training mistakes in the last epoch)."""
+    Parameters
+    ----------
+    X : array of shape (n, p)
+        Rows (standardize them first for a scale-free run).
+    y_pm : array of shape (n,)
+        Labels in {-1, +1}.
+    max_epochs : int
+        Passes over the data at most.
+    random_state : int
+        Seed of the visiting order.
+
+    Returns
+    -------
+    OptimizeResult
+        ``x`` (the weights), ``intercept``, ``nit`` (epochs run), ``success`` (zero training error),
+        ``status`` (0 separated, 1 epoch limit), ``message``, ``train_errors`` (mistakes of the final
+        weights).
+
+    Examples
+    --------
+    >>> X = np.array([[0.0, 1.0], [0.0, 2.0], [0.0, -1.0], [0.0, -3.0]])
+    >>> r = perceptron(X, np.array([1.0, 1.0, -1.0, -1.0]))
+    >>> r.success, r.train_errors
+    (True, 0)
+    """
     rng = np.random.default_rng(random_state)
     order = rng.permutation(X.shape[0]).astype(np.int64)
     w, b, epochs, errs = _perceptron_kernel(np.ascontiguousarray(X, dtype=np.float64),
                                              np.ascontiguousarray(y_pm, dtype=np.float64), order, int(max_epochs))
     final_err = int(np.sum(y_pm * (X @ w + b) <= 0))
-    return OptimizeResult(coef=w, intercept=float(b), nit=int(epochs), zero_error=final_err == 0,
-                          train_errors=final_err, success=final_err == 0,
-                          message="zero training error" if final_err == 0 else
-                          f"not separated after {epochs} epochs ({final_err} training errors)")
+    separated = final_err == 0
+    return OptimizeResult(x=w, intercept=float(b), nit=int(epochs), train_errors=final_err, success=separated,
+                          status=0 if separated else 1,
+                          message=PERCEPTRON_MESSAGES[0] if separated else
+                          f"{PERCEPTRON_MESSAGES[1]} after {epochs} epochs ({final_err} training errors)")
 
 
-def separability(X, y, Cs=(1e4, 1e6, 1e8), perceptron_epochs=2000, svm_max_iter=10000, random_state=0):
+def separability(X, y, Cs=(1e4, 1e6, 1e8), perceptron_epochs: int = 2000, svm_max_iter: int = 10000,
+                 random_state=0) -> SeparabilityResult:
     """Separability diagnostic on training rows ``X`` (raw; standardized here with their own statistics).
 
-    Returns an OptimizeResult with ``svm`` (list of dicts: C, train_errors, converged, warnings),
-    ``separable`` (some C reached zero training error), ``perceptron`` (see :func:`perceptron`),
-    ``perc_zero`` and ``n_convergence_warnings``."""
-    from sklearn.exceptions import ConvergenceWarning
-    from sklearn.svm import LinearSVC
+    Parameters
+    ----------
+    X : array of shape (n, p)
+        Training rows.
+    y : array of shape (n,)
+        Binary labels.
+    Cs : sequence of positive floats
+        LinearSVC strengths (the paper's 1e4, 1e6, 1e8).
+    perceptron_epochs : int
+        Perceptron epoch limit.
+    svm_max_iter : int
+        LinearSVC iteration limit (convergence warnings are counted, and warned about once).
+    random_state : int
+        Seed of both solvers.
 
+    Returns
+    -------
+    SeparabilityResult
+
+    Examples
+    --------
+    >>> X = np.array([[0.0, 1.0], [1.0, 2.0], [0.0, -1.0], [1.0, -3.0]])
+    >>> r = separability(X, [1, 1, 0, 0])
+    >>> r.separable, r.perc_zero
+    (True, True)
+    """
     X = check_matrix(X, "X")
     _, ypm = check_binary_labels(y, X.shape[0], "y")
-    Cs = np.atleast_1d(np.asarray(Cs, dtype=float))
-    if Cs.size == 0 or np.any(~np.isfinite(Cs)) or np.any(Cs <= 0):
-        raise ValueError("Cs must be a non-empty list of finite positive values")
+    Cs = check_grid(Cs)
     if int(perceptron_epochs) < 1:
-        raise ValueError(f"perceptron_epochs must be >= 1; got {perceptron_epochs!r}")
+        raise ValueError(f"perceptron_epochs must be >= 1, got {perceptron_epochs!r}")
     mu, s = standardize_stats(X)
     Xs = (X - mu) / s
     svm_rows = []
@@ -89,5 +164,5 @@ def separability(X, y, Cs=(1e4, 1e6, 1e8), perceptron_epochs=2000, svm_max_iter=
     if n_warn:
         warnings.warn(f"separability: LinearSVC raised {n_warn} convergence warning(s); the SVM test is a "
                       "diagnostic signal, not a certificate", UserWarning, stacklevel=2)
-    return OptimizeResult(svm=svm_rows, separable=any(r["train_errors"] == 0 for r in svm_rows), perceptron=perc,
-                          perc_zero=bool(perc.zero_error), n_convergence_warnings=n_warn, success=True)
+    return SeparabilityResult(svm=svm_rows, separable=any(r["train_errors"] == 0 for r in svm_rows), perceptron=perc,
+                              perc_zero=bool(perc.success), n_convergence_warnings=n_warn)

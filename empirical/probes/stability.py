@@ -1,78 +1,155 @@
-"""Directional stability under training-data ablation (paper ``sec:exp_robust``, ``eq:robust_cos_abs``).
+"""Directional stability of concept vectors under training-data ablation (the paper's robustness protocol).
 
-For each of K runs: drop ``drop`` of the labeled pool (train+val) at random (stratified), re-split the
-rest into train/val (stratified, ``val_fraction``), refit a fresh estimator from ``estimator_factory()``
-via ``fit(X_tr, y_tr, X_val, y_val)`` and keep its unit ``concept_vector_``.  The score is the mean
-absolute pairwise cosine ``2 / (K (K-1)) sum_{r<s} |<v_r, v_s>|``.
+For each of K runs, one draw of the project's single ablation protocol
+(:func:`cgmt.ablation.ablation_split`: drop ``drop`` of the labelled pool uniformly at random, re-split
+the rest into train/validation, stratified, validation fraction ``val_fraction``), then a fresh
+estimator is fitted with ``fit(X_train, y_train, X_val, y_val)`` and its unit ``concept_vector_`` kept.
+The score is the mean absolute pairwise cosine
+
+    Robust = 2 / (K (K - 1)) sum_{r < s} |<v_r, v_s>|,
+
+which ignores the sign of a direction (a concept axis, not an oriented vector).  The two-replica
+theory :func:`cgmt.stability` predicts it for the same protocol.
 """
 from __future__ import annotations
 
+import inspect
+from dataclasses import dataclass
+
 import numpy as np
-from scipy.optimize import OptimizeResult
+from sklearn.base import clone
+from tqdm.auto import tqdm
 
-from ..validation import check_binary_labels, check_matrix, stratified_split
+from cgmt.ablation import ablation_split
 
-__all__ = ["stability", "mean_abs_pairwise_cosine"]
+from ..validation import check_binary_labels, check_matrix
+
+__all__ = ["stability", "mean_abs_pairwise_cosine", "StabilityResult"]
 
 
-def mean_abs_pairwise_cosine(V):
-    """Mean of |cos(v_r, v_s)| over pairs r < s of the rows of V (rows normalized here)."""
+@dataclass(frozen=True)
+class StabilityResult:
+    """Result of :func:`stability`.
+
+    Attributes
+    ----------
+    vectors : ndarray of shape (K, p)
+        The runs' unit concept vectors.
+    robust : float
+        Mean absolute pairwise cosine of the runs.
+    ci : (float, float)
+        Bootstrap percentile interval of ``robust`` (resampling runs).
+    fit_times : ndarray of shape (K,)
+        Seconds per fit (NaN where the estimator reports no ``fit_time_``).
+    seed : int
+        The protocol's seed.
+    K : int
+        Number of runs.
+    """
+
+    vectors: np.ndarray
+    robust: float
+    ci: tuple
+    fit_times: np.ndarray
+    seed: int
+    K: int
+
+
+def mean_abs_pairwise_cosine(V) -> float:
+    """Mean of ``|cos(v_r, v_s)|`` over pairs r < s of the rows of V (rows normalized here).
+
+    Examples
+    --------
+    >>> mean_abs_pairwise_cosine([[1.0, 0.0], [0.0, 2.0], [-1.0, 0.0]])
+    0.3333333333333333
+    """
     V = np.asarray(V, dtype=float)
     if V.ndim != 2 or V.shape[0] < 2:
-        raise ValueError(f"need at least two vectors (K >= 2) as rows of a 2-D array; got shape {V.shape}")
-    nrm = np.linalg.norm(V, axis=1, keepdims=True)
-    if np.any(nrm == 0):
-        raise ValueError("a concept vector is zero; cosine undefined")
-    G = np.abs((V / nrm) @ (V / nrm).T)
-    iu = np.triu_indices(V.shape[0], 1)
-    return float(G[iu].mean())
+        raise ValueError(f"V must hold at least two vectors (K >= 2) as rows of a 2-D array, got shape {V.shape}")
+    norms = np.linalg.norm(V, axis=1, keepdims=True)
+    if np.any(norms == 0):
+        raise ValueError("V contains a zero vector; its cosine is undefined")
+    cosines = np.abs((V / norms) @ (V / norms).T)
+    return float(cosines[np.triu_indices(V.shape[0], 1)].mean())
 
 
-def _bootstrap_ci(G, n_boot, level, rng):
-    """Percentile CI by resampling runs; pairs of a run with its own copy are excluded."""
-    K = G.shape[0]
+def _bootstrap_ci(cosines, n_boot, level, rng):
+    """Percentile interval by resampling runs; pairs of a run with its own copy are excluded."""
+    K = cosines.shape[0]
     stats = np.empty(n_boot)
-    for bi in range(n_boot):
+    for b in range(n_boot):
         idx = rng.integers(0, K, K)
-        sub = G[np.ix_(idx, idx)]
-        mask = np.triu(idx[:, None] != idx[None, :], 1)
-        stats[bi] = sub[mask].mean() if mask.any() else np.nan
+        sub = cosines[np.ix_(idx, idx)]
+        distinct = np.triu(idx[:, None] != idx[None, :], 1)
+        stats[b] = sub[distinct].mean() if distinct.any() else np.nan
     lo, hi = np.nanpercentile(stats, [50 * (1 - level), 50 * (1 + level)])
     return float(lo), float(hi)
 
 
-def stability(estimator_factory, X_pool, y_pool, K=20, drop=0.2, val_fraction=0.2, seed=0, n_boot=1000,
-              level=0.95, progress=False):
-    """Run the K-fold ablation protocol; returns an OptimizeResult with ``vectors`` (K, p),
-    ``robust`` (mean |pairwise cosine|), ``ci`` (bootstrap percentile interval at ``level``),
-    ``fit_times`` (s) and ``seed``."""
+def _estimator_maker(estimator):
+    """A callable returning a fresh unfitted estimator: a class or factory is called, an instance cloned."""
+    if inspect.isclass(estimator) or not hasattr(estimator, "fit"):
+        if not callable(estimator):
+            raise ValueError(f"estimator must be an estimator, a class or a factory, got {estimator!r}")
+        return estimator
+    return lambda: clone(estimator)
+
+
+def stability(estimator, X_pool, y_pool, K: int = 20, drop: float = 0.2, val_fraction: float = 0.2, seed: int = 0,
+              n_boot: int = 1000, level: float = 0.95, progress: bool = False) -> StabilityResult:
+    """Run the K-run ablation protocol and score the directional stability of the concept vectors.
+
+    Parameters
+    ----------
+    estimator : concept probe, class or callable
+        An unfitted estimator (cloned for every run), its class, or a factory returning a fresh one; it
+        must accept ``fit(X, y, X_val, y_val)`` and set ``concept_vector_``.
+    X_pool, y_pool : arrays of shape (N, p) and (N,)
+        The labelled pool (train and validation together), raw hidden states.
+    K : int >= 2
+        Number of ablation runs.
+    drop, val_fraction : float in [0, 1)
+        Share of the pool dropped per run, and the validation share of the rest.
+    seed : int
+        Seed of the protocol (the runs' subsets); the bootstrap uses ``seed + 1``.
+    n_boot : int
+        Bootstrap resamples of the interval.
+    level : float in (0, 1)
+        Confidence level of the interval.
+    progress : bool
+        Show a progress bar over the runs.
+
+    Returns
+    -------
+    StabilityResult
+
+    Examples
+    --------
+    >>> from empirical.probes.baselines import DifferenceOfMeans
+    >>> rng = np.random.default_rng(0)
+    >>> y = np.arange(120) % 2
+    >>> X = rng.standard_normal((120, 5)) + 2.0 * y[:, None] * np.eye(5)[0]
+    >>> result = stability(DifferenceOfMeans(), X, y, K=4, n_boot=100)
+    >>> result.vectors.shape, result.robust > 0.9
+    ((4, 5), True)
+    """
     X = check_matrix(X_pool, "X_pool")
     y = np.asarray(y_pool)
     check_binary_labels(y, X.shape[0], "y_pool")
-    if int(K) < 2:
-        raise ValueError(f"K must be >= 2; got {K!r}")
-    if not (0.0 <= drop < 1.0):
-        raise ValueError(f"drop must be in [0, 1); got {drop!r}")
+    if int(K) != K or K < 2:
+        raise ValueError(f"K must be an integer >= 2, got {K!r}")
+    if not 0.0 < level < 1.0:
+        raise ValueError(f"level must lie in (0, 1), got {level!r}")
+    make_estimator = _estimator_maker(estimator)
     rng = np.random.default_rng(seed)
     vectors, times = [], []
-    runs = range(int(K))
-    if progress:
-        from tqdm.auto import tqdm
-
-        runs = tqdm(runs, desc="stability runs")
-    for _ in runs:
-        s1, s2 = (int(v) for v in rng.integers(0, 2**31 - 1, 2))
-        keep = np.arange(len(y)) if drop == 0 else stratified_split(y, drop, s1, where=("kept", "dropped"))[0]
-        tr, va = stratified_split(y[keep], val_fraction, s2)
-        tr, va = keep[tr], keep[va]
-        est = estimator_factory()
-        est.fit(X[tr], y[tr], X[va], y[va])
-        v = np.asarray(est.concept_vector_, dtype=float)
+    for _ in tqdm(range(int(K)), desc="stability runs", disable=not progress):
+        train, val = ablation_split(y, rng, drop=drop, val_fraction=val_fraction)
+        fitted = make_estimator().fit(X[train], y[train], X[val], y[val])
+        v = np.asarray(fitted.concept_vector_, dtype=float)
         vectors.append(v / np.linalg.norm(v))
-        times.append(float(getattr(est, "fit_time_", np.nan)))
+        times.append(float(getattr(fitted, "fit_time_", np.nan)))
     V = np.array(vectors)
-    G = np.abs(V @ V.T)
-    robust = mean_abs_pairwise_cosine(V)
-    ci = _bootstrap_ci(G, int(n_boot), level, np.random.default_rng(seed + 1))
-    return OptimizeResult(vectors=V, robust=robust, ci=ci, fit_times=np.array(times), seed=seed, K=int(K),
-                          success=True)
+    ci = _bootstrap_ci(np.abs(V @ V.T), int(n_boot), level, np.random.default_rng(seed + 1))
+    return StabilityResult(vectors=V, robust=mean_abs_pairwise_cosine(V), ci=ci, fit_times=np.array(times),
+                           seed=seed, K=int(K))

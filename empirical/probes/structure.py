@@ -1,9 +1,11 @@
-"""Delta-sweep structure predictor (paper ``sec:exp_ab``, ``app:validating``).
+"""Delta-sweep structure predictor (the paper's delta-sweep experiment and its appendix on validating the
+structural predictions).
 
 For a fixed representation (p fixed), sweep delta = n/p by stratified subsampling of a training pool,
 train the RAPTOR probe at each inverse ridge strength C of a grid, and compare its held-out accuracy
 ``Acc_true`` with a label-free prediction ``Acc_pred`` built from the proportional theory's test-score
-structure (Proposition ``prop:acc``):
+structure (the paper's accuracy proposition: the test accuracy of sign(S) as a function of the
+margin m = alpha/sigma):
 
 1. Oracle score U.  A cross-fitted auxiliary classifier (default: ``RaptorProbe`` with its own
    validation-tuned ridge) is trained with K-fold cross-fitting on the pool: pool points get their
@@ -23,7 +25,7 @@ structure (Proposition ``prop:acc``):
 3. Closed form.  With y | U ~ sigmoid(U) and S | U ~ N(aU + b, sigma^2), the accuracy of sign(S) is
        Acc_pred = mean_j [ sigmoid(U_j) Phi((a U_j + b)/sigma) + sigmoid(-U_j) Phi(-(a U_j + b)/sigma) ]
    with the mean over the held-out points' U_j (the empirical U distribution replaces the Gaussian
-   U = kappa Z).  With b = 0 and U ~ N(0, kappa^2) this is exactly Proposition ``prop:acc`` with
+   U = kappa Z).  With b = 0 and U ~ N(0, kappa^2) this is exactly the accuracy proposition with
    m = a kappa / sigma (= alpha/sigma in the corrected convention; ``cgmt.accuracy_from_margin``).
 
 Pure-theory column (``theory=True``): ``Acc_theory = cgmt.solve(delta, 1/(C n), kappa_hat).accuracy``
@@ -52,6 +54,11 @@ from sklearn.linear_model import LogisticRegression
 from sklearn.model_selection import StratifiedKFold
 from tqdm.auto import tqdm
 
+import cgmt
+
+from ..validation import check_binary_labels, check_grid, check_matrix
+from .raptor import RaptorProbe
+
 __all__ = ["delta_sweep", "StructureResult", "predicted_accuracy", "calibrate_scores",
            "cross_fit_oracle", "stratified_subsample", "DEFAULT_FRACTIONS", "DEFAULT_CS"]
 
@@ -75,8 +82,6 @@ def _pm1(y, classes):
 
 
 def _check_inputs(X_pool, y_pool, X_test, y_test):
-    from ..validation import check_binary_labels, check_matrix
-
     X_pool = check_matrix(X_pool, "X_pool")
     X_test = check_matrix(X_test, "X_test")
     if X_pool.shape[1] != X_test.shape[1]:
@@ -149,32 +154,22 @@ def predicted_accuracy(U, a, b, sigma) -> float:
 
 def _theory_accuracy(delta, lam, kappa):
     """cgmt's limiting test accuracy at (delta, lam, kappa); NaN outside cgmt's box or if unconverged."""
-    import cgmt
-
     try:
         res = cgmt.solve(float(delta), float(lam), float(kappa))
     except (ValueError, RuntimeError):
         return float("nan")
-    return float(res.accuracy) if res.converged else float("nan")
-
-
-def _raptor_probe_class():
-    try:
-        from .raptor import RaptorProbe
-    except ImportError:
-        from .raptor import RaptorProbe
-    return RaptorProbe
+    return float(res.accuracy) if res.success else float("nan")
 
 
 def _default_probe(C):
     """RAPTOR at one fixed C: train-only standardization (on its internal 80% split), then the refit on
     the whole subsample at that C (a one-point grid, so the validation split selects nothing)."""
-    return _raptor_probe_class()(Cs=[C])
+    return RaptorProbe(Cs=[C])
 
 
 def _default_oracle():
     """Validation-tuned RAPTOR (its default 100-point C grid) as the auxiliary classifier."""
-    return _raptor_probe_class()()
+    return RaptorProbe()
 
 
 def _one_subsample(task):
@@ -240,8 +235,6 @@ def delta_sweep(X_pool, y_pool, X_test, y_test, *, fractions=DEFAULT_FRACTIONS, 
         raise ValueError(f"fractions: need at least 3 values in (0, 1], got {fractions}")
     if int(seeds) != seeds or seeds < 1:
         raise ValueError(f"seeds: must be a positive integer, got {seeds}")
-    from ..validation import check_grid
-
     Cs = [float(C) for C in check_grid(Cs)]
     if score_source not in ("crossfit", "insample", "heldout"):
         raise ValueError(f"score_source: must be 'crossfit', 'insample' or 'heldout', got {score_source!r}")

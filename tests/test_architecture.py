@@ -1,0 +1,184 @@
+"""The shape of the code base: package map, no import cycles, no private names across modules.
+
+These are the rules of docs/architecture.md, checked on the source (``ast``), so a change that breaks
+one fails here with the offending module named.
+"""
+import ast
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+PACKAGES = ("cgmt", "sims", "empirical", "paper_figures")
+#: optional heavy dependencies that a function may import on purpose (deferred)
+DEFERRED_OK = {"torch", "transformers", "xrfm", "gguf", "accelerate", "matplotlib", "tokenizers", "dask",
+               "distributed"}
+#: which project packages each package may import (the package map of docs/architecture.md)
+ALLOWED = {
+    "cgmt": {"cgmt"},
+    "empirical.logistic": {"empirical.logistic", "empirical.validation"},
+    "empirical.validation": set(),
+    "empirical.files": set(),
+    "empirical.testing": set(),
+    "empirical.probes": {"empirical.probes", "empirical.logistic", "empirical.validation", "empirical.files", "cgmt"},
+    "empirical.llm": {"empirical.llm", "empirical.probes", "empirical.validation", "empirical.files"},
+    "empirical": {"empirical", "cgmt"},
+    "sims": {"sims", "cgmt", "empirical.logistic", "empirical.validation"},
+    "paper_figures": {"paper_figures", "empirical", "cgmt", "sims"},
+}
+
+
+def _modules():
+    for package in PACKAGES:
+        for path in sorted((ROOT / package).rglob("*.py")):
+            parts = path.relative_to(ROOT).with_suffix("").parts
+            name = ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
+            yield name, path
+
+
+MODULES = dict(_modules())
+
+
+def _resolve(module, node):
+    """Absolute module name of an ``import``/``from`` node inside ``module``."""
+    if isinstance(node, ast.Import):
+        return [alias.name for alias in node.names]
+    if node.level == 0:
+        return [node.module]
+    package = module.split(".") if MODULES[module].name == "__init__.py" else module.split(".")[:-1]
+    base = package[: len(package) - (node.level - 1)]
+    return [".".join(base + ([node.module] if node.module else []))]
+
+
+def _imports(module):
+    """(imported module, names, at module level?) for every import statement of ``module``."""
+    tree = ast.parse(MODULES[module].read_text())
+    function_nodes = {id(n) for f in ast.walk(tree) if isinstance(f, (ast.FunctionDef, ast.AsyncFunctionDef))
+                      for n in ast.walk(f)}
+    out = []
+    for node in ast.walk(tree):
+        if isinstance(node, (ast.Import, ast.ImportFrom)):
+            names = [alias.name for alias in node.names] if isinstance(node, ast.ImportFrom) else []
+            for target in _resolve(module, node):
+                out.append((target, names, id(node) not in function_nodes))
+    return out
+
+
+def _project_module(target):
+    """The project module an import refers to (a ``from package import module`` counts as the module)."""
+    while target and target not in MODULES:
+        target = target.rpartition(".")[0]
+    return target or None
+
+
+def _owner(module):
+    for prefix in sorted(ALLOWED, key=len, reverse=True):
+        if module == prefix or module.startswith(prefix + "."):
+            return prefix
+    raise AssertionError(f"{module} is in no package of the map")
+
+
+def _graph():
+    graph = {m: set() for m in MODULES}
+    for module in MODULES:
+        for target, names, _ in _imports(module):
+            dep = _project_module(target)
+            if dep is None:
+                continue
+            subs = [f"{dep}.{n}" for n in names if f"{dep}.{n}" in MODULES]
+            for d in subs or [dep]:
+                if d != module:
+                    graph[module].add(d)
+    return graph
+
+
+def test_no_import_cycles():
+    graph = _graph()
+    # a package __init__ that re-exports its own modules is not a cycle with them
+    edges = {m: {d for d in deps if not (MODULES[d].name == "__init__.py" and m.startswith(d + "."))}
+             for m, deps in graph.items()}
+    index, low, stack, on_stack, cycles = {}, {}, [], set(), []
+
+    def visit(v):
+        index[v] = low[v] = len(index)
+        stack.append(v)
+        on_stack.add(v)
+        for w in edges[v]:
+            if w not in index:
+                visit(w)
+                low[v] = min(low[v], low[w])
+            elif w in on_stack:
+                low[v] = min(low[v], index[w])
+        if low[v] == index[v]:
+            component = []
+            while True:
+                w = stack.pop()
+                on_stack.discard(w)
+                component.append(w)
+                if w == v:
+                    break
+            if len(component) > 1:
+                cycles.append(sorted(component))
+
+    for v in edges:
+        if v not in index:
+            visit(v)
+    assert cycles == []
+
+
+def test_packages_import_only_what_the_map_allows():
+    bad = []
+    for module, deps in _graph().items():
+        allowed = ALLOWED[_owner(module)]
+        for dep in deps:
+            if not any(dep == a or dep.startswith(a + ".") for a in allowed):
+                bad.append(f"{module} -> {dep}")
+    assert bad == []
+
+
+def test_no_private_names_across_modules():
+    bad = []
+    for module in MODULES:
+        for target, names, _ in _imports(module):
+            dep = _project_module(target)
+            if dep is None or dep == module:
+                continue
+            private = [n for n in names if n.startswith("_")]
+            if private or any(part.startswith("_") and part != "__init__" for part in target.split(".")):
+                bad.append(f"{module}: from {target} import {', '.join(names)}")
+    assert bad == []
+
+
+def test_function_level_imports_only_for_deferred_heavy_dependencies():
+    bad = []
+    for module in MODULES:
+        for target, names, module_level in _imports(module):
+            if module_level or target.split(".")[0] in DEFERRED_OK:
+                continue
+            if module == "empirical.cli" and target in ("empirical.llm",):
+                continue  # the CLI defers the torch side on purpose (see cli._llm)
+            bad.append(f"{module}: {target}")
+    assert bad == []
+
+
+@pytest.mark.parametrize("modules", [
+    "cgmt, sims, empirical, empirical.probes, empirical.logistic",
+    "empirical.llm.datasets, empirical.llm.cache, empirical.files, empirical.validation",
+])
+def test_numpy_side_never_loads_torch(modules):
+    code = f"import {modules}; import sys; assert 'torch' not in sys.modules, 'torch was imported'"
+    subprocess.run([sys.executable, "-c", code], check=True, cwd=ROOT)
+
+
+def test_kept_public_names_and_module_paths():
+    code = ("import cgmt, sims, empirical\n"
+            "from empirical import RaptorProbe, fit_layers, stability\n"
+            "import empirical.datasets, empirical.models, empirical.extract\n"
+            "assert callable(empirical.datasets.load) and callable(empirical.datasets.load_table)\n"
+            "assert callable(empirical.models.load_model) and callable(empirical.extract.hidden_states)\n"
+            "for name in ('solve', 'mle', 'stability', 'sweep', 'separability_threshold', 'optimal_lambda'):\n"
+            "    assert callable(getattr(cgmt, name)), name\n"
+            "assert callable(sims.compare)\n")
+    subprocess.run([sys.executable, "-c", code], check=True, cwd=ROOT)
