@@ -33,7 +33,7 @@ def orient_to_positive_class(vector: np.ndarray, X: np.ndarray, y_pm: np.ndarray
     Examples
     --------
     >>> X = np.array([[0.0, 1.0], [0.0, -1.0]])
-    >>> orient_to_positive_class(np.array([0.0, -2.0]), X, np.array([1.0, -1.0]))
+    >>> orient_to_positive_class(np.array([0.0, -2.0]), X, np.array([1.0, -1.0])) + 0.0  # + 0.0: no -0.
     array([0., 1.])
     """
     norm = float(np.linalg.norm(vector))

@@ -118,10 +118,10 @@ class LogRegCVProbe(LinearConceptProbe):
     --------
     >>> rng = np.random.default_rng(0)
     >>> X, y = rng.standard_normal((80, 3)), np.arange(80) % 2
-    >>> X[:, 0] += 2 * y
+    >>> X[:, 0] += 4 * y
     >>> probe = LogRegCVProbe(Cs=[0.1, 1.0]).fit(X[:60], y[:60], X[60:], y[60:])
-    >>> probe.C_ in (0.1, 1.0), abs(probe.concept_vector_[0]) > 0.9
-    (True, True)
+    >>> probe.C_, probe.score(X[60:], y[60:])
+    (0.1, 1.0)
     """
 
     _parameter_constraints = {
@@ -205,9 +205,9 @@ class GCSProbe(LinearConceptProbe):
     --------
     >>> rng = np.random.default_rng(0)
     >>> X, y = rng.standard_normal((80, 3)), np.arange(80) % 2
-    >>> X[:, 0] += 2 * y
+    >>> X[:, 0] += 4 * y
     >>> gcs = GCSProbe(n_probes=5).fit(X, y)
-    >>> gcs.weights_.shape, abs(gcs.concept_vector_[0]) > 0.9
+    >>> gcs.weights_.shape, bool(abs(gcs.concept_vector_[0]) > 0.9)
     ((5, 3), True)
     """
 

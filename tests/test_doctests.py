@@ -1,0 +1,43 @@
+"""Every docstring example of the project runs (doctest), so the documentation cannot drift from the code."""
+import doctest
+import importlib
+import os
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+PACKAGES = ("cgmt", "sims", "empirical", "paper_figures")
+#: entry points whose import runs a program
+SKIP = {"cgmt.__main__", "paper_figures.__main__"}
+
+
+def _module_names():
+    for package in PACKAGES:
+        for path in sorted((ROOT / package).rglob("*.py")):
+            parts = path.relative_to(ROOT).with_suffix("").parts
+            name = ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
+            if name not in SKIP:
+                yield name
+
+
+@pytest.mark.parametrize("name", list(_module_names()))
+def test_docstring_examples_run(name, tmp_path, monkeypatch):
+    module = importlib.import_module(name)
+    monkeypatch.chdir(tmp_path)  # an example that writes a file writes it here
+    monkeypatch.setenv("RAPTOR_CACHE", os.fspath(tmp_path / "cache"))
+    result = doctest.testmod(module, optionflags=doctest.ELLIPSIS | doctest.NORMALIZE_WHITESPACE, verbose=False)
+    assert result.failed == 0, f"{result.failed} of {result.attempted} examples failed in {name}"
+
+
+def test_public_api_has_examples():
+    """The main entry points show how they are called."""
+    missing = []
+    for name in ("empirical.probes.raptor", "empirical.probes.layers", "empirical.probes.stability",
+                 "empirical.probes.persistence", "empirical.probes.concept_vectors", "empirical.probes.baselines",
+                 "empirical.validation"):
+        module = importlib.import_module(name)
+        tests = doctest.DocTestFinder().find(module)
+        if not any(t.examples for t in tests):
+            missing.append(name)
+    assert missing == []
