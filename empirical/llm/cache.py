@@ -11,6 +11,7 @@ names and published with ``os.replace``; metadata and checksums are validated on
 from __future__ import annotations
 
 import contextlib
+import fcntl
 import hashlib
 import json
 import os
@@ -69,12 +70,7 @@ class CacheEntry:
         """Exclusive inter-process lock of this entry (a second extractor waits, then finds it done)."""
         self.path.parent.mkdir(parents=True, exist_ok=True)
         with open(self.lock_path, "a+") as fh:
-            try:
-                import fcntl
-
-                fcntl.flock(fh.fileno(), fcntl.LOCK_EX)
-            except ImportError:  # pragma: no cover - non-POSIX: no inter-process lock
-                pass
+            fcntl.flock(fh.fileno(), fcntl.LOCK_EX)
             yield
 
     # -- in-progress entries ----------------------------------------------------------------

@@ -24,6 +24,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 import numpy as np
+import pandas as pd
 
 from ..files import sha256_file
 
@@ -224,8 +225,6 @@ def _check_two_classes(name, labels):
 
 
 def _read_named(name: str, root: Path, verify: bool):
-    import pandas as pd
-
     files = {}
     paths = []
     for fname in FILES[name]:
@@ -332,8 +331,6 @@ def load_table(
     Labels may be 0/1, True/False or yes/no (case-insensitive); anything else needs
     ``positive_label`` (rows equal to it get 1, all others 0). Rows with an empty text are an error.
     """
-    import pandas as pd
-
     p = Path(path).expanduser()
     if not p.is_file():
         raise FileNotFoundError(f"table {str(p)!r} does not exist")

@@ -27,9 +27,13 @@ import hashlib
 import time
 
 import numpy as np
+import torch
+from tqdm.auto import tqdm
+from transformers import DynamicCache
 
 from .cache import ExtractionCache
 from .hooks import LAYER_CONVENTION, base_model, block_input_tensor, block_output_tensor, decoder_blocks
+from .models import apply_chat_template, model_identity
 
 __all__ = ["hidden_states", "extract_dataset", "resolve_layers", "tokenize_prompts", "ExtractionCache"]
 
@@ -76,9 +80,17 @@ def tokenize_prompts(tokenizer, prompts, max_length=None, add_special_tokens=Tru
     return enc
 
 
-def _pad_right(batch_ids, pad_id, device):
-    import torch
+def pad_right(batch_ids, pad_id, device):
+    """Right-pad token id lists into ``(ids, attention_mask, last_index)`` tensors on ``device``.
 
+    ``last_index[i]`` is the position of row i's last real token.
+
+    Examples
+    --------
+    >>> ids, mask, last = pad_right([[5, 6, 7], [8]], 0, "cpu")
+    >>> ids.tolist(), mask.tolist(), last.tolist()
+    ([[5, 6, 7], [8, 0, 0]], [[1, 1, 1], [1, 0, 0]], [2, 0])
+    """
     lengths = torch.tensor([len(x) for x in batch_ids])
     T = int(lengths.max())
     ids = torch.full((len(batch_ids), T), pad_id, dtype=torch.long)
@@ -91,8 +103,6 @@ def _pad_right(batch_ids, pad_id, device):
 
 @contextlib.contextmanager
 def _threads(num_threads):
-    import torch
-
     if num_threads is None:
         yield
         return
@@ -124,9 +134,17 @@ def common_prefix_length(token_ids) -> int:
     return max(P, 0)
 
 
-def _batches(order, token_ids, batch_size, max_batch_tokens, offset):
+def length_batches(order, token_ids, batch_size, max_batch_tokens, offset):
     """Consecutive groups of the length-sorted ``order``: at most ``batch_size`` prompts and
-    ``max_batch_tokens`` padded tokens (a single longer prompt still forms its own batch)."""
+    ``max_batch_tokens`` padded tokens (a single longer prompt still forms its own batch); lengths are
+    counted from token ``offset`` on (after a shared prefix).
+
+    Examples
+    --------
+    >>> ids = [[1] * 5, [1] * 4, [1] * 2]
+    >>> list(length_batches([0, 1, 2], ids, batch_size=2, max_batch_tokens=100, offset=0))
+    [[0, 1], [2]]
+    """
     batch, width = [], 0
     for i in order:
         width = max(width if batch else 0, len(token_ids[i]) - offset)
@@ -140,9 +158,6 @@ def _batches(order, token_ids, batch_size, max_batch_tokens, offset):
 
 def _prefix_kv(core, model, prefix, device):
     """Key/value states of the shared prefix (batch 1), or None if the model does not take a cache."""
-    import torch
-    from transformers import DynamicCache
-
     ids = torch.tensor([prefix], dtype=torch.long, device=device)
     try:
         out = core(input_ids=ids, attention_mask=torch.ones_like(ids), use_cache=True,
@@ -161,10 +176,6 @@ def _run(model, token_ids, layers, batch_size, sink, todo, progress, desc, share
     With ``share_prefix`` the token prefix common to all prompts is run once and its key/value
     cache reused by every batch (positions continue after the prefix), so only suffixes are computed.
     """
-    import torch
-    from tqdm.auto import tqdm
-    from transformers import DynamicCache
-
     blocks = decoder_blocks(model)
     core = base_model(model)
     device = _model_device(model)
@@ -206,8 +217,8 @@ def _run(model, token_ids, layers, batch_size, sink, todo, progress, desc, share
                     kv = _prefix_kv(core, model, token_ids[0][:P], device)
                 if kv is None:
                     P = 0
-            for idx in _batches(order, token_ids, batch_size, max_batch_tokens, P):
-                ids, mask, last = _pad_right([token_ids[i][P:] for i in idx], 0, device)
+            for idx in length_batches(order, token_ids, batch_size, max_batch_tokens, P):
+                ids, mask, last = pad_right([token_ids[i][P:] for i in idx], 0, device)
                 B, T = ids.shape
                 kw = {}
                 if kv is not None:
@@ -246,8 +257,6 @@ def _hidden_size(model, blocks):
 
 
 def _cache_meta(model, token_ids, extra):
-    from .models import model_identity
-
     h = hashlib.sha256()
     for ids in token_ids:
         h.update(np.asarray(ids, dtype=np.int64).tobytes())
@@ -364,8 +373,6 @@ def extract_dataset(model, tokenizer, dataset, layers=None, batch_size: int = 32
     """
     prompts = dataset.prompts
     if chat:
-        from .models import apply_chat_template
-
         prompts = apply_chat_template(tokenizer, prompts)
     meta = {"dataset": dataset.name, "dataset_fingerprint": dataset.fingerprint(), "template": dataset.template,
             "chat": bool(chat)}

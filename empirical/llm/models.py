@@ -21,6 +21,8 @@ import tempfile
 import zipfile
 from pathlib import Path
 
+import torch
+
 from ..files import cache_root, sha256_file
 from .hooks import LAYER_CONVENTION, decoder_blocks, num_layers
 
@@ -50,8 +52,6 @@ _MANIFEST = "raptor_model.json"
 
 
 def _torch_dtype(dtype):
-    import torch
-
     if dtype is None:
         return torch.float32
     if isinstance(dtype, torch.dtype):
@@ -64,8 +64,6 @@ def _torch_dtype(dtype):
 
 
 def _device(device):
-    import torch
-
     if device is None:
         return torch.device("cuda" if torch.cuda.is_available() else "cpu")
     return torch.device(device)
@@ -119,7 +117,6 @@ def convert_gguf(gguf_path, out_dir, *, verify=True) -> Path:
 
 def _convert_gguf(gguf_path, out_dir, verify):
     """:func:`convert_gguf`, also returning the GGUF-loaded model (for checks)."""
-    import torch
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
     gguf_path = Path(gguf_path)
@@ -203,7 +200,6 @@ def load_model(name_or_path="smollm2", device=None, dtype=None, *, cache_dir=Non
     if available, else cpu. The tokenizer gets a pad token (eos) if it has none. The model gets the
     attribute ``raptor_identity`` (used in cache keys).
     """
-    import torch
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
     tdtype = _torch_dtype(dtype)
@@ -248,8 +244,6 @@ def model_identity(model) -> str:
     ident = getattr(model, "raptor_identity", None)
     if ident:
         return str(ident)
-    import torch
-
     h = hashlib.sha256(type(model).__name__.encode())
     with torch.no_grad():
         for name, t in list(model.state_dict().items()):

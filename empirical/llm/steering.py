@@ -1,4 +1,5 @@
-"""Additive activation steering with GCAV per-sample strength (paper: sec:gcav, app:steer-protocol).
+"""Additive activation steering with GCAV per-sample strength (the paper's GCAV section and its steering
+protocol appendix).
 
 Conventions
 -----------
@@ -9,10 +10,11 @@ Conventions
   last position of every forward call: the prompt's last token on the first pass and, during
   generation with a KV cache, each newly generated token. ``positions="all"`` edits every position.
 * Probe at layer l: raw-space logistic probe ``g(h) = w.h + b``, ``P_m = sigmoid(g)``; ``v`` is the
-  concept vector (default ``w / ||w||``). Any linear probe works: a :class:`LayerProbe` holds
-  ``(w, b, v, test_accuracy)``; :meth:`LayerProbe.from_estimator` reads an estimator exposing
-  ``coef_`` (raw omega), ``intercept_`` and optionally ``concept_vector_`` (e.g. ``RaptorProbe``).
-* GCAV strength (``alg:steer_towards``): with ``g* = logit(p*)`` and ``s = w.v``,
+  concept vector (default ``w / ||w||``). The probes come as the project's one concept-vector object,
+  :class:`~empirical.probes.concept_vectors.ConceptVectors` (or any mapping layer ->
+  :class:`~empirical.probes.concept_vectors.LinearProbe`, whose ``coef``, ``intercept``, ``direction``
+  are w, b, v); ``fit_layers(...).concept_vectors()`` and ``load_concept_vectors`` make one.
+* GCAV strength (the paper's steer-towards algorithm): with ``g* = logit(p*)`` and ``s = w.v``,
   ``alpha = (g* - g(h)) / s`` if the state is not in the target region, else 0
   (towards: target ``P_m >= p* = 0.9999``; away: ``P_m <= p* = 0.0001``). Layers whose ``s <= 0``
   or whose probe test accuracy is below ``tau`` are skipped. Layers are processed in increasing
@@ -30,14 +32,18 @@ from __future__ import annotations
 
 import contextlib
 import math
-from dataclasses import dataclass
 
 import numpy as np
+import pandas as pd
+import torch
+from tqdm.auto import tqdm
 
+from ..probes.concept_vectors import LinearProbe
+from .extract import length_batches, pad_right, tokenize_prompts
 from .hooks import HookSet, block_output_tensor, decoder_blocks, replace_block_output
 
 __all__ = [
-    "LayerProbe",
+    "select_prompts",
     "P_TOWARDS",
     "P_AWAY",
     "gcav_alpha",
@@ -69,43 +75,41 @@ def _check_direction(direction, p_target):
     return p_target
 
 
-@dataclass
-class LayerProbe:
-    """A raw-space linear probe at one layer: logit ``w.h + b``; concept vector ``v``."""
+def select_prompts(labels, candidates, n: int, prompt_class="both") -> np.ndarray:
+    """Indices of ``n`` steering prompts among ``candidates`` (e.g. the test split).
 
-    w: np.ndarray
-    b: float
-    v: np.ndarray | None = None
-    test_accuracy: float | None = None
+    Parameters
+    ----------
+    labels : array of shape (N,)
+        Binary 0/1 labels of all examples.
+    candidates : array of int
+        Indices to choose from, in their order.
+    n : int
+        How many prompts (fewer if there are fewer candidates).
+    prompt_class : "both", 0 or 1
+        ``"both"`` alternates the two classes, class 0 first, so any ``n`` is balanced, then continues
+        with the rest of the larger class; 0 or 1 takes that class only.
 
-    def __post_init__(self):
-        self.w = np.asarray(self.w, dtype=np.float64).ravel()
-        self.b = float(np.ravel(self.b)[0]) if np.ndim(self.b) else float(self.b)
-        if not np.all(np.isfinite(self.w)) or not math.isfinite(self.b):
-            raise ValueError("probe weights w and bias b must be finite")
-        nw = np.linalg.norm(self.w)
-        if nw == 0:
-            raise ValueError("probe weights w are all zero; there is no concept direction")
-        self.v = self.w / nw if self.v is None else np.asarray(self.v, dtype=np.float64).ravel()
-        if self.v.shape != self.w.shape or not np.all(np.isfinite(self.v)):
-            raise ValueError(f"v must be a finite vector of shape {self.w.shape}, got {self.v.shape}")
-
-    @classmethod
-    def from_estimator(cls, est, test_accuracy=None, v=None):
-        """From a fitted linear estimator (``coef_`` in raw space, ``intercept_``, ``concept_vector_``)."""
-        w = np.asarray(est.coef_, dtype=np.float64).ravel()
-        b = float(np.ravel(est.intercept_)[0])
-        if v is None:
-            v = getattr(est, "concept_vector_", None)
-        return cls(w, b, None if v is None else np.asarray(v).ravel(), test_accuracy)
-
-    @property
-    def slope(self) -> float:
-        """``s = w.v``: change of the logit per unit of alpha."""
-        return float(self.w @ self.v)
-
-    def logit(self, H) -> np.ndarray:
-        return np.asarray(H, dtype=np.float64) @ self.w + self.b
+    Examples
+    --------
+    >>> select_prompts(np.array([0, 0, 0, 1, 1]), np.arange(5), 4)
+    array([0, 3, 1, 4])
+    >>> select_prompts(np.array([0, 0, 0, 1, 1]), np.arange(5), 5, prompt_class=1)
+    array([3, 4])
+    """
+    labels = np.asarray(labels)
+    candidates = np.asarray(candidates, dtype=int)
+    if int(n) != n or n < 1:
+        raise ValueError(f"n must be a positive integer, got {n!r}")
+    if prompt_class == "both":
+        zeros, ones = candidates[labels[candidates] == 0], candidates[labels[candidates] == 1]
+        k = min(len(zeros), len(ones))
+        order = np.r_[np.column_stack([zeros[:k], ones[:k]]).ravel(), zeros[k:], ones[k:]].astype(int)
+    elif prompt_class in (0, 1):
+        order = candidates[labels[candidates] == prompt_class]
+    else:
+        raise ValueError(f"prompt_class must be 'both', 0 or 1, got {prompt_class!r}")
+    return order[: int(n)]
 
 
 def gcav_alpha(g, slope, direction="towards", p_target=None):
@@ -125,6 +129,26 @@ def gcav_alpha(g, slope, direction="towards", p_target=None):
     return np.where(need, (g_star - g) / slope, 0.0)
 
 
+def additive_hook(vector: torch.Tensor, strength: float, positions: str = "last"):
+    """Forward hook adding ``strength * vector`` to a decoder block's output (last or all positions)."""
+    if positions not in ("last", "all"):
+        raise ValueError(f"positions must be 'last' or 'all', got {positions!r}")
+
+    def hook(module, args, output):
+        hidden = block_output_tensor(output)
+        if vector.numel() != hidden.shape[-1]:
+            raise ValueError(f"steering vector has {vector.numel()} entries, hidden size is {hidden.shape[-1]}")
+        delta = (strength * vector).to(hidden.dtype).to(hidden.device)
+        hidden = hidden.clone()
+        if positions == "all":
+            hidden += delta
+        else:
+            hidden[:, -1, :] += delta
+        return replace_block_output(output, hidden)
+
+    return hook
+
+
 @contextlib.contextmanager
 def additive_steering(model, vectors: dict, alpha=1.0, positions="last"):
     """Fixed additive steering ``h <- h + alpha * v`` at the given layers (dict layer -> vector).
@@ -132,33 +156,15 @@ def additive_steering(model, vectors: dict, alpha=1.0, positions="last"):
     ``alpha`` is a number or a dict layer -> number. ``"last"`` edits the sequence's last position,
     so feed unpadded (single) or left-padded inputs. Removed cleanly on exit.
     """
-    import torch
-
     blocks = decoder_blocks(model)
-    L = len(blocks)
     hooks = HookSet()
     try:
         for layer, vec in vectors.items():
-            if not 1 <= int(layer) <= L:
-                raise ValueError(f"steering layer must be in 1..{L}, got {layer}")
-            a = float(alpha[layer] if isinstance(alpha, dict) else alpha)
-            v = torch.as_tensor(np.asarray(vec), dtype=torch.float64).ravel()
-
-            def hook(m, args, out, v=v, a=a):
-                h = block_output_tensor(out)
-                if v.numel() != h.shape[-1]:
-                    raise ValueError(f"steering vector has {v.numel()} entries, hidden size is {h.shape[-1]}")
-                delta = (a * v).to(h.dtype).to(h.device)
-                h = h.clone()
-                if positions == "all":
-                    h += delta
-                elif positions == "last":
-                    h[:, -1, :] += delta
-                else:
-                    raise ValueError(f"positions must be 'last' or 'all', got {positions!r}")
-                return replace_block_output(out, h)
-
-            hooks.add(blocks[int(layer) - 1].register_forward_hook(hook))
+            if not 1 <= int(layer) <= len(blocks):
+                raise ValueError(f"steering layer must be in 1..{len(blocks)}, got {layer}")
+            strength = float(alpha[layer] if isinstance(alpha, dict) else alpha)
+            vector = torch.as_tensor(np.asarray(vec), dtype=torch.float64).ravel()
+            hooks.add(blocks[int(layer) - 1].register_forward_hook(additive_hook(vector, strength, positions)))
         yield hooks
     finally:
         hooks.remove()
@@ -179,6 +185,11 @@ def _select_layers(probes, tau, L):
     active, skipped = [], {}
     for layer in sorted(probes):
         pr = probes[layer]
+        if not isinstance(pr, LinearProbe):
+            raise ValueError(f"probes[{layer}] must be a LinearProbe (see ConceptVectors), got {type(pr).__name__}")
+        if pr.coef is None:
+            raise ValueError(f"probes[{layer}] holds only a direction; GCAV steering needs the probe's coef and "
+                             "intercept (fit them, e.g. fit_layers(...).concept_vectors())")
         if not 1 <= int(layer) <= L:
             raise ValueError(f"probe layer must be in 1..{L}, got {layer}")
         if tau is not None:
@@ -194,82 +205,86 @@ def _select_layers(probes, tau, L):
     return active, skipped
 
 
+def gcav_hook(layer: int, probe: LinearProbe, g_star: float, direction: str, positions: str, state: _SteerState):
+    """Forward hook of GCAV steering at one layer: moves the probe logit of the edited positions to
+    ``g_star`` along the probe's direction when it is outside the target region, and records the pair."""
+    slope = probe.slope
+    weights = torch.as_tensor(probe.coef, dtype=torch.float64)
+    direction_vector = torch.as_tensor(probe.direction, dtype=torch.float64)
+    intercept = probe.intercept
+
+    def strength(logits):
+        need = logits < g_star if direction == "towards" else logits > g_star
+        return torch.where(need, (g_star - logits) / slope, torch.zeros_like(logits))
+
+    def hook(module, args, output):
+        hidden = block_output_tensor(output)
+        if weights.numel() != hidden.shape[-1]:
+            raise ValueError(f"probe at layer {layer} has {weights.numel()} weights, hidden size is {hidden.shape[-1]}")
+        w, v = weights.to(hidden.device), direction_vector.to(hidden.device)
+        batch, length = hidden.shape[0], hidden.shape[1]
+        rows = torch.arange(batch, device=hidden.device)
+        prompt_pass = state.last is not None and len(state.last) == batch and length > int(state.last.max())
+        last = state.last.to(hidden.device) if prompt_pass else torch.full((batch,), length - 1, device=hidden.device)
+        hidden64 = hidden.to(torch.float64)
+        if positions == "last":
+            selected = hidden64[rows, last]  # (B, p)
+            logits = selected @ w + intercept
+            alpha = strength(logits)
+            edited = hidden.clone()
+            edited[rows, last] = (selected + alpha[:, None] * v).to(hidden.dtype)
+        else:
+            all_logits = hidden64 @ w + intercept  # (B, T)
+            all_alpha = strength(all_logits)
+            edited = (hidden64 + all_alpha[..., None] * v).to(hidden.dtype)
+            logits, alpha = all_logits[rows, last], all_alpha[rows, last]
+        if state.recording:
+            stored = edited[rows, last].to(torch.float64)
+            logits_after = stored @ w + intercept
+            rounding = 0.5 * torch.finfo(hidden.dtype).eps * (stored.abs() @ w.abs()) + 1e-12 * abs(g_star)
+            for i in range(batch):
+                state.records.append({
+                    "prompt": int(state.rows[i]) if state.rows is not None else i,
+                    "layer": layer,
+                    "logit_before": float(logits[i]),
+                    "alpha": float(alpha[i]),
+                    "logit_after": float(logits_after[i]),
+                    "round_tol": float(rounding[i]),
+                })
+        return replace_block_output(output, edited)
+
+    return hook
+
+
 @contextlib.contextmanager
-def gcav_steering(model, probes: dict, direction="towards", p_target=None, tau=None, positions="last",
+def gcav_steering(model, probes, direction="towards", p_target=None, tau=None, positions="last",
                   state: _SteerState | None = None):
-    """GCAV adaptive steering at every layer in ``probes`` (dict layer -> :class:`LayerProbe`).
+    """GCAV adaptive steering at every layer of ``probes`` (a ConceptVectors or mapping layer -> LinearProbe).
 
     Yields the hook state; ``state.records`` collects, for each steered forward pass and row, a dict
     with the layer, the logit before, alpha, the logit recomputed from the stored edited state and
     the rounding tolerance (only for the last position of the prompt pass when ``state.last`` is set
     by :func:`steer_prompts`, else for the last position of every pass).
     """
-    import torch
-
     p_target = _check_direction(direction, p_target)
     if positions not in ("last", "all"):
         raise ValueError(f"positions must be 'last' or 'all', got {positions!r}")
     g_star = _logit(p_target)
     blocks = decoder_blocks(model)
     active, skipped = _select_layers(probes, tau, len(blocks))
-    st = state or _SteerState()
-    st.active_layers, st.skipped_layers = active, skipped
+    state = state or _SteerState()
+    state.active_layers, state.skipped_layers = active, skipped
     hooks = HookSet()
     try:
         for layer in active:
-            pr = probes[layer]
-            s = pr.slope
-            w = torch.as_tensor(pr.w, dtype=torch.float64)
-            v = torch.as_tensor(pr.v, dtype=torch.float64)
-
-            def hook(m, args, out, layer=layer, w=w, v=v, b=pr.b, s=s):
-                h = block_output_tensor(out)
-                if w.numel() != h.shape[-1]:
-                    raise ValueError(f"probe at layer {layer} has {w.numel()} weights, hidden size is {h.shape[-1]}")
-                wd, vd = w.to(h.device), v.to(h.device)
-                B, T = h.shape[0], h.shape[1]
-                rows = torch.arange(B, device=h.device)
-                prompt_pass = st.last is not None and len(st.last) == B and T > int(st.last.max())
-                last = st.last.to(h.device) if prompt_pass else torch.full((B,), T - 1, device=h.device)
-                h64 = h.to(torch.float64)
-                if positions == "last":
-                    sel = h64[rows, last]  # (B, p)
-                    g = sel @ wd + b
-                    need = g < g_star if direction == "towards" else g > g_star
-                    alpha = torch.where(need, (g_star - g) / s, torch.zeros_like(g))
-                    new = h.clone()
-                    new[rows, last] = (sel + alpha[:, None] * vd).to(h.dtype)
-                else:
-                    g_all = h64 @ wd + b  # (B, T)
-                    need = g_all < g_star if direction == "towards" else g_all > g_star
-                    a_all = torch.where(need, (g_star - g_all) / s, torch.zeros_like(g_all))
-                    new = (h64 + a_all[..., None] * vd).to(h.dtype)
-                    g, alpha = g_all[rows, last], a_all[rows, last]
-                if st.recording:
-                    stored = new[rows, last].to(torch.float64)
-                    g_after = stored @ wd + b
-                    eps = torch.finfo(h.dtype).eps
-                    tol = 0.5 * eps * (stored.abs() @ wd.abs()) + 1e-12 * abs(g_star)
-                    for i in range(B):
-                        st.records.append({
-                            "prompt": int(st.rows[i]) if st.rows is not None else i,
-                            "layer": layer,
-                            "logit_before": float(g[i]),
-                            "alpha": float(alpha[i]),
-                            "logit_after": float(g_after[i]),
-                            "round_tol": float(tol[i]),
-                        })
-                return replace_block_output(out, new)
-
+            hook = gcav_hook(layer, probes[layer], g_star, direction, positions, state)
             hooks.add(blocks[layer - 1].register_forward_hook(hook))
-        yield st
+        yield state
     finally:
         hooks.remove()
 
 
 def _records_frame(records, direction, p_target):
-    import pandas as pd
-
     df = pd.DataFrame(records)
     if df.empty:
         return df
@@ -294,11 +309,6 @@ def steer_prompts(model, tokenizer, prompts, probes, direction="towards", p_targ
     round_tol, intervened, success, p_before, p_after, abs_alpha`` (the metrics' input), with
     ``attrs`` holding the active and skipped layers.
     """
-    import torch
-    from tqdm.auto import tqdm
-
-    from .extract import _batches, _pad_right, tokenize_prompts
-
     p_target = _check_direction(direction, p_target)
     token_ids = tokenize_prompts(tokenizer, prompts)
     core = model.base_model if getattr(model, "base_model", None) is not None else model
@@ -307,8 +317,8 @@ def steer_prompts(model, tokenizer, prompts, probes, direction="towards", p_targ
     order = sorted(range(len(token_ids)), key=lambda i: -len(token_ids[i]))
     with gcav_steering(model, probes, direction, p_target, tau, positions, state=st), torch.inference_mode():
         bar = tqdm(total=len(order), desc=f"steer {direction}", unit="prompt", disable=not progress, leave=False)
-        for idx in _batches(order, token_ids, batch_size, 1 << 30, 0):
-            ids, mask, last = _pad_right([token_ids[i] for i in idx], 0, device)
+        for idx in length_batches(order, token_ids, batch_size, 1 << 30, 0):
+            ids, mask, last = pad_right([token_ids[i] for i in idx], 0, device)
             st.last, st.rows = last, idx
             core(input_ids=ids, attention_mask=mask, use_cache=False)
             bar.update(len(idx))
@@ -360,8 +370,6 @@ def hard_layers(records, k: int = 3) -> dict:
 
 def generate(model, tokenizer, prompt, max_new_tokens=20, **gen_kwargs) -> str:
     """Greedy completion of one prompt (the new text only)."""
-    import torch
-
     enc = tokenizer(prompt, return_tensors="pt").to(next(model.parameters()).device)
     kw = dict(max_new_tokens=max_new_tokens, do_sample=False, pad_token_id=tokenizer.pad_token_id)
     kw.update(gen_kwargs)
@@ -373,8 +381,6 @@ def generate(model, tokenizer, prompt, max_new_tokens=20, **gen_kwargs) -> str:
 def compare_generations(model, tokenizer, prompts, probes, direction="towards", p_target=None, tau=None,
                         positions="last", max_new_tokens=20, progress=True):
     """Original and GCAV-steered greedy completions side by side (list of dicts)."""
-    from tqdm.auto import tqdm
-
     rows = []
     for prompt in tqdm(list(prompts), desc=f"generate {direction}", disable=not progress, leave=False):
         original = generate(model, tokenizer, prompt, max_new_tokens)
