@@ -10,8 +10,6 @@ train 60 % (seed 42).
 from __future__ import annotations
 
 import argparse
-import json
-import os
 import sys
 import time
 from pathlib import Path
@@ -20,6 +18,7 @@ import numpy as np
 import pandas as pd
 from tqdm.auto import tqdm
 
+from .files import save_figure, write_csv, write_json
 from .llm import datasets
 from .llm.cache import ExtractionCache
 from .probes.baselines import DifferenceOfMeans, GCSProbe, LogRegCVProbe, XRFMProbe
@@ -140,27 +139,6 @@ def _out(args) -> Path:
     return out
 
 
-def _write_json(path, obj):
-    tmp = Path(str(path) + ".tmp")
-    tmp.write_text(json.dumps(obj, indent=1, default=lambda o: o.item() if hasattr(o, "item") else str(o)))
-    os.replace(tmp, path)
-
-
-def _write_csv(path, df):
-    tmp = Path(str(path) + ".tmp")
-    df.to_csv(tmp, index=False)
-    os.replace(tmp, path)
-
-
-def _savefig(fig, path):
-    tmp = Path(str(path) + ".tmp.png")
-    fig.savefig(tmp, dpi=120, bbox_inches="tight")
-    os.replace(tmp, path)
-    import matplotlib.pyplot as plt
-
-    plt.close(fig)
-
-
 def _plt():
     import matplotlib
 
@@ -198,7 +176,7 @@ def cmd_extract(args):
         summary.append(rec)
         print(f"{ds.name}: {len(ds)} prompts -> {tuple(H.shape)} in {rec['seconds']} s"
               + (f"  [{rec['cache_file']}]" if rec["cache_file"] else ""))
-    _write_json(out / "extract_summary.json", summary)
+    write_json(out / "extract_summary.json", summary)
     return 0
 
 
@@ -219,7 +197,7 @@ def cmd_probe(args):
         if args.baselines:
             table = table.merge(_baseline_table(H, ds.labels, layers, fit.split, args.baselines, not args.no_progress),
                                 on="layer")
-        _write_csv(out / f"probe_{ds.name}.csv", table)
+        write_csv(out / f"probe_{ds.name}.csv", table)
         save_concept_vectors(out / f"probes_{ds.name}",
                              fit.concept_vectors(model=_llm()[1].model_identity(model), metadata=dict(dataset=ds.name)))
         best = table.loc[table["test_accuracy"].idxmax()]
@@ -230,7 +208,7 @@ def cmd_probe(args):
                    val_selected_layer=int(val_best),
                    val_selected_test_accuracy=float(vb.test_accuracy), median_fit_time_s=float(table.fit_time_s.median()))
         overview.append(rec)
-        _write_json(out / f"probe_{ds.name}.json", rec)
+        write_json(out / f"probe_{ds.name}.json", rec)
         fig, ax = plt.subplots(figsize=(6, 3.5))
         ax.plot(table.layer, table.test_accuracy, "o-", label="RAPTOR")
         for c in table.columns:
@@ -238,10 +216,10 @@ def cmd_probe(args):
                 ax.plot(table.layer, table[c], ".--", label=c.removesuffix("_test_accuracy"))
         ax.set(xlabel="layer (output of decoder block l)", ylabel="test accuracy", title=f"{ds.name} ({len(ds)} examples)")
         ax.legend()
-        _savefig(fig, out / f"probe_{ds.name}.png")
+        save_figure(fig, out / f"probe_{ds.name}.png")
         print(f"{ds.name}: best layer {rec['best_layer']}  test acc {rec['best_test_accuracy']:.3f}  "
               f"lambda* {rec['lambda_star']:.3g}  (mean over layers {rec['mean_test_accuracy']:.3f})")
-    _write_csv(out / "probe_summary.csv", pd.DataFrame(overview))
+    write_csv(out / "probe_summary.csv", pd.DataFrame(overview))
     return 0
 
 
@@ -280,12 +258,12 @@ def cmd_stability(args):
             rows.append(dict(layer=l, mean_abs_cos=float(res.robust), ci_low=float(res.ci[0]), ci_high=float(res.ci[1]),
                              median_fit_time_s=float(np.median(res.fit_times)), K=args.K, drop=args.drop))
         table = pd.DataFrame(rows)
-        _write_csv(out / f"stability_{ds.name}.csv", table)
+        write_csv(out / f"stability_{ds.name}.csv", table)
         fig, ax = plt.subplots(figsize=(6, 3.5))
         ax.errorbar(table.layer, table.mean_abs_cos, yerr=[table.mean_abs_cos - table.ci_low,
                                                            table.ci_high - table.mean_abs_cos], fmt="o-", capsize=3)
         ax.set(xlabel="layer", ylabel="mean |cos| (K runs)", title=f"{ds.name}: directional stability")
-        _savefig(fig, out / f"stability_{ds.name}.png")
+        save_figure(fig, out / f"stability_{ds.name}.png")
         print(table.to_string(index=False))
     return 0
 
@@ -310,7 +288,7 @@ def cmd_steer(args):
             probes = {l: p for l, p in load_concept_vectors(args.probe_file).items() if l in layers}
         else:
             fit = fit_layers(H, ds.labels, layers=layers, random_state=SPLIT_SEED, progress=not args.no_progress)
-            _write_csv(out / f"probe_{ds.name}.csv", _probe_table(fit))
+            write_csv(out / f"probe_{ds.name}.csv", _probe_table(fit))
             probes = fit.concept_vectors(model=_llm()[1].model_identity(model), metadata=dict(dataset=ds.name))
             save_concept_vectors(out / f"probes_{ds.name}", probes)
         _, _, te = paper_split(ds.labels, random_state=SPLIT_SEED)
@@ -324,7 +302,7 @@ def cmd_steer(args):
         for direction in directions:
             df = steering.steer_prompts(model, tok, prompts, probes, direction, tau=args.tau, positions=args.positions,
                                batch_size=args.batch_size, progress=not args.no_progress)
-            _write_csv(out / f"steer_{ds.name}_{direction}_pairs.csv", df)
+            write_csv(out / f"steer_{ds.name}_{direction}_pairs.csv", df)
             m = steering.steering_metrics(df)
             m.update(dataset=ds.name, direction=direction, tau=args.tau if args.tau is not None else "--",
                      skipped_layers=df.attrs.get("skipped_layers"))
@@ -340,17 +318,17 @@ def cmd_steer(args):
                 ax.plot(per.max().index, per.max().values, "s--", label="max |alpha|")
                 ax.set(xlabel="layer", ylabel="|alpha|", yscale="log", title=f"{ds.name} {direction}")
                 ax.legend()
-                _savefig(fig, out / f"steer_{ds.name}_{direction}.png")
+                save_figure(fig, out / f"steer_{ds.name}_{direction}.png")
             gen_prompts = args.gen_prompt or prompts[: args.generate]
             if gen_prompts and args.max_new_tokens > 0:
                 gens += [dict(dataset=ds.name, **g) for g in steering.compare_generations(
                     model, tok, gen_prompts, probes, direction, tau=args.tau, positions=args.positions,
                     max_new_tokens=args.max_new_tokens, progress=not args.no_progress)]
     table = _steer_table(metrics_rows)
-    _write_csv(out / "steer_metrics.csv", table)
-    _write_csv(out / "steer_hard_layers.csv", pd.DataFrame(hard_rows))
-    _write_json(out / "steer_metrics.json", metrics_rows)
-    _write_json(out / "steer_generations.json", gens)
+    write_csv(out / "steer_metrics.csv", table)
+    write_csv(out / "steer_hard_layers.csv", pd.DataFrame(hard_rows))
+    write_json(out / "steer_metrics.json", metrics_rows)
+    write_json(out / "steer_generations.json", gens)
     with pd.option_context("display.width", 200, "display.max_colwidth", 80):
         print(table.to_string(index=False, float_format=lambda x: f"{x:.3f}"))
         print()
@@ -382,9 +360,9 @@ def cmd_sweep(args):
             kw["Cs"] = [float(c) for c in args.Cs.split(",")]
         res = delta_sweep(X[pool], ds.labels[pool], X[te], ds.labels[te], **kw)
         stem = f"sweep_{ds.name}_L{layer}"
-        _write_csv(out / f"{stem}_table.csv", res.table)
-        _write_csv(out / f"{stem}_summary.csv", res.summary)
-        _write_json(out / f"{stem}_best.json", dict(dataset=ds.name, layer=layer, **res.best))
+        write_csv(out / f"{stem}_table.csv", res.table)
+        write_csv(out / f"{stem}_summary.csv", res.summary)
+        write_json(out / f"{stem}_best.json", dict(dataset=ds.name, layer=layer, **res.best))
         best = res.table[np.isclose(res.table["C"], res.best["C"])]
         m = best.groupby("fraction")[["Acc_true", "Acc_pred"]].mean()
         fig, ax = plt.subplots(figsize=(5, 3.5))
@@ -393,7 +371,7 @@ def cmd_sweep(args):
         ax.set(xlabel="fraction of the pool (delta = n/p)", ylabel="accuracy",
                title=f"{ds.name} layer {layer}, lambda={res.best['lam']:.3g}")
         ax.legend()
-        _savefig(fig, out / f"{stem}.png")
+        save_figure(fig, out / f"{stem}.png")
         print(res.summary.to_string(index=False))
         print(f"best: lambda*={res.best['lam']:.3g}  Spearman {res.best['rho_s']:.3f}  Pearson {res.best['r']:.3f}")
     return 0

@@ -11,12 +11,14 @@ old file or the complete new one, never a half-written file.
 from __future__ import annotations
 
 import hashlib
+import json
 import os
 import tempfile
 from contextlib import contextmanager
 from pathlib import Path
 
-__all__ = ["atomic_path", "atomic_write_bytes", "atomic_write_text", "sha256_file", "cache_root"]
+__all__ = ["atomic_path", "atomic_write_bytes", "atomic_write_text", "write_json", "write_csv", "save_figure",
+           "sha256_file", "cache_root"]
 
 
 def _umask() -> int:
@@ -30,7 +32,18 @@ def atomic_path(target, suffix: str = ".tmp"):
     """Temporary path next to ``target`` that replaces it when the block succeeds.
 
     ``suffix`` is the temporary name's ending (e.g. ``".npy"`` for ``np.save``, which appends it otherwise).
-    Parent directories are created."""
+    Parent directories are created.  The temporary name is unique (``mkstemp``), so two writers of the
+    same target never share a temporary file.
+
+    Examples
+    --------
+    >>> import tempfile
+    >>> target = Path(tempfile.mkdtemp()) / "table.csv"
+    >>> with atomic_path(target) as tmp:
+    ...     _ = tmp.write_text("a,b")
+    >>> target.read_text()
+    'a,b'
+    """
     target = Path(target)
     target.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(dir=target.parent, prefix=f".{target.name}.", suffix=suffix)
@@ -46,14 +59,42 @@ def atomic_path(target, suffix: str = ".tmp"):
 
 
 def atomic_write_bytes(target, data: bytes) -> Path:
+    """Write ``data`` to ``target`` atomically; returns the path."""
     with atomic_path(target) as tmp:
         tmp.write_bytes(data)
     return Path(target)
 
 
 def atomic_write_text(target, text: str) -> Path:
+    """Write ``text`` to ``target`` atomically; returns the path."""
     with atomic_path(target) as tmp:
         tmp.write_text(text)
+    return Path(target)
+
+
+def _json_default(value):
+    return value.item() if hasattr(value, "item") else str(value)
+
+
+def write_json(target, obj, *, indent: int = 1) -> Path:
+    """Write ``obj`` as JSON atomically (numpy scalars become numbers, other objects strings)."""
+    return atomic_write_text(target, json.dumps(obj, indent=indent, default=_json_default))
+
+
+def write_csv(target, frame) -> Path:
+    """Write a pandas DataFrame as CSV (no index) atomically."""
+    with atomic_path(target, suffix=".csv") as tmp:
+        frame.to_csv(tmp, index=False)
+    return Path(target)
+
+
+def save_figure(fig, target, *, dpi: int = 130) -> Path:
+    """Save a matplotlib figure as PNG atomically, then close it."""
+    import matplotlib.pyplot as plt  # plotting is optional for the library
+
+    with atomic_path(target, suffix=".png") as tmp:
+        fig.savefig(tmp, dpi=dpi, bbox_inches="tight", format="png")
+    plt.close(fig)
     return Path(target)
 
 

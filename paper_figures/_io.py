@@ -10,15 +10,13 @@ from pathlib import Path
 
 import pandas as pd
 
-from empirical.files import atomic_path, atomic_write_text
+from empirical import files
 
 
 def save_table(df: pd.DataFrame, out: Path, name: str, *, floatfmt: str = ".4g") -> Path:
     """Write ``df`` to ``out/tables/name.csv`` and a Markdown rendering to ``name.md``; returns the CSV path."""
-    path = Path(out) / "tables" / f"{name}.csv"
-    with atomic_path(path) as tmp:
-        df.to_csv(tmp, index=False)
-    atomic_write_text(path.with_suffix(".md"), to_markdown(df, floatfmt=floatfmt) + "\n")
+    path = files.write_csv(Path(out) / "tables" / f"{name}.csv", df)
+    files.atomic_write_text(path.with_suffix(".md"), to_markdown(df, floatfmt=floatfmt) + "\n")
     return path
 
 
@@ -38,17 +36,9 @@ def to_markdown(df: pd.DataFrame, *, floatfmt: str = ".4g") -> str:
 
 def save_figure(fig, out: Path, name: str, *, dpi: int = 130) -> Path:
     """Save a matplotlib figure to ``out/figures/name.png`` atomically and close it."""
-    import matplotlib.pyplot as plt
-
-    path = Path(out) / "figures" / f"{name}.png"
-    with atomic_path(path) as tmp:
-        fig.savefig(tmp, dpi=dpi, bbox_inches="tight", format="png")
-    plt.close(fig)
-    return path
+    return files.save_figure(fig, Path(out) / "figures" / f"{name}.png", dpi=dpi)
 
 
 def save_json(obj, out: Path, name: str) -> Path:
     """Write ``obj`` as JSON to ``out/tables/name.json`` atomically."""
-    path = Path(out) / "tables" / f"{name}.json"
-    atomic_write_text(path, json.dumps(obj, indent=2, default=float))
-    return path
+    return files.atomic_write_text(Path(out) / "tables" / f"{name}.json", json.dumps(obj, indent=2, default=float))
