@@ -162,8 +162,9 @@ def real_embedding_stability(embeddings, labels, measured, lams, *, drop=0.2, va
     names = list(range(L)) if layer_names is None else list(layer_names)
     rows = []
     for i in tqdm(range(L), disable=not progress, desc="layers"):
-        X = np.asarray(layers[i], dtype=float)
+        X = check_matrix(layers[i], f"embeddings[{i}]")
         N, p = X.shape
+        check_binary_labels(np.asarray(ys[i]).ravel(), N, "labels")
         if dimension == "ambient":
             p_th = float(p)
         elif dimension == "participation_ratio":
