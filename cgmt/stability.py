@@ -32,21 +32,21 @@ import numpy as np
 from numba import njit
 from scipy.optimize import OptimizeResult, brentq
 
+from .ablation import protocol_fractions
 from .equations import prox_branch_points
 from .prox import prox_scalar, sigmoid, sigmoid_d1
 from .quadrature import MAX_PANEL, TRUNCATION, build_edges, edge_capacity, fill_rule, gauss_legendre
+from .solver import ConvergenceError, solve
+from .validation import check_delta, check_int, check_kappa, check_lam, check_scalar
 
 __all__ = [
-    "PROTOCOLS",
     "stability",
     "pair_stability",
     "cross_noise_covariance",
     "cross_expectation",
-    "protocol_fractions",
-    "expected_ablation_overlap",
+    "STATUS_MESSAGES",
 ]
 
-PROTOCOLS = ("independent", "subsample", "full_vs_subsample")
 #: Gauss-Legendre points per panel of the composite rules (the answer changes by < 1e-9 when doubled;
 #: see tests/test_stability_theory.py::test_quadrature_converged)
 DEFAULT_ORDER = 10
@@ -179,15 +179,38 @@ def _table_size(su_kappa_scale):
     return int(min(20001, max(401, math.ceil(2 * 2 * TRUNCATION * 16 / su_kappa_scale) + 1)))
 
 
-def cross_expectation(sol1, sol2, sigma12, kappa, *, order=DEFAULT_ORDER):
-    """E[2 sigmoid(-kappa U) h_1(V_1) h_2(V_2)] (see module docstring) at a given sigma_12.
+def cross_expectation(sol1, sol2, sigma12: float, kappa: float, *, order: int = DEFAULT_ORDER) -> float:
+    """E[2 sigmoid(-kappa U) h_1(V_1) h_2(V_2)] (see the module docstring) at a given sigma_12.
 
-    ``sol1``, ``sol2``: (alpha, sigma, gamma) of each replica.  At sigma_12 = sigma^2 for two
-    identical replicas this equals sigma^2 / delta (the single-estimator equation (1)).
+    At sigma_12 = sigma^2 for two identical replicas this equals sigma^2 / delta (the single-estimator
+    equation (1) of :mod:`cgmt.equations`).
+
+    Parameters
+    ----------
+    sol1, sol2 : (float, float, float)
+        (alpha, sigma, gamma) of each replica, e.g. from :func:`cgmt.solve`.
+    sigma12 : float
+        Noise cross-covariance, in [0, sigma_1 sigma_2].
+    kappa : float
+        Signal strength (>= 0).
+    order : int
+        Gauss-Legendre points per panel of the composite rules.
+
+    Returns
+    -------
+    float
+
+    Examples
+    --------
+    >>> import cgmt
+    >>> sol = cgmt.solve(2.0, 0.1, 1.0)
+    >>> x = (sol.alpha, sol.sigma, sol.gamma)
+    >>> round(2.0 * cross_expectation(x, x, sol.sigma ** 2, 1.0) / sol.sigma ** 2, 8)
+    1.0
     """
     a1, s1, g1 = (float(x) for x in sol1)
     a2, s2, g2 = (float(x) for x in sol2)
-    ntab = _table_size(math.pi / kappa if kappa > 0 else 1.0) if kappa > 0 else 401
+    ntab = _table_size(math.pi / kappa) if kappa > 0 else 401
     xg, wg, bufs = _buffers(int(order), ntab)
     return float(_cross_kernel(a1, s1, g1, a2, s2, g2, float(sigma12), float(kappa), xg, wg,
                                TRUNCATION, MAX_PANEL, ntab, bufs))
@@ -196,80 +219,146 @@ def cross_expectation(sol1, sol2, sigma12, kappa, *, order=DEFAULT_ORDER):
 # --------------------------------------------------------------------------------------------
 # the cross fixed point
 # --------------------------------------------------------------------------------------------
-def cross_noise_covariance(sol1, sol2, delta12, kappa, *, order=DEFAULT_ORDER, xtol=1e-13):
+#: status codes of the cross fixed point (:func:`cross_noise_covariance`, :func:`pair_stability`,
+#: :func:`stability`)
+STATUS_MESSAGES = {
+    0: "converged",
+    1: "cross fixed point not converged",
+}
+#: relative residual |F(sigma_12) - sigma_12| / (sigma_1 sigma_2) accepted as converged
+RESIDUAL_TOL = 1e-9
+
+
+def _cross_result(sigma12, residual, ok, nit, nfev, rhs_at_zero):
+    status = 0 if ok else 1
+    message = (f"{STATUS_MESSAGES[status]}: |F(sigma12) - sigma12| / (sigma1 sigma2) = {residual:.2e} "
+               f"after {nfev} evaluations")
+    return OptimizeResult(sigma12=float(sigma12), success=bool(ok), status=status, message=message, nit=int(nit),
+                          nfev=int(nfev), residual=float(residual), rhs_at_zero=float(rhs_at_zero))
+
+
+def cross_noise_covariance(sol1, sol2, delta12: float, kappa: float, *, order: int = DEFAULT_ORDER,
+                           xtol: float = 1e-13) -> OptimizeResult:
     """Solve sigma_12 = delta_12 E[2 sigmoid(-kappa U) h_1(V_1) h_2(V_2)] on [0, sigma_1 sigma_2].
 
     The right-hand side F is increasing in sigma_12 (Price's theorem: F' = delta_12 E[2 s(-kU) h1' h2'] > 0,
     h_k' in (0, 1)), F(0) >= 0 and F(sigma_1 sigma_2) <= sigma_1 sigma_2 delta_12 / sqrt(delta_1 delta_2)
-    (Cauchy-Schwarz with equation (1)), so the root is bracketed.  Returns (sigma_12, info dict).
+    (Cauchy-Schwarz with equation (1)), so the root is bracketed and found by Brent's method.
+
+    Parameters
+    ----------
+    sol1, sol2 : (float, float, float)
+        (alpha, sigma, gamma) of each replica.
+    delta12 : float
+        Overlap of the two training sets over the dimension, |S_1 cap S_2| / p.
+    kappa : float
+        Signal strength (>= 0).
+    order : int
+        Gauss-Legendre points per panel of the composite rules.
+    xtol : float
+        Absolute tolerance of the root relative to sigma_1 sigma_2.
+
+    Returns
+    -------
+    OptimizeResult
+        ``sigma12``; ``success``, ``status`` (:data:`STATUS_MESSAGES`), ``message``, ``nit`` (Brent
+        iterations), ``nfev`` (evaluations of F), ``residual`` = |F(sigma12) - sigma12| / (sigma1 sigma2)
+        and ``rhs_at_zero`` = F(0).
+
+    Examples
+    --------
+    >>> import cgmt
+    >>> s1, s2 = cgmt.solve(2.0, 0.1, 1.0), cgmt.solve(1.28, 0.1, 1.0)
+    >>> res = cross_noise_covariance(s1.x, s2.x, 0.8192, 1.0)
+    >>> res.success, round(res.sigma12 / (s1.sigma * s2.sigma), 4)
+    (True, 0.6096)
     """
     a1, s1, g1 = (float(x) for x in sol1)
     a2, s2, g2 = (float(x) for x in sol2)
     hi = s1 * s2
     if delta12 == 0.0 or hi == 0.0:
-        return 0.0, dict(nit=0, residual=0.0, converged=True, rhs_at_zero=0.0)
+        return _cross_result(0.0, 0.0, True, 0, 0, 0.0)
     ntab = _table_size(math.pi / kappa) if kappa > 0 else 401
     xg, wg, bufs = _buffers(int(order), ntab)
-    nfev = [0]
+    nfev = 0
 
-    def F(s12):
-        nfev[0] += 1
+    def rhs(s12):
+        nonlocal nfev
+        nfev += 1
         return delta12 * _cross_kernel(a1, s1, g1, a2, s2, g2, s12, float(kappa), xg, wg,
                                        TRUNCATION, MAX_PANEL, ntab, bufs)
 
-    f0 = F(0.0)
-    fhi = F(hi) - hi
+    f0 = rhs(0.0)
+    gap_at_top = rhs(hi) - hi
     # Identical training sets: F(hi) = hi is the single-estimator equation (1), which the solve satisfies
     # only to its residual tolerance (1e-10 relative), so the top of the bracket is the root whenever
     # F(hi) - hi is within that accuracy (a real overlap deficit 1 - delta12/delta shows up at O(1)).
-    if fhi >= -1e-9 * hi:
-        return hi, dict(nit=nfev[0], residual=abs(fhi) / hi, converged=True, rhs_at_zero=f0)
-    root, info = brentq(lambda s: F(s) - s, 0.0, hi, xtol=xtol * max(hi, 1e-300), rtol=1e-15,
-                        full_output=True, disp=False) if f0 > 0 else (0.0, None)
-    res = abs(F(root) - root) / hi
-    ok = bool(res <= 1e-9 and (info is None or info.converged))
-    return float(root), dict(nit=nfev[0], residual=float(res), converged=ok, rhs_at_zero=f0)
-
-
-def _check_finite_positive(name, x, allow_zero=False):
-    try:
-        x = float(x)
-    except (TypeError, ValueError):
-        raise ValueError(f"{name}: must be a real number, got {x!r}") from None
-    if not math.isfinite(x) or x < 0 or (x == 0 and not allow_zero):
-        rng = "[0, inf)" if allow_zero else "(0, inf)"
-        raise ValueError(f"{name}: must be finite and in {rng}, got {x}")
-    return x
+    if gap_at_top >= -RESIDUAL_TOL * hi:
+        return _cross_result(hi, abs(gap_at_top) / hi, True, 0, nfev, f0)
+    if f0 > 0:
+        root, info = brentq(lambda s: rhs(s) - s, 0.0, hi, xtol=xtol * max(hi, 1e-300), rtol=1e-15,
+                            full_output=True, disp=False)
+        nit, root_found = info.iterations, info.converged
+    else:
+        root, nit, root_found = 0.0, 0, True
+    residual = abs(rhs(root) - root) / hi
+    return _cross_result(root, residual, root_found and residual <= RESIDUAL_TOL, nit, nfev, f0)
 
 
 def _single(delta, lam, kappa, solve_options):
-    import cgmt
-
-    sol = cgmt.solve(delta, lam, kappa, **solve_options)
-    if not bool(getattr(sol, "converged", getattr(sol, "success", True))):
-        raise RuntimeError(f"cgmt.solve did not converge at delta={delta}, lam={lam}, kappa={kappa}: "
-                           f"{getattr(sol, 'message', '')}")
+    sol = solve(delta, lam, kappa, **solve_options)
+    if not sol.success:
+        raise ConvergenceError(f"cgmt.solve did not converge at delta={delta}, lam={lam}, kappa={kappa}: "
+                               f"{sol.message}", sol)
     return float(sol.alpha), float(sol.sigma), float(sol.gamma)
 
 
-def pair_stability(delta1, delta2, delta12, lam, kappa, *, order=DEFAULT_ORDER, strict=False, **solve_options):
+def pair_stability(delta1: float, delta2: float, delta12: float, lam: float, kappa: float, *,
+                   order: int = DEFAULT_ORDER, strict: bool = False, **solve_options) -> OptimizeResult:
     """Limiting cosine of two ridge-logistic fits (same lam) on sets of sizes delta_k p sharing delta_12 p samples.
 
-    Returns a SciPy ``OptimizeResult`` with ``cosine``; per-replica ``alpha1, sigma1, gamma1,
-    alpha2, sigma2, gamma2``; ``sigma12`` (noise cross-covariance), ``noise_correlation``
-    (sigma12/(sigma1 sigma2)); ``independent_formula`` = alpha1 alpha2/(tau1 tau2) (the paper's
-    ``eq:cosine_stability_approx``, i.e. sigma12 = 0); ``delta1, delta2, delta12``; and
-    ``success``, ``status``, ``message``, ``nit``, ``residual`` of the cross fixed point.
-    ``strict=True`` raises RuntimeError instead of returning success=False.
+    Parameters
+    ----------
+    delta1, delta2 : float
+        Training-set sizes over the dimension (> 0).
+    delta12 : float
+        Their overlap over the dimension, in [0, min(delta1, delta2)].
+    lam : float
+        Common ridge strength (> 0; theory convention, per-sample-averaged loss).
+    kappa : float
+        Signal strength (>= 0).
+    order : int
+        Gauss-Legendre points per panel of the cross expectation's rules.
+    strict : bool
+        Raise :class:`cgmt.ConvergenceError` instead of returning ``success=False``.
+    **solve_options
+        Passed to :func:`cgmt.solve` for the two single-estimator solutions.
+
+    Returns
+    -------
+    OptimizeResult
+        ``cosine``; per replica ``alpha1, sigma1, gamma1, alpha2, sigma2, gamma2``; ``sigma12`` (noise
+        cross-covariance) and ``noise_correlation`` = sigma12 / (sigma1 sigma2);
+        ``independent_formula`` = alpha1 alpha2 / (tau1 tau2) (the paper's independent-sample stability
+        formula, i.e. sigma12 = 0); the inputs ``delta1, delta2, delta12, lam, kappa``; and the cross
+        fixed point's ``success``, ``status`` (:data:`STATUS_MESSAGES`), ``message``, ``nit``, ``nfev``,
+        ``residual``.
+
+    Examples
+    --------
+    >>> r = pair_stability(1.28, 1.28, 0.8192, 0.1, 1.0)
+    >>> r.success, round(r.cosine, 4), round(r.independent_formula, 4)
+    (True, 0.7731, 0.4187)
     """
-    delta1 = _check_finite_positive("delta1", delta1)
-    delta2 = _check_finite_positive("delta2", delta2)
-    delta12 = _check_finite_positive("delta12", delta12, allow_zero=True)
-    lam = _check_finite_positive("lam", lam)
-    kappa = _check_finite_positive("kappa", kappa, allow_zero=True)
+    delta1 = check_delta(delta1, "delta1")
+    delta2 = check_delta(delta2, "delta2")
+    delta12 = check_scalar(delta12, "delta12", low=0.0)
+    lam = check_lam(lam)
+    kappa = check_kappa(kappa)
+    order = check_int(order, "order", minimum=1)
     if delta12 > min(delta1, delta2) * (1 + 1e-12):
-        raise ValueError(f"delta12: the overlap cannot exceed the smaller set, need delta12 <= "
-                         f"min(delta1, delta2) = {min(delta1, delta2)}, got {delta12}")
+        raise ValueError(f"delta12 must be <= min(delta1, delta2) = {min(delta1, delta2)} (the overlap cannot "
+                         f"exceed the smaller set), got {delta12!r}")
     delta12 = min(delta12, delta1, delta2)
     x1 = _single(delta1, lam, kappa, solve_options)
     x2 = x1 if delta2 == delta1 else _single(delta2, lam, kappa, solve_options)
@@ -277,132 +366,67 @@ def pair_stability(delta1, delta2, delta12, lam, kappa, *, order=DEFAULT_ORDER, 
     # the first one (accurate to ~1e-9 relative); a canonical order (larger set first) makes the
     # answer exactly symmetric in the arguments.
     first, second = (x1, x2) if delta1 >= delta2 else (x2, x1)
-    s12, info = cross_noise_covariance(first, second, delta12, kappa, order=order)
+    cross = cross_noise_covariance(first, second, delta12, kappa, order=order)
+    if strict and not cross.success:
+        raise ConvergenceError(cross.message, cross)
+    s12 = cross.sigma12
     a1, s1, g1 = x1
     a2, s2, g2 = x2
     t1, t2 = math.hypot(a1, s1), math.hypot(a2, s2)
     cos = (a1 * a2 + s12) / (t1 * t2)
-    ok = info["converged"]
-    msg = ("converged" if ok else "cross fixed point not converged") + \
-          f": |F(sigma12) - sigma12| / (sigma1 sigma2) = {info['residual']:.2e} after {info['nit']} evaluations"
-    if strict and not ok:
-        raise RuntimeError(msg)
     return OptimizeResult(cosine=float(min(1.0, cos)), sigma12=s12,
                           noise_correlation=s12 / (s1 * s2) if s1 * s2 > 0 else 0.0,
                           independent_formula=a1 * a2 / (t1 * t2),
                           alpha1=a1, sigma1=s1, gamma1=g1, alpha2=a2, sigma2=s2, gamma2=g2,
                           delta1=delta1, delta2=delta2, delta12=delta12, lam=lam, kappa=kappa,
-                          success=ok, status=0 if ok else 1, message=msg, nit=info["nit"],
-                          residual=info["residual"])
+                          success=cross.success, status=cross.status, message=cross.message, nit=cross.nit,
+                          nfev=cross.nfev, residual=cross.residual)
 
 
-# --------------------------------------------------------------------------------------------
-# the paper's protocol
-# --------------------------------------------------------------------------------------------
-def protocol_fractions(protocol="subsample", *, drop=0.2, val_fraction=0.2):
-    """(f1, f2, f12): training-set sizes and expected overlap as fractions of the pool, N -> infinity.
-
-    Paper protocol (``sec:exp_robust``): each run drops ``drop`` of the pool uniformly at random,
-    re-splits the rest into train/validation (validation fraction ``val_fraction``, stratified) and
-    trains on the train part, so every run trains on f = (1 - drop)(1 - val_fraction) of the pool
-    (0.64) and, the runs being independent and every sample equally likely to be in a run's
-    training set (probability f), two runs share E|T1 cap T2| = sum_i P(i in T1) P(i in T2) = f^2 N
-    (0.4096 N, i.e. 64% of each training set).
-    - "independent": two fits on independent pools of the full size: (1, 1, 0).
-    - "subsample": two ablation runs: (f, f, f^2).
-    - "full_vs_subsample": the fit on the whole pool against one ablation run: (1, f, f).
-    """
-    drop = _check_fraction("drop", drop)
-    val_fraction = _check_fraction("val_fraction", val_fraction)
-    f = (1.0 - drop) * (1.0 - val_fraction)
-    if protocol == "independent":
-        return 1.0, 1.0, 0.0
-    if protocol == "subsample":
-        return f, f, f * f
-    if protocol == "full_vs_subsample":
-        return 1.0, f, f
-    raise ValueError(f"protocol: must be one of {PROTOCOLS}, got {protocol!r}")
-
-
-def _check_fraction(name, x):
-    try:
-        x = float(x)
-    except (TypeError, ValueError):
-        raise ValueError(f"{name}: must be a real number in [0, 1), got {x!r}") from None
-    if not (0.0 <= x < 1.0):
-        raise ValueError(f"{name}: must be in [0, 1), got {x}")
-    return x
-
-
-def _train_counts_expectation(k_pos, k_neg, n_train):
-    """Expected per-class train counts of scikit-learn's stratified split (``_approximate_mode``)."""
-    counts = np.array([k_pos, k_neg], dtype=float)
-    continuous = counts / counts.sum() * n_train
-    floored = np.floor(continuous)
-    need = int(n_train - floored.sum())
-    out = floored.copy()
-    if need > 0:  # two classes: the remainders sum to need = 1
-        rem = continuous - floored
-        if rem[0] == rem[1]:
-            out += 0.5  # sklearn breaks the tie at random
-        else:
-            out[int(np.argmax(rem))] += 1.0
-    return out
-
-
-def expected_ablation_overlap(n_pos, n_neg, *, drop=0.2, val_fraction=0.2):
-    """Exact E|T1 cap T2| and the train size for two independent runs of the paper's protocol on a pool.
-
-    Implementation assumed (that of ``sims.measure.ablation_train_indices``): keep
-    N - round(drop N) samples uniformly at random; split them with scikit-learn's stratified
-    ``train_test_split(test_size=val_fraction)`` (validation size ceil(val_fraction n_keep),
-    per-class train counts by ``_approximate_mode``, ties broken at random).  Each sample of class c
-    is in a run's training set with probability pi_c = E[n_train_c] / N_c (exchangeability), the
-    runs are independent, so E|T1 cap T2| = sum_c N_c pi_c^2 >= n_train^2 / N (equality when
-    pi_+ = pi_-).  Returns (n_train, expected_overlap).
-    """
-    from scipy.stats import hypergeom
-
-    n_pos, n_neg = int(n_pos), int(n_neg)
-    if n_pos < 1 or n_neg < 1:
-        raise ValueError(f"n_pos, n_neg: need at least one sample per class, got {n_pos}, {n_neg}")
-    drop = _check_fraction("drop", drop)
-    val_fraction = _check_fraction("val_fraction", val_fraction)
-    N = n_pos + n_neg
-    n_keep = N - int(round(drop * N))
-    n_val = math.ceil(val_fraction * n_keep) if val_fraction > 0 else 0
-    n_train = n_keep - n_val
-    ks = np.arange(max(0, n_keep - n_neg), min(n_pos, n_keep) + 1)
-    pk = hypergeom(N, n_pos, n_keep).pmf(ks)
-    e_pos = 0.0
-    e_neg = 0.0
-    for k, w in zip(ks, pk):
-        tc = _train_counts_expectation(k, n_keep - k, n_train) if val_fraction > 0 else (k, n_keep - k)
-        e_pos += w * tc[0]
-        e_neg += w * tc[1]
-    pi_pos, pi_neg = e_pos / n_pos, e_neg / n_neg
-    return n_train, float(n_pos * pi_pos ** 2 + n_neg * pi_neg ** 2)
-
-
-def stability(delta, lam, kappa, protocol="subsample", *, drop=0.2, val_fraction=0.2, order=DEFAULT_ORDER,
-              strict=False, **solve_options):
+def stability(delta: float, lam: float, kappa: float, protocol: str = "subsample", *, drop: float = 0.2,
+              val_fraction: float = 0.2, order: int = DEFAULT_ORDER, strict: bool = False,
+              **solve_options) -> OptimizeResult:
     """Predicted (limiting) cosine between two probes' unit directions under a resampling protocol.
 
-    ``delta`` = N/p is the size of the labelled POOL (train cup val of the paper) over the dimension;
-    ``lam`` the common ridge strength (theory convention, per-sample-averaged loss); ``kappa`` the
-    signal strength.  Protocols (fractions of the pool from :func:`protocol_fractions`):
+    The protocols (training-set fractions of the pool from :func:`cgmt.ablation.protocol_fractions`):
 
-    - "independent": two fits on independent pools of size N (paper's formula, alpha^2/(alpha^2+sigma^2)
-      at delta);
-    - "subsample": the paper's ablation pair (each run trains on f = (1-drop)(1-val_fraction) of the
-      pool, two runs share f^2 of it); this is what ``eq:robust_cos_abs`` averages;
-    - "full_vs_subsample": fit on the whole pool versus one ablation run (nested sets).
+    - ``"independent"``: two fits on independent pools of size N (the paper's formula
+      alpha^2/(alpha^2+sigma^2) at delta);
+    - ``"subsample"``: two runs of the paper's ablation protocol (:func:`cgmt.ablation.ablation_split`:
+      each run trains on f = (1-drop)(1-val_fraction) of the pool, two runs share f^2 of it); the
+      paper's robustness score (mean absolute pairwise cosine of the runs) estimates this;
+    - ``"full_vs_subsample"``: the fit on the whole pool versus one ablation run (nested sets).
 
-    Returns the :func:`pair_stability` result plus ``protocol``, ``fractions``.  Its
-    ``independent_formula`` is the paper's formula evaluated for the two fits actually compared.
+    Parameters
+    ----------
+    delta : float
+        N/p: the size of the labelled pool (the paper's train cup val) over the dimension.
+    lam : float
+        Common ridge strength (> 0; theory convention, per-sample-averaged loss).
+    kappa : float
+        Signal strength (>= 0).
+    protocol : {"independent", "subsample", "full_vs_subsample"}
+    drop, val_fraction : float in [0, 1)
+        The ablation protocol's parameters (the paper: 0.2 and 0.2).
+    order, strict, **solve_options
+        As in :func:`pair_stability`.
+
+    Returns
+    -------
+    OptimizeResult
+        The :func:`pair_stability` result plus ``protocol`` and ``fractions`` (f1, f2, f12).  Its
+        ``independent_formula`` is the paper's formula evaluated for the two fits actually compared.
+
+    Examples
+    --------
+    >>> r = stability(2.0, 0.1, 1.0, "subsample")
+    >>> r.success, round(r.cosine, 4), [round(f, 4) for f in r.fractions]
+    (True, 0.7731, [0.64, 0.64, 0.4096])
+    >>> round(stability(2.0, 0.1, 1.0, "independent").cosine, 4)
+    0.4845
     """
     f1, f2, f12 = protocol_fractions(protocol, drop=drop, val_fraction=val_fraction)
-    delta = _check_finite_positive("delta", delta)
+    delta = check_delta(delta)
     res = pair_stability(f1 * delta, f2 * delta, f12 * delta, lam, kappa, order=order, strict=strict,
                          **solve_options)
     res["protocol"] = protocol

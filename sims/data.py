@@ -10,6 +10,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from cgmt.validation import as_generator, check_int, check_kappa
+
 
 @dataclass(frozen=True)
 class Sample:
@@ -38,44 +40,17 @@ class Sample:
         return self.n / self.p
 
 
-def as_generator(rng) -> np.random.Generator:
-    """An int seed, a ``SeedSequence`` or a ``Generator`` -> ``Generator`` (PCG64)."""
-    if isinstance(rng, np.random.Generator):
-        return rng
-    if isinstance(rng, np.random.SeedSequence):
-        return np.random.default_rng(rng)
-    if rng is None or isinstance(rng, (int, np.integer)):
-        if rng is not None and int(rng) < 0:
-            raise ValueError(f"rng: a seed must be a non-negative integer, got {rng}")
-        return np.random.default_rng(rng)
-    raise ValueError(f"rng: expected an int seed, a numpy SeedSequence or Generator, got {type(rng).__name__}")
-
-
 def replicate_seeds(seed, replicates: int) -> list[np.random.SeedSequence]:
     """Independent child ``SeedSequence`` streams, one per replicate (``SeedSequence(seed).spawn``)."""
-    if int(replicates) != replicates or replicates < 1:
-        raise ValueError(f"replicates: must be a positive integer, got {replicates}")
+    replicates = check_int(replicates, "replicates")
     ss = seed if isinstance(seed, np.random.SeedSequence) else np.random.SeedSequence(seed)
-    return ss.spawn(int(replicates))
-
-
-def _check_positive_int(name, value, minimum=1):
-    if isinstance(value, bool) or int(value) != value or value < minimum:
-        raise ValueError(f"{name}: must be an integer >= {minimum}, got {value!r}")
-    return int(value)
-
-
-def _check_kappa(kappa):
-    kappa = float(kappa)
-    if not np.isfinite(kappa) or kappa < 0:
-        raise ValueError(f"kappa: must be finite and >= 0, got {kappa}")
-    return kappa
+    return ss.spawn(replicates)
 
 
 def random_teacher(p: int, kappa: float, rng) -> np.ndarray:
     """beta* = kappa sqrt(p) v with v uniform on the unit sphere of R^p (exactly ||beta*||^2 = p kappa^2)."""
-    p = _check_positive_int("p", p)
-    kappa = _check_kappa(kappa)
+    p = check_int(p, "p")
+    kappa = check_kappa(kappa)
     g = as_generator(rng).standard_normal(p)
     v = g / np.linalg.norm(g)
     return kappa * np.sqrt(p) * v
@@ -88,9 +63,9 @@ def sample(n: int, p: int, kappa: float, rng=None, *, beta_star: np.ndarray | No
     ``sample(n, p, kappa, seed)`` is reproducible; pass ``beta_star`` to draw fresh data (e.g. a
     test set, or an independent training set) from the same teacher.
     """
-    n = _check_positive_int("n", n)
-    p = _check_positive_int("p", p)
-    kappa = _check_kappa(kappa)
+    n = check_int(n, "n")
+    p = check_int(p, "p")
+    kappa = check_kappa(kappa)
     gen = as_generator(rng)
     if beta_star is None:
         beta_star = random_teacher(p, kappa, gen)

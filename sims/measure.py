@@ -11,9 +11,11 @@ from __future__ import annotations
 import numpy as np
 from scipy.linalg import cho_factor, solve_triangular
 from scipy.special import expit
-from sklearn.model_selection import train_test_split
 
-from .data import as_generator, sample
+from cgmt.ablation import ablation_split
+from cgmt.validation import as_generator
+
+from .data import sample
 from .fit import fit_ridge_logistic
 
 #: quantities measured by :func:`measure_replicate`, in table order
@@ -57,32 +59,6 @@ def loo_gamma(X, y, beta, lam) -> float:
     return float(np.mean(h / (1.0 - w * h)))
 
 
-def ablation_train_indices(y, rng, *, drop: float = 0.2, val_fraction: float = 0.2) -> np.ndarray:
-    """The paper's ablation protocol (``sec:exp_robust``) on a labelled pool, returning training indices.
-
-    1. drop ``drop`` (20%) of the pool uniformly at random (not stratified, as in the paper);
-    2. re-split the remaining 80% into train/validation, stratified by label, validation fraction
-       ``val_fraction`` (20%);
-    3. return the training part: round((1 - drop) n) - round(val_fraction (1 - drop) n) indices,
-       i.e. 64% of the pool with the defaults.
-    In the simulator the ridge strength is the fixed theory lambda, so the validation part is unused
-    (the paper re-tunes lambda on it). ``val_fraction=0`` gives a plain (1 - drop) subsample.
-    """
-    gen = as_generator(rng)
-    y = np.asarray(y)
-    n = y.shape[0]
-    if not 0.0 <= drop < 1.0:
-        raise ValueError(f"drop: must be in [0, 1), got {drop}")
-    if not 0.0 <= val_fraction < 1.0:
-        raise ValueError(f"val_fraction: must be in [0, 1), got {val_fraction}")
-    keep = np.sort(gen.permutation(n)[: n - int(round(drop * n))])
-    if val_fraction == 0.0:
-        return keep
-    seed = int(gen.integers(2**31 - 1))
-    train, _ = train_test_split(keep, test_size=val_fraction, stratify=y[keep], random_state=seed)
-    return np.sort(train)
-
-
 def _cos(a, b) -> float:
     na, nb = np.linalg.norm(a), np.linalg.norm(b)
     return float(a @ b / (na * nb)) if na > 0 and nb > 0 else float("nan")
@@ -116,7 +92,7 @@ def measure_replicate(delta, lam, kappa, p, seed, *, n_test: int = 4000, stabili
     - accuracy_formula: ``cgmt.accuracy_from_margin(alpha/sigma, kappa)`` at the empirical alpha, sigma;
     - cos_independent: cos(z_hat, z_hat') for a fit on an independent training set (same n, teacher);
     - cos_subsample: cos between two fits on two ablation runs of the same training set
-      (:func:`ablation_train_indices`: drop 20%, stratified 80/20 re-split, train part = 64% of the data);
+      (:func:`cgmt.ablation.ablation_split`: drop 20%, stratified 80/20 re-split, train part = 64% of the data);
     - cos_full_subsample: cos between the full fit and the first ablation-run fit.
     All fits use the same theory lambda (the objective's lam/(2p) scaling is per-sample averaged, so
     a subsample fit is the estimator at delta' = n'/p with the same lambda).
@@ -147,7 +123,7 @@ def measure_replicate(delta, lam, kappa, p, seed, *, n_test: int = 4000, stabili
     if subsample:
         zs = []
         for s_ab in (s_ab1, s_ab2):
-            idx = ablation_train_indices(data.y, s_ab, drop=drop, val_fraction=val_fraction)
+            idx, _ = ablation_split(data.y, s_ab, drop=drop, val_fraction=val_fraction)
             f = fit_ridge_logistic(data.X[idx], data.y[idx], lam, tol=tol)
             grad_norms.append(f.grad_norm)
             zs.append(f.z)

@@ -1,8 +1,8 @@
-"""sims.data: the teacher-student model, reproducibility, and the ablation protocol."""
+"""sims.data: the teacher-student model and reproducibility (the ablation protocol: test_ablation_protocol.py)."""
 import numpy as np
 import pytest
 
-from sims import ablation_train_indices, replicate_seeds, sample
+from sims import replicate_seeds, sample
 
 
 def test_teacher_norm_and_direction():
@@ -62,17 +62,3 @@ def test_bad_input(kwargs, name):
         sample(rng=0, **kwargs)
     with pytest.raises(ValueError, match="replicates"):
         replicate_seeds(0, 0)
-
-
-def test_ablation_protocol_sizes_and_stratification():
-    rng = np.random.default_rng(0)
-    y = np.where(rng.random(1000) < 0.3, 1.0, -1.0)
-    idx = ablation_train_indices(y, np.random.SeedSequence(5))
-    assert len(idx) == 800 - 160 and len(np.unique(idx)) == len(idx) and idx.max() < 1000
-    # the 80/20 re-split is stratified: train-part class balance equals the kept pool's up to rounding
-    idx2 = ablation_train_indices(y, np.random.SeedSequence(5), val_fraction=0.0)
-    assert len(idx2) == 800 and set(idx) <= set(idx2)
-    assert abs(np.mean(y[idx] == 1) - np.mean(y[idx2] == 1)) <= 1.5 / len(idx)
-    assert not np.array_equal(idx, ablation_train_indices(y, np.random.SeedSequence(6)))
-    with pytest.raises(ValueError, match="drop"):
-        ablation_train_indices(y, 0, drop=1.0)

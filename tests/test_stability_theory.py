@@ -1,27 +1,27 @@
-"""Two-replica stability theory (cgmt.stability): identities, limits, quadrature, protocol overlap,
+"""Two-replica stability theory (cgmt.stability): identities, limits, quadrature, protocol fractions,
 and agreement with Monte Carlo (sims) -- where the paper's independent-sample formula must fail.
 
 Derivation and equation numbers: docs/stability_theory.md.
 """
 from __future__ import annotations
 
+import itertools
 import math
 
 import numpy as np
+import pandas as pd
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 from scipy.special import expit
 
 import cgmt
-from cgmt.stability import (
-    cross_expectation,
-    cross_noise_covariance,
-    expected_ablation_overlap,
-    pair_stability,
-    protocol_fractions,
-    stability,
-)
+import sims
+from cgmt.ablation import ablation_split, protocol_fractions
+from cgmt.prox import prox_scalar
+from cgmt.stability import cross_expectation, cross_noise_covariance, pair_stability, stability
+from empirical.probes.real_embedding import participation_ratio, real_embedding_stability
+from paper_figures.stability import plot_stability_vs_lambda, simulate_stability_replicate, stability_curves
 
 deltas = st.floats(0.3, 5.0)
 lams = st.floats(0.02, 10.0)
@@ -82,8 +82,9 @@ def test_symmetric_in_the_two_replicas(delta, lam, kappa, ratio, share):
 
 def test_fixed_point_is_satisfied_and_rhs_increasing():
     x1, x2 = _sol(2.0, 0.1, 2.0), _sol(1.28, 0.1, 2.0)
-    s12, info = cross_noise_covariance(x1, x2, 0.82, 2.0)
-    assert info["converged"]
+    res = cross_noise_covariance(x1, x2, 0.82, 2.0)
+    assert res.success and res.status == 0 and res.residual <= 1e-9 and res.nit <= res.nfev
+    s12 = res.sigma12
     assert 0.82 * cross_expectation(x1, x2, s12, 2.0) == pytest.approx(s12, rel=1e-10)
     vals = [cross_expectation(x1, x2, r * x1[1] * x2[1], 2.0) for r in (0.0, 0.3, 0.6, 0.9)]
     assert np.all(np.diff(vals) > 0)
@@ -109,8 +110,6 @@ def test_quadrature_converged(delta, lam, kappa, rho):
 def test_cross_expectation_against_plain_monte_carlo():
     """Independent reference for (E7) in its unsymmetrized form: draw U, y ~ sigmoid(kappa U), (xi1, xi2)
     and evaluate E[h1(V1) h2(V2)] with V_k = -y (alpha_k U + xi_k) by brute force."""
-    from cgmt.prox import prox_scalar
-
     rng = np.random.default_rng(0)
     kappa = 1.5
     x1, x2 = _sol(1.5, 0.2, kappa), _sol(1.0, 0.2, kappa)
@@ -183,29 +182,6 @@ def test_overlap_larger_than_set_raises():
 
 
 # ------------------------------------------------------------------------------------------------
-# the protocol's overlap
-# ------------------------------------------------------------------------------------------------
-def test_expected_ablation_overlap_matches_sims_protocol():
-    """(E10) against the project's implementation of the protocol (sims.ablation_train_indices)."""
-    import sims
-
-    rng = np.random.default_rng(1)
-    y = np.array([1.0] * 47 + [-1.0] * 56)
-    n_train, exact = expected_ablation_overlap(47, 56)
-    ov = []
-    for _ in range(800):
-        t1 = sims.ablation_train_indices(y, rng)
-        t2 = sims.ablation_train_indices(y, rng)
-        assert t1.size == n_train
-        ov.append(np.intersect1d(t1, t2).size)
-    ov = np.asarray(ov, dtype=float)
-    assert abs(ov.mean() - exact) < 4 * ov.std() / math.sqrt(ov.size)
-    # the asymptotic value f^2 N is exact up to O(1) samples
-    assert exact == pytest.approx(n_train ** 2 / 103, abs=1.0)
-    assert exact >= n_train ** 2 / 103 - 1e-12
-
-
-# ------------------------------------------------------------------------------------------------
 # Monte Carlo: the theory passes, the paper's formula fails, by the same check
 # ------------------------------------------------------------------------------------------------
 # Finite-size allowance: at p = 300 the measured bias of the cosines relative to the p -> inf
@@ -217,8 +193,6 @@ MC_POINTS = [(2.0, 0.1, 2.0), (1.0, 1.0, 1.0), (2.0, 0.03, 1.0)]
 
 @pytest.fixture(scope="module")
 def mc_table():
-    from paper_figures.stability import simulate_stability_replicate
-
     out = {}
     for i, (d, l, k) in enumerate(MC_POINTS):
         reps = [simulate_stability_replicate(d, l, k, 300, np.random.SeedSequence([7, i, r]), runs=3)
@@ -244,7 +218,7 @@ def test_theory_agrees_with_simulation(mc_table, point):
 
 @pytest.mark.parametrize("point", MC_POINTS)
 def test_independent_formula_is_rejected_on_the_subsample_protocol(mc_table, point):
-    """The same check must reject the paper's eq:cosine_stability_approx on the ablation pairs, whether the
+    """The same check must reject the paper's independent-sample formula alpha^2/(alpha^2+sigma^2) on the ablation pairs, whether the
     formula is evaluated at the runs' own delta (0.64 delta) or at the pool's delta."""
     d, l, k = point
     mc = mc_table[point]["cos_subsample"]
@@ -254,17 +228,13 @@ def test_independent_formula_is_rejected_on_the_subsample_protocol(mc_table, poi
 
 
 # ------------------------------------------------------------------------------------------------
-# paper_figures.stability: real-embedding comparison on synthetic "layers", and the figure
+# empirical.probes.real_embedding on synthetic "layers", and paper_figures.stability's figure
 # ------------------------------------------------------------------------------------------------
 def _measured_ablation_stability(X, y, lam, runs, seed):
-    """eq:robust_cos_abs with the theory's fixed lambda (sims' protocol and fit)."""
-    import itertools
-
-    import sims
-
+    """The paper's robustness score (mean |pairwise cosine| of ablation runs) at the theory's fixed lambda."""
     rng = np.random.default_rng(seed)
     zs = [sims.fit_ridge_logistic(X[idx], y[idx], lam).coef
-          for idx in (sims.ablation_train_indices(y, rng) for _ in range(runs))]
+          for idx, _ in (ablation_split(y, rng) for _ in range(runs))]
     return float(np.mean([abs(a @ b) / np.linalg.norm(a) / np.linalg.norm(b)
                           for a, b in itertools.combinations(zs, 2)]))
 
@@ -272,9 +242,6 @@ def _measured_ablation_stability(X, y, lam, runs, seed):
 def test_real_embedding_stability_on_synthetic_layers():
     """Teacher-student 'layers' of increasing signal: kappa is recovered from the CV accuracy, the
     predicted stability tracks the measured one, and the paper's formula is far off."""
-    import sims
-    from paper_figures.stability import real_embedding_stability
-
     p, N, lam = 120, 480, 0.1
     kappas = [0.5, 1.5, 3.0, 5.0]
     layers, labels, measured = [], [], []
@@ -298,8 +265,6 @@ def test_real_embedding_stability_on_synthetic_layers():
 
 
 def test_real_embedding_stability_input_validation():
-    from paper_figures.stability import real_embedding_stability
-
     X = np.random.default_rng(0).standard_normal((40, 10))
     y = np.r_[np.zeros(20), np.ones(20)]
     with pytest.raises(ValueError, match="measured"):
@@ -311,10 +276,6 @@ def test_real_embedding_stability_input_validation():
 
 
 def test_stability_figure_draws_theory_and_simulation():
-    import pandas as pd
-
-    from paper_figures.stability import plot_stability_vs_lambda, stability_curves
-
     lams = [0.05, 0.5, 5.0]
     th = stability_curves(2.0, 1.0, lams)
     assert np.all(th.cos_independent < th.cos_subsample) and np.all(th.cos_subsample < th.cos_full_vs_subsample)
@@ -327,8 +288,6 @@ def test_stability_figure_draws_theory_and_simulation():
 
 
 def test_participation_ratio():
-    from paper_figures.stability import participation_ratio
-
     rng = np.random.default_rng(0)
     n, p = 4000, 50
     # isotropic: the sample PR is p / (1 + p/n) to leading order
@@ -337,6 +296,5 @@ def test_participation_ratio():
     # 5 strong directions embedded in 200 coordinates (n < p uses the Gram matrix)
     F = rng.standard_normal((150, 5)) @ rng.standard_normal((5, 200)) * 10 + rng.standard_normal((150, 200))
     assert 3.0 < participation_ratio(F) < 8.0
-    from paper_figures.stability import real_embedding_stability
     with pytest.raises(ValueError, match="dimension"):
         real_embedding_stability([F], np.r_[np.zeros(75), np.ones(75)], [0.5], 0.1, dimension="pca", progress=False)

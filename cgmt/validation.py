@@ -1,0 +1,223 @@
+"""Parameter checks of the theory packages (``cgmt`` and ``sims``): one module, one message style.
+
+Every check returns the normalised value or raises ``ValueError`` with the message
+``"<argument> must <requirement>, got <value!r>"``, naming the argument, so a bad input never turns
+into a NaN or a hang inside a numerical kernel.  (Arrays of data and labels are checked by
+:mod:`empirical.validation`.)
+"""
+from __future__ import annotations
+
+import math
+import numbers
+
+import numpy as np
+
+__all__ = [
+    "check_scalar",
+    "check_delta",
+    "check_lam",
+    "check_kappa",
+    "check_fraction",
+    "check_int",
+    "check_real_array",
+    "check_positive_array",
+    "as_generator",
+]
+
+
+def _interval(low, high, low_open, high_open) -> str:
+    left = "(" if low_open or low is None else "["
+    right = ")" if high_open or high is None else "]"
+    return f"{left}{'-inf' if low is None else low}, {'inf' if high is None else high}{right}"
+
+
+def check_scalar(value, name: str, *, low: float | None = None, high: float | None = None,
+                 low_open: bool = False, high_open: bool = False) -> float:
+    """``float(value)`` if it is a finite real number in the interval; ``ValueError`` naming ``name`` otherwise.
+
+    Parameters
+    ----------
+    value : real number or 0-d array
+        The argument to check (bools and complex numbers are rejected).
+    name : str
+        The argument's name, used in the message.
+    low, high : float, optional
+        Bounds of the interval (None: unbounded on that side).
+    low_open, high_open : bool
+        Whether the bound itself is excluded.
+
+    Returns
+    -------
+    float
+
+    Examples
+    --------
+    >>> check_scalar(2, "delta", low=0.0, low_open=True)
+    2.0
+    >>> check_scalar(-1.0, "delta", low=0.0, low_open=True)
+    Traceback (most recent call last):
+    ...
+    ValueError: delta must lie in (0.0, inf), got -1.0
+    """
+    if isinstance(value, (bool, np.bool_)) or not isinstance(value, (numbers.Real, np.floating, np.integer)):
+        arr = np.asarray(value) if isinstance(value, np.ndarray) else None
+        if arr is None or arr.ndim != 0 or not np.issubdtype(arr.dtype, np.number) or np.iscomplexobj(arr):
+            raise ValueError(f"{name} must be a real number, got {value!r}")
+        value = arr.item()
+    x = float(value)
+    if not math.isfinite(x):
+        raise ValueError(f"{name} must be finite, got {x!r}")
+    if (low is not None and (x < low or (low_open and x == low))) or \
+            (high is not None and (x > high or (high_open and x == high))):
+        raise ValueError(f"{name} must lie in {_interval(low, high, low_open, high_open)}, got {x!r}")
+    return x
+
+
+def check_delta(delta, name: str = "delta") -> float:
+    """The sample ratio n/p: a finite real > 0.
+
+    Examples
+    --------
+    >>> check_delta(0.5)
+    0.5
+    """
+    return check_scalar(delta, name, low=0.0, low_open=True)
+
+
+def check_lam(lam, *, allow_zero: bool = False, name: str = "lam") -> float:
+    """The ridge strength: a finite real > 0 (>= 0 with ``allow_zero``, the MLE).
+
+    Examples
+    --------
+    >>> check_lam(0.0, allow_zero=True)
+    0.0
+    >>> check_lam(0.0)
+    Traceback (most recent call last):
+    ...
+    ValueError: lam must lie in (0.0, inf), got 0.0
+    """
+    return check_scalar(lam, name, low=0.0, low_open=not allow_zero)
+
+
+def check_kappa(kappa, name: str = "kappa") -> float:
+    """The signal strength ||beta*|| / sqrt(p): a finite real >= 0.
+
+    Examples
+    --------
+    >>> check_kappa(3)
+    3.0
+    """
+    return check_scalar(kappa, name, low=0.0)
+
+
+def check_fraction(value, name: str) -> float:
+    """A fraction in [0, 1) (e.g. the ablation protocol's ``drop`` and ``val_fraction``).
+
+    Examples
+    --------
+    >>> check_fraction(0.2, "drop")
+    0.2
+    >>> check_fraction(1.0, "drop")
+    Traceback (most recent call last):
+    ...
+    ValueError: drop must lie in [0.0, 1.0), got 1.0
+    """
+    return check_scalar(value, name, low=0.0, high=1.0, high_open=True)
+
+
+def check_int(value, name: str, minimum: int = 1) -> int:
+    """An integer >= ``minimum`` (an integral float such as 3.0 is accepted; bools are not).
+
+    Examples
+    --------
+    >>> check_int(8.0, "replicates", minimum=2)
+    8
+    >>> check_int(1, "replicates", minimum=2)
+    Traceback (most recent call last):
+    ...
+    ValueError: replicates must be an integer >= 2, got 1
+    """
+    integral = isinstance(value, (numbers.Integral, np.integer)) or \
+        (isinstance(value, (float, np.floating)) and math.isfinite(value) and float(value).is_integer())
+    if isinstance(value, (bool, np.bool_)) or not integral or int(value) < minimum:
+        raise ValueError(f"{name} must be an integer >= {minimum}, got {value!r}")
+    return int(value)
+
+
+def _float_array(value, name):
+    try:
+        return np.asarray(value, dtype=float)
+    except (TypeError, ValueError):
+        raise ValueError(f"{name} must be a real number or an array of reals, got {value!r}") from None
+
+
+def check_real_array(value, name: str, *, low: float | None = None, allow_inf: bool = False) -> np.ndarray:
+    """A float array without NaN (and without +-inf unless ``allow_inf``), all entries >= ``low``.
+
+    Examples
+    --------
+    >>> check_real_array([0.5, np.inf], "m", allow_inf=True)
+    array([0.5, inf])
+    >>> check_real_array([1.0, -1.0], "kappa", low=0.0)
+    Traceback (most recent call last):
+    ...
+    ValueError: kappa must lie in [0.0, inf), got -1.0
+    """
+    arr = _float_array(value, name)
+    if np.any(np.isnan(arr)):
+        raise ValueError(f"{name} must not contain NaN, got {value!r}")
+    if not allow_inf and not np.all(np.isfinite(arr)):
+        raise ValueError(f"{name} must be finite, got {value!r}")
+    if low is not None and np.any(arr < low):
+        raise ValueError(f"{name} must lie in [{low}, inf), got {float(arr[arr < low].flat[0])!r}")
+    return arr
+
+
+def check_positive_array(value, name: str, *, allow_zero: bool = False) -> np.ndarray:
+    """A non-empty 1-D float array (a scalar becomes one entry) of finite reals > 0 (>= 0 with ``allow_zero``).
+
+    Examples
+    --------
+    >>> check_positive_array(2, "deltas")
+    array([2.])
+    >>> check_positive_array([1.0, 0.0], "lams")
+    Traceback (most recent call last):
+    ...
+    ValueError: lams must lie in (0, inf), got 0.0
+    """
+    arr = _float_array(value, name)
+    if arr.ndim == 0:
+        arr = arr.reshape(1)
+    if arr.size == 0:
+        raise ValueError(f"{name} must be non-empty, got {value!r}")
+    if not np.all(np.isfinite(arr)):
+        raise ValueError(f"{name} must be finite, got {value!r}")
+    bad = arr < 0 if allow_zero else arr <= 0
+    if np.any(bad):
+        interval = "[0, inf)" if allow_zero else "(0, inf)"
+        raise ValueError(f"{name} must lie in {interval}, got {float(arr[bad].flat[0])!r}")
+    return arr
+
+
+def as_generator(rng, name: str = "rng") -> np.random.Generator:
+    """A numpy ``Generator`` from a ``Generator`` (returned as is), a ``SeedSequence``, an int seed >= 0 or None.
+
+    Examples
+    --------
+    >>> gen = as_generator(np.random.SeedSequence(0))
+    >>> int(gen.integers(100)) == int(as_generator(0).integers(100))
+    True
+    >>> as_generator("seed")
+    Traceback (most recent call last):
+    ...
+    ValueError: rng must be an int seed, a numpy SeedSequence or Generator, got 'seed'
+    """
+    if isinstance(rng, np.random.Generator):
+        return rng
+    if isinstance(rng, np.random.SeedSequence):
+        return np.random.default_rng(rng)
+    if rng is None or (isinstance(rng, (int, np.integer)) and not isinstance(rng, bool)):
+        if rng is not None and int(rng) < 0:
+            raise ValueError(f"{name} must be a non-negative integer seed, got {rng!r}")
+        return np.random.default_rng(rng)
+    raise ValueError(f"{name} must be an int seed, a numpy SeedSequence or Generator, got {rng!r}")
