@@ -119,7 +119,7 @@ def main(argv=None):
     sub = cgmt.sweep(deltas[::10], lams, [2.0], n_jobs=1, progress=False)
     cpu1 = (time.process_time() - t_grid1) / len(sub)
     print(f"grid {n} x {n} (delta in [0.05, 100], lam in [1e-6, 1e3], kappa = 2), n_jobs={args.n_jobs}: "
-          f"wall {wall:.2f} s ({wall / len(df) * 1e3:.2f} ms/point wall), converged {int(df.converged.sum())}/{len(df)},"
+          f"wall {wall:.2f} s ({wall / len(df) * 1e3:.2f} ms/point wall), converged {int(df.success.sum())}/{len(df)},"
           f" max residual {df.residual.max():.1e}")
     print(f"grid CPU time per point (serial, every 10th delta row): {cpu1 * 1e3:.2f} ms/point"
           f" -> {cpu1 * n * n / 2:.1f} s for the full grid on 2 unloaded cores")

@@ -13,10 +13,10 @@ see docs/stability_theory.md; its helpers live in the module ``cgmt.stability``,
 """
 from . import conventions, equations, prox, quadrature
 from .accuracy import accuracy_from_margin, bayes_accuracy
-from .limits import mle, separability_threshold
 from .optimal import optimal_lambda
-from .solver import CGMTResult, ConvergenceError, solve
+from .solver import CGMTResult, ConvergenceError, mle, solve
 from .sweep import sweep
+from .threshold import separability_threshold
 from .stability import stability  # noqa: E402  (the function shadows the submodule attribute on purpose)
 
 __all__ = [

@@ -8,9 +8,13 @@ accuracy = 2 E[sigmoid(kappa Z) Phi(m Z)], alpha_salehi = alpha/kappa.
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 
 import numpy as np
+
+from .solver import mle, solve
+from .sweep import sweep
 
 _CONVENTION = __doc__.split("\n\n", 1)[1]
 
@@ -56,9 +60,6 @@ def main(argv=None):
     args = _parser().parse_args(argv)
     try:
         if args.cmd == "solve":
-            from . import solve
-            from .limits import mle
-
             if args.mle:
                 r = mle(args.delta, args.kappa, strict=args.strict, tol=args.tol)
             else:
@@ -66,16 +67,12 @@ def main(argv=None):
                     raise ValueError("lam is required (or pass --mle)")
                 r = solve(args.delta, args.lam, args.kappa, strict=args.strict, tol=args.tol)
             print(r)
-            return 0 if r.converged else 1
-        from .sweep import sweep
-
+            return 0 if r.success else 1
         df = sweep(args.deltas, args.lams, args.kappas, n_jobs=args.n_jobs, progress=not args.no_progress)
-        import os
-
         tmp = args.out + ".tmp"
         df.to_csv(tmp, index=False)
         os.replace(tmp, args.out)
-        print(f"wrote {len(df)} rows to {args.out} ({int((~df['converged']).sum())} not converged)")
+        print(f"wrote {len(df)} rows to {args.out} ({int((~df['success']).sum())} not converged)")
         if args.plot:
             import matplotlib
 

@@ -1,4 +1,4 @@
-"""Asymptotic test accuracy (paper Prop. 3.2, corrected) and the Bayes accuracy.
+"""Asymptotic test accuracy (the paper's accuracy proposition, corrected) and the Bayes accuracy.
 
 Test scores: teacher U = kappa Z, learned S = alpha Z + sigma W (Z, W iid N(0, 1)), so with the
 effective margin m = alpha / sigma
@@ -15,7 +15,7 @@ import math
 import numpy as np
 from numba import njit
 
-from ._checks import check_array_finite_or_inf, check_nonneg_array
+from .validation import check_real_array
 from .quadrature import DEFAULT_ORDER, MAX_PANEL, TRUNCATION, build_edges, edge_capacity, fill_rule, gauss_legendre
 
 __all__ = ["accuracy_from_margin", "bayes_accuracy"]
@@ -70,8 +70,8 @@ def accuracy_from_margin(m, kappa, quad_order=2 * DEFAULT_ORDER):
     Vectorised: ``m`` (any real, +-inf allowed) and ``kappa`` (>= 0, finite) broadcast; returns a
     float for scalar input.  Accurate to ~1e-15 (composite Gauss-Legendre refined at z = 0).
     """
-    ma = check_array_finite_or_inf(m, "m")
-    ka = check_nonneg_array(kappa, "kappa")
+    ma = check_real_array(m, "m", allow_inf=True)
+    ka = check_real_array(kappa, "kappa", low=0.0)
     mb, kb = np.broadcast_arrays(ma, ka)
     mf = np.ascontiguousarray(mb, dtype=float).ravel()
     kf = np.ascontiguousarray(kb, dtype=float).ravel()

@@ -363,19 +363,20 @@ def res_jac_y(y, delta, lam, kappa, xg, wg, gz1, gw1, gz2, gw2, L, H, r, jy):
 
 @lru_cache(maxsize=16)
 def quadrature_rule(quad_order=DEFAULT_ORDER):
-    """The rule tuple (GL nodes, GL weights, GH z/w with 2 order nodes, GH z/w with 6 order nodes)."""
+    """The rule tuple (GL nodes, GL weights, GH z/w with ``2 * quad_order`` nodes, GH z/w with
+    ``GH2_FACTOR * quad_order`` nodes)."""
     xg, wg = gauss_legendre(quad_order)
     z1, w1 = gauss_hermite(2 * quad_order)
     z2, w2 = gauss_hermite(GH2_FACTOR * quad_order)
     return tuple(np.ascontiguousarray(t, dtype=float) for t in (xg, wg, z1, w1, z2, w2))
 
 
-_rule = quadrature_rule
+
 
 
 def residual_and_jacobian(alpha, sigma, gamma, delta, lam, kappa, quad_order=DEFAULT_ORDER):
     """Relative residuals r (3,) and their Jacobian d r / d(alpha, sigma, gamma) (3, 3)."""
-    rule = _rule(quad_order)
+    rule = quadrature_rule(quad_order)
     r = np.empty(3)
     jac = np.empty((3, 3))
     _res_jac(float(alpha), float(sigma), float(gamma), float(delta), float(lam), float(kappa),
@@ -391,14 +392,14 @@ def residuals(alpha, sigma, gamma, delta, lam, kappa, quad_order=DEFAULT_ORDER):
 def expectations(alpha, sigma, gamma, kappa, quad_order=DEFAULT_ORDER):
     """(E1, E2, E3c) = (E[s(-kZ1)(V-eta)^2], E[s'(kZ1) eta], E[s(-kZ1)(1 - D)]) by the fast rule."""
     t = np.empty(N_TERMS)
-    expectation_terms(float(alpha), float(sigma), float(gamma), float(kappa), *_rule(quad_order),
+    expectation_terms(float(alpha), float(sigma), float(gamma), float(kappa), *quadrature_rule(quad_order),
                       TRUNCATION, MAX_PANEL, t)
     return float(t[0]), float(t[1]), float(t[2])
 
 
 def conditional_kernels(u, alpha, sigma, kappa, quad_order=DEFAULT_ORDER):
     """(K_A, K_B, K_C) = E[(s(-kappa Z1), s'(kappa Z1), s''(kappa Z1)) | V = tau u] by the fast rule."""
-    xg, wg, gz1, gw1, gz2, gw2 = _rule(quad_order)
+    xg, wg, gz1, gw1, gz2, gw2 = quadrature_rule(quad_order)
     tau = math.hypot(alpha, sigma)
     a, b = alpha / tau, sigma / tau
     cap1 = int(math.ceil(2.0 * TRUNCATION / MAX_PANEL)) + 4 + (2 * (int(math.log2(MAX_PANEL / _MIN_SCALE)) + 3) + 1)

@@ -11,7 +11,7 @@ import math
 import numpy as np
 from scipy.optimize import OptimizeResult, minimize_scalar
 
-from ._checks import check_delta, check_kappa, check_scalar
+from .validation import check_delta, check_kappa, check_scalar
 from .quadrature import DEFAULT_ORDER
 from .solver import solve
 
@@ -38,7 +38,7 @@ def optimal_lambda(delta, kappa, *, bounds=(1e-6, 1e3), n_grid=19, xatol=1e-6, q
     for lam in grid:
         prev = solve(delta, lam, kappa, x0=prev, quad_order=quad_order)
         sols.append(prev)
-    margins = np.array([s.margin if s.converged else -np.inf for s in sols])
+    margins = np.array([s.margin if s.success else -np.inf for s in sols])
     if not np.any(np.isfinite(margins)):
         return OptimizeResult(x=np.nan, lam=np.nan, success=False, message="no grid point converged",
                               nfev=len(sols))
@@ -50,7 +50,7 @@ def optimal_lambda(delta, kappa, *, bounds=(1e-6, 1e3), n_grid=19, xatol=1e-6, q
         start = cache.get("last", sols[near])
         r = solve(delta, math.exp(t), kappa, x0=start, quad_order=quad_order)
         cache[t] = r
-        if r.converged:
+        if r.success:
             cache["last"] = r
             return -r.margin
         return np.inf
@@ -68,4 +68,4 @@ def optimal_lambda(delta, kappa, *, bounds=(1e-6, 1e3), n_grid=19, xatol=1e-6, q
     at_boundary = bool(abs(best_t - math.log(lo)) < 1e-3 or abs(best_t - math.log(hi)) < 1e-3)
     msg = "maximizer at the boundary of bounds" if at_boundary else "interior maximizer"
     return OptimizeResult(x=lam, lam=lam, accuracy=best.accuracy, margin=best.margin, solution=best,
-                          at_boundary=at_boundary, success=bool(best.converged), message=msg, nfev=nfev)
+                          at_boundary=at_boundary, success=bool(best.success), message=msg, nfev=nfev)

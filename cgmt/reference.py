@@ -14,6 +14,7 @@ integrands change fast.
 from __future__ import annotations
 
 import mpmath as mp
+import numpy as np
 
 __all__ = ["prox", "expectations", "kernels", "accuracy", "gauss_expect"]
 
@@ -116,15 +117,13 @@ def kernels(u, alpha, sigma, kappa, dps=30):
 
 
 def accuracy(m, kappa, dps=30):
-    """Prop. 3.2 accuracy 2 E[sigmoid(kappa Z) Phi(m Z)] at high precision."""
+    """The accuracy proposition's 2 E[sigmoid(kappa Z) Phi(m Z)] at high precision."""
     with mp.workdps(dps):
         m, k = mp.mpf(m), mp.mpf(kappa)
         return 2 * gauss_expect(lambda z: _sig(k * z) * mp.ncdf(m * z), dps=dps, points=(-8, -1, 0, 1, 8))
 
 
 def _gl_nodes(n):
-    import numpy as np
-
     x, w = np.polynomial.legendre.leggauss(n)
     return [mp.mpf(float(t)) for t in x], [mp.mpf(float(t)) for t in w]
 

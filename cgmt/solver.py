@@ -25,12 +25,13 @@ import numpy as np
 from numba import njit
 from scipy.optimize import OptimizeResult, brentq
 
-from ._checks import check_delta, check_kappa, check_lam, check_scalar
+from .validation import check_delta, check_kappa, check_lam, check_scalar
 from .accuracy import accuracy_from_margin
 from .equations import quadrature_rule, res_jac_y
 from .quadrature import DEFAULT_ORDER, MAX_PANEL, TRUNCATION, gaussian_rule
+from .threshold import separability_threshold
 
-__all__ = ["CGMTResult", "ConvergenceError", "solve"]
+__all__ = ["CGMTResult", "ConvergenceError", "solve", "mle"]
 
 
 class ConvergenceError(RuntimeError):
@@ -45,17 +46,30 @@ class CGMTResult(OptimizeResult):
     """Fixed point of the ridge-logistic CGMT system (SciPy ``OptimizeResult``).
 
     Fields: ``alpha`` (= <z_hat, v>), ``sigma`` (= ||z_hat - alpha v||), ``gamma`` (prox parameter),
-    ``margin`` m = alpha/sigma, ``accuracy`` (Prop. 3.2 with m), ``alignment`` alpha/sqrt(alpha^2+sigma^2),
+    ``margin`` m = alpha/sigma, ``accuracy`` (the accuracy proposition at m), ``alignment`` alpha/sqrt(alpha^2+sigma^2),
     ``stability`` alpha^2/(alpha^2+sigma^2) (independent samples), ``alpha_salehi`` (= alpha/kappa,
     coefficient on beta*), ``delta``, ``lam``, ``kappa``, ``x`` = [alpha, sigma, gamma], ``fun``
-    (relative residuals), ``residual`` (max |fun|), ``converged`` = ``success``, ``status``
-    (0 ok, 1 iteration limit, 2 no progress, 3 continuation failed), ``message``, ``iterations`` = ``nit``,
-    ``nfev``, ``quad_order``.
+    (relative residuals), ``residual`` (max |fun|), ``success``, ``status`` (see ``STATUS_MESSAGES``:
+    0 ok, 1 iteration limit, 2 no progress, 3 continuation failed), ``message``, ``nit`` (Newton
+    iterations), ``nfev``, ``quad_order``.
+
+    ``converged`` and ``iterations`` are read-only aliases of ``success`` and ``nit``, kept for one
+    release for code written against earlier versions (they are not stored fields).
     """
+
+    @property
+    def converged(self) -> bool:
+        """Alias of ``success`` (deprecated name, kept for one release)."""
+        return bool(self["success"])
+
+    @property
+    def iterations(self) -> int:
+        """Alias of ``nit`` (deprecated name, kept for one release)."""
+        return int(self["nit"])
 
     def __repr__(self):
         keys = ("alpha", "sigma", "gamma", "margin", "accuracy", "alignment", "stability", "alpha_salehi",
-                "delta", "lam", "kappa", "converged", "residual", "iterations", "message")
+                "delta", "lam", "kappa", "success", "residual", "nit", "message")
         w = max(len(k) for k in keys)
         return "\n".join(f"{k.rjust(w)}: {self.get(k)!r}" for k in keys if k in self)
 
@@ -371,7 +385,7 @@ def _as_start(x0):
     return _System.to_y(a, s, g)
 
 
-_STATUS = {
+STATUS_MESSAGES = {
     0: "converged",
     1: "iteration limit reached",
     2: "no further progress (line search failed)",
@@ -391,7 +405,7 @@ def _finish(system, y, r, e2, nit, status, tol, quad_order):
         status = 1
     tau = math.hypot(alpha, sigma)
     m = alpha / sigma
-    msg = _STATUS[status] + f" (max relative residual {res:.3e}, tol {tol:.1e}, {nit} Newton iterations)"
+    msg = STATUS_MESSAGES[status] + f" (max relative residual {res:.3e}, tol {tol:.1e}, {nit} Newton iterations)"
     out = CGMTResult(
         alpha=alpha, sigma=sigma, gamma=gamma, margin=m,
         accuracy=float(accuracy_from_margin(m, kappa)),
@@ -399,8 +413,7 @@ def _finish(system, y, r, e2, nit, status, tol, quad_order):
         alpha_salehi=alpha / kappa if kappa > 0 else -2.0 * delta * e2,
         delta=delta, lam=lam, kappa=kappa,
         x=np.array([alpha, sigma, gamma]), fun=np.asarray(r, dtype=float), residual=res,
-        converged=conv, success=conv, status=status, message=msg,
-        iterations=int(nit), nit=int(nit), nfev=system.nfev, quad_order=quad_order,
+        success=conv, status=status, message=msg, nit=int(nit), nfev=system.nfev, quad_order=quad_order,
     )
     return out
 
@@ -449,7 +462,7 @@ def _solve(delta, lam, kappa, *, strict, x0, tol, maxiter, quad_order, check_qua
         scale = np.array([max(abs(out.alpha), out.sigma), out.sigma, out.gamma])
         out["quadrature_change"] = float(np.max(np.abs(xf - out.x) / scale))
         out["quadrature_residual"] = float(np.max(np.abs(rf)))
-    if strict and not out.converged:
+    if strict and not out.success:
         raise ConvergenceError(
             f"cgmt.solve(delta={delta}, lam={lam}, kappa={kappa}) did not converge: {out.message}", out)
     return out
@@ -465,7 +478,7 @@ def solve(delta, lam, kappa, *, strict=False, x0=None, tol=1e-10, maxiter=100, q
     lam : float >= 0        ridge strength in (1/n) sum loss + lam/(2p) ||beta||^2; lam = 0 (the MLE,
                             as :func:`cgmt.mle`) only for delta > separability_threshold(kappa).
     kappa : float >= 0      signal strength, ||beta*||^2 = p kappa^2.
-    strict : bool           raise :class:`ConvergenceError` instead of returning converged=False.
+    strict : bool           raise :class:`ConvergenceError` instead of returning success=False.
     x0 : (alpha, sigma, gamma) or CGMTResult, optional    warm start.
     tol : float             max relative residual accepted (see :mod:`cgmt.equations`).
     maxiter : int           Newton iterations per solve stage.
@@ -483,8 +496,6 @@ def solve(delta, lam, kappa, *, strict=False, x0=None, tol=1e-10, maxiter=100, q
     lam = check_lam(lam, allow_zero=True)
     kappa = check_kappa(kappa)
     if lam == 0.0:
-        from .limits import separability_threshold
-
         dstar = separability_threshold(kappa)
         if delta <= dstar:
             raise ValueError(
@@ -497,3 +508,38 @@ def solve(delta, lam, kappa, *, strict=False, x0=None, tol=1e-10, maxiter=100, q
         raise ValueError(f"quad_order must be an integer in [2, 200], got {quad_order!r}")
     return _solve(delta, lam, kappa, strict=strict, x0=x0, tol=tol, maxiter=int(maxiter),
                   quad_order=int(quad_order), check_quadrature=bool(check_quadrature))
+
+
+def mle(delta, kappa, *, strict=False, tol=1e-10, maxiter=100, quad_order=DEFAULT_ORDER) -> CGMTResult:
+    """Fixed point of the unregularized logistic MLE (lam = 0); same result type as :func:`solve`.
+
+    Parameters
+    ----------
+    delta : float
+        n/p; must exceed :func:`cgmt.separability_threshold` (kappa), else the data are separable and
+        ``ValueError`` asks for lam > 0.
+    kappa : float >= 0
+        Signal strength.
+    strict, tol, maxiter, quad_order
+        As for :func:`solve`.
+
+    Returns
+    -------
+    CGMTResult
+
+    Examples
+    --------
+    >>> r = mle(5.0, 5 ** 0.5)
+    >>> round(r.alpha_salehi, 4), bool(r.success)
+    (1.4994, True)
+    """
+    delta = check_delta(delta)
+    kappa = check_kappa(kappa)
+    tol = check_scalar(tol, "tol", low=0.0, low_open=True)
+    dstar = separability_threshold(kappa)
+    if delta <= dstar:
+        raise ValueError(
+            f"the MLE does not exist: for kappa={kappa} the data are separable when delta <= "
+            f"delta*={dstar:.6g} (got delta={delta}); use cgmt.solve with lam > 0")
+    return _solve(delta, 0.0, kappa, strict=strict, x0=None, tol=tol, maxiter=int(maxiter),
+                  quad_order=int(quad_order))

@@ -10,15 +10,17 @@ import itertools
 
 import numpy as np
 import pandas as pd
+from joblib import Parallel, delayed
+from tqdm.auto import tqdm
 
-from ._checks import check_positive_array
+from .validation import check_positive_array
 from .quadrature import DEFAULT_ORDER
-from .solver import solve
+from .solver import ConvergenceError, solve
 
 __all__ = ["sweep", "COLUMNS"]
 
 COLUMNS = ["delta", "lam", "kappa", "alpha", "sigma", "gamma", "margin", "accuracy", "alignment",
-           "stability", "alpha_salehi", "converged", "residual", "iterations", "message"]
+           "stability", "alpha_salehi", "success", "residual", "nit", "message"]
 
 
 def _row(r):
@@ -47,7 +49,7 @@ def _task(delta, kappa, lams, tol, quad_order, maxiter):
     hist = []  # converged (lam, result) pairs, for warm starts
     for lam in sorted(lams, reverse=True):
         r = solve(delta, lam, kappa, x0=_predict(hist, lam), tol=tol, quad_order=quad_order, maxiter=maxiter)
-        if r.converged:
+        if r.success:
             hist = (hist + [(lam, r)])[-2:]
         rows.append(_row(r))
     return rows
@@ -59,7 +61,7 @@ def sweep(deltas, lams, kappas, *, n_jobs=1, progress=True, tol=1e-10, quad_orde
 
     ``n_jobs`` > 1 (or -1 for all cores) runs (delta, kappa) tasks in parallel processes.  With
     ``strict`` a ``cgmt.ConvergenceError`` is raised if any point did not converge; otherwise such
-    rows have ``converged = False`` and their residual and message.
+    rows have ``success = False`` and their residual and message.
     """
     d = np.unique(check_positive_array(deltas, "deltas"))
     lm = np.unique(check_positive_array(lams, "lams"))
@@ -69,19 +71,13 @@ def sweep(deltas, lams, kappas, *, n_jobs=1, progress=True, tol=1e-10, quad_orde
     if n_jobs == 1:
         it = (_task(dd, kk, lam_list, tol, quad_order, maxiter) for dd, kk in tasks)
     else:
-        from joblib import Parallel, delayed
-
         it = Parallel(n_jobs=n_jobs, return_as="generator")(
             delayed(_task)(dd, kk, lam_list, tol, quad_order, maxiter) for dd, kk in tasks)
     if progress:
-        from tqdm.auto import tqdm
-
         it = tqdm(it, total=len(tasks), desc="cgmt sweep", unit="(delta,kappa)")
     rows = [row for chunk in it for row in chunk]
     df = pd.DataFrame(rows, columns=COLUMNS).sort_values(["kappa", "delta", "lam"], ignore_index=True)
-    if strict and not df["converged"].all():
-        from .solver import ConvergenceError
-
-        bad = df.loc[~df["converged"], ["delta", "lam", "kappa", "residual"]]
+    if strict and not df["success"].all():
+        bad = df.loc[~df["success"], ["delta", "lam", "kappa", "residual"]]
         raise ConvergenceError(f"{len(bad)} grid point(s) did not converge:\n{bad.head(10).to_string()}")
     return df

@@ -28,7 +28,7 @@ from empirical.probes import (DifferenceOfMeans, GCSProbe, RaptorProbe, XRFMProb
 from empirical.probes.real_embedding import real_embedding_stability, theory_lambda
 from empirical.probes.structure import delta_sweep
 
-from ._io import save_figure, save_json, save_table
+from .output import save_figure, save_json, save_table
 from .stability import plot_real_embedding_stability
 
 DATASETS = ("stsa", "cities", "common", "counterfact", "hateeval", "sarcasm", "coinflip")

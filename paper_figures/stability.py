@@ -31,7 +31,7 @@ import sims
 from cgmt.ablation import ablation_split
 from cgmt.stability import stability
 
-from ._io import save_figure, save_table
+from .output import save_figure, save_table
 
 __all__ = ["stability_curves", "simulate_stability_replicate", "simulate_stability", "plot_stability_vs_lambda",
            "plot_real_embedding_stability", "make_stability_figures", "run", "DEFAULT_SETTINGS"]

@@ -12,7 +12,7 @@ import cgmt
 import sims
 from tqdm.auto import tqdm
 
-from ._io import save_figure, save_table
+from .output import save_figure, save_table
 
 KAPPAS = (1.0, 2.0, 4.0)
 DELTAS = (0.5, 1.0, 2.0, 4.0)

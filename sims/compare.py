@@ -11,6 +11,8 @@ from joblib import Parallel, delayed
 from threadpoolctl import threadpool_limits
 from tqdm.auto import tqdm
 
+import cgmt
+
 from .measure import QUANTITIES, measure_replicate
 
 #: the ``cgmt.solve`` field that predicts each measured quantity (None: no prediction in the theory)
@@ -28,22 +30,18 @@ def theory_values(delta, lam, kappa, *, drop: float = 0.2, val_fraction: float =
     cosine (``stability``); the two ablation cosines come from the two-replica theory
     ``cgmt.stability(delta, lam, kappa, protocol, drop=, val_fraction=)`` (NaN where that solve fails).
     """
-    import cgmt
-
     res = cgmt.solve(delta, lam, kappa)
-    if not res.converged:
+    if not res.success:
         raise RuntimeError(f"cgmt.solve did not converge at delta={delta}, lam={lam}, kappa={kappa}: "
                            f"residual {res.residual:.3g} ({res.message})")
     out = {q: (float(res[f]) if f is not None else float("nan")) for q, f in THEORY_FIELD.items()}
-    from cgmt.stability import stability
-
     for q, protocol in (("cos_subsample", "subsample"), ("cos_full_subsample", "full_vs_subsample")):
-        st = stability(delta, lam, kappa, protocol, drop=drop, val_fraction=val_fraction)
+        st = cgmt.stability(delta, lam, kappa, protocol, drop=drop, val_fraction=val_fraction)
         out[q] = float(st.cosine) if st.success else float("nan")
     return out
 
 
-def _run(task, limit_threads):
+def run_replicate(task, limit_threads):
     (point, seed), kwargs = task
     if limit_threads:
         with threadpool_limits(1):
@@ -101,7 +99,7 @@ def compare_grid(deltas, lams, kappas, p: int, replicates: int, seed=0, *, n_job
     seeds = _point_seeds(seed, len(points), replicates)
     tasks = [(((d, l, k, int(p)), s), measure_kwargs) for (d, l, k), ss in zip(points, seeds) for s in ss]
     par = Parallel(n_jobs=n_jobs, return_as="generator")
-    gen = par(delayed(_run)(t, n_jobs != 1) for t in tasks)
+    gen = par(delayed(run_replicate)(t, n_jobs != 1) for t in tasks)
     results = list(tqdm(gen, total=len(tasks), disable=not progress, desc=f"sims p={p}"))
     tables = []
     for i, (d, l, k) in enumerate(points):

@@ -16,7 +16,7 @@ import pandas as pd
 from joblib import Parallel, delayed
 from tqdm.auto import tqdm
 
-from .compare import _run, theory_values
+from .compare import run_replicate, theory_values
 
 #: hard points (near separability, small lambda, large kappa) used by default
 HARD_POINTS = ((0.5, 0.01, 5.0), (1.0, 0.01, 5.0), (1.0, 0.1, 2.0))
@@ -45,7 +45,7 @@ def simulate_raw(points=HARD_POINTS, ps=DEFAULT_PS, replicates: int = 8, seed=0,
         for r, s in enumerate(children[i].spawn(int(replicates))):
             tasks.append((((d, l, k, p), s), measure_kwargs))
             meta.append(dict(delta=d, lam=l, kappa=k, p=p, replicate=r))
-    gen = Parallel(n_jobs=n_jobs, return_as="generator")(delayed(_run)(t, n_jobs != 1) for t in tasks)
+    gen = Parallel(n_jobs=n_jobs, return_as="generator")(delayed(run_replicate)(t, n_jobs != 1) for t in tasks)
     rows = [dict(m, **res) for m, res in zip(meta, tqdm(gen, total=len(tasks), disable=not progress,
                                                         desc="finite-size"))]
     return pd.DataFrame.from_records(rows).sort_values(["kappa", "delta", "lam", "p", "replicate"],

@@ -12,6 +12,8 @@ import numpy as np
 from scipy.optimize import OptimizeResult
 from scipy.special import expit
 
+from empirical.logistic import fit_l2_logistic  # the project's one exact solver
+
 
 def _check_xy(X, y):
     X = np.asarray(X, dtype=float)
@@ -49,8 +51,6 @@ def fit_ridge_logistic(X, y, lam, *, w0=None, tol: float = 1e-10, raise_on_failu
     lam/(2p)||beta||^2 at beta_hat), ``solver_grad_norm`` (the solver's own, on C sum loss + ||beta||^2/2,
     which is p/lam times the former), ``nit``, ``success`` (grad_norm <= tol), ``message``, ``C``.
     """
-    from empirical.logistic.solver import fit_l2_logistic  # the project's one exact solver
-
     X, y = _check_xy(X, y)
     lam = _check_lam(lam)
     n, p = X.shape

@@ -3,7 +3,7 @@
 Conventions (as in ``cgmt``): z = beta / sqrt(p), v = beta* / ||beta*||, alpha = <z_hat, v>,
 sigma = ||z_hat - alpha v||, m = alpha / sigma; the test scores are U = x' beta* = kappa Z and
 S = x' beta_hat = alpha Z + sigma W with (Z, W) iid N(0, 1) *exactly* for a fixed beta_hat (x is
-Gaussian), so ``accuracy_formula`` (Prop. ``prop:acc`` at the empirical m) is the exact conditional test
+Gaussian), so ``accuracy_formula`` (the paper's accuracy proposition at the empirical m) is the exact conditional test
 accuracy of the fitted beta_hat, of which ``accuracy`` (fresh test samples) is an unbiased estimate.
 """
 from __future__ import annotations
@@ -12,6 +12,7 @@ import numpy as np
 from scipy.linalg import cho_factor, solve_triangular
 from scipy.special import expit
 
+import cgmt
 from cgmt.ablation import ablation_split
 from cgmt.validation import as_generator
 
@@ -97,8 +98,6 @@ def measure_replicate(delta, lam, kappa, p, seed, *, n_test: int = 4000, stabili
     All fits use the same theory lambda (the objective's lam/(2p) scaling is per-sample averaged, so
     a subsample fit is the estimator at delta' = n'/p with the same lambda).
     """
-    import cgmt
-
     n = int(round(delta * p))
     if n < 2:
         raise ValueError(f"delta: delta * p must be >= 2, got delta={delta}, p={p}")

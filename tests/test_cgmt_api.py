@@ -43,7 +43,7 @@ def test_converter_values():
 def test_solver_residual_in_box(log_delta, log_lam, kappa):
     d, lam = math.exp(log_delta), math.exp(log_lam)
     r = cgmt.solve(d, lam, kappa)
-    assert r.converged and r.residual <= 1e-10
+    assert r.success and r.residual <= 1e-10
     assert np.max(np.abs(residuals(r.alpha, r.sigma, r.gamma, d, lam, kappa))) <= 1e-10
     assert r.sigma > 0 and r.gamma > 0 and r.alpha >= 0
     assert 0.5 - 1e-15 <= r.accuracy <= cgmt.bayes_accuracy(kappa) + 1e-15
@@ -54,7 +54,7 @@ def test_solver_residual_in_box(log_delta, log_lam, kappa):
 @pytest.mark.parametrize("kappa", [0.0, 20.0])
 def test_hard_corners(delta, lam, kappa):
     r = cgmt.solve(delta, lam, kappa)
-    assert r.converged and r.residual <= 1e-10
+    assert r.success and r.residual <= 1e-10
 
 
 @pytest.mark.parametrize("kappa", [0.5, 2.0, 10.0])
@@ -62,14 +62,14 @@ def test_near_separability_threshold(kappa):
     dstar = cgmt.separability_threshold(kappa)
     for d in (0.97 * dstar, 1.03 * dstar):
         r = cgmt.solve(d, 1e-6, kappa)
-        assert r.converged and r.residual <= 1e-10
+        assert r.success and r.residual <= 1e-10
 
 
 def test_sweep_tidy_and_warm_started():
     df = cgmt.sweep([0.5, 2.0], np.geomspace(1e-3, 10, 6), [1.0, 3.0], progress=False)
     assert isinstance(df, pd.DataFrame) and len(df) == 24
     assert list(df.columns[:3]) == ["delta", "lam", "kappa"]
-    assert df["converged"].all() and df["residual"].max() <= 1e-10
+    assert df["success"].all() and df["residual"].max() <= 1e-10
     one = cgmt.solve(2.0, 1e-3, 3.0)
     row = df[(df.delta == 2.0) & (df.kappa == 3.0) & np.isclose(df.lam, 1e-3)].iloc[0]
     assert row.alpha == pytest.approx(one.alpha, rel=1e-9)
@@ -97,7 +97,7 @@ def test_cli(tmp_path, capsys):
     assert main(["sweep", "--deltas", "1,2", "--lams", "geom:0.01:1:3", "--kappas", "2", "--out", str(csv),
                  "--plot", str(png), "--no-progress"]) == 0
     df = pd.read_csv(csv)
-    assert len(df) == 6 and df["converged"].all()
+    assert len(df) == 6 and df["success"].all()
     assert png.stat().st_size > 0
     with pytest.raises(SystemExit):
         main(["--help"])

@@ -19,6 +19,7 @@ def test_solution_fields_and_residual():
     assert r.alpha_salehi == pytest.approx(r.alpha / 2.0, rel=1e-15)
     assert r.accuracy == pytest.approx(cgmt.accuracy_from_margin(r.margin, 2.0), rel=1e-15)
     assert r.nit == r.iterations and isinstance(r.message, str)
+    assert "converged" not in r and "iterations" not in r  # aliases, not duplicated fields
     assert 0.5 < r.accuracy < cgmt.bayes_accuracy(2.0)
 
 

@@ -4,13 +4,13 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from paper_figures import _io, empirical_figures, theory
+from paper_figures import empirical_figures, output, theory
 from paper_figures.__main__ import build_parser, write_index
 
 
 def test_tables_and_figures_are_written_atomically(tmp_path):
     df = pd.DataFrame({"a": [1, 2], "b": [0.5, np.pi]})
-    path = _io.save_table(df, tmp_path, "t")
+    path = output.save_table(df, tmp_path, "t")
     assert pd.read_csv(path).equals(df)
     md = path.with_suffix(".md").read_text().splitlines()
     assert md[0] == "| a | b |" and md[3].endswith("3.142 |")
@@ -19,7 +19,7 @@ def test_tables_and_figures_are_written_atomically(tmp_path):
     import matplotlib.pyplot as plt
     fig, ax = plt.subplots()
     ax.plot([0, 1])
-    png = _io.save_figure(fig, tmp_path, "f")
+    png = output.save_figure(fig, tmp_path, "f")
     assert png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
     assert not list(tmp_path.rglob("*.tmp"))  # no temporary files left behind
     index = write_index(tmp_path).read_text()
@@ -27,7 +27,7 @@ def test_tables_and_figures_are_written_atomically(tmp_path):
 
 
 def test_markdown_cells_with_line_breaks_and_pipes_stay_one_row():
-    md = _io.to_markdown(pd.DataFrame({"prompt": ["a\nb | c"], "x": [1.0]})).splitlines()
+    md = output.to_markdown(pd.DataFrame({"prompt": ["a\nb | c"], "x": [1.0]})).splitlines()
     assert len(md) == 3 and md[2] == "| a<br>b \\| c | 1 |"
 
 
@@ -41,7 +41,7 @@ def test_cli_parser_sections():
 def test_theory_sweep_and_plot(tmp_path):
     sweep = theory.theory_sweep(tmp_path, kappas=(2.0,), deltas=(0.5, 2.0), lams=np.logspace(-2, 1, 4),
                                 progress=False)
-    assert len(sweep) == 8 and sweep["converged"].all()
+    assert len(sweep) == 8 and sweep["success"].all()
     # accuracy never exceeds the Bayes accuracy, and more data helps at every lambda
     assert (sweep["accuracy"] < 0.7783).all()
     acc = sweep.pivot(index="lam", columns="delta", values="accuracy")

@@ -1,4 +1,4 @@
-"""The lam -> 0 limit: separability threshold (Candes-Sur phase transition) and the MLE fixed point.
+"""Separability threshold delta*(kappa) of logistic data (Candes-Sur phase transition).
 
 Separability (Candes & Sur 2020, no intercept): with W = y <x, v> (density 2 phi(w) s(kappa w)) and
 G ~ N(0, 1) independent,
@@ -7,7 +7,8 @@ G ~ N(0, 1) independent,
 
 and the data are linearly separable with probability -> 1 iff delta < delta*(kappa).  At kappa = 0,
 h = E[G_+^2] = 1/2, so delta* = 2 (Cover's theorem); delta* increases with kappa (to infinity as
-kappa -> infinity).  For delta > delta* the unregularized MLE exists and is the lam = 0 fixed point.
+kappa -> infinity).  For delta > delta* the unregularized MLE exists and is the lam = 0 fixed point
+(:func:`cgmt.mle`).
 """
 from __future__ import annotations
 
@@ -18,11 +19,10 @@ import numpy as np
 from scipy.optimize import brentq
 from scipy.special import ndtr
 
-from ._checks import check_delta, check_kappa, check_scalar
-from .quadrature import DEFAULT_ORDER, gaussian_rule
-from .solver import ConvergenceError, _solve
+from .validation import check_kappa
+from .quadrature import gaussian_rule
 
-__all__ = ["separability_threshold", "mle", "candes_sur_h"]
+__all__ = ["separability_threshold", "candes_sur_h"]
 
 _INV_SQRT_2PI = 1.0 / math.sqrt(2.0 * math.pi)
 
@@ -48,7 +48,7 @@ def _derivative(t, z, wts):
     return float(-2.0 * np.sum(wts * z * pos))
 
 
-def candes_sur_h(kappa):
+def candes_sur_h(kappa) -> tuple[float, float]:
     """(h, t*) with h(kappa) = min_t E[(G - t W)_+^2] (see the module docstring)."""
     kappa = check_kappa(kappa)
     if kappa == 0.0:
@@ -63,26 +63,24 @@ def candes_sur_h(kappa):
     return _objective(t, z, wts), t
 
 
-def separability_threshold(kappa):
-    """delta*(kappa): for delta < delta* the data are separable (MLE does not exist) w.p. -> 1."""
-    return 1.0 / candes_sur_h(kappa)[0]
+def separability_threshold(kappa) -> float:
+    """delta*(kappa): for delta < delta* the data are separable (the MLE does not exist) with probability -> 1.
 
+    Parameters
+    ----------
+    kappa : float >= 0
+        Signal strength (``||beta*||^2 = p kappa^2``).
 
-def mle(delta, kappa, *, strict=False, tol=1e-10, maxiter=100, quad_order=DEFAULT_ORDER):
-    """Fixed point of the unregularized logistic MLE (lam = 0); same result type as :func:`cgmt.solve`.
+    Returns
+    -------
+    float
+        The threshold on delta = n/p.
 
-    Raises ValueError (asking for lam > 0) when delta <= separability_threshold(kappa).
+    Examples
+    --------
+    >>> separability_threshold(0.0)
+    2.0
+    >>> round(separability_threshold(2.0), 3)
+    2.899
     """
-    delta = check_delta(delta)
-    kappa = check_kappa(kappa)
-    tol = check_scalar(tol, "tol", low=0.0, low_open=True)
-    dstar = separability_threshold(kappa)
-    if delta <= dstar:
-        raise ValueError(
-            f"the MLE does not exist: for kappa={kappa} the data are separable when delta <= "
-            f"delta*={dstar:.6g} (got delta={delta}); use cgmt.solve with lam > 0")
-    return _solve(delta, 0.0, kappa, strict=strict, x0=None, tol=tol, maxiter=int(maxiter),
-                  quad_order=int(quad_order))
-
-
-__all__ += ["ConvergenceError"]
+    return 1.0 / candes_sur_h(kappa)[0]
