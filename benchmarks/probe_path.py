@@ -33,7 +33,7 @@ import numpy as np
 from threadpoolctl import threadpool_info, threadpool_limits
 
 from empirical import RaptorProbe
-from empirical.logistic.solver import fit_l2_logistic
+from empirical.logistic import fit_l2_logistic
 from empirical.testing import synthetic_hidden_states
 
 SHAPES = [(600, 200, 576), (2400, 800, 576), (600, 200, 4096), (2400, 800, 4096)]

@@ -3,7 +3,7 @@ import numpy as np
 import pytest
 
 from empirical import DifferenceOfMeans, GCSProbe, LogRegCVProbe, RaptorProbe, XRFMProbe
-from empirical.logistic.solver import fit_l2_logistic
+from empirical.logistic import fit_l2_logistic
 
 
 def data(n=120, p=12, seed=0):

@@ -7,7 +7,7 @@ from hypothesis import given, settings, strategies as st
 from sklearn.linear_model import LogisticRegression
 
 from empirical import RaptorProbe, select_C
-from empirical.logistic.solver import fit_l2_logistic
+from empirical.logistic import fit_l2_logistic
 
 
 def raw_states(n, p, shift=1.5, seed=0, labels=(0, 1)):

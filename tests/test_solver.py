@@ -4,7 +4,7 @@ import pytest
 from hypothesis import given, settings, strategies as st
 from sklearn.linear_model import LogisticRegression
 
-from empirical.logistic.solver import fit_l2_logistic, logistic_objective
+from empirical.logistic import fit_l2_logistic, logistic_objective
 
 
 def _data(n, p, seed, noise=0.5, separable=False):

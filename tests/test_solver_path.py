@@ -3,8 +3,8 @@ import numpy as np
 import pytest
 from hypothesis import given, settings, strategies as st
 
-from empirical.logistic.path import _extend_design, logistic_path, reduce_design, refit
-from empirical.logistic.solver import fit_l2_logistic
+from empirical.logistic import fit_l2_logistic, logistic_path, reduce_design, refit
+from empirical.logistic.design import extend_design
 from empirical.testing import synthetic_hidden_states
 
 
@@ -107,7 +107,7 @@ def test_extended_design_is_isometric(n, m, seed, centre):
         X -= X.mean(0)
     Xv = rng.standard_normal((m, p))
     d = reduce_design(X, Xv)
-    full = _extend_design(d, X, Xv)
+    full = extend_design(d, X, Xv)
     assert full is not None
     a = rng.standard_normal(full.rank)
     w = full.back(a)
@@ -122,4 +122,4 @@ def test_extended_design_declines_dependent_validation_rows():
     rng = np.random.default_rng(0)
     X = rng.standard_normal((10, 30))
     Xv = X[:3] * 2.0  # inside the train row span
-    assert _extend_design(reduce_design(X, Xv), X, Xv) is None
+    assert extend_design(reduce_design(X, Xv), X, Xv) is None

@@ -6,8 +6,15 @@ numpy/scipy only.  Objective (scikit-learn's convention): ``C * sum_i log(1 + ex
 - :func:`fit_l2_logistic`: one fit, exact to a relative gradient tolerance;
 - :func:`logistic_path`: the whole C grid with validation accuracies, certified exact;
 - :func:`reduce_design`, :func:`refit`: the reduced basis used at n < p, and the refit on train + validation.
+
+Modules: :mod:`~empirical.logistic.design` (reduction), :mod:`~empirical.logistic.newton` (the kernel:
+loss terms, line searches, preconditioned CG, Newton-PCG, the direct Newton oracle),
+:mod:`~empirical.logistic.path` (path and refit driver), :mod:`~empirical.logistic.solver` (one fit).
 """
-from .path import ReducedDesign, logistic_path, reduce_design, refit
+from .design import ReducedDesign, reduce_design
+from .newton import direct_newton, newton_pcg
+from .path import logistic_path, refit
 from .solver import fit_l2_logistic, logistic_objective
 
-__all__ = ["fit_l2_logistic", "logistic_objective", "logistic_path", "reduce_design", "refit", "ReducedDesign"]
+__all__ = ["fit_l2_logistic", "logistic_objective", "logistic_path", "reduce_design", "refit", "ReducedDesign",
+           "newton_pcg", "direct_newton"]

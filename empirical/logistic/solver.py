@@ -5,7 +5,7 @@ Objective (scikit-learn convention, intercept unpenalized)::
     f(w, b) = C * sum_i log(1 + exp(-y_i (x_i' w + b))) + 0.5 * ||w||_2^2,   y_i in {-1, +1}
 
 Default method (``method="auto"``): Newton's method whose linear systems are solved inexactly by
-conjugate gradients (:func:`empirical.path.newton_pcg`, the project's one Newton-CG implementation),
+conjugate gradients (:func:`empirical.logistic.newton.newton_pcg`, the project's one Newton-CG implementation),
 in up to three stages, each continuing from the previous iterate:
 
 1. matrix-free, Jacobi-preconditioned CG on X itself (O(np) per CG step, no factorization), while CG
@@ -37,11 +37,11 @@ from __future__ import annotations
 import numpy as np
 from scipy import linalg
 from scipy.optimize import OptimizeResult
-from scipy.special import expit
+
+from .design import reduce_design
+from .newton import STATUS_MESSAGES, PathContext, direct_newton, newton_pcg
 
 __all__ = ["fit_l2_logistic", "logistic_objective"]
-
-_ARMIJO = 1e-4
 
 
 def logistic_objective(X, y, C, w, b=0.0):
@@ -72,180 +72,20 @@ def _check_inputs(X, y, C, tol, max_iter):
     return X, y
 
 
-def _loss_terms(z, y):
-    """Return loss sum, dl/dz (= r) and d2l/dz2 (= d) for train logits z."""
-    m = y * z
-    s = expit(-m)  # sigma(-m)
-    loss = np.logaddexp(0.0, -m).sum()
-    r = -y * s
-    d = s * (1.0 - s)
-    return loss, r, d
-
-
-def _result(w, b, nit, gnorm, tol, msg_extra="", status=None, fun=None):
-    if status is None:
-        status = 0 if gnorm <= tol else 1
-    msgs = {
-        0: "converged: relative gradient norm <= tol",
-        1: "maximum number of Newton iterations reached",
-        2: "line search could not decrease the objective (round-off floor reached)",
-    }
-    return OptimizeResult(
-        coef=w,
-        intercept=float(b),
-        x=np.concatenate([w, [b]]),
-        fun=fun,
-        nit=int(nit),
-        grad_norm=float(gnorm),
-        success=bool(status == 0),
-        status=int(status),
-        message=msgs[status] + (f" ({msg_extra})" if msg_extra else "") + f"; grad_norm={gnorm:.3e}, nit={nit}",
-    )
-
-
-def _newton_primal(X, y, C, w, b, fit_intercept, tol, max_iter):
-    n, p = X.shape
-    z = X @ w + b
-    loss, r, d = _loss_terms(z, y)
-    f = C * loss + 0.5 * w @ w
-    nit = 0
-    status = None
-    while True:
-        gw = w + C * (X.T @ r)
-        gb = C * r.sum() if fit_intercept else 0.0
-        gnorm = np.sqrt(gw @ gw + gb * gb) / max(1.0, np.sqrt(w @ w))
-        if gnorm <= tol or nit >= max_iter:
-            break
-        Xd = X * d[:, None]
-        H = C * (X.T @ Xd)
-        H[np.diag_indices_from(H)] += 1.0
-        if fit_intercept:
-            h = C * Xd.sum(axis=0)
-            hbb = C * d.sum()
-            Hfull = np.empty((p + 1, p + 1))
-            Hfull[:p, :p] = H
-            Hfull[:p, p] = h
-            Hfull[p, :p] = h
-            Hfull[p, p] = hbb + 1e-300
-            g = np.concatenate([gw, [gb]])
-        else:
-            Hfull, g = H, gw
-        try:
-            step = linalg.cho_solve(linalg.cho_factor(Hfull, check_finite=False), g, check_finite=False)
-        except linalg.LinAlgError:
-            # intercept direction numerically flat (separable data, tiny curvature): regularize it
-            Hfull[np.diag_indices_from(Hfull)] += 1e-12 * np.abs(np.diag(Hfull)).max()
-            step = linalg.lstsq(Hfull, g, check_finite=False)[0]
-        dw = step[:p]
-        db = step[p] if fit_intercept else 0.0
-        dz = X @ dw + db
-        slope = -(g @ step)
-        t = 1.0
-        accepted = False
-        for _ in range(60):
-            w_new = w - t * dw
-            z_new = z - t * dz
-            loss_new, r_new, d_new = _loss_terms(z_new, y)
-            f_new = C * loss_new + 0.5 * w_new @ w_new
-            if f_new <= f + _ARMIJO * t * slope:
-                accepted = True
-            elif f_new - f <= 1e-14 * max(1.0, abs(f)):
-                # objective differences at round-off level: accept if the gradient shrinks
-                gw_new = w_new + C * (X.T @ r_new)
-                gb_new = C * r_new.sum() if fit_intercept else 0.0
-                accepted = np.sqrt(gw_new @ gw_new + gb_new**2) < np.sqrt(g @ g)
-            if accepted:
-                break
-            t *= 0.5
-        nit += 1
-        if not accepted:
-            status = 2
-            break
-        w, b, z, f, r, d = w_new, b - t * db, z_new, f_new, r_new, d_new
-    return _result(w, b, nit, gnorm, tol, status=status, fun=f)
-
-
-def _woodbury_T(K, c, sqd, C, cho):
-    """T(c) = c - C D^1/2 M^-1 D^1/2 K c with M = I + C D^1/2 K D^1/2 (so H_ww^-1 X'c = X' T(c))."""
-    Kc = K @ c
-    return c - C * sqd * linalg.cho_solve(cho, sqd * Kc, check_finite=False)
-
-
-def newton_dual(K, y, C, alpha, b, fit_intercept=True, tol=1e-10, max_iter=100):
-    """Newton on ``w = X' alpha`` given the Gram matrix ``K = X X'``; returns (alpha, b, nit, gnorm, status, f).
-
-    ``gnorm`` uses the same scaling as :func:`fit_l2_logistic` (``||w||^2 = alpha' K alpha``).
-    """
-    n = K.shape[0]
-    Ka = K @ alpha
-    z = Ka + b
-    loss, r, d = _loss_terms(z, y)
-    f = C * loss + 0.5 * alpha @ Ka
-    nit = 0
-    status = None
-    while True:
-        gamma = alpha + C * r  # grad_w = X' gamma
-        Kg = K @ gamma
-        gb = C * r.sum() if fit_intercept else 0.0
-        wnorm2 = max(alpha @ Ka, 0.0)
-        gnorm = np.sqrt(max(gamma @ Kg, 0.0) + gb * gb) / max(1.0, np.sqrt(wnorm2))
-        if gnorm <= tol or nit >= max_iter:
-            break
-        sqd = np.sqrt(d)
-        M = C * (sqd[:, None] * K * sqd[None, :])
-        M[np.diag_indices(n)] += 1.0
-        cho = linalg.cho_factor(M, check_finite=False)
-        t1 = gamma - C * sqd * linalg.cho_solve(cho, sqd * Kg, check_finite=False)
-        if fit_intercept:
-            cd = C * d
-            t2 = _woodbury_T(K, cd, sqd, C, cho)
-            Kt2 = K @ t2
-            s = C * d.sum() - cd @ Kt2
-            num = gb - cd @ (K @ t1)
-            db = num / s if s > 1e-300 else 0.0
-            beta = t1 - t2 * db
-        else:
-            db = 0.0
-            beta = t1
-        Kb = K @ beta
-        dz = Kb + db
-        g_dot_step = gamma @ Kb + gb * db  # <grad, step> in (w, b) coordinates
-        slope = -g_dot_step
-        t = 1.0
-        accepted = False
-        for _ in range(60):
-            a_new = alpha - t * beta
-            Ka_new = Ka - t * Kb
-            z_new = z - t * dz
-            loss_new, r_new, d_new = _loss_terms(z_new, y)
-            f_new = C * loss_new + 0.5 * a_new @ Ka_new
-            if f_new <= f + _ARMIJO * t * slope:
-                accepted = True
-            elif f_new - f <= 1e-14 * max(1.0, abs(f)):
-                gam_new = a_new + C * r_new
-                gb_new = C * r_new.sum() if fit_intercept else 0.0
-                accepted = (gam_new @ (K @ gam_new) + gb_new**2) < (gamma @ Kg + gb * gb)
-            if accepted:
-                break
-            t *= 0.5
-        nit += 1
-        if not accepted:
-            status = 2
-            break
-        alpha, Ka, b, z, f, r, d = a_new, Ka_new, b - t * db, z_new, f_new, r_new, d_new
-    return alpha, b, nit, gnorm, status, f
+def _result(w, b, nit, gnorm, status, fun):
+    return OptimizeResult(coef=w, intercept=float(b), x=np.concatenate([w, [b]]), fun=fun, nit=int(nit),
+                          grad_norm=float(gnorm), success=bool(status == 0), status=int(status),
+                          message=f"{STATUS_MESSAGES[status]}; grad_norm={gnorm:.3e}, nit={nit}")
 
 
 _PCG_MAX_ITER = 30  # Newton-PCG steps before falling back to direct Newton (it needs < 15 in practice)
 
 
 def _fit_pcg(X, y, C, w0, b0, fit_intercept, tol, max_iter):
-    """Newton-CG (:func:`empirical.path.newton_pcg`): matrix-free first, then with a stale Cholesky
-    preconditioner on the reduced design.
+    """Newton-CG (:func:`empirical.logistic.newton.newton_pcg`): matrix-free first, then with a stale
+    Cholesky preconditioner on the reduced design.
 
     Returns (w, b, nit, gnorm, status, f); status 0 converged, 1 not (yet) converged."""
-    from .path import PathContext, newton_pcg, reduce_design  # path imports this module
-
     # 1. matrix-free Newton-CG on X itself (O(np) per CG step, no factorization): enough when the
     #    Hessian is well conditioned; stops (status 4) as soon as CG needs too many iterations
     ctx = PathContext(X)
@@ -285,7 +125,7 @@ def fit_l2_logistic(X, y, C, *, fit_intercept=False, w0=None, b0=0.0, tol=1e-10,
     max_iter : maximum number of Newton iterations.
     method : "auto" (the default and fastest: Newton whose systems are solved by conjugate gradients
         preconditioned with a reused Cholesky factor of an earlier Hessian, on the row-span-reduced design
-        when n < p, see :func:`empirical.path.newton_pcg`; falls back to direct Newton if it has not
+        when n < p, see :func:`empirical.logistic.newton.newton_pcg`; falls back to direct Newton if it has not
         converged after 30 steps), or direct Newton with a fresh factorization every step: "primal"
         ((p+1)-dimensional Hessian), "dual" (Woodbury with the Gram matrix) or "direct" (primal when
         n >= p, dual otherwise; the independent reference the path solver's tests compare against).
@@ -294,14 +134,22 @@ def fit_l2_logistic(X, y, C, *, fit_intercept=False, w0=None, b0=0.0, tol=1e-10,
     -------
     scipy.optimize.OptimizeResult with ``coef`` (p,), ``intercept`` (float; 0.0 without intercept),
     ``x`` (coef and intercept concatenated), ``fun``, ``nit``, ``grad_norm``, ``success``, ``status``
-    (0 converged, 1 max_iter reached, 2 round-off floor reached before tol) and ``message``.
+    (0 converged, 1 max_iter reached, 2 round-off floor reached before tol; ``STATUS_MESSAGES`` of
+    :mod:`empirical.logistic.newton`) and ``message``.
+
+    Examples
+    --------
+    >>> rng = np.random.default_rng(0)
+    >>> X = rng.standard_normal((50, 4))
+    >>> y = np.where(X[:, 0] + 0.5 * rng.standard_normal(50) > 0, 1.0, -1.0)
+    >>> res = fit_l2_logistic(X, y, 1.0, fit_intercept=True)
+    >>> res.success, bool(res.grad_norm <= 1e-10), res.coef.shape
+    (True, True, (4,))
     """
     X, y = _check_inputs(X, y, C, tol, max_iter)
     n, p = X.shape
     if method not in ("auto", "primal", "dual", "direct"):
         raise ValueError(f"method must be 'auto', 'primal', 'dual' or 'direct'; got {method!r}")
-    if method == "direct":
-        method = "primal" if n >= p else "dual"
     if w0 is not None:
         w0 = np.asarray(w0, dtype=np.float64)
         if w0.shape != (p,) or not np.all(np.isfinite(w0)):
@@ -317,19 +165,9 @@ def fit_l2_logistic(X, y, C, *, fit_intercept=False, w0=None, b0=0.0, tol=1e-10,
             w, b, status = w0, b0, 1
         else:
             if status == 0 or nit0 >= max_iter:
-                return _result(w, b, nit0, gnorm, tol, status=status, fun=f)
+                return _result(w, b, nit0, gnorm, status, f)
         w0, b0 = w, b  # not converged: finish with direct Newton from the PCG iterate
-    use_dual = method == "dual" or (method == "auto" and n < p)
-    if not use_dual:
-        w = np.zeros(p) if w0 is None else w0.copy()
-        res = _newton_primal(X, y, C, w, b0, fit_intercept, tol, max_iter - nit0)
-        res.nit += nit0
-        return res
-    K = X @ X.T
-    if w0 is None:
-        alpha = np.zeros(n)
-    else:  # least-squares projection of w0 onto the row span
-        Kr = K + (1e-12 * max(np.trace(K) / n, 1e-300)) * np.eye(n)
-        alpha = linalg.cho_solve(linalg.cho_factor(Kr, check_finite=False), X @ w0, check_finite=False)
-    alpha, b, nit, gnorm, status, f = newton_dual(K, y, C, alpha, b0, fit_intercept, tol, max_iter - nit0)
-    return _result(X.T @ alpha, b, nit + nit0, gnorm, tol, status=status, fun=f)
+    form = {"primal": "primal", "dual": "dual"}.get(method)
+    w, b, nit, gnorm, status, f = direct_newton(X, y, C, w0, b0, fit_intercept=fit_intercept, tol=tol,
+                                                max_iter=max_iter - nit0, form=form)
+    return _result(w, b, nit + nit0, gnorm, status, f)

@@ -196,12 +196,12 @@ class RaptorProbe(LinearConceptProbe):
         else:
             design = reduce_design(Xs, Xvs)
             path = logistic_path(Xs, ytr, Xvs, yvpm, Cs, design=design, tol=self.tol, max_iter=self.max_iter)
-            acc, nits = path.val_accuracy, path.n_iter
+            acc, nits = path.val_accuracy, path.nit
             if not path.success:
                 bad = np.flatnonzero(~path.certified & (path.grad_norm > self.tol))
                 warnings.warn(f"RaptorProbe path: {bad.size} grid point(s) neither certified nor converged "
                               f"(max relative gradient norm {path.grad_norm[bad].max():.2e} after "
-                              f"{path.n_iter[bad].max()} Newton steps); their validation accuracy may be "
+                              f"{path.nit[bad].max()} Newton steps); their validation accuracy may be "
                               "inexact", RuntimeWarning, stacklevel=2)
             self.path_certified_ = path.certified
             k = select_C(Cs, acc, self.tie_break)

@@ -1,0 +1,213 @@
+"""Design reduction for the ridge-logistic solver: an isometric copy of the training rows in rank(X) dimensions.
+
+The minimizer of the ridge-logistic objective lies in the span of the training rows, so when
+``n < p`` the problem is solved in ``r = rank(X) <= n`` coordinates: the Gram matrix ``K = X X'`` is
+factored once (``K = Z Z'``, Cholesky after deflating the constant vector that centring puts in its
+null space; pivoted Cholesky as fallback), giving an isometric ``n x r`` design ``Z`` and validation
+design ``Zv``; when ``n >= p`` the design is ``X`` itself.  :func:`extend_design` appends validation
+rows by a block Cholesky update (the refit on train + validation).
+"""
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+
+import numpy as np
+from scipy import linalg
+from scipy.linalg import lapack
+
+__all__ = ["ReducedDesign", "reduce_design", "extend_design"]
+
+
+@dataclass(frozen=True)
+class ReducedDesign:
+    """Isometric low-dimensional copy of a training design (built complete by :func:`reduce_design`).
+
+    ``Z`` (n, r) and ``Zv`` (m, r) satisfy ``Z a = X w`` and ``Zv a = Xv P w`` for ``w = back(a)`` with
+    ``||w|| = ||a||`` (P = projection on the training row span, which contains every minimizer).
+
+    Attributes
+    ----------
+    Z, Zv : ndarray
+        Reduced train and validation designs.
+    back : callable
+        Reduced coordinates ``a`` (r,) -> weights ``w`` (p,).
+    K : ndarray or None
+        ``X X'`` when the design was reduced (n < p), else None (``Z`` is ``X`` itself).
+    KvT : ndarray or None
+        ``X Xv'`` when reduced with validation rows.
+    project : callable or None
+        Train logits ``X w`` (w in the row span) -> reduced coordinates ``a`` (when reduced).
+    coef_map : callable or None
+        ``a`` -> dual coefficients ``c`` with ``w = X' c`` (when reduced).
+    """
+
+    Z: np.ndarray
+    Zv: np.ndarray
+    back: Callable
+    K: np.ndarray | None = None
+    KvT: np.ndarray | None = None
+    project: Callable | None = None
+    coef_map: Callable | None = None
+
+    @property
+    def rank(self) -> int:
+        """Dimension r of the reduced coordinates."""
+        return self.Z.shape[1]
+
+
+def _gram_factor(K, centred):
+    """Factor K = Z Z' (Z: n x r).  Returns (Z, coef_map, val_map) where, for the basis
+    ``w = X' coef_map(a)``, ``X w = Z a`` and ``||w|| = ||a||``; ``val_map(X Xv')`` gives ``Zv`` with
+    ``Xv w = Zv a`` (a may be a vector or a matrix of column vectors)."""
+    n = K.shape[0]
+    scale = max(np.trace(K) / n, 1e-300)
+
+    def ok(L):
+        return np.min(np.abs(np.diag(L))) > 1e-7 * np.sqrt(scale)
+
+    if centred and n > 1:
+        # Householder reflector Q (Q = Q' = Q^-1) with Q 1 proportional to e1: since K 1 = 0 for
+        # row-centred data, Q K Q has a zero first row and column; factor the rest.
+        v = np.full(n, 1.0 / np.sqrt(n))
+        v[0] += 1.0
+        beta = 2.0 / (v @ v)
+
+        def Qmul(A):  # Q A for vector or matrix A
+            return A - beta * np.multiply.outer(v, v @ A)
+
+        Kv = K @ v
+        u = beta * Kv - 0.5 * beta * beta * (v @ Kv) * v
+        QKQ = K - np.outer(v, u)
+        QKQ -= np.outer(u, v)  # Q K Q = K - v u' - u v'
+        try:
+            L = linalg.cholesky(QKQ[1:, 1:], lower=True, check_finite=False)
+            if ok(L):
+                Lfull = np.zeros((n, n - 1))
+                Lfull[1:] = L
+
+                def coef_map(a):
+                    u = np.zeros((n,) + a.shape[1:])
+                    u[1:] = linalg.solve_triangular(L, a, trans="T", lower=True, check_finite=False)
+                    return Qmul(u)
+
+                def val_map(KvT):
+                    return linalg.solve_triangular(L, Qmul(KvT)[1:], lower=True, check_finite=False).T
+
+                def project(t):  # least-squares a with Z a = t
+                    return linalg.solve_triangular(L, Qmul(t)[1:], lower=True, check_finite=False)
+
+                return Qmul(Lfull), coef_map, val_map, project
+        except linalg.LinAlgError:
+            pass
+    else:
+        try:
+            L = linalg.cholesky(K, lower=True, check_finite=False)
+            if ok(L):
+                return (L,
+                        lambda a: linalg.solve_triangular(L, a, trans="T", lower=True, check_finite=False),
+                        lambda KvT: linalg.solve_triangular(L, KvT, lower=True, check_finite=False).T,
+                        lambda t: linalg.solve_triangular(L, t, lower=True, check_finite=False))
+        except linalg.LinAlgError:
+            pass
+    # rank-deficient (duplicate rows etc.): pivoted Cholesky with rank detection
+    Lp, piv, rank, _ = lapack.dpstrf(K, lower=1, tol=1e-13 * scale)
+    piv = piv - 1
+    L = np.tril(Lp)[:, :rank]
+    Z = np.empty((n, rank))
+    Z[piv] = L
+    L11 = L[:rank]
+    idx = piv[:rank]
+
+    def coef_map(a):
+        c = np.zeros((n,) + a.shape[1:])
+        c[idx] = linalg.solve_triangular(L11, a, trans="T", lower=True, check_finite=False)
+        return c
+
+    def val_map(KvT):
+        return linalg.solve_triangular(L11, KvT[idx], lower=True, check_finite=False).T
+
+    def project(t):
+        return linalg.solve_triangular(L11, t[idx], lower=True, check_finite=False)
+
+    return Z, coef_map, val_map, project
+
+
+
+def reduce_design(X, Xv=None, *, K=None, KvT=None) -> ReducedDesign:
+    """Reduce (X, Xv) to an isometric design of dimension rank(X) (only when n < p).
+
+    Parameters
+    ----------
+    X : ndarray (n, p)
+        Training rows.
+    Xv : ndarray (m, p), optional
+        Validation rows, mapped into the same coordinates.
+    K, KvT : ndarray, optional
+        ``X X'`` and ``X Xv'`` when already known.
+
+    Returns
+    -------
+    ReducedDesign
+
+    Examples
+    --------
+    >>> rng = np.random.default_rng(0)
+    >>> X = rng.standard_normal((5, 40))
+    >>> X -= X.mean(axis=0)
+    >>> d = reduce_design(X)
+    >>> d.rank, bool(np.allclose(d.Z @ d.Z.T, X @ X.T))
+    (4, True)
+    """
+    n, p = X.shape
+    if Xv is None:
+        Xv = np.empty((0, p))
+    if n >= p:
+        return ReducedDesign(X, Xv, back=lambda a: a)
+    if K is None:
+        K = X @ X.T
+    centred = bool(np.abs(X.sum(axis=0)).max() <= 1e-8 * max(1.0, np.abs(X).max()) * n)
+    Z, coef_map, val_map, project = _gram_factor(K, centred)
+    if Xv.shape[0]:
+        if KvT is None:
+            KvT = X @ Xv.T
+        Zv = val_map(KvT)
+    else:
+        Zv = np.empty((0, Z.shape[1]))
+    return ReducedDesign(Z, Zv, back=lambda a: X.T @ coef_map(a), K=K, KvT=KvT, project=project,
+                         coef_map=coef_map)
+
+
+
+def extend_design(design: ReducedDesign, X, Xv) -> ReducedDesign | None:
+    """Reduced design of the stacked rows (X; Xv) from the train design by a block Cholesky update.
+
+    With ``Z Z' = X X'`` and ``Zv Z' = Xv X'`` (the train design), ``[[Z, 0], [Zv, Lvv]]`` with
+    ``Lvv Lvv' = Xv Xv' - Zv Zv'`` (the validation rows' Gram outside the train row span) is an isometric
+    design of the stacked rows; a train solution ``a0`` is ``(a0, 0)`` in it.  Costs one m x m Gram
+    and Cholesky instead of refactoring all n + m rows.  Returns None when the validation rows are
+    (numerically) dependent on the train rows (then the caller refactors from scratch)."""
+    Z, Zv = design.Z, design.Zv
+    Kvv = Xv @ Xv.T
+    m = Kvv.shape[0]
+    scale = max(np.trace(Kvv) / max(m, 1), 1e-300) if m else 1.0
+    S = Kvv - Zv @ Zv.T
+    try:
+        Lvv = linalg.cholesky(S, lower=True, check_finite=False)
+    except linalg.LinAlgError:
+        return None
+    if m and np.min(np.abs(np.diag(Lvv))) <= 1e-7 * np.sqrt(scale):
+        return None
+    n, r = Z.shape
+    Zf = np.zeros((n + m, r + m))
+    Zf[:n, :r] = Z
+    Zf[n:, :r] = Zv
+    Zf[n:, r:] = Lvv
+    coef_map = design.coef_map
+
+    def back(a):
+        c2 = linalg.solve_triangular(Lvv, a[r:], trans="T", lower=True, check_finite=False)
+        return X.T @ coef_map(a[:r] - Zv.T @ c2) + Xv.T @ c2
+
+    return ReducedDesign(Zf, np.empty((0, r + m)), back=back)
+
