@@ -21,10 +21,32 @@ __all__ = ["optimal_lambda"]
 def optimal_lambda(delta, kappa, *, bounds=(1e-6, 1e3), n_grid=19, xatol=1e-6, quad_order=DEFAULT_ORDER):
     """Maximizer of the asymptotic test accuracy over lam in ``bounds`` (log-scale search).
 
-    Returns an ``OptimizeResult`` with ``lam`` (= ``x``), ``accuracy``, ``margin``, ``solution``
-    (the :class:`CGMTResult` at ``lam``), ``at_boundary`` (True if the maximizer is an endpoint of
-    ``bounds``), ``success``, ``message`` and ``nfev``.  kappa must be > 0 (at kappa = 0 the accuracy
-    is 1/2 for every lam).  ``xatol`` is the tolerance in log(lam).
+    Parameters
+    ----------
+    delta : float > 0
+        n / p.
+    kappa : float > 0
+        Signal strength (at kappa = 0 the accuracy is 1/2 for every lam).
+    bounds : (float, float)
+        Search interval of lam (theory convention, (1/n) sum loss + lam/(2p) ||beta||^2).
+    n_grid : int
+        Points of the coarse log-grid scan before the bounded refinement.
+    xatol : float
+        Tolerance in log(lam).
+    quad_order : int
+        Quadrature order of every solve.
+
+    Returns
+    -------
+    OptimizeResult
+        ``lam`` (= ``x``), ``accuracy``, ``margin``, ``solution`` (the :class:`CGMTResult` at ``lam``),
+        ``at_boundary`` (True if the maximizer is an endpoint of ``bounds``), ``success``, ``message``, ``nfev``.
+
+    Examples
+    --------
+    >>> best = optimal_lambda(2.0, 2.0)
+    >>> round(best.lam, 3), round(best.accuracy, 4), bool(best.success)
+    (0.162, 0.6749, True)
     """
     delta = check_delta(delta)
     kappa = check_kappa(kappa)

@@ -55,6 +55,12 @@ class CGMTResult(OptimizeResult):
 
     ``converged`` and ``iterations`` are read-only aliases of ``success`` and ``nit``, kept for one
     release for code written against earlier versions (they are not stored fields).
+
+    Examples
+    --------
+    >>> r = solve(2.0, 0.1, 2.0)
+    >>> r.success == r.converged, r.nit == r.iterations, "converged" in r
+    (True, True, False)
     """
 
     @property
@@ -491,6 +497,13 @@ def solve(delta, lam, kappa, *, strict=False, x0=None, tol=1e-10, maxiter=100, q
     Returns
     -------
     CGMTResult
+        The order parameters and everything derived from them (see :class:`CGMTResult`).
+
+    Examples
+    --------
+    >>> r = solve(delta=2.0, lam=0.1, kappa=2.0)
+    >>> round(r.alpha, 4), round(r.sigma, 4), round(r.accuracy, 4), bool(r.success)
+    (0.927, 0.9863, 0.6745, True)
     """
     delta = check_delta(delta)
     lam = check_lam(lam, allow_zero=True)

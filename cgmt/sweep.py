@@ -59,9 +59,32 @@ def sweep(deltas, lams, kappas, *, n_jobs=1, progress=True, tol=1e-10, quad_orde
           strict=False):
     """Solve on the Cartesian grid deltas x lams x kappas; one row per point, sorted by (kappa, delta, lam).
 
-    ``n_jobs`` > 1 (or -1 for all cores) runs (delta, kappa) tasks in parallel processes.  With
-    ``strict`` a ``cgmt.ConvergenceError`` is raised if any point did not converge; otherwise such
-    rows have ``success = False`` and their residual and message.
+    Parameters
+    ----------
+    deltas, lams, kappas : float or array of floats
+        The grid (delta, lam > 0; kappa >= 0); duplicates are removed.
+    n_jobs : int
+        > 1 (or -1 for all cores) runs the (delta, kappa) tasks in parallel processes (joblib; switch the
+        backend with ``joblib.parallel_config``).
+    progress : bool
+        Show a progress bar.
+    tol, quad_order, maxiter
+        As for :func:`cgmt.solve`; along lam each task warm-starts from its neighbours.
+    strict : bool
+        Raise :class:`cgmt.ConvergenceError` if any point did not converge; otherwise such rows have
+        ``success = False`` and their residual and message.
+
+    Returns
+    -------
+    pandas.DataFrame
+        One row per point with the columns ``COLUMNS`` (delta, lam, kappa, alpha, sigma, gamma, margin,
+        accuracy, alignment, stability, alpha_salehi, success, residual, nit, message).
+
+    Examples
+    --------
+    >>> table = sweep([1.0, 2.0], [0.1, 1.0], 2.0, progress=False)
+    >>> table.shape, bool(table["success"].all())
+    ((4, 15), True)
     """
     d = np.unique(check_positive_array(deltas, "deltas"))
     lm = np.unique(check_positive_array(lams, "lams"))
