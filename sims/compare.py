@@ -12,6 +12,7 @@ from threadpoolctl import threadpool_limits
 from tqdm.auto import tqdm
 
 import cgmt
+from cgmt.validation import check_int, check_positive_array
 
 from .measure import QUANTITIES, measure_replicate
 
@@ -81,20 +82,12 @@ def compare_grid(deltas, lams, kappas, p: int, replicates: int, seed=0, *, n_job
     se, theory, z, sd, replicates, n, converged (all replicates reached gradient norm <= tol).
     ``theory``: callable (delta, lam, kappa) -> {quantity: value}; default the ``cgmt`` predictions.
     """
+    deltas = check_positive_array(deltas, "deltas")
+    lams = check_positive_array(lams, "lams")
+    kappas = check_positive_array(kappas, "kappas", allow_zero=True)
     points = [(float(d), float(l), float(k)) for k, d, l in itertools.product(kappas, deltas, lams)]
-    if not points:
-        raise ValueError("deltas, lams, kappas: the grid is empty")
-    for d, l, k in points:
-        if not (np.isfinite(d) and d > 0):
-            raise ValueError(f"delta: must be finite and > 0, got {d}")
-        if not (np.isfinite(l) and l > 0):
-            raise ValueError(f"lam: must be finite and > 0, got {l}")
-        if not (np.isfinite(k) and k >= 0):
-            raise ValueError(f"kappa: must be finite and >= 0, got {k}")
-    if int(p) != p or p < 2:
-        raise ValueError(f"p: must be an integer >= 2, got {p}")
-    if int(replicates) != replicates or replicates < 2:
-        raise ValueError(f"replicates: must be an integer >= 2 (standard errors), got {replicates}")
+    p = check_int(p, "p", minimum=2)
+    replicates = check_int(replicates, "replicates", minimum=2)  # standard errors need two
     replicates = int(replicates)
     seeds = _point_seeds(seed, len(points), replicates)
     tasks = [(((d, l, k, int(p)), s), measure_kwargs) for (d, l, k), ss in zip(points, seeds) for s in ss]
@@ -128,6 +121,33 @@ def compare(delta, lam, kappa, p: int, replicates: int, seed=0, *, n_jobs: int =
     ``quantity``, ``mean``, ``se`` (standard error of the mean over replicates), ``theory`` (the
     ``cgmt`` prediction, NaN where none exists) and ``z = (mean - theory) / se``, plus the point.
     ``measure_kwargs`` go to :func:`sims.measure.measure_replicate` (n_test, stability, subsample, ...).
+
+    Parameters
+    ----------
+    delta, lam, kappa : float
+        The point (theory convention, see :mod:`cgmt`).
+    p : int
+        Dimension of the simulation (n = round(delta p)).
+    replicates : int >= 2
+        Independent replicates (standard errors need two).
+    seed : int or SeedSequence
+        Root seed; every replicate gets its own child stream.
+    n_jobs : int
+        joblib workers (each fit single-threaded).
+    progress : bool
+        Show a progress bar.
+    theory : callable
+        (delta, lam, kappa, ...) -> dict of predictions (default :func:`theory_values`).
+
+    Returns
+    -------
+    pandas.DataFrame
+
+    Examples
+    --------
+    >>> table = compare(2.0, 0.1, 2.0, p=50, replicates=2, seed=0, progress=False, stability=False)
+    >>> list(table.columns[:6]), len(table)
+    (['kappa', 'delta', 'lam', 'p', 'quantity', 'mean'], 9)
     """
     return compare_grid([delta], [lam], [kappa], p, replicates, seed, n_jobs=n_jobs, progress=progress,
                         theory=theory, **measure_kwargs)

@@ -62,6 +62,29 @@ def sample(n: int, p: int, kappa: float, rng=None, *, beta_star: np.ndarray | No
     If ``beta_star`` is None a random teacher direction is drawn first (from the same stream), so
     ``sample(n, p, kappa, seed)`` is reproducible; pass ``beta_star`` to draw fresh data (e.g. a
     test set, or an independent training set) from the same teacher.
+
+    Parameters
+    ----------
+    n, p : int
+        Sample size and dimension.
+    kappa : float >= 0
+        Signal strength, ``||beta*||^2 = p kappa^2``.
+    rng : int, SeedSequence or Generator, optional
+        Randomness.
+    beta_star : ndarray (p,), optional
+        A given teacher (its norm must be kappa sqrt(p)).
+
+    Returns
+    -------
+    Sample
+        ``X`` (n, p) with rows ~ N(0, I_p/p), labels ``y`` in {-1, +1} with P(y = 1 | x) = sigmoid(x'beta*),
+        ``beta_star`` and its unit direction ``v``.
+
+    Examples
+    --------
+    >>> data = sample(200, 50, 2.0, 0)
+    >>> data.X.shape, round(float(np.linalg.norm(data.beta_star) / np.sqrt(50)), 6)
+    ((200, 50), 2.0)
     """
     n = check_int(n, "n")
     p = check_int(p, "p")

@@ -12,28 +12,19 @@ import numpy as np
 from scipy.optimize import OptimizeResult
 from scipy.special import expit
 
+from cgmt.validation import check_lam
 from empirical.logistic import fit_l2_logistic  # the project's one exact solver
+from empirical.validation import check_matrix
 
 
 def _check_xy(X, y):
-    X = np.asarray(X, dtype=float)
+    X = check_matrix(X, "X")
     y = np.asarray(y, dtype=float)
-    if X.ndim != 2:
-        raise ValueError(f"X: must be a 2-D array (n, p), got shape {X.shape}")
     if y.shape != (X.shape[0],):
-        raise ValueError(f"y: must have shape ({X.shape[0]},) to match X, got {y.shape}")
-    if not np.all(np.isfinite(X)):
-        raise ValueError("X: contains NaN or inf")
+        raise ValueError(f"y must have shape ({X.shape[0]},) to match X, got {y.shape}")
     if not np.all((y == 1.0) | (y == -1.0)):
-        raise ValueError("y: labels must be in {-1, +1}")
+        raise ValueError("y must contain only the labels -1 and +1 (the theory's convention)")
     return X, y
-
-
-def _check_lam(lam):
-    lam = float(lam)
-    if not np.isfinite(lam) or lam <= 0:
-        raise ValueError(f"lam: must be finite and > 0, got {lam}")
-    return lam
 
 
 def objective_gradient(X, y, beta, lam) -> np.ndarray:
@@ -50,9 +41,34 @@ def fit_ridge_logistic(X, y, lam, *, w0=None, tol: float = 1e-10, raise_on_failu
     ``grad_norm`` (Euclidean norm of the gradient of the theory's objective (1/n) sum loss +
     lam/(2p)||beta||^2 at beta_hat), ``solver_grad_norm`` (the solver's own, on C sum loss + ||beta||^2/2,
     which is p/lam times the former), ``nit``, ``success`` (grad_norm <= tol), ``message``, ``C``.
+
+    Parameters
+    ----------
+    X : ndarray (n, p); y : ndarray (n,) in {-1, +1}
+        Training data (no intercept in the theory's model).
+    lam : float > 0
+        Ridge strength of (1/n) sum loss + lam/(2p) ||beta||^2 (the solver's C is p / (lam n)).
+    w0 : ndarray (p,), optional
+        Warm start.
+    tol : float
+        Required ``grad_norm``.
+    raise_on_failure : bool
+        Raise instead of returning ``success=False``.
+
+    Returns
+    -------
+    OptimizeResult
+
+    Examples
+    --------
+    >>> from sims import sample
+    >>> data = sample(200, 50, 2.0, 0)
+    >>> fit = fit_ridge_logistic(data.X, data.y, 0.1)
+    >>> bool(fit.success), fit.z.shape
+    (True, (50,))
     """
     X, y = _check_xy(X, y)
-    lam = _check_lam(lam)
+    lam = check_lam(lam)
     n, p = X.shape
     C = p / (lam * n)  # = 1 / (delta lam)
     # The solver's tolerance is on its own gradient, p/lam times ours: ask for the stricter of both.
