@@ -38,37 +38,49 @@ import numpy as np
 from scipy import linalg
 from scipy.optimize import OptimizeResult
 
+from ..validation import check_matrix
 from .design import reduce_design
 from .newton import STATUS_MESSAGES, PathContext, direct_newton, newton_pcg
 
 __all__ = ["fit_l2_logistic", "logistic_objective"]
 
 
-def logistic_objective(X, y, C, w, b=0.0):
-    """Value of ``C * sum log(1 + exp(-y (X w + b))) + 0.5 ||w||^2`` (y in {-1, +1})."""
+def logistic_objective(X, y, C, w, b=0.0) -> float:
+    """Value of ``C * sum log(1 + exp(-y (X w + b))) + 0.5 ||w||^2`` (y in {-1, +1}).
+
+    Parameters
+    ----------
+    X : ndarray (n, p); y : ndarray (n,) in {-1, +1}; C : float
+        The problem.
+    w : ndarray (p,); b : float
+        The point.
+
+    Returns
+    -------
+    float
+
+    Examples
+    --------
+    >>> round(logistic_objective(np.eye(2), np.array([1.0, -1.0]), 1.0, np.zeros(2)), 6)
+    1.386294
+    """
     m = y * (X @ w + b)
     return float(C * np.logaddexp(0.0, -m).sum() + 0.5 * w @ w)
 
 
 def _check_inputs(X, y, C, tol, max_iter):
-    X = np.asarray(X, dtype=np.float64)
+    X = check_matrix(X, "X")
     y = np.asarray(y, dtype=np.float64)
-    if X.ndim != 2:
-        raise ValueError(f"X must be a 2-D array (n_samples, n_features); got shape {X.shape}")
     if y.ndim != 1 or y.shape[0] != X.shape[0]:
-        raise ValueError(f"y must be 1-D with len(y) == X.shape[0] == {X.shape[0]}; got shape {y.shape}")
-    if X.shape[0] == 0 or X.shape[1] == 0:
-        raise ValueError(f"X must be non-empty; got shape {X.shape}")
-    if not np.all(np.isfinite(X)):
-        raise ValueError("X contains NaN or infinite values")
+        raise ValueError(f"y must be 1-D with len(y) == X.shape[0] == {X.shape[0]}, got shape {y.shape}")
     if not np.all((y == 1.0) | (y == -1.0)):
         raise ValueError("y must contain only -1 and +1")
     if not (np.isfinite(C) and C > 0):
-        raise ValueError(f"C must be a finite positive number; got {C!r}")
+        raise ValueError(f"C must be a finite positive number, got {C!r}")
     if not (tol > 0):
-        raise ValueError(f"tol must be positive; got {tol!r}")
+        raise ValueError(f"tol must be positive, got {tol!r}")
     if int(max_iter) < 1:
-        raise ValueError(f"max_iter must be >= 1; got {max_iter!r}")
+        raise ValueError(f"max_iter must be >= 1, got {max_iter!r}")
     return X, y
 
 
