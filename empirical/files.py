@@ -35,6 +35,18 @@ def atomic_path(target, suffix: str = ".tmp"):
     Parent directories are created.  The temporary name is unique (``mkstemp``), so two writers of the
     same target never share a temporary file.
 
+    Parameters
+    ----------
+    target : str or path-like
+        The file to write.
+    suffix : str
+        Ending of the temporary name.
+
+    Yields
+    ------
+    pathlib.Path
+        The temporary path to write to.
+
     Examples
     --------
     >>> import tempfile
@@ -59,14 +71,48 @@ def atomic_path(target, suffix: str = ".tmp"):
 
 
 def atomic_write_bytes(target, data: bytes) -> Path:
-    """Write ``data`` to ``target`` atomically; returns the path."""
+    """Write ``data`` to ``target`` atomically.
+
+    Parameters
+    ----------
+    target : str or path-like
+    data : bytes
+
+    Returns
+    -------
+    pathlib.Path
+        ``target``.
+
+    Examples
+    --------
+    >>> import tempfile
+    >>> atomic_write_bytes(Path(tempfile.mkdtemp()) / "a.bin", b"ok").read_bytes()
+    b'ok'
+    """
     with atomic_path(target) as tmp:
         tmp.write_bytes(data)
     return Path(target)
 
 
 def atomic_write_text(target, text: str) -> Path:
-    """Write ``text`` to ``target`` atomically; returns the path."""
+    """Write ``text`` to ``target`` atomically.
+
+    Parameters
+    ----------
+    target : str or path-like
+    text : str
+
+    Returns
+    -------
+    pathlib.Path
+        ``target``.
+
+    Examples
+    --------
+    >>> import tempfile
+    >>> atomic_write_text(Path(tempfile.mkdtemp()) / "a.txt", "ok").read_text()
+    'ok'
+    """
     with atomic_path(target) as tmp:
         tmp.write_text(text)
     return Path(target)
@@ -77,19 +123,63 @@ def _json_default(value):
 
 
 def write_json(target, obj, *, indent: int = 1) -> Path:
-    """Write ``obj`` as JSON atomically (numpy scalars become numbers, other objects strings)."""
+    """Write ``obj`` as JSON atomically (numpy scalars become numbers, other objects strings).
+
+    Parameters
+    ----------
+    target : str or path-like
+    obj : JSON-serializable object (numpy scalars allowed)
+    indent : int
+
+    Returns
+    -------
+    pathlib.Path
+
+    Examples
+    --------
+    >>> import tempfile, numpy as np
+    >>> json.loads(write_json(Path(tempfile.mkdtemp()) / "a.json", {"x": np.float64(0.5)}).read_text())
+    {'x': 0.5}
+    """
     return atomic_write_text(target, json.dumps(obj, indent=indent, default=_json_default))
 
 
 def write_csv(target, frame) -> Path:
-    """Write a pandas DataFrame as CSV (no index) atomically."""
+    """Write a pandas DataFrame as CSV (no index) atomically.
+
+    Parameters
+    ----------
+    target : str or path-like
+    frame : pandas.DataFrame
+
+    Returns
+    -------
+    pathlib.Path
+
+    Examples
+    --------
+    >>> import tempfile, pandas as pd
+    >>> write_csv(Path(tempfile.mkdtemp()) / "a.csv", pd.DataFrame({"a": [1]})).read_text().split()
+    ['a', '1']
+    """
     with atomic_path(target, suffix=".csv") as tmp:
         frame.to_csv(tmp, index=False)
     return Path(target)
 
 
 def save_figure(fig, target, *, dpi: int = 130) -> Path:
-    """Save a matplotlib figure as PNG atomically, then close it."""
+    """Save a matplotlib figure as PNG atomically, then close it.
+
+    Parameters
+    ----------
+    fig : matplotlib.figure.Figure
+    target : str or path-like
+    dpi : int
+
+    Returns
+    -------
+    pathlib.Path
+    """
     import matplotlib.pyplot as plt  # plotting is optional for the library
 
     with atomic_path(target, suffix=".png") as tmp:
@@ -99,7 +189,24 @@ def save_figure(fig, target, *, dpi: int = 130) -> Path:
 
 
 def sha256_file(path, chunk: int = 1 << 22) -> str:
-    """Hex sha256 of a file's bytes, read in ``chunk``-byte blocks."""
+    """Hex sha256 of a file's bytes, read in ``chunk``-byte blocks.
+
+    Parameters
+    ----------
+    path : str or path-like
+    chunk : int
+        Bytes read at a time.
+
+    Returns
+    -------
+    str
+
+    Examples
+    --------
+    >>> import tempfile
+    >>> sha256_file(atomic_write_bytes(Path(tempfile.mkdtemp()) / "e", b""))[:16]
+    'e3b0c44298fc1c14'
+    """
     digest = hashlib.sha256()
     with open(path, "rb") as f:
         for block in iter(lambda: f.read(chunk), b""):
@@ -108,7 +215,21 @@ def sha256_file(path, chunk: int = 1 << 22) -> str:
 
 
 def cache_root(cache_dir=None) -> Path:
-    """The user cache directory: argument > ``$RAPTOR_CACHE`` > ``~/.cache/raptor``."""
+    """The user cache directory: argument > ``$RAPTOR_CACHE`` > ``~/.cache/raptor``.
+
+    Parameters
+    ----------
+    cache_dir : str or path-like, optional
+
+    Returns
+    -------
+    pathlib.Path
+
+    Examples
+    --------
+    >>> cache_root("/tmp/my-cache")
+    PosixPath('/tmp/my-cache')
+    """
     if cache_dir is not None:
         return Path(cache_dir).expanduser()
     env = os.environ.get("RAPTOR_CACHE")
