@@ -281,6 +281,17 @@ def load(name: str, data_dir=None, *, max_per_class="reference", verify: bool = 
         (first k examples of each class in file order).
     verify : check the files' sha256 against ``SHA256SUMS`` (or the built-in reference sums).
     template : override the prompt template (must contain ``{text}``).
+
+    Returns
+    -------
+    ConceptDataset
+        ``texts``, ``labels`` (0/1, 1 = concept present), ``prompts`` (template applied), ``template``.
+
+    Examples
+    --------
+    >>> ds = load("cities", max_per_class=5)  # doctest: +SKIP
+    >>> len(ds), ds.class_counts()  # doctest: +SKIP
+    (10, {'0': 5, '1': 5})
     """
     key = str(name).lower()
     if key not in TEMPLATES:
@@ -330,6 +341,37 @@ def load_table(
     ``sep`` is given; ``.jsonl``; ``.json`` = a list of records or ``{"examples": [...]}``).
     Labels may be 0/1, True/False or yes/no (case-insensitive); anything else needs
     ``positive_label`` (rows equal to it get 1, all others 0). Rows with an empty text are an error.
+
+    Parameters
+    ----------
+    path : str or path-like
+        The table.
+    text_column, label_column : str
+        Column names.
+    template : str, optional
+        Prompt template containing ``{text}`` (default: the text itself).
+    positive_label : optional
+        The label value meaning "concept present".
+    max_per_class : int, optional
+        Keep the first k examples of each class.
+    name : str, optional
+        Dataset name (default: the file's stem).
+    sep : str, optional
+        Column separator for delimited text files.
+
+    Returns
+    -------
+    ConceptDataset
+
+    Examples
+    --------
+    >>> import tempfile
+    >>> from pathlib import Path
+    >>> table = Path(tempfile.mkdtemp()) / "reviews.csv"
+    >>> _ = table.write_text(chr(10).join(["text,label", "great film,1", "awful plot,0"]))
+    >>> ds = load_table(table, "text", "label", "Review: {text}")
+    >>> ds.prompts, ds.labels.tolist()
+    (['Review: great film', 'Review: awful plot'], [1, 0])
     """
     p = Path(path).expanduser()
     if not p.is_file():

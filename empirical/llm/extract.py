@@ -304,6 +304,20 @@ def hidden_states(
     max_length : keep at most the last ``max_length`` tokens of each prompt.
     label : file-name label of the cache entry (e.g. the dataset name); ``meta``: extra key material.
     The model runs on its own device and dtype (choose them in :func:`empirical.models.load_model`).
+
+    Returns
+    -------
+    ndarray (len(layers), len(prompts), hidden_size), float32
+        ``H[k, i]`` is prompt i's last-token state at the k-th requested layer (a read-only memory map
+        when it comes from the cache).
+
+    Examples
+    --------
+    >>> from empirical.testing import tiny_model, tiny_tokenizer
+    >>> model, tokenizer = tiny_model("llama", seed=0, n_layers=3), tiny_tokenizer()
+    >>> H = hidden_states(model, tokenizer, ["a good film", "a bad film"], progress=False)
+    >>> H.shape, H.dtype  # layers 1..3, two prompts, hidden size 32
+    ((3, 2, 32), dtype('float32'))
     """
     if not isinstance(batch_size, (int, np.integer)) or batch_size < 1:
         raise ValueError(f"batch_size must be a positive int, got {batch_size!r}")

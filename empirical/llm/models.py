@@ -199,6 +199,28 @@ def load_model(name_or_path="smollm2", device=None, dtype=None, *, cache_dir=Non
     id available offline. ``dtype``: torch dtype or name (default float32). ``device``: default cuda
     if available, else cpu. The tokenizer gets a pad token (eos) if it has none. The model gets the
     attribute ``raptor_identity`` (used in cache keys).
+
+    Parameters
+    ----------
+    name_or_path : str
+        ``"smollm2"`` or a model directory / offline hub id.
+    device, dtype : optional
+        torch device and dtype (name or ``torch.dtype``).
+    cache_dir : str or path-like, optional
+        Cache root (default :func:`empirical.files.cache_root`).
+    revision : str, optional
+        Hub revision.
+
+    Returns
+    -------
+    (model, tokenizer)
+        A transformers causal LM in eval mode and its tokenizer.
+
+    Examples
+    --------
+    >>> model, tokenizer = load_model("smollm2")  # doctest: +SKIP
+    >>> num_layers(model)  # doctest: +SKIP
+    30
     """
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
