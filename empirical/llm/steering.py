@@ -117,6 +117,26 @@ def gcav_alpha(g, slope, direction="towards", p_target=None):
 
     Returns 0 where the state already is in the target region (towards: ``g >= g*``; away:
     ``g <= g*``) and where ``slope <= 0`` (the layer is skipped).
+
+    Parameters
+    ----------
+    g : float or ndarray
+        Probe logits ``w.h + b`` before the edit.
+    slope : float
+        ``s = w.v``, the change of the logit per unit of alpha.
+    direction : {"towards", "away"}
+    p_target : float in (0, 1), optional
+        Target probability (default 0.9999 towards, 0.0001 away).
+
+    Returns
+    -------
+    ndarray
+        alpha per logit, so that ``g + alpha s = logit(p_target)`` where an edit is needed.
+
+    Examples
+    --------
+    >>> gcav_alpha(np.array([0.0, 20.0]), 2.0).round(4)  # logit(0.9999) = 9.2102
+    array([4.6051, 0.    ])
     """
     p_target = _check_direction(direction, p_target)
     g = np.asarray(g, dtype=np.float64)
@@ -155,6 +175,29 @@ def additive_steering(model, vectors: dict, alpha=1.0, positions="last"):
 
     ``alpha`` is a number or a dict layer -> number. ``"last"`` edits the sequence's last position,
     so feed unpadded (single) or left-padded inputs. Removed cleanly on exit.
+
+    Parameters
+    ----------
+    model : transformers causal LM
+    vectors : dict of int to array (hidden_size,)
+        Direction per layer (layer l = output of decoder block l, 1..L).
+    alpha : float or dict of int to float
+        Strength, in hidden-state units along the given vector.
+    positions : {"last", "all"}
+
+    Yields
+    ------
+    HookSet
+        The registered hooks (removed on exit).
+
+    Examples
+    --------
+    >>> from empirical.testing import tiny_model, tiny_tokenizer
+    >>> model, tokenizer = tiny_model("llama", seed=0), tiny_tokenizer()
+    >>> with additive_steering(model, {2: np.ones(32)}, alpha=4.0):
+    ...     text = generate(model, tokenizer, "a good film", max_new_tokens=3)
+    >>> isinstance(text, str)
+    True
     """
     blocks = decoder_blocks(model)
     hooks = HookSet()
@@ -265,6 +308,27 @@ def gcav_steering(model, probes, direction="towards", p_target=None, tau=None, p
     with the layer, the logit before, alpha, the logit recomputed from the stored edited state and
     the rounding tolerance (only for the last position of the prompt pass when ``state.last`` is set
     by :func:`steer_prompts`, else for the last position of every pass).
+
+    Parameters
+    ----------
+    model : transformers causal LM
+    probes : ConceptVectors or mapping of int to LinearProbe
+        The probe of each steered layer (layer l = output of decoder block l, 1..L); their ``coef`` and
+        ``intercept`` define the logit, ``direction`` the edit.
+    direction : {"towards", "away"}
+        Push the probe probability above or below ``p_target``.
+    p_target : float in (0, 1), optional
+        Target probability (default 0.9999 towards, 0.0001 away).
+    tau : float, optional
+        Skip layers whose probe ``test_accuracy`` is below ``tau``.
+    positions : {"last", "all"}
+        Edit the last position of every forward call, or every position.
+    state : optional
+        The hook state to fill (``steer_prompts`` passes its own).
+
+    Yields
+    ------
+    The hook state (``active_layers``, ``skipped_layers``, ``records``); hooks are removed on exit.
     """
     p_target = _check_direction(direction, p_target)
     if positions not in ("last", "all"):
@@ -308,6 +372,42 @@ def steer_prompts(model, tokenizer, prompts, probes, direction="towards", p_targ
     Returns a pandas DataFrame with columns ``prompt, layer, logit_before, alpha, logit_after,
     round_tol, intervened, success, p_before, p_after, abs_alpha`` (the metrics' input), with
     ``attrs`` holding the active and skipped layers.
+
+    Parameters
+    ----------
+    model, tokenizer : transformers causal LM and its tokenizer
+    prompts : list of str
+    probes : ConceptVectors or mapping of int to LinearProbe
+        The probe of each steered layer (layer l = output of decoder block l, 1..L); their ``coef`` and
+        ``intercept`` define the logit, ``direction`` the edit.
+    direction : {"towards", "away"}
+        Push the probe probability above or below ``p_target``.
+    p_target : float in (0, 1), optional
+        Target probability (default 0.9999 towards, 0.0001 away).
+    tau : float, optional
+        Skip layers whose probe ``test_accuracy`` is below ``tau``.
+    positions : {"last", "all"}
+        Edit the last position of every forward call, or every position.
+    batch_size : int
+        Prompts per forward pass.
+    progress : bool
+        Show a progress bar.
+
+    Returns
+    -------
+    pandas.DataFrame
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from empirical.probes import ConceptVectors, LinearProbe
+    >>> from empirical.testing import tiny_model, tiny_tokenizer
+    >>> model, tokenizer = tiny_model("llama", seed=0), tiny_tokenizer()
+    >>> probes = ConceptVectors({1: LinearProbe(np.ones(32), 0.0, test_accuracy=0.9),
+    ...                          2: LinearProbe(-np.ones(32), 0.5, test_accuracy=0.95)})
+    >>> pairs = steer_prompts(model, tokenizer, ["a good film", "a bad film"], probes, progress=False)
+    >>> len(pairs), bool(pairs["success"].all())
+    (4, True)
     """
     p_target = _check_direction(direction, p_target)
     token_ids = tokenize_prompts(tokenizer, prompts)
@@ -330,7 +430,32 @@ def steer_prompts(model, tokenizer, prompts, probes, direction="towards", p_targ
 
 
 def steering_metrics(records) -> dict:
-    """Success rate, intervention rate and |alpha| median/p90/max over evaluated layer-prompt pairs."""
+    """Success rate, intervention rate and |alpha| median/p90/max over evaluated layer-prompt pairs.
+
+    Parameters
+    ----------
+    records : pandas.DataFrame
+        The output of :func:`steer_prompts`.
+
+    Returns
+    -------
+    dict
+        ``n_pairs``, ``n_layers``, ``layers`` ("first-last"), ``success_rate``, ``intervention_rate``,
+        ``alpha_median``, ``alpha_p90``, ``alpha_max`` (over pairs with an edit), ``alpha_median_all``,
+        ``alpha_p90_all`` (all pairs), ``max_abs_logit_error`` (NaN values when there are no pairs).
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from empirical.probes import ConceptVectors, LinearProbe
+    >>> from empirical.testing import tiny_model, tiny_tokenizer
+    >>> model, tokenizer = tiny_model("llama", seed=0), tiny_tokenizer()
+    >>> probes = ConceptVectors({1: LinearProbe(np.ones(32), 0.0, test_accuracy=0.9),
+    ...                          2: LinearProbe(-np.ones(32), 0.5, test_accuracy=0.95)})
+    >>> metrics = steering_metrics(steer_prompts(model, tokenizer, ["a good film"], probes, progress=False))
+    >>> metrics["n_pairs"], metrics["success_rate"], metrics["layers"]
+    (2, 1.0, '1-2')
+    """
     df = records
     n = int(len(df))
     if n == 0:
@@ -358,7 +483,20 @@ def steering_metrics(records) -> dict:
 
 
 def hard_layers(records, k: int = 3) -> dict:
-    """Top-k layers by median and by max |alpha| (over pairs where steering was applied)."""
+    """Top-k layers by median and by max |alpha| (over pairs where steering was applied).
+
+    Parameters
+    ----------
+    records : pandas.DataFrame
+        The output of :func:`steer_prompts`.
+    k : int
+        How many layers.
+
+    Returns
+    -------
+    dict
+        ``by_median`` and ``by_max``: lists of (layer, |alpha|), largest first.
+    """
     df = records[records["intervened"]] if len(records) else records
     if len(df) == 0:
         return {"by_median": [], "by_max": []}
@@ -369,7 +507,20 @@ def hard_layers(records, k: int = 3) -> dict:
 
 
 def generate(model, tokenizer, prompt, max_new_tokens=20, **gen_kwargs) -> str:
-    """Greedy completion of one prompt (the new text only)."""
+    """Greedy completion of one prompt (the new text only).
+
+    Parameters
+    ----------
+    model, tokenizer : transformers causal LM and its tokenizer
+    prompt : str
+    max_new_tokens : int
+    **gen_kwargs
+        Passed to ``model.generate`` (override the greedy defaults).
+
+    Returns
+    -------
+    str
+    """
     enc = tokenizer(prompt, return_tensors="pt").to(next(model.parameters()).device)
     kw = dict(max_new_tokens=max_new_tokens, do_sample=False, pad_token_id=tokenizer.pad_token_id)
     kw.update(gen_kwargs)
@@ -380,7 +531,43 @@ def generate(model, tokenizer, prompt, max_new_tokens=20, **gen_kwargs) -> str:
 
 def compare_generations(model, tokenizer, prompts, probes, direction="towards", p_target=None, tau=None,
                         positions="last", max_new_tokens=20, progress=True):
-    """Original and GCAV-steered greedy completions side by side (list of dicts)."""
+    """Original and GCAV-steered greedy completions side by side.
+
+    Parameters
+    ----------
+    model, tokenizer : transformers causal LM and its tokenizer
+    prompts : list of str
+    probes : ConceptVectors or mapping of int to LinearProbe
+        The probe of each steered layer (layer l = output of decoder block l, 1..L); their ``coef`` and
+        ``intercept`` define the logit, ``direction`` the edit.
+    direction : {"towards", "away"}
+        Push the probe probability above or below ``p_target``.
+    p_target : float in (0, 1), optional
+        Target probability (default 0.9999 towards, 0.0001 away).
+    tau : float, optional
+        Skip layers whose probe ``test_accuracy`` is below ``tau``.
+    positions : {"last", "all"}
+        Edit the last position of every forward call, or every position.
+    max_new_tokens : int
+    progress : bool
+
+    Returns
+    -------
+    list of dict
+        ``prompt``, ``direction``, ``original``, ``steered`` per prompt.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from empirical.probes import ConceptVectors, LinearProbe
+    >>> from empirical.testing import tiny_model, tiny_tokenizer
+    >>> model, tokenizer = tiny_model("llama", seed=0), tiny_tokenizer()
+    >>> probes = ConceptVectors({1: LinearProbe(np.ones(32), 0.0, test_accuracy=0.9),
+    ...                          2: LinearProbe(-np.ones(32), 0.5, test_accuracy=0.95)})
+    >>> rows = compare_generations(model, tokenizer, ["a good film"], probes, max_new_tokens=3, progress=False)
+    >>> sorted(rows[0])
+    ['direction', 'original', 'prompt', 'steered']
+    """
     rows = []
     for prompt in tqdm(list(prompts), desc=f"generate {direction}", disable=not progress, leave=False):
         original = generate(model, tokenizer, prompt, max_new_tokens)
