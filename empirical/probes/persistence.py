@@ -163,7 +163,17 @@ def save_probe(path, probe: RaptorProbe, *, layer: int | None = None,
 
 
 def load_probe(path) -> RaptorProbe:
-    """Load and verify a probe saved by :func:`save_probe`; returns a fitted :class:`RaptorProbe`.
+    """Load and verify a probe saved by :func:`save_probe`.
+
+    Parameters
+    ----------
+    path : str or path-like
+        Base path (or either file of the pair).
+
+    Returns
+    -------
+    RaptorProbe
+        Fitted, with ``layer_`` and the saved ``metadata_``.
 
     Raises ``ValueError`` naming the file when either file is missing, damaged, altered or from
     another save.
@@ -264,6 +274,11 @@ def _row(arrays: dict, name: str, index: int):
 
 def load_concept_vectors(path) -> ConceptVectors:
     """Load and verify concept vectors saved by :func:`save_concept_vectors` (format version 1 or 2).
+
+    Parameters
+    ----------
+    path : str or path-like
+        Base path (or either file of the pair).
 
     Returns
     -------

@@ -38,7 +38,26 @@ def select_C(Cs, accuracies, tie_break="most_regularized"):
 
     ``"most_regularized"`` (default): the smallest C (largest lambda) among the best accuracies.
     ``"first"``: the paper's loop rule - the first grid entry reaching the best accuracy, in grid order
-    (identical to the default for an ascending grid such as the paper's)."""
+    (identical to the default for an ascending grid such as the paper's).
+
+    Parameters
+    ----------
+    Cs : array of float
+        The grid of C = 1/lambda.
+    accuracies : array of float
+        Validation accuracy at each grid point.
+    tie_break : {"most_regularized", "first"}
+
+    Returns
+    -------
+    int
+        Index into ``Cs``.
+
+    Examples
+    --------
+    >>> select_C([10.0, 1.0, 0.1], [0.9, 0.9, 0.8]), select_C([10.0, 1.0, 0.1], [0.9, 0.9, 0.8], "first")
+    (1, 0)
+    """
     acc = np.asarray(accuracies)
     best = acc.max()
     ties = np.flatnonzero(acc == best)

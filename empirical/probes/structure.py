@@ -68,8 +68,19 @@ DEFAULT_CS = tuple(np.logspace(-4, 2, 7))
 
 @dataclass
 class StructureResult:
-    """``table``: one row per (fraction, seed, C); ``summary``: one row per C; ``best``: dict with
-    ``C``, ``lam`` (= 1/C, the paper's reported lambda*), ``rho_s``, ``r``; ``oracle``: diagnostics."""
+    """Result of :func:`delta_sweep`.
+
+    Attributes
+    ----------
+    table : pandas.DataFrame
+        One row per (fraction, seed, C): Acc_true, Acc_pred (and Acc_theory), the calibration (a, b, sigma).
+    summary : pandas.DataFrame
+        One row per C: Spearman ``rho_s`` and Pearson ``r`` along the sweep, errors.
+    best : dict
+        ``C``, ``lam`` (= 1/C, the paper's reported lambda*), ``rho_s``, ``r`` of the best C.
+    oracle : dict
+        Diagnostics of the cross-fitted oracle.
+    """
 
     table: pd.DataFrame
     summary: pd.DataFrame
@@ -93,7 +104,26 @@ def _check_inputs(X_pool, y_pool, X_test, y_test):
 
 def stratified_subsample(y, n: int, rng) -> np.ndarray:
     """n indices drawn without replacement, class proportions preserved (largest-remainder rounding),
-    at least one example of each class."""
+    at least one example of each class.
+
+    Parameters
+    ----------
+    y : array (N,)
+        Labels.
+    n : int
+        Subsample size, 2 <= n <= N.
+    rng : int, SeedSequence or Generator
+
+    Returns
+    -------
+    ndarray of int
+        Sorted indices.
+
+    Examples
+    --------
+    >>> stratified_subsample(np.array([0, 0, 0, 0, 1, 1, 1, 1]), 4, 0).size
+    4
+    """
     y = np.asarray(y)
     gen = np.random.default_rng(rng)
     classes, counts = np.unique(y, return_counts=True)
@@ -117,7 +147,20 @@ def _decision(est, X):
 def cross_fit_oracle(X_pool, y_pool, X_test, oracle, *, folds: int = 5, random_state=0):
     """K-fold cross-fitted, Platt-calibrated oracle logits (U_pool out-of-fold, U_test fold-averaged).
 
-    Returns (U_pool, U_test, info) with info = {c, d (calibration U = c*raw + d), oof_accuracy}.
+    Parameters
+    ----------
+    X_pool, y_pool : ndarray (N, p), array (N,)
+        The training pool.
+    X_test : ndarray (m, p)
+        Held-out rows.
+    oracle : unfitted classifier with ``decision_function`` (cloned per fold)
+    folds : int
+    random_state : int
+
+    Returns
+    -------
+    (U_pool, U_test, info)
+        Calibrated logits and ``info = {c, d (calibration U = c*raw + d), oof_accuracy}``.
     """
     skf = StratifiedKFold(n_splits=folds, shuffle=True, random_state=random_state)
     raw_pool = np.empty(X_pool.shape[0])
@@ -135,7 +178,25 @@ def cross_fit_oracle(X_pool, y_pool, X_test, oracle, *, folds: int = 5, random_s
 
 
 def calibrate_scores(S, U, sigma_floor: float = 1e-3):
-    """Least-squares S ~ a U + b; sigma = residual sd, floored at sigma_floor * sd(S). Returns (a, b, sigma)."""
+    """Least-squares S ~ a U + b; sigma = residual sd, floored at sigma_floor * sd(S).
+
+    Parameters
+    ----------
+    S, U : arrays (n,)
+        Probe scores and oracle logits.
+    sigma_floor : float
+        Relative floor of sigma.
+
+    Returns
+    -------
+    (a, b, sigma) : (float, float, float)
+
+    Examples
+    --------
+    >>> a, b, sigma = calibrate_scores([1.0, 2.0, 3.0, 4.0], [0.5, 1.0, 1.5, 2.0])
+    >>> round(a, 6), round(abs(b), 6)
+    (2.0, 0.0)
+    """
     S, U = np.asarray(S, float), np.asarray(U, float)
     A = np.column_stack([U, np.ones_like(U)])
     (a, b), *_ = np.linalg.lstsq(A, S, rcond=None)
@@ -146,7 +207,24 @@ def calibrate_scores(S, U, sigma_floor: float = 1e-3):
 
 
 def predicted_accuracy(U, a, b, sigma) -> float:
-    """mean_j [sigmoid(U_j) Phi((aU_j+b)/sigma) + sigmoid(-U_j) Phi(-(aU_j+b)/sigma)] (see module doc)."""
+    """mean_j [sigmoid(U_j) Phi((aU_j+b)/sigma) + sigmoid(-U_j) Phi(-(aU_j+b)/sigma)] (see module doc).
+
+    Parameters
+    ----------
+    U : array
+        Held-out oracle logits.
+    a, b, sigma : float
+        The calibration of :func:`calibrate_scores`.
+
+    Returns
+    -------
+    float
+
+    Examples
+    --------
+    >>> round(predicted_accuracy(np.array([-1.0, 1.0]), 1.0, 0.0, 1.0), 4)
+    0.6577
+    """
     U = np.asarray(U, float)
     t = (a * U + b) / sigma
     return float(np.mean(expit(U) * ndtr(t) + expit(-U) * ndtr(-t)))
@@ -227,7 +305,22 @@ def delta_sweep(X_pool, y_pool, X_test, y_test, *, fractions=DEFAULT_FRACTIONS, 
     theory: also add ``Acc_theory`` = ``cgmt.solve(delta, 1/(C n), kappa_hat).accuracy``, the pure
     Gaussian-design prediction (kappa_hat = sd of the calibrated held-out U; the probe's C is taken in
     scikit-learn's convention on standardized features, whose theory ridge is lambda = 1/(C n)).
-    Returns a :class:`StructureResult`.
+
+    Parameters
+    ----------
+    X_pool, y_pool, X_test, y_test
+        See above.
+    fractions, seeds, Cs, oracle, oracle_folds, probe, score_source, probe_folds, sigma_floor, theory
+        See above.
+    random_state : int
+        Root seed of the subsamples and folds.
+    n_jobs : int
+        joblib workers over the (fraction, seed) subsamples.
+    progress : bool
+
+    Returns
+    -------
+    StructureResult
     """
     X_pool, y_pool, X_test, y_test, classes = _check_inputs(X_pool, y_pool, X_test, y_test)
     fractions = [float(f) for f in fractions]
