@@ -35,7 +35,26 @@ def _need(d, keys, who):
 
 
 def to_sur_candes(delta, kappa, alpha, sigma, gamma):
-    """Ours -> Sur-Candes (kappa_sc = p/n, gamma_sc, alpha_sc, sigma_sc, lambda_sc); needs kappa > 0."""
+    """Ours -> Sur-Candes (kappa_sc = p/n, gamma_sc, alpha_sc, sigma_sc, lambda_sc); needs kappa > 0.
+
+    Parameters
+    ----------
+    delta, kappa, alpha, sigma, gamma : float
+        Our convention (docs/theory.md): delta = n/p, ||beta*||^2 = p kappa^2, alpha = <z_hat, v>,
+        sigma = ||z_hat - alpha v||, gamma the prox parameter.
+
+    Returns
+    -------
+    dict
+        ``kappa_sc``, ``gamma_sc``, ``alpha_sc``, ``sigma_sc``, ``lambda_sc``.
+
+    Examples
+    --------
+    >>> import cgmt
+    >>> r = cgmt.mle(5.0, 5 ** 0.5)
+    >>> {k: round(v, 4) for k, v in to_sur_candes(5.0, 5 ** 0.5, r.alpha, r.sigma, r.gamma).items()}
+    {'kappa_sc': 0.2, 'gamma_sc': 2.2361, 'alpha_sc': 1.4994, 'sigma_sc': 4.7436, 'lambda_sc': 3.0269}
+    """
     _need(dict(delta=delta, kappa=kappa, alpha=alpha, sigma=sigma, gamma=gamma),
           ["delta", "kappa", "alpha", "sigma", "gamma"], "to_sur_candes")
     if kappa <= 0 or delta <= 0:
@@ -46,7 +65,24 @@ def to_sur_candes(delta, kappa, alpha, sigma, gamma):
 
 
 def from_sur_candes(kappa_sc, gamma_sc, alpha_sc, sigma_sc, lambda_sc):
-    """Sur-Candes -> ours (delta, kappa, alpha, sigma, gamma); lam = 0 (their estimator is the MLE)."""
+    """Sur-Candes -> ours (delta, kappa, alpha, sigma, gamma); lam = 0 (their estimator is the MLE).
+
+    Parameters
+    ----------
+    kappa_sc, gamma_sc, alpha_sc, sigma_sc, lambda_sc : float
+        Sur and Candes' parameters (kappa_sc = p/n, gamma_sc the signal strength).
+
+    Returns
+    -------
+    dict
+        ``delta``, ``kappa``, ``alpha``, ``sigma``, ``gamma`` in our convention.
+
+    Examples
+    --------
+    >>> out = from_sur_candes(0.2, 5 ** 0.5, 1.49935, 4.74355, 3.0269)
+    >>> round(out["delta"], 4), round(out["alpha"], 4)
+    (5.0, 3.3526)
+    """
     _need(dict(kappa_sc=kappa_sc, gamma_sc=gamma_sc, alpha_sc=alpha_sc, sigma_sc=sigma_sc, lambda_sc=lambda_sc),
           ["kappa_sc", "gamma_sc", "alpha_sc", "sigma_sc", "lambda_sc"], "from_sur_candes")
     if kappa_sc <= 0:
@@ -56,25 +92,93 @@ def from_sur_candes(kappa_sc, gamma_sc, alpha_sc, sigma_sc, lambda_sc):
 
 
 def to_salehi(delta, lam, kappa, alpha, sigma, gamma):
-    """Ours -> Salehi et al. (alpha_s multiplies beta*); needs kappa > 0."""
+    """Ours -> Salehi et al. (alpha_s multiplies beta*); needs kappa > 0.
+
+    Parameters
+    ----------
+    delta, lam : float
+    delta, kappa, alpha, sigma, gamma : float
+        Our convention (docs/theory.md): delta = n/p, ||beta*||^2 = p kappa^2, alpha = <z_hat, v>,
+        sigma = ||z_hat - alpha v||, gamma the prox parameter.
+
+    Returns
+    -------
+    dict
+        ``delta``, ``lam``, ``kappa``, ``alpha_s`` (= alpha / kappa), ``sigma``, ``gamma``.
+
+    Examples
+    --------
+    >>> round(to_salehi(2.0, 0.1, 2.0, 0.927, 0.9863, 1.0)["alpha_s"], 4)
+    0.4635
+    """
     if kappa <= 0:
         raise ValueError("to_salehi: kappa must be in (0, inf) (alpha_s = alpha/kappa)")
     return dict(delta=delta, lam=lam, kappa=kappa, alpha_s=alpha / kappa, sigma=sigma, gamma=gamma)
 
 
 def from_salehi(delta, lam, kappa, alpha_s, sigma, gamma):
-    """Salehi et al. -> ours."""
+    """Salehi et al. -> ours (alpha = kappa alpha_s).
+
+    Parameters
+    ----------
+    delta, lam, kappa, alpha_s, sigma, gamma : float
+
+    Returns
+    -------
+    dict
+        ``delta``, ``lam``, ``kappa``, ``alpha``, ``sigma``, ``gamma``.
+
+    Examples
+    --------
+    >>> from_salehi(2.0, 0.1, 2.0, 0.4635, 0.9863, 1.0)["alpha"]
+    0.927
+    """
     return dict(delta=delta, lam=lam, kappa=kappa, alpha=alpha_s * kappa, sigma=sigma, gamma=gamma)
 
 
 def to_gcm(delta, lam, kappa, alpha, sigma, gamma):
-    """Ours -> GCM overlaps (sample ratio alpha_gcm, lam_gcm, rho, m, q, V)."""
+    """Ours -> GCM overlaps (sample ratio alpha_gcm, lam_gcm, rho, m, q, V).
+
+    Parameters
+    ----------
+    delta, lam : float
+    delta, kappa, alpha, sigma, gamma : float
+        Our convention (docs/theory.md): delta = n/p, ||beta*||^2 = p kappa^2, alpha = <z_hat, v>,
+        sigma = ||z_hat - alpha v||, gamma the prox parameter.
+
+    Returns
+    -------
+    dict
+        ``alpha_gcm``, ``lam_gcm``, ``rho``, ``m``, ``q``, ``V``.
+
+    Examples
+    --------
+    >>> {k: round(v, 4) for k, v in to_gcm(2.0, 0.1, 2.0, 0.927, 0.9863, 1.0).items()}
+    {'alpha_gcm': 2.0, 'lam_gcm': 0.2, 'rho': 4.0, 'm': 1.854, 'q': 1.8321, 'V': 1.0}
+    """
     return dict(alpha_gcm=delta, lam_gcm=delta * lam, rho=kappa ** 2, m=kappa * alpha,
                 q=alpha ** 2 + sigma ** 2, V=gamma)
 
 
 def from_gcm(alpha_gcm, lam_gcm, rho, m, q, V):
-    """GCM overlaps -> ours; needs rho > 0 (alpha = m / sqrt(rho)) and q >= alpha^2."""
+    """GCM overlaps -> ours; needs rho > 0 (alpha = m / sqrt(rho)) and q >= alpha^2.
+
+    Parameters
+    ----------
+    alpha_gcm, lam_gcm, rho, m, q, V : float
+        The GCM's sample ratio, ridge and overlaps.
+
+    Returns
+    -------
+    dict
+        ``delta``, ``lam``, ``kappa``, ``alpha``, ``sigma``, ``gamma``.
+
+    Examples
+    --------
+    >>> out = from_gcm(2.0, 0.2, 4.0, 1.854, 1.8321, 1.0)
+    >>> round(out["alpha"], 4), round(out["lam"], 4)
+    (0.927, 0.1)
+    """
     if alpha_gcm <= 0 or rho <= 0:
         raise ValueError("from_gcm: alpha_gcm and rho must be in (0, inf)")
     kappa = math.sqrt(rho)

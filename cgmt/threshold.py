@@ -49,7 +49,23 @@ def _derivative(t, z, wts):
 
 
 def candes_sur_h(kappa) -> tuple[float, float]:
-    """(h, t*) with h(kappa) = min_t E[(G - t W)_+^2] (see the module docstring)."""
+    """(h, t*) with h(kappa) = min_t E[(G - t W)_+^2] (see the module docstring).
+
+    Parameters
+    ----------
+    kappa : float >= 0
+
+    Returns
+    -------
+    (h, t_star) : (float, float)
+
+    Examples
+    --------
+    >>> candes_sur_h(0.0)
+    (0.5, 0.0)
+    >>> [round(x, 4) for x in candes_sur_h(2.0)]
+    [0.3449, 0.7809]
+    """
     kappa = check_kappa(kappa)
     if kappa == 0.0:
         return 0.5, 0.0
