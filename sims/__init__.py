@@ -18,7 +18,22 @@ measure = measure_replicate
 
 def finite_size_study(points=HARD_POINTS, ps=(250, 500, 1000, 2000, 4000), replicates=8, seed=0, *,
                       n_jobs=1, progress=True, **measure_kwargs):
-    """Simulate (:func:`simulate_raw`) and analyse (:func:`analyze_finite_size`): returns (raw, table, slopes)."""
+    """Simulate (:func:`simulate_raw`) and analyse (:func:`analyze_finite_size`).
+
+    Parameters
+    ----------
+    points : iterable of (delta, lam, kappa)
+    ps : iterable of int
+        Dimensions.
+    replicates : int
+    seed : int
+    n_jobs, progress, **measure_kwargs
+        As for :func:`simulate_raw`.
+
+    Returns
+    -------
+    (raw, table, slopes) : (DataFrame, DataFrame, DataFrame)
+    """
     raw = simulate_raw(points, ps, replicates, seed, n_jobs=n_jobs, progress=progress, **measure_kwargs)
     table, slopes = analyze_finite_size(raw)
     return raw, table, slopes

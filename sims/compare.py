@@ -30,6 +30,23 @@ def theory_values(delta, lam, kappa, *, drop: float = 0.2, val_fraction: float =
     ``cgmt.solve`` gives alpha, sigma, gamma, margin, alignment, accuracy and the independent-sample
     cosine (``stability``); the two ablation cosines come from the two-replica theory
     ``cgmt.stability(delta, lam, kappa, protocol, drop=, val_fraction=)`` (NaN where that solve fails).
+
+    Parameters
+    ----------
+    delta, lam, kappa : float
+    drop, val_fraction : float
+        The ablation protocol (:func:`cgmt.ablation.ablation_split`).
+
+    Returns
+    -------
+    dict
+        quantity -> prediction.
+
+    Examples
+    --------
+    >>> values = theory_values(2.0, 0.1, 2.0)
+    >>> round(values["alpha"], 4), round(values["cos_subsample"], 4)
+    (0.927, 0.731)
     """
     res = cgmt.solve(delta, lam, kappa)
     if not res.success:
@@ -56,7 +73,21 @@ def _point_seeds(seed, n_points, replicates):
 
 
 def summarize(rows: list[dict], theory: dict, meta: dict) -> pd.DataFrame:
-    """Replicate dicts -> tidy table: quantity, mean, se, theory, z (+ meta columns, replicates, sd)."""
+    """Replicate dicts -> tidy table: quantity, mean, se, theory, z (+ meta columns, replicates, sd).
+
+    Parameters
+    ----------
+    rows : list of dict
+        :func:`sims.measure_replicate` outputs of one point.
+    theory : dict
+        quantity -> prediction (:func:`theory_values`).
+    meta : dict
+        Columns added to every row (the point).
+
+    Returns
+    -------
+    pandas.DataFrame
+    """
     recs = []
     R = len(rows)
     for q in QUANTITIES:
@@ -157,6 +188,24 @@ def agreement(table: pd.DataFrame, *, k: float = 4.0, allowance=None) -> pd.Seri
     """Row-wise check |mean - theory| <= k se + allowance (rows without a theory value count as True).
 
     ``allowance``: None (0), a number, or a callable (row) -> number (e.g. a finite-size allowance).
+
+    Parameters
+    ----------
+    table : pandas.DataFrame
+        From :func:`compare` or :func:`compare_grid`.
+    k : float
+        Standard errors allowed.
+    allowance : None, float or callable
+
+    Returns
+    -------
+    pandas.Series of bool
+
+    Examples
+    --------
+    >>> table = compare(2.0, 0.1, 2.0, p=50, replicates=2, progress=False, stability=False)
+    >>> bool(agreement(table, k=10).all())
+    True
     """
     def ok(row):
         if not np.isfinite(row["theory"]):

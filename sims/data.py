@@ -15,7 +15,11 @@ from cgmt.validation import as_generator, check_int, check_kappa
 
 @dataclass(frozen=True)
 class Sample:
-    """One draw of the teacher-student model.
+    """One draw of the teacher-student model (returned by :func:`sample`).
+
+    Attributes
+    ----------
+    X, y, beta_star, v : see below.
 
     X: (n, p) design, rows ~ N(0, I_p/p).  y: (n,) labels in {-1.0, +1.0}.
     beta_star: (p,) teacher, ||beta_star||^2 = p kappa^2.  v: beta_star / ||beta_star|| (unit).
@@ -41,7 +45,22 @@ class Sample:
 
 
 def replicate_seeds(seed, replicates: int) -> list[np.random.SeedSequence]:
-    """Independent child ``SeedSequence`` streams, one per replicate (``SeedSequence(seed).spawn``)."""
+    """Independent child ``SeedSequence`` streams, one per replicate (``SeedSequence(seed).spawn``).
+
+    Parameters
+    ----------
+    seed : int or SeedSequence
+    replicates : int >= 1
+
+    Returns
+    -------
+    list of SeedSequence
+
+    Examples
+    --------
+    >>> len(replicate_seeds(0, 3))
+    3
+    """
     replicates = check_int(replicates, "replicates")
     ss = seed if isinstance(seed, np.random.SeedSequence) else np.random.SeedSequence(seed)
     return ss.spawn(replicates)

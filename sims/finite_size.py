@@ -53,7 +53,21 @@ def simulate_raw(points=HARD_POINTS, ps=DEFAULT_PS, replicates: int = 8, seed=0,
 
 
 def loglog_slope(p, err) -> float:
-    """Least-squares slope of log(err) against log(p)."""
+    """Least-squares slope of log(err) against log(p).
+
+    Parameters
+    ----------
+    p, err : arrays of positive floats
+
+    Returns
+    -------
+    float
+
+    Examples
+    --------
+    >>> round(loglog_slope([100, 400], [0.2, 0.1]), 6)
+    -0.5
+    """
     x, y = np.log(np.asarray(p, float)), np.log(np.asarray(err, float))
     return float(np.polyfit(x, y, 1)[0])
 

@@ -28,7 +28,24 @@ def _check_xy(X, y):
 
 
 def objective_gradient(X, y, beta, lam) -> np.ndarray:
-    """Gradient of (1/n) sum log(1 + exp(-y x'beta)) + lam/(2p) ||beta||^2 (the theory's objective)."""
+    """Gradient of (1/n) sum log(1 + exp(-y x'beta)) + lam/(2p) ||beta||^2 (the theory's objective).
+
+    Parameters
+    ----------
+    X : ndarray (n, p); y : ndarray (n,) in {-1, +1}
+    beta : ndarray (p,)
+    lam : float
+
+    Returns
+    -------
+    ndarray (p,)
+
+    Examples
+    --------
+    >>> X, y = np.eye(2), np.array([1.0, -1.0])
+    >>> objective_gradient(X, y, np.zeros(2), 0.1)
+    array([-0.25,  0.25])
+    """
     n, p = X.shape
     margins = y * (X @ beta)
     return -(X.T @ (y * expit(-margins))) / n + (lam / p) * beta

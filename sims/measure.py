@@ -37,6 +37,25 @@ def loo_gamma(X, y, beta, lam) -> float:
     large lam gamma -> 1/(delta lam), as in equation (3) of the theory.  Computed exactly from
     h_i = x_i' H^{-1} x_i (Cholesky of the p x p Hessian when n >= p, Woodbury in n x n otherwise) and
     Sherman-Morrison, gamma_i = h_i / (1 - w_i h_i).
+
+    Parameters
+    ----------
+    X : ndarray (n, p); y : ndarray (n,) in {-1, +1}
+    beta : ndarray (p,)
+        The fitted beta_hat.
+    lam : float
+
+    Returns
+    -------
+    float
+
+    Examples
+    --------
+    >>> from sims import fit_ridge_logistic, sample
+    >>> data = sample(100, 20, 1.0, 0)
+    >>> fit = fit_ridge_logistic(data.X, data.y, 0.1)
+    >>> round(loo_gamma(data.X, data.y, fit.coef, 0.1), 4)
+    0.7448
     """
     X = np.asarray(X, dtype=float)
     n, p = X.shape
