@@ -25,6 +25,10 @@ def check_matrix(X, name: str = "X", n_rows: int | None = None) -> np.ndarray:
     n_rows : int, optional
         Required number of rows.
 
+    Returns
+    -------
+    ndarray (n_samples, n_features), float64
+
     Examples
     --------
     >>> check_matrix([[1, 2], [3, 4]]).dtype
@@ -63,6 +67,10 @@ def check_binary_labels(y, n: int, name: str = "y", classes=None) -> tuple[np.nd
     classes : array of two labels, optional
         The training classes (for validation or test labels): other values are an error.
 
+    Returns
+    -------
+    (classes, y_pm) : (ndarray of the two labels, ndarray of float in {-1, +1})
+
     Examples
     --------
     >>> classes, y_pm = check_binary_labels(["no", "yes", "yes"], 3)
@@ -97,6 +105,16 @@ def check_binary_labels(y, n: int, name: str = "y", classes=None) -> tuple[np.nd
 def check_grid(Cs, name: str = "Cs") -> np.ndarray:
     """A non-empty 1-D grid of finite positive values (inverse ridge strengths C = 1/lambda).
 
+    Parameters
+    ----------
+    Cs : float or array-like
+    name : str
+        The argument's name, used in messages.
+
+    Returns
+    -------
+    ndarray (n_grid,), float64
+
     Examples
     --------
     >>> check_grid([0.1, 1])
@@ -114,7 +132,22 @@ def check_grid(Cs, name: str = "Cs") -> np.ndarray:
 
 
 def check_min_per_class(y_pm, where: str, minimum: int = 2) -> None:
-    """Require ``minimum`` examples of each class in {-1, +1} labels of the ``where`` split."""
+    """Require ``minimum`` examples of each class in {-1, +1} labels of the ``where`` split.
+
+    Parameters
+    ----------
+    y_pm : ndarray of float in {-1, +1}
+    where : str
+        The split's name, used in messages.
+    minimum : int
+
+    Examples
+    --------
+    >>> check_min_per_class(np.array([1.0, 1.0, -1.0]), "train")
+    Traceback (most recent call last):
+    ...
+    ValueError: the train split must have at least 2 examples of each class, got 1 example(s) of a class
+    """
     for label in (-1.0, 1.0):
         count = int(np.sum(y_pm == label))
         if count < minimum:
@@ -125,6 +158,20 @@ def check_min_per_class(y_pm, where: str, minimum: int = 2) -> None:
 def stratified_split(y, fraction: float, random_state, where=("train", "validation")) -> tuple[np.ndarray, np.ndarray]:
     """Stratified index split (scikit-learn ``train_test_split``); returns sorted ``(idx_a, idx_b)``
     with ``|idx_b| ~ fraction * len(y)``.
+
+    Parameters
+    ----------
+    y : array (n,)
+        Labels (stratification).
+    fraction : float in (0, 1)
+        Share of the second part.
+    random_state : int
+    where : (str, str)
+        Names of the two parts, used in messages.
+
+    Returns
+    -------
+    (idx_a, idx_b) : sorted ndarrays of int
 
     Examples
     --------
@@ -148,6 +195,14 @@ def stratified_split(y, fraction: float, random_state, where=("train", "validati
 
 def standardize_stats(X) -> tuple[np.ndarray, np.ndarray]:
     """Per-feature mean and population standard deviation of ``X`` (zero std replaced by 1).
+
+    Parameters
+    ----------
+    X : ndarray (n, p)
+
+    Returns
+    -------
+    (mean, scale) : (ndarray (p,), ndarray (p,))
 
     Examples
     --------

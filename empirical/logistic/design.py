@@ -40,6 +40,14 @@ class ReducedDesign:
         Train logits ``X w`` (w in the row span) -> reduced coordinates ``a`` (when reduced).
     coef_map : callable or None
         ``a`` -> dual coefficients ``c`` with ``w = X' c`` (when reduced).
+
+    Examples
+    --------
+    >>> X = np.random.default_rng(0).standard_normal((3, 10))
+    >>> design = reduce_design(X)
+    >>> a = np.ones(design.rank)
+    >>> bool(np.allclose(X @ design.back(a), design.Z @ a)), round(float(np.linalg.norm(design.back(a))), 6)
+    (True, 1.732051)
     """
 
     Z: np.ndarray

@@ -35,6 +35,25 @@ def logistic_path(X, y, Xv, yv, Cs, *, fit_intercept=True, tol=1e-10, max_iter=1
                   certify=True, order=3, min_newton=1):
     """Validation accuracy of the exact ridge-logistic minimizer at every C in ``Cs`` (ascending order).
 
+    Parameters
+    ----------
+    X, y : ndarray (n, p), ndarray (n,) in {-1, +1}
+        Training rows (standardized by the caller).
+    Xv, yv : ndarray (m, p), ndarray (m,) in {-1, +1}
+        Validation rows.
+    Cs : array of float > 0
+        The grid of C = 1/lambda.
+    fit_intercept, tol, max_iter
+        As for :func:`fit_l2_logistic`.
+    design : ReducedDesign, optional
+        ``reduce_design(X, Xv)`` when already computed.
+    certify : bool
+        Stop each grid point as soon as its validation signs are certified.
+    order : int
+        Points of the log C extrapolation.
+    min_newton : int
+        Newton steps per grid point before certification is tried.
+
     Returns an OptimizeResult with ``val_accuracy`` (len(Cs),), ``nit`` (Newton steps per C),
     ``certified`` (validation signs certified before reaching ``tol``), ``grad_norm``,
     ``coef_reduced`` (len(Cs), r) and ``intercept`` (len(Cs),) of the (certified, not necessarily
@@ -118,6 +137,17 @@ def logistic_path(X, y, Xv, yv, Cs, *, fit_intercept=True, tol=1e-10, max_iter=1
 def refit(X, y, Xv, yv, C, design, a0, b0, *, fit_intercept=True, tol=1e-10, max_iter=100):
     """Tightly converged fit on train+validation rows at one C, warm-started from a train-only
     solution ``(a0, b0)`` in the reduced coordinates of ``design`` (the train design).
+
+    Parameters
+    ----------
+    X, y, Xv, yv : the train and validation rows and labels in {-1, +1}
+    C : float > 0
+    design : ReducedDesign
+        The train design of the path.
+    a0, b0 : ndarray (r,), float
+        Warm start in the coordinates of ``design``.
+    fit_intercept, tol, max_iter
+        As for :func:`fit_l2_logistic`.
 
     Reuses the train Gram blocks, so only the validation-validation block is new.  Returns an
     OptimizeResult with ``coef`` (p,) in the original coordinates, ``intercept``, ``nit``,

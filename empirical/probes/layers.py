@@ -69,6 +69,15 @@ class PerLayerFit:
         The layer with the best validation accuracy (ties: the lowest layer).
     split : (ndarray, ndarray, ndarray)
         The (train, validation, test) row indices shared by every layer.
+
+    Examples
+    --------
+    >>> rng = np.random.default_rng(0)
+    >>> y = np.arange(100) % 2
+    >>> H = np.stack([rng.standard_normal((100, 4)) + 2.0 * y[:, None]])
+    >>> fit = fit_layers(H, y, Cs=[1.0], progress=False)
+    >>> sorted(fit.probes), bool(fit.concept_vectors()[0].test_accuracy == fit.summary.test_accuracy[0])
+    ([0], True)
     """
 
     probes: dict

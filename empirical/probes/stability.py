@@ -58,6 +58,15 @@ class StabilityResult:
 def mean_abs_pairwise_cosine(V) -> float:
     """Mean of ``|cos(v_r, v_s)|`` over pairs r < s of the rows of V (rows normalized here).
 
+    Parameters
+    ----------
+    V : array (K, p), K >= 2
+        Concept vectors as rows (any norms, any signs).
+
+    Returns
+    -------
+    float
+
     Examples
     --------
     >>> mean_abs_pairwise_cosine([[1.0, 0.0], [0.0, 2.0], [-1.0, 0.0]])
