@@ -35,7 +35,14 @@ __all__ = ["CGMTResult", "ConvergenceError", "solve", "mle"]
 
 
 class ConvergenceError(RuntimeError):
-    """Raised by ``solve(..., strict=True)`` when the fixed point is not found to tolerance."""
+    """Raised by ``solve(..., strict=True)`` when the fixed point is not found to tolerance.
+
+    Parameters
+    ----------
+    message : str
+    result : CGMTResult, optional
+        The unconverged result (``.result``).
+    """
 
     def __init__(self, message, result=None):
         super().__init__(message)

@@ -103,7 +103,26 @@ _WHERE = (
 
 @dataclass
 class ConceptDataset:
-    """A binary concept dataset. ``labels[i]`` is 1 when ``texts[i]`` shows the concept."""
+    """A binary concept dataset. ``labels[i]`` is 1 when ``texts[i]`` shows the concept.
+
+    Parameters
+    ----------
+    name : str
+    texts : list of str
+    labels : array of 0/1
+    template : str
+        Prompt template containing ``{text}``.
+    files : dict
+        Source file name -> sha256.
+    max_per_class : int, optional
+        The cap the dataset was loaded with.
+
+    Examples
+    --------
+    >>> ds = ConceptDataset("toy", ["yes", "no"], [1, 0], "Q: {text}")
+    >>> ds.prompts, len(ds)
+    (['Q: yes', 'Q: no'], 2)
+    """
 
     name: str
     texts: list
@@ -149,7 +168,17 @@ def _repo_root() -> Path:
 
 
 def resolve_data_dir(data_dir=None) -> Path:
-    """Resolve the data directory: argument > $RAPTOR_DATA > ../shared/datasets (repo, then cwd)."""
+    """Resolve the data directory: argument > $RAPTOR_DATA > ../shared/datasets (repo, then cwd).
+
+    Parameters
+    ----------
+    data_dir : str or path-like, optional
+
+    Returns
+    -------
+    pathlib.Path
+        An existing directory (``FileNotFoundError`` naming the source otherwise).
+    """
     if data_dir is not None:
         p = Path(data_dir).expanduser()
         if not p.is_dir():

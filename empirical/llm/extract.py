@@ -43,7 +43,25 @@ class _StopForward(Exception):
 
 
 def resolve_layers(layers, n_layers: int) -> list:
-    """Validate a layer selection (ints in 0..L, ``"all"`` = 0..L, None = 1..L)."""
+    """Validate a layer selection (ints in 0..L, ``"all"`` = 0..L, None = 1..L).
+
+    Layer l is the output of decoder block l; layer 0 the token embeddings.
+
+    Parameters
+    ----------
+    layers : None, "all" or iterable of int
+    n_layers : int
+        L, the number of decoder blocks.
+
+    Returns
+    -------
+    list of int
+
+    Examples
+    --------
+    >>> resolve_layers(None, 3), resolve_layers("all", 3), resolve_layers([2], 3)
+    ([1, 2, 3], [0, 1, 2, 3], [2])
+    """
     if layers is None:
         return list(range(1, n_layers + 1))
     if isinstance(layers, str):
@@ -60,7 +78,25 @@ def resolve_layers(layers, n_layers: int) -> list:
 
 
 def tokenize_prompts(tokenizer, prompts, max_length=None, add_special_tokens=True) -> list:
-    """Token id lists, one per prompt; ``max_length`` keeps the *last* tokens (the read-out end)."""
+    """Token id lists, one per prompt; ``max_length`` keeps the *last* tokens (the read-out end).
+
+    Parameters
+    ----------
+    tokenizer : a transformers tokenizer
+    prompts : list of str
+    max_length : int, optional
+    add_special_tokens : bool
+
+    Returns
+    -------
+    list of list of int
+
+    Examples
+    --------
+    >>> from empirical.testing import tiny_tokenizer
+    >>> tokenize_prompts(tiny_tokenizer(), ["a good film"], max_length=2)
+    [[36, 30]]
+    """
     if isinstance(prompts, str):
         raise ValueError("prompts must be a list of strings, not a single string")
     prompts = list(prompts)
@@ -384,6 +420,18 @@ def extract_dataset(model, tokenizer, dataset, layers=None, batch_size: int = 32
     """:func:`hidden_states` for a :class:`~empirical.datasets.ConceptDataset` (cached by default).
 
     ``chat=True`` wraps each prompt in the tokenizer's chat template (off by default, as the paper).
+
+    Parameters
+    ----------
+    model, tokenizer : transformers causal LM and its tokenizer
+    dataset : ConceptDataset
+    layers, batch_size, cache, **kw
+        As for :func:`hidden_states` (``cache=True``: ``$RAPTOR_CACHE/hidden``).
+    chat : bool
+
+    Returns
+    -------
+    ndarray (len(layers), len(dataset), hidden_size), float32
     """
     prompts = dataset.prompts
     if chat:

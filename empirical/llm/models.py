@@ -111,6 +111,18 @@ def convert_gguf(gguf_path, out_dir, *, verify=True) -> Path:
     transformers marks GGUF-loaded models as not serializable; the weights are plain de-quantized
     tensors, so we drop the marker (``hf_quantizer``, ``config.quantization_config``) and save.
     With ``verify`` the reloaded model's logits must equal the GGUF-loaded model's on a probe text.
+
+    Parameters
+    ----------
+    gguf_path : str or path-like
+    out_dir : str or path-like
+        Target model directory (replaced atomically).
+    verify : bool
+
+    Returns
+    -------
+    pathlib.Path
+        ``out_dir``.
     """
     return _convert_gguf(gguf_path, out_dir, verify)[0]
 
@@ -262,6 +274,14 @@ def model_identity(model) -> str:
 
     Models from :func:`load_model` carry ``raptor_identity``; otherwise the identity is the class
     name plus a sha256 of all parameters and buffers (exact but reads every weight once).
+
+    Parameters
+    ----------
+    model : torch.nn.Module
+
+    Returns
+    -------
+    str
     """
     ident = getattr(model, "raptor_identity", None)
     if ident:
@@ -279,6 +299,23 @@ def apply_chat_template(tokenizer, prompts, system=None):
     """Wrap each prompt as a user turn of the tokenizer's chat template (generation prompt appended).
 
     Off by default everywhere (the paper feeds raw prompts); the CLI's ``--chat`` turns it on.
+
+    Parameters
+    ----------
+    tokenizer : a transformers tokenizer with a chat template
+    prompts : list of str
+    system : str, optional
+        A system turn before each prompt.
+
+    Returns
+    -------
+    list of str
+
+    Examples
+    --------
+    >>> from empirical.testing import tiny_tokenizer
+    >>> apply_chat_template(tiny_tokenizer(), ["a good film"])
+    ['user : a good film . answer : ']
     """
     if getattr(tokenizer, "chat_template", None) is None:
         raise ValueError("this tokenizer has no chat template; run without chat wrapping")
