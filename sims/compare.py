@@ -112,6 +112,17 @@ def compare_grid(deltas, lams, kappas, p: int, replicates: int, seed=0, *, n_job
     given grid.  Returns the concatenated tidy table with columns kappa, delta, lam, p, quantity, mean,
     se, theory, z, sd, replicates, n, converged (all replicates reached gradient norm <= tol).
     ``theory``: callable (delta, lam, kappa) -> {quantity: value}; default the ``cgmt`` predictions.
+
+    Parameters
+    ----------
+    deltas, lams, kappas : float or array of floats
+        The grid.
+    p, replicates, seed, n_jobs, progress, theory, **measure_kwargs
+        As for :func:`compare`.
+
+    Returns
+    -------
+    pandas.DataFrame
     """
     deltas = check_positive_array(deltas, "deltas")
     lams = check_positive_array(lams, "lams")

@@ -31,6 +31,22 @@ def simulate_raw(points=HARD_POINTS, ps=DEFAULT_PS, replicates: int = 8, seed=0,
     ``points``: iterable of (delta, lam, kappa).  Seeds: child i of ``SeedSequence(seed)`` for the
     i-th (point, p) pair in ``itertools.product(points, ps)`` order, then one grandchild per replicate.
     Defaults skip the stability fits (stability=False, subsample=False) unless overridden.
+
+    Parameters
+    ----------
+    points : iterable of (delta, lam, kappa)
+    ps : iterable of int
+        Dimensions.
+    replicates : int
+    seed : int
+    n_jobs : int
+    progress : bool
+    **measure_kwargs
+        Passed to :func:`sims.measure_replicate`.
+
+    Returns
+    -------
+    pandas.DataFrame
     """
     measure_kwargs.setdefault("stability", False)
     measure_kwargs.setdefault("subsample", False)
@@ -78,6 +94,18 @@ def analyze(raw: pd.DataFrame, theory=theory_values, quantities=STUDY_QUANTITIES
     table: one row per (point, p, quantity) with mean, se, theory, bias = mean - theory,
     rmse = sqrt(mean_r (x_r - theory)^2), rel_rmse = rmse/|theory|.
     slopes: one row per (point, quantity) with the log-log slope of rmse against p, and of |bias|.
+
+    Parameters
+    ----------
+    raw : pandas.DataFrame
+        From :func:`simulate_raw`.
+    theory : callable
+        (delta, lam, kappa) -> {quantity: value}.
+    quantities : sequence of str
+
+    Returns
+    -------
+    (table, slopes) : (pandas.DataFrame, pandas.DataFrame)
     """
     recs = []
     for (k, d, l), grp in raw.groupby(["kappa", "delta", "lam"]):

@@ -116,6 +116,32 @@ def measure_replicate(delta, lam, kappa, p, seed, *, n_test: int = 4000, stabili
     - cos_full_subsample: cos between the full fit and the first ablation-run fit.
     All fits use the same theory lambda (the objective's lam/(2p) scaling is per-sample averaged, so
     a subsample fit is the estimator at delta' = n'/p with the same lambda).
+
+    Parameters
+    ----------
+    delta, lam, kappa : float
+        The point (theory convention).
+    p : int
+        Dimension.
+    seed : int or SeedSequence
+    n_test : int
+        Fresh test samples of ``accuracy``.
+    stability, subsample : bool
+        Measure the independent-pool cosine / the two ablation cosines.
+    drop, val_fraction : float
+        The ablation protocol (:func:`cgmt.ablation.ablation_split`).
+    tol : float
+        Gradient tolerance of every fit.
+
+    Returns
+    -------
+    dict
+
+    Examples
+    --------
+    >>> out = measure_replicate(2.0, 0.1, 2.0, 50, 0, n_test=500, stability=False)
+    >>> round(out["alpha"], 2) > 0, out["converged"]
+    (True, True)
     """
     n = int(round(delta * p))
     if n < 2:
