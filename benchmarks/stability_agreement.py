@@ -2,10 +2,10 @@
 
 For every (kappa, delta, lam) and replicate: draw a pool of n = delta p samples (sims.sample), fit the
 full pool, an independent pool of the same size, and K ablation runs of the paper's protocol
-(sims.ablation_train_indices: drop 20%, stratified 80/20 re-split, train part); measure
+(cgmt.ablation.ablation_split: drop 20%, stratified 80/20 re-split, train part); measure
 
     cos_independent     cos(full fit, independent fit)
-    cos_subsample       mean over the K(K-1)/2 pairs of ablation runs (the paper's eq:robust_cos_abs)
+    cos_subsample       mean over the K(K-1)/2 pairs of ablation runs (the paper's robustness metric)
     cos_full_subsample  mean over the K ablation runs of cos(full fit, run)
 
 (all cosines are positive here, so |cos| = cos).  Replicate means give the standard errors.  The

@@ -1,4 +1,4 @@
-"""Directional-stability protocol (eq:robust_cos_abs)."""
+"""Directional-stability protocol (the paper's mean absolute pairwise cosine over ablation runs)."""
 import numpy as np
 import pytest
 

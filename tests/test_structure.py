@@ -40,7 +40,7 @@ def _data(p=40, n_pool=600, n_test=1000, kappa=3.0, seed=1, teacher=False):
 
 
 def _quad_accuracy(m, kappa):
-    # Proposition prop:acc by adaptive quadrature split at 0 (independent of the module's code path)
+    # the accuracy proposition by adaptive quadrature split at 0 (independent of the module's code path)
     from scipy.integrate import quad
     from scipy.special import expit, ndtr
 
