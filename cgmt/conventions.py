@@ -96,10 +96,8 @@ def to_salehi(delta, lam, kappa, alpha, sigma, gamma):
 
     Parameters
     ----------
-    delta, lam : float
-    delta, kappa, alpha, sigma, gamma : float
-        Our convention (docs/theory.md): delta = n/p, ||beta*||^2 = p kappa^2, alpha = <z_hat, v>,
-        sigma = ||z_hat - alpha v||, gamma the prox parameter.
+    delta, lam, kappa, alpha, sigma, gamma : float
+        Our convention (as for :func:`to_sur_candes`); lam the ridge strength.
 
     Returns
     -------
@@ -141,10 +139,8 @@ def to_gcm(delta, lam, kappa, alpha, sigma, gamma):
 
     Parameters
     ----------
-    delta, lam : float
-    delta, kappa, alpha, sigma, gamma : float
-        Our convention (docs/theory.md): delta = n/p, ||beta*||^2 = p kappa^2, alpha = <z_hat, v>,
-        sigma = ||z_hat - alpha v||, gamma the prox parameter.
+    delta, lam, kappa, alpha, sigma, gamma : float
+        Our convention (as for :func:`to_sur_candes`); lam the ridge strength.
 
     Returns
     -------

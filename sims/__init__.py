@@ -22,12 +22,7 @@ def finite_size_study(points=HARD_POINTS, ps=(250, 500, 1000, 2000, 4000), repli
 
     Parameters
     ----------
-    points : iterable of (delta, lam, kappa)
-    ps : iterable of int
-        Dimensions.
-    replicates : int
-    seed : int
-    n_jobs, progress, **measure_kwargs
+    points, ps, replicates, seed, n_jobs, progress, **measure_kwargs
         As for :func:`simulate_raw`.
 
     Returns

@@ -312,17 +312,8 @@ def gcav_steering(model, probes, direction="towards", p_target=None, tau=None, p
     Parameters
     ----------
     model : transformers causal LM
-    probes : ConceptVectors or mapping of int to LinearProbe
-        The probe of each steered layer (layer l = output of decoder block l, 1..L); their ``coef`` and
-        ``intercept`` define the logit, ``direction`` the edit.
-    direction : {"towards", "away"}
-        Push the probe probability above or below ``p_target``.
-    p_target : float in (0, 1), optional
-        Target probability (default 0.9999 towards, 0.0001 away).
-    tau : float, optional
-        Skip layers whose probe ``test_accuracy`` is below ``tau``.
-    positions : {"last", "all"}
-        Edit the last position of every forward call, or every position.
+    probes, direction, p_target, tau, positions
+        As for :func:`steer_prompts`.
     state : optional
         The hook state to fill (``steer_prompts`` passes its own).
 
@@ -537,17 +528,8 @@ def compare_generations(model, tokenizer, prompts, probes, direction="towards", 
     ----------
     model, tokenizer : transformers causal LM and its tokenizer
     prompts : list of str
-    probes : ConceptVectors or mapping of int to LinearProbe
-        The probe of each steered layer (layer l = output of decoder block l, 1..L); their ``coef`` and
-        ``intercept`` define the logit, ``direction`` the edit.
-    direction : {"towards", "away"}
-        Push the probe probability above or below ``p_target``.
-    p_target : float in (0, 1), optional
-        Target probability (default 0.9999 towards, 0.0001 away).
-    tau : float, optional
-        Skip layers whose probe ``test_accuracy`` is below ``tau``.
-    positions : {"last", "all"}
-        Edit the last position of every forward call, or every position.
+    probes, direction, p_target, tau, positions
+        As for :func:`steer_prompts`.
     max_new_tokens : int
     progress : bool
 
