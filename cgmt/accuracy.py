@@ -64,7 +64,7 @@ def _acc_vec(m, k, xg, wg, L, H, cap, out):
         out[i] = _acc_kernel(m[i], k[i], xg, wg, L, H, buf)
 
 
-def accuracy_from_margin(m, kappa, quad_order=2 * DEFAULT_ORDER):
+def accuracy_from_margin(m, kappa, quad_order=2 * DEFAULT_ORDER) -> float | np.ndarray:
     """Asymptotic test accuracy 2 E[sigmoid(kappa Z) Phi(m Z)] for effective margin m = alpha/sigma.
 
     Parameters
@@ -99,7 +99,7 @@ def accuracy_from_margin(m, kappa, quad_order=2 * DEFAULT_ORDER):
     return out.reshape(mb.shape)
 
 
-def bayes_accuracy(kappa):
+def bayes_accuracy(kappa) -> float | np.ndarray:
     """Bayes accuracy E[sigmoid(kappa |Z|)] of the logistic teacher (= accuracy at m = +inf).
 
     Parameters

@@ -34,7 +34,7 @@ def _need(d, keys, who):
             raise ValueError(f"{who}: parameter {k} must be finite, got {d[k]!r}")
 
 
-def to_sur_candes(delta, kappa, alpha, sigma, gamma):
+def to_sur_candes(delta, kappa, alpha, sigma, gamma) -> dict:
     """Ours -> Sur-Candes (kappa_sc = p/n, gamma_sc, alpha_sc, sigma_sc, lambda_sc); needs kappa > 0.
 
     Parameters
@@ -64,7 +64,7 @@ def to_sur_candes(delta, kappa, alpha, sigma, gamma):
                 lambda_sc=gamma)
 
 
-def from_sur_candes(kappa_sc, gamma_sc, alpha_sc, sigma_sc, lambda_sc):
+def from_sur_candes(kappa_sc, gamma_sc, alpha_sc, sigma_sc, lambda_sc) -> dict:
     """Sur-Candes -> ours (delta, kappa, alpha, sigma, gamma); lam = 0 (their estimator is the MLE).
 
     Parameters
@@ -91,7 +91,7 @@ def from_sur_candes(kappa_sc, gamma_sc, alpha_sc, sigma_sc, lambda_sc):
                 sigma=sigma_sc * math.sqrt(kappa_sc), gamma=lambda_sc)
 
 
-def to_salehi(delta, lam, kappa, alpha, sigma, gamma):
+def to_salehi(delta, lam, kappa, alpha, sigma, gamma) -> dict:
     """Ours -> Salehi et al. (alpha_s multiplies beta*); needs kappa > 0.
 
     Parameters
@@ -114,7 +114,7 @@ def to_salehi(delta, lam, kappa, alpha, sigma, gamma):
     return dict(delta=delta, lam=lam, kappa=kappa, alpha_s=alpha / kappa, sigma=sigma, gamma=gamma)
 
 
-def from_salehi(delta, lam, kappa, alpha_s, sigma, gamma):
+def from_salehi(delta, lam, kappa, alpha_s, sigma, gamma) -> dict:
     """Salehi et al. -> ours (alpha = kappa alpha_s).
 
     Parameters
@@ -134,7 +134,7 @@ def from_salehi(delta, lam, kappa, alpha_s, sigma, gamma):
     return dict(delta=delta, lam=lam, kappa=kappa, alpha=alpha_s * kappa, sigma=sigma, gamma=gamma)
 
 
-def to_gcm(delta, lam, kappa, alpha, sigma, gamma):
+def to_gcm(delta, lam, kappa, alpha, sigma, gamma) -> dict:
     """Ours -> GCM overlaps (sample ratio alpha_gcm, lam_gcm, rho, m, q, V).
 
     Parameters
@@ -156,7 +156,7 @@ def to_gcm(delta, lam, kappa, alpha, sigma, gamma):
                 q=alpha ** 2 + sigma ** 2, V=gamma)
 
 
-def from_gcm(alpha_gcm, lam_gcm, rho, m, q, V):
+def from_gcm(alpha_gcm, lam_gcm, rho, m, q, V) -> dict:
     """GCM overlaps -> ours; needs rho > 0 (alpha = m / sqrt(rho)) and q >= alpha^2.
 
     Parameters

@@ -18,7 +18,8 @@ from .solver import solve
 __all__ = ["optimal_lambda"]
 
 
-def optimal_lambda(delta, kappa, *, bounds=(1e-6, 1e3), n_grid=19, xatol=1e-6, quad_order=DEFAULT_ORDER):
+def optimal_lambda(delta, kappa, *, bounds=(1e-6, 1e3), n_grid=19, xatol=1e-6,
+                   quad_order=DEFAULT_ORDER) -> OptimizeResult:
     """Maximizer of the asymptotic test accuracy over lam in ``bounds`` (log-scale search).
 
     Parameters

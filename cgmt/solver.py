@@ -482,7 +482,7 @@ def _solve(delta, lam, kappa, *, strict, x0, tol, maxiter, quad_order, check_qua
 
 
 def solve(delta, lam, kappa, *, strict=False, x0=None, tol=1e-10, maxiter=100, quad_order=DEFAULT_ORDER,
-          check_quadrature=False):
+          check_quadrature=False) -> CGMTResult:
     """Solve the CGMT fixed point of ridge logistic regression (convention: docs/theory.md).
 
     Parameters

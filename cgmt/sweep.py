@@ -56,7 +56,7 @@ def _task(delta, kappa, lams, tol, quad_order, maxiter):
 
 
 def sweep(deltas, lams, kappas, *, n_jobs=1, progress=True, tol=1e-10, quad_order=DEFAULT_ORDER, maxiter=100,
-          strict=False):
+          strict=False) -> pd.DataFrame:
     """Solve on the Cartesian grid deltas x lams x kappas; one row per point, sorted by (kappa, delta, lam).
 
     Parameters

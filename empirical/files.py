@@ -14,6 +14,7 @@ import hashlib
 import json
 import os
 import tempfile
+from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
@@ -28,7 +29,7 @@ def _umask() -> int:
 
 
 @contextmanager
-def atomic_path(target, suffix: str = ".tmp"):
+def atomic_path(target, suffix: str = ".tmp") -> Iterator[Path]:
     """Temporary path next to ``target`` that replaces it when the block succeeds.
 
     ``suffix`` is the temporary name's ending (e.g. ``".npy"`` for ``np.save``, which appends it otherwise).

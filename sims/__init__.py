@@ -17,7 +17,7 @@ measure = measure_replicate
 
 
 def finite_size_study(points=HARD_POINTS, ps=(250, 500, 1000, 2000, 4000), replicates=8, seed=0, *,
-                      n_jobs=1, progress=True, **measure_kwargs):
+                      n_jobs=1, progress=True, **measure_kwargs) -> tuple:
     """Simulate (:func:`simulate_raw`) and analyse (:func:`analyze_finite_size`).
 
     Parameters

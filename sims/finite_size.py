@@ -88,7 +88,7 @@ def loglog_slope(p, err) -> float:
     return float(np.polyfit(x, y, 1)[0])
 
 
-def analyze(raw: pd.DataFrame, theory=theory_values, quantities=STUDY_QUANTITIES):
+def analyze(raw: pd.DataFrame, theory=theory_values, quantities=STUDY_QUANTITIES) -> tuple[pd.DataFrame, pd.DataFrame]:
     """Raw replicate rows -> (table, slopes).
 
     table: one row per (point, p, quantity) with mean, se, theory, bias = mean - theory,

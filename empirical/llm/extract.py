@@ -324,7 +324,7 @@ def hidden_states(
     progress: bool = True,
     label: str | None = None,
     meta: dict | None = None,
-):
+) -> np.ndarray:
     """Last-token hidden states, float32 array ``(len(layers), len(prompts), hidden_size)``.
 
     Parameters
@@ -416,7 +416,7 @@ def _fill_entry(entry, model, token_ids, L, batch_size, progress, label, share_p
     return entry.load(verify=False)
 
 
-def extract_dataset(model, tokenizer, dataset, layers=None, batch_size: int = 32, cache=True, *, chat=False, **kw):
+def extract_dataset(model, tokenizer, dataset, layers=None, batch_size: int = 32, cache=True, *, chat=False, **kw) -> np.ndarray:
     """:func:`hidden_states` for a :class:`~empirical.datasets.ConceptDataset` (cached by default).
 
     ``chat=True`` wraps each prompt in the tokenizer's chat template (off by default, as the paper).

@@ -204,7 +204,7 @@ def smollm2_dir(cache_dir=None, progress=True) -> Path:
     return target
 
 
-def load_model(name_or_path="smollm2", device=None, dtype=None, *, cache_dir=None, revision=None):
+def load_model(name_or_path="smollm2", device=None, dtype=None, *, cache_dir=None, revision=None) -> tuple:
     """Load ``(model, tokenizer)`` in eval mode.
 
     ``name_or_path``: ``"smollm2"`` (default model, see module doc), a local model directory or a hub
@@ -295,7 +295,7 @@ def model_identity(model) -> str:
     return f"{type(model).__name__}:sha256={h.hexdigest()}"
 
 
-def apply_chat_template(tokenizer, prompts, system=None):
+def apply_chat_template(tokenizer, prompts, system=None) -> list:
     """Wrap each prompt as a user turn of the tokenizer's chat template (generation prompt appended).
 
     Off by default everywhere (the paper feeds raw prompts); the CLI's ``--chat`` turns it on.

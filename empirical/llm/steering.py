@@ -32,6 +32,7 @@ from __future__ import annotations
 
 import contextlib
 import math
+from collections.abc import Iterator
 
 import numpy as np
 import pandas as pd
@@ -112,7 +113,7 @@ def select_prompts(labels, candidates, n: int, prompt_class="both") -> np.ndarra
     return order[: int(n)]
 
 
-def gcav_alpha(g, slope, direction="towards", p_target=None):
+def gcav_alpha(g, slope, direction="towards", p_target=None) -> np.ndarray:
     """Minimal strength moving logit ``g`` to ``logit(p_target)`` along a direction of slope ``s = w.v``.
 
     Returns 0 where the state already is in the target region (towards: ``g >= g*``; away:
@@ -170,7 +171,7 @@ def additive_hook(vector: torch.Tensor, strength: float, positions: str = "last"
 
 
 @contextlib.contextmanager
-def additive_steering(model, vectors: dict, alpha=1.0, positions="last"):
+def additive_steering(model, vectors: dict, alpha=1.0, positions="last") -> Iterator[HookSet]:
     """Fixed additive steering ``h <- h + alpha * v`` at the given layers (dict layer -> vector).
 
     ``alpha`` is a number or a dict layer -> number. ``"last"`` edits the sequence's last position,
@@ -301,7 +302,7 @@ def gcav_hook(layer: int, probe: LinearProbe, g_star: float, direction: str, pos
 
 @contextlib.contextmanager
 def gcav_steering(model, probes, direction="towards", p_target=None, tau=None, positions="last",
-                  state: _SteerState | None = None):
+                  state: _SteerState | None = None) -> Iterator:
     """GCAV adaptive steering at every layer of ``probes`` (a ConceptVectors or mapping layer -> LinearProbe).
 
     Yields the hook state; ``state.records`` collects, for each steered forward pass and row, a dict
@@ -357,7 +358,7 @@ def _records_frame(records, direction, p_target):
 
 
 def steer_prompts(model, tokenizer, prompts, probes, direction="towards", p_target=None, tau=None,
-                  positions="last", batch_size=16, progress=True):
+                  positions="last", batch_size=16, progress=True) -> pd.DataFrame:
     """GCAV-steer a prompt set and record every evaluated (layer, prompt) pair.
 
     Returns a pandas DataFrame with columns ``prompt, layer, logit_before, alpha, logit_after,
@@ -521,7 +522,7 @@ def generate(model, tokenizer, prompt, max_new_tokens=20, **gen_kwargs) -> str:
 
 
 def compare_generations(model, tokenizer, prompts, probes, direction="towards", p_target=None, tau=None,
-                        positions="last", max_new_tokens=20, progress=True):
+                        positions="last", max_new_tokens=20, progress=True) -> list:
     """Original and GCAV-steered greedy completions side by side.
 
     Parameters

@@ -199,7 +199,7 @@ def _newton_dual(K, y, C, alpha, b, fit_intercept=True, tol=1e-10, max_iter=100)
 
 
 
-def direct_newton(X, y, C, w0=None, b0=0.0, *, fit_intercept=True, tol=1e-10, max_iter=100, form=None):
+def direct_newton(X, y, C, w0=None, b0=0.0, *, fit_intercept=True, tol=1e-10, max_iter=100, form=None) -> tuple:
     """Direct Newton (fresh factorization every step, Armijo backtracking): the independent reference.
 
     Parameters
@@ -396,7 +396,7 @@ def _val_norm(ctx, C, fit_intercept):
 
 
 def newton_pcg(ctx, y, C, a, b, *, fit_intercept=True, tol=1e-10, max_iter=100, pcg_rtol=1e-3, max_pcg=None,
-               yv=None, safety=10.0, matrix_free=False, factor=True, z0=None, min_newton=1):
+               yv=None, safety=10.0, matrix_free=False, factor=True, z0=None, min_newton=1) -> OptimizeResult:
     """Newton with stale-Cholesky preconditioned CG on the (reduced) design of ``ctx``.
 
     Parameters

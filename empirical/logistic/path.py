@@ -32,7 +32,7 @@ __all__ = ["logistic_path", "refit"]
 
 
 def logistic_path(X, y, Xv, yv, Cs, *, fit_intercept=True, tol=1e-10, max_iter=100, design=None,
-                  certify=True, order=3, min_newton=1):
+                  certify=True, order=3, min_newton=1) -> OptimizeResult:
     """Validation accuracy of the exact ridge-logistic minimizer at every C in ``Cs`` (ascending order).
 
     Parameters
@@ -134,7 +134,7 @@ def logistic_path(X, y, Xv, yv, Cs, *, fit_intercept=True, tol=1e-10, max_iter=1
 
 
 
-def refit(X, y, Xv, yv, C, design, a0, b0, *, fit_intercept=True, tol=1e-10, max_iter=100):
+def refit(X, y, Xv, yv, C, design, a0, b0, *, fit_intercept=True, tol=1e-10, max_iter=100) -> OptimizeResult:
     """Tightly converged fit on train+validation rows at one C, warm-started from a train-only
     solution ``(a0, b0)`` in the reduced coordinates of ``design`` (the train design).
 

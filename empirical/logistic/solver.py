@@ -124,7 +124,7 @@ def _fit_pcg(X, y, C, w0, b0, fit_intercept, tol, max_iter):
     return design.back(res.coef), res.intercept, nit0 + res.nit, res.grad_norm, (0 if res.status == 0 else 1), f
 
 
-def fit_l2_logistic(X, y, C, *, fit_intercept=False, w0=None, b0=0.0, tol=1e-10, max_iter=100, method="auto"):
+def fit_l2_logistic(X, y, C, *, fit_intercept=False, w0=None, b0=0.0, tol=1e-10, max_iter=100, method="auto") -> OptimizeResult:
     """Minimize ``C * sum_i log(1 + exp(-y_i (x_i'w + b))) + 0.5 ||w||^2`` exactly by Newton's method.
 
     Parameters

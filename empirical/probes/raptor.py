@@ -33,7 +33,7 @@ __all__ = ["RaptorProbe", "DEFAULT_CS", "select_C"]
 DEFAULT_CS = np.logspace(-4, 2, 100)
 
 
-def select_C(Cs, accuracies, tie_break="most_regularized"):
+def select_C(Cs, accuracies, tie_break="most_regularized") -> int:
     """Index of the selected grid point.
 
     ``"most_regularized"`` (default): the smallest C (largest lambda) among the best accuracies.

@@ -32,7 +32,7 @@ __all__ = ["theory_lambda", "estimate_kappa", "participation_ratio", "real_embed
            "RealStabilityResult"]
 
 
-def theory_lambda(C, n_train):
+def theory_lambda(C, n_train) -> float | np.ndarray:
     """The theory's lambda of a probe fitted with scikit-learn's ``C`` on ``n_train`` standardized rows.
 
     ``C sum_i loss_i + ||w||^2 / 2`` is ``C n`` times ``(1/n) sum_i loss_i + lambda/2 ||w||^2`` with
@@ -61,7 +61,7 @@ def _cv_accuracy(X, y, lam, folds, seed):
     return correct / len(y), float(np.mean(n_fit))
 
 
-def participation_ratio(X):
+def participation_ratio(X) -> float:
     """Effective dimension (tr S)^2 / tr(S^2) of the standardized features' sample covariance S.
 
     Equals p for isotropic features and counts the dominant directions of anisotropic (e.g. LLM)
@@ -92,7 +92,7 @@ def participation_ratio(X):
     return float(np.trace(G) ** 2 / np.sum(G * G))
 
 
-def estimate_kappa(X, y, lam, *, folds=5, seed=0, kappa_max=20.0, p_eff=None):
+def estimate_kappa(X, y, lam, *, folds=5, seed=0, kappa_max=20.0, p_eff=None) -> tuple[float, float, float]:
     """Signal strength kappa of a labelled embedding matrix through the theory's accuracy relation.
 
     Estimator: the K-fold cross-validated accuracy ``acc`` of the ridge-logistic probe at ``lam``

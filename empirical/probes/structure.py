@@ -144,7 +144,7 @@ def _decision(est, X):
     return s.ravel()
 
 
-def cross_fit_oracle(X_pool, y_pool, X_test, oracle, *, folds: int = 5, random_state=0):
+def cross_fit_oracle(X_pool, y_pool, X_test, oracle, *, folds: int = 5, random_state=0) -> tuple[np.ndarray, np.ndarray, dict]:
     """K-fold cross-fitted, Platt-calibrated oracle logits (U_pool out-of-fold, U_test fold-averaged).
 
     Parameters
@@ -177,7 +177,7 @@ def cross_fit_oracle(X_pool, y_pool, X_test, oracle, *, folds: int = 5, random_s
     return c * raw_pool + d, c * raw_test + d, info
 
 
-def calibrate_scores(S, U, sigma_floor: float = 1e-3):
+def calibrate_scores(S, U, sigma_floor: float = 1e-3) -> tuple[float, float, float]:
     """Least-squares S ~ a U + b; sigma = residual sd, floored at sigma_floor * sd(S).
 
     Parameters
