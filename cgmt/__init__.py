@@ -6,7 +6,9 @@ P(y=1|x) = sigmoid(x'beta*), delta = n/p, estimator argmin (1/n) sum log(1+exp(-
 sigma = ||z_hat - alpha v||, margin m = alpha/sigma, alpha_salehi = alpha/kappa.
 
 Public API: solve, mle, separability_threshold, optimal_lambda, sweep, accuracy_from_margin,
-bayes_accuracy, CGMTResult, ConvergenceError, stability (two-replica ablation-stability theory,
+bayes_accuracy, CGMTResult, ConvergenceError, solve_spectral / solve_spectral_path / Spectrum /
+spectral_stability (the same estimator on anisotropic Gaussian features x ~ N(0, Sigma/p), see
+docs/spectral_theory.md), stability (two-replica ablation-stability theory,
 see docs/stability_theory.md; its helpers live in the module ``cgmt.stability``, import them with
 ``from cgmt.stability import ...``); modules prox (Numba logistic prox), quadrature
 (rules), equations (residuals, Jacobian), conventions (converters), reference (mpmath).
@@ -17,6 +19,8 @@ from .optimal import optimal_lambda
 from .solver import CGMTResult, ConvergenceError, mle, solve
 from .sweep import sweep
 from .threshold import separability_threshold
+from .spectral import Spectrum, solve_spectral, solve_spectral_path
+from .spectral_stability import spectral_stability
 from .stability import stability  # noqa: E402  (the function shadows the submodule attribute on purpose)
 
 __all__ = [
@@ -26,6 +30,10 @@ __all__ = [
     "optimal_lambda",
     "sweep",
     "stability",
+    "solve_spectral",
+    "solve_spectral_path",
+    "Spectrum",
+    "spectral_stability",
     "CGMTResult",
     "ConvergenceError",
     "accuracy_from_margin",

@@ -1,0 +1,176 @@
+"""The spectral (Gaussian covariate) theory: reductions, identities, an independent solver, Monte Carlo, bad input."""
+import math
+
+import numpy as np
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+import cgmt
+from cgmt.spectral import Spectrum, check_spectrum, solve_spectral, solve_spectral_path
+from cgmt.spectral_reference import solve_spectral_loops
+from cgmt.spectral_stability import spectral_pair_stability, spectral_stability
+from sims.spectral import compare_spectral
+
+SLOW = settings(max_examples=15, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+
+
+@SLOW
+@given(delta=st.floats(0.1, 20), lam=st.floats(1e-3, 10), kappa=st.floats(0.2, 8), p=st.integers(1, 300))
+def test_identity_covariance_is_cgmt_solve(delta, lam, kappa, p):
+    res = solve_spectral(delta, lam, np.ones(p), np.full(p, kappa ** 2 / p))
+    iso = cgmt.solve(delta, lam, kappa)
+    assert res.success and res.residual <= 1e-10
+    np.testing.assert_allclose(res.x, iso.x, rtol=1e-10)
+    assert abs(res.accuracy - iso.accuracy) <= 1e-10
+    assert abs(res.euclidean_alignment - iso.alignment) <= 1e-10
+
+
+def _random_spectrum(seed, p):
+    gen = np.random.default_rng(seed)
+    omega = gen.gamma(0.5, 2.0, p) + 1e-3
+    t = gen.gamma(0.5, 1.0, p)
+    kappa = gen.uniform(0.5, 4.0)
+    return omega, t * kappa ** 2 / np.dot(omega, t)
+
+
+@SLOW
+@given(seed=st.integers(0, 10 ** 6), delta=st.floats(0.2, 8), lam=st.floats(1e-3, 3))
+def test_random_spectra_converge_and_match_the_loop_solver(seed, delta, lam):
+    omega, t = _random_spectrum(seed, 40)
+    res = solve_spectral(delta, lam, omega, t)
+    assert res.success and res.residual <= 1e-10
+    if res.kappa <= 3 and res.gamma <= 3:  # where the loop solver's Gauss-Hermite rule is accurate
+        m, q, V, acc, nit = solve_spectral_loops(delta, lam, omega, t, tol=1e-13, maxiter=3000)
+        assert nit < 3000
+        np.testing.assert_allclose([res.m, res.q, res.V], [m, q, V], rtol=1e-6)
+        assert abs(res.accuracy - acc) <= 1e-7
+
+
+@SLOW
+@given(seed=st.integers(0, 10 ** 6), scale=st.floats(0.05, 20), delta=st.floats(0.3, 5), lam=st.floats(1e-2, 2))
+def test_scaling_identity(seed, scale, delta, lam):
+    """Sigma -> c Sigma with lam -> c lam (and the same teacher signal) is the same problem, beta rescaled."""
+    omega, t = _random_spectrum(seed, 30)
+    a = solve_spectral(delta, lam, omega, t)
+    b = solve_spectral(delta, scale * lam, scale * omega, t / scale)
+    assert abs(a.accuracy - b.accuracy) <= 1e-9
+    assert abs(a.alignment - b.alignment) <= 1e-9
+    assert abs(a.euclidean_alignment - b.euclidean_alignment) <= 1e-9
+
+
+@SLOW
+@given(seed=st.integers(0, 10 ** 6), delta=st.floats(0.3, 5), lam=st.floats(1e-2, 2))
+def test_duplicating_every_eigen_direction_changes_nothing(seed, delta, lam):
+    omega, t = _random_spectrum(seed, 25)
+    a = solve_spectral(delta, lam, omega, t)
+    b = solve_spectral(delta, lam, np.repeat(omega, 2), np.repeat(t, 2) / 2)
+    np.testing.assert_allclose([a.m, a.q, a.V], [b.m, b.q, b.V], rtol=1e-9)
+
+
+def test_more_teacher_on_top_directions_raises_accuracy():
+    low = Spectrum.spiked(500, kappa=2.0, teacher="bulk").solve(0.5, 0.1)
+    high = Spectrum.spiked(500, kappa=2.0, teacher="spikes").solve(0.5, 0.1)
+    assert high.accuracy > low.accuracy + 0.02
+
+
+def test_path_matches_cold_solves_and_order():
+    s = Spectrum.power_law(300, 1.2, 2.5, teacher_exponent=0.8)
+    lams = [0.5, 1e-3, 0.02, 3.0]
+    path = solve_spectral_path(0.7, lams, s.eigenvalues, s.teacher_weights)
+    for lam, r in zip(lams, path):
+        cold = s.solve(0.7, lam)
+        assert r.lam == lam and r.success
+        assert abs(r.accuracy - cold.accuracy) <= 1e-9
+
+
+def test_rank_deficient_covariance_and_from_covariance():
+    gen = np.random.default_rng(0)
+    A = gen.standard_normal((60, 20))
+    cov = A @ A.T / 20  # rank 20 < p = 60
+    beta = A @ gen.standard_normal(20)
+    s = Spectrum.from_covariance(cov, beta)
+    assert np.sum(s.eigenvalues > 1e-8) == 20
+    np.testing.assert_allclose(s.covariance(), cov, atol=1e-10)
+    np.testing.assert_allclose(s.teacher(), beta, atol=1e-9)
+    r = s.solve(1.0, 0.1)
+    assert r.success
+    assert s.participation_ratio <= 20
+
+
+@pytest.mark.parametrize("kwargs, match", [
+    (dict(eigenvalues=[1.0, -0.1], teacher_weights=[1.0, 1.0]), "positive semi-definite"),
+    (dict(eigenvalues=[1.0, 1.0, 1.0], teacher_weights=[1.0, 1.0]), "same length"),
+    (dict(eigenvalues=[1.0, np.nan], teacher_weights=[1.0, 1.0]), "eigenvalues must be finite"),
+    (dict(eigenvalues=[1.0, 1.0], teacher_weights=[np.inf, 1.0]), "teacher_weights must be finite"),
+    (dict(eigenvalues=[1.0, 1.0], teacher_weights=[0.0, 0.0]), "zero teacher"),
+    (dict(eigenvalues=[1.0, 0.0], teacher_weights=[0.0, 3.0]), "zero teacher"),
+    (dict(eigenvalues=[[1.0]], teacher_weights=[1.0]), "1-D"),
+    (dict(eigenvalues=[1.0, 1.0], teacher_weights=[-1.0, 1.0]), "teacher_weights must be >= 0"),
+])
+def test_bad_spectrum(kwargs, match):
+    with pytest.raises(ValueError, match=match):
+        solve_spectral(1.0, 0.1, **kwargs)
+
+
+@pytest.mark.parametrize("delta, lam, match", [(0.0, 0.1, "delta"), (1.0, 0.0, "lam"), (1.0, np.nan, "lam"),
+                                               (-1.0, 0.1, "delta")])
+def test_bad_scalars(delta, lam, match):
+    with pytest.raises(ValueError, match=match):
+        solve_spectral(delta, lam, [1.0, 1.0], [1.0, 1.0])
+
+
+def test_bad_covariance():
+    with pytest.raises(ValueError, match="positive semi-definite"):
+        Spectrum.from_covariance(np.diag([1.0, -1.0]), [1.0, 1.0])
+    with pytest.raises(ValueError, match="symmetric"):
+        Spectrum.from_covariance([[1.0, 0.5], [0.0, 1.0]], [1.0, 1.0])
+    with pytest.raises(ValueError, match="teacher must have shape"):
+        Spectrum.from_covariance(np.eye(3), [1.0, 1.0])
+
+
+def test_strict_raises_convergence_error():
+    with pytest.raises(cgmt.ConvergenceError):
+        solve_spectral(1.0, 0.1, [1.0, 2.0], [1.0, 1.0], maxiter=1, tol=1e-300, strict=True)
+
+
+# ---------------------------------------------------------------- stability
+@pytest.mark.parametrize("protocol", ["subsample", "independent", "full_vs_subsample"])
+def test_stability_reduces_to_isotropic(protocol):
+    r = spectral_stability(1.5, 0.05, Spectrum.isotropic(100, 1.5), protocol)
+    iso = cgmt.stability(1.5, 0.05, 1.5, protocol)
+    assert r.success
+    assert abs(r.cosine - iso.cosine) <= 1e-8
+    assert abs(r.cosine_sigma - iso.cosine) <= 1e-8
+
+
+def test_stability_identical_sets_is_one_and_raw_metric_with_unit_scales_is_euclidean():
+    s = Spectrum.power_law(200, 1.0, 2.0)
+    same = spectral_pair_stability(1.0, 1.0, 1.0, 0.1, s)
+    assert same.success and abs(same.cosine - 1) <= 1e-8
+    r = spectral_stability(2.0, 0.1, s, feature_scale=np.ones(200))
+    assert abs(r.cosine_raw - r.cosine) <= 1e-12
+    assert r.independent_cosine < r.cosine < 1
+
+
+def test_stability_bad_input():
+    s = Spectrum.power_law(20)
+    with pytest.raises(ValueError, match="delta12"):
+        spectral_pair_stability(1.0, 1.0, 1.5, 0.1, s)
+    with pytest.raises(ValueError, match="feature_scale"):
+        spectral_stability(1.0, 0.1, s, feature_scale=np.ones(3))
+    with pytest.raises(ValueError, match="spectrum"):
+        spectral_stability(1.0, 0.1, [1.0, 2.0])
+
+
+# ---------------------------------------------------------------- Monte Carlo
+@settings(max_examples=3, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(seed=st.integers(0, 10 ** 6), delta=st.sampled_from([0.5, 1.5]), lam=st.sampled_from([0.02, 0.2]))
+def test_monte_carlo_agrees_on_random_spectra(seed, delta, lam):
+    """Exact fits at p = 300 on a random spectrum: every quantity within 4 standard errors (+0.01 for finite p)."""
+    gen = np.random.default_rng(seed)
+    s = Spectrum.power_law(300, exponent=gen.uniform(0.3, 1.5), kappa=gen.uniform(1.0, 3.0),
+                           teacher_exponent=gen.uniform(0.0, 1.5))
+    table = compare_spectral(delta, lam, s, 6, seed=seed, progress=False, feature_scale=gen.uniform(0.5, 2.0, 300))
+    bad = table[np.abs(table["mean"] - table["theory"]) > 4 * table["se"] + 0.01]
+    assert bad.empty, bad.to_string()
