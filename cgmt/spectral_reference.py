@@ -19,6 +19,8 @@ import math
 import numpy as np
 from scipy.special import expit
 
+from .accuracy import accuracy_from_margin
+
 __all__ = ["solve_spectral_loops"]
 
 
@@ -82,8 +84,6 @@ def solve_spectral_loops(delta, lam, eigenvalues, teacher_weights, *, nodes=96, 
     >>> abs(acc - cgmt.solve(2.0, 0.1, 2.0).accuracy) < 1e-7
     True
     """
-    from .accuracy import accuracy_from_margin
-
     omega = [float(o) for o in eigenvalues]
     t = [float(x) for x in teacher_weights]
     p = len(omega)

@@ -1,7 +1,8 @@
 """empirical.probes: probes on hidden-state matrices (numpy, scipy, scikit-learn; never torch).
 
 :class:`RaptorProbe` and the baselines, per-layer fitting, the ablation-stability protocol, the
-separability diagnostic, persistence, and the delta-sweep structure predictor.
+separability diagnostic, persistence, the delta-sweep structure predictor and the spectral-theory
+predictor of real probes (:mod:`empirical.probes.spectral_prediction`).
 """
 from .concept_vectors import ConceptVectors, LinearProbe
 from .baselines import DifferenceOfMeans, GCSProbe, LogRegCVProbe, XRFMProbe
@@ -9,10 +10,12 @@ from .layers import PerLayerFit, fit_layers, paper_split
 from .persistence import load_concept_vectors, load_probe, save_concept_vectors, save_probe
 from .raptor import DEFAULT_CS, RaptorProbe, select_C
 from .separability import perceptron, separability
+from .spectral_prediction import PoolModel, estimate_pool_model, predict_lambda_star, predict_path, predict_stability, predict_sweep
 from .stability import mean_abs_pairwise_cosine, stability
 
 __all__ = [
     "RaptorProbe", "DEFAULT_CS", "select_C", "fit_layers", "paper_split", "PerLayerFit", "stability",
     "mean_abs_pairwise_cosine", "DifferenceOfMeans", "LogRegCVProbe", "GCSProbe", "XRFMProbe", "separability",
     "perceptron", "ConceptVectors", "LinearProbe", "save_probe", "load_probe", "save_concept_vectors", "load_concept_vectors",
+    "PoolModel", "estimate_pool_model", "predict_path", "predict_lambda_star", "predict_sweep", "predict_stability",
 ]

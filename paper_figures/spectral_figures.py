@@ -1,0 +1,207 @@
+"""Section ``spectral``: the spectral (Gaussian covariate) theory against real SmolLM2 probes.
+
+Per dataset and layer (seed 42 = the paper's split) :func:`empirical.probes.spectral_evaluation.evaluate_split`
+measures RAPTOR's test accuracy along its C grid, the delta-sweep and the ablation stability, and
+predicts them from the training pool alone with the spectral theory (teacher estimators ``deconvolved``,
+``calibrated``, ``pool_fit``) and the isotropic theory (kappa-hat route).  At each dataset's best layer
+(highest validation accuracy) extra split seeds give error bars.  Every evaluation is saved as it
+finishes (``OUT/spectral/raw/*.json``), so an interrupted run resumes where it stopped.
+
+Outputs: ``tables/spectral_agreement.csv|md`` (per dataset and predictor: MAE and Spearman along lambda
+and delta at the best layer; across layers, MAE and Spearman of the best accuracy and of the stability;
+share of layers whose C* is within one decade), ``figures/spectral_path_<dataset>.png`` (accuracy vs
+lambda and vs delta at the best layer, predicted vs measured stability across layers).
+"""
+from __future__ import annotations
+
+import json
+import math
+from pathlib import Path
+
+import matplotlib
+
+matplotlib.use("Agg")
+import matplotlib.pyplot as plt  # noqa: E402
+import numpy as np  # noqa: E402
+import pandas as pd  # noqa: E402
+from scipy.stats import spearmanr  # noqa: E402
+from tqdm.auto import tqdm  # noqa: E402
+
+from empirical import files  # noqa: E402
+from empirical.llm import datasets  # noqa: E402
+from empirical.probes.spectral_evaluation import evaluate_split  # noqa: E402
+
+from .output import save_figure, save_table  # noqa: E402
+
+__all__ = ["run", "evaluate_all", "agreement_table", "plot_dataset", "PREDICTORS"]
+
+PREDICTORS = ("spectral/deconvolved/sample", "spectral/calibrated/sample", "spectral/pool_fit/sample", "isotropic")
+PAPER_SEED = 42
+
+
+def _to_json(r):
+    def conv(v):
+        if isinstance(v, dict):
+            return {k: conv(x) for k, x in v.items()}
+        if isinstance(v, np.ndarray):
+            return v.tolist()
+        if isinstance(v, (np.floating, np.integer)):
+            return v.item()
+        return v
+    return json.dumps(conv(r))
+
+
+def _evaluate_cached(raw_dir, name, layer, seed, H, y, **kw):
+    path = raw_dir / f"{name}_L{layer:02d}_s{seed}.json"
+    if path.exists():
+        try:
+            return json.loads(path.read_text())
+        except json.JSONDecodeError:  # a damaged file is recomputed, never trusted
+            path.unlink()
+    r = evaluate_split(H, y, seed, teachers=("deconvolved", "calibrated", "pool_fit"), covariances=("sample",), **kw)
+    files.atomic_write_text(path, _to_json(r))
+    return json.loads(_to_json(r))
+
+
+def evaluate_all(out, hidden, layers, extra_seeds=2, progress=True) -> dict:
+    """Evaluate every (dataset, layer) at the paper's split and the best layer at ``extra_seeds`` more splits.
+
+    Parameters
+    ----------
+    out : path
+        Output root (raw results in ``out/spectral/raw``).
+    hidden : dict
+        dataset name -> (H (L+1, n, p), y).
+    layers : sequence of int
+        Layers to evaluate.
+    extra_seeds : int
+        Additional split seeds at the best layer.
+    progress : bool
+
+    Returns
+    -------
+    dict
+        name -> {"layers": {layer: record}, "best": layer, "best_seeds": [records]}.
+    """
+    raw = Path(out) / "spectral" / "raw"
+    raw.mkdir(parents=True, exist_ok=True)
+    results = {}
+    for name, (H, y) in hidden.items():
+        recs = {}
+        for layer in tqdm(layers, desc=f"spectral {name}", disable=not progress, leave=False):
+            recs[layer] = _evaluate_cached(raw, name, layer, PAPER_SEED, np.asarray(H[layer]), y)
+        best = max(recs, key=lambda l: max(recs[l]["val_path"]))
+        seeds = [recs[best]] + [_evaluate_cached(raw, name, best, PAPER_SEED + k, np.asarray(H[best]), y)
+                                for k in range(1, extra_seeds + 1)]
+        results[name] = {"layers": recs, "best": best, "best_seeds": seeds}
+    return results
+
+
+def _spearman(a, b):
+    a, b = np.asarray(a, float), np.asarray(b, float)
+    if np.ptp(a) == 0 or np.ptp(b) == 0:
+        return float("nan")
+    return float(spearmanr(a, b).statistic)
+
+
+def _at_c_star(rec, pred=None):
+    Cs = np.asarray(rec["Cs"])
+    if pred is None:
+        return float(np.asarray(rec["path"])[np.argmin(np.abs(Cs - rec["C_star"]))])
+    return float(np.asarray(pred["path"])[np.argmin(np.abs(Cs - pred["C_star"]))])
+
+
+def agreement_table(results) -> pd.DataFrame:
+    """Per dataset and predictor: the agreement statistics of the module docstring."""
+    rows = []
+    for name, res in results.items():
+        seeds = res["best_seeds"]
+        truth_path = np.mean([r["path"] for r in seeds], axis=0)
+        truth_sweep = np.mean([r["sweep"] for r in seeds], axis=0)
+        recs = [res["layers"][l] for l in sorted(res["layers"], key=int)]
+        for pname in PREDICTORS:
+            pp = np.mean([r["pred"][pname]["path"] for r in seeds], axis=0)
+            ps = np.mean([r["pred"][pname]["sweep"] for r in seeds], axis=0)
+            best_true = [_at_c_star(r) for r in recs]
+            best_pred = [_at_c_star(r, r["pred"][pname]) for r in recs]
+            st_true = [r["stability"] for r in recs]
+            st_pred = [r["pred"][pname]["stability"] for r in recs]
+            decade = [abs(math.log10(r["pred"][pname]["C_star"] / r["C_star"])) <= 1.0 for r in recs]
+            rows.append({
+                "dataset": name, "predictor": pname, "best_layer": res["best"], "seeds": len(seeds),
+                "mae_lambda": float(np.mean(np.abs(pp - truth_path))), "spearman_lambda": _spearman(pp, truth_path),
+                "mae_delta": float(np.mean(np.abs(ps - truth_sweep))), "spearman_delta": _spearman(ps, truth_sweep),
+                "mae_best_acc_layers": float(np.mean(np.abs(np.subtract(best_pred, best_true)))),
+                "spearman_best_acc_layers": _spearman(best_pred, best_true),
+                "mae_stability_layers": float(np.nanmean(np.abs(np.subtract(st_pred, st_true)))),
+                "spearman_stability_layers": _spearman(st_pred, st_true),
+                "c_star_within_decade": float(np.mean(decade)),
+            })
+    return pd.DataFrame(rows)
+
+
+_STYLE = {"spectral/deconvolved/sample": ("C0", "-", "spectral (deconvolved teacher)"),
+          "spectral/calibrated/sample": ("C2", "--", "spectral (calibrated teacher)"),
+          "spectral/pool_fit/sample": ("C4", ":", "spectral (pool fit as is)"),
+          "isotropic": ("C3", "-.", "isotropic (kappa-hat)")}
+
+
+def plot_dataset(name, res, out):
+    """Accuracy vs lambda and vs delta at the best layer; stability across layers."""
+    seeds = res["best_seeds"]
+    rec = seeds[0]
+    n_train, p = rec["n_train"], rec["p"]
+    lam = 1.0 / (np.asarray(rec["Cs"]) * n_train)
+    fig, axes = plt.subplots(1, 3, figsize=(15, 4.2))
+    paths = np.array([r["path"] for r in seeds])
+    se = paths.std(axis=0, ddof=1) / math.sqrt(len(seeds)) if len(seeds) > 1 else np.zeros(paths.shape[1])
+    axes[0].errorbar(lam, paths.mean(axis=0), yerr=se, fmt="ko", ms=4, label=f"RAPTOR test accuracy ({len(seeds)} splits)")
+    for pname, (c, ls, lab) in _STYLE.items():
+        axes[0].plot(lam, np.mean([r["pred"][pname]["path"] for r in seeds], axis=0), color=c, ls=ls, label=lab)
+    axes[0].set(xscale="log", xlabel="lambda (theory convention, = 1/(C n_train))", ylabel="test accuracy",
+                title=f"{name}, layer {res['best']}: ridge path (n_train={n_train}, p={p})")
+    axes[0].legend(fontsize=7)
+    fr = np.asarray(rec["fractions"])
+    delta = fr * rec["n_pool"] / p
+    sweeps = np.array([r["sweep"] for r in seeds])
+    se = sweeps.std(axis=0, ddof=1) / math.sqrt(len(seeds)) if len(seeds) > 1 else np.zeros(sweeps.shape[1])
+    axes[1].errorbar(delta, sweeps.mean(axis=0), yerr=se, fmt="ko", ms=4, label="measured")
+    for pname, (c, ls, lab) in _STYLE.items():
+        axes[1].plot(delta, np.mean([r["pred"][pname]["sweep"] for r in seeds], axis=0), color=c, ls=ls, label=lab)
+    axes[1].set(xlabel="delta = n/p (pool fractions, C = validation-selected C*)", ylabel="test accuracy",
+                title="delta-sweep")
+    layers = sorted(res["layers"], key=int)
+    axes[2].plot([int(l) for l in layers], [res["layers"][l]["stability"] for l in layers], "ko", label="measured")
+    for pname, (c, ls, lab) in _STYLE.items():
+        axes[2].plot([int(l) for l in layers], [res["layers"][l]["pred"][pname]["stability"] for l in layers],
+                     color=c, ls=ls, marker=".", label=lab)
+    axes[2].set(xlabel="layer (block output index, 0 = embeddings)", ylabel="mean |cos| of raw concept vectors",
+                title="ablation stability (K=20, drop 20%, fixed C*)")
+    fig.tight_layout()
+    return save_figure(fig, out, f"spectral_{name}")
+
+
+def run(out, hidden, *, layers=None, extra_seeds=2, progress=True):
+    """Evaluate, tabulate and plot (see the module docstring); ``hidden``: name -> (H, y)."""
+    out = Path(out)
+    n_layers = next(iter(hidden.values()))[0].shape[0]
+    layers = list(range(1, n_layers)) if layers is None else list(layers)
+    results = evaluate_all(out, hidden, layers, extra_seeds=extra_seeds, progress=progress)
+    table = agreement_table(results)
+    save_table(table, out, "spectral_agreement")
+    for name, res in results.items():
+        plot_dataset(name, res, out)
+    return table
+
+
+def load_hidden(model="smollm2", data_dir=None, max_per_class=500, names=None, progress=True) -> dict:
+    """name -> (hidden states of every layer, labels), through the extraction cache."""
+    from empirical.llm.extract import extract_dataset  # torch side, imported when the section runs
+    from empirical.llm.models import load_model
+
+    mdl, tok = load_model(model)
+    hidden = {}
+    for name in names or datasets.DATASETS:
+        ds = datasets.load(name, data_dir, max_per_class=max_per_class)
+        hidden[name] = (extract_dataset(mdl, tok, ds, layers="all", progress=progress), np.asarray(ds.labels))
+    return hidden
