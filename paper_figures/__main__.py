@@ -7,7 +7,8 @@
 Sections: ``theory`` (fixed point vs simulation, phase diagram, optimal lambda), ``stability``
 (ablation-stability theory vs simulation), ``empirical`` (per-layer RAPTOR vs baselines on the default
 model SmolLM2-135M-Instruct: accuracy table and layerwise curves, directional stability, training cost,
-separability, steering, delta-sweep structure predictor, predicted vs measured stability across layers).
+separability, steering, delta-sweep structure predictor, predicted vs measured stability across layers),
+``spectral`` (the spectral theory against real probes on every dataset and layer, docs/spectral_theory.md).
 Outputs go to ``OUT/figures/*.png`` and ``OUT/tables/*.csv|md``; an index is written to ``OUT/README.md``.
 Hidden states are cached (see ``empirical.llm.extract``), so a re-run only redoes the probe fits.
 """
@@ -20,9 +21,9 @@ from pathlib import Path
 
 from empirical.files import atomic_write_text
 
-from . import empirical_figures, stability, theory
+from . import empirical_figures, spectral_figures, stability, theory
 
-SECTIONS = ("theory", "stability", "empirical")
+SECTIONS = ("theory", "stability", "empirical", "spectral")
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -73,6 +74,12 @@ def main(argv=None) -> int:
             cap = args.max_per_class or (100 if args.quick else 500)
             empirical_figures.run(out, model=args.model, data_dir=args.data_dir, max_per_class=cap,
                                   quick=args.quick, progress=progress, n_jobs=args.n_jobs)
+        elif section == "spectral":
+            cap = args.max_per_class or (100 if args.quick else 500)
+            hidden = spectral_figures.load_hidden(args.model, args.data_dir, cap, progress=progress)
+            n_layers = next(iter(hidden.values()))[0].shape[0]
+            spectral_figures.run(out, hidden, layers=range(1, n_layers, 6) if args.quick else None,
+                                 extra_seeds=1 if args.quick else 2, progress=progress, monte_carlo=not args.quick)
         timings[section] = time.perf_counter() - t0
         print(f"[paper_figures] {section} done in {timings[section]:.1f} s", flush=True)
         write_index(out)

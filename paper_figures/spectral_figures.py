@@ -29,11 +29,15 @@ from tqdm.auto import tqdm  # noqa: E402
 
 from empirical import files  # noqa: E402
 from empirical.llm import datasets  # noqa: E402
-from empirical.probes.spectral_evaluation import evaluate_split  # noqa: E402
+from cgmt.spectral import Spectrum  # noqa: E402
+from empirical.probes.spectral_evaluation import PATH_CS, evaluate_split, semi_synthetic_path  # noqa: E402
+from empirical.probes.spectral_prediction import estimate_pool_model  # noqa: E402
+from sims.spectral import compare_spectral  # noqa: E402
 
 from .output import save_figure, save_table  # noqa: E402
 
-__all__ = ["run", "evaluate_all", "agreement_table", "plot_dataset", "PREDICTORS"]
+__all__ = ["run", "evaluate_all", "agreement_table", "plot_dataset", "monte_carlo_table", "semi_synthetic_table",
+           "PREDICTORS"]
 
 PREDICTORS = ("spectral/deconvolved/sample", "spectral/calibrated/sample", "spectral/pool_fit/sample", "isotropic")
 PAPER_SEED = 42
@@ -181,7 +185,52 @@ def plot_dataset(name, res, out):
     return save_figure(fig, out, f"spectral_{name}")
 
 
-def run(out, hidden, *, layers=None, extra_seeds=2, progress=True):
+def _layer_model(hidden, name, layer):
+    H, y = hidden[name]
+    Hl = np.asarray(H[layer])
+    # the pool of the paper's split (train + val); the teacher is the deconvolved estimate
+    from empirical.probes.layers import paper_split
+    tr, va, _ = paper_split(y, random_state=PAPER_SEED)
+    pool = np.concatenate([tr, va])
+    return Hl, y, pool, estimate_pool_model(Hl[pool], y[pool], teacher="deconvolved")
+
+
+def monte_carlo_table(hidden, *, replicates=8, p=1000, dataset="stsa", layer=16, progress=True) -> pd.DataFrame:
+    """Theory vs Monte Carlo (exact fits) on a power law, a spiked spectrum (teacher on the spikes) and the
+    empirical spectrum and estimated teacher of a real SmolLM2 layer (dimension = the model's width)."""
+    Hl, y, pool, model = _layer_model(hidden, dataset, layer)
+    spectra = {"power law 1/i": (Spectrum.power_law(p, 1.0, 2.0, teacher_exponent=0.5), None),
+               "spiked 5x25, teacher on spikes": (Spectrum.spiked(p, kappa=2.0, teacher="spikes"), None),
+               f"SmolLM2 {dataset} layer {layer}": (model.spectrum, model.feature_scale)}
+    frames = []
+    for name, (spec, scale) in spectra.items():
+        for delta, lam in ((0.5, 0.1), (1.5, 0.01)):
+            frames.append(compare_spectral(delta, lam, spec, replicates, seed=1, name=name, progress=progress,
+                                           feature_scale=scale if scale is not None else np.linspace(0.5, 2.0, spec.p)))
+    return pd.concat(frames, ignore_index=True)
+
+
+def semi_synthetic_table(hidden, results, *, repeats=5, progress=True) -> pd.DataFrame:
+    """Per dataset at its best layer: the theory on real features with a known teacher vs on real labels."""
+    rows = []
+    for name in tqdm(list(hidden), desc="semi-synthetic", disable=not progress, leave=False):
+        best = int(results[name]["best"])
+        Hl, y, pool, model = _layer_model(hidden, name, best)
+        r = semi_synthetic_path(Hl, model, int(round(0.6 * len(y))), PATH_CS, repeats=repeats)
+        meas = r["measured"].mean(axis=0)
+        seeds = results[name]["best_seeds"]
+        real_truth = np.mean([s["path"] for s in seeds], axis=0)
+        real_pred = np.mean([s["pred"]["spectral/deconvolved/sample"]["path"] for s in seeds], axis=0)
+        rows.append({"dataset": name, "layer": best, "kappa_teacher": r["kappa"],
+                     "semi_synthetic_mae_lambda": float(np.mean(np.abs(meas - r["predicted"]))),
+                     "semi_synthetic_se": float(np.mean(r["measured"].std(axis=0, ddof=1) / math.sqrt(repeats))),
+                     "semi_synthetic_spearman": _spearman(meas, r["predicted"]),
+                     "real_labels_mae_lambda": float(np.mean(np.abs(real_truth - real_pred))),
+                     "real_labels_spearman": _spearman(real_truth, real_pred)})
+    return pd.DataFrame(rows)
+
+
+def run(out, hidden, *, layers=None, extra_seeds=2, progress=True, monte_carlo=True):
     """Evaluate, tabulate and plot (see the module docstring); ``hidden``: name -> (H, y)."""
     out = Path(out)
     n_layers = next(iter(hidden.values()))[0].shape[0]
@@ -191,6 +240,11 @@ def run(out, hidden, *, layers=None, extra_seeds=2, progress=True):
     save_table(table, out, "spectral_agreement")
     for name, res in results.items():
         plot_dataset(name, res, out)
+    save_table(semi_synthetic_table(hidden, results, progress=progress), out, "spectral_semi_synthetic")
+    if monte_carlo:
+        name = "stsa" if "stsa" in hidden else next(iter(hidden))
+        save_table(monte_carlo_table(hidden, dataset=name, layer=min(16, n_layers - 1), progress=progress), out,
+                   "spectral_monte_carlo")
     return table
 
 
