@@ -31,12 +31,15 @@ from empirical import files  # noqa: E402
 from empirical.llm import datasets  # noqa: E402
 from cgmt.spectral import Spectrum  # noqa: E402
 from empirical.probes.spectral_evaluation import PATH_CS, evaluate_split, semi_synthetic_path  # noqa: E402
+from empirical.probes.layers import paper_split  # noqa: E402
 from empirical.probes.spectral_prediction import estimate_pool_model  # noqa: E402
+from empirical.probes.structure import delta_sweep  # noqa: E402
 from sims.spectral import compare_spectral  # noqa: E402
 
 from .output import save_figure, save_table  # noqa: E402
 
 __all__ = ["run", "evaluate_all", "agreement_table", "plot_dataset", "monte_carlo_table", "semi_synthetic_table",
+           "paper_predictor_table",
            "PREDICTORS"]
 
 PREDICTORS = ("spectral/deconvolved/sample", "spectral/calibrated/sample", "spectral/pool_fit/sample", "isotropic")
@@ -189,7 +192,6 @@ def _layer_model(hidden, name, layer):
     H, y = hidden[name]
     Hl = np.asarray(H[layer])
     # the pool of the paper's split (train + val); the teacher is the deconvolved estimate
-    from empirical.probes.layers import paper_split
     tr, va, _ = paper_split(y, random_state=PAPER_SEED)
     pool = np.concatenate([tr, va])
     return Hl, y, pool, estimate_pool_model(Hl[pool], y[pool], teacher="deconvolved")
@@ -230,6 +232,32 @@ def semi_synthetic_table(hidden, results, *, repeats=5, progress=True) -> pd.Dat
     return pd.DataFrame(rows)
 
 
+def paper_predictor_table(hidden, results, *, seeds=3, progress=True) -> pd.DataFrame:
+    """The paper's calibrated delta-sweep predictor (:func:`empirical.probes.structure.delta_sweep`) next to the
+    spectral and isotropic theories, on the same sweep (best layer, paper's split, C = validation-selected C*)."""
+    rows = []
+    for name in tqdm(list(hidden), desc="paper delta-sweep predictor", disable=not progress, leave=False):
+        best = int(results[name]["best"])
+        rec = results[name]["best_seeds"][0]
+        H, y = hidden[name]
+        Hl = np.asarray(H[best])
+        tr, va, te = paper_split(y, random_state=PAPER_SEED)
+        pool = np.concatenate([tr, va])
+        res = delta_sweep(Hl[pool], y[pool], Hl[te], y[te], Cs=[rec["C_star"]], seeds=seeds,
+                          fractions=tuple(rec["fractions"]), theory=False, progress=False)
+        means = res.table.groupby("fraction")[["Acc_true", "Acc_pred"]].mean()
+        truth = means["Acc_true"].to_numpy()
+        row = {"dataset": name, "layer": best, "C_star": rec["C_star"],
+               "paper_predictor_mae_delta": float(np.mean(np.abs(means["Acc_pred"] - truth))),
+               "paper_predictor_spearman_delta": _spearman(means["Acc_pred"], truth)}
+        for pname in PREDICTORS:
+            pred = np.asarray(rec["pred"][pname]["sweep"])
+            row[f"{pname}_mae_delta"] = float(np.mean(np.abs(pred - truth)))
+            row[f"{pname}_spearman_delta"] = _spearman(pred, truth)
+        rows.append(row)
+    return pd.DataFrame(rows)
+
+
 def run(out, hidden, *, layers=None, extra_seeds=2, progress=True, monte_carlo=True):
     """Evaluate, tabulate and plot (see the module docstring); ``hidden``: name -> (H, y)."""
     out = Path(out)
@@ -241,6 +269,7 @@ def run(out, hidden, *, layers=None, extra_seeds=2, progress=True, monte_carlo=T
     for name, res in results.items():
         plot_dataset(name, res, out)
     save_table(semi_synthetic_table(hidden, results, progress=progress), out, "spectral_semi_synthetic")
+    save_table(paper_predictor_table(hidden, results, progress=progress), out, "spectral_vs_paper_predictor")
     if monte_carlo:
         name = "stsa" if "stsa" in hidden else next(iter(hidden))
         save_table(monte_carlo_table(hidden, dataset=name, layer=min(16, n_layers - 1), progress=progress), out,

@@ -23,6 +23,7 @@ def test_section_runs_resumes_and_detects_damaged_files(tmp_path):
     assert np.all(table["mae_lambda"] >= 0) and np.all(table["mae_lambda"] < 0.5)
     assert (tmp_path / "figures" / "spectral_toy.png").exists()
     assert (tmp_path / "tables" / "spectral_semi_synthetic.csv").exists()
+    assert (tmp_path / "tables" / "spectral_vs_paper_predictor.csv").exists()
     raw = sorted((tmp_path / "spectral" / "raw").glob("*.json"))
     assert len(raw) == 3  # two layers + one extra seed at the best layer
     json.loads(raw[0].read_text())
