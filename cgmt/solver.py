@@ -31,7 +31,7 @@ from .equations import quadrature_rule, res_jac_y
 from .quadrature import DEFAULT_ORDER, MAX_PANEL, TRUNCATION, gaussian_rule
 from .threshold import separability_threshold
 
-__all__ = ["CGMTResult", "ConvergenceError", "solve", "mle"]
+__all__ = ["CGMTResult", "ConvergenceError", "solve", "mle", "damped_newton", "march_lambda", "start_point"]
 
 
 class ConvergenceError(RuntimeError):
@@ -227,7 +227,7 @@ def _newton(system, y0, tol, maxiter, lam=None):
     """Damped Newton; returns (y, r, e2, nit, status).
 
     Runs in one compiled call (:func:`_newton_core`); only a singular Jacobian hands over to the
-    Python loop :func:`_newton_py` (least-squares step).
+    Python loop :func:`damped_newton` (least-squares step).
     """
     y = np.array(y0, dtype=float)
     r = np.empty(3)
@@ -239,13 +239,30 @@ def _newton(system, y0, tol, maxiter, lam=None):
                                      r, jy, e2)
     system.nfev += nfev
     if status == _SINGULAR:
-        y, r, e2v, nit2, status = _newton_py(system, y, tol, max(1, maxiter - nit), lam)
+        y, r, e2v, nit2, status = damped_newton(system, y, tol, max(1, maxiter - nit), lam)
         return y, r, e2v, nit + nit2, status
     return y, r, e2[0], nit, status
 
 
-def _newton_py(system, y0, tol, maxiter, lam=None):
-    """Damped Newton (Python loop, least-squares fallback for a singular Jacobian); returns (y, r, e2, nit, status)."""
+def damped_newton(system, y0, tol, maxiter, lam=None):
+    """Damped Newton on max |r| with trust limits and a least-squares step for a singular Jacobian.
+
+    Parameters
+    ----------
+    system : callable
+        ``system(y, lam) -> (r, jacobian, extra)`` in the variables y = (m, log sigma, log gamma).
+    y0 : array (3,)
+    tol : float
+        Stop when max |r| <= tol.
+    maxiter : int
+    lam : float, optional
+        Passed to ``system``.
+
+    Returns
+    -------
+    tuple
+        (y, r, extra, nit, status) with status 0 (converged), 1 (iteration limit), 2 (no progress).
+    """
     y = np.array(y0, dtype=float)
     r, jy, e2 = system(y, lam)
     nrm = np.max(np.abs(r))
@@ -352,38 +369,82 @@ def _continuation(system, lam_target, tol, maxiter, lam_start=None, y_start=None
     total += nit
     if status != 0:
         return y, r, e2, total, 3
-    t_end = math.log(lam_target) if lam_target > 0 else math.log(1e-12)
-    t = math.log(lam_start)
-    prev = None  # (t, y) of the previous converged point, for the secant predictor
-    h = -math.log(30.0)
-    while t > t_end + 1e-12:
-        tn = max(t + h, t_end)
-        if prev is not None:
-            yp = y + (y - prev[1]) * (tn - t) / (t - prev[0])
-        else:
-            yp = y.copy()
-        last = tn <= t_end + 1e-12
-        yn, rn, e2n, nitn, st = _newton(system, yp, tol if last else _TOL_PATH, maxiter, lam=math.exp(tn))
-        total += nitn
-        if st != 0 and prev is not None:  # retry without the predictor
-            yn, rn, e2n, nitn, st = _newton(system, y, tol if last else _TOL_PATH, maxiter, lam=math.exp(tn))
-            total += nitn
-        if st != 0:
-            h /= 2.0
-            if abs(h) < 1e-4:
-                return y, r, e2, total, 3
-            continue
-        prev = (t, y)
-        t, y, r, e2 = tn, yn, rn, e2n
-        if nitn <= 3:
-            h = max(2.0 * h, -math.log(1e4))
+    y, r, e2, nit, status = march_lambda(lambda y0, tl, lam: _newton(system, y0, tl, maxiter, lam=lam),
+                                         y, r, e2, lam_start, lam_target if lam_target > 0 else 1e-12, tol, _TOL_PATH)
+    total += nit
+    if status != 0:
+        return y, r, e2, total, status
     if lam_target == 0.0:
         y, r, e2, nit, status = _newton(system, y, tol, maxiter, lam=0.0)
         return y, r, e2, total + nit, status
     return y, r, e2, total, 0
 
 
-def _as_start(x0):
+def march_lambda(newton, y, r, extra, lam_start, lam_target, tol, path_tol):
+    """Continuation in log lam from a solution at ``lam_start`` down to ``lam_target``.
+
+    Secant predictor from the last two solutions, a retry without it, step halving on failure and
+    doubling after easy steps (at most a factor 1e4 per step).  Intermediate points are solved to
+    ``path_tol``, the last one to ``tol``.
+
+    Parameters
+    ----------
+    newton : callable
+        ``newton(y0, tol, lam) -> (y, r, extra, nit, status)`` (status 0 = converged).
+    y, r, extra
+        The solution at ``lam_start``.
+    lam_start, lam_target : float
+        lam_target <= lam_start.
+    tol, path_tol : float
+
+    Returns
+    -------
+    tuple
+        (y, r, extra, nit, status) at ``lam_target``; status 3 if the steps became too small (then the
+        last converged point is returned).
+    """
+    total = 0
+    t_end = math.log(lam_target)
+    t = math.log(lam_start)
+    prev = None  # (t, y) of the previous converged point, for the secant predictor
+    h = -math.log(30.0)
+    while t > t_end + 1e-12:
+        tn = max(t + h, t_end)
+        yp = y + (y - prev[1]) * (tn - t) / (t - prev[0]) if prev is not None else y.copy()
+        last = tn <= t_end + 1e-12
+        yn, rn, en, nitn, st = newton(yp, tol if last else path_tol, math.exp(tn))
+        total += nitn
+        if st != 0 and prev is not None:  # retry without the predictor
+            yn, rn, en, nitn, st = newton(y, tol if last else path_tol, math.exp(tn))
+            total += nitn
+        if st != 0:
+            h /= 2.0
+            if abs(h) < 1e-4:
+                return y, r, extra, total, 3
+            continue
+        prev = (t, y)
+        t, y, r, extra = tn, yn, rn, en
+        if nitn <= 3:
+            h = max(2.0 * h, -math.log(1e4))
+    return y, r, extra, total, 0
+
+
+def start_point(x0):
+    """Solver variables y = (alpha/sigma, log sigma, log gamma) of a warm start (None stays None).
+
+    Parameters
+    ----------
+    x0 : (alpha, sigma, gamma), CGMTResult or None
+
+    Returns
+    -------
+    ndarray (3,) or None
+
+    Raises
+    ------
+    ValueError
+        Wrong length, non-finite, sigma <= 0 or gamma <= 0.
+    """
     if x0 is None:
         return None
     if isinstance(x0, OptimizeResult) and "alpha" in x0:
@@ -433,7 +494,7 @@ def _finish(system, y, r, e2, nit, status, tol, quad_order):
 
 def _solve(delta, lam, kappa, *, strict, x0, tol, maxiter, quad_order, check_quadrature=False):
     system = _System(delta, lam, kappa, quad_order)
-    y0 = _as_start(x0)
+    y0 = start_point(x0)
     nit_total = 0
     best = None
     if y0 is not None:

@@ -31,12 +31,11 @@ import math
 from dataclasses import dataclass, field
 
 import numpy as np
-from scipy.optimize import OptimizeResult
 
 from .accuracy import accuracy_from_margin
 from .equations import N_TERMS, expectation_terms, quadrature_rule
 from .quadrature import DEFAULT_ORDER, MAX_PANEL, TRUNCATION
-from .solver import STATUS_MESSAGES, CGMTResult, ConvergenceError, solve
+from .solver import STATUS_MESSAGES, CGMTResult, ConvergenceError, damped_newton, march_lambda, solve, start_point
 from .validation import check_delta, check_int, check_lam, check_scalar
 
 __all__ = ["Spectrum", "solve_spectral", "solve_spectral_path", "check_spectrum", "spectral_sums"]
@@ -229,37 +228,6 @@ class _SpectralSystem:
         return mh * s["A1"] / self.kappa, math.sqrt(max(qh * s["B2"] + mh * mh * s["C"], 1e-300)), s["V"]
 
 
-def _newton(system, y0, tol, maxiter, lam=None):
-    """Damped Newton with a backtracking line search on max |r|; returns (y, r, hats, nit, status)."""
-    y = np.array(y0, dtype=float)
-    r, jy, hats = system(y, lam)
-    nrm = float(np.max(np.abs(r)))
-    if not np.isfinite(nrm):
-        return y, r, hats, 0, 2
-    for it in range(1, maxiter + 1):
-        if nrm <= tol:
-            return y, r, hats, it - 1, 0
-        try:
-            step = -np.linalg.solve(jy, r)
-        except np.linalg.LinAlgError:
-            step = -np.linalg.lstsq(jy, r, rcond=None)[0]
-        if not np.all(np.isfinite(step)):
-            return y, r, hats, it, 2
-        step /= max(abs(step[1]) / 2.0, abs(step[2]) / 2.0, abs(step[0]) / max(1.0, abs(y[0])), 1.0)
-        t = 1.0
-        for _ in range(30):
-            yt = y + t * step
-            rt, jt, ht = system(yt, lam)
-            nt = float(np.max(np.abs(rt)))
-            if np.isfinite(nt) and nt <= (1.0 - 1e-4 * t) * nrm:
-                break
-            t *= 0.5
-        else:
-            return y, r, hats, it, 2
-        y, r, jy, hats, nrm = yt, rt, jt, ht, nt
-    return y, r, hats, maxiter, 0 if nrm <= tol else 1
-
-
 def _large_lambda_start(system, lam):
     """Fixed point at a large lam by plain iteration (a strong contraction there)."""
     omega = system.omega
@@ -279,31 +247,12 @@ def _continuation(system, lam_target, tol, maxiter):
     delta = system.delta
     lam = max(20.0 * max(1.0, 1.0 / delta) * max(1.0, float(system.omega.max())), lam_target)
     y = _large_lambda_start(system, lam)
-    y, r, hats, total, status = _newton(system, y, tol if lam == lam_target else _TOL_PATH, maxiter, lam)
+    y, r, hats, total, status = damped_newton(system, y, tol if lam == lam_target else _TOL_PATH, maxiter, lam)
     if status != 0:
         return y, r, hats, total, 3
-    t, t_end = math.log(lam), math.log(lam_target)
-    prev = None
-    h = -math.log(30.0)
-    while t > t_end + 1e-12:
-        tn = max(t + h, t_end)
-        yp = y + (y - prev[1]) * (tn - t) / (t - prev[0]) if prev is not None else y.copy()
-        last = tn <= t_end + 1e-12
-        yn, rn, hn, nit, st = _newton(system, yp, tol if last else _TOL_PATH, maxiter, math.exp(tn))
-        total += nit
-        if st != 0 and prev is not None:
-            yn, rn, hn, nit, st = _newton(system, y, tol if last else _TOL_PATH, maxiter, math.exp(tn))
-            total += nit
-        if st != 0:
-            h /= 2.0
-            if abs(h) < 1e-4:
-                return y, r, hats, total, 3
-            continue
-        prev = (t, y)
-        t, y, r, hats = tn, yn, rn, hn
-        if nit <= 3:
-            h = max(2.0 * h, -math.log(1e4))
-    return y, r, hats, total, 0
+    y, r, hats, nit, status = march_lambda(lambda y0, tl, lm: damped_newton(system, y0, tl, maxiter, lm),
+                                           y, r, hats, lam, lam_target, tol, _TOL_PATH)
+    return y, r, hats, total + nit, status
 
 
 def _finish(system, y, r, hats, nit, status, tol, quad_order):
@@ -332,19 +281,6 @@ def _finish(system, y, r, hats, nit, status, tol, quad_order):
         x=np.array([alpha, sigma, gamma]), fun=np.asarray(r, dtype=float), residual=res,
         success=conv, status=status, message=msg, nit=int(nit), nfev=system.nfev, quad_order=quad_order,
     )
-
-
-def _start(x0):
-    if isinstance(x0, OptimizeResult) and "alpha" in x0:
-        a, s, g = x0.alpha, x0.sigma, x0.gamma
-    else:
-        arr = np.asarray(x0, dtype=float).ravel()
-        if arr.size != 3:
-            raise ValueError("x0 must be (alpha, sigma, gamma) or a CGMTResult")
-        a, s, g = arr
-    if not (np.isfinite(a) and np.isfinite(s) and np.isfinite(g)) or s <= 0 or g <= 0:
-        raise ValueError("x0 must be finite with sigma > 0 and gamma > 0")
-    return _SpectralSystem.to_y(a, s, g)
 
 
 def solve_spectral(delta, lam, eigenvalues, teacher_weights, *, x0=None, strict=False, tol=1e-10,
@@ -407,7 +343,7 @@ def solve_spectral(delta, lam, eigenvalues, teacher_weights, *, x0=None, strict=
     best = None
     starts = []
     if x0 is not None:
-        starts.append(_start(x0))
+        starts.append(start_point(x0))
     else:
         # the isotropic solution at the same (delta, lam, kappa) is a good start unless Sigma is very anisotropic
         iso = solve(delta, lam, system.kappa, tol=1e-6) if system.kappa <= 50 else None
@@ -415,7 +351,7 @@ def solve_spectral(delta, lam, eigenvalues, teacher_weights, *, x0=None, strict=
             starts.append(system.to_y(iso.alpha, iso.sigma, iso.gamma * float(omega.mean())))
     nit_total = 0
     for y0 in starts:
-        y, r, hats, nit, status = _newton(system, y0, tol, maxiter if x0 is not None else 25)
+        y, r, hats, nit, status = damped_newton(system, y0, tol, maxiter if x0 is not None else 25)
         nit_total += nit
         best = (y, r, hats, status)
         if status == 0:

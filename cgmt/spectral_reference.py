@@ -11,6 +11,7 @@ the sigmoid (large kappa) and the branch points of the prox (large V) sit close 
 tensor Gauss-Hermite fails: at p = 40, delta = 0.25, lam = 0.125 (V = 18.7) the iteration settles on a
 spurious point whose residual in the accurate quadrature is 0.8 (Monte Carlo confirms
 :func:`cgmt.solve_spectral`).  This is the failure the composite rules of :mod:`cgmt.equations` avoid.
+The damped iteration also slows down at small lam (> 3000 iterations at lam = 1e-3, delta = 4).
 """
 from __future__ import annotations
 

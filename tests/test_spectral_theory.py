@@ -1,13 +1,11 @@
 """The spectral (Gaussian covariate) theory: reductions, identities, an independent solver, Monte Carlo, bad input."""
-import math
-
 import numpy as np
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 import cgmt
-from cgmt.spectral import Spectrum, check_spectrum, solve_spectral, solve_spectral_path
+from cgmt.spectral import Spectrum, solve_spectral, solve_spectral_path
 from cgmt.spectral_reference import solve_spectral_loops
 from cgmt.spectral_stability import spectral_pair_stability, spectral_stability
 from sims.spectral import compare_spectral
@@ -40,7 +38,9 @@ def test_random_spectra_converge_and_match_the_loop_solver(seed, delta, lam):
     omega, t = _random_spectrum(seed, 40)
     res = solve_spectral(delta, lam, omega, t)
     assert res.success and res.residual <= 1e-10
-    if res.kappa <= 3 and res.gamma <= 3:  # where the loop solver's Gauss-Hermite rule is accurate
+    # the loop solver's domain: its Gauss-Hermite rule is accurate for kappa, V <= 3, and its damped
+    # iteration converges in < 3000 steps for lam >= 0.05
+    if res.kappa <= 3 and res.gamma <= 3 and lam >= 0.05:
         m, q, V, acc, nit = solve_spectral_loops(delta, lam, omega, t, tol=1e-13, maxiter=3000)
         assert nit < 3000
         np.testing.assert_allclose([res.m, res.q, res.V], [m, q, V], rtol=1e-6)
