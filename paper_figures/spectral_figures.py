@@ -8,7 +8,8 @@ predicts them from the training pool alone with the spectral theory (teacher est
 finishes (``OUT/spectral/raw/*.json``), so an interrupted run resumes where it stopped.
 
 Outputs: ``tables/spectral_agreement.csv|md`` (per dataset and predictor: MAE and Spearman along lambda
-and delta at the best layer; across layers, MAE and Spearman of the best accuracy and of the stability;
+and delta at the best layer, with the standard error of the measured curve (mean over its points) as the
+noise floor of the MAE; across layers, MAE and Spearman of the best accuracy and of the stability;
 share of layers whose C* is within one decade), ``figures/spectral_path_<dataset>.png`` (accuracy vs
 lambda and vs delta at the best layer, predicted vs measured stability across layers).
 """
@@ -125,6 +126,9 @@ def agreement_table(results) -> pd.DataFrame:
         seeds = res["best_seeds"]
         truth_path = np.mean([r["path"] for r in seeds], axis=0)
         truth_sweep = np.mean([r["sweep"] for r in seeds], axis=0)
+        k = len(seeds)
+        se_path = float(np.mean(np.std([r["path"] for r in seeds], axis=0, ddof=1)) / math.sqrt(k)) if k > 1 else np.nan
+        se_sweep = float(np.mean(np.std([r["sweep"] for r in seeds], axis=0, ddof=1)) / math.sqrt(k)) if k > 1 else np.nan
         recs = [res["layers"][l] for l in sorted(res["layers"], key=int)]
         for pname in PREDICTORS:
             pp = np.mean([r["pred"][pname]["path"] for r in seeds], axis=0)
@@ -137,6 +141,7 @@ def agreement_table(results) -> pd.DataFrame:
             rows.append({
                 "dataset": name, "predictor": pname, "best_layer": res["best"], "seeds": len(seeds),
                 "mae_lambda": float(np.mean(np.abs(pp - truth_path))), "spearman_lambda": _spearman(pp, truth_path),
+                "truth_se_lambda": se_path, "truth_se_delta": se_sweep,
                 "mae_delta": float(np.mean(np.abs(ps - truth_sweep))), "spearman_delta": _spearman(ps, truth_sweep),
                 "mae_best_acc_layers": float(np.mean(np.abs(np.subtract(best_pred, best_true)))),
                 "spearman_best_acc_layers": _spearman(best_pred, best_true),
