@@ -41,9 +41,12 @@ def main(argv=None):
         warm.append(time.perf_counter() - t)
         assert r.success and r2.success
         t = time.perf_counter()
-        m, q, V, acc, _ = solve_spectral_loops(delta, lam, s.eigenvalues, s.teacher_weights, tol=1e-10)
+        m, q, V, acc, nit = solve_spectral_loops(delta, lam, s.eigenvalues, s.teacher_weights, tol=1e-10)
         ref.append(time.perf_counter() - t)
-        gaps.append(abs(acc - r.accuracy))
+        in_domain = r.gamma <= 3 and nit < 10000  # where the loop reference is accurate (its docstring)
+        gaps.append(abs(acc - r.accuracy) if in_domain else np.nan)
+        print(f"  delta={delta:g} lam={lam:g}: accuracy ours {r.accuracy:.6f}, reference {acc:.6f} "
+              f"({nit} iterations, V = {r.gamma:.3g}{'' if in_domain else ', outside the reference domain'})")
     lams = np.geomspace(1e-4, 10, 100)
     paths = []
     for _ in range(1 if args.quick else 3):
@@ -56,7 +59,7 @@ def main(argv=None):
     print(f"reference (loops): median {1e3 * np.median(ref):8.2f} ms/point")
     print(f"ratio reference / ours: cold {np.median(ref) / np.median(cold):.0f}x, "
           f"warm {np.median(ref) / np.median(warm):.0f}x")
-    print(f"max |accuracy ours - reference| = {max(gaps):.2e}")
+    print(f"max |accuracy ours - reference| inside the reference's domain = {np.nanmax(gaps):.2e}")
     print(f"100-point lam path: median {np.median(paths):.3f} s (target <= 1 s); all converged: "
           f"{all(r.success for r in path)}, max residual {max(r.residual for r in path):.1e}")
 
