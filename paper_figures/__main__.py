@@ -79,7 +79,8 @@ def main(argv=None) -> int:
             hidden = spectral_figures.load_hidden(args.model, args.data_dir, cap, progress=progress)
             n_layers = next(iter(hidden.values()))[0].shape[0]
             spectral_figures.run(out, hidden, layers=range(1, n_layers, 6) if args.quick else None,
-                                 extra_seeds=1 if args.quick else 2, progress=progress, monte_carlo=not args.quick)
+                                 extra_seeds=1 if args.quick else 2, progress=progress, monte_carlo=not args.quick,
+                                 n_jobs=args.n_jobs)
         timings[section] = time.perf_counter() - t0
         print(f"[paper_figures] {section} done in {timings[section]:.1f} s", flush=True)
         write_index(out)

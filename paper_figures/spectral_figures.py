@@ -25,7 +25,9 @@ matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
 import numpy as np  # noqa: E402
 import pandas as pd  # noqa: E402
+from joblib import Parallel, delayed  # noqa: E402
 from scipy.stats import spearmanr  # noqa: E402
+from threadpoolctl import threadpool_limits  # noqa: E402
 from tqdm.auto import tqdm  # noqa: E402
 
 from empirical import files  # noqa: E402
@@ -71,7 +73,12 @@ def _evaluate_cached(raw_dir, name, layer, seed, H, y, **kw):
     return json.loads(_to_json(r))
 
 
-def evaluate_all(out, hidden, layers, extra_seeds=2, progress=True) -> dict:
+def _evaluate_single_threaded(*args):
+    with threadpool_limits(1):
+        return _evaluate_cached(*args)
+
+
+def evaluate_all(out, hidden, layers, extra_seeds=2, progress=True, n_jobs=1) -> dict:
     """Evaluate every (dataset, layer) at the paper's split and the best layer at ``extra_seeds`` more splits.
 
     Parameters
@@ -85,6 +92,8 @@ def evaluate_all(out, hidden, layers, extra_seeds=2, progress=True) -> dict:
     extra_seeds : int
         Additional split seeds at the best layer.
     progress : bool
+    n_jobs : int
+        joblib workers over layers (each single-threaded).
 
     Returns
     -------
@@ -95,9 +104,10 @@ def evaluate_all(out, hidden, layers, extra_seeds=2, progress=True) -> dict:
     raw.mkdir(parents=True, exist_ok=True)
     results = {}
     for name, (H, y) in hidden.items():
-        recs = {}
-        for layer in tqdm(layers, desc=f"spectral {name}", disable=not progress, leave=False):
-            recs[layer] = _evaluate_cached(raw, name, layer, PAPER_SEED, np.asarray(H[layer]), y)
+        it = tqdm(layers, desc=f"spectral {name}", disable=not progress, leave=False)
+        done = Parallel(n_jobs=n_jobs)(delayed(_evaluate_single_threaded)(raw, name, layer, PAPER_SEED,
+                                                                          np.asarray(H[layer]), y) for layer in it)
+        recs = dict(zip(layers, done))
         best = max(recs, key=lambda l: max(recs[l]["val_path"]))
         seeds = [recs[best]] + [_evaluate_cached(raw, name, best, PAPER_SEED + k, np.asarray(H[best]), y)
                                 for k in range(1, extra_seeds + 1)]
@@ -263,12 +273,12 @@ def paper_predictor_table(hidden, results, *, seeds=3, progress=True) -> pd.Data
     return pd.DataFrame(rows)
 
 
-def run(out, hidden, *, layers=None, extra_seeds=2, progress=True, monte_carlo=True):
+def run(out, hidden, *, layers=None, extra_seeds=2, progress=True, monte_carlo=True, n_jobs=1):
     """Evaluate, tabulate and plot (see the module docstring); ``hidden``: name -> (H, y)."""
     out = Path(out)
     n_layers = next(iter(hidden.values()))[0].shape[0]
     layers = list(range(1, n_layers)) if layers is None else list(layers)
-    results = evaluate_all(out, hidden, layers, extra_seeds=extra_seeds, progress=progress)
+    results = evaluate_all(out, hidden, layers, extra_seeds=extra_seeds, progress=progress, n_jobs=n_jobs)
     table = agreement_table(results)
     save_table(table, out, "spectral_agreement")
     for name, res in results.items():

@@ -28,6 +28,7 @@ def test_section_runs_resumes_and_detects_damaged_files(tmp_path):
     assert len(raw) == 3  # two layers + one extra seed at the best layer
     json.loads(raw[0].read_text())
     raw[0].write_text("{broken")  # a damaged result is recomputed, not trusted
-    again = spectral_figures.run(tmp_path, hidden, layers=[1, 2], extra_seeds=1, progress=False, monte_carlo=False)
+    again = spectral_figures.run(tmp_path, hidden, layers=[1, 2], extra_seeds=1, progress=False, monte_carlo=False,
+                                 n_jobs=2)
     json.loads(raw[0].read_text())
     assert np.allclose(again["mae_lambda"], table["mae_lambda"])
