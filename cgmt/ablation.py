@@ -28,7 +28,7 @@ from .validation import as_generator, check_fraction, check_int
 __all__ = ["PROTOCOLS", "ablation_sizes", "ablation_split", "protocol_fractions", "expected_ablation_overlap"]
 
 #: the resampling protocols of :func:`protocol_fractions` and :func:`cgmt.stability`
-PROTOCOLS = ("independent", "subsample", "full_vs_subsample")
+PROTOCOLS = ("independent", "subsample", "full_vs_subsample", "subsample_refit")
 
 
 def ablation_sizes(n: int, *, drop: float = 0.2, val_fraction: float = 0.2) -> tuple[int, int, int]:
@@ -153,11 +153,14 @@ def protocol_fractions(protocol: str = "subsample", *, drop: float = 0.2,
 
     - ``"independent"``: two fits on independent pools of the full size: (1, 1, 0);
     - ``"subsample"``: two ablation runs on one pool: (f, f, f^2);
-    - ``"full_vs_subsample"``: the fit on the whole pool against one ablation run: (1, f, f).
+    - ``"full_vs_subsample"``: the fit on the whole pool against one ablation run: (1, f, f);
+    - ``"subsample_refit"``: two ablation runs of :class:`empirical.probes.RaptorProbe`, whose concept vector
+      is refit at the selected C on the run's train + validation rows, i.e. on all kept rows:
+      (1 - drop, 1 - drop, (1 - drop)^2).
 
     Parameters
     ----------
-    protocol : {"independent", "subsample", "full_vs_subsample"}
+    protocol : {"independent", "subsample", "full_vs_subsample", "subsample_refit"}
     drop, val_fraction : float in [0, 1)
         As in :func:`ablation_split`.
 
@@ -171,6 +174,8 @@ def protocol_fractions(protocol: str = "subsample", *, drop: float = 0.2,
     [0.64, 0.64, 0.4096]
     >>> protocol_fractions("independent")
     (1.0, 1.0, 0.0)
+    >>> [round(f, 4) for f in protocol_fractions("subsample_refit")]
+    [0.8, 0.8, 0.64]
     """
     drop = check_fraction(drop, "drop")
     val_fraction = check_fraction(val_fraction, "val_fraction")
@@ -181,6 +186,9 @@ def protocol_fractions(protocol: str = "subsample", *, drop: float = 0.2,
         return f, f, f * f
     if protocol == "full_vs_subsample":
         return 1.0, f, f
+    if protocol == "subsample_refit":
+        kept = 1.0 - drop
+        return kept, kept, kept * kept
     raise ValueError(f"protocol must be one of {PROTOCOLS}, got {protocol!r}")
 
 

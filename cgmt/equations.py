@@ -44,7 +44,7 @@ from .quadrature import (
     gauss_legendre,
 )
 
-__all__ = ["prox_branch_points", "expectation_terms", "residuals", "residual_and_jacobian", "expectations",
+__all__ = ["prox_branch_points", "expectation_terms", "stein_gradients", "residuals", "residual_and_jacobian", "expectations",
            "quadrature_rule", "N_TERMS"]
 
 N_TERMS = 12
@@ -309,6 +309,23 @@ def expectation_terms(alpha, sigma, gamma, kappa, xg, wg, gz1, gw1, gz2, gw2, L,
 
 
 @njit(cache=True)
+def stein_gradients(t, alpha, sigma, kappa, grad):
+    """Fill ``grad[i, :]`` = d(E1, E2, E3c)_i / d(alpha, sigma, gamma) from the terms ``t`` of :func:`expectation_terms`.
+
+    Stein's lemma: d/dalpha E[h(Z1) k(V)] = E[h' k'] + alpha E[h k''], d/dsigma E[h k(V)] = sigma E[h k''].
+    """
+    grad[0, 0] = -kappa * t[3] + alpha * t[4]
+    grad[0, 1] = sigma * t[4]
+    grad[0, 2] = t[5]
+    grad[1, 0] = kappa * t[6] + alpha * t[7]
+    grad[1, 1] = sigma * t[7]
+    grad[1, 2] = t[8]
+    grad[2, 0] = -kappa * t[9] + alpha * t[10]
+    grad[2, 1] = sigma * t[10]
+    grad[2, 2] = t[11]
+
+
+@njit(cache=True)
 def _res_jac(alpha, sigma, gamma, delta, lam, kappa, rule, L, H, r, jac):
     """Residuals r (3,) and Jacobian jac (3, 3) w.r.t. (alpha, sigma, gamma); returns E2 (for alpha_S)."""
     t = np.empty(N_TERMS)
@@ -316,15 +333,11 @@ def _res_jac(alpha, sigma, gamma, delta, lam, kappa, rule, L, H, r, jac):
     expectation_terms(alpha, sigma, gamma, kappa, xg, wg, gz1, gw1, gz2, gw2, L, H, t)
     tau = math.sqrt(alpha * alpha + sigma * sigma)
     e1, e2, e3 = t[0], t[1], t[2]
-    e1a = -kappa * t[3] + alpha * t[4]
-    e1s = sigma * t[4]
-    e1g = t[5]
-    e2a = kappa * t[6] + alpha * t[7]
-    e2s = sigma * t[7]
-    e2g = t[8]
-    e3a = -kappa * t[9] + alpha * t[10]
-    e3s = sigma * t[10]
-    e3g = t[11]
+    g = np.empty((3, 3))
+    stein_gradients(t, alpha, sigma, kappa, g)
+    e1a, e1s, e1g = g[0, 0], g[0, 1], g[0, 2]
+    e2a, e2s, e2g = g[1, 0], g[1, 1], g[1, 2]
+    e3a, e3s, e3g = g[2, 0], g[2, 1], g[2, 2]
     s2 = sigma * sigma
     r[0] = 2.0 * delta * e1 / s2 - 1.0
     num = -2.0 * kappa * delta * e2 - alpha

@@ -33,10 +33,10 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from .accuracy import accuracy_from_margin
-from .equations import N_TERMS, expectation_terms, quadrature_rule
+from .equations import N_TERMS, expectation_terms, quadrature_rule, stein_gradients
 from .quadrature import DEFAULT_ORDER, MAX_PANEL, TRUNCATION
 from .solver import STATUS_MESSAGES, CGMTResult, ConvergenceError, damped_newton, march_lambda, solve, start_point
-from .validation import check_delta, check_int, check_lam, check_scalar
+from .validation import check_delta, check_int, check_lam, check_real_array, check_scalar
 
 __all__ = ["Spectrum", "solve_spectral", "solve_spectral_path", "check_spectrum", "spectral_sums"]
 
@@ -79,15 +79,9 @@ def check_spectrum(eigenvalues, teacher_weights) -> tuple[np.ndarray, np.ndarray
     """
     out = []
     for value, name in ((eigenvalues, "eigenvalues"), (teacher_weights, "teacher_weights")):
-        try:
-            arr = np.array(value, dtype=float)
-        except (TypeError, ValueError):
-            raise ValueError(f"{name} must be a 1-D array of reals, got {value!r}") from None
+        arr = check_real_array(value, name).copy()
         if arr.ndim != 1 or arr.size == 0:
             raise ValueError(f"{name} must be a non-empty 1-D array, got shape {arr.shape}")
-        if not np.all(np.isfinite(arr)):
-            raise ValueError(f"{name} must be finite (no NaN or inf); index {int(np.argmin(np.isfinite(arr)))} is "
-                             f"{float(arr[np.argmin(np.isfinite(arr))])!r}")
         if np.any(arr < 0):
             i = int(np.argmax(arr < 0))
             what = " (Sigma must be positive semi-definite)" if name == "eigenvalues" else ""
@@ -179,9 +173,9 @@ class _SpectralSystem:
         kappa, delta = self.kappa, self.delta
         expectation_terms(alpha, sigma, gamma, kappa, *self.rule, TRUNCATION, MAX_PANEL, t)
         e1, e2, e3 = t[0], t[1], t[2]
-        d1 = np.array([-kappa * t[3] + alpha * t[4], sigma * t[4], t[5]])
-        d2 = np.array([kappa * t[6] + alpha * t[7], sigma * t[7], t[8]])
-        d3 = np.array([-kappa * t[9] + alpha * t[10], sigma * t[10], t[11]])
+        grad = np.empty((3, 3))
+        stein_gradients(t, alpha, sigma, kappa, grad)
+        d1, d2, d3 = grad
         g2 = gamma * gamma
         qh = 2.0 * delta * e1 / g2
         mh = -2.0 * delta * e2 / gamma
@@ -222,7 +216,7 @@ class _SpectralSystem:
         return r, jy, (qh, mh, vh)
 
     def maps(self, alpha, sigma, gamma, lam):
-        """One damped-free fixed-point map (alpha, sigma, gamma) -> (alpha', sigma', V')."""
+        """One undamped fixed-point map (alpha, sigma, gamma) -> (alpha', sigma', V')."""
         qh, mh, vh, *_ = self.hats(alpha, sigma, gamma)
         s = spectral_sums(self.delta * lam, vh, self.omega, self.t)
         return mh * s["A1"] / self.kappa, math.sqrt(max(qh * s["B2"] + mh * mh * s["C"], 1e-300)), s["V"]
@@ -361,6 +355,11 @@ def solve_spectral(delta, lam, eigenvalues, teacher_weights, *, x0=None, strict=
         nit_total += nit
         if best is None or status == 0 or np.max(np.abs(r)) < np.max(np.abs(best[1])):
             best = (y, r, hats, status)
+    if best[3] == 0:  # polish: up to two more Newton steps towards rounding level (quadratic convergence)
+        y, r, hats, nit, _ = damped_newton(system, best[0], min(tol, 1e-14), 2)
+        nit_total += nit
+        if np.max(np.abs(r)) < np.max(np.abs(best[1])):
+            best = (y, r, hats, 0)
     out = _finish(system, *best[:3], nit_total, best[3], tol, quad_order)
     if strict and not out.success:
         raise ConvergenceError(f"cgmt.solve_spectral(delta={delta}, lam={lam}, p={omega.size}) did not converge: "

@@ -199,7 +199,7 @@ def spectral_stability(delta, lam, spectrum, protocol="subsample", *, drop=0.2, 
     lam : float
         Ridge strength (> 0).
     spectrum : Spectrum
-    protocol : {"independent", "subsample", "full_vs_subsample"}
+    protocol : {"independent", "subsample", "full_vs_subsample", "subsample_refit"}
     drop, val_fraction : float in [0, 1)
     feature_scale : array_like, optional
         Per-feature scales for ``cosine_raw`` (see :func:`spectral_pair_stability`).

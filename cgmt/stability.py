@@ -395,7 +395,9 @@ def stability(delta: float, lam: float, kappa: float, protocol: str = "subsample
     - ``"subsample"``: two runs of the paper's ablation protocol (:func:`cgmt.ablation.ablation_split`:
       each run trains on f = (1-drop)(1-val_fraction) of the pool, two runs share f^2 of it); the
       paper's robustness score (mean absolute pairwise cosine of the runs) estimates this;
-    - ``"full_vs_subsample"``: the fit on the whole pool versus one ablation run (nested sets).
+    - ``"full_vs_subsample"``: the fit on the whole pool versus one ablation run (nested sets);
+    - ``"subsample_refit"``: two ablation runs of ``RaptorProbe``, whose vectors are refit on each run's
+      kept rows (train + validation): fractions (1 - drop, 1 - drop, (1 - drop)^2).
 
     Parameters
     ----------
@@ -405,7 +407,7 @@ def stability(delta: float, lam: float, kappa: float, protocol: str = "subsample
         Common ridge strength (> 0; theory convention, per-sample-averaged loss).
     kappa : float
         Signal strength (>= 0).
-    protocol : {"independent", "subsample", "full_vs_subsample"}
+    protocol : {"independent", "subsample", "full_vs_subsample", "subsample_refit"}
     drop, val_fraction : float in [0, 1)
         The ablation protocol's parameters (the paper: 0.2 and 0.2).
     order, strict, **solve_options

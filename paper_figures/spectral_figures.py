@@ -68,9 +68,10 @@ def _evaluate_cached(raw_dir, name, layer, seed, H, y, **kw):
             return json.loads(path.read_text())
         except json.JSONDecodeError:  # a damaged file is recomputed, never trusted
             path.unlink()
-    r = evaluate_split(H, y, seed, teachers=("deconvolved", "calibrated", "pool_fit"), covariances=("sample",), **kw)
-    files.atomic_write_text(path, _to_json(r))
-    return json.loads(_to_json(r))
+    text = _to_json(evaluate_split(H, y, seed, teachers=("deconvolved", "calibrated", "pool_fit"),
+                                   covariances=("sample",), **kw))
+    files.atomic_write_text(path, text)
+    return json.loads(text)
 
 
 def _evaluate_single_threaded(*args):

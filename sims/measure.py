@@ -79,7 +79,14 @@ def loo_gamma(X, y, beta, lam) -> float:
     return float(np.mean(h / (1.0 - w * h)))
 
 
-def _cos(a, b) -> float:
+def cosine(a, b) -> float:
+    """cos(a, b) (NaN if either vector is zero).
+
+    Examples
+    --------
+    >>> cosine(np.array([1.0, 0.0]), np.array([1.0, 1.0])) ** 2
+    0.4999999999999999
+    """
     na, nb = np.linalg.norm(a), np.linalg.norm(b)
     return float(a @ b / (na * nb)) if na > 0 and nb > 0 else float("nan")
 
@@ -163,7 +170,7 @@ def measure_replicate(delta, lam, kappa, p, seed, *, n_test: int = 4000, stabili
         other = sample(n, p, kappa, s_indep, beta_star=data.beta_star)
         fit2 = fit_ridge_logistic(other.X, other.y, lam, tol=tol)
         grad_norms.append(fit2.grad_norm)
-        out["cos_independent"] = _cos(z, fit2.z)
+        out["cos_independent"] = cosine(z, fit2.z)
     if subsample:
         zs = []
         for s_ab in (s_ab1, s_ab2):
@@ -171,8 +178,8 @@ def measure_replicate(delta, lam, kappa, p, seed, *, n_test: int = 4000, stabili
             f = fit_ridge_logistic(data.X[idx], data.y[idx], lam, tol=tol)
             grad_norms.append(f.grad_norm)
             zs.append(f.z)
-        out["cos_subsample"] = _cos(zs[0], zs[1])
-        out["cos_full_subsample"] = _cos(z, zs[0])
+        out["cos_subsample"] = cosine(zs[0], zs[1])
+        out["cos_full_subsample"] = cosine(z, zs[0])
     out["n"] = n
     out["max_grad_norm"] = float(max(grad_norms))
     out["converged"] = bool(max(grad_norms) <= tol)

@@ -30,6 +30,7 @@ from cgmt.spectral_stability import spectral_stability
 from cgmt.validation import as_generator, check_int
 
 from .fit import fit_ridge_logistic
+from .measure import cosine
 
 __all__ = ["SPECTRAL_QUANTITIES", "sample_spectral", "measure_spectral_replicate", "spectral_theory_values",
            "compare_spectral"]
@@ -63,10 +64,11 @@ def sample_spectral(n, spectrum: Spectrum, rng=None, *, teacher=None):
     """
     n = check_int(n, "n")
     gen = as_generator(rng)
-    u, _ = spectrum.teacher_basis()
     beta = spectrum.teacher() if teacher is None else teacher
-    g = gen.standard_normal((n, spectrum.p)) * np.sqrt(spectrum.eigenvalues)
-    X = (g @ u.T) / math.sqrt(spectrum.p) if spectrum.eigenvectors is not None else g / math.sqrt(spectrum.p)
+    g = gen.standard_normal((n, spectrum.p)) * np.sqrt(spectrum.eigenvalues)  # coordinates in the eigenbasis
+    if spectrum.eigenvectors is not None:
+        g = g @ spectrum.eigenvectors.T
+    X = g / math.sqrt(spectrum.p)
     y = np.where(gen.random(n) < expit(X @ beta), 1.0, -1.0)
     return X, y
 
@@ -110,11 +112,13 @@ def measure_spectral_replicate(delta, lam, spectrum: Spectrum, seed, *, subsampl
     beta = spectrum.teacher()
     X, y = sample_spectral(n, spectrum, s_train, teacher=beta)
     fit = fit_ridge_logistic(X, y, lam, tol=tol)
-    cov = spectrum.covariance()
     w = fit.coef
     kappa = spectrum.kappa
-    m = float(w @ cov @ beta) / p
-    q = float(w @ cov @ w) / p
+    # overlaps in the eigenbasis: m = w'Sigma beta*/p, q = w'Sigma w/p
+    w_eig = w if spectrum.eigenvectors is None else spectrum.eigenvectors.T @ w
+    omega_w = spectrum.eigenvalues * w_eig
+    m = float(omega_w @ spectrum.teacher_coordinates) / math.sqrt(p)
+    q = float(omega_w @ w_eig) / p
     sigma = math.sqrt(max(q - m * m / kappa ** 2, 0.0))
     out = dict.fromkeys(SPECTRAL_QUANTITIES, float("nan"))
     out.update(alpha=m / kappa, sigma=sigma, margin=m / kappa / sigma,
@@ -129,15 +133,11 @@ def measure_spectral_replicate(delta, lam, spectrum: Spectrum, seed, *, subsampl
             f = fit_ridge_logistic(X[idx], y[idx], lam, tol=tol)
             ok = ok and f.success
             ws.append(f.coef)
-        out["cos_subsample"] = _cos(ws[0], ws[1])
+        out["cos_subsample"] = cosine(ws[0], ws[1])
         if feature_scale is not None:
-            out["cos_subsample_raw"] = _cos(ws[0] / feature_scale, ws[1] / feature_scale)
+            out["cos_subsample_raw"] = cosine(ws[0] / feature_scale, ws[1] / feature_scale)
     out["converged"] = bool(ok)
     return out
-
-
-def _cos(a, b):
-    return float(a @ b / (np.linalg.norm(a) * np.linalg.norm(b)))
 
 
 def spectral_theory_values(delta, lam, spectrum: Spectrum, *, feature_scale=None, drop=0.2, val_fraction=0.2) -> dict:

@@ -54,6 +54,18 @@ def test_evaluate_split_on_gaussian_data(gaussian_pool):
     assert "isotropic" in r["pred"]
 
 
+def test_evaluate_split_refit_protocol_measures_raptor_runs(gaussian_pool):
+    _, H, y = gaussian_pool
+    kw = dict(Cs=np.logspace(-2, 1, 3), fractions=(0.3, 0.6, 0.9), sweep_repeats=1, K=4, teachers=("calibrated",),
+              covariances=("sample",))
+    refit = evaluate_split(H[:1000], y[:1000], 0, stability_protocol="subsample_refit", **kw)
+    train_only = evaluate_split(H[:1000], y[:1000], 0, **kw)
+    for r in (refit, train_only):
+        assert abs(r["pred"]["spectral/calibrated/sample"]["stability"] - r["stability"]) < 0.1
+    with pytest.raises(ValueError, match="stability_protocol"):
+        evaluate_split(H[:200], y[:200], 0, stability_protocol="bootstrap", **kw)
+
+
 @pytest.mark.parametrize("kwargs, match", [(dict(teacher="oracle"), "teacher"), (dict(covariance="oas"), "covariance")])
 def test_bad_options(gaussian_pool, kwargs, match):
     _, H, y = gaussian_pool

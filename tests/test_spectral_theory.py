@@ -17,7 +17,7 @@ SLOW = settings(max_examples=15, deadline=None, suppress_health_check=[HealthChe
 @given(delta=st.floats(0.1, 20), lam=st.floats(1e-3, 10), kappa=st.floats(0.2, 8), p=st.integers(1, 300))
 def test_identity_covariance_is_cgmt_solve(delta, lam, kappa, p):
     res = solve_spectral(delta, lam, np.ones(p), np.full(p, kappa ** 2 / p))
-    iso = cgmt.solve(delta, lam, kappa)
+    iso = cgmt.solve(delta, lam, kappa, tol=1e-13)  # the reference solved to rounding level
     assert res.success and res.residual <= 1e-10
     np.testing.assert_allclose(res.x, iso.x, rtol=1e-10)
     assert abs(res.accuracy - iso.accuracy) <= 1e-10
@@ -101,7 +101,7 @@ def test_rank_deficient_covariance_and_from_covariance():
 @pytest.mark.parametrize("kwargs, match", [
     (dict(eigenvalues=[1.0, -0.1], teacher_weights=[1.0, 1.0]), "positive semi-definite"),
     (dict(eigenvalues=[1.0, 1.0, 1.0], teacher_weights=[1.0, 1.0]), "same length"),
-    (dict(eigenvalues=[1.0, np.nan], teacher_weights=[1.0, 1.0]), "eigenvalues must be finite"),
+    (dict(eigenvalues=[1.0, np.nan], teacher_weights=[1.0, 1.0]), "eigenvalues must not contain NaN"),
     (dict(eigenvalues=[1.0, 1.0], teacher_weights=[np.inf, 1.0]), "teacher_weights must be finite"),
     (dict(eigenvalues=[1.0, 1.0], teacher_weights=[0.0, 0.0]), "zero teacher"),
     (dict(eigenvalues=[1.0, 0.0], teacher_weights=[0.0, 3.0]), "zero teacher"),
@@ -174,3 +174,15 @@ def test_monte_carlo_agrees_on_random_spectra(seed, delta, lam):
     table = compare_spectral(delta, lam, s, 6, seed=seed, progress=False, feature_scale=gen.uniform(0.5, 2.0, 300))
     bad = table[np.abs(table["mean"] - table["theory"]) > 4 * table["se"] + 0.01]
     assert bad.empty, bad.to_string()
+
+
+def test_refit_protocol_fractions_and_theory():
+    from cgmt.ablation import protocol_fractions
+    assert protocol_fractions("subsample_refit", drop=0.25) == (0.75, 0.75, 0.5625)
+    s = Spectrum.power_law(150, 1.0, 2.0)
+    refit = spectral_stability(2.0, 0.1, s, "subsample_refit")
+    train_only = spectral_stability(2.0, 0.1, s, "subsample")
+    np.testing.assert_allclose(refit.fractions, (0.8, 0.8, 0.64), rtol=1e-15)
+    iso = spectral_stability(2.0, 0.1, Spectrum.isotropic(150, 2.0), "subsample_refit")
+    assert abs(iso.cosine - cgmt.stability(2.0, 0.1, 2.0, "subsample_refit").cosine) <= 1e-8
+    assert train_only.cosine < refit.cosine < 1  # larger, more overlapping training sets agree more

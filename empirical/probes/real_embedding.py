@@ -18,6 +18,7 @@ from dataclasses import dataclass, field
 import numpy as np
 import pandas as pd
 from scipy.optimize import brentq
+from scipy.special import log_expit
 from scipy.stats import pearsonr, spearmanr
 from sklearn.model_selection import StratifiedKFold
 from tqdm.auto import tqdm
@@ -28,7 +29,7 @@ from cgmt.stability import stability as predicted_stability
 from ..logistic import fit_l2_logistic
 from ..validation import check_binary_labels, check_matrix, standardize_stats
 
-__all__ = ["theory_lambda", "estimate_kappa", "participation_ratio", "real_embedding_stability",
+__all__ = ["theory_lambda", "cross_validated_path", "estimate_kappa", "participation_ratio", "real_embedding_stability",
            "RealStabilityResult"]
 
 
@@ -46,19 +47,53 @@ def theory_lambda(C, n_train) -> float | np.ndarray:
     return 1.0 / (np.asarray(C, dtype=float) * float(n_train)) if np.ndim(C) else 1.0 / (float(C) * float(n_train))
 
 
-def _cv_accuracy(X, y, lam, folds, seed):
-    """Held-out accuracy of the RAPTOR objective at lam (train-fold standardization, intercept)."""
-    correct = 0
-    n_fit = []
-    for tr, te in StratifiedKFold(folds, shuffle=True, random_state=seed).split(X, y):
+def cross_validated_path(X, y, lambdas, folds=5, random_state=0) -> tuple[np.ndarray, np.ndarray, float]:
+    """Out-of-fold accuracy and log-loss of the RAPTOR objective along ``lambdas`` (theory convention).
+
+    Each fold standardizes with its own training statistics and fits with an intercept at
+    C = 1/(n_fold lam), warm-started from strong to weak ridge.  A score >= 0 predicts +1 (as ``predict``).
+
+    Parameters
+    ----------
+    X : ndarray (n, p)
+        Raw features.
+    y : ndarray (n,)
+        Labels in {-1, +1}.
+    lambdas : array of float > 0
+    folds : int
+    random_state : int
+        Seed of the stratified folds.
+
+    Returns
+    -------
+    (accuracy, log_loss, n_fit) : (ndarray, ndarray, float)
+        Per lambda, the out-of-fold accuracy and mean log-loss; the mean fold training size.
+
+    Examples
+    --------
+    >>> rng = np.random.default_rng(0)
+    >>> y = np.where(np.arange(100) % 2, 1.0, -1.0)
+    >>> X = rng.standard_normal((100, 4)) + y[:, None]
+    >>> acc, loss, n_fit = cross_validated_path(X, y, [10.0, 0.01])
+    >>> bool(acc.min() > 0.8), n_fit
+    (True, 80.0)
+    """
+    lambdas = np.asarray(lambdas, dtype=float)
+    acc = np.zeros(lambdas.size)
+    loss = np.zeros(lambdas.size)
+    sizes = []
+    for tr, te in StratifiedKFold(folds, shuffle=True, random_state=random_state).split(X, y):
         mu, sd = standardize_stats(X[tr])
-        Xtr = (X[tr] - mu) / sd
-        Xte = (X[te] - mu) / sd
-        res = fit_l2_logistic(Xtr, y[tr], 1.0 / (len(tr) * lam), fit_intercept=True)  # C = 1/(n lam)
-        pred = np.where(Xte @ res.coef + res.intercept >= 0, 1.0, -1.0)
-        correct += int(np.sum(pred == y[te]))
-        n_fit.append(len(tr))
-    return correct / len(y), float(np.mean(n_fit))
+        Xtr, Xte = (X[tr] - mu) / sd, (X[te] - mu) / sd
+        sizes.append(len(tr))
+        w, b = None, 0.0
+        for k in np.argsort(-lambdas):  # strong to weak ridge, warm-started
+            res = fit_l2_logistic(Xtr, y[tr], 1.0 / (len(tr) * lambdas[k]), fit_intercept=True, w0=w, b0=b)
+            w, b = res.coef, res.intercept
+            score = Xte @ w + b
+            acc[k] += np.sum(np.where(score >= 0, 1.0, -1.0) == y[te])
+            loss[k] -= np.sum(log_expit(y[te] * score))
+    return acc / len(y), loss / len(y), float(np.mean(sizes))
 
 
 def participation_ratio(X) -> float:
@@ -137,7 +172,8 @@ def estimate_kappa(X, y, lam, *, folds=5, seed=0, kappa_max=20.0, p_eff=None) ->
     """
     X = check_matrix(X, "X")
     _, y = check_binary_labels(np.asarray(y).ravel(), X.shape[0], "y")
-    acc, n_fit = _cv_accuracy(X, y, float(lam), folds, seed)
+    accs, _, n_fit = cross_validated_path(X, y, [float(lam)], folds, seed)
+    acc = float(accs[0])
     p_th = X.shape[1] if p_eff is None else float(p_eff)
     d_fit = n_fit / p_th
     lam_th = float(lam) * p_th / X.shape[1]

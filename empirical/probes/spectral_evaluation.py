@@ -4,8 +4,10 @@ One call of :func:`evaluate_split` does, on the paper's split (train/val/test 0.
 
 * truth: RAPTOR's held-out test accuracy at every C of its grid (train-split standardization, intercept,
   exact path solver), its validation-selected C*, the delta-sweep (probes at C* on stratified fractions of
-  the pool, tested on the test split) and the ablation stability (K runs of the paper's protocol at C*,
-  mean absolute pairwise cosine of the raw-space vectors w / s);
+  the pool, tested on the test split) and the ablation stability (K runs of the paper's protocol at the fixed
+  C*, mean absolute pairwise cosine of the raw-space concept vectors; ``stability_protocol`` chooses whether
+  each run is fitted on its train rows only or, as ``RaptorProbe`` does, refit on its train + validation
+  rows);
 * predictions from the pool only (train + val; no test label): the spectral theory for every teacher x
   covariance estimator of :mod:`empirical.probes.spectral_prediction`, and the isotropic theory with
   kappa-hat (:func:`empirical.probes.real_embedding.estimate_kappa`, the kappa-hat route).
@@ -14,22 +16,21 @@ All fits at a fixed C use lam_theory = 1/(C n) (see :mod:`empirical.probes.spect
 """
 from __future__ import annotations
 
-import itertools
-
 import numpy as np
 
 import cgmt
-from cgmt.ablation import ablation_split
+from cgmt.ablation import ablation_split, protocol_fractions
 from cgmt.spectral import Spectrum
 
 from ..logistic import fit_l2_logistic, logistic_path
 from ..validation import check_binary_labels, check_matrix, standardize_stats
 from .layers import paper_split
-from .raptor import DEFAULT_CS, select_C
+from .raptor import DEFAULT_CS, RaptorProbe, select_C
 from .real_embedding import estimate_kappa
-from .spectral_prediction import (COVARIANCES, TEACHERS, estimate_pool_model, predict_lambda_star, predict_path,
+from .spectral_prediction import (COVARIANCES, TEACHERS, estimate_pool_models, predict_lambda_star, predict_path,
                                   predict_stability, predict_sweep)
 from .stability import mean_abs_pairwise_cosine
+from .stability import stability as ablation_stability
 from .structure import DEFAULT_FRACTIONS, stratified_subsample
 
 __all__ = ["evaluate_split", "semi_synthetic_path", "PATH_CS"]
@@ -49,18 +50,31 @@ def _fit_accuracy(Htr, ytr, Hte, yte, C):
     return float(np.mean(yte * (Xte @ res.coef + res.intercept) > 0))
 
 
-def _measured_stability(H, y, C, K, rng, drop, val_fraction):
-    vecs = []
+def _train_only_stability(H, y, C, K, rng, drop, val_fraction):
+    """The "subsample" protocol: K ablation runs, each fitted at C on its train rows only (no refit on its
+    validation rows, unlike ``RaptorProbe``); mean absolute pairwise cosine of the raw-space vectors w / s."""
+    vectors = []
     for _ in range(K):
         tr, _ = ablation_split(y, rng, drop=drop, val_fraction=val_fraction)
-        Xtr, s = _std(H[tr])
-        w = fit_l2_logistic(Xtr, y[tr], C, fit_intercept=True).coef / s
-        vecs.append(w)
-    return mean_abs_pairwise_cosine(np.array(vecs))
+        mu, s = standardize_stats(H[tr])
+        vectors.append(fit_l2_logistic((H[tr] - mu) / s, y[tr], C, fit_intercept=True).coef / s)
+    return mean_abs_pairwise_cosine(np.array(vectors))
+
+
+def _predictions(model, n_train, Cs, fractions, C_star, stability, drop, val_fraction, protocol):
+    path = predict_path(model, n_train, Cs)
+    pred = {"path": path, "C_star": predict_lambda_star(Cs, path), "kappa": model.kappa,
+            "sweep": predict_sweep(model, fractions, C_star)}
+    if stability:
+        st = predict_stability(model, C_star, protocol=protocol, drop=drop, val_fraction=val_fraction)
+        pred["stability"] = st.cosine_raw if st.success else float("nan")
+        pred["stability_standardized"] = st.cosine if st.success else float("nan")
+    return pred
 
 
 def evaluate_split(H, y, seed=0, *, Cs=PATH_CS, fractions=DEFAULT_FRACTIONS, sweep_repeats=3, K=20, drop=0.2,
-                   val_fraction=0.2, stability=True, teachers=TEACHERS, covariances=COVARIANCES) -> dict:
+                   val_fraction=0.2, stability=True, stability_protocol="subsample", teachers=TEACHERS,
+                   covariances=COVARIANCES) -> dict:
     """Truth and predictions for one layer on one split.
 
     Parameters
@@ -83,6 +97,11 @@ def evaluate_split(H, y, seed=0, *, Cs=PATH_CS, fractions=DEFAULT_FRACTIONS, swe
         The ablation protocol.
     stability : bool
         Measure and predict the stability.
+    stability_protocol : {"subsample", "subsample_refit"}
+        ``"subsample"``: every run is fitted at C* on its train rows only; ``"subsample_refit"``: the runs are
+        ``RaptorProbe(Cs=[C*])`` fits, refit on each run's train + validation rows (what RAPTOR does), measured
+        with :func:`empirical.probes.stability.stability`.  The prediction uses the same protocol
+        (:func:`cgmt.ablation.protocol_fractions`).
     teachers, covariances : sequences of str
         The spectral-predictor variants to evaluate.
 
@@ -116,19 +135,20 @@ def evaluate_split(H, y, seed=0, *, Cs=PATH_CS, fractions=DEFAULT_FRACTIONS, swe
     out = {"Cs": Cs, "fractions": np.asarray(fractions, dtype=float), "n_train": tr.size, "n_pool": pool.size,
            "p": p, "path": np.asarray(test_path), "val_path": np.asarray(val_path), "C_star": C_star,
            "sweep": np.array(sweep), "pred": {}}
-    if stability:
-        out["stability"] = _measured_stability(H[pool], ypm[pool], C_star, K, rng, drop, val_fraction)
+    if stability_protocol not in ("subsample", "subsample_refit"):
+        raise ValueError(f"stability_protocol must be 'subsample' or 'subsample_refit', got {stability_protocol!r}")
+    if stability and stability_protocol == "subsample":
+        out["stability"] = _train_only_stability(H[pool], ypm[pool], C_star, K, rng, drop, val_fraction)
+    elif stability:
+        out["stability"] = ablation_stability(RaptorProbe(Cs=[C_star]), H[pool], ypm[pool], K=K, drop=drop,
+                                              val_fraction=val_fraction, seed=seed, n_boot=1).robust
     # ---- predictions from the pool only
-    for teacher, covariance in itertools.product(teachers, covariances):
-        model = estimate_pool_model(H[pool], ypm[pool], teacher=teacher, covariance=covariance, random_state=seed)
-        path = predict_path(model, tr.size, Cs)
-        pred = {"path": path, "C_star": predict_lambda_star(Cs, path), "kappa": model.kappa,
-                "sweep": predict_sweep(model, fractions, C_star)}
-        if stability:
-            st = predict_stability(model, C_star, drop=drop, val_fraction=val_fraction)
-            pred["stability"] = st.cosine_raw if st.success else float("nan")
-            pred["stability_standardized"] = st.cosine if st.success else float("nan")
-        out["pred"][f"spectral/{teacher}/{covariance}"] = pred
+    for covariance in covariances:
+        models = estimate_pool_models(H[pool], ypm[pool], teachers=teachers, covariance=covariance, random_state=seed)
+        for teacher, model in models.items():
+            out["pred"][f"spectral/{teacher}/{covariance}"] = _predictions(model, tr.size, Cs, fractions, C_star,
+                                                                           stability, drop, val_fraction,
+                                                                           stability_protocol)
     # isotropic theory, kappa-hat route (kappa from the pool's CV accuracy at the validation-selected ridge)
     lam_star = 1.0 / (C_star * tr.size)
     kappa_hat = estimate_kappa(H[pool], ypm[pool], lam_star, seed=seed)[0]
@@ -137,8 +157,8 @@ def evaluate_split(H, y, seed=0, *, Cs=PATH_CS, fractions=DEFAULT_FRACTIONS, swe
            "sweep": np.array([cgmt.solve(f * pool.size / p, 1.0 / (C_star * f * pool.size), kappa_hat).accuracy
                               for f in fractions])}
     if stability:
-        n_run = (1 - drop) * (1 - val_fraction) * pool.size
-        st = cgmt.stability(pool.size / p, 1.0 / (C_star * n_run), kappa_hat, "subsample", drop=drop,
+        n_run = protocol_fractions(stability_protocol, drop=drop, val_fraction=val_fraction)[0] * pool.size
+        st = cgmt.stability(pool.size / p, 1.0 / (C_star * n_run), kappa_hat, stability_protocol, drop=drop,
                             val_fraction=val_fraction)
         iso["stability"] = st.cosine if st.success else float("nan")
     out["pred"]["isotropic"] = iso

@@ -35,18 +35,18 @@ from dataclasses import dataclass, field
 
 import numpy as np
 from scipy.optimize import minimize, minimize_scalar
-from scipy.special import log_expit
 from sklearn.covariance import LedoitWolf
-from sklearn.model_selection import StratifiedKFold
 
 import cgmt
+from cgmt.ablation import protocol_fractions
 from cgmt.spectral import Spectrum
 from cgmt.spectral_stability import spectral_stability
 
 from ..logistic import fit_l2_logistic
 from ..validation import check_binary_labels, check_matrix, standardize_stats
+from .real_embedding import cross_validated_path
 
-__all__ = ["PoolModel", "estimate_pool_model", "predict_path", "predict_lambda_star", "predict_sweep",
+__all__ = ["PoolModel", "estimate_pool_model", "estimate_pool_models", "predict_path", "predict_lambda_star", "predict_sweep",
            "predict_stability", "TEACHERS", "COVARIANCES", "CV_LAMBDAS"]
 
 TEACHERS = ("deconvolved", "calibrated", "pool_fit")
@@ -99,27 +99,66 @@ class PoolModel:
         return self.spectrum.kappa
 
 
-def _cv_path(H, y, lambdas, folds, random_state):
-    """Out-of-fold accuracy and mean log-loss along ``lambdas`` (train-fold standardization, intercept)."""
-    acc = np.zeros(len(lambdas))
-    loss = np.zeros(len(lambdas))
-    sizes = []
-    for tr, te in StratifiedKFold(folds, shuffle=True, random_state=random_state).split(H, y):
-        mu, sd = standardize_stats(H[tr])
-        Xtr, Xte = (H[tr] - mu) / sd, (H[te] - mu) / sd
-        sizes.append(len(tr))
-        w, b = None, 0.0
-        for k in np.argsort(-lambdas):  # strong to weak ridge, warm-started
-            res = fit_l2_logistic(Xtr, y[tr], 1.0 / (len(tr) * lambdas[k]), fit_intercept=True, w0=w, b0=b)
-            w, b = res.coef, res.intercept
-            margin = y[te] * (Xte @ w + b)
-            acc[k] += np.sum(margin > 0)
-            loss[k] -= np.sum(log_expit(margin))
-    return acc / len(y), loss / len(y), float(np.mean(sizes))
-
-
 def _theory_path(spectrum, delta, lambdas):
     return np.array([r.accuracy for r in spectrum.solve_path(delta, lambdas)])
+
+
+def estimate_pool_models(H_pool, y_pool, *, teachers=TEACHERS, covariance="sample", folds=5, random_state=0,
+                         cv_lambdas=CV_LAMBDAS) -> dict:
+    """:func:`estimate_pool_model` for several teacher estimators, sharing the cross-validation path and pool fit.
+
+    Parameters
+    ----------
+    H_pool, y_pool, covariance, folds, random_state, cv_lambdas
+        As for :func:`estimate_pool_model`.
+    teachers : sequence of str
+        Teacher estimators (:data:`TEACHERS`).
+
+    Returns
+    -------
+    dict
+        teacher -> PoolModel.
+    """
+    H = check_matrix(H_pool, "H_pool")
+    _, ypm = check_binary_labels(y_pool, H.shape[0], "y_pool")
+    bad = [t for t in teachers if t not in TEACHERS]
+    if bad or not len(teachers):
+        raise ValueError(f"teacher must be one of {TEACHERS}, got {list(teachers)!r}")
+    if covariance not in COVARIANCES:
+        raise ValueError(f"covariance must be one of {COVARIANCES}, got {covariance!r}")
+    lambdas = np.asarray(cv_lambdas, dtype=float)
+    N, p = H.shape
+    mu, s = standardize_stats(H)
+    Z = (H - mu) / s
+    cov = (LedoitWolf(assume_centered=True).fit(Z).covariance_ if covariance == "ledoit_wolf"
+           else Z.T @ Z / N)
+    acc, loss, n_fold = cross_validated_path(H, ypm, lambdas, folds, random_state)
+    lam_teacher = float(lambdas[int(np.argmin(loss))])
+    fit = fit_l2_logistic(Z, ypm, 1.0 / (N * lam_teacher), fit_intercept=True)
+    beta = math.sqrt(p) * fit.coef
+    if not np.any(beta):
+        raise ValueError("H_pool: the pool fit is zero (constant features?); no teacher direction to estimate")
+    pool_fit = Spectrum.from_covariance(cov, beta)
+    delta_fold = n_fold / p
+    models = {}
+    for teacher in teachers:
+        if teacher == "calibrated":
+
+            def misfit(log_kappa):
+                path = _theory_path(pool_fit.scaled(math.exp(log_kappa)), delta_fold, lambdas)
+                return float(np.sum((path - acc) ** 2))
+
+            best = minimize_scalar(misfit, bounds=(math.log(0.05), math.log(60.0)), method="bounded",
+                                   options={"xatol": 1e-3})
+            spectrum = pool_fit.scaled(math.exp(best.x))
+        elif teacher == "deconvolved":
+            spectrum = _deconvolved(pool_fit, delta_fold, lambdas, acc)
+        else:
+            spectrum = pool_fit
+        models[teacher] = PoolModel(spectrum=spectrum, feature_scale=s, n_pool=N, teacher=teacher,
+                                    covariance=covariance, cv_lambdas=lambdas, cv_accuracy=acc,
+                                    cv_train_size=n_fold, lam_teacher=lam_teacher)
+    return models
 
 
 def estimate_pool_model(H_pool, y_pool, *, teacher="deconvolved", covariance="sample", folds=5, random_state=0,
@@ -155,38 +194,10 @@ def estimate_pool_model(H_pool, y_pool, *, teacher="deconvolved", covariance="sa
     >>> model.p, model.kappa > 0
     (30, True)
     """
-    H = check_matrix(H_pool, "H_pool")
-    _, ypm = check_binary_labels(y_pool, H.shape[0], "y_pool")
     if teacher not in TEACHERS:
         raise ValueError(f"teacher must be one of {TEACHERS}, got {teacher!r}")
-    if covariance not in COVARIANCES:
-        raise ValueError(f"covariance must be one of {COVARIANCES}, got {covariance!r}")
-    lambdas = np.asarray(cv_lambdas, dtype=float)
-    N, p = H.shape
-    mu, s = standardize_stats(H)
-    Z = (H - mu) / s
-    cov = (LedoitWolf(assume_centered=True).fit(Z).covariance_ if covariance == "ledoit_wolf"
-           else Z.T @ Z / N)
-    acc, loss, n_fold = _cv_path(H, ypm, lambdas, folds, random_state)
-    lam_teacher = float(lambdas[int(np.argmin(loss))])
-    fit = fit_l2_logistic(Z, ypm, 1.0 / (N * lam_teacher), fit_intercept=True)
-    beta = math.sqrt(p) * fit.coef
-    if not np.any(beta):
-        raise ValueError("H_pool: the pool fit is zero (constant features?); no teacher direction to estimate")
-    spectrum = Spectrum.from_covariance(cov, beta)
-    delta_fold = n_fold / p
-    if teacher == "calibrated":
-
-        def misfit(log_kappa):
-            return float(np.sum((_theory_path(spectrum.scaled(math.exp(log_kappa)), delta_fold, lambdas) - acc) ** 2))
-
-        best = minimize_scalar(misfit, bounds=(math.log(0.05), math.log(60.0)), method="bounded",
-                               options={"xatol": 1e-3})
-        spectrum = spectrum.scaled(math.exp(best.x))
-    elif teacher == "deconvolved":
-        spectrum = _deconvolved(spectrum, delta_fold, lambdas, acc)
-    return PoolModel(spectrum=spectrum, feature_scale=s, n_pool=N, teacher=teacher, covariance=covariance,
-                     cv_lambdas=lambdas, cv_accuracy=acc, cv_train_size=n_fold, lam_teacher=lam_teacher)
+    return estimate_pool_models(H_pool, y_pool, teachers=(teacher,), covariance=covariance, folds=folds,
+                                random_state=random_state, cv_lambdas=cv_lambdas)[teacher]
 
 
 def _tilted(spectrum, c, kappa):
@@ -279,16 +290,20 @@ def predict_sweep(model: PoolModel, fractions, C) -> np.ndarray:
     return np.array(out)
 
 
-def predict_stability(model: PoolModel, C, n_pool=None, *, drop=0.2, val_fraction=0.2):
+def predict_stability(model: PoolModel, C, n_pool=None, *, protocol="subsample", drop=0.2, val_fraction=0.2):
     """Predicted ablation stability (the paper's protocol) of probes at a fixed C on the pool.
 
     Parameters
     ----------
     model : PoolModel
     C : float
-        Every run's C (each run trains on (1 - drop)(1 - val_fraction) of the pool; lam = 1/(C n_run)).
+        Every run's C; a run fitted on n rows has lam = 1/(C n).
     n_pool : int, optional
         Pool size (default the model's).
+    protocol : str
+        :func:`cgmt.ablation.protocol_fractions` protocol: ``"subsample"`` (default) fits each run on its
+        train rows only, (1 - drop)(1 - val_fraction) of the pool; ``"subsample_refit"`` is what
+        ``RaptorProbe`` runs do: the concept vector is refit on all kept rows (train + validation).
     drop, val_fraction : float
 
     Returns
@@ -298,6 +313,6 @@ def predict_stability(model: PoolModel, C, n_pool=None, *, drop=0.2, val_fractio
         concept vectors w / s (the paper's metric), ``cosine`` the one in standardized coordinates.
     """
     n_pool = model.n_pool if n_pool is None else int(n_pool)
-    n_run = (1 - drop) * (1 - val_fraction) * n_pool
-    return spectral_stability(n_pool / model.p, 1.0 / (C * n_run), model.spectrum, "subsample", drop=drop,
+    f_run = protocol_fractions(protocol, drop=drop, val_fraction=val_fraction)[0]
+    return spectral_stability(n_pool / model.p, 1.0 / (C * f_run * n_pool), model.spectrum, protocol, drop=drop,
                               val_fraction=val_fraction, feature_scale=model.feature_scale)
