@@ -10,8 +10,15 @@ from __future__ import annotations
 import numpy as np
 from sklearn.model_selection import train_test_split
 
-__all__ = ["check_matrix", "check_binary_labels", "check_grid", "check_min_per_class", "stratified_split",
-           "standardize_stats"]
+__all__ = ["check_matrix", "check_magnitude", "check_varying", "check_binary_labels", "check_grid",
+           "check_min_per_class", "stratified_split", "standardize_stats", "safe_norm", "unit_vector",
+           "MAX_MAGNITUDE", "MIN_MAGNITUDE"]
+
+#: Largest entry magnitude accepted for data matrices: products of two such numbers (Gram matrices,
+#: logits) stay finite in float64 (max ~1.8e308).
+MAX_MAGNITUDE = 1e100
+#: Smallest largest-entry magnitude accepted: products of two such numbers stay normal floats.
+MIN_MAGNITUDE = 1e-100
 
 
 def check_matrix(X, name: str = "X", n_rows: int | None = None) -> np.ndarray:
@@ -50,7 +57,72 @@ def check_matrix(X, name: str = "X", n_rows: int | None = None) -> np.ndarray:
         raise ValueError(f"{name} must be finite, got NaN or infinite values")
     if n_rows is not None and A.shape[0] != n_rows:
         raise ValueError(f"{name} must have {n_rows} rows (one per label), got {A.shape[0]} (mismatched lengths)")
+    return check_magnitude(A, name)
+
+
+def check_magnitude(A: np.ndarray, name: str = "X") -> np.ndarray:
+    """Require the largest |entry| of a finite, non-zero array to lie in ``[MIN_MAGNITUDE, MAX_MAGNITUDE]``.
+
+    Outside that range float64 products of two entries (Gram matrices, logits, squared norms) overflow
+    or underflow, and a fit would return zero or NaN directions without an error.  An all-zero array
+    passes (it is caught as constant by :func:`check_varying` where that matters).
+
+    Parameters
+    ----------
+    A : ndarray
+        A finite float array.
+    name : str
+        The argument's name, used in messages.
+
+    Returns
+    -------
+    ndarray
+        ``A`` itself.
+
+    Examples
+    --------
+    >>> check_magnitude(np.array([[1e200]]), "H")
+    Traceback (most recent call last):
+    ...
+    ValueError: H must have entries of magnitude at most 1e+100 (float64 products of two entries must stay finite), got max |entry| = 1e+200; rescale it (e.g. divide by its standard deviation)
+    """
+    largest = float(np.max(np.abs(A))) if A.size else 0.0
+    if largest > MAX_MAGNITUDE:
+        raise ValueError(f"{name} must have entries of magnitude at most {MAX_MAGNITUDE:g} (float64 products of two "
+                         f"entries must stay finite), got max |entry| = {largest:.3g}; rescale it (e.g. divide by "
+                         "its standard deviation)")
+    if 0.0 < largest < MIN_MAGNITUDE:
+        raise ValueError(f"{name} must have a largest entry of magnitude at least {MIN_MAGNITUDE:g} (float64 products "
+                         f"of two entries must not underflow), got max |entry| = {largest:.3g}; rescale it (e.g. "
+                         "divide by its standard deviation)")
     return A
+
+
+def check_varying(X: np.ndarray, name: str = "X") -> np.ndarray:
+    """Require at least one column of ``X`` to take two different values (else no direction separates anything).
+
+    Parameters
+    ----------
+    X : ndarray (n, p)
+    name : str
+        The argument's name, used in messages.
+
+    Returns
+    -------
+    ndarray
+        ``X`` itself.
+
+    Examples
+    --------
+    >>> check_varying(np.ones((3, 2)), "X_train")
+    Traceback (most recent call last):
+    ...
+    ValueError: X_train must have at least one non-constant feature, got 2 constant columns (every row is the same point); there is no concept direction to fit
+    """
+    if X.shape[0] > 0 and not np.any(X != X[:1]):
+        raise ValueError(f"{name} must have at least one non-constant feature, got {X.shape[1]} constant columns "
+                         "(every row is the same point); there is no concept direction to fit")
+    return X
 
 
 def check_binary_labels(y, n: int, name: str = "y", classes=None) -> tuple[np.ndarray, np.ndarray]:
@@ -193,8 +265,54 @@ def stratified_split(y, fraction: float, random_state, where=("train", "validati
     return np.sort(a), np.sort(b)
 
 
+def _power_of_two_scale(largest: np.ndarray) -> np.ndarray:
+    """Powers of two ``c`` with ``largest / c`` in [1, 2) (1 where ``largest`` is 0): dividing by them is exact."""
+    exponent = np.frexp(largest)[1]
+    return np.where(largest > 0, np.ldexp(1.0, exponent - 1), 1.0)
+
+
+def safe_norm(v) -> float:
+    """Euclidean norm of a vector without overflow or underflow (exact power-of-two prescaling).
+
+    ``np.linalg.norm`` squares the entries, so it returns ``inf`` for entries ~1e200 and 0 for ~1e-200.
+
+    Examples
+    --------
+    >>> safe_norm(np.array([3e200, 4e200])) / 1e200, float(np.linalg.norm(np.array([3.0, 4.0])))
+    (5.0, 5.0)
+    """
+    v = np.asarray(v, dtype=np.float64).ravel()
+    if v.size == 0:
+        return 0.0
+    largest = float(np.max(np.abs(v)))
+    if not np.isfinite(largest) or largest == 0.0:
+        return largest
+    scale = float(_power_of_two_scale(np.array(largest)))
+    return float(np.linalg.norm(v / scale)) * scale
+
+
+def unit_vector(v, name: str = "vector") -> np.ndarray:
+    """``v / ||v||`` (computed by :func:`safe_norm`); ``ValueError`` naming ``name`` when ``v`` is zero or not finite.
+
+    Examples
+    --------
+    >>> unit_vector([0.0, 2e-200])
+    array([0., 1.])
+    """
+    v = np.asarray(v, dtype=np.float64)
+    norm = safe_norm(v)
+    if not np.isfinite(norm) or norm == 0.0:
+        raise ValueError(f"{name} is {'zero' if norm == 0.0 else 'not finite'}; there is no direction "
+                         "(constant or degenerate features?)")
+    return v / norm
+
+
 def standardize_stats(X) -> tuple[np.ndarray, np.ndarray]:
     """Per-feature mean and population standard deviation of ``X`` (zero std replaced by 1).
+
+    Computed on columns divided by a power of two near their largest magnitude (exact), so the
+    squares inside the standard deviation neither overflow nor underflow; results are bit-identical
+    to ``X.mean(0), X.std(0)`` wherever those do not.
 
     Parameters
     ----------
@@ -210,7 +328,9 @@ def standardize_stats(X) -> tuple[np.ndarray, np.ndarray]:
     >>> mean.tolist(), scale.tolist()
     ([2.0, 5.0], [1.0, 1.0])
     """
-    mean = X.mean(axis=0)
-    scale = X.std(axis=0)
+    column_scale = _power_of_two_scale(np.max(np.abs(X), axis=0)) if X.size else np.ones(X.shape[1])
+    scaled = X / column_scale
+    mean = scaled.mean(axis=0) * column_scale
+    scale = scaled.std(axis=0) * column_scale
     scale = np.where(scale > 0, scale, 1.0)
     return mean, scale

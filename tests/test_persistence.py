@@ -47,7 +47,7 @@ def test_corrupt_and_mismatched_files(tmp_path, probe):
     (tmp_path / "p2.json").write_text("{not json")
     with pytest.raises(ValueError, match="corrupt metadata"):
         load_probe(tmp_path / "p2")
-    with pytest.raises(ValueError, match="missing file"):
+    with pytest.raises(FileNotFoundError, match="missing file"):
         load_probe(tmp_path / "nothing")
 
 

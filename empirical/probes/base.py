@@ -22,7 +22,7 @@ from sklearn.base import BaseEstimator, ClassifierMixin
 from sklearn.utils.multiclass import check_classification_targets, type_of_target
 from sklearn.utils.validation import check_is_fitted, validate_data
 
-from ..validation import check_binary_labels, check_matrix, check_min_per_class
+from ..validation import check_binary_labels, check_magnitude, check_matrix, check_min_per_class, check_varying, unit_vector
 
 __all__ = ["ConceptProbe", "LinearConceptProbe", "orient_to_positive_class"]
 
@@ -36,10 +36,7 @@ def orient_to_positive_class(vector: np.ndarray, X: np.ndarray, y_pm: np.ndarray
     >>> orient_to_positive_class(np.array([0.0, -2.0]), X, np.array([1.0, -1.0])) + 0.0  # + 0.0: no -0.
     array([0., 1.])
     """
-    norm = float(np.linalg.norm(vector))
-    if not np.isfinite(norm) or norm == 0:
-        raise ValueError("the fitted direction is zero or not finite; there is no concept vector (constant features?)")
-    unit = vector / norm
+    unit = unit_vector(vector, "the fitted direction")
     projection = X @ unit
     return -unit if projection[y_pm > 0].mean() < projection[y_pm < 0].mean() else unit
 
@@ -58,12 +55,14 @@ class ConceptProbe(ClassifierMixin, BaseEstimator):
         Returns ``(X, y_pm, X_val, y_val_pm)`` as float64 arrays with labels in {-1, +1}
         (``classes_[1]`` -> +1); an absent validation split is returned empty."""
         X, y = validate_data(self, X, y, dtype=np.float64, ensure_all_finite=True)
+        check_magnitude(X, "X")
         check_classification_targets(y)
         if type_of_target(y) == "multiclass":
             raise ValueError(f"Only binary classification is supported: y must have exactly two classes, "
                              f"got {np.unique(y).size}")
         self.classes_, y_pm = check_binary_labels(y, X.shape[0], "y")
         check_min_per_class(y_pm, "train")
+        check_varying(X, "X")
         if (X_val is None) != (y_val is None):
             raise ValueError("X_val and y_val must be given together")
         if X_val is None:

@@ -24,7 +24,7 @@ from sklearn.model_selection import PredefinedSplit
 from sklearn.utils._param_validation import Interval
 
 from ..logistic import fit_l2_logistic
-from ..validation import check_grid, standardize_stats, stratified_split
+from ..validation import check_grid, standardize_stats, stratified_split, unit_vector
 from .base import ConceptProbe, LinearConceptProbe, orient_to_positive_class
 from .raptor import DEFAULT_CS
 
@@ -145,6 +145,7 @@ class LogRegCVProbe(LinearConceptProbe):
     def fit(self, X, y, X_val=None, y_val=None):
         """Select C on the validation split, refit on train + validation; returns self."""
         t0 = time.perf_counter()
+        Cs = check_grid(DEFAULT_CS if self.Cs is None else self.Cs)
         X, ypm, Xv, yvpm = self._validate_fit_data(X, y, X_val, y_val)
         if X_val is None:
             train, val = stratified_split(ypm, float(self.val_fraction), self.random_state)
@@ -153,7 +154,6 @@ class LogRegCVProbe(LinearConceptProbe):
         Xa = (np.vstack([X, Xv]) - mu) / s
         ya = np.concatenate([ypm, yvpm])
         fold = np.r_[np.full(len(X), -1), np.zeros(len(Xv), dtype=int)]
-        Cs = check_grid(DEFAULT_CS if self.Cs is None else self.Cs)
         clf = LogisticRegressionCV(Cs=list(Cs), cv=PredefinedSplit(fold), scoring="accuracy", refit=True,
                                    tol=self.tol, max_iter=self.max_iter, solver=self.solver)
         with warnings.catch_warnings(record=True) as caught:
@@ -344,7 +344,7 @@ class XRFMProbe(ConceptProbe):
         proj = X @ v
         if np.corrcoef(proj, ypm)[0, 1] < 0:
             v = -v
-        self.concept_vector_ = v / np.linalg.norm(v)
+        self.concept_vector_ = unit_vector(v, "the xRFM direction")
         self.model_ = model
         self.scaler_mean_, self.scaler_scale_ = mu, s
         self.bandwidth_, self.center_grads_, self.val_auc_ = float(bw), bool(cg), float(auc)

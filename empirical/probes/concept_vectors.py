@@ -21,6 +21,8 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from ..validation import check_magnitude, safe_norm
+
 __all__ = ["LinearProbe", "ConceptVectors", "DEFAULT_LAYER_CONVENTION"]
 
 #: the convention of hidden states extracted by :mod:`empirical.llm.extract`
@@ -88,18 +90,18 @@ class LinearProbe:
     def __post_init__(self):
         if (self.coef is None) != (self.intercept is None):
             raise ValueError("coef and intercept must be given together (both None for a bare direction)")
-        coef = None if self.coef is None else _finite_vector(self.coef, "coef")
+        coef = None if self.coef is None else check_magnitude(_finite_vector(self.coef, "coef"), "coef")
         intercept = _optional_float(self.intercept, "intercept")
         if self.direction is None:
             if coef is None:
                 raise ValueError("a LinearProbe needs coef or direction")
-            norm = float(np.linalg.norm(coef))
+            norm = safe_norm(coef)
             if norm == 0:
                 raise ValueError("coef is all zeros; there is no concept direction")
             direction = coef / norm
         else:
             direction = _finite_vector(self.direction, "direction", None if coef is None else coef.size)
-            norm = float(np.linalg.norm(direction))
+            norm = safe_norm(direction)
             if norm == 0:
                 raise ValueError("direction is all zeros")
             direction = direction / norm

@@ -15,6 +15,7 @@ from __future__ import annotations
 import hashlib
 import json
 import os
+import warnings
 from importlib.metadata import PackageNotFoundError, version
 
 import numpy as np
@@ -25,6 +26,7 @@ from safetensors.numpy import load as load_safetensors
 from safetensors.numpy import save as save_safetensors
 
 from ..files import atomic_write_bytes
+from ..validation import safe_norm, unit_vector
 from .concept_vectors import DEFAULT_LAYER_CONVENTION, ConceptVectors, LinearProbe
 from .raptor import RaptorProbe
 
@@ -83,7 +85,7 @@ def _read_pair(path, kind: str) -> tuple[dict, dict]:
     st_path, js_path = file_pair(path)
     for f in (st_path, js_path):
         if not os.path.exists(f):
-            raise ValueError(f"missing file {f!r} (a saved {kind} is a .safetensors + .json pair)")
+            raise FileNotFoundError(f"missing file {f!r} (a saved {kind} is a .safetensors + .json pair)")
     try:
         with open(js_path, "rb") as f:
             meta = json.loads(f.read().decode())
@@ -96,6 +98,10 @@ def _read_pair(path, kind: str) -> tuple[dict, dict]:
                          f"(this version reads {list(READABLE_VERSIONS)})")
     if meta["format_version"] >= 2 and meta.get("metadata_sha256") != _metadata_digest(meta):
         raise ValueError(f"{js_path!r} was altered after it was written (metadata checksum mismatch)")
+    if meta["format_version"] == 1:
+        warnings.warn(f"{js_path!r} is format version 1, whose metadata has no checksum (fields are validated, "
+                      "but an edit that keeps them valid is not detected); load and save it again to upgrade",
+                      UserWarning, stacklevel=3)
     with open(st_path, "rb") as f:
         blob = f.read()
     if hashlib.sha256(blob).hexdigest() != meta.get("sha256"):
@@ -120,6 +126,9 @@ def save_probe(path, probe: RaptorProbe, *, layer: int | None = None,
                layer_convention: str = "position in the hidden-state stack (0-based)",
                extra: dict | None = None) -> tuple[str, str]:
     """Save a fitted :class:`~empirical.probes.raptor.RaptorProbe`.
+
+    Other linear probes (the baselines) are saved as concept vectors:
+    ``save_concept_vectors(path, ConceptVectors({layer: LinearProbe.from_estimator(probe)}, method=...))``.
 
     Parameters
     ----------
@@ -148,22 +157,101 @@ def save_probe(path, probe: RaptorProbe, *, layer: int | None = None,
     ...     bool(np.all(load_probe(f"{d}/probe").predict(X) == probe.predict(X)))
     True
     """
+    if not isinstance(probe, RaptorProbe):
+        raise ValueError(f"save_probe saves a fitted RaptorProbe, got {type(probe).__name__}; save other linear "
+                         "probes as concept vectors: save_concept_vectors(path, ConceptVectors({layer: "
+                         "LinearProbe.from_estimator(probe)}, method=...))")
     if not hasattr(probe, "coef_"):
-        raise ValueError("probe is not fitted")
+        raise ValueError("probe is not fitted (call fit before save_probe)")
+    if layer is not None and (isinstance(layer, bool) or not isinstance(layer, (int, np.integer))):
+        raise ValueError(f"layer must be an integer or None, got {layer!r}")
+    if extra is not None and not isinstance(extra, dict):
+        raise ValueError(f"extra must be a dict, got {type(extra).__name__}")
     arrays = {k: np.asarray(getattr(probe, k), dtype=np.float64) for k in PROBE_ARRAYS if hasattr(probe, k)}
+    arrays["intercept_std_"] = np.array([probe.intercept_std_], dtype=np.float64)
+    best = float(probe.best_val_accuracy_)
     meta = dict(kind="probe", estimator=type(probe).__name__,
                 params={k: (v if not isinstance(v, np.ndarray) else v.tolist()) for k, v in probe.get_params().items()},
                 C=float(probe.C_), **{"lambda": float(probe.lambda_)}, intercept=float(probe.intercept_),
                 classes=_jsonable_classes(probe.classes_), n_features=int(probe.n_features_in_),
-                best_val_accuracy=float(probe.best_val_accuracy_), fallback=bool(probe.fallback_),
-                fit_time_s=float(probe.fit_time_), layer=layer, layer_convention=layer_convention,
-                seed=probe.random_state, fold_back=probe.fold_back, arrays=sorted(arrays),
-                extra=extra or {})
+                best_val_accuracy=best if np.isfinite(best) else None, fallback=bool(probe.fallback_),
+                fit_time_s=float(probe.fit_time_), layer=None if layer is None else int(layer),
+                layer_convention=layer_convention, seed=probe.random_state, fold_back=probe.fold_back,
+                arrays=sorted(arrays), extra=extra or {})
     return _write_pair(path, arrays, meta)
+
+
+def _field(meta: dict, key: str, where: str, check, requirement: str):
+    """``meta[key]`` if present and ``check(value)``; ValueError naming the file, the field and the problem."""
+    if key not in meta:
+        raise ValueError(f"{where}: metadata field {key!r} is missing")
+    value = meta[key]
+    try:
+        ok = bool(check(value))
+    except (TypeError, ValueError):
+        ok = False
+    if not ok:
+        raise ValueError(f"{where}: metadata field {key!r} must be {requirement}, got {value!r}")
+    return value
+
+
+def _is_number(value) -> bool:
+    return isinstance(value, (int, float)) and not isinstance(value, bool) and np.isfinite(value)
+
+
+def _is_int(value) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool)
+
+
+def _check_probe_fields(meta: dict, arrays: dict, js_path: str, st_path: str) -> None:
+    """Validate every metadata field of a saved probe and its consistency with the arrays."""
+    p = _field(meta, "n_features", js_path, lambda v: _is_int(v) and v >= 1, "a positive integer")
+    C = _field(meta, "C", js_path, lambda v: _is_number(v) and v > 0, "a finite positive number")
+    _field(meta, "lambda", js_path, lambda v: _is_number(v) and abs(v * C - 1) < 1e-9, f"1 / C = {1 / C!r}")
+    _field(meta, "intercept", js_path, _is_number, "a finite number")
+    _field(meta, "classes", js_path,
+           lambda v: isinstance(v, list) and len(v) == 2 and len({json.dumps(c) for c in v}) == 2
+           and all(isinstance(c, (str, int, float, bool)) for c in v) and np.unique(v).tolist() == v,
+           "two distinct labels in sorted order (a binary probe; classes[1] is the positive class)")
+    fallback = _field(meta, "fallback", js_path, lambda v: isinstance(v, bool), "true or false")
+    _field(meta, "best_val_accuracy", js_path,
+           lambda v: (v is None and fallback) or (_is_number(v) and 0 <= v <= 1),
+           "a number in [0, 1] (null only for a fallback probe)")
+    _field(meta, "fit_time_s", js_path, lambda v: _is_number(v) and v >= 0, "a non-negative number of seconds")
+    _field(meta, "layer", js_path, lambda v: v is None or _is_int(v), "an integer or null")
+    _field(meta, "layer_convention", js_path, lambda v: isinstance(v, str), "a string")
+    _field(meta, "params", js_path, lambda v: isinstance(v, dict), "an object of RaptorProbe parameters")
+    _field(meta, "extra", js_path, lambda v: isinstance(v, dict), "an object")
+    _field(meta, "arrays", js_path, lambda v: isinstance(v, list) and sorted(v) == sorted(arrays),
+           f"the list of arrays in {st_path!r} ({sorted(arrays)})")
+    required = {"coef_", "concept_vector_", "scaler_mean_", "scaler_scale_"}
+    if not required <= set(arrays):
+        raise ValueError(f"{st_path!r} lacks required arrays {sorted(required - set(arrays))}")
+    for k in ("coef_", "concept_vector_", "scaler_mean_", "scaler_scale_", "coef_std_"):
+        if k in arrays and arrays[k].shape != (p,):
+            raise ValueError(f"{st_path!r}: array {k} has shape {arrays[k].shape}, metadata says n_features={p}")
+    for k, array in arrays.items():
+        finite = np.isfinite(array) | (np.isnan(array) if k == "path_val_accuracy_" and fallback else False)
+        if not np.all(finite):
+            raise ValueError(f"{st_path!r}: array {k} has non-finite entries")
+    if np.any(arrays["scaler_scale_"] <= 0):
+        raise ValueError(f"{st_path!r}: array scaler_scale_ must be positive")
+    v = arrays["concept_vector_"]
+    if abs(safe_norm(v) - 1.0) > 1e-9 or abs(abs(float(unit_vector(arrays["coef_"], "coef_") @ v)) - 1.0) > 1e-9:
+        raise ValueError(f"{st_path!r}: concept_vector_ must be the unit vector of coef_ (up to sign)")
+    if "intercept_std_" in arrays:
+        b_std = float(arrays["intercept_std_"][0])
+        implied = b_std - float(arrays["coef_"] @ arrays["scaler_mean_"])
+        if abs(implied - meta["intercept"]) > 1e-9 * (1.0 + abs(b_std) + abs(implied)):
+            raise ValueError(f"{js_path!r}: intercept {meta['intercept']!r} does not match the saved weights "
+                             f"(the fold-back gives {implied!r})")
 
 
 def load_probe(path) -> RaptorProbe:
     """Load and verify a probe saved by :func:`save_probe`.
+
+    Every metadata field is validated (types, ranges, consistency with the arrays) on top of the
+    checksums, so an edited, damaged or foreign file raises ``ValueError`` naming it, never loads.
 
     Parameters
     ----------
@@ -175,31 +263,35 @@ def load_probe(path) -> RaptorProbe:
     RaptorProbe
         Fitted, with ``layer_`` and the saved ``metadata_``.
 
-    Raises ``ValueError`` naming the file when either file is missing, damaged, altered or from
-    another save.
+    Raises
+    ------
+    ValueError
+        Naming the file when either file is missing, damaged, altered or from another save.
     """
     arrays, meta = _read_pair(path, "probe")
-    missing = [k for k in meta.get("arrays", []) if k not in arrays]
-    if missing or not {"coef_", "scaler_mean_", "scaler_scale_"} <= set(arrays):
-        raise ValueError(f"array file lacks required arrays {missing or ['coef_', 'scaler_mean_', 'scaler_scale_']}")
-    p = int(meta["n_features"])
-    for k in ("coef_", "concept_vector_", "scaler_mean_", "scaler_scale_", "coef_std_"):
-        if k in arrays and arrays[k].shape != (p,):
-            raise ValueError(f"array {k} has shape {arrays[k].shape}, metadata says n_features={p}")
-    probe = RaptorProbe(**dict(meta["params"]))
+    st_path, js_path = file_pair(path)
+    _check_probe_fields(meta, arrays, js_path, st_path)
+    try:
+        probe = RaptorProbe(**dict(meta["params"]))
+        probe._validate_params()
+    except (TypeError, ValueError) as exc:
+        raise ValueError(f"{js_path!r}: metadata field 'params' holds invalid RaptorProbe parameters: {exc}") from None
     for k, v in arrays.items():
         setattr(probe, k, v)
     if "path_n_iter_" in arrays:
         probe.path_n_iter_ = arrays["path_n_iter_"].astype(int)
+    if "intercept_std_" in arrays:
+        probe.intercept_std_ = float(arrays["intercept_std_"][0])
     probe.C_ = float(meta["C"])
     probe.lambda_ = float(meta["lambda"])
     probe.intercept_ = float(meta["intercept"])
     probe.classes_ = np.asarray(meta["classes"])
-    probe.n_features_in_ = p
-    probe.best_val_accuracy_ = float(meta["best_val_accuracy"])
+    probe.n_features_in_ = int(meta["n_features"])
+    best = meta["best_val_accuracy"]
+    probe.best_val_accuracy_ = float("nan") if best is None else float(best)
     probe.fallback_ = bool(meta["fallback"])
     probe.fit_time_ = float(meta["fit_time_s"])
-    probe.layer_ = meta.get("layer")
+    probe.layer_ = meta["layer"]
     probe.metadata_ = meta
     return probe
 
@@ -296,9 +388,14 @@ def load_concept_vectors(path) -> ConceptVectors:
         return ConceptVectors.from_directions(dict(zip(meta["layers"], directions)),
                                               layer_convention=meta.get("layer_convention", DEFAULT_LAYER_CONVENTION),
                                               metadata=meta.get("extra") or {})
-    layers, p = meta.get("layers"), meta.get("n_features")
-    if not isinstance(layers, list) or not isinstance(p, int):
-        raise ValueError(f"{st_path!r}: metadata lacks the layer list or n_features")
+    js_path = file_pair(path)[1]
+    layers = _field(meta, "layers", js_path, lambda v: isinstance(v, list) and v and all(map(_is_int, v))
+                    and len(set(v)) == len(v), "a non-empty list of distinct integer layer indices")
+    p = _field(meta, "n_features", js_path, lambda v: _is_int(v) and v >= 1, "a positive integer")
+    _field(meta, "method", js_path, lambda v: isinstance(v, str) and v, "a method name")
+    _field(meta, "model", js_path, lambda v: v is None or isinstance(v, str), "a model name or null")
+    _field(meta, "layer_convention", js_path, lambda v: isinstance(v, str), "a string")
+    _field(meta, "metadata", js_path, lambda v: isinstance(v, dict), "an object")
     expected = {name: (len(layers), p) for name in ("directions", *CONCEPT_VECTORS)}
     expected.update({name: (len(layers),) for name in CONCEPT_SCALARS})
     if "directions" not in arrays or sorted(arrays) != meta.get("arrays"):
@@ -306,6 +403,8 @@ def load_concept_vectors(path) -> ConceptVectors:
     for name, array in arrays.items():
         if name not in expected or array.shape != expected[name]:
             raise ValueError(f"{st_path!r}: array {name!r} has shape {array.shape}, expected {expected.get(name)}")
+        if name == "directions" and not np.all(np.isfinite(array)):
+            raise ValueError(f"{st_path!r}: array 'directions' has non-finite entries")
     try:
         probes = {}
         for index, layer in enumerate(layers):

@@ -258,5 +258,4 @@ class RaptorProbe(LinearConceptProbe):
         self.intercept_ = float(b - omega @ mu)
         self.scaler_mean_ = mu
         self.scaler_scale_ = s
-        # a zero omega (constant features) keeps a zero vector here; see docs/probe.md
-        self.concept_vector_ = orient_to_positive_class(omega, Xtr, ytr) if np.any(omega) else omega.copy()
+        self.concept_vector_ = orient_to_positive_class(omega, Xtr, ytr)  # ValueError if omega is 0 (constant train rows)

@@ -21,8 +21,9 @@ from sklearn.base import clone
 from tqdm.auto import tqdm
 
 from cgmt.ablation import ablation_split
+from cgmt.validation import check_fraction, check_int, check_scalar
 
-from ..validation import check_binary_labels, check_matrix
+from ..validation import check_binary_labels, check_matrix, safe_norm, unit_vector
 
 __all__ = ["stability", "mean_abs_pairwise_cosine", "StabilityResult"]
 
@@ -75,7 +76,9 @@ def mean_abs_pairwise_cosine(V) -> float:
     V = np.asarray(V, dtype=float)
     if V.ndim != 2 or V.shape[0] < 2:
         raise ValueError(f"V must hold at least two vectors (K >= 2) as rows of a 2-D array, got shape {V.shape}")
-    norms = np.linalg.norm(V, axis=1, keepdims=True)
+    if not np.all(np.isfinite(V)):
+        raise ValueError("V must be finite, got NaN or infinite entries")
+    norms = np.array([[safe_norm(row)] for row in V])
     if np.any(norms == 0):
         raise ValueError("V contains a zero vector; its cosine is undefined")
     cosines = np.abs((V / norms) @ (V / norms).T)
@@ -145,20 +148,19 @@ def stability(estimator, X_pool, y_pool, K: int = 20, drop: float = 0.2, val_fra
     X = check_matrix(X_pool, "X_pool")
     y = np.asarray(y_pool)
     check_binary_labels(y, X.shape[0], "y_pool")
-    if int(K) != K or K < 2:
-        raise ValueError(f"K must be an integer >= 2, got {K!r}")
-    if not 0.0 < level < 1.0:
-        raise ValueError(f"level must lie in (0, 1), got {level!r}")
+    K = check_int(K, "K", minimum=2)
+    n_boot = check_int(n_boot, "n_boot", minimum=1)
+    level = check_scalar(level, "level", low=0.0, high=1.0, low_open=True, high_open=True)
+    drop, val_fraction = check_fraction(drop, "drop"), check_fraction(val_fraction, "val_fraction")
     make_estimator = _estimator_maker(estimator)
     rng = np.random.default_rng(seed)
     vectors, times = [], []
-    for _ in tqdm(range(int(K)), desc="stability runs", disable=not progress):
+    for _ in tqdm(range(K), desc="stability runs", disable=not progress):
         train, val = ablation_split(y, rng, drop=drop, val_fraction=val_fraction)
         fitted = make_estimator().fit(X[train], y[train], X[val], y[val])
-        v = np.asarray(fitted.concept_vector_, dtype=float)
-        vectors.append(v / np.linalg.norm(v))
+        vectors.append(unit_vector(fitted.concept_vector_, f"concept_vector_ of run {len(vectors) + 1}"))
         times.append(float(getattr(fitted, "fit_time_", np.nan)))
     V = np.array(vectors)
-    ci = _bootstrap_ci(np.abs(V @ V.T), int(n_boot), level, np.random.default_rng(seed + 1))
+    ci = _bootstrap_ci(np.abs(V @ V.T), n_boot, level, np.random.default_rng(seed + 1))
     return StabilityResult(vectors=V, robust=mean_abs_pairwise_cosine(V), ci=ci, fit_times=np.array(times),
-                           seed=seed, K=int(K))
+                           seed=seed, K=K)
