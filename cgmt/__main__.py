@@ -10,28 +10,74 @@ from __future__ import annotations
 import argparse
 import os
 import sys
+import tempfile
+import traceback
+from contextlib import contextmanager
+from pathlib import Path
 
 import numpy as np
 
 from .solver import mle, solve
-from .sweep import sweep
+from .sweep import MAX_POINTS, sweep
 
 _CONVENTION = __doc__.split("\n\n", 1)[1]
 
 
+#: most values one NUM of geom:/lin: may ask for (the sweep's own limit is on the whole grid)
+MAX_AXIS = 100_000
+
+
 def _floats(text):
-    """'0.5,1,2' or 'geom:1e-6:1e3:50' or 'lin:0.5:5:10' -> array."""
+    """'0.5,1,2' or 'geom:1e-6:1e3:50' or 'lin:0.5:5:10' -> array (NUM <= MAX_AXIS, checked before allocating)."""
     text = text.strip()
     for kind, fn in (("geom:", np.geomspace), ("lin:", np.linspace)):
         if text.startswith(kind):
             parts = text[len(kind):].split(":")
             if len(parts) != 3:
                 raise argparse.ArgumentTypeError(f"expected {kind}START:STOP:NUM, got {text!r}")
-            return fn(float(parts[0]), float(parts[1]), int(parts[2]))
+            try:
+                start, stop, num = float(parts[0]), float(parts[1]), int(parts[2])
+            except ValueError:
+                raise argparse.ArgumentTypeError(f"expected {kind}START:STOP:NUM with numbers and an integer NUM, "
+                                                 f"got {text!r}") from None
+            if not 1 <= num <= MAX_AXIS:
+                raise argparse.ArgumentTypeError(f"NUM must be in 1..{MAX_AXIS} values per axis, got {num}")
+            if kind == "geom:" and (start <= 0 or stop <= 0):
+                raise argparse.ArgumentTypeError(f"geom: needs START, STOP > 0, got {text!r}")
+            return fn(start, stop, num)
     try:
-        return np.array([float(t) for t in text.split(",") if t.strip()])
+        values = np.array([float(t) for t in text.split(",") if t.strip()])
     except ValueError:
         raise argparse.ArgumentTypeError(f"expected comma-separated numbers, got {text!r}") from None
+    if values.size == 0:
+        raise argparse.ArgumentTypeError(f"expected at least one number, got {text!r}")
+    return values
+
+
+def _check_writable(option: str, path: str) -> Path:
+    """Fail before the work if ``path`` cannot be written (missing directory, a directory, no permission)."""
+    target = Path(path).expanduser()
+    if target.is_dir():
+        raise ValueError(f"{option} {path!r} is a directory; give a file name")
+    if not target.parent.is_dir():
+        raise ValueError(f"{option} {path!r}: directory {str(target.parent)!r} does not exist")
+    if not os.access(target.parent, os.W_OK) or (target.exists() and not os.access(target, os.W_OK)):
+        raise ValueError(f"{option} {path!r} is not writable")
+    return target
+
+
+@contextmanager
+def _atomic(target: Path, suffix: str):
+    """A temporary file next to ``target`` that replaces it on success and is removed on failure.
+    (``empirical.files.atomic_path`` does this for the other packages; ``cgmt`` depends on none of them.)"""
+    fd, tmp = tempfile.mkstemp(dir=target.parent, prefix=f".{target.name}.", suffix=suffix)
+    os.close(fd)
+    try:
+        yield tmp
+        os.replace(tmp, target)
+    except BaseException:
+        os.unlink(tmp)
+        raise
 
 
 def _parser():
@@ -52,7 +98,10 @@ def _parser():
     w.add_argument("--out", required=True, help="CSV path")
     w.add_argument("--plot", default=None, help="optional figure path (accuracy vs lam)")
     w.add_argument("--n-jobs", type=int, default=1)
+    w.add_argument("--max-points", type=int, default=MAX_POINTS,
+                   help=f"refuse grids with more points (default {MAX_POINTS}, about half an hour per core)")
     w.add_argument("--no-progress", action="store_true")
+    p.add_argument("--debug", action="store_true", help="show the traceback of an error (also CGMT_DEBUG=1)")
     return p
 
 
@@ -68,12 +117,14 @@ def main(argv=None):
                 r = solve(args.delta, args.lam, args.kappa, strict=args.strict, tol=args.tol)
             print(r)
             return 0 if r.success else 1
-        df = sweep(args.deltas, args.lams, args.kappas, n_jobs=args.n_jobs, progress=not args.no_progress)
-        tmp = args.out + ".tmp"
-        df.to_csv(tmp, index=False)
-        os.replace(tmp, args.out)
+        out = _check_writable("--out", args.out)
+        plot = _check_writable("--plot", args.plot) if args.plot else None
+        df = sweep(args.deltas, args.lams, args.kappas, n_jobs=args.n_jobs, progress=not args.no_progress,
+                   max_points=args.max_points)
+        with _atomic(out, ".csv") as tmp:
+            df.to_csv(tmp, index=False)
         print(f"wrote {len(df)} rows to {args.out} ({int((~df['success']).sum())} not converged)")
-        if args.plot:
+        if plot is not None:
             import matplotlib
 
             matplotlib.use("Agg")
@@ -88,10 +139,14 @@ def main(argv=None):
             if df.groupby(["kappa", "delta"]).ngroups <= 12:
                 ax.legend(fontsize=7)
             fig.tight_layout()
-            fig.savefig(args.plot, dpi=120)
+            with _atomic(plot, ".png") as tmp:
+                fig.savefig(tmp, dpi=120, format="png")
+            plt.close(fig)
             print(f"wrote {args.plot}")
         return 0
-    except ValueError as exc:
+    except (ValueError, OSError) as exc:
+        if args.debug or os.environ.get("CGMT_DEBUG", "") not in ("", "0"):
+            traceback.print_exc()
         print(f"cgmt: error: {exc}", file=sys.stderr)
         return 2
 

@@ -55,8 +55,30 @@ def _task(delta, kappa, lams, tol, quad_order, maxiter):
     return rows
 
 
+#: most grid points :func:`sweep` solves unless told otherwise (~1 ms each: about half an hour on one core)
+MAX_POINTS = 1_000_000
+
+
+def check_grid_size(n_points: int, max_points: int | None = MAX_POINTS, what: str = "grid") -> int:
+    """Refuse a grid of more than ``max_points`` points (None: no limit) with a message giving both numbers.
+
+    Examples
+    --------
+    >>> check_grid_size(10, 100)
+    10
+    >>> check_grid_size(10**9, 100, "sweep grid")
+    Traceback (most recent call last):
+    ...
+    ValueError: sweep grid has 1000000000 points, more than the limit 100; use a coarser grid or raise the limit (max_points=..., --max-points)
+    """
+    if max_points is not None and n_points > max_points:
+        raise ValueError(f"{what} has {n_points} points, more than the limit {max_points}; use a coarser grid or "
+                         "raise the limit (max_points=..., --max-points)")
+    return n_points
+
+
 def sweep(deltas, lams, kappas, *, n_jobs=1, progress=True, tol=1e-10, quad_order=DEFAULT_ORDER, maxiter=100,
-          strict=False) -> pd.DataFrame:
+          strict=False, max_points: int | None = MAX_POINTS) -> pd.DataFrame:
     """Solve on the Cartesian grid deltas x lams x kappas; one row per point, sorted by (kappa, delta, lam).
 
     Parameters
@@ -73,6 +95,8 @@ def sweep(deltas, lams, kappas, *, n_jobs=1, progress=True, tol=1e-10, quad_orde
     strict : bool
         Raise :class:`cgmt.ConvergenceError` if any point did not converge; otherwise such rows have
         ``success = False`` and their residual and message.
+    max_points : int or None
+        Refuse grids of more points than this (``MAX_POINTS``; None: no limit) before any work.
 
     Returns
     -------
@@ -89,6 +113,7 @@ def sweep(deltas, lams, kappas, *, n_jobs=1, progress=True, tol=1e-10, quad_orde
     d = np.unique(check_positive_array(deltas, "deltas"))
     lm = np.unique(check_positive_array(lams, "lams"))
     k = np.unique(check_positive_array(kappas, "kappas", allow_zero=True))
+    check_grid_size(d.size * lm.size * k.size, max_points, "the sweep grid (deltas x lams x kappas)")
     tasks = list(itertools.product(d.tolist(), k.tolist()))
     lam_list = lm.tolist()
     if n_jobs == 1:

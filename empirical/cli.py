@@ -10,8 +10,11 @@ train 60 % (seed 42).
 from __future__ import annotations
 
 import argparse
+import os
 import sys
+import tempfile
 import time
+import traceback
 from pathlib import Path
 
 import numpy as np
@@ -29,6 +32,8 @@ from .probes.stability import stability
 from .probes.structure import delta_sweep
 
 SPLIT_SEED = 42
+#: most layers a --layers range may name (a typo such as '1-1000000000' is refused, not allocated)
+MAX_LAYER_RANGE = 10_000
 
 
 def _llm():
@@ -53,12 +58,15 @@ def _layers_arg(spec):
     try:
         for part in spec.split(","):
             if "-" in part:
-                a, b = part.split("-")
-                out.extend(range(int(a), int(b) + 1))
+                a, b = (int(x) for x in part.split("-"))
+                if a > b or b - a >= MAX_LAYER_RANGE:
+                    raise argparse.ArgumentTypeError(f"layer range {part!r} must go up (a <= b) and name at most "
+                                                     f"{MAX_LAYER_RANGE} layers")
+                out.extend(range(a, b + 1))
             else:
                 out.append(int(part))
     except ValueError:
-        raise argparse.ArgumentTypeError(f"layers must look like 'all', '1-30' or '5,10,20', got {spec!r}")
+        raise argparse.ArgumentTypeError(f"layers must look like 'all', '1-30' or '5,10,20', got {spec!r}") from None
     return out
 
 
@@ -72,6 +80,46 @@ def _cap_arg(v):
     if n < 1:
         raise argparse.ArgumentTypeError("--max-per-class must be >= 1")
     return n
+
+
+def _int_at_least(minimum: int):
+    """argparse type: an integer >= ``minimum``."""
+    def parse(text):
+        try:
+            value = int(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"expected an integer >= {minimum}, got {text!r}") from None
+        if value < minimum:
+            raise argparse.ArgumentTypeError(f"expected an integer >= {minimum}, got {value}")
+        return value
+    parse.__name__ = f"integer >= {minimum}"
+    return parse
+
+
+def _number_in(low: float, high: float, high_open: bool = False):
+    """argparse type: a finite number in [low, high] (or [low, high))."""
+    def parse(text):
+        try:
+            value = float(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"expected a number, got {text!r}") from None
+        if not (low <= value <= high) or (high_open and value == high):
+            raise argparse.ArgumentTypeError(f"expected a number in [{low:g}, {high:g}{')' if high_open else ']'}, "
+                                             f"got {text}")
+        return value
+    parse.__name__ = "number"
+    return parse
+
+
+def _number_list(option: str, text: str, positive: bool = False) -> list:
+    """Comma-separated numbers of ``option``; ValueError naming the option otherwise."""
+    try:
+        values = [float(t) for t in text.split(",") if t.strip()]
+    except ValueError:
+        raise ValueError(f"{option} must be comma-separated numbers, got {text!r}") from None
+    if not values or not all(np.isfinite(values)) or (positive and min(values) <= 0):
+        raise ValueError(f"{option} must be non-empty finite{' positive' if positive else ''} numbers, got {text!r}")
+    return values
 
 
 def _add_common(p, multi_dataset=False):
@@ -96,13 +144,15 @@ def _add_common(p, multi_dataset=False):
     m.add_argument("--model", default="smollm2", help="'smollm2' (default) or a local model directory / hub id")
     m.add_argument("--device", help="cpu, cuda, ... (default: cuda if available)")
     m.add_argument("--dtype", help="float32 (default), bfloat16, float16, float64")
-    m.add_argument("--batch-size", type=int, default=32)
-    m.add_argument("--threads", type=int, help="torch threads (default: torch's choice)")
+    m.add_argument("--batch-size", type=_int_at_least(1), default=32)
+    m.add_argument("--threads", type=_int_at_least(1), help="torch threads (default: torch's choice)")
     m.add_argument("--chat", action="store_true", help="wrap prompts in the tokenizer's chat template")
     m.add_argument("--cache-dir", help="cache root (default $RAPTOR_CACHE or ~/.cache/raptor)")
     m.add_argument("--no-cache", action="store_true", help="do not read or write the hidden-state cache")
     p.add_argument("--out", default="raptor_out", help="output directory (created)")
     p.add_argument("--no-progress", action="store_true", help="hide progress bars")
+    p.add_argument("--debug", action="store_true",
+                   help="show the full traceback of an error (also: environment variable RAPTOR_DEBUG=1)")
 
 
 def _load_datasets(args, names):
@@ -111,12 +161,18 @@ def _load_datasets(args, names):
     if args.quick:
         cap = args.quick
     if args.table:
+        if names:
+            raise ValueError(f"give either --dataset or --table, not both (got --dataset {' '.join(names)} and "
+                             f"--table {args.table})")
         if not (args.text_column and args.label_column):
-            raise SystemExit("--table needs --text-column and --label-column")
+            raise ValueError("--table needs --text-column and --label-column")
         return [datasets.load_table(args.table, args.text_column, args.label_column, args.template,
                                     positive_label=args.positive_label, max_per_class=None if cap == "reference" else cap)]
+    for option in ("text_column", "label_column", "positive_label"):
+        if getattr(args, option):
+            raise ValueError(f"--{option.replace('_', '-')} only applies to --table")
     if not names:
-        raise SystemExit("give --dataset NAME (or --table FILE ...)")
+        raise ValueError("give --dataset NAME (or --table FILE --text-column ... --label-column ...)")
     names = list(datasets.DATASETS) if names == ["all"] else names
     return [datasets.load(n, args.data_dir, max_per_class=cap, verify=not args.no_verify, template=args.template)
             for n in names]
@@ -133,9 +189,21 @@ def _hidden(args, model, tok, ds, layers="all"):
                            chat=args.chat, num_threads=args.threads, progress=not args.no_progress)
 
 
-def _out(args) -> Path:
-    out = Path(args.out)
-    out.mkdir(parents=True, exist_ok=True)
+def _out(args, names=()) -> Path:
+    """The output directory, created and checked writable before any work, and the files the command
+    will write (``names``) checked not to be directories, so no computed result is lost at the end."""
+    out = Path(args.out).expanduser()
+    if out.exists() and not out.is_dir():
+        raise ValueError(f"--out {str(out)!r} exists and is not a directory")
+    try:
+        out.mkdir(parents=True, exist_ok=True)
+        with tempfile.NamedTemporaryFile(dir=out, prefix=".raptor-write-check-"):
+            pass
+    except OSError as exc:
+        raise ValueError(f"--out {str(out)!r} is not a writable directory ({exc.strerror or exc})") from None
+    for name in names:
+        if (out / name).is_dir():
+            raise ValueError(f"cannot write {str(out / name)!r}: a directory of that name exists")
     return out
 
 
@@ -163,8 +231,8 @@ def _probe_table(fit) -> "pd.DataFrame":
 
 # --------------------------------------------------------------------------- subcommands
 def cmd_extract(args):
-    out = _out(args)
     dsets = _load_datasets(args, args.dataset)
+    out = _out(args, ["extract_summary.json"])
     model, tok = _load_model(args)
     summary = []
     for ds in dsets:
@@ -181,8 +249,13 @@ def cmd_extract(args):
 
 
 def cmd_probe(args):
-    out = _out(args)
     dsets = _load_datasets(args, args.dataset)
+    unknown = [n for n in args.baselines if n not in BASELINES]
+    if unknown:
+        raise ValueError(f"unknown baseline(s) {unknown} for --baselines; choose from {sorted(BASELINES)}")
+    out = _out(args, ["probe_summary.csv", *(f"{stem}_{ds.name}.{ext}" for ds in dsets
+                                             for stem, ext in (("probe", "csv"), ("probe", "json"), ("probe", "png"),
+                                                               ("probes", "safetensors"), ("probes", "json")))])
     model, tok = _load_model(args)
     plt = _plt()
     overview = []
@@ -228,9 +301,6 @@ BASELINES = {"dom": DifferenceOfMeans, "lrcv": LogRegCVProbe, "gcs": GCSProbe, "
 
 def _baseline_table(H, y, layers, split, names, progress):
     """Test accuracy and fit seconds of each baseline per layer, on the split the RAPTOR probes used."""
-    bad = [n for n in names if n not in BASELINES]
-    if bad:
-        raise SystemExit(f"unknown baseline(s) {bad}; choose from {sorted(BASELINES)}")
     table = None
     for name in names:
         fit = fit_layers(H, y, layers=layers, estimator=BASELINES[name](), split=split, progress=progress)
@@ -241,8 +311,8 @@ def _baseline_table(H, y, layers, split, names, progress):
 
 
 def cmd_stability(args):
-    out = _out(args)
-    dsets = _load_datasets(args, args.dataset)
+    dsets = _load_datasets(args, [args.dataset] if args.dataset else None)
+    out = _out(args, [f"stability_{ds.name}.{ext}" for ds in dsets for ext in ("csv", "png")])
     model, tok = _load_model(args)
     plt = _plt()
     for ds in dsets:
@@ -275,8 +345,9 @@ def _steer_table(metrics_rows):
 
 
 def cmd_steer(args):
-    out = _out(args)
     dsets = _load_datasets(args, [args.dataset] if args.dataset else None)
+    probes_given = load_concept_vectors(args.probe_file) if args.probe_file else None  # a bad file fails first
+    out = _out(args, ["steer_metrics.csv", "steer_hard_layers.csv", "steer_metrics.json", "steer_generations.json"])
     model, tok = _load_model(args)
     plt = _plt()
     metrics_rows, hard_rows, gens = [], [], []
@@ -284,8 +355,11 @@ def cmd_steer(args):
         H = _hidden(args, model, tok, ds)
         L = H.shape[0] - 1
         layers = _select_layers(args.layers, L, list(range(1, L + 1)))
-        if args.probe_file:
-            probes = {l: p for l, p in load_concept_vectors(args.probe_file).items() if l in layers}
+        if probes_given is not None:
+            probes = {l: p for l, p in probes_given.items() if l in layers}
+            if not probes:
+                raise ValueError(f"--probe-file {args.probe_file!r} has probes for layers {probes_given.layers}, "
+                                 f"none of them among the steered layers {layers[0]}..{layers[-1]}")
         else:
             fit = fit_layers(H, ds.labels, layers=layers, random_state=SPLIT_SEED, progress=not args.no_progress)
             write_csv(out / f"probe_{ds.name}.csv", _probe_table(fit))
@@ -293,6 +367,10 @@ def cmd_steer(args):
             save_concept_vectors(out / f"probes_{ds.name}", probes)
         _, _, te = paper_split(ds.labels, random_state=SPLIT_SEED)
         extract, models, steering = _llm()
+        active, skipped = steering.steerable_layers(probes, args.tau, L)
+        if not active:
+            raise ValueError(f"no layer can be steered for {ds.name}: {steering.describe_skipped(probes, args.tau, skipped)}"
+                             + ("; lower --tau" if args.tau is not None else ""))
         chosen = steering.select_prompts(ds.labels, te, args.n_prompts,
                                 args.prompt_class if args.prompt_class == "both" else int(args.prompt_class))
         prompts = [ds.prompts[i] for i in chosen]
@@ -340,8 +418,10 @@ def cmd_steer(args):
 
 
 def cmd_sweep(args):
-    out = _out(args)
     dsets = _load_datasets(args, [args.dataset] if args.dataset else None)
+    out = _out(args)
+    fractions = _number_list("--fractions", args.fractions) if args.fractions else None
+    Cs = _number_list("--Cs", args.Cs, positive=True) if args.Cs else None
     model, tok = _load_model(args)
     plt = _plt()
     for ds in dsets:
@@ -349,15 +429,15 @@ def cmd_sweep(args):
         L = H.shape[0] - 1
         layer = args.layer if args.layer is not None else max(1, L // 2)
         if not 1 <= layer <= L:
-            raise SystemExit(f"--layer must be in 1..{L}")
+            raise ValueError(f"--layer must be in 1..{L} for this model, got {layer}")
         tr, va, te = paper_split(ds.labels, random_state=SPLIT_SEED)
         pool = np.sort(np.r_[tr, va])
         X = np.asarray(H[layer], dtype=np.float64)
         kw = dict(seeds=args.seeds, n_jobs=args.jobs, progress=not args.no_progress)
-        if args.fractions:
-            kw["fractions"] = [float(f) for f in args.fractions.split(",")]
-        if args.Cs:
-            kw["Cs"] = [float(c) for c in args.Cs.split(",")]
+        if fractions:
+            kw["fractions"] = fractions
+        if Cs:
+            kw["Cs"] = Cs
         res = delta_sweep(X[pool], ds.labels[pool], X[te], ds.labels[te], **kw)
         stem = f"sweep_{ds.name}_L{layer}"
         write_csv(out / f"{stem}_table.csv", res.table)
@@ -394,15 +474,16 @@ def build_parser():
     p.add_argument("--layers", type=_layers_arg, help="'all', '1-30' or '5,10' (default 1..L)")
     p.add_argument("--baselines", nargs="*", default=[], metavar="NAME",
                    help="also fit baselines: dom (difference of means), lrcv (LogisticRegressionCV), gcs, xrfm")
-    p.add_argument("--jobs", type=int, default=1, help="parallel layer fits (joblib)")
+    p.add_argument("--jobs", type=_int_at_least(1), default=1, help="parallel layer fits (joblib)")
     p.set_defaults(func=cmd_probe)
 
     p = sub.add_parser("stability", help="directional stability of RAPTOR concept vectors",
                        description="Drop a fraction of train+val, re-split, refit K times; mean |cos| per layer.")
     _add_common(p)
     p.add_argument("--layers", type=_layers_arg, help="layers (default every L/4)")
-    p.add_argument("--K", type=int, default=20)
-    p.add_argument("--drop", type=float, default=0.2)
+    p.add_argument("--K", type=_int_at_least(2), default=20, help="refits (>= 2)")
+    p.add_argument("--drop", type=_number_in(0.0, 1.0, high_open=True), default=0.2,
+                   help="fraction of train+val dropped per refit, in [0, 1)")
     p.add_argument("--seed", type=int, default=0)
     p.set_defaults(func=cmd_stability)
 
@@ -412,38 +493,51 @@ def build_parser():
     _add_common(p)
     p.add_argument("--layers", type=_layers_arg, help="steered layers (default 1..L)")
     p.add_argument("--direction", choices=["towards", "away", "both"], default="both")
-    p.add_argument("--tau", type=float, help="skip layers whose probe test accuracy is below tau")
+    p.add_argument("--tau", type=_number_in(0.0, 1.0),
+                   help="skip layers whose probe test accuracy is below tau (in [0, 1])")
     p.add_argument("--positions", choices=["last", "all"], default="last")
-    p.add_argument("--n-prompts", type=int, default=32, help="evaluation prompts (from the test split)")
+    p.add_argument("--n-prompts", type=_int_at_least(1), default=32, help="evaluation prompts (from the test split)")
     p.add_argument("--prompt-class", choices=["0", "1", "both"], default="both")
     p.add_argument("--probe-file", help="concept vectors written by 'raptor probe' (probes_<dataset>.json; skips fitting)")
-    p.add_argument("--generate", type=int, default=2, help="number of prompts to generate from")
+    p.add_argument("--generate", type=_int_at_least(0), default=2, help="number of prompts to generate from")
     p.add_argument("--gen-prompt", action="append", help="custom generation prompt (repeatable)")
-    p.add_argument("--max-new-tokens", type=int, default=24)
+    p.add_argument("--max-new-tokens", type=_int_at_least(0), default=24)
     p.set_defaults(func=cmd_steer)
 
     p = sub.add_parser("sweep", help="delta-sweep structure predictor at one layer",
                        description="Subsample the train+val pool at several fractions, fit RAPTOR over a lambda "
                                    "grid, compare Acc_pred (theory) with Acc_true.")
     _add_common(p)
-    p.add_argument("--layer", type=int, help="layer (default L/2)")
+    p.add_argument("--layer", type=_int_at_least(1), help="layer (default L/2)")
     p.add_argument("--fractions", help="comma-separated fractions of the pool")
     p.add_argument("--Cs", help="comma-separated inverse ridge strengths")
-    p.add_argument("--seeds", type=int, default=5)
-    p.add_argument("--jobs", type=int, default=1)
+    p.add_argument("--seeds", type=_int_at_least(1), default=5)
+    p.add_argument("--jobs", type=_int_at_least(1), default=1)
     p.set_defaults(func=cmd_sweep)
     return ap
 
 
 def main(argv=None):
-    args = build_parser().parse_args(argv)
+    """Run the ``raptor`` command; returns the exit code (0 success, 2 bad input, 130 interrupted).
+
+    A library ``ValueError`` or ``OSError`` (bad argument, missing or damaged file) becomes one line on
+    stderr and exit code 2; ``--debug`` or ``RAPTOR_DEBUG=1`` shows the traceback instead."""
+    parser = build_parser()
+    args = parser.parse_args(argv)
     if getattr(args, "quick", None) is not None and args.quick < 1:
-        raise SystemExit("--quick N needs N >= 1")
+        parser.error("--quick N needs N >= 1")
+    debug = getattr(args, "debug", False) or os.environ.get("RAPTOR_DEBUG", "") not in ("", "0")
     try:
         return args.func(args)
-    except (ValueError, FileNotFoundError) as exc:
+    except (ValueError, OSError) as exc:
+        if debug:
+            traceback.print_exc()
         print(f"raptor {args.command}: error: {exc}", file=sys.stderr)
         return 2
+    except KeyboardInterrupt:
+        print(f"raptor {args.command}: interrupted (hidden states extracted so far stay in the cache; "
+              "a re-run resumes)", file=sys.stderr)
+        return 130
 
 
 if __name__ == "__main__":

@@ -25,7 +25,7 @@ ALLOWED = {
     "empirical.files": set(),
     "empirical.testing": set(),
     "empirical.probes": {"empirical.probes", "empirical.logistic", "empirical.validation", "empirical.files", "cgmt"},
-    "empirical.llm": {"empirical.llm", "empirical.probes", "empirical.validation", "empirical.files"},
+    "empirical.llm": {"empirical.llm", "empirical.probes", "empirical.validation", "empirical.files", "cgmt.validation"},
     "empirical": {"empirical", "cgmt"},
     "sims": {"sims", "cgmt", "empirical.logistic", "empirical.validation"},
     "paper_figures": {"paper_figures", "empirical", "cgmt", "sims"},

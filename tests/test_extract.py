@@ -171,8 +171,9 @@ def test_resume_after_interruption(tok, tmp_path, monkeypatch):
     with pytest.raises(KeyboardInterrupt):
         E.hidden_states(model, tok, PROMPTS, batch_size=2, cache=tmp_path, label="r", progress=False)
     h.remove()
-    done = np.load(next(tmp_path.glob("r-*.done.npy")))
-    finished = [p for p in tmp_path.glob("r-*.npy") if not p.name.endswith((".done.npy", ".partial.npy"))]
+    with np.load(next(tmp_path.glob("r-*.rows.npz"))) as saved:
+        done = saved["done"]
+    finished = [p for p in tmp_path.glob("r-*.npy") if not p.name.endswith(".partial.npy")]
     assert done.sum() == 2 and not finished
     rows = []
     h = blk.register_forward_pre_hook(
@@ -181,7 +182,7 @@ def test_resume_after_interruption(tok, tmp_path, monkeypatch):
     h.remove()
     assert sum(rows[1:]) == len(PROMPTS) - 2  # only the unfinished prompts were run (after the prefix pass)
     np.testing.assert_allclose(A, ref, atol=1e-5)
-    assert not list(tmp_path.glob("r-*.partial.npy")) and not list(tmp_path.glob("r-*.done.npy"))
+    assert not list(tmp_path.glob("r-*.partial.npy")) and not list(tmp_path.glob("r-*.rows.npz"))
 
 
 def test_threads_restored_and_errors(tok):
@@ -255,6 +256,6 @@ def test_concurrent_extractors_share_one_entry(tok, tmp_path):
     assert all(p.returncode == 0 for p in procs), [o[1][-500:] for o in outs]
     assert outs[0][0] == outs[1][0]
     assert len(list(tmp_path.glob("c-*.npy"))) == 1 and not list(tmp_path.glob("c-*.partial.npy"))
-    assert not list(tmp_path.glob("c-*.done.npy"))
+    assert not list(tmp_path.glob("c-*.rows.npz"))
     H = E.hidden_states(tiny_model("llama", seed=9), tok, PROMPTS * 6, cache=tmp_path, label="c", progress=False)
     assert float(np.asarray(H).sum()) == float(outs[0][0])

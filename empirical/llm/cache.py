@@ -3,10 +3,13 @@
 Layout of an entry ``<root>/<label>-<key[:20]>``:
 ``.npy`` the finished float32 array (L+1, n_prompts, hidden) with layers 0..L (layer 0 = embeddings);
 ``.json`` its metadata (the full key material, shape, sha256 of the ``.npy``);
-``.partial.npy`` + ``.done.npy`` while an extraction is under way (resumable: ``done[i]`` is True
-once row i of every layer has been written and flushed); ``.lock`` serializes concurrent
-extractors of the same entry (``fcntl.flock``). Finished files are written under temporary
-names and published with ``os.replace``; metadata and checksums are validated on load.
+``.partial.npy`` + ``.rows.npz`` while an extraction is under way (resumable: ``done[i]`` is True
+once row i of every layer has been written and flushed, and ``digests[i]`` is the sha256 of that
+row's bytes as computed, so a damaged partial row is detected and recomputed, never trusted);
+``.lock`` serializes concurrent extractors of the same entry (``fcntl.flock``). Before a partial
+file is published every row is checked against its digest; the finished ``.npy`` is written under
+a temporary name and published with ``os.replace``; metadata and checksums are validated on load.
+A damaged finished entry raises :class:`CacheCorruptionError` naming the files to delete.
 """
 from __future__ import annotations
 
@@ -16,6 +19,8 @@ import hashlib
 import json
 import os
 import re
+import zipfile
+import warnings
 from pathlib import Path
 
 import numpy as np
@@ -23,6 +28,11 @@ import numpy as np
 from ..files import atomic_path, atomic_write_text, cache_root, sha256_file
 
 FORMAT = 1
+DIGEST_BYTES = 32
+
+
+class CacheCorruptionError(ValueError):
+    """A cache file is damaged or does not match its metadata (the message names the files)."""
 
 
 def key_of(meta: dict) -> str:
@@ -30,9 +40,29 @@ def key_of(meta: dict) -> str:
 
 
 
-def _atomic_save_npy(path: Path, arr):
-    with atomic_path(path, suffix=".npy") as tmp:
-        np.save(tmp, arr)
+def row_digest(rows: np.ndarray) -> bytes:
+    """sha256 of one prompt's hidden states (all layers) as float32 C-order bytes."""
+    return hashlib.sha256(np.ascontiguousarray(rows, dtype=np.float32).tobytes()).digest()
+
+
+class PartialRows:
+    """Progress of an extraction under way: which prompt rows are written, and the digest of each."""
+
+    def __init__(self, n: int):
+        self.done = np.zeros(n, dtype=bool)
+        self.digests = np.zeros((n, DIGEST_BYTES), dtype=np.uint8)
+
+    def record(self, mm, idx, buf):
+        """Write ``buf`` (n_layers, len(idx), p) into rows ``idx`` of ``mm`` and remember their digests."""
+        mm[:, idx, :] = buf
+        for k, i in enumerate(np.atleast_1d(idx)):
+            self.digests[i] = np.frombuffer(row_digest(buf[:, k, :]), dtype=np.uint8)
+            self.done[i] = True
+
+    def damaged(self, mm) -> np.ndarray:
+        """Indices of rows marked done whose bytes in ``mm`` no longer match their digest."""
+        return np.array([i for i in np.flatnonzero(self.done)
+                         if row_digest(mm[:, i, :]) != self.digests[i].tobytes()], dtype=int)
 
 
 class CacheEntry:
@@ -46,23 +76,34 @@ class CacheEntry:
         self.path = base.with_suffix(".npy")
         self.meta_path = base.with_suffix(".json")
         self.partial_path = Path(str(base) + ".partial.npy")
-        self.done_path = Path(str(base) + ".done.npy")
+        self.rows_path = Path(str(base) + ".rows.npz")
         self.lock_path = Path(str(base) + ".lock")
         self.shape = tuple(int(s) for s in shape)
 
     # -- finished entries -------------------------------------------------------------------
+    def _corrupt(self, problem: str) -> CacheCorruptionError:
+        return CacheCorruptionError(f"hidden-state cache entry {str(self.path)!r} is damaged: {problem}. Delete "
+                                    f"{self.path.name} and {self.meta_path.name} in {str(self.path.parent)!r} "
+                                    "(the next run recomputes them)")
+
     def load(self, verify: bool = True):
-        """The finished array as a read-only memmap, or None if absent; ValueError if corrupt."""
+        """The finished array as a read-only memmap, or None if absent; :class:`CacheCorruptionError` if damaged."""
         if not (self.path.is_file() and self.meta_path.is_file()):
             return None
-        info = json.loads(self.meta_path.read_text())
-        if info.get("key") != self.key or info.get("meta") != self.meta:
-            raise ValueError(f"cache metadata {self.meta_path} does not match its key; delete the entry")
-        arr = np.load(self.path, mmap_mode="r")
+        try:
+            info = json.loads(self.meta_path.read_text(encoding="utf-8"))
+        except (UnicodeDecodeError, json.JSONDecodeError) as exc:
+            raise self._corrupt(f"its metadata {self.meta_path.name} is not valid JSON ({exc})") from None
+        if not isinstance(info, dict) or info.get("key") != self.key or info.get("meta") != self.meta:
+            raise self._corrupt(f"its metadata {self.meta_path.name} does not match its key")
+        try:
+            arr = np.load(self.path, mmap_mode="r", allow_pickle=False)
+        except (ValueError, OSError, EOFError) as exc:
+            raise self._corrupt(f"the array file cannot be read ({exc})") from None
         if arr.shape != self.shape or arr.dtype != np.float32:
-            raise ValueError(f"cache file {self.path} has shape {arr.shape}/{arr.dtype}, expected {self.shape}/float32")
+            raise self._corrupt(f"it holds {arr.shape}/{arr.dtype}, expected {self.shape}/float32")
         if verify and sha256_file(self.path) != info.get("sha256"):
-            raise ValueError(f"cache file {self.path} fails its checksum; delete it and re-run")
+            raise self._corrupt("the array file fails its sha256 checksum")
         return arr
 
     @contextlib.contextmanager
@@ -74,37 +115,68 @@ class CacheEntry:
             yield
 
     # -- in-progress entries ----------------------------------------------------------------
+    def _load_rows(self) -> PartialRows | None:
+        try:
+            with np.load(self.rows_path, allow_pickle=False) as saved:
+                done, digests = saved["done"], saved["digests"]
+        except (ValueError, OSError, KeyError, EOFError, zipfile.BadZipFile):
+            return None
+        if done.shape != (self.shape[1],) or digests.shape != (self.shape[1], DIGEST_BYTES):
+            return None
+        rows = PartialRows(self.shape[1])
+        rows.done[:] = done.astype(bool)
+        rows.digests[:] = digests
+        return rows
+
     def open_partial(self):
-        """(memmap opened r+, done mask) resuming a previous partial run when it matches."""
+        """(memmap opened r+, :class:`PartialRows`) resuming a previous partial run when it matches.
+
+        Rows of the previous run that fail their digest are marked undone (and recomputed), with a warning."""
         self.path.parent.mkdir(parents=True, exist_ok=True)
-        if self.partial_path.is_file() and self.done_path.is_file():
+        if self.partial_path.is_file() and self.rows_path.is_file():
+            rows = self._load_rows()
             try:
-                mm = np.load(self.partial_path, mmap_mode="r+")
-                done = np.load(self.done_path)
-                if mm.shape == self.shape and mm.dtype == np.float32 and done.shape == (self.shape[1],):
-                    return mm, done.astype(bool)
-            except (ValueError, OSError):
-                pass
+                mm = np.load(self.partial_path, mmap_mode="r+", allow_pickle=False)
+            except (ValueError, OSError, EOFError):
+                mm = None
+            if rows is not None and mm is not None and mm.shape == self.shape and mm.dtype == np.float32:
+                bad = rows.damaged(mm)
+                if bad.size:
+                    warnings.warn(f"{bad.size} row(s) of the partial cache file {str(self.partial_path)!r} fail "
+                                  "their checksum; recomputing them", RuntimeWarning, stacklevel=4)
+                    rows.done[bad] = False
+                return mm, rows
+            if rows is None or mm is None:
+                warnings.warn(f"partial cache files {self.partial_path.name} / {self.rows_path.name} are damaged; "
+                              "starting the extraction of this entry over", RuntimeWarning, stacklevel=4)
         mm = np.lib.format.open_memmap(self.partial_path, mode="w+", dtype=np.float32, shape=self.shape)
-        done = np.zeros(self.shape[1], dtype=bool)
-        _atomic_save_npy(self.done_path, done)
-        return mm, done
+        rows = PartialRows(self.shape[1])
+        self.checkpoint(mm, rows)
+        return mm, rows
 
-    def checkpoint(self, mm, done):
+    def checkpoint(self, mm, rows: PartialRows):
+        """Flush the rows written so far, then record them (atomically) as done."""
         mm.flush()
-        _atomic_save_npy(self.done_path, done)
+        with atomic_path(self.rows_path, suffix=".npz") as tmp:
+            np.savez(tmp, done=rows.done, digests=rows.digests)
 
-    def finish(self, mm):
+    def finish(self, mm, rows: PartialRows):
+        """Verify every row against its digest, then publish the partial file as the finished entry."""
         mm.flush()
+        if not rows.done.all():
+            raise RuntimeError(f"{int((~rows.done).sum())} rows of {self.partial_path} are not computed")
+        bad = rows.damaged(mm)
+        if bad.size:
+            rows.done[bad] = False
+            self.checkpoint(mm, rows)
+            raise CacheCorruptionError(f"{bad.size} row(s) of {str(self.partial_path)!r} changed on disk after they "
+                                       "were written (disk fault?); they are marked undone: run again to recompute them")
         del mm
         digest = sha256_file(self.partial_path)
         os.replace(self.partial_path, self.path)
         info = {"key": self.key, "meta": self.meta, "shape": list(self.shape), "dtype": "float32", "sha256": digest}
         atomic_write_text(self.meta_path, json.dumps(info, indent=1))
-        try:
-            self.done_path.unlink()
-        except FileNotFoundError:
-            pass
+        self.rows_path.unlink(missing_ok=True)
 
 
 class ExtractionCache:

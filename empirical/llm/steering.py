@@ -32,12 +32,15 @@ from __future__ import annotations
 
 import contextlib
 import math
+import warnings
 from collections.abc import Iterator
 
 import numpy as np
 import pandas as pd
 import torch
 from tqdm.auto import tqdm
+
+from cgmt.validation import check_scalar
 
 from ..probes.concept_vectors import LinearProbe
 from .extract import length_batches, pad_right, tokenize_prompts
@@ -50,6 +53,9 @@ __all__ = [
     "gcav_alpha",
     "additive_steering",
     "gcav_steering",
+    "steerable_layers",
+    "describe_skipped",
+    "NoLayerSteeredWarning",
     "steer_prompts",
     "steering_metrics",
     "hard_layers",
@@ -206,7 +212,10 @@ def additive_steering(model, vectors: dict, alpha=1.0, positions="last") -> Iter
         for layer, vec in vectors.items():
             if not 1 <= int(layer) <= len(blocks):
                 raise ValueError(f"steering layer must be in 1..{len(blocks)}, got {layer}")
-            strength = float(alpha[layer] if isinstance(alpha, dict) else alpha)
+            strength = check_scalar(alpha[layer] if isinstance(alpha, dict) else alpha, f"alpha (layer {layer})")
+            vec = np.asarray(vec, dtype=np.float64)
+            if not np.all(np.isfinite(vec)):
+                raise ValueError(f"the steering vector of layer {layer} must be finite, got NaN or infinite entries")
             vector = torch.as_tensor(np.asarray(vec), dtype=torch.float64).ravel()
             hooks.add(blocks[int(layer) - 1].register_forward_hook(additive_hook(vector, strength, positions)))
         yield hooks
@@ -225,7 +234,38 @@ class _SteerState:
         self.first_pass = True
 
 
-def _select_layers(probes, tau, L):
+class NoLayerSteeredWarning(UserWarning):
+    """Steering was requested but no layer qualifies (tau, or w.v <= 0 everywhere): nothing is edited."""
+
+
+def steerable_layers(probes, tau, L: int) -> tuple[list, dict]:
+    """The layers GCAV steering edits, and why the others are skipped.
+
+    Parameters
+    ----------
+    probes : ConceptVectors or mapping of int to LinearProbe
+        Probes with ``coef`` and ``intercept`` (layer l = output of decoder block l, 1..L).
+    tau : float in [0, 1] or None
+        Reliability threshold on the probes' ``test_accuracy``.
+    L : int
+        Number of decoder blocks of the model.
+
+    Returns
+    -------
+    (list of int, dict of int to str)
+        Active layers (ascending) and ``{skipped layer: reason}``.
+
+    Examples
+    --------
+    >>> from empirical.probes import LinearProbe
+    >>> steerable_layers({1: LinearProbe([1.0], 0.0, test_accuracy=0.6),
+    ...                   2: LinearProbe([1.0], 0.0, test_accuracy=0.9)}, tau=0.8, L=4)
+    ([2], {1: 'test accuracy below tau'})
+    """
+    if tau is not None:
+        tau = check_scalar(tau, "tau", low=0.0, high=1.0)
+    if not hasattr(probes, "items") or not len(probes):
+        raise ValueError(f"probes must be a non-empty ConceptVectors or mapping {{layer: LinearProbe}}, got {probes!r}")
     active, skipped = [], {}
     for layer in sorted(probes):
         pr = probes[layer]
@@ -247,6 +287,28 @@ def _select_layers(probes, tau, L):
             continue
         active.append(int(layer))
     return active, skipped
+
+
+def describe_skipped(probes, tau, skipped: dict) -> str:
+    """One phrase on why layers were skipped (``skipped`` from :func:`steerable_layers`), for warnings and the CLI.
+
+    Examples
+    --------
+    >>> from empirical.probes import LinearProbe
+    >>> probes = {1: LinearProbe([1.0], 0.0, test_accuracy=0.6)}
+    >>> describe_skipped(probes, 0.8, steerable_layers(probes, 0.8, L=2)[1])
+    'tau=0.8 excludes 1 layer(s) (the best probe test accuracy is 0.600, at layer 1)'
+    """
+    below = [layer for layer, why in skipped.items() if why == "test accuracy below tau"]
+    parts = []
+    if below:
+        best = max(below, key=lambda layer: probes[layer].test_accuracy)
+        parts.append(f"tau={tau:g} excludes {len(below)} layer(s) (the best probe test accuracy is "
+                     f"{probes[best].test_accuracy:.3f}, at layer {best})")
+    flat = [layer for layer, why in skipped.items() if why == "w.v <= 0"]
+    if flat:
+        parts.append(f"{len(flat)} layer(s) have w.v <= 0")
+    return "; ".join(parts) or "no probe given"
 
 
 def gcav_hook(layer: int, probe: LinearProbe, g_star: float, direction: str, positions: str, state: _SteerState):
@@ -282,6 +344,9 @@ def gcav_hook(layer: int, probe: LinearProbe, g_star: float, direction: str, pos
             all_alpha = strength(all_logits)
             edited = (hidden64 + all_alpha[..., None] * v).to(hidden.dtype)
             logits, alpha = all_logits[rows, last], all_alpha[rows, last]
+        if not bool(torch.isfinite(logits).all()):
+            raise ValueError(f"probe logits at layer {layer} are not finite (the hidden states or the probe weights "
+                             "overflow float64); steering cannot compute a strength")
         if state.recording:
             stored = edited[rows, last].to(torch.float64)
             logits_after = stored @ w + intercept
@@ -327,7 +392,10 @@ def gcav_steering(model, probes, direction="towards", p_target=None, tau=None, p
         raise ValueError(f"positions must be 'last' or 'all', got {positions!r}")
     g_star = _logit(p_target)
     blocks = decoder_blocks(model)
-    active, skipped = _select_layers(probes, tau, len(blocks))
+    active, skipped = steerable_layers(probes, tau, len(blocks))
+    if not active:
+        warnings.warn(f"GCAV steering edits no layer: {describe_skipped(probes, tau, skipped)}", NoLayerSteeredWarning,
+                      stacklevel=3)
     state = state or _SteerState()
     state.active_layers, state.skipped_layers = active, skipped
     hooks = HookSet()
