@@ -59,8 +59,10 @@ def _task(delta, kappa, lams, tol, quad_order, maxiter):
 MAX_POINTS = 1_000_000
 
 
-def check_grid_size(n_points: int, max_points: int | None = MAX_POINTS, what: str = "grid") -> int:
-    """Refuse a grid of more than ``max_points`` points (None: no limit) with a message giving both numbers.
+def check_grid_size(n_points: int, max_points: int | None = MAX_POINTS, what: str = "grid",
+                    override: str = "max_points=..., --max-points") -> int:
+    """Refuse a grid of more than ``max_points`` points (None: no limit) with a message giving both numbers
+    and how to raise the limit (``override``).
 
     Examples
     --------
@@ -73,7 +75,7 @@ def check_grid_size(n_points: int, max_points: int | None = MAX_POINTS, what: st
     """
     if max_points is not None and n_points > max_points:
         raise ValueError(f"{what} has {n_points} points, more than the limit {max_points}; use a coarser grid or "
-                         "raise the limit (max_points=..., --max-points)")
+                         f"raise the limit ({override})")
     return n_points
 
 

@@ -19,7 +19,7 @@ from contextlib import contextmanager
 from pathlib import Path
 
 __all__ = ["atomic_path", "atomic_write_bytes", "atomic_write_text", "write_json", "write_csv", "save_figure",
-           "sha256_file", "cache_root"]
+           "sha256_file", "write_checksum", "verify_checksum", "ChecksumError", "cache_root"]
 
 
 def _umask() -> int:
@@ -213,6 +213,69 @@ def sha256_file(path, chunk: int = 1 << 22) -> str:
         for block in iter(lambda: f.read(chunk), b""):
             digest.update(block)
     return digest.hexdigest()
+
+
+class ChecksumError(ValueError):
+    """A file does not match the checksum recorded when it was written (or has none): damaged or edited."""
+
+
+def _checksum_path(target: Path) -> Path:
+    return target.parent / f".{target.name}.sha256"
+
+
+def write_checksum(target) -> Path:
+    """Record the sha256 of ``target`` (just written) in the hidden sidecar ``.<name>.sha256`` next to it.
+
+    A file written this way and read back through :func:`verify_checksum` is never trusted after a
+    change: results a program resumes from (``paper_figures`` tables, raw evaluations) use the pair.
+
+    Parameters
+    ----------
+    target : str or path-like
+
+    Returns
+    -------
+    pathlib.Path
+        ``target``.
+
+    Examples
+    --------
+    >>> import tempfile
+    >>> path = write_checksum(atomic_write_text(Path(tempfile.mkdtemp()) / "t.csv", "a,b"))
+    >>> verify_checksum(path)
+    True
+    >>> _ = path.write_text("a,c")
+    >>> verify_checksum(path)
+    Traceback (most recent call last):
+    ...
+    empirical.files.ChecksumError: ... does not match the checksum recorded when it was written (damaged or edited)
+    """
+    target = Path(target)
+    atomic_write_text(_checksum_path(target), sha256_file(target) + "\n")
+    return target
+
+
+def verify_checksum(target) -> bool:
+    """True if ``target`` exists and matches its recorded checksum, False if it does not exist.
+
+    Raises
+    ------
+    ChecksumError
+        Naming the file when its checksum is missing or differs.
+    """
+    target = Path(target)
+    if not target.exists():
+        return False
+    sidecar = _checksum_path(target)
+    try:
+        recorded = sidecar.read_text().strip()
+    except (OSError, UnicodeDecodeError):
+        raise ChecksumError(f"{str(target)!r} has no recorded checksum ({sidecar.name} is missing or unreadable); "
+                            "it may be incomplete") from None
+    if recorded != sha256_file(target):
+        raise ChecksumError(f"{str(target)!r} does not match the checksum recorded when it was written "
+                            "(damaged or edited)")
+    return True
 
 
 def cache_root(cache_dir=None) -> Path:

@@ -28,7 +28,7 @@ from empirical.probes import (DifferenceOfMeans, GCSProbe, RaptorProbe, XRFMProb
 from empirical.probes.real_embedding import real_embedding_stability, theory_lambda
 from empirical.probes.structure import delta_sweep
 
-from .output import save_figure, save_json, save_table
+from .output import load_table, save_figure, save_json, save_table
 from .stability import plot_real_embedding_stability
 
 DATASETS = ("stsa", "cities", "common", "counterfact", "hateeval", "sarcasm", "coinflip")
@@ -37,11 +37,6 @@ STEER_SETTINGS = (("counterfact", "away", 0.7), ("counterfact", "towards", 0.7),
                   ("hateeval", "away", None), ("sarcasm", "towards", None), ("sarcasm", "away", None),
                   ("stsa", "away", None), ("stsa", "towards", 0.8))
 STRUCTURE_DATASETS = ("stsa", "common", "hateeval")
-
-
-def _cached(out: Path, name: str):
-    path = Path(out) / "tables" / f"{name}.csv"
-    return pd.read_csv(path) if path.exists() else None
 
 
 def _methods(quick: bool) -> dict:
@@ -188,12 +183,12 @@ def run(out, *, model="smollm2", data_dir=None, max_per_class=500, quick=False, 
     # 1. accuracy, cost, separability
     frames, seps = [], []
     for name, (ds, H, y, split) in data.items():
-        tab = _cached(out, f"layers_{name}")
+        tab = load_table(out, f"layers_{name}")
         if tab is None:
             tab = layer_table(name, H, y, split, methods, progress, vectors_out=Path(out) / "tables")
             save_table(tab, out, f"layers_{name}")
         frames.append(tab)
-        sep = _cached(out, f"separability_{name}")
+        sep = load_table(out, f"separability_{name}")
         if sep is None:
             sep = separability_table(name, H, y, split, progress)
             save_table(sep, out, f"separability_{name}")
@@ -216,7 +211,7 @@ def run(out, *, model="smollm2", data_dir=None, max_per_class=500, quick=False, 
     stabs = []
     for name in STABILITY_DATASETS:
         ds, H, y, split = data[name]
-        tab = _cached(out, f"stability_{name}")
+        tab = load_table(out, f"stability_{name}")
         if tab is None:
             tab = stability_table(name, H, y, split, stab_layers, methods, K, progress)
             save_table(tab, out, f"stability_{name}")
@@ -276,7 +271,7 @@ def _raptor_vectors(out, name, H, y, split, progress):
 def _steering(out, mdl, tok, data, layers, quick, progress):
     from empirical.llm.steering import compare_generations, hard_layers, select_prompts, steer_prompts, steering_metrics
 
-    if _cached(out, "steering_summary") is not None:
+    if load_table(out, "steering_summary") is not None:
         return
     n_prompts = 4 if quick else 16
     metrics, hard, examples = [], [], []
@@ -304,7 +299,7 @@ def _steering(out, mdl, tok, data, layers, quick, progress):
 
 
 def _structure(out, data, L, quick, progress, n_jobs):
-    if _cached(out, "structure_summary") is not None:
+    if load_table(out, "structure_summary") is not None:
         return
     rows = []
     for name in STRUCTURE_DATASETS:

@@ -6,6 +6,7 @@ temporary file and ``os.replace``, so an interrupted run never leaves a half-wri
 from __future__ import annotations
 
 import json
+import warnings
 from pathlib import Path
 
 import pandas as pd
@@ -15,9 +16,22 @@ from empirical import files
 
 def save_table(df: pd.DataFrame, out: Path, name: str, *, floatfmt: str = ".4g") -> Path:
     """Write ``df`` to ``out/tables/name.csv`` and a Markdown rendering to ``name.md``; returns the CSV path."""
-    path = files.write_csv(Path(out) / "tables" / f"{name}.csv", df)
+    path = files.write_checksum(files.write_csv(Path(out) / "tables" / f"{name}.csv", df))
     files.atomic_write_text(path.with_suffix(".md"), to_markdown(df, floatfmt=floatfmt) + "\n")
     return path
+
+
+def load_table(out: Path, name: str) -> pd.DataFrame | None:
+    """The table a previous run saved with :func:`save_table` (to resume), or None when there is none.
+
+    A table that fails its checksum (damaged, edited, or written before checksums) is not trusted:
+    it is reported with a warning and None is returned, so the caller recomputes it."""
+    path = Path(out) / "tables" / f"{name}.csv"
+    try:
+        return pd.read_csv(path) if files.verify_checksum(path) else None
+    except files.ChecksumError as exc:
+        warnings.warn(f"{exc}; recomputing it", RuntimeWarning, stacklevel=2)
+        return None
 
 
 def to_markdown(df: pd.DataFrame, *, floatfmt: str = ".4g") -> str:

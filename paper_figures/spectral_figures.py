@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import json
 import math
+import warnings
 from pathlib import Path
 
 import matplotlib
@@ -63,14 +64,14 @@ def _to_json(r):
 
 def _evaluate_cached(raw_dir, name, layer, seed, H, y, **kw):
     path = raw_dir / f"{name}_L{layer:02d}_s{seed}.json"
-    if path.exists():
-        try:
+    try:
+        if files.verify_checksum(path):
             return json.loads(path.read_text())
-        except json.JSONDecodeError:  # a damaged file is recomputed, never trusted
-            path.unlink()
+    except files.ChecksumError as exc:  # a damaged file is recomputed, never trusted
+        warnings.warn(f"{exc}; recomputing it", RuntimeWarning, stacklevel=2)
     text = _to_json(evaluate_split(H, y, seed, teachers=("deconvolved", "calibrated", "pool_fit"),
                                    covariances=("sample",), **kw))
-    files.atomic_write_text(path, text)
+    files.write_checksum(files.atomic_write_text(path, text))
     return json.loads(text)
 
 

@@ -12,6 +12,7 @@ from threadpoolctl import threadpool_limits
 from tqdm.auto import tqdm
 
 import cgmt
+from cgmt.sweep import check_grid_size
 from cgmt.validation import check_int, check_positive_array
 
 from .measure import QUANTITIES, measure_replicate
@@ -103,8 +104,13 @@ def summarize(rows: list[dict], theory: dict, meta: dict) -> pd.DataFrame:
     return pd.DataFrame.from_records(recs)
 
 
+#: most replicate fits :func:`compare_grid` runs unless told otherwise
+MAX_FITS = 100_000
+
+
 def compare_grid(deltas, lams, kappas, p: int, replicates: int, seed=0, *, n_jobs: int = 1,
-                 progress: bool = True, theory=theory_values, **measure_kwargs) -> pd.DataFrame:
+                 progress: bool = True, theory=theory_values, max_fits: int | None = MAX_FITS,
+                 **measure_kwargs) -> pd.DataFrame:
     """``compare`` over the Cartesian grid deltas x lams x kappas, one progress bar for all replicates.
 
     Point i of the grid (in ``itertools.product(kappas, deltas, lams)`` order) gets the i-th child of
@@ -119,6 +125,8 @@ def compare_grid(deltas, lams, kappas, p: int, replicates: int, seed=0, *, n_job
         The grid.
     p, replicates, seed, n_jobs, progress, theory, **measure_kwargs
         As for :func:`compare`.
+    max_fits : int or None
+        Refuse grids needing more replicate fits than this (``MAX_FITS``; None: no limit) before any work.
 
     Returns
     -------
@@ -130,7 +138,7 @@ def compare_grid(deltas, lams, kappas, p: int, replicates: int, seed=0, *, n_job
     points = [(float(d), float(l), float(k)) for k, d, l in itertools.product(kappas, deltas, lams)]
     p = check_int(p, "p", minimum=2)
     replicates = check_int(replicates, "replicates", minimum=2)  # standard errors need two
-    replicates = int(replicates)
+    check_grid_size(len(points) * replicates, max_fits, "the simulation grid (points x replicates)", "max_fits=...")
     seeds = _point_seeds(seed, len(points), replicates)
     tasks = [(((d, l, k, int(p)), s), measure_kwargs) for (d, l, k), ss in zip(points, seeds) for s in ss]
     par = Parallel(n_jobs=n_jobs, return_as="generator")

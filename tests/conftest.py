@@ -5,6 +5,7 @@ environment variable ``CI`` is set or ``HYPOTHESIS_PROFILE=ci``; ``dev`` otherwi
 """
 import os
 
+import pytest
 from hypothesis import HealthCheck, settings
 
 settings.register_profile(
@@ -17,3 +18,25 @@ settings.register_profile(
 )
 settings.register_profile("dev", max_examples=100, deadline=None)
 settings.load_profile(os.environ.get("HYPOTHESIS_PROFILE", "ci" if os.environ.get("CI") else "dev"))
+
+
+POS = ["a great movie", "i loved this film", "great plot and a funny actor", "really very good film", "loved it"]
+NEG = ["bad film", "awful boring movie", "i hated this plot", "the actor was bad", "boring and awful"]
+
+
+@pytest.fixture(scope="module")
+def cli_setup(tmp_path_factory):
+    """A tiny saved model, a user table (reviews.tsv) and the CLI arguments that use them: (root, base args)."""
+    from empirical.testing import tiny_model, tiny_tokenizer
+
+    root = tmp_path_factory.mktemp("cli")
+    model, tok = tiny_model("llama", seed=3, n_layers=3), tiny_tokenizer()
+    model.save_pretrained(root / "model")
+    tok.save_pretrained(root / "model")
+    rows = [(f"{t} {'.' * (k % 3)}".strip(), 1) for k in range(6) for t in POS] + \
+           [(f"{t} {'!' * (k % 3)}".strip(), 0) for k in range(6) for t in NEG]
+    (root / "reviews.tsv").write_text("text\tlabel\n" + "\n".join(f"{t}\t{y}" for t, y in rows))
+    base = ["--table", str(root / "reviews.tsv"), "--text-column", "text", "--label-column", "label",
+            "--template", "review : {text} .", "--model", str(root / "model"), "--cache-dir", str(root / "cache"),
+            "--device", "cpu", "--no-progress", "--threads", "1"]
+    return root, base

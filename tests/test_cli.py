@@ -10,27 +10,12 @@ pytest.importorskip("transformers")
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 
 from empirical import cli, load_concept_vectors, paper_split  # noqa: E402
-from empirical.testing import tiny_model, tiny_tokenizer  # noqa: E402
 
 pytestmark = pytest.mark.llm
 
-POS = ["a great movie", "i loved this film", "great plot and a funny actor", "really very good film", "loved it"]
-NEG = ["bad film", "awful boring movie", "i hated this plot", "the actor was bad", "boring and awful"]
-
-
 @pytest.fixture(scope="module")
-def setup(tmp_path_factory):
-    root = tmp_path_factory.mktemp("cli")
-    model, tok = tiny_model("llama", seed=3, n_layers=3), tiny_tokenizer()
-    model.save_pretrained(root / "model")
-    tok.save_pretrained(root / "model")
-    rows = [(f"{t} {'.' * (k % 3)}".strip(), 1) for k in range(6) for t in POS] + \
-           [(f"{t} {'!' * (k % 3)}".strip(), 0) for k in range(6) for t in NEG]
-    (root / "reviews.tsv").write_text("text\tlabel\n" + "\n".join(f"{t}\t{y}" for t, y in rows))
-    base = ["--table", str(root / "reviews.tsv"), "--text-column", "text", "--label-column", "label",
-            "--template", "review : {text} .", "--model", str(root / "model"), "--cache-dir", str(root / "cache"),
-            "--device", "cpu", "--no-progress", "--threads", "1"]
-    return root, base
+def setup(cli_setup):
+    return cli_setup
 
 
 @pytest.mark.parametrize("sub", ["extract", "probe", "stability", "steer", "sweep"])

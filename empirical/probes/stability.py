@@ -56,6 +56,10 @@ class StabilityResult:
     K: int
 
 
+#: most bootstrap resamples :func:`stability` draws (a percentile interval is stable long before)
+MAX_BOOTSTRAP = 1_000_000
+
+
 def mean_abs_pairwise_cosine(V) -> float:
     """Mean of ``|cos(v_r, v_s)|`` over pairs r < s of the rows of V (rows normalized here).
 
@@ -150,6 +154,8 @@ def stability(estimator, X_pool, y_pool, K: int = 20, drop: float = 0.2, val_fra
     check_binary_labels(y, X.shape[0], "y_pool")
     K = check_int(K, "K", minimum=2)
     n_boot = check_int(n_boot, "n_boot", minimum=1)
+    if n_boot > MAX_BOOTSTRAP:
+        raise ValueError(f"n_boot must be at most {MAX_BOOTSTRAP} (each resample costs a K x K average), got {n_boot}")
     level = check_scalar(level, "level", low=0.0, high=1.0, low_open=True, high_open=True)
     drop, val_fraction = check_fraction(drop, "drop"), check_fraction(val_fraction, "val_fraction")
     make_estimator = _estimator_maker(estimator)
