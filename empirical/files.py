@@ -58,6 +58,8 @@ def atomic_path(target, suffix: str = ".tmp") -> Iterator[Path]:
     'a,b'
     """
     target = Path(target)
+    if target.is_dir():
+        raise IsADirectoryError(f"cannot write {str(target)!r}: a directory of that name exists")
     target.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(dir=target.parent, prefix=f".{target.name}.", suffix=suffix)
     os.close(fd)

@@ -10,7 +10,7 @@ from __future__ import annotations
 import numpy as np
 from sklearn.model_selection import train_test_split
 
-__all__ = ["check_matrix", "check_magnitude", "check_varying", "check_binary_labels", "check_grid",
+__all__ = ["check_matrix", "check_magnitude", "check_varying", "check_binary_labels", "check_signed_labels", "check_grid",
            "check_min_per_class", "stratified_split", "standardize_stats", "safe_norm", "unit_vector",
            "MAX_MAGNITUDE", "MIN_MAGNITUDE"]
 
@@ -172,6 +172,41 @@ def check_binary_labels(y, n: int, name: str = "y", classes=None) -> tuple[np.nd
                              f"got labels {extra.tolist()} not among them")
     y_pm = np.where(y == classes[1], 1.0, -1.0)
     return classes, y_pm
+
+
+def check_signed_labels(y, n: int, name: str = "y") -> np.ndarray:
+    """Labels already coded in {-1, +1} (the solvers' convention), as float64; ``ValueError`` naming ``name``.
+
+    Parameters
+    ----------
+    y : array-like of shape (n,)
+    n : int
+        Required length (rows of the matching X).
+    name : str
+        The argument's name, used in messages.
+
+    Returns
+    -------
+    ndarray (n,), float64
+
+    Examples
+    --------
+    >>> check_signed_labels([0, 1], 2)
+    Traceback (most recent call last):
+    ...
+    ValueError: y must contain only -1 and +1 (code the classes as -1/+1), got values [0.0]
+    """
+    try:
+        values = np.asarray(y, dtype=np.float64)
+    except (TypeError, ValueError):
+        raise ValueError(f"{name} must be numeric labels in {{-1, +1}}, got {type(y).__name__}") from None
+    if values.ndim != 1 or values.shape[0] != n:
+        raise ValueError(f"{name} must be 1-D with {n} entries (one per row of X), got shape {values.shape}")
+    bad = values[(values != 1.0) & (values != -1.0)]
+    if bad.size:
+        raise ValueError(f"{name} must contain only -1 and +1 (code the classes as -1/+1), got values "
+                         f"{np.unique(bad)[:5].tolist()}")
+    return values
 
 
 def check_grid(Cs, name: str = "Cs") -> np.ndarray:

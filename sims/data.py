@@ -44,6 +44,9 @@ class Sample:
         return self.n / self.p
 
 
+#: largest design (n x p entries) :func:`sample` draws: 2**31 float64 entries = 16 GiB
+MAX_ENTRIES = 2**31
+
 def replicate_seeds(seed, replicates: int) -> list[np.random.SeedSequence]:
     """Independent child ``SeedSequence`` streams, one per replicate (``SeedSequence(seed).spawn``).
 
@@ -107,6 +110,9 @@ def sample(n: int, p: int, kappa: float, rng=None, *, beta_star: np.ndarray | No
     """
     n = check_int(n, "n")
     p = check_int(p, "p")
+    if n * p > MAX_ENTRIES:
+        raise ValueError(f"a sample of n x p = {n} x {p} would hold {n * p:.3g} float64 entries ({8 * n * p / 2**30:.3g} "
+                         f"GiB), more than the limit {MAX_ENTRIES:.3g}; use a smaller p or n")
     kappa = check_kappa(kappa)
     gen = as_generator(rng)
     if beta_star is None:

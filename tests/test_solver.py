@@ -116,7 +116,7 @@ def test_property_first_order_optimality(n, p, logC, seed, fit_intercept):
     "kwargs,match",
     [
         (dict(X=np.ones(5), y=np.ones(5), C=1.0), "2-D"),
-        (dict(X=np.ones((5, 2)), y=np.ones(4), C=1.0), "len"),
+        (dict(X=np.ones((5, 2)), y=np.ones(4), C=1.0), "y must be 1-D with 5 entries"),
         (dict(X=np.full((2, 2), np.nan), y=np.array([1.0, -1.0]), C=1.0), "NaN"),
         (dict(X=np.ones((2, 2)), y=np.array([1.0, 0.0]), C=1.0), "-1 and \\+1"),
         (dict(X=np.ones((2, 2)), y=np.array([1.0, -1.0]), C=0.0), "C must"),

@@ -186,6 +186,8 @@ class ExtractionCache:
         if root is None:
             root = cache_root() / "hidden"
         self.root = Path(root).expanduser()
+        if self.root.exists() and not self.root.is_dir():
+            raise ValueError(f"cache directory {str(self.root)!r} is not a directory")
         self.verify = verify
 
     def entry(self, label: str, meta: dict, shape: tuple) -> CacheEntry:

@@ -77,6 +77,28 @@ def resolve_layers(layers, n_layers: int) -> list:
     return out
 
 
+def check_prompts(prompts, name: str = "prompts") -> list:
+    """A non-empty list of non-empty strings; ``ValueError`` naming ``name`` otherwise (a single string
+    is refused: iterating it would run one prompt per character).
+
+    Examples
+    --------
+    >>> check_prompts("a good film")
+    Traceback (most recent call last):
+    ...
+    ValueError: prompts must be a list of strings, not a single string
+    """
+    if isinstance(prompts, str):
+        raise ValueError(f"{name} must be a list of strings, not a single string")
+    prompts = list(prompts)
+    if not prompts:
+        raise ValueError(f"{name} is empty")
+    bad = [i for i, p in enumerate(prompts) if not isinstance(p, str) or not p]
+    if bad:
+        raise ValueError(f"{name} must be non-empty strings; bad entries at {bad[:10]}")
+    return prompts
+
+
 def tokenize_prompts(tokenizer, prompts, max_length=None, add_special_tokens=True) -> list:
     """Token id lists, one per prompt; ``max_length`` keeps the *last* tokens (the read-out end).
 
@@ -97,14 +119,7 @@ def tokenize_prompts(tokenizer, prompts, max_length=None, add_special_tokens=Tru
     >>> tokenize_prompts(tiny_tokenizer(), ["a good film"], max_length=2)
     [[36, 30]]
     """
-    if isinstance(prompts, str):
-        raise ValueError("prompts must be a list of strings, not a single string")
-    prompts = list(prompts)
-    if not prompts:
-        raise ValueError("prompts is empty")
-    bad = [i for i, p in enumerate(prompts) if not isinstance(p, str) or not p]
-    if bad:
-        raise ValueError(f"prompts must be non-empty strings; bad entries at {bad[:10]}")
+    prompts = check_prompts(prompts)
     enc = tokenizer(prompts, add_special_tokens=add_special_tokens, padding=False, truncation=False)["input_ids"]
     if max_length is not None:
         if max_length < 1:

@@ -43,7 +43,7 @@ from tqdm.auto import tqdm
 from cgmt.validation import check_scalar
 
 from ..probes.concept_vectors import LinearProbe
-from .extract import length_batches, pad_right, tokenize_prompts
+from .extract import check_prompts, length_batches, pad_right, tokenize_prompts
 from .hooks import HookSet, block_output_tensor, decoder_blocks, replace_block_output
 
 __all__ = [
@@ -150,6 +150,7 @@ def gcav_alpha(g, slope, direction="towards", p_target=None) -> np.ndarray:
     g_star = _logit(p_target)
     if not np.all(np.isfinite(g)):
         raise ValueError("probe logits must be finite")
+    slope = check_scalar(slope, "slope")
     if slope <= 0:
         return np.zeros_like(g)
     need = g < g_star if direction == "towards" else g > g_star
@@ -581,6 +582,7 @@ def generate(model, tokenizer, prompt, max_new_tokens=20, **gen_kwargs) -> str:
     -------
     str
     """
+    (prompt,) = check_prompts([prompt], "prompt")
     enc = tokenizer(prompt, return_tensors="pt").to(next(model.parameters()).device)
     kw = dict(max_new_tokens=max_new_tokens, do_sample=False, pad_token_id=tokenizer.pad_token_id)
     kw.update(gen_kwargs)
@@ -620,7 +622,7 @@ def compare_generations(model, tokenizer, prompts, probes, direction="towards", 
     ['direction', 'original', 'prompt', 'steered']
     """
     rows = []
-    for prompt in tqdm(list(prompts), desc=f"generate {direction}", disable=not progress, leave=False):
+    for prompt in tqdm(check_prompts(prompts), desc=f"generate {direction}", disable=not progress, leave=False):
         original = generate(model, tokenizer, prompt, max_new_tokens)
         st = _SteerState()
         st.recording = False

@@ -25,6 +25,7 @@ from __future__ import annotations
 import numpy as np
 from scipy.optimize import OptimizeResult
 
+from ..validation import check_grid, check_matrix, check_signed_labels
 from .design import extend_design, reduce_design
 from .newton import PathContext, newton_pcg
 
@@ -70,7 +71,9 @@ def logistic_path(X, y, Xv, yv, Cs, *, fit_intercept=True, tol=1e-10, max_iter=1
     >>> path.success, path.val_accuracy.shape, path.nit.shape
     (True, (3,), (3,))
     """
-    Cs = np.asarray(Cs, dtype=np.float64)
+    Cs = check_grid(Cs)
+    X, Xv = check_matrix(X, "X"), check_matrix(Xv, "Xv") if len(Xv) else np.asarray(Xv, dtype=np.float64)
+    y, yv = check_signed_labels(y, X.shape[0], "y"), check_signed_labels(yv, len(Xv), "yv")
     if design is None:
         design = reduce_design(X, Xv)
     ctx = PathContext(design.Z, design.Zv)

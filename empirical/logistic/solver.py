@@ -38,7 +38,7 @@ import numpy as np
 from scipy import linalg
 from scipy.optimize import OptimizeResult
 
-from ..validation import check_matrix
+from ..validation import check_matrix, check_signed_labels
 from .design import reduce_design
 from .newton import STATUS_MESSAGES, PathContext, direct_newton, newton_pcg
 
@@ -70,11 +70,7 @@ def logistic_objective(X, y, C, w, b=0.0) -> float:
 
 def _check_inputs(X, y, C, tol, max_iter):
     X = check_matrix(X, "X")
-    y = np.asarray(y, dtype=np.float64)
-    if y.ndim != 1 or y.shape[0] != X.shape[0]:
-        raise ValueError(f"y must be 1-D with len(y) == X.shape[0] == {X.shape[0]}, got shape {y.shape}")
-    if not np.all((y == 1.0) | (y == -1.0)):
-        raise ValueError("y must contain only -1 and +1")
+    y = check_signed_labels(y, X.shape[0], "y")
     if not (np.isfinite(C) and C > 0):
         raise ValueError(f"C must be a finite positive number, got {C!r}")
     if not (tol > 0):

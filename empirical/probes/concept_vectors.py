@@ -21,7 +21,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from ..validation import check_magnitude, safe_norm
+from ..validation import check_magnitude, check_matrix, safe_norm
 
 __all__ = ["LinearProbe", "ConceptVectors", "DEFAULT_LAYER_CONVENTION"]
 
@@ -138,9 +138,14 @@ class LinearProbe:
         return float(self.coef @ self.direction)
 
     def logit(self, H) -> np.ndarray:
-        """Probe logits ``H @ coef + intercept`` for raw hidden states ``H`` (n, p)."""
+        """Probe logits ``H @ coef + intercept`` for raw hidden states ``H`` (n, p), or the logit of one state (p,)."""
         self._require_coef("logit")
-        return np.asarray(H, dtype=np.float64) @ self.coef + self.intercept
+        one = np.ndim(H) == 1
+        H = check_matrix(np.atleast_2d(np.asarray(H, dtype=np.float64)) if one else H, "H")
+        if H.shape[1] != self.n_features:
+            raise ValueError(f"H must have {self.n_features} columns (the probe's hidden size), got {H.shape[1]}")
+        logits = H @ self.coef + self.intercept
+        return logits[0] if one else logits
 
     def _require_coef(self, what: str):
         if self.coef is None:

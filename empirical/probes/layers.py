@@ -16,7 +16,7 @@ from joblib import Parallel, delayed
 from sklearn.base import clone
 from tqdm.auto import tqdm
 
-from ..validation import check_binary_labels, stratified_split
+from ..validation import check_binary_labels, check_matrix, stratified_split
 from .concept_vectors import DEFAULT_LAYER_CONVENTION, ConceptVectors, LinearProbe
 from .raptor import RaptorProbe
 
@@ -118,7 +118,7 @@ def _check_split(split, n: int) -> tuple:
 
 def _fit_one(estimator, X, y, split, layer):
     train, val, test = split
-    X = np.asarray(X, dtype=np.float64)
+    X = check_matrix(X, f"H[{layer}]")  # names the layer of a bad stack (NaN, overflow)
     started = time.perf_counter()
     if len(val):
         estimator.fit(X[train], y[train], X[val], y[val])
@@ -180,7 +180,13 @@ def fit_layers(H, y, *, layers=None, estimator=None, split=None, fractions=(0.6,
     n_layers = len(H)
     if n_layers == 0:
         raise ValueError("H must have at least one layer, got none")
-    layers = list(range(n_layers)) if layers is None else [int(layer) for layer in layers]
+    if layers is None:
+        layers = list(range(n_layers))
+    elif isinstance(layers, (str, bytes)) or not all(isinstance(layer, (int, np.integer)) and not isinstance(layer, bool)
+                                                     for layer in np.ravel(np.asarray(layers, dtype=object))):
+        raise ValueError(f"layers must be a list of integer layer indices in [0, {n_layers}), got {layers!r}")
+    else:
+        layers = [int(layer) for layer in np.ravel(np.asarray(layers, dtype=object))]
     bad = [layer for layer in layers if not 0 <= layer < n_layers]
     if bad or not layers:
         raise ValueError(f"layers must be a non-empty list of indices in [0, {n_layers}), got {bad or layers}")

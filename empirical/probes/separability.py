@@ -16,7 +16,9 @@ from scipy.optimize import OptimizeResult
 from sklearn.exceptions import ConvergenceWarning
 from sklearn.svm import LinearSVC
 
-from ..validation import check_binary_labels, check_grid, check_matrix, standardize_stats
+from cgmt.validation import check_int
+
+from ..validation import check_binary_labels, check_grid, check_matrix, check_signed_labels, standardize_stats
 
 __all__ = ["separability", "perceptron", "SeparabilityResult"]
 
@@ -102,6 +104,9 @@ def perceptron(X, y_pm, max_epochs: int = 2000, random_state=0) -> OptimizeResul
     >>> r.success, r.train_errors
     (True, 0)
     """
+    X = check_matrix(X, "X")
+    y_pm = check_signed_labels(y_pm, X.shape[0], "y_pm")
+    max_epochs = check_int(max_epochs, "max_epochs", minimum=1)
     rng = np.random.default_rng(random_state)
     order = rng.permutation(X.shape[0]).astype(np.int64)
     w, b, epochs, errs = _perceptron_kernel(np.ascontiguousarray(X, dtype=np.float64),
