@@ -155,6 +155,8 @@ def refit(X, y, Xv, yv, C, design, a0, b0, *, fit_intercept=True, tol=1e-10, max
     Reuses the train Gram blocks, so only the validation-validation block is new.  Returns an
     OptimizeResult with ``coef`` (p,) in the original coordinates, ``intercept``, ``nit``,
     ``grad_norm``, ``success``, ``status``, ``message``."""
+    y, yv = check_signed_labels(y, len(X), "y"), check_signed_labels(yv, len(Xv), "yv")
+    C = float(check_grid(C, "C")[0])
     Xf = np.vstack([X, Xv])
     yf = np.concatenate([y, yv])
     n, p = Xf.shape
