@@ -289,3 +289,12 @@ def test_no_qualifying_layer_warns_and_is_never_silent(model, tok):
     assert len(pairs) == 0 and pairs.attrs["active_layers"] == []
     with pytest.warns(S.NoLayerSteeredWarning):
         S.compare_generations(model, tok, PROMPTS[:1], PROBES, tau=0.9, max_new_tokens=2, progress=False)
+
+
+def test_a_large_but_valid_probe_weight_is_steered_not_skipped(model, tok):
+    """Weights of 1e60 used to overflow the norm and skip the layer silently; now the layer is steered exactly."""
+    big = ConceptVectors({1: LinearProbe(np.full(32, 1e60), 0.0), 2: LinearProbe(np.ones(32), 0.0)})
+    pairs = S.steer_prompts(model, tok, PROMPTS[:2], big, progress=False)
+    assert pairs.attrs["active_layers"] == [1, 2] and bool(pairs["success"].all())
+    with pytest.raises(ValueError, match="coef must have entries of magnitude at most"):
+        LinearProbe(np.full(32, 1e200), 0.0)

@@ -38,6 +38,7 @@ from collections.abc import Iterator
 import numpy as np
 import pandas as pd
 import torch
+from scipy.special import expit
 from tqdm.auto import tqdm
 
 from cgmt.validation import check_scalar
@@ -419,8 +420,8 @@ def _records_frame(records, direction, p_target):
         df["success"] = df["logit_after"] >= g_star - df["round_tol"]
     else:
         df["success"] = df["logit_after"] <= g_star + df["round_tol"]
-    df["p_before"] = 1.0 / (1.0 + np.exp(-df["logit_before"]))
-    df["p_after"] = 1.0 / (1.0 + np.exp(-df["logit_after"]))
+    df["p_before"] = expit(df["logit_before"].to_numpy())
+    df["p_after"] = expit(df["logit_after"].to_numpy())
     df["abs_alpha"] = df["alpha"].abs()
     df.attrs["g_star"] = g_star
     return df
