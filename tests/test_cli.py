@@ -170,3 +170,19 @@ def test_stability_command(setup):
     t = pd.read_csv(out / "stability_reviews.csv")
     assert list(t.layer) == [2, 3] and t.mean_abs_cos.between(0, 1).all() and (t.ci_low <= t.ci_high).all()
     assert (out / "stability_reviews.png").is_file()
+
+
+def test_single_dataset_commands_take_a_dataset_name(setup):
+    """`raptor stability --dataset NAME` used to iterate the name's letters (load('c') ...)."""
+    from empirical.llm import datasets
+
+    try:
+        datasets.resolve_data_dir()
+    except FileNotFoundError:
+        pytest.skip("shared datasets not available")
+    root, base = setup
+    model_args = base[base.index("--model"):]
+    out = root / "stab_named"
+    assert cli.main(["stability", "--dataset", "cities", "--quick", "10", "--layers", "2", "--K", "2",
+                     *model_args, "--out", str(out)]) == 0
+    assert (out / "stability_cities.csv").is_file()
