@@ -1,4 +1,4 @@
-"""``raptor`` command line: extract | probe | stability | steer | sweep.
+"""``raptor`` command line: extract | probe | stability | steer | sweep | export.
 
 Every subcommand reads a concept dataset (``--dataset NAME`` or ``--table FILE --text-column ...
 --label-column ...``), loads a model (``--model``, default SmolLM2-135M-Instruct), gets last-token
@@ -25,6 +25,7 @@ from .files import save_figure, write_csv, write_json
 from .llm import datasets
 from .llm.cache import ExtractionCache
 from .probes.baselines import DifferenceOfMeans, GCSProbe, LogRegCVProbe, XRFMProbe
+from .probes.interop import export_control_vector, export_directions
 from .probes.layers import fit_layers, paper_split
 from .probes.persistence import load_concept_vectors, save_concept_vectors
 from .probes.raptor import RaptorProbe
@@ -457,6 +458,33 @@ def cmd_sweep(args):
     return 0
 
 
+EXPORT_SUFFIX = {"gguf": ".gguf", "safetensors": ".safetensors"}
+
+
+def cmd_export(args):
+    """Concept vectors saved by ``raptor probe`` (or ``save_concept_vectors``) -> a llama.cpp control
+    vector (GGUF) or a plain ``{block index: direction}`` safetensors file (repeng, steering-vectors)."""
+    vectors = load_concept_vectors(args.probe_file)
+    target = Path(args.out) if args.out else Path(args.probe_file).with_suffix("").with_name(
+        Path(args.probe_file).with_suffix("").name + ("_control" if args.format == "gguf" else "_directions")
+        + EXPORT_SUFFIX[args.format])
+    if target.is_dir():
+        raise ValueError(f"--out {str(target)!r} is a directory; give the file to write")
+    layers = None if args.layers in (None, "all") else args.layers
+    if args.format == "gguf":
+        if layers is None and min(vectors.layers) < 2:
+            layers = [layer for layer in vectors.layers if layer >= 2]
+            print(f"raptor export: layer(s) {[l for l in vectors.layers if l < 2]} skipped: llama.cpp cannot "
+                  "address the output of block 1 (direction.0)", file=sys.stderr)
+        path = export_control_vector(target, vectors, scale=args.scale, layers=layers, model_hint=args.model_hint)
+    else:
+        path = export_directions(target, vectors, scale=args.scale, layers=layers)
+    exported = layers or vectors.layers
+    print(f"wrote {path}: {len(exported)} direction(s), RAPTOR layers {exported[0]}..{exported[-1]} -> block "
+          f"indices {exported[0] - 1}..{exported[-1] - 1}, scale {args.scale:g}")
+    return 0
+
+
 # --------------------------------------------------------------------------- parser
 def build_parser():
     ap = argparse.ArgumentParser(prog="raptor", description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
@@ -514,6 +542,21 @@ def build_parser():
     p.add_argument("--seeds", type=_int_at_least(1), default=5)
     p.add_argument("--jobs", type=_int_at_least(1), default=1)
     p.set_defaults(func=cmd_sweep)
+
+    p = sub.add_parser("export", help="concept vectors as a llama.cpp control vector or plain safetensors",
+                       description="Write the concept vectors of a probes_<dataset>.json file as a llama.cpp "
+                                   "control vector (--format gguf: direction.N = scale * unit vector of RAPTOR "
+                                   "layer N+1) or a {block index: direction} safetensors file for repeng and "
+                                   "steering-vectors (--format safetensors). See docs/interop.md.")
+    p.add_argument("--probe-file", required=True, help="concept vectors written by 'raptor probe' (.json or .safetensors)")
+    p.add_argument("--format", choices=sorted(EXPORT_SUFFIX), default="gguf")
+    p.add_argument("--out", help="file to write (default: next to --probe-file)")
+    p.add_argument("--scale", type=float, default=1.0,
+                   help="factor on the unit vectors (hidden-state units; llama.cpp multiplies by its strength)")
+    p.add_argument("--layers", type=_layers_arg, help="RAPTOR layers to export (default all)")
+    p.add_argument("--model-hint", help="controlvector.model_hint (default: the model the vectors came from)")
+    p.add_argument("--debug", action="store_true", help="show the full traceback of an error")
+    p.set_defaults(func=cmd_export)
     return ap
 
 
