@@ -148,6 +148,8 @@ def _add_common(p, multi_dataset=False):
     m.add_argument("--batch-size", type=_int_at_least(1), default=32)
     m.add_argument("--threads", type=_int_at_least(1), help="torch threads (default: torch's choice)")
     m.add_argument("--chat", action="store_true", help="wrap prompts in the tokenizer's chat template")
+    m.add_argument("--pooling", choices=["last", "mean", "first"],
+                   help="token pooling of the hidden states (default: last for decoders, mean for encoders)")
     m.add_argument("--cache-dir", help="cache root (default $RAPTOR_CACHE or ~/.cache/raptor)")
     m.add_argument("--no-cache", action="store_true", help="do not read or write the hidden-state cache")
     p.add_argument("--out", default="raptor_out", help="output directory (created)")
@@ -187,7 +189,8 @@ def _hidden(args, model, tok, ds, layers="all"):
     cache = False if args.no_cache else ExtractionCache(
         (Path(args.cache_dir).expanduser() / "hidden") if args.cache_dir else None)
     return _llm()[0].extract_dataset(model, tok, ds, layers=layers, batch_size=args.batch_size, cache=cache,
-                           chat=args.chat, num_threads=args.threads, progress=not args.no_progress)
+                                     chat=args.chat, num_threads=args.threads, pooling=args.pooling,
+                                     progress=not args.no_progress)
 
 
 def _out(args, names=()) -> Path:

@@ -2,7 +2,8 @@
 
 - :func:`tiny_model`, :func:`tiny_tokenizer`: tiny randomly initialised causal LMs (Llama, Qwen2,
   GPT-2, Gemma shapes) built from configs, and an offline word-level tokenizer built with the
-  ``tokenizers`` library from a fixed word list (torch/transformers imported on call).
+  ``tokenizers`` library from a fixed word list (torch/transformers imported on call);
+  :func:`tiny_encoder`: a tiny random BERT encoder (no head).
 - :func:`synthetic_hidden_states`: hidden-state-like matrices (numpy only) for tests and benchmarks.
 """
 from __future__ import annotations
@@ -67,6 +68,18 @@ def tiny_model(arch: str = "llama", seed: int = 0, n_layers: int = 3, hidden: in
     if dtype is not None:
         model = model.to(dtype)
     return model.eval()
+
+def tiny_encoder(seed: int = 0, n_layers: int = 3, hidden: int = 32, vocab_size: int | None = None):
+    """A randomly initialised BERT encoder (``BertModel``, no head; eval mode) for the tiny tokenizer."""
+    import torch
+    from transformers import BertConfig, BertModel
+
+    V = vocab_size or len(tiny_tokenizer(False).get_vocab())
+    cfg = BertConfig(vocab_size=V, hidden_size=hidden, num_hidden_layers=n_layers, num_attention_heads=4,
+                     intermediate_size=2 * hidden, max_position_embeddings=256, pad_token_id=0)
+    torch.manual_seed(seed)
+    return BertModel(cfg).eval()
+
 
 def synthetic_hidden_states(n_tr, n_val, p, shift, seed=0, rank=32, n_out=4):
     """Low-rank factors plus isotropic noise plus ``n_out`` large-variance, shifted outlier dimensions,

@@ -32,7 +32,7 @@ from tqdm.auto import tqdm
 from transformers import DynamicCache
 
 from .cache import ExtractionCache
-from .hooks import LAYER_CONVENTION, base_model, block_input_tensor, block_output_tensor, decoder_blocks
+from .hooks import LAYER_CONVENTION, base_model, block_input_tensor, block_output_tensor, decoder_blocks, model_kind
 from .models import apply_chat_template, model_identity
 
 __all__ = ["hidden_states", "extract_dataset", "resolve_layers", "tokenize_prompts", "ExtractionCache"]
@@ -168,6 +168,12 @@ def _threads(num_threads):
 
 
 def _model_device(model):
+    """Where the inputs go: the first device of an accelerate ``hf_device_map``, else the first parameter's."""
+    device_map = getattr(model, "hf_device_map", None)
+    if device_map:
+        for device in device_map.values():
+            if device not in ("disk", "meta"):
+                return torch.device(f"cuda:{device}" if isinstance(device, int) else device)
     return next(model.parameters()).device
 
 
@@ -221,15 +227,33 @@ def _prefix_kv(core, model, prefix, device):
     return kv
 
 
-def _run(model, token_ids, layers, batch_size, sink, todo, progress, desc, share_prefix=True, max_batch_tokens=512):
+POOLINGS = ("last", "mean", "first")
+
+
+def _pool(h, pooling, last, mask):
+    """(B, p) summary of block states ``h`` (B, T, p): the last real token, the mean over real tokens, or
+    the first token (``mask`` (B, T) marks real tokens of right-padded rows)."""
+    if pooling == "last":
+        return h[torch.arange(h.shape[0], device=h.device), last.to(h.device)]
+    if pooling == "first":
+        return h[:, 0]
+    m = mask.to(h.device, h.dtype).unsqueeze(-1)
+    return (h * m).sum(dim=1) / m.sum(dim=1)
+
+
+def _run(model, token_ids, layers, batch_size, sink, todo, progress, desc, share_prefix=True, max_batch_tokens=512,
+         pooling="last"):
     """Run the length-sorted batches over indices ``todo``; ``sink(indices, buf)`` gets (n_layers, B, p).
 
     With ``share_prefix`` the token prefix common to all prompts is run once and its key/value
-    cache reused by every batch (positions continue after the prefix), so only suffixes are computed.
+    cache reused by every batch (positions continue after the prefix), so only suffixes are computed
+    (decoders with last-token pooling only: an encoder's prefix states depend on the suffix).
     """
     blocks = decoder_blocks(model)
     core = base_model(model)
     device = _model_device(model)
+    encoder = model_kind(model) == "encoder"
+    share_prefix = share_prefix and pooling == "last" and not encoder
     p = _hidden_size(model, blocks)
     order = sorted(todo, key=lambda i: -len(token_ids[i]))
     slot = {l: k for k, l in enumerate(layers)}
@@ -239,8 +263,8 @@ def _run(model, token_ids, layers, batch_size, sink, todo, progress, desc, share
 
     def grab(l, h):
         if state["on"]:
-            rows = torch.arange(h.shape[0], device=h.device)
-            state["buf"][slot[l]] = h[rows, state["last"]].float()
+            buf = state["buf"]
+            buf[slot[l]] = _pool(h, pooling, state["last"], state["mask"]).float().to(buf.device)
 
     handles = []
     try:
@@ -279,9 +303,10 @@ def _run(model, token_ids, layers, batch_size, sink, todo, progress, desc, share
                     kw["position_ids"] = torch.arange(P, P + T, device=device).unsqueeze(0).expand(B, T)
                     mask = torch.cat([torch.ones((B, P), dtype=mask.dtype, device=device), mask], dim=1)
                     kw["use_cache"] = True
-                else:
+                elif not encoder:
                     kw["use_cache"] = False
-                state.update(on=True, last=last, buf=torch.empty((len(layers), B, p), dtype=torch.float32, device=device))
+                state.update(on=True, last=last, mask=mask[:, -T:], buf=torch.empty((len(layers), B, p),
+                                                                                  dtype=torch.float32, device=device))
                 try:
                     core(input_ids=ids, attention_mask=mask, **kw)
                 except _StopForward:
@@ -333,6 +358,7 @@ def hidden_states(
     *,
     num_threads=None,
     share_prefix: bool = True,
+    pooling: str | None = None,
     max_batch_tokens: int = 512,
     max_length=None,
     add_special_tokens: bool = True,
@@ -340,7 +366,7 @@ def hidden_states(
     label: str | None = None,
     meta: dict | None = None,
 ) -> np.ndarray:
-    """Last-token hidden states, float32 array ``(len(layers), len(prompts), hidden_size)``.
+    """Pooled (default: last-token) hidden states, float32 array ``(len(layers), len(prompts), hidden_size)``.
 
     Parameters
     ----------
@@ -349,7 +375,10 @@ def hidden_states(
         ``max_batch_tokens`` also caps prompts x padded length per batch (default 512: on CPU, larger
         batches fall out of cache; SmolLM2, 1 thread: 347 tok/s at 512 vs 237 at 4096 on STSA prompts).
     share_prefix : run the token prefix shared by all prompts (e.g. a template's instruction) once
-        and reuse its key/value cache (same numbers up to float rounding, much less compute).
+        and reuse its key/value cache (same numbers up to float rounding, much less compute; decoders
+        with last-token pooling only).
+    pooling : ``"last"`` (last real token; default for decoders), ``"mean"`` (mean over real tokens;
+        default for encoders) or ``"first"`` (first token, e.g. BERT's [CLS]). Part of the cache key.
     cache : None/False (no cache), True (``$RAPTOR_CACHE/hidden``), a directory or an ExtractionCache.
     num_threads : ``torch.set_num_threads`` during the run (restored after).
     max_length : keep at most the last ``max_length`` tokens of each prompt.
@@ -372,6 +401,10 @@ def hidden_states(
     """
     if not isinstance(batch_size, (int, np.integer)) or batch_size < 1:
         raise ValueError(f"batch_size must be a positive int, got {batch_size!r}")
+    if pooling is None:
+        pooling = "mean" if model_kind(model) == "encoder" else "last"
+    if pooling not in POOLINGS:
+        raise ValueError(f"pooling must be one of {POOLINGS}, got {pooling!r}")
     L = len(decoder_blocks(model))
     sel = resolve_layers(layers, L)
     token_ids = tokenize_prompts(tokenizer, prompts, max_length, add_special_tokens)
@@ -388,10 +421,12 @@ def hidden_states(
                     out[:, idx, :] = buf
 
                 _run(model, token_ids, sel, batch_size, sink, range(n), progress, label or "extract",
-                     share_prefix, max_batch_tokens)
+                     share_prefix, max_batch_tokens, pooling)
                 return out
             store = cache if isinstance(cache, ExtractionCache) else ExtractionCache(None if cache is True else cache)
             extra = {"max_length": max_length, "add_special_tokens": bool(add_special_tokens), **(meta or {})}
+            if pooling != "last":  # absent = last token, so caches written before pooling existed stay valid
+                extra["pooling"] = pooling
             entry = store.entry(label or "prompts", _cache_meta(model, token_ids, extra), (L + 1, n, p))
             arr = entry.load(verify=store.verify)
             if arr is None:
@@ -399,7 +434,7 @@ def hidden_states(
                     arr = entry.load(verify=store.verify)  # another process may have finished it meanwhile
                     if arr is None:
                         arr = _fill_entry(entry, model, token_ids, L, batch_size, progress, label, share_prefix,
-                                          max_batch_tokens, n)
+                                          max_batch_tokens, n, pooling)
             if sel == list(range(sel[0], sel[-1] + 1)):
                 return arr[sel[0]: sel[-1] + 1]
             return np.ascontiguousarray(arr[sel])
@@ -407,7 +442,7 @@ def hidden_states(
         model.train(was_training)
 
 
-def _fill_entry(entry, model, token_ids, L, batch_size, progress, label, share_prefix, max_batch_tokens, n):
+def _fill_entry(entry, model, token_ids, L, batch_size, progress, label, share_prefix, max_batch_tokens, n, pooling):
     """Compute the missing rows of a cache entry (resuming a partial one) and publish it."""
     mm, rows = entry.open_partial()
     last_ckpt = [time.perf_counter()]
@@ -423,7 +458,7 @@ def _fill_entry(entry, model, token_ids, L, batch_size, progress, label, share_p
         desc = f"{label or 'extract'} ({n - len(todo)}/{n} cached)" if len(todo) < n else label or "extract"
         try:
             _run(model, token_ids, list(range(L + 1)), batch_size, sink, todo, progress, desc, share_prefix,
-                 max_batch_tokens)
+                 max_batch_tokens, pooling)
         finally:
             entry.checkpoint(mm, rows)
     entry.finish(mm, rows)

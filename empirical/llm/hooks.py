@@ -3,7 +3,8 @@
 Layer convention (the whole package uses it): layer ``l`` in ``1..L`` is the output of decoder
 block ``l`` (1-based), i.e. the residual stream after that block and *before* any final norm;
 layer 0 is the input of block 1 (the embeddings, scaled as the architecture does, e.g. Gemma's
-sqrt(d) factor). With transformers 5.x this equals ``output_hidden_states[l]`` for ``l < L`` while
+sqrt(d) factor). Encoders (BERT family) follow the same rule with their encoder blocks: layer ``l``
+is the output of encoder block ``l`` (after its output LayerNorm), layer 0 the embedding output. With transformers 5.x this equals ``output_hidden_states[l]`` for ``l < L`` while
 ``hidden_states[L]`` is the *final-normed* state (``capture_outputs(tie_last_hidden_states=True)``),
 so we read block outputs through hooks instead of ``output_hidden_states``.
 """
@@ -23,7 +24,36 @@ _BLOCK_PATHS = (
     "decoder.layers",
     "model.language_model.layers",  # Gemma3 / multimodal wrappers
     "language_model.layers",
+    "encoder.layer",  # BERT, RoBERTa, ELECTRA, DeBERTa (base encoder)
+    "bert.encoder.layer",  # the same inside a task-head wrapper
+    "roberta.encoder.layer",
+    "transformer.layer",  # DistilBERT
 )
+
+#: ``config.model_type`` of encoder-only families (bidirectional attention: no prefix sharing, no steering)
+ENCODER_TYPES = frozenset({"bert", "roberta", "xlm-roberta", "distilbert", "electra", "deberta", "deberta-v2",
+                           "mpnet", "albert", "camembert", "modernbert", "nomic_bert"})
+
+
+def model_kind(model) -> str:
+    """``"encoder"`` (bidirectional, e.g. BERT) or ``"decoder"`` (causal LM).
+
+    :func:`empirical.llm.models.load_model` records it as ``model.raptor_kind``; otherwise it is read
+    from the config (``is_decoder``, ``model_type``)."""
+    kind = getattr(model, "raptor_kind", None)
+    if kind in ("encoder", "decoder"):
+        return kind
+    config = getattr(model, "config", None)
+    if getattr(config, "is_decoder", False):
+        return "decoder"
+    return "encoder" if getattr(config, "model_type", None) in ENCODER_TYPES else "decoder"
+
+
+def require_decoder(model, what: str) -> None:
+    """``ValueError`` when ``model`` is an encoder: ``what`` (steering, generation) needs a causal LM."""
+    if model_kind(model) != "decoder":
+        raise ValueError(f"{what} needs a decoder (causal language model); {type(model).__name__} is an encoder "
+                         "(extraction and probes work on encoders, steering and generation do not)")
 
 
 def _get(obj, dotted):
@@ -40,7 +70,7 @@ def num_layers(model) -> int:
 
 
 def decoder_blocks(model) -> torch.nn.ModuleList:
-    """The model's ModuleList of decoder blocks (block ``l`` is ``decoder_blocks(model)[l - 1]``)."""
+    """The model's ModuleList of decoder (or encoder) blocks (block ``l`` is ``decoder_blocks(model)[l - 1]``)."""
     for path in _BLOCK_PATHS:
         mod = _get(model, path)
         if isinstance(mod, torch.nn.ModuleList) and len(mod) > 0:

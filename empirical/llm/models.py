@@ -24,7 +24,7 @@ from pathlib import Path
 import torch
 
 from ..files import cache_root, sha256_file
-from .hooks import LAYER_CONVENTION, decoder_blocks, num_layers
+from .hooks import ENCODER_TYPES, LAYER_CONVENTION, decoder_blocks, num_layers
 
 __all__ = [
     "SMOLLM2",
@@ -236,7 +236,21 @@ def smollm2_dir(cache_dir=None, progress=True) -> Path:
     return target
 
 
-def load_model(name_or_path="smollm2", device=None, dtype=None, *, cache_dir=None, revision=None) -> tuple:
+def _kind_from_config(config, kind: str) -> str:
+    """``"decoder"`` or ``"encoder"`` for ``kind="auto"``: a causal-LM architecture is a decoder; an
+    encoder-only family (``hooks.ENCODER_TYPES``) or a base/task-head architecture of one is an encoder."""
+    if kind in ("decoder", "encoder"):
+        return kind
+    if kind != "auto":
+        raise ValueError(f"kind must be 'auto', 'decoder' or 'encoder', got {kind!r}")
+    architectures = getattr(config, "architectures", None) or []
+    if any(a.endswith(("ForCausalLM", "LMHeadModel", "ForConditionalGeneration")) for a in architectures):
+        return "decoder"
+    return "encoder" if getattr(config, "model_type", None) in ENCODER_TYPES else "decoder"
+
+
+def load_model(name_or_path="smollm2", device=None, dtype=None, *, cache_dir=None, revision=None, kind="auto",
+               device_map=None) -> tuple:
     """Load ``(model, tokenizer)`` in eval mode.
 
     ``name_or_path``: ``"smollm2"`` (default model, see module doc), a local model directory or a hub
@@ -254,11 +268,19 @@ def load_model(name_or_path="smollm2", device=None, dtype=None, *, cache_dir=Non
         Cache root (default :func:`empirical.files.cache_root`).
     revision : str, optional
         Hub revision.
+    kind : {"auto", "decoder", "encoder"}
+        ``"auto"`` reads the config: causal-LM architectures load with their LM head
+        (``AutoModelForCausalLM``), encoder-only families (BERT, RoBERTa, ... e.g. a sentence-transformers
+        folder) load as the base encoder (``AutoModel``: no head, no randomly initialized weights).
+        Recorded as ``model.raptor_kind``.
+    device_map : str or dict, optional
+        Passed to ``from_pretrained`` (accelerate dispatch, e.g. ``"auto"`` across GPUs with CPU
+        offload); ``device`` is then not applied. Extraction and steering follow the blocks' devices.
 
     Returns
     -------
     (model, tokenizer)
-        A transformers causal LM in eval mode and its tokenizer.
+        A transformers causal LM (or base encoder) in eval mode and its tokenizer.
 
     Examples
     --------
@@ -266,10 +288,10 @@ def load_model(name_or_path="smollm2", device=None, dtype=None, *, cache_dir=Non
     >>> num_layers(model)  # doctest: +SKIP
     30
     """
-    from transformers import AutoModelForCausalLM, AutoTokenizer
+    from transformers import AutoConfig, AutoModel, AutoModelForCausalLM, AutoTokenizer
 
     tdtype = _torch_dtype(dtype)
-    dev = _device(device)
+    dev = _device(device) if device_map is None else None
     if str(name_or_path).lower() in ("smollm2", "smollm2-135m-instruct"):
         path = smollm2_dir(cache_dir)
         manifest = json.loads((path / _MANIFEST).read_text())
@@ -278,9 +300,16 @@ def load_model(name_or_path="smollm2", device=None, dtype=None, *, cache_dir=Non
         path = name_or_path
         identity = None
     kw = {} if revision is None else {"revision": revision}
+    kind = _kind_from_config(AutoConfig.from_pretrained(path, **kw), kind)
     tok = AutoTokenizer.from_pretrained(path, **kw)
-    model = AutoModelForCausalLM.from_pretrained(path, dtype=tdtype, **kw)
-    model.to(dev).eval()
+    loader = AutoModelForCausalLM if kind == "decoder" else AutoModel
+    if device_map is not None:
+        kw["device_map"] = device_map
+    model = loader.from_pretrained(path, dtype=tdtype, **kw)
+    if dev is not None:
+        model.to(dev)
+    model.eval()
+    model.raptor_kind = kind
     if tok.pad_token is None:
         tok.pad_token = tok.eos_token if tok.eos_token is not None else tok.unk_token
     if identity is None:

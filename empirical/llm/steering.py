@@ -45,7 +45,7 @@ from cgmt.validation import check_scalar
 
 from ..probes.concept_vectors import LinearProbe
 from .extract import check_prompts, length_batches, pad_right, tokenize_prompts
-from .hooks import HookSet, block_output_tensor, decoder_blocks, replace_block_output
+from .hooks import HookSet, block_output_tensor, decoder_blocks, replace_block_output, require_decoder
 
 __all__ = [
     "select_prompts",
@@ -208,6 +208,7 @@ def additive_steering(model, vectors: dict, alpha=1.0, positions="last") -> Iter
     >>> isinstance(text, str)
     True
     """
+    require_decoder(model, "steering")
     blocks = decoder_blocks(model)
     hooks = HookSet()
     try:
@@ -389,6 +390,7 @@ def gcav_steering(model, probes, direction="towards", p_target=None, tau=None, p
     ------
     The hook state (``active_layers``, ``skipped_layers``, ``records``); hooks are removed on exit.
     """
+    require_decoder(model, "steering")
     p_target = _check_direction(direction, p_target)
     if positions not in ("last", "all"):
         raise ValueError(f"positions must be 'last' or 'all', got {positions!r}")
@@ -583,6 +585,7 @@ def generate(model, tokenizer, prompt, max_new_tokens=20, **gen_kwargs) -> str:
     -------
     str
     """
+    require_decoder(model, "generation")
     (prompt,) = check_prompts([prompt], "prompt")
     enc = tokenizer(prompt, return_tensors="pt").to(next(model.parameters()).device)
     kw = dict(max_new_tokens=max_new_tokens, do_sample=False, pad_token_id=tokenizer.pad_token_id)
