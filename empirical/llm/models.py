@@ -250,7 +250,7 @@ def _kind_from_config(config, kind: str) -> str:
 
 
 def load_model(name_or_path="smollm2", device=None, dtype=None, *, cache_dir=None, revision=None, kind="auto",
-               device_map=None) -> tuple:
+               device_map=None, offload_folder=None) -> tuple:
     """Load ``(model, tokenizer)`` in eval mode.
 
     ``name_or_path``: ``"smollm2"`` (default model, see module doc), a local model directory or a hub
@@ -276,6 +276,8 @@ def load_model(name_or_path="smollm2", device=None, dtype=None, *, cache_dir=Non
     device_map : str or dict, optional
         Passed to ``from_pretrained`` (accelerate dispatch, e.g. ``"auto"`` across GPUs with CPU
         offload); ``device`` is then not applied. Extraction and steering follow the blocks' devices.
+    offload_folder : str or path-like, optional
+        Where accelerate keeps weights a ``device_map`` sends to ``"disk"``.
 
     Returns
     -------
@@ -305,6 +307,8 @@ def load_model(name_or_path="smollm2", device=None, dtype=None, *, cache_dir=Non
     loader = AutoModelForCausalLM if kind == "decoder" else AutoModel
     if device_map is not None:
         kw["device_map"] = device_map
+        if offload_folder is not None:
+            kw["offload_folder"] = str(offload_folder)
     model = loader.from_pretrained(path, dtype=tdtype, **kw)
     if dev is not None:
         model.to(dev)

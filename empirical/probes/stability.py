@@ -17,6 +17,7 @@ import inspect
 from dataclasses import dataclass
 
 import numpy as np
+from joblib import Parallel, delayed
 from sklearn.base import clone
 from tqdm.auto import tqdm
 
@@ -111,8 +112,15 @@ def _estimator_maker(estimator):
     return lambda: clone(estimator)
 
 
+def _ablation_run(make_estimator, X, y, train, val, run):
+    """One run of the protocol: fit on ``train`` (validation ``val``); (unit concept vector, fit seconds)."""
+    fitted = make_estimator().fit(X[train], y[train], X[val], y[val])
+    return (unit_vector(fitted.concept_vector_, f"concept_vector_ of run {run}"),
+            float(getattr(fitted, "fit_time_", np.nan)))
+
+
 def stability(estimator, X_pool, y_pool, K: int = 20, drop: float = 0.2, val_fraction: float = 0.2, seed: int = 0,
-              n_boot: int = 1000, level: float = 0.95, progress: bool = False) -> StabilityResult:
+              n_boot: int = 1000, level: float = 0.95, progress: bool = False, n_jobs: int = 1) -> StabilityResult:
     """Run the K-run ablation protocol and score the directional stability of the concept vectors.
 
     Parameters
@@ -134,6 +142,10 @@ def stability(estimator, X_pool, y_pool, K: int = 20, drop: float = 0.2, val_fra
         Confidence level of the interval.
     progress : bool
         Show a progress bar over the runs.
+    n_jobs : int
+        Runs fitted in parallel (joblib; ``-1`` all cores, and any joblib backend, e.g. Dask:
+        ``with joblib.parallel_config(backend="dask"): stability(..., n_jobs=-1)``). The runs' subsets
+        are drawn first from ``seed``, so the result does not depend on ``n_jobs``.
 
     Returns
     -------
@@ -160,13 +172,12 @@ def stability(estimator, X_pool, y_pool, K: int = 20, drop: float = 0.2, val_fra
     drop, val_fraction = check_fraction(drop, "drop"), check_fraction(val_fraction, "val_fraction")
     make_estimator = _estimator_maker(estimator)
     rng = np.random.default_rng(seed)
-    vectors, times = [], []
-    for _ in tqdm(range(K), desc="stability runs", disable=not progress):
-        train, val = ablation_split(y, rng, drop=drop, val_fraction=val_fraction)
-        fitted = make_estimator().fit(X[train], y[train], X[val], y[val])
-        vectors.append(unit_vector(fitted.concept_vector_, f"concept_vector_ of run {len(vectors) + 1}"))
-        times.append(float(getattr(fitted, "fit_time_", np.nan)))
-    V = np.array(vectors)
+    splits = [ablation_split(y, rng, drop=drop, val_fraction=val_fraction) for _ in range(K)]
+    runs = (delayed(_ablation_run)(make_estimator, X, y, train, val, run)
+            for run, (train, val) in enumerate(splits, start=1))
+    results = Parallel(n_jobs=n_jobs)(tqdm(runs, desc="stability runs", total=K, disable=not progress))
+    V = np.array([vector for vector, _ in results])
+    times = [seconds for _, seconds in results]
     ci = _bootstrap_ci(np.abs(V @ V.T), n_boot, level, np.random.default_rng(seed + 1))
     return StabilityResult(vectors=V, robust=mean_abs_pairwise_cosine(V), ci=ci, fit_times=np.array(times),
                            seed=seed, K=K)
