@@ -18,7 +18,6 @@ Usage::
 from __future__ import annotations
 
 import argparse
-import statistics
 import time
 
 import joblib
@@ -29,6 +28,7 @@ from threadpoolctl import threadpool_limits
 import cgmt
 from empirical.probes import RaptorProbe, fit_layers, stability
 from empirical.testing import synthetic_hidden_states
+from timing import median_time
 
 
 def _data(n, p, layers, seed=0):
@@ -49,15 +49,6 @@ def _jobs(H, y):
     }
 
 
-def _time(fn, repeats):
-    times, out = [], None
-    for _ in range(repeats):
-        t0 = time.perf_counter()
-        out = fn()
-        times.append(time.perf_counter() - t0)
-    return statistics.median(times), out
-
-
 def main(argv=None):
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--quick", action="store_true")
@@ -70,8 +61,8 @@ def main(argv=None):
     rows = []
     with threadpool_limits(1):
         for name, job in jobs.items():
-            seq, ref = _time(lambda: job(1), repeats)
-            loc, out_local = _time(lambda: job(2), repeats)
+            seq, ref = median_time(lambda: job(1), repeats)
+            loc, out_local = median_time(lambda: job(2), repeats)
             rows.append([name, seq, loc, None, np.allclose(out_local, ref, atol=1e-10)])
     t0 = time.perf_counter()
     with LocalCluster(n_workers=2, threads_per_worker=1, host="127.0.0.1", dashboard_address=None) as cluster, \
@@ -79,7 +70,7 @@ def main(argv=None):
         start = time.perf_counter() - t0
         with joblib.parallel_config(backend="dask"):
             for row, (name, job) in zip(rows, jobs.items()):
-                row[3], out = _time(lambda: job(-1), repeats)
+                row[3], out = median_time(lambda: job(-1), repeats)
                 row[4] = row[4] and np.allclose(out, job(1), atol=1e-10)
     print(f"data: {layers} layers x {n} x {p}; medians of {repeats}; LocalCluster start {start:.1f} s")
     print(f"{'job':24s} {'sequential':>11s} {'joblib x2':>10s} {'dask x2':>9s} {'seq/joblib':>11s} {'seq/dask':>9s} agree")

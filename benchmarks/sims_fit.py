@@ -15,7 +15,6 @@ Usage: python benchmarks/sims_fit.py [--repeats 3] [--lam 0.1 1.0] [--kappa 2]
 from __future__ import annotations
 
 import argparse
-import time
 import warnings
 
 import numpy as np
@@ -25,17 +24,9 @@ from threadpoolctl import threadpool_limits
 
 from sims.data import sample
 from sims.fit import fit_ridge_logistic, objective_gradient
+from timing import median_time
 
 SIZES = [(500, 1000), (2000, 1000), (4000, 2000)]
-
-
-def _time(fn, repeats):
-    times, out = [], None
-    for _ in range(repeats):
-        t0 = time.perf_counter()
-        out = fn()
-        times.append(time.perf_counter() - t0)
-    return float(np.median(times)), out
 
 
 def main(argv=None):
@@ -55,11 +46,11 @@ def main(argv=None):
         for n, p in SIZES:
             for lam in args.lam:
                 data = sample(n, p, args.kappa, np.random.SeedSequence([n, p, int(lam * 1000)]))
-                t_ours, ours = _time(lambda: fit_ridge_logistic(data.X, data.y, lam), args.repeats)
+                t_ours, ours = median_time(lambda: fit_ridge_logistic(data.X, data.y, lam), args.repeats)
                 for solver in args.solvers:
                     sk = LogisticRegression(C=p / (lam * n), fit_intercept=False, tol=1e-10 / np.sqrt(p),
                                             max_iter=100_000, solver=solver)
-                    t_sk, fitted = _time(lambda: sk.fit(data.X, data.y), args.repeats)
+                    t_sk, fitted = median_time(lambda: sk.fit(data.X, data.y), args.repeats)
                     coef = fitted.coef_.ravel()
                     g_sk = np.linalg.norm(objective_gradient(data.X, data.y, coef, lam))
                     rel = np.linalg.norm(coef - ours.coef) / np.linalg.norm(ours.coef)
