@@ -25,6 +25,7 @@ from .files import save_figure, write_csv, write_json
 from .llm import datasets
 from .llm.cache import ExtractionCache
 from .probes.baselines import DifferenceOfMeans, GCSProbe, LogRegCVProbe, XRFMProbe
+from .probes.concept_vectors import ConceptVectors
 from .probes.interop import export_control_vector, export_directions
 from .probes.layers import fit_layers, paper_split
 from .probes.persistence import load_concept_vectors, save_concept_vectors
@@ -343,9 +344,34 @@ def cmd_stability(args):
 
 
 def _steer_table(metrics_rows):
-    cols = ["dataset", "direction", "layers", "n_pairs", "success_rate", "intervention_rate", "alpha_median",
-            "alpha_p90", "alpha_max", "tau"]
-    return pd.DataFrame(metrics_rows)[cols]
+    cols = ["dataset", "direction", "setting", "layers", "n_layers", "shift_mean", "shift_fraction", "perplexity_unsteered",
+            "perplexity_steered", "perplexity_ratio", "distinct2_unsteered", "distinct2_steered", "n_pairs",
+            "success_rate", "intervention_rate", "alpha_median", "alpha_p90", "alpha_max", "tau"]
+    table = pd.DataFrame(metrics_rows)
+    return table[[c for c in cols if c in table]]
+
+
+def _steering_eval():
+    try:
+        from .llm import steering_eval
+    except ImportError as exc:
+        raise SystemExit(f"raptor needs the [llm] extra (pip install 'raptor-probes[llm]'): {exc}") from None
+    return steering_eval
+
+
+def _plot_sweep(plt, table, path, title):
+    """Concept shift vs perplexity ratio, one point per setting (the CLI's --sweep figure)."""
+    fig, ax = plt.subplots(figsize=(6.4, 4.4))
+    for row in table.itertuples():
+        ax.scatter(row.perplexity_ratio, row.shift_mean, color="#0072B2" if row.kind == "gcav" else "#E69F00", s=30)
+        ax.annotate(row.setting, (row.perplexity_ratio, row.shift_mean), fontsize=7, xytext=(3, 2),
+                    textcoords="offset points")
+    ax.axhline(0, color="0.6", lw=0.8)
+    ax.axvline(1, color="0.6", lw=0.8)
+    ax.set(xscale="log", xlabel="perplexity of steered / unsteered continuation (log)",
+           ylabel="concept shift of the continuation", title=title)
+    ax.grid(alpha=0.3)
+    save_figure(fig, path)
 
 
 def cmd_steer(args):
@@ -353,6 +379,15 @@ def cmd_steer(args):
     probes_given = load_concept_vectors(args.probe_file) if args.probe_file else None  # a bad file fails first
     out = _out(args, ["steer_metrics.csv", "steer_hard_layers.csv", "steer_metrics.json", "steer_generations.json"])
     model, tok = _load_model(args)
+    extract, models, steering = _llm()
+    evaluation = _steering_eval()
+    name = args.setting or evaluation.DEFAULT_SETTING
+    if name not in evaluation.PRESETS:
+        raise ValueError(f"--setting must be one of {sorted(evaluation.PRESETS)}, got {name!r}")
+    setting = evaluation.PRESETS[name]
+    if args.positions is not None:
+        setting = evaluation.SteeringSetting(f"{setting.name}-{args.positions}", setting.kind, setting.layers,
+                                             setting.p_target, args.positions, setting.strength)
     plt = _plt()
     metrics_rows, hard_rows, gens = [], [], []
     for ds in dsets:
@@ -360,64 +395,83 @@ def cmd_steer(args):
         L = H.shape[0] - 1
         layers = _select_layers(args.layers, L, list(range(1, L + 1)))
         if probes_given is not None:
-            probes = {l: p for l, p in probes_given.items() if l in layers}
-            if not probes:
+            probes = ConceptVectors({l: p for l, p in probes_given.items() if l in layers}) \
+                if any(l in layers for l in probes_given) else None
+            if probes is None:
                 raise ValueError(f"--probe-file {args.probe_file!r} has probes for layers {probes_given.layers}, "
                                  f"none of them among the steered layers {layers[0]}..{layers[-1]}")
         else:
             fit = fit_layers(H, ds.labels, layers=layers, random_state=SPLIT_SEED, progress=not args.no_progress)
             write_csv(out / f"probe_{ds.name}.csv", _probe_table(fit))
-            probes = fit.concept_vectors(model=_llm()[1].model_identity(model), metadata=dict(dataset=ds.name))
+            probes = fit.concept_vectors(model=models.model_identity(model), metadata=dict(dataset=ds.name))
             save_concept_vectors(out / f"probes_{ds.name}", probes)
-        _, _, te = paper_split(ds.labels, random_state=SPLIT_SEED)
-        extract, models, steering = _llm()
+        tr, va, te = paper_split(ds.labels, random_state=SPLIT_SEED)
         active, skipped = steering.steerable_layers(probes, args.tau, L)
         if not active:
             raise ValueError(f"no layer can be steered for {ds.name}: {steering.describe_skipped(probes, args.tau, skipped)}"
                              + ("; lower --tau" if args.tau is not None else ""))
+        rated = [l for l in probes if probes[l].coef is not None and probes[l].test_accuracy is not None]
+        if not rated:
+            raise ValueError("measuring steering on the text needs probes with weights and test accuracy "
+                             "(fit them here, or save them with 'raptor probe')")
+        scorer_layer = max(rated, key=lambda l: (probes[l].test_accuracy, l))
+        scorer = evaluation.ContinuationScorer(model, tok, ds.template, probes[scorer_layer], scorer_layer)
         chosen = steering.select_prompts(ds.labels, te, args.n_prompts,
-                                args.prompt_class if args.prompt_class == "both" else int(args.prompt_class))
+                                         args.prompt_class if args.prompt_class == "both" else int(args.prompt_class))
         prompts = [ds.prompts[i] for i in chosen]
         if args.chat:
             prompts = models.apply_chat_template(tok, prompts)
+        text_prompts = args.gen_prompt or prompts[: args.generate]
+        pool = np.sort(np.r_[tr, va])
+        norms = {l: float(np.median(np.linalg.norm(np.asarray(H[l][pool], dtype=np.float64), axis=1)))
+                 for l in range(1, L + 1)}
         directions = ["towards", "away"] if args.direction == "both" else [args.direction]
         for direction in directions:
-            df = steering.steer_prompts(model, tok, prompts, probes, direction, tau=args.tau, positions=args.positions,
-                               batch_size=args.batch_size, progress=not args.no_progress)
-            write_csv(out / f"steer_{ds.name}_{direction}_pairs.csv", df)
-            m = steering.steering_metrics(df)
-            m.update(dataset=ds.name, direction=direction, tau=args.tau if args.tau is not None else "--",
-                     skipped_layers=df.attrs.get("skipped_layers"))
-            metrics_rows.append(m)
-            hl = steering.hard_layers(df)
-            hard_rows.append(dict(dataset=ds.name, direction=direction,
-                                  top_by_median=", ".join(f"{l}({a:.2f})" for l, a in hl["by_median"]),
-                                  top_by_max=", ".join(f"{l}({a:.1f})" for l, a in hl["by_max"])))
-            if len(df):
-                fig, ax = plt.subplots(figsize=(6, 3.5))
-                per = df[df.intervened].groupby("layer")["abs_alpha"]
-                ax.plot(per.median().index, per.median().values, "o-", label="median |alpha|")
-                ax.plot(per.max().index, per.max().values, "s--", label="max |alpha|")
-                ax.set(xlabel="layer", ylabel="|alpha|", yscale="log", title=f"{ds.name} {direction}")
-                ax.legend()
-                save_figure(fig, out / f"steer_{ds.name}_{direction}.png")
-            gen_prompts = args.gen_prompt or prompts[: args.generate]
-            if gen_prompts and args.max_new_tokens > 0:
-                gens += [dict(dataset=ds.name, **g) for g in steering.compare_generations(
-                    model, tok, gen_prompts, probes, direction, tau=args.tau, positions=args.positions,
-                    max_new_tokens=args.max_new_tokens, progress=not args.no_progress)]
+            row = dict(dataset=ds.name, direction=direction, tau=args.tau if args.tau is not None else "--")
+            chosen_layers = evaluation.choose_layers(setting, probes, args.tau, L, exclude=scorer_layer)
+            if setting.kind == "gcav":  # the paper's probe-level metrics, on the setting's layers
+                df = steering.steer_prompts(model, tok, prompts, {l: probes[l] for l in chosen_layers}, direction,
+                                            p_target=setting.p_target, positions=setting.positions,
+                                            batch_size=args.batch_size, progress=not args.no_progress)
+                write_csv(out / f"steer_{ds.name}_{direction}_pairs.csv", df)
+                row.update(steering.steering_metrics(df))
+                hl = steering.hard_layers(df)
+                hard_rows.append(dict(dataset=ds.name, direction=direction,
+                                      top_by_median=", ".join(f"{l}({a:.2f})" for l, a in hl["by_median"]),
+                                      top_by_max=", ".join(f"{l}({a:.1f})" for l, a in hl["by_max"])))
+            if text_prompts and args.max_new_tokens > 0:
+                summary, text = evaluation.evaluate_setting(model, tok, text_prompts, probes, setting, direction, scorer,
+                                                            norms=norms, tau=args.tau, max_new_tokens=args.max_new_tokens,
+                                                            progress=not args.no_progress)
+                row.update({k: v for k, v in summary.items() if k not in ("direction",)})
+                write_csv(out / f"steer_{ds.name}_{direction}_text.csv", text)
+                gens += [dict(dataset=ds.name, direction=direction, setting=setting.name, prompt=r.prompt,
+                              original=r.unsteered, steered=r.steered, p_original=r.p_unsteered, p_steered=r.p_steered)
+                         for r in text.itertuples()]
+                if args.sweep:
+                    table, _ = evaluation.compare_settings(model, tok, text_prompts, {"RAPTOR": probes}, direction,
+                                                           scorer, norms=norms, tau=args.tau,
+                                                           max_new_tokens=args.max_new_tokens,
+                                                           progress=not args.no_progress)
+                    write_csv(out / f"steer_sweep_{ds.name}_{direction}.csv", table)
+                    _plot_sweep(plt, table, out / f"steer_sweep_{ds.name}_{direction}.png",
+                                f"{ds.name}, steer {direction} ({len(text_prompts)} prompts)")
+            row.setdefault("setting", setting.name)
+            row.setdefault("layers", ",".join(map(str, chosen_layers)))
+            metrics_rows.append(row)
     table = _steer_table(metrics_rows)
     write_csv(out / "steer_metrics.csv", table)
     write_csv(out / "steer_hard_layers.csv", pd.DataFrame(hard_rows))
     write_json(out / "steer_metrics.json", metrics_rows)
     write_json(out / "steer_generations.json", gens)
-    with pd.option_context("display.width", 200, "display.max_colwidth", 80):
+    with pd.option_context("display.width", 200, "display.max_colwidth", 60):
         print(table.to_string(index=False, float_format=lambda x: f"{x:.3f}"))
-        print()
-        print(pd.DataFrame(hard_rows).to_string(index=False))
-    for g in gens:
-        print(f"\n[{g['dataset']} {g['direction']}] {g['prompt'][-100:]!r}\n  original: {g['original']!r}\n"
-              f"  steered:  {g['steered']!r}")
+        if hard_rows:
+            print()
+            print(pd.DataFrame(hard_rows).to_string(index=False))
+    for g in gens[: 2 * len(metrics_rows)]:
+        print(f"\n[{g['dataset']} {g['direction']}, {g['setting']}] {g['prompt'][-100:]!r}\n"
+              f"  original (P={g['p_original']:.2f}): {g['original']!r}\n  steered  (P={g['p_steered']:.2f}): {g['steered']!r}")
     return 0
 
 
@@ -526,11 +580,18 @@ def build_parser():
     p.add_argument("--direction", choices=["towards", "away", "both"], default="both")
     p.add_argument("--tau", type=_number_in(0.0, 1.0),
                    help="skip layers whose probe test accuracy is below tau (in [0, 1])")
-    p.add_argument("--positions", choices=["last", "all"], default="last")
+    p.add_argument("--setting",
+                   help="steering setting (docs/steering.md): best-0.99 (default: the probe-best layer, p*=0.99), "
+                        "paper (every qualifying layer, p*=0.9999), all-0.99, top3-0.99, best-0.9999, best-0.9, "
+                        "best-0.99-allpos, additive-0.1, additive-0.3")
+    p.add_argument("--sweep", action="store_true",
+                   help="also compare every setting on the text (steer_sweep_<dataset>_<direction>.csv and .png)")
+    p.add_argument("--positions", choices=["last", "all"], help="override the setting's edited positions")
     p.add_argument("--n-prompts", type=_int_at_least(1), default=32, help="evaluation prompts (from the test split)")
     p.add_argument("--prompt-class", choices=["0", "1", "both"], default="both")
     p.add_argument("--probe-file", help="concept vectors written by 'raptor probe' (probes_<dataset>.json; skips fitting)")
-    p.add_argument("--generate", type=_int_at_least(0), default=2, help="number of prompts to generate from")
+    p.add_argument("--generate", type=_int_at_least(0), default=8,
+                   help="prompts whose continuations are generated and measured (concept shift, perplexity)")
     p.add_argument("--gen-prompt", action="append", help="custom generation prompt (repeatable)")
     p.add_argument("--max-new-tokens", type=_int_at_least(0), default=24)
     p.set_defaults(func=cmd_steer)

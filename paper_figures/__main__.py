@@ -8,7 +8,9 @@ Sections: ``theory`` (fixed point vs simulation, phase diagram, optimal lambda),
 (ablation-stability theory vs simulation), ``empirical`` (per-layer RAPTOR vs baselines on the default
 model SmolLM2-135M-Instruct: accuracy table and layerwise curves, directional stability, training cost,
 separability, steering, delta-sweep structure predictor, predicted vs measured stability across layers),
-``spectral`` (the spectral theory against real probes on every dataset and layer, docs/spectral_theory.md).
+``spectral`` (the spectral theory against real probes on every dataset and layer, docs/spectral_theory.md),
+``steering_text`` (what steering does to the generated text: concept shift vs fluency per setting and method,
+docs/steering.md).
 Outputs go to ``OUT/figures/*.png`` and ``OUT/tables/*.csv|md``; an index is written to ``OUT/README.md``.
 Hidden states are cached (see ``empirical.llm.extract``), so a re-run only redoes the probe fits.
 """
@@ -21,9 +23,9 @@ from pathlib import Path
 
 from empirical.files import atomic_write_text
 
-from . import empirical_figures, spectral_figures, stability, theory
+from . import empirical_figures, spectral_figures, stability, steering_text, theory
 
-SECTIONS = ("theory", "stability", "empirical", "spectral")
+SECTIONS = ("theory", "stability", "empirical", "spectral", "steering_text")
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -81,6 +83,10 @@ def main(argv=None) -> int:
             spectral_figures.run(out, hidden, layers=range(1, n_layers, 6) if args.quick else None,
                                  extra_seeds=1 if args.quick else 2, progress=progress, monte_carlo=not args.quick,
                                  n_jobs=args.n_jobs)
+        elif section == "steering_text":
+            cap = args.max_per_class or (100 if args.quick else 500)
+            steering_text.run(out, model=args.model, data_dir=args.data_dir, max_per_class=cap, quick=args.quick,
+                              progress=progress)
         timings[section] = time.perf_counter() - t0
         print(f"[paper_figures] {section} done in {timings[section]:.1f} s", flush=True)
         write_index(out)

@@ -47,7 +47,8 @@ def _method_vectors(H, y, split, quick, progress) -> dict:
 
 
 def dataset_table(name, mdl, tok, H, ds, *, quick=False, progress=True):
-    """Summary rows (method x setting x direction) and example rows for one dataset."""
+    """Summary rows (method x setting x direction), example rows, and the scorer's check on held-out examples
+    of known class (mean P(concept) per class, AUC) for one dataset."""
     from empirical.llm.steering import select_prompts
     from empirical.llm.steering_eval import DEFAULT_SETTING, PRESETS, ContinuationScorer, compare_settings
 
@@ -60,7 +61,14 @@ def dataset_table(name, mdl, tok, H, ds, *, quick=False, progress=True):
     pool = np.sort(np.r_[split[0], split[1]])
     norms = {layer: float(np.median(np.linalg.norm(np.asarray(H[layer][pool], dtype=np.float64), axis=1)))
              for layer in range(1, H.shape[0])}
-    prompts = [ds.prompts[i] for i in select_prompts(y, split[2], 6 if quick else 12)]
+    prompts = [ds.prompts[i] for i in select_prompts(y, split[2], 6 if quick else 10)]
+    # the scorer on texts whose answer is known: held-out examples of each class, scored as continuations
+    known = select_prompts(y, split[2], 20 if quick else 60)
+    p_known = scorer([ds.texts[i] for i in known])
+    from sklearn.metrics import roc_auc_score
+
+    check = dict(dataset=name, scorer_layer=scorer_layer, n=len(known), p_positive=float(p_known[y[known] == 1].mean()),
+                 p_negative=float(p_known[y[known] == 0].mean()), auc=float(roc_auc_score(y[known], p_known)))
     rows, examples = [], []
     for direction in ("towards", "away"):
         for method, (vectors, _) in tqdm(methods.items(), desc=f"{name} {direction}", disable=not progress,
@@ -76,7 +84,7 @@ def dataset_table(name, mdl, tok, H, ds, *, quick=False, progress=True):
                     examples += [dict(dataset=name, direction=direction, setting=setting, prompt=r.prompt[-120:],
                                       unsteered=r.unsteered, steered=r.steered, p_unsteered=r.p_unsteered,
                                       p_steered=r.p_steered) for r in t.itertuples()]
-    return pd.concat(rows, ignore_index=True), pd.DataFrame(examples)
+    return pd.concat(rows, ignore_index=True), pd.DataFrame(examples), check
 
 
 def plot(table: pd.DataFrame, out):
@@ -116,21 +124,25 @@ def run(out, *, model="smollm2", data_dir=None, max_per_class=500, quick=False, 
 
     out = Path(out)
     mdl, tok = load_model(model)
-    tables, examples = [], []
+    tables, examples, checks = [], [], []
     for name in DATASETS:
         table = load_table(out, f"steering_text_{name}")
         if table is None:
             ds = datasets.load(name, data_dir, max_per_class=max_per_class)
             H = extract_dataset(mdl, tok, ds, layers="all", progress=progress)
-            table, ex = dataset_table(name, mdl, tok, H, ds, quick=quick, progress=progress)
-            save_table(table, out, f"steering_text_{name}")
+            table, ex, check = dataset_table(name, mdl, tok, H, ds, quick=quick, progress=progress)
             save_table(ex, out, f"steering_text_examples_{name}")
+            save_table(pd.DataFrame([check]), out, f"steering_text_scorer_{name}")
+            save_table(table, out, f"steering_text_{name}")  # last: its presence marks the dataset done
         tables.append(table)
-        ex = load_table(out, f"steering_text_examples_{name}")
-        if ex is not None:
-            examples.append(ex)
+        for part, store in (("examples", examples), ("scorer", checks)):
+            t = load_table(out, f"steering_text_{part}_{name}")
+            if t is not None:
+                store.append(t)
     table = pd.concat(tables, ignore_index=True)
     if examples:
         save_table(pd.concat(examples, ignore_index=True), out, "steering_text_examples")
+    if checks:
+        save_table(pd.concat(checks, ignore_index=True), out, "steering_text_scorer")
     plot(table, out)
     return table

@@ -56,20 +56,35 @@ def test_steer_with_probe_file(setup, capsys):
         {1: 0.6, 2: 0.9, 3: 0.95}, method="logistic-regression")
     save_concept_vectors(root / "probes", probes)
     out = root / "o2"
-    code = cli.main(["steer", *base, "--probe-file", str(root / "probes.json"), "--tau", "0.8", "--n-prompts", "8",
-                     "--generate", "1", "--max-new-tokens", "3", "--out", str(out)])
+    code = cli.main(["steer", *base, "--probe-file", str(root / "probes.json"), "--tau", "0.6", "--n-prompts", "8",
+                     "--setting", "paper", "--generate", "2", "--max-new-tokens", "3", "--out", str(out)])
     assert code == 0
     import pandas as pd
 
     m = pd.read_csv(out / "steer_metrics.csv")
-    assert list(m.direction) == ["towards", "away"]
-    assert (m.success_rate == 1.0).all() and (m.n_pairs == 16).all()  # layers 2, 3 pass tau=0.8; 8 prompts
-    assert (m.layers == "2-3").all()
+    assert list(m.direction) == ["towards", "away"] and (m.setting == "paper").all()
+    # layers 1-3 pass tau = 0.6; layer 3 (best test accuracy) scores the text, so the paper's setting steers 1 and 2
+    assert (m.success_rate == 1.0).all() and (m.n_pairs == 16).all() and (m.layers == "1,2").all()
+    assert {"shift_mean", "shift_fraction", "perplexity_steered", "perplexity_unsteered"} <= set(m.columns)
     gens = json.loads((out / "steer_generations.json").read_text())
-    assert len(gens) == 2 and {"original", "steered"} <= set(gens[0])
-    assert (out / "steer_reviews_towards.png").is_file() and (out / "steer_hard_layers.csv").is_file()
+    assert len(gens) == 4 and {"original", "steered", "p_original", "p_steered"} <= set(gens[0])
+    assert (out / "steer_hard_layers.csv").is_file() and (out / "steer_reviews_towards_text.csv").is_file()
     printed = capsys.readouterr().out
-    assert "success_rate" in printed and "original:" in printed
+    assert "shift_mean" in printed and "original (P=" in printed
+
+
+def test_steer_sweep_writes_the_comparison(setup, capsys):
+    import pandas as pd
+
+    root, base = setup
+    out = root / "sweep_out"
+    assert cli.main(["steer", *base, "--direction", "towards", "--n-prompts", "4", "--generate", "2",
+                     "--max-new-tokens", "3", "--sweep", "--out", str(out)]) == 0
+    sweep = pd.read_csv(out / "steer_sweep_reviews_towards.csv")
+    assert {"paper", "best-0.99", "additive-0.1"} <= set(sweep.setting) and "perplexity_ratio" in sweep
+    assert (out / "steer_sweep_reviews_towards.png").is_file()
+    m = pd.read_csv(out / "steer_metrics.csv")
+    assert m.setting.item() == "best-0.99" and m.n_layers.item() == 1
 
 
 def test_bad_arguments(setup, capsys):
@@ -152,7 +167,7 @@ def test_steer_fits_raptor_probes(setup):
     root, base = setup
     out = root / "o6"
     assert cli.main(["steer", *base, "--direction", "away", "--n-prompts", "6", "--layers", "2-3",
-                     "--max-new-tokens", "0", "--out", str(out)]) == 0
+                     "--setting", "paper", "--max-new-tokens", "0", "--out", str(out)]) == 0
     m = pd.read_csv(out / "steer_metrics.csv")
     assert list(m.direction) == ["away"] and m.success_rate.iloc[0] == 1.0
     probes = load_concept_vectors(out / "probes_reviews")

@@ -41,7 +41,7 @@ from .extract import check_prompts, hidden_states
 from .hooks import decoder_blocks, require_decoder
 from .steering import additive_steering, gcav_steering, steerable_layers
 
-__all__ = ["SteeringSetting", "PRESETS", "DEFAULT_SETTING", "ContinuationScorer", "distinct_ngram_ratio",
+__all__ = ["SteeringSetting", "PRESETS", "DEFAULT_SETTING", "ContinuationScorer", "choose_layers", "distinct_ngram_ratio",
            "continuation_perplexity", "generate_ids", "evaluate_setting", "compare_settings"]
 
 
@@ -163,8 +163,9 @@ class ContinuationScorer:
         return expit(self.probe.logit(H))
 
 
-def _choose_layers(setting: SteeringSetting, probes: ConceptVectors, tau, L: int, exclude: int) -> list:
-    """The setting's layers: GCAV needs steerable probes (coef, w.v > 0, tau); an additive edit only a direction."""
+def choose_layers(setting: SteeringSetting, probes: ConceptVectors, tau, L: int, exclude: int) -> list:
+    """The layers ``setting`` steers, never ``exclude`` (the scorer's layer): GCAV needs steerable probes
+    (coef, w.v > 0, tau); an additive edit only a direction. ``"best"`` / ``"top3"`` rank by test accuracy."""
     if setting.kind == "gcav":
         active, _ = steerable_layers(probes, tau, L)
     else:
@@ -235,7 +236,7 @@ def evaluate_setting(model, tokenizer, prompts, probes: ConceptVectors, setting:
         raise ValueError(f"direction must be 'towards' or 'away', got {direction!r}")
     prompts = check_prompts(prompts)
     L = len(decoder_blocks(model))
-    layers = _choose_layers(setting, probes, tau, L, scorer.layer)
+    layers = choose_layers(setting, probes, tau, L, scorer.layer)
     if setting.kind == "additive" and (norms is None or any(layer not in norms for layer in layers)):
         raise ValueError(f"setting {setting.name!r} is additive: give norms (median hidden-state norm) for layers {layers}")
     if unsteered is None:
