@@ -344,7 +344,7 @@ def cmd_stability(args):
 
 
 def _steer_table(metrics_rows):
-    cols = ["dataset", "direction", "setting", "layers", "n_layers", "shift_mean", "shift_fraction", "perplexity_unsteered",
+    cols = ["dataset", "direction", "setting", "layers", "n_layers", "shift_mean", "shift_se", "shift_fraction", "perplexity_unsteered",
             "perplexity_steered", "perplexity_ratio", "distinct2_unsteered", "distinct2_steered", "n_pairs",
             "success_rate", "intervention_rate", "alpha_median", "alpha_p90", "alpha_max", "tau"]
     table = pd.DataFrame(metrics_rows)
@@ -581,9 +581,9 @@ def build_parser():
     p.add_argument("--tau", type=_number_in(0.0, 1.0),
                    help="skip layers whose probe test accuracy is below tau (in [0, 1])")
     p.add_argument("--setting",
-                   help="steering setting (docs/steering.md): best-0.99 (default: the probe-best layer, p*=0.99), "
-                        "paper (every qualifying layer, p*=0.9999), all-0.99, top3-0.99, best-0.9999, best-0.9, "
-                        "best-0.99-allpos, additive-0.1, additive-0.3")
+                   help="steering setting (docs/steering.md): paper (default: every qualifying layer, p*=0.9999), "
+                        "all-0.99, top3-0.99, best-0.9999, best-0.99 (the probe-best layer), best-0.9, "
+                        "best-0.99-allpos, additive-0.1, additive-0.3 (fixed strength, x median hidden-state norm)")
     p.add_argument("--sweep", action="store_true",
                    help="also compare every setting on the text (steer_sweep_<dataset>_<direction>.csv and .png)")
     p.add_argument("--positions", choices=["last", "all"], help="override the setting's edited positions")

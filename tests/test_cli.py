@@ -84,7 +84,7 @@ def test_steer_sweep_writes_the_comparison(setup, capsys):
     assert {"paper", "best-0.99", "additive-0.1"} <= set(sweep.setting) and "perplexity_ratio" in sweep
     assert (out / "steer_sweep_reviews_towards.png").is_file()
     m = pd.read_csv(out / "steer_metrics.csv")
-    assert m.setting.item() == "best-0.99" and m.n_layers.item() == 1
+    assert m.setting.item() == "paper" and m.n_layers.item() == 2  # layers 1-3 minus the scorer's layer
 
 
 def test_bad_arguments(setup, capsys):

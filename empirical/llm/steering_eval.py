@@ -82,7 +82,7 @@ class SteeringSetting:
             check_scalar(self.strength, "strength", low=0.0, low_open=True)
 
 
-#: the compared settings (``paper`` is the paper's protocol; ``DEFAULT_SETTING`` what the evidence chose)
+#: the compared settings (``paper`` is the paper's protocol)
 PRESETS = {
     "paper": SteeringSetting("paper", "gcav", "all"),
     "all-0.99": SteeringSetting("all-0.99", "gcav", "all", p_target=0.99),
@@ -94,7 +94,8 @@ PRESETS = {
     "additive-0.1": SteeringSetting("additive-0.1", "additive", "best", strength=0.1),
     "additive-0.3": SteeringSetting("additive-0.3", "additive", "best", strength=0.3),
 }
-DEFAULT_SETTING = "best-0.99"
+#: the paper's protocol stays the default until a validated text scorer supports another (docs/steering.md)
+DEFAULT_SETTING = "paper"
 
 
 def distinct_ngram_ratio(ids, n: int = 2) -> float:
@@ -228,7 +229,7 @@ def evaluate_setting(model, tokenizer, prompts, probes: ConceptVectors, setting:
     Returns
     -------
     (dict, pandas.DataFrame)
-        Summary (``shift_mean``, ``shift_fraction``, ``perplexity_steered``, ``perplexity_unsteered``,
+        Summary (``shift_mean`` and its standard error ``shift_se`` over prompts, ``shift_fraction``, ``perplexity_steered``, ``perplexity_unsteered``,
         ``perplexity_ratio``, ``distinct2_steered``, ``distinct2_unsteered``, ``alpha_median``, ``alpha_p90``,
         ``alpha_max``, ``layers``, ...) and the per-prompt table (texts, probabilities, perplexities).
     """
@@ -263,6 +264,7 @@ def evaluate_setting(model, tokenizer, prompts, probes: ConceptVectors, setting:
     summary = dict(setting=setting.name, kind=setting.kind, direction=direction,
                    layers=",".join(map(str, layers)), n_layers=len(layers), n_prompts=len(prompts),
                    scorer_layer=scorer.layer, shift_mean=float(table["shift"].mean()),
+                   shift_se=float(table["shift"].std(ddof=1) / np.sqrt(len(table))) if len(table) > 1 else math.nan,
                    shift_fraction=float((table["shift"] > 0).mean()),
                    perplexity_unsteered=gmean(ppl0), perplexity_steered=gmean(ppl1),
                    perplexity_ratio=gmean(ppl1) / gmean(ppl0),
