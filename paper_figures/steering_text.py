@@ -16,6 +16,7 @@ from pathlib import Path
 
 import numpy as np
 import pandas as pd
+from sklearn.metrics import roc_auc_score
 from tqdm.auto import tqdm
 
 from empirical.llm import datasets
@@ -65,8 +66,6 @@ def dataset_table(name, mdl, tok, H, ds, *, quick=False, progress=True):
     # the scorer on texts whose answer is known: held-out examples of each class, scored as continuations
     known = select_prompts(y, split[2], 20 if quick else 60)
     p_known = scorer([ds.texts[i] for i in known])
-    from sklearn.metrics import roc_auc_score
-
     check = dict(dataset=name, scorer_layer=scorer_layer, n=len(known), p_positive=float(p_known[y[known] == 1].mean()),
                  p_negative=float(p_known[y[known] == 0].mean()), auc=float(roc_auc_score(y[known], p_known)))
     rows, examples = [], []

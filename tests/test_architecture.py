@@ -13,7 +13,8 @@ import pytest
 ROOT = Path(__file__).resolve().parents[1]
 PACKAGES = ("cgmt", "sims", "empirical", "paper_figures")
 #: the torch side of the pipeline, which the CLI and the main job import only when a command needs it
-TORCH_SIDE = {"empirical.llm", "empirical.llm.extract", "empirical.llm.models", "empirical.llm.steering"}
+TORCH_SIDE = {"empirical.llm", "empirical.llm.extract", "empirical.llm.models", "empirical.llm.steering",
+              "empirical.llm.steering_eval"}
 #: optional heavy dependencies that a function may import on purpose (deferred)
 DEFERRED_OK = {"torch", "transformers", "xrfm", "gguf", "accelerate", "matplotlib", "tokenizers", "dask",
                "distributed"}

@@ -102,3 +102,15 @@ def test_additive_needs_norms(setup):
     with pytest.raises(ValueError, match="give norms"):
         SE.evaluate_setting(model, tok, ["review : bad ."], vectors, SE.PRESETS["additive-0.1"], "towards", scorer,
                             progress=False)
+
+
+def test_paper_figures_steering_plot(tmp_path):
+    import pandas as pd
+
+    from paper_figures.steering_text import plot
+
+    table = pd.DataFrame(dict(dataset=["stsa"] * 3, method=["RAPTOR", "GCS", "xRFM"], setting=["paper", "paper", "additive-0.1"],
+                              direction=["towards", "away", "towards"], shift_mean=[0.1, -0.05, 0.0],
+                              perplexity_ratio=[1.2, 0.9, 1.0]))
+    path = plot(table, tmp_path)
+    assert path.is_file() and path.stat().st_size > 10_000
