@@ -395,11 +395,12 @@ def cmd_steer(args):
         L = H.shape[0] - 1
         layers = _select_layers(args.layers, L, list(range(1, L + 1)))
         if probes_given is not None:
-            probes = ConceptVectors({l: p for l, p in probes_given.items() if l in layers}) \
-                if any(l in layers for l in probes_given) else None
-            if probes is None:
+            kept = {l: p for l, p in probes_given.items() if l in layers}
+            if not kept:
                 raise ValueError(f"--probe-file {args.probe_file!r} has probes for layers {probes_given.layers}, "
                                  f"none of them among the steered layers {layers[0]}..{layers[-1]}")
+            probes = ConceptVectors(kept, method=probes_given.method, model=probes_given.model,
+                                    layer_convention=probes_given.layer_convention, metadata=probes_given.metadata)
         else:
             fit = fit_layers(H, ds.labels, layers=layers, random_state=SPLIT_SEED, progress=not args.no_progress)
             write_csv(out / f"probe_{ds.name}.csv", _probe_table(fit))
@@ -522,9 +523,9 @@ def cmd_export(args):
     """Concept vectors saved by ``raptor probe`` (or ``save_concept_vectors``) -> a llama.cpp control
     vector (GGUF) or a plain ``{block index: direction}`` safetensors file (repeng, steering-vectors)."""
     vectors = load_concept_vectors(args.probe_file)
-    target = Path(args.out) if args.out else Path(args.probe_file).with_suffix("").with_name(
-        Path(args.probe_file).with_suffix("").name + ("_control" if args.format == "gguf" else "_directions")
-        + EXPORT_SUFFIX[args.format])
+    stem = Path(args.probe_file).with_suffix("")
+    target = Path(args.out) if args.out else stem.with_name(
+        stem.name + ("_control" if args.format == "gguf" else "_directions") + EXPORT_SUFFIX[args.format])
     if target.is_dir():
         raise ValueError(f"--out {str(target)!r} is a directory; give the file to write")
     layers = None if args.layers in (None, "all") else args.layers

@@ -20,6 +20,20 @@ settings.register_profile("dev", max_examples=100, deadline=None)
 settings.load_profile(os.environ.get("HYPOTHESIS_PROFILE", "ci" if os.environ.get("CI") else "dev"))
 
 
+@pytest.fixture
+def shared_data_dir():
+    """The benchmark datasets directory (``../shared/datasets`` or ``$RAPTOR_DATA``); skips when absent."""
+    from empirical.llm import datasets
+
+    try:
+        d = datasets.resolve_data_dir()
+    except FileNotFoundError:
+        pytest.skip("shared datasets not available")
+    if not (d / "SHA256SUMS").is_file():
+        pytest.skip("shared datasets not available")
+    return d
+
+
 POS = ["a great movie", "i loved this film", "great plot and a funny actor", "really very good film", "loved it"]
 NEG = ["bad film", "awful boring movie", "i hated this plot", "the actor was bad", "boring and awful"]
 

@@ -187,14 +187,8 @@ def test_stability_command(setup):
     assert (out / "stability_reviews.png").is_file()
 
 
-def test_single_dataset_commands_take_a_dataset_name(setup):
+def test_single_dataset_commands_take_a_dataset_name(setup, shared_data_dir):
     """`raptor stability --dataset NAME` used to iterate the name's letters (load('c') ...)."""
-    from empirical.llm import datasets
-
-    try:
-        datasets.resolve_data_dir()
-    except FileNotFoundError:
-        pytest.skip("shared datasets not available")
     root, base = setup
     model_args = base[base.index("--model"):]
     out = root / "stab_named"

@@ -8,16 +8,6 @@ import pytest
 from empirical.llm import datasets as D
 
 
-def _shared_dir():
-    try:
-        d = D.resolve_data_dir()
-    except FileNotFoundError:
-        pytest.skip("shared datasets not available")
-    if not (d / "SHA256SUMS").is_file():
-        pytest.skip("shared datasets not available")
-    return d
-
-
 # (name, rows with the reference caps, {label: count})
 REFERENCE = [
     ("stsa", 6920, {0: 3310, 1: 3610}),
@@ -31,8 +21,7 @@ REFERENCE = [
 
 
 @pytest.mark.parametrize("name,rows,counts", REFERENCE)
-def test_named_datasets_reference_caps(name, rows, counts):
-    _shared_dir()
+def test_named_datasets_reference_caps(name, rows, counts, shared_data_dir):
     ds = D.load(name)
     assert len(ds) == rows and ds.class_counts() == counts
     assert ds.labels.dtype == np.int64 and set(np.unique(ds.labels)) == {0, 1}
@@ -42,8 +31,7 @@ def test_named_datasets_reference_caps(name, rows, counts):
     assert ds.prompts[0].count(ds.texts[0]) >= 1
 
 
-def test_uncapped_and_quick_caps_keep_file_order():
-    _shared_dir()
+def test_uncapped_and_quick_caps_keep_file_order(shared_data_dir):
     full = D.load("common", max_per_class=None)
     assert full.class_counts() == {0: 4321, 1: 12063}  # 'Neither' rows dropped
     quick = D.load("common", max_per_class=5)
@@ -55,8 +43,7 @@ def test_uncapped_and_quick_caps_keep_file_order():
     assert hate.class_counts() == {0: 5790, 1: 4210}
 
 
-def test_templates_match_reference_prompts():
-    _shared_dir()
+def test_templates_match_reference_prompts(shared_data_dir):
     cities = D.load("cities", max_per_class=1)
     assert cities.prompts[0] == "Judge the statement is True or False. " + cities.texts[0]
     cf = D.load("counterfact", max_per_class=1)
@@ -67,8 +54,8 @@ def test_templates_match_reference_prompts():
     assert coin.prompts[0].endswith("Therefore, the answer (Yes or No) is?")
 
 
-def test_data_dir_precedence(tmp_path, monkeypatch):
-    shared = _shared_dir()
+def test_data_dir_precedence(tmp_path, monkeypatch, shared_data_dir):
+    shared = shared_data_dir
     own = tmp_path / "own"
     own.mkdir()
     shutil.copy(shared / "cities.csv", own / "cities.csv")
@@ -83,8 +70,8 @@ def test_data_dir_precedence(tmp_path, monkeypatch):
         D.resolve_data_dir()
 
 
-def test_checksum_mismatch(tmp_path):
-    shared = _shared_dir()
+def test_checksum_mismatch(tmp_path, shared_data_dir):
+    shared = shared_data_dir
     text = (shared / "cities.csv").read_text()
     (tmp_path / "cities.csv").write_text(text.replace("Krasnodar", "Krasnodor", 1))
     shutil.copy(shared / "SHA256SUMS", tmp_path / "SHA256SUMS")
@@ -94,8 +81,7 @@ def test_checksum_mismatch(tmp_path):
     assert ds.texts[0] == "The city of Krasnodor is in Russia."
 
 
-def test_bad_arguments():
-    _shared_dir()
+def test_bad_arguments(shared_data_dir):
     with pytest.raises(ValueError, match="unknown dataset"):
         D.load("imdb")
     for bad in (0, -3, "all", 2.5, True):

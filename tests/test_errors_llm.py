@@ -71,14 +71,8 @@ def test_concept_dataset_rejects_non_binary_labels():
 
 # ------------------------------------------------------------------------------ named datasets, sums
 @pytest.fixture
-def cities_dir(tmp_path):
-    try:
-        shared = D.resolve_data_dir()
-    except FileNotFoundError:
-        pytest.skip("shared datasets not available")
-    if not (shared / "cities.csv").is_file():
-        pytest.skip("shared datasets not available")
-    shutil.copy(shared / "cities.csv", tmp_path / "cities.csv")
+def cities_dir(tmp_path, shared_data_dir):
+    shutil.copy(shared_data_dir / "cities.csv", tmp_path / "cities.csv")
     return tmp_path
 
 

@@ -13,6 +13,7 @@ pytest.importorskip("transformers")
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 
 from empirical.llm import steering_eval as SE  # noqa: E402
+from empirical.llm.steering import generate_ids  # noqa: E402
 from empirical.llm.extract import hidden_states  # noqa: E402
 from empirical.probes import fit_layers  # noqa: E402
 from empirical.testing import tiny_model, tiny_tokenizer  # noqa: E402
@@ -50,7 +51,7 @@ def test_a_known_positive_text_scores_positive(setup):
 
 def test_perplexity_equals_the_models_own_loss(setup):
     model, tok, _, _ = setup
-    prompt_ids, new_ids = SE.generate_ids(model, tok, "review : a great movie .", 6)
+    prompt_ids, new_ids = generate_ids(model, tok, "review : a great movie .", 6)
     ids = torch.tensor([prompt_ids + new_ids])
     labels = ids.clone()
     labels[0, :len(prompt_ids)] = -100

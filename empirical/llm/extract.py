@@ -32,7 +32,8 @@ from tqdm.auto import tqdm
 from transformers import DynamicCache
 
 from .cache import ExtractionCache
-from .hooks import LAYER_CONVENTION, base_model, block_input_tensor, block_output_tensor, decoder_blocks, model_kind
+from .hooks import (LAYER_CONVENTION, base_model, block_input_tensor, block_output_tensor, decoder_blocks,
+                    input_device, model_kind)
 from .models import apply_chat_template, model_identity
 
 __all__ = ["hidden_states", "extract_dataset", "resolve_layers", "tokenize_prompts", "ExtractionCache"]
@@ -167,16 +168,6 @@ def _threads(num_threads):
         torch.set_num_threads(old)
 
 
-def _model_device(model):
-    """Where the inputs go: the first device of an accelerate ``hf_device_map``, else the first parameter's."""
-    device_map = getattr(model, "hf_device_map", None)
-    if device_map:
-        for device in device_map.values():
-            if device not in ("disk", "meta"):
-                return torch.device(f"cuda:{device}" if isinstance(device, int) else device)
-    return next(model.parameters()).device
-
-
 def common_prefix_length(token_ids) -> int:
     """Length of the longest token prefix shared by all prompts, leaving each at least one token."""
     first = token_ids[0]
@@ -251,7 +242,7 @@ def _run(model, token_ids, layers, batch_size, sink, todo, progress, desc, share
     """
     blocks = decoder_blocks(model)
     core = base_model(model)
-    device = _model_device(model)
+    device = input_device(model)
     encoder = model_kind(model) == "encoder"
     share_prefix = share_prefix and pooling == "last" and not encoder
     p = _hidden_size(model, blocks)

@@ -87,6 +87,17 @@ def decoder_blocks(model) -> torch.nn.ModuleList:
     return min(lists, key=lambda t: t[0].count("."))[1]
 
 
+def input_device(model) -> torch.device:
+    """Where a model's inputs go: the first device of an accelerate ``hf_device_map`` (not disk/meta),
+    else the device of its first parameter."""
+    device_map = getattr(model, "hf_device_map", None)
+    if device_map:
+        for device in device_map.values():
+            if device not in ("disk", "meta"):
+                return torch.device(f"cuda:{device}" if isinstance(device, int) else device)
+    return next(model.parameters()).device
+
+
 def base_model(model):
     """The transformer without the LM head (saves the vocabulary projection during extraction)."""
     base = getattr(model, "base_model", None)

@@ -302,14 +302,15 @@ def load_model(name_or_path="smollm2", device=None, dtype=None, *, cache_dir=Non
         path = name_or_path
         identity = None
     kw = {} if revision is None else {"revision": revision}
-    kind = _kind_from_config(AutoConfig.from_pretrained(path, **kw), kind)
+    config = AutoConfig.from_pretrained(path, **kw)
+    kind = _kind_from_config(config, kind)
     tok = AutoTokenizer.from_pretrained(path, **kw)
     loader = AutoModelForCausalLM if kind == "decoder" else AutoModel
     if device_map is not None:
         kw["device_map"] = device_map
         if offload_folder is not None:
             kw["offload_folder"] = str(offload_folder)
-    model = loader.from_pretrained(path, dtype=tdtype, **kw)
+    model = loader.from_pretrained(path, config=config, dtype=tdtype, **kw)
     if dev is not None:
         model.to(dev)
     model.eval()

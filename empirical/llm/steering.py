@@ -45,7 +45,7 @@ from cgmt.validation import check_scalar
 
 from ..probes.concept_vectors import LinearProbe
 from .extract import check_prompts, length_batches, pad_right, tokenize_prompts
-from .hooks import HookSet, block_output_tensor, decoder_blocks, replace_block_output, require_decoder
+from .hooks import HookSet, block_output_tensor, decoder_blocks, input_device, replace_block_output, require_decoder
 
 __all__ = [
     "select_prompts",
@@ -61,6 +61,7 @@ __all__ = [
     "steering_metrics",
     "hard_layers",
     "generate",
+    "generate_ids",
     "compare_generations",
 ]
 
@@ -476,7 +477,7 @@ def steer_prompts(model, tokenizer, prompts, probes, direction="towards", p_targ
     p_target = _check_direction(direction, p_target)
     token_ids = tokenize_prompts(tokenizer, prompts)
     core = model.base_model if getattr(model, "base_model", None) is not None else model
-    device = next(model.parameters()).device
+    device = input_device(model)
     st = _SteerState()
     order = sorted(range(len(token_ids)), key=lambda i: -len(token_ids[i]))
     with gcav_steering(model, probes, direction, p_target, tau, positions, state=st), torch.inference_mode():
@@ -570,8 +571,8 @@ def hard_layers(records, k: int = 3) -> dict:
     return {"by_median": top(med), "by_max": top(mx)}
 
 
-def generate(model, tokenizer, prompt, max_new_tokens=20, **gen_kwargs) -> str:
-    """Greedy completion of one prompt (the new text only).
+def generate_ids(model, tokenizer, prompt, max_new_tokens=20, **gen_kwargs) -> tuple[list, list]:
+    """Greedy generation from one prompt: (prompt token ids, generated token ids; EOS included if produced).
 
     Parameters
     ----------
@@ -583,16 +584,23 @@ def generate(model, tokenizer, prompt, max_new_tokens=20, **gen_kwargs) -> str:
 
     Returns
     -------
-    str
+    (list of int, list of int)
     """
     require_decoder(model, "generation")
     (prompt,) = check_prompts([prompt], "prompt")
-    enc = tokenizer(prompt, return_tensors="pt").to(next(model.parameters()).device)
+    enc = tokenizer(prompt, return_tensors="pt").to(input_device(model))
     kw = dict(max_new_tokens=max_new_tokens, do_sample=False, pad_token_id=tokenizer.pad_token_id)
     kw.update(gen_kwargs)
     with torch.inference_mode():
         out = model.generate(**enc, **kw)
-    return tokenizer.decode(out[0, enc["input_ids"].shape[1]:], skip_special_tokens=True)
+    prompt_ids = enc["input_ids"][0].tolist()
+    return prompt_ids, out[0, len(prompt_ids):].tolist()
+
+
+def generate(model, tokenizer, prompt, max_new_tokens=20, **gen_kwargs) -> str:
+    """Greedy completion of one prompt (the new text only); see :func:`generate_ids`."""
+    return tokenizer.decode(generate_ids(model, tokenizer, prompt, max_new_tokens, **gen_kwargs)[1],
+                            skip_special_tokens=True)
 
 
 def compare_generations(model, tokenizer, prompts, probes, direction="towards", p_target=None, tau=None,

@@ -38,11 +38,11 @@ from cgmt.validation import check_scalar
 from ..probes.concept_vectors import ConceptVectors, LinearProbe
 from .datasets import apply_template
 from .extract import check_prompts, hidden_states
-from .hooks import decoder_blocks, require_decoder
-from .steering import additive_steering, gcav_steering, steerable_layers
+from .hooks import decoder_blocks, input_device
+from .steering import additive_steering, gcav_steering, generate_ids, steerable_layers
 
 __all__ = ["SteeringSetting", "PRESETS", "DEFAULT_SETTING", "ContinuationScorer", "choose_layers", "distinct_ngram_ratio",
-           "continuation_perplexity", "generate_ids", "evaluate_setting", "compare_settings"]
+           "continuation_perplexity", "evaluate_setting", "compare_settings"]
 
 
 @dataclass(frozen=True)
@@ -111,27 +111,11 @@ def distinct_ngram_ratio(ids, n: int = 2) -> float:
     return len(set(grams)) / len(grams) if grams else 1.0
 
 
-def _device(model):
-    return next(model.parameters()).device
-
-
-def generate_ids(model, tokenizer, prompt: str, max_new_tokens: int) -> tuple[list, list]:
-    """Greedy generation: (prompt token ids, generated token ids) (the EOS token included if produced)."""
-    require_decoder(model, "generation")
-    (prompt,) = check_prompts([prompt], "prompt")
-    enc = tokenizer(prompt, return_tensors="pt").to(_device(model))
-    with torch.inference_mode():
-        out = model.generate(**enc, max_new_tokens=int(max_new_tokens), do_sample=False,
-                             pad_token_id=tokenizer.pad_token_id)
-    prompt_ids = enc["input_ids"][0].tolist()
-    return prompt_ids, out[0, len(prompt_ids):].tolist()
-
-
 def continuation_perplexity(model, prompt_ids, new_ids) -> float:
     """exp(mean negative log-likelihood) of ``new_ids`` given ``prompt_ids`` under ``model`` (no hooks must be active)."""
     if not new_ids:
         raise ValueError("the continuation is empty; its perplexity is undefined")
-    ids = torch.tensor([list(prompt_ids) + list(new_ids)], device=_device(model))
+    ids = torch.tensor([list(prompt_ids) + list(new_ids)], device=input_device(model))
     with torch.inference_mode():
         logits = model(input_ids=ids).logits[0, len(prompt_ids) - 1:-1].double()
     nll = torch.nn.functional.cross_entropy(logits, ids[0, len(prompt_ids):], reduction="mean")

@@ -35,7 +35,7 @@ from safetensors.numpy import load as load_safetensors
 from safetensors.numpy import save as save_safetensors
 
 from ..files import atomic_path, atomic_write_bytes
-from ..validation import check_magnitude
+from ..validation import check_magnitude, safe_norm
 from .concept_vectors import DEFAULT_LAYER_CONVENTION, ConceptVectors
 
 __all__ = ["export_control_vector", "import_control_vector", "export_directions", "import_directions",
@@ -183,7 +183,7 @@ def import_control_vector(path) -> ConceptVectors:
                              f"(got {tensor.tensor_type.name}, shape {data.shape})")
         layer = int(index) + 1
         vector = data.astype(np.float64)
-        norm = float(np.linalg.norm(vector))
+        norm = safe_norm(vector)
         if not np.all(np.isfinite(vector)) or norm == 0:
             raise ValueError(f"{str(path)!r}: tensor {tensor.name!r} is zero or not finite")
         directions[layer] = vector
