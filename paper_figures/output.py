@@ -1,6 +1,6 @@
 """Output helpers for ``paper_figures``: tables as CSV + Markdown, figures as PNG, atomic writes.
 
-Every artefact is written to ``<out>/tables/NAME.csv`` (+ ``.md``) or ``<out>/figures/NAME.png`` via a
+Every artefact is written to ``<out>/tables/NAME.csv`` (+ ``.md``) or ``<out>/figures/NAME.png`` (+ ``.pdf``) via a
 temporary file and ``os.replace``, so an interrupted run never leaves a half-written file behind.
 """
 from __future__ import annotations
@@ -49,8 +49,12 @@ def to_markdown(df: pd.DataFrame, *, floatfmt: str = ".4g") -> str:
 
 
 def save_figure(fig, out: Path, name: str, *, dpi: int = 130) -> Path:
-    """Save a matplotlib figure to ``out/figures/name.png`` atomically and close it."""
-    return files.save_figure(fig, Path(out) / "figures" / f"{name}.png", dpi=dpi)
+    """Save a matplotlib figure to ``out/figures/name.png`` and ``name.pdf`` (vector) atomically and close
+    it; returns the PNG path.  The numbers behind each figure are saved with :func:`save_table`."""
+    target = Path(out) / "figures" / f"{name}.png"
+    with files.atomic_path(target.with_suffix(".pdf"), suffix=".pdf") as tmp:
+        fig.savefig(tmp, bbox_inches="tight", format="pdf")
+    return files.save_figure(fig, target, dpi=dpi)
 
 
 def save_json(obj, out: Path, name: str) -> Path:

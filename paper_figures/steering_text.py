@@ -24,10 +24,9 @@ from empirical.probes import (ConceptVectors, DifferenceOfMeans, GCSProbe, Linea
                               paper_split)
 
 from .output import load_table, save_figure, save_table
+from .style import METHOD_COLORS, method_color
 
 DATASETS = ("stsa", "sarcasm", "hateeval")
-#: one colour per method across the steering figures (Okabe-Ito, colour-blind safe)
-METHOD_COLOURS = {"RAPTOR": "#0072B2", "GCS": "#E69F00", "DiffMeans": "#009E73", "xRFM": "#CC79A7"}
 
 
 def _method_vectors(H, y, split, quick, progress) -> dict:
@@ -96,7 +95,7 @@ def plot(table: pd.DataFrame, out):
     for ax, name in zip(axes[0], names):
         d = table[table.dataset == name]
         for row in d.itertuples():
-            ax.scatter(row.perplexity_ratio, row.shift_mean, color=METHOD_COLOURS.get(row.method, "0.4"),
+            ax.scatter(row.perplexity_ratio, row.shift_mean, color=method_color(row.method),
                        marker=markers[row.direction], s=36, alpha=0.85, edgecolor="k", linewidth=0.3)
             if row.method == "RAPTOR":
                 ax.annotate(row.setting, (row.perplexity_ratio, row.shift_mean), fontsize=6, alpha=0.8,
@@ -108,7 +107,7 @@ def plot(table: pd.DataFrame, out):
         ax.set_xlabel("perplexity of steered / unsteered continuation (log)")
         ax.grid(alpha=0.3)
     axes[0, 0].set_ylabel("concept shift of the continuation\n(mean change of P(concept), towards the target)")
-    handles = [plt.Line2D([], [], color=c, marker="o", ls="", label=m) for m, c in METHOD_COLOURS.items()]
+    handles = [plt.Line2D([], [], color=c, marker="o", ls="", label=m) for m, c in METHOD_COLORS.items()]
     handles += [plt.Line2D([], [], color="0.3", marker=mk, ls="", label=f"steer {d}") for d, mk in markers.items()]
     axes[0, -1].legend(handles=handles, fontsize=8, loc="best")
     fig.suptitle("Steering SmolLM2-135M-Instruct: what it does to the generated text (upper left is best)", fontsize=11)
