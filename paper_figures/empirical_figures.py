@@ -20,6 +20,7 @@ from pathlib import Path
 
 import numpy as np
 import pandas as pd
+from joblib import Parallel, delayed
 from tqdm.auto import tqdm
 
 from empirical.llm import datasets
@@ -28,7 +29,10 @@ from empirical.probes import (DifferenceOfMeans, GCSProbe, RaptorProbe, XRFMProb
 from empirical.probes.real_embedding import real_embedding_stability, theory_lambda
 from empirical.probes.structure import delta_sweep
 
+from . import empirical_plots
+from .claims import PAPER_SPLIT_SEED
 from .output import load_table, save_figure, save_json, save_table
+from .progress import RunProgress
 from .stability import plot_real_embedding_stability
 
 DATASETS = ("stsa", "cities", "common", "counterfact", "hateeval", "sarcasm", "coinflip")
@@ -49,15 +53,18 @@ def _methods(quick: bool) -> dict:
     }
 
 
-def layer_table(name, H, y, split, methods, progress=True, vectors_out=None) -> pd.DataFrame:
+def layer_table(name, H, y, split, methods, progress=True, vectors_out=None, n_jobs=1) -> pd.DataFrame:
     """Test accuracy and fit time of every method at every layer 1..L (rows: layer x method).
+
+    ``n_jobs`` joblib workers fit the layers in parallel (each worker on one core, so ``fit_time_s``
+    is a single-core time whatever ``n_jobs`` is).
 
     With ``vectors_out`` (a directory), RAPTOR's concept vectors are saved there as
     ``concept_vectors_<name>`` (safetensors + JSON) for the steering step."""
     layers = list(range(1, len(H)))
     frames = []
     for method, estimator in methods.items():
-        fit = fit_layers(H, y, layers=layers, estimator=estimator, split=split,
+        fit = fit_layers(H, y, layers=layers, estimator=estimator, split=split, n_jobs=n_jobs,
                          progress=progress and method == "RAPTOR")
         table = fit.summary.drop(columns=["best"]).assign(dataset=name, method=method)
         if method == "RAPTOR":
@@ -85,67 +92,40 @@ def accuracy_summary(layers: pd.DataFrame) -> pd.DataFrame:
     return tab.reset_index()
 
 
-def plot_layerwise(layers: pd.DataFrame, out):
-    import matplotlib.pyplot as plt
+def accuracy_by_seed(layers: pd.DataFrame) -> pd.DataFrame:
+    """Per (dataset, method, split seed): best-layer and mean-over-layers test accuracy, and the best layer.
 
-    names = list(dict.fromkeys(layers["dataset"]))
-    cols = 4
-    rows = int(np.ceil(len(names) / cols))
-    fig, axes = plt.subplots(rows, cols, figsize=(4 * cols, 3.0 * rows), squeeze=False)
-    for ax, name in zip(axes.ravel(), names):
-        d = layers[layers["dataset"] == name]
-        for method, g in d.groupby("method"):
-            ax.plot(g["layer"], g["test_accuracy"], marker="o" if method == "RAPTOR" else ".", ms=3,
-                    lw=2 if method == "RAPTOR" else 1, label=method)
-        ax.set_title(name)
-        ax.set_xlabel("layer (output of decoder block l)")
-        ax.grid(alpha=0.3)
-    for ax in axes.ravel()[len(names):]:
-        ax.axis("off")
-    axes[0, 0].set_ylabel("test accuracy")
-    axes[0, 0].legend(fontsize=7)
-    fig.suptitle("Layerwise probing accuracy, SmolLM2-135M-Instruct (test split)", fontsize=10)
-    fig.tight_layout()
-    return save_figure(fig, out, "layerwise_accuracy")
+    ``layers`` has the columns of :func:`layer_table` plus ``seed``.  The best layer is chosen by test
+    accuracy, as in the paper's table (an optimistic, oracle choice)."""
+    g = layers.groupby(["dataset", "method", "seed"])
+    best_idx = layers.loc[g["test_accuracy"].idxmax()].set_index(["dataset", "method", "seed"])
+    return pd.DataFrame({"best": g["test_accuracy"].max(), "mean": g["test_accuracy"].mean(),
+                         "best_layer": best_idx["layer"]}).reset_index()
 
 
-def plot_cost(layers: pd.DataFrame, out):
-    """The paper's cost figure (dumbbell): median per-layer training time, log scale."""
-    import matplotlib.pyplot as plt
-
-    med = layers.groupby(["dataset", "method"])["fit_time_s"].median().unstack("method")
-    save_table(med.reset_index(), out, "cost_median_fit_time_s")
-    fig, ax = plt.subplots(figsize=(7, 0.5 * len(med) + 1.5))
-    yy = np.arange(len(med))
-    for other in [m for m in med.columns if m != "RAPTOR"]:
-        for i, ds in enumerate(med.index):
-            ax.plot([med.loc[ds, "RAPTOR"], med.loc[ds, other]], [i, i], color="0.8", lw=1, zorder=0)
-    for m in med.columns:
-        ax.scatter(med[m], yy, label=m, s=25, zorder=2)
-    ax.set_yticks(yy, med.index)
-    ax.set_xscale("log")
-    ax.set_xlabel("median seconds per layer (fit incl. tuning)")
-    ax.legend(fontsize=8)
-    ax.grid(alpha=0.3, axis="x")
-    return save_figure(fig, out, "cost_dumbbell")
+def _separability_row(name, layer, X, y) -> dict:
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # counted in the result and reported in the table
+        r = separability(X, y)
+    return dict(dataset=name, layer=layer, separable=bool(r.separable), perc_zero=bool(r.perc_zero),
+                convergence_warnings=int(r.n_convergence_warnings))
 
 
-def separability_table(name, H, y, split, progress=True) -> pd.DataFrame:
-    """Per layer: LinearSVC zero training error at some C in {1e4, 1e6, 1e8}; perceptron within 2000 epochs."""
+def separability_table(name, H, y, split, progress=True, n_jobs=1) -> pd.DataFrame:
+    """Per layer: LinearSVC zero training error at some C in {1e4, 1e6, 1e8}; perceptron within 2000 epochs
+    (:func:`empirical.probes.separability` on the training split; ``n_jobs`` layers in parallel)."""
     tr = split[0]
-    rows = []
-    for layer in tqdm(range(1, H.shape[0]), desc=f"{name}: separability", disable=not progress, leave=False):
-        with warnings.catch_warnings():
-            warnings.simplefilter("ignore")  # counted in the result and reported in the table
-            r = separability(np.asarray(H[layer][tr], dtype=np.float64), y[tr])
-        rows.append(dict(dataset=name, layer=layer, separable=bool(r.separable), perc_zero=bool(r.perc_zero),
-                         convergence_warnings=int(r.n_convergence_warnings)))
+    jobs = (delayed(_separability_row)(name, layer, np.asarray(H[layer][tr], dtype=np.float64), y[tr])
+            for layer in range(1, H.shape[0]))
+    rows = Parallel(n_jobs=n_jobs)(tqdm(jobs, desc=f"{name}: separability", total=H.shape[0] - 1,
+                                        disable=not progress, leave=False))
     return pd.DataFrame(rows)
 
 
-def stability_table(name, H, y, split, layers, methods, K, progress=True) -> pd.DataFrame:
+def stability_table(name, H, y, split, layers, methods, K, progress=True, n_jobs=1) -> pd.DataFrame:
     """Mean |pairwise cosine| over K ablation runs of the train+val pool (the paper's protocol:
-    :func:`empirical.stability`); no row for the difference of means, as in the paper's table."""
+    :func:`empirical.stability`, runs fitted by ``n_jobs`` workers); no row for the difference of means,
+    as in the paper's table."""
     pool = np.sort(np.r_[split[0], split[1]])
     rows = []
     for layer in tqdm(layers, desc=f"{name}: stability", disable=not progress, leave=False):
@@ -153,52 +133,88 @@ def stability_table(name, H, y, split, layers, methods, K, progress=True) -> pd.
         for method, estimator in methods.items():
             if method == "DiffMeans":
                 continue
-            r = stability(estimator, X, y[pool], K=K, seed=0)
+            r = stability(estimator, X, y[pool], K=K, seed=0, n_jobs=n_jobs)
             rows.append(dict(dataset=name, layer=layer, method=method, robust=float(r.robust),
                              ci_low=float(r.ci[0]), ci_high=float(r.ci[1]), K=K,
                              median_fit_time_s=float(np.median(r.fit_times))))
     return pd.DataFrame(rows)
 
 
-def run(out, *, model="smollm2", data_dir=None, max_per_class=500, quick=False, progress=True, n_jobs=1):
-    """All empirical figures and tables (see module doc)."""
+#: Split seeds of the accuracy protocol: 42 is the paper's split (used by every other step), the others
+#: repeat the protocol so that accuracies and method differences get intervals.
+SPLIT_SEEDS = (PAPER_SPLIT_SEED, 0, 1, 2, 3)
+
+#: Expected seconds of each step on two CPU cores with the default 500 per class (measured; the ETA of
+#: the run's progress display is built from these).
+EXTRACT_SECONDS = {"stsa": 200, "cities": 32, "common": 53, "counterfact": 41, "hateeval": 240, "sarcasm": 139,
+                   "coinflip": 155}
+STEP_SECONDS = {"load_model": 10, "layers": 75, "separability": 40, "stability": 420, "stability_theory": 30,
+                "steering": 120, "structure": 240, "figures": 20}
+
+
+def plan(quick: bool, max_per_class: int = 500) -> float:
+    """Total expected seconds of :func:`run` (the weights its steps announce)."""
+    scale = 0.15 if quick else max_per_class / 500
+    ex = sum(EXTRACT_SECONDS.values()) * max_per_class / 500
+    per_dataset = len(DATASETS) * (len(SPLIT_SEEDS) * STEP_SECONDS["layers"] + STEP_SECONDS["separability"])
+    rest = (len(STABILITY_DATASETS) * STEP_SECONDS["stability"] + STEP_SECONDS["stability_theory"]
+            + STEP_SECONDS["steering"] + STEP_SECONDS["structure"] + STEP_SECONDS["figures"])
+    return STEP_SECONDS["load_model"] + ex + scale * (per_dataset + rest)
+
+
+def run(out, *, model="smollm2", data_dir=None, max_per_class=500, quick=False, steps=None, n_jobs=2):
+    """All empirical figures and tables (see module doc).
+
+    ``steps`` is the run's :class:`paper_figures.progress.RunProgress` (None: no display); ``n_jobs``
+    joblib workers fit layers, separability diagnostics and stability runs in parallel (the results do
+    not depend on it; fit times are then per worker, each on one core)."""
     from empirical.llm.extract import extract_dataset  # torch side, imported when the section runs
     from empirical.llm.models import load_model
 
+    steps = steps if steps is not None else RunProgress(0, enabled=False)
+    scale = 0.15 if quick else max_per_class / 500
     out = Path(out)
-    mdl, tok = load_model(model)
+    with steps.step("load model", STEP_SECONDS["load_model"]):
+        mdl, tok = load_model(model)
     methods = _methods(quick)
     K = 5 if quick else 20
     data = {}
-    for name in tqdm(DATASETS, desc="datasets (extract)", disable=not progress):
-        ds = datasets.load(name, data_dir, max_per_class=max_per_class)
-        H = extract_dataset(mdl, tok, ds, layers="all", progress=progress)
+    for name in DATASETS:
+        with steps.step(f"extract {name}", EXTRACT_SECONDS[name] * max_per_class / 500):
+            ds = datasets.load(name, data_dir, max_per_class=max_per_class)
+            H = extract_dataset(mdl, tok, ds, layers="all", progress=False)
         y = np.asarray(ds.labels)
-        data[name] = (ds, H, y, paper_split(y, random_state=42))
+        data[name] = (ds, H, y, paper_split(y, random_state=SPLIT_SEEDS[0]))
     L = next(iter(data.values()))[1].shape[0] - 1
-    save_json({"model": model, "layers": L, "max_per_class": max_per_class,
-               "n": {k: int(len(v[2])) for k, v in data.items()},
+    save_json({"model": model, "layers": L, "max_per_class": max_per_class, "split_seeds": list(SPLIT_SEEDS),
+               "n": {k: int(len(v[2])) for k, v in data.items()}, "K": K, "n_jobs": n_jobs,
                "hidden_size": int(next(iter(data.values()))[1].shape[2])}, out, "empirical_setup")
 
-    # 1. accuracy, cost, separability
+    # 1. accuracy (paper's split, then the repeats), cost, separability
     frames, seps = [], []
     for name, (ds, H, y, split) in data.items():
-        tab = load_table(out, f"layers_{name}")
-        if tab is None:
-            tab = layer_table(name, H, y, split, methods, progress, vectors_out=Path(out) / "tables")
-            save_table(tab, out, f"layers_{name}")
-        frames.append(tab)
-        sep = load_table(out, f"separability_{name}")
-        if sep is None:
-            sep = separability_table(name, H, y, split, progress)
-            save_table(sep, out, f"separability_{name}")
+        for seed in SPLIT_SEEDS:
+            table_name = f"layers_{name}" if seed == SPLIT_SEEDS[0] else f"layers_{name}_seed{seed}"
+            with steps.step(f"{name}: probes per layer, split seed {seed}", scale * STEP_SECONDS["layers"]):
+                tab = load_table(out, table_name)
+                if tab is None:
+                    seed_split = split if seed == SPLIT_SEEDS[0] else paper_split(y, random_state=seed)
+                    tab = layer_table(name, H, y, seed_split, methods, False, n_jobs=n_jobs,
+                                      vectors_out=Path(out) / "tables" if seed == SPLIT_SEEDS[0] else None)
+                    save_table(tab, out, table_name)
+            frames.append(tab.assign(seed=seed))
+        with steps.step(f"{name}: separability", scale * STEP_SECONDS["separability"]):
+            sep = load_table(out, f"separability_{name}")
+            if sep is None:
+                sep = separability_table(name, H, y, split, False, n_jobs=n_jobs)
+                save_table(sep, out, f"separability_{name}")
         seps.append(sep)
-    layers = pd.concat(frames, ignore_index=True)
+    all_seeds = pd.concat(frames, ignore_index=True)
+    layers = all_seeds[all_seeds.seed == SPLIT_SEEDS[0]].drop(columns="seed")
     save_table(accuracy_summary(layers), out, "accuracy_summary")
+    save_table(accuracy_by_seed(all_seeds), out, "accuracy_by_seed")
     best = layers[layers.method == "RAPTOR"].sort_values("test_accuracy", ascending=False).groupby("dataset").head(1)
     save_table(best[["dataset", "layer", "test_accuracy", "lambda_star", "val_accuracy"]], out, "raptor_best_layer")
-    plot_layerwise(layers, out)
-    plot_cost(layers, out)
     sep = pd.concat(seps, ignore_index=True)
     st = sep.groupby("dataset").agg(layers=("layer", "size"), separable=("separable", "sum"),
                                     perc_zero=("perc_zero", "sum"),
@@ -211,23 +227,31 @@ def run(out, *, model="smollm2", data_dir=None, max_per_class=500, quick=False, 
     stabs = []
     for name in STABILITY_DATASETS:
         ds, H, y, split = data[name]
-        tab = load_table(out, f"stability_{name}")
-        if tab is None:
-            tab = stability_table(name, H, y, split, stab_layers, methods, K, progress)
-            save_table(tab, out, f"stability_{name}")
+        with steps.step(f"{name}: directional stability (K={K})", scale * STEP_SECONDS["stability"]):
+            tab = load_table(out, f"stability_{name}")
+            if tab is None:
+                tab = stability_table(name, H, y, split, stab_layers, methods, K, False, n_jobs=n_jobs)
+                save_table(tab, out, f"stability_{name}")
         stabs.append(tab)
     stab = pd.concat(stabs, ignore_index=True)
     g = stab.groupby(["dataset", "method"])["robust"]
     summ = pd.DataFrame({"mean": g.mean(), "best": g.max()}).unstack("method").round(3)
     summ.columns = [f"{method} {stat}" for stat, method in summ.columns]
     save_table(summ.reset_index(), out, "stability_summary")
-    _stability_theory(out, data, stab, layers, progress)
+    with steps.step("stability theory per layer", scale * STEP_SECONDS["stability_theory"]):
+        _stability_theory(out, data, stab, layers, False)
 
     # 3. steering
-    _steering(out, mdl, tok, data, layers, quick, progress)
+    with steps.step("steering", scale * STEP_SECONDS["steering"]):
+        _steering(out, mdl, tok, data, layers, quick, False)
 
     # 4. structure predictor
-    _structure(out, data, L, quick, progress, n_jobs)
+    with steps.step("delta-sweep structure predictor", scale * STEP_SECONDS["structure"]):
+        _structure(out, data, L, quick, False, n_jobs)
+
+    # 5. figures from the tables
+    with steps.step("empirical figures", scale * STEP_SECONDS["figures"]):
+        empirical_plots.plot_all(out)
 
 
 def _stability_theory(out, data, stab, layers, progress):
@@ -269,18 +293,23 @@ def _raptor_vectors(out, name, H, y, split, progress):
 
 
 def _steering(out, mdl, tok, data, layers, quick, progress):
-    from empirical.llm.steering import compare_generations, hard_layers, select_prompts, steer_prompts, steering_metrics
+    from empirical.llm.steering import (NoLayerSteeredWarning, compare_generations, hard_layers, select_prompts,
+                                        steer_prompts, steering_metrics)
 
     if load_table(out, "steering_summary") is not None:
         return
     n_prompts = 4 if quick else 16
-    metrics, hard, examples = [], [], []
+    metrics, hard, examples, pairs = [], [], [], []
     for name, direction, tau in tqdm(STEER_SETTINGS, desc="steering", disable=not progress):
         ds, H, y, split = data[name]
         probes = _raptor_vectors(out, name, H, y, split, progress)
         prompts = [ds.prompts[i] for i in select_prompts(y, split[2], n_prompts)]  # both classes, alternating
-        df = steer_prompts(mdl, tok, prompts, probes, direction, tau=tau, progress=progress)
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", NoLayerSteeredWarning)  # reported in the table's note column
+            df = steer_prompts(mdl, tok, prompts, probes, direction, tau=tau, progress=progress)
         m = steering_metrics(df)
+        if len(df):
+            pairs.append(df[["layer", "abs_alpha", "intervened", "success"]].assign(dataset=name, direction=direction))
         m.update(dataset=name, direction=direction, tau=tau if tau is not None else "--",
                  note="" if len(df) else f"no layer's probe reaches test accuracy tau={tau}")
         metrics.append(m)
@@ -288,11 +317,15 @@ def _steering(out, mdl, tok, data, layers, quick, progress):
         hard.append(dict(dataset=name, direction=direction,
                          by_median=", ".join(f"{l}({v:.2f})" for l, v in hl["by_median"]),
                          by_max=", ".join(f"{l}({v:.1f})" for l, v in hl["by_max"])))
-        for g in compare_generations(mdl, tok, prompts[:1], probes, direction, tau=tau,
-                                     max_new_tokens=16 if quick else 24, progress=False):
-            examples.append(dict(dataset=name, **g))
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", NoLayerSteeredWarning)
+            generations = compare_generations(mdl, tok, prompts[:1], probes, direction, tau=tau,
+                                              max_new_tokens=16 if quick else 24, progress=False)
+        examples += [dict(dataset=name, **g) for g in generations]
     cols = ["dataset", "direction", "layers", "n_pairs", "success_rate", "intervention_rate", "alpha_median",
             "alpha_p90", "alpha_max", "tau", "note"]
+    save_table(pd.concat(pairs, ignore_index=True) if pairs else pd.DataFrame(
+        columns=["layer", "abs_alpha", "intervened", "success", "dataset", "direction"]), out, "steering_pairs")
     save_table(pd.DataFrame(hard), out, "steering_hard_layers")
     save_table(pd.DataFrame(examples), out, "steering_examples")
     save_table(pd.DataFrame(metrics)[cols], out, "steering_summary")

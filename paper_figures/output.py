@@ -21,12 +21,24 @@ def save_table(df: pd.DataFrame, out: Path, name: str, *, floatfmt: str = ".4g")
     return path
 
 
+_FORCE = {"since": None}
+
+
+def force_recompute(since: float | None) -> None:
+    """``--force``: from now on :func:`load_table` ignores tables written before the time ``since``
+    (``time.time()`` seconds), so every step is redone, while the tables this run writes are read
+    back normally (by the figures and RESULTS.md).  ``None`` turns it off."""
+    _FORCE["since"] = None if since is None else float(since)
+
+
 def load_table(out: Path, name: str) -> pd.DataFrame | None:
     """The table a previous run saved with :func:`save_table` (to resume), or None when there is none.
 
     A table that fails its checksum (damaged, edited, or written before checksums) is not trusted:
     it is reported with a warning and None is returned, so the caller recomputes it."""
     path = Path(out) / "tables" / f"{name}.csv"
+    if _FORCE["since"] is not None and path.exists() and path.stat().st_mtime < _FORCE["since"]:
+        return None
     try:
         return pd.read_csv(path) if files.verify_checksum(path) else None
     except files.ChecksumError as exc:

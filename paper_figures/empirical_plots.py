@@ -1,0 +1,241 @@
+"""Figures of the empirical section, drawn from the tables it saved (``OUT/tables``).
+
+Each function reads tables, saves the numbers it plots as a CSV (``save_table``) and the figure as
+PNG + PDF (``save_figure``); a figure whose tables are missing (a partial run) is skipped.  Colours:
+one per method (:data:`paper_figures.style.METHOD_COLORS`).  Layer l is the output of decoder block l.
+"""
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+
+from . import claims
+from .output import load_table, save_figure, save_table
+from .style import method_color, series_color
+
+METHOD_ORDER = ("RAPTOR", "GCS", "xRFM", "DiffMeans")
+MODEL_LABEL = "SmolLM2-135M-Instruct"
+
+
+def _layers_all_seeds(out) -> pd.DataFrame | None:
+    by_seed = load_table(out, "accuracy_by_seed")
+    if by_seed is None:
+        return None
+    frames = []
+    for name in by_seed.dataset.unique():
+        for seed in sorted(by_seed.seed.unique()):
+            t = load_table(out, f"layers_{name}" if seed == claims.PAPER_SPLIT_SEED else f"layers_{name}_seed{seed}")
+            if t is not None:
+                frames.append(t.assign(seed=seed))
+    return pd.concat(frames, ignore_index=True) if frames else None
+
+
+def plot_layerwise(out):
+    """Test accuracy per layer and method: mean over split seeds, band = min..max over seeds."""
+    import matplotlib.pyplot as plt
+
+    layers = _layers_all_seeds(out)
+    if layers is None:
+        return None
+    g = layers.groupby(["dataset", "method", "layer"])["test_accuracy"]
+    tab = pd.DataFrame({"mean": g.mean(), "min": g.min(), "max": g.max(), "n_seeds": g.size()}).reset_index()
+    save_table(tab, out, "layerwise_accuracy")
+    names = list(dict.fromkeys(tab["dataset"]))
+    cols = 4
+    rows = int(np.ceil(len(names) / cols))
+    fig, axes = plt.subplots(rows, cols, figsize=(3.6 * cols, 3.0 * rows), squeeze=False)
+    for ax, name in zip(axes.ravel(), names):
+        d = tab[tab.dataset == name]
+        for method in METHOD_ORDER:
+            m = d[d.method == method]
+            if not len(m):
+                continue
+            c = method_color(method)
+            ax.plot(m.layer, m["mean"], color=c, lw=2 if method == "RAPTOR" else 1.2, label=method)
+            ax.fill_between(m.layer, m["min"], m["max"], color=c, alpha=0.15, lw=0)
+        ax.axhline(0.5, color="0.5", lw=0.8, ls=":")
+        ax.set_title(name)
+        ax.set_xlabel("layer")
+    for ax in axes.ravel()[len(names):]:
+        ax.axis("off")
+    for ax in axes[:, 0]:
+        ax.set_ylabel("test accuracy")
+    axes[0, 0].legend(loc="lower right")
+    n_seeds = int(tab.n_seeds.max())
+    fig.suptitle(f"Probe accuracy per layer, {MODEL_LABEL}: mean over {n_seeds} split seeds, band = min-max; "
+                 "dotted = chance", fontsize=10)
+    fig.tight_layout()
+    return save_figure(fig, out, "layerwise_accuracy")
+
+
+def plot_accuracy_differences(out):
+    """The paper's Figure 2 analogue: RAPTOR minus each baseline, best layer and mean over layers, per
+    dataset, with 95 % intervals over split seeds (paired, corrected resampled t)."""
+    import matplotlib.pyplot as plt
+
+    by_seed = load_table(out, "accuracy_by_seed")
+    if by_seed is None:
+        return None
+    diffs = claims.paired_differences(by_seed)
+    save_table(diffs, out, "accuracy_differences")
+    save_table(claims.accuracy_intervals(by_seed), out, "accuracy_intervals")
+    names = list(dict.fromkeys(by_seed.dataset)) + ["average (6)"]
+    baselines = [b for b in ("GCS", "xRFM", "DiffMeans") if b in set(diffs.baseline)]
+    fig, axes = plt.subplots(1, 2, figsize=(11, 0.42 * len(names) + 1.6), sharey=True)
+    y = np.arange(len(names))[::-1]
+    for ax, metric, title in zip(axes, ("best", "mean"), ("best layer", "mean over layers")):
+        for k, b in enumerate(baselines):
+            d = diffs[(diffs.baseline == b) & (diffs.metric == metric)].set_index("dataset").reindex(names)
+            off = (k - (len(baselines) - 1) / 2) * 0.22
+            ax.errorbar(100 * d["diff"], y + off, xerr=[100 * (d["diff"] - d.ci_low).fillna(0),
+                                                        100 * (d.ci_high - d["diff"]).fillna(0)],
+                        fmt="o", ms=4, capsize=2, color=method_color(b), label=f"RAPTOR - {b}")
+        ax.axvline(0, color="0.3", lw=1)
+        ax.set_title(f"{title} accuracy")
+        ax.set_xlabel("difference (percentage points)")
+        ax.axhspan(-0.5, 0.5, color="0.92", zorder=0)
+    axes[0].set_yticks(y, names)
+    axes[0].legend(loc="lower left")
+    fig.suptitle(f"RAPTOR minus baseline, {MODEL_LABEL}: mean over split seeds with 95 % intervals "
+                 "(right of 0 = RAPTOR better)", fontsize=10)
+    fig.tight_layout()
+    return save_figure(fig, out, "accuracy_differences")
+
+
+def plot_cost(out):
+    """The paper's cost figure (dumbbell): median per-layer training time, log scale."""
+    import matplotlib.pyplot as plt
+
+    frames = [t for t in (load_table(out, f"layers_{n}") for n in claims.PAPER_DATASETS + ("coinflip",))
+              if t is not None]
+    if not frames:
+        return None
+    layers = pd.concat(frames, ignore_index=True)
+    med = layers.groupby(["dataset", "method"])["fit_time_s"].median().unstack("method")
+    save_table(med.reset_index(), out, "cost_median_fit_time_s")
+    fig, ax = plt.subplots(figsize=(7, 0.45 * len(med) + 1.4))
+    yy = np.arange(len(med))
+    for other in [m for m in med.columns if m != "RAPTOR"]:
+        for i, ds in enumerate(med.index):
+            ax.plot([med.loc[ds, "RAPTOR"], med.loc[ds, other]], [i, i], color="0.8", lw=1, zorder=0)
+    for m in [m for m in METHOD_ORDER if m in med.columns]:
+        ax.scatter(med[m], yy, label=m, s=30, zorder=2, color=method_color(m))
+    ax.set_yticks(yy, med.index)
+    ax.set_xscale("log")
+    ax.set_xlabel("median seconds per layer (fit incl. tuning, one CPU core)")
+    ax.set_title(f"Training cost per layer, {MODEL_LABEL}")
+    ax.legend(loc="lower right")
+    return save_figure(fig, out, "cost_dumbbell")
+
+
+def plot_stability(out):
+    """Directional stability (mean |pairwise cosine| over K ablation runs) per layer and method, with the
+    bootstrap 95 % interval of each layer."""
+    import matplotlib.pyplot as plt
+
+    frames = [t for t in (load_table(out, f"stability_{n}") for n in ("stsa", "hateeval", "sarcasm")) if t is not None]
+    if not frames:
+        return None
+    stab = pd.concat(frames, ignore_index=True)
+    save_table(claims.stability_differences(stab), out, "stability_differences")
+    names = list(dict.fromkeys(stab.dataset))
+    fig, axes = plt.subplots(1, len(names), figsize=(4.2 * len(names), 3.4), squeeze=False, sharey=True)
+    for ax, name in zip(axes[0], names):
+        d = stab[stab.dataset == name]
+        for method in METHOD_ORDER:
+            m = d[d.method == method].sort_values("layer")
+            if not len(m):
+                continue
+            c = method_color(method)
+            err = [(m.robust - m.ci_low).clip(lower=0), (m.ci_high - m.robust).clip(lower=0)]
+            ax.errorbar(m.layer, m.robust, yerr=err, color=c, marker="o", ms=3, capsize=2, lw=1.5, label=method)
+        ax.set_title(name)
+        ax.set_xlabel("layer")
+    axes[0, 0].set_ylabel("stability: mean |cos| between runs")
+    axes[0, 0].legend(loc="lower left")
+    K = int(stab.K.iloc[0])
+    fig.suptitle(f"Concept-vector stability under 20 % training ablations (K = {K} runs), {MODEL_LABEL}",
+                 fontsize=10)
+    fig.tight_layout()
+    return save_figure(fig, out, "stability_by_layer")
+
+
+def plot_steering(out):
+    """Steering: success and intervention rate per setting (left) and the |alpha| each layer needs
+    (median over prompts where steering was applied, log scale; the hard layers stand out)."""
+    import matplotlib.pyplot as plt
+
+    summary, pairs = load_table(out, "steering_summary"), load_table(out, "steering_pairs")
+    if summary is None or pairs is None or not len(pairs):
+        return None
+    applied = pairs[pairs.intervened.astype(bool)]
+    per_layer = applied.groupby(["dataset", "direction", "layer"])["abs_alpha"].agg(["median", "max", "size"])
+    save_table(per_layer.reset_index(), out, "steering_alpha_by_layer")
+    s = summary[summary.n_pairs.fillna(0) > 0].reset_index(drop=True)
+    labels = [f"{r.dataset} {r.direction}" for r in s.itertuples()]
+    fig, (a1, a2) = plt.subplots(1, 2, figsize=(12, 3.8), gridspec_kw={"width_ratios": [1, 1.5]})
+    x = np.arange(len(s))
+    a1.bar(x - 0.2, s.success_rate, 0.4, color=series_color(0), label="success rate")
+    a1.bar(x + 0.2, s.intervention_rate, 0.4, color=series_color(1), label="intervention rate")
+    a1.set_xticks(x, labels, rotation=45, ha="right")
+    a1.set_ylim(0, 1.3)
+    a1.set_yticks(np.linspace(0, 1, 6))
+    a1.set_ylabel("share of (layer, prompt) pairs")
+    a1.legend(loc="upper center", ncol=2)
+    a1.set_title("control of the probe coordinate")
+    for k, (key, d) in enumerate(per_layer.reset_index().groupby(["dataset", "direction"], sort=False)):
+        a2.plot(d.layer, d["median"], marker="o", ms=3, color=series_color(k), label=f"{key[0]} {key[1]}")
+    a2.set_yscale("log")
+    a2.set_xlabel("steered layer")
+    a2.set_ylabel("median |alpha| (hidden-state units)")
+    a2.set_title("steering strength per layer (prompts that needed an edit)")
+    a2.legend(ncol=2, fontsize=7)
+    fig.suptitle(f"Adaptive GCAV steering with RAPTOR concept vectors, {MODEL_LABEL}", fontsize=10)
+    fig.tight_layout()
+    return save_figure(fig, out, "steering_metrics")
+
+
+def plot_structure(out):
+    """The delta-sweep predictor: predicted versus true test accuracy along the sweep (mean over seeds,
+    at each setting's selected C), one colour per (dataset, layer)."""
+    import matplotlib.pyplot as plt
+
+    summary = load_table(out, "structure_summary")
+    if summary is None:
+        return None
+    rows = []
+    for r in summary.itertuples():
+        t = load_table(out, f"structure_{r.dataset}_layer{r.layer}")
+        if t is None:
+            continue
+        t = t[np.isclose(t.C, 1.0 / r.lambda_star)]
+        m = t.groupby("fraction")[["delta", "Acc_true", "Acc_pred"]].mean().reset_index()
+        rows.append(m.assign(dataset=r.dataset, layer=r.layer, rho_s=r.rho_s, r=r.r))
+    if not rows:
+        return None
+    tab = pd.concat(rows, ignore_index=True)
+    save_table(tab, out, "structure_scatter")
+    fig, ax = plt.subplots(figsize=(5.4, 4.6))
+    for k, ((name, layer), d) in enumerate(tab.groupby(["dataset", "layer"], sort=False)):
+        ax.plot(d.Acc_true, d.Acc_pred, marker="o", ms=4, lw=0.8, color=series_color(k),
+                label=f"{name} L{layer} (rho_s {d.rho_s.iloc[0]:.2f})")
+    lo = min(tab.Acc_true.min(), tab.Acc_pred.min()) - 0.02
+    hi = max(tab.Acc_true.max(), tab.Acc_pred.max()) + 0.02
+    ax.plot([lo, hi], [lo, hi], color="0.5", lw=1, ls="--")
+    ax.set_xlim(lo, hi)
+    ax.set_ylim(lo, hi)
+    ax.set_xlabel("true test accuracy")
+    ax.set_ylabel("predicted accuracy (label-free)")
+    ax.set_title(f"delta-sweep predictor along delta = n/p, {MODEL_LABEL}")
+    ax.legend(fontsize=7)
+    return save_figure(fig, out, "structure_scatter")
+
+
+def plot_all(out) -> list:
+    """Every empirical figure whose tables exist; returns the written PNG paths."""
+    out = Path(out)
+    made = [f(out) for f in (plot_layerwise, plot_accuracy_differences, plot_cost, plot_stability, plot_steering,
+                             plot_structure)]
+    return [p for p in made if p is not None]

@@ -1,0 +1,90 @@
+"""One progress display for the whole ``paper_figures`` run: steps done, current step, elapsed, ETA.
+
+Every section announces its steps with :meth:`RunProgress.step`; each step carries a weight, its
+expected cost in seconds on two CPU cores (measured on the default model, see ``docs/results.md``), so
+the bar's ETA is meaningful although steps differ by orders of magnitude.  A step that is resumed
+from a saved table finishes at once and the ETA adapts.  Inner progress bars (libraries, joblib,
+transformers) are kept off so that this is the only display; ``enabled=False`` shows nothing.
+"""
+from __future__ import annotations
+
+import threading
+import time
+from contextlib import contextmanager
+
+from tqdm.auto import tqdm
+
+
+class RunProgress:
+    """Weighted step counter shown as one tqdm bar.
+
+    Parameters
+    ----------
+    total : float
+        Sum of the weights (expected seconds) of the steps the run will announce.
+    enabled : bool
+        Show the bar (False: silent; the steps still run and are timed).
+    refresh_seconds : float
+        How often the elapsed time and ETA are redrawn while a long step runs.
+
+    Attributes
+    ----------
+    timings : dict
+        Measured seconds per finished step name.
+    """
+
+    def __init__(self, total: float, enabled: bool = True, refresh_seconds: float = 1.0):
+        self.enabled = bool(enabled)
+        self.timings: dict = {}
+        self._done_steps = 0
+        self._bar = tqdm(total=max(float(total), 1e-9), disable=not self.enabled, unit="s(est)",
+                         bar_format="{desc} {percentage:3.0f}%|{bar:20}| elapsed {elapsed}, ETA {remaining}",
+                         dynamic_ncols=True)
+        self._stop = threading.Event()
+        self._ticker = None
+        if self.enabled:
+            self._ticker = threading.Thread(target=self._tick, args=(refresh_seconds,), daemon=True)
+            self._ticker.start()
+
+    def _tick(self, every):
+        while not self._stop.wait(every):
+            self._bar.refresh()
+
+    @contextmanager
+    def step(self, name: str, weight: float = 1.0):
+        """Run one step: shows ``name`` as the current step, then advances the bar by ``weight``."""
+        self._bar.set_description_str(f"{self._done_steps} steps done | now: {name} |", refresh=True)
+        t0 = time.perf_counter()
+        try:
+            yield self
+        finally:
+            self.timings[name] = time.perf_counter() - t0
+            self._done_steps += 1
+            self._bar.update(min(float(weight), self._bar.total - self._bar.n))
+
+    def write(self, message: str) -> None:
+        """Print a line above the bar (or plainly when the bar is off)."""
+        if self.enabled:
+            self._bar.write(message)
+
+    def close(self) -> None:
+        """Stop the display."""
+        self._stop.set()
+        if self._ticker is not None:
+            self._ticker.join(timeout=2)
+        self._bar.close()
+
+
+def silence_libraries() -> None:
+    """Turn off the progress bars and info logging of transformers / huggingface_hub (weights loading
+    bars leaked through ``--no-progress`` before), so that :class:`RunProgress` is the only display."""
+    import os
+
+    os.environ.setdefault("HF_HUB_DISABLE_PROGRESS_BARS", "1")
+    os.environ.setdefault("TRANSFORMERS_VERBOSITY", "error")
+    try:
+        from transformers.utils import logging as hf_logging
+    except ImportError:  # the LLM extra is optional
+        return
+    hf_logging.disable_progress_bar()
+    hf_logging.set_verbosity_error()

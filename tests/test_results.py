@@ -1,0 +1,190 @@
+"""paper_figures' results layer: interval statistics against independent references, the claims
+table and its verdicts, RESULTS.md, the empirical figures, --force and the one progress display."""
+import os
+import time
+
+import numpy as np
+import pandas as pd
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+from scipy import stats
+
+from paper_figures import claims, empirical_plots, output
+from paper_figures.__main__ import main
+from paper_figures.progress import RunProgress, silence_libraries
+from paper_figures.results import write_results
+
+DATASETS = ("stsa", "cities", "common", "counterfact", "hateeval", "sarcasm", "coinflip")
+SEEDS = (42, 0, 1, 2, 3)
+
+
+# --------------------------------------------------------------------------------------------- statistics
+@settings(max_examples=40, deadline=None)
+@given(st.lists(st.floats(0.3, 1.0), min_size=2, max_size=12))
+def test_seed_interval_without_correction_is_the_t_interval(values):
+    mean, lo, hi = claims.seed_interval(values, test_train_ratio=0.0)
+    v = np.asarray(values)
+    assert mean == pytest.approx(v.mean())
+    if v.std() > 1e-12:
+        ref = stats.t.interval(0.95, len(v) - 1, loc=v.mean(), scale=stats.sem(v))
+        assert (lo, hi) == pytest.approx(ref, rel=1e-9, abs=1e-12)
+        # the Nadeau-Bengio correction widens it by sqrt(1 + k * n_test / n_train)
+        _, clo, chi = claims.seed_interval(values)
+        assert (chi - clo) / (hi - lo) == pytest.approx(np.sqrt(1 + len(v) * claims.TEST_TRAIN_RATIO))
+
+
+def test_wilson_interval_matches_published_values():
+    # Wilson 95 % interval for 9/10 (Newcombe 1998, Table I): 0.5958 to 0.9821
+    share, lo, hi = claims.wilson_interval(9, 10)
+    assert share == 0.9 and lo == pytest.approx(0.5958, abs=1e-4) and hi == pytest.approx(0.9821, abs=1e-4)
+    assert np.isnan(claims.wilson_interval(0, 0)[0])
+
+
+def test_verdict_rules():
+    assert claims.verdict(0.01, 0.05) == "holds"
+    assert claims.verdict(-0.05, -0.01) == "does not hold"
+    assert claims.verdict(-0.01, 0.05) == "inconclusive"
+    assert claims.verdict(-0.05, -0.01, direction=-1) == "holds"
+    assert claims.verdict(np.nan, 1.0) == "inconclusive"
+
+
+# --------------------------------------------------------------------------------------------- a fake run
+def _fake_run(out, *, raptor_gain=0.05, seed=0):
+    """Tables shaped like a real run's, with RAPTOR better than GCS by ``raptor_gain`` on every split."""
+    rng = np.random.default_rng(seed)
+    by_seed, frames = [], []
+    for name in DATASETS:
+        for s in SEEDS:
+            base = 0.7 + 0.02 * rng.standard_normal()
+            acc = {"RAPTOR": base + raptor_gain, "GCS": base, "xRFM": base - 0.01 + 0.03 * rng.standard_normal(),
+                   "DiffMeans": base - 0.1}
+            for m, a in acc.items():
+                by_seed.append(dict(dataset=name, method=m, seed=s, best=a, mean=a - 0.1, best_layer=5))
+                layers = pd.DataFrame(dict(dataset=name, layer=np.arange(1, 6), method=m,
+                                           test_accuracy=a - 0.1 + 0.02 * np.arange(5) / 4,
+                                           fit_time_s={"RAPTOR": 0.3, "GCS": 3.0, "xRFM": 2.0, "DiffMeans": 0.01}[m]))
+                frames.append(layers.assign(seed=s))
+    output.save_table(pd.DataFrame(by_seed), out, "accuracy_by_seed")
+    layers = pd.concat(frames, ignore_index=True)
+    for (name, s), d in layers.groupby(["dataset", "seed"]):
+        output.save_table(d.drop(columns="seed"), out, f"layers_{name}" if s == 42 else f"layers_{name}_seed{s}")
+    for name in ("stsa", "hateeval", "sarcasm"):
+        rows = [dict(dataset=name, layer=layer, method=m, robust=r + 0.01 * layer, ci_low=r, ci_high=r + 0.1,
+                     K=20, median_fit_time_s=0.1)
+                for layer in (1, 4, 7, 10) for m, r in (("RAPTOR", 0.9), ("GCS", 0.88), ("xRFM", 0.6))]
+        output.save_table(pd.DataFrame(rows), out, f"stability_{name}")
+    output.save_table(pd.DataFrame(dict(dataset=["stsa", "Overall"], layers=[30, 30], separable=[27, 27],
+                                        perc_zero=[25, 25], convergence_warnings=[0, 0])), out, "separability_summary")
+    output.save_table(pd.DataFrame(dict(dataset=["sarcasm", "counterfact"], direction=["towards", "away"],
+                                        layers=["1-30", ""], n_pairs=[480, 0], success_rate=[1.0, np.nan],
+                                        intervention_rate=[0.6, np.nan], alpha_median=[2.0, np.nan],
+                                        alpha_p90=[20.0, np.nan], alpha_max=[50.0, np.nan], tau=["--", 0.7],
+                                        note=["", "no layer"])), out, "steering_summary")
+    pairs = pd.DataFrame(dict(layer=np.repeat(np.arange(1, 31), 16), abs_alpha=rng.lognormal(size=480),
+                              intervened=rng.random(480) < 0.6, success=True, dataset="sarcasm", direction="towards"))
+    output.save_table(pairs, out, "steering_pairs")
+    output.save_table(pd.DataFrame(dict(dataset=["stsa", "stsa", "common", "common", "hateeval", "hateeval"],
+                                        layer=[10, 20] * 3, lambda_star=1.0, rho_s=[0.9, 0.95, 0.85, 0.99, 0.9, 0.8],
+                                        r=[0.9, 0.92, 0.8, 0.97, 0.95, 0.85])), out, "structure_summary")
+    for name, layer in (("stsa", 10), ("stsa", 20)):
+        t = pd.DataFrame(dict(fraction=np.repeat([0.25, 0.5, 1.0], 2), seed=[0, 1] * 3, C=1.0,
+                              delta=np.repeat([0.25, 0.5, 1.0], 2), Acc_true=[0.6, 0.62, 0.7, 0.71, 0.8, 0.79],
+                              Acc_pred=[0.55, 0.56, 0.6, 0.61, 0.66, 0.65]))
+        output.save_table(t, out, f"structure_{name}_layer{layer}")
+    return out
+
+
+def test_claims_table_reads_a_run_and_gives_the_planted_verdicts(tmp_path):
+    _fake_run(tmp_path, raptor_gain=0.05)
+    table = claims.claims_table(tmp_path)
+    by = table.set_index("claim")
+    assert by.loc["RAPTOR beats GCS on mean-over-layers accuracy in every setting", "verdict"] == "holds"
+    assert "+5.0 pts" in by.loc["RAPTOR beats GCS on mean-over-layers accuracy in every setting", "ours"]
+    assert by.loc["RAPTOR trains faster than xRFM and GCS (median per-layer time)", "verdict"] == "holds"
+    assert by.loc["RAPTOR's concept vectors are more stable than xRFM's under 20 % ablations", "verdict"] == "holds"
+    assert "27/30" in by.loc["hidden states are (nearly) linearly separable at most layers", "ours"]
+    assert "no layer reaches tau: counterfact away" in by.loc[
+        "adaptive GCAV steering reaches the probe target (success rate)", "ours"]
+    assert set(table.verdict) <= {"holds", "does not hold", "inconclusive", "--"}
+
+
+def test_no_difference_is_inconclusive_and_a_loss_does_not_hold(tmp_path):
+    _fake_run(tmp_path / "tie", raptor_gain=0.0)
+    tie = claims.claims_table(tmp_path / "tie").set_index("claim")
+    assert tie.loc["RAPTOR beats GCS on mean-over-layers accuracy in every setting", "verdict"] == "inconclusive"
+    _fake_run(tmp_path / "loss", raptor_gain=-0.05)
+    loss = claims.claims_table(tmp_path / "loss").set_index("claim")
+    assert loss.loc["RAPTOR beats GCS on mean-over-layers accuracy in every setting", "verdict"] == "does not hold"
+
+
+def test_paired_differences_average_over_the_six_paper_datasets(tmp_path):
+    by_seed = output.load_table(_fake_run(tmp_path, raptor_gain=0.03), "accuracy_by_seed")
+    d = claims.paired_differences(by_seed)
+    avg = d[(d.dataset == "average (6)") & (d.baseline == "GCS") & (d.metric == "best")].iloc[0]
+    assert avg["diff"] == pytest.approx(0.03) and avg.n_seeds == len(SEEDS)
+    assert "coinflip" in set(d.dataset)  # reported, but not in the average
+
+
+def test_figures_results_and_index_from_a_run(tmp_path):
+    import matplotlib
+    matplotlib.use("Agg")
+    _fake_run(tmp_path)
+    made = empirical_plots.plot_all(tmp_path)
+    stems = {p.stem for p in made}
+    assert stems == {"layerwise_accuracy", "accuracy_differences", "cost_dumbbell", "stability_by_layer",
+                     "steering_metrics", "structure_scatter"}
+    for stem in stems:  # PNG and PDF, with the numbers behind it as CSV
+        assert (tmp_path / "figures" / f"{stem}.pdf").read_bytes()[:4] == b"%PDF"
+    for table in ("accuracy_differences", "layerwise_accuracy", "stability_differences", "steering_alpha_by_layer",
+                  "structure_scatter", "cost_median_fit_time_s"):
+        assert (tmp_path / "tables" / f"{table}.csv").exists()
+    text = write_results(tmp_path).read_text()
+    assert "## The paper's claims" in text and "| area | claim | paper | ours | verdict |" in text
+    assert "![Accuracy: RAPTOR minus each baseline](figures/accuracy_differences.png)" in text
+    assert main(["--out", str(tmp_path), "--results-only"]) == 0
+    assert "RESULTS.md" in (tmp_path / "README.md").read_text()
+
+
+# --------------------------------------------------------------------------------------------- the run itself
+def test_force_ignores_tables_written_before_the_run(tmp_path):
+    output.save_table(pd.DataFrame({"a": [1]}), tmp_path, "old")
+    old = tmp_path / "tables" / "old.csv"
+    past = time.time() - 100
+    os.utime(old, (past, past))
+    try:
+        output.force_recompute(time.time() - 1)
+        assert output.load_table(tmp_path, "old") is None  # a step with this table is redone
+        output.save_table(pd.DataFrame({"a": [2]}), tmp_path, "new")
+        assert output.load_table(tmp_path, "new")["a"].item() == 2  # what this run wrote is read back
+    finally:
+        output.force_recompute(None)
+    assert output.load_table(tmp_path, "old")["a"].item() == 1
+
+
+def test_progress_display_is_one_bar_and_silent_when_off(capsys):
+    off = RunProgress(10, enabled=False)
+    with off.step("x", 5):
+        pass
+    off.close()
+    quiet = capsys.readouterr()
+    assert quiet.out == "" and quiet.err == ""
+    steps = RunProgress(10, enabled=True)
+    with steps.step("extract stsa", 4):
+        pass
+    with steps.step("fit", 6):
+        pass
+    steps.close()
+    err = capsys.readouterr().err
+    assert "now: extract stsa" in err and "ETA" in err and "100%" in err
+    assert set(steps.timings) == {"extract stsa", "fit"}
+
+
+def test_libraries_progress_bars_are_silenced():
+    from transformers.utils import logging as hf_logging
+
+    try:
+        silence_libraries()
+        assert not hf_logging.is_progress_bar_enabled()
+    finally:
+        hf_logging.enable_progress_bar()
