@@ -8,7 +8,8 @@ Sections: ``theory`` (fixed point vs simulation, phase diagram, optimal lambda),
 (ablation-stability theory vs simulation), ``empirical`` (per-layer RAPTOR vs baselines on the default
 model SmolLM2-135M-Instruct: accuracy table and layerwise curves, directional stability, training cost,
 separability, steering, delta-sweep structure predictor, predicted vs measured stability across layers),
-``spectral`` (the spectral theory against real probes on every dataset and layer, docs/spectral_theory.md),
+``spectral`` (the spectral theory against real probes: the three stability datasets, every fourth layer; the
+evaluation on every dataset and layer is ``spectral_figures.run(out, hidden)``, docs/spectral_theory.md),
 ``steering_text`` (what steering does to the generated text: concept shift vs fluency per setting and method,
 docs/steering.md).
 Default: every section but ``steering_text`` (about an hour of text generation on two cores; add it with
@@ -30,6 +31,7 @@ from empirical.files import atomic_write_text
 
 from . import empirical_figures, output, spectral_figures, stability, steering_text, style, theory
 from .progress import RunProgress, silence_libraries
+from .publish import publish
 from .results import write_results
 
 SECTIONS = ("theory", "stability", "empirical", "spectral", "steering_text")
@@ -37,7 +39,7 @@ SECTIONS = ("theory", "stability", "empirical", "spectral", "steering_text")
 #: cores; ask for it with ``--only``).
 DEFAULT_SECTIONS = ("theory", "stability", "empirical", "spectral")
 #: Expected seconds of the sections other than ``empirical`` on two cores (the progress ETA).
-SECTION_SECONDS = {"theory": 60, "stability": 40, "spectral": 420, "steering_text": 3500}
+SECTION_SECONDS = {"theory": 60, "stability": 40, "spectral": 300, "steering_text": 3500}
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -57,6 +59,9 @@ def build_parser() -> argparse.ArgumentParser:
                    help="redo every step of the selected sections (default: resume, skipping saved tables)")
     p.add_argument("--results-only", action="store_true",
                    help="only rebuild RESULTS.md and the index from the tables of an earlier run")
+    p.add_argument("--publish", type=Path, default=None, metavar="DIR",
+                   help="also write a small committable copy of the results (RESULTS.md, claims.csv, key figures "
+                        "as small PNGs) to DIR, e.g. docs/results")
     p.add_argument("--no-progress", action="store_true", help="no progress display (nothing but the final paths)")
     return p
 
@@ -94,6 +99,8 @@ def main(argv=None) -> int:
     (out / "tables").mkdir(parents=True, exist_ok=True)
     if args.results_only:
         print(f"[paper_figures] results: {write_results(out)}; index: {write_index(out)}")
+        if args.publish is not None:
+            print(f"[paper_figures] published to {args.publish}: {len(publish(out, args.publish))} files")
         return 0
     silence_libraries()
     style.apply()
@@ -118,9 +125,10 @@ def main(argv=None) -> int:
                                       quick=args.quick, steps=steps, n_jobs=args.n_jobs)
             elif section == "spectral":
                 with steps.step("spectral theory on real probes", SECTION_SECONDS["spectral"] * (0.2 if args.quick else 1)):
-                    hidden = spectral_figures.load_hidden(args.model, args.data_dir, cap, progress=False)
+                    hidden = spectral_figures.load_hidden(args.model, args.data_dir, cap, progress=False,
+                                                          names=empirical_figures.STABILITY_DATASETS)
                     n_layers = next(iter(hidden.values()))[0].shape[0]
-                    spectral_figures.run(out, hidden, layers=range(1, n_layers, 6 if args.quick else 3),
+                    spectral_figures.run(out, hidden, layers=range(1, n_layers, 10 if args.quick else 4),
                                          extra_seeds=1, progress=False, monte_carlo=False, n_jobs=args.n_jobs)
             elif section == "steering_text":
                 with steps.step("steering: generated text", SECTION_SECONDS["steering_text"] * (0.2 if args.quick else 1)):
@@ -140,6 +148,8 @@ def main(argv=None) -> int:
     output.save_json(info, out, "run_info")
     results, index = write_results(out), write_index(out)
     print(f"[paper_figures] {minutes:.1f} min; results: {results}; index: {index}")
+    if args.publish is not None:
+        print(f"[paper_figures] published to {args.publish}: {len(publish(out, args.publish))} files")
     return 0
 
 

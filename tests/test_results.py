@@ -188,3 +188,23 @@ def test_libraries_progress_bars_are_silenced():
         assert not hf_logging.is_progress_bar_enabled()
     finally:
         hf_logging.enable_progress_bar()
+
+
+def test_publish_writes_a_small_committable_copy(tmp_path):
+    import matplotlib
+    matplotlib.use("Agg")
+    from paper_figures.publish import KEY_FIGURES, publish
+
+    run = _fake_run(tmp_path / "run")
+    empirical_plots.plot_all(run)
+    write_results(run)
+    written = publish(run, tmp_path / "docs")
+    names = {p.name for p in written}
+    assert {f"{stem}.png" for stem in KEY_FIGURES} <= names and {"RESULTS.md", "claims.csv"} <= names
+    assert sum(p.stat().st_size for p in written) < 1_000_000
+    text = (tmp_path / "docs" / "RESULTS.md").read_text()
+    assert "](accuracy_differences.png)" in text and "](figures/" not in text  # every link resolves
+    assert "not committed" in text  # figures that are not published are named, not linked
+    from PIL import Image
+    with Image.open(tmp_path / "docs" / "accuracy_differences.png") as im:
+        assert im.width <= 900

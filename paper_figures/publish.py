@@ -1,0 +1,63 @@
+"""``--publish DIR``: a small, committable copy of a run's results (RESULTS.md, the claims table as CSV and
+the key figures as small PNGs), e.g. ``docs/results`` for the README.
+
+The key figures are downscaled and colour-quantised with Pillow (matplotlib's own image dependency), so
+the published folder stays well under 1 MB; the full-resolution PNG and PDF stay in the run's folder.
+"""
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+from empirical.files import atomic_path, atomic_write_text
+
+from . import claims
+
+#: Figures the README shows (file stems in ``OUT/figures``).
+KEY_FIGURES = ("accuracy_differences", "stability_by_layer", "steering_metrics", "structure_scatter")
+#: Width of a published figure in pixels.
+WIDTH = 900
+
+
+def shrink_png(source: Path, target: Path, width: int = WIDTH, colours: int = 64) -> Path:
+    """Write ``source`` downscaled to ``width`` pixels (aspect kept) with an adaptive ``colours`` palette."""
+    from PIL import Image
+
+    with Image.open(source) as im:
+        im = im.convert("RGB")
+        if im.width > width:
+            im = im.resize((width, round(im.height * width / im.width)), Image.LANCZOS)
+        small = im.quantize(colors=colours, method=Image.Quantize.MEDIANCUT)
+        with atomic_path(target, suffix=".png") as tmp:
+            small.save(tmp, format="PNG", optimize=True)
+    return target
+
+
+def publish(out, target) -> list:
+    """Copy RESULTS.md (figure links rewritten), ``claims.csv`` and the small key figures of the run in
+    ``out`` to ``target``; returns the written paths."""
+    out, target = Path(out), Path(target)
+    target.mkdir(parents=True, exist_ok=True)
+    written = []
+    for stem in KEY_FIGURES:
+        png = out / "figures" / f"{stem}.png"
+        if png.exists():
+            written.append(shrink_png(png, target / f"{stem}.png"))
+    text = (out / "RESULTS.md").read_text()
+
+    def relink(match):
+        alt, stem = match.group(1), match.group(2)
+        if stem in KEY_FIGURES and (target / f"{stem}.png").exists():
+            return f"![{alt}]({stem}.png)"
+        return f"*({alt}: `figures/{stem}.png` of a run; not committed)*"
+
+    text = re.sub(r"!\[([^\]]*)\]\(figures/([^)]+)\.png\)", relink, text)
+    text = re.sub(r"\[([^\]]+)\]\(figures/([^)]+)\.png\)", lambda m: f"`{m.group(2)}`", text)
+    written.append(atomic_write_text(target / "RESULTS.md", text))
+    with atomic_path(target / "claims.csv", suffix=".csv") as tmp:
+        claims.claims_table(out).to_csv(tmp, index=False)
+    written.append(target / "claims.csv")
+    info = out / "tables" / "run_info.json"
+    if info.exists():
+        written.append(atomic_write_text(target / "run_info.json", info.read_text()))
+    return written
