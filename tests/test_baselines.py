@@ -125,3 +125,24 @@ def test_parameters_are_validated_declaratively(estimator, match):
     X, y, Xv, yv = data()
     with pytest.raises(ValueError, match=match):
         estimator.fit(X, y, Xv, yv)
+
+
+def test_gcs_probes_equal_separate_exact_fits_on_their_subsets():
+    """GCSProbe's shared-Gram route gives the probes the per-probe solver gives (same subsets, same rng)."""
+    from empirical.logistic import fit_l2_logistic
+    from empirical.validation import standardize_stats
+
+    rng = np.random.default_rng(3)
+    X = rng.standard_normal((120, 150)) * np.logspace(-1, 1, 150)
+    y = (X[:, 0] / 10 + rng.standard_normal(120) > 0).astype(int)
+    gcs = GCSProbe(n_probes=6, random_state=5).fit(X, y)
+    ypm = np.where(y > 0, 1.0, -1.0)
+    mu, s = standardize_stats(X)
+    Xs = (X - mu) / s
+    pos, neg = np.flatnonzero(ypm > 0), np.flatnonzero(ypm < 0)
+    half = min(2000, 2 * int(0.8 * min(len(pos), len(neg)))) // 2
+    r = np.random.default_rng(5)
+    for k in range(6):
+        idx = np.concatenate([r.choice(pos, half, replace=False), r.choice(neg, half, replace=False)])
+        ref = fit_l2_logistic(Xs[idx], ypm[idx], 1.0, fit_intercept=True, tol=1e-8)
+        np.testing.assert_allclose(gcs.weights_[k], ref.coef / s, rtol=0, atol=1e-6 * np.abs(ref.coef / s).max())

@@ -149,3 +149,33 @@ def test_unknown_method_is_rejected():
     X, y = _data(20, 5, seed=1)
     with pytest.raises(ValueError, match="method"):
         fit_l2_logistic(X, y, 1.0, method="lbfgs")
+
+
+@pytest.mark.parametrize("n,p,m", [(60, 80, 40), (120, 40, 90), (50, 50, 49)])
+def test_fit_on_row_subsets_with_a_shared_gram_matches_separate_fits(n, p, m):
+    """fit_l2_logistic_rows (dual Newton on blocks of one Gram matrix when m < p; the primal solver
+    otherwise) solves the same problem as fit_l2_logistic on each subset, to the same tolerance."""
+    from empirical.logistic import fit_l2_logistic_rows
+
+    rng = np.random.default_rng(n + p)
+    # correlated, badly scaled columns like standardized hidden states
+    X = rng.standard_normal((n, p)) @ (np.eye(p) + 0.5 * rng.standard_normal((p, p)) / np.sqrt(p))
+    X *= np.logspace(-1, 1, p)
+    y = np.where(X[:, :3].sum(axis=1) + rng.standard_normal(n) > 0, 1.0, -1.0)
+    subsets = [rng.choice(n, m, replace=False) for _ in range(4)]
+    for C in (0.01, 1.0, 100.0):
+        fast = fit_l2_logistic_rows(X, y, C, subsets, fit_intercept=True, tol=1e-9)
+        for r, res in zip(subsets, fast):
+            ref = fit_l2_logistic(X[r], y[r], C, fit_intercept=True, tol=1e-9)
+            assert res.success and res.grad_norm <= 1e-9
+            scale = max(1.0, np.abs(ref.coef).max())
+            np.testing.assert_allclose(res.coef, ref.coef, atol=1e-6 * scale)
+            assert res.intercept == pytest.approx(ref.intercept, abs=1e-6 * scale)
+
+
+def test_fit_on_row_subsets_rejects_bad_rows():
+    from empirical.logistic import fit_l2_logistic_rows
+
+    X, y = np.ones((5, 3)), np.array([1.0, -1, 1, -1, 1])
+    with pytest.raises(ValueError, match="rows"):
+        fit_l2_logistic_rows(X, y, 1.0, [np.array([0, 7])])

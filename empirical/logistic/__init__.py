@@ -14,7 +14,7 @@ loss terms, line searches, preconditioned CG, Newton-PCG, the direct Newton orac
 from .design import ReducedDesign, reduce_design
 from .newton import direct_newton, newton_pcg
 from .path import logistic_path, refit
-from .solver import fit_l2_logistic, logistic_objective
+from .solver import fit_l2_logistic, fit_l2_logistic_rows, logistic_objective
 
-__all__ = ["fit_l2_logistic", "logistic_objective", "logistic_path", "reduce_design", "refit", "ReducedDesign",
+__all__ = ["fit_l2_logistic", "fit_l2_logistic_rows", "logistic_objective", "logistic_path", "reduce_design", "refit", "ReducedDesign",
            "newton_pcg", "direct_newton"]

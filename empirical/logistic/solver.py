@@ -40,9 +40,9 @@ from scipy.optimize import OptimizeResult
 
 from ..validation import check_matrix, check_signed_labels
 from .design import reduce_design
-from .newton import STATUS_MESSAGES, PathContext, direct_newton, newton_pcg
+from .newton import STATUS_MESSAGES, PathContext, _newton_dual, direct_newton, newton_pcg
 
-__all__ = ["fit_l2_logistic", "logistic_objective"]
+__all__ = ["fit_l2_logistic", "fit_l2_logistic_rows", "logistic_objective"]
 
 
 def logistic_objective(X, y, C, w, b=0.0) -> float:
@@ -179,3 +179,60 @@ def fit_l2_logistic(X, y, C, *, fit_intercept=False, w0=None, b0=0.0, tol=1e-10,
     w, b, nit, gnorm, status, f = direct_newton(X, y, C, w0, b0, fit_intercept=fit_intercept, tol=tol,
                                                 max_iter=max_iter - nit0, form=form)
     return _result(w, b, nit + nit0, gnorm, status, f)
+
+
+def fit_l2_logistic_rows(X, y, C, rows, *, gram=None, fit_intercept=True, tol=1e-10, max_iter=100) -> list:
+    """Fit :func:`fit_l2_logistic`'s problem on many row subsets of one design, sharing its Gram matrix.
+
+    For a subset of ``m < p`` rows the minimizer is ``w = X[rows]' a`` (it lies in the row span), so
+    Newton runs on ``a`` with the subset's block of the Gram matrix ``G = X X'``, computed once for all
+    subsets: a step costs O(m^3) instead of O(m p^2).  Used by :class:`empirical.probes.GCSProbe`, whose
+    probes are fits on random subsets of the same training rows.  Subsets with ``m >= p`` rows, and any
+    subset whose dual Newton does not reach ``tol``, are solved by :func:`fit_l2_logistic` instead, so
+    every result meets the same tolerance on the same objective.
+
+    Parameters
+    ----------
+    X : (n, p) array; y : (n,) array in {-1, +1}; C : float > 0
+        The design and labels every subset is taken from.
+    rows : sequence of integer index arrays
+        The subsets.
+    gram : (n, n) array, optional
+        ``X @ X.T`` if the caller has it.
+    fit_intercept, tol, max_iter
+        As in :func:`fit_l2_logistic`.
+
+    Returns
+    -------
+    list of scipy.optimize.OptimizeResult, one per subset, as :func:`fit_l2_logistic` returns them.
+
+    Examples
+    --------
+    >>> rng = np.random.default_rng(0)
+    >>> X = rng.standard_normal((40, 60))
+    >>> y = np.where(X[:, 0] > 0, 1.0, -1.0)
+    >>> subsets = [rng.choice(40, 30, replace=False) for _ in range(3)]
+    >>> fast = fit_l2_logistic_rows(X, y, 1.0, subsets)
+    >>> slow = fit_l2_logistic(X[subsets[0]], y[subsets[0]], 1.0, fit_intercept=True)
+    >>> bool(np.allclose(fast[0].coef, slow.coef, atol=1e-8)), fast[0].success
+    (True, True)
+    """
+    X, y = _check_inputs(X, y, C, tol, max_iter)
+    n, p = X.shape
+    C, max_iter = float(C), int(max_iter)
+    subsets = [np.asarray(r, dtype=np.intp) for r in rows]
+    for r in subsets:
+        if r.ndim != 1 or r.size < 1 or r.min() < 0 or r.max() >= n:
+            raise ValueError(f"rows: every subset must be a non-empty 1-d array of row indices in [0, {n})")
+    if any(len(r) < p for r in subsets) and gram is None:
+        gram = X @ X.T
+    results = []
+    for r in subsets:
+        if len(r) < p:
+            a, b, nit, gnorm, status, f = _newton_dual(gram[np.ix_(r, r)], y[r], C, np.zeros(len(r)), 0.0,
+                                                       fit_intercept=fit_intercept, tol=tol, max_iter=max_iter)
+            if status is None and gnorm <= tol:
+                results.append(_result(X[r].T @ a, b if fit_intercept else 0.0, nit, gnorm, 0, f))
+                continue
+        results.append(fit_l2_logistic(X[r], y[r], C, fit_intercept=fit_intercept, tol=tol, max_iter=max_iter))
+    return results

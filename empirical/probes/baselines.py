@@ -23,7 +23,7 @@ from sklearn.metrics import roc_auc_score
 from sklearn.model_selection import PredefinedSplit
 from sklearn.utils._param_validation import Interval
 
-from ..logistic import fit_l2_logistic
+from ..logistic import fit_l2_logistic_rows
 from ..validation import check_grid, standardize_stats, stratified_split, unit_vector
 from .base import ConceptProbe, LinearConceptProbe, orient_to_positive_class
 from .raptor import DEFAULT_CS
@@ -240,9 +240,10 @@ class GCSProbe(LinearConceptProbe):
         rng = np.random.default_rng(self.random_state)
         W = np.empty((int(self.n_probes), X.shape[1]))
         B = np.empty(int(self.n_probes))
-        for k in range(int(self.n_probes)):
-            idx = np.concatenate([rng.choice(pos, half, replace=False), rng.choice(neg, half, replace=False)])
-            res = fit_l2_logistic(Xs[idx], ypm[idx], float(self.C), fit_intercept=True, tol=1e-8)
+        subsets = [np.concatenate([rng.choice(pos, half, replace=False), rng.choice(neg, half, replace=False)])
+                   for _ in range(int(self.n_probes))]
+        # one Gram matrix of the standardized train rows serves every probe (fit_l2_logistic_rows)
+        for k, res in enumerate(fit_l2_logistic_rows(Xs, ypm, float(self.C), subsets, fit_intercept=True, tol=1e-8)):
             W[k] = res.coef / s
             B[k] = res.intercept - W[k] @ mu
         self.weights_ = W
