@@ -3,7 +3,8 @@
 Every section announces its steps with :meth:`RunProgress.step`; each step carries a weight, its
 expected cost in seconds on two CPU cores (measured on the default model, see ``docs/results.md``), so
 the bar's ETA is meaningful although steps differ by orders of magnitude.  A step that is resumed
-from a saved table finishes at once and the ETA adapts.  Inner progress bars (libraries, joblib,
+from a saved table (or a cache) finishes at once and is taken out of the total, so the ETA counts only
+the work still to do.  Inner progress bars (libraries, joblib,
 transformers) are kept off so that this is the only display; ``enabled=False`` shows nothing.
 """
 from __future__ import annotations
@@ -33,10 +34,15 @@ class RunProgress:
         Measured seconds per finished step name.
     """
 
+    #: a step shorter than this (seconds) that was expected to take 10x longer counts as resumed
+    instant_seconds = 2.0
+
     def __init__(self, total: float, enabled: bool = True, refresh_seconds: float = 1.0):
         self.enabled = bool(enabled)
         self.timings: dict = {}
         self._done_steps = 0
+        self._total = max(float(total), 1e-9)  # kept here too: a disabled tqdm bar does not count
+        self._done = 0.0
         self._bar = tqdm(total=max(float(total), 1e-9), disable=not self.enabled, unit="s(est)",
                          bar_format="{desc} {percentage:3.0f}%|{bar:20}| elapsed {elapsed}, ETA {remaining}",
                          dynamic_ncols=True)
@@ -58,9 +64,29 @@ class RunProgress:
         try:
             yield self
         finally:
-            self.timings[name] = time.perf_counter() - t0
+            seconds = time.perf_counter() - t0
+            self.timings[name] = seconds
             self._done_steps += 1
-            self._bar.update(min(float(weight), self._bar.total - self._bar.n))
+            if seconds < self.instant_seconds and weight > 10 * seconds:
+                # resumed from a saved table or a cache: no work done, so it leaves the total instead of
+                # advancing the bar (the ETA then counts only work still to do)
+                self._total = max(self._total - float(weight), self._done + 1e-9)
+                self._bar.total = self._total
+                self._bar.refresh()
+            else:
+                step = min(float(weight), self._total - self._done)
+                self._done += step
+                self._bar.update(step)
+
+    @property
+    def total(self) -> float:
+        """Expected seconds of the work announced so far plus still to come (resumed steps removed)."""
+        return self._total
+
+    @property
+    def done(self) -> float:
+        """Expected seconds of the steps that did their work."""
+        return self._done
 
     def write(self, message: str) -> None:
         """Print a line above the bar (or plainly when the bar is off)."""

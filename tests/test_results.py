@@ -170,6 +170,7 @@ def test_progress_display_is_one_bar_and_silent_when_off(capsys):
     quiet = capsys.readouterr()
     assert quiet.out == "" and quiet.err == ""
     steps = RunProgress(10, enabled=True)
+    steps.instant_seconds = 0.0  # these instant steps count as work
     with steps.step("extract stsa", 4):
         pass
     with steps.step("fit", 6):
@@ -208,3 +209,38 @@ def test_publish_writes_a_small_committable_copy(tmp_path):
     from PIL import Image
     with Image.open(tmp_path / "docs" / "accuracy_differences.png") as im:
         assert im.width <= 900
+
+
+def test_accuracy_by_seed_takes_best_and_mean_per_split_seed():
+    from paper_figures.empirical_figures import accuracy_by_seed
+
+    layers = pd.DataFrame(dict(dataset="d", method="RAPTOR", seed=np.repeat([42, 0], 3), layer=[1, 2, 3] * 2,
+                               test_accuracy=[0.6, 0.8, 0.7, 0.5, 0.55, 0.9]))
+    t = accuracy_by_seed(layers).set_index("seed")
+    assert t.loc[42, "best"] == 0.8 and t.loc[42, "best_layer"] == 2 and t.loc[42, "mean"] == pytest.approx(0.7)
+    assert t.loc[0, "best"] == 0.9 and t.loc[0, "best_layer"] == 3
+
+
+def test_theory_sections_run_end_to_end_without_progress_output(tmp_path, capfd):
+    assert main(["--out", str(tmp_path), "--only", "theory", "stability", "--quick", "--no-progress",
+                 "--n-jobs", "1"]) == 0
+    captured = capfd.readouterr()
+    assert captured.err == ""  # --no-progress: no bar, no library output
+    assert captured.out.count("\n") == 1 and "RESULTS.md" in captured.out
+    text = (tmp_path / "RESULTS.md").read_text()
+    assert "the corrected fixed point matches Monte Carlo simulation" in text
+    assert (tmp_path / "figures" / "theory_accuracy.pdf").exists()
+    info = (tmp_path / "tables" / "run_info.json").read_text()
+    assert '"mode": "quick"' in info and "theory: fixed point vs simulation" in info
+
+
+def test_resumed_steps_leave_the_total_so_the_eta_counts_remaining_work():
+    steps = RunProgress(100, enabled=False)
+    with steps.step("cached extraction", 60):  # instant: resumed
+        pass
+    assert steps.total == pytest.approx(40) and steps.done == 0
+    steps.instant_seconds = 0.0  # make the next step count as work
+    with steps.step("fit", 40):
+        pass
+    assert steps.done == pytest.approx(40)
+    steps.close()
