@@ -13,6 +13,7 @@ import sims
 from tqdm.auto import tqdm
 
 from .output import save_figure, save_table
+from .style import THEORY_COLOR, series_color
 
 KAPPAS = (1.0, 2.0, 4.0)
 DELTAS = (0.5, 1.0, 2.0, 4.0)
@@ -104,6 +105,48 @@ def phase_and_optimum(out, *, kappas=np.linspace(0.0, 8.0, 33), deltas=np.logspa
     return save_figure(fig, out, "theory_phase_optimum")
 
 
+#: the (delta, lam, kappa) point of the finite-size figure (a moderate point, away from separability)
+FINITE_SIZE_POINT = (4.0, 0.1, 1.0)
+FINITE_SIZE_QUANTITIES = {"alpha": "α", "sigma": "σ", "accuracy_formula": "accuracy"}
+
+
+def finite_size_convergence(out, *, ps=(100, 200, 400, 800), replicates=16, seed=7, n_jobs=1, progress=True):
+    """Simulation against theory as p grows at :data:`FINITE_SIZE_POINT` (``sims.finite_size_study``): the
+    root-mean-square error over replicates and |bias of the mean| per quantity, log-log, with the
+    p^(-1/2) reference; tables ``finite_size_convergence`` (per p and quantity) and ``finite_size_slopes``."""
+    import matplotlib.pyplot as plt
+
+    _, table, slopes = sims.finite_size_study(points=(FINITE_SIZE_POINT,), ps=ps, replicates=replicates, seed=seed,
+                                              n_jobs=n_jobs, progress=progress, n_test=2000)
+    table = table[table.quantity.isin(list(FINITE_SIZE_QUANTITIES))]
+    slopes = slopes[slopes.quantity.isin(list(FINITE_SIZE_QUANTITIES))]
+    save_table(table, out, "finite_size_convergence")
+    save_table(slopes, out, "finite_size_slopes")
+    fig, axes = plt.subplots(1, 2, figsize=(10, 3.8), sharey=True)
+    for k, (q, label) in enumerate(FINITE_SIZE_QUANTITIES.items()):
+        g = table[table.quantity == q].sort_values("p")
+        sl = slopes[slopes.quantity == q].iloc[0]
+        axes[0].plot(g.p, g.rmse, marker="o", color=series_color(k), label=f"{label} (slope {sl.rmse_slope:.2f})")
+        axes[1].errorbar(g.p, g.bias.abs(), yerr=g.se, marker="o", color=series_color(k), capsize=2,
+                         label=f"{label} (slope {sl.abs_bias_slope:.2f})")
+    p0 = np.array([min(ps), max(ps)], dtype=float)
+    ref = table[table.quantity == "alpha"].sort_values("p").rmse.iloc[0]
+    for ax in axes:
+        ax.plot(p0, ref * (p0 / p0[0]) ** -0.5, color=THEORY_COLOR, ls="--", lw=1, label="slope -1/2")
+        ax.set_xscale("log")
+        ax.set_yscale("log")
+        ax.set_xlabel("dimension p (n = δp)")
+        ax.legend(fontsize=7)
+    axes[0].set_ylabel("|simulation - theory|")
+    axes[0].set_title("root-mean-square error over replicates")
+    axes[1].set_title("|bias of the mean| (± standard error)")
+    d, lam, kappa = FINITE_SIZE_POINT
+    fig.suptitle(f"Finite-size convergence of simulation to the corrected fixed point (δ = {d:g}, λ = {lam:g}, "
+                 f"κ = {kappa:g}; {replicates} replicates per p)", fontsize=10)
+    fig.tight_layout()
+    return save_figure(fig, out, "finite_size_convergence")
+
+
 def run(out, *, quick=False, progress=True, n_jobs=1):
     """All theory figures and tables; ``quick`` shrinks the simulation."""
     sweep = theory_sweep(out, progress=progress)
@@ -113,4 +156,6 @@ def run(out, *, quick=False, progress=True, n_jobs=1):
     plot_quantity(out, sweep, sims_tab, "alignment", "theory_alignment", "alignment ⟨v̂, v⟩")
     plot_quantity(out, sweep, sims_tab, "sigma", "theory_sigma", "orthogonal energy σ")
     phase_and_optimum(out, progress=progress)
+    finite_size_convergence(out, ps=(100, 200, 400) if quick else (100, 200, 400, 800),
+                            replicates=6 if quick else 16, n_jobs=n_jobs, progress=progress)
     return sweep, sims_tab
