@@ -244,3 +244,11 @@ def test_resumed_steps_leave_the_total_so_the_eta_counts_remaining_work():
         pass
     assert steps.done == pytest.approx(40)
     steps.close()
+
+
+def test_every_explanation_belongs_to_a_claim_the_table_can_produce():
+    import inspect
+
+    from paper_figures.results import EXPLANATIONS
+    source = inspect.getsource(claims)
+    assert [k for k in EXPLANATIONS if f'"{k}"' not in source] == []
