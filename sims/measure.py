@@ -105,7 +105,7 @@ def _test_accuracy(beta_star, beta_hat, n_test, gen, chunk=2048) -> float:
 
 
 def measure_replicate(delta, lam, kappa, p, seed, *, n_test: int = 4000, stability: bool = True,
-                      subsample: bool = True, drop: float = 0.2, val_fraction: float = 0.2,
+                      subsample: bool = True, gamma: bool = True, drop: float = 0.2, val_fraction: float = 0.2,
                       tol: float = 1e-10) -> dict:
     """Simulate one replicate at (delta, lam, kappa, p) and measure every quantity.
 
@@ -135,6 +135,9 @@ def measure_replicate(delta, lam, kappa, p, seed, *, n_test: int = 4000, stabili
         Fresh test samples of ``accuracy``.
     stability, subsample : bool
         Measure the independent-pool cosine / the two ablation cosines.
+    gamma : bool
+        Measure the leave-one-out gamma (:func:`loo_gamma`, a p x p or n x n Cholesky: the most expensive
+        measurement at large p); NaN when False.
     drop, val_fraction : float
         The ablation protocol (:func:`cgmt.ablation.ablation_split`).
     tol : float
@@ -163,7 +166,7 @@ def measure_replicate(delta, lam, kappa, p, seed, *, n_test: int = 4000, stabili
     alpha = float(z @ data.v)
     sigma = float(np.linalg.norm(z - alpha * data.v))
     out.update(alpha=alpha, sigma=sigma, margin=alpha / sigma, alignment=alpha / np.hypot(alpha, sigma),
-               gamma=loo_gamma(data.X, data.y, fit.coef, lam),
+               gamma=loo_gamma(data.X, data.y, fit.coef, lam) if gamma else float("nan"),
                accuracy=_test_accuracy(data.beta_star, fit.coef, n_test, as_generator(s_test)),
                accuracy_formula=float(cgmt.accuracy_from_margin(alpha / sigma, kappa)))
     if stability:

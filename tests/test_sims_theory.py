@@ -103,6 +103,15 @@ def test_fresh_test_accuracy_estimates_the_formula_at_empirical_margin():
         assert abs(r["accuracy"] - r["accuracy_formula"]) <= 4 * se
 
 
+def test_gamma_switch_skips_only_the_leave_one_out_gamma():
+    kw = dict(n_test=200, stability=False, subsample=False)
+    full = sims.measure_replicate(2.0, 0.1, 2.0, 60, 4, **kw)
+    fast = sims.measure_replicate(2.0, 0.1, 2.0, 60, 4, gamma=False, **kw)
+    assert np.isfinite(full["gamma"]) and np.isnan(fast["gamma"])
+    for q in ("alpha", "sigma", "accuracy", "accuracy_formula"):  # same data, same fit
+        assert fast[q] == full[q]
+
+
 def test_compare_table_format_and_reproducibility():
     kw = dict(stability=False, subsample=False, n_test=500, progress=False)
     a = compare(1.0, 1.0, 1.0, 100, 3, seed=5, **kw)
