@@ -194,19 +194,11 @@ def run(out, *, model="smollm2", data_dir=None, max_per_class=500, quick=False, 
                "n": {k: int(len(v[2])) for k, v in data.items()}, "K": K, "n_jobs": n_jobs,
                "hidden_size": int(next(iter(data.values()))[1].shape[2])}, out, "empirical_setup")
 
-    # 1. accuracy (paper's split, then the repeats), cost, separability
+    # 1. accuracy on the paper's split, cost, separability (the split-seed repeats come last, step 5, so that
+    #    an interrupted run has every paper figure; RESULTS.md uses the seeds done so far)
     frames, seps = [], []
     for name, (ds, H, y, split) in data.items():
-        for seed in split_seeds:
-            table_name = f"layers_{name}" if seed == SPLIT_SEEDS[0] else f"layers_{name}_seed{seed}"
-            with steps.step(f"{name}: probes per layer, split seed {seed}", scale * STEP_SECONDS["layers"]):
-                tab = load_table(out, table_name)
-                if tab is None:
-                    seed_split = split if seed == SPLIT_SEEDS[0] else paper_split(y, random_state=seed)
-                    tab = layer_table(name, H, y, seed_split, methods, False, n_jobs=n_jobs,
-                                      vectors_out=Path(out) / "tables" if seed == SPLIT_SEEDS[0] else None)
-                    save_table(tab, out, table_name)
-            frames.append(tab.assign(seed=seed))
+        frames.append(_layers_for_seed(out, steps, name, H, y, split, SPLIT_SEEDS[0], methods, scale, n_jobs))
         with steps.step(f"{name}: separability", scale * STEP_SECONDS["separability"]):
             sep = load_table(out, f"separability_{name}")
             if sep is None:
@@ -249,13 +241,36 @@ def run(out, *, model="smollm2", data_dir=None, max_per_class=500, quick=False, 
     with steps.step("steering", scale * STEP_SECONDS["steering"]):
         _steering(out, mdl, tok, data, layers, quick, False)
 
-    # 4. structure predictor
+    # 4. structure predictor, then the figures of the paper's split
     with steps.step("delta-sweep structure predictor", scale * STEP_SECONDS["structure"]):
         _structure(out, data, L, quick, False, n_jobs)
 
-    # 5. figures from the tables
     with steps.step("empirical figures", scale * STEP_SECONDS["figures"]):
         empirical_plots.plot_all(out)
+
+    # 5. the accuracy protocol on more split seeds (intervals and paired differences); accuracy_by_seed is
+    #    saved after every seed, so RESULTS.md can be built from the seeds done so far
+    for seed in split_seeds[1:]:
+        for name, (ds, H, y, split) in data.items():
+            frames.append(_layers_for_seed(out, steps, name, H, y, split, seed, methods, scale, n_jobs))
+        save_table(accuracy_by_seed(pd.concat(frames, ignore_index=True)), out, "accuracy_by_seed")
+    with steps.step("empirical figures (all split seeds)", scale * STEP_SECONDS["figures"]):
+        empirical_plots.plot_all(out)
+
+
+def _layers_for_seed(out, steps, name, H, y, split, seed, methods, scale, n_jobs) -> pd.DataFrame:
+    """The per-layer table of one dataset on one split seed (resumed if saved), with a ``seed`` column.
+    Seed :data:`PAPER_SPLIT_SEED` is the paper's split and also saves RAPTOR's concept vectors."""
+    paper = seed == PAPER_SPLIT_SEED
+    table_name = f"layers_{name}" if paper else f"layers_{name}_seed{seed}"
+    with steps.step(f"{name}: probes per layer, split seed {seed}", scale * STEP_SECONDS["layers"]):
+        tab = load_table(out, table_name)
+        if tab is None:
+            seed_split = split if paper else paper_split(y, random_state=seed)
+            tab = layer_table(name, H, y, seed_split, methods, False, n_jobs=n_jobs,
+                              vectors_out=Path(out) / "tables" if paper else None)
+            save_table(tab, out, table_name)
+    return tab.assign(seed=seed)
 
 
 def _stability_theory(out, data, stab, layers, progress):
