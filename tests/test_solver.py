@@ -4,7 +4,8 @@ import pytest
 from hypothesis import given, settings, strategies as st
 from sklearn.linear_model import LogisticRegression
 
-from empirical.logistic import fit_l2_logistic, logistic_objective
+from empirical.logistic import fit_l2_logistic, fit_l2_logistic_rows, logistic_objective, solver
+from empirical.logistic.newton import _dual_inverse, _dual_start, _principal_solver, loss_terms
 
 
 def _data(n, p, seed, noise=0.5, separable=False):
@@ -151,31 +152,117 @@ def test_unknown_method_is_rejected():
         fit_l2_logistic(X, y, 1.0, method="lbfgs")
 
 
-@pytest.mark.parametrize("n,p,m", [(60, 80, 40), (120, 40, 90), (50, 50, 49)])
-def test_fit_on_row_subsets_with_a_shared_gram_matches_separate_fits(n, p, m):
-    """fit_l2_logistic_rows (dual Newton on blocks of one Gram matrix when m < p; the primal solver
-    otherwise) solves the same problem as fit_l2_logistic on each subset, to the same tolerance."""
-    from empirical.logistic import fit_l2_logistic_rows
+def _subset_problem(kind, n, p, seed):
+    """Designs like standardized hidden states: correlated, badly scaled columns ("correlated"), rank 5
+    with duplicated rows (rank-deficient Gram blocks, "low_rank") or linearly separable ("separable")."""
+    rng = np.random.default_rng(seed)
+    if kind == "low_rank":
+        X = rng.standard_normal((n // 2, 5)) @ rng.standard_normal((5, p))
+        X = np.vstack([X, X, X[:1]])[:n]
+    else:
+        X = rng.standard_normal((n, p)) @ (np.eye(p) + 0.5 * rng.standard_normal((p, p)) / np.sqrt(p))
+        X *= np.logspace(-1, 1, p)
+    noise = 0.0 if kind == "separable" else 1.0
+    y = np.where(X[:, :3].sum(axis=1) + noise * rng.standard_normal(n) > 0, 1.0, -1.0)
+    return (X - X.mean(axis=0)) / np.where(X.std(axis=0) > 0, X.std(axis=0), 1.0), y
 
-    rng = np.random.default_rng(n + p)
-    # correlated, badly scaled columns like standardized hidden states
-    X = rng.standard_normal((n, p)) @ (np.eye(p) + 0.5 * rng.standard_normal((p, p)) / np.sqrt(p))
-    X *= np.logspace(-1, 1, p)
-    y = np.where(X[:, :3].sum(axis=1) + rng.standard_normal(n) > 0, 1.0, -1.0)
-    subsets = [rng.choice(n, m, replace=False) for _ in range(4)]
+
+def _assert_same_fit(res, ref, tol):
+    assert res.success and res.grad_norm <= tol, res.message
+    scale = max(1.0, np.abs(ref.coef).max())
+    np.testing.assert_allclose(res.coef, ref.coef, rtol=0, atol=1e-6 * scale)
+    assert res.intercept == pytest.approx(ref.intercept, abs=1e-6 * max(1.0, abs(ref.intercept)))
+
+
+@pytest.mark.parametrize("kind", ["correlated", "low_rank", "separable"])
+@pytest.mark.parametrize("n,p,m", [(60, 80, 48), (120, 100, 96), (150, 200, 120), (150, 60, 120), (50, 50, 49)])
+def test_fit_on_row_subsets_matches_separate_fits(kind, n, p, m):
+    """fit_l2_logistic_rows (dual Newton on blocks of one Gram matrix, started from a fit on all rows,
+    when m < p; the primal solver otherwise) solves the problem fit_l2_logistic solves on each subset,
+    to the same tolerance: n < p and n > p, rank-deficient blocks, separable data, small and large C."""
+    X, y = _subset_problem(kind, n, p, seed=n + p)
+    rng = np.random.default_rng(n * p)
+    subsets = [rng.choice(n, m, replace=False) for _ in range(8)]  # enough for the shared start and inverse
     for C in (0.01, 1.0, 100.0):
         fast = fit_l2_logistic_rows(X, y, C, subsets, fit_intercept=True, tol=1e-9)
         for r, res in zip(subsets, fast):
-            ref = fit_l2_logistic(X[r], y[r], C, fit_intercept=True, tol=1e-9)
-            assert res.success and res.grad_norm <= 1e-9
-            scale = max(1.0, np.abs(ref.coef).max())
-            np.testing.assert_allclose(res.coef, ref.coef, atol=1e-6 * scale)
-            assert res.intercept == pytest.approx(ref.intercept, abs=1e-6 * scale)
+            _assert_same_fit(res, fit_l2_logistic(X[r], y[r], C, fit_intercept=True, tol=1e-9), 1e-9)
+
+
+@pytest.mark.parametrize("n_subsets", [2, 8])
+def test_fit_on_row_subsets_without_intercept_repeated_rows_and_all_rows(n_subsets):
+    """No intercept; subsets with repeated row indices (no shared inverse for them) and the subset of
+    all rows (empty complement); few subsets (no shared start) and many."""
+    X, y = _subset_problem("correlated", 40, 70, seed=4)
+    rng = np.random.default_rng(5)
+    subsets = [np.arange(40), rng.choice(40, 30, replace=True)] + [rng.choice(40, 30, replace=False)
+                                                                   for _ in range(n_subsets - 2)]
+    for fit_intercept in (False, True):
+        fast = fit_l2_logistic_rows(X, y, 1.0, subsets, fit_intercept=fit_intercept, tol=1e-9)
+        for r, res in zip(subsets, fast):
+            _assert_same_fit(res, fit_l2_logistic(X[r], y[r], 1.0, fit_intercept=fit_intercept, tol=1e-9), 1e-9)
+            if not fit_intercept:
+                assert res.intercept == 0.0
+
+
+@settings(max_examples=25, deadline=None)
+@given(n=st.integers(8, 40), extra=st.integers(-20, 40), frac=st.floats(0.4, 1.0), C=st.floats(1e-2, 1e2),
+       n_subsets=st.integers(1, 8), seed=st.integers(0, 2**16))
+def test_fit_on_row_subsets_property(n, extra, frac, C, n_subsets, seed):
+    """Any design (n < p or n >= p), subset size and C: every subset's result meets tol and equals
+    fit_l2_logistic's."""
+    p = max(2, n + extra)
+    rng = np.random.default_rng(seed)
+    X = rng.standard_normal((n, p)) * np.exp(rng.standard_normal(p))
+    y = np.where(rng.random(n) < 0.5, 1.0, -1.0)
+    y[:2] = [1.0, -1.0]
+    m = max(2, int(frac * n))
+    # both classes in every subset (else the unpenalized intercept has no finite optimum)
+    subsets = [np.r_[0, 1, 2 + rng.choice(n - 2, m - 2, replace=False)] for _ in range(n_subsets)]
+    for r, res in zip(subsets, fit_l2_logistic_rows(X, y, C, subsets, fit_intercept=True, tol=1e-9)):
+        _assert_same_fit(res, fit_l2_logistic(X[r], y[r], C, fit_intercept=True, tol=1e-9), 1e-9)
+
+
+def test_dual_start_is_the_newton_step_from_a_point_outside_the_row_span():
+    """The start step of the subset fits: from logits X w0 alone (w0 outside the row span) it gives the
+    full Newton step from w0 computed in the primal, also with the subset's system taken from one
+    shared inverse (Schur complement of the left-out rows)."""
+    rng = np.random.default_rng(0)
+    n, p, C = 30, 45, 2.0
+    X = rng.standard_normal((n, p)) * np.logspace(-1, 1, p)
+    y = np.where(rng.random(n) < 0.5, 1.0, -1.0)
+    w0, b0 = rng.standard_normal(p) / 5, 0.3
+    rows = rng.choice(n, 24, replace=False)
+    Xr, yr = X[rows], y[rows]
+    _, r, d = loss_terms(Xr @ w0 + b0, yr)
+    H = np.eye(p + 1)
+    H[:p, :p] += C * Xr.T @ (d[:, None] * Xr)
+    H[:p, p] = H[p, :p] = C * Xr.T @ d
+    H[p, p] = C * d.sum()
+    step = np.linalg.solve(H, np.r_[w0 + C * Xr.T @ r, C * r.sum()])
+    w1, b1 = w0 - step[:p], b0 - step[p]
+    G = X @ X.T
+    K = G[np.ix_(rows, rows)]
+    _, _, d_all = loss_terms(X @ w0 + b0, y)
+    shared = _principal_solver(_dual_inverse(G, d_all, C), rows)
+    for solve in (None, shared):
+        alpha, b = _dual_start(K, yr, C, Xr @ w0, b0, solve=solve)
+        np.testing.assert_allclose(Xr.T @ alpha, w1, rtol=0, atol=1e-9 * np.abs(w1).max())
+        assert b == pytest.approx(b1, abs=1e-9)
+
+
+def test_fit_on_row_subsets_falls_back_to_the_primal_solver(monkeypatch):
+    """A dual answer that misses tol on the primal gradient is replaced by fit_l2_logistic's."""
+    X, y = _subset_problem("correlated", 40, 60, seed=1)
+    rows = [np.arange(30), np.arange(5, 35)]
+    monkeypatch.setattr(solver, "_newton_dual", lambda K, y, C, a, b, *args: (0 * a, b, 0, 0.0, None, 0.0))
+    for r, res in zip(rows, solver.fit_l2_logistic_rows(X, y, 1.0, rows, tol=1e-9)):
+        ref = fit_l2_logistic(X[r], y[r], 1.0, fit_intercept=True, tol=1e-9)
+        np.testing.assert_array_equal(res.coef, ref.coef)
+        assert res.nit == ref.nit and res.grad_norm <= 1e-9
 
 
 def test_fit_on_row_subsets_rejects_bad_rows():
-    from empirical.logistic import fit_l2_logistic_rows
-
     X, y = np.ones((5, 3)), np.array([1.0, -1, 1, -1, 1])
     with pytest.raises(ValueError, match="rows"):
         fit_l2_logistic_rows(X, y, 1.0, [np.array([0, 7])])

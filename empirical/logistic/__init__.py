@@ -4,17 +4,19 @@ numpy/scipy only.  Objective (scikit-learn's convention): ``C * sum_i log(1 + ex
 + ||w||^2 / 2`` with an unpenalized intercept ``b``.
 
 - :func:`fit_l2_logistic`: one fit, exact to a relative gradient tolerance;
+- :func:`fit_l2_logistic_rows`: the same fit on many row subsets of one design (GCS probes), sharing its
+  Gram matrix;
 - :func:`logistic_path`: the whole C grid with validation accuracies, certified exact;
 - :func:`reduce_design`, :func:`refit`: the reduced basis used at n < p, and the refit on train + validation.
 
 Modules: :mod:`~empirical.logistic.design` (reduction), :mod:`~empirical.logistic.newton` (the kernel:
 loss terms, line searches, preconditioned CG, Newton-PCG, the direct Newton oracle),
-:mod:`~empirical.logistic.path` (path and refit driver), :mod:`~empirical.logistic.solver` (one fit).
+:mod:`~empirical.logistic.path` (path and refit driver), :mod:`~empirical.logistic.solver` (one fit, and fits on row subsets).
 """
 from .design import ReducedDesign, reduce_design
 from .newton import direct_newton, newton_pcg
 from .path import logistic_path, refit
 from .solver import fit_l2_logistic, fit_l2_logistic_rows, logistic_objective
 
-__all__ = ["fit_l2_logistic", "fit_l2_logistic_rows", "logistic_objective", "logistic_path", "reduce_design", "refit", "ReducedDesign",
-           "newton_pcg", "direct_newton"]
+__all__ = ["fit_l2_logistic", "fit_l2_logistic_rows", "logistic_objective", "logistic_path", "reduce_design", "refit",
+           "ReducedDesign", "newton_pcg", "direct_newton"]

@@ -12,6 +12,9 @@ Problem (scikit-learn convention, intercept unpenalized, y in {-1, +1})::
 - :func:`direct_newton`: Newton with a fresh factorization every step and a backtracking (Armijo)
   line search: primal ((p+1)-dimensional Hessian) or dual (Woodbury identity with the Gram matrix
   ``K = X X'``, n dimensions).  Slow but simple: the reference the fast paths are tested against.
+  Its dual step (:func:`_dual_direction`) also drives :func:`empirical.logistic.fit_l2_logistic_rows`,
+  with a start step from a point outside the row span (:func:`_dual_start`) whose system may come
+  from a shared inverse (:func:`_principal_solver`); those fits are tested against the primal solvers.
 
 Every solver here reports a ``status`` from :data:`STATUS_MESSAGES`.
 """
@@ -130,10 +133,105 @@ def _newton_primal(X, y, C, w, b, fit_intercept, tol, max_iter):
 
 
 
-def _woodbury_T(K, c, sqd, C, cho):
-    """T(c) = c - C D^1/2 M^-1 D^1/2 K c with M = I + C D^1/2 K D^1/2 (so H_ww^-1 X'c = X' T(c))."""
-    Kc = K @ c
-    return c - C * sqd * linalg.cho_solve(cho, sqd * Kc, check_finite=False)
+def _dual_factor(K, d, C, work):
+    """Upper Cholesky factor (Fortran-ordered, in ``work``, an (n, n) float64 scratch array) of the
+    dual system matrix ``M = I + C D^1/2 K D^1/2``; M >= I is positive definite whatever the rank of ``K``."""
+    n = len(d)
+    csqd = np.sqrt(C * d)
+    M = np.multiply(K, csqd[:, None], out=work)
+    M *= csqd
+    M.flat[:: n + 1] += 1.0
+    # M is symmetric, so its transpose is the Fortran-ordered copy LAPACK factors in place
+    U, info = lapack.dpotrf(M.T, lower=0, clean=0, overwrite_a=1)
+    if info != 0:
+        raise linalg.LinAlgError("dual Newton system is not positive definite")
+    return U
+
+
+def _dual_system(K, d, C, work):
+    """``V -> M^-1 V`` for the dual system matrix ``M = I + C D^1/2 K D^1/2`` (factored in ``work``)."""
+    U = _dual_factor(K, d, C, work)
+    return lambda V: lapack.dpotrs(U, V, lower=0)[0]
+
+
+def _dual_inverse(K, d, C):
+    """The inverse of the dual system matrix ``M = I + C D^1/2 K D^1/2`` (from its Cholesky factor)."""
+    U = _dual_factor(K, d, C, np.empty_like(K))
+    inv, info = lapack.dpotri(U, lower=0, overwrite_c=1)
+    if info != 0:
+        raise linalg.LinAlgError("dual Newton system is not positive definite")
+    return np.triu(inv) + np.triu(inv, 1).T
+
+
+def _dual_direction(K, d, C, gamma, Kgamma, gb, fit_intercept, work=None, solve=None):
+    """Newton direction of the dual form: ``(beta, K beta, db)`` with ``(X' beta, db) = H^-1 (X' gamma, gb)``.
+
+    ``H`` is the Hessian of the objective in ``(w, b)`` at curvatures ``d``; ``H_ww^-1 X' c = X' T(c)`` with
+    ``T(c) = c - C D^1/2 M^-1 D^1/2 K c`` and ``M = I + C D^1/2 K D^1/2`` (Woodbury), the intercept
+    eliminated by its Schur complement.  ``solve`` (``V -> M^-1 V``) if the caller has one, else ``M``
+    is factored in ``work`` (:func:`_dual_system`).
+    """
+    if solve is None:
+        solve = _dual_system(K, d, C, np.empty_like(K) if work is None else work)
+    sqd = np.sqrt(d)
+    cd = C * d
+    rhs = np.column_stack([sqd * Kgamma, sqd * (K @ cd)]) if fit_intercept else (sqd * Kgamma)[:, None]
+    sol = solve(rhs)
+    t1 = gamma - C * sqd * sol[:, 0]
+    if not fit_intercept:
+        return t1, K @ t1, 0.0
+    t2 = cd - C * sqd * sol[:, 1]
+    Kt1, Kt2 = K @ t1, K @ t2
+    s = C * d.sum() - cd @ Kt2
+    db = (gb - cd @ Kt1) / s if s > 1e-300 else 0.0
+    return t1 - t2 * db, Kt1 - Kt2 * db, db
+
+
+def _dual_start(K, y, C, z0, b0, fit_intercept=True, solve=None):
+    """One full Newton step from a point ``w0`` outside the row span, given only its logits ``z0 = X w0``.
+
+    The Hessian maps the row span and its complement to themselves (identity on the complement), so
+    the Newton step from ``w0`` equals the one from its projection onto the row span, and the new
+    point ``X' alpha`` lies in the span: ``alpha = -T(C (r - d z0))`` corrected for the intercept (see
+    :func:`_dual_direction`; ``r``, ``d`` at the logits ``z0 + b0``).  Needs neither ``w0`` nor the
+    projection's least-squares solve with ``K``.  ``solve`` as in :func:`_dual_direction`.  Returns
+    ``(alpha, b)``.
+    """
+    _, r, d = loss_terms(z0 + b0, y)
+    gamma = C * (r - d * z0)
+    gb = C * r.sum() - C * (d @ z0) if fit_intercept else 0.0
+    beta, _, db = _dual_direction(K, d, C, gamma, K @ gamma, gb, fit_intercept, solve=solve)
+    return -beta, (b0 - db) if fit_intercept else 0.0
+
+
+def _principal_solver(Minv, rows):
+    """``V -> M[rows][:, rows]^-1 V`` from ``Minv = M^-1`` (M symmetric positive definite, n x n; ``rows``
+    distinct indices).
+
+    The inverse of a principal block is the Schur complement of the other rows' block in ``Minv``:
+    ``Minv_SS - Minv_SO Minv_OO^-1 Minv_OS`` (S = rows, O = the others), so each block costs one
+    factorization of the others' (n - m) x (n - m) block instead of an m x m one.
+    """
+    n = Minv.shape[0]
+    mask = np.ones(n, dtype=bool)
+    mask[rows] = False
+    other = np.flatnonzero(mask)
+    if len(other) == 0:
+        return lambda V: (Minv @ _embed(V, rows, n))[rows]
+    Minv_O = np.take(Minv, other, axis=1)
+    cho = linalg.cho_factor(np.take(Minv_O, other, axis=0), check_finite=False)
+
+    def solve(V):
+        U = Minv @ _embed(V, rows, n)
+        return U[rows] - np.take(Minv_O, rows, axis=0) @ linalg.cho_solve(cho, U[other], check_finite=False)
+
+    return solve
+
+
+def _embed(V, rows, n):
+    out = np.zeros((n,) + V.shape[1:])
+    out[rows] = V
+    return out
 
 
 def _newton_dual(K, y, C, alpha, b, fit_intercept=True, tol=1e-10, max_iter=100):
@@ -141,7 +239,7 @@ def _newton_dual(K, y, C, alpha, b, fit_intercept=True, tol=1e-10, max_iter=100)
 
     ``gnorm`` uses the same scaling as :func:`fit_l2_logistic` (``||w||^2 = alpha' K alpha``).
     """
-    n = K.shape[0]
+    work = np.empty_like(K)  # receives M and its factor at every step
     Ka = K @ alpha
     z = Ka + b
     loss, r, d = loss_terms(z, y)
@@ -156,23 +254,7 @@ def _newton_dual(K, y, C, alpha, b, fit_intercept=True, tol=1e-10, max_iter=100)
         gnorm = np.sqrt(max(gamma @ Kg, 0.0) + gb * gb) / max(1.0, np.sqrt(wnorm2))
         if gnorm <= tol or nit >= max_iter:
             break
-        sqd = np.sqrt(d)
-        M = C * (sqd[:, None] * K * sqd[None, :])
-        M[np.diag_indices(n)] += 1.0
-        cho = linalg.cho_factor(M, check_finite=False)
-        t1 = gamma - C * sqd * linalg.cho_solve(cho, sqd * Kg, check_finite=False)
-        if fit_intercept:
-            cd = C * d
-            t2 = _woodbury_T(K, cd, sqd, C, cho)
-            Kt2 = K @ t2
-            s = C * d.sum() - cd @ Kt2
-            num = gb - cd @ (K @ t1)
-            db = num / s if s > 1e-300 else 0.0
-            beta = t1 - t2 * db
-        else:
-            db = 0.0
-            beta = t1
-        Kb = K @ beta
+        beta, Kb, db = _dual_direction(K, d, C, gamma, Kg, gb, fit_intercept, work)
         dz = Kb + db
         g_dot_step = gamma @ Kb + gb * db  # <grad, step> in (w, b) coordinates
 
