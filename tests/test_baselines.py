@@ -127,22 +127,42 @@ def test_parameters_are_validated_declaratively(estimator, match):
         estimator.fit(X, y, Xv, yv)
 
 
-def test_gcs_probes_equal_separate_exact_fits_on_their_subsets():
-    """GCSProbe's shared-Gram route gives the probes the per-probe solver gives (same subsets, same rng)."""
-    from empirical.logistic import fit_l2_logistic
+def _gcs_per_probe_reference(X, y, n_probes, C, random_state):
+    """GCSProbe.fit before the shared Gram matrix: one fit_l2_logistic per probe, the same rng calls."""
     from empirical.validation import standardize_stats
 
-    rng = np.random.default_rng(3)
-    X = rng.standard_normal((120, 150)) * np.logspace(-1, 1, 150)
-    y = (X[:, 0] / 10 + rng.standard_normal(120) > 0).astype(int)
-    gcs = GCSProbe(n_probes=6, random_state=5).fit(X, y)
     ypm = np.where(y > 0, 1.0, -1.0)
-    mu, s = standardize_stats(X)
-    Xs = (X - mu) / s
     pos, neg = np.flatnonzero(ypm > 0), np.flatnonzero(ypm < 0)
     half = min(2000, 2 * int(0.8 * min(len(pos), len(neg)))) // 2
-    r = np.random.default_rng(5)
-    for k in range(6):
-        idx = np.concatenate([r.choice(pos, half, replace=False), r.choice(neg, half, replace=False)])
-        ref = fit_l2_logistic(Xs[idx], ypm[idx], 1.0, fit_intercept=True, tol=1e-8)
-        np.testing.assert_allclose(gcs.weights_[k], ref.coef / s, rtol=0, atol=1e-6 * np.abs(ref.coef / s).max())
+    mu, s = standardize_stats(X)
+    Xs = (X - mu) / s
+    rng = np.random.default_rng(random_state)
+    W, B = np.empty((n_probes, X.shape[1])), np.empty(n_probes)
+    for k in range(n_probes):
+        idx = np.concatenate([rng.choice(pos, half, replace=False), rng.choice(neg, half, replace=False)])
+        res = fit_l2_logistic(Xs[idx], ypm[idx], C, fit_intercept=True, tol=1e-8)
+        W[k] = res.coef / s
+        B[k] = res.intercept - W[k] @ mu
+    return W, B
+
+
+@pytest.mark.parametrize("n,p,shift,C", [(100, 150, 1.0, 1.0), (200, 180, 1.0, 1.0), (200, 180, 3.0, 100.0),
+                                         (120, 150, 0.3, 0.01), (160, 40, 1.0, 1.0)])
+def test_gcs_probes_equal_separate_exact_fits_on_their_subsets(n, p, shift, C):
+    """GCSProbe's shared-Gram route gives the probes, their Gaussian and the decision function that one
+    fit_l2_logistic per probe gives (same subsets, same rng): n < p, n > p > subset size, nearly
+    separable with large C, small C, and subsets larger than p (the primal route)."""
+    from empirical.testing import synthetic_hidden_states
+
+    X, y, _, _ = synthetic_hidden_states(n, 0, p, shift, seed=n + p)
+    X[:, 1] = X[:, 0]  # duplicated column: rank-deficient Gram blocks
+    gcs = GCSProbe(n_probes=12, C=C, random_state=5).fit(X, y)
+    W, B = _gcs_per_probe_reference(X, y, 12, C, 5)
+    for k in range(12):
+        np.testing.assert_allclose(gcs.weights_[k], W[k], rtol=0, atol=1e-6 * np.abs(W[k]).max())
+    scale = np.abs(W.mean(axis=0)).max()
+    np.testing.assert_allclose(gcs.mean_, W.mean(axis=0), rtol=0, atol=1e-6 * scale)
+    np.testing.assert_allclose(gcs.var_, W.var(axis=0), rtol=0, atol=1e-6 * np.abs(W.var(axis=0)).max())
+    assert gcs.intercept_ == pytest.approx(B.mean(), rel=1e-6, abs=1e-6 * max(1.0, np.abs(B).max()))
+    ref_vector = W.mean(axis=0) / np.linalg.norm(W.mean(axis=0))
+    assert abs(gcs.concept_vector_ @ ref_vector) == pytest.approx(1.0, abs=1e-9)
