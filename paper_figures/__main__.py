@@ -25,6 +25,7 @@ import os
 import platform
 import sys
 import time
+import traceback
 from pathlib import Path
 
 from empirical.files import atomic_write_text
@@ -63,6 +64,8 @@ def build_parser() -> argparse.ArgumentParser:
                    help="also write a small committable copy of the results (RESULTS.md, claims.csv, key figures "
                         "as small PNGs) to DIR, e.g. docs/results")
     p.add_argument("--no-progress", action="store_true", help="no progress display (nothing but the final paths)")
+    p.add_argument("--debug", action="store_true",
+                   help="show the full traceback of an error (also: environment variable RAPTOR_DEBUG=1)")
     return p
 
 
@@ -91,10 +94,30 @@ def _total_seconds(args, cap) -> float:
 
 
 def main(argv=None) -> int:
-    args = build_parser().parse_args(argv)
-    out = args.out
+    """Run the main job; returns the exit code (0 success, 2 bad input, 130 interrupted).
+
+    A ``ValueError`` or ``OSError`` (missing data directory, bad argument, damaged file) becomes one line on
+    stderr and exit code 2; ``--debug`` or ``RAPTOR_DEBUG=1`` shows the traceback instead."""
+    parser = build_parser()
+    args = parser.parse_args(argv)
     if args.n_jobs < 1:
-        raise SystemExit(f"--n-jobs must be >= 1, got {args.n_jobs}")
+        parser.error(f"--n-jobs must be >= 1, got {args.n_jobs}")
+    debug = args.debug or os.environ.get("RAPTOR_DEBUG", "") not in ("", "0")
+    try:
+        return _run(args)
+    except (ValueError, OSError) as exc:
+        if debug:
+            traceback.print_exc()
+        print(f"python -m paper_figures: error: {exc}", file=sys.stderr)
+        return 2
+    except KeyboardInterrupt:
+        print("python -m paper_figures: interrupted (every finished step is saved; a re-run resumes)",
+              file=sys.stderr)
+        return 130
+
+
+def _run(args) -> int:
+    out = args.out
     (out / "figures").mkdir(parents=True, exist_ok=True)
     (out / "tables").mkdir(parents=True, exist_ok=True)
     if args.results_only:

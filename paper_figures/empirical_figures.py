@@ -177,6 +177,7 @@ def run(out, *, model="smollm2", data_dir=None, max_per_class=500, quick=False, 
     steps = steps if steps is not None else RunProgress(0, enabled=False)
     scale = 0.15 if quick else max_per_class / 500
     out = Path(out)
+    data_dir = datasets.resolve_data_dir(data_dir)  # a missing data directory fails before the model loads
     with steps.step("load model", STEP_SECONDS["load_model"]):
         mdl, tok = load_model(model)
     methods = _methods(quick)

@@ -252,3 +252,11 @@ def test_every_explanation_belongs_to_a_claim_the_table_can_produce():
     from paper_figures.results import EXPLANATIONS
     source = inspect.getsource(claims)
     assert [k for k in EXPLANATIONS if f'"{k}"' not in source] == []
+
+
+def test_a_missing_data_directory_is_one_line_and_exit_code_2(tmp_path, capsys):
+    code = main(["--out", str(tmp_path), "--only", "empirical", "--quick", "--no-progress",
+                 "--data-dir", str(tmp_path / "nowhere")])
+    err = capsys.readouterr().err
+    assert code == 2 and err.startswith("python -m paper_figures: error:") and "nowhere" in err
+    assert "Traceback" not in err
