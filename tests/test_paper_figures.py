@@ -4,7 +4,8 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from paper_figures import empirical_figures, output, theory
+import cgmt
+from paper_figures import empirical_figures, output, style, theory
 from paper_figures.__main__ import build_parser, write_index
 
 
@@ -50,6 +51,85 @@ def test_theory_sweep_and_plot(tmp_path):
                               "mean": [0.66], "se": [0.01]})
     png = theory.plot_quantity(tmp_path, sweep, fake_sims, "accuracy", "acc", "test accuracy", bayes=True)
     assert png.exists()
+    assert png.with_suffix(".pdf").read_bytes()[:5] == b"%PDF-"  # the vector copy next to the PNG
+
+
+def _is_style_color(c):
+    """A palette colour, the theory colour, or a grey."""
+    import matplotlib.colors as mcolors
+    r, g, b = mcolors.to_rgb(c)
+    return mcolors.to_hex(c) in {x.lower() for x in (*style.SERIES, style.THEORY_COLOR)} or r == g == b
+
+
+def test_theory_figures_use_the_style_colours(tmp_path, monkeypatch):
+    import matplotlib.pyplot as plt
+    figs = []
+    monkeypatch.setattr(theory, "save_figure", lambda fig, out, name: figs.append(fig))
+    sweep = theory.theory_sweep(tmp_path, kappas=(1.0, 2.0), deltas=(0.5, 1.0, 2.0), lams=np.logspace(-2, 1, 3),
+                                progress=False)
+    theory.plot_quantity(tmp_path, sweep, None, "sigma", "s", "σ")
+    theory.phase_and_optimum(tmp_path, kappas=np.linspace(0, 2, 3), deltas=(0.5, 2.0), opt_kappas=(1.0, 2.0),
+                             progress=False)
+    for fig in figs:
+        for ax in fig.axes:
+            assert all(_is_style_color(line.get_color()) for line in ax.lines)
+            assert ax.get_xlabel()
+        assert fig.axes[0].get_ylabel()
+    # one colour per delta, in the palette's order
+    assert [line.get_color() for line in figs[0].axes[0].lines] == list(style.SERIES[:3])
+    plt.close("all")
+
+
+def _power_table(abs_error, se, ps=(50, 100, 200, 400)):
+    ps = np.asarray(ps, float)
+    std = 0.7 / np.sqrt(ps)
+    return pd.DataFrame(dict(delta=2.0, lam=0.1, kappa=2.0, p=ps.astype(int), quantity="alpha", std=std,
+                             std_se=0.05 * std, abs_error=abs_error, se=se, rmse=std, n_rep=100))
+
+
+def test_finite_size_slopes_fit_std_everywhere_and_bias_only_where_resolved():
+    ps = np.array([50.0, 100.0, 200.0, 400.0])
+    # bias 1/p, noise of the mean 0.002: resolved (> 3 s.e.) at p = 50, 100 only
+    sl = theory.finite_size_slopes(_power_table(1.0 / ps, np.full(4, 0.002))).iloc[0]
+    assert sl.std_slope == pytest.approx(-0.5) and sl.rmse_slope == pytest.approx(-0.5)
+    assert sl.std_slope_se == pytest.approx(0.05 / np.sqrt(np.sum((np.log(ps) - np.log(ps).mean()) ** 2)))
+    assert sl.resolved_ps == 2 and sl.resolved_p_max == 100
+    assert sl.abs_error_slope == pytest.approx(-1.0)
+    # an unresolved smallest p: no bias slope, even though a larger p happens to exceed 3 s.e.
+    sl = theory.finite_size_slopes(_power_table(np.array([0.001, 0.01, 0.008, 0.001]), np.full(4, 0.002))).iloc[0]
+    assert sl.resolved_ps == 0 and np.isnan(sl.abs_error_slope)
+
+
+def test_finite_size_replicates_favour_the_cheap_dimensions():
+    assert theory.finite_size_replicates((50, 100, 200, 400, 800), 300) == {50: 2400, 100: 1200, 200: 600,
+                                                                            400: 300, 800: 300}
+    assert theory.finite_size_replicates((100,), 7) == {100: 7}
+
+
+def test_finite_size_convergence_figure_and_tables(tmp_path):
+    ps = (40, 80, 160, 320)
+    table, slopes = theory.finite_size_convergence(tmp_path, ps=ps, replicates=40, seed=3, progress=False)
+    png = tmp_path / "figures" / "finite_size_convergence.png"
+    assert png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    assert png.with_suffix(".pdf").read_bytes()[:5] == b"%PDF-"
+    saved = pd.read_csv(tmp_path / "tables" / "finite_size_convergence.csv")
+    assert {"p", "quantity", "mean", "theory", "abs_error", "std", "se", "n_rep"} <= set(saved.columns)
+    assert len(saved) == len(ps) * 3 and saved.converged.all()
+    assert dict(saved.groupby("p").n_rep.first()) == theory.finite_size_replicates(ps, 40)
+    th = cgmt.solve(*theory.FINITE_SIZE_POINT)
+    for q, field in (("alpha", "alpha"), ("sigma", "sigma"), ("accuracy_formula", "accuracy")):
+        g = saved[saved.quantity == q]
+        assert np.allclose(g.theory, th[field])
+        # simulation agrees with theory within the noise of the mean (+ a small finite-size allowance)
+        assert (g.abs_error <= 4 * g.se + 0.01).all(), g
+        # the spread of a replicate shrinks like p^(-1/2): std * sqrt(p) stays within a factor 2 across an
+        # 8-fold range of p (a constant std, or one falling like 1/p, would give sqrt(8) = 2.8; 10 seeds: <= 1.75)
+        scaled = g["std"] * np.sqrt(g.p)
+        assert scaled.max() / scaled.min() < 2.0
+    fs = pd.read_csv(tmp_path / "tables" / "finite_size_slopes.csv").set_index("quantity")
+    assert {"std_slope", "abs_error_slope", "rmse_slope"} <= set(fs.columns)
+    # std across replicates ~ p^(-1/2): over 10 seeds these sizes gave slopes -0.41 to -0.62 (sd 0.05)
+    assert fs.std_slope.between(-0.75, -0.25).all(), fs.std_slope
 
 
 def _synthetic_layers(L=3, n=160, p=12, seed=0):
