@@ -32,6 +32,7 @@ from cgmt.ablation import ablation_split
 from cgmt.stability import stability
 
 from .output import save_figure, save_table
+from .style import THEORY_COLOR, method_color, series_color
 
 __all__ = ["stability_curves", "simulate_stability_replicate", "simulate_stability", "plot_stability_vs_lambda",
            "plot_real_embedding_stability", "make_stability_figures", "run", "DEFAULT_SETTINGS"]
@@ -39,7 +40,7 @@ __all__ = ["stability_curves", "simulate_stability_replicate", "simulate_stabili
 PROTOCOLS = ("independent", "subsample", "full_vs_subsample")
 #: (delta, kappa) panels of the default figure
 DEFAULT_SETTINGS = ((1.0, 2.0), (2.0, 1.0), (4.0, 2.0))
-_COLORS = {"subsample": "C0", "full_vs_subsample": "C2", "independent": "C1"}
+_COLORS = {"subsample": series_color(0), "full_vs_subsample": series_color(2), "independent": series_color(1)}
 _LABELS = {"subsample": "two ablation runs (paper's metric)", "full_vs_subsample": "full vs ablation run",
            "independent": "independent pools"}
 
@@ -126,28 +127,35 @@ def simulate_stability(delta, kappa, lams, p, replicates, *, runs=3, seed=0, dro
 # figure 1: theory vs simulation against lambda
 # ---------------------------------------------------------------------------------------------
 def plot_stability_vs_lambda(settings=DEFAULT_SETTINGS, lams=None, *, sim: pd.DataFrame | None = None,
-                             drop=0.2, val_fraction=0.2, axes=None):
+                             drop=0.2, val_fraction=0.2, axes=None, theory: pd.DataFrame | None = None):
     """One panel per (delta, kappa): theory cosine of the three protocols against lambda (lines),
     Monte Carlo means with 2-SE error bars (markers; ``sim`` as returned by :func:`simulate_stability`,
     possibly concatenated over settings), and the paper's independent-sample formula for the ablation
-    pair (dashed).  Returns the matplotlib figure."""
+    pair (dashed).  ``theory``: the :func:`stability_curves` of every setting (concatenated; computed
+    along ``lams`` when None).  Returns the matplotlib figure."""
     import matplotlib
 
     if axes is None:
         matplotlib.use("Agg", force=False)
     import matplotlib.pyplot as plt
+    from matplotlib.lines import Line2D
 
     lams = np.logspace(-2, 1, 13) if lams is None else np.asarray(lams, dtype=float)
-    if axes is None:
-        fig, axes = plt.subplots(1, len(settings), figsize=(4.2 * len(settings), 3.6), sharey=True, squeeze=False)
+    own = axes is None
+    if own:
+        fig, axes = plt.subplots(1, len(settings), figsize=(4.2 * len(settings), 3.8), sharey=True, squeeze=False)
         axes = axes[0]
     else:
         fig = axes[0].figure
     for ax, (delta, kappa) in zip(axes, settings):
-        th = stability_curves(delta, kappa, lams, drop=drop, val_fraction=val_fraction)
+        if theory is None:
+            th = stability_curves(delta, kappa, lams, drop=drop, val_fraction=val_fraction)
+        else:
+            th = theory[np.isclose(theory.delta, delta) & np.isclose(theory.kappa, kappa)].sort_values("lam")
         for proto in ("subsample", "full_vs_subsample", "independent"):
             ax.plot(th.lam, th[f"cos_{proto}"], color=_COLORS[proto], label=_LABELS[proto])
-        ax.plot(th.lam, th.paper_formula, "k--", lw=1.2, label=r"paper: $\alpha^2/(\alpha^2+\sigma^2)$ (ablation runs)")
+        ax.plot(th.lam, th.paper_formula, color=THEORY_COLOR, ls="--", lw=1.2,
+                label=r"paper: $\alpha^2/(\alpha^2+\sigma^2)$ (ablation runs)")
         if sim is not None:
             s = sim[(np.isclose(sim.delta, delta)) & (np.isclose(sim.kappa, kappa))]
             for proto in ("subsample", "full_vs_subsample", "independent"):
@@ -155,13 +163,24 @@ def plot_stability_vs_lambda(settings=DEFAULT_SETTINGS, lams=None, *, sim: pd.Da
                     ax.errorbar(s.lam, s[f"mc_{proto}"], yerr=2 * s[f"se_{proto}"], fmt="o", ms=4,
                                 color=_COLORS[proto], capsize=2)
         ax.set_xscale("log")
-        ax.set_xlabel(r"$\lambda$")
-        ax.set_title(rf"$\delta_{{pool}}={delta:g}$, $\kappa={kappa:g}$")
+        ax.set_xlabel("ridge strength λ (dimensionless)")
+        ax.set_title(f"pool δ = N/p = {delta:g}, signal κ = {kappa:g}")
         ax.set_ylim(0, 1.02)
-        ax.grid(alpha=0.3)
-    axes[0].set_ylabel("cosine between unit directions")
-    axes[-1].legend(fontsize=7, loc="lower right")
-    fig.tight_layout()
+    axes[0].set_ylabel("cosine between fitted directions\n(dimensionless)")
+    handles, _ = axes[0].get_legend_handles_labels()
+    handles = handles[:4]
+    if sim is not None and len(sim):
+        cap = "Monte Carlo mean ±2 s.e."
+        if {"p", "replicates"} <= set(sim.columns):
+            cap += f" (p = {int(sim.p.iloc[0])}, {int(sim.replicates.iloc[0])} replicates)"
+        handles.append(Line2D([], [], color="0.3", ls="none", marker="o", ms=4, label=cap))
+    if own:
+        fig.legend(handles=handles, loc="lower center", ncol=3, frameon=False, bbox_to_anchor=(0.5, -0.02))
+        fig.suptitle("Ablation stability: two-replica theory (lines) against simulation (markers)")
+        fig.tight_layout(rect=(0, 0.12, 1, 1))
+    else:
+        axes[-1].legend(handles=handles, fontsize=7, loc="lower right")
+        fig.tight_layout()
     return fig
 
 
@@ -179,32 +198,35 @@ def plot_real_embedding_stability(result, ax=None):
     fig, ax = (plt.subplots(figsize=(4.2, 4.0)) if ax is None else (ax.figure, ax))
     t = result.table
     c = result.correlations
-    ax.plot([0, 1], [0, 1], color="0.6", lw=1)
-    ax.scatter(t.predicted, t.measured, color="C0",
+    ax.plot([0, 1], [0, 1], color="0.6", lw=1, label="measured = predicted")
+    ax.scatter(t.predicted, t.measured, color=method_color("RAPTOR"),
                label=f"two-replica theory (Spearman {c['predicted_spearman']:.2f}, Pearson {c['predicted_pearson']:.2f})")
-    ax.scatter(t.paper_formula, t.measured, color="k", marker="x",
+    ax.scatter(t.paper_formula, t.measured, color=THEORY_COLOR, marker="x",
                label=f"paper formula (Spearman {c['paper_formula_spearman']:.2f}, Pearson {c['paper_formula_pearson']:.2f})")
-    ax.set_xlabel("predicted stability")
-    ax.set_ylabel("measured stability (mean |cos|)")
+    ax.set_xlabel("predicted stability |cos| (dimensionless)")
+    ax.set_ylabel("measured RAPTOR stability, mean |cos|\n(dimensionless)")
     ax.set_xlim(0, 1.02)
     ax.set_ylim(0, 1.02)
     ax.legend(fontsize=7, loc="lower right")
-    ax.grid(alpha=0.3)
     fig.tight_layout()
     return fig
 
 
 def make_stability_figures(out, *, settings=DEFAULT_SETTINGS, lams=None, p=400, replicates=4, runs=3, seed=0,
                            n_jobs=1, progress=True):
-    """Simulate (``p``, ``replicates``) and write ``figures/stability_vs_lambda.png`` and
-    ``tables/stability_vs_lambda.csv`` under ``out``.  Returns the simulation table."""
+    """Simulate (``p``, ``replicates``) and write ``figures/stability_vs_lambda.png|pdf``,
+    ``tables/stability_vs_lambda.csv`` (simulation with the theory at the simulated lambdas) and
+    ``tables/stability_vs_lambda_theory.csv`` (the theory curves of the figure) under ``out``.  Returns the
+    simulation table."""
     lams = np.logspace(-2, 1, 7) if lams is None else np.asarray(lams, dtype=float)
     sim = pd.concat([simulate_stability(d, k, lams, p, replicates, runs=runs, seed=[seed, i], n_jobs=n_jobs,
                                         progress=progress) for i, (d, k) in enumerate(settings)],
                     ignore_index=True)
     th = pd.concat([stability_curves(d, k, lams) for d, k in settings], ignore_index=True)
     save_table(sim.merge(th, on=["delta", "kappa", "lam"]), out, "stability_vs_lambda")
-    save_figure(plot_stability_vs_lambda(settings, np.logspace(-2, 1, 25), sim=sim), out, "stability_vs_lambda")
+    curves = pd.concat([stability_curves(d, k, np.logspace(-2, 1, 25)) for d, k in settings], ignore_index=True)
+    save_table(curves, out, "stability_vs_lambda_theory")
+    save_figure(plot_stability_vs_lambda(settings, sim=sim, theory=curves), out, "stability_vs_lambda")
     return sim
 
 

@@ -21,7 +21,9 @@ from cgmt.ablation import ablation_split, protocol_fractions
 from cgmt.prox import prox_scalar
 from cgmt.stability import cross_expectation, cross_noise_covariance, pair_stability, stability
 from empirical.probes.real_embedding import participation_ratio, real_embedding_stability
-from paper_figures.stability import plot_stability_vs_lambda, simulate_stability_replicate, stability_curves
+from paper_figures import style
+from paper_figures.stability import (make_stability_figures, plot_stability_vs_lambda, simulate_stability_replicate,
+                                     stability_curves)
 
 deltas = st.floats(0.3, 5.0)
 lams = st.floats(0.02, 10.0)
@@ -285,6 +287,26 @@ def test_stability_figure_draws_theory_and_simulation():
     ax = fig.axes[0]
     assert len(ax.lines) >= 4  # three protocols + the paper's formula (+ error-bar lines)
     assert len(ax.containers) == 1  # the simulated points
+    # style: the protocols take palette colours, the paper's formula the theory colour; no default cycle
+    colors = [line.get_color() for line in ax.lines[:4]]
+    assert set(colors[:3]) <= set(style.SERIES) and len(set(colors[:3])) == 3
+    assert colors[3] == style.THEORY_COLOR
+    assert "λ" in ax.get_xlabel() and "dimensionless" in ax.get_xlabel()
+
+
+def test_stability_section_writes_figure_pdf_and_the_numbers_behind_it(tmp_path):
+    lams = [0.1, 1.0]
+    sim = make_stability_figures(tmp_path, settings=((2.0, 1.0),), lams=lams, p=40, replicates=2, runs=2,
+                                 progress=False)
+    fig = tmp_path / "figures" / "stability_vs_lambda.png"
+    assert fig.exists() and fig.with_suffix(".pdf").read_bytes()[:5] == b"%PDF-"
+    both = pd.read_csv(tmp_path / "tables" / "stability_vs_lambda.csv")
+    assert len(both) == len(sim) == 2 and {"mc_subsample", "cos_subsample"} <= set(both.columns)
+    curves = pd.read_csv(tmp_path / "tables" / "stability_vs_lambda_theory.csv")
+    # the curves drawn in the figure: 25 lambdas, the same numbers as the theory at those lambdas
+    assert len(curves) == 25
+    np.testing.assert_allclose(curves.cos_subsample.iloc[[0, -1]],
+                               stability_curves(2.0, 1.0, [0.01, 10.0]).cos_subsample, rtol=1e-10)
 
 
 def test_participation_ratio():
