@@ -10,8 +10,9 @@ finishes (``OUT/spectral/raw/*.json``), so an interrupted run resumes where it s
 Outputs: ``tables/spectral_agreement.csv|md`` (per dataset and predictor: MAE and Spearman along lambda
 and delta at the best layer, with the standard error of the measured curve (mean over its points) as the
 noise floor of the MAE; across layers, MAE and Spearman of the best accuracy and of the stability;
-share of layers whose C* is within one decade), ``figures/spectral_path_<dataset>.png`` (accuracy vs
-lambda and vs delta at the best layer, predicted vs measured stability across layers).
+share of layers whose C* is within one decade), ``figures/spectral_<dataset>.png|pdf`` (accuracy vs
+lambda and vs delta at the best layer, predicted vs measured stability across layers) with its numbers in
+``tables/spectral_<dataset>.csv|md``.
 """
 from __future__ import annotations
 
@@ -24,6 +25,7 @@ import matplotlib
 
 matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
+from matplotlib.ticker import MaxNLocator  # noqa: E402
 import numpy as np  # noqa: E402
 import pandas as pd  # noqa: E402
 from joblib import Parallel, delayed  # noqa: E402
@@ -41,9 +43,10 @@ from empirical.probes.structure import delta_sweep  # noqa: E402
 from sims.spectral import compare_spectral  # noqa: E402
 
 from .output import save_figure, save_table  # noqa: E402
+from .style import method_color, series_color  # noqa: E402
 
 __all__ = ["run", "evaluate_all", "agreement_table", "plot_dataset", "monte_carlo_table", "semi_synthetic_table",
-           "paper_predictor_table",
+           "paper_predictor_table", "dataset_curves",
            "PREDICTORS"]
 
 PREDICTORS = ("spectral/deconvolved/sample", "spectral/calibrated/sample", "spectral/pool_fit/sample", "isotropic")
@@ -164,43 +167,70 @@ def agreement_table(results) -> pd.DataFrame:
     return pd.DataFrame(rows)
 
 
-_STYLE = {"spectral/deconvolved/sample": ("C0", "-", "spectral (deconvolved teacher)"),
-          "spectral/calibrated/sample": ("C2", "--", "spectral (calibrated teacher)"),
-          "spectral/pool_fit/sample": ("C4", ":", "spectral (pool fit as is)"),
-          "isotropic": ("C3", "-.", "isotropic (kappa-hat)")}
+#: predictor -> (colour, line style, label); the measured RAPTOR values take RAPTOR's colour, so the
+#: predictors skip the palette's blues
+_STYLE = {"spectral/deconvolved/sample": (series_color(1), "-", "spectral theory (deconvolved teacher)"),
+          "spectral/calibrated/sample": (series_color(2), "--", "spectral theory (calibrated teacher)"),
+          "spectral/pool_fit/sample": (series_color(3), ":", "spectral theory (pool fit as is)"),
+          "isotropic": (series_color(5), "-.", "isotropic theory (κ̂)")}
+
+
+def dataset_curves(name, res) -> pd.DataFrame:
+    """The numbers behind :func:`plot_dataset`: one row per point of its three panels (``panel`` = lambda,
+    delta or layer; ``x``), the measured value (mean over the split seeds, ``measured_se`` its standard error,
+    NaN with one seed) and one column per predictor (``PREDICTORS``)."""
+    seeds = res["best_seeds"]
+    rec = seeds[0]
+    k = len(seeds)
+
+    def se(a):
+        return a.std(axis=0, ddof=1) / math.sqrt(k) if k > 1 else np.full(a.shape[1], np.nan)
+
+    frames = []
+    for panel, key, x in (("lambda", "path", 1.0 / (np.asarray(rec["Cs"]) * rec["n_train"])),
+                          ("delta", "sweep", np.asarray(rec["fractions"]) * rec["n_pool"] / rec["p"])):
+        vals = np.array([r[key] for r in seeds])
+        cols = dict(dataset=name, layer=int(res["best"]), panel=panel, x=x, measured=vals.mean(axis=0),
+                    measured_se=se(vals), seeds=k)
+        cols.update({pname: np.mean([r["pred"][pname][key] for r in seeds], axis=0) for pname in PREDICTORS})
+        frames.append(pd.DataFrame(cols))
+    layers = sorted(res["layers"], key=int)
+    cols = dict(dataset=name, layer=[int(l) for l in layers], panel="layer", x=[float(l) for l in layers],
+                measured=[res["layers"][l]["stability"] for l in layers], measured_se=np.nan, seeds=1)
+    cols.update({pname: [res["layers"][l]["pred"][pname]["stability"] for l in layers] for pname in PREDICTORS})
+    frames.append(pd.DataFrame(cols))
+    return pd.concat(frames, ignore_index=True)
 
 
 def plot_dataset(name, res, out):
-    """Accuracy vs lambda and vs delta at the best layer; stability across layers."""
-    seeds = res["best_seeds"]
-    rec = seeds[0]
-    n_train, p = rec["n_train"], rec["p"]
-    lam = 1.0 / (np.asarray(rec["Cs"]) * n_train)
-    fig, axes = plt.subplots(1, 3, figsize=(15, 4.2))
-    paths = np.array([r["path"] for r in seeds])
-    se = paths.std(axis=0, ddof=1) / math.sqrt(len(seeds)) if len(seeds) > 1 else np.zeros(paths.shape[1])
-    axes[0].errorbar(lam, paths.mean(axis=0), yerr=se, fmt="ko", ms=4, label=f"RAPTOR test accuracy ({len(seeds)} splits)")
-    for pname, (c, ls, lab) in _STYLE.items():
-        axes[0].plot(lam, np.mean([r["pred"][pname]["path"] for r in seeds], axis=0), color=c, ls=ls, label=lab)
-    axes[0].set(xscale="log", xlabel="lambda (theory convention, = 1/(C n_train))", ylabel="test accuracy",
-                title=f"{name}, layer {res['best']}: ridge path (n_train={n_train}, p={p})")
+    """Accuracy vs lambda and vs delta at the best layer; stability across layers.  Saves the figure
+    ``spectral_<name>`` and its numbers (:func:`dataset_curves`) as the table of the same name."""
+    rec = res["best_seeds"][0]
+    k = len(res["best_seeds"])
+    curves = dataset_curves(name, res)
+    save_table(curves, out, f"spectral_{name}")
+    raptor = method_color("RAPTOR")
+    fig, axes = plt.subplots(1, 3, figsize=(15, 4.4))
+    measured = {"lambda": f"RAPTOR, measured (mean ± s.e. over {k} splits)" if k > 1 else "RAPTOR, measured",
+                "delta": f"RAPTOR, measured (mean ± s.e. over {k} splits)" if k > 1 else "RAPTOR, measured",
+                "layer": "RAPTOR, measured (paper's split)"}
+    for ax, panel in zip(axes, ("lambda", "delta", "layer")):
+        c = curves[curves.panel == panel]
+        yerr = None if c.measured_se.isna().all() else c.measured_se
+        ax.errorbar(c.x, c.measured, yerr=yerr, fmt="o", ms=4, capsize=2, color=raptor, label=measured[panel],
+                    zorder=3)
+        for pname, (col, ls, lab) in _STYLE.items():
+            ax.plot(c.x, c[pname], color=col, ls=ls, label=lab, marker="." if panel == "layer" else None)
+    axes[0].set(xscale="log", xlabel="ridge strength λ = 1/(C n_train) (dimensionless)", ylabel="test accuracy",
+                title=f"ridge path at layer {res['best']} (n_train = {rec['n_train']}, p = {rec['p']})")
+    axes[1].set(xlabel="δ = n/p (dimensionless; pool fractions)", ylabel="test accuracy",
+                title="δ-sweep at the validation-selected C*")
+    axes[2].set(xlabel="layer (block output index, 0 = embeddings)",
+                ylabel="stability: mean |cos| (dimensionless)",
+                title="ablation stability per layer (paper's split, K = 20 runs)")
+    axes[2].xaxis.set_major_locator(MaxNLocator(integer=True))
     axes[0].legend(fontsize=7)
-    fr = np.asarray(rec["fractions"])
-    delta = fr * rec["n_pool"] / p
-    sweeps = np.array([r["sweep"] for r in seeds])
-    se = sweeps.std(axis=0, ddof=1) / math.sqrt(len(seeds)) if len(seeds) > 1 else np.zeros(sweeps.shape[1])
-    axes[1].errorbar(delta, sweeps.mean(axis=0), yerr=se, fmt="ko", ms=4, label="measured")
-    for pname, (c, ls, lab) in _STYLE.items():
-        axes[1].plot(delta, np.mean([r["pred"][pname]["sweep"] for r in seeds], axis=0), color=c, ls=ls, label=lab)
-    axes[1].set(xlabel="delta = n/p (pool fractions, C = validation-selected C*)", ylabel="test accuracy",
-                title="delta-sweep")
-    layers = sorted(res["layers"], key=int)
-    axes[2].plot([int(l) for l in layers], [res["layers"][l]["stability"] for l in layers], "ko", label="measured")
-    for pname, (c, ls, lab) in _STYLE.items():
-        axes[2].plot([int(l) for l in layers], [res["layers"][l]["pred"][pname]["stability"] for l in layers],
-                     color=c, ls=ls, marker=".", label=lab)
-    axes[2].set(xlabel="layer (block output index, 0 = embeddings)", ylabel="mean |cos| of raw concept vectors",
-                title="ablation stability (K=20, drop 20%, fixed C*)")
+    fig.suptitle(f"{name}: spectral and isotropic theory (lines) against measured RAPTOR probes (markers)")
     fig.tight_layout()
     return save_figure(fig, out, f"spectral_{name}")
 

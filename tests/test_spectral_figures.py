@@ -2,6 +2,7 @@
 import json
 
 import numpy as np
+import pandas as pd
 
 from cgmt.spectral import Spectrum
 from paper_figures import spectral_figures
@@ -22,6 +23,13 @@ def test_section_runs_resumes_and_detects_damaged_files(tmp_path):
     assert set(table["predictor"]) == set(spectral_figures.PREDICTORS)
     assert np.all(table["mae_lambda"] >= 0) and np.all(table["mae_lambda"] < 0.5)
     assert (tmp_path / "figures" / "spectral_toy.png").exists()
+    assert (tmp_path / "figures" / "spectral_toy.pdf").read_bytes()[:5] == b"%PDF-"
+    # the numbers behind the figure: its three panels, measured values and every predictor
+    curves = pd.read_csv(tmp_path / "tables" / "spectral_toy.csv")
+    assert set(curves.panel) == {"lambda", "delta", "layer"}
+    assert set(spectral_figures.PREDICTORS) <= set(curves.columns)
+    assert list(curves[curves.panel == "layer"].layer) == [1, 2]
+    assert curves[curves.panel != "layer"].measured.between(0, 1).all()
     assert (tmp_path / "tables" / "spectral_semi_synthetic.csv").exists()
     assert (tmp_path / "tables" / "spectral_vs_paper_predictor.csv").exists()
     raw = sorted((tmp_path / "spectral" / "raw").glob("*.json"))
