@@ -82,8 +82,8 @@ EXPLANATIONS = {
         "At p = 400 finite-size bias is comparable to the Monte Carlo error at the hardest grid points (small "
         "lambda near separability); the finite-size figure shows the error falling with p.",
     "simulation converges to the theory as p grows":
-        "At p <= 800 the error is still pre-asymptotic at this point; docs/sims.md has the large-p study "
-        "(p up to 4000, slopes about -1/2).",
+        "The slope's standard error covers sampling noise only; at the smallest p the spread is not yet a "
+        "power law (docs/sims.md has the large-p study, p up to 4000).",
 }
 
 

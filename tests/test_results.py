@@ -260,3 +260,11 @@ def test_a_missing_data_directory_is_one_line_and_exit_code_2(tmp_path, capsys):
     err = capsys.readouterr().err
     assert code == 2 and err.startswith("python -m paper_figures: error:") and "nowhere" in err
     assert "Traceback" not in err
+
+
+@pytest.mark.parametrize("slope,verdict", [(-0.49, "holds"), (-0.2, "does not hold")])
+def test_finite_size_claim_checks_the_fluctuation_slope(tmp_path, slope, verdict):
+    output.save_table(pd.DataFrame(dict(delta=2.0, lam=0.1, kappa=2.0, quantity=["alpha", "sigma"],
+                                        std_slope=[slope, -0.5], std_slope_se=0.02)), tmp_path, "finite_size_slopes")
+    row = claims.claims_table(tmp_path).set_index("claim").loc["simulation converges to the theory as p grows"]
+    assert row.verdict == verdict and f"alpha {slope:+.2f} ± 0.02" in row.ours
