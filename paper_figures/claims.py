@@ -25,6 +25,8 @@ import numpy as np
 import pandas as pd
 from scipy import stats
 
+from .output import load_table
+
 #: The split seed of the paper's fixed split (the other steps use it; the repeats add more seeds).
 PAPER_SPLIT_SEED = 42
 #: The paper's six-dataset grid (its averages leave Coinflip out).
@@ -375,7 +377,6 @@ def _theory_claims(tables: Path) -> list:
 
 
 def _read(tables: Path, name: str):
-    from .output import load_table
     return load_table(tables.parent, name)
 
 

@@ -9,6 +9,7 @@ transformers) are kept off so that this is the only display; ``enabled=False`` s
 """
 from __future__ import annotations
 
+import os
 import threading
 import time
 from contextlib import contextmanager
@@ -104,8 +105,6 @@ class RunProgress:
 def silence_libraries() -> None:
     """Turn off the progress bars and info logging of transformers / huggingface_hub (weights loading
     bars leaked through ``--no-progress`` before), so that :class:`RunProgress` is the only display."""
-    import os
-
     os.environ.setdefault("HF_HUB_DISABLE_PROGRESS_BARS", "1")
     os.environ.setdefault("TRANSFORMERS_VERBOSITY", "error")
     try:

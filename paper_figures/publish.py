@@ -9,6 +9,8 @@ from __future__ import annotations
 import re
 from pathlib import Path
 
+from PIL import Image
+
 from empirical.files import atomic_path, atomic_write_text
 
 from . import claims
@@ -21,8 +23,6 @@ WIDTH = 900
 
 def shrink_png(source: Path, target: Path, width: int = WIDTH, colours: int = 64) -> Path:
     """Write ``source`` downscaled to ``width`` pixels (aspect kept) with an adaptive ``colours`` palette."""
-    from PIL import Image
-
     with Image.open(source) as im:
         im = im.convert("RGB")
         if im.width > width:

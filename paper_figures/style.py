@@ -43,6 +43,6 @@ def series_color(index: int) -> str:
 def apply() -> None:
     """Set :data:`RC` (with the Okabe-Ito colour cycle) as matplotlib's defaults."""
     import matplotlib as mpl
-    from cycler import cycler
+    from matplotlib import cycler
 
     mpl.rcParams.update({**{k: v for k, v in RC.items() if v is not None}, "axes.prop_cycle": cycler(color=SERIES)})

@@ -5,7 +5,7 @@ from hypothesis import given, settings, strategies as st
 from sklearn.linear_model import LogisticRegression
 
 from empirical.logistic import fit_l2_logistic, fit_l2_logistic_rows, logistic_objective, solver
-from empirical.logistic.newton import _dual_inverse, _dual_start, _principal_solver, loss_terms
+from empirical.logistic.newton import dual_inverse, dual_start, principal_solver, loss_terms
 
 
 def _data(n, p, seed, noise=0.5, separable=False):
@@ -244,9 +244,9 @@ def test_dual_start_is_the_newton_step_from_a_point_outside_the_row_span():
     G = X @ X.T
     K = G[np.ix_(rows, rows)]
     _, _, d_all = loss_terms(X @ w0 + b0, y)
-    shared = _principal_solver(_dual_inverse(G, d_all, C), rows)
+    shared = principal_solver(dual_inverse(G, d_all, C), rows)
     for solve in (None, shared):
-        alpha, b = _dual_start(K, yr, C, Xr @ w0, b0, solve=solve)
+        alpha, b = dual_start(K, yr, C, Xr @ w0, b0, solve=solve)
         np.testing.assert_allclose(Xr.T @ alpha, w1, rtol=0, atol=1e-9 * np.abs(w1).max())
         assert b == pytest.approx(b1, abs=1e-9)
 
@@ -255,7 +255,7 @@ def test_fit_on_row_subsets_falls_back_to_the_primal_solver(monkeypatch):
     """A dual answer that misses tol on the primal gradient is replaced by fit_l2_logistic's."""
     X, y = _subset_problem("correlated", 40, 60, seed=1)
     rows = [np.arange(30), np.arange(5, 35)]
-    monkeypatch.setattr(solver, "_newton_dual", lambda K, y, C, a, b, *args: (0 * a, b, 0, 0.0, None, 0.0))
+    monkeypatch.setattr(solver, "newton_dual", lambda K, y, C, a, b, *args: (0 * a, b, 0, 0.0, None, 0.0))
     for r, res in zip(rows, solver.fit_l2_logistic_rows(X, y, 1.0, rows, tol=1e-9)):
         ref = fit_l2_logistic(X[r], y[r], 1.0, fit_intercept=True, tol=1e-9)
         np.testing.assert_array_equal(res.coef, ref.coef)

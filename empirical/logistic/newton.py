@@ -13,8 +13,8 @@ Problem (scikit-learn convention, intercept unpenalized, y in {-1, +1})::
   line search: primal ((p+1)-dimensional Hessian) or dual (Woodbury identity with the Gram matrix
   ``K = X X'``, n dimensions).  Slow but simple: the reference the fast paths are tested against.
   Its dual step (:func:`_dual_direction`) also drives :func:`empirical.logistic.fit_l2_logistic_rows`,
-  with a start step from a point outside the row span (:func:`_dual_start`) whose system may come
-  from a shared inverse (:func:`_principal_solver`); those fits are tested against the primal solvers.
+  with a start step from a point outside the row span (:func:`dual_start`) whose system may come
+  from a shared inverse (:func:`principal_solver`); those fits are tested against the primal solvers.
 
 Every solver here reports a ``status`` from :data:`STATUS_MESSAGES`.
 """
@@ -27,7 +27,8 @@ from scipy.linalg.blas import ssyrk, strsv
 from scipy.optimize import OptimizeResult
 from scipy.special import expit
 
-__all__ = ["STATUS_MESSAGES", "loss_terms", "armijo_backtrack", "direct_newton", "newton_pcg", "PathContext"]
+__all__ = ["STATUS_MESSAGES", "loss_terms", "armijo_backtrack", "direct_newton", "newton_pcg", "PathContext",
+           "newton_dual", "dual_start", "dual_inverse", "principal_solver"]
 
 #: status -> message of every solver of this family (fit_l2_logistic, newton_pcg, direct_newton, refit)
 STATUS_MESSAGES = {
@@ -154,7 +155,7 @@ def _dual_system(K, d, C, work):
     return lambda V: lapack.dpotrs(U, V, lower=0)[0]
 
 
-def _dual_inverse(K, d, C):
+def dual_inverse(K, d, C):
     """The inverse of the dual system matrix ``M = I + C D^1/2 K D^1/2`` (from its Cholesky factor)."""
     U = _dual_factor(K, d, C, np.empty_like(K))
     inv, info = lapack.dpotri(U, lower=0, overwrite_c=1)
@@ -187,7 +188,7 @@ def _dual_direction(K, d, C, gamma, Kgamma, gb, fit_intercept, work=None, solve=
     return t1 - t2 * db, Kt1 - Kt2 * db, db
 
 
-def _dual_start(K, y, C, z0, b0, fit_intercept=True, solve=None):
+def dual_start(K, y, C, z0, b0, fit_intercept=True, solve=None):
     """One full Newton step from a point ``w0`` outside the row span, given only its logits ``z0 = X w0``.
 
     The Hessian maps the row span and its complement to themselves (identity on the complement), so
@@ -204,7 +205,7 @@ def _dual_start(K, y, C, z0, b0, fit_intercept=True, solve=None):
     return -beta, (b0 - db) if fit_intercept else 0.0
 
 
-def _principal_solver(Minv, rows):
+def principal_solver(Minv, rows):
     """``V -> M[rows][:, rows]^-1 V`` from ``Minv = M^-1`` (M symmetric positive definite, n x n; ``rows``
     distinct indices).
 
@@ -234,7 +235,7 @@ def _embed(V, rows, n):
     return out
 
 
-def _newton_dual(K, y, C, alpha, b, fit_intercept=True, tol=1e-10, max_iter=100):
+def newton_dual(K, y, C, alpha, b, fit_intercept=True, tol=1e-10, max_iter=100):
     """Newton on ``w = X' alpha`` given the Gram matrix ``K = X X'``; returns (alpha, b, nit, gnorm, status, f).
 
     ``gnorm`` uses the same scaling as :func:`fit_l2_logistic` (``||w||^2 = alpha' K alpha``).
@@ -324,7 +325,7 @@ def direct_newton(X, y, C, w0=None, b0=0.0, *, fit_intercept=True, tol=1e-10, ma
         else:  # least-squares projection of w0 onto the row span
             ridge = (1e-12 * max(np.trace(K) / n, 1e-300)) * np.eye(n)
             alpha = linalg.cho_solve(linalg.cho_factor(K + ridge, check_finite=False), X @ w0, check_finite=False)
-        alpha, b, nit, gnorm, status, f = _newton_dual(K, y, C, alpha, b0, fit_intercept, tol, max_iter)
+        alpha, b, nit, gnorm, status, f = newton_dual(K, y, C, alpha, b0, fit_intercept, tol, max_iter)
         w = X.T @ alpha
     return w, b, nit, gnorm, (0 if gnorm <= tol else 1) if status is None else status, f
 

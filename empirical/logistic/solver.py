@@ -40,7 +40,7 @@ from scipy.optimize import OptimizeResult
 
 from ..validation import check_matrix, check_signed_labels
 from .design import reduce_design
-from .newton import (STATUS_MESSAGES, PathContext, _dual_inverse, _dual_start, _newton_dual, _principal_solver,
+from .newton import (STATUS_MESSAGES, PathContext, dual_inverse, dual_start, newton_dual, principal_solver,
                      direct_newton, loss_terms, newton_pcg)
 
 __all__ = ["fit_l2_logistic", "fit_l2_logistic_rows", "logistic_objective"]
@@ -184,16 +184,16 @@ def fit_l2_logistic(X, y, C, *, fit_intercept=False, w0=None, b0=0.0, tol=1e-10,
 
 def _fit_rows_dual(X, y, C, K, z0, b0, fit_intercept, tol, max_iter, solve=None):
     """Dual Newton on one subset (rows ``X``, Gram block ``K``) from the start with logits ``z0 + b0``
-    (``solve``: the start's ``M^-1``, see :func:`empirical.logistic.newton._dual_start`); the answer is
+    (``solve``: the start's ``M^-1``, see :func:`empirical.logistic.newton.dual_start`); the answer is
     checked on the primal gradient.  Returns the result, or None if it misses ``tol``."""
     n = len(y)
     try:
-        a, b = _dual_start(K, y, C, z0, b0, fit_intercept, solve=solve)
+        a, b = dual_start(K, y, C, z0, b0, fit_intercept, solve=solve)
         Ka = K @ a
         f = C * np.logaddexp(0.0, -y * (Ka + b)).sum() + 0.5 * a @ Ka
         if not f <= C * n * np.log(2.0):  # worse than w = 0 (or not finite): start from zero instead
             a, b = np.zeros(n), 0.0
-        a, b, nit, _, status, _ = _newton_dual(K, y, C, a, b, fit_intercept, tol, max_iter - 1)
+        a, b, nit, _, status, _ = newton_dual(K, y, C, a, b, fit_intercept, tol, max_iter - 1)
     except linalg.LinAlgError:
         return None
     # the convergence test of fit_l2_logistic, on the primal gradient in the original coordinates
@@ -275,12 +275,12 @@ def fit_l2_logistic_rows(X, y, C, rows, *, gram=None, fit_intercept=True, tol=1e
         # reference curvatures: one inverse of M (~n^3 flops) serves them all when it costs less than
         # factoring each block (~m^3 / 3)
         if len(small) * m**3 > 3 * n**3:
-            Minv = _dual_inverse(gram, loss_terms(z_ref + b_ref, y)[2], C)
+            Minv = dual_inverse(gram, loss_terms(z_ref + b_ref, y)[2], C)
     results = []
     for r in subsets:
         res = None
         if len(r) < p:
-            solve = _principal_solver(Minv, r) if Minv is not None and len(np.unique(r)) == len(r) else None
+            solve = principal_solver(Minv, r) if Minv is not None and len(np.unique(r)) == len(r) else None
             K = np.take(np.take(gram, r, axis=0), r, axis=1)
             res = _fit_rows_dual(X[r], y[r], C, K, z_ref[r], b_ref, fit_intercept, tol, max_iter, solve)
         results.append(res if res is not None else
