@@ -150,7 +150,7 @@ QUICK_SPLIT_SEEDS = (PAPER_SPLIT_SEED, 0, 1)
 #: the run's progress display is built from these).
 EXTRACT_SECONDS = {"stsa": 200, "cities": 32, "common": 53, "counterfact": 41, "hateeval": 240, "sarcasm": 139,
                    "coinflip": 155}
-STEP_SECONDS = {"load_model": 10, "layers": 75, "separability": 40, "stability": 420, "stability_theory": 30,
+STEP_SECONDS = {"load_model": 10, "layers": 75, "separability": 300, "stability": 420, "stability_theory": 30,
                 "steering": 120, "structure": 240, "figures": 20}
 
 
@@ -161,7 +161,7 @@ def plan(quick: bool, max_per_class: int = 500) -> float:
     seeds = QUICK_SPLIT_SEEDS if quick else SPLIT_SEEDS
     per_dataset = len(DATASETS) * (len(seeds) * STEP_SECONDS["layers"] + STEP_SECONDS["separability"])
     rest = (len(STABILITY_DATASETS) * STEP_SECONDS["stability"] + STEP_SECONDS["stability_theory"]
-            + STEP_SECONDS["steering"] + STEP_SECONDS["structure"] + STEP_SECONDS["figures"])
+            + STEP_SECONDS["steering"] + STEP_SECONDS["structure"] + 3 * STEP_SECONDS["figures"])
     return STEP_SECONDS["load_model"] + ex + scale * (per_dataset + rest)
 
 
@@ -195,31 +195,33 @@ def run(out, *, model="smollm2", data_dir=None, max_per_class=500, quick=False, 
                "n": {k: int(len(v[2])) for k, v in data.items()}, "K": K, "n_jobs": n_jobs,
                "hidden_size": int(next(iter(data.values()))[1].shape[2])}, out, "empirical_setup")
 
-    # 1. accuracy on the paper's split, cost, separability (the split-seed repeats come last, step 5, so that
-    #    an interrupted run has every paper figure; RESULTS.md uses the seeds done so far)
-    frames, seps = [], []
-    for name, (ds, H, y, split) in data.items():
-        frames.append(_layers_for_seed(out, steps, name, H, y, split, SPLIT_SEEDS[0], methods, scale, n_jobs))
-        with steps.step(f"{name}: separability", scale * STEP_SECONDS["separability"]):
-            sep = load_table(out, f"separability_{name}")
-            if sep is None:
-                sep = separability_table(name, H, y, split, False, n_jobs=n_jobs)
-                save_table(sep, out, f"separability_{name}")
-        seps.append(sep)
-    all_seeds = pd.concat(frames, ignore_index=True)
-    layers = all_seeds[all_seeds.seed == SPLIT_SEEDS[0]].drop(columns="seed")
+    # Steps run cheapest-per-claim first, so that an interrupted run (every step is saved and resumed) already
+    # has the most of RESULTS.md: 1. accuracy on the paper's split (and RAPTOR's concept vectors), 2. steering
+    # and the structure predictor, 3. the split-seed repeats (accuracy intervals; accuracy_by_seed is saved
+    # after every seed), 4. directional stability, 5. separability (LinearSVC at C = 1e8 is the slowest step).
+    # The figures are redrawn after each phase.
+    frames = [_layers_for_seed(out, steps, name, H, y, split, SPLIT_SEEDS[0], methods, scale, n_jobs)
+              for name, (ds, H, y, split) in data.items()]
+    layers = pd.concat(frames, ignore_index=True).drop(columns="seed")
     save_table(accuracy_summary(layers), out, "accuracy_summary")
-    save_table(accuracy_by_seed(all_seeds), out, "accuracy_by_seed")
+    save_table(accuracy_by_seed(pd.concat(frames, ignore_index=True)), out, "accuracy_by_seed")
     best = layers[layers.method == "RAPTOR"].sort_values("test_accuracy", ascending=False).groupby("dataset").head(1)
     save_table(best[["dataset", "layer", "test_accuracy", "lambda_star", "val_accuracy"]], out, "raptor_best_layer")
-    sep = pd.concat(seps, ignore_index=True)
-    st = sep.groupby("dataset").agg(layers=("layer", "size"), separable=("separable", "sum"),
-                                    perc_zero=("perc_zero", "sum"),
-                                    convergence_warnings=("convergence_warnings", "sum")).reset_index()
-    st.loc[len(st)] = ["Overall", st.layers.sum(), st.separable.sum(), st.perc_zero.sum(), st.convergence_warnings.sum()]
-    save_table(st, out, "separability_summary")
 
-    # 2. directional stability + theory per layer
+    with steps.step("steering", scale * STEP_SECONDS["steering"]):
+        _steering(out, mdl, tok, data, layers, quick, False)
+    with steps.step("delta-sweep structure predictor", scale * STEP_SECONDS["structure"]):
+        _structure(out, data, L, quick, False, n_jobs)
+    with steps.step("empirical figures", scale * STEP_SECONDS["figures"]):
+        empirical_plots.plot_all(out)
+
+    for seed in split_seeds[1:]:
+        for name, (ds, H, y, split) in data.items():
+            frames.append(_layers_for_seed(out, steps, name, H, y, split, seed, methods, scale, n_jobs))
+        save_table(accuracy_by_seed(pd.concat(frames, ignore_index=True)), out, "accuracy_by_seed")
+    with steps.step("empirical figures (all split seeds)", scale * STEP_SECONDS["figures"]):
+        empirical_plots.plot_all(out)
+
     stab_layers = list(range(1, L + 1, 6 if quick else 3))
     stabs = []
     for name in STABILITY_DATASETS:
@@ -238,24 +240,21 @@ def run(out, *, model="smollm2", data_dir=None, max_per_class=500, quick=False, 
     with steps.step("stability theory per layer", scale * STEP_SECONDS["stability_theory"]):
         _stability_theory(out, data, stab, layers, False)
 
-    # 3. steering
-    with steps.step("steering", scale * STEP_SECONDS["steering"]):
-        _steering(out, mdl, tok, data, layers, quick, False)
-
-    # 4. structure predictor, then the figures of the paper's split
-    with steps.step("delta-sweep structure predictor", scale * STEP_SECONDS["structure"]):
-        _structure(out, data, L, quick, False, n_jobs)
-
-    with steps.step("empirical figures", scale * STEP_SECONDS["figures"]):
-        empirical_plots.plot_all(out)
-
-    # 5. the accuracy protocol on more split seeds (intervals and paired differences); accuracy_by_seed is
-    #    saved after every seed, so RESULTS.md can be built from the seeds done so far
-    for seed in split_seeds[1:]:
-        for name, (ds, H, y, split) in data.items():
-            frames.append(_layers_for_seed(out, steps, name, H, y, split, seed, methods, scale, n_jobs))
-        save_table(accuracy_by_seed(pd.concat(frames, ignore_index=True)), out, "accuracy_by_seed")
-    with steps.step("empirical figures (all split seeds)", scale * STEP_SECONDS["figures"]):
+    seps = []
+    for name, (ds, H, y, split) in data.items():
+        with steps.step(f"{name}: separability", scale * STEP_SECONDS["separability"]):
+            sep = load_table(out, f"separability_{name}")
+            if sep is None:
+                sep = separability_table(name, H, y, split, False, n_jobs=n_jobs)
+                save_table(sep, out, f"separability_{name}")
+        seps.append(sep)
+    sep = pd.concat(seps, ignore_index=True)
+    st = sep.groupby("dataset").agg(layers=("layer", "size"), separable=("separable", "sum"),
+                                    perc_zero=("perc_zero", "sum"),
+                                    convergence_warnings=("convergence_warnings", "sum")).reset_index()
+    st.loc[len(st)] = ["Overall", st.layers.sum(), st.separable.sum(), st.perc_zero.sum(), st.convergence_warnings.sum()]
+    save_table(st, out, "separability_summary")
+    with steps.step("empirical figures (final)", scale * STEP_SECONDS["figures"]):
         empirical_plots.plot_all(out)
 
 
