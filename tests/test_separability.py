@@ -1,4 +1,6 @@
 """Separability diagnostic: LinearSVC at large C and a perceptron."""
+import warnings
+
 import numpy as np
 import pytest
 
@@ -43,3 +45,19 @@ def test_bad_input():
         separability(X, np.arange(10) % 2, Cs=[])
     with pytest.raises(ValueError, match="one class"):
         separability(X, np.zeros(10))
+
+
+
+@pytest.mark.parametrize("n, p", [(40, 100), (60, 28), (80, 10), (200, 2)])
+def test_stop_when_separated_keeps_the_verdict(n, p):
+    rng = np.random.default_rng(n + p)
+    X = rng.standard_normal((n, p))
+    y = rng.integers(0, 2, n)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # convergence warnings are expected near the threshold
+        full = separability(X, y, perceptron_epochs=200, svm_max_iter=2000)
+        short = separability(X, y, perceptron_epochs=200, svm_max_iter=2000, stop_when_separated=True)
+    assert short.separable == full.separable and short.perc_zero == full.perc_zero
+    assert [r["C"] for r in short.svm] == [r["C"] for r in full.svm][:len(short.svm)]
+    first = next((i for i, r in enumerate(full.svm) if r["train_errors"] == 0), len(full.svm) - 1)
+    assert len(short.svm) == first + 1  # stops at the first separating C; runs all when none separates
