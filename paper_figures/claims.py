@@ -90,7 +90,9 @@ def _combine(verdicts) -> str:
     return "inconclusive"
 
 
-def _fmt(mean, low, high, *, pct=False, signed=False, digits=3) -> str:
+def format_estimate(mean, low, high, *, pct=False, signed=False, digits=3) -> str:
+    """``mean [low, high]`` as printed in the claims table (``pct``: x100 in points; ``signed``: a leading +);
+    without a finite interval (one split seed) just the mean; ``n/a`` without a finite mean."""
     if not np.isfinite(mean):
         return "n/a"
     scale, unit = (100.0, " pts") if pct else (1.0, "")
@@ -167,7 +169,7 @@ def _accuracy_claims(by_seed, diffs, acc) -> list:
         a = avg(baseline, metric)
         ours = (f"RAPTOR higher on {n_pos}/{len(d)} datasets (interval above 0 on {vs.count('holds')}, "
                 f"below 0 on {vs.count('does not hold')}); six-dataset average "
-                + (_fmt(a["diff"], a.ci_low, a.ci_high, pct=True, signed=True) if a is not None else "n/a"))
+                + (format_estimate(a["diff"], a.ci_low, a.ci_high, pct=True, signed=True) if a is not None else "n/a"))
         if baseline == "xRFM" and metric == "best":  # "matches or exceeds": fails only where xRFM is clearly better
             v = "does not hold" if "does not hold" in vs else ("holds" if a is not None and a.ci_low > 0 else
                                                               "inconclusive")
@@ -179,18 +181,18 @@ def _accuracy_claims(by_seed, diffs, acc) -> list:
     # grid averages of best-layer accuracy
     a6 = acc[acc.dataset == "average (6)"].set_index("method")
     if {"RAPTOR", "GCS", "xRFM"} <= set(a6.index):
-        ours = ", ".join(f"{m} {_fmt(a6.loc[m, 'best'], a6.loc[m, 'best_low'], a6.loc[m, 'best_high'])}"
+        ours = ", ".join(f"{m} {format_estimate(a6.loc[m, 'best'], a6.loc[m, 'best_low'], a6.loc[m, 'best_high'])}"
                          for m in ("RAPTOR", "GCS", "xRFM"))
         g, x = avg("GCS", "best"), avg("xRFM", "best")
-        ours += (f"; RAPTOR - GCS {_fmt(g['diff'], g.ci_low, g.ci_high, pct=True, signed=True)}, RAPTOR - xRFM "
-                 f"{_fmt(x['diff'], x.ci_low, x.ci_high, pct=True, signed=True)}")
+        ours += (f"; RAPTOR - GCS {format_estimate(g['diff'], g.ci_low, g.ci_high, pct=True, signed=True)}, RAPTOR - xRFM "
+                 f"{format_estimate(x['diff'], x.ci_low, x.ci_high, pct=True, signed=True)}")
         claims.append(dict(area="accuracy", claim="grid average best-layer accuracy RAPTOR / GCS / xRFM",
                            paper="0.874 / 0.854 / 0.871 (RAPTOR - GCS +1.96 pts, RAPTOR - xRFM +0.29 pts)",
                            ours=ours + " (SmolLM2-135M; absolute levels are not comparable with 3B-70B models)",
                            verdict=_combine([verdict(g.ci_low, g.ci_high), verdict(x.ci_low, x.ci_high)])))
     coin = acc[acc.dataset == "coinflip"].set_index("method")
     if len(coin):
-        ours = ", ".join(f"{m} {_fmt(coin.loc[m, 'best'], coin.loc[m, 'best_low'], coin.loc[m, 'best_high'])}"
+        ours = ", ".join(f"{m} {format_estimate(coin.loc[m, 'best'], coin.loc[m, 'best_low'], coin.loc[m, 'best_high'])}"
                          for m in coin.index)
         claims.append(dict(area="accuracy", claim="Coinflip (reported separately, not in the paper's averages)",
                            paper="--", ours="best-layer accuracy: " + ours, verdict="--"))
@@ -229,7 +231,7 @@ def _stability_claims(sd) -> list:
         if not len(d):
             continue
         ours = "; ".join(f"{r.dataset} {r.raptor_mean:.3f} vs {r.baseline_mean:.3f} "
-                         f"(diff {_fmt(r.diff, r.ci_low, r.ci_high, signed=True)})" for r in d.itertuples())
+                         f"(diff {format_estimate(r.diff, r.ci_low, r.ci_high, signed=True)})" for r in d.itertuples())
         v = _combine(verdict(r.ci_low, r.ci_high, direction) for r in d.itertuples())
         if baseline == "GCS":  # "competitive": the claim fails only if GCS is far more stable
             v = "holds" if all(r.diff > -0.05 for r in d.itertuples()) else (
