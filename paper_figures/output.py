@@ -46,6 +46,38 @@ def load_table(out: Path, name: str) -> pd.DataFrame | None:
         return None
 
 
+def load_finished_step(out: Path, tables: dict, figures=()) -> dict | None:
+    """The tables of a step an earlier run finished, to resume it without recomputing.
+
+    Parameters
+    ----------
+    out : path
+        The run's output directory.
+    tables : dict
+        ``{name: {column: values}}``: every table to load (:func:`load_table`, so checksums and ``--force``
+        apply) and, per table, the set of values each listed column must hold, so that a table made with other
+        settings (say ``--quick``'s smaller simulation) is not reused.
+    figures : sequence of str
+        Figure names (``figures/NAME.png``) the step draws; all must exist.
+
+    Returns
+    -------
+    dict or None
+        ``{name: DataFrame}`` when everything is there and matches, else None (recompute the step).
+    """
+    out = Path(out)
+    if not all((out / "figures" / f"{name}.png").exists() for name in figures):
+        return None
+    loaded = {}
+    for name, required in tables.items():
+        df = load_table(out, name)
+        if df is None or any(col not in df or set(df[col].unique()) != set(values)
+                             for col, values in required.items()):
+            return None
+        loaded[name] = df
+    return loaded
+
+
 def to_markdown(df: pd.DataFrame, *, floatfmt: str = ".4g") -> str:
     """Plain Markdown table (no optional ``tabulate`` dependency).  Cell text is escaped so that every
     row stays one table row: ``|`` -> ``\\|``, line breaks -> ``<br>``."""

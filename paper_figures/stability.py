@@ -31,7 +31,7 @@ import sims
 from cgmt.ablation import ablation_split
 from cgmt.stability import stability
 
-from .output import save_figure, save_table
+from .output import load_finished_step, save_figure, save_table
 from .style import THEORY_COLOR, method_color, series_color
 
 __all__ = ["stability_curves", "simulate_stability_replicate", "simulate_stability", "plot_stability_vs_lambda",
@@ -232,6 +232,11 @@ def make_stability_figures(out, *, settings=DEFAULT_SETTINGS, lams=None, p=400, 
 
 def run(out, *, quick=False, progress=True, n_jobs=1):
     """Section ``stability`` of ``python -m paper_figures``: theory vs simulation for the three protocols
-    (``figures/stability_vs_lambda.png``, ``tables/stability_vs_lambda.csv``); ``quick`` shrinks the simulation."""
-    return make_stability_figures(out, p=200 if quick else 400, replicates=3 if quick else 6, n_jobs=n_jobs,
-                                  progress=progress)
+    (``figures/stability_vs_lambda.png``, ``tables/stability_vs_lambda.csv``); ``quick`` shrinks the simulation.
+    Resumes: a finished section with the same simulation sizes in ``out`` is not recomputed."""
+    p, replicates = (200, 3) if quick else (400, 6)
+    saved = load_finished_step(out, {"stability_vs_lambda": {"p": {p}, "replicates": {replicates}},
+                                     "stability_vs_lambda_theory": {}}, figures=("stability_vs_lambda",))
+    if saved is not None:
+        return saved["stability_vs_lambda"]
+    return make_stability_figures(out, p=p, replicates=replicates, n_jobs=n_jobs, progress=progress)

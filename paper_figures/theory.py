@@ -23,7 +23,7 @@ import sims
 from threadpoolctl import threadpool_limits
 from tqdm.auto import tqdm
 
-from .output import save_figure, save_table
+from .output import load_finished_step, save_figure, save_table
 from .style import THEORY_COLOR, series_color
 
 KAPPAS = (1.0, 2.0, 4.0)
@@ -325,10 +325,19 @@ def finite_size_convergence(out, *, ps=(50, 100, 200, 400, 800), replicates=300,
 
 
 def run(out, *, quick=False, progress=True, n_jobs=1):
-    """All theory figures and tables; ``quick`` shrinks the simulation."""
+    """All theory figures and tables; ``quick`` shrinks the simulation.  Resumes: when an earlier run in ``out``
+    saved every table and figure of this section with the same simulation sizes, nothing is recomputed."""
+    p, replicates = (200, 4) if quick else (400, 8)
+    ps = (50, 100, 200, 400) if quick else (50, 100, 200, 400, 800)
+    saved = load_finished_step(out, {"theory_sweep": {}, "theory_vs_sims": {"p": {p}, "replicates": {replicates}},
+                                     "separability_threshold": {}, "optimal_lambda": {},
+                                     "finite_size_convergence": {"p": set(ps)}, "finite_size_slopes": {}},
+                               figures=("theory_accuracy", "theory_alignment", "theory_sigma", "theory_phase_optimum",
+                                        "finite_size_convergence"))
+    if saved is not None:
+        return saved["theory_sweep"], saved["theory_vs_sims"]
     sweep = theory_sweep(out, progress=progress)
-    sims_tab = simulation_points(out, p=200 if quick else 400, replicates=4 if quick else 8,
-                                 progress=progress, n_jobs=n_jobs)
+    sims_tab = simulation_points(out, p=p, replicates=replicates, progress=progress, n_jobs=n_jobs)
     plot_quantity(out, sweep, sims_tab, "accuracy", "theory_accuracy", "test accuracy", bayes=True,
                   title="Test accuracy")
     plot_quantity(out, sweep, sims_tab, "alignment", "theory_alignment", "alignment cos(ẑ, v) (dimensionless)",
@@ -336,6 +345,5 @@ def run(out, *, quick=False, progress=True, n_jobs=1):
     plot_quantity(out, sweep, sims_tab, "sigma", "theory_sigma", "orthogonal part σ = ‖ẑ − αv‖",
                   title="Orthogonal (noise) part of the fit")
     phase_and_optimum(out, progress=progress)
-    finite_size_convergence(out, ps=(50, 100, 200, 400) if quick else (50, 100, 200, 400, 800),
-                            replicates=100 if quick else 300, n_jobs=n_jobs, progress=progress)
+    finite_size_convergence(out, ps=ps, replicates=100 if quick else 300, n_jobs=n_jobs, progress=progress)
     return sweep, sims_tab

@@ -165,3 +165,47 @@ def test_layer_table_separability_and_stability_on_synthetic_states():
     pool = np.sort(np.r_[split[0], split[1]])
     direct = stability(RaptorProbe(Cs=np.logspace(-3, 1, 9)), H[3][pool], y[pool], K=4, seed=0)
     assert robust.loc[3] == pytest.approx(direct.robust, rel=1e-12)
+
+
+def test_theory_and_stability_sections_resume_only_a_matching_finished_run(tmp_path, monkeypatch):
+    from paper_figures import stability as stability_section
+
+    def finished(p_sims, reps_sims, p_stab):
+        output.save_table(pd.DataFrame({"delta": [1.0]}), tmp_path, "theory_sweep")
+        output.save_table(pd.DataFrame({"p": [p_sims] * 2, "replicates": [reps_sims] * 2}), tmp_path, "theory_vs_sims")
+        for name in ("separability_threshold", "optimal_lambda", "finite_size_slopes", "stability_vs_lambda_theory"):
+            output.save_table(pd.DataFrame({"x": [1]}), tmp_path, name)
+        output.save_table(pd.DataFrame({"p": [50, 100, 200, 400, 800]}), tmp_path, "finite_size_convergence")
+        output.save_table(pd.DataFrame({"p": [p_stab], "replicates": [6]}), tmp_path, "stability_vs_lambda")
+        (tmp_path / "figures").mkdir(exist_ok=True)
+        for fig in ("theory_accuracy", "theory_alignment", "theory_sigma", "theory_phase_optimum",
+                    "finite_size_convergence", "stability_vs_lambda"):
+            (tmp_path / "figures" / f"{fig}.png").write_bytes(b"png")
+
+    def recomputed(*args, **kwargs):
+        raise RuntimeError("recomputed")
+
+    monkeypatch.setattr(theory, "theory_sweep", recomputed)
+    monkeypatch.setattr(stability_section, "make_stability_figures", recomputed)
+    finished(400, 8, 400)
+    sweep, sims_tab = theory.run(tmp_path)  # everything saved with the full run's sizes: nothing recomputed
+    assert list(sims_tab.p) == [400, 400] and list(stability_section.run(tmp_path).p) == [400]
+    with pytest.raises(RuntimeError, match="recomputed"):
+        theory.run(tmp_path, quick=True)  # --quick simulates at p = 200: the saved p = 400 table is not reused
+    with pytest.raises(RuntimeError, match="recomputed"):
+        stability_section.run(tmp_path, quick=True)
+    finished(400, 5, 400)
+    with pytest.raises(RuntimeError, match="recomputed"):
+        theory.run(tmp_path)  # other replicate count
+    finished(400, 8, 400)
+    (tmp_path / "figures" / "theory_sigma.png").unlink()
+    with pytest.raises(RuntimeError, match="recomputed"):
+        theory.run(tmp_path)  # a missing figure
+    finished(400, 8, 400)
+    import time
+    output.force_recompute(time.time() + 1)
+    try:
+        with pytest.raises(RuntimeError, match="recomputed"):
+            theory.run(tmp_path)  # --force
+    finally:
+        output.force_recompute(None)
