@@ -64,8 +64,9 @@ def plot_layerwise(out):
         ax.set_ylabel("test accuracy")
     axes[0, 0].legend(loc="lower right")
     n_seeds = int(tab.n_seeds.max())
-    fig.suptitle(f"Probe accuracy per layer, {MODEL_LABEL}: mean over {n_seeds} split seeds, band = min-max; "
-                 "dotted = chance", fontsize=10)
+    seeds = (f"mean over {n_seeds} split seeds, band = min-max" if n_seeds > 1
+             else "the paper's split (seed 42)")
+    fig.suptitle(f"Probe accuracy per layer, {MODEL_LABEL}: {seeds}; dotted = chance", fontsize=10)
     fig.tight_layout()
     return save_figure(fig, out, "layerwise_accuracy")
 
