@@ -30,7 +30,7 @@ from pathlib import Path
 
 from empirical.files import atomic_write_text
 
-from . import empirical_figures, output, spectral_figures, stability, steering_text, style, theory
+from . import empirical_figures, empirical_plots, output, spectral_figures, stability, steering_text, style, theory
 from .progress import RunProgress, silence_libraries
 from .publish import publish
 from .results import write_results
@@ -59,7 +59,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--force", action="store_true",
                    help="redo every step of the selected sections (default: resume, skipping saved tables)")
     p.add_argument("--results-only", action="store_true",
-                   help="only rebuild RESULTS.md and the index from the tables of an earlier run")
+                   help="only rebuild RESULTS.md, the index and the empirical figures from the tables of an earlier run")
     p.add_argument("--publish", type=Path, default=None, metavar="DIR",
                    help="also write a small committable copy of the results (RESULTS.md, claims.csv, key figures "
                         "as small PNGs) to DIR, e.g. docs/results")
@@ -121,6 +121,8 @@ def _run(args) -> int:
     (out / "figures").mkdir(parents=True, exist_ok=True)
     (out / "tables").mkdir(parents=True, exist_ok=True)
     if args.results_only:
+        style.apply()
+        empirical_plots.plot_all(out)  # redrawn from the saved tables (seconds)
         print(f"[paper_figures] results: {write_results(out)}; index: {write_index(out)}")
         if args.publish is not None:
             print(f"[paper_figures] published to {args.publish}: {len(publish(out, args.publish))} files")

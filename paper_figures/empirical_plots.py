@@ -127,7 +127,7 @@ def plot_cost(out):
     ax.set_xscale("log")
     ax.set_xlabel("median seconds per layer (fit incl. tuning, one CPU core)")
     ax.set_title(f"Training cost per layer, {MODEL_LABEL}")
-    ax.legend(loc="lower right")
+    ax.legend(loc="upper center", bbox_to_anchor=(0.5, -0.16), ncol=4, frameon=False)  # off the points
     return save_figure(fig, out, "cost_dumbbell")
 
 
