@@ -80,8 +80,10 @@ def load_finished_step(out: Path, tables: dict, figures=()) -> dict | None:
 
 def to_markdown(df: pd.DataFrame, *, floatfmt: str = ".4g") -> str:
     """Plain Markdown table (no optional ``tabulate`` dependency).  Cell text is escaped so that every
-    row stays one table row: ``|`` -> ``\\|``, line breaks -> ``<br>``."""
+    row stays one table row: ``|`` -> ``\\|``, line breaks -> ``<br>``; a missing value is an empty cell."""
     def fmt(v):
+        if v is None or (isinstance(v, float) and v != v):
+            return ""
         if isinstance(v, float):
             return format(v, floatfmt)
         return str(v).replace("|", "\\|").replace("\r\n", "<br>").replace("\n", "<br>")

@@ -39,6 +39,10 @@ FIGURES = (
      "Label-free predicted accuracy against true test accuracy along the sweep of delta = n/p, per "
      "(dataset, layer); the dashed line is equality. The paper scores the predictor by its correlation with the "
      "truth along the sweep (Spearman, Pearson), not by its level."),
+    ("spectral_*", "Spectral theory against real probes",
+     "Our extension: the Gaussian-covariate (spectral) theory, fed with each layer's measured covariance and class "
+     "means, against measured RAPTOR probes along the ridge path and the delta-sweep at the best layer and for "
+     "ablation stability across layers, with the isotropic theory for comparison (docs/spectral_theory.md)."),
     ("theory_accuracy", "Theory: accuracy versus lambda",
      "The corrected fixed point (lines) against Monte Carlo simulation (markers, 2 standard errors)."),
     ("finite_size_convergence", "Theory: finite-size convergence",
@@ -49,6 +53,37 @@ FIGURES = (
     ("theory_phase_optimum", "Theory: separability threshold and optimal lambda",
      "Phase diagram and the accuracy-maximising ridge strength."),
 )
+
+#: Tables shown under a figure (or under a heading of their own when the run draws no figure for them).
+FIGURE_TABLES = {
+    "cost_dumbbell": ("cost_median_fit_time_s",),
+    "stability_by_layer": ("stability_summary",),
+    "steering_metrics": ("steering_summary", "steering_hard_layers"),
+    "structure_scatter": ("structure_summary",),
+    "spectral_*": ("spectral_agreement",),
+    "finite_size_convergence": ("finite_size_slopes",),
+}
+#: Tables without a figure: (table, heading, what it shows).
+OTHER_TABLES = (
+    ("separability_summary", "Linear separability",
+     "Share of layers whose training split is linearly separable (LinearSVC reaching zero training error at some "
+     "C in {1e4, 1e6, 1e8}) and share the perceptron separates within 2000 epochs, per dataset."),
+    ("raptor_best_layer", "RAPTOR's best layer",
+     "Per dataset on the paper's split: the layer with the best test accuracy, its selected ridge and "
+     "validation accuracy."),
+)
+#: Longest table embedded in RESULTS.md; longer ones are linked.
+MAX_EMBEDDED_ROWS = 40
+
+
+def _embedded_table(out: Path, name: str) -> list:
+    df = load_table(out, name)
+    if df is None:
+        return []
+    if len(df) > MAX_EMBEDDED_ROWS:
+        return [f"Numbers: [tables/{name}.csv](tables/{name}.csv) ({len(df)} rows).", ""]
+    return [f"`tables/{name}.csv`:", "", to_markdown(df, floatfmt=".3g"), ""]
+
 
 #: Known reasons our small model can disagree with the paper, shown next to a claim (by its exact text,
 #: as :mod:`paper_figures.claims` writes it) that does not hold or is inconclusive.
@@ -90,11 +125,20 @@ EXPLANATIONS = {
 
 
 def _figure_section(out: Path) -> list:
-    lines = []
-    for stem, heading, text in FIGURES:
-        if (out / "figures" / f"{stem}.png").exists():
-            lines += [f"### {heading}", "", text, "", f"![{heading}](figures/{stem}.png)", ""]
-    extra = sorted({p.stem for p in (out / "figures").glob("*.png")} - {f[0] for f in FIGURES})
+    lines, shown = [], set()
+    for pattern, heading, text in FIGURES:
+        stems = sorted(p.stem for p in (out / "figures").glob(f"{pattern}.png"))
+        if stems:
+            lines += [f"### {heading}", "", text, ""]
+            lines += [f"![{heading if len(stems) == 1 else stem}](figures/{stem}.png)\n" for stem in stems]
+            for table in FIGURE_TABLES.get(pattern, ()):
+                lines += _embedded_table(out, table)
+            shown.update(stems)
+    for table, heading, text in OTHER_TABLES:
+        body = _embedded_table(out, table)
+        if body:
+            lines += [f"### {heading}", "", text, ""] + body
+    extra = sorted({p.stem for p in (out / "figures").glob("*.png")} - shown)
     if extra:
         lines += ["### Other figures of this run", ""]
         lines += [f"- [{stem}](figures/{stem}.png) (numbers in `tables/`)" for stem in extra]

@@ -209,3 +209,8 @@ def test_theory_and_stability_sections_resume_only_a_matching_finished_run(tmp_p
             theory.run(tmp_path)  # --force
     finally:
         output.force_recompute(None)
+
+
+def test_markdown_missing_values_are_empty_cells():
+    md = output.to_markdown(pd.DataFrame({"a": [1.5, np.nan], "b": ["x", None]})).splitlines()
+    assert md[2] == "| 1.5 | x |" and md[3] == "|  |  |"

@@ -142,6 +142,11 @@ def test_figures_results_and_index_from_a_run(tmp_path):
     text = write_results(tmp_path).read_text()
     assert "## The paper's claims" in text and "| area | claim | paper | ours | verdict |" in text
     assert "![Accuracy: RAPTOR minus each baseline](figures/accuracy_differences.png)" in text
+    # the numbers behind a figure are embedded under it; a table without a figure gets its own heading
+    structure = text.index("![The delta-sweep structure predictor](figures/structure_scatter.png)")
+    assert structure < text.index("`tables/structure_summary.csv`:") < structure + 2000
+    assert "### Linear separability" in text and "| stsa | 30 | 27 | 25 | 0 |" in text
+    assert "| counterfact | away |  |" in text  # a missing value is an empty cell, not "nan"
     assert main(["--out", str(tmp_path), "--results-only"]) == 0
     assert "RESULTS.md" in (tmp_path / "README.md").read_text()
 
