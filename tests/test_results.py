@@ -273,3 +273,12 @@ def test_finite_size_claim_checks_the_fluctuation_slope(tmp_path, slope, verdict
                                         std_slope=[slope, -0.5], std_slope_se=0.02)), tmp_path, "finite_size_slopes")
     row = claims.claims_table(tmp_path).set_index("claim").loc["simulation converges to the theory as p grows"]
     assert row.verdict == verdict and f"alpha {slope:+.2f} ± 0.02" in row.ours
+
+
+def test_accuracy_intervals_stay_inside_zero_one():
+    by_seed = pd.DataFrame(dict(dataset="coinflip", method="xRFM", seed=[42, 0, 1, 2, 3],
+                                best=[1.0, 1.0, 0.99, 1.0, 1.0], mean=[0.01, 0.0, 0.02, 0.0, 0.0]))
+    row = claims.accuracy_intervals(by_seed).iloc[0]
+    best_ci, mean_ci = claims.seed_interval(by_seed.best)[1:], claims.seed_interval(by_seed["mean"])[1:]
+    assert best_ci[1] > 1.0 and mean_ci[0] < 0.0  # the unclipped t-intervals leave [0, 1]
+    assert row.best_high == 1.0 and row.mean_low == 0.0 and 0.0 < row.best_low < 1.0
