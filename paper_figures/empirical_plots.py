@@ -82,7 +82,9 @@ def plot_accuracy_differences(out):
     diffs = claims.paired_differences(by_seed)
     save_table(diffs, out, "accuracy_differences")
     save_table(claims.accuracy_intervals(by_seed), out, "accuracy_intervals")
-    names = list(dict.fromkeys(by_seed.dataset)) + ["average (6)"]
+    present = list(dict.fromkeys(by_seed.dataset))
+    paper = [n for n in present if n in claims.PAPER_DATASETS]
+    names = paper + ["average (6)"] + [n for n in present if n not in claims.PAPER_DATASETS]  # Coinflip last
     baselines = [b for b in ("GCS", "xRFM", "DiffMeans") if b in set(diffs.baseline)]
     fig, axes = plt.subplots(1, 2, figsize=(11, 0.42 * len(names) + 1.6), sharey=True)
     y = np.arange(len(names))[::-1]
@@ -96,12 +98,14 @@ def plot_accuracy_differences(out):
         ax.axvline(0, color="0.3", lw=1)
         ax.set_title(f"{title} accuracy")
         ax.set_xlabel("difference (percentage points)")
-        ax.axhspan(-0.5, 0.5, color="0.92", zorder=0)
-    axes[0].set_yticks(y, names)
-    axes[0].legend(loc="lower left")
+        avg = y[len(paper)]
+        ax.axhspan(avg - 0.5, avg + 0.5, color="0.92", zorder=0)
+    axes[0].set_yticks(y, [n if n in paper or n == "average (6)" else f"{n}\n(not in the average)" for n in names])
+    handles, labels = axes[0].get_legend_handles_labels()
+    fig.legend(handles, labels, loc="lower center", ncol=len(labels), frameon=False)
     fig.suptitle(f"RAPTOR minus baseline, {MODEL_LABEL}: mean over split seeds with 95 % intervals "
                  "(right of 0 = RAPTOR better)", fontsize=10)
-    fig.tight_layout()
+    fig.tight_layout(rect=(0, 0.06, 1, 1))
     return save_figure(fig, out, "accuracy_differences")
 
 
