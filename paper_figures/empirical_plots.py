@@ -159,11 +159,12 @@ def plot_stability(out):
         ax.set_title(name)
         ax.set_xlabel("layer")
     axes[0, 0].set_ylabel("stability: mean |cos| between runs")
-    axes[0, 0].legend(loc="lower left")
+    handles, labels = axes[0, 0].get_legend_handles_labels()
+    fig.legend(handles, labels, loc="lower center", ncol=len(labels), frameon=False)  # off the points
     K = int(stab.K.iloc[0])
-    fig.suptitle(f"Concept-vector stability under 20 % training ablations (K = {K} runs), {MODEL_LABEL}",
-                 fontsize=10)
-    fig.tight_layout()
+    fig.suptitle(f"Concept-vector stability under 20 % training ablations (K = {K} runs; bars: bootstrap 95 % "
+                 f"intervals), {MODEL_LABEL}", fontsize=10)
+    fig.tight_layout(rect=(0, 0.07, 1, 1))
     return save_figure(fig, out, "stability_by_layer")
 
 
