@@ -16,7 +16,7 @@ from empirical.files import atomic_path, atomic_write_text
 from . import claims
 
 #: Figures the README shows (file stems in ``OUT/figures``).
-KEY_FIGURES = ("accuracy_differences", "stability_by_layer", "steering_metrics", "structure_scatter")
+KEY_FIGURES = ("accuracy_differences", "stability_by_layer", "spectral_stsa", "steering_metrics")
 #: Width of a published figure in pixels.
 WIDTH = 900
 

@@ -203,6 +203,10 @@ def test_publish_writes_a_small_committable_copy(tmp_path):
 
     run = _fake_run(tmp_path / "run")
     empirical_plots.plot_all(run)
+    import matplotlib.pyplot as plt
+    fig, ax = plt.subplots(figsize=(15, 4.4))  # as wide as the spectral section's figures
+    ax.plot([0, 1], [0, 1])
+    output.save_figure(fig, run, "spectral_stsa")
     write_results(run)
     written = publish(run, tmp_path / "docs")
     names = {p.name for p in written}
