@@ -21,11 +21,13 @@ as soon as it is done, so an interrupted run resumes where it stopped; ``--force
 from __future__ import annotations
 
 import argparse
+import json
 import os
 import platform
 import sys
 import time
 import traceback
+import warnings
 from pathlib import Path
 
 from empirical.files import atomic_write_text
@@ -81,6 +83,21 @@ def write_index(out: Path) -> Path:
     path = out / "README.md"
     atomic_write_text(path, "\n".join(lines) + "\n")
     return path
+
+
+def _earlier_invocations(out: Path) -> list:
+    """The invocations recorded in ``out/tables/run_info.json`` so far, oldest first (an unreadable file:
+    none, with a warning)."""
+    path = out / "tables" / "run_info.json"
+    if not path.exists():
+        return []
+    try:
+        last = json.loads(path.read_text())
+    except json.JSONDecodeError as exc:
+        warnings.warn(f"{path} is not valid JSON ({exc}); earlier timings are not kept", RuntimeWarning, stacklevel=2)
+        return []
+    earlier = last.pop("earlier_invocations", [])
+    return [*earlier, last]
 
 
 def _total_seconds(args, cap) -> float:
@@ -170,6 +187,7 @@ def _run(args) -> int:
                 cpus=os.cpu_count(), machine=f"{platform.machine()}, {platform.python_implementation()} "
                 f"{platform.python_version()}", minutes=round(minutes, 2), section_seconds=timings,
                 step_seconds={k: round(v, 1) for k, v in steps.timings.items()})
+    info["earlier_invocations"] = _earlier_invocations(out)  # a resumed run keeps what the earlier ones measured
     output.save_json(info, out, "run_info")
     results, index = write_results(out), write_index(out)
     print(f"[paper_figures] {minutes:.1f} min; results: {results}; index: {index}")

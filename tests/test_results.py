@@ -1,5 +1,6 @@
 """paper_figures' results layer: interval statistics against independent references, the claims
 table and its verdicts, RESULTS.md, the empirical figures, --force and the one progress display."""
+import json
 import os
 import time
 
@@ -241,6 +242,14 @@ def test_theory_sections_run_end_to_end_without_progress_output(tmp_path, capfd)
     assert (tmp_path / "figures" / "theory_accuracy.pdf").exists()
     info = (tmp_path / "tables" / "run_info.json").read_text()
     assert '"mode": "quick"' in info and "theory: fixed point vs simulation" in info
+    first = json.loads(info)
+    # a second invocation resumes both sections (nothing recomputed) and keeps the first one's timings
+    assert main(["--out", str(tmp_path), "--only", "theory", "stability", "--quick", "--no-progress",
+                 "--n-jobs", "1"]) == 0
+    second = json.loads((tmp_path / "tables" / "run_info.json").read_text())
+    assert first["earlier_invocations"] == []
+    assert second["earlier_invocations"] == [{k: v for k, v in first.items() if k != "earlier_invocations"}]
+    assert second["section_seconds"]["theory"] < 2.0 < first["section_seconds"]["theory"]
 
 
 def test_resumed_steps_leave_the_total_so_the_eta_counts_remaining_work():
