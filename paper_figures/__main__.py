@@ -171,7 +171,8 @@ def _run(args) -> int:
                                                           names=empirical_figures.STABILITY_DATASETS)
                     n_layers = next(iter(hidden.values()))[0].shape[0]
                     spectral_figures.run(out, hidden, layers=range(1, n_layers, 10 if args.quick else 4),
-                                         extra_seeds=1, progress=False, monte_carlo=False, n_jobs=args.n_jobs)
+                                         extra_seeds=0 if args.quick else 1, progress=False, monte_carlo=False,
+                                         n_jobs=args.n_jobs)
             elif section == "steering_text":
                 with steps.step("steering: generated text", SECTION_SECONDS["steering_text"] * (0.2 if args.quick else 1)):
                     steering_text.run(out, model=args.model, data_dir=args.data_dir, max_per_class=cap,
