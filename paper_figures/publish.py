@@ -1,8 +1,10 @@
 """``--publish DIR``: a small, committable copy of a run's results (RESULTS.md, the claims table as CSV and
 the key figures as small PNGs), e.g. ``docs/results`` for the README.
 
-The key figures are downscaled and colour-quantised with Pillow (matplotlib's own image dependency), so
-the published folder stays well under 1 MB; the full-resolution PNG and PDF stay in the run's folder.
+The key figures are downscaled with Pillow (matplotlib's own image dependency), so the published folder
+stays well under 1 MB (about 0.4 MB); the full-resolution PNG and PDF stay in the run's folder. They are
+not colour-quantised: a 64-colour palette merged the colours of different series (a reader could no longer
+tell sarcasm from hateeval in the steering figure), and the colour of each method is the figures' legend.
 """
 from __future__ import annotations
 
@@ -21,15 +23,14 @@ KEY_FIGURES = ("accuracy_differences", "stability_by_layer", "spectral_stsa", "s
 WIDTH = 900
 
 
-def shrink_png(source: Path, target: Path, width: int = WIDTH, colours: int = 64) -> Path:
-    """Write ``source`` downscaled to ``width`` pixels (aspect kept) with an adaptive ``colours`` palette."""
+def shrink_png(source: Path, target: Path, width: int = WIDTH) -> Path:
+    """Write ``source`` downscaled to ``width`` pixels (aspect kept; full colour, optimised PNG)."""
     with Image.open(source) as im:
         im = im.convert("RGB")
         if im.width > width:
             im = im.resize((width, round(im.height * width / im.width)), Image.LANCZOS)
-        small = im.quantize(colors=colours, method=Image.Quantize.MEDIANCUT)
         with atomic_path(target, suffix=".png") as tmp:
-            small.save(tmp, format="PNG", optimize=True)
+            im.save(tmp, format="PNG", optimize=True)
     return target
 
 

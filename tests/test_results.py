@@ -217,8 +217,13 @@ def test_publish_writes_a_small_committable_copy(tmp_path):
     assert "](accuracy_differences.png)" in text and "](figures/" not in text  # every link resolves
     assert "not committed" in text  # figures that are not published are named, not linked
     from PIL import Image
+    from paper_figures.style import method_color
     with Image.open(tmp_path / "docs" / "accuracy_differences.png") as im:
         assert im.width <= 900
+        colours = {rgb for _, rgb in im.convert("RGB").getcolors(maxcolors=1 << 20)}
+    for method in ("GCS", "xRFM", "DiffMeans"):  # every series keeps its exact colour (no palette merging)
+        hex_colour = method_color(method).lstrip("#")
+        assert tuple(int(hex_colour[i:i + 2], 16) for i in (0, 2, 4)) in colours, method
 
 
 def test_accuracy_by_seed_takes_best_and_mean_per_split_seed():
