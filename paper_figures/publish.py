@@ -54,6 +54,7 @@ def publish(out, target) -> list:
 
     text = re.sub(r"!\[([^\]]*)\]\(figures/([^)]+)\.png\)", relink, text)
     text = re.sub(r"\[([^\]]+)\]\(figures/([^)]+)\.png\)", lambda m: f"`{m.group(2)}`", text)
+    text = re.sub(r"\[([^\]]+)\]\(tables/([^)]+)\)", lambda m: f"`tables/{m.group(2)}` of a run", text)  # not committed
     written.append(atomic_write_text(target / "RESULTS.md", text))
     with atomic_path(target / "claims.csv", suffix=".csv") as tmp:
         claims.claims_table(out).to_csv(tmp, index=False)

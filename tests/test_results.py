@@ -209,12 +209,15 @@ def test_publish_writes_a_small_committable_copy(tmp_path):
     ax.plot([0, 1], [0, 1])
     output.save_figure(fig, run, "spectral_stsa")
     write_results(run)
+    with open(run / "RESULTS.md", "a") as f:  # a long table is linked, not embedded
+        f.write("Numbers: [tables/long.csv](tables/long.csv) (50 rows).\n")
     written = publish(run, tmp_path / "docs")
     names = {p.name for p in written}
     assert {f"{stem}.png" for stem in KEY_FIGURES} <= names and {"RESULTS.md", "claims.csv"} <= names
     assert sum(p.stat().st_size for p in written) < 1_000_000
     text = (tmp_path / "docs" / "RESULTS.md").read_text()
     assert "](accuracy_differences.png)" in text and "](figures/" not in text  # every link resolves
+    assert "](tables/" not in text and "`tables/long.csv` of a run" in text
     assert "not committed" in text  # figures that are not published are named, not linked
     from PIL import Image
     from paper_figures.style import method_color
