@@ -11,12 +11,12 @@ import argparse
 import os
 import sys
 import tempfile
-import traceback
 from contextlib import contextmanager
 from pathlib import Path
 
 import numpy as np
 
+from .cli_errors import debug_requested, run_command
 from .solver import mle, solve
 from .sweep import MAX_POINTS, sweep
 
@@ -106,49 +106,49 @@ def _parser():
 
 
 def main(argv=None):
+    """Run the ``cgmt`` command; returns the exit code (0 success, 1 not converged, 2 bad input, 130
+    interrupted; :mod:`cgmt.cli_errors`)."""
     args = _parser().parse_args(argv)
-    try:
-        if args.cmd == "solve":
-            if args.mle:
-                r = mle(args.delta, args.kappa, strict=args.strict, tol=args.tol)
-            else:
-                if args.lam is None:
-                    raise ValueError("lam is required (or pass --mle)")
-                r = solve(args.delta, args.lam, args.kappa, strict=args.strict, tol=args.tol)
-            print(r)
-            return 0 if r.success else 1
-        out = _check_writable("--out", args.out)
-        plot = _check_writable("--plot", args.plot) if args.plot else None
-        df = sweep(args.deltas, args.lams, args.kappas, n_jobs=args.n_jobs, progress=not args.no_progress,
-                   max_points=args.max_points)
-        with _atomic(out, ".csv") as tmp:
-            df.to_csv(tmp, index=False)
-        print(f"wrote {len(df)} rows to {args.out} ({int((~df['success']).sum())} not converged)")
-        if plot is not None:
-            import matplotlib
+    return run_command(lambda: _run(args), "cgmt", debug=debug_requested(args.debug, "CGMT_DEBUG"))
 
-            matplotlib.use("Agg")
-            import matplotlib.pyplot as plt
 
-            fig, ax = plt.subplots(figsize=(6, 4))
-            for (k, d), g in df.groupby(["kappa", "delta"]):
-                ax.plot(g["lam"], g["accuracy"], label=f"kappa={k:g}, delta={d:g}")
-            ax.set_xscale("log")
-            ax.set_xlabel("lambda")
-            ax.set_ylabel("asymptotic test accuracy")
-            if df.groupby(["kappa", "delta"]).ngroups <= 12:
-                ax.legend(fontsize=7)
-            fig.tight_layout()
-            with _atomic(plot, ".png") as tmp:
-                fig.savefig(tmp, dpi=120, format="png")
-            plt.close(fig)
-            print(f"wrote {args.plot}")
-        return 0
-    except (ValueError, OSError) as exc:
-        if args.debug or os.environ.get("CGMT_DEBUG", "") not in ("", "0"):
-            traceback.print_exc()
-        print(f"cgmt: error: {exc}", file=sys.stderr)
-        return 2
+def _run(args) -> int:
+    if args.cmd == "solve":
+        if args.mle:
+            r = mle(args.delta, args.kappa, strict=args.strict, tol=args.tol)
+        else:
+            if args.lam is None:
+                raise ValueError("lam is required (or pass --mle)")
+            r = solve(args.delta, args.lam, args.kappa, strict=args.strict, tol=args.tol)
+        print(r)
+        return 0 if r.success else 1
+    out = _check_writable("--out", args.out)
+    plot = _check_writable("--plot", args.plot) if args.plot else None
+    df = sweep(args.deltas, args.lams, args.kappas, n_jobs=args.n_jobs, progress=not args.no_progress,
+               max_points=args.max_points)
+    with _atomic(out, ".csv") as tmp:
+        df.to_csv(tmp, index=False)
+    print(f"wrote {len(df)} rows to {args.out} ({int((~df['success']).sum())} not converged)")
+    if plot is not None:
+        import matplotlib
+
+        matplotlib.use("Agg")
+        import matplotlib.pyplot as plt
+
+        fig, ax = plt.subplots(figsize=(6, 4))
+        for (k, d), g in df.groupby(["kappa", "delta"]):
+            ax.plot(g["lam"], g["accuracy"], label=f"kappa={k:g}, delta={d:g}")
+        ax.set_xscale("log")
+        ax.set_xlabel("lambda")
+        ax.set_ylabel("asymptotic test accuracy")
+        if df.groupby(["kappa", "delta"]).ngroups <= 12:
+            ax.legend(fontsize=7)
+        fig.tight_layout()
+        with _atomic(plot, ".png") as tmp:
+            fig.savefig(tmp, dpi=120, format="png")
+        plt.close(fig)
+        print(f"wrote {args.plot}")
+    return 0
 
 
 if __name__ == "__main__":

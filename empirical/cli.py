@@ -10,16 +10,16 @@ train 60 % (seed 42).
 from __future__ import annotations
 
 import argparse
-import os
 import sys
 import tempfile
 import time
-import traceback
 from pathlib import Path
 
 import numpy as np
 import pandas as pd
 from tqdm.auto import tqdm
+
+from cgmt.cli_errors import debug_requested, run_command
 
 from .files import save_figure, write_csv, write_json
 from .llm import datasets
@@ -634,18 +634,9 @@ def main(argv=None):
     args = parser.parse_args(argv)
     if getattr(args, "quick", None) is not None and args.quick < 1:
         parser.error("--quick N needs N >= 1")
-    debug = getattr(args, "debug", False) or os.environ.get("RAPTOR_DEBUG", "") not in ("", "0")
-    try:
-        return args.func(args)
-    except (ValueError, OSError) as exc:
-        if debug:
-            traceback.print_exc()
-        print(f"raptor {args.command}: error: {exc}", file=sys.stderr)
-        return 2
-    except KeyboardInterrupt:
-        print(f"raptor {args.command}: interrupted (hidden states extracted so far stay in the cache; "
-              "a re-run resumes)", file=sys.stderr)
-        return 130
+    return run_command(lambda: args.func(args), f"raptor {args.command}",
+                       debug=debug_requested(getattr(args, "debug", False), "RAPTOR_DEBUG"),
+                       interrupted="interrupted (hidden states extracted so far stay in the cache; a re-run resumes)")
 
 
 if __name__ == "__main__":

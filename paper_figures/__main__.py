@@ -26,10 +26,10 @@ import os
 import platform
 import sys
 import time
-import traceback
 import warnings
 from pathlib import Path
 
+from cgmt.cli_errors import debug_requested, run_command
 from empirical.files import atomic_write_text
 
 from . import empirical_figures, empirical_plots, output, spectral_figures, stability, steering_text, style, theory
@@ -119,18 +119,9 @@ def main(argv=None) -> int:
     args = parser.parse_args(argv)
     if args.n_jobs < 1:
         parser.error(f"--n-jobs must be >= 1, got {args.n_jobs}")
-    debug = args.debug or os.environ.get("RAPTOR_DEBUG", "") not in ("", "0")
-    try:
-        return _run(args)
-    except (ValueError, OSError) as exc:
-        if debug:
-            traceback.print_exc()
-        print(f"python -m paper_figures: error: {exc}", file=sys.stderr)
-        return 2
-    except KeyboardInterrupt:
-        print("python -m paper_figures: interrupted (every finished step is saved; a re-run resumes)",
-              file=sys.stderr)
-        return 130
+    return run_command(lambda: _run(args), "python -m paper_figures",
+                       debug=debug_requested(args.debug, "RAPTOR_DEBUG"),
+                       interrupted="interrupted (every finished step is saved; a re-run resumes)")
 
 
 def _run(args) -> int:

@@ -1,0 +1,54 @@
+"""The one error convention of the command lines (cgmt.cli_errors): bad input -> one line and exit 2,
+the traceback only on request, Ctrl-C -> one line and exit 130."""
+import pytest
+
+from cgmt import __main__ as cgmt_cli
+from cgmt.cli_errors import debug_requested, run_command
+
+
+def _fail(exc):
+    def command():
+        raise exc
+    return command
+
+
+@pytest.mark.parametrize("exc", [ValueError("lam must be > 0"), FileNotFoundError("no such file: x.csv")])
+def test_bad_input_is_one_line_and_exit_2(exc, capsys):
+    assert run_command(_fail(exc), "prog sub") == 2
+    err = capsys.readouterr().err
+    assert err == f"prog sub: error: {exc}\n"  # one line, no traceback
+
+
+def test_debug_adds_the_traceback_and_other_errors_propagate(capsys):
+    assert run_command(_fail(ValueError("bad")), "prog", debug=True) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("Traceback") and err.endswith("prog: error: bad\n")
+    with pytest.raises(RuntimeError):  # a bug is not dressed up as bad input
+        run_command(_fail(RuntimeError("bug")), "prog")
+
+
+def test_ctrl_c_is_exit_130_and_the_code_passes_through(capsys):
+    assert run_command(_fail(KeyboardInterrupt()), "prog", interrupted="interrupted (cache kept)") == 130
+    assert capsys.readouterr().err == "prog: interrupted (cache kept)\n"
+    assert run_command(lambda: 0, "prog") == 0 and run_command(lambda: 1, "prog") == 1
+
+
+@pytest.mark.parametrize("flag, value, expected", [(False, None, False), (True, None, True), (False, "1", True),
+                                                   (False, "0", False), (False, "", False)])
+def test_debug_requested(flag, value, expected, monkeypatch):
+    monkeypatch.delenv("PROG_DEBUG", raising=False)
+    if value is not None:
+        monkeypatch.setenv("PROG_DEBUG", value)
+    assert debug_requested(flag, "PROG_DEBUG") is expected
+
+
+def test_cgmt_command_line_follows_it(monkeypatch, capsys):
+    assert cgmt_cli.main(["solve", "--delta", "2", "--kappa", "1"]) == 2
+    assert capsys.readouterr().err == "cgmt: error: lam is required (or pass --mle)\n"
+
+    def interrupted(*args, **kwargs):
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(cgmt_cli, "solve", interrupted)
+    assert cgmt_cli.main(["solve", "--delta", "2", "--lam", "0.1", "--kappa", "1"]) == 130
+    assert capsys.readouterr().err == "cgmt: interrupted\n"
