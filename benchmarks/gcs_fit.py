@@ -3,8 +3,8 @@
 A GCS fit solves ``n_probes`` ridge-logistic problems (C = 1, intercept, tol 1e-8) on random
 class-balanced subsets of the same standardized training rows and folds them back to raw units.
 
-* ``reference``: the previous ``GCSProbe.fit`` - one :func:`empirical.logistic.fit_l2_logistic` per
-  probe from scratch, the same rng calls in the same order;
+* ``reference``: the previous ``GCSProbe.fit`` (:func:`empirical.testing.gcs_per_probe_reference`) - one
+  :func:`empirical.logistic.fit_l2_logistic` per probe from scratch, the same rng calls in the same order;
 * ``ours``: ``GCSProbe.fit`` - :func:`empirical.logistic.fit_l2_logistic_rows` (dual Newton on blocks of
   one Gram matrix of the train rows, every subset started from one fit on all rows).
 
@@ -31,26 +31,7 @@ import numpy as np
 from threadpoolctl import threadpool_limits
 
 from empirical import GCSProbe
-from empirical.logistic import fit_l2_logistic
-from empirical.testing import synthetic_hidden_states
-from empirical.validation import standardize_stats
-
-
-def reference_fit(X, y, n_probes, C=1.0, random_state=0):
-    """The previous GCSProbe.fit: (weights, intercepts) of one fit_l2_logistic per probe."""
-    ypm = np.where(y > 0, 1.0, -1.0)
-    pos, neg = np.flatnonzero(ypm > 0), np.flatnonzero(ypm < 0)
-    half = min(2000, 2 * int(0.8 * min(len(pos), len(neg)))) // 2
-    mu, s = standardize_stats(X)
-    Xs = (X - mu) / s
-    rng = np.random.default_rng(random_state)
-    W, B = np.empty((n_probes, X.shape[1])), np.empty(n_probes)
-    for k in range(n_probes):
-        idx = np.concatenate([rng.choice(pos, half, replace=False), rng.choice(neg, half, replace=False)])
-        res = fit_l2_logistic(Xs[idx], ypm[idx], C, fit_intercept=True, tol=1e-8)
-        W[k] = res.coef / s
-        B[k] = res.intercept - W[k] @ mu
-    return W, B
+from empirical.testing import gcs_per_probe_reference, synthetic_hidden_states
 
 
 def main(argv=None):
@@ -65,7 +46,7 @@ def main(argv=None):
     with threadpool_limits(args.threads):
         for _ in range(args.repeats):  # interleaved, so load changes hit both routes alike
             t0 = time.perf_counter()
-            W, B = reference_fit(X, y, args.probes)
+            W, B = gcs_per_probe_reference(X, y, args.probes)
             times["reference"].append(time.perf_counter() - t0)
             t0 = time.perf_counter()
             gcs = GCSProbe(n_probes=args.probes).fit(X, y)

@@ -5,10 +5,15 @@
   ``tokenizers`` library from a fixed word list (torch/transformers imported on call);
   :func:`tiny_encoder`: a tiny random BERT encoder (no head).
 - :func:`synthetic_hidden_states`: hidden-state-like matrices (numpy only) for tests and benchmarks.
+- :func:`gcs_per_probe_reference`: the route ``GCSProbe.fit`` replaced (one fit per probe), which the tests
+  and ``benchmarks/gcs_fit.py`` compare it with.
 """
 from __future__ import annotations
 
 import numpy as np
+
+from .logistic import fit_l2_logistic
+from .validation import standardize_stats
 
 ARCHS = ("llama", "qwen2", "gpt2", "gemma")
 
@@ -98,3 +103,24 @@ def synthetic_hidden_states(n_tr, n_val, p, shift, seed=0, rank=32, n_out=4):
     out = rng.choice(p, n_out, replace=False)
     H[:, out] = 50 * H[:, out] + 100
     return H[:n_tr], y[:n_tr], H[n_tr:], y[n_tr:]
+
+
+def gcs_per_probe_reference(X, y, n_probes, C=1.0, random_state=0):
+    """``GCSProbe.fit`` before the shared Gram matrix: one :func:`empirical.logistic.fit_l2_logistic` per probe
+    from scratch, with the same random subsets (same rng calls in the same order).
+
+    Returns ``(W, B)``: the probes' raw-space weights, shape (n_probes, p), and intercepts, shape (n_probes,).
+    """
+    ypm = np.where(y > 0, 1.0, -1.0)
+    pos, neg = np.flatnonzero(ypm > 0), np.flatnonzero(ypm < 0)
+    half = min(2000, 2 * int(0.8 * min(len(pos), len(neg)))) // 2
+    mu, s = standardize_stats(X)
+    Xs = (X - mu) / s
+    rng = np.random.default_rng(random_state)
+    W, B = np.empty((n_probes, X.shape[1])), np.empty(n_probes)
+    for k in range(n_probes):
+        idx = np.concatenate([rng.choice(pos, half, replace=False), rng.choice(neg, half, replace=False)])
+        res = fit_l2_logistic(Xs[idx], ypm[idx], C, fit_intercept=True, tol=1e-8)
+        W[k] = res.coef / s
+        B[k] = res.intercept - W[k] @ mu
+    return W, B

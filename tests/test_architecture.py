@@ -24,7 +24,7 @@ ALLOWED = {
     "empirical.logistic": {"empirical.logistic", "empirical.validation"},
     "empirical.validation": set(),
     "empirical.files": set(),
-    "empirical.testing": set(),
+    "empirical.testing": {"empirical.logistic", "empirical.validation"},
     "empirical.probes": {"empirical.probes", "empirical.logistic", "empirical.validation", "empirical.files", "cgmt"},
     "empirical.llm": {"empirical.llm", "empirical.probes", "empirical.validation", "empirical.files", "cgmt.validation"},
     "empirical": {"empirical", "cgmt"},

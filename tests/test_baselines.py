@@ -4,6 +4,7 @@ import pytest
 
 from empirical import DifferenceOfMeans, GCSProbe, LogRegCVProbe, RaptorProbe, XRFMProbe
 from empirical.logistic import fit_l2_logistic
+from empirical.testing import gcs_per_probe_reference
 
 
 def data(n=120, p=12, seed=0):
@@ -127,25 +128,6 @@ def test_parameters_are_validated_declaratively(estimator, match):
         estimator.fit(X, y, Xv, yv)
 
 
-def _gcs_per_probe_reference(X, y, n_probes, C, random_state):
-    """GCSProbe.fit before the shared Gram matrix: one fit_l2_logistic per probe, the same rng calls."""
-    from empirical.validation import standardize_stats
-
-    ypm = np.where(y > 0, 1.0, -1.0)
-    pos, neg = np.flatnonzero(ypm > 0), np.flatnonzero(ypm < 0)
-    half = min(2000, 2 * int(0.8 * min(len(pos), len(neg)))) // 2
-    mu, s = standardize_stats(X)
-    Xs = (X - mu) / s
-    rng = np.random.default_rng(random_state)
-    W, B = np.empty((n_probes, X.shape[1])), np.empty(n_probes)
-    for k in range(n_probes):
-        idx = np.concatenate([rng.choice(pos, half, replace=False), rng.choice(neg, half, replace=False)])
-        res = fit_l2_logistic(Xs[idx], ypm[idx], C, fit_intercept=True, tol=1e-8)
-        W[k] = res.coef / s
-        B[k] = res.intercept - W[k] @ mu
-    return W, B
-
-
 @pytest.mark.parametrize("n,p,shift,C", [(100, 150, 1.0, 1.0), (200, 180, 1.0, 1.0), (200, 180, 3.0, 100.0),
                                          (120, 150, 0.3, 0.01), (160, 40, 1.0, 1.0)])
 def test_gcs_probes_equal_separate_exact_fits_on_their_subsets(n, p, shift, C):
@@ -157,7 +139,7 @@ def test_gcs_probes_equal_separate_exact_fits_on_their_subsets(n, p, shift, C):
     X, y, _, _ = synthetic_hidden_states(n, 0, p, shift, seed=n + p)
     X[:, 1] = X[:, 0]  # duplicated column: rank-deficient Gram blocks
     gcs = GCSProbe(n_probes=12, C=C, random_state=5).fit(X, y)
-    W, B = _gcs_per_probe_reference(X, y, 12, C, 5)
+    W, B = gcs_per_probe_reference(X, y, 12, C, 5)
     for k in range(12):
         np.testing.assert_allclose(gcs.weights_[k], W[k], rtol=0, atol=1e-6 * np.abs(W[k]).max())
     scale = np.abs(W.mean(axis=0)).max()
