@@ -42,7 +42,7 @@ SECTIONS = ("theory", "stability", "empirical", "spectral", "steering_text")
 #: cores; ask for it with ``--only``).
 DEFAULT_SECTIONS = ("theory", "stability", "empirical", "spectral")
 #: Expected seconds of the sections other than ``empirical`` on two cores (the progress ETA).
-SECTION_SECONDS = {"theory": 60, "stability": 40, "spectral": 300, "steering_text": 3500}
+SECTION_SECONDS = {"theory": 60, "stability": 20, "spectral": 375, "steering_text": 3500}
 
 
 def build_parser() -> argparse.ArgumentParser:

@@ -147,12 +147,12 @@ SPLIT_SEEDS = (PAPER_SPLIT_SEED, 0, 1, 2, 3)
 #: ``--quick`` repeats on fewer seeds.
 QUICK_SPLIT_SEEDS = (PAPER_SPLIT_SEED, 0, 1)
 
-#: Expected seconds of each step on two CPU cores with the default 500 per class (measured; the ETA of
-#: the run's progress display is built from these).
+#: Expected seconds of each step on two CPU cores with the default 500 per class (measured in the full run
+#: of docs/results.md; the ETA of the run's progress display is built from these).
 EXTRACT_SECONDS = {"stsa": 200, "cities": 32, "common": 53, "counterfact": 41, "hateeval": 240, "sarcasm": 139,
                    "coinflip": 155}
-STEP_SECONDS = {"load_model": 10, "layers": 75, "separability": 300, "stability": 420, "stability_theory": 30,
-                "steering": 120, "structure": 240, "figures": 20}
+STEP_SECONDS = {"load_model": 10, "layers": 60, "separability": 75, "stability": 350, "stability_theory": 15,
+                "steering": 90, "structure": 130, "figures": 6}
 
 
 def plan(quick: bool, max_per_class: int = 500) -> float:
