@@ -34,7 +34,7 @@ from empirical.files import atomic_write_text
 
 from . import empirical_figures, empirical_plots, output, spectral_figures, stability, steering_text, style, theory
 from .progress import RunProgress, silence_libraries
-from .publish import publish
+from .publish import publish, sync_readme
 from .results import write_results
 
 SECTIONS = ("theory", "stability", "empirical", "spectral", "steering_text")
@@ -63,8 +63,9 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--results-only", action="store_true",
                    help="only rebuild RESULTS.md, the index and the empirical figures from the tables of an earlier run")
     p.add_argument("--publish", type=Path, default=None, metavar="DIR",
-                   help="also write a small committable copy of the results (RESULTS.md, claims.csv, key figures "
-                        "as small PNGs) to DIR, e.g. docs/results")
+                   help="also write a small committable copy of the results (RESULTS.md, claims.csv, the tables "
+                        "behind the claims, key figures as small PNGs) to DIR, e.g. docs/results, and regenerate "
+                        "the claims table of the repository's README.md from it")
     p.add_argument("--no-progress", action="store_true", help="no progress display (nothing but the final paths)")
     p.add_argument("--debug", action="store_true",
                    help="show the full traceback of an error (also: environment variable RAPTOR_DEBUG=1)")
@@ -100,6 +101,22 @@ def _earlier_invocations(out: Path) -> list:
     return [*earlier, last]
 
 
+def _git_state() -> dict:
+    """The commit of the code that ran (``git_commit``) and whether the work tree had uncommitted changes
+    (``git_dirty``); ``unknown`` outside a git checkout."""
+    import subprocess
+
+    root = Path(__file__).resolve().parent.parent
+    try:
+        commit = subprocess.run(["git", "-C", str(root), "rev-parse", "HEAD"], capture_output=True, text=True,
+                                timeout=10, check=True).stdout.strip()
+        dirty = subprocess.run(["git", "-C", str(root), "status", "--porcelain", "--untracked-files=no"],
+                               capture_output=True, text=True, timeout=10, check=True).stdout.strip() != ""
+    except (OSError, subprocess.SubprocessError):
+        return {"git_commit": "unknown", "git_dirty": None}
+    return {"git_commit": commit, "git_dirty": dirty}
+
+
 def _total_seconds(args, cap) -> float:
     total = 0.0
     for section in args.only:
@@ -133,7 +150,7 @@ def _run(args) -> int:
         empirical_plots.plot_all(out)  # redrawn from the saved tables (seconds)
         print(f"[paper_figures] results: {write_results(out)}; index: {write_index(out)}")
         if args.publish is not None:
-            print(f"[paper_figures] published to {args.publish}: {len(publish(out, args.publish))} files")
+            _publish(out, args.publish)
         return 0
     silence_libraries()
     style.apply()
@@ -176,6 +193,7 @@ def _run(args) -> int:
         output.force_recompute(None)
     minutes = (time.perf_counter() - t_start) / 60
     info = dict(mode="quick" if args.quick else "full", sections=list(args.only), n_jobs=args.n_jobs,
+                **_git_state(),
                 cpus=os.cpu_count(), machine=f"{platform.machine()}, {platform.python_implementation()} "
                 f"{platform.python_version()}", minutes=round(minutes, 2), section_seconds=timings,
                 step_seconds={k: round(v, 1) for k, v in steps.timings.items()})
@@ -184,8 +202,16 @@ def _run(args) -> int:
     results, index = write_results(out), write_index(out)
     print(f"[paper_figures] {minutes:.1f} min; results: {results}; index: {index}")
     if args.publish is not None:
-        print(f"[paper_figures] published to {args.publish}: {len(publish(out, args.publish))} files")
+        _publish(out, args.publish)
     return 0
+
+
+def _publish(out: Path, target: Path) -> None:
+    """``--publish``: the committable copy, and the README's claims table regenerated from it."""
+    print(f"[paper_figures] published to {target}: {len(publish(out, target))} files")
+    readme = Path(__file__).resolve().parent.parent / "README.md"
+    if readme.exists():
+        print(f"[paper_figures] claims table of {sync_readme(readme, Path(target) / 'claims.csv')} regenerated")
 
 
 if __name__ == "__main__":

@@ -24,8 +24,9 @@ from joblib import Parallel, delayed
 from tqdm.auto import tqdm
 
 from empirical.llm import datasets
-from empirical.probes import (DifferenceOfMeans, GCSProbe, RaptorProbe, XRFMProbe, fit_layers, load_concept_vectors,
-                              paper_split, save_concept_vectors, separability, stability)
+from empirical.probes import (DifferenceOfMeans, GCSProbe, RaptorProbe, XRFMProbe, fit_layers, grouped_split,
+                              load_concept_vectors, paper_split, save_concept_vectors, separability,
+                              shuffled_label_control, stability)
 from empirical.probes.real_embedding import real_embedding_stability, theory_lambda
 from empirical.probes.structure import delta_sweep
 
@@ -41,6 +42,14 @@ STEER_SETTINGS = (("counterfact", "away", 0.7), ("counterfact", "towards", 0.7),
                   ("hateeval", "away", None), ("sarcasm", "towards", None), ("sarcasm", "away", None),
                   ("stsa", "away", None), ("stsa", "towards", 0.8))
 STRUCTURE_DATASETS = ("stsa", "common", "hateeval")
+#: Accuracy-protocol variants on a subject-grouped split (:func:`empirical.probes.grouped_split`): table
+#: name -> dataset.  Counterfact states every subject once truly and once falsely, and the paper's random split
+#: puts the partners on both sides; the grouped variant keeps each subject on one side.
+GROUPED_VARIANTS = {"counterfact_grouped": "counterfact"}
+#: The method fitted on exactly the rows the baselines fit in the equal-data stability comparison: RAPTOR
+#: selecting C on the validation part and *not* refitting on train + validation (GCS fits subsets of the
+#: training part, xRFM the training part with validation for selection).
+EQUAL_DATA_METHOD = "RAPTOR (train only)"
 
 
 def _methods(quick: bool) -> dict:
@@ -123,6 +132,32 @@ def separability_table(name, H, y, split, progress=True, n_jobs=1) -> pd.DataFra
     return pd.DataFrame(rows)
 
 
+def _control_row(name, layer, X, y, labels, rows, seed) -> dict:
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        r = (separability(X, y, stop_when_separated=True) if labels == "real"
+             else shuffled_label_control(X, y, random_state=seed, stop_when_separated=True))
+    return dict(dataset=name, layer=layer, labels=labels, rows=rows, n=int(X.shape[0]), p=int(X.shape[1]),
+                n_over_p=X.shape[0] / X.shape[1], separable=bool(r.separable), perc_zero=bool(r.perc_zero))
+
+
+def separability_control_table(name, H, y, split, layers, seed=0, progress=True, n_jobs=1) -> pd.DataFrame:
+    """The shuffled-label control of the separability claim on ``layers``: random labels (a permutation, class
+    counts kept) on the same training rows as the real labels, and real and shuffled labels on every row of the
+    dataset (train + validation + test: the largest n this run has), so separability is read against what
+    random labels of the same size do (:func:`empirical.probes.shuffled_label_control`).  Columns: dataset,
+    layer, labels (real/shuffled), rows (train/all), n, p, n_over_p, separable, perc_zero."""
+    tr = split[0]
+    every = np.arange(len(y))
+    cases = [("shuffled", "train", tr), ("real", "all", every), ("shuffled", "all", every)]
+    jobs = (delayed(_control_row)(name, layer, np.asarray(H[layer][idx], dtype=np.float64), y[idx], labels, rows,
+                                  seed + layer)
+            for layer in layers for labels, rows, idx in cases)
+    rows = Parallel(n_jobs=n_jobs)(tqdm(jobs, desc=f"{name}: separability control", total=3 * len(layers),
+                                        disable=not progress, leave=False))
+    return pd.DataFrame(rows)
+
+
 def stability_table(name, H, y, split, layers, methods, K, progress=True, n_jobs=1) -> pd.DataFrame:
     """Mean |pairwise cosine| over K ablation runs of the train+val pool (the paper's protocol:
     :func:`empirical.stability`, runs fitted by ``n_jobs`` workers); no row for the difference of means,
@@ -151,8 +186,8 @@ QUICK_SPLIT_SEEDS = (PAPER_SPLIT_SEED, 0, 1)
 #: of docs/results.md; the ETA of the run's progress display is built from these).
 EXTRACT_SECONDS = {"stsa": 200, "cities": 32, "common": 53, "counterfact": 41, "hateeval": 240, "sarcasm": 139,
                    "coinflip": 155}
-STEP_SECONDS = {"load_model": 10, "layers": 60, "separability": 75, "stability": 350, "stability_theory": 15,
-                "steering": 90, "structure": 130, "figures": 6}
+STEP_SECONDS = {"load_model": 10, "layers": 60, "separability": 75, "separability_control": 40, "stability": 350,
+                "stability_equal_data": 30, "stability_theory": 15, "steering": 90, "structure": 130, "figures": 6}
 
 
 def plan(quick: bool, max_per_class: int = 500) -> float:
@@ -160,8 +195,11 @@ def plan(quick: bool, max_per_class: int = 500) -> float:
     scale = 0.15 if quick else max_per_class / 500
     ex = sum(EXTRACT_SECONDS.values()) * max_per_class / 500
     seeds = QUICK_SPLIT_SEEDS if quick else SPLIT_SEEDS
-    per_dataset = len(DATASETS) * (len(seeds) * STEP_SECONDS["layers"] + STEP_SECONDS["separability"])
-    rest = (len(STABILITY_DATASETS) * STEP_SECONDS["stability"] + STEP_SECONDS["stability_theory"]
+    per_dataset = (len(DATASETS) * (len(seeds) * STEP_SECONDS["layers"] + STEP_SECONDS["separability"]
+                                    + STEP_SECONDS["separability_control"])
+                   + len(GROUPED_VARIANTS) * len(seeds) * STEP_SECONDS["layers"])
+    rest = (len(STABILITY_DATASETS) * (STEP_SECONDS["stability"] + STEP_SECONDS["stability_equal_data"])
+            + STEP_SECONDS["stability_theory"]
             + STEP_SECONDS["steering"] + STEP_SECONDS["structure"] + 3 * STEP_SECONDS["figures"])
     return STEP_SECONDS["load_model"] + ex + scale * (per_dataset + rest)
 
@@ -194,7 +232,9 @@ def run(out, *, model="smollm2", data_dir=None, max_per_class=500, quick=False, 
     split_seeds = QUICK_SPLIT_SEEDS if quick else SPLIT_SEEDS
     save_json({"model": model, "layers": L, "max_per_class": max_per_class, "split_seeds": list(split_seeds),
                "n": {k: int(len(v[2])) for k, v in data.items()}, "K": K, "n_jobs": n_jobs,
-               "hidden_size": int(next(iter(data.values()))[1].shape[2])}, out, "empirical_setup")
+               "hidden_size": int(next(iter(data.values()))[1].shape[2]), "gcs_probes": methods["GCS"].n_probes,
+               "stability_datasets": list(STABILITY_DATASETS), "stability_layer_step": 6 if quick else 3},
+              out, "empirical_setup")
 
     # Steps run cheapest-per-claim first, so that an interrupted run (every step is saved and resumed) already
     # has the most of RESULTS.md: 1. accuracy on the paper's split (and RAPTOR's concept vectors), 2. steering
@@ -204,6 +244,10 @@ def run(out, *, model="smollm2", data_dir=None, max_per_class=500, quick=False, 
     frames = [_layers_for_seed(out, steps, name, H, y, split, SPLIT_SEEDS[0], methods, scale, n_jobs)
               for name, (ds, H, y, split) in data.items()]
     layers = pd.concat(frames, ignore_index=True).drop(columns="seed")
+    variants = {variant: data[name] for variant, name in GROUPED_VARIANTS.items() if name in data}
+    for variant, (ds, H, y, _) in variants.items():
+        frames.append(_layers_for_seed(out, steps, variant, H, y, None, SPLIT_SEEDS[0], methods, scale, n_jobs,
+                                       groups=ds.groups))
     save_table(accuracy_summary(layers), out, "accuracy_summary")
     save_table(accuracy_by_seed(pd.concat(frames, ignore_index=True)), out, "accuracy_by_seed")
     best = layers[layers.method == "RAPTOR"].sort_values("test_accuracy", ascending=False).groupby("dataset").head(1)
@@ -219,6 +263,9 @@ def run(out, *, model="smollm2", data_dir=None, max_per_class=500, quick=False, 
     for seed in split_seeds[1:]:
         for name, (ds, H, y, split) in data.items():
             frames.append(_layers_for_seed(out, steps, name, H, y, split, seed, methods, scale, n_jobs))
+        for variant, (ds, H, y, _) in variants.items():
+            frames.append(_layers_for_seed(out, steps, variant, H, y, None, seed, methods, scale, n_jobs,
+                                           groups=ds.groups))
         save_table(accuracy_by_seed(pd.concat(frames, ignore_index=True)), out, "accuracy_by_seed")
     with steps.step("empirical figures (all split seeds)", scale * STEP_SECONDS["figures"]):
         empirical_plots.plot_all(out)
@@ -232,6 +279,10 @@ def run(out, *, model="smollm2", data_dir=None, max_per_class=500, quick=False, 
             if tab is None:
                 tab = stability_table(name, H, y, split, stab_layers, methods, K, False, n_jobs=n_jobs)
                 save_table(tab, out, f"stability_{name}")
+        with steps.step(f"{name}: stability, equal data", scale * STEP_SECONDS["stability_equal_data"]):
+            if load_table(out, f"stability_equal_data_{name}") is None:
+                save_table(stability_table(name, H, y, split, stab_layers, {EQUAL_DATA_METHOD: RaptorProbe(refit=False)},
+                                           K, False, n_jobs=n_jobs), out, f"stability_equal_data_{name}")
         stabs.append(tab)
     stab = pd.concat(stabs, ignore_index=True)
     g = stab.groupby(["dataset", "method"])["robust"]
@@ -254,24 +305,53 @@ def run(out, *, model="smollm2", data_dir=None, max_per_class=500, quick=False, 
                                     perc_zero=("perc_zero", "sum"),
                                     convergence_warnings=("convergence_warnings", "sum")).reset_index()
     st.loc[len(st)] = ["Overall", st.layers.sum(), st.separable.sum(), st.perc_zero.sum(), st.convergence_warnings.sum()]
+    hidden = next(iter(data.values()))[1].shape[2]
+    st["n_train"] = [len(data[d][3][0]) if d in data else np.nan for d in st.dataset]
+    st["n_over_p"] = st["n_train"] / hidden
     save_table(st, out, "separability_summary")
+    controls = []
+    for name, (ds, H, y, split) in data.items():
+        with steps.step(f"{name}: separability control (shuffled labels)", scale * STEP_SECONDS["separability_control"]):
+            ctl = load_table(out, f"separability_control_{name}")
+            if ctl is None:
+                ctl = separability_control_table(name, H, y, split, stab_layers, progress=False, n_jobs=n_jobs)
+                save_table(ctl, out, f"separability_control_{name}")
+        controls.append(ctl)
+    real_train = sep[sep.layer.isin(stab_layers)].assign(labels="real", rows="train")
+    real_train = real_train.assign(n=[len(data[d][3][0]) for d in real_train.dataset], p=hidden)
+    save_table(separability_control_summary(pd.concat([real_train, *controls], ignore_index=True)), out,
+               "separability_control_summary")
     with steps.step("empirical figures (final)", scale * STEP_SECONDS["figures"]):
         empirical_plots.plot_all(out)
 
 
-def _layers_for_seed(out, steps, name, H, y, split, seed, methods, scale, n_jobs) -> pd.DataFrame:
+def _layers_for_seed(out, steps, name, H, y, split, seed, methods, scale, n_jobs, groups=None) -> pd.DataFrame:
     """The per-layer table of one dataset on one split seed (resumed if saved), with a ``seed`` column.
-    Seed :data:`PAPER_SPLIT_SEED` is the paper's split and also saves RAPTOR's concept vectors."""
+    Seed :data:`PAPER_SPLIT_SEED` is the paper's split (``split``) and also saves RAPTOR's concept vectors;
+    with ``groups`` every seed uses the subject-grouped split (:func:`empirical.probes.grouped_split`) instead
+    and nothing else is saved."""
     paper = seed == PAPER_SPLIT_SEED
     table_name = f"layers_{name}" if paper else f"layers_{name}_seed{seed}"
     with steps.step(f"{name}: probes per layer, split seed {seed}", scale * STEP_SECONDS["layers"]):
         tab = load_table(out, table_name)
         if tab is None:
-            seed_split = split if paper else paper_split(y, random_state=seed)
+            if groups is not None:
+                seed_split = grouped_split(y, groups, random_state=seed)
+            else:
+                seed_split = split if paper else paper_split(y, random_state=seed)
             tab = layer_table(name, H, y, seed_split, methods, False, n_jobs=n_jobs,
-                              vectors_out=Path(out) / "tables" if paper else None)
+                              vectors_out=Path(out) / "tables" if paper and groups is None else None)
             save_table(tab, out, table_name)
     return tab.assign(seed=seed)
+
+
+def separability_control_summary(rows: pd.DataFrame) -> pd.DataFrame:
+    """Per dataset, row set (train / all) and labels (real / shuffled): layers tested, separable layers, n, p and
+    n/p, from the per-layer control rows (real labels on the training rows come from the main separability
+    table, restricted to the control's layers)."""
+    g = rows.groupby(["dataset", "rows", "labels"])
+    return g.agg(layers=("layer", "size"), separable=("separable", "sum"), n=("n", "first"),
+                 p=("p", "first")).reset_index().assign(n_over_p=lambda d: d.n / d.p)
 
 
 def _stability_theory(out, data, stab, layers, progress):
@@ -331,8 +411,14 @@ def _steering(out, mdl, tok, data, layers, quick, progress):
             warnings.simplefilter("ignore", NoLayerSteeredWarning)  # reported in the table's note column
             df = steer_prompts(mdl, tok, prompts, probes, direction, tau=tau, progress=progress)
         m = steering_metrics(df)
+        # |alpha| against the size of the states it edits: the median norm of the layer's last-token state
+        norms = np.median(np.linalg.norm(np.asarray(H, dtype=np.float64), axis=2), axis=1)
         if len(df):
-            pairs.append(df[["layer", "abs_alpha", "intervened", "success"]].assign(dataset=name, direction=direction))
+            df = df.assign(abs_alpha_rel=df["abs_alpha"].to_numpy() / norms[df["layer"].to_numpy()])
+            pairs.append(df[["layer", "abs_alpha", "abs_alpha_rel", "intervened", "success"]]
+                         .assign(dataset=name, direction=direction))
+        m.update(alpha_median_rel=float(df["abs_alpha_rel"].median()) if len(df) else np.nan,
+                 alpha_p90_rel=float(df["abs_alpha_rel"].quantile(0.9)) if len(df) else np.nan)
         m.update(dataset=name, direction=direction, tau=tau if tau is not None else "--",
                  note="" if len(df) else f"no layer's probe reaches test accuracy tau={tau}")
         metrics.append(m)
@@ -346,9 +432,10 @@ def _steering(out, mdl, tok, data, layers, quick, progress):
                                               max_new_tokens=16 if quick else 24, progress=False)
         examples += [dict(dataset=name, **g) for g in generations]
     cols = ["dataset", "direction", "layers", "n_pairs", "success_rate", "intervention_rate", "alpha_median",
-            "alpha_p90", "alpha_max", "tau", "note"]
+            "alpha_p90", "alpha_max", "alpha_median_rel", "alpha_p90_rel", "tau", "note"]
     save_table(pd.concat(pairs, ignore_index=True) if pairs else pd.DataFrame(
-        columns=["layer", "abs_alpha", "intervened", "success", "dataset", "direction"]), out, "steering_pairs")
+        columns=["layer", "abs_alpha", "abs_alpha_rel", "intervened", "success", "dataset", "direction"]), out,
+        "steering_pairs")
     save_table(pd.DataFrame(hard), out, "steering_hard_layers")
     save_table(pd.DataFrame(examples), out, "steering_examples")
     save_table(pd.DataFrame(metrics)[cols], out, "steering_summary")

@@ -84,28 +84,35 @@ def plot_accuracy_differences(out):
     save_table(claims.accuracy_intervals(by_seed), out, "accuracy_intervals")
     present = list(dict.fromkeys(by_seed.dataset))
     paper = [n for n in present if n in claims.PAPER_DATASETS]
-    names = paper + ["average (6)"] + [n for n in present if n not in claims.PAPER_DATASETS]  # Coinflip last
+    averages = [claims.average_label(g) for g in claims.GRIDS]
+    extra = [n for n in present if n not in claims.PAPER_DATASETS]  # Coinflip, grouped Counterfact: own axes
     baselines = [b for b in ("GCS", "xRFM", "DiffMeans") if b in set(diffs.baseline)]
-    fig, axes = plt.subplots(1, 2, figsize=(11, 0.42 * len(names) + 1.6), sharey=True)
-    y = np.arange(len(names))[::-1]
-    for ax, metric, title in zip(axes, ("best", "mean"), ("best layer", "mean over layers")):
-        for k, b in enumerate(baselines):
-            d = diffs[(diffs.baseline == b) & (diffs.metric == metric)].set_index("dataset").reindex(names)
-            off = (k - (len(baselines) - 1) / 2) * 0.22
-            ax.errorbar(100 * d["diff"], y + off, xerr=[100 * (d["diff"] - d.ci_low).fillna(0),
-                                                        100 * (d.ci_high - d["diff"]).fillna(0)],
-                        fmt="o", ms=4, capsize=2, color=method_color(b), label=f"RAPTOR - {b}")
-        ax.axvline(0, color="0.3", lw=1)
-        ax.set_title(f"{title} accuracy")
-        ax.set_xlabel("difference (percentage points)")
-        avg = y[len(paper)]
-        ax.axhspan(avg - 0.5, avg + 0.5, color="0.92", zorder=0)
-    axes[0].set_yticks(y, [n if n in paper or n == "average (6)" else f"{n}\n(not in the average)" for n in names])
-    handles, labels = axes[0].get_legend_handles_labels()
+    groups = [paper + averages] + ([extra] if extra else [])
+    fig, axes = plt.subplots(len(groups), 2, figsize=(11, 0.42 * sum(map(len, groups)) + 2.2), squeeze=False,
+                             gridspec_kw={"height_ratios": [len(g) + 0.5 for g in groups]})
+    for row, names in enumerate(groups):
+        y = np.arange(len(names))[::-1]
+        for ax, metric, title in zip(axes[row], ("best", "mean"), ("best layer", "mean over layers")):
+            for k, b in enumerate(baselines):
+                d = diffs[(diffs.baseline == b) & (diffs.metric == metric)].set_index("dataset").reindex(names)
+                off = (k - (len(baselines) - 1) / 2) * 0.22
+                ax.errorbar(100 * d["diff"], y + off, xerr=[100 * (d["diff"] - d.ci_low).fillna(0),
+                                                            100 * (d.ci_high - d["diff"]).fillna(0)],
+                            fmt="o", ms=4, capsize=2, color=method_color(b), label=f"RAPTOR - {b}")
+            ax.axvline(0, color="0.3", lw=1)
+            ax.set_xlabel("difference (percentage points)")
+            if row == 0:
+                ax.set_title(f"{title} accuracy")
+                for avg in y[len(paper):]:
+                    ax.axhspan(avg - 0.5, avg + 0.5, color="0.92", zorder=0)
+            ax.set_yticks(y, names if row == 0 else [f"{n}\n(not in the averages)" for n in names])
+            if ax is not axes[row][0]:
+                ax.tick_params(labelleft=False)
+    handles, labels = axes[0][0].get_legend_handles_labels()
     fig.legend(handles, labels, loc="lower center", ncol=len(labels), frameon=False)
     fig.suptitle(f"RAPTOR minus baseline, {MODEL_LABEL}: mean over split seeds with 95 % intervals "
-                 "(right of 0 = RAPTOR better)", fontsize=10)
-    fig.tight_layout(rect=(0, 0.06, 1, 1))
+                 "(right of 0 = RAPTOR better; the datasets outside the averages on their own axes)", fontsize=10)
+    fig.tight_layout(rect=(0, 0.05, 1, 1))
     return save_figure(fig, out, "accuracy_differences")
 
 

@@ -21,6 +21,16 @@ from . import claims
 KEY_FIGURES = ("accuracy_differences", "stability_by_layer", "spectral_stsa", "steering_metrics")
 #: Width of a published figure in pixels.
 WIDTH = 900
+#: The small tables behind every claim (``OUT/tables/<name>.csv``, glob patterns), published in ``DIR/tables`` so
+#: that anyone can recompute an interval or a verdict (a few hundred kB in all).
+PUBLISHED_TABLES = ("accuracy_by_seed", "accuracy_intervals", "accuracy_differences", "stability_summary",
+                    "stability_differences", "stability_hateeval", "stability_sarcasm", "stability_stsa",
+                    "stability_equal_data_*", "separability_summary", "separability_control_summary",
+                    "separability_control_*", "cost_median_fit_time_s", "steering_summary", "structure_summary",
+                    "spectral_agreement*", "theory_vs_sims", "finite_size_convergence", "finite_size_slopes",
+                    "stability_vs_lambda", "stability_theory_vs_measured")
+#: Markers around the claims table that :func:`sync_readme` writes into the README.
+README_START, README_END = "<!-- claims-table:start -->", "<!-- claims-table:end -->"
 
 
 def shrink_png(source: Path, target: Path, width: int = WIDTH) -> Path:
@@ -62,4 +72,33 @@ def publish(out, target) -> list:
     info = out / "tables" / "run_info.json"
     if info.exists():
         written.append(atomic_write_text(target / "run_info.json", info.read_text()))
+    (target / "tables").mkdir(exist_ok=True)
+    for pattern in PUBLISHED_TABLES:
+        for csv in sorted((out / "tables").glob(f"{pattern}.csv")):
+            written.append(atomic_write_text(target / "tables" / csv.name, csv.read_text()))
     return written
+
+
+def readme_claims_block(claims_csv) -> str:
+    """The README's claims table, generated from a published ``claims.csv`` (never typed by hand): one row per
+    claim with its datasets, our numbers and the verdict, between :data:`README_START` and :data:`README_END`."""
+    import pandas as pd
+
+    table = pd.read_csv(claims_csv, keep_default_na=False)
+    columns = [c for c in ("area", "claim", "datasets", "ours", "verdict") if c in table]
+    rows = ["| " + " | ".join(columns) + " |", "| " + " | ".join("---" for _ in columns) + " |"]
+    for r in table[columns].itertuples(index=False):
+        rows.append("| " + " | ".join(str(v).replace("|", "\\|").replace("\n", " ") for v in r) + " |")
+    return "\n".join([README_START, *rows, README_END])
+
+
+def sync_readme(readme, claims_csv) -> Path:
+    """Replace the claims table between the markers of ``readme`` by :func:`readme_claims_block` of
+    ``claims_csv``; a README without the markers is an error naming the file."""
+    readme = Path(readme)
+    text = readme.read_text()
+    if README_START not in text or README_END not in text:
+        raise ValueError(f"{str(readme)!r} has no claims-table markers ({README_START} ... {README_END})")
+    head, rest = text.split(README_START, 1)
+    _, tail = rest.split(README_END, 1)
+    return atomic_write_text(readme, head + readme_claims_block(claims_csv) + tail)

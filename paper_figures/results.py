@@ -13,7 +13,7 @@ import pandas as pd
 
 from empirical.files import atomic_write_text
 
-from . import claims
+from . import claims, verdicts
 from .output import load_table, to_markdown
 
 #: Figures in reading order: (file stem, heading, what it shows).
@@ -36,7 +36,8 @@ FIGURES = (
      "Adaptive GCAV steering with RAPTOR concept vectors: success and intervention rates per setting, and the "
      "median |alpha| each layer needs (the hard layers are the peaks)."),
     ("structure_scatter", "The delta-sweep structure predictor",
-     "Label-free predicted accuracy against true test accuracy along the sweep of delta = n/p, per "
+     "Predicted accuracy (from the labelled pool: its labels train the oracle) against true test accuracy "
+     "along the sweep of delta = n/p, per "
      "(dataset, layer); the dashed line is equality. The paper scores the predictor by its correlation with the "
      "truth along the sweep (Spearman, Pearson), not by its level."),
     ("spectral_*", "Spectral theory against real probes",
@@ -68,6 +69,10 @@ OTHER_TABLES = (
     ("separability_summary", "Linear separability",
      "Share of layers whose training split is linearly separable (LinearSVC reaching zero training error at some "
      "C in {1e4, 1e6, 1e8}) and share the perceptron separates within 2000 epochs, per dataset."),
+    ("separability_control_summary", "Linear separability against shuffled labels",
+     "The same test with the labels randomly permuted (class counts kept), on the training rows and on every row "
+     "of the dataset, at the stability layers: separability says something about the concept only where shuffled "
+     "labels do not separate (random labels separate n points in p dimensions while n < 2 (p + 1))."),
     ("raptor_best_layer", "RAPTOR's best layer",
      "Per dataset on the paper's split: the layer with the best test accuracy, its selected ridge and "
      "validation accuracy."),
@@ -85,47 +90,113 @@ def _embedded_table(out: Path, name: str) -> list:
     return [f"`tables/{name}.csv`:", "", to_markdown(df, floatfmt=".3g"), ""]
 
 
-#: Known reasons our small model can disagree with the paper, shown next to a claim (by its exact text,
-#: as :mod:`paper_figures.claims` writes it) that does not hold or is inconclusive.
-_GCS_TIE = ("GCS averages 100 probes fitted at a fixed C = 1 on random 80 % subsets, while RAPTOR validates its ridge "
-            "per layer (median selected C* = {raptor_median_C} over datasets and layers, against GCS's C = 1); averaging "
-            "100 subset probes removes much of the variance a weaker ridge leaves, so on this model the two directions "
-            "classify about equally well and the gaps (a point or two) are within the split-to-split noise (about 3 "
-            "points per split at 200 test examples).")
-_XRFM = ("xRFM is a kernel method: at layers where a concept is not yet linearly readable from a small model's "
-         "states it can still read some of it (in our run Cities' early layers, where xRFM reaches 0.6 while the "
-         "linear probes sit near chance, and Coinflip's parity from length features, see docs/results.md), which "
-         "lowers RAPTOR's mean over layers relative to xRFM while the best layers tie; see the per-layer figure. "
-         "The paper itself reports xRFM ahead in 16/42 settings.")
+#: Notes shown under the claims table next to a claim (by its exact text, as :mod:`paper_figures.claims` writes
+#: it) that does not hold or is inconclusive.  Each is either computed from the run (``{...}`` fields filled by
+#: :func:`_facts`) or labelled a hypothesis: none is a finding the run did not test.
+_GCS_TIE = ("Measured: RAPTOR's selected ridge is far stronger than GCS's fixed C = 1 (median C* = "
+            "{raptor_median_C} over datasets and layers) and the per-split standard deviation of the RAPTOR - GCS "
+            "difference is {gcs_split_sd} points. Hypothesis (not tested here): averaging 100 subset probes "
+            "removes much of the variance a weaker ridge leaves, so the two directions classify about equally "
+            "well on this model.")
+_XRFM = ("Measured: xRFM's mean-over-layers accuracy exceeds RAPTOR's at {xrfm_ahead_layers} of the "
+         "(dataset, layer) pairs of the paper's split; see the per-layer figure. Hypothesis (not tested here): a "
+         "kernel method reads concepts that are not yet linearly readable at a small model's early layers.")
 EXPLANATIONS = {
     "RAPTOR beats GCS on mean-over-layers accuracy in every setting": _GCS_TIE,
     "RAPTOR beats or ties GCS on best-layer accuracy": _GCS_TIE,
-    "grid average best-layer accuracy RAPTOR / GCS / xRFM": _GCS_TIE,
+    "grid-average best-layer accuracy: RAPTOR above GCS and not below xRFM": _GCS_TIE,
     "RAPTOR matches or exceeds xRFM on best-layer accuracy": _XRFM,
     "RAPTOR beats xRFM on mean-over-layers accuracy": _XRFM,
-    "RAPTOR's concept vectors are more stable than xRFM's under 20 % ablations":
-        "The interval is over the 10 measured layers, so a few layers where xRFM's top AGOP direction is as "
-        "stable as RAPTOR's widen it; see the per-layer figure.",
-    "RAPTOR's stability is competitive with GCS (GCS slightly higher in the paper)":
-        "GCS averages 100 probes, which smooths its direction; on a small model the averaged direction can be "
-        "more or less stable than one tuned probe depending on the layer.",
-    "hidden states are (nearly) linearly separable at most layers":
-        "A 576-dimensional model with 600 training rows (delta ~ 1) sits near the separability threshold, unlike "
-        "the paper's 4096-8192-dimensional models.",
-    "the delta-sweep predictor tracks true accuracy along delta = n/p":
-        "Only 6 (dataset, layer) settings and 5 subsample seeds: the interval of the median is wide.",
-    "adaptive GCAV steering reaches the probe target (success rate)":
-        "Wherever a layer qualifies, success is complete, but a setting with few qualifying layers has few "
-        "(layer, prompt) pairs and a wide interval (16 of 16 pairs give a lower bound of 0.81, below the 0.95 a "
-        "'holds' needs); with the paper's tau no layer of the small model qualifies on Counterfact (probes near "
-        "chance), so those settings are listed as 'no layer reaches tau'.",
     "the corrected fixed point matches Monte Carlo simulation":
-        "At p = 400 finite-size bias is comparable to the Monte Carlo error at the hardest grid points (small "
-        "lambda near separability); the finite-size figure shows the error falling with p.",
-    "simulation converges to the theory as p grows":
-        "The slope's standard error covers sampling noise only; at the smallest p the spread is not yet a "
-        "power law (docs/sims.md has the large-p study, p up to 4000).",
+        "Hypothesis (not tested here): at the simulation's p finite-size bias is comparable to the Monte Carlo "
+        "error at the hardest grid points (small lambda near separability); the finite-size claim measures how "
+        "the bias falls with p at one point.",
+    "simulation converges to the theory as p grows (bias falls with p)":
+        "A quantity whose bias stays within 3 standard errors of zero at every p cannot show a slope; more "
+        "replicates at small p resolve it (docs/sims.md).",
 }
+
+#: What every term in RESULTS.md means (shown once, before the claims).
+GLOSSARY = (
+    ("RAPTOR", "ridge-adaptive logistic probe: ridge strength chosen per layer on a validation split, refit on "
+               "train + validation, weights folded back to raw space (docs/probe.md)"),
+    ("GCS", "the paper's Gaussian concept subspace baseline: 100 (quick: 20) logistic probes at C = 1 on "
+            "class-balanced 80 % subsets of the training split, averaged"),
+    ("xRFM", "recursive feature machine (kernel) baseline; its concept vector is the top eigenvector of the AGOP"),
+    ("DiffMeans", "difference of the class means (no fitting), on train + validation"),
+    ("GCAV", "gradient-based concept activation vector steering: add alpha times the concept vector at a layer, with "
+             "alpha solved so that the probe's probability reaches the target"),
+    ("tau", "the test accuracy a layer's probe needs before GCAV steers at that layer"),
+    ("kappa", "signal strength of the teacher-student model (norm of the class-mean separation, whitened)"),
+    ("delta", "n / p, training rows per dimension"),
+    ("lambda", "ridge strength in three conventions: the probe's C = 1 / lambda_probe on the sum of the logistic "
+               "loss; the theory's lambda = 1 / (C n) on the mean loss; docs/theory.md converts between them"),
+    ("rho_s", "Spearman rank correlation"),
+    ("mean |cos|", "directional stability: the mean absolute cosine between the concept vectors of K ablation runs"),
+    ("|alpha| relative", "the steering strength divided by the median norm of the layer's last-token states"),
+)
+
+#: How much data each method trains its direction on in one accuracy split (train 60 % / validation 20 % /
+#: test 20 %) and in one stability ablation run (train + validation part of the 80 % kept).
+DATA_PER_METHOD = (
+    ("RAPTOR", "fits every C on train, selects C on validation, refits on train + validation", "80 %",
+     "the run's train + validation rows (equal-data variant: train only, validation for selection)"),
+    ("DiffMeans", "train + validation", "80 %", "not in the stability comparison (as in the paper)"),
+    ("GCS", "100 class-balanced subsets of 80 % of the smaller class count of train, validation unused", "~48 %",
+     "subsets of the run's train rows"),
+    ("xRFM", "train, validation for selecting the bandwidth", "60 %", "the run's train rows, validation for selection"),
+)
+
+
+def _protocol_lines(setup: dict) -> list:
+    """The protocol: how much data each method sees, and where our run differs from the paper's."""
+    lines = ["### Protocol", "", "How much data each method fits its direction on:", "",
+             "| method | accuracy split (60/20/20) | share of the dataset | stability ablation run |",
+             "| --- | --- | --- | --- |"]
+    lines += [f"| {m} | {a} | {share} | {b} |" for m, a, share, b in DATA_PER_METHOD]
+    if not setup:
+        return lines + [""]
+    n = setup.get("n", {})
+    lines += ["", "Where our run differs from the paper's:", "", "| | paper | ours | why |", "| --- | --- | --- | --- |",
+              f"| model | 3B-70B instruction models | `{setup.get('model', 'smollm2')}` (SmolLM2-135M-Instruct, "
+              f"{setup.get('layers', '?')} layers, hidden size {setup.get('hidden_size', '?')}) | runs on 2 CPU cores; "
+              "the only model shipped in a package we can install |",
+              f"| samples per class | Concept-Depth caps | first {setup.get('max_per_class', '?')} of each class in "
+              f"file order ({', '.join(f'{k} {v}' for k, v in n.items())} rows) | run time |",
+              "| hate speech | HateXplain | HateEval | the dataset we have |",
+              f"| splits | one 60/20/20 split | the paper's split (seed 42) and "
+              f"{max(len(setup.get('split_seeds', [])) - 1, 0)} more seeds; Counterfact also subject-grouped | "
+              "intervals; the paired statements of Counterfact |",
+              f"| GCS probes | 100 | {setup.get('gcs_probes', 100)} | -- |",
+              f"| stability | 6 settings | {', '.join(setup.get('stability_datasets', []))}, every "
+              f"{setup.get('stability_layer_step', '?')}rd layer, K = {setup.get('K', '?')} | run time |",
+              "| steering prompts | test prompts | 16 test prompts per setting (4 in --quick), both classes | run time |",
+              f"| spectral section | -- | {', '.join(setup.get('stability_datasets', []))}, every 4th layer | ours |", ""]
+    return lines
+
+
+def _glossary_lines() -> list:
+    return (["### Terms", ""] + [f"- **{term}**: {meaning}" for term, meaning in GLOSSARY] + [""])
+
+
+def _rules_lines() -> list:
+    """The verdict rules, stated before the numbers (:mod:`paper_figures.verdicts`)."""
+    m = verdicts.MARGINS
+    return ["### How a claim is judged (fixed before the run)", "",
+            "- *Superiority* (\"beats\", \"more stable\", \"faster\"): the paired 95 % interval of the difference "
+            "lies above 0.",
+            f"- *Non-inferiority* (\"beats or ties\", \"matches or exceeds\", \"competitive\"): the lower bound lies "
+            f"above minus a margin fixed in advance: {100 * m['accuracy']:g} accuracy point, {m['stability']:g} mean "
+            f"|cos|; a theory's coverage of 95 % Monte Carlo intervals at least {0.95 - m['coverage']:.2f}.",
+            "- *Majority* (\"in 26/42 settings\"): a count over datasets with a one-sided sign test (with six "
+            "datasets only 6/6 can hold).",
+            "- *Every setting*: an intersection-union test: it holds only if every dataset's own test holds.",
+            "- Multiplicity: a *holds* must survive a Holm step over every tested row (`p_holm` < 0.05); *does not "
+            "hold* (the opposite established) and the printed intervals are per claim.",
+            "- Each accuracy claim is checked on the paper's six datasets and again without Counterfact (`datasets` "
+            "column), so no verdict rests on Counterfact's split artefact.",
+            "- *--*: a description, or a claim that cannot fail on this run (true by construction, guaranteed by the "
+            "data's size, ordinary CLT behaviour); it carries no verdict.", ""]
 
 
 def _figure_section(out: Path) -> list:
@@ -169,38 +240,55 @@ def _facts(out: Path) -> dict:
     layers = pd.concat(layers) if layers else pd.DataFrame()
     c_star = (layers.loc[layers["method"] == "RAPTOR", "C_star"].dropna() if {"method", "C_star"} <= set(layers)
               else pd.Series(dtype=float))
-    return {"raptor_median_C": f"{c_star.median():.2g}" if len(c_star) else "n/a"}
+    facts = {"raptor_median_C": f"{c_star.median():.2g}" if len(c_star) else "n/a", "gcs_split_sd": "n/a",
+             "xrfm_ahead_layers": "n/a"}
+    by_seed = load_table(out, "accuracy_by_seed")
+    if by_seed is not None and {"RAPTOR", "GCS"} <= set(by_seed.method):
+        w = by_seed[by_seed.dataset.isin(claims.PAPER_DATASETS)].pivot_table(index=["dataset", "seed"],
+                                                                            columns="method", values="mean")
+        sd = (w["RAPTOR"] - w["GCS"]).groupby(level="dataset").std(ddof=1)
+        facts["gcs_split_sd"] = f"{100 * sd.min():.1f}-{100 * sd.max():.1f}"
+    if {"method", "test_accuracy"} <= set(layers) and {"RAPTOR", "xRFM"} <= set(layers.method):
+        w = layers.pivot_table(index=["dataset", "layer"], columns="method", values="test_accuracy")
+        facts["xrfm_ahead_layers"] = f"{int((w['xRFM'] > w['RAPTOR']).sum())}/{len(w)}"
+    return facts
+
+
+def _format_claims(table: pd.DataFrame) -> pd.DataFrame:
+    shown = table.copy()
+    shown["p_holm"] = [f"{p:.2g}" if pd.notna(p) else "--" for p in shown["p_holm"]]
+    return shown
 
 
 def _plain_words(table: pd.DataFrame, facts: dict) -> list:
     counts = table.verdict.value_counts()
-    lines = ["### What the verdicts mean", "",
-             "*holds*: the paper's direction is reproduced and the 95 % interval excludes the opposite. "
-             "*does not hold*: the interval lies entirely on the other side. *inconclusive*: our run cannot tell "
-             "(the point estimate may agree with the paper, but the interval includes no effect). "
-             "*--*: a description, not a test.", "",
-             f"Of {int(counts.drop('--', errors='ignore').sum())} tested claims: {int(counts.get('holds', 0))} hold, "
+    lines = [f"Of {int(counts.drop('--', errors='ignore').sum())} tested claims: {int(counts.get('holds', 0))} hold, "
              f"{int(counts.get('does not hold', 0))} do not hold, {int(counts.get('inconclusive', 0))} are "
-             "inconclusive at our sample size.", ""]
+             f"inconclusive; {int(counts.get('--', 0))} rows carry no verdict.", ""]
     by_reason = {}  # one bullet per explanation, naming every claim it explains
     for r in table.itertuples():
         if r.verdict in ("does not hold", "inconclusive") and r.claim in EXPLANATIONS:
-            by_reason.setdefault(EXPLANATIONS[r.claim].format(**facts), []).append(f"**{r.claim}** ({r.verdict})")
-    notes = [f"- {'; '.join(names)}: {reason}" for reason, names in by_reason.items()]
+            by_reason.setdefault(EXPLANATIONS[r.claim].format(**facts), []).append(
+                f"**{r.claim}** ({r.datasets}: {r.verdict})")
+    notes = [f"- {'; '.join(dict.fromkeys(names))}: {reason}" for reason, names in by_reason.items()]
     if notes:
-        lines += ["Where our 135M model and the paper's 3B-70B models differ, and why:", ""] + notes + [""]
-    lines += ["- Counterfact pairs each subject with a true and a false statement; the paper's random split puts "
-              "the two partners on both sides of the split, so a probe that memorises subjects is penalised and "
-              "accuracy stays near chance on a small model (a subject-grouped split would remove this; we keep "
-              "the paper's split).",
-              "- Best-layer accuracy picks the layer by test accuracy (the paper's definition); it is optimistic "
-              "for every method, more so for noisy ones. Mean over layers is the fairer comparison.",
-              "- Absolute levels are lower than the paper's for every method (best-layer accuracy about 0.77 "
-              "against 0.87, stability about 0.7 against 0.9): a 135M model carries weaker concept signal, and "
-              "the theory (docs/stability_theory.md) predicts both lower accuracy and lower stability for a weaker "
-              "signal at the same n/p. The claims compare methods on the same states, which these levels do not "
-              "affect.", ""]
+        lines += ["Notes on the claims that do not hold or are inconclusive:", ""] + notes + [""]
+    lines += ["- Best-layer accuracy picks the layer by test accuracy (the paper's definition); it is optimistic "
+              "for every method, more so for noisy ones. Mean over layers is the fairer comparison.", ""]
     return lines
+
+
+def _run_lines(info: dict) -> list:
+    """One line per invocation that produced this run's tables (a resumed run keeps the earlier ones)."""
+    runs = [*info.get("earlier_invocations", []), {k: v for k, v in info.items() if k != "earlier_invocations"}]
+    lines = []
+    for i, r in enumerate(runs, start=1):
+        lines.append(f"- invocation {i}: {r.get('mode', 'full')} mode, sections {', '.join(r.get('sections', []))}, "
+                     f"{r.get('minutes', float('nan')):.1f} min wall time on {r.get('cpus')} CPU core(s), "
+                     f"{r.get('n_jobs')} worker(s), git commit {str(r.get('git_commit', 'unknown'))[:12]}"
+                     f"{' (uncommitted changes)' if r.get('git_dirty') else ''}")
+    total = sum(float(r.get("minutes", 0) or 0) for r in runs)
+    return ["Run:", ""] + lines + [f"- total wall time {total:.1f} min", ""]
 
 
 def write_results(out) -> Path:
@@ -222,11 +310,10 @@ def write_results(out) -> Path:
                   f"({', '.join(map(str, setup.get('split_seeds', [])[1:]))}) for the accuracy intervals; K = "
                   f"{setup.get('K')} ablation runs for stability.", ""]
     if info:
-        lines += [f"Run: {info.get('mode', 'full')} mode, {info.get('n_jobs')} worker(s), sections "
-                  f"{', '.join(info.get('sections', []))}; wall time {info.get('minutes', float('nan')):.1f} min on "
-                  f"{info.get('cpus')} CPU core(s) ({info.get('machine', '')}).", ""]
-    lines += ["## The paper's claims", "", to_markdown(table) if len(table) else "(no claims: the empirical "
-              "section has not run)", ""]
+        lines += _run_lines(info)
+    lines += _glossary_lines() + _protocol_lines(setup) + _rules_lines()
+    lines += ["## The paper's claims", "", to_markdown(_format_claims(table)) if len(table) else "(no claims: the "
+              "empirical section has not run)", ""]
     if len(table):
         lines += _plain_words(table, _facts(out))
     lines += _accuracy_table(out)

@@ -158,7 +158,7 @@ RESOLVED_SE = 3.0
 
 #: the smallest p whose replicates are spread over worker processes (a fit at p = 800 takes ~50 ms, at
 #: p = 400 ~15 ms: about joblib's dispatch cost per task)
-PARALLEL_MIN_P = 800
+PARALLEL_MIN_P = 200
 
 
 def finite_size_replicates(ps, replicates, p_ref=None) -> dict:
@@ -299,13 +299,25 @@ def plot_finite_size(table: pd.DataFrame, slopes: pd.DataFrame):
     return fig
 
 
+#: Replicates per dimension of the finite-size study.  The claim tested is that the bias |mean - theory| falls
+#: with p, which needs the bias resolved from the Monte Carlo noise at >= 3 dimensions: the bias of sigma is
+#: about 0.8 / p at the default point (0.031 at p = 25, 0.0036 at p = 200), so the small p get thousands of
+#: replicates (cheap: a fit at p = 25 takes ~1 ms) and p = 200 enough for se ~ 0.0009 (measured: sigma's bias
+#: resolved at p = 25-200, slope -1.07 +- 0.08; 118 s on 2 busy cores).
+FINITE_SIZE_REPLICATES = {25: 8000, 50: 4000, 100: 2400, 200: 2400, 400: 300}
+#: ``--quick``: the same dimensions but p = 400, a quarter of the replicates.
+QUICK_FINITE_SIZE_REPLICATES = {25: 2000, 50: 1000, 100: 600, 200: 600}
+
+
 def finite_size_convergence(out, *, ps=(50, 100, 200, 400, 800), replicates=300, point=FINITE_SIZE_POINT, seed=7,
                             n_jobs=1, progress=True):
     """Simulation against theory as p grows at ``point`` (``sims.simulate_raw`` replicates, ``cgmt.solve``
-    theory; :func:`finite_size_replicates` per p): tables ``finite_size_convergence`` (per p and quantity:
-    mean, theory, abs_error, std, se, n_rep, ...) and ``finite_size_slopes`` (:func:`finite_size_slopes`), and
-    the figure (:func:`plot_finite_size`).  Returns (table, slopes)."""
-    reps = finite_size_replicates(ps, replicates)
+    theory): tables ``finite_size_convergence`` (per p and quantity: mean, theory, abs_error, std, se, n_rep,
+    ...) and ``finite_size_slopes`` (:func:`finite_size_slopes`), and the figure (:func:`plot_finite_size`).
+    ``replicates`` is a dict ``{p: replicates}`` (then ``ps`` is ignored) or an int spread over ``ps`` by
+    :func:`finite_size_replicates`.  Returns (table, slopes)."""
+    reps = ({int(p): int(r) for p, r in replicates.items()} if isinstance(replicates, dict)
+            else finite_size_replicates(ps, replicates))
     roots = np.random.SeedSequence(seed).spawn(len(reps))
     # one thread per fit; worker processes only where a fit outweighs joblib's dispatch (a few ms per task:
     # with 2 workers the 2400 fits at p = 50 took 28 s instead of 6 s in one process)
@@ -328,7 +340,8 @@ def run(out, *, quick=False, progress=True, n_jobs=1):
     """All theory figures and tables; ``quick`` shrinks the simulation.  Resumes: when an earlier run in ``out``
     saved every table and figure of this section with the same simulation sizes, nothing is recomputed."""
     p, replicates = (200, 4) if quick else (400, 8)
-    ps = (50, 100, 200, 400) if quick else (50, 100, 200, 400, 800)
+    fs_reps = QUICK_FINITE_SIZE_REPLICATES if quick else FINITE_SIZE_REPLICATES
+    ps = tuple(fs_reps)
     saved = load_finished_step(out, {"theory_sweep": {}, "theory_vs_sims": {"p": {p}, "replicates": {replicates}},
                                      "separability_threshold": {}, "optimal_lambda": {},
                                      "finite_size_convergence": {"p": set(ps)}, "finite_size_slopes": {}},
@@ -345,5 +358,5 @@ def run(out, *, quick=False, progress=True, n_jobs=1):
     plot_quantity(out, sweep, sims_tab, "sigma", "theory_sigma", "orthogonal part σ = ‖ẑ − αv‖",
                   title="Orthogonal (noise) part of the fit")
     phase_and_optimum(out, progress=progress)
-    finite_size_convergence(out, ps=ps, replicates=100 if quick else 300, n_jobs=n_jobs, progress=progress)
+    finite_size_convergence(out, replicates=fs_reps, n_jobs=n_jobs, progress=progress)
     return sweep, sims_tab

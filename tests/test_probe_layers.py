@@ -50,3 +50,46 @@ def test_fit_layers_given_split_and_bad_input():
         fit_layers(H, y, split=(np.arange(60), np.arange(50, 80), np.arange(80, 100)), progress=False)
     with pytest.raises(ValueError, match="shape"):
         fit_layers(H[0], y)
+
+
+def test_grouped_split_keeps_every_group_on_one_side_and_is_stratified():
+    from empirical.probes import grouped_split
+    rng = np.random.default_rng(0)
+    subject = np.repeat(rng.permutation(300), 2)      # Counterfact-like: two statements per subject
+    y = np.tile([1, 0], 300)
+    for seed in (0, 1, 42):
+        tr, va, te = grouped_split(y, subject, random_state=seed)
+        assert len(np.intersect1d(tr, va)) == len(np.intersect1d(tr, te)) == len(np.intersect1d(va, te)) == 0
+        assert len(tr) + len(va) + len(te) == len(y)
+        parts = [set(subject[idx]) for idx in (tr, va, te)]
+        assert not (parts[0] & parts[1] or parts[0] & parts[2] or parts[1] & parts[2])
+        assert abs(len(te) / len(y) - 0.2) < 0.02 and abs(len(va) / len(y) - 0.2) < 0.02
+        assert abs(y[te].mean() - 0.5) < 0.05
+    # the paper's split does put partners on both sides: the grouped split is what changes that
+    from empirical.probes import paper_split
+    tr, _, te = paper_split(y, random_state=0)
+    assert set(subject[tr]) & set(subject[te])
+
+
+def test_grouped_split_rejects_mismatched_or_too_few_groups():
+    from empirical.probes import grouped_split
+    y = np.tile([1, 0], 10)
+    with pytest.raises(ValueError, match="groups"):
+        grouped_split(y, np.arange(5))
+    with pytest.raises(ValueError, match="groups"):
+        grouped_split(y, np.zeros(20))
+
+
+def test_raptor_without_refit_fits_the_training_split_only():
+    from empirical.logistic import fit_l2_logistic
+    from empirical.probes import RaptorProbe
+    rng = np.random.default_rng(1)
+    X, y = rng.standard_normal((120, 4)), np.arange(120) % 2
+    X[:, 0] += y
+    Xtr, ytr, Xv, yv = X[:80], y[:80], X[80:], y[80:]
+    probe = RaptorProbe(Cs=[0.01, 1.0], refit=False).fit(Xtr, ytr, Xv, yv)
+    mu, s = Xtr.mean(0), Xtr.std(0)
+    ref = fit_l2_logistic((Xtr - mu) / s, 2 * ytr - 1, probe.C_, fit_intercept=True, tol=1e-12)
+    np.testing.assert_allclose(probe.coef_std_, ref.coef, rtol=1e-6, atol=1e-9)
+    refit = RaptorProbe(Cs=[0.01, 1.0]).fit(Xtr, ytr, Xv, yv)
+    assert not np.allclose(refit.coef_std_, probe.coef_std_)

@@ -61,3 +61,32 @@ def test_stop_when_separated_keeps_the_verdict(n, p):
     assert [r["C"] for r in short.svm] == [r["C"] for r in full.svm][:len(short.svm)]
     first = next((i for i, r in enumerate(full.svm) if r["train_errors"] == 0), len(full.svm) - 1)
     assert len(short.svm) == first + 1  # stops at the first separating C; runs all when none separates
+
+
+def test_shuffled_label_control_separates_below_covers_threshold_and_not_far_above():
+    """Cover: random labels of n points in general position in p dimensions (plus a bias) separate for almost
+    every labelling while n < 2 (p + 1); far above that they do not, while a real concept still separates."""
+    import warnings
+
+    from empirical.probes import shuffled_label_control
+    rng = np.random.default_rng(3)
+    y = np.arange(60) % 2
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        assert shuffled_label_control(rng.standard_normal((60, 50)), y, stop_when_separated=True).separable
+        X = rng.standard_normal((300, 4))
+        y = np.arange(300) % 2
+        X[:, 0] += 8.0 * (2 * y - 1)  # a separable concept
+        assert separability(X, y, stop_when_separated=True).separable
+        assert not shuffled_label_control(X, y, stop_when_separated=True, perceptron_epochs=50).separable
+
+
+def test_shuffled_label_control_keeps_the_class_counts_and_is_reproducible():
+    from empirical.probes import shuffled_label_control
+    rng = np.random.default_rng(0)
+    X, y = rng.standard_normal((40, 3)), np.r_[np.ones(10, int), np.zeros(30, int)]
+    a = shuffled_label_control(X, y, random_state=5, perceptron_epochs=20)
+    b = shuffled_label_control(X, y, random_state=5, perceptron_epochs=20)
+    assert a.svm == b.svm
+    with pytest.raises(ValueError, match="y"):
+        shuffled_label_control(X, y[:-1])

@@ -117,6 +117,10 @@ class ConceptDataset:
         Source file name -> sha256.
     max_per_class : int, optional
         The cap the dataset was loaded with.
+    groups : array of shape (n,), optional
+        A grouping key per example whose rows must stay on one side of a split (Counterfact: the subject,
+        stated once truly and once falsely; :func:`empirical.probes.grouped_split`); None when examples are
+        independent.
 
     Examples
     --------
@@ -131,6 +135,7 @@ class ConceptDataset:
     template: str = PLACEHOLDER
     files: dict = field(default_factory=dict)  # file name -> sha256
     max_per_class: int | None = None
+    groups: np.ndarray | None = None
 
     def __post_init__(self):
         labels = np.asarray(self.labels)
@@ -143,6 +148,11 @@ class ConceptDataset:
             raise ValueError(f"texts and labels differ in length ({len(self.texts)} vs {len(self.labels)})")
         if PLACEHOLDER not in self.template:
             raise ValueError(f"template must contain {PLACEHOLDER!r}, got {self.template!r}")
+        if self.groups is not None:
+            self.groups = np.asarray(self.groups)
+            if self.groups.shape != self.labels.shape:
+                raise ValueError(f"dataset {self.name!r}: groups must have one entry per example "
+                                 f"({self.groups.shape} vs {self.labels.shape})")
 
     @property
     def prompts(self) -> list:
@@ -251,15 +261,20 @@ def _check_file(root: Path, fname: str, verify: bool) -> tuple:
     return path, digest
 
 
-def _cap_per_class(texts, labels, cap):
-    if cap is None:
-        return list(texts), np.asarray(labels, dtype=np.int64)
+def _cap_index(labels, cap) -> np.ndarray:
+    """Rows kept by a per-class cap: the first ``cap`` of each class in file order (all rows for None)."""
     labels = np.asarray(labels, dtype=np.int64)
+    if cap is None:
+        return np.arange(len(labels))
     keep = np.zeros(len(labels), dtype=bool)
     for c in (0, 1):
         keep[np.flatnonzero(labels == c)[:cap]] = True
-    idx = np.flatnonzero(keep)
-    return [texts[i] for i in idx], labels[idx]
+    return np.flatnonzero(keep)
+
+
+def _cap_per_class(texts, labels, cap):
+    idx = _cap_index(labels, cap)
+    return [texts[i] for i in idx], np.asarray(labels, dtype=np.int64)[idx]
 
 
 def _resolve_cap(name, max_per_class):
@@ -344,8 +359,14 @@ def _binary_column(df: pd.DataFrame, column, path: Path) -> list:
     return numeric.astype(int).tolist()
 
 
+#: Datasets whose examples come in groups that a split must keep together: name -> grouping column.
+GROUP_COLUMNS = {"counterfact": "subject"}
+
+
 def _read_named(name: str, root: Path, verify: bool):
+    """(texts, labels, files, groups) of a named dataset; groups is None unless :data:`GROUP_COLUMNS` names one."""
     files = {}
+    groups = None
     paths = []
     for fname in FILES[name]:
         path, digest = _check_file(root, fname, verify)
@@ -365,6 +386,8 @@ def _read_named(name: str, root: Path, verify: bool):
     elif name in ("cities", "counterfact"):
         df = _read_delimited(path)
         texts, labels = _column(df, "statement", path).tolist(), _binary_column(df, "label", path)
+        if name in GROUP_COLUMNS:
+            groups = _column(df, GROUP_COLUMNS[name], path).astype(str).to_numpy()
     elif name == "common":
         df = _read_delimited(path)
         lab = _column(df, "label", path, "label column").astype(str)
@@ -390,7 +413,7 @@ def _read_named(name: str, root: Path, verify: bool):
     else:  # pragma: no cover - guarded by load()
         raise AssertionError(name)
     texts = [str(t) for t in texts]
-    return texts, labels, files
+    return texts, labels, files, groups
 
 
 def load(name: str, data_dir=None, *, max_per_class="reference", verify: bool = True, template=None) -> ConceptDataset:
@@ -421,10 +444,12 @@ def load(name: str, data_dir=None, *, max_per_class="reference", verify: bool = 
         raise ValueError(f"unknown dataset {name!r}; valid names: {', '.join(DATASETS)}")
     cap = _resolve_cap(key, max_per_class)
     root = resolve_data_dir(data_dir)
-    texts, labels, files = _read_named(key, root, verify)
-    texts, labels = _cap_per_class(texts, labels, cap)
+    texts, labels, files, groups = _read_named(key, root, verify)
+    keep = _cap_index(labels, cap)
+    texts, labels = [texts[i] for i in keep], np.asarray(labels, dtype=np.int64)[keep]
     _check_two_classes(key, labels)
-    return ConceptDataset(key, texts, labels, template or TEMPLATES[key], files, cap)
+    return ConceptDataset(key, texts, labels, template or TEMPLATES[key], files, cap,
+                          groups=None if groups is None else groups[keep])
 
 
 _TRUE = {"1", "true", "yes", "y", "t", "pos", "positive"}

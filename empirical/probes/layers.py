@@ -20,7 +20,7 @@ from ..validation import check_binary_labels, check_matrix, stratified_split
 from .concept_vectors import DEFAULT_LAYER_CONVENTION, ConceptVectors, LinearProbe
 from .raptor import RaptorProbe
 
-__all__ = ["fit_layers", "paper_split", "PerLayerFit"]
+__all__ = ["fit_layers", "paper_split", "grouped_split", "PerLayerFit"]
 
 
 def paper_split(y, fractions=(0.6, 0.2, 0.2), random_state=42) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
@@ -52,6 +52,67 @@ def paper_split(y, fractions=(0.6, 0.2, 0.2), random_state=42) -> tuple[np.ndarr
     trval, te = stratified_split(y, fr[2], random_state, where=("train+val", "test"))
     a, b = stratified_split(y[trval], fr[1] / (fr[0] + fr[1]), random_state, where=("train", "validation"))
     return trval[a], trval[b], te
+
+
+def grouped_split(y, groups, fractions=(0.6, 0.2, 0.2), random_state=42) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """A stratified train/val/test split that keeps every group on one side (e.g. Counterfact's subject).
+
+    Counterfact states each subject once truly and once falsely; the paper's random split
+    (:func:`paper_split`) puts the two partners on both sides, so a probe is tested on the negation of
+    statements it was trained on.  Here whole groups go to one part: test is one fold of
+    ``round(1 / fractions[2])`` of ``sklearn.model_selection.StratifiedGroupKFold`` (shuffled with
+    ``random_state``), validation one fold of the rest in the same way, so the shares are close to
+    ``fractions`` (exactly so when the group sizes allow).
+
+    Parameters
+    ----------
+    y : array of shape (n,)
+        Labels (stratification).
+    groups : array of shape (n,)
+        Group of every row (any hashable values); rows of one group never straddle two parts.
+    fractions : three positive floats summing to 1
+        Target train, validation and test fractions.
+    random_state : int
+        Seed of the fold assignment.
+
+    Returns
+    -------
+    (train, val, test) : sorted index arrays
+
+    Examples
+    --------
+    >>> y = np.tile([1, 0], 50)                  # 50 subjects, a true and a false statement each
+    >>> subject = np.repeat(np.arange(50), 2)
+    >>> train, val, test = grouped_split(y, subject)
+    >>> len(train), len(val), len(test)
+    (60, 20, 20)
+    >>> set(subject[train]) & set(subject[test])
+    set()
+    """
+    from sklearn.model_selection import StratifiedGroupKFold
+
+    fr = np.asarray(fractions, dtype=float)
+    if fr.shape != (3,) or np.any(fr <= 0) or not np.isclose(fr.sum(), 1.0):
+        raise ValueError(f"fractions must be three positive numbers summing to 1; got {fractions!r}")
+    y, groups = np.asarray(y), np.asarray(groups)
+    if groups.shape != y.shape:
+        raise ValueError(f"groups must have one entry per label: shape {groups.shape} vs y {y.shape}")
+    if np.unique(groups).size < 3:
+        raise ValueError(f"groups: need at least 3 distinct groups for a grouped train/val/test split, got "
+                         f"{np.unique(groups).size}")
+
+    def one_fold(idx, share):
+        k = max(2, int(round(1.0 / share)))
+        folds = StratifiedGroupKFold(n_splits=k, shuffle=True, random_state=random_state)
+        rest, held = next(folds.split(np.zeros(idx.size), y[idx], groups[idx]))
+        return idx[rest], idx[held]
+
+    trval, te = one_fold(np.arange(y.size), fr[2])
+    tr, va = one_fold(trval, fr[1] / (fr[0] + fr[1]))
+    for part, name in ((tr, "train"), (va, "validation"), (te, "test")):
+        if np.unique(y[part]).size < 2:
+            raise ValueError(f"grouped split: the {name} part holds a single class; too few groups per class")
+    return np.sort(tr), np.sort(va), np.sort(te)
 
 
 @dataclass(frozen=True)

@@ -112,6 +112,10 @@ class RaptorProbe(LinearConceptProbe):
         Relative gradient-norm tolerance of the exact solver.
     max_iter : int >= 1, default 100
         Newton-step cap per grid point (exact solver).
+    refit : bool, default True
+        Refit on train + validation at the selected C (the paper's algorithm).  False keeps the fit on the
+        training split alone, so the probe sees exactly the rows a baseline that uses validation only for
+        selection sees (the equal-data comparisons of ``paper_figures``).
 
     Attributes
     ----------
@@ -166,10 +170,11 @@ class RaptorProbe(LinearConceptProbe):
         "solver": [StrOptions({"exact", "paper"})],
         "tol": [Interval(Real, 0, None, closed="neither")],
         "max_iter": [Interval(Integral, 1, None, closed="left")],
+        "refit": ["boolean"],
     }
 
     def __init__(self, Cs=None, val_fraction=0.2, random_state=42, tie_break="most_regularized",
-                 fold_back="exact", solver="exact", tol=1e-10, max_iter=100):
+                 fold_back="exact", solver="exact", tol=1e-10, max_iter=100, refit=True):
         self.Cs = Cs
         self.val_fraction = val_fraction
         self.random_state = random_state
@@ -178,6 +183,7 @@ class RaptorProbe(LinearConceptProbe):
         self.solver = solver
         self.tol = tol
         self.max_iter = max_iter
+        self.refit = refit
 
     # ------------------------------------------------------------------ fit
     @_fit_context(prefer_skip_nested_validation=True)
@@ -209,7 +215,8 @@ class RaptorProbe(LinearConceptProbe):
         elif self.solver == "paper":
             acc, nits = _paper_path(Xs, ytr, Xvs, yvpm, Cs)
             C = float(Cs[select_C(Cs, acc, self.tie_break)])
-            clf = LogisticRegression(C=C).fit(np.vstack([Xs, Xvs]), np.concatenate([ytr, yvpm]))
+            Xfit, yfit = (np.vstack([Xs, Xvs]), np.concatenate([ytr, yvpm])) if self.refit else (Xs, ytr)
+            clf = LogisticRegression(C=C).fit(Xfit, yfit)
             w, b = clf.coef_[0].copy(), float(clf.intercept_[0])
             self.n_iter_ = clf.n_iter_
         else:
@@ -225,13 +232,17 @@ class RaptorProbe(LinearConceptProbe):
             self.path_certified_ = path.certified
             k = select_C(Cs, acc, self.tie_break)
             C = float(Cs[k])
-            res = refit(Xs, ytr, Xvs, yvpm, C, design, path.coef_reduced[k], path.intercept[k], tol=self.tol,
-                        max_iter=self.max_iter)
-            if not res.success:
-                warnings.warn(f"RaptorProbe refit did not reach tol: {res.message}", RuntimeWarning, stacklevel=2)
-            w, b = res.coef, res.intercept
-            self.refit_result_ = res
-            self.n_iter_ = np.array([res.nit])
+            if self.refit:
+                res = refit(Xs, ytr, Xvs, yvpm, C, design, path.coef_reduced[k], path.intercept[k], tol=self.tol,
+                            max_iter=self.max_iter)
+                if not res.success:
+                    warnings.warn(f"RaptorProbe refit did not reach tol: {res.message}", RuntimeWarning,
+                                  stacklevel=2)
+                w, b = res.coef, res.intercept
+                self.refit_result_ = res
+                self.n_iter_ = np.array([res.nit])
+            else:
+                w, b = self._fit_single(Xs, ytr, C)
         self._set_fold_back(w, b, mu, s, Xtr, ytr)
         self.C_ = C
         self.lambda_ = 1.0 / C

@@ -20,7 +20,7 @@ from cgmt.validation import check_int
 
 from ..validation import check_binary_labels, check_grid, check_matrix, check_signed_labels, standardize_stats
 
-__all__ = ["separability", "perceptron", "SeparabilityResult"]
+__all__ = ["separability", "shuffled_label_control", "perceptron", "SeparabilityResult"]
 
 
 @dataclass(frozen=True)
@@ -178,3 +178,45 @@ def separability(X, y, Cs=(1e4, 1e6, 1e8), perceptron_epochs: int = 2000, svm_ma
                       "diagnostic signal, not a certificate", UserWarning, stacklevel=2)
     return SeparabilityResult(svm=svm_rows, separable=any(r["train_errors"] == 0 for r in svm_rows), perceptron=perc,
                               perc_zero=bool(perc.success), n_convergence_warnings=n_warn)
+
+
+def shuffled_label_control(X, y, random_state=0, **kwargs) -> SeparabilityResult:
+    """:func:`separability` of the same rows with the labels randomly permuted (the class counts kept).
+
+    Separability is only evidence of concept structure where random labels of the same size do *not*
+    separate: by Cover's function-counting theorem n points in general position in p dimensions (plus a
+    bias) are separable for almost every labelling while n < 2 (p + 1), so at n ~ p every labelling
+    separates.  Run this control on the same rows, dimensions and solver settings as the real labels.
+
+    Parameters
+    ----------
+    X : array of shape (n, p)
+        Training rows.
+    y : array of shape (n,)
+        Binary labels (permuted here).
+    random_state : int
+        Seed of the permutation (and of both solvers).
+    **kwargs
+        Passed to :func:`separability` (``Cs``, ``perceptron_epochs``, ``svm_max_iter``,
+        ``stop_when_separated``).
+
+    Returns
+    -------
+    SeparabilityResult
+
+    Examples
+    --------
+    >>> rng = np.random.default_rng(0)
+    >>> X = rng.standard_normal((40, 30))          # n = 40 < 2 (p + 1) = 62: random labels separate
+    >>> y = np.arange(40) % 2
+    >>> shuffled_label_control(X, y, stop_when_separated=True).separable
+    True
+    >>> X = rng.standard_normal((400, 3))          # n >> 2 (p + 1): they do not
+    >>> shuffled_label_control(X, np.arange(400) % 2, stop_when_separated=True, perceptron_epochs=50).separable
+    False
+    """
+    X = check_matrix(X, "X")
+    y = np.asarray(y)
+    check_binary_labels(y, X.shape[0], "y")
+    permuted = np.random.default_rng(random_state).permutation(y)
+    return separability(X, permuted, random_state=random_state, **kwargs)

@@ -1,0 +1,175 @@
+"""One family of verdict rules for the claims table, fixed before any number is read.
+
+Every tested claim is one of four kinds, each with its own null hypothesis (the claim being false) and a
+one-sided p-value for it; a verdict is ``holds`` when that p-value, Holm-adjusted over all tested rows of the
+table (:func:`holm`), is below ``1 - LEVEL``, ``does not hold`` when the data establish the opposite at the same
+level (per claim), ``inconclusive`` otherwise.  Intervals printed next to a verdict are per-claim 95 %
+intervals; the Holm step only decides which ``holds`` survive the number of claims tested.
+
+- **Superiority** ("RAPTOR beats GCS"): the paired difference's interval lies above 0
+  (:func:`superiority`); the opposite is established when it lies below 0.
+- **Non-inferiority** ("matches or exceeds", "competitive", "beats or ties"): the lower bound lies above
+  ``-margin``, the margin fixed in advance (:data:`MARGINS`: 1 accuracy point, 0.02 stability)
+  (:func:`non_inferiority`); the opposite (inferiority beyond the margin) when the upper bound is below
+  ``-margin``.
+- **Majority** ("in 26/42 settings"): a count over datasets with a one-sided binomial (sign) test against
+  one half (:func:`majority`); with six datasets only 6/6 can reach ``holds`` and 0/6 ``does not hold``.
+- **Every setting** ("in every setting"): an intersection-union test (Berger 1982): it holds when every
+  setting's own test holds, so its p-value is the largest of theirs, and does not hold when any setting
+  establishes the opposite (:func:`every_setting`).
+
+Rows that cannot fail (true by construction, guaranteed by the data's size, ordinary CLT behaviour) and
+descriptions get the verdict ``--`` and no p-value.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+from scipy import stats
+
+LEVEL = 0.95
+#: Non-inferiority margins, fixed before the run (docs/results.md): accuracy in [0, 1] (1 point), mean |cos|,
+#: and the coverage of 95 % Monte Carlo intervals by a theory (at least 0.90).
+MARGINS = {"accuracy": 0.01, "stability": 0.02, "coverage": 0.05}
+HOLDS, FAILS, INCONCLUSIVE, UNTESTED = "holds", "does not hold", "inconclusive", "--"
+
+__all__ = ["Test", "superiority", "non_inferiority", "majority", "every_setting", "holm", "apply_holm",
+           "t_test_from_interval", "MARGINS", "LEVEL", "HOLDS", "FAILS", "INCONCLUSIVE", "UNTESTED"]
+
+
+@dataclass(frozen=True)
+class Test:
+    """A claim's test: ``p`` the one-sided p-value of the claim's null, ``p_opposite`` that of its opposite,
+    and the unadjusted ``verdict`` at :data:`LEVEL`.
+
+    Attributes
+    ----------
+    rule : str
+        ``superiority``, ``non-inferiority (margin m)``, ``majority`` or ``every setting``.
+    p, p_opposite : float
+        One-sided p-values (NaN when the data cannot test the claim, e.g. one split seed).
+    verdict : str
+        ``holds`` / ``does not hold`` / ``inconclusive`` before the Holm step.
+    """
+
+    rule: str
+    p: float
+    p_opposite: float
+
+    @property
+    def verdict(self) -> str:
+        alpha = 1 - LEVEL
+        if np.isfinite(self.p) and self.p < alpha:
+            return HOLDS
+        if np.isfinite(self.p_opposite) and self.p_opposite < alpha:
+            return FAILS
+        return INCONCLUSIVE
+
+
+def t_test_from_interval(mean: float, low: float, high: float, df: float, level: float = LEVEL,
+                         shift: float = 0.0) -> tuple:
+    """One-sided p-values of ``mean > shift`` and ``mean < shift`` recovered from a symmetric t interval.
+
+    The interval ``mean ± t_{df} se`` (e.g. :func:`paper_figures.claims.seed_interval`'s corrected resampled
+    interval) gives ``se``; the statistic ``(mean - shift) / se`` is then compared with the t distribution with
+    ``df`` degrees of freedom.  Returns ``(p_greater, p_less)``; NaN, NaN without a finite interval.
+
+    Examples
+    --------
+    >>> p_gt, p_lt = t_test_from_interval(1.0, 0.0, 2.0, df=1e9)  # half-width 1 = 1.96 se
+    >>> round(p_gt, 3), round(p_lt, 3)
+    (0.025, 0.975)
+    """
+    if not (np.isfinite(mean) and np.isfinite(low) and np.isfinite(high) and df >= 1):
+        return float("nan"), float("nan")
+    half = 0.5 * (high - low)
+    q = stats.t.ppf(0.5 + level / 2, df)
+    if half <= 0:  # no spread: the sign decides exactly
+        return (0.0, 1.0) if mean > shift else ((1.0, 0.0) if mean < shift else (1.0, 1.0))
+    t = (mean - shift) / (half / q)
+    return float(stats.t.sf(t, df)), float(stats.t.cdf(t, df))
+
+
+def superiority(mean, low, high, df, direction: int = 1) -> Test:
+    """The claim ``direction * effect > 0`` from a t interval of the effect (see :func:`t_test_from_interval`)."""
+    p_gt, p_lt = t_test_from_interval(mean, low, high, df)
+    p, p_opp = (p_gt, p_lt) if direction > 0 else (p_lt, p_gt)
+    return Test("superiority", p, p_opp)
+
+
+def non_inferiority(mean, low, high, df, margin: float, direction: int = 1) -> Test:
+    """The claim ``direction * effect > -margin`` (e.g. RAPTOR at most ``margin`` worse); the opposite is
+    ``direction * effect < -margin``."""
+    if margin < 0:
+        raise ValueError(f"margin must be >= 0, got {margin}")
+    if direction < 0:
+        mean, low, high = -mean, -high, -low
+    p, p_opp = t_test_from_interval(mean, low, high, df, shift=-margin)
+    return Test(f"non-inferiority (margin {margin:g})", p, p_opp)
+
+
+def majority(successes: int, n: int) -> Test:
+    """The claim "in most settings": ``successes`` of ``n`` settings, one-sided binomial tests against 1/2."""
+    if n < 1:
+        return Test("majority", float("nan"), float("nan"))
+    k = int(successes)
+    p = float(stats.binomtest(k, n, 0.5, alternative="greater").pvalue)
+    p_opp = float(stats.binomtest(k, n, 0.5, alternative="less").pvalue)
+    return Test("majority", p, p_opp)
+
+
+def every_setting(tests) -> Test:
+    """Intersection-union test over settings: p = the largest setting p (NaN if any is NaN); the opposite is
+    established when any setting establishes its opposite (p_opposite = the smallest)."""
+    tests = list(tests)
+    if not tests:
+        return Test("every setting", float("nan"), float("nan"))
+    ps = np.array([t.p for t in tests], dtype=float)
+    p = float(ps.max()) if np.all(np.isfinite(ps)) else float("nan")
+    opp = np.array([t.p_opposite for t in tests], dtype=float)
+    p_opp = float(np.nanmin(opp)) if np.any(np.isfinite(opp)) else float("nan")
+    return Test(f"every setting ({tests[0].rule}, {len(tests)} settings)", p, p_opp)
+
+
+def holm(pvalues) -> np.ndarray:
+    """Holm-Bonferroni adjusted p-values (step-down, monotone, capped at 1); NaN entries stay NaN and do not
+    count.
+
+    Examples
+    --------
+    >>> holm([0.01, 0.04, 0.03, float("nan")]).round(2).tolist()
+    [0.03, 0.06, 0.06, nan]
+    """
+    p = np.asarray(pvalues, dtype=float)
+    out = np.full(p.shape, np.nan)
+    idx = np.flatnonzero(np.isfinite(p))
+    m = idx.size
+    if m == 0:
+        return out
+    order = idx[np.argsort(p[idx], kind="stable")]
+    running = 0.0
+    for rank, i in enumerate(order):
+        running = max(running, min(1.0, (m - rank) * p[i]))
+        out[i] = running
+    return out
+
+
+def apply_holm(tests) -> tuple:
+    """Holm step over a table's tests (None for an untested row): returns (adjusted p-values, verdicts).
+
+    A claim keeps ``holds`` only if its Holm-adjusted p-value is below ``1 - LEVEL``; ``does not hold`` and
+    ``inconclusive`` are per claim; untested rows get ``--``."""
+    p = np.array([t.p if t is not None else np.nan for t in tests], dtype=float)
+    adjusted = holm(p)
+    verdicts = []
+    for t, pa in zip(tests, adjusted):
+        if t is None:
+            verdicts.append(UNTESTED)
+        elif np.isfinite(pa) and pa < 1 - LEVEL:
+            verdicts.append(HOLDS)
+        elif t.verdict == FAILS:
+            verdicts.append(FAILS)
+        else:
+            verdicts.append(INCONCLUSIVE)
+    return adjusted, verdicts
