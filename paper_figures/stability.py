@@ -187,8 +187,10 @@ def plot_stability_vs_lambda(settings=DEFAULT_SETTINGS, lams=None, *, sim: pd.Da
 # ---------------------------------------------------------------------------------------------
 # real embeddings (methodology in empirical.probes.real_embedding)
 # ---------------------------------------------------------------------------------------------
-def plot_real_embedding_stability(result, ax=None):
-    """Measured versus predicted stability per layer (and the paper's formula), with the identity line."""
+def plot_real_embedding_stability(result, ax=None, measured_ci=None):
+    """Measured versus predicted stability per layer (and the paper's formula), with the identity line;
+    ``measured_ci`` (low, high arrays per layer, e.g. the bootstrap interval over the K runs) draws the measured
+    values' error bars."""
     import matplotlib
 
     if ax is None:
@@ -201,6 +203,11 @@ def plot_real_embedding_stability(result, ax=None):
     ax.plot([0, 1], [0, 1], color="0.6", lw=1, label="measured = predicted")
     ax.scatter(t.predicted, t.measured, color=method_color("RAPTOR"),
                label=f"two-replica theory (Spearman {c['predicted_spearman']:.2f}, Pearson {c['predicted_pearson']:.2f})")
+    if measured_ci is not None:
+        low, high = (np.asarray(v, dtype=float) for v in measured_ci)
+        err = [np.clip(t.measured - low, 0, None), np.clip(high - t.measured, 0, None)]
+        ax.errorbar(t.predicted, t.measured, yerr=err, fmt="none", ecolor=method_color("RAPTOR"), elinewidth=0.8,
+                    capsize=2)
     ax.scatter(t.paper_formula, t.measured, color=THEORY_COLOR, marker="x",
                label=f"paper formula (Spearman {c['paper_formula_spearman']:.2f}, Pearson {c['paper_formula_pearson']:.2f})")
     ax.set_xlabel("predicted stability |cos| (dimensionless)")
