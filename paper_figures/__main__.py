@@ -30,7 +30,7 @@ import warnings
 from pathlib import Path
 
 from cgmt.cli_errors import debug_requested, run_command
-from empirical.files import atomic_write_text
+from empirical.files import atomic_write_text, refuse_overwriting_inputs
 
 from . import empirical_figures, empirical_plots, output, spectral_figures, stability, steering_text, style, theory
 from .progress import RunProgress, silence_libraries
@@ -124,7 +124,22 @@ def main(argv=None) -> int:
                        interrupted="interrupted (every finished step is saved; a re-run resumes)")
 
 
+def _refuse_writing_into_the_data(args) -> None:
+    """``--out`` and ``--publish`` must not be the data directory (or each other): the run's files would mix
+    with, or replace, the files it reads."""
+    from empirical.llm.datasets import resolve_data_dir
+
+    try:
+        data = [("--data-dir", resolve_data_dir(args.data_dir))]
+    except FileNotFoundError:  # no data directory: the sections that need one say so
+        data = []
+    publish = [("--publish", args.publish)] if args.publish is not None else []
+    refuse_overwriting_inputs([("--out", args.out), *publish], data)
+    refuse_overwriting_inputs(publish, [("--out", args.out)])
+
+
 def _run(args) -> int:
+    _refuse_writing_into_the_data(args)
     out = args.out
     (out / "figures").mkdir(parents=True, exist_ok=True)
     (out / "tables").mkdir(parents=True, exist_ok=True)

@@ -1,0 +1,191 @@
+"""Reliability round 3, files (issue 24, part A): hostile inputs around files, grouped by pattern.
+
+A1 an output that is (or aliases) an input is refused by every writer that reads files;
+A2 names that collide after normalisation never share a file (and a valid file is never called damaged);
+A3 the hidden-state cache identifies a model directory by the content of its files;
+A4 the table reader refuses ambiguity, naming file, column, row and value;
+A5 every file error names the file (and field); a failed write names the file being written;
+A6 model loading and the default data directory fail with one clear error.
+"""
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+torch = pytest.importorskip("torch")
+pytest.importorskip("transformers")
+os.environ.setdefault("HF_HUB_OFFLINE", "1")
+
+from empirical import cli  # noqa: E402
+from empirical import files  # noqa: E402
+from empirical.probes.concept_vectors import ConceptVectors, LinearProbe  # noqa: E402
+from empirical.probes.persistence import load_concept_vectors, save_concept_vectors  # noqa: E402
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def _run(argv, capsys):
+    code = cli.main(argv)
+    return code, capsys.readouterr().err
+
+
+def _vectors():
+    rng = np.random.default_rng(0)
+    return ConceptVectors({layer: LinearProbe(rng.standard_normal(32), 0.1, test_accuracy=0.8) for layer in (1, 2, 3)},
+                          model="tiny")
+
+
+def _fingerprint(paths):
+    return {str(p): Path(p).read_bytes() for p in paths}
+
+
+# ----------------------------------------------------------------------------- A1 outputs aliasing inputs
+def _alias(kind, target: Path, scratch: Path) -> str:
+    """A spelling of ``target``: the path itself, a relative path through '..', a symlink or a hard link."""
+    if kind == "same":
+        return str(target)
+    if kind == "dotdot":
+        return str(scratch / ".." / target.parent.name / target.name)
+    link = scratch / f"link_{kind}_{target.name}"
+    (os.symlink if kind == "symlink" else os.link)(target, link)
+    return str(link)
+
+
+ALIASES = ["same", "dotdot", "symlink", "hardlink"]
+
+
+@pytest.mark.parametrize("fmt", ["safetensors", "gguf"])
+@pytest.mark.parametrize("which", [".safetensors", ".json"])
+@pytest.mark.parametrize("kind", ALIASES)
+def test_export_refuses_to_overwrite_its_own_probe_file(tmp_path, capsys, kind, which, fmt):
+    if fmt == "gguf":
+        pytest.importorskip("gguf")
+    saved = tmp_path / "pair"
+    saved.mkdir()
+    files = save_concept_vectors(saved / "probes_reviews", _vectors())
+    before = _fingerprint(files)
+    scratch = tmp_path / "scratch"
+    scratch.mkdir()
+    out = _alias(kind, Path(files[0] if which == ".safetensors" else files[1]), scratch)
+    code, err = _run(["export", "--probe-file", files[1], "--format", fmt, "--out", out], capsys)
+    assert code == 2 and "refusing to write --out" in err and "--probe-file" in err
+    assert _fingerprint(files) == before
+    assert load_concept_vectors(files[0]).layers == [1, 2, 3]
+
+
+def test_export_default_name_keeps_every_dot_of_the_probe_file(tmp_path, capsys):
+    """Two tables reviews.v1 / reviews.v2 give probes_reviews.v1 / .v2; their exports must not share a name."""
+    for version in ("v1", "v2"):
+        save_concept_vectors(tmp_path / f"probes_reviews.{version}", _vectors())
+        assert _run(["export", "--probe-file", str(tmp_path / f"probes_reviews.{version}"),
+                     "--format", "safetensors"], capsys)[0] == 0
+    assert sorted(p.name for p in tmp_path.glob("*_directions.safetensors")) == [
+        "probes_reviews.v1_directions.safetensors", "probes_reviews.v2_directions.safetensors"]
+
+
+def _table_copy(cli_setup, directory: Path, name: str) -> Path:
+    root, _ = cli_setup
+    directory.mkdir(parents=True, exist_ok=True)
+    table = directory / name
+    text = (root / "reviews.tsv").read_text()
+    if name.endswith(".json"):
+        rows = [line.split("\t") for line in text.splitlines()[1:]]
+        text = json.dumps([{"text": t, "label": int(y)} for t, y in rows])
+    elif name.endswith(".csv"):
+        text = text.replace("\t", ",")
+    table.write_text(text)
+    return table
+
+
+def _base_with_table(base, table):
+    args = list(base)
+    args[args.index("--table") + 1] = str(table)
+    return args
+
+
+# command, the output name (in --out) that collides with the table, the table's own name
+COMMAND_COLLISIONS = {
+    "probe writes probe_summary.csv": ("probe", "probe_summary.csv", "probe_summary.csv"),
+    "steer writes steer_metrics.csv": ("steer", "steer_metrics.csv", "steer_metrics.csv"),
+    "extract writes extract_summary.json": ("extract", "extract_summary.json", "extract_summary.json"),
+    "stability output hard-linked to the table": ("stability", "stability_reviews.csv", "reviews.tsv"),
+    "sweep output a symlink to the table": ("sweep", "sweep_reviews_L2_table.csv", "reviews.tsv"),
+    "steer pairs output a symlink to the table": ("steer", "steer_reviews_towards_pairs.csv", "reviews.tsv"),
+    "steer probes output a symlink to the table": ("steer", "probes_reviews.json", "reviews.tsv"),
+}
+
+
+@pytest.mark.parametrize("case", sorted(COMMAND_COLLISIONS))
+def test_commands_refuse_an_output_that_is_their_table_before_any_work(cli_setup, capsys, monkeypatch, tmp_path, case):
+    command, output, table_name = COMMAND_COLLISIONS[case]
+    out = tmp_path / "out"
+    if output == table_name:
+        table = _table_copy(cli_setup, out, table_name)
+    else:
+        table = _table_copy(cli_setup, tmp_path / "data", table_name)
+        out.mkdir()
+        (os.link if "hard" in case else os.symlink)(table, out / output)
+    before = table.read_bytes()
+    monkeypatch.setattr(cli, "_load_model", lambda *a, **k: pytest.fail("the work started"))
+    argv = [command, *_base_with_table(cli_setup[1], table), "--out", str(out)]
+    if command == "sweep":
+        argv += ["--layer", "2"]
+    code, err = _run(argv, capsys)
+    assert code == 2 and "refusing to write --out" in err and "--table" in err, err
+    assert table.read_bytes() == before
+
+
+def test_refuse_overwriting_inputs_directory_and_missing_paths(tmp_path):
+    data = tmp_path / "data"
+    data.mkdir()
+    with pytest.raises(ValueError, match="the same directory"):
+        files.refuse_overwriting_inputs([("--out", tmp_path / "." / "data")], [("--data-dir", data)])
+    files.refuse_overwriting_inputs([("--out", tmp_path / "new")], [("--data-dir", data), ("--table", tmp_path / "gone")])
+
+
+def _paper_figures(argv):
+    return subprocess.run([sys.executable, "-m", "paper_figures", *argv], cwd=ROOT, capture_output=True, text=True,
+                          env=dict(os.environ, PYTHONPATH=str(ROOT)), timeout=120)
+
+
+def _fake_run(out: Path):
+    (out / "figures").mkdir(parents=True)
+    (out / "tables").mkdir()
+    (out / "RESULTS.md").write_text("# results\n![fig](figures/accuracy_differences.png)\n")
+    (out / "figures" / "accuracy_differences.png").write_bytes(b"full resolution figure")
+    return _fingerprint([out / "RESULTS.md", out / "figures" / "accuracy_differences.png"])
+
+
+@pytest.mark.parametrize("where", ["out itself", "out/figures", "symlink to out"])
+def test_publish_refuses_to_overwrite_the_run(tmp_path, where):
+    from paper_figures.publish import publish
+
+    out = tmp_path / "run"
+    before = _fake_run(out)
+    target = {"out itself": out, "out/figures": out / "figures", "symlink to out": tmp_path / "link"}[where]
+    if where == "symlink to out":
+        os.symlink(out, target)
+    with pytest.raises(ValueError, match="refusing to write --publish"):
+        publish(out, target)
+    assert _fingerprint(before) == before
+
+
+@pytest.mark.parametrize("case", ["--out is the data dir", "--publish is the data dir", "--publish is --out"])
+def test_paper_figures_refuses_output_folders_that_are_inputs(tmp_path, case):
+    data = tmp_path / "data"
+    data.mkdir()
+    (data / "cities.csv").write_text("statement,label\n")
+    out = tmp_path / "run"
+    argv = {"--out is the data dir": ["--out", str(data)],
+            "--publish is the data dir": ["--out", str(out), "--publish", str(data)],
+            "--publish is --out": ["--out", str(out), "--publish", str(tmp_path / "." / "run")]}[case]
+    proc = _paper_figures([*argv, "--data-dir", str(data), "--results-only", "--no-progress"])
+    assert proc.returncode == 2 and "refusing to write" in proc.stderr, proc.stderr
+    assert sorted(p.name for p in data.iterdir()) == ["cities.csv"]
