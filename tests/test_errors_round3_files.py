@@ -189,3 +189,70 @@ def test_paper_figures_refuses_output_folders_that_are_inputs(tmp_path, case):
     proc = _paper_figures([*argv, "--data-dir", str(data), "--results-only", "--no-progress"])
     assert proc.returncode == 2 and "refusing to write" in proc.stderr, proc.stderr
     assert sorted(p.name for p in data.iterdir()) == ["cities.csv"]
+
+
+# ----------------------------------------------------------------------------- A2 names colliding after normalisation
+@pytest.fixture(scope="module")
+def tiny():
+    from empirical.testing import tiny_model, tiny_tokenizer
+
+    return tiny_model("llama", seed=0, n_layers=2), tiny_model("llama", seed=1, n_layers=2), tiny_tokenizer()
+
+
+@pytest.mark.parametrize("labels", [("reviews.v2", "reviews.v3"), ("reviews.v2.tsv", "reviews.v2.csv"),
+                                    ("a.b", "a.c.d")])
+def test_cache_labels_with_dots_never_share_files(tmp_path, tiny, labels):
+    from empirical.llm.extract import hidden_states
+
+    model_a, model_b, tok = tiny
+    first = np.array(hidden_states(model_a, tok, ["a good film", "a bad film"], cache=tmp_path, label=labels[0],
+                                   progress=False))
+    second = np.array(hidden_states(model_b, tok, ["a good film", "a bad film"], cache=tmp_path, label=labels[1],
+                                    progress=False))
+    again = np.array(hidden_states(model_a, tok, ["a good film", "a bad film"], cache=tmp_path, label=labels[0],
+                                   progress=False))
+    assert not np.allclose(first, second) and np.array_equal(first, again)
+    assert len(list(tmp_path.glob("*.npy"))) == 2 and all(label in " ".join(p.name for p in tmp_path.glob("*.npy"))
+                                                          for label in labels)
+
+
+def test_cache_short_name_held_by_another_key_is_not_called_damaged(tmp_path, tiny):
+    """A finished entry of another key under this entry's short name (a 20-hex-digit prefix collision, forged
+    here) is left alone: the new entry takes its full-key name."""
+    from empirical.llm.cache import ExtractionCache
+    from empirical.llm.extract import hidden_states
+
+    model, _, tok = tiny
+    hidden_states(model, tok, ["a good film"], cache=tmp_path, label="x", progress=False)
+    (npy,) = tmp_path.glob("x-*.npy")
+    meta_file = npy.with_name(npy.name.removesuffix(".npy") + ".json")
+    info = json.loads(meta_file.read_text())
+    other = dict(info, key="f" * 64)
+    meta_file.write_text(json.dumps(other))  # now it is 'another key's entry' at our short name
+    before = _fingerprint([npy, meta_file])
+    H = hidden_states(model, tok, ["a good film"], cache=ExtractionCache(tmp_path), label="x", progress=False)
+    assert H.shape[1] == 1 and _fingerprint([npy, meta_file]) == before
+    assert len(list(tmp_path.glob("x-*.npy"))) == 2
+
+
+@pytest.mark.parametrize("keys", [("1", "01"), ("1", "\u0661"), ("0", "00")])
+def test_import_directions_refuses_block_indices_that_normalise_to_one(tmp_path, keys):
+    from safetensors.numpy import save_file
+
+    from empirical.probes.interop import import_directions
+
+    save_file({k: np.ones(4, dtype=np.float32) * (i + 1) for i, k in enumerate(keys)}, tmp_path / "d.safetensors")
+    with pytest.raises(ValueError, match=r"d\.safetensors.*not a 0-based block index"):
+        import_directions(tmp_path / "d.safetensors")
+
+
+def test_sha256sums_listing_a_file_twice_or_with_dot_slash(tmp_path):
+    from empirical.llm import datasets
+
+    (tmp_path / "cities.csv").write_text("statement,label\na,1\nb,0\n")
+    digest = datasets.sha256_file(tmp_path / "cities.csv")
+    (tmp_path / "SHA256SUMS").write_text(f"{digest}  ./cities.csv\n")
+    assert datasets._check_file(tmp_path, "cities.csv", verify=True)[1] == digest
+    (tmp_path / "SHA256SUMS").write_text(f"{digest}  cities.csv\n{'0' * 64}  cities.csv\n")
+    with pytest.raises(ValueError, match="listed twice with different sums"):
+        datasets._check_file(tmp_path, "cities.csv", verify=True)

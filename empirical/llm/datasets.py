@@ -226,7 +226,11 @@ def _expected_sums(root: Path) -> dict:
         if match is None:
             raise ValueError(f"checksum file {str(sums)!r}, line {number}: expected '<64 hex digits>  <file name>', "
                              f"got {line[:80]!r}; fix or remove it, or pass verify=False")
-        listed[match.group(2).strip()] = match.group(1).lower()
+        name, digest = match.group(2).strip().removeprefix("./"), match.group(1).lower()
+        if listed.get(name, digest) != digest:
+            raise ValueError(f"checksum file {str(sums)!r}, line {number}: {name!r} is listed twice with different "
+                             "sums; fix or remove it, or pass verify=False")
+        listed[name] = digest
     if not listed:
         raise ValueError(f"checksum file {str(sums)!r} lists no file; fix or remove it, or pass verify=False")
     expected.update(listed)
