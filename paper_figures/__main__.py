@@ -21,7 +21,6 @@ as soon as it is done, so an interrupted run resumes where it stopped; ``--force
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import platform
 import sys
@@ -30,7 +29,7 @@ import warnings
 from pathlib import Path
 
 from cgmt.cli_errors import debug_requested, run_command
-from empirical.files import atomic_write_text, refuse_overwriting_inputs
+from empirical.files import atomic_write_text, read_json, refuse_overwriting_inputs
 
 from . import empirical_figures, empirical_plots, output, spectral_figures, stability, steering_text, style, theory
 from .progress import RunProgress, silence_libraries
@@ -92,9 +91,12 @@ def _earlier_invocations(out: Path) -> list:
     if not path.exists():
         return []
     try:
-        last = json.loads(path.read_text())
-    except json.JSONDecodeError as exc:
-        warnings.warn(f"{path} is not valid JSON ({exc}); earlier timings are not kept", RuntimeWarning, stacklevel=2)
+        last = read_json(path)
+    except ValueError as exc:
+        warnings.warn(f"{exc}; earlier timings are not kept", RuntimeWarning, stacklevel=2)
+        return []
+    if not isinstance(last, dict) or not isinstance(last.get("earlier_invocations", []), list):
+        warnings.warn(f"{str(path)!r} is not a run record; earlier timings are not kept", RuntimeWarning, stacklevel=2)
         return []
     earlier = last.pop("earlier_invocations", [])
     return [*earlier, last]

@@ -256,3 +256,151 @@ def test_sha256sums_listing_a_file_twice_or_with_dot_slash(tmp_path):
     (tmp_path / "SHA256SUMS").write_text(f"{digest}  cities.csv\n{'0' * 64}  cities.csv\n")
     with pytest.raises(ValueError, match="listed twice with different sums"):
         datasets._check_file(tmp_path, "cities.csv", verify=True)
+
+
+# ----------------------------------------------------------------------------- A5 every file error names the file
+DATA = Path(__file__).resolve().parent / "data"
+
+
+def _saved_pair(tmp_path):
+    st, js = save_concept_vectors(tmp_path / "cv", _vectors())
+    return Path(st), Path(js)
+
+
+DAMAGED_JSON = {  # name -> (transform of the metadata text, words the message must hold besides the file)
+    "NaN value": (lambda t: t.replace('"n_features": 32', '"n_features": NaN'), ["n_features", "NaN"]),
+    "Infinity value": (lambda t: t.replace('"n_features": 32', '"n_features": -Infinity'), ["n_features"]),
+    "overflowing float": (lambda t: t.replace('"n_features": 32', '"n_features": 1e999'), ["n_features", "overflows"]),
+    "5000-digit integer": (lambda t: t.replace('"n_features": 32', '"n_features": ' + "9" * 5000), ["digits"]),
+    "deep nesting": (lambda t: t.replace('"n_features": 32', '"n_features": ' + "[" * 100000 + "]" * 100000),
+                     ["nested too deeply"]),
+    "duplicate key": (lambda t: t.replace('"n_features": 32', '"n_features": 32, "n_features": 33'),
+                      ["n_features", "twice"]),
+}
+
+
+@pytest.mark.parametrize("case", sorted(DAMAGED_JSON))
+def test_saved_metadata_json_errors_name_the_file(tmp_path, case):
+    transform, words = DAMAGED_JSON[case]
+    st, js = _saved_pair(tmp_path)
+    js.write_text(transform(js.read_text()))
+    with pytest.raises(ValueError) as info:
+        load_concept_vectors(js)
+    assert str(js) in str(info.value) and all(w in str(info.value) for w in words), str(info.value)
+
+
+@pytest.mark.parametrize("case", sorted(DAMAGED_JSON))
+def test_table_json_errors_name_the_file(tmp_path, case):
+    from empirical.llm.datasets import load_table
+
+    transform, words = DAMAGED_JSON[case]
+    path = tmp_path / "t.jsonl"
+    path.write_text("\n".join(transform(json.dumps({"text": t, "label": y, "n_features": 32}))
+                              for t, y in (("good", 1), ("bad", 0))))
+    with pytest.raises(ValueError) as info:
+        load_table(path, "text", "label")
+    assert str(path) in str(info.value) and "line 1" in str(info.value), str(info.value)
+
+
+def test_cache_metadata_nested_too_deeply_is_a_damaged_entry(tmp_path, tiny):
+    from empirical.llm.cache import CacheCorruptionError
+    from empirical.llm.extract import hidden_states
+
+    model, _, tok = tiny
+    hidden_states(model, tok, ["a good film"], cache=tmp_path, label="x", progress=False)
+    (meta,) = tmp_path.glob("x-*.json")
+    meta.write_text("[" * 100000 + "]" * 100000)
+    with pytest.raises(CacheCorruptionError, match=meta.name):
+        hidden_states(model, tok, ["a good film"], cache=tmp_path, label="x", progress=False)
+
+
+def _format1_copy(tmp_path, edit):
+    for suffix in (".safetensors", ".json"):
+        (tmp_path / f"v1{suffix}").write_bytes((DATA / f"v1_concept_vectors{suffix}").read_bytes())
+    meta = json.loads((tmp_path / "v1.json").read_text())
+    edit(meta)
+    (tmp_path / "v1.json").write_text(json.dumps(meta))
+    return tmp_path / "v1.json"
+
+
+FORMAT1_DAMAGE = {
+    "layers missing": (lambda m: m.pop("layers"), "'layers' is missing"),
+    "layers not ints": (lambda m: m.update(layers=["a", "b", "c"]), "'layers' must be"),
+    "layers too few": (lambda m: m.update(layers=[1]), "'layers' has 1 entries for 3 vectors"),
+    "extra a list": (lambda m: m.update(extra=[1, 2]), "'extra' must be an object"),
+    "layer_convention a number": (lambda m: m.update(layer_convention=3), "'layer_convention' must be a string"),
+}
+
+
+@pytest.mark.parametrize("case", sorted(FORMAT1_DAMAGE))
+def test_format1_metadata_errors_name_the_file_and_field(tmp_path, case):
+    edit, message = FORMAT1_DAMAGE[case]
+    js = _format1_copy(tmp_path, edit)
+    with pytest.warns(UserWarning, match="format version 1"), pytest.raises(ValueError, match=message) as info:
+        load_concept_vectors(js)
+    assert "v1.json" in str(info.value)
+
+
+def test_numpy_scalars_in_metadata_are_stored_as_numbers(tmp_path):
+    from empirical.probes.persistence import load_probe, save_probe
+    from empirical.probes.raptor import RaptorProbe
+
+    cv = ConceptVectors({1: LinearProbe(np.ones(3), 0.0)}, metadata={"n": np.int64(3), "acc": np.float32(0.5),
+                                                                      "flags": (np.bool_(True),)})
+    save_concept_vectors(tmp_path / "cv", cv)
+    assert load_concept_vectors(tmp_path / "cv").metadata == {"n": 3, "acc": 0.5, "flags": [True]}
+    rng = np.random.default_rng(0)
+    probe = RaptorProbe(Cs=[0.1, 1.0]).fit(rng.standard_normal((40, 3)), np.arange(40) % 2)
+    save_probe(tmp_path / "p", probe, layer=np.int64(2), extra={"seed": np.int32(7)})
+    assert load_probe(tmp_path / "p").metadata_["extra"] == {"seed": 7}
+
+
+@pytest.mark.parametrize("metadata, field", [({"x": float("nan")}, "metadata.metadata.x"),
+                                             ({"x": np.zeros(2)}, "metadata.metadata.x"),
+                                             ({1: "a"}, "keys must be strings"),
+                                             ({"p": Path("/tmp")}, "metadata.metadata.p")])
+def test_metadata_json_cannot_hold_is_refused_naming_the_field(tmp_path, metadata, field):
+    cv = ConceptVectors({1: LinearProbe(np.ones(3), 0.0)}, metadata=metadata)
+    with pytest.raises(ValueError, match="cv.json") as info:
+        save_concept_vectors(tmp_path / "cv", cv)
+    assert field in str(info.value)
+    assert list(tmp_path.iterdir()) == []
+
+
+FSIZE_SCRIPT = textwrap.dedent("""
+    import resource, signal, sys
+    signal.signal(signal.SIGXFSZ, signal.SIG_IGN)   # the limit then fails the write with EFBIG
+    resource.setrlimit(resource.RLIMIT_FSIZE, (4096, 4096))
+    {body}
+""")
+
+
+def _limited(body, tmp_path, *args):
+    return subprocess.run([sys.executable, "-c", FSIZE_SCRIPT.format(body=body), *args], cwd=tmp_path,
+                          capture_output=True, text=True, env=dict(os.environ, PYTHONPATH=str(ROOT)), timeout=120)
+
+
+@pytest.mark.parametrize("writer", ["atomic_write_bytes", "write_csv", "save_concept_vectors"])
+def test_a_failed_write_names_the_file_being_written(tmp_path, writer):
+    body = {
+        "atomic_write_bytes": "from empirical.files import atomic_write_bytes as w; w(sys.argv[1], b'x' * 100000)",
+        "write_csv": "import pandas as pd; from empirical.files import write_csv as w; "
+                     "w(sys.argv[1], pd.DataFrame({'a': range(100000)}))",
+        "save_concept_vectors": "import numpy as np; from empirical.probes.persistence import save_concept_vectors as w; "
+                                "w(sys.argv[1], np.ones((4, 10000)))",
+    }[writer]
+    target = tmp_path / "big.out"
+    proc = _limited(body, tmp_path, str(target))
+    assert proc.returncode != 0 and "File too large" in proc.stderr
+    assert f"while writing '{target}" in proc.stderr, proc.stderr[-500:]
+    assert [p for p in tmp_path.iterdir() if p.name.startswith(".")] == []
+
+
+def test_a_failed_cli_write_is_one_line_naming_the_file(tmp_path):
+    wide = ConceptVectors({layer: LinearProbe(np.ones(4000), 0.0) for layer in (1, 2)})  # 32 KB > the 4 KB limit
+    _, js = save_concept_vectors(tmp_path / "wide", wide)
+    target = tmp_path / "dirs.safetensors"
+    proc = _limited("from empirical.cli import main; sys.exit(main(sys.argv[1:]))", tmp_path, "export",
+                    "--probe-file", str(js), "--format", "safetensors", "--out", str(target))
+    assert proc.returncode == 2 and "Traceback" not in proc.stderr
+    assert "File too large" in proc.stderr and str(target) in proc.stderr, proc.stderr

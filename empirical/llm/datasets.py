@@ -27,7 +27,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from ..files import sha256_file
+from ..files import parse_json, sha256_file
 
 __all__ = [
     "ConceptDataset",
@@ -294,10 +294,7 @@ def _read_text(path: Path) -> str:
 
 def _read_json(path: Path):
     """The parsed JSON document; ValueError naming the file, line and column when it is invalid."""
-    try:
-        return json.loads(_read_text(path))
-    except json.JSONDecodeError as exc:
-        raise ValueError(f"{str(path)!r} is not valid JSON: {exc.msg} at line {exc.lineno}, column {exc.colno}") from None
+    return parse_json(_read_text(path), repr(str(path)))
 
 
 def _read_jsonl(path: Path) -> pd.DataFrame:
@@ -306,10 +303,7 @@ def _read_jsonl(path: Path) -> pd.DataFrame:
     for number, line in enumerate(_read_text(path).splitlines(), start=1):
         if not line.strip():
             continue
-        try:
-            record = json.loads(line)
-        except json.JSONDecodeError as exc:
-            raise ValueError(f"{str(path)!r}, line {number}: not valid JSON ({exc.msg} at column {exc.colno})") from None
+        record = parse_json(line, f"{str(path)!r}, line {number}")
         if not isinstance(record, dict):
             raise ValueError(f"{str(path)!r}, line {number}: each line must be a JSON object (a record), "
                              f"got {type(record).__name__}")

@@ -23,7 +23,7 @@ from pathlib import Path
 
 import torch
 
-from ..files import cache_root, sha256_file
+from ..files import cache_root, read_json, sha256_file
 from .hooks import ENCODER_TYPES, LAYER_CONVENTION, decoder_blocks, num_layers
 
 __all__ = [
@@ -207,7 +207,7 @@ def _valid_converted(d: Path) -> bool:
     if not m.is_file():
         return False
     try:
-        manifest = json.loads(m.read_text())
+        manifest = read_json(m)
         files = manifest["files"]
         return bool(files) and all(
             isinstance(info, dict) and (d / f).is_file() and (d / f).stat().st_size == info["size"]
