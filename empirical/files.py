@@ -14,6 +14,7 @@ import hashlib
 import json
 import math
 import os
+import re
 import tempfile
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -403,7 +404,7 @@ def _first_non_finite(obj):
     return None
 
 
-def parse_json(text: str, where: str):
+def parse_json(text: str, where: str, line: int | None = None):
     """Parse JSON strictly, with errors that name ``where`` (the file, and line when given).
 
     Refused, each as a ``ValueError`` naming ``where``: invalid JSON (line and column), ``NaN`` and
@@ -416,6 +417,8 @@ def parse_json(text: str, where: str):
     text : str
     where : str
         What is parsed, for messages (e.g. ``"'probes.json'"``).
+    line : int, optional
+        The line of a JSON Lines file that ``text`` is (named in messages).
 
     Returns
     -------
@@ -428,6 +431,16 @@ def parse_json(text: str, where: str):
     ...
     ValueError: 'm.json': the value at a[1] is NaN (JSON holds finite numbers only)
     """
+    if line is not None:
+        try:
+            return parse_json(text, f"{where}, line {line}")
+        except ValueError as exc:  # one line of a JSON Lines file: its position is a column
+            message = str(exc)
+            position = re.search(r" is not valid JSON: (.*) at line \d+, column (\d+)$", message)
+            if position is None:
+                raise
+            raise ValueError(f"{where}, line {line}: not valid JSON ({position.group(1)} at column "
+                             f"{position.group(2)})") from None
     try:
         obj = json.loads(text, parse_constant=_refuse_constant, object_pairs_hook=_no_duplicate_keys)
     except _NonFinite as exc:

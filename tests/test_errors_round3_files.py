@@ -404,3 +404,56 @@ def test_a_failed_cli_write_is_one_line_naming_the_file(tmp_path):
                     "--probe-file", str(js), "--format", "safetensors", "--out", str(target))
     assert proc.returncode == 2 and "Traceback" not in proc.stderr
     assert "File too large" in proc.stderr and str(target) in proc.stderr, proc.stderr
+
+
+# ----------------------------------------------------------------------------- A4 the table reader refuses ambiguity
+GOOD_ROWS = "great film\t1\nawful plot\t0\nloved it\t1\nboring\t0\n"
+AMBIGUOUS_TABLES = {  # name -> (file name, content, words the error must hold besides the file name)
+    "duplicated header (tsv)": ("t.tsv", "text\tlabel\tlabel\n" + GOOD_ROWS.replace("\n", "\t0\n"),
+                                ["'label'", "more than once"]),
+    "duplicated header (csv)": ("t.csv", "label,text,label\n0,great film,1\n1,awful plot,0\n",
+                                ["'label'", "more than once"]),
+    "duplicated key (jsonl)": ("t.jsonl", '{"text": "a", "label": 1, "label": 0}\n{"text": "b", "label": 0}\n',
+                               ["line 1", "'label'", "twice"]),
+    "label yes.0": ("t.tsv", "text\tlabel\n" + GOOD_ROWS.replace("\t1\n", "\tyes.0\n", 1),
+                    ["'label'", "row 0", "'yes.0'"]),
+    "label 1.5": ("t.csv", "text,label\na,1\nb,1.5\nc,0\n", ["'label'", "row 1", "'1.5'"]),
+    "label 2 in json": ("t.json", json.dumps([{"text": "a", "label": 1}, {"text": "b", "label": 2}]),
+                        ["'label'", "row 1", "2"]),
+    "empty label": ("t.csv", "text,label\na,1\nb,\nc,0\n", ["'label'", "empty in rows [1]"]),
+    "NaN label (json)": ("t.jsonl", '{"text": "a", "label": 1}\n{"text": "b"}\n{"text": "c", "label": 0}\n',
+                         ["'label'", "empty in rows [1]"]),
+    "null label (json)": ("t.json", '[{"text": "a", "label": 1}, {"text": "b", "label": null}]',
+                          ["'label'", "empty in rows [1]"]),
+    "empty label with positive_label": ("t.csv", "text,label\na,pos\nb,\nc,neg\n", ["'label'", "empty in rows [1]"]),
+    "quoted newline in a tsv field": ("t.tsv", 'text\tlabel\n"great\nfilm"\t1\nawful plot\t0\n',
+                                      ["line 2", "1 field(s), the header has 2", "line break"]),
+    "separator inside a tsv field": ("t.tsv", "text\tlabel\ngreat\tfilm\t1\nawful plot\t0\n",
+                                     ["line 2", "3 field(s)"]),
+    "text column is the label column": ("t.csv", "text,label\na,1\nb,0\n", ["same column"]),
+}
+
+
+@pytest.mark.parametrize("case", sorted(AMBIGUOUS_TABLES))
+def test_table_reader_refuses_ambiguity_naming_file_column_row_value(tmp_path, case):
+    from empirical.llm.datasets import load_table
+
+    name, content, words = AMBIGUOUS_TABLES[case]
+    path = tmp_path / name
+    path.write_text(content)
+    kwargs = {"positive_label": "pos"} if "positive_label" in case else {}
+    text_column = "label" if "same column" in words else "text"
+    with pytest.raises(ValueError) as info:
+        load_table(path, text_column, "label", **kwargs)
+    message = str(info.value)
+    assert str(path) in message and all(w in message for w in words), message
+
+
+@pytest.mark.parametrize("labels, expected", [(["1.0", "0.0", "TRUE", "no"], [1, 0, 1, 0]),
+                                              ([1.0, 0, True, False], [1, 0, 1, 0])])
+def test_table_reader_still_accepts_every_documented_spelling(tmp_path, labels, expected):
+    from empirical.llm.datasets import load_table
+
+    path = tmp_path / "t.json"
+    path.write_text(json.dumps([{"text": f"t{i}", "label": y} for i, y in enumerate(labels)]))
+    assert load_table(path, "text", "label").labels.tolist() == expected
