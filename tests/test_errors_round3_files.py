@@ -457,3 +457,154 @@ def test_table_reader_still_accepts_every_documented_spelling(tmp_path, labels, 
     path = tmp_path / "t.json"
     path.write_text(json.dumps([{"text": f"t{i}", "label": y} for i, y in enumerate(labels)]))
     assert load_table(path, "text", "label").labels.tolist() == expected
+
+
+# ----------------------------------------------------------------------------- A3 model identity by content
+def _save_model(model, tok, directory: Path, mtime: float):
+    model.save_pretrained(directory)
+    tok.save_pretrained(directory)
+    for f in directory.iterdir():
+        os.utime(f, (mtime, mtime))
+
+
+def test_same_size_same_second_checkpoint_is_not_served_stale_states(tmp_path, tiny):
+    from empirical.llm.extract import hidden_states
+    from empirical.llm.models import load_model
+
+    model_a, model_b, tok = tiny
+    directory = tmp_path / "ckpt"
+    prompts = ["a good film", "a bad film"]
+    _save_model(model_a, tok, directory, 1_700_000_000.0)
+    loaded_a, tok_a = load_model(str(directory), device="cpu")
+    H_a = np.array(hidden_states(loaded_a, tok_a, prompts, cache=tmp_path / "cache", progress=False))
+    _save_model(model_b, tok, directory, 1_700_000_000.0)  # another checkpoint: same size, same mtime
+    loaded_b, tok_b = load_model(str(directory), device="cpu")
+    H_b = np.array(hidden_states(loaded_b, tok_b, prompts, cache=tmp_path / "cache", progress=False))
+    fresh = np.array(hidden_states(loaded_b, tok_b, prompts, progress=False))
+    assert loaded_a.raptor_identity != loaded_b.raptor_identity
+    np.testing.assert_allclose(H_b, fresh, atol=1e-5)
+    assert not np.allclose(H_a, H_b)
+
+
+def test_identity_does_not_depend_on_where_the_model_lies(tmp_path, tiny):
+    from empirical.llm.models import load_model
+
+    model, _, tok = tiny
+    _save_model(model, tok, tmp_path / "one", 1.0)
+    _save_model(model, tok, tmp_path / "two", 2.0)
+    assert load_model(str(tmp_path / "one"), device="cpu")[0].raptor_identity == \
+        load_model(str(tmp_path / "two"), device="cpu")[0].raptor_identity
+
+
+# ----------------------------------------------------------------------------- A6 model loading, data directory
+def _model_dir(tmp_path, tiny, damage):
+    model, _, tok = tiny
+    directory = tmp_path / "m"
+    model.save_pretrained(directory)
+    if damage != "no tokenizer":
+        tok.save_pretrained(directory)
+    weights = directory / "model.safetensors"
+    if damage == "truncated weights":
+        weights.write_bytes(weights.read_bytes()[:-1000])
+    elif damage == "garbage weights":
+        weights.write_bytes(b"\xff" * 64)
+    elif damage == "no config":
+        (directory / "config.json").unlink()
+    return directory
+
+
+MODEL_DAMAGE = {
+    "truncated weights": ("model.safetensors", "truncated"),
+    "garbage weights": ("model.safetensors", "damaged"),
+    "no tokenizer": ("tokenizer", "cannot load the tokenizer"),
+    "no config": ("config.json", "has no config.json"),
+}
+
+
+@pytest.mark.parametrize("damage", sorted(MODEL_DAMAGE))
+def test_damaged_model_directory_is_one_clear_error(tmp_path, tiny, damage):
+    from empirical.llm.models import load_model
+
+    directory = _model_dir(tmp_path, tiny, damage)
+    name, words = MODEL_DAMAGE[damage]
+    with pytest.raises((ValueError, FileNotFoundError)) as info:
+        load_model(str(directory), device="cpu")
+    assert str(directory) in str(info.value) and name in str(info.value) and words in str(info.value), str(info.value)
+
+
+@pytest.mark.parametrize("name", ["/nonexistent", "./no/such/model", "~/no-such-model-dir", "no such model"])
+def test_model_that_does_not_exist_says_so(name):
+    from empirical.llm.models import load_model
+
+    with pytest.raises(FileNotFoundError, match="does not exist|not a local model directory") as info:
+        load_model(name, device="cpu")
+    assert "alphanumeric" not in str(info.value)
+
+
+def test_cli_model_that_does_not_exist(cli_setup, capsys, tmp_path):
+    root, base = cli_setup
+    argv = [a if a != str(root / "model") else "/nonexistent" for a in base]
+    code, err = _run(["extract", *argv, "--out", str(tmp_path / "o")], capsys)
+    assert code == 2 and "'/nonexistent' does not exist" in err and "Traceback" not in err
+
+
+def _gpt2():
+    from empirical.testing import tiny_model, tiny_tokenizer
+
+    return tiny_model("gpt2", seed=0, n_layers=2), tiny_tokenizer()
+
+
+def test_prompt_longer_than_learned_positions_is_refused_before_running(monkeypatch):
+    from empirical.llm import extract
+
+    model, tok = _gpt2()
+    prompts = ["a good film", " ".join(["good"] * 300), "a bad film"]
+    monkeypatch.setattr(extract, "_run", lambda *a, **k: pytest.fail("the model ran"))
+    with pytest.raises(ValueError, match=r"prompt 1 has \d+ tokens, more than the 256 positions"):
+        extract.hidden_states(model, tok, prompts, progress=False)
+
+
+def test_prompt_longer_than_learned_positions_in_steering_and_generation():
+    from empirical.llm.steering import generate, steer_prompts
+
+    model, tok = _gpt2()
+    long = " ".join(["good"] * 300)
+    with pytest.raises(ValueError, match=r"prompt 0 has \d+ tokens, more than the 256 positions"):
+        steer_prompts(model, tok, [long], ConceptVectors({1: LinearProbe(np.ones(32), 0.0)}), "towards",
+                      progress=False)
+    with pytest.raises(ValueError, match=r"max_new_tokens=200 .* more than the 256"):
+        generate(model, tok, " ".join(["good"] * 100), max_new_tokens=200)
+
+
+def test_max_length_keeps_a_long_prompt_within_the_positions():
+    from empirical.llm.extract import hidden_states
+
+    model, tok = _gpt2()
+    H = hidden_states(model, tok, [" ".join(["good"] * 300)], max_length=256, progress=False)
+    assert H.shape[1] == 1 and np.all(np.isfinite(H))
+
+
+def test_default_data_directory_is_found_from_any_working_directory(tmp_path):
+    from empirical.llm import datasets
+
+    expected = (ROOT / ".." / "shared" / "datasets").resolve()
+    if not expected.is_dir():
+        pytest.skip("no ../shared/datasets next to this checkout")
+    code = "from empirical.llm.datasets import resolve_data_dir; print(resolve_data_dir())"
+    env = {k: v for k, v in os.environ.items() if k != "RAPTOR_DATA"}
+    proc = subprocess.run([sys.executable, "-c", code], cwd=tmp_path, capture_output=True, text=True,
+                          env=dict(env, PYTHONPATH=str(ROOT)), timeout=60)
+    assert proc.returncode == 0 and proc.stdout.strip() == str(expected), proc.stderr
+    assert datasets._repo_root() == ROOT
+
+
+def test_missing_default_data_directory_names_the_paths_tried(tmp_path, monkeypatch):
+    from empirical.llm import datasets
+
+    monkeypatch.delenv("RAPTOR_DATA", raising=False)
+    monkeypatch.setattr(datasets, "_repo_root", lambda: tmp_path / "repo")
+    monkeypatch.chdir(tmp_path)
+    with pytest.raises(FileNotFoundError) as info:
+        datasets.resolve_data_dir()
+    message = str(info.value)
+    assert str(tmp_path / "shared" / "datasets") in message and "RAPTOR_DATA" in message and "--data-dir" in message

@@ -98,7 +98,7 @@ _WHERE = (
     "Get the files from the Concept-Depth repository (https://github.com/Luckfort/CD, folder "
     "'dataset') and the sarcasm headlines from "
     "https://github.com/rishabhmisra/Sarcasm-Detection-using-NN (see docs/llm.md), then pass "
-    "data_dir=... or set RAPTOR_DATA."
+    "data_dir=... (--data-dir) or set RAPTOR_DATA."
 )
 
 
@@ -170,11 +170,13 @@ def apply_template(template: str, text: str) -> str:
 
 
 def _repo_root() -> Path:
-    return Path(__file__).resolve().parents[1]
+    """The checkout holding the packages (``<repo>/empirical/llm/datasets.py`` -> ``<repo>``)."""
+    return Path(__file__).resolve().parents[2]
 
 
 def resolve_data_dir(data_dir=None) -> Path:
-    """Resolve the data directory: argument > $RAPTOR_DATA > ../shared/datasets (repo, then cwd).
+    """Resolve the data directory: argument > $RAPTOR_DATA > ``../shared/datasets`` next to the repository (the
+    checkout holding the packages), then next to the working directory.
 
     Parameters
     ----------
@@ -196,11 +198,15 @@ def resolve_data_dir(data_dir=None) -> Path:
         if not p.is_dir():
             raise FileNotFoundError(f"RAPTOR_DATA={env!r} is not a directory. {_WHERE}")
         return p
+    tried = []
     for base in (_repo_root(), Path.cwd()):
         p = (base / ".." / "shared" / "datasets").resolve()
         if p.is_dir():
             return p
-    raise FileNotFoundError(f"No data directory: none given, RAPTOR_DATA unset and no ../shared/datasets. {_WHERE}")
+        if p not in tried:
+            tried.append(p)
+    raise FileNotFoundError(f"No data directory: none given (data_dir=... / --data-dir), RAPTOR_DATA unset, and "
+                            f"{' and '.join(repr(str(p)) for p in tried)} do not exist. {_WHERE}")
 
 
 _SUM_LINE = re.compile(r"^([0-9a-fA-F]{64}) [ *]?(.+)$")
