@@ -30,6 +30,7 @@ from pathlib import Path
 
 from cgmt.cli_errors import debug_requested, run_command
 from empirical.files import atomic_write_text, read_json, refuse_overwriting_inputs
+from empirical.llm.datasets import resolve_data_dir
 
 from . import empirical_figures, empirical_plots, output, spectral_figures, stability, steering_text, style, theory
 from .progress import RunProgress, silence_libraries
@@ -129,8 +130,6 @@ def main(argv=None) -> int:
 def _refuse_writing_into_the_data(args) -> None:
     """``--out`` and ``--publish`` must not be the data directory (or each other): the run's files would mix
     with, or replace, the files it reads."""
-    from empirical.llm.datasets import resolve_data_dir
-
     try:
         data = [("--data-dir", resolve_data_dir(args.data_dir))]
     except FileNotFoundError:  # no data directory: the sections that need one say so

@@ -388,7 +388,7 @@ def check_safetensors(path) -> None:
 
 
 def _identity_from_path(path, commit):
-    """``dir-sha256:<hex>``: the sha256 of every weight, config and tokenizer-model file of a local model
+    """``dir:sha256=<hex>``: the sha256 of every weight, config and tokenizer-model file of a local model
     directory (names and contents, so a different checkpoint never shares cache entries, wherever it lies;
     about a second per GB at each load), or ``hub:<id>@<revision>``."""
     p = Path(str(path)).expanduser()
@@ -397,7 +397,7 @@ def _identity_from_path(path, commit):
         for f in sorted(p.iterdir()):
             if f.suffix in (".safetensors", ".bin", ".json", ".gguf", ".model") and f.is_file():
                 h.update(f"{f.name}\0{sha256_file(f)}\n".encode())
-        return f"dir-sha256:{h.hexdigest()}"
+        return f"dir:sha256={h.hexdigest()}"
     return f"hub:{path}@{commit or 'unknown-revision'}"
 
 
