@@ -21,14 +21,14 @@ from tqdm.auto import tqdm
 
 from cgmt.cli_errors import debug_requested, run_command
 
-from .files import save_figure, write_csv, write_json
+from .files import refuse_overwriting_inputs, save_figure, write_csv, write_json
 from .llm import datasets
 from .llm.cache import ExtractionCache
 from .probes.baselines import DifferenceOfMeans, GCSProbe, LogRegCVProbe, XRFMProbe
 from .probes.concept_vectors import ConceptVectors
 from .probes.interop import export_control_vector, export_directions
 from .probes.layers import fit_layers, paper_split
-from .probes.persistence import load_concept_vectors, save_concept_vectors
+from .probes.persistence import file_pair, load_concept_vectors, save_concept_vectors
 from .probes.raptor import RaptorProbe
 from .probes.stability import stability
 from .probes.structure import delta_sweep
@@ -194,9 +194,22 @@ def _hidden(args, model, tok, ds, layers="all"):
                                      progress=not args.no_progress)
 
 
+def _input_files(args) -> list:
+    """The files a command reads that a user names (``--table``, both files of ``--probe-file``), as
+    ``(option, path)`` for :func:`empirical.files.refuse_overwriting_inputs`."""
+    inputs = []
+    if getattr(args, "table", None):
+        inputs.append(("--table", args.table))
+    if getattr(args, "probe_file", None):
+        inputs += [("--probe-file", f) for f in file_pair(Path(args.probe_file).expanduser())]
+    return inputs
+
+
 def _out(args, names=()) -> Path:
     """The output directory, created and checked writable before any work, and the files the command
-    will write (``names``) checked not to be directories, so no computed result is lost at the end."""
+    will write (``names``; glob patterns for names known only later) checked not to be directories and
+    not to be, or alias, an input file (``--table``, ``--probe-file``), so no computed result is lost at
+    the end and no input is overwritten."""
     out = Path(args.out).expanduser()
     if out.exists() and not out.is_dir():
         raise ValueError(f"--out {str(out)!r} exists and is not a directory")
@@ -206,9 +219,13 @@ def _out(args, names=()) -> Path:
             pass
     except OSError as exc:
         raise ValueError(f"--out {str(out)!r} is not a writable directory ({exc.strerror or exc})") from None
+    targets = []
     for name in names:
-        if (out / name).is_dir():
-            raise ValueError(f"cannot write {str(out / name)!r}: a directory of that name exists")
+        targets += sorted(out.glob(name)) if any(c in name for c in "*?[") else [out / name]
+    for target in targets:
+        if target.is_dir():
+            raise ValueError(f"cannot write {str(target)!r}: a directory of that name exists")
+    refuse_overwriting_inputs([("--out", target) for target in targets], _input_files(args))
     return out
 
 
@@ -377,7 +394,11 @@ def _plot_sweep(plt, table, path, title):
 def cmd_steer(args):
     dsets = _load_datasets(args, [args.dataset] if args.dataset else None)
     probes_given = load_concept_vectors(args.probe_file) if args.probe_file else None  # a bad file fails first
-    out = _out(args, ["steer_metrics.csv", "steer_hard_layers.csv", "steer_metrics.json", "steer_generations.json"])
+    out = _out(args, ["steer_metrics.csv", "steer_hard_layers.csv", "steer_metrics.json", "steer_generations.json",
+                      *(f"{stem}_{ds.name}{ext}" for ds in dsets for stem, ext in (
+                          ("steer", "_*.csv"), ("steer_sweep", "_*.csv"), ("steer_sweep", "_*.png"),
+                          *(() if args.probe_file else (("probe", ".csv"), ("probes", ".safetensors"),
+                                                        ("probes", ".json")))))])
     model, tok = _load_model(args)
     extract, models, steering = _llm()
     evaluation = _steering_eval()
@@ -478,7 +499,8 @@ def cmd_steer(args):
 
 def cmd_sweep(args):
     dsets = _load_datasets(args, [args.dataset] if args.dataset else None)
-    out = _out(args)
+    out = _out(args, [f"sweep_{ds.name}_L{args.layer if args.layer is not None else '*'}{ext}" for ds in dsets
+                      for ext in ("_table.csv", "_summary.csv", "_best.json", ".png")])
     fractions = _number_list("--fractions", args.fractions) if args.fractions else None
     Cs = _number_list("--Cs", args.Cs, positive=True) if args.Cs else None
     model, tok = _load_model(args)
@@ -523,11 +545,12 @@ def cmd_export(args):
     """Concept vectors saved by ``raptor probe`` (or ``save_concept_vectors``) -> a llama.cpp control
     vector (GGUF) or a plain ``{block index: direction}`` safetensors file (repeng, steering-vectors)."""
     vectors = load_concept_vectors(args.probe_file)
-    stem = Path(args.probe_file).with_suffix("")
-    target = Path(args.out) if args.out else stem.with_name(
-        stem.name + ("_control" if args.format == "gguf" else "_directions") + EXPORT_SUFFIX[args.format])
+    stem = file_pair(args.probe_file)[0].removesuffix(".safetensors")  # 'probes_reviews.v2' keeps its '.v2'
+    target = Path(args.out).expanduser() if args.out else Path(
+        stem + ("_control" if args.format == "gguf" else "_directions") + EXPORT_SUFFIX[args.format])
     if target.is_dir():
         raise ValueError(f"--out {str(target)!r} is a directory; give the file to write")
+    refuse_overwriting_inputs([("--out", target)], _input_files(args))
     layers = None if args.layers in (None, "all") else args.layers
     if args.format == "gguf":
         if layers is None and min(vectors.layers) < 2:

@@ -12,14 +12,17 @@ from __future__ import annotations
 
 import hashlib
 import json
+import math
 import os
+import re
 import tempfile
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
 __all__ = ["atomic_path", "atomic_write_bytes", "atomic_write_text", "write_json", "write_csv", "save_figure",
-           "sha256_file", "write_checksum", "verify_checksum", "ChecksumError", "cache_root"]
+           "sha256_file", "write_checksum", "verify_checksum", "ChecksumError", "cache_root",
+           "refuse_overwriting_inputs", "parse_json", "read_json", "json_ready"]
 
 
 def _umask() -> int:
@@ -60,17 +63,30 @@ def atomic_path(target, suffix: str = ".tmp") -> Iterator[Path]:
     target = Path(target)
     if target.is_dir():
         raise IsADirectoryError(f"cannot write {str(target)!r}: a directory of that name exists")
-    target.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(dir=target.parent, prefix=f".{target.name}.", suffix=suffix)
+    try:
+        target.parent.mkdir(parents=True, exist_ok=True)
+        fd, tmp = tempfile.mkstemp(dir=target.parent, prefix=f".{target.name}.", suffix=suffix)
+    except OSError as exc:
+        raise _naming(exc, target) from None
     os.close(fd)
     tmp = Path(tmp)
     try:
         yield tmp
         os.chmod(tmp, 0o666 & ~_umask())
         os.replace(tmp, target)
+    except OSError as exc:
+        tmp.unlink(missing_ok=True)
+        raise _naming(exc, target) from exc
     except BaseException:
         tmp.unlink(missing_ok=True)
         raise
+
+
+def _naming(exc: OSError, target: Path) -> OSError:
+    """``exc`` (same class and errno) with a message naming ``target``, the file being written (a full disk or
+    a file-size limit otherwise reports only ``[Errno 27] File too large``, or the temporary file's name)."""
+    reason = exc.strerror or str(exc)
+    return type(exc)(exc.errno, f"{reason} (while writing {str(target)!r})", str(target))
 
 
 def atomic_write_bytes(target, data: bytes) -> Path:
@@ -300,3 +316,219 @@ def cache_root(cache_dir=None) -> Path:
         return Path(cache_dir).expanduser()
     env = os.environ.get("RAPTOR_CACHE")
     return Path(env).expanduser() if env else Path.home() / ".cache" / "raptor"
+
+
+def refuse_overwriting_inputs(outputs, inputs) -> None:
+    """Refuse to write any of ``outputs`` when it is, or aliases, one of ``inputs``.
+
+    Every command that reads some files and writes others calls this before any work, so an output path
+    never replaces the data it was computed from: the same path, another spelling of it (relative or
+    absolute, ``..``), a symbolic link to it and a hard link (the same inode) are all refused.  Directories
+    compare the same way (e.g. an output directory that is the data directory).
+
+    Parameters
+    ----------
+    outputs : iterable of (str, path) or path
+        The paths to write, each optionally with the name of the option that gave it (``("--out", path)``).
+    inputs : iterable of (str, path) or path
+        The paths read, likewise.  Inputs that do not exist are ignored.
+
+    Raises
+    ------
+    ValueError
+        Naming both paths and the options they came from.
+
+    Examples
+    --------
+    >>> import tempfile
+    >>> table = atomic_write_text(Path(tempfile.mkdtemp()) / "t.csv", "a,b")
+    >>> refuse_overwriting_inputs([("--out", table.parent / "." / "t.csv")], [("--table", table)])
+    Traceback (most recent call last):
+    ...
+    ValueError: refusing to write --out '...t.csv': it is the input --table '...t.csv' (the same file); choose another output path
+    """
+    def named(items):
+        for item in items:
+            name, path = item if isinstance(item, tuple) else ("", item)
+            yield name, Path(path).expanduser()
+
+    def identity(path: Path):
+        try:
+            st = path.stat()
+        except (OSError, ValueError):
+            return None
+        return st.st_dev, st.st_ino
+
+    read = [(name, path, identity(path)) for name, path in named(inputs)]
+    read = [entry for entry in read if entry[2] is not None]
+    for out_name, out in named(outputs):
+        out_id = identity(out)
+        if out_id is None:
+            continue
+        for in_name, path, in_id in read:
+            if out_id == in_id:
+                what = "directory" if out.is_dir() else "file"
+                raise ValueError(f"refusing to write {(out_name + ' ') if out_name else ''}{str(out)!r}: it is the "
+                                 f"input {(in_name + ' ') if in_name else ''}{str(path)!r} (the same {what}); "
+                                 "choose another output path")
+
+
+class _NonFinite(ValueError):
+    pass
+
+
+def _refuse_constant(name: str):
+    raise _NonFinite(name)
+
+
+def _no_duplicate_keys(pairs):
+    seen = {}
+    for key, value in pairs:
+        if key in seen:
+            raise ValueError(f"the key {key!r} appears twice in one object (ambiguous)")
+        seen[key] = value
+    return seen
+
+
+def _first_non_finite(obj):
+    """JSON path (``a.b[2]``) of the first non-finite float in ``obj``, or None (iterative, any depth)."""
+    stack = [("", obj)]
+    while stack:
+        where, value = stack.pop()
+        if isinstance(value, float) and not math.isfinite(value):
+            return where or "(top level)"
+        if isinstance(value, dict):
+            stack.extend((f"{where}.{k}" if where else str(k), v) for k, v in reversed(list(value.items())))
+        elif isinstance(value, list):
+            stack.extend((f"{where}[{i}]", v) for i, v in reversed(list(enumerate(value))))
+    return None
+
+
+def parse_json(text: str, where: str, line: int | None = None):
+    """Parse JSON strictly, with errors that name ``where`` (the file, and line when given).
+
+    Refused, each as a ``ValueError`` naming ``where``: invalid JSON (line and column), ``NaN`` and
+    ``Infinity`` and numbers that overflow a float (the JSON path of the value is named), integers longer
+    than Python converts (4300 digits), nesting deeper than the interpreter's recursion limit, and a key
+    that appears twice in one object.
+
+    Parameters
+    ----------
+    text : str
+    where : str
+        What is parsed, for messages (e.g. ``"'probes.json'"``).
+    line : int, optional
+        The line of a JSON Lines file that ``text`` is (named in messages).
+
+    Returns
+    -------
+    object
+
+    Examples
+    --------
+    >>> parse_json('{"a": [1, NaN]}', "'m.json'")
+    Traceback (most recent call last):
+    ...
+    ValueError: 'm.json': the value at a[1] is NaN (JSON holds finite numbers only)
+    """
+    if line is not None:
+        try:
+            return parse_json(text, f"{where}, line {line}")
+        except ValueError as exc:  # one line of a JSON Lines file: its position is a column
+            message = str(exc)
+            position = re.search(r" is not valid JSON: (.*) at line \d+, column (\d+)$", message)
+            if position is None:
+                raise
+            raise ValueError(f"{where}, line {line}: not valid JSON ({position.group(1)} at column "
+                             f"{position.group(2)})") from None
+    try:
+        obj = json.loads(text, parse_constant=_refuse_constant, object_pairs_hook=_no_duplicate_keys)
+    except _NonFinite as exc:
+        try:  # find where: parse again, letting the constant through
+            obj = json.loads(text)
+        except (ValueError, RecursionError):
+            obj = None
+        raise ValueError(f"{where}: the value at {_first_non_finite(obj)} is {exc} "
+                         "(JSON holds finite numbers only)") from None
+    except json.JSONDecodeError as exc:
+        raise ValueError(f"{where} is not valid JSON: {exc.msg} at line {exc.lineno}, column {exc.colno}") from None
+    except RecursionError:
+        raise ValueError(f"{where}: JSON nested too deeply to read") from None
+    except ValueError as exc:  # integer digit limit, duplicate keys
+        raise ValueError(f"{where}: {exc}") from None
+    bad = _first_non_finite(obj)
+    if bad is not None:
+        raise ValueError(f"{where}: the value at {bad} overflows a float (JSON holds finite numbers only)")
+    return obj
+
+
+def read_json(path, what: str = "file"):
+    """The JSON document in ``path`` (UTF-8), parsed by :func:`parse_json`; errors name the file.
+
+    Parameters
+    ----------
+    path : str or path-like
+    what : str
+        What the file is, for the not-found message.
+
+    Returns
+    -------
+    object
+    """
+    path = Path(path)
+    try:
+        data = path.read_bytes()
+    except FileNotFoundError:
+        raise FileNotFoundError(f"{what} {str(path)!r} does not exist") from None
+    try:
+        text = data.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        raise ValueError(f"{str(path)!r} is not UTF-8 text ({exc.reason} at byte {exc.start})") from None
+    return parse_json(text, repr(str(path)))
+
+
+def json_ready(obj, where: str = "metadata"):
+    """A copy of ``obj`` that JSON stores exactly: numpy scalars become Python numbers, tuples lists.
+
+    Refused with a ``ValueError`` naming the field (``where.key[i]``): non-finite numbers, keys that are not
+    strings (JSON would turn ``1`` into ``"1"``), and any other object (arrays, paths, classes...).
+
+    Parameters
+    ----------
+    obj : object
+    where : str
+        Name of ``obj`` in messages.
+
+    Returns
+    -------
+    object
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> json_ready({"n": np.int64(3), "r": (np.float32(0.5),)})
+    {'n': 3, 'r': [0.5]}
+    """
+    if obj is None or isinstance(obj, (str, bool)):
+        return obj
+    if hasattr(obj, "dtype") and getattr(obj, "shape", None) == () and hasattr(obj, "item"):
+        obj = obj.item()  # numpy scalar
+        if not isinstance(obj, (bool, int, float, str)):
+            raise ValueError(f"{where} must be JSON data, got a {type(obj).__name__}")
+        return json_ready(obj, where)
+    if isinstance(obj, int):
+        return int(obj)
+    if isinstance(obj, float):
+        if not math.isfinite(obj):
+            raise ValueError(f"{where} must be a finite number, got {obj!r}")
+        return float(obj)
+    if isinstance(obj, dict):
+        out = {}
+        for key, value in obj.items():
+            if not isinstance(key, str):
+                raise ValueError(f"{where} keys must be strings, got {key!r} ({type(key).__name__})")
+            out[key] = json_ready(value, f"{where}.{key}")
+        return out
+    if isinstance(obj, (list, tuple)):
+        return [json_ready(value, f"{where}[{i}]") for i, value in enumerate(obj)]
+    raise ValueError(f"{where} must be JSON data (str, number, bool, None, list, dict), got a {type(obj).__name__}")

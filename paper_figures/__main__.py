@@ -21,7 +21,6 @@ as soon as it is done, so an interrupted run resumes where it stopped; ``--force
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import platform
 import sys
@@ -30,7 +29,8 @@ import warnings
 from pathlib import Path
 
 from cgmt.cli_errors import debug_requested, run_command
-from empirical.files import atomic_write_text
+from empirical.files import atomic_write_text, read_json, refuse_overwriting_inputs
+from empirical.llm.datasets import resolve_data_dir
 
 from . import empirical_figures, empirical_plots, output, spectral_figures, stability, steering_text, style, theory
 from .progress import RunProgress, silence_libraries
@@ -93,9 +93,12 @@ def _earlier_invocations(out: Path) -> list:
     if not path.exists():
         return []
     try:
-        last = json.loads(path.read_text())
-    except json.JSONDecodeError as exc:
-        warnings.warn(f"{path} is not valid JSON ({exc}); earlier timings are not kept", RuntimeWarning, stacklevel=2)
+        last = read_json(path)
+    except ValueError as exc:
+        warnings.warn(f"{exc}; earlier timings are not kept", RuntimeWarning, stacklevel=2)
+        return []
+    if not isinstance(last, dict) or not isinstance(last.get("earlier_invocations", []), list):
+        warnings.warn(f"{str(path)!r} is not a run record; earlier timings are not kept", RuntimeWarning, stacklevel=2)
         return []
     earlier = last.pop("earlier_invocations", [])
     return [*earlier, last]
@@ -141,7 +144,20 @@ def main(argv=None) -> int:
                        interrupted="interrupted (every finished step is saved; a re-run resumes)")
 
 
+def _refuse_writing_into_the_data(args) -> None:
+    """``--out`` and ``--publish`` must not be the data directory (or each other): the run's files would mix
+    with, or replace, the files it reads."""
+    try:
+        data = [("--data-dir", resolve_data_dir(args.data_dir))]
+    except FileNotFoundError:  # no data directory: the sections that need one say so
+        data = []
+    publish = [("--publish", args.publish)] if args.publish is not None else []
+    refuse_overwriting_inputs([("--out", args.out), *publish], data)
+    refuse_overwriting_inputs(publish, [("--out", args.out)])
+
+
 def _run(args) -> int:
+    _refuse_writing_into_the_data(args)
     out = args.out
     (out / "figures").mkdir(parents=True, exist_ok=True)
     (out / "tables").mkdir(parents=True, exist_ok=True)

@@ -13,7 +13,7 @@ from pathlib import Path
 
 from PIL import Image
 
-from empirical.files import atomic_path, atomic_write_text
+from empirical.files import atomic_path, atomic_write_text, refuse_overwriting_inputs
 
 from . import claims
 
@@ -48,6 +48,11 @@ def publish(out, target) -> list:
     """Copy RESULTS.md (figure links rewritten), ``claims.csv`` and the small key figures of the run in
     ``out`` to ``target``; returns the written paths."""
     out, target = Path(out), Path(target)
+    if out.is_dir():  # a target that is (or links to) the run's folder or one of its subfolders would overwrite it
+        refuse_overwriting_inputs(
+            [("--publish", target / name) for name in (*(f"{stem}.png" for stem in KEY_FIGURES), "RESULTS.md",
+                                                        "claims.csv", "run_info.json")],
+            [("of the run in --out", path) for path in out.rglob("*") if path.is_file()])
     target.mkdir(parents=True, exist_ok=True)
     written = []
     for stem in KEY_FIGURES:

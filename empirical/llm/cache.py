@@ -1,6 +1,7 @@
 """On-disk store of extracted hidden states: one memory-mappable ``.npy`` per (model, prompts) key.
 
-Layout of an entry ``<root>/<label>-<key[:20]>``:
+Layout of an entry ``<root>/<label>-<key[:20]>`` (the label made file-safe; the whole key when another entry
+already holds the short name, so two keys never share files):
 ``.npy`` the finished float32 array (L+1, n_prompts, hidden) with layers 0..L (layer 0 = embeddings);
 ``.json`` its metadata (the full key material, shape, sha256 of the ``.npy``);
 ``.partial.npy`` + ``.rows.npz`` while an extraction is under way (resumable: ``done[i]`` is True
@@ -25,7 +26,7 @@ from pathlib import Path
 
 import numpy as np
 
-from ..files import atomic_path, atomic_write_text, cache_root, sha256_file
+from ..files import atomic_path, atomic_write_text, cache_root, read_json, sha256_file
 
 FORMAT = 1
 DIGEST_BYTES = 32
@@ -65,6 +66,17 @@ class PartialRows:
                          if row_digest(mm[:, i, :]) != self.digests[i].tobytes()], dtype=int)
 
 
+def _key_of_entry(meta_path: Path):
+    """The key recorded in a finished entry's metadata, or None when there is none (absent or unreadable:
+    then the file is this entry's, damaged, and :meth:`CacheEntry.load` says so)."""
+    try:
+        info = json.loads(meta_path.read_text(encoding="utf-8"))
+    except (OSError, UnicodeDecodeError, ValueError, RecursionError):
+        return None
+    key = info.get("key") if isinstance(info, dict) else None
+    return key if isinstance(key, str) and re.fullmatch(r"[0-9a-f]{64}", key) else None
+
+
 class CacheEntry:
     """One cache entry; create with :meth:`ExtractionCache.entry`."""
 
@@ -73,8 +85,11 @@ class CacheEntry:
         self.key = key_of(self.meta)
         safe = re.sub(r"[^A-Za-z0-9_.-]+", "_", label or "prompts")[:60]
         base = root / f"{safe}-{self.key[:20]}"
-        self.path = base.with_suffix(".npy")
-        self.meta_path = base.with_suffix(".json")
+        if _key_of_entry(Path(f"{base}.json")) not in (None, self.key):  # the short name is another entry's
+            base = root / f"{safe}-{self.key}"
+        # suffixes are appended, never substituted: a label with a dot ('reviews.v2') keeps its whole name
+        self.path = Path(f"{base}.npy")
+        self.meta_path = Path(f"{base}.json")
         self.partial_path = Path(str(base) + ".partial.npy")
         self.rows_path = Path(str(base) + ".rows.npz")
         self.lock_path = Path(str(base) + ".lock")
@@ -91,9 +106,9 @@ class CacheEntry:
         if not (self.path.is_file() and self.meta_path.is_file()):
             return None
         try:
-            info = json.loads(self.meta_path.read_text(encoding="utf-8"))
-        except (UnicodeDecodeError, json.JSONDecodeError) as exc:
-            raise self._corrupt(f"its metadata {self.meta_path.name} is not valid JSON ({exc})") from None
+            info = read_json(self.meta_path)
+        except ValueError as exc:
+            raise self._corrupt(f"its metadata {self.meta_path.name} cannot be read ({exc})") from None
         if not isinstance(info, dict) or info.get("key") != self.key or info.get("meta") != self.meta:
             raise self._corrupt(f"its metadata {self.meta_path.name} does not match its key")
         try:

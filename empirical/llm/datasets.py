@@ -27,7 +27,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from ..files import sha256_file
+from ..files import parse_json, sha256_file
 
 __all__ = [
     "ConceptDataset",
@@ -98,7 +98,7 @@ _WHERE = (
     "Get the files from the Concept-Depth repository (https://github.com/Luckfort/CD, folder "
     "'dataset') and the sarcasm headlines from "
     "https://github.com/rishabhmisra/Sarcasm-Detection-using-NN (see docs/llm.md), then pass "
-    "data_dir=... or set RAPTOR_DATA."
+    "data_dir=... (--data-dir) or set RAPTOR_DATA."
 )
 
 
@@ -180,11 +180,13 @@ def apply_template(template: str, text: str) -> str:
 
 
 def _repo_root() -> Path:
-    return Path(__file__).resolve().parents[1]
+    """The checkout holding the packages (``<repo>/empirical/llm/datasets.py`` -> ``<repo>``)."""
+    return Path(__file__).resolve().parents[2]
 
 
 def resolve_data_dir(data_dir=None) -> Path:
-    """Resolve the data directory: argument > $RAPTOR_DATA > ../shared/datasets (repo, then cwd).
+    """Resolve the data directory: argument > $RAPTOR_DATA > ``../shared/datasets`` next to the repository (the
+    checkout holding the packages), then next to the working directory.
 
     Parameters
     ----------
@@ -206,11 +208,15 @@ def resolve_data_dir(data_dir=None) -> Path:
         if not p.is_dir():
             raise FileNotFoundError(f"RAPTOR_DATA={env!r} is not a directory. {_WHERE}")
         return p
+    tried = []
     for base in (_repo_root(), Path.cwd()):
         p = (base / ".." / "shared" / "datasets").resolve()
         if p.is_dir():
             return p
-    raise FileNotFoundError(f"No data directory: none given, RAPTOR_DATA unset and no ../shared/datasets. {_WHERE}")
+        if p not in tried:
+            tried.append(p)
+    raise FileNotFoundError(f"No data directory: none given (data_dir=... / --data-dir), RAPTOR_DATA unset, and "
+                            f"{' and '.join(repr(str(p)) for p in tried)} do not exist. {_WHERE}")
 
 
 _SUM_LINE = re.compile(r"^([0-9a-fA-F]{64}) [ *]?(.+)$")
@@ -236,7 +242,11 @@ def _expected_sums(root: Path) -> dict:
         if match is None:
             raise ValueError(f"checksum file {str(sums)!r}, line {number}: expected '<64 hex digits>  <file name>', "
                              f"got {line[:80]!r}; fix or remove it, or pass verify=False")
-        listed[match.group(2).strip()] = match.group(1).lower()
+        name, digest = match.group(2).strip().removeprefix("./"), match.group(1).lower()
+        if listed.get(name, digest) != digest:
+            raise ValueError(f"checksum file {str(sums)!r}, line {number}: {name!r} is listed twice with different "
+                             "sums; fix or remove it, or pass verify=False")
+        listed[name] = digest
     if not listed:
         raise ValueError(f"checksum file {str(sums)!r} lists no file; fix or remove it, or pass verify=False")
     expected.update(listed)
@@ -305,10 +315,7 @@ def _read_text(path: Path) -> str:
 
 def _read_json(path: Path):
     """The parsed JSON document; ValueError naming the file, line and column when it is invalid."""
-    try:
-        return json.loads(_read_text(path))
-    except json.JSONDecodeError as exc:
-        raise ValueError(f"{str(path)!r} is not valid JSON: {exc.msg} at line {exc.lineno}, column {exc.colno}") from None
+    return parse_json(_read_text(path), repr(str(path)))
 
 
 def _read_jsonl(path: Path) -> pd.DataFrame:
@@ -317,10 +324,7 @@ def _read_jsonl(path: Path) -> pd.DataFrame:
     for number, line in enumerate(_read_text(path).splitlines(), start=1):
         if not line.strip():
             continue
-        try:
-            record = json.loads(line)
-        except json.JSONDecodeError as exc:
-            raise ValueError(f"{str(path)!r}, line {number}: not valid JSON ({exc.msg} at column {exc.colno})") from None
+        record = parse_json(line, repr(str(path)), line=number)
         if not isinstance(record, dict):
             raise ValueError(f"{str(path)!r}, line {number}: each line must be a JSON object (a record), "
                              f"got {type(record).__name__}")
@@ -454,22 +458,76 @@ def load(name: str, data_dir=None, *, max_per_class="reference", verify: bool = 
 
 _TRUE = {"1", "true", "yes", "y", "t", "pos", "positive"}
 _FALSE = {"0", "false", "no", "n", "f", "neg", "negative"}
+_ROWS = "data rows counted from 0 after the header"
 
 
-def _labels_to01(values, label_column, positive_label):
-    vals = [str(v).strip() for v in values]
+def _missing(value) -> bool:
+    """True for an absent cell: None, NaN (a JSON record without the field) or blank text."""
+    if value is None:
+        return True
+    if isinstance(value, (float, np.floating)):
+        return not np.isfinite(value)
+    return not str(value).strip()
+
+
+def _label_of(value):
+    """1, 0 or None (a spelling that is not a binary label). Numbers must be exactly 0 or 1 (``1.0`` from a
+    JSON file is fine); text is one of the known spellings, case-insensitive, or ``"0.0"``/``"1.0"``:
+    ``"yes.0"`` or ``"1.5"`` are refused, not read as yes/1."""
+    if isinstance(value, (bool, np.bool_)):
+        return int(value)
+    if isinstance(value, (int, float, np.integer, np.floating)):
+        return int(value) if value in (0, 1) else None
+    text = str(value).strip().lower()
+    if text in _TRUE:
+        return 1
+    if text in _FALSE:
+        return 0
+    return int(text[0]) if re.fullmatch(r"[01]\.0+", text) else None
+
+
+def _labels_to01(values, label_column, positive_label, path="table"):
+    """0/1 labels of a table's label column; ValueError naming the file, column, row and value of an empty
+    cell or of a spelling that is not a binary label."""
+    where = f"{str(path)!r}: column {label_column!r}"
+    empty = [i for i, v in enumerate(values) if _missing(v)]
+    if empty:
+        raise ValueError(f"{where} is empty in rows {empty[:10]} ({_ROWS}); every example needs a label")
     if positive_label is not None:
         pos = str(positive_label).strip()
+        vals = [str(v).strip() for v in values]
         if pos not in set(vals):
-            raise ValueError(f"positive_label {positive_label!r} does not occur in column {label_column!r}")
+            raise ValueError(f"positive_label {positive_label!r} does not occur in column {label_column!r} of "
+                             f"{str(path)!r}; its values are {sorted(set(vals))[:10]}")
         return np.array([int(v == pos) for v in vals], dtype=np.int64)
-    norm = [v.lower().removesuffix(".0") for v in vals]
-    if not set(norm) <= (_TRUE | _FALSE):
+    labels = [_label_of(v) for v in values]
+    bad = [i for i, y in enumerate(labels) if y is None]
+    if bad:
         raise ValueError(
-            f"column {label_column!r} must hold binary labels (0/1, True/False, yes/no); found "
-            f"{sorted(set(vals))[:10]}. Pass positive_label=... to name the class that shows the concept."
+            f"{where} must hold binary labels (0/1, True/False, yes/no); row {bad[0]} ({_ROWS}) holds "
+            f"{values[bad[0]]!r}, {len(bad)} row(s) in all hold {sorted({str(values[i]) for i in bad})[:10]}. Pass "
+            "positive_label=... to name the class that shows the concept."
         )
-    return np.array([int(v in _TRUE) for v in norm], dtype=np.int64)
+    return np.array(labels, dtype=np.int64)
+
+
+def _check_header(path: Path, sep: str, quoting: int) -> None:
+    """Refuse a delimited table whose header names a column twice (pandas would rename the second
+    'label.1' and the first would be used silently) and, for unquoted (tab-separated) files, a line whose
+    number of fields differs from the header's (a line break inside a field splits one row into two)."""
+    header = _read_delimited(path, sep=sep, header=None, nrows=1, dtype=str, keep_default_na=False,
+                             quoting=quoting).iloc[0].tolist()
+    twice = sorted({name for name in header if header.count(name) > 1})
+    if twice:
+        raise ValueError(f"{str(path)!r}: the header names column(s) {twice} more than once (ambiguous); "
+                         "rename them")
+    if quoting != 3:
+        return
+    for number, line in enumerate(_read_text(path).splitlines(), start=1):
+        if number > 1 and line and line.count(sep) + 1 != len(header):
+            raise ValueError(f"{str(path)!r}, line {number}: {line.count(sep) + 1} field(s), the header has "
+                             f"{len(header)} ({line[:60]!r}); a line break or separator inside a field? "
+                             "Tab-separated files are read without quoting: each line is one row")
 
 
 def load_table(
@@ -540,18 +598,22 @@ def load_table(
     else:
         if sep is None:
             sep = "," if ext == ".csv" else "\t"
-        df = _read_delimited(p, sep=sep, dtype=str, keep_default_na=False, quoting=3 if sep == "\t" else 0)
+        quoting = 3 if sep == "\t" else 0
+        _check_header(p, sep, quoting)
+        df = _read_delimited(p, sep=sep, dtype=str, keep_default_na=False, quoting=quoting)
     for col, what in ((text_column, "text_column"), (label_column, "label_column")):
         if col not in df.columns:
             raise ValueError(f"{what} {col!r} is not a column of {str(p)!r}; columns: {list(map(str, df.columns))}")
+    if text_column == label_column:
+        raise ValueError(f"text_column and label_column are the same column {text_column!r} of {str(p)!r}")
     if df.empty:
         raise ValueError(f"{str(p)!r} has a header but no rows")
     texts = df[text_column].tolist()
-    empty = [i for i, t in enumerate(texts) if t is None or (isinstance(t, float) and np.isnan(t)) or not str(t).strip()]
+    empty = [i for i, t in enumerate(texts) if _missing(t)]
     if empty:
-        raise ValueError(f"{p}: column {text_column!r} is empty in rows {empty[:10]} (0-based data rows)")
+        raise ValueError(f"{str(p)!r}: column {text_column!r} is empty in rows {empty[:10]} ({_ROWS})")
     texts = [str(t) for t in texts]
-    labels = _labels_to01(df[label_column].tolist(), label_column, positive_label)
+    labels = _labels_to01(df[label_column].tolist(), label_column, positive_label, p)
     cap = _resolve_cap("", max_per_class) if max_per_class is not None else None
     texts, labels = _cap_per_class(texts, labels, cap)
     _check_two_classes(name or p.stem, labels)

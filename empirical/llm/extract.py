@@ -33,7 +33,7 @@ from transformers import DynamicCache
 
 from .cache import ExtractionCache
 from .hooks import (LAYER_CONVENTION, base_model, block_input_tensor, block_output_tensor, decoder_blocks,
-                    input_device, model_kind)
+                    input_device, model_kind, position_limit)
 from .models import apply_chat_template, model_identity
 
 __all__ = ["hidden_states", "extract_dataset", "resolve_layers", "tokenize_prompts", "ExtractionCache"]
@@ -130,6 +130,27 @@ def tokenize_prompts(tokenizer, prompts, max_length=None, add_special_tokens=Tru
     if empty:
         raise ValueError(f"prompts {empty[:10]} tokenize to no tokens")
     return enc
+
+
+def check_positions(model, token_ids, what: str = "prompt") -> None:
+    """``ValueError`` before any forward pass when a tokenized prompt is longer than the model's learned
+    position table (GPT-2's 1024, BERT's 512): naming the prompt's index, its length and the limit.
+
+    Parameters
+    ----------
+    model : torch.nn.Module
+    token_ids : list of list of int
+    what : str
+        What the sequences are, for the message.
+    """
+    limit = position_limit(model)
+    if limit is None:
+        return
+    long = [i for i, ids in enumerate(token_ids) if len(ids) > limit]
+    if long:
+        raise ValueError(f"{what} {long[0]} has {len(token_ids[long[0]])} tokens, more than the {limit} positions this "
+                         f"model has ({len(long)} {what}(s) in all, indices {long[:10]}); shorten them or pass "
+                         f"max_length={limit} (keeps each prompt's last tokens)")
 
 
 def pad_right(batch_ids, pad_id, device):
@@ -399,6 +420,7 @@ def hidden_states(
     L = len(decoder_blocks(model))
     sel = resolve_layers(layers, L)
     token_ids = tokenize_prompts(tokenizer, prompts, max_length, add_special_tokens)
+    check_positions(model, token_ids)
     n = len(token_ids)
     p = _hidden_size(model, decoder_blocks(model))
     was_training = model.training

@@ -154,3 +154,27 @@ class HookSet:
     def __exit__(self, *exc):
         self.remove()
         return False
+
+
+#: names of learned absolute position-embedding tables (GPT-2 ``wpe``, BERT/RoBERTa ``position_embeddings``,
+#: OPT/BART ``embed_positions``): a position past their size is an IndexError deep inside the forward pass
+POSITION_TABLES = ("wpe", "position_embeddings", "embed_positions")
+
+
+def position_limit(model) -> int | None:
+    """Most tokens one sequence may have: the size of a learned absolute position table (less RoBERTa's
+    padding offset, OPT's ``offset``), or None for rotary/relative positions (no hard limit).
+
+    Examples
+    --------
+    >>> from empirical.testing import tiny_model
+    >>> position_limit(tiny_model("llama")) is None
+    True
+    """
+    for name, module in base_model(model).named_modules():
+        if name.rsplit(".", 1)[-1] in POSITION_TABLES and isinstance(module, torch.nn.Embedding):
+            offset = getattr(module, "offset", None)
+            if offset is None:
+                offset = 0 if module.padding_idx is None else module.padding_idx + 1
+            return int(module.num_embeddings - offset)
+    return None

@@ -14,6 +14,7 @@ from __future__ import annotations
 import hashlib
 import json
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -22,8 +23,9 @@ import zipfile
 from pathlib import Path
 
 import torch
+from safetensors import SafetensorError
 
-from ..files import cache_root, sha256_file
+from ..files import cache_root, read_json, sha256_file
 from .hooks import ENCODER_TYPES, LAYER_CONVENTION, decoder_blocks, num_layers
 
 __all__ = [
@@ -207,7 +209,7 @@ def _valid_converted(d: Path) -> bool:
     if not m.is_file():
         return False
     try:
-        manifest = json.loads(m.read_text())
+        manifest = read_json(m)
         files = manifest["files"]
         return bool(files) and all(
             isinstance(info, dict) and (d / f).is_file() and (d / f).stat().st_size == info["size"]
@@ -299,18 +301,29 @@ def load_model(name_or_path="smollm2", device=None, dtype=None, *, cache_dir=Non
         manifest = json.loads((path / _MANIFEST).read_text())
         identity = f"{SMOLLM2['name']}:gguf-sha256={manifest['gguf_sha256']}"
     else:
-        path = name_or_path
+        path = _model_source(name_or_path)
         identity = None
     kw = {} if revision is None else {"revision": revision}
-    config = AutoConfig.from_pretrained(path, **kw)
+    try:
+        config = AutoConfig.from_pretrained(path, **kw)
+    except (OSError, ValueError) as exc:
+        raise FileNotFoundError(f"model {str(name_or_path)!r} is not a local model directory, 'smollm2', or a hub "
+                                f"id in the local hub cache ({_first_line(exc)})") from None
     kind = _kind_from_config(config, kind)
-    tok = AutoTokenizer.from_pretrained(path, **kw)
+    try:
+        tok = AutoTokenizer.from_pretrained(path, **kw)
+    except Exception as exc:  # transformers raises ValueError, OSError, TypeError... for absent or damaged files
+        raise ValueError(f"cannot load the tokenizer of model {str(path)!r}: its tokenizer files (tokenizer.json, "
+                         f"tokenizer_config.json, vocabulary) are missing or damaged ({_first_line(exc)})") from None
     loader = AutoModelForCausalLM if kind == "decoder" else AutoModel
     if device_map is not None:
         kw["device_map"] = device_map
         if offload_folder is not None:
             kw["offload_folder"] = str(offload_folder)
-    model = loader.from_pretrained(path, config=config, dtype=tdtype, **kw)
+    try:
+        model = loader.from_pretrained(path, config=config, dtype=tdtype, **kw)
+    except (OSError, ValueError, RuntimeError, SafetensorError) as exc:
+        raise ValueError(f"cannot load the weights of model {str(path)!r}: {_first_line(exc)}") from None
     if dev is not None:
         model.to(dev)
     model.eval()
@@ -323,15 +336,68 @@ def load_model(name_or_path="smollm2", device=None, dtype=None, *, cache_dir=Non
     return model, tok
 
 
+def _first_line(exc: BaseException) -> str:
+    text = str(exc).strip().splitlines()
+    return f"{type(exc).__name__}: {text[0] if text else ''}"
+
+
+_HUB_ID = re.compile(r"[A-Za-z0-9][\w.-]*(/[\w.-]+)?")
+
+
+def _model_source(name_or_path) -> str:
+    """A local model directory, checked (exists, has ``config.json``, every safetensors file complete), or a
+    hub id; a path that does not exist is an error naming it (not a hub-id syntax error)."""
+    name = str(name_or_path)
+    p = Path(name).expanduser()
+    if p.exists():
+        if not p.is_dir():
+            raise ValueError(f"model {name!r} is a file; give the model's directory (config.json, weights, tokenizer)")
+        if not (p / "config.json").is_file():
+            raise FileNotFoundError(f"model directory {str(p)!r} has no config.json (not a transformers model folder)")
+        for weights in sorted(p.glob("*.safetensors")):
+            check_safetensors(weights)
+        return str(p)
+    if not _HUB_ID.fullmatch(name) or name.startswith((".", "~")) or p.is_absolute():
+        raise FileNotFoundError(f"model directory {str(p.absolute())!r} does not exist (and {name!r} is not a known "
+                                "model name: 'smollm2', or a hub id such as 'org/name' in the local hub cache)")
+    return name
+
+
+def check_safetensors(path) -> None:
+    """``ValueError`` naming ``path`` when a safetensors file is not complete: its header cannot be read or
+    the tensors it lists end past the end of the file (a truncated download or copy).
+
+    Parameters
+    ----------
+    path : str or path-like
+    """
+    path = Path(path)
+    size = path.stat().st_size
+    try:
+        with open(path, "rb") as f:
+            n = int.from_bytes(f.read(8), "little") if size >= 8 else -1
+            if not 2 <= n <= size - 8:
+                raise ValueError("the header length is outside the file")
+            header = json.loads(f.read(n))
+        end = max((int(t["data_offsets"][1]) for k, t in header.items() if k != "__metadata__"), default=0)
+    except (ValueError, KeyError, TypeError, IndexError, RecursionError) as exc:
+        raise ValueError(f"weights file {str(path)!r} is damaged: its safetensors header cannot be read ({exc})") from None
+    if 8 + n + end != size:
+        raise ValueError(f"weights file {str(path)!r} is truncated or damaged: its header lists {8 + n + end} bytes, "
+                         f"the file has {size}")
+
+
 def _identity_from_path(path, commit):
+    """``dir:sha256=<hex>``: the sha256 of every weight, config and tokenizer-model file of a local model
+    directory (names and contents, so a different checkpoint never shares cache entries, wherever it lies;
+    about a second per GB at each load), or ``hub:<id>@<revision>``."""
     p = Path(str(path)).expanduser()
     if p.is_dir():
         h = hashlib.sha256()
         for f in sorted(p.iterdir()):
             if f.suffix in (".safetensors", ".bin", ".json", ".gguf", ".model") and f.is_file():
-                st = f.stat()
-                h.update(f"{f.name}:{st.st_size}:{int(st.st_mtime)}".encode())
-        return f"dir:{p.resolve()}:{h.hexdigest()[:16]}"
+                h.update(f"{f.name}\0{sha256_file(f)}\n".encode())
+        return f"dir:sha256={h.hexdigest()}"
     return f"hub:{path}@{commit or 'unknown-revision'}"
 
 

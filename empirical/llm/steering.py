@@ -44,8 +44,9 @@ from tqdm.auto import tqdm
 from cgmt.validation import check_scalar
 
 from ..probes.concept_vectors import LinearProbe
-from .extract import check_prompts, length_batches, pad_right, tokenize_prompts
-from .hooks import HookSet, block_output_tensor, decoder_blocks, input_device, replace_block_output, require_decoder
+from .extract import check_positions, check_prompts, length_batches, pad_right, tokenize_prompts
+from .hooks import (HookSet, block_output_tensor, decoder_blocks, input_device, position_limit, replace_block_output,
+                    require_decoder)
 
 __all__ = [
     "select_prompts",
@@ -476,6 +477,7 @@ def steer_prompts(model, tokenizer, prompts, probes, direction="towards", p_targ
     """
     p_target = _check_direction(direction, p_target)
     token_ids = tokenize_prompts(tokenizer, prompts)
+    check_positions(model, token_ids)
     core = model.base_model if getattr(model, "base_model", None) is not None else model
     device = input_device(model)
     st = _SteerState()
@@ -589,6 +591,10 @@ def generate_ids(model, tokenizer, prompt, max_new_tokens=20, **gen_kwargs) -> t
     require_decoder(model, "generation")
     (prompt,) = check_prompts([prompt], "prompt")
     enc = tokenizer(prompt, return_tensors="pt").to(input_device(model))
+    limit, length = position_limit(model), enc["input_ids"].shape[1]
+    if limit is not None and isinstance(max_new_tokens, int) and length + max_new_tokens > limit:
+        raise ValueError(f"prompt has {length} tokens; with max_new_tokens={max_new_tokens} the text would need "
+                         f"{length + max_new_tokens} positions, more than the {limit} this model has")
     kw = dict(max_new_tokens=max_new_tokens, do_sample=False, pad_token_id=tokenizer.pad_token_id)
     kw.update(gen_kwargs)
     with torch.inference_mode():

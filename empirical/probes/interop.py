@@ -26,6 +26,7 @@ is the concept's: a positive strength moves towards the positive class.
 from __future__ import annotations
 
 import json
+import re
 from collections.abc import Mapping
 from pathlib import Path
 
@@ -136,6 +137,13 @@ def _field_text(reader, name: str) -> str | None:
     return bytes(field.parts[field.data[0]]).decode("utf-8", errors="replace")
 
 
+def _block_index(text: str) -> int | None:
+    """``int(text)`` for a canonical block index (ASCII digits, no leading zero), else None: ``"01"`` or a
+    non-ASCII digit such as ``"١"`` would name the same block as ``"1"`` and one tensor would silently replace
+    the other."""
+    return int(text) if re.fullmatch(r"0|[1-9][0-9]*", text, flags=re.ASCII) else None
+
+
 def import_control_vector(path) -> ConceptVectors:
     """Read a llama.cpp / repeng control vector (GGUF) as bare concept directions.
 
@@ -175,8 +183,11 @@ def import_control_vector(path) -> ConceptVectors:
         prefix, _, index = tensor.name.partition(".")
         if prefix != "direction":
             continue
-        if not index.isdigit() or int(index) < 1:
-            raise ValueError(f"{str(path)!r}: tensor {tensor.name!r} is not direction.N with N >= 1")
+        if _block_index(index) is None or int(index) < 1:
+            raise ValueError(f"{str(path)!r}: tensor {tensor.name!r} is not direction.N with N >= 1 (ASCII digits, "
+                             "no leading zero)")
+        if int(index) + 1 in directions:
+            raise ValueError(f"{str(path)!r}: tensor {tensor.name!r} appears twice")
         data = np.asarray(tensor.data)
         if tensor.tensor_type != gguf.GGMLQuantizationType.F32 or data.ndim != 1:
             raise ValueError(f"{str(path)!r}: tensor {tensor.name!r} must be a 1-D F32 vector "
@@ -252,8 +263,9 @@ def import_directions(path) -> ConceptVectors:
         raise ValueError(f"{str(path)!r} is not a readable safetensors file ({exc})") from None
     directions = {}
     for key, array in arrays.items():
-        if not key.isdigit():
-            raise ValueError(f"{str(path)!r}: key {key!r} is not a 0-based block index")
+        if _block_index(key) is None:
+            raise ValueError(f"{str(path)!r}: key {key!r} is not a 0-based block index (ASCII digits, no leading zero: "
+                             "'01' and '1' would be the same block)")
         vector = np.asarray(array, dtype=np.float64)
         if vector.ndim != 1 or not np.all(np.isfinite(vector)) or not np.any(vector):
             raise ValueError(f"{str(path)!r}: tensor {key!r} must be a finite non-zero 1-D vector, got shape "

@@ -25,7 +25,7 @@ import sklearn
 from safetensors.numpy import load as load_safetensors
 from safetensors.numpy import save as save_safetensors
 
-from ..files import atomic_write_bytes
+from ..files import atomic_write_bytes, json_ready, read_json
 from ..validation import safe_norm, unit_vector
 from .concept_vectors import DEFAULT_LAYER_CONVENTION, ConceptVectors, LinearProbe
 from .raptor import RaptorProbe
@@ -72,10 +72,11 @@ def _write_pair(path, arrays: dict, meta: dict) -> tuple[str, str]:
     blob = save_safetensors({k: np.ascontiguousarray(v) for k, v in arrays.items()})
     meta = dict(meta, format=FORMAT, format_version=FORMAT_VERSION, sha256=hashlib.sha256(blob).hexdigest(),
                 versions=library_versions())
-    try:
-        meta["metadata_sha256"] = _metadata_digest(meta)
+    try:  # numpy scalars become numbers; NaN, arrays, non-string keys are refused naming the field
+        meta = json_ready(meta, "metadata")
     except ValueError as exc:
-        raise ValueError(f"metadata cannot be stored as JSON (non-finite number?): {exc}") from None
+        raise ValueError(f"cannot save {js_path!r}: {exc}") from None
+    meta["metadata_sha256"] = _metadata_digest(meta)
     atomic_write_bytes(st_path, blob)
     atomic_write_bytes(js_path, json.dumps(meta, indent=2, sort_keys=True).encode())
     return st_path, js_path
@@ -87,10 +88,9 @@ def _read_pair(path, kind: str) -> tuple[dict, dict]:
         if not os.path.exists(f):
             raise FileNotFoundError(f"missing file {f!r} (a saved {kind} is a .safetensors + .json pair)")
     try:
-        with open(js_path, "rb") as f:
-            meta = json.loads(f.read().decode())
-    except (UnicodeDecodeError, json.JSONDecodeError) as exc:
-        raise ValueError(f"corrupt metadata file {js_path!r}: {exc}") from None
+        meta = read_json(js_path)
+    except ValueError as exc:
+        raise ValueError(f"corrupt metadata file: {exc}") from None
     if not isinstance(meta, dict) or meta.get("format") != FORMAT or meta.get("kind") != kind:
         raise ValueError(f"{js_path!r} is not RAPTOR {kind} metadata (format/kind mismatch)")
     if meta.get("format_version") not in READABLE_VERSIONS:
@@ -381,16 +381,27 @@ def load_concept_vectors(path) -> ConceptVectors:
     """
     arrays, meta = _read_pair(path, "concept_vectors")
     st_path = file_pair(path)[0]
+    js_path = file_pair(path)[1]
+    layers = _field(meta, "layers", js_path, lambda v: isinstance(v, list) and v and all(map(_is_int, v))
+                    and len(set(v)) == len(v), "a non-empty list of distinct integer layer indices")
     if meta["format_version"] == 1:
         directions = arrays.get("vectors")
         if directions is None or list(directions.shape) != meta.get("shape"):
             raise ValueError(f"{st_path!r}: concept-vector array missing or its shape does not match the metadata")
-        return ConceptVectors.from_directions(dict(zip(meta["layers"], directions)),
-                                              layer_convention=meta.get("layer_convention", DEFAULT_LAYER_CONVENTION),
-                                              metadata=meta.get("extra") or {})
-    js_path = file_pair(path)[1]
-    layers = _field(meta, "layers", js_path, lambda v: isinstance(v, list) and v and all(map(_is_int, v))
-                    and len(set(v)) == len(v), "a non-empty list of distinct integer layer indices")
+        if len(layers) != directions.shape[0]:
+            raise ValueError(f"{js_path!r}: metadata field 'layers' has {len(layers)} entries for "
+                             f"{directions.shape[0]} vectors")
+        convention = meta.get("layer_convention", DEFAULT_LAYER_CONVENTION)
+        if not isinstance(convention, str):
+            raise ValueError(f"{js_path!r}: metadata field 'layer_convention' must be a string, got {convention!r}")
+        extra = meta.get("extra") or {}
+        if not isinstance(extra, dict):
+            raise ValueError(f"{js_path!r}: metadata field 'extra' must be an object, got {extra!r}")
+        try:
+            return ConceptVectors.from_directions(dict(zip(layers, directions)), layer_convention=convention,
+                                                  metadata=extra)
+        except ValueError as exc:
+            raise ValueError(f"{st_path!r}: invalid concept vectors: {exc}") from None
     p = _field(meta, "n_features", js_path, lambda v: _is_int(v) and v >= 1, "a positive integer")
     _field(meta, "method", js_path, lambda v: isinstance(v, str) and v, "a method name")
     _field(meta, "model", js_path, lambda v: v is None or isinstance(v, str), "a model name or null")
