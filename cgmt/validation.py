@@ -145,6 +145,8 @@ def check_int(value, name: str, minimum: int = 1) -> int:
 
 
 def _float_array(value, name):
+    if isinstance(value, np.ma.MaskedArray) or np.iscomplexobj(value):  # np.asarray drops the mask or imaginary part
+        raise ValueError(f"{name} must be a real number or an array of reals (not complex, not masked), got {value!r}")
     try:
         return np.asarray(value, dtype=float)
     except (TypeError, ValueError):

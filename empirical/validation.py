@@ -10,7 +10,7 @@ from __future__ import annotations
 import numpy as np
 from sklearn.model_selection import train_test_split
 
-__all__ = ["check_matrix", "check_magnitude", "check_varying", "check_binary_labels", "check_signed_labels", "check_grid",
+__all__ = ["as_real_array", "check_matrix", "check_magnitude", "check_varying", "check_binary_labels", "check_signed_labels", "check_grid",
            "check_min_per_class", "stratified_split", "standardize_stats", "safe_norm", "unit_vector",
            "MAX_MAGNITUDE", "MIN_MAGNITUDE"]
 
@@ -19,6 +19,45 @@ __all__ = ["check_matrix", "check_magnitude", "check_varying", "check_binary_lab
 MAX_MAGNITUDE = 1e100
 #: Smallest largest-entry magnitude accepted: products of two such numbers stay normal floats.
 MIN_MAGNITUDE = 1e-100
+
+
+def as_real_array(X, name: str = "X"):
+    """``X`` itself, unless converting it to a float array would silently change its values.
+
+    The one decision on containers and dtypes, used by every array check here (and by the estimators'
+    ``fit``/``predict`` before scikit-learn's own checks): a **complex** array is refused (``np.asarray``
+    would drop the imaginary part), and a **masked array** is refused when any entry is masked (its
+    placeholders would be used as data); a masked array without masked entries is accepted as its data.
+
+    Parameters
+    ----------
+    X : array-like
+    name : str
+        The argument's name, used in messages.
+
+    Returns
+    -------
+    array-like
+        ``X``, or the plain data of a masked array without masked entries.
+
+    Examples
+    --------
+    >>> as_real_array(np.ma.array([1.0, 2.0], mask=[False, True]), "X_val")
+    Traceback (most recent call last):
+    ...
+    ValueError: X_val must not have masked entries (a masked array's placeholders are not data), got 1 masked entry; fill or drop them first (X.filled(value) or X.compressed())
+    """
+    if isinstance(X, np.ma.MaskedArray):
+        masked = int(np.ma.count_masked(X))
+        if masked:
+            raise ValueError(f"{name} must not have masked entries (a masked array's placeholders are not data), got "
+                             f"{masked} masked entr{'y' if masked == 1 else 'ies'}; fill or drop them first "
+                             "(X.filled(value) or X.compressed())")
+        X = np.ma.getdata(X)
+    if not isinstance(X, (str, bytes)) and np.iscomplexobj(X):
+        raise ValueError(f"{name} must be real, got a complex array (converting it would drop the imaginary part); "
+                         "pass its .real or .imag explicitly")
+    return X
 
 
 def check_matrix(X, name: str = "X", n_rows: int | None = None) -> np.ndarray:
@@ -45,6 +84,7 @@ def check_matrix(X, name: str = "X", n_rows: int | None = None) -> np.ndarray:
     ...
     ValueError: H must be a 2-D array (n_samples, n_features), got a 1-D array of shape (2,)
     """
+    X = as_real_array(X, name)
     try:
         A = np.asarray(X, dtype=np.float64)
     except (TypeError, ValueError) as exc:
@@ -149,7 +189,7 @@ def check_binary_labels(y, n: int, name: str = "y", classes=None) -> tuple[np.nd
     >>> classes.tolist(), y_pm.tolist()
     (['no', 'yes'], [-1.0, 1.0, 1.0])
     """
-    y = np.asarray(y)
+    y = np.asarray(as_real_array(y, name))
     if y.ndim == 2 and y.shape[1] == 1:
         y = y[:, 0]
     if y.ndim != 1:
@@ -196,6 +236,7 @@ def check_signed_labels(y, n: int, name: str = "y") -> np.ndarray:
     ...
     ValueError: y must contain only -1 and +1 (code the classes as -1/+1), got values [0.0]
     """
+    y = as_real_array(y, name)
     try:
         values = np.asarray(y, dtype=np.float64)
     except (TypeError, ValueError):
@@ -227,6 +268,7 @@ def check_grid(Cs, name: str = "Cs") -> np.ndarray:
     >>> check_grid([0.1, 1])
     array([0.1, 1. ])
     """
+    Cs = as_real_array(Cs, name)
     try:
         grid = np.atleast_1d(np.asarray(Cs, dtype=np.float64))
     except (TypeError, ValueError):

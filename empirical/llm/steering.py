@@ -44,6 +44,7 @@ from tqdm.auto import tqdm
 from cgmt.validation import check_scalar
 
 from ..probes.concept_vectors import LinearProbe
+from ..validation import as_real_array
 from .extract import check_prompts, length_batches, pad_right, tokenize_prompts
 from .hooks import HookSet, block_output_tensor, decoder_blocks, input_device, replace_block_output, require_decoder
 
@@ -148,7 +149,7 @@ def gcav_alpha(g, slope, direction="towards", p_target=None) -> np.ndarray:
     array([4.6051, 0.    ])
     """
     p_target = _check_direction(direction, p_target)
-    g = np.asarray(g, dtype=np.float64)
+    g = np.asarray(as_real_array(g, "probe logits"), dtype=np.float64)
     g_star = _logit(p_target)
     if not np.all(np.isfinite(g)):
         raise ValueError("probe logits must be finite")
@@ -217,7 +218,7 @@ def additive_steering(model, vectors: dict, alpha=1.0, positions="last") -> Iter
             if not 1 <= int(layer) <= len(blocks):
                 raise ValueError(f"steering layer must be in 1..{len(blocks)}, got {layer}")
             strength = check_scalar(alpha[layer] if isinstance(alpha, dict) else alpha, f"alpha (layer {layer})")
-            vec = np.asarray(vec, dtype=np.float64)
+            vec = np.asarray(as_real_array(vec, f"the steering vector of layer {layer}"), dtype=np.float64)
             if not np.all(np.isfinite(vec)):
                 raise ValueError(f"the steering vector of layer {layer} must be finite, got NaN or infinite entries")
             vector = torch.as_tensor(np.asarray(vec), dtype=torch.float64).ravel()

@@ -24,7 +24,7 @@ from tqdm.auto import tqdm
 from cgmt.ablation import ablation_split
 from cgmt.validation import check_fraction, check_int, check_scalar
 
-from ..validation import check_binary_labels, check_matrix, safe_norm, unit_vector
+from ..validation import as_real_array, check_binary_labels, check_matrix, safe_norm, unit_vector
 
 __all__ = ["stability", "mean_abs_pairwise_cosine", "StabilityResult"]
 
@@ -78,7 +78,7 @@ def mean_abs_pairwise_cosine(V) -> float:
     >>> mean_abs_pairwise_cosine([[1.0, 0.0], [0.0, 2.0], [-1.0, 0.0]])
     0.3333333333333333
     """
-    V = np.asarray(V, dtype=float)
+    V = np.asarray(as_real_array(V, "V"), dtype=float)
     if V.ndim != 2 or V.shape[0] < 2:
         raise ValueError(f"V must hold at least two vectors (K >= 2) as rows of a 2-D array, got shape {V.shape}")
     if not np.all(np.isfinite(V)):

@@ -1,0 +1,134 @@
+"""Round 3 of the hostile-input review (issue 24, part B): options, dtypes and domains.
+
+Grouped by pattern; every case names the argument it blames, and failed on the code before the fix:
+
+* B1 one validator decides every accepted dtype and container (complex refused, masked entries refused);
+* B2 ``fit`` forgets every attribute of an earlier fit;
+* B3 every option has a range and a meaning checked at parse time; contradictions are errors; no NaN output;
+* B4 integers are integers and paths are non-empty;
+* B5 every count has a bound (cores, positions, a documented maximum);
+* B6 the documented domain of lam / C / tol is checked where the parameter enters;
+* B7 validate before working; tables before plots; a failed plot never loses a table.
+"""
+from __future__ import annotations
+
+import warnings
+
+import numpy as np
+import pytest
+from sklearn.base import clone
+
+from empirical.probes.baselines import DifferenceOfMeans, GCSProbe, LogRegCVProbe, XRFMProbe
+from empirical.probes.concept_vectors import LinearProbe
+from empirical.probes.layers import fit_layers
+from empirical.probes.raptor import RaptorProbe
+from empirical.probes.separability import separability
+from empirical.probes.stability import mean_abs_pairwise_cosine, stability
+from empirical.probes.structure import delta_sweep
+from empirical.validation import check_binary_labels, check_grid, check_matrix
+
+RNG = np.random.default_rng(0)
+X = RNG.standard_normal((60, 5))
+Y = np.arange(60) % 2
+X[:, 0] += 1.5 * Y
+
+
+def _masked(A):
+    """``A`` as a masked array with entry [0, 0] masked and a placeholder far from the data under it."""
+    M = np.ma.array(np.array(A, dtype=float), mask=np.zeros(np.shape(A), bool))
+    M.data[0, 0], M.mask[0, 0] = 1e6, True
+    return M
+
+
+# ------------------------------------------------------------------------------------------------ B1
+FITTED = RaptorProbe(Cs=[1.0]).fit(X, Y)
+
+B1_CASES = {
+    "raptor complex X_val": (lambda: RaptorProbe(Cs=[1.0]).fit(X[:40], Y[:40], X[40:] + 1j, Y[40:]), "X_val must be real"),
+    "raptor complex X": (lambda: RaptorProbe(Cs=[1.0]).fit(X + 0j, Y), "X must be real"),
+    "raptor masked X": (lambda: RaptorProbe(Cs=[1.0]).fit(_masked(X), Y), "X must not have masked entries"),
+    "raptor masked X_val": (lambda: RaptorProbe(Cs=[1.0]).fit(X[:40], Y[:40], _masked(X[40:]), Y[40:]),
+                            "X_val must not have masked entries"),
+    "raptor masked y": (lambda: RaptorProbe(Cs=[1.0]).fit(X, np.ma.array(Y, mask=np.arange(60) == 0)),
+                        "y must not have masked entries"),
+    "predict masked": (lambda: FITTED.predict(_masked(X)), "X must not have masked entries"),
+    "decision_function complex": (lambda: FITTED.decision_function(X + 1j), "X must be real"),
+    "dom masked X_val": (lambda: DifferenceOfMeans().fit(X[:40], Y[:40], _masked(X[40:]), Y[40:]),
+                         "X_val must not have masked entries"),
+    "fit_layers masked stack": (lambda: fit_layers(np.ma.stack([_masked(X), _masked(X)]), Y, Cs=[1.0], progress=False),
+                                "must not have masked entries"),
+    "fit_layers complex stack": (lambda: fit_layers(np.stack([X, X]) + 1j, Y, Cs=[1.0], progress=False),
+                                 "must be real"),
+    "stability complex": (lambda: stability(RaptorProbe(Cs=[1.0]), X + 1j, Y, K=2), "X_pool must be real"),
+    "separability masked": (lambda: separability(_masked(X), Y), "X must not have masked entries"),
+    "delta_sweep complex test": (lambda: delta_sweep(X[:40], Y[:40], X[40:] + 1j, Y[40:], seeds=1, progress=False),
+                                 "X_test must be real"),
+    "pairwise cosine complex": (lambda: mean_abs_pairwise_cosine(X[:3] + 1j), "V must be real"),
+    "concept vector complex": (lambda: LinearProbe(np.ones(5) + 1j, 0.0), "must be real"),
+    "grid complex": (lambda: check_grid(np.array([1.0 + 1j])), "Cs must be real"),
+    "labels complex": (lambda: check_binary_labels(np.array([1j, 0j]), 2), "y must be real"),
+}
+
+
+@pytest.mark.parametrize("case", sorted(B1_CASES))
+def test_b1_one_validator_refuses_complex_and_masked(case):
+    call, message = B1_CASES[case]
+    with pytest.raises(ValueError, match=message):
+        with warnings.catch_warnings():
+            warnings.simplefilter("error", np.exceptions.ComplexWarning)
+            call()
+
+
+def test_b1_spectral_estimator_refuses_masked_pool():
+    from empirical.probes.spectral_prediction import estimate_pool_model
+
+    with pytest.raises(ValueError, match="H_pool must not have masked entries"):
+        estimate_pool_model(_masked(X), Y)
+
+
+def test_b1_masked_array_without_masked_entries_is_its_data():
+    plain = np.ma.array(X, mask=np.zeros(X.shape, bool))
+    assert np.array_equal(check_matrix(plain), X)
+    a, b = RaptorProbe(Cs=[1.0]).fit(plain, Y), RaptorProbe(Cs=[1.0]).fit(X, Y)
+    assert np.array_equal(a.coef_, b.coef_)
+
+
+def test_b1_theory_arrays_refuse_complex():
+    import cgmt
+
+    with pytest.raises(ValueError, match="lams must be a real number or an array of reals"):
+        cgmt.sweep([2.0], np.array([0.1 + 1j]), [1.0], progress=False)
+
+
+# ------------------------------------------------------------------------------------------------ B2
+def _fit_split(estimator):
+    return estimator.fit(X, Y) if isinstance(estimator, RaptorProbe) else estimator.fit(X[:40], Y[:40], X[40:], Y[40:])
+
+
+B2_CASES = {
+    "raptor exact -> paper": (RaptorProbe(Cs=[0.1, 1.0]), dict(solver="paper")),
+    "raptor exact -> no validation": (RaptorProbe(Cs=[0.1, 1.0]), dict(val_fraction=0.0)),
+    "raptor paper -> exact": (RaptorProbe(Cs=[0.1, 1.0], solver="paper"), dict(solver="exact")),
+    "dom": (DifferenceOfMeans(), dict(use_validation=False)),
+    "lrcv": (LogRegCVProbe(Cs=[0.1, 1.0]), dict(Cs=[1.0])),
+    "gcs": (GCSProbe(n_probes=3), dict(n_probes=2)),
+}
+
+
+@pytest.mark.parametrize("case", sorted(B2_CASES))
+def test_b2_refit_keeps_no_attribute_of_the_earlier_fit(case):
+    estimator, options = B2_CASES[case]
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        refitted = _fit_split(clone(estimator)).set_params(**options)
+        _fit_split(refitted)
+        fresh = _fit_split(clone(refitted))
+    assert set(vars(refitted)) == set(vars(fresh))
+
+
+def test_b2_xrfm_refit_keeps_no_attribute_of_the_earlier_fit():
+    pytest.importorskip("xrfm")
+    estimator = XRFMProbe(bandwidths=(10.0,), center_grads=(True,), iters=1)
+    _fit_split(estimator).set_params(iters=2)
+    _fit_split(estimator)
+    assert set(vars(estimator)) == set(vars(_fit_split(clone(estimator))))
