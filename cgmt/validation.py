@@ -16,6 +16,9 @@ __all__ = [
     "check_scalar",
     "check_delta",
     "check_lam",
+    "check_lams",
+    "LAM_MIN",
+    "LAM_MAX",
     "check_kappa",
     "check_fraction",
     "check_int",
@@ -23,6 +26,16 @@ __all__ = [
     "check_positive_array",
     "as_generator",
 ]
+
+
+#: The supported domain of the ridge strength ``lam`` (theory, sweeps, simulations): ``[LAM_MIN, LAM_MAX]``, and
+#: ``lam = 0`` for the MLE where allowed.  The fixed point's scales go as ``1/lam`` (``gamma``) and as ``lam`` for
+#: large ``lam``; outside this range the finite-sample fits of :mod:`sims` overflow (``lam < 1e-30``) and the solver
+#: divides by numbers that underflow (``lam > 1e100``).  The practical range (the paper's) is 1e-6 .. 1e3.
+#: Estimators use ``C = 1/lambda`` in their own domain (:data:`empirical.validation.C_MIN`, ``C_MAX``).
+LAM_MIN = 1e-30
+#: see :data:`LAM_MIN`
+LAM_MAX = 1e30
 
 
 def _interval(low, high, low_open, high_open) -> str:
@@ -85,7 +98,7 @@ def check_delta(delta, name: str = "delta") -> float:
 
 
 def check_lam(lam, *, allow_zero: bool = False, name: str = "lam") -> float:
-    """The ridge strength: a finite real > 0 (>= 0 with ``allow_zero``, the MLE).
+    """The ridge strength: a finite real in ``[LAM_MIN, LAM_MAX]`` (or 0 with ``allow_zero``, the MLE).
 
     Examples
     --------
@@ -95,8 +108,32 @@ def check_lam(lam, *, allow_zero: bool = False, name: str = "lam") -> float:
     Traceback (most recent call last):
     ...
     ValueError: lam must lie in (0.0, inf), got 0.0
+    >>> check_lam(1e300)
+    Traceback (most recent call last):
+    ...
+    ValueError: lam must lie in [1e-30, 1e+30] (the supported domain of the ridge strength: outside it the fixed point and the simulated fits leave float64 range), got 1e+300
     """
-    return check_scalar(lam, name, low=0.0, low_open=not allow_zero)
+    lam = check_scalar(lam, name, low=0.0, low_open=not allow_zero)
+    if (lam != 0.0 or not allow_zero) and not LAM_MIN <= lam <= LAM_MAX:
+        raise ValueError(f"{name} must lie in [{LAM_MIN:g}, {LAM_MAX:g}] (the supported domain of the ridge strength: "
+                         f"outside it the fixed point and the simulated fits leave float64 range), got {lam!r}")
+    return lam
+
+
+def check_lams(lams, name: str = "lams") -> np.ndarray:
+    """A non-empty 1-D array of ridge strengths, each in the domain of :func:`check_lam`.
+
+    Examples
+    --------
+    >>> check_lams([1e-300, 1.0])
+    Traceback (most recent call last):
+    ...
+    ValueError: lams must lie in [1e-30, 1e+30] (the supported domain of the ridge strength: outside it the fixed point and the simulated fits leave float64 range), got 1e-300
+    """
+    arr = check_positive_array(lams, name)
+    for value in arr:
+        check_lam(float(value), name=name)
+    return arr
 
 
 def check_kappa(kappa, name: str = "kappa") -> float:

@@ -12,13 +12,24 @@ from sklearn.model_selection import train_test_split
 
 __all__ = ["as_real_array", "check_matrix", "check_magnitude", "check_varying", "check_binary_labels", "check_signed_labels", "check_grid",
            "check_min_per_class", "stratified_split", "standardize_stats", "safe_norm", "unit_vector",
-           "MAX_MAGNITUDE", "MIN_MAGNITUDE"]
+           "MAX_MAGNITUDE", "MIN_MAGNITUDE", "C_MIN", "C_MAX", "TOL_MAX"]
 
 #: Largest entry magnitude accepted for data matrices: products of two such numbers (Gram matrices,
 #: logits) stay finite in float64 (max ~1.8e308).
 MAX_MAGNITUDE = 1e100
 #: Smallest largest-entry magnitude accepted: products of two such numbers stay normal floats.
 MIN_MAGNITUDE = 1e-100
+#: The supported domain of an estimator's inverse ridge strength C = 1/lambda (RaptorProbe ``Cs``, GCSProbe ``C``,
+#: LogRegCVProbe ``Cs``, separability, delta_sweep) on standardized features: below ``C_MIN`` the fitted weights
+#: (of order C) vanish in float64 and there is no direction; above ``C_MAX`` the penalty ``||w||^2 / (2C)`` is below
+#: float64 resolution of the loss (the unpenalized fit, which need not exist).  The theory's ``lam`` has its own
+#: domain (:data:`cgmt.validation.LAM_MIN`).
+C_MIN = 1e-8
+#: see :data:`C_MIN`
+C_MAX = 1e16
+#: Largest solver tolerance accepted (RaptorProbe, LogRegCVProbe ``tol``: a relative gradient norm); a larger one
+#: stops before the first step and returns a zero direction.
+TOL_MAX = 0.1
 
 
 def as_real_array(X, name: str = "X"):
@@ -251,7 +262,10 @@ def check_signed_labels(y, n: int, name: str = "y") -> np.ndarray:
 
 
 def check_grid(Cs, name: str = "Cs") -> np.ndarray:
-    """A non-empty 1-D grid of finite positive values (inverse ridge strengths C = 1/lambda).
+    """A non-empty 1-D grid of distinct values in ``[C_MIN, C_MAX]`` (inverse ridge strengths C = 1/lambda).
+
+    The order is kept (it breaks ties of ``tie_break="first"``); a repeated value is an error (the warm-started
+    path extrapolates in log C between distinct grid points).
 
     Parameters
     ----------
@@ -277,6 +291,13 @@ def check_grid(Cs, name: str = "Cs") -> np.ndarray:
         raise ValueError(f"{name} must be a non-empty 1-D grid of positive values, got shape {grid.shape}")
     if not np.all(np.isfinite(grid)) or np.any(grid <= 0):
         raise ValueError(f"{name} must contain only finite positive values (C = 1/lambda > 0), got min {grid.min()!r}")
+    outside = grid[(grid < C_MIN) | (grid > C_MAX)]
+    if outside.size:
+        raise ValueError(f"{name} must lie in [{C_MIN:g}, {C_MAX:g}] (below, the weights vanish in float64; above, the "
+                         f"ridge penalty is below float64 resolution), got {float(outside[0]):g}")
+    values, counts = np.unique(grid, return_counts=True)
+    if np.any(counts > 1):
+        raise ValueError(f"{name} must not repeat a value, got {values[counts > 1].tolist()} more than once")
     return grid
 
 

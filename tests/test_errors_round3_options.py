@@ -132,3 +132,58 @@ def test_b2_xrfm_refit_keeps_no_attribute_of_the_earlier_fit():
     _fit_split(estimator).set_params(iters=2)
     _fit_split(estimator)
     assert set(vars(estimator)) == set(vars(_fit_split(clone(estimator))))
+
+
+# ------------------------------------------------------------------------------------------------ B6
+def _theory(name):
+    import cgmt
+    import sims
+
+    return {"cgmt": cgmt, "sims": sims}[name]
+
+
+B6_CASES = {
+    "solve lam=1e300": (lambda: _theory("cgmt").solve(2.0, 1e300, 1.0), r"lam must lie in \[1e-30, 1e\+30\]"),
+    "solve lam=1e-300": (lambda: _theory("cgmt").solve(2.0, 1e-300, 1.0), r"lam must lie in \[1e-30, 1e\+30\]"),
+    "optimal_lambda bounds to 1e300": (lambda: _theory("cgmt").optimal_lambda(2.0, 1.0, bounds=(1e-3, 1e300)),
+                                       r"bounds\[1\] must lie in \[1e-30"),
+    "sweep lams 1e-300,1e300": (lambda: _theory("cgmt").sweep([2.0], [1e-300, 1e300], [1.0], progress=False),
+                                r"lams must lie in \[1e-30"),
+    "sims.compare lam=1e300": (lambda: _theory("sims").compare(2.0, 1e300, 1.0, p=20, replicates=2, progress=False),
+                               r"lam must lie in \[1e-30"),
+    "sims.compare lam=1e-300": (lambda: _theory("sims").compare(2.0, 1e-300, 1.0, p=20, replicates=2, progress=False),
+                                r"lam must lie in \[1e-30"),
+    "stability theory lam=1e-300": (lambda: _theory("cgmt").stability(2.0, 1e-300, 1.0), r"lam must lie in \[1e-30"),
+    "raptor repeated Cs": (lambda: RaptorProbe(Cs=[0.1, 0.1, 1]).fit(X, Y), r"Cs must not repeat a value, got \[0.1\]"),
+    "raptor Cs 1e50": (lambda: RaptorProbe(Cs=[1e50]).fit(X, Y), r"Cs must lie in \[1e-08, 1e\+16\]"),
+    "raptor Cs 1e-12": (lambda: RaptorProbe(Cs=[1e-12, 1.0]).fit(X, Y), r"Cs must lie in \[1e-08, 1e\+16\]"),
+    "gcs C=1e300": (lambda: GCSProbe(C=1e300, n_probes=2).fit(X, Y), r"'C' parameter of GCSProbe must be .* \[1e-08, 1e\+16\]"),
+    "gcs C=1e-10": (lambda: GCSProbe(C=1e-10, n_probes=2).fit(X, Y), r"'C' parameter of GCSProbe"),
+    "raptor tol=1e300": (lambda: RaptorProbe(tol=1e300).fit(X, Y), r"'tol' parameter of RaptorProbe must be .*\(0.0, 0.1\]"),
+    "lrcv tol=1": (lambda: LogRegCVProbe(tol=1.0).fit(X, Y), r"'tol' parameter of LogRegCVProbe"),
+    "lrcv Cs 1e300": (lambda: LogRegCVProbe(Cs=[1e300]).fit(X, Y), r"Cs must lie in \[1e-08"),
+    "separability Cs 1e40": (lambda: separability(X, Y, Cs=(1e40,)), r"Cs must lie in \[1e-08"),
+    "delta_sweep repeated Cs": (lambda: delta_sweep(X[:40], Y[:40], X[40:], Y[40:], Cs=[1.0, 1.0], seeds=1,
+                                                    progress=False), r"Cs must not repeat a value"),
+}
+
+
+@pytest.mark.parametrize("case", sorted(B6_CASES))
+def test_b6_documented_domain_checked_up_front(case):
+    call, message = B6_CASES[case]
+    with pytest.raises(ValueError, match=message):
+        call()
+
+
+@pytest.mark.parametrize("lam", [1e-30, 1e30])
+def test_b6_lam_domain_boundary_is_solved(lam):
+    import cgmt
+
+    assert cgmt.solve(2.0, lam, 1.0).success
+
+
+@pytest.mark.filterwarnings("ignore:RaptorProbe refit did not reach tol")  # near-separable data at C_MAX: warned
+@pytest.mark.parametrize("C", [1e-8, 1e16])
+def test_b6_C_domain_boundary_is_fitted(C):
+    probe = RaptorProbe(Cs=[C]).fit(X, Y)
+    assert np.all(np.isfinite(probe.concept_vector_)) and probe.C_ == C
