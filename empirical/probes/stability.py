@@ -40,7 +40,7 @@ class StabilityResult:
     robust : float
         Mean absolute pairwise cosine of the runs.
     ci : (float, float)
-        Bootstrap percentile interval of ``robust`` (resampling runs).
+        Bootstrap percentile interval of ``robust`` (resampling runs); it always contains ``robust``.
     fit_times : ndarray of shape (K,)
         Seconds per fit (NaN where the estimator reports no ``fit_time_``).
     seed : int
@@ -178,6 +178,9 @@ def stability(estimator, X_pool, y_pool, K: int = 20, drop: float = 0.2, val_fra
     results = Parallel(n_jobs=n_jobs)(tqdm(runs, desc="stability runs", total=K, disable=not progress))
     V = np.array([vector for vector, _ in results])
     times = [seconds for _, seconds in results]
-    ci = _bootstrap_ci(np.abs(V @ V.T), n_boot, level, np.random.default_rng(seed + 1))
-    return StabilityResult(vectors=V, robust=mean_abs_pairwise_cosine(V), ci=ci, fit_times=np.array(times),
+    robust = mean_abs_pairwise_cosine(V)
+    lo, hi = _bootstrap_ci(np.abs(V @ V.T), n_boot, level, np.random.default_rng(seed + 1))
+    # the bootstrap means and ``robust`` are computed differently: rounding may put ``robust`` 1e-16 outside
+    ci = (min(lo, robust), max(hi, robust)) if np.isfinite(robust) else (lo, hi)
+    return StabilityResult(vectors=V, robust=robust, ci=ci, fit_times=np.array(times),
                            seed=seed, K=K)
