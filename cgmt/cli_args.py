@@ -6,24 +6,17 @@ error naming the option (``argument --jobs: ...``, exit 2) instead of a NaN in a
 or a traceback at the end of a run.  Each factory returns a function for ``add_argument(type=...)``.
 
 Worker counts (``--jobs``, ``--n-jobs``, ``--threads``) are bounded by the CPU cores this process may use
-(:func:`available_cores`): more is an error, not a silent clamp, because asking for more workers than cores
+(:func:`cgmt.validation.available_cores`): more is an error, not a silent clamp, because asking for more workers than cores
 only adds memory and start-up time (and a flood of processes that Ctrl-C must then stop).
 """
 from __future__ import annotations
 
 import argparse
 import math
-import os
+
+from .validation import available_cores
 
 __all__ = ["available_cores", "int_in", "number_in", "number_list", "nonempty_path", "worker_count"]
-
-
-def available_cores() -> int:
-    """The CPU cores this process may run on (its affinity mask where the platform has one)."""
-    try:
-        return len(os.sched_getaffinity(0))
-    except AttributeError:  # macOS, Windows
-        return os.cpu_count() or 1
 
 
 def _named(parse, name: str):

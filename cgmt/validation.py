@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import math
 import numbers
+import os
 
 import numpy as np
 
@@ -25,6 +26,8 @@ __all__ = [
     "check_real_array",
     "check_positive_array",
     "as_generator",
+    "available_cores",
+    "check_threads",
 ]
 
 
@@ -236,6 +239,35 @@ def check_positive_array(value, name: str, *, allow_zero: bool = False) -> np.nd
         interval = "[0, inf)" if allow_zero else "(0, inf)"
         raise ValueError(f"{name} must lie in {interval}, got {float(arr[bad].flat[0])!r}")
     return arr
+
+
+def available_cores() -> int:
+    """The CPU cores this process may run on (its affinity mask where the platform has one)."""
+    try:
+        return len(os.sched_getaffinity(0))
+    except AttributeError:  # macOS, Windows
+        return os.cpu_count() or 1
+
+
+def check_threads(value, name: str = "num_threads") -> int:
+    """A thread count of this process: an integer in ``[1, available_cores()]`` (more threads than cores only
+    slow a run down, and huge counts abort inside the OpenMP runtime).  Worker counts ``n_jobs`` of joblib are
+    not bounded here (a backend such as Dask may have more workers than local cores); the command lines bound
+    theirs (:mod:`cgmt.cli_args`).
+
+    Examples
+    --------
+    >>> check_threads(1)
+    1
+    >>> check_threads(2.5)
+    Traceback (most recent call last):
+    ...
+    ValueError: num_threads must be an integer >= 1, got 2.5
+    """
+    value = check_int(value, name)
+    if value > available_cores():
+        raise ValueError(f"{name} must be at most the {available_cores()} CPU cores available, got {value}")
+    return value
 
 
 def as_generator(rng, name: str = "rng") -> np.random.Generator:

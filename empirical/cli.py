@@ -363,6 +363,10 @@ def cmd_steer(args):
     out = _out(args, ["steer_metrics.csv", "steer_hard_layers.csv", "steer_metrics.json", "steer_generations.json"])
     model, tok = _load_model(args)
     extract, models, steering = _llm()
+    positions = steering.model_positions(model)
+    if positions and args.max_new_tokens >= positions:
+        raise ValueError(f"--max-new-tokens must be below the model's {positions} positions (minus each prompt's "
+                         f"length), got {args.max_new_tokens}")
     evaluation = _steering_eval()
     name = args.setting or evaluation.DEFAULT_SETTING
     if name not in evaluation.PRESETS:

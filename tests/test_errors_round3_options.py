@@ -187,3 +187,155 @@ def test_b6_lam_domain_boundary_is_solved(lam):
 def test_b6_C_domain_boundary_is_fitted(C):
     probe = RaptorProbe(Cs=[C]).fit(X, Y)
     assert np.all(np.isfinite(probe.concept_vector_)) and probe.C_ == C
+
+
+# ------------------------------------------------------------------------------------------- B3 / B5 / B7 CLIs
+def _run_cli(module, argv, capsys):
+    """(exit code, stderr) of a command line given ``argv``; argparse errors exit 2 through SystemExit."""
+    import importlib
+
+    main = importlib.import_module(module).main
+    try:
+        code = main(argv)
+    except SystemExit as exc:
+        code = exc.code
+    return code, capsys.readouterr().err
+
+
+THEORY_SWEEP = ["sweep", "--deltas", "2", "--lams", "1", "--kappas", "1"]
+CLI_CASES = {
+    "cgmt solve --mle --lam": ("cgmt.__main__", ["solve", "--mle", "--lam", "0.1", "--delta", "3", "--kappa", "1"],
+                               "--lam 0.1 contradicts --mle"),
+    "cgmt solve --lam 1e300": ("cgmt.__main__", ["solve", "--lam", "1e300", "--delta", "2", "--kappa", "1"],
+                               r"argument --lam: expected a number in \[1e-30, 1e\+30\]"),
+    "cgmt solve --delta nan": ("cgmt.__main__", ["solve", "--lam", "1", "--delta", "nan", "--kappa", "1"],
+                               "argument --delta: expected a finite number"),
+    "cgmt solve --tol 1e300": ("cgmt.__main__", ["solve", "--lam", "1", "--delta", "2", "--kappa", "1", "--tol", "1e300"],
+                               "argument --tol"),
+    "cgmt sweep --lams 1e-300,1e300": ("cgmt.__main__", ["sweep", "--deltas", "2", "--lams", "1e-300,1e300", "--kappas",
+                                                         "1", "--out", "x.csv"], r"lams must lie in \[1e-30"),
+    "cgmt sweep --out ''": ("cgmt.__main__", [*THEORY_SWEEP, "--out", ""], "argument --out: expected a non-empty path"),
+    "cgmt sweep --n-jobs 10000": ("cgmt.__main__", [*THEORY_SWEEP, "--out", "x.csv", "--n-jobs", "10000"],
+                                  "argument --n-jobs: expected an integer in .*CPU cores"),
+    "cgmt sweep --max-points 0": ("cgmt.__main__", [*THEORY_SWEEP, "--out", "x.csv", "--max-points", "0"],
+                                  "argument --max-points"),
+    "paper_figures --max-per-class 0": ("paper_figures.__main__", ["--max-per-class", "0"], "argument --max-per-class"),
+    "paper_figures --n-jobs 10000": ("paper_figures.__main__", ["--n-jobs", "10000"], "argument --n-jobs.*CPU cores"),
+    "paper_figures --out ''": ("paper_figures.__main__", ["--out", ""], "argument --out: expected a non-empty path"),
+    "raptor sweep --fractions 0.5,0.5,0.5": ("empirical.cli", ["sweep", "--fractions", "0.5,0.5,0.5"],
+                                             "argument --fractions: expected distinct values"),
+    "raptor sweep --fractions 0,0.5,1": ("empirical.cli", ["sweep", "--fractions", "0,0.5,1"], "argument --fractions"),
+    "raptor sweep --Cs 1e300": ("empirical.cli", ["sweep", "--Cs", "1,1e300"], "argument --Cs"),
+    "raptor sweep --seeds 1000000": ("empirical.cli", ["sweep", "--seeds", "1000000"], "argument --seeds"),
+    "raptor sweep --jobs 10000": ("empirical.cli", ["sweep", "--jobs", "10000"], "argument --jobs.*CPU cores"),
+    "raptor probe --jobs 10000": ("empirical.cli", ["probe", "--jobs", "10000"], "argument --jobs.*CPU cores"),
+    "raptor probe --threads 100000": ("empirical.cli", ["probe", "--threads", "100000"], "argument --threads.*CPU cores"),
+    "raptor probe --layers 1,1,1": ("empirical.cli", ["probe", "--layers", "1,1,1"], "argument --layers: layers must be distinct"),
+    "raptor probe --out ''": ("empirical.cli", ["probe", "--out", ""], "argument --out: expected a non-empty path"),
+    "raptor probe --cache-dir ''": ("empirical.cli", ["probe", "--cache-dir", ""], "argument --cache-dir"),
+    "raptor stability --seed -1": ("empirical.cli", ["stability", "--seed", "-1"], "argument --seed"),
+    "raptor stability --K 10**9": ("empirical.cli", ["stability", "--K", "1000000000"], "argument --K"),
+    "raptor export --scale inf": ("empirical.cli", ["export", "--probe-file", "p.json", "--scale", "inf"],
+                                  "argument --scale: expected a finite number"),
+    "raptor export --out ''": ("empirical.cli", ["export", "--probe-file", "p.json", "--out", ""], "argument --out"),
+}
+
+
+@pytest.mark.parametrize("case", sorted(CLI_CASES))
+def test_b3_b5_options_checked_at_parse_time(case, capsys, tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    module, argv, message = CLI_CASES[case]
+    code, err = _run_cli(module, argv, capsys)
+    assert code == 2
+    assert __import__("re").search(message, err), err
+    assert list(tmp_path.iterdir()) == []  # nothing written
+
+
+def test_b7_failed_plot_keeps_the_table_and_warns(cli_setup, capsys, monkeypatch):
+    from empirical import cli
+
+    root, base = cli_setup
+
+    def broken(*args, **kwargs):
+        raise ValueError("'yerr' must not contain negative values")
+
+    import matplotlib.axes
+
+    monkeypatch.setattr(matplotlib.axes.Axes, "errorbar", broken)
+    out = root / "b7"
+    assert cli.main(["stability", *base, "--layers", "2", "--K", "2", "--seed", "5", "--out", str(out)]) == 0
+    assert (out / "stability_reviews.csv").is_file() and not (out / "stability_reviews.png").exists()
+    assert "could not draw" in capsys.readouterr().err
+
+
+def test_b7_stability_interval_contains_the_estimate():
+    for seed in range(5):
+        res = stability(RaptorProbe(Cs=[1.0]), X, Y, K=2, seed=seed)
+        assert res.ci[0] <= res.robust <= res.ci[1]
+
+
+def test_b7_fit_layers_refuses_repeated_layers_before_fitting():
+    with pytest.raises(ValueError, match=r"layers must be distinct \(one probe per layer\), got \[1\]"):
+        fit_layers(np.stack([X, X]), Y, layers=[1, 1, 1], progress=False)
+
+
+def test_b3_delta_sweep_refuses_repeated_fractions_and_too_many_seeds():
+    with pytest.raises(ValueError, match="at least 3 distinct values"):
+        delta_sweep(X[:40], Y[:40], X[40:], Y[40:], fractions=[0.5, 0.5, 0.5], progress=False)
+    with pytest.raises(ValueError, match="seeds: must be at most MAX_SEEDS"):
+        delta_sweep(X[:40], Y[:40], X[40:], Y[40:], seeds=10**6, progress=False)
+
+
+# ------------------------------------------------------------------------------------------- B3 / B4 / B5 LLM
+@pytest.fixture(scope="module")
+def tiny():
+    from empirical.testing import tiny_model, tiny_tokenizer
+
+    return tiny_model("llama", seed=0, n_layers=2), tiny_tokenizer()
+
+
+def test_b3_additive_steering_refuses_a_non_finite_edit(tiny):
+    from empirical.llm.steering import additive_steering, generate
+
+    model, tok = tiny
+    with pytest.raises(ValueError, match="made the hidden state non-finite"):
+        with additive_steering(model, {1: np.ones(32)}, alpha=1e300):
+            generate(model, tok, "a good film", max_new_tokens=2)
+
+
+def _hidden(**kwargs):
+    from empirical.llm.extract import hidden_states
+
+    return lambda model, tok: hidden_states(model, tok, ["a good film"], progress=False, **kwargs)
+
+
+def _generate(max_new_tokens):
+    from empirical.llm.steering import generate
+
+    return lambda model, tok: generate(model, tok, "a good film", max_new_tokens=max_new_tokens)
+
+
+LLM_CASES = {
+    "hidden_states max_length=2.5": (_hidden(max_length=2.5), "max_length must be an integer >= 1, got 2.5"),
+    "hidden_states batch_size=2.5": (_hidden(batch_size=2.5), "batch_size must be an integer"),
+    "hidden_states cache=''": (_hidden(cache=""), "cache directory must be a non-empty path"),
+    "hidden_states num_threads=100000": (_hidden(num_threads=100000), "num_threads must be at most the"),
+    "generate max_new_tokens=100000": (_generate(100000), r"max_new_tokens must be at most the model's 256 positions"),
+    "generate max_new_tokens=2.5": (_generate(2.5), "max_new_tokens must be an integer"),
+}
+
+
+@pytest.mark.parametrize("case", sorted(LLM_CASES))
+def test_b4_b5_llm_integers_paths_and_counts(case, tiny, tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    call, message = LLM_CASES[case]
+    with pytest.raises(ValueError, match=message):
+        call(*tiny)
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_b4_cache_root_refuses_an_empty_path():
+    from empirical.files import cache_root
+
+    with pytest.raises(ValueError, match="cache_dir must be a non-empty path"):
+        cache_root("")

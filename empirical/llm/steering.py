@@ -41,7 +41,7 @@ import torch
 from scipy.special import expit
 from tqdm.auto import tqdm
 
-from cgmt.validation import check_scalar
+from cgmt.validation import check_int, check_scalar
 
 from ..probes.concept_vectors import LinearProbe
 from ..validation import as_real_array
@@ -160,6 +160,20 @@ def gcav_alpha(g, slope, direction="towards", p_target=None) -> np.ndarray:
     return np.where(need, (g_star - g) / slope, 0.0)
 
 
+def _finite_edit(edited: torch.Tensor, where: str) -> torch.Tensor:
+    """``edited`` if every entry is finite; ``ValueError`` otherwise (an edit too large for the model's dtype would
+    make every later logit NaN)."""
+    if not bool(torch.isfinite(edited).all()):
+        raise ValueError(f"steering {where} made the hidden state non-finite in {edited.dtype} (the edit "
+                         "alpha * v exceeds the dtype's range); lower alpha")
+    return edited
+
+
+def model_positions(model) -> int | None:
+    """The model's positions (``max_position_embeddings`` or ``n_positions``), None if its config has neither."""
+    return getattr(model.config, "max_position_embeddings", None) or getattr(model.config, "n_positions", None)
+
+
 def additive_hook(vector: torch.Tensor, strength: float, positions: str = "last"):
     """Forward hook adding ``strength * vector`` to a decoder block's output (last or all positions)."""
     if positions not in ("last", "all"):
@@ -175,7 +189,7 @@ def additive_hook(vector: torch.Tensor, strength: float, positions: str = "last"
             hidden += delta
         else:
             hidden[:, -1, :] += delta
-        return replace_block_output(output, hidden)
+        return replace_block_output(output, _finite_edit(hidden, f"with strength {strength:g}"))
 
     return hook
 
@@ -365,7 +379,7 @@ def gcav_hook(layer: int, probe: LinearProbe, g_star: float, direction: str, pos
                     "logit_after": float(logits_after[i]),
                     "round_tol": float(rounding[i]),
                 })
-        return replace_block_output(output, edited)
+        return replace_block_output(output, _finite_edit(edited, f"at layer {layer}"))
 
     return hook
 
@@ -579,7 +593,8 @@ def generate_ids(model, tokenizer, prompt, max_new_tokens=20, **gen_kwargs) -> t
     ----------
     model, tokenizer : transformers causal LM and its tokenizer
     prompt : str
-    max_new_tokens : int
+    max_new_tokens : int >= 1
+        At most the model's positions (``max_position_embeddings`` / ``n_positions``) minus the prompt's tokens.
     **gen_kwargs
         Passed to ``model.generate`` (override the greedy defaults).
 
@@ -589,7 +604,13 @@ def generate_ids(model, tokenizer, prompt, max_new_tokens=20, **gen_kwargs) -> t
     """
     require_decoder(model, "generation")
     (prompt,) = check_prompts([prompt], "prompt")
+    max_new_tokens = check_int(max_new_tokens, "max_new_tokens")
     enc = tokenizer(prompt, return_tensors="pt").to(input_device(model))
+    positions = model_positions(model)
+    n_prompt = int(enc["input_ids"].shape[1])
+    if positions and n_prompt + max_new_tokens > positions:
+        raise ValueError(f"max_new_tokens must be at most the model's {positions} positions minus the prompt's "
+                         f"{n_prompt} tokens = {max(positions - n_prompt, 0)}, got {max_new_tokens}")
     kw = dict(max_new_tokens=max_new_tokens, do_sample=False, pad_token_id=tokenizer.pad_token_id)
     kw.update(gen_kwargs)
     with torch.inference_mode():
