@@ -65,9 +65,17 @@ def as_real_array(X, name: str = "X"):
                              f"{masked} masked entr{'y' if masked == 1 else 'ies'}; fill or drop them first "
                              "(X.filled(value) or X.compressed())")
         X = np.ma.getdata(X)
-    if not isinstance(X, (str, bytes)) and np.iscomplexobj(X):
-        raise ValueError(f"{name} must be real, got a complex array (converting it would drop the imaginary part); "
-                         "pass its .real or .imag explicitly")
+    dtype = getattr(X, "dtype", None)
+    if isinstance(dtype, np.dtype):
+        kind = dtype.kind
+    else:  # lists, tensors, data frames
+        try:
+            kind = np.asarray(X).dtype.kind
+        except (TypeError, ValueError):  # ragged or not numeric: the caller's conversion names the problem
+            kind = ""
+    if kind == "c":
+        raise ValueError(f"{name} must be real: Complex data not supported (converting it would drop the imaginary "
+                         "part); pass its .real or .imag explicitly")
     return X
 
 
