@@ -16,6 +16,8 @@ from pathlib import Path
 
 import numpy as np
 
+from .cli_args import int_in, nonempty_path, number_in, worker_count
+from .validation import LAM_MAX, LAM_MIN
 from .cli_errors import debug_requested, run_command
 from .solver import mle, solve
 from .sweep import MAX_POINTS, sweep
@@ -85,20 +87,21 @@ def _parser():
                                 formatter_class=argparse.RawDescriptionHelpFormatter)
     sub = p.add_subparsers(dest="cmd", required=True)
     s = sub.add_parser("solve", help="solve one point and print the result")
-    s.add_argument("--delta", type=float, required=True, help="n/p (> 0)")
-    s.add_argument("--lam", type=float, default=None, help="ridge strength (> 0); omit with --mle")
-    s.add_argument("--kappa", type=float, required=True, help="signal strength (>= 0)")
+    s.add_argument("--delta", type=number_in(0.0, low_open=True), required=True, help="n/p (> 0)")
+    s.add_argument("--lam", type=number_in(LAM_MIN, LAM_MAX), default=None,
+                   help="ridge strength (> 0; the domain is cgmt.validation.LAM_MIN..LAM_MAX); not with --mle")
+    s.add_argument("--kappa", type=number_in(0.0), required=True, help="signal strength (>= 0)")
     s.add_argument("--mle", action="store_true", help="unregularized MLE (lam = 0; needs delta > delta*(kappa))")
-    s.add_argument("--tol", type=float, default=1e-10)
+    s.add_argument("--tol", type=number_in(0.0, 0.1, low_open=True), default=1e-10, help="in (0, 0.1]")
     s.add_argument("--strict", action="store_true", help="exit with an error if not converged")
     w = sub.add_parser("sweep", help="grid sweep; writes CSV (and optionally a plot)")
     for name, hlp in (("deltas", "n/p values"), ("lams", "ridge strengths"), ("kappas", "signal strengths")):
         w.add_argument(f"--{name}", type=_floats, required=True,
                        help=f"{hlp}: comma list, geom:START:STOP:NUM or lin:START:STOP:NUM")
-    w.add_argument("--out", required=True, help="CSV path")
-    w.add_argument("--plot", default=None, help="optional figure path (accuracy vs lam)")
-    w.add_argument("--n-jobs", type=int, default=1)
-    w.add_argument("--max-points", type=int, default=MAX_POINTS,
+    w.add_argument("--out", type=nonempty_path, required=True, help="CSV path")
+    w.add_argument("--plot", type=nonempty_path, default=None, help="optional figure path (accuracy vs lam)")
+    w.add_argument("--n-jobs", type=worker_count(), default=1, help="parallel workers (at most the CPU cores)")
+    w.add_argument("--max-points", type=int_in(1), default=MAX_POINTS,
                    help=f"refuse grids with more points (default {MAX_POINTS}, about half an hour per core)")
     w.add_argument("--no-progress", action="store_true")
     p.add_argument("--debug", action="store_true", help="show the traceback of an error (also CGMT_DEBUG=1)")
@@ -108,7 +111,10 @@ def _parser():
 def main(argv=None):
     """Run the ``cgmt`` command; returns the exit code (0 success, 1 not converged, 2 bad input, 130
     interrupted; :mod:`cgmt.cli_errors`)."""
-    args = _parser().parse_args(argv)
+    parser = _parser()
+    args = parser.parse_args(argv)
+    if args.cmd == "solve" and args.mle and args.lam is not None:
+        parser.error(f"--lam {args.lam:g} contradicts --mle (the MLE is lam = 0): give one of them")
     return run_command(lambda: _run(args), "cgmt", debug=debug_requested(args.debug, "CGMT_DEBUG"))
 
 

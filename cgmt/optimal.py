@@ -11,7 +11,7 @@ import math
 import numpy as np
 from scipy.optimize import OptimizeResult, minimize_scalar
 
-from .validation import check_delta, check_int, check_kappa, check_scalar
+from .validation import check_delta, check_int, check_kappa, check_lam, check_scalar
 from .quadrature import DEFAULT_ORDER
 from .solver import solve
 
@@ -53,8 +53,8 @@ def optimal_lambda(delta, kappa, *, bounds=(1e-6, 1e3), n_grid=19, xatol=1e-6,
     kappa = check_kappa(kappa)
     if kappa == 0.0:
         raise ValueError("kappa must be > 0 for optimal_lambda (at kappa = 0 the accuracy is 1/2 for every lam)")
-    lo = check_scalar(bounds[0], "bounds[0]", low=0.0, low_open=True)
-    hi = check_scalar(bounds[1], "bounds[1]", low=lo, low_open=True)
+    lo = check_lam(bounds[0], name="bounds[0]")
+    hi = check_scalar(check_lam(bounds[1], name="bounds[1]"), "bounds[1]", low=lo, low_open=True)
     n_grid = check_int(n_grid, "n_grid", minimum=3)  # a bracket needs a point on each side of the best
     xatol = check_scalar(xatol, "xatol", low=0.0, low_open=True)
     grid = np.exp(np.linspace(math.log(hi), math.log(lo), n_grid))

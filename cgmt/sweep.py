@@ -13,7 +13,7 @@ import pandas as pd
 from joblib import Parallel, delayed
 from tqdm.auto import tqdm
 
-from .validation import check_positive_array
+from .validation import check_lams, check_positive_array
 from .quadrature import DEFAULT_ORDER
 from .solver import ConvergenceError, solve
 
@@ -113,7 +113,7 @@ def sweep(deltas, lams, kappas, *, n_jobs=1, progress=True, tol=1e-10, quad_orde
     ((4, 15), True)
     """
     d = np.unique(check_positive_array(deltas, "deltas"))
-    lm = np.unique(check_positive_array(lams, "lams"))
+    lm = np.unique(check_lams(lams))
     k = np.unique(check_positive_array(kappas, "kappas", allow_zero=True))
     check_grid_size(d.size * lm.size * k.size, max_points, "the sweep grid (deltas x lams x kappas)")
     tasks = list(itertools.product(d.tolist(), k.tolist()))

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import math
 import numbers
+import os
 
 import numpy as np
 
@@ -16,13 +17,28 @@ __all__ = [
     "check_scalar",
     "check_delta",
     "check_lam",
+    "check_lams",
+    "LAM_MIN",
+    "LAM_MAX",
     "check_kappa",
     "check_fraction",
     "check_int",
     "check_real_array",
     "check_positive_array",
     "as_generator",
+    "available_cores",
+    "check_threads",
 ]
+
+
+#: The supported domain of the ridge strength ``lam`` (theory, sweeps, simulations): ``[LAM_MIN, LAM_MAX]``, and
+#: ``lam = 0`` for the MLE where allowed.  The fixed point's scales go as ``1/lam`` (``gamma``) and as ``lam`` for
+#: large ``lam``; outside this range the finite-sample fits of :mod:`sims` overflow (``lam < 1e-30``) and the solver
+#: divides by numbers that underflow (``lam > 1e100``).  The practical range (the paper's) is 1e-6 .. 1e3.
+#: Estimators use ``C = 1/lambda`` in their own domain (:data:`empirical.validation.C_MIN`, ``C_MAX``).
+LAM_MIN = 1e-30
+#: see :data:`LAM_MIN`
+LAM_MAX = 1e30
 
 
 def _interval(low, high, low_open, high_open) -> str:
@@ -85,7 +101,7 @@ def check_delta(delta, name: str = "delta") -> float:
 
 
 def check_lam(lam, *, allow_zero: bool = False, name: str = "lam") -> float:
-    """The ridge strength: a finite real > 0 (>= 0 with ``allow_zero``, the MLE).
+    """The ridge strength: a finite real in ``[LAM_MIN, LAM_MAX]`` (or 0 with ``allow_zero``, the MLE).
 
     Examples
     --------
@@ -95,8 +111,32 @@ def check_lam(lam, *, allow_zero: bool = False, name: str = "lam") -> float:
     Traceback (most recent call last):
     ...
     ValueError: lam must lie in (0.0, inf), got 0.0
+    >>> check_lam(1e300)
+    Traceback (most recent call last):
+    ...
+    ValueError: lam must lie in [1e-30, 1e+30] (the supported domain of the ridge strength: outside it the fixed point and the simulated fits leave float64 range), got 1e+300
     """
-    return check_scalar(lam, name, low=0.0, low_open=not allow_zero)
+    lam = check_scalar(lam, name, low=0.0, low_open=not allow_zero)
+    if (lam != 0.0 or not allow_zero) and not LAM_MIN <= lam <= LAM_MAX:
+        raise ValueError(f"{name} must lie in [{LAM_MIN:g}, {LAM_MAX:g}] (the supported domain of the ridge strength: "
+                         f"outside it the fixed point and the simulated fits leave float64 range), got {lam!r}")
+    return lam
+
+
+def check_lams(lams, name: str = "lams") -> np.ndarray:
+    """A non-empty 1-D array of ridge strengths, each in the domain of :func:`check_lam`.
+
+    Examples
+    --------
+    >>> check_lams([1e-300, 1.0])
+    Traceback (most recent call last):
+    ...
+    ValueError: lams must lie in [1e-30, 1e+30] (the supported domain of the ridge strength: outside it the fixed point and the simulated fits leave float64 range), got 1e-300
+    """
+    arr = check_positive_array(lams, name)
+    for value in arr:
+        check_lam(float(value), name=name)
+    return arr
 
 
 def check_kappa(kappa, name: str = "kappa") -> float:
@@ -145,6 +185,8 @@ def check_int(value, name: str, minimum: int = 1) -> int:
 
 
 def _float_array(value, name):
+    if isinstance(value, np.ma.MaskedArray) or np.iscomplexobj(value):  # np.asarray drops the mask or imaginary part
+        raise ValueError(f"{name} must be a real number or an array of reals (not complex, not masked), got {value!r}")
     try:
         return np.asarray(value, dtype=float)
     except (TypeError, ValueError):
@@ -197,6 +239,35 @@ def check_positive_array(value, name: str, *, allow_zero: bool = False) -> np.nd
         interval = "[0, inf)" if allow_zero else "(0, inf)"
         raise ValueError(f"{name} must lie in {interval}, got {float(arr[bad].flat[0])!r}")
     return arr
+
+
+def available_cores() -> int:
+    """The CPU cores this process may run on (its affinity mask where the platform has one)."""
+    try:
+        return len(os.sched_getaffinity(0))
+    except AttributeError:  # macOS, Windows
+        return os.cpu_count() or 1
+
+
+def check_threads(value, name: str = "num_threads") -> int:
+    """A thread count of this process: an integer in ``[1, available_cores()]`` (more threads than cores only
+    slow a run down, and huge counts abort inside the OpenMP runtime).  Worker counts ``n_jobs`` of joblib are
+    not bounded here (a backend such as Dask may have more workers than local cores); the command lines bound
+    theirs (:mod:`cgmt.cli_args`).
+
+    Examples
+    --------
+    >>> check_threads(1)
+    1
+    >>> check_threads(2.5)
+    Traceback (most recent call last):
+    ...
+    ValueError: num_threads must be an integer >= 1, got 2.5
+    """
+    value = check_int(value, name)
+    if value > available_cores():
+        raise ValueError(f"{name} must be at most the {available_cores()} CPU cores available, got {value}")
+    return value
 
 
 def as_generator(rng, name: str = "rng") -> np.random.Generator:

@@ -13,12 +13,14 @@ import argparse
 import sys
 import tempfile
 import time
+from contextlib import contextmanager
 from pathlib import Path
 
 import numpy as np
 import pandas as pd
 from tqdm.auto import tqdm
 
+from cgmt.cli_args import int_in, nonempty_path, number_in, number_list, worker_count
 from cgmt.cli_errors import debug_requested, run_command
 
 from .files import refuse_overwriting_inputs, save_figure, write_csv, write_json
@@ -31,11 +33,16 @@ from .probes.layers import fit_layers, paper_split
 from .probes.persistence import file_pair, load_concept_vectors, save_concept_vectors
 from .probes.raptor import RaptorProbe
 from .probes.stability import stability
-from .probes.structure import delta_sweep
+from .probes.structure import MAX_SEEDS, delta_sweep
+from .validation import C_MAX, C_MIN
 
 SPLIT_SEED = 42
 #: most layers a --layers range may name (a typo such as '1-1000000000' is refused, not allocated)
 MAX_LAYER_RANGE = 10_000
+#: most refits ``raptor stability --K`` runs (the interval of the mean |cos| is stable long before)
+MAX_REFITS = 1000
+#: largest ``--seed`` (numpy seeds are 32-bit here)
+MAX_SEED = 2**32 - 1
 
 
 def _llm():
@@ -69,7 +76,10 @@ def _layers_arg(spec):
                 out.append(int(part))
     except ValueError:
         raise argparse.ArgumentTypeError(f"layers must look like 'all', '1-30' or '5,10,20', got {spec!r}") from None
-    return out
+    repeated = sorted({layer for layer in out if out.count(layer) > 1})
+    if repeated:
+        raise argparse.ArgumentTypeError(f"layers must be distinct, got {repeated} more than once in {spec!r}")
+    return sorted(out)
 
 
 def _cap_arg(v):
@@ -84,46 +94,6 @@ def _cap_arg(v):
     return n
 
 
-def _int_at_least(minimum: int):
-    """argparse type: an integer >= ``minimum``."""
-    def parse(text):
-        try:
-            value = int(text)
-        except ValueError:
-            raise argparse.ArgumentTypeError(f"expected an integer >= {minimum}, got {text!r}") from None
-        if value < minimum:
-            raise argparse.ArgumentTypeError(f"expected an integer >= {minimum}, got {value}")
-        return value
-    parse.__name__ = f"integer >= {minimum}"
-    return parse
-
-
-def _number_in(low: float, high: float, high_open: bool = False):
-    """argparse type: a finite number in [low, high] (or [low, high))."""
-    def parse(text):
-        try:
-            value = float(text)
-        except ValueError:
-            raise argparse.ArgumentTypeError(f"expected a number, got {text!r}") from None
-        if not (low <= value <= high) or (high_open and value == high):
-            raise argparse.ArgumentTypeError(f"expected a number in [{low:g}, {high:g}{')' if high_open else ']'}, "
-                                             f"got {text}")
-        return value
-    parse.__name__ = "number"
-    return parse
-
-
-def _number_list(option: str, text: str, positive: bool = False) -> list:
-    """Comma-separated numbers of ``option``; ValueError naming the option otherwise."""
-    try:
-        values = [float(t) for t in text.split(",") if t.strip()]
-    except ValueError:
-        raise ValueError(f"{option} must be comma-separated numbers, got {text!r}") from None
-    if not values or not all(np.isfinite(values)) or (positive and min(values) <= 0):
-        raise ValueError(f"{option} must be non-empty finite{' positive' if positive else ''} numbers, got {text!r}")
-    return values
-
-
 def _add_common(p, multi_dataset=False):
     d = p.add_argument_group("data")
     if multi_dataset:
@@ -131,29 +101,30 @@ def _add_common(p, multi_dataset=False):
                        help="one or more of stsa cities common counterfact hateeval sarcasm coinflip, or 'all'")
     else:
         d.add_argument("--dataset", metavar="NAME", help="stsa | cities | common | counterfact | hateeval | sarcasm | coinflip")
-    d.add_argument("--table", metavar="FILE", help="your own CSV/TSV/JSONL instead of --dataset")
+    d.add_argument("--table", type=nonempty_path, metavar="FILE", help="your own CSV/TSV/JSONL instead of --dataset")
     d.add_argument("--text-column", help="text column of --table")
     d.add_argument("--label-column", help="label column of --table (0/1, True/False, yes/no)")
     d.add_argument("--positive-label", help="label value meaning 'concept present' (other values -> 0)")
     d.add_argument("--template", help="prompt template with {text} (default: the dataset's own / plain text)")
-    d.add_argument("--data-dir", help="dataset directory (default $RAPTOR_DATA, then ../shared/datasets)")
+    d.add_argument("--data-dir", type=nonempty_path, help="dataset directory (default $RAPTOR_DATA, then ../shared/datasets)")
     d.add_argument("--max-per-class", type=_cap_arg, default="reference",
                    help="'reference' (Concept-Depth caps, default), 'all', or N first examples per class")
-    d.add_argument("--quick", type=int, nargs="?", const=100, metavar="N",
+    d.add_argument("--quick", type=int_in(1), nargs="?", const=100, metavar="N",
                    help="fast look: at most N examples per class (default N=100)")
     d.add_argument("--no-verify", action="store_true", help="skip the SHA256SUMS check")
     m = p.add_argument_group("model")
     m.add_argument("--model", default="smollm2", help="'smollm2' (default) or a local model directory / hub id")
     m.add_argument("--device", help="cpu, cuda, ... (default: cuda if available)")
     m.add_argument("--dtype", help="float32 (default), bfloat16, float16, float64")
-    m.add_argument("--batch-size", type=_int_at_least(1), default=32)
-    m.add_argument("--threads", type=_int_at_least(1), help="torch threads (default: torch's choice)")
+    m.add_argument("--batch-size", type=int_in(1), default=32)
+    m.add_argument("--threads", type=worker_count("torch threads"),
+                   help="torch threads, at most the CPU cores (default: torch's choice)")
     m.add_argument("--chat", action="store_true", help="wrap prompts in the tokenizer's chat template")
     m.add_argument("--pooling", choices=["last", "mean", "first"],
                    help="token pooling of the hidden states (default: last for decoders, mean for encoders)")
-    m.add_argument("--cache-dir", help="cache root (default $RAPTOR_CACHE or ~/.cache/raptor)")
+    m.add_argument("--cache-dir", type=nonempty_path, help="cache root (default $RAPTOR_CACHE or ~/.cache/raptor)")
     m.add_argument("--no-cache", action="store_true", help="do not read or write the hidden-state cache")
-    p.add_argument("--out", default="raptor_out", help="output directory (created)")
+    p.add_argument("--out", type=nonempty_path, default="raptor_out", help="output directory (created)")
     p.add_argument("--no-progress", action="store_true", help="hide progress bars")
     p.add_argument("--debug", action="store_true",
                    help="show the full traceback of an error (also: environment variable RAPTOR_DEBUG=1)")
@@ -238,6 +209,21 @@ def _plt():
     return plt
 
 
+@contextmanager
+def _figure(path, figsize):
+    """``with _figure(path, figsize) as ax:`` draws one figure and saves it to ``path``; a drawing or saving error
+    becomes a warning naming the figure, so a failed plot never loses the tables written before it."""
+    plt = _plt()
+    fig, ax = plt.subplots(figsize=figsize)
+    try:
+        yield ax
+        save_figure(fig, path)
+    except Exception as exc:  # noqa: BLE001 -- any plotting failure; the tables are already written
+        plt.close(fig)
+        print(f"raptor: warning: could not draw {path} ({type(exc).__name__}: {exc}); the tables are saved",
+              file=sys.stderr)
+
+
 def _select_layers(spec, L, default):
     if spec is None:
         return default
@@ -279,7 +265,6 @@ def cmd_probe(args):
                                              for stem, ext in (("probe", "csv"), ("probe", "json"), ("probe", "png"),
                                                                ("probes", "safetensors"), ("probes", "json")))])
     model, tok = _load_model(args)
-    plt = _plt()
     overview = []
     for ds in dsets:
         H = _hidden(args, model, tok, ds)
@@ -304,14 +289,14 @@ def cmd_probe(args):
                    val_selected_test_accuracy=float(vb.test_accuracy), median_fit_time_s=float(table.fit_time_s.median()))
         overview.append(rec)
         write_json(out / f"probe_{ds.name}.json", rec)
-        fig, ax = plt.subplots(figsize=(6, 3.5))
-        ax.plot(table.layer, table.test_accuracy, "o-", label="RAPTOR")
-        for c in table.columns:
-            if c.endswith("_test_accuracy") and c != "test_accuracy":
-                ax.plot(table.layer, table[c], ".--", label=c.removesuffix("_test_accuracy"))
-        ax.set(xlabel="layer (output of decoder block l)", ylabel="test accuracy", title=f"{ds.name} ({len(ds)} examples)")
-        ax.legend()
-        save_figure(fig, out / f"probe_{ds.name}.png")
+        with _figure(out / f"probe_{ds.name}.png", (6, 3.5)) as ax:
+            ax.plot(table.layer, table.test_accuracy, "o-", label="RAPTOR")
+            for c in table.columns:
+                if c.endswith("_test_accuracy") and c != "test_accuracy":
+                    ax.plot(table.layer, table[c], ".--", label=c.removesuffix("_test_accuracy"))
+            ax.set(xlabel="layer (output of decoder block l)", ylabel="test accuracy",
+                   title=f"{ds.name} ({len(ds)} examples)")
+            ax.legend()
         print(f"{ds.name}: best layer {rec['best_layer']}  test acc {rec['best_test_accuracy']:.3f}  "
               f"lambda* {rec['lambda_star']:.3g}  (mean over layers {rec['mean_test_accuracy']:.3f})")
     write_csv(out / "probe_summary.csv", pd.DataFrame(overview))
@@ -336,7 +321,6 @@ def cmd_stability(args):
     dsets = _load_datasets(args, [args.dataset] if args.dataset else None)
     out = _out(args, [f"stability_{ds.name}.{ext}" for ds in dsets for ext in ("csv", "png")])
     model, tok = _load_model(args)
-    plt = _plt()
     for ds in dsets:
         H = _hidden(args, model, tok, ds)
         L = H.shape[0] - 1
@@ -351,11 +335,10 @@ def cmd_stability(args):
                              median_fit_time_s=float(np.median(res.fit_times)), K=args.K, drop=args.drop))
         table = pd.DataFrame(rows)
         write_csv(out / f"stability_{ds.name}.csv", table)
-        fig, ax = plt.subplots(figsize=(6, 3.5))
-        ax.errorbar(table.layer, table.mean_abs_cos, yerr=[table.mean_abs_cos - table.ci_low,
-                                                           table.ci_high - table.mean_abs_cos], fmt="o-", capsize=3)
-        ax.set(xlabel="layer", ylabel="mean |cos| (K runs)", title=f"{ds.name}: directional stability")
-        save_figure(fig, out / f"stability_{ds.name}.png")
+        with _figure(out / f"stability_{ds.name}.png", (6, 3.5)) as ax:
+            ax.errorbar(table.layer, table.mean_abs_cos, yerr=[table.mean_abs_cos - table.ci_low,
+                                                               table.ci_high - table.mean_abs_cos], fmt="o-", capsize=3)
+            ax.set(xlabel="layer", ylabel="mean |cos| (K runs)", title=f"{ds.name}: directional stability")
         print(table.to_string(index=False))
     return 0
 
@@ -376,19 +359,19 @@ def _steering_eval():
     return steering_eval
 
 
-def _plot_sweep(plt, table, path, title):
+def _plot_sweep(table, path, title):
     """Concept shift vs perplexity ratio, one point per setting (the CLI's --sweep figure)."""
-    fig, ax = plt.subplots(figsize=(6.4, 4.4))
-    for row in table.itertuples():
-        ax.scatter(row.perplexity_ratio, row.shift_mean, color="#0072B2" if row.kind == "gcav" else "#E69F00", s=30)
-        ax.annotate(row.setting, (row.perplexity_ratio, row.shift_mean), fontsize=7, xytext=(3, 2),
-                    textcoords="offset points")
-    ax.axhline(0, color="0.6", lw=0.8)
-    ax.axvline(1, color="0.6", lw=0.8)
-    ax.set(xscale="log", xlabel="perplexity of steered / unsteered continuation (log)",
-           ylabel="concept shift of the continuation", title=title)
-    ax.grid(alpha=0.3)
-    save_figure(fig, path)
+    with _figure(path, (6.4, 4.4)) as ax:
+        for row in table.itertuples():
+            ax.scatter(row.perplexity_ratio, row.shift_mean, color="#0072B2" if row.kind == "gcav" else "#E69F00",
+                       s=30)
+            ax.annotate(row.setting, (row.perplexity_ratio, row.shift_mean), fontsize=7, xytext=(3, 2),
+                        textcoords="offset points")
+        ax.axhline(0, color="0.6", lw=0.8)
+        ax.axvline(1, color="0.6", lw=0.8)
+        ax.set(xscale="log", xlabel="perplexity of steered / unsteered continuation (log)",
+               ylabel="concept shift of the continuation", title=title)
+        ax.grid(alpha=0.3)
 
 
 def cmd_steer(args):
@@ -401,6 +384,10 @@ def cmd_steer(args):
                                                         ("probes", ".json")))))])
     model, tok = _load_model(args)
     extract, models, steering = _llm()
+    positions = steering.model_positions(model)
+    if positions and args.max_new_tokens >= positions:
+        raise ValueError(f"--max-new-tokens must be below the model's {positions} positions (minus each prompt's "
+                         f"length), got {args.max_new_tokens}")
     evaluation = _steering_eval()
     name = args.setting or evaluation.DEFAULT_SETTING
     if name not in evaluation.PRESETS:
@@ -409,7 +396,6 @@ def cmd_steer(args):
     if args.positions is not None:
         setting = evaluation.SteeringSetting(f"{setting.name}-{args.positions}", setting.kind, setting.layers,
                                              setting.p_target, args.positions, setting.strength)
-    plt = _plt()
     metrics_rows, hard_rows, gens = [], [], []
     for ds in dsets:
         H = _hidden(args, model, tok, ds)
@@ -476,7 +462,7 @@ def cmd_steer(args):
                                                            max_new_tokens=args.max_new_tokens,
                                                            progress=not args.no_progress)
                     write_csv(out / f"steer_sweep_{ds.name}_{direction}.csv", table)
-                    _plot_sweep(plt, table, out / f"steer_sweep_{ds.name}_{direction}.png",
+                    _plot_sweep(table, out / f"steer_sweep_{ds.name}_{direction}.png",
                                 f"{ds.name}, steer {direction} ({len(text_prompts)} prompts)")
             row.setdefault("setting", setting.name)
             row.setdefault("layers", ",".join(map(str, chosen_layers)))
@@ -501,10 +487,8 @@ def cmd_sweep(args):
     dsets = _load_datasets(args, [args.dataset] if args.dataset else None)
     out = _out(args, [f"sweep_{ds.name}_L{args.layer if args.layer is not None else '*'}{ext}" for ds in dsets
                       for ext in ("_table.csv", "_summary.csv", "_best.json", ".png")])
-    fractions = _number_list("--fractions", args.fractions) if args.fractions else None
-    Cs = _number_list("--Cs", args.Cs, positive=True) if args.Cs else None
+    fractions, Cs = args.fractions, args.Cs
     model, tok = _load_model(args)
-    plt = _plt()
     for ds in dsets:
         H = _hidden(args, model, tok, ds)
         L = H.shape[0] - 1
@@ -526,13 +510,12 @@ def cmd_sweep(args):
         write_json(out / f"{stem}_best.json", dict(dataset=ds.name, layer=layer, **res.best))
         best = res.table[np.isclose(res.table["C"], res.best["C"])]
         m = best.groupby("fraction")[["Acc_true", "Acc_pred"]].mean()
-        fig, ax = plt.subplots(figsize=(5, 3.5))
-        ax.plot(m.index, m.Acc_true, "o-", label="Acc_true")
-        ax.plot(m.index, m.Acc_pred, "s--", label="Acc_pred")
-        ax.set(xlabel="fraction of the pool (delta = n/p)", ylabel="accuracy",
-               title=f"{ds.name} layer {layer}, lambda={res.best['lam']:.3g}")
-        ax.legend()
-        save_figure(fig, out / f"{stem}.png")
+        with _figure(out / f"{stem}.png", (5, 3.5)) as ax:
+            ax.plot(m.index, m.Acc_true, "o-", label="Acc_true")
+            ax.plot(m.index, m.Acc_pred, "s--", label="Acc_pred")
+            ax.set(xlabel="fraction of the pool (delta = n/p)", ylabel="accuracy",
+                   title=f"{ds.name} layer {layer}, lambda={res.best['lam']:.3g}")
+            ax.legend()
         print(res.summary.to_string(index=False))
         print(f"best: lambda*={res.best['lam']:.3g}  Spearman {res.best['rho_s']:.3f}  Pearson {res.best['r']:.3f}")
     return 0
@@ -583,17 +566,18 @@ def build_parser():
     p.add_argument("--layers", type=_layers_arg, help="'all', '1-30' or '5,10' (default 1..L)")
     p.add_argument("--baselines", nargs="*", default=[], metavar="NAME",
                    help="also fit baselines: dom (difference of means), lrcv (LogisticRegressionCV), gcs, xrfm")
-    p.add_argument("--jobs", type=_int_at_least(1), default=1, help="parallel layer fits (joblib)")
+    p.add_argument("--jobs", type=worker_count("layer fits"), default=1,
+                   help="parallel layer fits (joblib), at most the CPU cores")
     p.set_defaults(func=cmd_probe)
 
     p = sub.add_parser("stability", help="directional stability of RAPTOR concept vectors",
                        description="Drop a fraction of train+val, re-split, refit K times; mean |cos| per layer.")
     _add_common(p)
     p.add_argument("--layers", type=_layers_arg, help="layers (default every L/4)")
-    p.add_argument("--K", type=_int_at_least(2), default=20, help="refits (>= 2)")
-    p.add_argument("--drop", type=_number_in(0.0, 1.0, high_open=True), default=0.2,
+    p.add_argument("--K", type=int_in(2, MAX_REFITS), default=20, help=f"refits (2..{MAX_REFITS})")
+    p.add_argument("--drop", type=number_in(0.0, 1.0, high_open=True), default=0.2,
                    help="fraction of train+val dropped per refit, in [0, 1)")
-    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--seed", type=int_in(0, MAX_SEED), default=0, help="seed of the refits' splits (>= 0)")
     p.set_defaults(func=cmd_stability)
 
     p = sub.add_parser("steer", help="GCAV steering metrics and example generations",
@@ -602,7 +586,7 @@ def build_parser():
     _add_common(p)
     p.add_argument("--layers", type=_layers_arg, help="steered layers (default 1..L)")
     p.add_argument("--direction", choices=["towards", "away", "both"], default="both")
-    p.add_argument("--tau", type=_number_in(0.0, 1.0),
+    p.add_argument("--tau", type=number_in(0.0, 1.0),
                    help="skip layers whose probe test accuracy is below tau (in [0, 1])")
     p.add_argument("--setting",
                    help="steering setting (docs/steering.md): paper (default: every qualifying layer, p*=0.9999), "
@@ -611,24 +595,28 @@ def build_parser():
     p.add_argument("--sweep", action="store_true",
                    help="also compare every setting on the text (steer_sweep_<dataset>_<direction>.csv and .png)")
     p.add_argument("--positions", choices=["last", "all"], help="override the setting's edited positions")
-    p.add_argument("--n-prompts", type=_int_at_least(1), default=32, help="evaluation prompts (from the test split)")
+    p.add_argument("--n-prompts", type=int_in(1), default=32, help="evaluation prompts (from the test split)")
     p.add_argument("--prompt-class", choices=["0", "1", "both"], default="both")
-    p.add_argument("--probe-file", help="concept vectors written by 'raptor probe' (probes_<dataset>.json; skips fitting)")
-    p.add_argument("--generate", type=_int_at_least(0), default=8,
+    p.add_argument("--probe-file", type=nonempty_path,
+                   help="concept vectors written by 'raptor probe' (probes_<dataset>.json; skips fitting)")
+    p.add_argument("--generate", type=int_in(0), default=8,
                    help="prompts whose continuations are generated and measured (concept shift, perplexity)")
     p.add_argument("--gen-prompt", action="append", help="custom generation prompt (repeatable)")
-    p.add_argument("--max-new-tokens", type=_int_at_least(0), default=24)
+    p.add_argument("--max-new-tokens", type=int_in(0), default=24,
+                   help="tokens generated per prompt (at most the model's positions minus the prompt's length)")
     p.set_defaults(func=cmd_steer)
 
     p = sub.add_parser("sweep", help="delta-sweep structure predictor at one layer",
                        description="Subsample the train+val pool at several fractions, fit RAPTOR over a lambda "
                                    "grid, compare Acc_pred (theory) with Acc_true.")
     _add_common(p)
-    p.add_argument("--layer", type=_int_at_least(1), help="layer (default L/2)")
-    p.add_argument("--fractions", help="comma-separated fractions of the pool")
-    p.add_argument("--Cs", help="comma-separated inverse ridge strengths")
-    p.add_argument("--seeds", type=_int_at_least(1), default=5)
-    p.add_argument("--jobs", type=_int_at_least(1), default=1)
+    p.add_argument("--layer", type=int_in(1), help="layer (default L/2)")
+    p.add_argument("--fractions", type=number_list(0.0, 1.0, low_open=True, min_count=3, sort=True),
+                   help="comma-separated distinct fractions of the pool in (0, 1], at least 3")
+    p.add_argument("--Cs", type=number_list(C_MIN, C_MAX, sort=True),
+                   help=f"comma-separated distinct inverse ridge strengths in [{C_MIN:g}, {C_MAX:g}]")
+    p.add_argument("--seeds", type=int_in(1, MAX_SEEDS), default=5, help=f"subsamples per fraction (1..{MAX_SEEDS})")
+    p.add_argument("--jobs", type=worker_count(), default=1, help="parallel fits, at most the CPU cores")
     p.set_defaults(func=cmd_sweep)
 
     p = sub.add_parser("export", help="concept vectors as a llama.cpp control vector or plain safetensors",
@@ -636,10 +624,10 @@ def build_parser():
                                    "control vector (--format gguf: direction.N = scale * unit vector of RAPTOR "
                                    "layer N+1) or a {block index: direction} safetensors file for repeng and "
                                    "steering-vectors (--format safetensors). See docs/interop.md.")
-    p.add_argument("--probe-file", required=True, help="concept vectors written by 'raptor probe' (.json or .safetensors)")
+    p.add_argument("--probe-file", type=nonempty_path, required=True, help="concept vectors written by 'raptor probe' (.json or .safetensors)")
     p.add_argument("--format", choices=sorted(EXPORT_SUFFIX), default="gguf")
-    p.add_argument("--out", help="file to write (default: next to --probe-file)")
-    p.add_argument("--scale", type=float, default=1.0,
+    p.add_argument("--out", type=nonempty_path, help="file to write (default: next to --probe-file)")
+    p.add_argument("--scale", type=number_in(), default=1.0,
                    help="factor on the unit vectors (hidden-state units; llama.cpp multiplies by its strength)")
     p.add_argument("--layers", type=_layers_arg, help="RAPTOR layers to export (default all)")
     p.add_argument("--model-hint", help="controlvector.model_hint (default: the model the vectors came from)")
@@ -655,8 +643,6 @@ def main(argv=None):
     stderr and exit code 2; ``--debug`` or ``RAPTOR_DEBUG=1`` shows the traceback instead."""
     parser = build_parser()
     args = parser.parse_args(argv)
-    if getattr(args, "quick", None) is not None and args.quick < 1:
-        parser.error("--quick N needs N >= 1")
     return run_command(lambda: args.func(args), f"raptor {args.command}",
                        debug=debug_requested(getattr(args, "debug", False), "RAPTOR_DEBUG"),
                        interrupted="interrupted (hidden states extracted so far stay in the cache; a re-run resumes)")

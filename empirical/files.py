@@ -313,6 +313,8 @@ def cache_root(cache_dir=None) -> Path:
     PosixPath('/tmp/my-cache')
     """
     if cache_dir is not None:
+        if not str(cache_dir).strip():  # Path("") is the working directory
+            raise ValueError(f"cache_dir must be a non-empty path, got {str(cache_dir)!r}")
         return Path(cache_dir).expanduser()
     env = os.environ.get("RAPTOR_CACHE")
     return Path(env).expanduser() if env else Path.home() / ".cache" / "raptor"

@@ -10,15 +10,73 @@ from __future__ import annotations
 import numpy as np
 from sklearn.model_selection import train_test_split
 
-__all__ = ["check_matrix", "check_magnitude", "check_varying", "check_binary_labels", "check_signed_labels", "check_grid",
+__all__ = ["as_real_array", "check_matrix", "check_magnitude", "check_varying", "check_binary_labels", "check_signed_labels", "check_grid",
            "check_min_per_class", "stratified_split", "standardize_stats", "safe_norm", "unit_vector",
-           "MAX_MAGNITUDE", "MIN_MAGNITUDE"]
+           "MAX_MAGNITUDE", "MIN_MAGNITUDE", "C_MIN", "C_MAX", "TOL_MAX"]
 
 #: Largest entry magnitude accepted for data matrices: products of two such numbers (Gram matrices,
 #: logits) stay finite in float64 (max ~1.8e308).
 MAX_MAGNITUDE = 1e100
 #: Smallest largest-entry magnitude accepted: products of two such numbers stay normal floats.
 MIN_MAGNITUDE = 1e-100
+#: The supported domain of an estimator's inverse ridge strength C = 1/lambda (RaptorProbe ``Cs``, GCSProbe ``C``,
+#: LogRegCVProbe ``Cs``, separability, delta_sweep) on standardized features: below ``C_MIN`` the fitted weights
+#: (of order C) vanish in float64 and there is no direction; above ``C_MAX`` the penalty ``||w||^2 / (2C)`` is below
+#: float64 resolution of the loss (the unpenalized fit, which need not exist).  The theory's ``lam`` has its own
+#: domain (:data:`cgmt.validation.LAM_MIN`).
+C_MIN = 1e-8
+#: see :data:`C_MIN`
+C_MAX = 1e16
+#: Largest solver tolerance accepted (RaptorProbe, LogRegCVProbe ``tol``: a relative gradient norm); a larger one
+#: stops before the first step and returns a zero direction.
+TOL_MAX = 0.1
+
+
+def as_real_array(X, name: str = "X"):
+    """``X`` itself, unless converting it to a float array would silently change its values.
+
+    The one decision on containers and dtypes, used by every array check here (and by the estimators'
+    ``fit``/``predict`` before scikit-learn's own checks): a **complex** array is refused (``np.asarray``
+    would drop the imaginary part), and a **masked array** is refused when any entry is masked (its
+    placeholders would be used as data); a masked array without masked entries is accepted as its data.
+
+    Parameters
+    ----------
+    X : array-like
+    name : str
+        The argument's name, used in messages.
+
+    Returns
+    -------
+    array-like
+        ``X``, or the plain data of a masked array without masked entries.
+
+    Examples
+    --------
+    >>> as_real_array(np.ma.array([1.0, 2.0], mask=[False, True]), "X_val")
+    Traceback (most recent call last):
+    ...
+    ValueError: X_val must not have masked entries (a masked array's placeholders are not data), got 1 masked entry; fill or drop them first (X.filled(value) or X.compressed())
+    """
+    if isinstance(X, np.ma.MaskedArray):
+        masked = int(np.ma.count_masked(X))
+        if masked:
+            raise ValueError(f"{name} must not have masked entries (a masked array's placeholders are not data), got "
+                             f"{masked} masked entr{'y' if masked == 1 else 'ies'}; fill or drop them first "
+                             "(X.filled(value) or X.compressed())")
+        X = np.ma.getdata(X)
+    dtype = getattr(X, "dtype", None)
+    if isinstance(dtype, np.dtype):
+        kind = dtype.kind
+    else:  # lists, tensors, data frames
+        try:
+            kind = np.asarray(X).dtype.kind
+        except (TypeError, ValueError):  # ragged or not numeric: the caller's conversion names the problem
+            kind = ""
+    if kind == "c":
+        raise ValueError(f"{name} must be real: Complex data not supported (converting it would drop the imaginary "
+                         "part); pass its .real or .imag explicitly")
+    return X
 
 
 def check_matrix(X, name: str = "X", n_rows: int | None = None) -> np.ndarray:
@@ -45,6 +103,7 @@ def check_matrix(X, name: str = "X", n_rows: int | None = None) -> np.ndarray:
     ...
     ValueError: H must be a 2-D array (n_samples, n_features), got a 1-D array of shape (2,)
     """
+    X = as_real_array(X, name)
     try:
         A = np.asarray(X, dtype=np.float64)
     except (TypeError, ValueError) as exc:
@@ -149,7 +208,7 @@ def check_binary_labels(y, n: int, name: str = "y", classes=None) -> tuple[np.nd
     >>> classes.tolist(), y_pm.tolist()
     (['no', 'yes'], [-1.0, 1.0, 1.0])
     """
-    y = np.asarray(y)
+    y = np.asarray(as_real_array(y, name))
     if y.ndim == 2 and y.shape[1] == 1:
         y = y[:, 0]
     if y.ndim != 1:
@@ -196,6 +255,7 @@ def check_signed_labels(y, n: int, name: str = "y") -> np.ndarray:
     ...
     ValueError: y must contain only -1 and +1 (code the classes as -1/+1), got values [0.0]
     """
+    y = as_real_array(y, name)
     try:
         values = np.asarray(y, dtype=np.float64)
     except (TypeError, ValueError):
@@ -210,7 +270,10 @@ def check_signed_labels(y, n: int, name: str = "y") -> np.ndarray:
 
 
 def check_grid(Cs, name: str = "Cs") -> np.ndarray:
-    """A non-empty 1-D grid of finite positive values (inverse ridge strengths C = 1/lambda).
+    """A non-empty 1-D grid of distinct values in ``[C_MIN, C_MAX]`` (inverse ridge strengths C = 1/lambda).
+
+    The order is kept (it breaks ties of ``tie_break="first"``); a repeated value is an error (the warm-started
+    path extrapolates in log C between distinct grid points).
 
     Parameters
     ----------
@@ -227,6 +290,7 @@ def check_grid(Cs, name: str = "Cs") -> np.ndarray:
     >>> check_grid([0.1, 1])
     array([0.1, 1. ])
     """
+    Cs = as_real_array(Cs, name)
     try:
         grid = np.atleast_1d(np.asarray(Cs, dtype=np.float64))
     except (TypeError, ValueError):
@@ -235,6 +299,13 @@ def check_grid(Cs, name: str = "Cs") -> np.ndarray:
         raise ValueError(f"{name} must be a non-empty 1-D grid of positive values, got shape {grid.shape}")
     if not np.all(np.isfinite(grid)) or np.any(grid <= 0):
         raise ValueError(f"{name} must contain only finite positive values (C = 1/lambda > 0), got min {grid.min()!r}")
+    outside = grid[(grid < C_MIN) | (grid > C_MAX)]
+    if outside.size:
+        raise ValueError(f"{name} must lie in [{C_MIN:g}, {C_MAX:g}] (below, the weights vanish in float64; above, the "
+                         f"ridge penalty is below float64 resolution), got {float(outside[0]):g}")
+    values, counts = np.unique(grid, return_counts=True)
+    if np.any(counts > 1):
+        raise ValueError(f"{name} must not repeat a value, got {values[counts > 1].tolist()} more than once")
     return grid
 
 

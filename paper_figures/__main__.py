@@ -28,6 +28,7 @@ import time
 import warnings
 from pathlib import Path
 
+from cgmt.cli_args import available_cores, int_in, nonempty_path, worker_count
 from cgmt.cli_errors import debug_requested, run_command
 from empirical.files import atomic_write_text, read_json, refuse_overwriting_inputs
 from empirical.llm.datasets import resolve_data_dir
@@ -48,21 +49,23 @@ SECTION_SECONDS = {"theory": 60, "stability": 20, "spectral": 375, "steering_tex
 def build_parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="python -m paper_figures", description=__doc__,
                                 formatter_class=argparse.RawDescriptionHelpFormatter)
-    p.add_argument("--out", type=Path, default=Path("figures"), help="output directory (default: figures)")
+    p.add_argument("--out", type=lambda text: Path(nonempty_path(text)), default=Path("figures"),
+                   help="output directory (default: figures)")
     p.add_argument("--only", nargs="+", choices=SECTIONS, default=list(DEFAULT_SECTIONS),
                    help=f"sections to run (default: {' '.join(DEFAULT_SECTIONS)})")
     p.add_argument("--quick", action="store_true", help="small caps and few replicates for a fast look")
     p.add_argument("--model", default="smollm2", help="model name or path (default: smollm2)")
-    p.add_argument("--data-dir", default=None, help="dataset directory (default: $RAPTOR_DATA or ../shared/datasets)")
-    p.add_argument("--max-per-class", type=int, default=None,
+    p.add_argument("--data-dir", type=nonempty_path, default=None, help="dataset directory (default: $RAPTOR_DATA or ../shared/datasets)")
+    p.add_argument("--max-per-class", type=int_in(1), default=None,
                    help="cap examples per class for the empirical section (default: 500; --quick: 100)")
-    p.add_argument("--n-jobs", type=int, default=os.cpu_count() or 1,
-                   help="parallel workers for simulations, layer fits and stability runs (default: all cores)")
+    p.add_argument("--n-jobs", type=worker_count(), default=available_cores(),
+                   help="parallel workers for simulations, layer fits and stability runs (default and maximum: "
+                        "all cores)")
     p.add_argument("--force", action="store_true",
                    help="redo every step of the selected sections (default: resume, skipping saved tables)")
     p.add_argument("--results-only", action="store_true",
                    help="only rebuild RESULTS.md, the index and the empirical figures from the tables of an earlier run")
-    p.add_argument("--publish", type=Path, default=None, metavar="DIR",
+    p.add_argument("--publish", type=lambda text: Path(nonempty_path(text)), default=None, metavar="DIR",
                    help="also write a small committable copy of the results (RESULTS.md, claims.csv, the tables "
                         "behind the claims, key figures as small PNGs) to DIR, e.g. docs/results, and regenerate "
                         "the claims table of the repository's README.md from it")
@@ -137,8 +140,6 @@ def main(argv=None) -> int:
     stderr and exit code 2; ``--debug`` or ``RAPTOR_DEBUG=1`` shows the traceback instead."""
     parser = build_parser()
     args = parser.parse_args(argv)
-    if args.n_jobs < 1:
-        parser.error(f"--n-jobs must be >= 1, got {args.n_jobs}")
     return run_command(lambda: _run(args), "python -m paper_figures",
                        debug=debug_requested(args.debug, "RAPTOR_DEBUG"),
                        interrupted="interrupted (every finished step is saved; a re-run resumes)")
@@ -171,7 +172,7 @@ def _run(args) -> int:
     silence_libraries()
     style.apply()
     output.force_recompute(time.time() if args.force else None)
-    cap = args.max_per_class or (100 if args.quick else 500)
+    cap = args.max_per_class if args.max_per_class is not None else (100 if args.quick else 500)
     steps = RunProgress(_total_seconds(args, cap), enabled=not args.no_progress)
     t_start = time.perf_counter()
     timings = {}

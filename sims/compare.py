@@ -13,7 +13,7 @@ from tqdm.auto import tqdm
 
 import cgmt
 from cgmt.sweep import check_grid_size
-from cgmt.validation import check_int, check_positive_array
+from cgmt.validation import check_int, check_lam, check_lams, check_positive_array
 
 from .measure import QUANTITIES, measure_replicate
 
@@ -133,7 +133,7 @@ def compare_grid(deltas, lams, kappas, p: int, replicates: int, seed=0, *, n_job
     pandas.DataFrame
     """
     deltas = check_positive_array(deltas, "deltas")
-    lams = check_positive_array(lams, "lams")
+    lams = check_lams(lams)
     kappas = check_positive_array(kappas, "kappas", allow_zero=True)
     points = [(float(d), float(l), float(k)) for k, d, l in itertools.product(kappas, deltas, lams)]
     p = check_int(p, "p", minimum=2)
@@ -199,7 +199,7 @@ def compare(delta, lam, kappa, p: int, replicates: int, seed=0, *, n_jobs: int =
     >>> list(table.columns[:6]), len(table)
     (['kappa', 'delta', 'lam', 'p', 'quantity', 'mean'], 9)
     """
-    return compare_grid([delta], [lam], [kappa], p, replicates, seed, n_jobs=n_jobs, progress=progress,
+    return compare_grid([delta], [check_lam(lam)], [kappa], p, replicates, seed, n_jobs=n_jobs, progress=progress,
                         theory=theory, **measure_kwargs)
 
 

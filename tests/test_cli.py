@@ -156,8 +156,8 @@ def test_sweep_wiring(setup, monkeypatch):
     monkeypatch.setattr(cli, "delta_sweep", fake)
     root, base = setup
     out = root / "o5"
-    assert cli.main(["sweep", *base, "--layer", "2", "--seeds", "2", "--fractions", "0.5,1", "--out", str(out)]) == 0
-    assert calls["shapes"] == ((48, 32), (12, 32)) and calls["kw"]["fractions"] == [0.5, 1.0]
+    assert cli.main(["sweep", *base, "--layer", "2", "--seeds", "2", "--fractions", "1,0.5,0.75", "--out", str(out)]) == 0
+    assert calls["shapes"] == ((48, 32), (12, 32)) and calls["kw"]["fractions"] == [0.5, 0.75, 1.0]
     assert json.loads((out / "sweep_reviews_L2_best.json").read_text())["lam"] == 1.0
 
 

@@ -200,6 +200,8 @@ class ExtractionCache:
     def __init__(self, root=None, verify: bool = True):
         if root is None:
             root = cache_root() / "hidden"
+        if not str(root).strip():  # Path("") is the working directory
+            raise ValueError(f"cache directory must be a non-empty path, got {str(root)!r}")
         self.root = Path(root).expanduser()
         if self.root.exists() and not self.root.is_dir():
             raise ValueError(f"cache directory {str(self.root)!r} is not a directory")

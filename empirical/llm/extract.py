@@ -31,6 +31,8 @@ import torch
 from tqdm.auto import tqdm
 from transformers import DynamicCache
 
+from cgmt.validation import check_int, check_threads
+
 from .cache import ExtractionCache
 from .hooks import (LAYER_CONVENTION, base_model, block_input_tensor, block_output_tensor, decoder_blocks,
                     input_device, model_kind, position_limit)
@@ -123,8 +125,7 @@ def tokenize_prompts(tokenizer, prompts, max_length=None, add_special_tokens=Tru
     prompts = check_prompts(prompts)
     enc = tokenizer(prompts, add_special_tokens=add_special_tokens, padding=False, truncation=False)["input_ids"]
     if max_length is not None:
-        if max_length < 1:
-            raise ValueError(f"max_length must be >= 1, got {max_length}")
+        max_length = check_int(max_length, "max_length")
         enc = [ids[-max_length:] for ids in enc]
     empty = [i for i, ids in enumerate(enc) if len(ids) == 0]
     if empty:
@@ -179,10 +180,9 @@ def _threads(num_threads):
     if num_threads is None:
         yield
         return
-    if num_threads < 1:
-        raise ValueError(f"num_threads must be >= 1, got {num_threads}")
+    num_threads = check_threads(num_threads)
     old = torch.get_num_threads()
-    torch.set_num_threads(int(num_threads))
+    torch.set_num_threads(num_threads)
     try:
         yield
     finally:
@@ -411,8 +411,9 @@ def hidden_states(
     >>> H.shape, H.dtype  # layers 1..3, two prompts, hidden size 32
     ((3, 2, 32), dtype('float32'))
     """
-    if not isinstance(batch_size, (int, np.integer)) or batch_size < 1:
-        raise ValueError(f"batch_size must be a positive int, got {batch_size!r}")
+    batch_size = check_int(batch_size, "batch_size")
+    max_batch_tokens = check_int(max_batch_tokens, "max_batch_tokens")
+    max_length = None if max_length is None else check_int(max_length, "max_length")
     if pooling is None:
         pooling = "mean" if model_kind(model) == "encoder" else "last"
     if pooling not in POOLINGS:

@@ -41,9 +41,10 @@ import torch
 from scipy.special import expit
 from tqdm.auto import tqdm
 
-from cgmt.validation import check_scalar
+from cgmt.validation import check_int, check_scalar
 
 from ..probes.concept_vectors import LinearProbe
+from ..validation import as_real_array
 from .extract import check_positions, check_prompts, length_batches, pad_right, tokenize_prompts
 from .hooks import (HookSet, block_output_tensor, decoder_blocks, input_device, position_limit, replace_block_output,
                     require_decoder)
@@ -149,7 +150,7 @@ def gcav_alpha(g, slope, direction="towards", p_target=None) -> np.ndarray:
     array([4.6051, 0.    ])
     """
     p_target = _check_direction(direction, p_target)
-    g = np.asarray(g, dtype=np.float64)
+    g = np.asarray(as_real_array(g, "probe logits"), dtype=np.float64)
     g_star = _logit(p_target)
     if not np.all(np.isfinite(g)):
         raise ValueError("probe logits must be finite")
@@ -158,6 +159,20 @@ def gcav_alpha(g, slope, direction="towards", p_target=None) -> np.ndarray:
         return np.zeros_like(g)
     need = g < g_star if direction == "towards" else g > g_star
     return np.where(need, (g_star - g) / slope, 0.0)
+
+
+def _finite_edit(edited: torch.Tensor, where: str) -> torch.Tensor:
+    """``edited`` if every entry is finite; ``ValueError`` otherwise (an edit too large for the model's dtype would
+    make every later logit NaN)."""
+    if not bool(torch.isfinite(edited).all()):
+        raise ValueError(f"steering {where} made the hidden state non-finite in {edited.dtype} (the edit "
+                         "alpha * v exceeds the dtype's range); lower alpha")
+    return edited
+
+
+def model_positions(model) -> int | None:
+    """The model's positions (``max_position_embeddings`` or ``n_positions``), None if its config has neither."""
+    return getattr(model.config, "max_position_embeddings", None) or getattr(model.config, "n_positions", None)
 
 
 def additive_hook(vector: torch.Tensor, strength: float, positions: str = "last"):
@@ -175,7 +190,7 @@ def additive_hook(vector: torch.Tensor, strength: float, positions: str = "last"
             hidden += delta
         else:
             hidden[:, -1, :] += delta
-        return replace_block_output(output, hidden)
+        return replace_block_output(output, _finite_edit(hidden, f"with strength {strength:g}"))
 
     return hook
 
@@ -218,7 +233,7 @@ def additive_steering(model, vectors: dict, alpha=1.0, positions="last") -> Iter
             if not 1 <= int(layer) <= len(blocks):
                 raise ValueError(f"steering layer must be in 1..{len(blocks)}, got {layer}")
             strength = check_scalar(alpha[layer] if isinstance(alpha, dict) else alpha, f"alpha (layer {layer})")
-            vec = np.asarray(vec, dtype=np.float64)
+            vec = np.asarray(as_real_array(vec, f"the steering vector of layer {layer}"), dtype=np.float64)
             if not np.all(np.isfinite(vec)):
                 raise ValueError(f"the steering vector of layer {layer} must be finite, got NaN or infinite entries")
             vector = torch.as_tensor(np.asarray(vec), dtype=torch.float64).ravel()
@@ -365,7 +380,7 @@ def gcav_hook(layer: int, probe: LinearProbe, g_star: float, direction: str, pos
                     "logit_after": float(logits_after[i]),
                     "round_tol": float(rounding[i]),
                 })
-        return replace_block_output(output, edited)
+        return replace_block_output(output, _finite_edit(edited, f"at layer {layer}"))
 
     return hook
 
@@ -580,7 +595,8 @@ def generate_ids(model, tokenizer, prompt, max_new_tokens=20, **gen_kwargs) -> t
     ----------
     model, tokenizer : transformers causal LM and its tokenizer
     prompt : str
-    max_new_tokens : int
+    max_new_tokens : int >= 1
+        At most the model's positions (``max_position_embeddings`` / ``n_positions``) minus the prompt's tokens.
     **gen_kwargs
         Passed to ``model.generate`` (override the greedy defaults).
 
@@ -590,11 +606,14 @@ def generate_ids(model, tokenizer, prompt, max_new_tokens=20, **gen_kwargs) -> t
     """
     require_decoder(model, "generation")
     (prompt,) = check_prompts([prompt], "prompt")
+    max_new_tokens = check_int(max_new_tokens, "max_new_tokens")
     enc = tokenizer(prompt, return_tensors="pt").to(input_device(model))
-    limit, length = position_limit(model), enc["input_ids"].shape[1]
-    if limit is not None and isinstance(max_new_tokens, int) and length + max_new_tokens > limit:
-        raise ValueError(f"prompt has {length} tokens; with max_new_tokens={max_new_tokens} the text would need "
-                         f"{length + max_new_tokens} positions, more than the {limit} this model has")
+    # a learned position table is a hard limit; otherwise the configured context (rotary models) bounds the text
+    limit = position_limit(model) or model_positions(model)
+    n_prompt = int(enc["input_ids"].shape[1])
+    if limit and n_prompt + max_new_tokens > limit:
+        raise ValueError(f"max_new_tokens must be at most the model's {limit} positions minus the prompt's "
+                         f"{n_prompt} tokens = {max(limit - n_prompt, 0)}, got {max_new_tokens}")
     kw = dict(max_new_tokens=max_new_tokens, do_sample=False, pad_token_id=tokenizer.pad_token_id)
     kw.update(gen_kwargs)
     with torch.inference_mode():

@@ -22,7 +22,7 @@ from sklearn.base import BaseEstimator, ClassifierMixin
 from sklearn.utils.multiclass import check_classification_targets, type_of_target
 from sklearn.utils.validation import check_is_fitted, validate_data
 
-from ..validation import check_binary_labels, check_magnitude, check_matrix, check_min_per_class, check_varying, unit_vector
+from ..validation import as_real_array, check_binary_labels, check_magnitude, check_matrix, check_min_per_class, check_varying, unit_vector
 
 __all__ = ["ConceptProbe", "LinearConceptProbe", "orient_to_positive_class"]
 
@@ -50,11 +50,14 @@ class ConceptProbe(ClassifierMixin, BaseEstimator):
         return tags
 
     def _validate_fit_data(self, X, y, X_val=None, y_val=None):
-        """Validate a fit's inputs; sets ``classes_``, ``n_features_in_``.
+        """Validate a fit's inputs; forgets every attribute of an earlier fit, then sets ``classes_``,
+        ``n_features_in_``.
 
         Returns ``(X, y_pm, X_val, y_val_pm)`` as float64 arrays with labels in {-1, +1}
         (``classes_[1]`` -> +1); an absent validation split is returned empty."""
-        X, y = validate_data(self, X, y, dtype=np.float64, ensure_all_finite=True)
+        self._reset_fitted()
+        X, y = validate_data(self, as_real_array(X, "X"), as_real_array(y, "y"), dtype=np.float64,
+                             ensure_all_finite=True)
         check_magnitude(X, "X")
         check_classification_targets(y)
         if type_of_target(y) == "multiclass":
@@ -73,9 +76,16 @@ class ConceptProbe(ClassifierMixin, BaseEstimator):
         _, y_val_pm = check_binary_labels(y_val, X_val.shape[0], "y_val", classes=self.classes_)
         return X, y_pm, X_val, y_val_pm
 
+    def _reset_fitted(self) -> None:
+        """Delete the fitted attributes (public names ending in ``_``) of an earlier fit, so a refit with
+        other options keeps none of them (e.g. ``path_certified_`` of an exact fit after a ``solver="paper"``
+        refit)."""
+        for name in [n for n in vars(self) if n.endswith("_") and not n.startswith("_")]:
+            delattr(self, name)
+
     def _validate_X(self, X) -> np.ndarray:
         check_is_fitted(self)
-        return validate_data(self, X, dtype=np.float64, ensure_all_finite=True, reset=False)
+        return validate_data(self, as_real_array(X, "X"), dtype=np.float64, ensure_all_finite=True, reset=False)
 
     def predict(self, X) -> np.ndarray:
         """Predicted labels: ``classes_[1]`` where ``decision_function(X) > 0``."""

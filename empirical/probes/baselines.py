@@ -24,7 +24,7 @@ from sklearn.model_selection import PredefinedSplit
 from sklearn.utils._param_validation import Interval
 
 from ..logistic import fit_l2_logistic_rows
-from ..validation import check_grid, standardize_stats, stratified_split, unit_vector
+from ..validation import C_MAX, C_MIN, TOL_MAX, check_grid, standardize_stats, stratified_split, unit_vector
 from .base import ConceptProbe, LinearConceptProbe, orient_to_positive_class
 from .raptor import DEFAULT_CS
 
@@ -89,10 +89,10 @@ class LogRegCVProbe(LinearConceptProbe):
 
     Parameters
     ----------
-    Cs : array-like of positive floats, optional
+    Cs : array-like of distinct floats in [C_MIN, C_MAX] = [1e-8, 1e16], optional
         Grid of inverse ridge strengths C = 1/lambda (default: RAPTOR's ``DEFAULT_CS``).
-    tol : float, default 1e-4
-        ``LogisticRegressionCV`` tolerance.
+    tol : float in (0, 0.1], default 1e-4
+        ``LogisticRegressionCV`` tolerance (:data:`empirical.validation.TOL_MAX`).
     max_iter : int, default 1000
         ``LogisticRegressionCV`` iteration cap.
     solver : str, default "lbfgs"
@@ -126,7 +126,7 @@ class LogRegCVProbe(LinearConceptProbe):
 
     _parameter_constraints = {
         "Cs": ["array-like", None],
-        "tol": [Interval(Real, 0, None, closed="neither")],
+        "tol": [Interval(Real, 0, TOL_MAX, closed="right")],
         "max_iter": [Interval(Integral, 1, None, closed="left")],
         "solver": [str],
         "val_fraction": [Interval(Real, 0, 1, closed="neither")],
@@ -186,8 +186,8 @@ class GCSProbe(LinearConceptProbe):
         Number of probes.
     n_samples : int, optional
         Rows per probe (even; half per class).
-    C : float, default 1.0
-        Inverse ridge strength of every probe.
+    C : float in [C_MIN, C_MAX] = [1e-8, 1e16], default 1.0
+        Inverse ridge strength of every probe (the domain: :data:`empirical.validation.C_MIN`).
     random_state : int, default 0
         Seed of the subsets.
 
@@ -214,7 +214,7 @@ class GCSProbe(LinearConceptProbe):
     _parameter_constraints = {
         "n_probes": [Interval(Integral, 1, None, closed="left")],
         "n_samples": [Interval(Integral, 2, None, closed="left"), None],
-        "C": [Interval(Real, 0, None, closed="neither")],
+        "C": [Interval(Real, C_MIN, C_MAX, closed="both")],
         "random_state": ["random_state"],
     }
 

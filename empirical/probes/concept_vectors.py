@@ -21,7 +21,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from ..validation import check_magnitude, check_matrix, safe_norm
+from ..validation import as_real_array, check_magnitude, check_matrix, safe_norm
 
 __all__ = ["LinearProbe", "ConceptVectors", "DEFAULT_LAYER_CONVENTION"]
 
@@ -30,7 +30,7 @@ DEFAULT_LAYER_CONVENTION = "output of decoder block l (0 = token embeddings)"
 
 
 def _finite_vector(value, name: str, size: int | None = None) -> np.ndarray:
-    vector = np.asarray(value, dtype=np.float64).ravel()
+    vector = np.asarray(as_real_array(value, name), dtype=np.float64).ravel()
     if size is not None and vector.shape != (size,):
         raise ValueError(f"{name} must be a vector of length {size}, got shape {np.shape(value)}")
     if vector.size == 0 or not np.all(np.isfinite(vector)):

@@ -251,6 +251,9 @@ def fit_layers(H, y, *, layers=None, estimator=None, split=None, fractions=(0.6,
     bad = [layer for layer in layers if not 0 <= layer < n_layers]
     if bad or not layers:
         raise ValueError(f"layers must be a non-empty list of indices in [0, {n_layers}), got {bad or layers}")
+    repeated = sorted({layer for layer in layers if layers.count(layer) > 1})
+    if repeated:
+        raise ValueError(f"layers must be distinct (one probe per layer), got {repeated} more than once")
     first = np.shape(H[layers[0]])
     if len(first) != 2:
         raise ValueError(f"H must have shape (L, n, p); layer {layers[0]} has shape {first}")

@@ -25,7 +25,7 @@ from sklearn.linear_model import LogisticRegression
 from sklearn.utils._param_validation import Interval, StrOptions
 
 from ..logistic import fit_l2_logistic, logistic_path, reduce_design, refit
-from ..validation import check_grid, check_min_per_class, standardize_stats, stratified_split
+from ..validation import TOL_MAX, check_grid, check_min_per_class, standardize_stats, stratified_split
 from .base import LinearConceptProbe, orient_to_positive_class
 
 __all__ = ["RaptorProbe", "DEFAULT_CS", "select_C"]
@@ -93,8 +93,8 @@ class RaptorProbe(LinearConceptProbe):
 
     Parameters
     ----------
-    Cs : array-like of positive floats, optional
-        Grid of C = 1/lambda values; None means ``DEFAULT_CS = np.logspace(-4, 2, 100)``.
+    Cs : array-like of distinct floats in [C_MIN, C_MAX] = [1e-8, 1e16], optional
+        Grid of C = 1/lambda values (the domain: :data:`empirical.validation.C_MIN`); None means ``DEFAULT_CS = np.logspace(-4, 2, 100)``.
     val_fraction : float in [0, 1), default 0.2
         Fraction of ``fit(X, y)`` rows held out (stratified) for validation when no ``X_val`` is given;
         0 means no validation split, which triggers the paper's fallback (C = 1 fitted on train, with a
@@ -108,8 +108,8 @@ class RaptorProbe(LinearConceptProbe):
     solver : {"exact", "paper"}, default "exact"
         ``"exact"``: the certified path solver; ``"paper"``: scikit-learn's lbfgs warm-start loop at default
         tolerance and a default-tolerance refit (reproduces the paper; not converged).
-    tol : float > 0, default 1e-10
-        Relative gradient-norm tolerance of the exact solver.
+    tol : float in (0, 0.1], default 1e-10
+        Relative gradient-norm tolerance of the exact solver (:data:`empirical.validation.TOL_MAX`).
     max_iter : int >= 1, default 100
         Newton-step cap per grid point (exact solver).
     refit : bool, default True
@@ -168,7 +168,7 @@ class RaptorProbe(LinearConceptProbe):
         "tie_break": [StrOptions({"most_regularized", "first"})],
         "fold_back": [StrOptions({"exact", "paper_max1"})],
         "solver": [StrOptions({"exact", "paper"})],
-        "tol": [Interval(Real, 0, None, closed="neither")],
+        "tol": [Interval(Real, 0, TOL_MAX, closed="right")],
         "max_iter": [Interval(Integral, 1, None, closed="left")],
         "refit": ["boolean"],
     }
@@ -224,7 +224,7 @@ class RaptorProbe(LinearConceptProbe):
             path = logistic_path(Xs, ytr, Xvs, yvpm, Cs, design=design, tol=self.tol, max_iter=self.max_iter)
             acc, nits = path.val_accuracy, path.nit
             if not path.success:
-                bad = np.flatnonzero(~path.certified & (path.grad_norm > self.tol))
+                bad = np.flatnonzero(~path.certified & ~(path.grad_norm <= self.tol))  # NaN norms count too
                 warnings.warn(f"RaptorProbe path: {bad.size} grid point(s) neither certified nor converged "
                               f"(max relative gradient norm {path.grad_norm[bad].max():.2e} after "
                               f"{path.nit[bad].max()} Newton steps); their validation accuracy may be "

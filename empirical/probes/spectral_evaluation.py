@@ -23,7 +23,7 @@ from cgmt.ablation import ablation_split, protocol_fractions
 from cgmt.spectral import Spectrum
 
 from ..logistic import fit_l2_logistic, logistic_path
-from ..validation import check_binary_labels, check_matrix, standardize_stats
+from ..validation import check_binary_labels, check_grid, check_matrix, standardize_stats
 from .layers import paper_split
 from .raptor import DEFAULT_CS, RaptorProbe, select_C
 from .real_embedding import estimate_kappa
@@ -115,7 +115,7 @@ def evaluate_split(H, y, seed=0, *, Cs=PATH_CS, fractions=DEFAULT_FRACTIONS, swe
     """
     H = check_matrix(H, "H")
     _, ypm = check_binary_labels(y, H.shape[0], "y")
-    Cs = np.asarray(Cs, dtype=float)
+    Cs = check_grid(Cs)
     tr, va, te = paper_split(ypm, random_state=seed)
     pool = np.concatenate([tr, va])
     p = H.shape[1]
@@ -200,7 +200,7 @@ def semi_synthetic_path(H, model, n_train, Cs, *, repeats=10, seed=0) -> dict:
     prob = 1.0 / (1.0 + np.exp(-logit))
     spectrum = Spectrum.from_covariance(Z.T @ Z / n, model.spectrum.teacher())
     rng = np.random.default_rng(seed)
-    Cs = np.asarray(Cs, dtype=float)
+    Cs = check_grid(Cs)
     measured = np.empty((repeats, Cs.size))
     for r in range(repeats):
         y = np.where(rng.random(n) < prob, 1.0, -1.0)

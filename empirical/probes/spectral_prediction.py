@@ -43,7 +43,7 @@ from cgmt.spectral import Spectrum
 from cgmt.spectral_stability import spectral_stability
 
 from ..logistic import fit_l2_logistic
-from ..validation import check_binary_labels, check_matrix, standardize_stats
+from ..validation import check_binary_labels, check_grid, check_matrix, standardize_stats
 from .real_embedding import cross_validated_path
 
 __all__ = ["PoolModel", "estimate_pool_model", "estimate_pool_models", "predict_path", "predict_lambda_star", "predict_sweep",
@@ -242,7 +242,7 @@ def predict_path(model: PoolModel, n_train, Cs) -> np.ndarray:
     -------
     ndarray
     """
-    Cs = np.asarray(Cs, dtype=float)
+    Cs = check_grid(Cs)
     return _theory_path(model.spectrum, n_train / model.p, 1.0 / (Cs * n_train))
 
 
@@ -264,7 +264,7 @@ def predict_lambda_star(Cs, predicted_accuracy, tolerance=1e-3) -> float:
     >>> predict_lambda_star([0.1, 1.0, 10.0], [0.8, 0.8005, 0.79])
     0.1
     """
-    Cs = np.asarray(Cs, dtype=float)
+    Cs = check_grid(Cs)
     acc = np.asarray(predicted_accuracy, dtype=float)
     ok = acc >= np.nanmax(acc) - tolerance
     return float(Cs[ok].min())
@@ -283,6 +283,7 @@ def predict_sweep(model: PoolModel, fractions, C) -> np.ndarray:
     -------
     ndarray
     """
+    C = float(check_grid(C, "C")[0])
     out = []
     for f in np.asarray(fractions, dtype=float):
         n = f * model.n_pool

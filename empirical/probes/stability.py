@@ -24,7 +24,7 @@ from tqdm.auto import tqdm
 from cgmt.ablation import ablation_split
 from cgmt.validation import check_fraction, check_int, check_scalar
 
-from ..validation import check_binary_labels, check_matrix, safe_norm, unit_vector
+from ..validation import as_real_array, check_binary_labels, check_matrix, safe_norm, unit_vector
 
 __all__ = ["stability", "mean_abs_pairwise_cosine", "StabilityResult"]
 
@@ -40,7 +40,7 @@ class StabilityResult:
     robust : float
         Mean absolute pairwise cosine of the runs.
     ci : (float, float)
-        Bootstrap percentile interval of ``robust`` (resampling runs).
+        Bootstrap percentile interval of ``robust`` (resampling runs); it always contains ``robust``.
     fit_times : ndarray of shape (K,)
         Seconds per fit (NaN where the estimator reports no ``fit_time_``).
     seed : int
@@ -78,7 +78,7 @@ def mean_abs_pairwise_cosine(V) -> float:
     >>> mean_abs_pairwise_cosine([[1.0, 0.0], [0.0, 2.0], [-1.0, 0.0]])
     0.3333333333333333
     """
-    V = np.asarray(V, dtype=float)
+    V = np.asarray(as_real_array(V, "V"), dtype=float)
     if V.ndim != 2 or V.shape[0] < 2:
         raise ValueError(f"V must hold at least two vectors (K >= 2) as rows of a 2-D array, got shape {V.shape}")
     if not np.all(np.isfinite(V)):
@@ -178,6 +178,9 @@ def stability(estimator, X_pool, y_pool, K: int = 20, drop: float = 0.2, val_fra
     results = Parallel(n_jobs=n_jobs)(tqdm(runs, desc="stability runs", total=K, disable=not progress))
     V = np.array([vector for vector, _ in results])
     times = [seconds for _, seconds in results]
-    ci = _bootstrap_ci(np.abs(V @ V.T), n_boot, level, np.random.default_rng(seed + 1))
-    return StabilityResult(vectors=V, robust=mean_abs_pairwise_cosine(V), ci=ci, fit_times=np.array(times),
+    robust = mean_abs_pairwise_cosine(V)
+    lo, hi = _bootstrap_ci(np.abs(V @ V.T), n_boot, level, np.random.default_rng(seed + 1))
+    # the bootstrap means and ``robust`` are computed differently: rounding may put ``robust`` 1e-16 outside
+    ci = (min(lo, robust), max(hi, robust)) if np.isfinite(robust) else (lo, hi)
+    return StabilityResult(vectors=V, robust=robust, ci=ci, fit_times=np.array(times),
                            seed=seed, K=K)

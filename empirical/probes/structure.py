@@ -55,15 +55,19 @@ from sklearn.model_selection import StratifiedKFold
 from tqdm.auto import tqdm
 
 import cgmt
+from cgmt.validation import check_int
 
 from ..validation import check_binary_labels, check_grid, check_matrix
 from .raptor import RaptorProbe
 
 __all__ = ["delta_sweep", "StructureResult", "predicted_accuracy", "calibrate_scores",
-           "cross_fit_oracle", "stratified_subsample", "DEFAULT_FRACTIONS", "DEFAULT_CS"]
+           "cross_fit_oracle", "stratified_subsample", "DEFAULT_FRACTIONS", "DEFAULT_CS", "MAX_SEEDS"]
 
 DEFAULT_FRACTIONS = (0.1, 0.2, 0.3, 0.45, 0.65, 0.9)
 DEFAULT_CS = tuple(np.logspace(-4, 2, 7))
+#: most subsamples per fraction :func:`delta_sweep` draws (each is a full grid of fits; the correlations are stable
+#: with a handful)
+MAX_SEEDS = 1000
 
 
 @dataclass
@@ -297,7 +301,8 @@ def delta_sweep(X_pool, y_pool, X_test, y_test, *, fractions=DEFAULT_FRACTIONS, 
 
     X_pool, y_pool: the training pool (raw features; the probe standardizes on its own training part);
     X_test, y_test: the held-out set.  Labels: any two classes (the larger is the positive class).
-    fractions: subsample fractions of the pool (6 in the paper); seeds: subsamples per fraction;
+    fractions: distinct subsample fractions of the pool (at least 3; 6 in the paper); seeds: subsamples per
+    fraction (1..``MAX_SEEDS``);
     Cs: inverse ridge strengths of the grid (lambda = 1/C is reported, as in the paper's table);
     oracle: unfitted scikit-learn classifier with ``decision_function`` (default ``RaptorProbe()``);
     probe: callable C -> unfitted classifier at that fixed C (default ``RaptorProbe(Cs=[C])``);
@@ -324,10 +329,14 @@ def delta_sweep(X_pool, y_pool, X_test, y_test, *, fractions=DEFAULT_FRACTIONS, 
     """
     X_pool, y_pool, X_test, y_test, classes = _check_inputs(X_pool, y_pool, X_test, y_test)
     fractions = [float(f) for f in fractions]
-    if len(fractions) < 3 or not all(0 < f <= 1 for f in fractions):
-        raise ValueError(f"fractions: need at least 3 values in (0, 1], got {fractions}")
-    if int(seeds) != seeds or seeds < 1:
-        raise ValueError(f"seeds: must be a positive integer, got {seeds}")
+    if len(set(fractions)) < 3 or not all(0 < f <= 1 for f in fractions):
+        raise ValueError(f"fractions: need at least 3 distinct values in (0, 1] (correlations across fewer are "
+                         f"undefined), got {fractions}")
+    if len(set(fractions)) != len(fractions):
+        raise ValueError(f"fractions: must be distinct, got {fractions}")
+    seeds = check_int(seeds, "seeds")
+    if seeds > MAX_SEEDS:
+        raise ValueError(f"seeds: must be at most MAX_SEEDS = {MAX_SEEDS} subsamples per fraction, got {seeds}")
     Cs = [float(C) for C in check_grid(Cs)]
     if score_source not in ("crossfit", "insample", "heldout"):
         raise ValueError(f"score_source: must be 'crossfit', 'insample' or 'heldout', got {score_source!r}")

@@ -1,0 +1,145 @@
+"""Argument types shared by the project's command lines (``cgmt``, ``raptor``, ``python -m paper_figures``).
+
+Every option is checked when it is parsed, before any work: its range (an integer is an integer, a number is
+finite and in its interval, a count has an upper bound, a list has no repeats), so a bad value is one argparse
+error naming the option (``argument --jobs: ...``, exit 2) instead of a NaN in an output file, a worker storm
+or a traceback at the end of a run.  Each factory returns a function for ``add_argument(type=...)``.
+
+Worker counts (``--jobs``, ``--n-jobs``, ``--threads``) are bounded by the CPU cores this process may use
+(:func:`cgmt.validation.available_cores`): more is an error, not a silent clamp, because asking for more workers than cores
+only adds memory and start-up time (and a flood of processes that Ctrl-C must then stop).
+"""
+from __future__ import annotations
+
+import argparse
+import math
+
+from .validation import available_cores
+
+__all__ = ["available_cores", "int_in", "number_in", "number_list", "nonempty_path", "worker_count"]
+
+
+def _named(parse, name: str):
+    parse.__name__ = name  # argparse names the type in "invalid <name> value" messages
+    return parse
+
+
+def int_in(low: int, high: int | None = None, what: str = ""):
+    """An integer in ``[low, high]`` (``high=None``: no upper bound); ``what`` says where ``high`` comes from.
+
+    Examples
+    --------
+    >>> int_in(1, 10)("3")
+    3
+    >>> int_in(1, 10, "the documented maximum")("2.5")
+    Traceback (most recent call last):
+    ...
+    argparse.ArgumentTypeError: expected an integer in [1, 10] (the documented maximum), got '2.5'
+    """
+    span = f"[{low}, {high}]" if high is not None else f">= {low}"
+    reason = f" ({what})" if what else ""
+
+    def parse(text):
+        try:
+            value = int(str(text).strip())
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"expected an integer {'in ' if high is not None else ''}{span}{reason}, "
+                                             f"got {text!r}") from None
+        if value < low or (high is not None and value > high):
+            raise argparse.ArgumentTypeError(f"expected an integer {'in ' if high is not None else ''}{span}{reason}, "
+                                             f"got {value}")
+        return value
+    return _named(parse, "integer")
+
+
+def worker_count(option_meaning: str = "workers"):
+    """An integer in ``[1, available_cores()]`` (parallel workers or threads).
+
+    Examples
+    --------
+    >>> worker_count()("1")
+    1
+    """
+    return int_in(1, available_cores(), f"{option_meaning}: at most the {available_cores()} CPU cores available")
+
+
+def _interval_text(low, high, low_open, high_open) -> str:
+    return f"{'(' if low_open else '['}{low:g}, {high:g}{')' if high_open else ']'}"
+
+
+def _check_number(text, low, high, low_open, high_open) -> float:
+    try:
+        value = float(str(text).strip())
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a number, got {text!r}") from None
+    if not math.isfinite(value):
+        raise argparse.ArgumentTypeError(f"expected a finite number, got {text!r}")
+    if value < low or value > high or (low_open and value == low) or (high_open and value == high):
+        raise argparse.ArgumentTypeError(f"expected a number in {_interval_text(low, high, low_open, high_open)}, "
+                                         f"got {text!r}")
+    return value
+
+
+def number_in(low: float = -math.inf, high: float = math.inf, *, low_open: bool = False, high_open: bool = False):
+    """A finite number in the interval (``low_open`` / ``high_open`` exclude the bound).
+
+    Examples
+    --------
+    >>> number_in(0.0, 1.0, low_open=True)("0.5")
+    0.5
+    >>> number_in(0.0, 1.0, low_open=True)("nan")
+    Traceback (most recent call last):
+    ...
+    argparse.ArgumentTypeError: expected a finite number, got 'nan'
+    """
+    return _named(lambda text: _check_number(text, low, high, low_open, high_open), "number")
+
+
+def number_list(low: float = -math.inf, high: float = math.inf, *, low_open: bool = False, high_open: bool = False,
+                min_count: int = 1, sort: bool = False):
+    """Comma-separated distinct finite numbers in the interval, at least ``min_count`` of them (sorted with
+    ``sort``, for lists whose order has no meaning).
+
+    Examples
+    --------
+    >>> number_list(0.0, 1.0, low_open=True, min_count=3, sort=True)("1,0.25,0.5")
+    [0.25, 0.5, 1.0]
+    >>> number_list(0.0, 1.0, min_count=3)("0.5,0.5,0.5")
+    Traceback (most recent call last):
+    ...
+    argparse.ArgumentTypeError: expected distinct values, got 0.5 more than once in '0.5,0.5,0.5'
+    """
+    def parse(text):
+        parts = [t.strip() for t in str(text).split(",")]
+        if any(not t for t in parts):
+            raise argparse.ArgumentTypeError(f"expected comma-separated numbers without empty entries, got {text!r}")
+        values = [_check_number(t, low, high, low_open, high_open) for t in parts]
+        repeated = sorted({v for v in values if values.count(v) > 1})
+        if repeated:
+            raise argparse.ArgumentTypeError(f"expected distinct values, got {', '.join(f'{v:g}' for v in repeated)} "
+                                             f"more than once in {text!r}")
+        if len(values) < min_count:
+            raise argparse.ArgumentTypeError(f"expected at least {min_count} values, got {len(values)} in {text!r}")
+        return sorted(values) if sort else values
+    return _named(parse, "number list")
+
+
+def nonempty_path(text) -> str:
+    """A path (returned as given, a ``str``) that is not empty or blank (``''`` would silently mean the working
+    directory).
+
+    Examples
+    --------
+    >>> nonempty_path("out")
+    'out'
+    >>> nonempty_path(" ")
+    Traceback (most recent call last):
+    ...
+    argparse.ArgumentTypeError: expected a non-empty path, got ' '
+    """
+    if not str(text).strip():
+        raise argparse.ArgumentTypeError(f"expected a non-empty path, got {text!r}")
+    return str(text)
+
+
+nonempty_path.__name__ = "path"
