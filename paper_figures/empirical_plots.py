@@ -98,7 +98,7 @@ def plot_accuracy_differences(out):
                 off = (k - (len(baselines) - 1) / 2) * 0.22
                 ax.errorbar(100 * d["diff"], y + off, xerr=[100 * (d["diff"] - d.ci_low).fillna(0),
                                                             100 * (d.ci_high - d["diff"]).fillna(0)],
-                            fmt="o", ms=4, capsize=2, color=method_color(b), label=f"RAPTOR - {b}")
+                            fmt="o", ms=6, capsize=2, color=method_color(b), label=f"RAPTOR - {b}")
             ax.axvline(0, color="0.3", lw=1)
             ax.set_xlabel("difference (percentage points)")
             if row == 0:

@@ -572,7 +572,7 @@ def test_prompt_longer_than_learned_positions_in_steering_and_generation():
     with pytest.raises(ValueError, match=r"prompt 0 has \d+ tokens, more than the 256 positions"):
         steer_prompts(model, tok, [long], ConceptVectors({1: LinearProbe(np.ones(32), 0.0)}), "towards",
                       progress=False)
-    with pytest.raises(ValueError, match=r"max_new_tokens=200 .* more than the 256"):
+    with pytest.raises(ValueError, match=r"max_new_tokens must be at most the model.s 256 positions .* got 200"):
         generate(model, tok, " ".join(["good"] * 100), max_new_tokens=200)
 
 
