@@ -501,18 +501,21 @@ def cmd_sweep(args):
         stem = f"sweep_{ds.name}_L{layer}"
         write_csv(out / f"{stem}_table.csv", res.table)
         write_csv(out / f"{stem}_summary.csv", res.summary)
-        write_json(out / f"{stem}_best.json", dict(dataset=ds.name, layer=layer, **res.best))
-        best = res.table[np.isclose(res.table["C"], res.best["C"])]
+        write_json(out / f"{stem}_fixed.json", dict(dataset=ds.name, layer=layer, **res.fixed))
+        best = res.table[np.isclose(res.table["C"], res.fixed["C"])]
         m = best.groupby("fraction")[["Acc_true", "Acc_pred"]].mean()
         fig, ax = plt.subplots(figsize=(5, 3.5))
         ax.plot(m.index, m.Acc_true, "o-", label="Acc_true")
         ax.plot(m.index, m.Acc_pred, "s--", label="Acc_pred")
         ax.set(xlabel="fraction of the pool (delta = n/p)", ylabel="accuracy",
-               title=f"{ds.name} layer {layer}, lambda={res.best['lam']:.3g}")
+               title=f"{ds.name} layer {layer}, lambda={res.fixed['lam']:.3g}")
         ax.legend()
         save_figure(fig, out / f"{stem}.png")
         print(res.summary.to_string(index=False))
-        print(f"best: lambda*={res.best['lam']:.3g}  Spearman {res.best['rho_s']:.3f}  Pearson {res.best['r']:.3f}")
+        f = res.fixed
+        print(f"C fixed in advance ({f['C_source']}): lambda={f['lam']:.3g}  Spearman {f['rho_s']:.3f}  Pearson "
+              f"{f['r']:.3f}  MAE {f['mae']:.3f}; power-law baseline: Spearman {f['baseline_rho_s']:.3f}  "
+              f"MAE {f['baseline_mae']:.3f}")
     return 0
 
 
@@ -598,12 +601,14 @@ def build_parser():
     p.set_defaults(func=cmd_steer)
 
     p = sub.add_parser("sweep", help="delta-sweep structure predictor at one layer",
-                       description="Subsample the train+val pool at several fractions, fit RAPTOR over a lambda "
-                                   "grid, compare Acc_pred (theory) with Acc_true.")
+                       description="Subsample the train+val pool at several fractions, fit RAPTOR at the C it "
+                                   "selects on the pool (plus any --Cs as diagnostics), compare Acc_pred (theory) "
+                                   "and a power-law learning curve of the pool with Acc_true.")
     _add_common(p)
     p.add_argument("--layer", type=_int_at_least(1), help="layer (default L/2)")
     p.add_argument("--fractions", help="comma-separated fractions of the pool")
-    p.add_argument("--Cs", help="comma-separated inverse ridge strengths")
+    p.add_argument("--Cs", help="comma-separated inverse ridge strengths evaluated as diagnostics (the reported C "
+                                 "is RAPTOR's validation-selected C on the pool)")
     p.add_argument("--seeds", type=_int_at_least(1), default=5)
     p.add_argument("--jobs", type=_int_at_least(1), default=1)
     p.set_defaults(func=cmd_sweep)
