@@ -40,3 +40,47 @@ def test_section_runs_resumes_and_detects_damaged_files(tmp_path):
                                  n_jobs=2)
     json.loads(raw[0].read_text())
     assert np.allclose(again["mae_lambda"], table["mae_lambda"])
+
+
+def _record(rng, offsets, stability=0.8):
+    """A fake evaluate_split record whose predictors sit at known offsets from the truth."""
+    Cs = np.logspace(-2, 1, 5)
+    path, sweep = 0.7 + 0.02 * rng.standard_normal(5), np.linspace(0.6, 0.75, 4)
+    pred = {p: {"path": path + off, "sweep": sweep + off, "C_star": Cs[2], "stability": stability + off}
+            for p, off in offsets.items()}
+    pred["pool_cv"].pop("stability")
+    return {"Cs": Cs, "fractions": np.linspace(0.2, 0.9, 4), "n_train": 60, "n_pool": 80, "p": 10, "path": path,
+            "val_path": path, "C_star": Cs[2], "sweep": sweep, "stability": stability, "stability_protocol": "raptor",
+            "pred": pred}
+
+
+def test_agreement_tables_on_known_offsets():
+    rng = np.random.default_rng(0)
+    offsets = {p: 0.01 * (k + 1) for k, p in enumerate(spectral_figures.PREDICTORS)}
+    offsets["pool_cv"] = 0.03
+    layers = {l: _record(rng, offsets, stability=0.5 + 0.1 * l) for l in (1, 2, 3)}
+    seeds = {42: layers, **{s: {2: _record(rng, offsets)} for s in (43, 44)}}
+    results = {"toy": {"layers": layers, "best": 2, "seeds": seeds, "best_seeds": [seeds[s][2] for s in seeds]}}
+    by_seed = spectral_figures.agreement_by_seed(results)
+    assert len(by_seed) == 3 * len(spectral_figures.PREDICTORS)
+    assert set(by_seed.columns) >= {"dataset", "seed", "predictor", "protocol", *spectral_figures.AGREEMENT_METRICS}
+    for p, off in offsets.items():
+        d = by_seed[by_seed.predictor == p]
+        assert np.allclose(d.mae_lambda, off) and np.allclose(d.mae_delta, off)
+        assert np.allclose(d.mae_gain_vs_pool_cv_lambda, 0.03 - off)  # > 0: closer than the trivial predictor
+        assert np.allclose(d.spearman_lambda, 1)
+    # across-layer statistics exist only at the seed with >= 3 layers; pool_cv predicts no stability
+    paper = by_seed[(by_seed.seed == 42) & (by_seed.predictor == "isotropic")].iloc[0]
+    assert paper.layers == 3 and np.isclose(paper.spearman_stability_layers, 1) and np.isclose(paper.mae_stability_layers, 0.04)
+    assert by_seed[by_seed.seed == 43].spearman_stability_layers.isna().all()
+    assert by_seed[by_seed.predictor == "pool_cv"].stability_abs_error_best_layer.isna().all()
+    assert by_seed.protocol.str.contains("RESULTS.md").all()
+    table = spectral_figures.agreement_table(results, by_seed)
+    assert len(table) == len(spectral_figures.PREDICTORS) and (table.seeds == 3).all()
+    for m in spectral_figures.AGREEMENT_METRICS:
+        assert {m, f"{m}_low", f"{m}_high"} <= set(table.columns)
+    row = table[table.predictor == "spectral/deconvolved/sample"].iloc[0]
+    assert np.isclose(row.mae_lambda, 0.01) and np.isclose(row.mae_gain_vs_pool_cv_delta, 0.02)
+    noisy = table[table.predictor == "isotropic"].iloc[0]
+    assert noisy.mae_lambda_low <= noisy.mae_lambda <= noisy.mae_lambda_high
+    assert np.isnan(noisy.spearman_stability_layers_low)  # one seed with enough layers: no interval
