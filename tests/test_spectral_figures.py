@@ -5,6 +5,7 @@ import numpy as np
 import pandas as pd
 
 from cgmt.spectral import Spectrum
+from empirical import files
 from paper_figures import spectral_figures
 from sims.spectral import sample_spectral
 
@@ -31,14 +32,25 @@ def test_section_runs_resumes_and_detects_damaged_files(tmp_path):
     assert list(curves[curves.panel == "layer"].layer) == [1, 2]
     assert curves[curves.panel != "layer"].measured.between(0, 1).all()
     assert (tmp_path / "tables" / "spectral_semi_synthetic.csv").exists()
-    assert (tmp_path / "tables" / "spectral_vs_paper_predictor.csv").exists()
+    paper = pd.read_csv(tmp_path / "tables" / "spectral_vs_paper_predictor.csv")
+    assert {"power_law_baseline_mae_delta", "pool_cv_mae_delta"} <= set(paper.columns)
+    # one row per split seed and predictor, the trivial predictor included; the summary has seed intervals
+    by_seed = pd.read_csv(tmp_path / "tables" / "spectral_agreement_by_seed.csv")
+    assert sorted(set(by_seed.seed)) == [spectral_figures.PAPER_SEED, spectral_figures.PAPER_SEED + 1]
+    assert len(by_seed) == 2 * len(spectral_figures.PREDICTORS) and by_seed.protocol.str.contains("RESULTS.md").all()
+    assert (table.seeds == 2).all() and {"mae_lambda_low", "mae_gain_vs_pool_cv_delta_high"} <= set(table.columns)
+    assert np.allclose(table[table.predictor == "pool_cv"].mae_gain_vs_pool_cv_lambda, 0)
     raw = sorted((tmp_path / "spectral" / "raw").glob("*.json"))
     assert len(raw) == 3  # two layers + one extra seed at the best layer
     json.loads(raw[0].read_text())
     raw[0].write_text("{broken")  # a damaged result is recomputed, not trusted
+    old = json.loads(raw[1].read_text())
+    del old["pred"]["pool_cv"]  # a result of an older protocol (valid checksum) is recomputed too
+    files.write_checksum(files.atomic_write_text(raw[1], json.dumps(old)))
     again = spectral_figures.run(tmp_path, hidden, layers=[1, 2], extra_seeds=1, progress=False, monte_carlo=False,
                                  n_jobs=2)
     json.loads(raw[0].read_text())
+    assert "pool_cv" in json.loads(raw[1].read_text())["pred"]
     assert np.allclose(again["mae_lambda"], table["mae_lambda"])
 
 
