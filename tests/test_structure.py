@@ -261,3 +261,25 @@ def test_baseline_learning_curve_tracks_a_rising_sweep():
     m = res.table.groupby("fraction")[["Acc_true", "Acc_pred", "Acc_baseline"]].mean()
     assert f["mae"] == pytest.approx(np.mean(np.abs(m.Acc_pred - m.Acc_true)))
     assert f["baseline_mae"] == pytest.approx(np.mean(np.abs(m.Acc_baseline - m.Acc_true)))
+
+
+def test_structure_step_writes_the_summary_columns(tmp_path):
+    # the paper_figures step on tiny synthetic layers: one row per (dataset, layer), C fixed on the pool
+    import pandas as pd
+
+    from empirical.probes import paper_split
+    from paper_figures import empirical_figures
+
+    Xp, yp, Xt, yt = _data(p=8, n_pool=150, n_test=50)
+    X, y = np.vstack([Xp, Xt]), np.r_[yp, yt]
+    H = np.stack([X, X + 0.3 * np.random.default_rng(1).standard_normal(X.shape), X])  # layers 0..2
+    split = paper_split(y, random_state=42)
+    data = {name: (None, H, y, split) for name in empirical_figures.STRUCTURE_DATASETS}
+    empirical_figures._structure(tmp_path, data, 2, True, False, 1)
+    summary = pd.read_csv(tmp_path / "tables" / "structure_summary.csv")
+    assert list(summary.columns) == list(empirical_figures.STRUCTURE_COLUMNS)
+    assert len(summary) == 2 * len(empirical_figures.STRUCTURE_DATASETS) and (summary.C_source == "pool").all()
+    pool = np.sort(np.r_[split[0], split[1]])
+    assert np.isclose(summary.C.iloc[0], fixed_C(H[1][pool], y[pool]))
+    assert summary[["rho_s", "mae", "baseline_mae"]].notna().all().all()
+    assert ((summary.mae >= 0) & (summary.baseline_mae >= 0)).all()
