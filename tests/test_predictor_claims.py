@@ -30,11 +30,13 @@ def _by_seed(tmp_path, gain_lambda, gain_delta, stability_gain, seeds=(42, 43, 4
             gl, gd = gain_lambda + noise * rng.standard_normal(), gain_delta + noise * rng.standard_normal()
             rows.append(dict(base, predictor=SPECTRAL, mae_lambda=m_l - gl, mae_delta=m_d - gd,
                              mae_gain_vs_pool_cv_lambda=gl, mae_gain_vs_pool_cv_delta=gd,
-                             spearman_stability_layers=0.9 + 0.02 * rng.standard_normal(), mae_stability_layers=m_s))
+                             spearman_stability_layers=0.9 + 0.02 * rng.standard_normal(), mae_stability_layers=m_s,
+                             stability_abs_error_best_layer=m_s))
             rows.append(dict(base, predictor="isotropic", mae_lambda=m_l + 0.01, mae_delta=m_d + 0.01,
                              mae_gain_vs_pool_cv_lambda=-0.01, mae_gain_vs_pool_cv_delta=-0.01,
                              spearman_stability_layers=0.7,
-                             mae_stability_layers=m_s + stability_gain + noise * rng.standard_normal()))
+                             mae_stability_layers=m_s + stability_gain + noise * rng.standard_normal(),
+                             stability_abs_error_best_layer=m_s + stability_gain))
     output.save_table(pd.DataFrame(rows), tmp_path, "spectral_agreement_by_seed")
 
 
@@ -74,6 +76,7 @@ def test_stability_claim_compares_with_the_isotropic_theory(tmp_path, gain, expe
     _by_seed(tmp_path, 0.0, 0.0, stability_gain=gain)
     row = _find(_rows(tmp_path), "stability")
     assert row["verdict"] == expected and "Spearman across layers 0.9" in row["ours"]
+    assert f"at the best layer over 15 (dataset, seed) cells {gain:+.3f}" in row["ours"]
     assert "protocol: RaptorProbe()" in row["ours"]
 
 
