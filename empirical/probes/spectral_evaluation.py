@@ -194,7 +194,8 @@ def evaluate_split(H, y, seed=0, *, Cs=PATH_CS, fractions=DEFAULT_FRACTIONS, swe
         ``C_star`` (validation-selected), ``sweep``, ``stability``; predictions ``pred[name]`` with
         ``path``, ``C_star``, ``sweep``, ``stability`` (raw-space cosine), ``kappa`` for every
         ``"spectral/<teacher>/<covariance>"`` and ``"isotropic"``, and ``path``, ``C_star``, ``sweep`` for
-        ``"pool_cv"``; ``stability_protocol``.
+        ``"pool_cv"``; ``stability_protocol``; with ``"raptor"`` also ``stability_fixed_C``, the same runs
+        (same rows) at the fixed C* (``RaptorProbe(Cs=[C*])``), the protocol the theories model.
     """
     H = check_matrix(H, "H")
     _, ypm = check_binary_labels(y, H.shape[0], "y")
@@ -228,6 +229,9 @@ def evaluate_split(H, y, seed=0, *, Cs=PATH_CS, fractions=DEFAULT_FRACTIONS, swe
     elif stability:  # "raptor": exactly the runs of RESULTS.md's stability tables (seed 0 of the protocol)
         out["stability"] = ablation_stability(RaptorProbe(), H[pool], ypm[pool], K=K, drop=drop,
                                               val_fraction=val_fraction, seed=0, n_boot=1).robust
+        # the same runs at the fixed C*: what the theory models; the difference is the cost of re-selecting C
+        out["stability_fixed_C"] = ablation_stability(RaptorProbe(Cs=[C_star]), H[pool], ypm[pool], K=K, drop=drop,
+                                                      val_fraction=val_fraction, seed=0, n_boot=1).robust
     theory_protocol = STABILITY_PROTOCOLS[stability_protocol]
     if pool_cv:
         out["pred"]["pool_cv"] = pool_cv_prediction(H[pool], ypm[pool], tr.size, Cs, fractions, C_star,
