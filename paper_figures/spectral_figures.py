@@ -235,8 +235,8 @@ def agreement_by_seed(results) -> pd.DataFrame:
 def agreement_table(results, by_seed=None) -> pd.DataFrame:
     """Per dataset and predictor: every statistic of :func:`agreement_by_seed` as its mean over the split seeds
     with a 95 % interval (``<metric>_low``, ``<metric>_high``: the corrected resampled t-interval of
-    :func:`paper_figures.claims.seed_interval`, since the seeds' training sets overlap; NaN with fewer than
-    2 finite seeds), the number of seeds, and the noise floor of the MAE along lambda and delta
+    :func:`paper_figures.claims.seed_interval`, since the seeds' training sets overlap, clipped to [-1, 1] for a
+    Spearman and to >= 0 for an error; NaN with fewer than 2 finite seeds), the number of seeds, and the noise floor of the MAE along lambda and delta
     (``truth_se_*``: the standard error over the seeds of the measured curve, averaged over its points)."""
     by_seed = agreement_by_seed(results) if by_seed is None else by_seed
     rows = []
@@ -249,7 +249,10 @@ def agreement_table(results, by_seed=None) -> pd.DataFrame:
             vals = np.array([r[key] for r in seeds])
             row[col] = float(np.mean(vals.std(axis=0, ddof=1)) / math.sqrt(k)) if k > 1 else np.nan
         for metric in AGREEMENT_METRICS:
-            row[metric], row[f"{metric}_low"], row[f"{metric}_high"] = seed_interval(g[metric].to_numpy(float))
+            mean, low, high = seed_interval(g[metric].to_numpy(float))
+            # a correlation lies in [-1, 1], an error or a share is >= 0 (the gains are differences: not clipped)
+            bounds = (-1.0, 1.0) if metric.startswith("spearman") else (None, None) if "gain" in metric else (0.0, None)
+            row[metric], row[f"{metric}_low"], row[f"{metric}_high"] = mean, *np.clip([low, high], *bounds)
         rows.append(row)
     return pd.DataFrame(rows)
 
