@@ -43,7 +43,7 @@ SECTIONS = ("theory", "stability", "empirical", "spectral", "steering_text")
 #: cores; ask for it with ``--only``).
 DEFAULT_SECTIONS = ("theory", "stability", "empirical", "spectral")
 #: Expected seconds of the sections other than ``empirical`` on two cores (the progress ETA).
-SECTION_SECONDS = {"theory": 60, "stability": 20, "spectral": 375, "steering_text": 3500}
+SECTION_SECONDS = {"theory": 60, "stability": 20, "spectral": 560, "steering_text": 3500}
 
 
 def build_parser() -> argparse.ArgumentParser:

@@ -152,7 +152,7 @@ QUICK_SPLIT_SEEDS = (PAPER_SPLIT_SEED, 0, 1)
 EXTRACT_SECONDS = {"stsa": 200, "cities": 32, "common": 53, "counterfact": 41, "hateeval": 240, "sarcasm": 139,
                    "coinflip": 155}
 STEP_SECONDS = {"load_model": 10, "layers": 60, "separability": 75, "stability": 350, "stability_theory": 15,
-                "steering": 90, "structure": 130, "figures": 6}
+                "steering": 90, "structure": 20, "figures": 6}
 
 
 def plan(quick: bool, max_per_class: int = 500) -> float:
