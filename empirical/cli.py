@@ -486,7 +486,7 @@ def cmd_steer(args):
 def cmd_sweep(args):
     dsets = _load_datasets(args, [args.dataset] if args.dataset else None)
     out = _out(args, [f"sweep_{ds.name}_L{args.layer if args.layer is not None else '*'}{ext}" for ds in dsets
-                      for ext in ("_table.csv", "_summary.csv", "_best.json", ".png")])
+                      for ext in ("_table.csv", "_summary.csv", "_fixed.json", ".png")])
     fractions, Cs = args.fractions, args.Cs
     model, tok = _load_model(args)
     for ds in dsets:
@@ -507,17 +507,20 @@ def cmd_sweep(args):
         stem = f"sweep_{ds.name}_L{layer}"
         write_csv(out / f"{stem}_table.csv", res.table)
         write_csv(out / f"{stem}_summary.csv", res.summary)
-        write_json(out / f"{stem}_best.json", dict(dataset=ds.name, layer=layer, **res.best))
-        best = res.table[np.isclose(res.table["C"], res.best["C"])]
+        write_json(out / f"{stem}_fixed.json", dict(dataset=ds.name, layer=layer, **res.fixed))
+        best = res.table[np.isclose(res.table["C"], res.fixed["C"])]
         m = best.groupby("fraction")[["Acc_true", "Acc_pred"]].mean()
         with _figure(out / f"{stem}.png", (5, 3.5)) as ax:
             ax.plot(m.index, m.Acc_true, "o-", label="Acc_true")
             ax.plot(m.index, m.Acc_pred, "s--", label="Acc_pred")
             ax.set(xlabel="fraction of the pool (delta = n/p)", ylabel="accuracy",
-                   title=f"{ds.name} layer {layer}, lambda={res.best['lam']:.3g}")
+                   title=f"{ds.name} layer {layer}, lambda={res.fixed['lam']:.3g}")
             ax.legend()
         print(res.summary.to_string(index=False))
-        print(f"best: lambda*={res.best['lam']:.3g}  Spearman {res.best['rho_s']:.3f}  Pearson {res.best['r']:.3f}")
+        f = res.fixed
+        print(f"C fixed in advance ({f['C_source']}): lambda={f['lam']:.3g}  Spearman {f['rho_s']:.3f}  Pearson "
+              f"{f['r']:.3f}  MAE {f['mae']:.3f}; power-law baseline: Spearman {f['baseline_rho_s']:.3f}  "
+              f"MAE {f['baseline_mae']:.3f}")
     return 0
 
 
@@ -607,14 +610,16 @@ def build_parser():
     p.set_defaults(func=cmd_steer)
 
     p = sub.add_parser("sweep", help="delta-sweep structure predictor at one layer",
-                       description="Subsample the train+val pool at several fractions, fit RAPTOR over a lambda "
-                                   "grid, compare Acc_pred (theory) with Acc_true.")
+                       description="Subsample the train+val pool at several fractions, fit RAPTOR at the C it "
+                                   "selects on the pool (plus any --Cs as diagnostics), compare Acc_pred (theory) "
+                                   "and a power-law learning curve of the pool with Acc_true.")
     _add_common(p)
     p.add_argument("--layer", type=int_in(1), help="layer (default L/2)")
     p.add_argument("--fractions", type=number_list(0.0, 1.0, low_open=True, min_count=3, sort=True),
                    help="comma-separated distinct fractions of the pool in (0, 1], at least 3")
     p.add_argument("--Cs", type=number_list(C_MIN, C_MAX, sort=True),
-                   help=f"comma-separated distinct inverse ridge strengths in [{C_MIN:g}, {C_MAX:g}]")
+                   help=f"comma-separated distinct inverse ridge strengths in [{C_MIN:g}, {C_MAX:g}], evaluated as "
+                        "diagnostics (the reported C is RAPTOR's validation-selected C on the pool)")
     p.add_argument("--seeds", type=int_in(1, MAX_SEEDS), default=5, help=f"subsamples per fraction (1..{MAX_SEEDS})")
     p.add_argument("--jobs", type=worker_count(), default=1, help="parallel fits, at most the CPU cores")
     p.set_defaults(func=cmd_sweep)

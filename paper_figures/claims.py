@@ -30,7 +30,8 @@ from scipy import stats
 
 from . import verdicts as rules
 from .output import load_table
-from .verdicts import MARGINS, Test
+from .predictor_claims import predictor_claims
+from .verdicts import LEVEL, MARGINS, TEST_TRAIN_RATIO, Test, seed_interval, wilson_interval
 
 #: The split seed of the paper's fixed split (the other steps use it; the repeats add more seeds).
 PAPER_SPLIT_SEED = 42
@@ -42,44 +43,10 @@ PAPER_DATASETS = ("stsa", "cities", "common", "counterfact", "hateeval", "sarcas
 GRIDS = {"6": PAPER_DATASETS, "5, no Counterfact": tuple(d for d in PAPER_DATASETS if d != "counterfact")}
 #: The grid of the paper's own claims (the first of :data:`GRIDS`).
 PAPER_GRID = "6"
-#: Test share over training share (train + validation) of the paper's 60/20/20 split.
-TEST_TRAIN_RATIO = 0.2 / 0.8
-LEVEL = 0.95
-
-
-def seed_interval(values, level: float = LEVEL, test_train_ratio: float = TEST_TRAIN_RATIO) -> tuple:
-    """Mean and corrected resampled t-interval (Nadeau & Bengio 2003) of per-split-seed values.
-
-    Parameters
-    ----------
-    values : array-like of shape (k,)
-        One value per split seed (an accuracy, or a paired difference of accuracies).
-    level : float
-        Confidence level.
-    test_train_ratio : float
-        n_test / n_train of each split (the correction for overlapping training sets).
-
-    Returns
-    -------
-    (mean, low, high) : floats (low = high = mean when all values are equal; NaN for fewer than 2 values)
-    """
-    v = np.asarray(values, dtype=float)
-    v = v[np.isfinite(v)]
-    if v.size < 2:
-        return (float(v.mean()) if v.size else np.nan, np.nan, np.nan)
-    mean, k = float(v.mean()), v.size
-    half = stats.t.ppf(0.5 + level / 2, k - 1) * np.sqrt(v.var(ddof=1) * (1.0 / k + test_train_ratio))
-    return mean, mean - half, mean + half
-
-
-def wilson_interval(successes: int, n: int, level: float = LEVEL) -> tuple:
-    """Share and Wilson score interval of a proportion (``scipy.stats.binomtest``): (share, low, high)."""
-    if n <= 0:
-        return np.nan, np.nan, np.nan
-    ci = stats.binomtest(int(successes), int(n)).proportion_ci(confidence_level=level, method="wilson")
-    return successes / n, float(ci.low), float(ci.high)
-
-
+#: The method name of RAPTOR fitted on exactly the rows the baselines fit in the equal-data stability comparison:
+#: C selected on the validation part and *not* refit on train + validation (GCS fits subsets of the training
+#: part, xRFM the training part with validation for selection).
+EQUAL_DATA_METHOD = "RAPTOR (train only)"
 def format_estimate(mean, low, high, *, pct=False, signed=False, digits=3) -> str:
     """``mean [low, high]`` as printed in the claims table (``pct``: x100 in points; ``signed``: a leading +);
     without a finite interval (one split seed) just the mean; ``n/a`` without a finite mean."""
@@ -488,8 +455,6 @@ COLUMNS = ["area", "claim", "datasets", "rule", "paper", "ours", "p_holm", "verd
 def claim_rows(out) -> list:
     """Every claim row the run's tables support, before the Holm step: dicts with ``area, claim, datasets,
     paper, ours`` and ``test`` (a :class:`paper_figures.verdicts.Test`, or None for a row without a verdict)."""
-    from .predictor_claims import predictor_claims
-
     tables = Path(out) / "tables"
     claims = []
     by_seed = _read(tables, "accuracy_by_seed")
@@ -501,8 +466,6 @@ def claim_rows(out) -> list:
         claims += _stability_claims(stability_differences(stab), "the paper's protocol")
         equal = _concat(tables, [f"stability_equal_data_{n}" for n in stab_names])
         if equal is not None:
-            from .empirical_figures import EQUAL_DATA_METHOD
-
             both = pd.concat([stab[stab.method != "RAPTOR"], equal], ignore_index=True)
             claims += _stability_claims(stability_differences(both, reference=EQUAL_DATA_METHOD),
                                         "equal data: RAPTOR without the train + validation refit")

@@ -212,7 +212,7 @@ def plot_steering(out):
 
 def plot_structure(out):
     """The delta-sweep predictor: predicted versus true test accuracy along the sweep (mean over seeds,
-    at each setting's selected C), one colour per (dataset, layer)."""
+    at each setting's C fixed in advance), one colour per (dataset, layer)."""
     import matplotlib.pyplot as plt
 
     summary = load_table(out, "structure_summary")
@@ -223,7 +223,7 @@ def plot_structure(out):
         t = load_table(out, f"structure_{r.dataset}_layer{r.layer}")
         if t is None:
             continue
-        t = t[np.isclose(t.C, 1.0 / r.lambda_star)]
+        t = t[np.isclose(t.C, r.C if "C" in summary else 1.0 / r.lambda_star)]
         m = t.groupby("fraction")[["delta", "Acc_true", "Acc_pred"]].mean().reset_index()
         rows.append(m.assign(dataset=r.dataset, layer=r.layer, rho_s=r.rho_s, r=r.r))
     if not rows:
@@ -240,7 +240,7 @@ def plot_structure(out):
     ax.set_xlim(lo, hi)
     ax.set_ylim(lo, hi)
     ax.set_xlabel("true test accuracy")
-    ax.set_ylabel("predicted accuracy (label-free)")
+    ax.set_ylabel("predicted accuracy (pool labels, test features)")
     ax.set_title(f"delta-sweep predictor along delta = n/p, {MODEL_LABEL}")
     ax.legend(fontsize=7)
     return save_figure(fig, out, "structure_scatter")

@@ -11,6 +11,7 @@ from __future__ import annotations
 import re
 from pathlib import Path
 
+import pandas as pd
 from PIL import Image
 
 from empirical.files import atomic_path, atomic_write_text, refuse_overwriting_inputs
@@ -87,8 +88,6 @@ def publish(out, target) -> list:
 def readme_claims_block(claims_csv) -> str:
     """The README's claims table, generated from a published ``claims.csv`` (never typed by hand): one row per
     claim with its datasets, our numbers and the verdict, between :data:`README_START` and :data:`README_END`."""
-    import pandas as pd
-
     table = pd.read_csv(claims_csv, keep_default_na=False)
     columns = [c for c in ("area", "claim", "datasets", "ours", "verdict") if c in table]
     rows = ["| " + " | ".join(columns) + " |", "| " + " | ".join("---" for _ in columns) + " |"]

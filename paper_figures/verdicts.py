@@ -34,7 +34,7 @@ LEVEL = 0.95
 MARGINS = {"accuracy": 0.01, "stability": 0.02, "coverage": 0.05}
 HOLDS, FAILS, INCONCLUSIVE, UNTESTED = "holds", "does not hold", "inconclusive", "--"
 
-__all__ = ["Test", "superiority", "non_inferiority", "majority", "every_setting", "holm", "apply_holm",
+__all__ = ["seed_interval", "wilson_interval", "TEST_TRAIN_RATIO", "Test", "superiority", "non_inferiority", "majority", "every_setting", "holm", "apply_holm",
            "t_test_from_interval", "MARGINS", "LEVEL", "HOLDS", "FAILS", "INCONCLUSIVE", "UNTESTED"]
 
 
@@ -65,6 +65,43 @@ class Test:
         if np.isfinite(self.p_opposite) and self.p_opposite < alpha:
             return FAILS
         return INCONCLUSIVE
+
+
+#: Test share over training share (train + validation) of the paper's 60/20/20 split.
+TEST_TRAIN_RATIO = 0.2 / 0.8
+
+
+def seed_interval(values, level: float = LEVEL, test_train_ratio: float = TEST_TRAIN_RATIO) -> tuple:
+    """Mean and corrected resampled t-interval (Nadeau & Bengio 2003) of per-split-seed values.
+
+    Parameters
+    ----------
+    values : array-like of shape (k,)
+        One value per split seed (an accuracy, or a paired difference of accuracies).
+    level : float
+        Confidence level.
+    test_train_ratio : float
+        n_test / n_train of each split (the correction for overlapping training sets).
+
+    Returns
+    -------
+    (mean, low, high) : floats (low = high = mean when all values are equal; NaN for fewer than 2 values)
+    """
+    v = np.asarray(values, dtype=float)
+    v = v[np.isfinite(v)]
+    if v.size < 2:
+        return (float(v.mean()) if v.size else np.nan, np.nan, np.nan)
+    mean, k = float(v.mean()), v.size
+    half = stats.t.ppf(0.5 + level / 2, k - 1) * np.sqrt(v.var(ddof=1) * (1.0 / k + test_train_ratio))
+    return mean, mean - half, mean + half
+
+
+def wilson_interval(successes: int, n: int, level: float = LEVEL) -> tuple:
+    """Share and Wilson score interval of a proportion (``scipy.stats.binomtest``): (share, low, high)."""
+    if n <= 0:
+        return np.nan, np.nan, np.nan
+    ci = stats.binomtest(int(successes), int(n)).proportion_ci(confidence_level=level, method="wilson")
+    return successes / n, float(ci.low), float(ci.high)
 
 
 def t_test_from_interval(mean: float, low: float, high: float, df: float, level: float = LEVEL,

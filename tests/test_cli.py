@@ -147,7 +147,8 @@ def test_sweep_wiring(setup, monkeypatch):
         import pandas as pd
         table = pd.DataFrame(dict(C=[1.0, 1.0], fraction=[0.5, 1.0], Acc_true=[0.6, 0.7], Acc_pred=[0.61, 0.69]))
         summary = pd.DataFrame(dict(C=[1.0], rho_s=[1.0]))
-        best = dict(C=1.0, lam=1.0, rho_s=1.0, r=0.99)
+        fixed = dict(C=1.0, lam=1.0, C_source="pool", rho_s=1.0, r=0.99, mae=0.01, baseline_rho_s=1.0, baseline_r=0.98,
+                     baseline_mae=0.02)
 
     def fake(Xp, yp, Xt, yt, **kw):
         calls.update(shapes=(Xp.shape, Xt.shape), kw=kw)
@@ -158,7 +159,7 @@ def test_sweep_wiring(setup, monkeypatch):
     out = root / "o5"
     assert cli.main(["sweep", *base, "--layer", "2", "--seeds", "2", "--fractions", "1,0.5,0.75", "--out", str(out)]) == 0
     assert calls["shapes"] == ((48, 32), (12, 32)) and calls["kw"]["fractions"] == [0.5, 0.75, 1.0]
-    assert json.loads((out / "sweep_reviews_L2_best.json").read_text())["lam"] == 1.0
+    assert json.loads((out / "sweep_reviews_L2_fixed.json").read_text())["lam"] == 1.0
 
 
 def test_steer_fits_raptor_probes(setup):

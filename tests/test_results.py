@@ -84,8 +84,10 @@ def _fake_run(out, *, raptor_gain=0.05, seed=0):
                               intervened=rng.random(480) < 0.6, success=True, dataset="sarcasm", direction="towards"))
     output.save_table(pairs, out, "steering_pairs")
     output.save_table(pd.DataFrame(dict(dataset=["stsa", "stsa", "common", "common", "hateeval", "hateeval"],
-                                        layer=[10, 20] * 3, lambda_star=1.0, rho_s=[0.9, 0.95, 0.85, 0.99, 0.9, 0.8],
-                                        r=[0.9, 0.92, 0.8, 0.97, 0.95, 0.85])), out, "structure_summary")
+                                        layer=[10, 20] * 3, C=1.0, C_source="pool",
+                                        rho_s=[0.9, 0.95, 0.85, 0.99, 0.9, 0.8], r=[0.9, 0.92, 0.8, 0.97, 0.95, 0.85],
+                                        mae=[0.05, 0.06, 0.04, 0.05, 0.06, 0.05], baseline_rho_s=0.9, baseline_r=0.9,
+                                        baseline_mae=[0.02, 0.03, 0.02, 0.02, 0.03, 0.02])), out, "structure_summary")
     for name, layer in (("stsa", 10), ("stsa", 20)):
         t = pd.DataFrame(dict(fraction=np.repeat([0.25, 0.5, 1.0], 2), seed=[0, 1] * 3, C=1.0,
                               delta=np.repeat([0.25, 0.5, 1.0], 2), Acc_true=[0.6, 0.62, 0.7, 0.71, 0.8, 0.79],

@@ -78,3 +78,62 @@ def test_bad_pool():
         estimate_pool_model(np.full((10, 3), np.nan), np.arange(10) % 2)
     with pytest.raises(ValueError, match="y_pool"):
         estimate_pool_model(np.ones((10, 3)), np.zeros(9))
+
+
+def test_pool_cv_is_the_pools_own_cross_validated_accuracy(gaussian_pool):
+    from empirical.probes.real_embedding import cross_validated_path
+    from empirical.probes.spectral_evaluation import pool_cv_prediction
+
+    _, H, y = gaussian_pool
+    Cs = np.logspace(-3, 1, 4)
+    r = pool_cv_prediction(H[:400], y[:400], 300, Cs, (0.3, 0.9), 1.0, repeats=2, seed=3)
+    # a pool 4/3 of the training split: 4 folds, each training on exactly n_train = 300 rows, at lam = 1/(C n_train)
+    assert r["folds"] == 4
+    acc, _, n_fit = cross_validated_path(H[:400], np.where(y[:400] > 0, 1.0, -1.0), 1.0 / (Cs * 300), 4, 3)
+    assert n_fit == 300 and np.allclose(r["path"], acc)
+    assert r["C_star"] == predict_lambda_star(Cs, acc) and r["sweep"].shape == (2,)
+    assert 0.6 < r["sweep"][0] <= r["sweep"][1] + 0.05 < 1.05  # more rows, (about) better
+    with pytest.raises(ValueError, match="fractions"):
+        pool_cv_prediction(H[:400], y[:400], 300, Cs, (0.5, 1.0), 1.0)
+    with pytest.raises(ValueError, match="n_train"):
+        pool_cv_prediction(H[:400], y[:400], 400, Cs, (0.5,), 1.0)
+
+
+def test_evaluate_split_predictions_use_no_test_row(gaussian_pool):
+    from empirical.probes.layers import paper_split
+
+    _, H, y = gaussian_pool
+    H, y = H[:500], y[:500]
+    kw = dict(Cs=np.logspace(-2, 1, 3), fractions=(0.3, 0.6, 0.9), sweep_repeats=1, stability=False,
+              teachers=("pool_fit",), covariances=("sample",))
+    a = evaluate_split(H, y, 0, **kw)
+    te = paper_split(np.where(y > 0, 1.0, -1.0), random_state=0)[2]  # the split depends on the labels only
+    H2 = H.copy()
+    H2[te] = np.random.default_rng(0).permutation(H2[te])  # shuffle the test rows: the truth changes, no prediction may
+    b = evaluate_split(H2, y, 0, **kw)
+    assert not np.allclose(a["path"], b["path"])
+    for name in ("pool_cv", "spectral/pool_fit/sample", "isotropic"):
+        assert np.allclose(a["pred"][name]["path"], b["pred"][name]["path"])
+        assert np.allclose(a["pred"][name]["sweep"], b["pred"][name]["sweep"])
+    # the trivial predictor measures the same thing on the pool: close to the truth on Gaussian data
+    assert np.mean(np.abs(a["pred"]["pool_cv"]["path"] - a["path"])) < 0.06
+
+
+def test_raptor_protocol_is_the_reported_stability(gaussian_pool):
+    from empirical.probes import RaptorProbe, stability
+    from empirical.probes.layers import paper_split
+
+    _, H, y = gaussian_pool
+    H, y = H[:400], y[:400]
+    r = evaluate_split(H, y, 0, Cs=np.logspace(-2, 1, 3), fractions=(0.3, 0.6, 0.9), sweep_repeats=1, K=3,
+                       stability_protocol="raptor", teachers=("calibrated",), covariances=("sample",),
+                       pool_cv=False)
+    tr, va, _ = paper_split(np.where(y > 0, 1.0, -1.0), random_state=0)
+    pool = np.concatenate([tr, va])
+    # exactly RESULTS.md's measurement: stability(RaptorProbe(), pool, K, seed=0) on the pool of the split
+    assert r["stability"] == stability(RaptorProbe(), H[pool], y[pool], K=3, seed=0, n_boot=1).robust
+    assert r["stability_protocol"] == "raptor" and "pool_cv" not in r["pred"]
+    # and the same runs at the split's fixed C*, the protocol the theory models
+    assert r["stability_fixed_C"] == stability(RaptorProbe(Cs=[r["C_star"]]), H[pool], y[pool], K=3, seed=0,
+                                               n_boot=1).robust
+    assert abs(r["pred"]["spectral/calibrated/sample"]["stability"] - r["stability"]) < 0.1

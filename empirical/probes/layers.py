@@ -14,6 +14,7 @@ import numpy as np
 import pandas as pd
 from joblib import Parallel, delayed
 from sklearn.base import clone
+from sklearn.model_selection import StratifiedGroupKFold
 from tqdm.auto import tqdm
 
 from ..validation import check_binary_labels, check_matrix, stratified_split
@@ -89,8 +90,6 @@ def grouped_split(y, groups, fractions=(0.6, 0.2, 0.2), random_state=42) -> tupl
     >>> set(subject[train]) & set(subject[test])
     set()
     """
-    from sklearn.model_selection import StratifiedGroupKFold
-
     fr = np.asarray(fractions, dtype=float)
     if fr.shape != (3,) or np.any(fr <= 0) or not np.isclose(fr.sum(), 1.0):
         raise ValueError(f"fractions must be three positive numbers summing to 1; got {fractions!r}")

@@ -4,13 +4,16 @@ One call of :func:`evaluate_split` does, on the paper's split (train/val/test 0.
 
 * truth: RAPTOR's held-out test accuracy at every C of its grid (train-split standardization, intercept,
   exact path solver), its validation-selected C*, the delta-sweep (probes at C* on stratified fractions of
-  the pool, tested on the test split) and the ablation stability (K runs of the paper's protocol at the fixed
-  C*, mean absolute pairwise cosine of the raw-space concept vectors; ``stability_protocol`` chooses whether
-  each run is fitted on its train rows only or, as ``RaptorProbe`` does, refit on its train + validation
-  rows);
+  the pool, tested on the test split) and the ablation stability (K runs of the paper's protocol, mean
+  absolute pairwise cosine of the raw-space concept vectors; ``stability_protocol`` chooses the protocol:
+  ``"raptor"`` is the one RESULTS.md reports, ``RaptorProbe()`` runs that re-select C on their own validation
+  rows and refit on train + validation; ``"subsample_refit"`` the same runs at the fixed C*;
+  ``"subsample"`` runs at C* fitted on their train rows only);
 * predictions from the pool only (train + val; no test label): the spectral theory for every teacher x
-  covariance estimator of :mod:`empirical.probes.spectral_prediction`, and the isotropic theory with
-  kappa-hat (:func:`empirical.probes.real_embedding.estimate_kappa`, the kappa-hat route).
+  covariance estimator of :mod:`empirical.probes.spectral_prediction`, the isotropic theory with
+  kappa-hat (:func:`empirical.probes.real_embedding.estimate_kappa`, the kappa-hat route), and the trivial
+  predictor ``"pool_cv"`` (:func:`pool_cv_prediction`): the pool's own cross-validated accuracy at the
+  same training size and C, the baseline a theory fitted to that accuracy has to beat.
 
 All fits at a fixed C use lam_theory = 1/(C n) (see :mod:`empirical.probes.spectral_prediction`).
 """
@@ -21,22 +24,26 @@ import numpy as np
 import cgmt
 from cgmt.ablation import ablation_split, protocol_fractions
 from cgmt.spectral import Spectrum
+from cgmt.validation import check_int
 
 from ..logistic import fit_l2_logistic, logistic_path
 from ..validation import check_binary_labels, check_grid, check_matrix, standardize_stats
 from .layers import paper_split
 from .raptor import DEFAULT_CS, RaptorProbe, select_C
-from .real_embedding import estimate_kappa
+from .real_embedding import cross_validated_path, estimate_kappa
 from .spectral_prediction import (COVARIANCES, TEACHERS, estimate_pool_models, predict_lambda_star, predict_path,
                                   predict_stability, predict_sweep)
 from .stability import mean_abs_pairwise_cosine
 from .stability import stability as ablation_stability
 from .structure import DEFAULT_FRACTIONS, stratified_subsample
 
-__all__ = ["evaluate_split", "semi_synthetic_path", "PATH_CS"]
+__all__ = ["evaluate_split", "pool_cv_prediction", "semi_synthetic_path", "PATH_CS", "STABILITY_PROTOCOLS"]
 
 #: the C grid of the comparison: every 5th point of RAPTOR's default grid (20 values, 1e-4 .. 1e2)
 PATH_CS = DEFAULT_CS[::5]
+#: measured protocol -> the :func:`cgmt.ablation.protocol_fractions` protocol the theories predict it with
+#: (``"raptor"`` re-selects C in every run, which no fixed-point theory models: it is predicted at the split's C*)
+STABILITY_PROTOCOLS = {"subsample": "subsample", "subsample_refit": "subsample_refit", "raptor": "subsample_refit"}
 
 
 def _std(Htr, *others):
@@ -61,6 +68,76 @@ def _train_only_stability(H, y, C, K, rng, drop, val_fraction):
     return mean_abs_pairwise_cosine(np.array(vectors))
 
 
+def pool_cv_prediction(H_pool, y_pool, n_train, Cs, fractions, C, *, repeats=3, seed=0) -> dict:
+    """The trivial predictor ``"pool_cv"``: the pool's own cross-validated accuracy at the target sizes.
+
+    Along C: the out-of-fold accuracy of RAPTOR's objective at every C on folds of the pool whose training
+    part has (about) ``n_train`` rows: ``round(N / (N - n_train))`` stratified folds (4 for the paper's split,
+    whose pool is 4/3 of its train split, so every fold trains on exactly ``n_train`` rows), at the same
+    theory ridge lam = 1/(C n_train) (:func:`empirical.probes.real_embedding.cross_validated_path`).  Along the
+    delta-sweep: for each fraction f, ``repeats`` stratified subsamples of round(f N) pool rows, each fitted at
+    ``C`` and tested on the pool rows it left out.  The predictions are measured at the same training sizes
+    as the truth, so nothing needs interpolating; only the evaluation rows differ (the rest of the pool
+    instead of the test split).
+
+    Parameters
+    ----------
+    H_pool : ndarray (N, p)
+        Raw hidden states of the pool (train + validation).
+    y_pool : array (N,)
+        Binary labels.
+    n_train : int
+        Training size of the probe whose path is predicted (``0 < n_train < N``).
+    Cs : array of float
+        C grid of the path.
+    fractions : array of float in (0, 1)
+        Pool fractions of the delta-sweep (each must leave pool rows out to test on).
+    C : float
+        C of the delta-sweep.
+    repeats : int
+        Subsamples per fraction.
+    seed : int
+        Seed of the folds and subsamples.
+
+    Returns
+    -------
+    dict
+        ``path`` (per C), ``C_star`` (RAPTOR's tie-break on the path), ``sweep`` (per fraction), ``folds``.
+
+    Examples
+    --------
+    >>> from empirical.testing import synthetic_hidden_states
+    >>> H, y, _, _ = synthetic_hidden_states(400, 0, 10, shift=1.0, seed=0)
+    >>> r = pool_cv_prediction(H, y, 300, [0.01, 1.0], [0.3, 0.6], 1.0)
+    >>> r["folds"], r["path"].shape, r["sweep"].shape
+    (4, (2,), (2,))
+    """
+    H = check_matrix(H_pool, "H_pool")
+    _, ypm = check_binary_labels(y_pool, H.shape[0], "y_pool")
+    N = H.shape[0]
+    n_train = check_int(n_train, "n_train", minimum=1)
+    if n_train >= N:
+        raise ValueError(f"n_train: must be smaller than the pool ({N} rows), got {n_train}")
+    Cs = np.asarray(check_grid(Cs, "Cs"), dtype=float)
+    fractions = np.asarray(fractions, dtype=float)
+    if not np.all((fractions > 0) & (fractions * N <= N - 1)):
+        raise ValueError(f"fractions: the pool_cv predictor tests on the pool rows a subsample leaves out, so "
+                         f"every fraction must be in (0, {1 - 1 / N:.4g}], got {fractions.tolist()}")
+    folds = max(2, int(round(N / (N - n_train))))
+    path = cross_validated_path(H, ypm, 1.0 / (Cs * n_train), folds, seed)[0]
+    rng = np.random.default_rng(seed)
+    sweep = []
+    for f in fractions:
+        accs = []
+        for _ in range(repeats):
+            sub = stratified_subsample(ypm, int(round(f * N)), rng)
+            rest = np.setdiff1d(np.arange(N), sub)
+            accs.append(_fit_accuracy(H[sub], ypm[sub], H[rest], ypm[rest], C))
+        sweep.append(np.mean(accs))
+    return {"path": np.asarray(path), "C_star": predict_lambda_star(Cs, path), "kappa": float("nan"),
+            "sweep": np.array(sweep), "folds": folds}
+
+
 def _predictions(model, n_train, Cs, fractions, C_star, stability, drop, val_fraction, protocol):
     path = predict_path(model, n_train, Cs)
     pred = {"path": path, "C_star": predict_lambda_star(Cs, path), "kappa": model.kappa,
@@ -74,7 +151,7 @@ def _predictions(model, n_train, Cs, fractions, C_star, stability, drop, val_fra
 
 def evaluate_split(H, y, seed=0, *, Cs=PATH_CS, fractions=DEFAULT_FRACTIONS, sweep_repeats=3, K=20, drop=0.2,
                    val_fraction=0.2, stability=True, stability_protocol="subsample", teachers=TEACHERS,
-                   covariances=COVARIANCES) -> dict:
+                   covariances=COVARIANCES, pool_cv=True) -> dict:
     """Truth and predictions for one layer on one split.
 
     Parameters
@@ -97,13 +174,18 @@ def evaluate_split(H, y, seed=0, *, Cs=PATH_CS, fractions=DEFAULT_FRACTIONS, swe
         The ablation protocol.
     stability : bool
         Measure and predict the stability.
-    stability_protocol : {"subsample", "subsample_refit"}
+    stability_protocol : {"subsample", "subsample_refit", "raptor"}
         ``"subsample"``: every run is fitted at C* on its train rows only; ``"subsample_refit"``: the runs are
-        ``RaptorProbe(Cs=[C*])`` fits, refit on each run's train + validation rows (what RAPTOR does), measured
-        with :func:`empirical.probes.stability.stability`.  The prediction uses the same protocol
-        (:func:`cgmt.ablation.protocol_fractions`).
+        ``RaptorProbe(Cs=[C*])`` fits, refit on each run's train + validation rows, measured with
+        :func:`empirical.probes.stability.stability`; ``"raptor"``: the runs are ``RaptorProbe()`` fits that
+        re-select C on their own validation rows (the stability RESULTS.md reports:
+        ``stability(RaptorProbe(), pool, K=K, seed=0)``).  The theories predict ``"raptor"`` with the
+        ``"subsample_refit"`` fractions at the split's C* (:data:`STABILITY_PROTOCOLS`): the per-run
+        re-selection of C is not modelled.
     teachers, covariances : sequences of str
         The spectral-predictor variants to evaluate.
+    pool_cv : bool
+        Add the trivial predictor ``pred["pool_cv"]`` (:func:`pool_cv_prediction`; no stability).
 
     Returns
     -------
@@ -111,11 +193,15 @@ def evaluate_split(H, y, seed=0, *, Cs=PATH_CS, fractions=DEFAULT_FRACTIONS, swe
         ``Cs``, ``fractions``, ``n_train``, ``n_pool``, ``p``; truth ``path`` (test accuracy per C),
         ``C_star`` (validation-selected), ``sweep``, ``stability``; predictions ``pred[name]`` with
         ``path``, ``C_star``, ``sweep``, ``stability`` (raw-space cosine), ``kappa`` for every
-        ``"spectral/<teacher>/<covariance>"`` and ``"isotropic"``.
+        ``"spectral/<teacher>/<covariance>"`` and ``"isotropic"``, and ``path``, ``C_star``, ``sweep`` for
+        ``"pool_cv"``; ``stability_protocol``; with ``"raptor"`` also ``stability_fixed_C``, the same runs
+        (same rows) at the fixed C* (``RaptorProbe(Cs=[C*])``), the protocol the theories model.
     """
     H = check_matrix(H, "H")
     _, ypm = check_binary_labels(y, H.shape[0], "y")
     Cs = check_grid(Cs)
+    if stability_protocol not in STABILITY_PROTOCOLS:
+        raise ValueError(f"stability_protocol must be one of {sorted(STABILITY_PROTOCOLS)}, got {stability_protocol!r}")
     tr, va, te = paper_split(ypm, random_state=seed)
     pool = np.concatenate([tr, va])
     p = H.shape[1]
@@ -134,21 +220,29 @@ def evaluate_split(H, y, seed=0, *, Cs=PATH_CS, fractions=DEFAULT_FRACTIONS, swe
         sweep.append(np.mean(accs))
     out = {"Cs": Cs, "fractions": np.asarray(fractions, dtype=float), "n_train": tr.size, "n_pool": pool.size,
            "p": p, "path": np.asarray(test_path), "val_path": np.asarray(val_path), "C_star": C_star,
-           "sweep": np.array(sweep), "pred": {}}
-    if stability_protocol not in ("subsample", "subsample_refit"):
-        raise ValueError(f"stability_protocol must be 'subsample' or 'subsample_refit', got {stability_protocol!r}")
+           "sweep": np.array(sweep), "stability_protocol": stability_protocol, "pred": {}}
     if stability and stability_protocol == "subsample":
         out["stability"] = _train_only_stability(H[pool], ypm[pool], C_star, K, rng, drop, val_fraction)
-    elif stability:
+    elif stability and stability_protocol == "subsample_refit":
         out["stability"] = ablation_stability(RaptorProbe(Cs=[C_star]), H[pool], ypm[pool], K=K, drop=drop,
                                               val_fraction=val_fraction, seed=seed, n_boot=1).robust
+    elif stability:  # "raptor": exactly the runs of RESULTS.md's stability tables (seed 0 of the protocol)
+        out["stability"] = ablation_stability(RaptorProbe(), H[pool], ypm[pool], K=K, drop=drop,
+                                              val_fraction=val_fraction, seed=0, n_boot=1).robust
+        # the same runs at the fixed C*: what the theory models; the difference is the cost of re-selecting C
+        out["stability_fixed_C"] = ablation_stability(RaptorProbe(Cs=[C_star]), H[pool], ypm[pool], K=K, drop=drop,
+                                                      val_fraction=val_fraction, seed=0, n_boot=1).robust
+    theory_protocol = STABILITY_PROTOCOLS[stability_protocol]
+    if pool_cv:
+        out["pred"]["pool_cv"] = pool_cv_prediction(H[pool], ypm[pool], tr.size, Cs, fractions, C_star,
+                                                    repeats=sweep_repeats, seed=seed)
     # ---- predictions from the pool only
     for covariance in covariances:
         models = estimate_pool_models(H[pool], ypm[pool], teachers=teachers, covariance=covariance, random_state=seed)
         for teacher, model in models.items():
             out["pred"][f"spectral/{teacher}/{covariance}"] = _predictions(model, tr.size, Cs, fractions, C_star,
                                                                            stability, drop, val_fraction,
-                                                                           stability_protocol)
+                                                                           theory_protocol)
     # isotropic theory, kappa-hat route (kappa from the pool's CV accuracy at the validation-selected ridge)
     lam_star = 1.0 / (C_star * tr.size)
     kappa_hat = estimate_kappa(H[pool], ypm[pool], lam_star, seed=seed)[0]
@@ -157,8 +251,8 @@ def evaluate_split(H, y, seed=0, *, Cs=PATH_CS, fractions=DEFAULT_FRACTIONS, swe
            "sweep": np.array([cgmt.solve(f * pool.size / p, 1.0 / (C_star * f * pool.size), kappa_hat).accuracy
                               for f in fractions])}
     if stability:
-        n_run = protocol_fractions(stability_protocol, drop=drop, val_fraction=val_fraction)[0] * pool.size
-        st = cgmt.stability(pool.size / p, 1.0 / (C_star * n_run), kappa_hat, stability_protocol, drop=drop,
+        n_run = protocol_fractions(theory_protocol, drop=drop, val_fraction=val_fraction)[0] * pool.size
+        st = cgmt.stability(pool.size / p, 1.0 / (C_star * n_run), kappa_hat, theory_protocol, drop=drop,
                             val_fraction=val_fraction)
         iso["stability"] = st.cosine if st.success else float("nan")
     out["pred"]["isotropic"] = iso

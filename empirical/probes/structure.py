@@ -2,10 +2,12 @@
 structural predictions).
 
 For a fixed representation (p fixed), sweep delta = n/p by stratified subsampling of a training pool,
-train the RAPTOR probe at each inverse ridge strength C of a grid, and compare its held-out accuracy
-``Acc_true`` with a label-free prediction ``Acc_pred`` built from the proportional theory's test-score
-structure (the paper's accuracy proposition: the test accuracy of sign(S) as a function of the
-margin m = alpha/sigma):
+train the RAPTOR probe at an inverse ridge strength C fixed in advance (default: the C that a
+validation-tuned ``RaptorProbe`` selects on the pool; never chosen on the sweep's test accuracies) and
+compare its held-out accuracy ``Acc_true`` with a prediction ``Acc_pred`` built from the proportional
+theory's test-score structure (the paper's accuracy proposition: the test accuracy of sign(S) as a
+function of the margin m = alpha/sigma).  The prediction uses the pool's labels (they train the oracle
+and the probes) and the held-out features, never the held-out labels:
 
 1. Oracle score U.  A cross-fitted auxiliary classifier (default: ``RaptorProbe`` with its own
    validation-tuned ridge) is trained with K-fold cross-fitting on the pool: pool points get their
@@ -28,6 +30,13 @@ margin m = alpha/sigma):
    U = kappa Z).  With b = 0 and U ~ N(0, kappa^2) this is exactly the accuracy proposition with
    m = a kappa / sigma (= alpha/sigma in the corrected convention; ``cgmt.accuracy_from_margin``).
 
+Naive baseline (``Acc_baseline``): a learning curve.  The K-fold cross-fit of step 2 also gives each
+subsample's out-of-fold accuracy at training size n (K-1)/K; a power law acc(n) = a - b n^(-c)
+(:func:`fit_power_law`; Cortes et al. 1994, Hestness et al. 2017, the survey of Viering & Loog 2022) is
+fitted to those pool-internal accuracies of all subsamples at one C and read off at each subsample size.
+It uses the same pool labels as the predictor and no theory: the predictor is worth its theory where it
+beats this curve.
+
 Pure-theory column (``theory=True``): ``Acc_theory = cgmt.solve(delta, 1/(C n), kappa_hat).accuracy``
 with kappa_hat = sd(U) on the held-out set: the Gaussian-design fixed point at the sweep's delta, where
 delta enters explicitly.  (A probe with scikit-learn's C on standardized features minimises
@@ -47,6 +56,7 @@ from dataclasses import dataclass, field
 import numpy as np
 import pandas as pd
 from joblib import Parallel, delayed
+from scipy.optimize import least_squares
 from scipy.special import expit, ndtr
 from scipy.stats import pearsonr, spearmanr
 from sklearn.base import clone
@@ -60,10 +70,11 @@ from cgmt.validation import check_int
 from ..validation import check_binary_labels, check_grid, check_matrix
 from .raptor import RaptorProbe
 
-__all__ = ["delta_sweep", "StructureResult", "predicted_accuracy", "calibrate_scores",
-           "cross_fit_oracle", "stratified_subsample", "DEFAULT_FRACTIONS", "DEFAULT_CS", "MAX_SEEDS"]
+__all__ = ["delta_sweep", "StructureResult", "predicted_accuracy", "calibrate_scores", "fixed_C", "fit_power_law",
+           "PowerLaw", "cross_fit_oracle", "stratified_subsample", "DEFAULT_FRACTIONS", "DEFAULT_CS", "MAX_SEEDS"]
 
 DEFAULT_FRACTIONS = (0.1, 0.2, 0.3, 0.45, 0.65, 0.9)
+#: a diagnostic grid (``delta_sweep(Cs=DEFAULT_CS)``); the reported setting is the fixed C (:func:`fixed_C`)
 DEFAULT_CS = tuple(np.logspace(-4, 2, 7))
 #: most subsamples per fraction :func:`delta_sweep` draws (each is a full grid of fits; the correlations are stable
 #: with a handful)
@@ -79,17 +90,117 @@ class StructureResult:
     table : pandas.DataFrame
         One row per (fraction, seed, C): Acc_true, Acc_pred (and Acc_theory), the calibration (a, b, sigma).
     summary : pandas.DataFrame
-        One row per C: Spearman ``rho_s`` and Pearson ``r`` along the sweep, errors.
-    best : dict
-        ``C``, ``lam`` (= 1/C, the paper's reported lambda*), ``rho_s``, ``r`` of the best C.
+        One row per C: Spearman ``rho_s``, Pearson ``r`` and mean absolute error ``mae`` along the sweep (on
+        the seed-averaged fractions), the same for the power-law baseline (``baseline_rho_s``,
+        ``baseline_r``, ``baseline_mae``), and over all (fraction, seed) points.
+    fixed : dict
+        The summary row at the C fixed in advance: ``C``, ``lam`` (= 1/C, the paper's lambda convention),
+        ``C_source`` (``"pool"``: selected by ``RaptorProbe`` on the pool's own validation split;
+        ``"given"``), ``rho_s``, ``r``, ``mae``, ``baseline_rho_s``, ``baseline_r``, ``baseline_mae``.
+        No C is ever chosen by its agreement on the sweep.
     oracle : dict
         Diagnostics of the cross-fitted oracle.
     """
 
     table: pd.DataFrame
     summary: pd.DataFrame
-    best: dict
+    fixed: dict
     oracle: dict = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class PowerLaw:
+    """A learning curve acc(n) = a - b (n / n_scale)^(-c) (returned by :func:`fit_power_law`)."""
+
+    a: float
+    b: float
+    c: float
+    n_scale: float
+
+    def __call__(self, n):
+        """The curve at training sizes ``n``."""
+        return self.a - self.b * (np.asarray(n, dtype=float) / self.n_scale) ** (-self.c)
+
+
+def fit_power_law(n, accuracy, *, c_max: float = 3.0) -> PowerLaw:
+    """Least-squares power-law learning curve acc(n) = a - b n^(-c), b >= 0, 0 < c <= ``c_max``.
+
+    The classical learning-curve model (Cortes et al., NeurIPS 1994; Hestness et al., arXiv:1712.00409,
+    2017; survey: Viering & Loog, IEEE TPAMI 2022): accuracy rises to an asymptote a at a power-law
+    rate.  b >= 0 makes the curve non-decreasing, so a flat or noisy curve gives b ~ 0 and a constant
+    prediction (its mean); a in [0, 1].  Sizes are scaled by their largest value (conditioning).
+    Several starts in c; the best least-squares fit wins.
+
+    Parameters
+    ----------
+    n : array of float > 0
+        Training sizes (repeats allowed).
+    accuracy : array of float
+        Accuracy at each size.
+    c_max : float
+        Largest exponent.
+
+    Returns
+    -------
+    PowerLaw
+
+    Examples
+    --------
+    >>> n = np.array([50, 100, 200, 400, 800])
+    >>> law = fit_power_law(n, 0.9 - 2.0 * n ** -0.5)
+    >>> round(law.a, 3), round(float(law(1600)), 3)
+    (0.9, 0.85)
+    """
+    n = np.asarray(n, dtype=float).ravel()
+    acc = np.asarray(accuracy, dtype=float).ravel()
+    if n.size != acc.size:
+        raise ValueError(f"accuracy: must have one value per size ({n.size}), got {acc.size}")
+    if not (np.all(np.isfinite(n)) and np.all(n > 0)):
+        raise ValueError("n: training sizes must be finite and > 0")
+    if not np.all(np.isfinite(acc)):
+        raise ValueError("accuracy: must be finite")
+    if np.unique(n).size < 3:
+        raise ValueError(f"n: a power law needs at least 3 distinct training sizes, got {np.unique(n).size}")
+    scale = float(n.max())
+    x = n / scale
+
+    def resid(theta):
+        a, b, c = theta
+        return a - b * x ** (-c) - acc
+
+    best = None
+    lo, hi = [0.0, 0.0, 1e-3], [1.0, np.inf, float(c_max)]
+    for c0 in (0.2, 0.6, 1.5):
+        b0 = max(float(np.ptp(acc)), 1e-3) * (x.min() ** c0)
+        a0 = float(np.clip(acc.max(), 0.0, 1.0))
+        res = least_squares(resid, [a0, b0, min(c0, c_max)], bounds=(lo, hi))
+        if best is None or res.cost < best.cost:
+            best = res
+    a, b, c = (float(v) for v in best.x)
+    return PowerLaw(a=a, b=b, c=c, n_scale=scale)
+
+
+def fixed_C(X_pool, y_pool, *, random_state: int = 42) -> float:
+    """The C the structure predictor is reported at: RAPTOR's validation-selected C on the pool.
+
+    ``RaptorProbe(random_state=random_state)`` is fitted on the pool (its own stratified 80/20
+    train/validation split of the pool, default 100-point grid); its selected ``C_`` is returned.
+    Only pool rows enter, so the C is fixed before any held-out row is looked at.
+
+    Parameters
+    ----------
+    X_pool, y_pool : ndarray (N, p), array (N,)
+        The training pool (raw features).
+    random_state : int
+        Seed of RAPTOR's validation split.
+
+    Returns
+    -------
+    float
+    """
+    X = check_matrix(X_pool, "X_pool")
+    check_binary_labels(y_pool, X.shape[0], "y_pool")
+    return float(RaptorProbe(random_state=random_state).fit(X, np.asarray(y_pool).ravel()).C_)
 
 
 def _pm1(y, classes):
@@ -258,31 +369,35 @@ def _one_subsample(task):
     (X_pool, y_pool, X_test, y_test, U_pool, U_test, classes, frac, seed, idx, Cs, probe, score_source,
      probe_folds, sigma_floor, random_state) = task
     Xs, ys = X_pool[idx], y_pool[idx]
+    ys_pm = _pm1(ys, classes)
     ytest_pm = _pm1(y_test, classes)
+    k = min(probe_folds, int(np.min(np.unique(ys, return_counts=True)[1])))
+    if k < 2:
+        raise ValueError(f"fractions: subsample at fraction {frac} has a class with < 2 examples; "
+                         "cannot cross-fit the probe scores")
+    folds = list(StratifiedKFold(n_splits=k, shuffle=True, random_state=random_state + 7919 * seed).split(Xs, ys))
     rows = []
     for C in Cs:
         est = probe(C).fit(Xs, ys)
         S_test = _decision(est, X_test)
         acc_true = float(np.mean(np.where(S_test >= 0, 1.0, -1.0) == ytest_pm))
+        # out-of-fold scores on the subsample: the crossfit calibration and the learning-curve baseline's point
+        S_cv = np.empty(len(idx))
+        for tr, te in folds:
+            S_cv[te] = _decision(probe(C).fit(Xs[tr], ys[tr]), Xs[te])
         if score_source == "heldout":
             S_cal, U_cal = S_test, U_test
         elif score_source == "insample":
             S_cal, U_cal = _decision(est, Xs), U_pool[idx]
         else:  # crossfit
-            S_cal = np.empty(len(idx))
-            k = min(probe_folds, int(np.min(np.unique(ys, return_counts=True)[1])))
-            if k < 2:
-                raise ValueError(f"fractions: subsample at fraction {frac} has a class with < 2 examples; "
-                                 "cannot cross-fit the probe scores")
-            skf = StratifiedKFold(n_splits=k, shuffle=True, random_state=random_state + 7919 * seed)
-            for tr, te in skf.split(Xs, ys):
-                S_cal[te] = _decision(probe(C).fit(Xs[tr], ys[tr]), Xs[te])
-            U_cal = U_pool[idx]
+            S_cal, U_cal = S_cv, U_pool[idx]
         a, b, sigma = calibrate_scores(S_cal, U_cal, sigma_floor)
         rows.append(dict(fraction=frac, seed=seed, C=float(C), lam=1.0 / float(C), lam_theory=1.0 / (float(C) * len(idx)),
                          n=len(idx),
                          delta=len(idx) / X_pool.shape[1], Acc_true=acc_true,
-                         Acc_pred=predicted_accuracy(U_test, a, b, sigma), a=a, b=b, sigma=sigma))
+                         Acc_pred=predicted_accuracy(U_test, a, b, sigma), a=a, b=b, sigma=sigma,
+                         cv_accuracy=float(np.mean(np.where(S_cv >= 0, 1.0, -1.0) == ys_pm)),
+                         n_cv=float(np.mean([len(tr) for tr, _ in folds]))))
     return rows
 
 
@@ -293,7 +408,24 @@ def _corr(x, y, fn):
     return float(fn(x, y)[0])
 
 
-def delta_sweep(X_pool, y_pool, X_test, y_test, *, fractions=DEFAULT_FRACTIONS, seeds: int = 5, Cs=DEFAULT_CS,
+def _summary_row(g):
+    """Agreement of the predictor and of the power-law baseline with the truth along the sweep at one C."""
+    law = fit_power_law(g.n_cv, g.cv_accuracy)
+    g = g.assign(Acc_baseline=law(g.n))
+    m = g.groupby("fraction")[["Acc_true", "Acc_pred", "Acc_baseline", "delta"]].mean()
+    row = dict(rho_s=_corr(m.Acc_pred, m.Acc_true, spearmanr), r=_corr(m.Acc_pred, m.Acc_true, pearsonr),
+               mae=float(np.mean(np.abs(m.Acc_pred - m.Acc_true))),
+               baseline_rho_s=_corr(m.Acc_baseline, m.Acc_true, spearmanr),
+               baseline_r=_corr(m.Acc_baseline, m.Acc_true, pearsonr),
+               baseline_mae=float(np.mean(np.abs(m.Acc_baseline - m.Acc_true))),
+               rho_s_all=_corr(g.Acc_pred, g.Acc_true, spearmanr), r_all=_corr(g.Acc_pred, g.Acc_true, pearsonr),
+               mean_abs_error=float(np.mean(np.abs(g.Acc_pred - g.Acc_true))),
+               Acc_true_mean=float(g.Acc_true.mean()), Acc_pred_mean=float(g.Acc_pred.mean()),
+               baseline_a=law.a, baseline_b=law.b, baseline_c=law.c)
+    return row, g.Acc_baseline
+
+
+def delta_sweep(X_pool, y_pool, X_test, y_test, *, fractions=DEFAULT_FRACTIONS, seeds: int = 5, C=None, Cs=None,
                 oracle=None, oracle_folds: int = 5, probe=None, score_source: str = "crossfit",
                 probe_folds: int = 5, sigma_floor: float = 1e-3, theory: bool = True, random_state: int = 0,
                 n_jobs: int = 1, progress: bool = True) -> StructureResult:
@@ -303,7 +435,10 @@ def delta_sweep(X_pool, y_pool, X_test, y_test, *, fractions=DEFAULT_FRACTIONS, 
     X_test, y_test: the held-out set.  Labels: any two classes (the larger is the positive class).
     fractions: distinct subsample fractions of the pool (at least 3; 6 in the paper); seeds: subsamples per
     fraction (1..``MAX_SEEDS``);
-    Cs: inverse ridge strengths of the grid (lambda = 1/C is reported, as in the paper's table);
+    C: the inverse ridge strength the result is reported at (``fixed``), fixed before the sweep: None
+    (default) is :func:`fixed_C` (RAPTOR's validation-selected C on the pool), a float is used as given;
+    Cs: further C values evaluated as diagnostics (rows of ``table`` and ``summary``; lambda = 1/C as in
+    the paper's table), never used to choose the reported C;
     oracle: unfitted scikit-learn classifier with ``decision_function`` (default ``RaptorProbe()``);
     probe: callable C -> unfitted classifier at that fixed C (default ``RaptorProbe(Cs=[C])``);
     score_source: "crossfit" | "insample" | "heldout" (module doc); sigma_floor: relative floor;
@@ -315,7 +450,7 @@ def delta_sweep(X_pool, y_pool, X_test, y_test, *, fractions=DEFAULT_FRACTIONS, 
     ----------
     X_pool, y_pool, X_test, y_test
         See above.
-    fractions, seeds, Cs, oracle, oracle_folds, probe, score_source, probe_folds, sigma_floor, theory
+    fractions, seeds, C, Cs, oracle, oracle_folds, probe, score_source, probe_folds, sigma_floor, theory
         See above.
     random_state : int
         Root seed of the subsamples and folds.
@@ -337,7 +472,12 @@ def delta_sweep(X_pool, y_pool, X_test, y_test, *, fractions=DEFAULT_FRACTIONS, 
     seeds = check_int(seeds, "seeds")
     if seeds > MAX_SEEDS:
         raise ValueError(f"seeds: must be at most MAX_SEEDS = {MAX_SEEDS} subsamples per fraction, got {seeds}")
-    Cs = [float(C) for C in check_grid(Cs)]
+    if C is None:
+        C, C_source = fixed_C(X_pool, y_pool), "pool"
+    else:
+        C, C_source = float(check_grid([C], "C")[0]), "given"
+    extra = [] if Cs is None else [float(c) for c in check_grid(Cs)]
+    Cs = sorted({C, *extra})
     if score_source not in ("crossfit", "insample", "heldout"):
         raise ValueError(f"score_source: must be 'crossfit', 'insample' or 'heldout', got {score_source!r}")
     if not (np.isfinite(sigma_floor) and sigma_floor >= 0):
@@ -359,14 +499,11 @@ def delta_sweep(X_pool, y_pool, X_test, y_test, *, fractions=DEFAULT_FRACTIONS, 
     rows = [r for batch in tqdm(gen, total=len(tasks), disable=not progress, desc="delta sweep") for r in batch]
     table = pd.DataFrame.from_records(rows)
     srecs = []
-    for C, g in table.groupby("C", sort=True):
-        m = g.groupby("fraction")[["Acc_true", "Acc_pred", "delta"]].mean()
-        srecs.append(dict(C=C, lam=1.0 / C, rho_s=_corr(m.Acc_pred, m.Acc_true, spearmanr),
-                          r=_corr(m.Acc_pred, m.Acc_true, pearsonr),
-                          rho_s_all=_corr(g.Acc_pred, g.Acc_true, spearmanr),
-                          r_all=_corr(g.Acc_pred, g.Acc_true, pearsonr),
-                          mean_abs_error=float(np.mean(np.abs(g.Acc_pred - g.Acc_true))),
-                          Acc_true_mean=float(g.Acc_true.mean()), Acc_pred_mean=float(g.Acc_pred.mean())))
+    table["Acc_baseline"] = np.nan
+    for c, g in table.groupby("C", sort=True):
+        row, baseline = _summary_row(g)
+        table.loc[baseline.index, "Acc_baseline"] = baseline
+        srecs.append(dict(C=c, lam=1.0 / c, **row))
     summary = pd.DataFrame.from_records(srecs)
     if theory:
         kappa_hat = float(np.std(U_test))
@@ -375,14 +512,14 @@ def delta_sweep(X_pool, y_pool, X_test, y_test, *, fractions=DEFAULT_FRACTIONS, 
             cache[key] = _theory_accuracy(key[0], key[1], kappa_hat)
         table["Acc_theory"] = [cache[k] for k in zip(table.delta, table.lam_theory)]
         th = []
-        for C, g in table.groupby("C", sort=True):
+        for c, g in table.groupby("C", sort=True):
             m = g.groupby("fraction")[["Acc_true", "Acc_theory"]].mean()
             th.append(dict(rho_s_theory=_corr(m.Acc_theory, m.Acc_true, spearmanr),
                            r_theory=_corr(m.Acc_theory, m.Acc_true, pearsonr),
                            mean_abs_error_theory=float(np.mean(np.abs(g.Acc_theory - g.Acc_true)))))
         summary = pd.concat([summary, pd.DataFrame.from_records(th)], axis=1)
-    ranked = summary.assign(_rs=summary.rho_s.fillna(-np.inf), _r=summary.r.fillna(-np.inf))
-    top = ranked.sort_values(["_rs", "_r"], ascending=False).iloc[0]
-    best = dict(C=float(top.C), lam=float(top.lam), rho_s=float(top.rho_s), r=float(top.r))
+    at = summary[np.isclose(summary.C, C)].iloc[0]
+    fixed = dict(C=C, lam=1.0 / C, C_source=C_source,
+                 **{k: float(at[k]) for k in ("rho_s", "r", "mae", "baseline_rho_s", "baseline_r", "baseline_mae")})
     oinfo.update(folds=oracle_folds, U_test_sd=float(np.std(U_test)), kappa_hat=float(np.std(U_test)))
-    return StructureResult(table=table, summary=summary, best=best, oracle=oinfo)
+    return StructureResult(table=table, summary=summary, fixed=fixed, oracle=oinfo)

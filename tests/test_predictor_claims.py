@@ -1,0 +1,108 @@
+"""paper_figures.predictor_claims: the predictors against their baselines, on synthetic tables whose verdict is known."""
+import numpy as np
+import pandas as pd
+import pytest
+
+from paper_figures import output
+from paper_figures.predictor_claims import SPECTRAL, paired_interval, predictor_claims
+
+
+
+def _verdict(row) -> str:
+    """The unadjusted verdict of a claim row (``--`` without a test)."""
+    return row["test"].verdict if row["test"] is not None else "--"
+
+def _structure(tmp_path, gain, spread=0.002):
+    rng = np.random.default_rng(0)
+    mae = 0.02 + 0.005 * rng.random(6)
+    output.save_table(pd.DataFrame(dict(dataset=np.repeat(["a", "b", "c"], 2), layer=[10, 20] * 3, C=0.1,
+                                        C_source="pool", rho_s=[0.9, 0.8, 1.0, 0.7, 0.9, 0.6], r=0.9, mae=mae,
+                                        baseline_rho_s=0.8, baseline_r=0.85,
+                                        baseline_mae=mae + gain + spread * rng.standard_normal(6))),
+                      tmp_path, "structure_summary")
+
+
+def _by_seed(tmp_path, gain_lambda, gain_delta, stability_gain, seeds=(42, 43, 44, 45, 46), noise=0.001):
+    rng = np.random.default_rng(1)
+    rows = []
+    for dataset in ("stsa", "hateeval", "sarcasm"):
+        for seed in seeds:
+            base = dict(dataset=dataset, seed=seed, protocol="RaptorProbe() runs re-selecting C")
+            m_l, m_d, m_s = 0.02 + 0.002 * rng.random(3)
+            rows.append(dict(base, predictor="pool_cv", mae_lambda=m_l, mae_delta=m_d, mae_gain_vs_pool_cv_lambda=0.0,
+                             mae_gain_vs_pool_cv_delta=0.0, spearman_stability_layers=np.nan,
+                             mae_stability_layers=np.nan))
+            gl, gd = gain_lambda + noise * rng.standard_normal(), gain_delta + noise * rng.standard_normal()
+            rows.append(dict(base, predictor=SPECTRAL, mae_lambda=m_l - gl, mae_delta=m_d - gd,
+                             mae_gain_vs_pool_cv_lambda=gl, mae_gain_vs_pool_cv_delta=gd,
+                             spearman_stability_layers=0.9 + 0.02 * rng.standard_normal(), mae_stability_layers=m_s,
+                             stability_abs_error_best_layer=m_s))
+            rows.append(dict(base, predictor="isotropic", mae_lambda=m_l + 0.01, mae_delta=m_d + 0.01,
+                             mae_gain_vs_pool_cv_lambda=-0.01, mae_gain_vs_pool_cv_delta=-0.01,
+                             spearman_stability_layers=0.7,
+                             mae_stability_layers=m_s + stability_gain + noise * rng.standard_normal(),
+                             stability_abs_error_best_layer=m_s + stability_gain))
+    output.save_table(pd.DataFrame(rows), tmp_path, "spectral_agreement_by_seed")
+
+
+def _rows(tmp_path):
+    return {r["claim"]: r for r in predictor_claims(tmp_path / "tables")}
+
+
+def _find(rows, word):
+    (row,) = [r for claim, r in rows.items() if word in claim]
+    return row
+
+
+@pytest.mark.parametrize("gain, expected", [(0.01, "holds"), (-0.01, "does not hold"), (0.0, "inconclusive")])
+def test_structure_verdict_follows_the_paired_interval(tmp_path, gain, expected):
+    _structure(tmp_path, gain, spread=0.002 if gain else 0.01)
+    row = _find(_rows(tmp_path), "power-law")
+    assert row["area"] == "structure" and _verdict(row) == expected
+    assert "median Spearman 0.85" in row["ours"] and "6 (dataset, layer) settings" in row["ours"]
+    assert "0.86" in row["paper"]
+
+
+@pytest.mark.parametrize("gains, expected", [((0.005, -0.005), ("holds", "does not hold")),
+                                             ((0.0, 0.004), ("inconclusive", "holds"))])
+def test_spectral_vs_pool_cv_verdicts(tmp_path, gains, expected):
+    _by_seed(tmp_path, *gains, stability_gain=0.03, noise=0.004 if 0.0 in gains else 0.001)
+    rows = _rows(tmp_path)
+    lam, delta = _find(rows, "along lambda"), _find(rows, "along delta")
+    assert (_verdict(lam), _verdict(delta)) == expected
+    assert lam["area"] == "theory (ours)" and "15 (dataset, seed) pairs" in lam["ours"]
+    # the numbers are computed from the table, not typed
+    d = pd.read_csv(tmp_path / "tables" / "spectral_agreement_by_seed.csv")
+    assert f"{d[d.predictor == 'pool_cv'].mae_lambda.mean():.4f}" in lam["ours"]
+
+
+@pytest.mark.parametrize("gain, expected", [(0.03, "holds"), (-0.03, "does not hold")])
+def test_stability_claim_compares_with_the_isotropic_theory(tmp_path, gain, expected):
+    _by_seed(tmp_path, 0.0, 0.0, stability_gain=gain)
+    row = _find(_rows(tmp_path), "stability")
+    assert _verdict(row) == expected and "Spearman across layers 0.9" in row["ours"]
+    assert f"at the best layer over 15 (dataset, seed) cells {gain:+.3f}" in row["ours"]
+    assert "protocol: RaptorProbe()" in row["ours"]
+
+
+def test_stability_without_a_baseline_has_no_verdict(tmp_path):
+    _by_seed(tmp_path, 0.0, 0.0, stability_gain=0.0)
+    d = pd.read_csv(tmp_path / "tables" / "spectral_agreement_by_seed.csv")
+    output.save_table(d[d.predictor != "isotropic"], tmp_path, "spectral_agreement_by_seed")
+    assert _verdict(_find(_rows(tmp_path), "stability")) == "--"
+
+
+def test_missing_tables_and_columns(tmp_path):
+    assert predictor_claims(tmp_path / "tables") == []
+    output.save_table(pd.DataFrame(dict(dataset=["a"], layer=[1], rho_s=[0.9])), tmp_path, "structure_summary")
+    with pytest.raises(ValueError, match="structure_summary.*mae"):
+        predictor_claims(tmp_path / "tables")
+
+
+def test_paired_interval_is_stratified_by_dataset():
+    # per dataset: mean over seeds with the corrected variance; equal means -> zero-width interval
+    d = pd.DataFrame(dict(dataset=["a"] * 3 + ["b"] * 3, x=[1.0, 1.0, 1.0, 3.0, 3.0, 3.0]))
+    assert paired_interval(d, "x") == (2.0, 2.0, 2.0, 6)
+    one_seed = pd.DataFrame(dict(dataset=["a", "b", "c"], x=[1.0, 2.0, 3.0]))
+    m, lo, hi, n = paired_interval(one_seed, "x")
+    assert (m, n) == (2.0, 3) and lo < 1 and hi > 3
