@@ -107,7 +107,7 @@ def _structure_row(summary) -> dict:
     gain = summary.baseline_mae - summary.mae
     d, lo, hi = mean_interval(gain)
     med, mlo, mhi = bootstrap_median(summary.rho_s)
-    base = f", power law {np.median(summary.baseline_rho_s):.2f}" if "baseline_rho_s" in summary else ""
+    base = f", power law {np.nanmedian(summary.baseline_rho_s):.2f}" if "baseline_rho_s" in summary else ""
     ours = (f"MAE along delta {summary.mae.mean():.3f} vs power-law learning curve {summary.baseline_mae.mean():.3f}; "
             f"power law - predictor {d:+.3f} [{lo:+.3f}, {hi:+.3f}] over {len(summary)} (dataset, layer) settings "
             f"at C fixed in advance; median Spearman {med:.2f} [{mlo:.2f}, {mhi:.2f}]{base}")
