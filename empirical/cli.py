@@ -518,6 +518,12 @@ def cmd_sweep(args):
             ax.legend()
         print(res.summary.to_string(index=False))
         f = res.fixed
+        undefined = [k for k in ("rho_s", "r", "baseline_rho_s", "baseline_r") if not np.isfinite(f[k])]
+        if undefined:  # the files are written (nothing is lost), but a NaN in them must not pass silently
+            raise ValueError(f"{out / (stem + '_fixed.json')}: {', '.join(undefined)} undefined (written as NaN): "
+                             "the true or predicted accuracy is the same at every fraction of --fractions "
+                             f"{list(res.summary['fraction'].unique()) if 'fraction' in res.summary else ''}; "
+                             "choose fractions over which the accuracy changes")
         print(f"C fixed in advance ({f['C_source']}): lambda={f['lam']:.3g}  Spearman {f['rho_s']:.3f}  Pearson "
               f"{f['r']:.3f}  MAE {f['mae']:.3f}; power-law baseline: Spearman {f['baseline_rho_s']:.3f}  "
               f"MAE {f['baseline_mae']:.3f}")

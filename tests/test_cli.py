@@ -196,3 +196,24 @@ def test_single_dataset_commands_take_a_dataset_name(setup, shared_data_dir):
     assert cli.main(["stability", "--dataset", "cities", "--quick", "10", "--layers", "2", "--K", "2",
                      *model_args, "--out", str(out)]) == 0
     assert (out / "stability_cities.csv").is_file()
+
+
+def test_sweep_with_undefined_correlations_keeps_the_tables_and_exits_2(setup, monkeypatch, capsys):
+    """An all-equal accuracy column makes the correlations undefined: the files are written (nothing lost) and
+    the NaN is an error naming the file, not a silent exit 0."""
+    import pandas as pd
+
+    class R:
+        table = pd.DataFrame(dict(C=[1.0] * 3, fraction=[0.5, 0.75, 1.0], Acc_true=[0.7] * 3, Acc_pred=[0.6, 0.65, 0.7]))
+        summary = pd.DataFrame(dict(C=[1.0], fraction=[0.5], rho_s=[float("nan")]))
+        fixed = dict(C=1.0, lam=1.0, C_source="pool", rho_s=float("nan"), r=float("nan"), mae=0.05,
+                     baseline_rho_s=float("nan"), baseline_r=float("nan"), baseline_mae=0.02)
+
+    monkeypatch.setattr(cli, "delta_sweep", lambda *a, **k: R())
+    root, base = setup
+    out = root / "o5nan"
+    assert cli.main(["sweep", *base, "--layer", "2", "--seeds", "2", "--fractions", "0.5,0.75,1", "--out",
+                     str(out)]) == 2
+    err = capsys.readouterr().err
+    assert "rho_s" in err and "undefined" in err and "sweep_reviews_L2_fixed.json" in err
+    assert (out / "sweep_reviews_L2_table.csv").exists()
