@@ -22,7 +22,7 @@ from pathlib import Path
 
 __all__ = ["atomic_path", "atomic_write_bytes", "atomic_write_text", "write_json", "write_csv", "save_figure",
            "sha256_file", "write_checksum", "verify_checksum", "ChecksumError", "cache_root",
-           "refuse_overwriting_inputs", "parse_json", "read_json", "json_ready"]
+           "refuse_overwriting_inputs", "parse_json", "read_json", "json_ready", "naming_write_errors"]
 
 
 def _umask() -> int:
@@ -87,6 +87,24 @@ def _naming(exc: OSError, target: Path) -> OSError:
     a file-size limit otherwise reports only ``[Errno 27] File too large``, or the temporary file's name)."""
     reason = exc.strerror or str(exc)
     return type(exc)(exc.errno, f"{reason} (while writing {str(target)!r})", str(target))
+
+
+@contextmanager
+def naming_write_errors(target):
+    """Re-raise an ``OSError`` inside the block (same class and errno) with a message naming ``target``: for
+    writes that cannot go through :func:`atomic_path` (a memory-mapped file being filled, a rename).
+
+    Examples
+    --------
+    >>> with naming_write_errors("out.npy"):  # doctest: +IGNORE_EXCEPTION_DETAIL
+    ...     raise OSError(27, "File too large")
+    Traceback (most recent call last):
+    OSError: [Errno 27] File too large (while writing 'out.npy')
+    """
+    try:
+        yield
+    except OSError as exc:
+        raise _naming(exc, Path(target)) from None
 
 
 def atomic_write_bytes(target, data: bytes) -> Path:

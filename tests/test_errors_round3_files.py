@@ -396,6 +396,17 @@ def test_a_failed_write_names_the_file_being_written(tmp_path, writer):
     assert [p for p in tmp_path.iterdir() if p.name.startswith(".")] == []
 
 
+def test_a_failed_cache_write_names_the_partial_file(tmp_path):
+    """The hidden-state cache fills a memory-mapped partial file (not an atomic write): a full disk there names
+    the file too."""
+    body = ("from pathlib import Path; from empirical.llm.cache import ExtractionCache; "
+            "e = ExtractionCache(Path(sys.argv[1])).entry('reviews.v2', {'model': 'm'}, (3, 1000, 64)); "
+            "e.open_partial()")
+    proc = _limited(body, tmp_path, str(tmp_path / "cache"))
+    assert proc.returncode != 0 and "File too large" in proc.stderr
+    assert "while writing" in proc.stderr and "reviews.v2" in proc.stderr, proc.stderr[-500:]
+
+
 def test_a_failed_cli_write_is_one_line_naming_the_file(tmp_path):
     wide = ConceptVectors({layer: LinearProbe(np.ones(4000), 0.0) for layer in (1, 2)})  # 32 KB > the 4 KB limit
     _, js = save_concept_vectors(tmp_path / "wide", wide)

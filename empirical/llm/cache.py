@@ -26,7 +26,7 @@ from pathlib import Path
 
 import numpy as np
 
-from ..files import atomic_path, atomic_write_text, cache_root, read_json, sha256_file
+from ..files import atomic_path, atomic_write_text, cache_root, naming_write_errors, read_json, sha256_file
 
 FORMAT = 1
 DIGEST_BYTES = 32
@@ -164,20 +164,23 @@ class CacheEntry:
             if rows is None or mm is None:
                 warnings.warn(f"partial cache files {self.partial_path.name} / {self.rows_path.name} are damaged; "
                               "starting the extraction of this entry over", RuntimeWarning, stacklevel=4)
-        mm = np.lib.format.open_memmap(self.partial_path, mode="w+", dtype=np.float32, shape=self.shape)
+        with naming_write_errors(self.partial_path):
+            mm = np.lib.format.open_memmap(self.partial_path, mode="w+", dtype=np.float32, shape=self.shape)
         rows = PartialRows(self.shape[1])
         self.checkpoint(mm, rows)
         return mm, rows
 
     def checkpoint(self, mm, rows: PartialRows):
         """Flush the rows written so far, then record them (atomically) as done."""
-        mm.flush()
+        with naming_write_errors(self.partial_path):
+            mm.flush()
         with atomic_path(self.rows_path, suffix=".npz") as tmp:
             np.savez(tmp, done=rows.done, digests=rows.digests)
 
     def finish(self, mm, rows: PartialRows):
         """Verify every row against its digest, then publish the partial file as the finished entry."""
-        mm.flush()
+        with naming_write_errors(self.partial_path):
+            mm.flush()
         if not rows.done.all():
             raise RuntimeError(f"{int((~rows.done).sum())} rows of {self.partial_path} are not computed")
         bad = rows.damaged(mm)
@@ -188,7 +191,8 @@ class CacheEntry:
                                        "were written (disk fault?); they are marked undone: run again to recompute them")
         del mm
         digest = sha256_file(self.partial_path)
-        os.replace(self.partial_path, self.path)
+        with naming_write_errors(self.path):
+            os.replace(self.partial_path, self.path)
         info = {"key": self.key, "meta": self.meta, "shape": list(self.shape), "dtype": "float32", "sha256": digest}
         atomic_write_text(self.meta_path, json.dumps(info, indent=1))
         self.rows_path.unlink(missing_ok=True)
