@@ -175,7 +175,7 @@ def test_theory_and_stability_sections_resume_only_a_matching_finished_run(tmp_p
         output.save_table(pd.DataFrame({"p": [p_sims] * 2, "replicates": [reps_sims] * 2}), tmp_path, "theory_vs_sims")
         for name in ("separability_threshold", "optimal_lambda", "finite_size_slopes", "stability_vs_lambda_theory"):
             output.save_table(pd.DataFrame({"x": [1]}), tmp_path, name)
-        output.save_table(pd.DataFrame({"p": [50, 100, 200, 400, 800]}), tmp_path, "finite_size_convergence")
+        output.save_table(pd.DataFrame({"p": list(theory.FINITE_SIZE_REPLICATES)}), tmp_path, "finite_size_convergence")
         output.save_table(pd.DataFrame({"p": [p_stab], "replicates": [6]}), tmp_path, "stability_vs_lambda")
         (tmp_path / "figures").mkdir(exist_ok=True)
         for fig in ("theory_accuracy", "theory_alignment", "theory_sigma", "theory_phase_optimum",
