@@ -403,6 +403,7 @@ def _steering(out, mdl, tok, data, layers, quick, progress):
         return
     n_prompts = 4 if quick else 16
     metrics, hard, examples, pairs = [], [], [], []
+    median_norms = {}
     for name, direction, tau in tqdm(STEER_SETTINGS, desc="steering", disable=not progress):
         ds, H, y, split = data[name]
         probes = _raptor_vectors(out, name, H, y, split, progress)
@@ -411,8 +412,11 @@ def _steering(out, mdl, tok, data, layers, quick, progress):
             warnings.simplefilter("ignore", NoLayerSteeredWarning)  # reported in the table's note column
             df = steer_prompts(mdl, tok, prompts, probes, direction, tau=tau, progress=progress)
         m = steering_metrics(df)
-        # |alpha| against the size of the states it edits: the median norm of the layer's last-token state
-        norms = np.median(np.linalg.norm(np.asarray(H, dtype=np.float64), axis=2), axis=1)
+        # |alpha| against the size of the states it edits: the median norm of the layer's last-token state (once per
+        # dataset: two settings share each one)
+        if name not in median_norms:
+            median_norms[name] = np.median(np.linalg.norm(np.asarray(H, dtype=np.float32), axis=2), axis=1)
+        norms = median_norms[name]
         if len(df):
             df = df.assign(abs_alpha_rel=df["abs_alpha"].to_numpy() / norms[df["layer"].to_numpy()])
             pairs.append(df[["layer", "abs_alpha", "abs_alpha_rel", "intervened", "success"]]

@@ -31,30 +31,13 @@ import pandas as pd
 from scipy import stats
 
 from . import verdicts as rules
-from .verdicts import LEVEL, TEST_TRAIN_RATIO
+from .verdicts import LEVEL, TEST_TRAIN_RATIO, mean_interval
 from .output import load_table
 
 __all__ = ["predictor_claims", "paired_interval", "mean_interval", "bootstrap_median"]
 
 #: the spectral predictor the claims are about (the default teacher and covariance estimators)
 SPECTRAL = "spectral/deconvolved/sample"
-
-
-def mean_interval(values, level: float = LEVEL) -> tuple:
-    """Mean and t-interval of independent values: (mean, low, high); NaN bounds for fewer than 2 values.
-
-    Examples
-    --------
-    >>> m, lo, hi = mean_interval([1.0, 2.0, 3.0])
-    >>> m, round(lo, 3), round(hi, 3)
-    (2.0, -0.484, 4.484)
-    """
-    v = np.asarray(values, dtype=float)
-    v = v[np.isfinite(v)]
-    if v.size < 2:
-        return (float(v.mean()) if v.size else np.nan, np.nan, np.nan)
-    half = stats.t.ppf(0.5 + level / 2, v.size - 1) * v.std(ddof=1) / np.sqrt(v.size)
-    return float(v.mean()), float(v.mean() - half), float(v.mean() + half)
 
 
 def paired_interval(frame: pd.DataFrame, column: str, level: float = LEVEL) -> tuple:

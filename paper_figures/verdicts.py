@@ -34,7 +34,7 @@ LEVEL = 0.95
 MARGINS = {"accuracy": 0.01, "stability": 0.02, "coverage": 0.05}
 HOLDS, FAILS, INCONCLUSIVE, UNTESTED = "holds", "does not hold", "inconclusive", "--"
 
-__all__ = ["seed_interval", "wilson_interval", "TEST_TRAIN_RATIO", "Test", "superiority", "non_inferiority", "majority", "every_setting", "holm", "apply_holm",
+__all__ = ["seed_interval", "mean_interval", "wilson_interval", "TEST_TRAIN_RATIO", "Test", "superiority", "non_inferiority", "majority", "every_setting", "holm", "apply_holm",
            "t_test_from_interval", "MARGINS", "LEVEL", "HOLDS", "FAILS", "INCONCLUSIVE", "UNTESTED"]
 
 
@@ -93,7 +93,20 @@ def seed_interval(values, level: float = LEVEL, test_train_ratio: float = TEST_T
         return (float(v.mean()) if v.size else np.nan, np.nan, np.nan)
     mean, k = float(v.mean()), v.size
     half = stats.t.ppf(0.5 + level / 2, k - 1) * np.sqrt(v.var(ddof=1) * (1.0 / k + test_train_ratio))
-    return mean, mean - half, mean + half
+    return mean, float(mean - half), float(mean + half)
+
+
+def mean_interval(values, level: float = LEVEL) -> tuple:
+    """Mean and plain t-interval of independent values (:func:`seed_interval` without the overlap correction):
+    (mean, low, high); NaN bounds for fewer than 2 values.
+
+    Examples
+    --------
+    >>> m, lo, hi = mean_interval([1.0, 2.0, 3.0])
+    >>> m, round(lo, 3), round(hi, 3)
+    (2.0, -0.484, 4.484)
+    """
+    return seed_interval(values, level, test_train_ratio=0.0)
 
 
 def wilson_interval(successes: int, n: int, level: float = LEVEL) -> tuple:
@@ -146,14 +159,16 @@ def non_inferiority(mean, low, high, df, margin: float, direction: int = 1) -> T
     return Test(f"non-inferiority (margin {margin:g})", p, p_opp)
 
 
-def majority(successes: int, n: int) -> Test:
-    """The claim "in most settings": ``successes`` of ``n`` settings, one-sided binomial tests against 1/2."""
+def majority(successes: int, n: int, share: float = 0.5) -> Test:
+    """The claim "in more than ``share`` of the settings" (default: most): ``successes`` of ``n``, one-sided
+    binomial tests against ``share`` (a coverage claim uses its floor, e.g. 0.90)."""
+    rule = "majority" if share == 0.5 else f"share above {share:.2f}"
     if n < 1:
-        return Test("majority", float("nan"), float("nan"))
+        return Test(rule, float("nan"), float("nan"))
     k = int(successes)
-    p = float(stats.binomtest(k, n, 0.5, alternative="greater").pvalue)
-    p_opp = float(stats.binomtest(k, n, 0.5, alternative="less").pvalue)
-    return Test("majority", p, p_opp)
+    p = float(stats.binomtest(k, n, share, alternative="greater").pvalue)
+    p_opp = float(stats.binomtest(k, n, share, alternative="less").pvalue)
+    return Test(rule, p, p_opp)
 
 
 def every_setting(tests) -> Test:
