@@ -291,13 +291,15 @@ def _separability_claim(sep_summary, control) -> list:
         real, shuf = g[g.labels == "real"], g[g.labels == "shuffled"]
         if not (len(real) and len(shuf)):
             continue
-        k_real, n_real = int(real.separable.sum()), int(real.layers.sum())
-        k_shuf, n_shuf = int(shuf.separable.sum()), int(shuf.layers.sum())
+        undecided = real.undecided.fillna(0) if "undecided" in g else 0 * real.layers
+        k_real, n_real = int(real.separable.sum()), int((real.layers - undecided).sum())
+        undecided = shuf.undecided.fillna(0) if "undecided" in g else 0 * shuf.layers
+        k_shuf, n_shuf = int(shuf.separable.sum()), int((shuf.layers - undecided).sum())
         ratio = f"{g.n_over_p.min():.2f}" if g.n_over_p.nunique() == 1 else f"{g.n_over_p.min():.2f}-{g.n_over_p.max():.2f}"
         parts.append(f"{rows_name} rows (n/p {ratio}): real {k_real}/{n_real}, shuffled {k_shuf}/{n_shuf}")
         if k_shuf < 0.5 * n_shuf:  # random labels mostly fail here: real-label separability is informative
             informative.append((k_real, n_real))
-    ours += "; control layers, " + "; ".join(parts)
+    ours += "; control layers (exact LP test, real and shuffled labels), " + "; ".join(parts)
     if not informative:
         return [dict(claim, ours=ours + ". Shuffled labels separate as often as real ones at every n this run has, "
                      "so the claim cannot fail here (not tested)", test=None)]

@@ -90,3 +90,69 @@ def test_shuffled_label_control_keeps_the_class_counts_and_is_reproducible():
     assert a.svm == b.svm
     with pytest.raises(ValueError, match="y"):
         shuffled_label_control(X, y[:-1])
+
+
+def test_separability_lp_agrees_with_covers_threshold_and_with_scipy_feasibility():
+    """The LP decides separability exactly: random labels of n Gaussian points in p dims (plus a bias) separate
+    below n = 2 (p + 1) and not well above it; a separable verdict's hyperplane classifies every row."""
+    from empirical.probes import separability_lp
+    rng = np.random.default_rng(4)
+    p = 20
+    below = separability_lp(rng.standard_normal((30, p)), np.arange(30) % 2)
+    assert below.separable and below.status == 0 and below.fun <= 1e-9 and below.train_errors == 0
+    above = separability_lp(rng.standard_normal((120, p)), np.arange(120) % 2)
+    assert not above.separable and above.status == 1 and above.fun > 1.0 and above.train_errors > 0
+    # the certificate: the returned hyperplane (on standardized rows) separates the rows
+    X = rng.standard_normal((30, p))
+    y = rng.integers(0, 2, 30)
+    r = separability_lp(X, y)
+    Xs = (X - X.mean(0)) / X.std(0)
+    assert np.all((2 * y - 1) * (Xs @ r.x + r.intercept) > 0)
+
+
+@pytest.mark.parametrize("seed", range(6))
+def test_separability_lp_agrees_with_the_svm_ladder_where_that_converges(seed):
+    """Clearly separable and clearly non-separable data: both tests give the same verdict."""
+    from empirical.probes import separability_lp
+    rng = np.random.default_rng(seed)
+    X = rng.standard_normal((150, 5))
+    y = np.arange(150) % 2
+    X[:, 0] += (6.0 if seed % 2 else 0.3) * (2 * y - 1)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        svm = separability(X, y, stop_when_separated=True).separable
+    assert separability_lp(X, y).separable == svm == bool(seed % 2)
+
+
+def test_separability_lp_is_invariant_to_an_affine_map_of_the_features():
+    from empirical.probes import separability_lp
+    rng = np.random.default_rng(7)
+    X, y = rng.standard_normal((50, 30)), np.arange(50) % 2
+    a = separability_lp(X, y)
+    b = separability_lp(1e6 * X + 3e3, y)
+    assert a.separable == b.separable
+
+
+def test_separability_lp_rejects_bad_input():
+    from empirical.probes import separability_lp
+    X = np.zeros((4, 2))
+    with pytest.raises(ValueError, match="y"):
+        separability_lp(X, [0, 1, 0])
+    with pytest.raises(ValueError, match="tol"):
+        separability_lp(X + np.eye(4, 2), [0, 1, 0, 1], tol=0.5)
+    with pytest.raises(ValueError, match="X"):
+        separability_lp(np.full((4, 2), np.nan), [0, 1, 0, 1])
+
+
+def test_shuffled_label_control_with_the_lp_test_permutes_the_labels_reproducibly():
+    from empirical.probes import separability_lp, shuffled_label_control
+    rng = np.random.default_rng(0)
+    X = rng.standard_normal((300, 4))
+    y = np.arange(300) % 2
+    X[:, 0] += 8.0 * (2 * y - 1)
+    assert separability_lp(X, y).separable
+    a = shuffled_label_control(X, y, random_state=2, test=separability_lp)
+    b = shuffled_label_control(X, y, random_state=2, test=separability_lp)
+    assert not a.separable and a.fun == b.fun
+    with pytest.raises(TypeError, match="test"):
+        shuffled_label_control(X, y, test="lp")
