@@ -180,6 +180,17 @@ def test_damaged_progress_file_restarts_the_entry(model, tok, reference, tmp_pat
     np.testing.assert_allclose(H, reference, atol=1e-5)
 
 
+def test_null_byte_in_the_partial_header_restarts_the_entry(model, tok, reference, tmp_path, monkeypatch):
+    partial, _ = _interrupted_partial(model, tok, tmp_path, monkeypatch)
+    data = bytearray(partial.read_bytes())
+    data[12] = 0  # inside the header's dict: Python >= 3.12's tokenizer refuses it with tokenize.TokenError
+    partial.write_bytes(bytes(data))
+    with pytest.warns(RuntimeWarning, match="damaged; starting the extraction of this entry over"):
+        H = E.hidden_states(model, tok, PROMPTS, layers="all", batch_size=2, cache=tmp_path, label="p",
+                            progress=False)
+    np.testing.assert_allclose(H, reference, atol=1e-5)
+
+
 @settings(max_examples=12, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(position=st.floats(0, 1, exclude_max=True), byte=st.integers(0, 255))
 def test_random_damage_to_a_partial_entry_never_reaches_the_result(model, tok, reference, tmp_path_factory,
@@ -207,6 +218,7 @@ def _finished_entry(model, tok, cache_dir):
     ("flip array byte", "fails its sha256 checksum"),
     ("truncate metadata", "metadata .* is not valid JSON"),
     ("metadata edited", "does not match its key"),  # (a valid other key there is another entry's: left alone)
+    ("null byte in array header", "the array file cannot be read"),  # tokenize.TokenError on Python >= 3.12
 ])
 def test_damaged_finished_entry_is_detected_and_named(model, tok, tmp_path, damage, message):
     npy, meta = _finished_entry(model, tok, tmp_path)
@@ -215,6 +227,10 @@ def test_damaged_finished_entry_is_detected_and_named(model, tok, tmp_path, dama
     elif damage == "flip array byte":
         data = bytearray(npy.read_bytes())
         data[-7] ^= 0x40
+        npy.write_bytes(bytes(data))
+    elif damage == "null byte in array header":
+        data = bytearray(npy.read_bytes())
+        data[12] = 0  # inside the header's dict, which numpy tokenizes
         npy.write_bytes(bytes(data))
     elif damage == "truncate metadata":
         meta.write_text(meta.read_text()[:30])

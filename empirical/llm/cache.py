@@ -20,6 +20,7 @@ import hashlib
 import json
 import os
 import re
+import tokenize
 import zipfile
 import warnings
 from pathlib import Path
@@ -30,6 +31,9 @@ from ..files import atomic_path, atomic_write_text, cache_root, naming_write_err
 
 FORMAT = 1
 DIGEST_BYTES = 32
+# What np.load raises for a damaged file; on Python >= 3.12 a null byte in an .npy header reaches the
+# tokenizer numpy parses the header with, which raises tokenize.TokenError (not a ValueError).
+_UNREADABLE = (ValueError, OSError, EOFError, tokenize.TokenError)
 
 
 class CacheCorruptionError(ValueError):
@@ -113,7 +117,7 @@ class CacheEntry:
             raise self._corrupt(f"its metadata {self.meta_path.name} does not match its key")
         try:
             arr = np.load(self.path, mmap_mode="r", allow_pickle=False)
-        except (ValueError, OSError, EOFError) as exc:
+        except _UNREADABLE as exc:
             raise self._corrupt(f"the array file cannot be read ({exc})") from None
         if arr.shape != self.shape or arr.dtype != np.float32:
             raise self._corrupt(f"it holds {arr.shape}/{arr.dtype}, expected {self.shape}/float32")
@@ -134,7 +138,7 @@ class CacheEntry:
         try:
             with np.load(self.rows_path, allow_pickle=False) as saved:
                 done, digests = saved["done"], saved["digests"]
-        except (ValueError, OSError, KeyError, EOFError, zipfile.BadZipFile):
+        except (*_UNREADABLE, KeyError, zipfile.BadZipFile):
             return None
         if done.shape != (self.shape[1],) or digests.shape != (self.shape[1], DIGEST_BYTES):
             return None
@@ -152,7 +156,7 @@ class CacheEntry:
             rows = self._load_rows()
             try:
                 mm = np.load(self.partial_path, mmap_mode="r+", allow_pickle=False)
-            except (ValueError, OSError, EOFError):
+            except _UNREADABLE:
                 mm = None
             if rows is not None and mm is not None and mm.shape == self.shape and mm.dtype == np.float32:
                 bad = rows.damaged(mm)
