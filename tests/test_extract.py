@@ -259,3 +259,27 @@ def test_concurrent_extractors_share_one_entry(tok, tmp_path):
     assert not list(tmp_path.glob("c-*.rows.npz"))
     H = E.hidden_states(tiny_model("llama", seed=9), tok, PROMPTS * 6, cache=tmp_path, label="c", progress=False)
     assert float(np.asarray(H).sum()) == float(outs[0][0])
+
+
+def test_default_token_budget_follows_the_models_device(monkeypatch):
+    """512 padded tokens per pass on CPU, 16384 on an accelerator (docs/gpu.md: 512 made a GPU 3.2x slower); the
+    default reaches the batching, and an explicit value still wins."""
+    import torch
+    assert E.default_max_batch_tokens(torch.device("cpu")) == 512
+    assert E.default_max_batch_tokens(torch.device("cuda", 0)) == E.default_max_batch_tokens("mps") == 16384
+    seen = []
+    real = E.length_batches
+
+    def spy(order, token_ids, batch_size, max_batch_tokens, offset):
+        seen.append(max_batch_tokens)
+        return real(order, token_ids, batch_size, max_batch_tokens, offset)
+
+    monkeypatch.setattr(E, "length_batches", spy)
+    model, tok = tiny_model("llama", seed=0, n_layers=2), tiny_tokenizer()
+    E.hidden_states(model, tok, PROMPTS[:3], progress=False)
+    monkeypatch.setattr(E, "_model_device", lambda m: torch.device("cuda", 0))
+    E.hidden_states(model, tok, PROMPTS[:3], progress=False)
+    E.hidden_states(model, tok, PROMPTS[:3], progress=False, max_batch_tokens=7)
+    assert seen == [512, 16384, 7]
+    with pytest.raises(ValueError, match="max_batch_tokens"):
+        E.hidden_states(model, tok, PROMPTS[:3], progress=False, max_batch_tokens=0)

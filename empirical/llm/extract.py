@@ -38,7 +38,8 @@ from .hooks import (LAYER_CONVENTION, base_model, block_input_tensor, block_outp
                     input_device, model_kind, position_limit)
 from .models import apply_chat_template, model_identity
 
-__all__ = ["hidden_states", "extract_dataset", "resolve_layers", "tokenize_prompts", "ExtractionCache"]
+__all__ = ["hidden_states", "extract_dataset", "resolve_layers", "tokenize_prompts", "ExtractionCache",
+           "default_max_batch_tokens"]
 
 
 class _StopForward(Exception):
@@ -335,6 +336,40 @@ def _run(model, token_ids, layers, batch_size, sink, todo, progress, desc, share
             h.remove()
 
 
+#: Default ``max_batch_tokens`` of :func:`hidden_states` per device type (measured: docs/llm.md for the CPU,
+#: docs/gpu.md for an H100); a device type not listed gets the accelerator value.
+MAX_BATCH_TOKENS = {"cpu": 512, "accelerator": 16384}
+
+
+def default_max_batch_tokens(device) -> int:
+    """The default cap on prompts x padded length per forward pass for a model on ``device``.
+
+    Parameters
+    ----------
+    device : str or torch.device
+        The model's (first parameter's) device.
+
+    Returns
+    -------
+    int
+        :data:`MAX_BATCH_TOKENS`: 512 on ``cpu``, 16384 on any accelerator (``cuda``, ``mps``, ...).
+
+    Examples
+    --------
+    >>> default_max_batch_tokens("cpu"), default_max_batch_tokens("cuda:0")
+    (512, 16384)
+    """
+    kind = str(device).split(":")[0]
+    return MAX_BATCH_TOKENS["cpu" if kind == "cpu" else "accelerator"]
+
+
+def _model_device(model):
+    try:
+        return next(model.parameters()).device
+    except StopIteration:
+        return "cpu"
+
+
 def _hidden_size(model, blocks):
     cfg = getattr(model, "config", None)
     for attr in ("hidden_size", "n_embd", "d_model"):
@@ -371,7 +406,7 @@ def hidden_states(
     num_threads=None,
     share_prefix: bool = True,
     pooling: str | None = None,
-    max_batch_tokens: int = 512,
+    max_batch_tokens: int | None = None,
     max_length=None,
     add_special_tokens: bool = True,
     progress: bool = True,
@@ -384,8 +419,10 @@ def hidden_states(
     ----------
     layers : None (1..L, default), ``"all"`` (0..L) or ints; l = output of decoder block l, 0 = embeddings.
     batch_size : at most this many prompts per forward pass (after sorting by token length);
-        ``max_batch_tokens`` also caps prompts x padded length per batch (default 512: on CPU, larger
-        batches fall out of cache; SmolLM2, 1 thread: 347 tok/s at 512 vs 237 at 4096 on STSA prompts).
+        ``max_batch_tokens`` also caps prompts x padded length per batch (default: by the model's device,
+        :func:`default_max_batch_tokens`: 512 on CPU, where larger batches fall out of cache (SmolLM2, 1 thread:
+        347 tok/s at 512 vs 237 at 4096 on STSA prompts), 16384 on a GPU, where 512 caps batches at 4-8 prompts
+        and is 3.2x slower (docs/gpu.md)).
     share_prefix : run the token prefix shared by all prompts (e.g. a template's instruction) once
         and reuse its key/value cache (same numbers up to float rounding, much less compute; decoders
         with last-token pooling only).
@@ -412,6 +449,8 @@ def hidden_states(
     ((3, 2, 32), dtype('float32'))
     """
     batch_size = check_int(batch_size, "batch_size")
+    if max_batch_tokens is None:
+        max_batch_tokens = default_max_batch_tokens(_model_device(model))
     max_batch_tokens = check_int(max_batch_tokens, "max_batch_tokens")
     max_length = None if max_length is None else check_int(max_length, "max_length")
     if pooling is None:
