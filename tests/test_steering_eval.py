@@ -208,3 +208,28 @@ def test_bad_input_fails_before_model_work(setup, monkeypatch):
     monkeypatch.setattr(SE, "MIN_MASS_STEM", 0.9)  # no stem gives the words 90 % of the mass on a random model
     with pytest.raises(ValueError, match=r"the stem \(--stem\) ' the answer is' gives the answer words .* no probability"):
         _run(setup, setting)
+
+
+def test_paper_figures_summary_figure_and_claim(tmp_path):
+    from paper_figures.claims import steering_text_claim
+    from paper_figures.steering_text import plot, summary
+
+    rows = []
+    for method, shift in (("RAPTOR", 0.4), ("xRFM", 0.1)):
+        for k in (0.1, 0.4):
+            for half in ("selection", "report"):
+                rows.append(dict(dataset="stsa", method=method, setting=f"additive-best-k{k}-answer", kind="additive",
+                                 layer_choice="best", strength=k, positions="answer", direction="towards", half=half,
+                                 n_prompts=50, concept_specific_shift=shift * k, concept_specific_low=shift * k - 0.01,
+                                 concept_specific_high=shift * k + 0.01, random_control_shift=0.0,
+                                 answer_mass_unsteered=0.2, answer_mass_steered=0.2, perplexity_ratio=1 + k,
+                                 auc_unsteered=0.8, measurable=True))
+    rows.append(dict(rows[0], dataset="coinflip", auc_unsteered=0.5, measurable=False))
+    table = pd.DataFrame(rows)
+    s = summary(table)
+    assert set(s.loc[s.method == "RAPTOR", "setting"]) == {"additive-best-k0.4-answer"}
+    assert s.loc[s.dataset == "coinflip", "setting"].tolist() == ["not measurable"]
+    (claim,) = steering_text_claim(s)
+    assert claim["test"].verdict == "holds" and "not measurable" in claim["ours"] and "coinflip" in claim["ours"]
+    path = plot(table, tmp_path)
+    assert path.is_file() and path.stat().st_size > 10_000

@@ -56,6 +56,7 @@ from tqdm.auto import tqdm
 
 from cgmt.validation import check_int, check_scalar
 
+from ..probes import DifferenceOfMeans, GCSProbe, LinearProbe, XRFMProbe, fit_layers, paper_split
 from ..probes.concept_vectors import ConceptVectors
 from .extract import check_prompts, tokenize_prompts
 from .hooks import base_model, decoder_blocks, input_device, position_limit, require_decoder
@@ -910,8 +911,6 @@ def method_vectors(H, y, split, methods=("RAPTOR", "DiffMeans", "GCS", "xRFM"), 
     -------
     (dict of str to ConceptVectors, dict of str to dict of int to float)
     """
-    from ..probes import DifferenceOfMeans, GCSProbe, LinearProbe, XRFMProbe, fit_layers
-
     layers = list(range(1, H.shape[0])) if layers is None else list(layers)
     estimators = {"RAPTOR": None, "DiffMeans": DifferenceOfMeans(), "GCS": GCSProbe(n_probes=gcs_probes),
                   "xRFM": XRFMProbe()}
@@ -950,8 +949,6 @@ def evaluate_dataset(model, tokenizer, dataset, H, settings, *, eval_dataset=Non
     (pandas.DataFrame, dict)
         As :func:`evaluate_steering`.
     """
-    from ..probes import paper_split
-
     words = check_answer_words(dataset.name, answer_words)
     n_prompts = check_int(n_prompts, "n_prompts (--n-prompts)", minimum=2)
     n_generate = check_int(n_generate, "n_generate (--generate)", minimum=0)
