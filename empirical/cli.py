@@ -343,14 +343,6 @@ def cmd_stability(args):
     return 0
 
 
-def _steer_table(metrics_rows):
-    cols = ["dataset", "direction", "setting", "layers", "n_layers", "shift_mean", "shift_se", "shift_fraction", "perplexity_unsteered",
-            "perplexity_steered", "perplexity_ratio", "distinct2_unsteered", "distinct2_steered", "n_pairs",
-            "success_rate", "intervention_rate", "alpha_median", "alpha_p90", "alpha_max", "tau"]
-    table = pd.DataFrame(metrics_rows)
-    return table[[c for c in cols if c in table]]
-
-
 def _steering_eval():
     try:
         from .llm import steering_eval
@@ -359,128 +351,107 @@ def _steering_eval():
     return steering_eval
 
 
-def _plot_sweep(table, path, title):
-    """Concept shift vs perplexity ratio, one point per setting (the CLI's --sweep figure)."""
-    with _figure(path, (6.4, 4.4)) as ax:
-        for row in table.itertuples():
-            ax.scatter(row.perplexity_ratio, row.shift_mean, color="#0072B2" if row.kind == "gcav" else "#E69F00",
-                       s=30)
-            ax.annotate(row.setting, (row.perplexity_ratio, row.shift_mean), fontsize=7, xytext=(3, 2),
-                        textcoords="offset points")
-        ax.axhline(0, color="0.6", lw=0.8)
-        ax.axvline(1, color="0.6", lw=0.8)
-        ax.set(xscale="log", xlabel="perplexity of steered / unsteered continuation (log)",
-               ylabel="concept shift of the continuation", title=title)
-        ax.grid(alpha=0.3)
-
-
-def cmd_steer(args):
-    dsets = _load_datasets(args, [args.dataset] if args.dataset else None)
-    probes_given = load_concept_vectors(args.probe_file) if args.probe_file else None  # a bad file fails first
-    out = _out(args, ["steer_metrics.csv", "steer_hard_layers.csv", "steer_metrics.json", "steer_generations.json",
-                      *(f"{stem}_{ds.name}{ext}" for ds in dsets for stem, ext in (
-                          ("steer", "_*.csv"), ("steer_sweep", "_*.csv"), ("steer_sweep", "_*.png"),
-                          *(() if args.probe_file else (("probe", ".csv"), ("probes", ".safetensors"),
-                                                        ("probes", ".json")))))])
-    model, tok = _load_model(args)
-    extract, models, steering = _llm()
-    positions = steering.model_positions(model)
-    if positions and args.max_new_tokens >= positions:
-        raise ValueError(f"--max-new-tokens must be below the model's {positions} positions (minus each prompt's "
-                         f"length), got {args.max_new_tokens}")
-    evaluation = _steering_eval()
+def _steer_settings(args, evaluation):
+    """The settings ``raptor steer`` measures: the named one (``--setting``, default the paper's protocol) or, with
+    ``--sweep``, the strength sweep over ``--strengths``; ``--positions`` overrides the edited positions."""
+    positions = [args.positions] if args.positions else None
+    if args.sweep:
+        return evaluation.sweep_settings(k_grid=args.strengths, positions=positions or ("answer",))
     name = args.setting or evaluation.DEFAULT_SETTING
     if name not in evaluation.PRESETS:
         raise ValueError(f"--setting must be one of {sorted(evaluation.PRESETS)}, got {name!r}")
     setting = evaluation.PRESETS[name]
-    if args.positions is not None:
-        setting = evaluation.SteeringSetting(f"{setting.name}-{args.positions}", setting.kind, setting.layers,
-                                             setting.p_target, args.positions, setting.strength)
-    metrics_rows, hard_rows, gens = [], [], []
+    if positions:
+        setting = evaluation.SteeringSetting(setting.kind, setting.layers, setting.strength, positions[0],
+                                             name=f"{name}-{positions[0]}")
+    return [setting]
+
+
+def _given_vectors(probes, tau, H, labels, layers):
+    """``--probe-file`` vectors restricted to ``layers`` (and ``--tau``), with each layer's accuracy on the
+    validation split (the layer choice never reads test data)."""
+    within = {l: p for l, p in probes.items() if l in layers}
+    if not within:
+        raise ValueError(f"--probe-file has probes for layers {probes.layers}, none of them among the steered layers "
+                         f"{layers[0]}..{layers[-1]}")
+    kept = _above_tau(within, tau, "--probe-file")
+    vectors = ConceptVectors(kept, method=probes.method, model=probes.model, layer_convention=probes.layer_convention,
+                             metadata=probes.metadata)
+    _, va, _ = paper_split(labels, random_state=SPLIT_SEED)
+    accuracy = {}
+    for l, p in kept.items():
+        if p.coef is None:
+            raise ValueError(f"--probe-file layer {l} holds only a direction; the answer read-out needs probe weights")
+        accuracy[l] = float(np.mean((p.logit(np.asarray(H[l][va], dtype=np.float64)) > 0) == labels[va]))
+    return {"RAPTOR": vectors}, {"RAPTOR": accuracy}
+
+
+def cmd_steer(args):
+    evaluation = _steering_eval()
+    dsets = _load_datasets(args, [args.dataset] if args.dataset else None)
+    probes_given = load_concept_vectors(args.probe_file) if args.probe_file else None  # a bad file fails first
+    words = {ds.name: evaluation.check_answer_words(ds.name, args.answer_words) for ds in dsets}
+    settings = _steer_settings(args, evaluation)
+    out = _out(args, ["steer_metrics.csv", "steer_selected.csv"])
+    model, tok = _load_model(args)
+    positions = _llm()[2].model_positions(model)
+    if args.generate and positions and args.max_new_tokens >= positions:
+        raise ValueError(f"--max-new-tokens must be below the model's {positions} positions (minus each prompt's "
+                         f"length), got {args.max_new_tokens}")
+    for ds in dsets:
+        evaluation.answer_token_ids(tok, words[ds.name])
+    tables = []
     for ds in dsets:
         H = _hidden(args, model, tok, ds)
         L = H.shape[0] - 1
         layers = _select_layers(args.layers, L, list(range(1, L + 1)))
-        if probes_given is not None:
-            kept = {l: p for l, p in probes_given.items() if l in layers}
-            if not kept:
-                raise ValueError(f"--probe-file {args.probe_file!r} has probes for layers {probes_given.layers}, "
-                                 f"none of them among the steered layers {layers[0]}..{layers[-1]}")
-            probes = ConceptVectors(kept, method=probes_given.method, model=probes_given.model,
-                                    layer_convention=probes_given.layer_convention, metadata=probes_given.metadata)
-        else:
-            fit = fit_layers(H, ds.labels, layers=layers, random_state=SPLIT_SEED, progress=not args.no_progress)
-            write_csv(out / f"probe_{ds.name}.csv", _probe_table(fit))
-            probes = fit.concept_vectors(model=models.model_identity(model), metadata=dict(dataset=ds.name))
-            save_concept_vectors(out / f"probes_{ds.name}", probes)
-        tr, va, te = paper_split(ds.labels, random_state=SPLIT_SEED)
-        active, skipped = steering.steerable_layers(probes, args.tau, L)
-        if not active:
-            raise ValueError(f"no layer can be steered for {ds.name}: {steering.describe_skipped(probes, args.tau, skipped)}"
-                             + ("; lower --tau" if args.tau is not None else ""))
-        rated = [l for l in probes if probes[l].coef is not None and probes[l].test_accuracy is not None]
-        if not rated:
-            raise ValueError("measuring steering on the text needs probes with weights and test accuracy "
-                             "(fit them here, or save them with 'raptor probe')")
-        scorer_layer = max(rated, key=lambda l: (probes[l].test_accuracy, l))
-        scorer = evaluation.ContinuationScorer(model, tok, ds.template, probes[scorer_layer], scorer_layer)
-        chosen = steering.select_prompts(ds.labels, te, args.n_prompts,
-                                         args.prompt_class if args.prompt_class == "both" else int(args.prompt_class))
-        prompts = [ds.prompts[i] for i in chosen]
-        if args.chat:
-            prompts = models.apply_chat_template(tok, prompts)
-        text_prompts = args.gen_prompt or prompts[: args.generate]
-        pool = np.sort(np.r_[tr, va])
-        norms = {l: float(np.median(np.linalg.norm(np.asarray(H[l][pool], dtype=np.float64), axis=1)))
-                 for l in range(1, L + 1)}
-        directions = ["towards", "away"] if args.direction == "both" else [args.direction]
-        for direction in directions:
-            row = dict(dataset=ds.name, direction=direction, tau=args.tau if args.tau is not None else "--")
-            chosen_layers = evaluation.choose_layers(setting, probes, args.tau, L, exclude=scorer_layer)
-            if setting.kind == "gcav":  # the paper's probe-level metrics, on the setting's layers
-                df = steering.steer_prompts(model, tok, prompts, {l: probes[l] for l in chosen_layers}, direction,
-                                            p_target=setting.p_target, positions=setting.positions,
-                                            batch_size=args.batch_size, progress=not args.no_progress)
-                write_csv(out / f"steer_{ds.name}_{direction}_pairs.csv", df)
-                row.update(steering.steering_metrics(df))
-                hl = steering.hard_layers(df)
-                hard_rows.append(dict(dataset=ds.name, direction=direction,
-                                      top_by_median=", ".join(f"{l}({a:.2f})" for l, a in hl["by_median"]),
-                                      top_by_max=", ".join(f"{l}({a:.1f})" for l, a in hl["by_max"])))
-            if text_prompts and args.max_new_tokens > 0:
-                summary, text = evaluation.evaluate_setting(model, tok, text_prompts, probes, setting, direction, scorer,
-                                                            norms=norms, tau=args.tau, max_new_tokens=args.max_new_tokens,
-                                                            progress=not args.no_progress)
-                row.update({k: v for k, v in summary.items() if k not in ("direction",)})
-                write_csv(out / f"steer_{ds.name}_{direction}_text.csv", text)
-                gens += [dict(dataset=ds.name, direction=direction, setting=setting.name, prompt=r.prompt,
-                              original=r.unsteered, steered=r.steered, p_original=r.p_unsteered, p_steered=r.p_steered)
-                         for r in text.itertuples()]
-                if args.sweep:
-                    table, _ = evaluation.compare_settings(model, tok, text_prompts, {"RAPTOR": probes}, direction,
-                                                           scorer, norms=norms, tau=args.tau,
-                                                           max_new_tokens=args.max_new_tokens,
-                                                           progress=not args.no_progress)
-                    write_csv(out / f"steer_sweep_{ds.name}_{direction}.csv", table)
-                    _plot_sweep(table, out / f"steer_sweep_{ds.name}_{direction}.png",
-                                f"{ds.name}, steer {direction} ({len(text_prompts)} prompts)")
-            row.setdefault("setting", setting.name)
-            row.setdefault("layers", ",".join(map(str, chosen_layers)))
-            metrics_rows.append(row)
-    table = _steer_table(metrics_rows)
+        vectors = _given_vectors(probes_given, args.tau, H, ds.labels, layers) if probes_given is not None else \
+            evaluation.method_vectors(H, ds.labels, paper_split(ds.labels, random_state=SPLIT_SEED),
+                                      methods=args.methods, layers=layers, progress=not args.no_progress)
+        if args.tau is not None and probes_given is None:
+            vectors = _tau_filter(vectors, args.tau)
+        eval_ds = datasets.load("stsa", args.data_dir, max_per_class=None, verify=not args.no_verify, split="test") \
+            if ds.name == "stsa" and not args.table else None
+        table, _ = evaluation.evaluate_dataset(
+            model, tok, ds, H, settings, eval_dataset=eval_ds, n_prompts=args.n_prompts, vectors=vectors,
+            answer_words=words[ds.name], stem=args.stem, directions=["towards", "away"] if args.direction == "both"
+            else [args.direction], n_random=args.n_random, seed=args.seed, n_generate=args.generate,
+            max_new_tokens=args.max_new_tokens, batch_size=args.batch_size, progress=not args.no_progress)
+        tables.append(table)
+    table = pd.concat(tables, ignore_index=True)
     write_csv(out / "steer_metrics.csv", table)
-    write_csv(out / "steer_hard_layers.csv", pd.DataFrame(hard_rows))
-    write_json(out / "steer_metrics.json", metrics_rows)
-    write_json(out / "steer_generations.json", gens)
-    with pd.option_context("display.width", 200, "display.max_colwidth", 60):
-        print(table.to_string(index=False, float_format=lambda x: f"{x:.3f}"))
-        if hard_rows:
-            print()
-            print(pd.DataFrame(hard_rows).to_string(index=False))
-    for g in gens[: 2 * len(metrics_rows)]:
-        print(f"\n[{g['dataset']} {g['direction']}, {g['setting']}] {g['prompt'][-100:]!r}\n"
-              f"  original (P={g['p_original']:.2f}): {g['original']!r}\n  steered  (P={g['p_steered']:.2f}): {g['steered']!r}")
+    selected = evaluation.select_operating_points(table)
+    write_csv(out / "steer_selected.csv", selected)
+    cols = ["dataset", "method", "setting", "direction", "half", "answer_logodds_shift", "random_control_shift",
+            "concept_specific_shift", "concept_specific_low", "concept_specific_high", "answer_mass_steered",
+            "perplexity_ratio", "auc_unsteered", "measurable"]
+    with pd.option_context("display.width", 220, "display.max_colwidth", 40):
+        print(table[table.half == "report"][cols].to_string(index=False, float_format=lambda x: f"{x:.3f}"))
+    if not table.measurable.any():
+        print("\nThe unsteered answer does not track the concept (AUC < "
+              f"{evaluation.MIN_AUC} or answer mass < {evaluation.MIN_MASS}): not measurable here.")
     return 0
+
+
+def _above_tau(probes: dict, tau, what: str) -> dict:
+    """The probes whose test accuracy reaches ``--tau`` (all when tau is None); an error naming the best otherwise."""
+    if tau is None:
+        return probes
+    kept = {l: p for l, p in probes.items() if p.test_accuracy is not None and p.test_accuracy >= tau}
+    if not kept:
+        reason = _llm()[2].describe_skipped(probes, tau, {l: "test accuracy below tau" for l in probes})
+        raise ValueError(f"no layer can be steered for {what}: {reason}; lower --tau")
+    return kept
+
+
+def _tau_filter(vectors, tau):
+    """Keep the layers whose probe test accuracy reaches ``--tau`` (the paper's reliability threshold)."""
+    vecs, accuracy = vectors
+    kept = {}
+    for method, cv in vecs.items():
+        kept[method] = ConceptVectors(_above_tau(dict(cv.items()), tau, method), method=cv.method, model=cv.model, layer_convention=cv.layer_convention,
+                                      metadata=cv.metadata)
+    return kept, accuracy
 
 
 def cmd_sweep(args):
@@ -589,29 +560,38 @@ def build_parser():
     p.add_argument("--seed", type=int_in(0, MAX_SEED), default=0, help="seed of the refits' splits (>= 0)")
     p.set_defaults(func=cmd_stability)
 
-    p = sub.add_parser("steer", help="GCAV steering metrics and example generations",
-                       description="Fit (or load) per-layer probes, GCAV-steer test prompts towards/away from the "
-                                   "concept, print the metrics and hard-layer tables and side-by-side generations.")
+    p = sub.add_parser("steer", help="steering measured by the model's answer (docs/steering.md)",
+                       description="Fit (or load) concept vectors, steer held-out prompts towards/away from the concept "
+                                   "and read the answer log-odds after a fixed stem, against random directions of the "
+                                   "same strength; fluency from KL, perplexity and distinct-2 (docs/steering.md).")
     _add_common(p)
-    p.add_argument("--layers", type=_layers_arg, help="steered layers (default 1..L)")
+    p.add_argument("--layers", type=_layers_arg, help="layers that may be steered (default 1..L)")
     p.add_argument("--direction", choices=["towards", "away", "both"], default="both")
     p.add_argument("--tau", type=number_in(0.0, 1.0),
                    help="skip layers whose probe test accuracy is below tau (in [0, 1])")
     p.add_argument("--setting",
-                   help="steering setting (docs/steering.md): paper (default: every qualifying layer, p*=0.9999), "
-                        "all-0.99, top3-0.99, best-0.9999, best-0.99 (the probe-best layer), best-0.9, "
-                        "best-0.99-allpos, additive-0.1, additive-0.3 (fixed strength, x median hidden-state norm)")
+                   help="steering setting (docs/steering.md): paper (default: GCAV at every layer, p*=0.9999), "
+                        "all-0.99, top3-0.99, best-0.9999, best-0.99, best-0.9 (best = validation-best layer), "
+                        "additive-0.1, additive-0.3 (k x median hidden-state norm)")
     p.add_argument("--sweep", action="store_true",
-                   help="also compare every setting on the text (steer_sweep_<dataset>_<direction>.csv and .png)")
-    p.add_argument("--positions", choices=["last", "all"], help="override the setting's edited positions")
-    p.add_argument("--n-prompts", type=int_in(1), default=32, help="evaluation prompts (from the test split)")
-    p.add_argument("--prompt-class", choices=["0", "1", "both"], default="both")
+                   help="measure the strength sweep (GCAV p* 0.9/0.99/0.9999 on all/best/top3 layers, additive "
+                        "--strengths on best/top3) and select the operating point on half of the prompts")
+    p.add_argument("--strengths", type=number_list(0.0, 10.0, low_open=True, sort=True),
+                   default=[0.05, 0.1, 0.2, 0.4, 0.8],
+                   help="additive multiples k of the median hidden-state norm for --sweep, in (0, 10]")
+    p.add_argument("--methods", nargs="+", choices=["RAPTOR", "DiffMeans", "GCS", "xRFM"], default=["RAPTOR"],
+                   help="concept vectors compared (xRFM: additive settings only)")
+    p.add_argument("--positions", choices=["prompt", "answer", "all"], help="override the setting's edited positions")
+    p.add_argument("--answer-words", help="concept word and its opposite, e.g. 'Yes,No' (default: the dataset's pair)")
+    p.add_argument("--stem", default="\n\nThe answer is:", help="answer stem appended to each prompt")
+    p.add_argument("--n-random", type=int_in(5, 1000), default=5, help="random directions per control (5..1000)")
+    p.add_argument("--seed", type=int_in(0, MAX_SEED), default=0, help="seed of the random directions")
+    p.add_argument("--n-prompts", type=int_in(2), default=100, help="held-out prompts (classes alternating)")
     p.add_argument("--probe-file", type=nonempty_path,
                    help="concept vectors written by 'raptor probe' (probes_<dataset>.json; skips fitting)")
-    p.add_argument("--generate", type=int_in(0), default=8,
-                   help="prompts whose continuations are generated and measured (concept shift, perplexity)")
-    p.add_argument("--gen-prompt", action="append", help="custom generation prompt (repeatable)")
-    p.add_argument("--max-new-tokens", type=int_in(0), default=24,
+    p.add_argument("--generate", type=int_in(0), default=16,
+                   help="prompts continued per setting for perplexity / distinct-2 (sentiment: VADER); 0 = none")
+    p.add_argument("--max-new-tokens", type=int_in(1), default=32,
                    help="tokens generated per prompt (at most the model's positions minus the prompt's length)")
     p.set_defaults(func=cmd_steer)
 

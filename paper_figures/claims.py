@@ -340,6 +340,33 @@ def _steering_claims(summary, pairs) -> list:
     return claims
 
 
+def steering_text_claim(summary) -> list:
+    """The steering row's verdict from the answer read-out (docs/steering.md): RAPTOR's selected operating points
+    (report half) must shift the answer log-odds beyond random directions of the same strength, a superiority test
+    of the concept-specific shift per measurable dataset and direction (every one must hold); datasets whose
+    read-out does not track the concept are named, not tested."""
+    if summary is None or not len(summary):
+        return []
+    raptor = summary[(summary["method"] == "RAPTOR") & (summary["setting"] != "not measurable")]
+    not_measurable = summary.loc[summary["setting"] == "not measurable", "dataset"].tolist()
+    claim = dict(area="steering", claim="steering with RAPTOR's concept vectors moves the model's answer beyond "
+                 "random directions of the same strength (answer log-odds, held-out half)",
+                 datasets=str(raptor["dataset"].nunique()), paper="--")
+    tail = f"; not measurable (answer does not track the concept): {', '.join(not_measurable)}" if not_measurable else ""
+    if not len(raptor):
+        return [dict(claim, ours="no RAPTOR setting passes the answer-mass and fluency gates on a measurable dataset"
+                     + tail, test=None)]
+    best = raptor.loc[raptor.groupby(["dataset", "direction"])["selection_shift"].idxmax()]
+    tests, parts = [], []
+    for r in best.itertuples():
+        df = max(int(r.n_prompts) - 1, 1)
+        tests.append(rules.superiority(r.concept_specific_shift, r.concept_specific_low, r.concept_specific_high, df))
+        parts.append(f"{r.dataset} {r.direction} {r.setting}: "
+                     f"{format_estimate(r.concept_specific_shift, r.concept_specific_low, r.concept_specific_high, signed=True)}"
+                     f" (random {r.random_control_shift:+.2f}, perplexity x{r.perplexity_ratio:.2f})")
+    return [dict(claim, ours="; ".join(parts) + tail, test=rules.every_setting(tests))]
+
+
 def _coverage(inside: int, n: int) -> Test:
     """Agreement of a theory with simulation as coverage: the share of points inside their 95 % Monte Carlo
     interval is at least ``0.95 - MARGINS["coverage"]`` (one-sided binomial tests, :func:`verdicts.majority`)."""
@@ -480,6 +507,7 @@ def claim_rows(out) -> list:
     if sep is not None:
         claims += _separability_claim(sep, _read(tables, "separability_control_summary"))
     claims += _steering_claims(_read(tables, "steering_summary"), _read(tables, "steering_pairs"))
+    claims += steering_text_claim(_read(tables, "steering_text_summary"))
     claims += predictor_claims(tables)
     claims += _theory_claims(tables)
     return claims

@@ -17,7 +17,7 @@ TORCH_SIDE = {"empirical.llm", "empirical.llm.extract", "empirical.llm.models", 
               "empirical.llm.steering_eval"}
 #: optional heavy dependencies that a function may import on purpose (deferred)
 DEFERRED_OK = {"torch", "transformers", "xrfm", "gguf", "accelerate", "matplotlib", "tokenizers", "dask",
-               "distributed"}
+               "distributed", "vaderSentiment"}
 #: which project packages each package may import (the package map of docs/architecture.md)
 ALLOWED = {
     "cgmt": {"cgmt"},

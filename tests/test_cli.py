@@ -39,6 +39,9 @@ def test_extract_writes_summary_and_cache(setup, capsys):
     assert json.loads((out / "extract_summary.json").read_text())[0]["class_counts"] == {"0": 5, "1": 5}
 
 
+STEER = ["--answer-words", "good,bad", "--stem", " answer is", "--max-new-tokens", "3", "--generate", "2"]
+
+
 def test_steer_with_probe_file(setup, capsys):
     from sklearn.linear_model import LogisticRegression
 
@@ -56,35 +59,31 @@ def test_steer_with_probe_file(setup, capsys):
         {1: 0.6, 2: 0.9, 3: 0.95}, method="logistic-regression")
     save_concept_vectors(root / "probes", probes)
     out = root / "o2"
-    code = cli.main(["steer", *base, "--probe-file", str(root / "probes.json"), "--tau", "0.6", "--n-prompts", "8",
-                     "--setting", "paper", "--generate", "2", "--max-new-tokens", "3", "--out", str(out)])
+    code = cli.main(["steer", *base, *STEER, "--probe-file", str(root / "probes.json"), "--tau", "0.6",
+                     "--n-prompts", "8", "--setting", "paper", "--out", str(out)])
     assert code == 0
     import pandas as pd
 
     m = pd.read_csv(out / "steer_metrics.csv")
-    assert list(m.direction) == ["towards", "away"] and (m.setting == "paper").all()
-    # layers 1-3 pass tau = 0.6; layer 3 (best test accuracy) scores the text, so the paper's setting steers 1 and 2
-    assert (m.success_rate == 1.0).all() and (m.n_pairs == 16).all() and (m.layers == "1,2").all()
-    assert {"shift_mean", "shift_fraction", "perplexity_steered", "perplexity_unsteered"} <= set(m.columns)
-    gens = json.loads((out / "steer_generations.json").read_text())
-    assert len(gens) == 4 and {"original", "steered", "p_original", "p_steered"} <= set(gens[0])
-    assert (out / "steer_hard_layers.csv").is_file() and (out / "steer_reviews_towards_text.csv").is_file()
-    printed = capsys.readouterr().out
-    assert "shift_mean" in printed and "original (P=" in printed
+    assert m.direction.tolist() == ["towards", "towards", "away", "away"] and (m.setting == "paper").all()
+    assert (m.layers == "1,2,3").all() and (m.positions == "all").all() and (m.n_prompts == 4).all()
+    assert {"answer_logodds_shift", "random_control_shift", "concept_specific_shift", "perplexity_ratio",
+            "auc_unsteered"} <= set(m.columns)
+    assert (out / "steer_selected.csv").is_file()
+    assert "concept_specific_shift" in capsys.readouterr().out
 
 
-def test_steer_sweep_writes_the_comparison(setup, capsys):
+def test_steer_sweep_compares_strengths_and_methods(setup):
     import pandas as pd
 
     root, base = setup
     out = root / "sweep_out"
-    assert cli.main(["steer", *base, "--direction", "towards", "--n-prompts", "4", "--generate", "2",
-                     "--max-new-tokens", "3", "--sweep", "--out", str(out)]) == 0
-    sweep = pd.read_csv(out / "steer_sweep_reviews_towards.csv")
-    assert {"paper", "best-0.99", "additive-0.1"} <= set(sweep.setting) and "perplexity_ratio" in sweep
-    assert (out / "steer_sweep_reviews_towards.png").is_file()
+    assert cli.main(["steer", *base, *STEER, "--direction", "towards", "--n-prompts", "4", "--sweep",
+                     "--strengths", "0.1,0.5", "--methods", "RAPTOR", "DiffMeans", "--out", str(out)]) == 0
     m = pd.read_csv(out / "steer_metrics.csv")
-    assert m.setting.item() == "paper" and m.n_layers.item() == 2  # layers 1-3 minus the scorer's layer
+    assert set(m.method) == {"RAPTOR", "DiffMeans"} and set(m.kind) == {"gcav", "additive"}
+    assert set(m.loc[m.kind == "additive", "strength"]) == {0.1, 0.5} and (m.positions == "answer").all()
+    assert set(m.layer_choice) == {"all", "best", "top3"}
 
 
 def test_bad_arguments(setup, capsys):
@@ -167,14 +166,11 @@ def test_steer_fits_raptor_probes(setup):
 
     root, base = setup
     out = root / "o6"
-    assert cli.main(["steer", *base, "--direction", "away", "--n-prompts", "6", "--layers", "2-3",
-                     "--setting", "paper", "--max-new-tokens", "0", "--out", str(out)]) == 0
+    assert cli.main(["steer", *base, *STEER, "--direction", "away", "--n-prompts", "6", "--layers", "2-3",
+                     "--setting", "best-0.99", "--positions", "answer", "--out", str(out)]) == 0
     m = pd.read_csv(out / "steer_metrics.csv")
-    assert list(m.direction) == ["away"] and m.success_rate.iloc[0] == 1.0
-    probes = load_concept_vectors(out / "probes_reviews")
-    assert set(probes) == {2, 3} and all(0 <= p.test_accuracy <= 1 for p in probes.values())
-    pairs = pd.read_csv(out / "steer_reviews_away_pairs.csv")
-    assert len(pairs) == m.n_pairs.iloc[0] and set(pairs.layer) <= {2, 3}
+    assert m.direction.tolist() == ["away", "away"] and m.setting.tolist() == ["best-0.99-answer"] * 2
+    assert m.layers.astype(str).isin(["2", "3"]).all() and (m.n_random == 5).all()
 
 
 def test_stability_command(setup):

@@ -38,6 +38,8 @@ ARGPARSE_ERRORS = {
     "no prompts": (["steer", "--n-prompts", "0"], "--n-prompts"),
     "batch size 0": (["extract", "--batch-size", "0"], "--batch-size"),
     "negative tokens": (["steer", "--max-new-tokens", "-1"], "--max-new-tokens"),
+    "absurd strength": (["steer", "--strengths", "0.1,50"], "--strengths"),
+    "too few random directions": (["steer", "--n-random", "2"], "--n-random"),
     "quick 0": (["extract", "--quick", "0"], "--quick"),
 }
 
@@ -112,7 +114,7 @@ def test_tau_that_excludes_every_layer_is_an_error(cli_setup, capsys):
     probes = ConceptVectors.from_estimators({l: LogisticRegression().fit(X, y) for l in (1, 2, 3)},
                                             {1: 0.6, 2: 0.7, 3: 0.65})
     save_concept_vectors(root / "weak", probes)
-    code, err = _run(["steer", *base, "--probe-file", str(root / "weak.json"), "--tau", "0.9",
+    code, err = _run(["steer", *base, "--probe-file", str(root / "weak.json"), "--tau", "0.9", "--answer-words", "good,bad",
                       "--out", str(root / "weak_out")], capsys)
     assert code == 2 and "no layer can be steered" in err and "0.700, at layer 2" in err and "lower --tau" in err
     assert not (root / "weak_out" / "steer_metrics.csv").exists()

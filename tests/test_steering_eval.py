@@ -1,11 +1,12 @@
-"""Steering measured on the generated text: known answers for the concept-shift scorer (no steering ->
-zero shift; a positive example scores positive), perplexity against the model's own loss, distinct-n,
-and a full comparison on a tiny model."""
+"""Steering measured by what the model says (empirical.llm.steering_eval): a known answer (the concept word's
+unembedding direction raises its log-odds), a zero edit gives exactly 0, random controls reproducible by seed,
+batching does not change the read-out, selection reads only the selection half, and bad input fails early."""
 from __future__ import annotations
 
 import os
 
 import numpy as np
+import pandas as pd
 import pytest
 
 torch = pytest.importorskip("torch")
@@ -13,105 +14,222 @@ pytest.importorskip("transformers")
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 
 from empirical.llm import steering_eval as SE  # noqa: E402
-from empirical.llm.steering import generate_ids  # noqa: E402
-from empirical.llm.extract import hidden_states  # noqa: E402
-from empirical.probes import fit_layers  # noqa: E402
+from empirical.probes import ConceptVectors, LinearProbe  # noqa: E402
 from empirical.testing import tiny_model, tiny_tokenizer  # noqa: E402
 
 pytestmark = pytest.mark.llm
 
-POS = ["a great movie", "i loved this film", "great plot and a funny actor", "really very good film", "loved it"]
-NEG = ["bad film", "awful boring movie", "i hated this plot", "the actor was bad", "boring and awful"]
-TEMPLATE = "review : {text} . good or bad ?"
+PROMPTS = ["review : a great movie .", "review : bad film .", "review : i loved this film .",
+           "review : awful boring movie .", "review : loved it", "review : the actor was bad",
+           "review : really very good film", "review : i hated this plot"]
+LABELS = [1, 0, 1, 0, 1, 0, 1, 0]
+WORDS = ("good", "bad")
+STEM = " the answer is"
+L = 3
 
 
 @pytest.fixture(scope="module")
 def setup():
-    model, tok = tiny_model("llama", seed=7, n_layers=4), tiny_tokenizer()
-    texts = [t + " " + "." * (k % 3) for k in range(8) for t in POS] + [t + " " + "!" * (k % 3) for k in range(8) for t in NEG]
-    y = np.r_[np.ones(40, int), np.zeros(40, int)]
-    H = hidden_states(model, tok, [TEMPLATE.replace("{text}", t) for t in texts], layers="all", progress=False)
-    vectors = fit_layers(H, y, layers=range(1, 5), Cs=np.logspace(-2, 2, 12), progress=False).concept_vectors()
-    best = max(vectors.layers, key=lambda layer: (vectors[layer].test_accuracy, layer))
-    scorer = SE.ContinuationScorer(model, tok, TEMPLATE, vectors[best], best)
-    return model, tok, vectors, scorer
+    model, tok = tiny_model("llama", seed=7, n_layers=L), tiny_tokenizer()
+    rng = np.random.default_rng(0)
+    probes = ConceptVectors({layer: LinearProbe(rng.standard_normal(32), 0.1, test_accuracy=0.9)
+                             for layer in range(1, L + 1)})
+    accuracy = {"RAPTOR": {1: 0.7, 2: 0.9, 3: 0.8}}
+    return model, tok, probes, accuracy
 
 
-def test_distinct_ngram_ratio():
-    assert SE.distinct_ngram_ratio([5, 5, 5, 5]) == pytest.approx(1 / 3)
-    assert SE.distinct_ngram_ratio([1, 2, 3]) == 1.0 and SE.distinct_ngram_ratio([]) == 1.0
+def _run(setup, settings, vectors=None, norms=None, n=8, **kw):
+    model, tok, probes, accuracy = setup
+    vectors = vectors or {"RAPTOR": probes}
+    kw = {"answer_words": WORDS, "stem": STEM, "batch_size": 4, **kw}
+    return SE.evaluate_steering(model, tok, PROMPTS[:n], LABELS[:n], vectors, {m: accuracy["RAPTOR"] for m in vectors},
+                                norms or {layer: 1.0 for layer in range(1, L + 1)}, settings, **kw)
 
 
-def test_a_known_positive_text_scores_positive(setup):
-    _, _, _, scorer = setup
-    p_pos, p_neg = scorer(POS), scorer(NEG)
-    assert np.mean(p_pos) > 0.5 > np.mean(p_neg)
-    assert np.mean(p_pos > p_neg) >= 0.8
+def test_answer_words_cover_case_and_space_variants():
+    tok = tiny_tokenizer()
+    concept, opposite = SE.answer_token_ids(tok, ("Good", "BAD"))
+    assert tok.convert_ids_to_tokens(concept) == ["good"] and tok.convert_ids_to_tokens(opposite) == ["bad"]
+    assert SE.check_answer_words("stsa") == ("Positive", "Negative")
+    assert SE.check_answer_words("mine", "Yes, No") == ("Yes", "No")
 
 
-def test_perplexity_equals_the_models_own_loss(setup):
+def test_steering_along_the_concept_words_unembedding_raises_its_log_odds(setup):
     model, tok, _, _ = setup
-    prompt_ids, new_ids = generate_ids(model, tok, "review : a great movie .", 6)
-    ids = torch.tensor([prompt_ids + new_ids])
-    labels = ids.clone()
-    labels[0, :len(prompt_ids)] = -100
+    head = model.get_output_embeddings().weight.detach().double().numpy()
+    good, bad = (SE.answer_token_ids(tok, WORDS)[i][0] for i in (0, 1))
+    direction = head[good] - head[bad]
+    vectors = {"unembedding": ConceptVectors({L: LinearProbe(direction, 0.0, test_accuracy=0.9)})}
+    setting = SE.SteeringSetting("additive", "all", 2.0, "answer")
+    table, per_prompt = _run(setup, [setting], vectors=vectors, norms={L: 5.0})
+    for direction in ("towards", "away"):
+        rows = table[table.direction == direction]
+        assert (rows.answer_logodds_shift > 0.5).all() and (rows.moved_fraction == 1.0).all()
+        assert (rows.concept_specific_low > 0).all()  # beats the random directions of the same strength
+        assert (rows.opposite_sign_shift < 0).all()  # the other sign moves the other way
+    towards = per_prompt[("unembedding", setting.name, "towards")]["ld"]
+    assert np.all(towards > per_prompt["unsteered"]["ld"])
+
+
+def test_a_zero_edit_gives_exactly_zero(setup):
+    setting = SE.SteeringSetting("additive", "best", 1.0, "all")
+    table, _ = _run(setup, [setting], norms={layer: 0.0 for layer in range(1, L + 1)},
+                    generation_prompts=PROMPTS[:4], max_new_tokens=4, sentiment=True)
+    for col in ("answer_logodds_shift", "answer_prob_shift", "random_control_shift", "concept_specific_shift",
+                "kl_answer", "moved_fraction", "vader_shift"):
+        assert (table[col] == 0.0).all(), col
+    assert (table.perplexity_ratio == 1.0).all() and (table.answer_mass_steered == table.answer_mass_unsteered).all()
+
+
+def test_random_controls_are_reproducible_by_seed(setup):
+    settings = [SE.SteeringSetting("additive", "top3", 0.5, "answer"), SE.SteeringSetting("gcav", "all", 0.99, "answer")]
+    a, _ = _run(setup, settings, seed=3, directions=("towards",))
+    b, _ = _run(setup, settings, seed=3, directions=("towards",))
+    c, _ = _run(setup, settings, seed=4, directions=("towards",))
+    assert a.random_control_shift.tolist() == b.random_control_shift.tolist()
+    assert not np.allclose(a.random_control_shift, c.random_control_shift)
+    first = SE.random_units([1, 2], 8, seed=3, n_random=5)
+    assert all(np.array_equal(first[r][2], SE.random_units([1, 2], 8, seed=3, n_random=7)[r][2]) for r in range(5))
+
+
+def test_batching_does_not_change_the_read_out(setup):
+    settings = [SE.SteeringSetting("gcav", "all", 0.99, "all"), SE.SteeringSetting("additive", "best", 0.5, "prompt")]
+    _, one = _run(setup, settings, n=4, batch_size=1, directions=("towards",))
+    _, four = _run(setup, settings, n=4, batch_size=3, directions=("towards",))
+    np.testing.assert_allclose(one["unsteered"]["ld"], four["unsteered"]["ld"], atol=1e-5)
+    for key in [k for k in one if k != "unsteered"]:
+        np.testing.assert_allclose(one[key]["ld"], four[key]["ld"], atol=1e-5)
+        np.testing.assert_allclose(one[key]["rand"], four[key]["rand"], atol=1e-5)
+    # the read-out equals a plain forward pass of prompt + stem
+    model, tok, _, _ = setup
+    ids = tok(PROMPTS[0] + STEM, return_tensors="pt")["input_ids"]
     with torch.inference_mode():
-        loss = float(model(input_ids=ids, labels=labels).loss)
-    assert SE.continuation_perplexity(model, prompt_ids, new_ids) == pytest.approx(np.exp(loss), rel=1e-5)
-    with pytest.raises(ValueError, match="empty"):
-        SE.continuation_perplexity(model, prompt_ids, [])
+        lp = torch.log_softmax(model(input_ids=ids).logits[:, -1].double(), -1)
+    ld, _ = SE.answer_logodds(lp, *SE.answer_token_ids(tok, WORDS))
+    assert one["unsteered"]["ld"][0] == pytest.approx(ld[0], abs=1e-5)
 
 
-def test_no_steering_gives_zero_shift(setup):
-    model, tok, vectors, scorer = setup
-    null = SE.SteeringSetting("null", "additive", "best", strength=1.0)
-    layers = [layer for layer in vectors.layers if layer != scorer.layer]
-    summary, table = SE.evaluate_setting(model, tok, [f"review : {t} ." for t in POS[:3]], vectors, null, "towards",
-                                         scorer, norms={layer: 0.0 for layer in layers}, max_new_tokens=5,
-                                         progress=False)
-    assert (table.steered == table.unsteered).all()
-    assert summary["shift_mean"] == 0.0 and summary["shift_fraction"] == 0.0 and summary["perplexity_ratio"] == 1.0
+def test_the_table_has_the_named_columns(setup):
+    table, _ = _run(setup, SE.sweep_settings(k_grid=(0.2,), p_grid=(0.99,), gcav_layers=("best",),
+                                             additive_layers=("best",)), generation_prompts=PROMPTS[:2],
+                    max_new_tokens=3)
+    assert list(table.columns) == SE.METRIC_COLUMNS
+    assert set(table.half) == {"selection", "report"} and set(table.positions) == {"answer"}
+    assert (table.n_prompts == 4).all() and (table.n_generated == 1).all()
+    assert table.perplexity_ratio.notna().all() and table.vader_shift.isna().all()  # no VADER unless sentiment
 
 
-def test_compare_settings_on_a_tiny_model(setup):
-    model, tok, vectors, scorer = setup
-    prompts = [f"review : {t} ." for t in NEG[:3]]
-    norms = {layer: 5.0 for layer in vectors.layers}
-    settings = [SE.PRESETS["paper"], SE.PRESETS["best-0.99"], SE.PRESETS["additive-0.3"]]
-    table, per_prompt = SE.compare_settings(model, tok, prompts, {"RAPTOR": vectors}, "towards", scorer,
-                                            settings=settings, norms=norms, max_new_tokens=6, progress=False)
-    assert list(table.setting) == ["paper", "best-0.99", "additive-0.3"]
-    assert {"shift_mean", "shift_fraction", "perplexity_steered", "perplexity_ratio", "distinct2_steered"} <= set(table)
-    assert str(scorer.layer) not in table.loc[table.setting == "paper", "layers"].item().split(",")
-    assert table.loc[table.setting == "best-0.99", "n_layers"].item() == 1
-    assert table.loc[table.setting == "paper", "alpha_max"].item() > 0  # p* = 0.9999 needs edits on these prompts
-    assert table.loc[table.setting == "additive-0.3", "alpha_max"].item() == 0  # fixed strength: no GCAV alpha
-    assert np.isfinite(table[["shift_mean", "perplexity_steered"]].to_numpy()).all()
-    assert set(per_prompt) == {("RAPTOR", "paper"), ("RAPTOR", "best-0.99"), ("RAPTOR", "additive-0.3")}
+def _table(selection_shift, report_shift, mass=(0.5, 0.5), ppl=(1.0, 1.0)):
+    rows = []
+    for i, (sel, rep) in enumerate(zip(selection_shift, report_shift)):
+        for half, shift in (("selection", sel), ("report", rep)):
+            rows.append(dict(dataset="d", method="RAPTOR", layer_choice="best", kind="additive", positions="answer",
+                             direction="towards", setting=f"k{i}", half=half, concept_specific_shift=shift,
+                             concept_specific_low=shift - 0.01, answer_mass_unsteered=0.5,
+                             answer_mass_steered=mass[i], perplexity_ratio=ppl[i], measurable=True))
+    return pd.DataFrame(rows)
 
 
-@pytest.mark.parametrize("kwargs, message", [(dict(kind="boost"), "kind must be"), (dict(positions="first"), "positions"),
-                                             (dict(layers="middle"), "layers must be"),
-                                             (dict(kind="additive", strength=0.0), "strength must lie in")])
+def test_selection_reads_only_the_selection_half():
+    chosen = SE.select_operating_points(_table([0.1, 0.3], [0.2, -0.5]))
+    assert chosen.setting.tolist() == ["k1"] and chosen.concept_specific_shift.tolist() == [-0.5]
+    assert chosen.selection_shift.tolist() == [0.3]
+    assert SE.select_operating_points(_table([0.1, 0.3], [9.0, 0.0])).setting.tolist() == ["k1"]  # report ignored
+    assert SE.select_operating_points(_table([0.4, 0.3], [0.2, -0.5])).setting.tolist() == ["k0"]
+    # the gates: a setting that breaks the answer mass or the fluency is not chosen
+    assert SE.select_operating_points(_table([0.1, 0.3], [0.2, 0.5], mass=(0.5, 0.2))).setting.tolist() == ["k0"]
+    assert SE.select_operating_points(_table([0.1, 0.3], [0.2, 0.5], ppl=(1.0, 2.0))).setting.tolist() == ["k0"]
+
+
+def test_default_setting_needs_a_shift_above_the_random_control():
+    assert SE.default_setting(_table([0.1, 0.3], [0.2, 0.5]))["setting"] == "k1"
+    none = SE.default_setting(_table([0.1, 0.3], [-0.2, 0.0]))
+    assert none["setting"] == SE.DEFAULT_SETTING and not none["beats_random"] and "random control" in none["reason"]
+
+
+def test_perplexity_is_the_models_own_loss(setup):
+    model, tok, _, _ = setup
+    table, _ = _run(setup, [SE.SteeringSetting("additive", "best", 0.1, "answer")], generation_prompts=PROMPTS[:1],
+                    max_new_tokens=5, directions=("towards",))
+    ids = tok(PROMPTS[0], return_tensors="pt")["input_ids"]
+    with torch.inference_mode():
+        full = model.generate(input_ids=ids, max_new_tokens=5, do_sample=False, pad_token_id=0)
+        labels = full.clone()
+        labels[0, :ids.shape[1]] = -100
+        loss = float(model(input_ids=full, labels=labels).loss)
+    row = table[table.half == "selection"].iloc[0]
+    assert row.perplexity_unsteered == pytest.approx(np.exp(loss), rel=1e-4)
+
+
+def test_vader_masks_the_label_words():
+    assert SE.vader_scores(["Positive"])[0] > 0.3
+    assert SE.vader_scores(["Positive", "positive ."], mask_words=["Positive"]).tolist() == [0.0, 0.0]
+
+
+@pytest.mark.parametrize("kwargs, message", [
+    (dict(kind="boost"), "kind must be"), (dict(kind="additive", positions="first"), "positions"),
+    (dict(kind="additive", layers="middle"), "layers must be"),
+    (dict(kind="additive", strength=50.0), r"strength \(multiple k"),
+    (dict(kind="additive", strength=0.0), r"strength \(multiple k"),
+    (dict(kind="gcav", strength=1.0), r"strength \(GCAV target"),
+    (dict(kind="gcav", strength=float("nan")), r"strength \(GCAV target")])
 def test_bad_settings(kwargs, message):
     with pytest.raises(ValueError, match=message):
-        SE.SteeringSetting("x", **kwargs)
+        SE.SteeringSetting(**kwargs)
 
 
-def test_additive_needs_norms(setup):
-    model, tok, vectors, scorer = setup
-    with pytest.raises(ValueError, match="give norms"):
-        SE.evaluate_setting(model, tok, ["review : bad ."], vectors, SE.PRESETS["additive-0.1"], "towards", scorer,
-                            progress=False)
+def test_bad_answer_words():
+    with pytest.raises(ValueError, match=r"--answer-words.*'mydata' has no answer pair"):
+        SE.check_answer_words("mydata")
+    with pytest.raises(ValueError, match=r"answer word 'Positive' \(--answer-words\) is not one token"):
+        SE.answer_token_ids(tiny_tokenizer(), ("Positive", "Negative"))
+    with pytest.raises(ValueError, match="must be two"):
+        SE.check_answer_words(None, "Yes")
 
 
-def test_paper_figures_steering_plot(tmp_path):
-    import pandas as pd
+def test_bad_input_fails_before_model_work(setup, monkeypatch):
+    setting = [SE.SteeringSetting("additive", "best", 0.1, "answer")]
+    with pytest.raises(ValueError, match=r"n_random \(--n-random\) must be an integer >= 5"):
+        _run(setup, setting, n_random=3)
+    with pytest.raises(ValueError, match=r"stem \(--stem\)"):
+        _run(setup, setting, stem="  ")
+    gpt2, tok = tiny_model("gpt2", seed=1), tiny_tokenizer()
+    calls = []
+    gpt2.register_forward_hook(lambda *a: calls.append(1))
+    probes = ConceptVectors({1: LinearProbe(np.ones(32), 0.0, test_accuracy=0.9)})
+    long = ["review : " + "good " * 300]
+    with pytest.raises(ValueError, match=r"prompt 0 has 303 tokens plus 3 of the stem.*--stem"):
+        SE.evaluate_steering(gpt2, tok, long, [1], {"R": probes}, {"R": {1: 0.9}}, {1: 1.0}, setting,
+                             answer_words=WORDS, stem=STEM)
+    with pytest.raises(ValueError, match=r"max_new_tokens \(--max-new-tokens\) must be at most the model's 256"):
+        SE.evaluate_steering(gpt2, tok, PROMPTS, LABELS, {"R": probes}, {"R": {1: 0.9}}, {1: 1.0}, setting,
+                             answer_words=WORDS, stem=STEM, generation_prompts=PROMPTS[:1], max_new_tokens=500)
+    assert not calls
+    monkeypatch.setattr(SE, "MIN_MASS_STEM", 0.9)  # no stem gives the words 90 % of the mass on a random model
+    with pytest.raises(ValueError, match=r"the stem \(--stem\) ' the answer is' gives the answer words .* no probability"):
+        _run(setup, setting)
 
-    from paper_figures.steering_text import plot
 
-    table = pd.DataFrame(dict(dataset=["stsa"] * 3, method=["RAPTOR", "GCS", "xRFM"], setting=["paper", "paper", "additive-0.1"],
-                              direction=["towards", "away", "towards"], shift_mean=[0.1, -0.05, 0.0],
-                              perplexity_ratio=[1.2, 0.9, 1.0]))
+def test_paper_figures_summary_figure_and_claim(tmp_path):
+    from paper_figures.claims import steering_text_claim
+    from paper_figures.steering_text import plot, summary
+
+    rows = []
+    for method, shift in (("RAPTOR", 0.4), ("xRFM", 0.1)):
+        for k in (0.1, 0.4):
+            for half in ("selection", "report"):
+                rows.append(dict(dataset="stsa", method=method, setting=f"additive-best-k{k}-answer", kind="additive",
+                                 layer_choice="best", strength=k, positions="answer", direction="towards", half=half,
+                                 n_prompts=50, concept_specific_shift=shift * k, concept_specific_low=shift * k - 0.01,
+                                 concept_specific_high=shift * k + 0.01, random_control_shift=0.0,
+                                 answer_mass_unsteered=0.2, answer_mass_steered=0.2, perplexity_ratio=1 + k,
+                                 auc_unsteered=0.8, measurable=True))
+    rows.append(dict(rows[0], dataset="coinflip", auc_unsteered=0.5, measurable=False))
+    table = pd.DataFrame(rows)
+    s = summary(table)
+    assert set(s.loc[s.method == "RAPTOR", "setting"]) == {"additive-best-k0.4-answer"}
+    assert s.loc[s.dataset == "coinflip", "setting"].tolist() == ["not measurable"]
+    (claim,) = steering_text_claim(s)
+    assert claim["test"].verdict == "holds" and "not measurable" in claim["ours"] and "coinflip" in claim["ours"]
     path = plot(table, tmp_path)
     assert path.is_file() and path.stat().st_size > 10_000

@@ -367,12 +367,16 @@ def _binary_column(df: pd.DataFrame, column, path: Path) -> list:
 GROUP_COLUMNS = {"counterfact": "subject"}
 
 
-def _read_named(name: str, root: Path, verify: bool):
+#: Held-out files of the datasets that ship one (``load(..., split="test")``).
+TEST_FILES = {"stsa": ("stsa.binary.test",)}
+
+
+def _read_named(name: str, root: Path, verify: bool, split: str = "train"):
     """(texts, labels, files, groups) of a named dataset; groups is None unless :data:`GROUP_COLUMNS` names one."""
     files = {}
     groups = None
     paths = []
-    for fname in FILES[name]:
+    for fname in (TEST_FILES if split == "test" else FILES)[name]:
         path, digest = _check_file(root, fname, verify)
         files[fname] = digest
         paths.append(path)
@@ -420,7 +424,8 @@ def _read_named(name: str, root: Path, verify: bool):
     return texts, labels, files, groups
 
 
-def load(name: str, data_dir=None, *, max_per_class="reference", verify: bool = True, template=None) -> ConceptDataset:
+def load(name: str, data_dir=None, *, max_per_class="reference", verify: bool = True, template=None,
+         split: str = "train") -> ConceptDataset:
     """Load one of the benchmark datasets by name.
 
     Parameters
@@ -431,6 +436,8 @@ def load(name: str, data_dir=None, *, max_per_class="reference", verify: bool = 
         (first k examples of each class in file order).
     verify : check the files' sha256 against ``SHA256SUMS`` (or the built-in reference sums).
     template : override the prompt template (must contain ``{text}``).
+    split : ``"train"`` (default) or ``"test"``: the dataset's own held-out file, for those that ship one
+        (:data:`TEST_FILES`: ``stsa.binary.test``).
 
     Returns
     -------
@@ -446,9 +453,11 @@ def load(name: str, data_dir=None, *, max_per_class="reference", verify: bool = 
     key = str(name).lower()
     if key not in TEMPLATES:
         raise ValueError(f"unknown dataset {name!r}; valid names: {', '.join(DATASETS)}")
+    if split not in ("train", "test") or (split == "test" and key not in TEST_FILES):
+        raise ValueError(f"split must be 'train' or, for {', '.join(TEST_FILES)}, 'test'; got {split!r} for {key!r}")
     cap = _resolve_cap(key, max_per_class)
     root = resolve_data_dir(data_dir)
-    texts, labels, files, groups = _read_named(key, root, verify)
+    texts, labels, files, groups = _read_named(key, root, verify, split)
     keep = _cap_index(labels, cap)
     texts, labels = [texts[i] for i in keep], np.asarray(labels, dtype=np.int64)[keep]
     _check_two_classes(key, labels)

@@ -175,22 +175,29 @@ def model_positions(model) -> int | None:
     return getattr(model.config, "max_position_embeddings", None) or getattr(model.config, "n_positions", None)
 
 
-def additive_hook(vector: torch.Tensor, strength: float, positions: str = "last"):
-    """Forward hook adding ``strength * vector`` to a decoder block's output (last or all positions)."""
+def additive_hook(vector: torch.Tensor, strength, positions: str = "last"):
+    """Forward hook adding ``strength * vector`` to a decoder block's output (last or all positions).
+
+    ``strength`` is a number, or a 1-D tensor with one strength per batch row (the rows of every forward
+    pass the hook sees)."""
     if positions not in ("last", "all"):
         raise ValueError(f"positions must be 'last' or 'all', got {positions!r}")
+    per_row = isinstance(strength, torch.Tensor)
+    label = "per row" if per_row else f"{strength:g}"
 
     def hook(module, args, output):
         hidden = block_output_tensor(output)
         if vector.numel() != hidden.shape[-1]:
             raise ValueError(f"steering vector has {vector.numel()} entries, hidden size is {hidden.shape[-1]}")
-        delta = (strength * vector).to(hidden.dtype).to(hidden.device)
+        if per_row and strength.shape[0] != hidden.shape[0]:
+            raise ValueError(f"{strength.shape[0]} per-row strengths for a batch of {hidden.shape[0]} rows")
+        delta = (strength[:, None] * vector if per_row else strength * vector).to(hidden.dtype).to(hidden.device)
         hidden = hidden.clone()
         if positions == "all":
-            hidden += delta
+            hidden += delta[:, None, :] if per_row else delta
         else:
             hidden[:, -1, :] += delta
-        return replace_block_output(output, _finite_edit(hidden, f"with strength {strength:g}"))
+        return replace_block_output(output, _finite_edit(hidden, f"with strength {label}"))
 
     return hook
 
@@ -207,8 +214,8 @@ def additive_steering(model, vectors: dict, alpha=1.0, positions="last") -> Iter
     model : transformers causal LM
     vectors : dict of int to array (hidden_size,)
         Direction per layer (layer l = output of decoder block l, 1..L).
-    alpha : float or dict of int to float
-        Strength, in hidden-state units along the given vector.
+    alpha : float or dict of int to float (or to a 1-D array)
+        Strength, in hidden-state units along the given vector; an array gives one strength per batch row.
     positions : {"last", "all"}
 
     Yields
@@ -232,7 +239,13 @@ def additive_steering(model, vectors: dict, alpha=1.0, positions="last") -> Iter
         for layer, vec in vectors.items():
             if not 1 <= int(layer) <= len(blocks):
                 raise ValueError(f"steering layer must be in 1..{len(blocks)}, got {layer}")
-            strength = check_scalar(alpha[layer] if isinstance(alpha, dict) else alpha, f"alpha (layer {layer})")
+            strength = alpha[layer] if isinstance(alpha, dict) else alpha
+            if np.ndim(strength) == 1:
+                strength = torch.as_tensor(as_real_array(strength, f"alpha (layer {layer})"), dtype=torch.float64)
+                if not bool(torch.isfinite(strength).all()):
+                    raise ValueError(f"alpha (layer {layer}) must be finite, got NaN or infinite entries")
+            else:
+                strength = check_scalar(strength, f"alpha (layer {layer})")
             vec = np.asarray(as_real_array(vec, f"the steering vector of layer {layer}"), dtype=np.float64)
             if not np.all(np.isfinite(vec)):
                 raise ValueError(f"the steering vector of layer {layer} must be finite, got NaN or infinite entries")

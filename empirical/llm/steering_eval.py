@@ -1,48 +1,137 @@
-"""What steering does to the generated text: concept shift, fluency and cost of a steering setting.
+"""Steering measured by what the model says: answer log-odds with random-direction controls, fluency, a strength
+sweep and a selection of the operating point on held-out prompts (docs/steering.md).
 
-For held-out prompts, the model generates greedily without and with steering; then, with the
-*unsteered* model (no hook is active while scoring):
+The measurement (as CAA and ActAdd measure steering):
 
-* **concept shift**: each continuation is scored as a new example of the concept: wrapped in the
-  dataset's template (``{text}`` -> the continuation), its last-token hidden state at the scorer's
-  layer goes through the scorer probe (a RAPTOR probe of a layer that the setting does not steer).
-  ``shift`` = P(concept | steered continuation) - P(concept | unsteered continuation), signed so that a
-  move towards the target is positive (``towards``: up, ``away``: down). Reported: ``shift_mean`` and
-  ``shift_fraction`` (share of prompts whose continuation moved towards the target);
-* **fluency**: ``perplexity`` of each continuation under the unsteered model given its prompt (the
-  geometric mean over prompts, steered and unsteered), and the ``distinct2`` repetition measure (unique
-  token bigrams / bigrams of the continuation; 1 = no repeated bigram; continuations shorter than two
-  tokens count as 1);
-* **cost**: ``|alpha|`` median / p90 / max over the steered (layer, prompt) pairs, as
-  :func:`~empirical.llm.steering.steering_metrics` reports them (GCAV settings only).
+* **Answer log-odds.** Each held-out prompt gets a fixed answer stem (:data:`ANSWER_STEM`, e.g.
+  ``"\\n\\nThe answer is:"``); one forward pass reads the next-token distribution after it and
+  ``LD = logsumexp log P(concept words) - logsumexp log P(opposite words)``, the words being the dataset's answer
+  pair (:data:`ANSWER_WORDS`) in every single-token case and leading-space variant. Per setting and direction,
+  signed towards the target (``towards``: up, ``away``: down): ``answer_logodds_shift`` (mean change of LD and its
+  standard error over prompts), ``answer_prob_shift`` (change of sigmoid(LD)), ``moved_fraction`` (share of
+  prompts that moved the intended way) and ``answer_mass`` (P(concept words) + P(opposite words), steered and
+  unsteered).
+* **Controls.** ``random_control_shift``: the same edit with random unit directions (``n_random`` >= 5 seeded
+  draws per layer) at the same |alpha| per layer, row and position (GCAV strengths are replayed from the concept
+  run); ``concept_specific_shift`` = concept minus random shift, paired per prompt, with its 95 % t-interval;
+  ``opposite_sign_shift``: the other direction's LD change expressed in this row's sign (a concept effect flips
+  with the sign, so it should be negative).
+* **Validity of the read-out** per dataset: AUC of the unsteered LD against the labels and the unsteered answer
+  mass; ``measurable`` is False when the AUC is below :data:`MIN_AUC` or the mass below :data:`MIN_MASS` (such a
+  dataset is reported, not averaged in).
+* **Fluency**: ``kl_answer``, the KL divergence of the steered next-token distribution from the unsteered one at
+  the answer position; with generation (``generation_prompts``): greedy continuations, their perplexity under the
+  unsteered model (``perplexity_ratio`` = steered / unsteered, geometric means) and ``distinct2``.
+* **Open-ended sentiment** (``sentiment=True``): the continuations are scored with VADER after the answer words
+  are masked; ``vader_shift`` is the paired change of the compound score, signed towards the target. Other
+  concepts have no offline scorer.
+* **Positions** (every row names them): ``prompt`` (the prompt's positions), ``answer`` (the answer position of
+  the read-out, the generated tokens during generation) or ``all`` (prompt, stem and answer / generated tokens).
+  Additive edits change every position of the chosen passes, GCAV edits the last position of each chosen pass
+  (the paper's h_T: the prompt's last token, the answer position, each generated token).
 
-A :class:`SteeringSetting` names what is compared: GCAV (the paper's adaptive strength, target
-``p_target``) or a fixed-strength additive edit (``strength`` times the median hidden-state norm of the
-layer, the common practice of activation-steering libraries), on the layers ``"all"`` (every qualifying
-layer, the paper), ``"best"`` (the probe-best layer) or ``"top3"``, at the last or all positions.
+A :class:`SteeringSetting` is one way to steer: GCAV (the paper's adaptive strength, target ``p*``) or a fixed
+additive edit ``k x`` the layer's median hidden-state norm, on the layers ``all`` (every layer with a probe),
+``best`` or ``top3`` (ranked by *validation* accuracy, never test data). :func:`sweep_settings` builds the grid,
+:func:`evaluate_steering` measures it (forward passes batched; the prompt's key/value cache is shared by every
+answer-position setting), :func:`select_operating_points` picks per method and layer choice the strength with the
+largest concept-specific shift under the gates (answer mass >= half the unsteered one, perplexity ratio <= 1.5)
+on the selection half of the prompts and reports it on the other half, and :func:`default_setting` picks the
+default from such a table.
 """
 from __future__ import annotations
 
 import contextlib
 import math
+import re
 from dataclasses import dataclass
 
 import numpy as np
 import pandas as pd
 import torch
+from scipy import stats
 from scipy.special import expit
+from sklearn.metrics import roc_auc_score
 from tqdm.auto import tqdm
 
-from cgmt.validation import check_scalar
+from cgmt.validation import check_int, check_scalar
 
-from ..probes.concept_vectors import ConceptVectors, LinearProbe
-from .datasets import apply_template
-from .extract import check_prompts, hidden_states
-from .hooks import decoder_blocks, input_device
-from .steering import additive_steering, gcav_steering, generate_ids, steerable_layers
+from ..probes import DifferenceOfMeans, GCSProbe, LinearProbe, XRFMProbe, fit_layers, paper_split
+from ..probes.concept_vectors import ConceptVectors
+from .extract import check_prompts, tokenize_prompts
+from .hooks import base_model, decoder_blocks, input_device, position_limit, require_decoder
+from .steering import P_AWAY, P_TOWARDS, additive_steering, gcav_steering, model_positions, select_prompts, \
+    steerable_layers
 
-__all__ = ["SteeringSetting", "PRESETS", "DEFAULT_SETTING", "ContinuationScorer", "choose_layers", "distinct_ngram_ratio",
-           "continuation_perplexity", "evaluate_setting", "compare_settings"]
+try:  # transformers >= 4.36
+    from transformers import DynamicCache
+except ImportError:  # pragma: no cover
+    DynamicCache = None
+
+__all__ = ["ANSWER_WORDS", "ANSWER_STEM", "NEUTRAL_PROMPTS", "SENTIMENT_DATASETS", "POSITIONS", "SteeringSetting",
+           "PRESETS", "DEFAULT_SETTING", "METRIC_COLUMNS", "answer_token_ids", "check_answer_words",
+           "sweep_settings", "choose_layers", "distinct_ngram_ratio", "answer_logodds", "evaluate_steering",
+           "select_operating_points", "default_setting", "method_vectors", "evaluate_dataset", "vader_scores",
+           "random_units", "split_halves"]
+
+#: Each dataset's answer pair (concept word, opposite word): label 1 = the concept is present.
+ANSWER_WORDS = {
+    "stsa": ("Positive", "Negative"),
+    "cities": ("True", "False"),
+    "common": ("True", "False"),
+    "counterfact": ("True", "False"),
+    "hateeval": ("Yes", "No"),
+    "sarcasm": ("Yes", "No"),
+    "coinflip": ("Yes", "No"),
+}
+#: The answer stem appended to every prompt (SmolLM2 answers "The answer is ..."; the pilot's stem).
+ANSWER_STEM = "\n\nThe answer is:"
+#: Datasets whose concept an offline scorer (VADER) reads in open-ended text.
+SENTIMENT_DATASETS = frozenset({"stsa"})
+#: Neutral open-ended prompts without label words (sentiment steering is scored on their continuations).
+NEUTRAL_PROMPTS = (
+    "Write one sentence about a film you saw.",
+    "Describe the last movie you watched in one sentence.",
+    "Tell me about a book you read recently.",
+    "Write a short review of a restaurant.",
+    "Describe your weekend in one sentence.",
+    "Write one sentence about the weather today.",
+    "Tell me about a song you heard.",
+    "Write a sentence about a city you visited.",
+    "Describe a meal you cooked.",
+    "Write one sentence about your neighbour's garden.",
+    "Tell me about a television show.",
+    "Describe a walk in the park.",
+    "Write a sentence about a concert.",
+    "Describe a train journey in one sentence.",
+    "Tell me about a museum you went to.",
+    "Write one sentence about a new phone.",
+)
+#: Edited positions: the prompt's, the answer's (generated tokens' during generation), or all.
+POSITIONS = ("prompt", "answer", "all")
+LAYER_CHOICES = ("all", "best", "top3")
+#: The largest additive multiple k of the median hidden-state norm (beyond it the state is the edit).
+MAX_STRENGTH = 10.0
+#: Random directions per control, at least.
+MIN_RANDOM = 5
+#: A dataset's read-out is measurable when the AUC of the unsteered LD is at least this and the mass at least MIN_MASS.
+MIN_AUC = 0.55
+MIN_MASS = 0.01
+#: Below this mean answer mass the stem is refused outright (the model does not answer with the words).
+MIN_MASS_STEM = 1e-6
+#: Gates of the operating point: steered mass >= MASS_GATE x unsteered mass, perplexity ratio <= PERPLEXITY_GATE.
+MASS_GATE = 0.5
+PERPLEXITY_GATE = 1.5
+
+#: The columns of ``steer_metrics.csv`` in order.
+METRIC_COLUMNS = [
+    "dataset", "method", "setting", "kind", "layer_choice", "layers", "strength", "positions", "direction", "half",
+    "n_prompts", "answer_logodds_shift", "answer_logodds_shift_se", "answer_prob_shift", "moved_fraction",
+    "answer_mass_unsteered", "answer_mass_steered", "random_control_shift", "random_control_se", "n_random",
+    "concept_specific_shift", "concept_specific_se", "concept_specific_low", "concept_specific_high",
+    "opposite_sign_shift", "kl_answer", "alpha_median", "alpha_max", "n_generated", "perplexity_unsteered",
+    "perplexity_steered", "perplexity_ratio", "distinct2_unsteered", "distinct2_steered", "vader_shift", "vader_se",
+    "auc_unsteered", "measurable", "stem"]
 
 
 @dataclass(frozen=True)
@@ -51,51 +140,151 @@ class SteeringSetting:
 
     Parameters
     ----------
-    name : str
     kind : {"gcav", "additive"}
-        GCAV adaptive strength, or a fixed additive edit ``h += strength * median_norm(layer) * v``.
+        GCAV adaptive strength (target probability ``strength`` towards, ``1 - strength`` away), or a fixed edit
+        ``h += +-strength * median_norm(layer) * v``.
     layers : {"all", "best", "top3"} or tuple of int
-        Which layers (among those whose probe qualifies; the scorer's layer is always excluded).
-    p_target : float in (0, 1), optional
-        GCAV target probability (default 0.9999 towards, 0.0001 away, the paper's).
-    positions : {"last", "all"}
-        Edit the last position of every forward call, or every position (prompt and generated tokens).
+        Every layer with a probe, the best or three best by validation accuracy, or explicit layers.
     strength : float
-        Additive settings: multiple of the layer's median hidden-state norm.
+        GCAV: p* in (0.5, 1); additive: k in (0, MAX_STRENGTH].
+    positions : {"prompt", "answer", "all"}
+    name : str, optional
+        Default: ``kind-layers-strength-positions``.
+
+    Examples
+    --------
+    >>> SteeringSetting("additive", "best", 0.2, "answer").name
+    'additive-best-k0.2-answer'
     """
 
-    name: str
-    kind: str = "gcav"
+    kind: str
     layers: object = "all"
-    p_target: float | None = None
-    positions: str = "last"
-    strength: float = 0.0
+    strength: float = P_TOWARDS
+    positions: str = "answer"
+    name: str = ""
 
     def __post_init__(self):
         if self.kind not in ("gcav", "additive"):
             raise ValueError(f"kind must be 'gcav' or 'additive', got {self.kind!r}")
-        if self.positions not in ("last", "all"):
-            raise ValueError(f"positions must be 'last' or 'all', got {self.positions!r}")
-        if not (self.layers in ("all", "best", "top3") or (isinstance(self.layers, tuple) and self.layers)):
+        if self.positions not in POSITIONS:
+            raise ValueError(f"positions must be one of {POSITIONS}, got {self.positions!r}")
+        if not (self.layers in LAYER_CHOICES or (isinstance(self.layers, tuple) and self.layers)):
             raise ValueError(f"layers must be 'all', 'best', 'top3' or a tuple of layer indices, got {self.layers!r}")
-        if self.kind == "additive":
-            check_scalar(self.strength, "strength", low=0.0, low_open=True)
+        if self.kind == "gcav":
+            check_scalar(self.strength, "strength (GCAV target probability p*)", low=0.5, high=1.0, low_open=True,
+                         high_open=True)
+        else:
+            check_scalar(self.strength, "strength (multiple k of the median hidden-state norm)", low=0.0,
+                         high=MAX_STRENGTH, low_open=True)
+        if not self.name:
+            layers = self.layers if isinstance(self.layers, str) else "L" + "+".join(map(str, self.layers))
+            prefix = "p" if self.kind == "gcav" else "k"
+            object.__setattr__(self, "name", f"{self.kind}-{layers}-{prefix}{self.strength:g}-{self.positions}")
+
+    @property
+    def layer_choice(self) -> str:
+        return self.layers if isinstance(self.layers, str) else "explicit"
 
 
-#: the compared settings (``paper`` is the paper's protocol)
+#: Named settings (``raptor steer --setting``); ``paper`` is the paper's protocol (GCAV at every layer, p* =
+#: 0.9999, the last position of every pass).
 PRESETS = {
-    "paper": SteeringSetting("paper", "gcav", "all"),
-    "all-0.99": SteeringSetting("all-0.99", "gcav", "all", p_target=0.99),
-    "top3-0.99": SteeringSetting("top3-0.99", "gcav", "top3", p_target=0.99),
-    "best-0.9999": SteeringSetting("best-0.9999", "gcav", "best"),
-    "best-0.99": SteeringSetting("best-0.99", "gcav", "best", p_target=0.99),
-    "best-0.9": SteeringSetting("best-0.9", "gcav", "best", p_target=0.9),
-    "best-0.99-allpos": SteeringSetting("best-0.99-allpos", "gcav", "best", p_target=0.99, positions="all"),
-    "additive-0.1": SteeringSetting("additive-0.1", "additive", "best", strength=0.1),
-    "additive-0.3": SteeringSetting("additive-0.3", "additive", "best", strength=0.3),
+    "paper": SteeringSetting("gcav", "all", P_TOWARDS, "all", name="paper"),
+    "all-0.99": SteeringSetting("gcav", "all", 0.99, "all", name="all-0.99"),
+    "top3-0.99": SteeringSetting("gcav", "top3", 0.99, "all", name="top3-0.99"),
+    "best-0.9999": SteeringSetting("gcav", "best", P_TOWARDS, "all", name="best-0.9999"),
+    "best-0.99": SteeringSetting("gcav", "best", 0.99, "all", name="best-0.99"),
+    "best-0.9": SteeringSetting("gcav", "best", 0.9, "all", name="best-0.9"),
+    "additive-0.1": SteeringSetting("additive", "best", 0.1, "all", name="additive-0.1"),
+    "additive-0.3": SteeringSetting("additive", "best", 0.3, "all", name="additive-0.3"),
 }
-#: the paper's protocol stays the default until a validated text scorer supports another (docs/steering.md)
+#: The paper's protocol stays the default until the measured table picks another (:func:`default_setting`).
 DEFAULT_SETTING = "paper"
+
+
+def sweep_settings(k_grid=(0.05, 0.1, 0.2, 0.4, 0.8), p_grid=(0.9, 0.99, P_TOWARDS), gcav_layers=("all", "best", "top3"),
+                   additive_layers=("best", "top3"), positions=("answer",)) -> list:
+    """The strength sweep: GCAV at every ``p_grid`` target on ``gcav_layers`` and additive edits at every ``k_grid``
+    multiple on ``additive_layers``, each at every ``positions``.
+
+    Examples
+    --------
+    >>> [s.name for s in sweep_settings(k_grid=(0.1,), p_grid=(0.99,), gcav_layers=("best",),
+    ...                                 additive_layers=("best",))]
+    ['gcav-best-p0.99-answer', 'additive-best-k0.1-answer']
+    """
+    out = [SteeringSetting("gcav", layers, p, pos) for pos in positions for layers in gcav_layers for p in p_grid]
+    out += [SteeringSetting("additive", layers, k, pos) for pos in positions for layers in additive_layers
+            for k in k_grid]
+    return out
+
+
+# --------------------------------------------------------------------------------------------- answer words
+def check_answer_words(dataset: str | None, answer_words=None) -> tuple:
+    """The (concept, opposite) answer words: ``answer_words`` if given, else the dataset's row of
+    :data:`ANSWER_WORDS`; ``ValueError`` naming ``answer_words`` for an unknown dataset or a bad pair."""
+    if answer_words is None:
+        if dataset not in ANSWER_WORDS:
+            raise ValueError(f"answer_words (--answer-words) are needed: dataset {dataset!r} has no answer pair "
+                             f"(known: {', '.join(ANSWER_WORDS)}); give the concept word and its opposite, e.g. "
+                             "'Yes,No'")
+        return ANSWER_WORDS[dataset]
+    words = tuple(answer_words.split(",")) if isinstance(answer_words, str) else tuple(answer_words)
+    if len(words) != 2 or not all(isinstance(w, str) and w.strip() for w in words):
+        raise ValueError(f"answer_words (--answer-words) must be two non-empty words (concept, opposite), got "
+                         f"{answer_words!r}")
+    words = tuple(w.strip() for w in words)
+    if words[0].lower() == words[1].lower():
+        raise ValueError(f"answer_words (--answer-words) must differ, got {words}")
+    return words
+
+
+def _variants(word: str) -> list:
+    cases = dict.fromkeys([word, word.lower(), word.capitalize(), word.upper()])
+    return [prefix + w for w in cases for prefix in ("", " ")]
+
+
+def answer_token_ids(tokenizer, answer_words) -> tuple:
+    """Token ids of the concept and opposite answer words: every case (as given, lower, capitalised, upper) and
+    leading-space variant that is one token of the vocabulary (not the unknown token).
+
+    Returns
+    -------
+    (list of int, list of int)
+
+    Examples
+    --------
+    >>> from empirical.testing import tiny_tokenizer
+    >>> tok = tiny_tokenizer()
+    >>> [tok.convert_ids_to_tokens(ids) for ids in answer_token_ids(tok, ("Yes", "No"))]
+    [['yes'], ['no']]
+    """
+    unk = getattr(tokenizer, "unk_token_id", None)
+    out = []
+    for word in answer_words:
+        ids = []
+        for variant in _variants(word):
+            enc = tokenizer(variant, add_special_tokens=False)["input_ids"]
+            if len(enc) == 1 and enc[0] != unk and enc[0] not in ids:
+                ids.append(int(enc[0]))
+        if not ids:
+            raise ValueError(f"answer word {word!r} (--answer-words) is not one token of this tokenizer in any case or "
+                             f"leading-space variant ({_variants(word)}); choose answer words the model can say in "
+                             "one token")
+        out.append(ids)
+    shared = set(out[0]) & set(out[1])
+    if shared:
+        raise ValueError(f"answer words {tuple(answer_words)} (--answer-words) share tokens {sorted(shared)}")
+    return out[0], out[1]
+
+
+def answer_logodds(logprobs: torch.Tensor, concept_ids, opposite_ids) -> tuple:
+    """LD = logsumexp over concept tokens - logsumexp over opposite tokens, and the answer mass, per row of a
+    (B, V) log-probability matrix (float64 numpy arrays)."""
+    lp = logprobs.double()
+    a = torch.logsumexp(lp[:, list(concept_ids)], dim=1)
+    b = torch.logsumexp(lp[:, list(opposite_ids)], dim=1)
+    return (a - b).cpu().numpy(), (a.exp() + b.exp()).cpu().numpy()
 
 
 def distinct_ngram_ratio(ids, n: int = 2) -> float:
@@ -111,185 +300,678 @@ def distinct_ngram_ratio(ids, n: int = 2) -> float:
     return len(set(grams)) / len(grams) if grams else 1.0
 
 
-def continuation_perplexity(model, prompt_ids, new_ids) -> float:
-    """exp(mean negative log-likelihood) of ``new_ids`` given ``prompt_ids`` under ``model`` (no hooks must be active)."""
-    if not new_ids:
-        raise ValueError("the continuation is empty; its perplexity is undefined")
-    ids = torch.tensor([list(prompt_ids) + list(new_ids)], device=input_device(model))
-    with torch.inference_mode():
-        logits = model(input_ids=ids).logits[0, len(prompt_ids) - 1:-1].double()
-    nll = torch.nn.functional.cross_entropy(logits, ids[0, len(prompt_ids):], reduction="mean")
-    return float(torch.exp(nll))
+def vader_scores(texts, mask_words=()) -> np.ndarray:
+    """VADER compound scores of ``texts`` after removing ``mask_words`` (case-insensitive, whole words): a
+    lexicon scorer reads the label words themselves ("Positive" +0.56)."""
+    try:
+        from vaderSentiment.vaderSentiment import SentimentIntensityAnalyzer
+    except ImportError as exc:
+        raise ImportError("scoring open-ended sentiment needs vaderSentiment (pip install 'raptor-probes[steer]')") \
+            from exc
+    analyzer = SentimentIntensityAnalyzer()
+    pattern = re.compile(r"\b(" + "|".join(re.escape(w) for w in mask_words) + r")\b", re.I) if mask_words else None
+    return np.array([analyzer.polarity_scores(pattern.sub(" ", t) if pattern else t)["compound"] for t in texts])
 
 
-class ContinuationScorer:
-    """P(concept) of a text as a new example: template applied, unsteered hidden state at ``layer``, probe.
+def random_units(layers, hidden_size: int, seed: int, n_random: int) -> list:
+    """``n_random`` draws of one random unit vector per layer; draw ``r`` depends only on ``(seed, r)``.
 
-    Parameters
-    ----------
-    model, tokenizer : the (unsteered) decoder and its tokenizer
-    template : str
-        The dataset's prompt template (``{text}`` marks the example).
-    probe : LinearProbe
-        A probe with coef and intercept at ``layer`` (raw hidden-state space).
-    layer : int
-        Layer of the probe (output of decoder block ``layer``).
+    Examples
+    --------
+    >>> a, b = random_units([1, 2], 4, seed=3, n_random=5), random_units([1, 2], 4, seed=3, n_random=6)
+    >>> bool(np.array_equal(a[4][2], b[4][2])), round(float(np.linalg.norm(a[0][1])), 6)
+    (True, 1.0)
     """
-
-    def __init__(self, model, tokenizer, template: str, probe: LinearProbe, layer: int):
-        if probe.coef is None:
-            raise ValueError("the scorer needs a probe with coef and intercept, not a bare direction")
-        self.model, self.tokenizer, self.template, self.probe, self.layer = model, tokenizer, template, probe, int(layer)
-
-    def __call__(self, texts) -> np.ndarray:
-        """Probabilities of the concept for each text (an empty text is scored as the bare template)."""
-        prompts = [apply_template(self.template, t if t.strip() else "") or " " for t in texts]
-        H = hidden_states(self.model, self.tokenizer, prompts, layers=[self.layer], progress=False)[0]
-        return expit(self.probe.logit(H))
+    draws = []
+    for r in range(int(n_random)):
+        rng = np.random.default_rng([int(seed), r])
+        units = {}
+        for layer in sorted(layers):
+            u = rng.standard_normal(hidden_size)
+            units[layer] = u / np.linalg.norm(u)
+        draws.append(units)
+    return draws
 
 
-def choose_layers(setting: SteeringSetting, probes: ConceptVectors, tau, L: int, exclude: int) -> list:
-    """The layers ``setting`` steers, never ``exclude`` (the scorer's layer): GCAV needs steerable probes
-    (coef, w.v > 0, tau); an additive edit only a direction. ``"best"`` / ``"top3"`` rank by test accuracy."""
+def split_halves(n: int) -> np.ndarray:
+    """Half of each of ``n`` prompts ordered as :func:`~empirical.llm.steering.select_prompts` alternates the
+    classes: consecutive pairs go to 'selection' and 'report' in turn, so both halves stay balanced.
+
+    Examples
+    --------
+    >>> split_halves(6).tolist()
+    ['selection', 'selection', 'report', 'report', 'selection', 'selection']
+    """
+    return np.where((np.arange(n) // 2) % 2 == 0, "selection", "report")
+
+
+# --------------------------------------------------------------------------------------------- layers
+def choose_layers(setting: SteeringSetting, probes: ConceptVectors, validation_accuracy: dict, n_layers: int) -> list:
+    """The layers ``setting`` steers: GCAV needs probes with weights and ``w.v > 0``; ``best``/``top3`` rank the
+    candidates by ``validation_accuracy`` (layer -> accuracy on the validation split; never test data)."""
     if setting.kind == "gcav":
-        active, _ = steerable_layers(probes, tau, L)
+        candidates, _ = steerable_layers(probes, None, n_layers)
     else:
-        active = [layer for layer in probes if 1 <= layer <= L and
-                  (tau is None or (probes[layer].test_accuracy is not None and probes[layer].test_accuracy >= tau))]
-    candidates = [layer for layer in active if layer != exclude]
+        candidates = [int(layer) for layer in probes if 1 <= int(layer) <= n_layers]
     if not candidates:
-        raise ValueError(f"setting {setting.name!r}: no steerable layer besides the scorer's layer {exclude}")
+        raise ValueError(f"setting {setting.name!r}: no layer can be steered")
     if setting.layers == "all":
         return candidates
-    ranked = sorted(candidates, key=lambda layer: (-(probes[layer].test_accuracy or 0.0), layer))
-    if setting.layers == "best":
-        return ranked[:1]
-    if setting.layers == "top3":
-        return sorted(ranked[:3])
-    chosen = [layer for layer in setting.layers if layer in candidates]
-    if not chosen:
-        raise ValueError(f"setting {setting.name!r}: none of layers {setting.layers} can be steered")
-    return chosen
+    if isinstance(setting.layers, tuple):
+        chosen = [layer for layer in setting.layers if layer in candidates]
+        if not chosen:
+            raise ValueError(f"setting {setting.name!r}: none of layers {setting.layers} can be steered")
+        return chosen
+    missing = [layer for layer in candidates if layer not in validation_accuracy]
+    if missing:
+        raise ValueError(f"setting {setting.name!r} ranks layers by validation accuracy; layers {missing[:5]} have none")
+    ranked = sorted(candidates, key=lambda layer: (-validation_accuracy[layer], layer))
+    return sorted(ranked[: 1 if setting.layers == "best" else 3])
 
 
-@contextlib.contextmanager
-def _steering(model, setting, probes, layers, direction, norms):
-    """The setting's hooks; yields the GCAV hook state (its ``records`` hold every edit's alpha) or None."""
-    if setting.kind == "gcav":
-        with gcav_steering(model, {layer: probes[layer] for layer in layers}, direction, setting.p_target,
-                           None, setting.positions) as state:
-            yield state
+# --------------------------------------------------------------------------------------------- forward passes
+def _kv(cache):
+    return [(k, v) for k, v, *_ in cache]
+
+
+def _cache(kv, model):
+    return None if kv is None else DynamicCache([(k, v) for k, v in kv], config=model.config)
+
+
+class _Batch:
+    """Left-padded token ids of a batch of prompts with the running attention mask and positions."""
+
+    def __init__(self, rows, device, pad_id):
+        width = max(len(r) for r in rows)
+        self.ids = torch.full((len(rows), width), pad_id, dtype=torch.long)
+        self.mask = torch.zeros((len(rows), width), dtype=torch.long)
+        for i, r in enumerate(rows):
+            self.ids[i, width - len(r):] = torch.tensor(r, dtype=torch.long)
+            self.mask[i, width - len(r):] = 1
+        self.ids, self.mask = self.ids.to(device), self.mask.to(device)
+        self.positions = (self.mask.cumsum(-1) - 1).clamp(min=0)
+        self.device = device
+
+
+def _logprobs_last(model, hidden: torch.Tensor) -> torch.Tensor:
+    """log-softmax of the LM head at the last position (the head runs on one position, not the whole sequence)."""
+    logits = model.get_output_embeddings()(hidden[:, -1]).double()
+    cap = getattr(model.config, "final_logit_softcapping", None)
+    if cap:
+        logits = torch.tanh(logits / cap) * cap
+    return torch.log_softmax(logits, dim=-1)
+
+
+def _pass(model, core, ids, mask, positions, kv, context=None, head=True):
+    """One forward pass of ``ids`` after the cached ``kv`` (None: from scratch) under ``context`` (a context-manager
+    factory or None). Returns (new kv, last-position log-probs or None, GCAV alphas {layer: (B,)} or None)."""
+    alphas = None
+    with (context() if context is not None else contextlib.nullcontext()) as state:
+        out = core(input_ids=ids, attention_mask=mask, position_ids=positions, past_key_values=_cache(kv, model),
+                   use_cache=True)
+        if state is not None and hasattr(state, "records"):
+            alphas = {}
+            for record in state.records:
+                alphas.setdefault(record["layer"], [0.0] * ids.shape[0])[record["prompt"]] = record["alpha"]
+            alphas = {layer: np.asarray(a) for layer, a in alphas.items()}
+    return _kv(out.past_key_values), (_logprobs_last(model, out.last_hidden_state) if head else None), alphas
+
+
+@dataclass
+class _Edit:
+    """What one setting does in one direction: the concept edit and its random controls, as per-pass contexts."""
+
+    model: object
+    setting: SteeringSetting
+    probes: ConceptVectors
+    layers: list
+    direction: str
+    norms: dict
+
+    @property
+    def sign(self):
+        return 1.0 if self.direction == "towards" else -1.0
+
+    def concept(self):
+        if self.setting.kind == "gcav":
+            p = self.setting.strength if self.direction == "towards" else 1.0 - self.setting.strength
+            return lambda: gcav_steering(self.model, {layer: self.probes[layer] for layer in self.layers},
+                                         self.direction, p, None, "last")
+        return lambda: additive_steering(self.model, {layer: self.probes[layer].direction for layer in self.layers},
+                                         self.additive_strengths(), "all")
+
+    def additive_strengths(self):
+        return {layer: self.sign * self.setting.strength * self.norms[layer] for layer in self.layers}
+
+    def random(self, units, alphas=None):
+        """The random control: ``units`` (layer -> unit vector) at the concept run's |alpha| (GCAV: ``alphas``
+        recorded for this pass, per row; additive: the fixed strengths)."""
+        if self.setting.kind == "gcav":
+            if alphas is None:
+                return None
+            return lambda: additive_steering(self.model, {layer: units[layer] for layer in alphas},
+                                             {layer: np.abs(a) * self.sign for layer, a in alphas.items()}, "last")
+        return lambda: additive_steering(self.model, {layer: units[layer] for layer in self.layers},
+                                         self.additive_strengths(), "all")
+
+
+def _segments(positions: str) -> tuple:
+    """Which passes (prompt, stem head, answer) an edit at ``positions`` changes."""
+    return {"prompt": (True, False, False), "answer": (False, False, True), "all": (True, True, True)}[positions]
+
+
+def _readout(model, core, batch, head_ids, answer_id, base_kv, edits, seg):
+    """Log-probs at the answer position with ``edits`` (three per-pass contexts or None) on the passes ``seg``;
+    ``base_kv`` = (kv after the prompt, kv after the stem head) of the unsteered run. Returns (log-probs, alphas per
+    pass)."""
+    B = batch.ids.shape[0]
+    n_head = len(head_ids)
+    ones = lambda n: torch.ones((B, n), dtype=torch.long, device=batch.device)  # noqa: E731
+    step = lambda start, n: (batch.positions[:, -1:] + 1 + start + torch.arange(n, device=batch.device))  # noqa: E731
+    head = torch.tensor([head_ids] * B, dtype=torch.long, device=batch.device).reshape(B, n_head)
+    answer = torch.full((B, 1), answer_id, dtype=torch.long, device=batch.device)
+    alphas = [None, None, None]
+    if seg[0]:
+        kv, _, alphas[0] = _pass(model, core, batch.ids, batch.mask, batch.positions, None, edits[0], head=False)
     else:
-        sign = 1.0 if direction == "towards" else -1.0
-        with additive_steering(model, {layer: probes[layer].direction for layer in layers},
-                               {layer: sign * setting.strength * norms[layer] for layer in layers}, setting.positions):
-            yield None
+        kv = base_kv[0]
+    if seg[0] or seg[1]:
+        if n_head:
+            kv, _, alphas[1] = _pass(model, core, head, torch.cat([batch.mask, ones(n_head)], 1), step(0, n_head), kv,
+                                     edits[1] if seg[1] else None, head=False)
+    else:
+        kv = base_kv[1]
+    _, lp, alphas[2] = _pass(model, core, answer, torch.cat([batch.mask, ones(n_head + 1)], 1), step(n_head, 1), kv,
+                             edits[2] if seg[2] else None)
+    return lp, alphas
 
 
-def evaluate_setting(model, tokenizer, prompts, probes: ConceptVectors, setting: SteeringSetting, direction: str,
-                     scorer: ContinuationScorer, *, norms=None, tau=None, max_new_tokens: int = 24,
-                     unsteered=None, progress: bool = True) -> tuple[dict, pd.DataFrame]:
-    """Generate with and without ``setting`` and measure the output (see the module docstring).
+def _generate(model, core, batch, n_new, edit_prompt, edit_new, eos_id, base_kv=None):
+    """Greedy continuation of a left-padded batch: ``edit_prompt`` / ``edit_new`` are per-pass context factories
+    (functions of the pass index, returning a factory or None). Returns (B, n_new) token ids."""
+    if edit_prompt is None and base_kv is not None:
+        kv, lp = base_kv
+    else:
+        kv, lp, _ = _pass(model, core, batch.ids, batch.mask, batch.positions, None, edit_prompt)
+    B = batch.ids.shape[0]
+    mask, out = batch.mask, []
+    for t in range(n_new):
+        token = lp.argmax(-1, keepdim=True)
+        out.append(token)
+        if t == n_new - 1:
+            break
+        mask = torch.cat([mask, torch.ones((B, 1), dtype=torch.long, device=batch.device)], 1)
+        kv, lp, _ = _pass(model, core, token, mask, batch.positions[:, -1:] + 1 + t, kv,
+                          edit_new(t) if edit_new is not None else None)
+    return torch.cat(out, 1)
+
+
+def _continuation_nll(model, core, batch, prompt_state, new_ids, eos_id):
+    """Per-row mean negative log-likelihood of ``new_ids`` (up to and including the first EOS) under the unsteered
+    model, given the prompt (``prompt_state`` = unsteered (kv, last log-probs) of the prompt pass)."""
+    kv, lp0 = prompt_state
+    B, n = new_ids.shape
+    nll = -lp0.gather(1, new_ids[:, :1])  # (B, 1)
+    if n > 1:
+        mask = torch.cat([batch.mask, torch.ones((B, n - 1), dtype=torch.long, device=batch.device)], 1)
+        out = core(input_ids=new_ids[:, :-1], attention_mask=mask,
+                   position_ids=batch.positions[:, -1:] + 1 + torch.arange(n - 1, device=batch.device),
+                   past_key_values=_cache(kv, model), use_cache=True)
+        lp = torch.log_softmax(model.get_output_embeddings()(out.last_hidden_state).double(), -1)
+        nll = torch.cat([nll, -lp.gather(2, new_ids[:, 1:, None])[..., 0]], 1)
+    per_token = nll
+    keep = _until_eos(new_ids, eos_id)
+    return ((per_token * keep).sum(1) / keep.sum(1)).cpu().numpy(), keep
+
+
+def _until_eos(ids, eos_id):
+    """1 for tokens up to and including the first EOS, 0 after."""
+    if eos_id is None:
+        return torch.ones_like(ids, dtype=torch.float64)
+    is_eos = (ids == eos_id).long()
+    after = (is_eos.cumsum(1) - is_eos) > 0
+    return (~after).double()
+
+
+# --------------------------------------------------------------------------------------------- the measurement
+def _check_strengths(settings):
+    settings = list(settings)
+    if not settings:
+        raise ValueError("settings is empty")
+    bad = [s for s in settings if not isinstance(s, SteeringSetting)]
+    if bad:
+        raise ValueError(f"settings must be SteeringSetting objects, got {type(bad[0]).__name__}")
+    return settings
+
+
+def _sem(x) -> float:
+    x = np.asarray(x, dtype=float)
+    return float(x.std(ddof=1) / math.sqrt(len(x))) if len(x) > 1 else math.nan
+
+
+def _t_interval(x, level=0.95) -> tuple:
+    x = np.asarray(x, dtype=float)
+    if len(x) < 2:
+        return math.nan, math.nan
+    half = stats.t.ppf(0.5 + level / 2, len(x) - 1) * _sem(x)
+    return float(x.mean() - half), float(x.mean() + half)
+
+
+def _gmean(x) -> float:
+    x = np.asarray(x, dtype=float)
+    return float(np.exp(np.mean(np.log(x)))) if len(x) else math.nan
+
+
+def evaluate_steering(model, tokenizer, prompts, labels, vectors: dict, validation_accuracy: dict, norms: dict,
+                      settings, *, answer_words, stem: str = ANSWER_STEM, directions=("towards", "away"),
+                      n_random: int = MIN_RANDOM, seed: int = 0, generation_prompts=None, max_new_tokens: int = 32,
+                      sentiment: bool = False, batch_size: int = 16, dataset: str = "dataset",
+                      progress: bool = False) -> tuple:
+    """Measure every (method, setting, direction) on ``prompts`` (see the module docstring).
 
     Parameters
     ----------
-    model, tokenizer : decoder and tokenizer
+    model, tokenizer : a causal LM and its tokenizer
     prompts : list of str
-    probes : ConceptVectors
-        Probes with coef/intercept and ``test_accuracy`` (GCAV and the layer choice read them); any method's.
-    setting : SteeringSetting
-    direction : {"towards", "away"}
-    scorer : ContinuationScorer
-        Its layer is never steered.
-    norms : mapping of int to float, optional
-        Median hidden-state norm per layer (needed by additive settings).
-    tau : float, optional
-        Reliability threshold on the probes' test accuracy.
+        Held-out prompts, ordered as :func:`~empirical.llm.steering.select_prompts` gives them (classes
+        alternating); :func:`split_halves` assigns the selection and report halves.
+    labels : array of 0/1
+        Their labels (1 = the concept), for the read-out's AUC.
+    vectors : mapping of str to ConceptVectors
+        Per method its concept vectors; a method whose vectors have no probe weights gets only additive settings.
+    validation_accuracy : mapping of str to (mapping of int to float)
+        Per method, each layer's validation accuracy (ranks ``best`` and ``top3``).
+    norms : mapping of int to float
+        Median hidden-state norm per layer (additive strengths are multiples of it).
+    settings : iterable of SteeringSetting
+    answer_words : (str, str)
+        The concept word and its opposite (:data:`ANSWER_WORDS`).
+    stem : str
+        The answer stem appended to each prompt.
+    directions : tuple of {"towards", "away"}
+    n_random : int >= 5
+        Random directions per control.
+    seed : int
+        Seed of the random directions.
+    generation_prompts : list of str, optional
+        Prompts continued greedily (perplexity, distinct-2, VADER); None: no generation.
     max_new_tokens : int
-    unsteered : list of (prompt_ids, new_ids), optional
-        Reuse unsteered generations (they do not depend on the setting).
+    sentiment : bool
+        Score the continuations with VADER (answer words masked).
+    batch_size : int
+    dataset : str
+        Name written into the table.
     progress : bool
 
     Returns
     -------
-    (dict, pandas.DataFrame)
-        Summary (``shift_mean`` and its standard error ``shift_se`` over prompts, ``shift_fraction``, ``perplexity_steered``, ``perplexity_unsteered``,
-        ``perplexity_ratio``, ``distinct2_steered``, ``distinct2_unsteered``, ``alpha_median``, ``alpha_p90``,
-        ``alpha_max``, ``layers``, ...) and the per-prompt table (texts, probabilities, perplexities).
+    (pandas.DataFrame, dict)
+        The metrics (one row per method, setting, direction and half; :data:`METRIC_COLUMNS`) and the per-prompt
+        arrays (``"unsteered"``: LD and mass; ``(method, setting, direction)``: LD, mass, KL, random LD per draw).
     """
-    if direction not in ("towards", "away"):
-        raise ValueError(f"direction must be 'towards' or 'away', got {direction!r}")
+    require_decoder(model, "steering")
     prompts = check_prompts(prompts)
-    L = len(decoder_blocks(model))
-    layers = choose_layers(setting, probes, tau, L, scorer.layer)
-    if setting.kind == "additive" and (norms is None or any(layer not in norms for layer in layers)):
-        raise ValueError(f"setting {setting.name!r} is additive: give norms (median hidden-state norm) for layers {layers}")
-    if unsteered is None:
-        unsteered = [generate_ids(model, tokenizer, p, max_new_tokens) for p in prompts]
-    steered, alphas = [], []
-    for prompt in tqdm(prompts, desc=f"{setting.name} {direction}", disable=not progress, leave=False):
-        with _steering(model, setting, probes, layers, direction, norms) as state:
-            steered.append(generate_ids(model, tokenizer, prompt, max_new_tokens))
-        if state is not None:
-            alphas += [abs(r["alpha"]) for r in state.records if r["alpha"] != 0.0]
-    decode = lambda ids: tokenizer.decode(ids, skip_special_tokens=True)  # noqa: E731
-    text0 = [decode(new) for _, new in unsteered]
-    text1 = [decode(new) for _, new in steered]
-    p0, p1 = scorer(text0), scorer(text1)
+    labels = np.asarray(labels)
+    if labels.shape != (len(prompts),) or not np.all(np.isin(labels, (0, 1))):
+        raise ValueError(f"labels must be {len(prompts)} values in {{0, 1}}, one per prompt")
+    settings = _check_strengths(settings)
+    n_random = check_int(n_random, "n_random (--n-random)", minimum=MIN_RANDOM)
+    batch_size = check_int(batch_size, "batch_size")
+    for d in directions:
+        if d not in ("towards", "away"):
+            raise ValueError(f"direction must be 'towards' or 'away', got {d!r}")
+    if not isinstance(stem, str) or not stem.strip():
+        raise ValueError("stem (--stem) must be a non-empty answer stem such as '\\n\\nThe answer is:'")
+    concept_ids, opposite_ids = answer_token_ids(tokenizer, answer_words)
+    prompt_ids = tokenize_prompts(tokenizer, prompts)
+    stem_ids = tokenizer(stem, add_special_tokens=False)["input_ids"]
+    if not stem_ids:
+        raise ValueError(f"stem (--stem) {stem!r} tokenizes to no tokens")
+    limit = position_limit(model) or model_positions(model)
+    gen_ids = None
+    if generation_prompts is not None:
+        max_new_tokens = check_int(max_new_tokens, "max_new_tokens (--max-new-tokens)")
+        gen_ids = tokenize_prompts(tokenizer, check_prompts(generation_prompts, "generation_prompts"))
+    if limit:
+        longest = max(range(len(prompts)), key=lambda i: len(prompt_ids[i]))
+        if len(prompt_ids[longest]) + len(stem_ids) > limit:
+            raise ValueError(f"prompt {longest} has {len(prompt_ids[longest])} tokens plus {len(stem_ids)} of the stem, "
+                             f"more than the model's {limit} positions; shorten the prompts (--n-prompts picks others) "
+                             "or the stem (--stem)")
+        if gen_ids is not None and max(map(len, gen_ids)) + max_new_tokens > limit:
+            raise ValueError(f"max_new_tokens (--max-new-tokens) must be at most the model's {limit} positions minus "
+                             f"the longest generation prompt's {max(map(len, gen_ids))} tokens, got {max_new_tokens}")
+    n_layers = len(decoder_blocks(model))
+    hidden_size = int(model.get_output_embeddings().weight.shape[1])
+    core, device = base_model(model), input_device(model)
+    pad = tokenizer.pad_token_id if tokenizer.pad_token_id is not None else 0
+    eos = tokenizer.eos_token_id
+    plan = []  # (method, setting, layers)
+    for method, probes in vectors.items():
+        has_coef = all(probes[layer].coef is not None for layer in probes)
+        for setting in settings:
+            if setting.kind == "gcav" and not has_coef:
+                continue
+            layers = choose_layers(setting, probes, validation_accuracy.get(method, {}), n_layers)
+            if setting.kind == "additive":
+                missing = [layer for layer in layers if layer not in norms]
+                if missing:
+                    raise ValueError(f"setting {setting.name!r} is additive: norms lack layers {missing}")
+            plan.append((method, setting, layers))
+    draws = random_units(range(1, n_layers + 1), hidden_size, seed, n_random)
+    halves = split_halves(len(prompts))
+    ld0, mass0 = np.empty(len(prompts)), np.empty(len(prompts))
+    results = {(m, s.name, d): dict(ld=np.empty(len(prompts)), mass=np.empty(len(prompts)), kl=np.empty(len(prompts)),
+                                    rand=np.empty((n_random, len(prompts))), alpha=[])
+               for m, s, _ in plan for d in directions}
+    order = sorted(range(len(prompts)), key=lambda i: -len(prompt_ids[i]))
+    head_ids, answer_id = stem_ids[:-1], stem_ids[-1]
+    bar = tqdm(total=len(order), desc=f"{dataset} answer log-odds", disable=not progress, leave=False)
+    with torch.inference_mode():
+        for start in range(0, len(order), batch_size):
+            idx = order[start:start + batch_size]
+            batch = _Batch([prompt_ids[i] for i in idx], device, pad)
+            kv_prompt, _, _ = _pass(model, core, batch.ids, batch.mask, batch.positions, None, head=False)
+            kv_head = kv_prompt
+            if head_ids:
+                B = len(idx)
+                kv_head, _, _ = _pass(model, core, torch.tensor([head_ids] * B, device=device),
+                                      torch.cat([batch.mask, torch.ones((B, len(head_ids)), dtype=torch.long,
+                                                                        device=device)], 1),
+                                      batch.positions[:, -1:] + 1 + torch.arange(len(head_ids), device=device),
+                                      kv_prompt, head=False)
+            lp0, _ = _readout(model, core, batch, head_ids, answer_id, (kv_prompt, kv_head), (None,) * 3,
+                              (False, False, False))
+            ld0[idx], mass0[idx] = answer_logodds(lp0, concept_ids, opposite_ids)
+            if start == 0:
+                _check_mass(mass0[idx], stem, answer_words)
+            for method, setting, layers in plan:
+                seg = _segments(setting.positions)
+                for direction in directions:
+                    edit = _Edit(model, setting, vectors[method], layers, direction, norms)
+                    res = results[(method, setting.name, direction)]
+                    concept = edit.concept()
+                    lp, alphas = _readout(model, core, batch, head_ids, answer_id, (kv_prompt, kv_head),
+                                          (concept,) * 3, seg)
+                    res["ld"][idx], res["mass"][idx] = answer_logodds(lp, concept_ids, opposite_ids)
+                    res["kl"][idx] = (lp.exp() * (lp - lp0)).sum(-1).clamp(min=0).cpu().numpy()
+                    for a in alphas:
+                        if a:
+                            res["alpha"] += [float(x) for v in a.values() for x in np.abs(v)]
+                    for r, units in enumerate(draws):
+                        edits = tuple(edit.random(units, a) for a in alphas)
+                        lp_r, _ = _readout(model, core, batch, head_ids, answer_id, (kv_prompt, kv_head), edits, seg)
+                        res["rand"][r, idx] = answer_logodds(lp_r, concept_ids, opposite_ids)[0]
+            bar.update(len(idx))
+    bar.close()
+    _check_mass(mass0, stem, answer_words)
+    generation = _generation(model, core, tokenizer, plan, vectors, norms, directions, gen_ids, max_new_tokens,
+                             sentiment, answer_words, batch_size, pad, eos, device, progress, dataset) \
+        if gen_ids is not None else None
+    auc = float(roc_auc_score(labels, ld0)) if len(np.unique(labels)) == 2 else math.nan
+    rows = []
+    for method, setting, layers in plan:
+        for direction in directions:
+            res = results[(method, setting.name, direction)]
+            other = results.get((method, setting.name, "away" if direction == "towards" else "towards"))
+            sign = 1.0 if direction == "towards" else -1.0
+            for half in ("selection", "report"):
+                sel = halves == half
+                shift = sign * (res["ld"][sel] - ld0[sel])
+                rand = sign * (res["rand"][:, sel] - ld0[sel])
+                specific = shift - rand.mean(0)
+                low, high = _t_interval(specific)
+                a = np.asarray(res["alpha"])
+                row = dict(dataset=dataset, method=method, setting=setting.name, kind=setting.kind,
+                           layer_choice=setting.layer_choice, layers=",".join(map(str, layers)),
+                           strength=setting.strength, positions=setting.positions, direction=direction, half=half,
+                           n_prompts=int(sel.sum()), answer_logodds_shift=float(shift.mean()),
+                           answer_logodds_shift_se=_sem(shift),
+                           answer_prob_shift=float(np.mean(sign * (expit(res["ld"][sel]) - expit(ld0[sel])))),
+                           moved_fraction=float(np.mean(shift > 0)), answer_mass_unsteered=float(mass0[sel].mean()),
+                           answer_mass_steered=float(res["mass"][sel].mean()),
+                           random_control_shift=float(rand.mean()), random_control_se=_sem(rand.mean(0)),
+                           n_random=n_random, concept_specific_shift=float(specific.mean()),
+                           concept_specific_se=_sem(specific), concept_specific_low=low, concept_specific_high=high,
+                           opposite_sign_shift=float(np.mean(sign * (other["ld"][sel] - ld0[sel])))
+                           if other is not None else math.nan,
+                           kl_answer=float(res["kl"][sel].mean()),
+                           alpha_median=float(np.median(a)) if a.size else math.nan,
+                           alpha_max=float(a.max()) if a.size else math.nan,
+                           auc_unsteered=auc, measurable=_measurable(auc, float(mass0.mean())), stem=stem)
+                if setting.kind == "additive":
+                    strengths = np.abs(list(edit_strengths(setting, layers, norms).values()))
+                    row.update(alpha_median=float(np.median(strengths)), alpha_max=float(strengths.max()))
+                row.update(_generation_row(generation, method, setting.name, direction, half) if generation else
+                           dict(n_generated=0))
+                rows.append(row)
+    table = pd.DataFrame(rows)
+    table = table.reindex(columns=METRIC_COLUMNS)
+    per_prompt = {"unsteered": dict(ld=ld0, mass=mass0, half=halves), **results}
+    return table, per_prompt
+
+
+def _check_mass(mass, stem, answer_words) -> None:
+    """``ValueError`` naming the stem when the answer words get (almost) no probability after it."""
+    if not np.all(np.isfinite(mass)) or float(np.mean(mass)) < MIN_MASS_STEM:
+        raise ValueError(f"the stem (--stem) {stem!r} gives the answer words {tuple(answer_words)} no probability mass "
+                         f"(mean {float(np.mean(mass)):.2e} on the first prompts); choose a stem after which the model "
+                         "answers with them")
+
+
+def edit_strengths(setting, layers, norms) -> dict:
+    """|alpha| per layer of an additive setting: k x the layer's median hidden-state norm."""
+    return {layer: setting.strength * norms[layer] for layer in layers}
+
+
+def _measurable(auc, mass) -> bool:
+    return bool(np.isfinite(auc) and auc >= MIN_AUC and mass >= MIN_MASS)
+
+
+def _generation(model, core, tokenizer, plan, vectors, norms, directions, gen_ids, n_new, sentiment, answer_words,
+                batch_size, pad, eos, device, progress, dataset):
+    """Per-prompt perplexity (under the unsteered model), distinct-2 and VADER of unsteered and steered
+    continuations of ``gen_ids``."""
+    n = len(gen_ids)
+    halves = np.where(np.arange(n) % 2 == 0, "selection", "report")
+    mask_words = [v.strip() for w in answer_words for v in _variants(w)]
+    out = {}
+
+    def measure(new, state, batch, idx, store):
+        nll, keep = _continuation_nll(model, core, batch, state, new, eos)
+        kept = [new[i, :int(keep[i].sum())].tolist() for i in range(len(idx))]
+        store["nll"][idx] = nll
+        store["distinct2"][idx] = [distinct_ngram_ratio(k) for k in kept]
+        texts = tokenizer.batch_decode(kept, skip_special_tokens=True)
+        store["text"][idx] = texts
+        if sentiment:
+            store["vader"][idx] = vader_scores(texts, mask_words)
+
+    empty = lambda: dict(nll=np.empty(n), distinct2=np.empty(n), vader=np.full(n, np.nan), text=np.empty(n, object))  # noqa: E731
+    unsteered = empty()
+    stores = {(m, s.name, d): empty() for m, s, _ in plan for d in directions}
+    bar = tqdm(total=len(plan) * len(directions), desc=f"{dataset} generation", disable=not progress, leave=False)
+    with torch.inference_mode():
+        for start in range(0, n, batch_size):
+            idx = list(range(start, min(n, start + batch_size)))
+            batch = _Batch([gen_ids[i] for i in idx], device, pad)
+            kv, lp, _ = _pass(model, core, batch.ids, batch.mask, batch.positions, None)
+            state = (kv, lp)
+            measure(_generate(model, core, batch, n_new, None, None, eos, state), state, batch, idx, unsteered)
+            for method, setting, layers in plan:
+                seg = _segments(setting.positions)
+                for direction in directions:
+                    concept = _Edit(model, setting, vectors[method], layers, direction, norms).concept()
+                    new = _generate(model, core, batch, n_new, concept if seg[0] else None,
+                                    (lambda t: concept) if seg[2] else None, eos, state)
+                    measure(new, state, batch, idx, stores[(method, setting.name, direction)])
+                    if start == 0:
+                        bar.update(1)
+    bar.close()
+    out = dict(unsteered=unsteered, stores=stores, halves=halves)
+    return out
+
+
+def _generation_row(generation, method, setting, direction, half) -> dict:
+    sel = generation["halves"] == half
+    u, s = generation["unsteered"], generation["stores"][(method, setting, direction)]
     sign = 1.0 if direction == "towards" else -1.0
-    ppl0 = [continuation_perplexity(model, pi, ni) if ni else math.nan for pi, ni in unsteered]
-    ppl1 = [continuation_perplexity(model, pi, ni) if ni else math.nan for pi, ni in steered]
-    table = pd.DataFrame(dict(prompt=prompts, unsteered=text0, steered=text1, p_unsteered=p0, p_steered=p1,
-                              shift=sign * (p1 - p0), perplexity_unsteered=ppl0, perplexity_steered=ppl1,
-                              distinct2_unsteered=[distinct_ngram_ratio(n) for _, n in unsteered],
-                              distinct2_steered=[distinct_ngram_ratio(n) for _, n in steered]))
-    gmean = lambda x: float(np.exp(np.nanmean(np.log(np.asarray(x, dtype=float)))))  # noqa: E731
-    a = np.asarray(alphas)
-    summary = dict(setting=setting.name, kind=setting.kind, direction=direction,
-                   layers=",".join(map(str, layers)), n_layers=len(layers), n_prompts=len(prompts),
-                   scorer_layer=scorer.layer, shift_mean=float(table["shift"].mean()),
-                   shift_se=float(table["shift"].std(ddof=1) / np.sqrt(len(table))) if len(table) > 1 else math.nan,
-                   shift_fraction=float((table["shift"] > 0).mean()),
-                   perplexity_unsteered=gmean(ppl0), perplexity_steered=gmean(ppl1),
-                   perplexity_ratio=gmean(ppl1) / gmean(ppl0),
-                   distinct2_unsteered=float(table.distinct2_unsteered.mean()),
-                   distinct2_steered=float(table.distinct2_steered.mean()),
-                   alpha_median=float(np.median(a)) if a.size else 0.0,
-                   alpha_p90=float(np.percentile(a, 90)) if a.size else 0.0,
-                   alpha_max=float(a.max()) if a.size else 0.0)
-    return summary, table
+    ppl0, ppl1 = np.exp(u["nll"][sel]), np.exp(s["nll"][sel])
+    row = dict(n_generated=int(sel.sum()), perplexity_unsteered=_gmean(ppl0), perplexity_steered=_gmean(ppl1),
+               perplexity_ratio=_gmean(ppl1) / _gmean(ppl0), distinct2_unsteered=float(u["distinct2"][sel].mean()),
+               distinct2_steered=float(s["distinct2"][sel].mean()))
+    if np.isfinite(s["vader"][sel]).all():
+        change = sign * (s["vader"][sel] - u["vader"][sel])
+        row.update(vader_shift=float(change.mean()), vader_se=_sem(change))
+    return row
 
 
-def compare_settings(model, tokenizer, prompts, vectors: dict, direction: str, scorer: ContinuationScorer, *,
-                     settings=None, norms=None, tau=None, max_new_tokens: int = 24,
-                     progress: bool = True) -> tuple[pd.DataFrame, dict]:
-    """:func:`evaluate_setting` for every (method, setting); the unsteered generations are shared.
+# --------------------------------------------------------------------------------------------- selection
+def select_operating_points(table: pd.DataFrame, by=("dataset", "method", "layer_choice", "kind", "positions",
+                                                     "direction")) -> pd.DataFrame:
+    """Per group ``by``, the strength with the largest concept-specific shift on the *selection* half among rows
+    passing the gates (answer mass >= MASS_GATE x unsteered; perplexity ratio <= PERPLEXITY_GATE where measured;
+    the dataset's read-out measurable), reported by its *report*-half row (``chosen=True``). Groups where no
+    strength passes are left out.
 
-    Parameters
-    ----------
-    vectors : mapping of str to ConceptVectors
-        Per method (``"RAPTOR"``, ``"GCS"``, ...) its probes; a method without probe weights (coef None)
-        gets only the additive settings.
-    settings : iterable of SteeringSetting, optional
-        Default: every preset.
+    Returns
+    -------
+    pandas.DataFrame
+        The report-half rows of the chosen settings, with ``selection_shift`` (the selection half's value).
+    """
+    need = {"half", "setting", "concept_specific_shift", "answer_mass_steered", "answer_mass_unsteered",
+            "perplexity_ratio", "measurable", *by}
+    missing = sorted(need - set(table.columns))
+    if missing:
+        raise ValueError(f"the steering table lacks columns {missing}")
+    selection = table[table["half"] == "selection"]
+    ratio = selection["perplexity_ratio"]
+    gate = (selection["answer_mass_steered"] >= MASS_GATE * selection["answer_mass_unsteered"]) & \
+        (ratio.isna() | (ratio <= PERPLEXITY_GATE)) & selection["measurable"].astype(bool)
+    chosen = []
+    for key, group in selection[gate].groupby(list(by), sort=False):
+        best = group.loc[group["concept_specific_shift"].idxmax()]
+        match = np.ones(len(table), bool)
+        for col in (*by, "setting"):
+            match &= (table[col] == best[col]).to_numpy()
+        report = table[match & (table["half"] == "report").to_numpy()]
+        if len(report) != 1:
+            raise ValueError(f"setting {best['setting']!r} has {len(report)} report-half rows, expected 1")
+        chosen.append(report.assign(selection_shift=float(best["concept_specific_shift"])))
+    if not chosen:
+        return table.iloc[:0].assign(selection_shift=pd.Series(dtype=float))
+    return pd.concat(chosen, ignore_index=True)
+
+
+def default_setting(table: pd.DataFrame, method: str = "RAPTOR") -> dict:
+    """The default steering setting chosen from a measured table: among ``method``'s settings, the one whose
+    operating point (:func:`select_operating_points`, chosen on the selection half) has the largest mean
+    report-half concept-specific shift over the measurable datasets and both directions, provided every one of
+    its report-half intervals lies above 0; otherwise the paper's protocol (:data:`DEFAULT_SETTING`) with the
+    reason.
+
+    Returns
+    -------
+    dict
+        ``setting`` (a name), ``beats_random`` (bool), ``shift`` (mean report-half concept-specific shift, NaN
+        without a candidate) and ``reason``.
+    """
+    points = select_operating_points(table[table["method"] == method], by=("dataset", "method", "setting",
+                                                                           "direction"))
+    if not len(points):
+        return dict(setting=DEFAULT_SETTING, beats_random=False, shift=math.nan,
+                    reason=f"no {method} setting passes the gates on a measurable dataset")
+    # a setting qualifies when it passed the gates on every measurable dataset and direction it was measured on
+    groups = points.groupby("setting")
+    n_needed = table[(table["method"] == method) & table["measurable"].astype(bool) &
+                     (table["half"] == "report")].groupby("setting").size()
+    scores = []
+    for name, g in groups:
+        complete = len(g) == n_needed.get(name, 0)
+        scores.append((name, float(g["concept_specific_shift"].mean()), bool((g["concept_specific_low"] > 0).all()),
+                       complete))
+    eligible = [s for s in scores if s[2] and s[3]]
+    if not eligible:
+        best = max(scores, key=lambda s: s[1])
+        return dict(setting=DEFAULT_SETTING, beats_random=False, shift=best[1],
+                    reason=f"no {method} setting beats the random control on every measurable dataset and direction "
+                           f"(best mean: {best[0]}, {best[1]:+.3f})")
+    best = max(eligible, key=lambda s: s[1])
+    return dict(setting=best[0], beats_random=True, shift=best[1],
+                reason="largest held-out concept-specific shift under the gates")
+
+
+# --------------------------------------------------------------------------------------------- one dataset
+def method_vectors(H, y, split, methods=("RAPTOR", "DiffMeans", "GCS", "xRFM"), layers=None, gcs_probes: int = 50,
+                   progress: bool = False) -> tuple:
+    """Concept vectors and validation accuracies per method on ``layers`` (default 1..L) of hidden states ``H``
+    (L+1, n, p), fitted on the split's train/validation rows (xRFM: directions only, it has no linear probe).
+
+    Returns
+    -------
+    (dict of str to ConceptVectors, dict of str to dict of int to float)
+    """
+    layers = list(range(1, H.shape[0])) if layers is None else list(layers)
+    estimators = {"RAPTOR": None, "DiffMeans": DifferenceOfMeans(), "GCS": GCSProbe(n_probes=gcs_probes),
+                  "xRFM": XRFMProbe()}
+    unknown = [m for m in methods if m not in estimators]
+    if unknown:
+        raise ValueError(f"methods must be among {sorted(estimators)}, got {unknown}")
+    vectors, accuracy = {}, {}
+    for method in methods:
+        estimator = estimators[method]
+        fit = fit_layers(H, y, layers=layers, split=split, progress=progress and method == "RAPTOR",
+                         **({} if estimator is None else {"estimator": estimator}))
+        accuracy[method] = dict(zip(fit.summary["layer"].astype(int), fit.summary["val_accuracy"].astype(float)))
+        if method == "xRFM":
+            test = dict(zip(fit.summary["layer"].astype(int), fit.summary["test_accuracy"].astype(float)))
+            vectors[method] = ConceptVectors({layer: LinearProbe(None, None, est.concept_vector_,
+                                                                 test_accuracy=test[layer])
+                                              for layer, est in fit.probes.items()}, method="xrfm")
+        else:
+            vectors[method] = fit.concept_vectors(method=method.lower())
+    return vectors, accuracy
+
+
+def evaluate_dataset(model, tokenizer, dataset, H, settings, *, eval_dataset=None, n_prompts: int = 100,
+                     methods=("RAPTOR", "DiffMeans", "GCS", "xRFM"), vectors=None, answer_words=None,
+                     stem: str = ANSWER_STEM, directions=("towards", "away"), n_random: int = MIN_RANDOM, seed: int = 0,
+                     n_generate: int = 16, max_new_tokens: int = 32, batch_size: int = 16, split_seed: int = 42,
+                     gcs_probes: int = 50, progress: bool = False) -> tuple:
+    """Steering of one dataset, end to end: answer words checked first, concept vectors fitted on the
+    train/validation split of ``H`` (unless ``vectors`` = (vectors, validation accuracies) is given), held-out
+    prompts (``eval_dataset``'s rows, e.g. ``stsa.binary.test``, else the test split; classes alternating), median
+    state norms of train + validation, then :func:`evaluate_steering`. Generation: the neutral prompts for
+    sentiment datasets (VADER), else the first ``n_generate`` held-out prompts; ``n_generate=0`` skips it.
 
     Returns
     -------
     (pandas.DataFrame, dict)
-        One summary row per (method, setting) and ``{(method, setting name): per-prompt table}``.
+        As :func:`evaluate_steering`.
     """
-    settings = list(PRESETS.values()) if settings is None else list(settings)
-    prompts = check_prompts(prompts)
-    unsteered = [generate_ids(model, tokenizer, p, max_new_tokens) for p in prompts]
-    rows, tables = [], {}
-    for method, probes in vectors.items():
-        has_coef = all(probe.coef is not None for probe in probes.values())
-        for setting in settings:
-            if setting.kind == "gcav" and not has_coef:
-                continue
-            summary, table = evaluate_setting(model, tokenizer, prompts, probes, setting, direction, scorer, norms=norms,
-                                              tau=tau, max_new_tokens=max_new_tokens, unsteered=unsteered,
-                                              progress=progress)
-            rows.append(dict(method=method, **summary))
-            tables[(method, setting.name)] = table
-    return pd.DataFrame(rows), tables
+    words = check_answer_words(dataset.name, answer_words)
+    n_prompts = check_int(n_prompts, "n_prompts (--n-prompts)", minimum=2)
+    n_generate = check_int(n_generate, "n_generate (--generate)", minimum=0)
+    answer_token_ids(tokenizer, words)  # before any model work
+    y = np.asarray(dataset.labels)
+    split = paper_split(y, random_state=split_seed)
+    if vectors is None:
+        vectors = method_vectors(H, y, split, methods=methods, gcs_probes=gcs_probes, progress=progress)
+    vecs, accuracy = vectors
+    pool = np.sort(np.r_[split[0], split[1]])
+    norms = {layer: float(np.median(np.linalg.norm(np.asarray(H[layer][pool], dtype=np.float32), axis=1)))
+             for layer in range(1, H.shape[0])}
+    if eval_dataset is not None:
+        source, candidates = eval_dataset, np.arange(len(eval_dataset))
+    else:
+        source, candidates = dataset, split[2]
+    chosen = select_prompts(source.labels, candidates, n_prompts)
+    prompts = [source.prompts[i] for i in chosen]
+    sentiment = dataset.name in SENTIMENT_DATASETS
+    generation = None
+    if n_generate:
+        generation = list(NEUTRAL_PROMPTS[:n_generate]) if sentiment else prompts[:n_generate]
+    return evaluate_steering(model, tokenizer, prompts, np.asarray(source.labels)[chosen], vecs, accuracy, norms,
+                             settings, answer_words=words, stem=stem, directions=directions, n_random=n_random,
+                             seed=seed, generation_prompts=generation, max_new_tokens=max_new_tokens,
+                             sentiment=sentiment, batch_size=batch_size, dataset=dataset.name, progress=progress)
