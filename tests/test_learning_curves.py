@@ -161,3 +161,55 @@ def test_bad_pools_and_options(population):
         predict_learning_curve("layer 3", [400])
     with pytest.raises(ValueError, match="fractions"):
         power_law_curve(H[:200], y[:200], [400], fractions=(0.5, 1.0, 0.2))
+
+
+# --------------------------------------------------------------------------- raptor plan
+def test_plan_command(cli_setup, capsys):
+    import json
+
+    import pandas as pd
+
+    from empirical import cli
+
+    root, base = cli_setup
+    out = root / "plan"
+    assert cli.main(["plan", *base, "--layers", "2,3", "--labels", "30", "--target-n", "120",
+                     "--target-accuracy", "0.9", "--n-boot", "20", "--out", str(out)]) == 0
+    table = pd.read_csv(out / "plan_reviews.csv")
+    assert list(table.layer) == [2, 3] and (table.labels == 30).all() and (table.unlabeled == 30).all()
+    assert (table.low <= table.predicted_accuracy).all() and (table.predicted_accuracy <= table.high).all()
+    assert table.predicted_accuracy.between(0.5, 1).all() and "labels_needed_pessimistic" in table
+    rec = json.loads((out / "plan_reviews.json").read_text())
+    assert rec["best_layer"] == int(table.loc[table.predicted_accuracy.idxmax(), "layer"]) and rec["target_n"] == 120
+    assert (out / "plan_reviews.png").is_file()
+    assert "predicted best layer at n = 120" in capsys.readouterr().out
+
+
+@pytest.mark.parametrize("extra, match", [
+    (["--labels", "30", "--target-n", "30"], "--target-n 30 must be larger than --labels 30"),
+    (["--labels", "60", "--target-n", "600"], "--labels 60 must be smaller than the 60 rows"),
+    (["--labels", "12", "--target-n", "600", "--table", "ONE_CLASS"], "single class"),
+])
+def test_plan_bad_input_before_any_model_work(cli_setup, capsys, extra, match):
+    from empirical import cli
+
+    root, base = cli_setup
+    args = list(base)
+    args[args.index("--model") + 1] = str(root / "no_such_model")  # reaching the model would be a different error
+    if "ONE_CLASS" in extra:
+        (root / "one_class.tsv").write_text("text\tlabel\n" + "\n".join(f"good film {k}\t1" for k in range(20)))
+        args[args.index("--table") + 1] = str(root / "one_class.tsv")
+        extra = extra[:-2]
+    assert cli.main(["plan", *args, *extra, "--out", str(root / "plan_bad")]) == 2
+    assert match in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("option, value", [("--target-accuracy", "1.0"), ("--target-accuracy", "0.5"),
+                                           ("--target-accuracy", "nan"), ("--labels", "3"), ("--level", "1")])
+def test_plan_bad_options(cli_setup, capsys, option, value):
+    from empirical import cli
+
+    root, base = cli_setup
+    with pytest.raises(SystemExit) as exc:
+        cli.main(["plan", *base, option, value])
+    assert exc.value.code == 2 and f"argument {option}" in capsys.readouterr().err
