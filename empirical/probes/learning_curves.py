@@ -9,7 +9,7 @@ test accuracy a probe will reach when it is trained on n > N labelled rows:
   (``PLAN_CS``, RAPTOR's range 1e-4 .. 1e2), and the C that reaches it.  RAPTOR selects C on a validation
   split instead; that selection's own noise (it can pick a neighbouring C) is not modelled, so the prediction
   is the accuracy of a well-chosen ridge, an upper bound on the validation-selected one that differs from it
-  by the selection noise (< 0.01 on our datasets at n >= 1,000).  Intervals come from the bootstrap of the
+  by the selection noise (not measured yet).  Intervals come from the bootstrap of the
   pool model (``PoolModel.cv_draws``: the pool's rows resampled, each replicate recalibrated by one
   Gauss-Newton step) propagated to each n through the derivative of the predicted accuracy in the teacher
   parameters at the best C (a delta method; the C* does not move to first order), plus, with ``n_test``, the
