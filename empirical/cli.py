@@ -1,4 +1,4 @@
-"""``raptor`` command line: extract | probe | stability | steer | sweep | export.
+"""``raptor`` command line: extract | probe | stability | steer | sweep | plan | export.
 
 Every subcommand reads a concept dataset (``--dataset NAME`` or ``--table FILE --text-column ...
 --label-column ...``), loads a model (``--model``, default SmolLM2-135M-Instruct), gets last-token
@@ -29,11 +29,13 @@ from .llm.cache import ExtractionCache
 from .probes.baselines import DifferenceOfMeans, GCSProbe, LogRegCVProbe, XRFMProbe
 from .probes.concept_vectors import ConceptVectors
 from .probes.interop import export_control_vector, export_directions
+from .probes.learning_curves import labels_needed, predict_learning_curve
 from .probes.layers import fit_layers, paper_split
 from .probes.persistence import file_pair, load_concept_vectors, save_concept_vectors
 from .probes.raptor import RaptorProbe
+from .probes.spectral_prediction import estimate_pool_model
 from .probes.stability import stability
-from .probes.structure import MAX_SEEDS, delta_sweep
+from .probes.structure import MAX_SEEDS, delta_sweep, stratified_subsample
 from .validation import C_MAX, C_MIN
 
 SPLIT_SEED = 42
@@ -501,6 +503,92 @@ def cmd_sweep(args):
     return 0
 
 
+#: cross-validation folds of ``raptor plan``'s pool model (every class needs this many labelled rows)
+PLAN_FOLDS = 5
+#: ``raptor plan`` reads the labels needed off a predicted curve up to this multiple of --target-n
+PLAN_REACH = 64
+
+
+def _plan_pool(ds, labels, seed) -> np.ndarray:
+    """The labelled pool of ``raptor plan``: ``labels`` rows of the dataset drawn stratified (the rest are its
+    unlabelled rows); checked before any model is loaded (a dataset of one class is refused when it loads)."""
+    y = np.asarray(ds.labels)
+    if labels >= len(y):
+        raise ValueError(f"--labels {labels} must be smaller than the {len(y)} rows of dataset {ds.name!r} (the rows "
+                         "left over are the unlabelled rows whose hidden states estimate the covariance)")
+    pool = stratified_subsample(y, labels, seed)
+    least = min(np.unique(y[pool], return_counts=True)[1])
+    if least < PLAN_FOLDS:
+        raise ValueError(f"--labels {labels}: the pool drawn from dataset {ds.name!r} has {least} row(s) of its rarer "
+                         f"class; {PLAN_FOLDS} of each are needed for the pool's cross-validation")
+    return pool
+
+
+def cmd_plan(args):
+    """How many labels does the concept need: per layer, the accuracy predicted at --target-n from --labels rows."""
+    if args.target_n <= args.labels:
+        raise ValueError(f"--target-n {args.target_n} must be larger than --labels {args.labels} (the pool's own "
+                         "accuracy is measured, not predicted)")
+    dsets = _load_datasets(args, [args.dataset] if args.dataset else None)
+    pools = [_plan_pool(ds, args.labels, args.seed) for ds in dsets]
+    out = _out(args, [f"plan_{ds.name}.{ext}" for ds in dsets for ext in ("csv", "json", "png")])
+    model, tok = _load_model(args)
+    grid = np.unique(np.r_[np.geomspace(args.labels, PLAN_REACH * args.target_n, 25), args.target_n])
+    at = int(np.flatnonzero(grid == args.target_n)[0])
+    for ds, pool in zip(dsets, pools):
+        H = _hidden(args, model, tok, ds)
+        L = H.shape[0] - 1
+        layers = _select_layers(args.layers, L, list(range(1, L + 1)))
+        rest = np.setdiff1d(np.arange(len(ds)), pool)
+        rows = []
+        for l in tqdm(layers, desc="plan layers", disable=args.no_progress, leave=False):
+            X = np.asarray(H[l], dtype=np.float64)
+            pool_model = estimate_pool_model(X[pool], ds.labels[pool], teacher=args.teacher, H_unlabeled=X[rest],
+                                             random_state=args.seed, n_boot=args.n_boot, folds=PLAN_FOLDS)
+            curve = predict_learning_curve(pool_model, grid, level=args.level)
+            row = dict(layer=l, labels=args.labels, unlabeled=rest.size, pool_cv_accuracy=float(pool_model.cv_accuracy.max()),
+                       target_n=args.target_n, predicted_accuracy=float(curve.accuracy[at]), low=float(curve.low[at]),
+                       high=float(curve.high[at]), C_star=float(curve.C_star[at]), kappa=pool_model.kappa,
+                       chance_factor=pool_model.chance_factor, teacher=args.teacher, level=args.level)
+            if args.target_accuracy is not None:
+                need = labels_needed(curve, args.target_accuracy)
+                row.update(target_accuracy=args.target_accuracy, labels_needed=need["n"],
+                           labels_needed_optimistic=need["n_optimistic"], labels_needed_pessimistic=need["n_pessimistic"])
+            rows.append(row)
+        table = pd.DataFrame(rows)
+        write_csv(out / f"plan_{ds.name}.csv", table)
+        best = table.loc[table.predicted_accuracy.idxmax()]
+        rec = dict(dataset=ds.name, labels=args.labels, target_n=args.target_n, best_layer=int(best.layer),
+                   predicted_accuracy=float(best.predicted_accuracy), interval=[float(best.low), float(best.high)],
+                   level=args.level, C_star=float(best.C_star), teacher=args.teacher, seed=args.seed,
+                   accuracy="best-C test accuracy of a probe trained on target_n labelled rows (spectral theory)")
+        if args.target_accuracy is not None:
+            reached = table[np.isfinite(table.labels_needed)]
+            rec.update(target_accuracy=args.target_accuracy, reachable_within=float(grid[-1]),
+                       fewest_labels_layer=int(reached.loc[reached.labels_needed.idxmin()].layer) if len(reached) else None,
+                       fewest_labels=float(reached.labels_needed.min()) if len(reached) else None)
+        write_json(out / f"plan_{ds.name}.json", rec)
+        with _figure(out / f"plan_{ds.name}.png", (6, 3.5)) as ax:
+            ax.errorbar(table.layer, table.predicted_accuracy, yerr=[table.predicted_accuracy - table.low,
+                                                                     table.high - table.predicted_accuracy],
+                        fmt="o-", capsize=3, label=f"predicted at n = {args.target_n} ({args.level:.0%} interval)")
+            ax.plot(table.layer, table.pool_cv_accuracy, "x--", label=f"pool's CV accuracy (n = {args.labels})")
+            if args.target_accuracy is not None:
+                ax.axhline(args.target_accuracy, color="0.5", lw=0.8, ls=":", label="target accuracy")
+            ax.set(xlabel="layer", ylabel="test accuracy", title=f"{ds.name}: {args.labels} labels -> {args.target_n}")
+            ax.legend(fontsize=7)
+        with pd.option_context("display.width", 200):
+            print(table.drop(columns=["teacher", "level", "labels", "target_n"]).to_string(
+                index=False, float_format=lambda x: f"{x:.3f}"))
+        print(f"{ds.name}: predicted best layer at n = {args.target_n}: {rec['best_layer']} "
+              f"(accuracy {rec['predicted_accuracy']:.3f} [{best.low:.3f}, {best.high:.3f}], C = {rec['C_star']:.3g})")
+        if args.target_accuracy is not None:
+            print(f"{ds.name}: labels to reach {args.target_accuracy:g}: " + (
+                f"{rec['fewest_labels']:.0f} at layer {rec['fewest_labels_layer']}" if rec["fewest_labels"] is not None
+                else f"not reached by any layer within {grid[-1]:.0f} labels"))
+    return 0
+
+
 EXPORT_SUFFIX = {"gguf": ".gguf", "safetensors": ".safetensors"}
 
 
@@ -609,6 +697,26 @@ def build_parser():
     p.add_argument("--seeds", type=int_in(1, MAX_SEEDS), default=5, help=f"subsamples per fraction (1..{MAX_SEEDS})")
     p.add_argument("--jobs", type=worker_count(), default=1, help="parallel fits, at most the CPU cores")
     p.set_defaults(func=cmd_sweep)
+
+    p = sub.add_parser("plan", help="how many labels: accuracy predicted at more labels, per layer",
+                       description="Draw --labels labelled rows of the dataset (the rest count as unlabelled), "
+                                   "model each layer with the spectral theory and predict the best-C test accuracy "
+                                   "a probe reaches with --target-n labels (with an interval), the best layer and C, "
+                                   "and the labels needed for --target-accuracy. See docs/learning_curves.md.")
+    _add_common(p)
+    p.add_argument("--layers", type=_layers_arg, help="'all', '1-30' or '5,10' (default 1..L)")
+    p.add_argument("--labels", type=int_in(2 * PLAN_FOLDS), default=300, help="labelled rows of the pool (default 300)")
+    p.add_argument("--target-n", type=int_in(2 * PLAN_FOLDS + 1), default=3000,
+                   help="labelled rows to predict the accuracy at (> --labels; default 3000)")
+    p.add_argument("--target-accuracy", type=number_in(0.5, 1.0, low_open=True, high_open=True),
+                   help="also predict the labels needed to reach this accuracy, in (0.5, 1)")
+    p.add_argument("--teacher", choices=["calibrated", "deconvolved"], default="calibrated",
+                   help="teacher estimator of the pool model (docs/spectral_theory.md)")
+    p.add_argument("--level", type=number_in(0.0, 1.0, low_open=True, high_open=True), default=0.9,
+                   help="coverage of the prediction intervals, in (0, 1)")
+    p.add_argument("--n-boot", type=int_in(0, 10_000), default=200, help="bootstrap replicates of the pool model")
+    p.add_argument("--seed", type=int_in(0, MAX_SEED), default=0, help="seed of the pool draw and its folds")
+    p.set_defaults(func=cmd_plan)
 
     p = sub.add_parser("export", help="concept vectors as a llama.cpp control vector or plain safetensors",
                        description="Write the concept vectors of a probes_<dataset>.json file as a llama.cpp "

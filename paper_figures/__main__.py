@@ -12,9 +12,10 @@ separability, steering, delta-sweep structure predictor, predicted vs measured s
 datasets, every fourth layer, the best layer on five split seeds; the evaluation on every dataset and layer is
 ``spectral_figures.run(out, hidden)``, docs/spectral_theory.md),
 ``steering_text`` (what steering does to the generated text: concept shift vs fluency per setting and method,
-docs/steering.md).
-Default: every section but ``steering_text`` (about an hour of text generation on two cores; add it with
-``--only``).  Outputs: ``OUT/RESULTS.md`` (the paper's claims checked, with 95 % intervals, and every figure
+docs/steering.md), ``learning_curves`` (accuracy at 2-8x more labels predicted from pools of 200-800 labels, the
+spectral theory against a power-law learning curve and "no gain", docs/learning_curves.md).
+Default: every section but ``steering_text`` (about an hour of text generation on two cores) and ``learning_curves``
+(extractions at the Concept-Depth sizes, hours of fits); add them with ``--only``.  Outputs: ``OUT/RESULTS.md`` (the paper's claims checked, with 95 % intervals, and every figure
 explained), ``OUT/figures/*.png|pdf``, ``OUT/tables/*.csv|md`` (the numbers behind every figure) and an index
 ``OUT/README.md``.  Hidden states are cached (see ``empirical.llm.extract``) and every step's table is saved
 as soon as it is done, so an interrupted run resumes where it stopped; ``--force`` redoes the steps.
@@ -35,17 +36,18 @@ from cgmt.cli_errors import debug_requested, run_command
 from empirical.files import atomic_write_text, read_json, refuse_overwriting_inputs
 from empirical.llm.datasets import resolve_data_dir
 
-from . import empirical_figures, empirical_plots, output, spectral_figures, stability, steering_text, style, theory
+from . import (empirical_figures, empirical_plots, learning_curves, output, spectral_figures, stability, steering_text,
+               style, theory)
 from .progress import RunProgress, silence_libraries
 from .publish import publish, sync_readme
 from .results import write_results
 
-SECTIONS = ("theory", "stability", "empirical", "spectral", "steering_text")
+SECTIONS = ("theory", "stability", "empirical", "spectral", "steering_text", "learning_curves")
 #: What a plain ``python -m paper_figures`` runs (``steering_text`` generates text for an hour on two
-#: cores; ask for it with ``--only``).
+#: cores, ``learning_curves`` needs the large extractions; ask for them with ``--only``).
 DEFAULT_SECTIONS = ("theory", "stability", "empirical", "spectral")
 #: Expected seconds of the sections other than ``empirical`` on two cores (the progress ETA).
-SECTION_SECONDS = {"theory": 60, "stability": 20, "spectral": 560, "steering_text": 3500}
+SECTION_SECONDS = {"theory": 60, "stability": 20, "spectral": 560, "steering_text": 3500, "learning_curves": 14400}
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -204,6 +206,11 @@ def _run(args) -> int:
                 with steps.step("steering: generated text", SECTION_SECONDS["steering_text"] * (0.2 if args.quick else 1)):
                     steering_text.run(out, model=args.model, data_dir=args.data_dir, max_per_class=cap,
                                       quick=args.quick, progress=False)
+            elif section == "learning_curves":
+                with steps.step("learning curves from small pools",
+                                SECTION_SECONDS["learning_curves"] * (0.2 if args.quick else 1)):
+                    hidden = learning_curves.load_hidden(args.model, args.data_dir, progress=False)
+                    learning_curves.run(out, hidden, n_jobs=args.n_jobs, **(learning_curves.QUICK if args.quick else {}))
             timings[section] = round(time.perf_counter() - t0, 1)
             steps.write(f"[paper_figures] {section} done in {timings[section]:.0f} s")
             write_index(out)

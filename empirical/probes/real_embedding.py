@@ -47,7 +47,7 @@ def theory_lambda(C, n_train) -> float | np.ndarray:
     return 1.0 / (np.asarray(C, dtype=float) * float(n_train)) if np.ndim(C) else 1.0 / (float(C) * float(n_train))
 
 
-def cross_validated_path(X, y, lambdas, folds=5, random_state=0) -> tuple[np.ndarray, np.ndarray, float]:
+def cross_validated_path(X, y, lambdas, folds=5, random_state=0, *, per_row=False) -> tuple:
     """Out-of-fold accuracy and log-loss of the RAPTOR objective along ``lambdas`` (theory convention).
 
     Each fold standardizes with its own training statistics and fits with an intercept at
@@ -63,11 +63,15 @@ def cross_validated_path(X, y, lambdas, folds=5, random_state=0) -> tuple[np.nda
     folds : int
     random_state : int
         Seed of the stratified folds.
+    per_row : bool
+        Also return the out-of-fold correctness of every row (the bootstrap of
+        :func:`empirical.probes.spectral_prediction.estimate_pool_model` resamples it).
 
     Returns
     -------
     (accuracy, log_loss, n_fit) : (ndarray, ndarray, float)
-        Per lambda, the out-of-fold accuracy and mean log-loss; the mean fold training size.
+        Per lambda, the out-of-fold accuracy and mean log-loss; the mean fold training size.  With
+        ``per_row=True`` a fourth item: ndarray (n, len(lambdas)) of 0/1, row i correct at lambda k.
 
     Examples
     --------
@@ -79,7 +83,7 @@ def cross_validated_path(X, y, lambdas, folds=5, random_state=0) -> tuple[np.nda
     (True, 80.0)
     """
     lambdas = np.asarray(lambdas, dtype=float)
-    acc = np.zeros(lambdas.size)
+    correct = np.zeros((len(y), lambdas.size))
     loss = np.zeros(lambdas.size)
     sizes = []
     for tr, te in StratifiedKFold(folds, shuffle=True, random_state=random_state).split(X, y):
@@ -91,9 +95,10 @@ def cross_validated_path(X, y, lambdas, folds=5, random_state=0) -> tuple[np.nda
             res = fit_l2_logistic(Xtr, y[tr], 1.0 / (len(tr) * lambdas[k]), fit_intercept=True, w0=w, b0=b)
             w, b = res.coef, res.intercept
             score = Xte @ w + b
-            acc[k] += np.sum(np.where(score >= 0, 1.0, -1.0) == y[te])
+            correct[te, k] = np.where(score >= 0, 1.0, -1.0) == y[te]
             loss[k] -= np.sum(log_expit(y[te] * score))
-    return acc / len(y), loss / len(y), float(np.mean(sizes))
+    out = (correct.mean(axis=0), loss / len(y), float(np.mean(sizes)))
+    return (*out, correct) if per_row else out
 
 
 def participation_ratio(X) -> float:

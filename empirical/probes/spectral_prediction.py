@@ -11,8 +11,10 @@ probes do (balanced classes: the intercept changes accuracy by < 0.01, see docs/
 
 The model of a pool (:func:`estimate_pool_model`):
 
-* Sigma: the pool's sample correlation matrix (``covariance="sample"``) or its Ledoit-Wolf shrinkage
-  (``"ledoit_wolf"``, scikit-learn).
+* Sigma: the sample correlation matrix (``covariance="sample"``) or its Ledoit-Wolf shrinkage
+  (``"ledoit_wolf"``, scikit-learn) of every row there is: the labelled pool and, when given, unlabelled
+  hidden states (``H_unlabeled``: unlabelled text costs nothing, and Sigma needs no label).  The
+  standardization statistics come from the same rows.
 * Teacher direction: a ridge-logistic fit on the whole standardized pool, its ridge chosen by K-fold
   cross-validated log-loss.
 * Teacher norm (``teacher=``):
@@ -27,6 +29,18 @@ The model of a pool (:func:`estimate_pool_model`):
   accuracy path (c = 0 is ``"calibrated"``): the path's shape at strong ridge is what fixes c, because a
   strongly regularized probe points along Sigma beta* and its accuracy measures how much of the teacher
   lies outside the top eigen-directions.
+* No signal, no gain (``chance_z``): when the pool's out-of-fold accuracy at the teacher's ridge is not
+  ``chance_z`` null standard errors 1/(2 sqrt N) above chance (the majority class share), kappa is shrunk by the
+  factor max(e / (chance_z se), 0) (floored at 1e-3) of the excess e = accuracy - chance: a Coinflip pool then
+  predicts chance at every n instead of a gain the calibration read into noise.  ``PoolModel.chance_factor``.
+* Uncertainty (``n_boot``): a bootstrap over the pool.  The pool's rows (their out-of-fold correctness along
+  the cross-validation path, resampled within each class) are drawn ``n_boot`` times; each replicate's
+  accuracy path gives the replicate's teacher parameters (log kappa, and log c for ``"deconvolved"``) by one
+  Gauss-Newton step of the calibration from the estimate (the linearized bootstrap: no replicate refits a
+  probe or re-solves the calibration, so it costs nothing beyond one Jacobian of the path).  The replicates
+  carry the uncertainty of the teacher's norm and shape that the pool's size leaves; not the direction's,
+  which the calibration does not re-estimate (``"pool_fit"`` has no fitted parameter and no replicates).
+  :func:`predict_learning_curve` propagates them into prediction intervals.
 """
 from __future__ import annotations
 
@@ -41,18 +55,27 @@ import cgmt
 from cgmt.ablation import protocol_fractions
 from cgmt.spectral import Spectrum
 from cgmt.spectral_stability import spectral_stability
+from cgmt.validation import check_int, check_scalar
 
 from ..logistic import fit_l2_logistic
-from ..validation import check_binary_labels, check_grid, check_matrix, standardize_stats
+from ..validation import check_binary_labels, check_grid, check_matrix, check_min_per_class, standardize_stats
 from .real_embedding import cross_validated_path
 
 __all__ = ["PoolModel", "estimate_pool_model", "estimate_pool_models", "predict_path", "predict_lambda_star", "predict_sweep",
-           "predict_stability", "TEACHERS", "COVARIANCES", "CV_LAMBDAS"]
+           "predict_stability", "TEACHERS", "COVARIANCES", "CV_LAMBDAS", "KAPPA_BOUNDS"]
 
 TEACHERS = ("deconvolved", "calibrated", "pool_fit")
 COVARIANCES = ("sample", "ledoit_wolf")
 #: theory-convention ridge grid of the pool's cross-validation path
 CV_LAMBDAS = np.logspace(-4, 1, 11)
+#: range of the calibrated kappa
+KAPPA_BOUNDS = (0.05, 60.0)
+#: range of the deconvolution's tilt c
+_TILT_BOUNDS = (1e-6, 1e3)
+#: smallest factor of the no-signal shrinkage of kappa (a zero teacher has no spectrum)
+_MIN_CHANCE_FACTOR = 1e-3
+#: log-parameter step of the finite-difference Jacobians
+_STEP = 1e-3
 
 
 @dataclass(frozen=True)
@@ -76,6 +99,21 @@ class PoolModel:
         Mean fold training size.
     lam_teacher : float
         Ridge (theory lam) of the pool fit that gives the teacher direction (best CV log-loss).
+    n_unlabeled : int
+        Unlabelled rows that entered Sigma (and the standardization) besides the pool.
+    parameters : ndarray
+        The fitted teacher parameters: (log kappa,) for ``"calibrated"``, (log kappa, log c) for
+        ``"deconvolved"``, empty for ``"pool_fit"``; before the no-signal shrinkage.
+    parameter_draws : ndarray (n_boot, len(parameters))
+        Their bootstrap replicates (module docstring).
+    cv_draws : ndarray (n_boot, len(cv_lambdas))
+        The replicates' out-of-fold accuracy paths minus the pool's.
+    cv_jacobian : ndarray (len(cv_lambdas), len(parameters))
+        Derivative of the calibrated theory path with respect to ``parameters``.
+    chance_factor : float
+        The no-signal shrinkage factor of kappa (1: the pool is clearly above chance).
+    base_spectrum : cgmt.spectral.Spectrum
+        The pool fit's spectrum, from which :meth:`spectrum_at` builds the model at other parameters.
     """
 
     spectrum: Spectrum
@@ -87,6 +125,23 @@ class PoolModel:
     cv_accuracy: np.ndarray = field(repr=False)
     cv_train_size: float
     lam_teacher: float
+    n_unlabeled: int = 0
+    parameters: np.ndarray = field(default_factory=lambda: np.zeros(0), repr=False)
+    parameter_draws: np.ndarray = field(default_factory=lambda: np.zeros((0, 0)), repr=False)
+    cv_draws: np.ndarray = field(default_factory=lambda: np.zeros((0, 0)), repr=False)
+    cv_jacobian: np.ndarray = field(default_factory=lambda: np.zeros((0, 0)), repr=False)
+    chance_factor: float = 1.0
+    base_spectrum: Spectrum | None = field(default=None, repr=False)
+
+    def spectrum_at(self, parameters) -> Spectrum:
+        """The model's spectrum at other teacher parameters (same meaning as ``parameters``), with the
+        model's no-signal shrinkage applied."""
+        theta = np.asarray(parameters, dtype=float)
+        if theta.shape != self.parameters.shape:
+            raise ValueError(f"parameters: expected {self.parameters.size} values, got shape {theta.shape}")
+        if self.base_spectrum is None or theta.size == 0:
+            return self.spectrum
+        return _shrunk(_spectrum_from(self.base_spectrum, theta), self.chance_factor)
 
     @property
     def p(self) -> int:
@@ -103,13 +158,68 @@ def _theory_path(spectrum, delta, lambdas):
     return np.array([r.accuracy for r in spectrum.solve_path(delta, lambdas)])
 
 
+def _spectrum_from(base, theta):
+    """The teacher of parameters theta = (log kappa[, log c]) on the pool fit's spectrum ``base``."""
+    lo, hi = math.log(KAPPA_BOUNDS[0]), math.log(KAPPA_BOUNDS[1])
+    kappa = math.exp(min(max(float(theta[0]), lo), hi))
+    if len(theta) == 1:
+        return base.scaled(kappa)
+    c = math.exp(min(max(float(theta[1]), math.log(_TILT_BOUNDS[0])), math.log(_TILT_BOUNDS[1])))
+    return _tilted(base, c, kappa)
+
+
+def _shrunk(spectrum, factor):
+    return spectrum if factor >= 1.0 else spectrum.scaled(spectrum.kappa * factor)
+
+
+def _path_jacobian(base, theta, delta, lambdas):
+    """Forward-difference derivative of the theory path in the log parameters."""
+    g0 = _theory_path(_spectrum_from(base, theta), delta, lambdas)
+    jac = np.empty((lambdas.size, theta.size))
+    for j in range(theta.size):
+        step = np.array(theta, dtype=float)
+        step[j] += _STEP
+        jac[:, j] = (_theory_path(_spectrum_from(base, step), delta, lambdas) - g0) / _STEP
+    return jac
+
+
+def _bootstrap_paths(correct, ypm, n_boot, rng):
+    """Out-of-fold accuracy paths of ``n_boot`` stratified bootstrap replicates of the pool, minus the pool's."""
+    if n_boot == 0:
+        return np.zeros((0, correct.shape[1]))
+    groups = [np.flatnonzero(ypm == label) for label in (-1.0, 1.0)]
+    draws = np.empty((n_boot, correct.shape[1]))
+    for b in range(n_boot):
+        rows = np.concatenate([rng.choice(g, g.size, replace=True) for g in groups])
+        draws[b] = correct[rows].mean(axis=0)
+    return draws - correct.mean(axis=0)
+
+
+def _chance_factor(acc, ypm, chance_z):
+    """The no-signal shrinkage factor of kappa from the out-of-fold accuracy ``acc`` (module docstring)."""
+    chance = max(float(np.mean(ypm > 0)), float(np.mean(ypm < 0)))
+    se = 0.5 / math.sqrt(ypm.size)
+    if chance_z == 0:
+        return 1.0
+    return float(min(1.0, max((acc - chance) / (chance_z * se), _MIN_CHANCE_FACTOR)))
+
+
+def _check_unlabeled(H_unlabeled, p):
+    if H_unlabeled is None:
+        return np.zeros((0, p))
+    U = check_matrix(H_unlabeled, "H_unlabeled")
+    if U.shape[1] != p:
+        raise ValueError(f"H_unlabeled must have the pool's {p} features (columns), got {U.shape[1]}")
+    return U
+
+
 def estimate_pool_models(H_pool, y_pool, *, teachers=TEACHERS, covariance="sample", folds=5, random_state=0,
-                         cv_lambdas=CV_LAMBDAS) -> dict:
+                         cv_lambdas=CV_LAMBDAS, H_unlabeled=None, n_boot=200, chance_z=2.0) -> dict:
     """:func:`estimate_pool_model` for several teacher estimators, sharing the cross-validation path and pool fit.
 
     Parameters
     ----------
-    H_pool, y_pool, covariance, folds, random_state, cv_lambdas
+    H_pool, y_pool, covariance, folds, random_state, cv_lambdas, H_unlabeled, n_boot, chance_z
         As for :func:`estimate_pool_model`.
     teachers : sequence of str
         Teacher estimators (:data:`TEACHERS`).
@@ -126,20 +236,30 @@ def estimate_pool_models(H_pool, y_pool, *, teachers=TEACHERS, covariance="sampl
         raise ValueError(f"teacher must be one of {TEACHERS}, got {list(teachers)!r}")
     if covariance not in COVARIANCES:
         raise ValueError(f"covariance must be one of {COVARIANCES}, got {covariance!r}")
+    n_boot = check_int(n_boot, "n_boot", minimum=0)
+    chance_z = check_scalar(chance_z, "chance_z", low=0.0)
+    folds = check_int(folds, "folds", minimum=2)
+    check_min_per_class(ypm, "y_pool (labelled pool)", minimum=folds)
     lambdas = np.asarray(cv_lambdas, dtype=float)
     N, p = H.shape
-    mu, s = standardize_stats(H)
-    Z = (H - mu) / s
-    cov = (LedoitWolf(assume_centered=True).fit(Z).covariance_ if covariance == "ledoit_wolf"
-           else Z.T @ Z / N)
-    acc, loss, n_fold = cross_validated_path(H, ypm, lambdas, folds, random_state)
-    lam_teacher = float(lambdas[int(np.argmin(loss))])
+    U = _check_unlabeled(H_unlabeled, p)
+    H_all = np.vstack([H, U]) if U.shape[0] else H
+    mu, s = standardize_stats(H_all)
+    Z_all = (H_all - mu) / s
+    Z = Z_all[:N]
+    cov = (LedoitWolf(assume_centered=True).fit(Z_all).covariance_ if covariance == "ledoit_wolf"
+           else Z_all.T @ Z_all / Z_all.shape[0])
+    acc, loss, n_fold, correct = cross_validated_path(H, ypm, lambdas, folds, random_state, per_row=True)
+    k_teacher = int(np.argmin(loss))
+    lam_teacher = float(lambdas[k_teacher])
     fit = fit_l2_logistic(Z, ypm, 1.0 / (N * lam_teacher), fit_intercept=True)
     beta = math.sqrt(p) * fit.coef
     if not np.any(beta):
         raise ValueError("H_pool: the pool fit is zero (constant features?); no teacher direction to estimate")
     pool_fit = Spectrum.from_covariance(cov, beta)
     delta_fold = n_fold / p
+    factor = _chance_factor(acc[k_teacher], ypm, chance_z)
+    cv_draws = _bootstrap_paths(correct, ypm, n_boot, np.random.default_rng(random_state))
     models = {}
     for teacher in teachers:
         if teacher == "calibrated":
@@ -148,29 +268,40 @@ def estimate_pool_models(H_pool, y_pool, *, teachers=TEACHERS, covariance="sampl
                 path = _theory_path(pool_fit.scaled(math.exp(log_kappa)), delta_fold, lambdas)
                 return float(np.sum((path - acc) ** 2))
 
-            best = minimize_scalar(misfit, bounds=(math.log(0.05), math.log(60.0)), method="bounded",
+            best = minimize_scalar(misfit, bounds=tuple(math.log(k) for k in KAPPA_BOUNDS), method="bounded",
                                    options={"xatol": 1e-3})
-            spectrum = pool_fit.scaled(math.exp(best.x))
+            theta = np.array([best.x])
         elif teacher == "deconvolved":
-            spectrum = _deconvolved(pool_fit, delta_fold, lambdas, acc)
+            theta = _deconvolved(pool_fit, delta_fold, lambdas, acc)
         else:
-            spectrum = pool_fit
+            theta = np.zeros(0)
+        if theta.size:
+            spectrum = _shrunk(_spectrum_from(pool_fit, theta), factor)
+            jac = _path_jacobian(pool_fit, theta, delta_fold, lambdas)
+            # one Gauss-Newton step of the calibration per bootstrap replicate of the out-of-fold path
+            gain = np.linalg.pinv(jac, rcond=1e-4)
+            theta_draws = theta + cv_draws @ gain.T
+        else:
+            spectrum = _shrunk(pool_fit, factor)
+            jac, theta_draws = np.zeros((lambdas.size, 0)), np.zeros((n_boot, 0))
         models[teacher] = PoolModel(spectrum=spectrum, feature_scale=s, n_pool=N, teacher=teacher,
                                     covariance=covariance, cv_lambdas=lambdas, cv_accuracy=acc,
-                                    cv_train_size=n_fold, lam_teacher=lam_teacher)
+                                    cv_train_size=n_fold, lam_teacher=lam_teacher, n_unlabeled=int(U.shape[0]),
+                                    parameters=theta, parameter_draws=theta_draws, cv_draws=cv_draws,
+                                    cv_jacobian=jac, chance_factor=factor, base_spectrum=pool_fit)
     return models
 
 
 def estimate_pool_model(H_pool, y_pool, *, teacher="deconvolved", covariance="sample", folds=5, random_state=0,
-                        cv_lambdas=CV_LAMBDAS) -> PoolModel:
-    """Estimate Sigma and the teacher of a layer from its labelled training pool.
+                        cv_lambdas=CV_LAMBDAS, H_unlabeled=None, n_boot=200, chance_z=2.0) -> PoolModel:
+    """Estimate Sigma and the teacher of a layer from its labelled training pool (and unlabelled rows).
 
     Parameters
     ----------
     H_pool : ndarray (N, p)
-        Raw hidden states of the pool (the paper's train + validation splits).
+        Raw hidden states of the labelled pool (the paper's train + validation splits).
     y_pool : array (N,)
-        Binary labels.
+        Binary labels (at least ``folds`` of each class).
     teacher : {"deconvolved", "calibrated", "pool_fit"}
         Teacher-norm estimator (module docstring).
     covariance : {"sample", "ledoit_wolf"}
@@ -178,9 +309,16 @@ def estimate_pool_model(H_pool, y_pool, *, teacher="deconvolved", covariance="sa
     folds : int
         Cross-validation folds of the pool path.
     random_state : int
-        Fold assignment.
+        Fold assignment and bootstrap draws.
     cv_lambdas : array of float
         Theory-convention ridge grid of the cross-validation path.
+    H_unlabeled : ndarray (M, p), optional
+        Hidden states of unlabelled rows of the same layer: they enter Sigma and the standardization only.
+    n_boot : int >= 0
+        Bootstrap replicates of the teacher parameters (module docstring; 0: no intervals).
+    chance_z : float >= 0
+        Null standard errors above chance the pool's out-of-fold accuracy must be for kappa to stay unshrunk
+        (0: never shrink).
 
     Returns
     -------
@@ -190,14 +328,15 @@ def estimate_pool_model(H_pool, y_pool, *, teacher="deconvolved", covariance="sa
     --------
     >>> from empirical.testing import synthetic_hidden_states
     >>> H, y, _, _ = synthetic_hidden_states(400, 0, 30, shift=1.0, seed=0)
-    >>> model = estimate_pool_model(H, y)
-    >>> model.p, model.kappa > 0
-    (30, True)
+    >>> model = estimate_pool_model(H, y, n_boot=20)
+    >>> model.p, model.kappa > 0, model.parameter_draws.shape
+    (30, True, (20, 2))
     """
     if teacher not in TEACHERS:
         raise ValueError(f"teacher must be one of {TEACHERS}, got {teacher!r}")
     return estimate_pool_models(H_pool, y_pool, teachers=(teacher,), covariance=covariance, folds=folds,
-                                random_state=random_state, cv_lambdas=cv_lambdas)[teacher]
+                                random_state=random_state, cv_lambdas=cv_lambdas, H_unlabeled=H_unlabeled,
+                                n_boot=n_boot, chance_z=chance_z)[teacher]
 
 
 def _tilted(spectrum, c, kappa):
@@ -207,25 +346,26 @@ def _tilted(spectrum, c, kappa):
 
 
 def _deconvolved(spectrum, delta_fold, lambdas, acc):
-    """Fit (log kappa, log c) of the tilted teacher b (1 + c/omega) to the out-of-fold accuracy path."""
+    """Fit theta = (log kappa, log c) of the tilted teacher b (1 + c/omega) to the out-of-fold accuracy path."""
+    lo = np.log([KAPPA_BOUNDS[0], _TILT_BOUNDS[0]])
+    hi = np.log([KAPPA_BOUNDS[1], _TILT_BOUNDS[1]])
+
     def misfit(theta):
-        log_kappa, log_c = np.clip(theta, [math.log(0.05), math.log(1e-6)], [math.log(60.0), math.log(1e3)])
         try:
-            model = _tilted(spectrum, math.exp(log_c), math.exp(log_kappa))
-            return float(np.sum((_theory_path(model, delta_fold, lambdas) - acc) ** 2))
+            return float(np.sum((_theory_path(_spectrum_from(spectrum, np.clip(theta, lo, hi)), delta_fold, lambdas)
+                                 - acc) ** 2))
         except (ValueError, cgmt.ConvergenceError):
             return 1e3
 
     best, best_val = None, np.inf
     for log_c in (math.log(1e-3), math.log(1.0)):  # a few starts: the misfit is not convex in c
-        k0 = minimize_scalar(lambda lk: misfit((lk, log_c)), bounds=(math.log(0.05), math.log(60.0)),
+        k0 = minimize_scalar(lambda lk: misfit((lk, log_c)), bounds=(lo[0], hi[0]),
                              method="bounded", options={"xatol": 1e-2}).x
         res = minimize(misfit, [k0, log_c], method="Nelder-Mead", options={"xatol": 1e-3, "fatol": 1e-7,
                                                                            "maxfev": 80})
         if res.fun < best_val:
             best, best_val = res.x, res.fun
-    log_kappa, log_c = np.clip(best, [math.log(0.05), math.log(1e-6)], [math.log(60.0), math.log(1e3)])
-    return _tilted(spectrum, math.exp(log_c), math.exp(log_kappa))
+    return np.clip(best, lo, hi)
 
 
 def predict_path(model: PoolModel, n_train, Cs) -> np.ndarray:

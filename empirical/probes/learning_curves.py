@@ -1,0 +1,494 @@
+"""How many labels does a concept need?  Learning curves of a probe predicted from a small labelled pool.
+
+From a layer's labelled pool of N rows (and any unlabelled rows of the same layer) this module predicts the
+test accuracy a probe will reach when it is trained on n > N labelled rows:
+
+* :func:`predict_learning_curve`: the spectral theory (:func:`cgmt.solve_spectral`) with the pool's model
+  (:func:`empirical.probes.spectral_prediction.estimate_pool_model`: Sigma from every row, teacher from the
+  labelled pool), at each n the **best-C accuracy**: the largest expected test accuracy over a C grid
+  (``PLAN_CS``, RAPTOR's range 1e-4 .. 1e2), and the C that reaches it.  RAPTOR selects C on a validation
+  split instead; that selection's own noise (it can pick a neighbouring C) is not modelled, so the prediction
+  is the accuracy of a well-chosen ridge, an upper bound on the validation-selected one that differs from it
+  by the selection noise (not measured yet).  Intervals come from the bootstrap of the
+  pool model (``PoolModel.cv_draws``: the pool's rows resampled, each replicate recalibrated by one
+  Gauss-Newton step) propagated to each n through the derivative of the predicted accuracy in the teacher
+  parameters at the best C (a delta method; the C* does not move to first order), plus, with ``n_test``, the
+  binomial noise of a test set of that size, so that the interval is one for a *measured* test accuracy.
+* :func:`predict_best_layer`: which layer wins at n, with every layer's predicted accuracy.
+* :func:`labels_needed`: the labels a curve needs to reach a target accuracy (with the range its interval
+  gives).
+* Two baselines with the same inputs (the pool's hidden states and labels) and the same result type:
+  :func:`no_gain_curve`, the pool's own cross-validated best-C accuracy at every n ("more labels change
+  nothing"), and :func:`power_law_curve`, the standard practice of fitting a power-law learning curve
+  acc(n) = a - b n^(-c) to accuracies measured on subsamples of the pool and extrapolating it (Cortes et al.,
+  NeurIPS 1994; Figueroa et al., BMC Med. Inform. Decis. Mak. 12:8, 2012, who fit this inverse power law to a
+  small labelled set to predict the sample size a classifier needs; Hestness et al., arXiv:1712.00409, 2017;
+  survey: Viering & Loog, IEEE TPAMI 2022).  The subsample accuracies are the best-C accuracy of probes fitted
+  on stratified subsamples of the pool and tested on the pool rows they left out; the fit is
+  :func:`empirical.probes.structure.fit_power_law`; its interval is a bootstrap over the subsample repeats.
+
+Every function returns a :class:`LearningCurve`; n below the pool is an error (the pool's own accuracy is
+measured, not predicted), as are NaN hidden states, a pool with one class and bad options.
+"""
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+
+import numpy as np
+import pandas as pd
+from scipy.stats import norm
+
+from cgmt.validation import check_int, check_scalar
+
+from ..logistic import logistic_path
+from ..validation import check_binary_labels, check_grid, check_matrix, check_min_per_class, standardize_stats
+from .real_embedding import cross_validated_path
+from .spectral_prediction import CV_LAMBDAS, PoolModel
+from .structure import fit_power_law, stratified_subsample
+
+__all__ = ["LearningCurve", "BestLayer", "predict_learning_curve", "predict_best_layer", "labels_needed",
+           "no_gain_curve", "power_law_curve", "check_targets", "PLAN_CS", "POWER_LAW_FRACTIONS"]
+
+#: the C grid of the best-C accuracy: RAPTOR's range (1e-4 .. 1e2), two points per decade
+PLAN_CS = np.logspace(-4, 2, 13)
+#: pool fractions of the power-law baseline's subsamples
+POWER_LAW_FRACTIONS = (0.25, 0.4, 0.55, 0.7, 0.85)
+_STEP = 1e-3
+
+
+@dataclass(frozen=True)
+class LearningCurve:
+    """Predicted test accuracy at several training sizes (returned by every predictor of this module).
+
+    Attributes
+    ----------
+    n : ndarray of float
+        Training sizes (labelled rows the probe is fitted on).
+    accuracy : ndarray
+        Predicted test accuracy at each n (the best-C accuracy).
+    low, high : ndarray
+        The ``level`` prediction interval at each n.
+    C_star : ndarray
+        The C (scikit-learn convention on standardized features) of the prediction at each n; NaN for the
+        baselines, which do not predict one.
+    level : float
+        Coverage the interval aims at.
+    method : str
+        ``"spectral/<teacher>"``, ``"no_gain"`` or ``"power_law"``.
+    n_pool : int
+        Labelled rows the prediction used.
+    draws : ndarray (n_draws, len(n))
+        The bootstrap draws behind the interval (empty when the interval is analytic).
+    n_test : int or None
+        Test-set size whose binomial noise the interval includes.
+    """
+
+    n: np.ndarray
+    accuracy: np.ndarray
+    low: np.ndarray
+    high: np.ndarray
+    C_star: np.ndarray
+    level: float
+    method: str
+    n_pool: int
+    draws: np.ndarray = field(default_factory=lambda: np.zeros((0, 0)), repr=False)
+    n_test: int | None = None
+
+    def to_frame(self) -> pd.DataFrame:
+        """One row per n: ``n``, ``accuracy``, ``low``, ``high``, ``C_star``, ``method``."""
+        return pd.DataFrame(dict(n=self.n, accuracy=self.accuracy, low=self.low, high=self.high, C_star=self.C_star,
+                                 method=self.method))
+
+
+@dataclass(frozen=True)
+class BestLayer:
+    """Which layer wins at n (returned by :func:`predict_best_layer`).
+
+    Attributes
+    ----------
+    layer : hashable
+        The layer with the highest predicted accuracy.
+    accuracy, low, high, C_star : float
+        Its prediction, interval and C.
+    n : float
+    table : pandas.DataFrame
+        Every layer: ``layer``, ``accuracy``, ``low``, ``high``, ``C_star``, sorted by layer.
+    """
+
+    layer: object
+    accuracy: float
+    low: float
+    high: float
+    C_star: float
+    n: float
+    table: pd.DataFrame = field(repr=False)
+
+
+# --------------------------------------------------------------------------- input checks
+def check_targets(n_values, n_pool, name="n_values") -> np.ndarray:
+    """Training sizes to predict at: a non-empty 1-D array of finite numbers >= ``n_pool``.
+
+    Parameters
+    ----------
+    n_values : float or array-like
+    n_pool : int
+        Labelled rows of the pool: a smaller n is measured on the pool, not predicted.
+    name : str
+        The argument's name, used in messages.
+
+    Returns
+    -------
+    ndarray of float
+
+    Examples
+    --------
+    >>> check_targets([400, 800], 400).tolist()
+    [400.0, 800.0]
+    >>> check_targets([200], 400)
+    Traceback (most recent call last):
+    ...
+    ValueError: n_values must be >= the pool's 400 labelled rows (a smaller n is measured on the pool, not predicted), got 200
+    """
+    try:
+        n = np.atleast_1d(np.asarray(n_values, dtype=float))
+    except (TypeError, ValueError):
+        raise ValueError(f"{name} must be numbers, got {n_values!r}") from None
+    if n.ndim != 1 or n.size == 0:
+        raise ValueError(f"{name} must be a non-empty 1-D list of training sizes, got shape {n.shape}")
+    if not np.all(np.isfinite(n)):
+        raise ValueError(f"{name} must be finite, got {n.tolist()}")
+    if np.any(n < n_pool):
+        raise ValueError(f"{name} must be >= the pool's {n_pool} labelled rows (a smaller n is measured on the pool, "
+                         f"not predicted), got {float(n.min()):g}")
+    return n
+
+
+def _check_level(level):
+    return check_scalar(level, "level", low=0.0, high=1.0, low_open=True, high_open=True)
+
+
+def _check_n_test(n_test):
+    return None if n_test is None else check_int(n_test, "n_test", minimum=1)
+
+
+def _interval(accuracy, draws, level, n_test, rng):
+    """Percentile interval of the draws (plus binomial test noise), or a normal one without draws."""
+    accuracy = np.asarray(accuracy, dtype=float)
+    if n_test is not None and draws.shape[0]:
+        draws = draws + rng.standard_normal(draws.shape) * np.sqrt(np.clip(draws * (1 - draws), 0, None) / n_test)
+    if draws.shape[0]:
+        tail = (1.0 - level) / 2
+        low, high = np.quantile(draws, [tail, 1.0 - tail], axis=0)
+        return np.clip(low, 0, 1), np.clip(high, 0, 1), draws
+    sd = np.sqrt(accuracy * (1 - accuracy) / n_test) if n_test is not None else np.zeros_like(accuracy)
+    z = norm.ppf(0.5 + level / 2)
+    return np.clip(accuracy - z * sd, 0, 1), np.clip(accuracy + z * sd, 0, 1), draws
+
+
+# --------------------------------------------------------------------------- the theory
+def _best_C(spectrum, n, p, Cs):
+    """(accuracy, C index, CGMTResult) of the best C of the theory path at n rows."""
+    path = spectrum.solve_path(n / p, 1.0 / (Cs * n))
+    acc = np.array([r.accuracy if r.success else -np.inf for r in path])
+    if not np.any(np.isfinite(acc)):
+        raise ValueError(f"the spectral fixed point did not converge at any C for n = {n:g} (kappa = "
+                         f"{spectrum.kappa:.3g}); no prediction")
+    best = acc.max()
+    k = int(np.flatnonzero(acc == best)[np.argmin(Cs[acc == best])])  # RAPTOR's tie-break: most regularized
+    return float(best), k, path[k]
+
+
+def predict_learning_curve(model: PoolModel, n_values, Cs=None, level=0.9, *, n_test=None,
+                           seed=0) -> LearningCurve:
+    """Predicted best-C test accuracy of a probe trained on n labelled rows, for every n in ``n_values``.
+
+    The accuracy at n is the maximum over ``Cs`` of the spectral theory's expected test accuracy of the
+    probe fitted on n rows at lam = 1/(C n) with the pool's Sigma and teacher: the accuracy at the best ridge,
+    not at RAPTOR's validation-selected one (module docstring).  The interval propagates the pool model's
+    bootstrap (``model.cv_draws``) through the derivative of that accuracy in the teacher parameters.
+
+    Parameters
+    ----------
+    model : PoolModel
+        From :func:`empirical.probes.spectral_prediction.estimate_pool_model` (``n_boot > 0`` for intervals).
+    n_values : float or array of float
+        Training sizes, each >= ``model.n_pool``.
+    Cs : array of float, optional
+        The C grid (default :data:`PLAN_CS`).
+    level : float in (0, 1)
+        Interval coverage.
+    n_test : int, optional
+        Include the binomial noise of a test set of this size (an interval for a measured accuracy).
+    seed : int
+        Seed of that noise.
+
+    Returns
+    -------
+    LearningCurve
+        ``method`` is ``"spectral/<teacher>"``; ``draws`` are the bootstrap draws of the accuracy.
+
+    Examples
+    --------
+    >>> from empirical.testing import synthetic_hidden_states
+    >>> from empirical.probes.spectral_prediction import estimate_pool_model
+    >>> H, y, _, _ = synthetic_hidden_states(300, 0, 20, shift=2.0, seed=0)
+    >>> curve = predict_learning_curve(estimate_pool_model(H, y, teacher="calibrated", n_boot=50), [300, 3000])
+    >>> bool(curve.accuracy[1] > curve.accuracy[0]), bool(np.all(curve.low <= curve.accuracy))
+    (True, True)
+    """
+    if not isinstance(model, PoolModel):
+        raise ValueError(f"model must be a PoolModel (estimate_pool_model), got {type(model).__name__}")
+    n = check_targets(n_values, model.n_pool)
+    Cs = np.asarray(check_grid(PLAN_CS if Cs is None else Cs), dtype=float)
+    level = _check_level(level)
+    n_test = _check_n_test(n_test)
+    theta = model.parameters
+    acc = np.empty(n.size)
+    C_star = np.empty(n.size)
+    grad = np.zeros((n.size, theta.size))
+    shifted = []
+    for j in range(theta.size):
+        step = theta.copy()
+        step[j] += _STEP
+        shifted.append(model.spectrum_at(step))
+    for i, size in enumerate(n):
+        acc[i], k, res = _best_C(model.spectrum, size, model.p, Cs)
+        C_star[i] = Cs[k]
+        lam = 1.0 / (Cs[k] * size)
+        for j, spectrum in enumerate(shifted):
+            other = spectrum.solve(size / model.p, lam, x0=res)
+            grad[i, j] = (other.accuracy - acc[i]) / _STEP if other.success else 0.0
+    if model.cv_draws.shape[0] and theta.size:
+        gain = np.linalg.pinv(model.cv_jacobian, rcond=1e-4)  # OOF-path perturbation -> parameter perturbation
+        draws = np.clip(acc + model.cv_draws @ (grad @ gain).T, 0.0, 1.0)
+    else:
+        draws = np.zeros((0, n.size))
+    low, high, draws = _interval(acc, draws, level, n_test, np.random.default_rng(seed))
+    return LearningCurve(n=n, accuracy=acc, low=np.minimum(low, acc), high=np.maximum(high, acc), C_star=C_star,
+                         level=level, method=f"spectral/{model.teacher}", n_pool=model.n_pool, draws=draws,
+                         n_test=n_test)
+
+
+def predict_best_layer(models, n, *, Cs=None, level=0.9, n_test=None) -> BestLayer:
+    """Which layer wins at n: the layer whose predicted best-C accuracy (:func:`predict_learning_curve`) is highest.
+
+    Parameters
+    ----------
+    models : mapping layer -> PoolModel
+        One pool model per layer (the same pool rows).
+    n : float
+        Training size (>= every model's pool).
+    Cs, level, n_test
+        As for :func:`predict_learning_curve`.
+
+    Returns
+    -------
+    BestLayer
+
+    Examples
+    --------
+    >>> from empirical.testing import synthetic_hidden_states
+    >>> from empirical.probes.spectral_prediction import estimate_pool_model
+    >>> H, y, _, _ = synthetic_hidden_states(300, 0, 20, shift=2.0, seed=0)
+    >>> weak = H + 2 * np.random.default_rng(1).standard_normal(H.shape)
+    >>> models = {1: estimate_pool_model(weak, y, teacher="calibrated", n_boot=0),
+    ...           2: estimate_pool_model(H, y, teacher="calibrated", n_boot=0)}
+    >>> predict_best_layer(models, 1000).layer
+    2
+    """
+    if not hasattr(models, "items") or not len(models):
+        raise ValueError("models must be a non-empty mapping layer -> PoolModel")
+    rows = []
+    for layer, model in models.items():
+        curve = predict_learning_curve(model, [n], Cs, level, n_test=n_test)
+        rows.append(dict(layer=layer, accuracy=float(curve.accuracy[0]), low=float(curve.low[0]),
+                         high=float(curve.high[0]), C_star=float(curve.C_star[0])))
+    best = max(rows, key=lambda row: row["accuracy"])  # the first of equal ones, in the order of ``models``
+    table = pd.DataFrame(rows).sort_values("layer", kind="stable").reset_index(drop=True)
+    return BestLayer(layer=best["layer"], accuracy=best["accuracy"], low=best["low"], high=best["high"],
+                     C_star=best["C_star"], n=float(n), table=table)
+
+
+def labels_needed(curve: LearningCurve, target_accuracy) -> dict:
+    """Training size at which ``curve`` first reaches ``target_accuracy`` (linear in log n between its points).
+
+    Parameters
+    ----------
+    curve : LearningCurve
+        Over a grid of n wide enough to contain the answer (e.g. ``np.geomspace(N, 64 N, 25)``).
+    target_accuracy : float in (0.5, 1)
+
+    Returns
+    -------
+    dict
+        ``n`` (from the predicted accuracy), ``n_optimistic`` (from the interval's upper end),
+        ``n_pessimistic`` (from its lower end); ``inf`` where the curve stays below the target on its grid.
+
+    Examples
+    --------
+    >>> c = LearningCurve(np.array([100., 1000.]), np.array([.7, .9]), np.array([.65, .85]), np.array([.75, .95]),
+    ...                   np.full(2, np.nan), 0.9, "test", 100)
+    >>> {k: round(v) for k, v in labels_needed(c, 0.8).items()}
+    {'n': 316, 'n_optimistic': 178, 'n_pessimistic': 562}
+    """
+    target = check_scalar(target_accuracy, "target_accuracy", low=0.5, high=1.0, low_open=True, high_open=True)
+    log_n = np.log(curve.n)
+
+    def first(values):
+        above = np.flatnonzero(values >= target)
+        if not above.size:
+            return math.inf
+        i = int(above[0])
+        if i == 0:
+            return float(curve.n[0])
+        f = (target - values[i - 1]) / (values[i] - values[i - 1])
+        return float(np.exp(log_n[i - 1] + f * (log_n[i] - log_n[i - 1])))
+
+    return {"n": first(curve.accuracy), "n_optimistic": first(curve.high), "n_pessimistic": first(curve.low)}
+
+
+# --------------------------------------------------------------------------- baselines
+def _check_pool(H_pool, y_pool, folds):
+    H = check_matrix(H_pool, "H_pool")
+    _, ypm = check_binary_labels(y_pool, H.shape[0], "y_pool")
+    check_min_per_class(ypm, "y_pool (labelled pool)", minimum=folds)
+    return H, ypm
+
+
+def no_gain_curve(H_pool, y_pool, n_values, *, level=0.9, n_test=None, folds=5, cv_lambdas=CV_LAMBDAS,
+                  random_state=0) -> LearningCurve:
+    """Baseline "no gain from more labels": the pool's cross-validated best-C accuracy at every n.
+
+    The accuracy is the best out-of-fold accuracy along the pool's cross-validation path
+    (:func:`empirical.probes.real_embedding.cross_validated_path`, the path the pool model is calibrated on);
+    the interval is the normal one of a proportion measured on the pool's N rows (plus the test noise).
+
+    Parameters
+    ----------
+    H_pool : ndarray (N, p)
+    y_pool : array (N,)
+    n_values : array of float >= N
+    level : float in (0, 1)
+    n_test : int, optional
+        As in :func:`predict_learning_curve`.
+    folds : int
+    cv_lambdas : array of float
+    random_state : int
+
+    Returns
+    -------
+    LearningCurve
+        ``method`` ``"no_gain"``.
+
+    Examples
+    --------
+    >>> from empirical.testing import synthetic_hidden_states
+    >>> H, y, _, _ = synthetic_hidden_states(200, 0, 10, shift=1.0, seed=0)
+    >>> c = no_gain_curve(H, y, [200, 800])
+    >>> bool(c.accuracy[0] == c.accuracy[1]), bool(c.low[0] < c.accuracy[0])
+    (True, True)
+    """
+    folds = check_int(folds, "folds", minimum=2)
+    H, ypm = _check_pool(H_pool, y_pool, folds)
+    n = check_targets(n_values, H.shape[0])
+    level = _check_level(level)
+    n_test = _check_n_test(n_test)
+    acc = float(np.max(cross_validated_path(H, ypm, np.asarray(cv_lambdas, dtype=float), folds, random_state)[0]))
+    var = acc * (1 - acc) * (1.0 / H.shape[0] + (1.0 / n_test if n_test else 0.0))
+    z = norm.ppf(0.5 + level / 2)
+    point = np.full(n.size, acc)
+    return LearningCurve(n=n, accuracy=point, low=np.clip(point - z * math.sqrt(var), 0, 1),
+                         high=np.clip(point + z * math.sqrt(var), 0, 1), C_star=np.full(n.size, np.nan), level=level,
+                         method="no_gain", n_pool=H.shape[0], n_test=n_test)
+
+
+def _subsample_paths(H, ypm, sizes, repeats, Cs, rng):
+    """Test accuracy along Cs of probes on stratified subsamples, tested on the pool rows they leave out:
+    ndarray (len(sizes), repeats, len(Cs))."""
+    N = H.shape[0]
+    out = np.empty((len(sizes), repeats, Cs.size))
+    order = np.argsort(Cs)
+    for i, m in enumerate(sizes):
+        for r in range(repeats):
+            sub = stratified_subsample(ypm, m, rng)
+            rest = np.setdiff1d(np.arange(N), sub)
+            mu, s = standardize_stats(H[sub])
+            path = logistic_path((H[sub] - mu) / s, ypm[sub], (H[rest] - mu) / s, ypm[rest], Cs[order],
+                                 certify=False)
+            out[i, r, order] = path.val_accuracy
+    return out
+
+
+def power_law_curve(H_pool, y_pool, n_values, *, fractions=POWER_LAW_FRACTIONS, repeats=4, Cs=None, level=0.9,
+                    n_test=None, n_boot=200, random_state=0) -> LearningCurve:
+    """Baseline: a power-law learning curve acc(n) = a - b n^(-c) fitted to the pool's subsample accuracies.
+
+    For each fraction f, ``repeats`` stratified subsamples of round(f N) pool rows are fitted along ``Cs`` and
+    tested on the pool rows they leave out; the subsample size's accuracy is the best C of the mean path over
+    its repeats (the best-C accuracy, as :func:`predict_learning_curve` predicts).  A power law
+    (:func:`empirical.probes.structure.fit_power_law`: least squares, b >= 0, 0 < c <= 3, a <= 1) through those
+    points is read off at each n: the inverse power law of the learning-curve literature (module docstring:
+    Figueroa et al. 2012, Hestness et al. 2017, Viering & Loog 2022).  Interval: the fit repeated on
+    ``n_boot`` bootstrap resamples of the repeats at every size (percentiles, plus the test noise).
+
+    Parameters
+    ----------
+    H_pool : ndarray (N, p)
+    y_pool : array (N,)
+    n_values : array of float >= N
+    fractions : sequence of float in (0, 1)
+        At least 3 distinct subsample fractions of the pool.
+    repeats : int >= 1
+        Subsamples per fraction.
+    Cs : array of float, optional
+        Default :data:`PLAN_CS`.
+    level : float in (0, 1)
+    n_test : int, optional
+    n_boot : int >= 0
+        Bootstrap refits of the curve (0: no interval beyond the test noise).
+    random_state : int
+        Subsamples and bootstrap.
+
+    Returns
+    -------
+    LearningCurve
+        ``method`` ``"power_law"``.
+
+    Examples
+    --------
+    >>> from empirical.testing import synthetic_hidden_states
+    >>> H, y, _, _ = synthetic_hidden_states(200, 0, 10, shift=1.0, seed=0)
+    >>> c = power_law_curve(H, y, [200, 800], repeats=2, n_boot=20)
+    >>> c.method, bool(c.accuracy[1] >= c.accuracy[0])
+    ('power_law', True)
+    """
+    H, ypm = _check_pool(H_pool, y_pool, 2)
+    N = H.shape[0]
+    n = check_targets(n_values, N)
+    level = _check_level(level)
+    n_test = _check_n_test(n_test)
+    repeats = check_int(repeats, "repeats", minimum=1)
+    n_boot = check_int(n_boot, "n_boot", minimum=0)
+    Cs = np.asarray(check_grid(PLAN_CS if Cs is None else Cs), dtype=float)
+    fr = np.asarray(fractions, dtype=float)
+    if fr.ndim != 1 or not np.all(np.isfinite(fr)) or np.any((fr <= 0) | (fr >= 1)):
+        raise ValueError(f"fractions must be numbers in (0, 1) (each subsample leaves pool rows to test on), "
+                         f"got {fr.tolist()}")
+    sizes = np.unique(np.clip(np.round(fr * N).astype(int), 4, N - 2))
+    if sizes.size < 3:
+        raise ValueError(f"fractions must give at least 3 distinct subsample sizes of the {N}-row pool, got "
+                         f"{sizes.tolist()}")
+    rng = np.random.default_rng(random_state)
+    paths = _subsample_paths(H, ypm, sizes, repeats, Cs, rng)
+    law = fit_power_law(sizes, paths.mean(axis=1).max(axis=1))
+    acc = np.clip(law(n), 0, 1)
+    draws = np.empty((n_boot, n.size))
+    for b in range(n_boot):
+        pick = rng.integers(0, repeats, size=(sizes.size, repeats))
+        resampled = np.take_along_axis(paths, pick[:, :, None], axis=1)
+        draws[b] = np.clip(fit_power_law(sizes, resampled.mean(axis=1).max(axis=1))(n), 0, 1)
+    low, high, draws = _interval(acc, draws, level, n_test, rng)
+    return LearningCurve(n=n, accuracy=acc, low=np.minimum(low, acc), high=np.maximum(high, acc),
+                         C_star=np.full(n.size, np.nan), level=level, method="power_law", n_pool=N, draws=draws,
+                         n_test=n_test)

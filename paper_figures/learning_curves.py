@@ -1,0 +1,261 @@
+"""Section ``learning_curves``: how many labels does a concept need?  (issue 25, docs/learning_curves.md)
+
+From a labelled pool of 200, 400 or 800 rows (``POOLS``, each drawn ``DRAWS`` times) of a layer, predict the best-C
+test accuracy of a probe trained on 2, 4 and 8 times as many labelled rows (``MULTIPLES``) and compare it with the
+measured one, for the spectral theory (:func:`empirical.probes.learning_curves.predict_learning_curve`, teachers
+``calibrated`` and ``deconvolved``, Sigma from the pool and the other non-test rows as unlabelled rows) and the two
+baselines with the same inputs (``no_gain``: the pool's cross-validated accuracy; ``power_law``: a power law fitted to
+the pool's subsample accuracies).
+
+Data: the datasets at the Concept-Depth benchmark's sizes (``max_per_class="reference"``: Common, HateEval, Sarcasm
+3,000 per class, Counterfact 2,000 per class, STSA's 6,920 rows, Cities all), every ``LAYER_STEP``-th layer.  The test
+set is fixed per dataset: ``TEST_ROWS`` stratified rows (Counterfact: the test part of
+:func:`empirical.probes.grouped_split` by subject, 20 %, so no subject is on both sides), at least 800 rows, so the
+truth's standard error is <= 0.017.  A pool is drawn stratified from the other rows; the training set at n = k x pool
+is the pool plus n - pool further rows of a random order of the other rows (nested), so the truth at every target
+extends the same pool.  The truth is the best test accuracy over the C grid ``PLAN_CS`` of a probe fitted on the
+train-standardized rows (the quantity predicted).  Targets that need more rows than the dataset has outside its test
+set are skipped (STSA and Counterfact at 8 x 800; Cities at most pools and multiples), and the table says how many
+settings each cell has.  The intervals include the binomial noise of the test set (``n_test``), so their coverage of
+the measured accuracy is what a 90 % interval promises.
+
+Outputs: ``tables/learning_curves.csv|md`` (per dataset, pool size, multiple and method: ``mae``, ``bias``,
+``coverage`` of the 90 % interval, ``settings``, and the best-layer agreement: ``best_layer_within_1pt``, the share
+of pool draws whose predicted best layer is within 0.01 of the true best layer's accuracy, and ``best_layer_regret``,
+its mean accuracy shortfall) and ``figures/learning_curves.png|pdf`` (MAE against the multiple, one panel per
+dataset, pool of 400 or the middle pool size run).  Every evaluation of a (dataset, layer, pool, draw) is saved as it
+finishes (``OUT/learning_curves/raw/*.json``, checksummed), so an interrupted run resumes.
+"""
+from __future__ import annotations
+
+import json
+import warnings
+from pathlib import Path
+
+import matplotlib
+
+matplotlib.use("Agg")
+import matplotlib.pyplot as plt  # noqa: E402
+import numpy as np  # noqa: E402
+import pandas as pd  # noqa: E402
+from joblib import Parallel, delayed  # noqa: E402
+from threadpoolctl import threadpool_limits  # noqa: E402
+
+from empirical import files  # noqa: E402
+from empirical.logistic import logistic_path  # noqa: E402
+from empirical.llm import datasets  # noqa: E402
+from empirical.probes.layers import grouped_split  # noqa: E402
+from empirical.probes.learning_curves import (PLAN_CS, no_gain_curve, power_law_curve,  # noqa: E402
+                                              predict_learning_curve)
+from empirical.probes.spectral_prediction import estimate_pool_models  # noqa: E402
+from empirical.probes.structure import stratified_subsample  # noqa: E402
+from empirical.validation import standardize_stats, stratified_split  # noqa: E402
+
+from .output import save_figure, save_table  # noqa: E402
+from .style import series_color  # noqa: E402
+
+__all__ = ["run", "load_hidden", "fixed_test_rows", "evaluate_setting", "summary_table", "plot_summary", "DATASETS",
+           "POOLS", "DRAWS", "MULTIPLES", "LAYER_STEP", "TEST_ROWS", "TEACHERS", "QUICK", "LEVEL"]
+
+DATASETS = ("common", "hateeval", "sarcasm", "counterfact", "stsa", "cities")
+POOLS = (200, 400, 800)
+DRAWS = 5
+MULTIPLES = (2, 4, 8)
+LAYER_STEP = 3
+TEST_ROWS = 800
+TEACHERS = ("calibrated", "deconvolved")
+LEVEL = 0.9
+#: ``--quick``: one pool size, two draws, two multiples, every 10th layer
+QUICK = dict(pools=(200,), draws=2, multiples=(2, 4), layer_step=10)
+#: best-layer agreement: the predicted best layer's true accuracy within this of the true best
+BEST_LAYER_TOLERANCE = 0.01
+
+
+def load_hidden(model="smollm2", data_dir=None, names=DATASETS, progress=True) -> dict:
+    """name -> (hidden states of every layer, labels, groups or None) at the Concept-Depth sizes (cached)."""
+    from empirical.llm.extract import extract_dataset  # torch side, imported when the section runs
+    from empirical.llm.models import load_model
+
+    mdl, tok = load_model(model)
+    hidden = {}
+    for name in names:
+        ds = datasets.load(name, data_dir, max_per_class="reference")
+        hidden[name] = (extract_dataset(mdl, tok, ds, layers="all", progress=progress), np.asarray(ds.labels),
+                        ds.groups)
+    return hidden
+
+
+def fixed_test_rows(y, groups=None, n_test=TEST_ROWS, seed=0) -> np.ndarray:
+    """The fixed test rows of a dataset: ``n_test`` stratified rows (at most half the rows), or with ``groups`` the
+    test part of :func:`empirical.probes.grouped_split` (20 %, no group on both sides)."""
+    y = np.asarray(y)
+    if groups is not None:
+        return grouped_split(y, groups, random_state=seed)[2]
+    fraction = min(n_test, y.size // 2) / y.size
+    return stratified_split(y, fraction, seed, where=("pool", "test"))[1]
+
+
+def _best_C_accuracy(H, y, train, test, Cs):
+    mu, s = standardize_stats(H[train])
+    order = np.argsort(Cs)
+    return float(np.max(logistic_path((H[train] - mu) / s, y[train], (H[test] - mu) / s, y[test], Cs[order],
+                                      certify=False).val_accuracy))
+
+
+def evaluate_setting(H, y, test, pool_size, draw, *, multiples=MULTIPLES, teachers=TEACHERS, n_boot=200,
+                     Cs=PLAN_CS) -> list:
+    """Truth and predictions of every method for one layer, pool size and draw.
+
+    Parameters
+    ----------
+    H : ndarray (n, p)
+        One layer's hidden states (all rows).
+    y : array (n,)
+        Labels in {-1, +1}.
+    test : array of int
+        The fixed test rows.
+    pool_size, draw : int
+        Labelled pool size and the draw's seed.
+    multiples : sequence of int
+        Targets n = multiple x pool_size (skipped when the rows outside the test set do not suffice).
+    teachers : sequence of str
+    n_boot : int
+    Cs : array of float
+
+    Returns
+    -------
+    list of dict
+        One row per (target, method): ``multiple``, ``n``, ``truth``, ``method``, ``accuracy``, ``low``, ``high``.
+    """
+    rest = np.setdiff1d(np.arange(y.size), test)
+    rng = np.random.default_rng(draw)
+    pool = rest[stratified_subsample(y[rest], pool_size, rng)]
+    others = rng.permutation(np.setdiff1d(rest, pool))
+    order = np.concatenate([pool, others])
+    kept = [m for m in multiples if m * pool_size <= order.size]
+    if not kept:
+        return []
+    targets = [m * pool_size for m in kept]
+    n_test = int(test.size)
+    curves = [predict_learning_curve(model, targets, n_test=n_test, seed=draw)
+              for model in estimate_pool_models(H[pool], y[pool], teachers=teachers, H_unlabeled=H[others],
+                                                random_state=draw, n_boot=n_boot).values()]
+    curves.append(no_gain_curve(H[pool], y[pool], targets, n_test=n_test, random_state=draw))
+    curves.append(power_law_curve(H[pool], y[pool], targets, Cs=Cs, n_test=n_test, n_boot=n_boot, random_state=draw))
+    rows = []
+    for i, (m, n) in enumerate(zip(kept, targets)):
+        truth = _best_C_accuracy(H, y, order[:n], test, Cs)
+        for curve in curves:
+            rows.append(dict(multiple=m, n=n, truth=truth, method=curve.method, accuracy=float(curve.accuracy[i]),
+                             low=float(curve.low[i]), high=float(curve.high[i])))
+    return rows
+
+
+def _evaluate_cached(raw_dir, name, layer, pool_size, draw, H, y, test, kw):
+    path = raw_dir / f"{name}_L{layer:02d}_P{pool_size}_d{draw}.json"
+    try:
+        if files.verify_checksum(path):
+            rec = json.loads(path.read_text())
+            if rec.get("settings") == json.loads(json.dumps(kw["signature"])):
+                return rec["rows"]
+    except files.ChecksumError as exc:  # a damaged file is recomputed, never trusted
+        warnings.warn(f"{exc}; recomputing it", RuntimeWarning, stacklevel=2)
+    with threadpool_limits(1):
+        rows = evaluate_setting(np.asarray(H, dtype=np.float64), y, test, pool_size, draw, multiples=kw["multiples"],
+                                teachers=kw["teachers"], n_boot=kw["n_boot"])
+    rows = [dict(row, dataset=name, layer=layer, pool=pool_size, draw=draw) for row in rows]
+    files.write_checksum(files.atomic_write_text(path, json.dumps(dict(settings=kw["signature"], rows=rows))))
+    return rows
+
+
+def summary_table(raw: pd.DataFrame) -> pd.DataFrame:
+    """Per (dataset, pool, multiple, method): MAE, bias, interval coverage, settings, best-layer agreement.
+
+    Parameters
+    ----------
+    raw : DataFrame
+        Rows of :func:`evaluate_setting` with ``dataset``, ``layer``, ``pool``, ``draw``.
+
+    Returns
+    -------
+    DataFrame
+    """
+    raw = raw.assign(error=raw.accuracy - raw.truth, covered=(raw.low <= raw.truth) & (raw.truth <= raw.high))
+    keys = ["dataset", "pool", "multiple", "method"]
+    table = raw.groupby(keys).agg(mae=("error", lambda e: float(np.mean(np.abs(e)))), bias=("error", "mean"),
+                                  coverage=("covered", "mean"), settings=("error", "size")).reset_index()
+    best = []
+    for key, g in raw.groupby([*keys, "draw"]):
+        if g.layer.nunique() < 2:
+            continue
+        picked = g.loc[g.accuracy.idxmax()]
+        regret = float(g.truth.max() - picked.truth)
+        best.append(dict(zip([*keys, "draw"], key), regret=regret, agree=regret <= BEST_LAYER_TOLERANCE))
+    if best:
+        best = pd.DataFrame(best).groupby(keys).agg(best_layer_within_1pt=("agree", "mean"),
+                                                      best_layer_regret=("regret", "mean")).reset_index()
+        table = table.merge(best, on=keys, how="left")
+    return table
+
+
+def plot_summary(table: pd.DataFrame, out: Path, pool=None) -> Path:
+    """MAE against the multiple, one panel per dataset, at one pool size (default: 400 if run, else the middle)."""
+    pools = sorted(table.pool.unique())
+    pool = pool if pool is not None else (400 if 400 in pools else pools[len(pools) // 2])
+    names = list(dict.fromkeys(table.dataset))
+    methods = list(dict.fromkeys(table.method))
+    fig, axes = plt.subplots(1, len(names), figsize=(2.6 * len(names) + 0.6, 2.8), squeeze=False, sharey=True)
+    for ax, name in zip(axes[0], names):
+        part = table[(table.dataset == name) & (table.pool == pool)]
+        for method, g in part.groupby("method", sort=False):
+            ax.plot(g.multiple, g.mae, "o-", label=method, color=series_color(methods.index(method)))
+        ax.set(title=name, xlabel="target n / pool", xscale="log", xticks=sorted(part.multiple.unique()))
+        ax.set_xticklabels([f"{m}x" for m in sorted(part.multiple.unique())])
+    axes[0][0].set_ylabel(f"MAE of the predicted accuracy (pool {pool})")
+    axes[0][-1].legend(fontsize=7)
+    return save_figure(fig, out, "learning_curves")
+
+
+def run(out, hidden, *, pools=POOLS, draws=DRAWS, multiples=MULTIPLES, layer_step=LAYER_STEP, teachers=TEACHERS,
+        n_boot=200, n_test=TEST_ROWS, n_jobs=1, progress=False) -> pd.DataFrame:
+    """Evaluate every (dataset, layer, pool size, draw), save the table and figure; returns the summary table.
+
+    Parameters
+    ----------
+    out : path
+        Output root.
+    hidden : dict
+        name -> (hidden states (L + 1, n, p), labels, groups or None) (:func:`load_hidden`).
+    pools, draws, multiples, layer_step, teachers, n_boot, n_test
+        The protocol (module docstring; ``QUICK`` for ``--quick``).
+    n_jobs : int
+        Parallel evaluations (each single-threaded).
+    progress : bool
+
+    Returns
+    -------
+    DataFrame
+        :func:`summary_table`.
+    """
+    raw_dir = Path(out) / "learning_curves" / "raw"
+    raw_dir.mkdir(parents=True, exist_ok=True)
+    kw = dict(multiples=tuple(multiples), teachers=tuple(teachers), n_boot=int(n_boot))
+    kw["signature"] = dict(kw, n_test=int(n_test), cs=[float(c) for c in PLAN_CS])
+    jobs = []
+    for name, (H, labels, groups) in hidden.items():
+        y = np.where(np.asarray(labels) > 0, 1.0, -1.0)
+        test = fixed_test_rows(y, groups, n_test)
+        for layer in range(1, H.shape[0], layer_step):
+            for pool_size in pools:
+                for draw in range(draws):
+                    jobs.append((raw_dir, name, layer, pool_size, draw, H[layer], y, test, kw))
+    done = Parallel(n_jobs=n_jobs)(delayed(_evaluate_cached)(*job) for job in jobs)
+    raw = pd.DataFrame([row for rows in done for row in rows])
+    if raw.empty:
+        raise ValueError("learning_curves: no (pool, multiple) fits in any dataset outside its test rows; use smaller "
+                         "pools or multiples")
+    files.write_csv(Path(out) / "learning_curves" / "evaluations.csv", raw)
+    table = summary_table(raw)
+    save_table(table, out, "learning_curves")
+    plot_summary(table, out)
+    return table

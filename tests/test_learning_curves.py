@@ -1,0 +1,215 @@
+"""Learning curves predicted from a small pool (issue 25) on Gaussian-covariate teacher-student data, where the
+truth is the spectral fixed point of the standardized population (exact as p grows)."""
+import numpy as np
+import pytest
+
+from cgmt.spectral import Spectrum
+from empirical.probes.learning_curves import (PLAN_CS, LearningCurve, labels_needed, no_gain_curve,
+                                              power_law_curve, predict_best_layer, predict_learning_curve)
+from empirical.probes.spectral_prediction import estimate_pool_model
+from sims.spectral import sample_spectral
+
+P = 40
+
+
+@pytest.fixture(scope="module")
+def population():
+    """A rotated power-law Sigma with a logistic teacher; raw features = x times per-feature scales plus offsets.
+    Returns (H, y, truth) with truth(n) the best-C accuracy of the standardized probe at n rows."""
+    base = Spectrum.power_law(P, exponent=1.0, kappa=3.0, teacher_exponent=0.5)
+    U = np.linalg.qr(np.random.default_rng(5).standard_normal((P, P)))[0]
+    s = Spectrum.from_eigenpairs(base.eigenvalues, U, U @ (base.teacher_coordinates * np.sqrt(P)))
+    X, y = sample_spectral(30000, s, 1)
+    H = X * np.sqrt(P) * np.linspace(0.5, 3.0, P) + 5.0
+    # the probe standardizes: its population problem has the correlation matrix and the rescaled teacher
+    sigma = s.covariance()
+    d = np.sqrt(np.diag(sigma))
+    standardized = Spectrum.from_covariance(sigma / np.outer(d, d), s.teacher() * d)
+
+    def truth(n):
+        return max(r.accuracy for r in standardized.solve_path(n / P, 1.0 / (PLAN_CS * n)))
+
+    return H, (y > 0).astype(int), truth
+
+
+def _draw(H, y, N, multiple, seed):
+    idx = np.random.default_rng(seed).permutation(H.shape[0])
+    return H[idx[:N]], y[idx[:N]], H[idx[N:N * multiple]]
+
+
+def test_prediction_converges_to_the_truth_as_the_pool_grows(population):
+    H, y, truth = population
+    errors = {}
+    for N in (120, 1920):
+        errs = []
+        for seed in range(3):
+            Hp, yp, Hu = _draw(H, y, N, 4, seed)
+            model = estimate_pool_model(Hp, yp, teacher="calibrated", H_unlabeled=Hu, random_state=seed, n_boot=50)
+            errs.append(abs(predict_learning_curve(model, [4 * N]).accuracy[0] - truth(4 * N)))
+        errors[N] = np.mean(errs)
+    assert errors[1920] < 0.01
+    assert errors[1920] < errors[120]
+
+
+def test_intervals_cover_the_truth_and_narrow_with_the_pool(population):
+    H, y, truth = population
+    covered, widths = [], {}
+    for N in (300, 1200):
+        w = []
+        for seed in range(10 if N == 300 else 2):
+            Hp, yp, Hu = _draw(H, y, N, 4, 100 + seed)
+            model = estimate_pool_model(Hp, yp, teacher="calibrated", H_unlabeled=Hu, random_state=seed, n_boot=200)
+            curve = predict_learning_curve(model, [4 * N], level=0.9)
+            assert curve.low[0] <= curve.accuracy[0] <= curve.high[0] and curve.draws.shape == (200, 1)
+            if N == 300:
+                covered.append(curve.low[0] <= truth(4 * N) <= curve.high[0])
+            w.append(curve.high[0] - curve.low[0])
+        widths[N] = np.mean(w)
+    assert 0.6 <= np.mean(covered) <= 1.0  # a 90 % interval on 10 draws (the teacher direction's error is not in it)
+    assert 0 < widths[1200] < widths[300]
+    # the test noise widens the interval of a measured accuracy
+    assert (predict_learning_curve(model, [4 * N], n_test=200).high[0] - predict_learning_curve(model, [4 * N]).high[0]
+            > 0.01)
+
+
+def test_unlabelled_rows_enter_sigma_only(population):
+    H, y, _ = population
+    Hp, yp, Hu = _draw(H, y, 200, 5, 0)
+    with_u = estimate_pool_model(Hp, yp, teacher="calibrated", H_unlabeled=Hu, n_boot=0)
+    without = estimate_pool_model(Hp, yp, teacher="calibrated", n_boot=0)
+    assert with_u.n_unlabeled == 800 and without.n_unlabeled == 0
+    rows = np.vstack([Hp, Hu])
+    corr = np.corrcoef(rows, rowvar=False)
+    assert np.allclose(np.sort(with_u.spectrum.eigenvalues), np.sort(np.linalg.eigvalsh(corr)), atol=1e-8)
+    assert np.allclose(with_u.cv_accuracy, without.cv_accuracy)  # the labels' path is the pool's alone
+    with pytest.raises(ValueError, match="H_unlabeled"):
+        estimate_pool_model(Hp, yp, H_unlabeled=Hu[:, :5])
+    with pytest.raises(ValueError, match="H_unlabeled"):
+        estimate_pool_model(Hp, yp, H_unlabeled=np.full((3, P), np.nan))
+
+
+def test_no_signal_predicts_chance(population):
+    """Coinflip: labels independent of the features; the calibration reads noise as signal unless kappa is shrunk."""
+    H, _, _ = population
+    Hp = H[:300]
+    y = np.random.default_rng(3).integers(0, 2, 300)
+    model = estimate_pool_model(Hp, y, teacher="calibrated", n_boot=50)
+    assert model.chance_factor < 0.5
+    assert predict_learning_curve(model, [2400]).accuracy[0] < 0.52
+    unshrunk = estimate_pool_model(Hp, y, teacher="calibrated", n_boot=0, chance_z=0)
+    assert unshrunk.chance_factor == 1.0 and unshrunk.kappa >= model.kappa
+
+
+def test_baselines_and_best_layer(population):
+    H, y, truth = population
+    Hp, yp, _ = _draw(H, y, 300, 1, 7)
+    flat = no_gain_curve(Hp, yp, [300, 1200, 2400], n_test=500)
+    assert flat.method == "no_gain" and np.ptp(flat.accuracy) == 0 and np.all(flat.low < flat.accuracy)
+    law = power_law_curve(Hp, yp, [300, 1200, 2400], repeats=2, n_boot=30)
+    assert law.method == "power_law" and np.all(np.diff(law.accuracy) >= 0) and law.draws.shape == (30, 3)
+    assert np.all(law.low <= law.accuracy) and np.all(law.accuracy <= law.high)
+    noisy = Hp + 3 * np.std(Hp, axis=0) * np.random.default_rng(0).standard_normal(Hp.shape)
+    models = {"noisy": estimate_pool_model(noisy, yp, teacher="calibrated", n_boot=0),
+              "clean": estimate_pool_model(Hp, yp, teacher="calibrated", n_boot=0)}
+    best = predict_best_layer(models, 2400)
+    assert best.layer == "clean" and len(best.table) == 2 and best.C_star in PLAN_CS
+    assert best.accuracy == pytest.approx(best.table.set_index("layer").loc["clean", "accuracy"])
+
+
+def test_labels_needed_reads_the_curve():
+    curve = LearningCurve(np.array([100.0, 1000.0, 10000.0]), np.array([0.7, 0.8, 0.85]), np.array([0.6, 0.75, 0.8]),
+                          np.array([0.8, 0.85, 0.9]), np.full(3, np.nan), 0.9, "test", 100)
+    need = labels_needed(curve, 0.8)
+    assert need["n"] == pytest.approx(1000.0) and need["n_optimistic"] == 100.0
+    assert need["n_pessimistic"] == pytest.approx(10000.0)
+    assert labels_needed(curve, 0.95)["n"] == np.inf
+    for bad in (0.5, 1.0, float("nan")):
+        with pytest.raises(ValueError, match="target_accuracy"):
+            labels_needed(curve, bad)
+
+
+@pytest.mark.parametrize("n_values, match", [([100], "n_values must be >= the pool"), ([np.nan], "n_values must be finite"),
+                                             ([], "n_values must be a non-empty"), ("many", "n_values must be numbers")])
+def test_bad_targets(population, n_values, match):
+    H, y, _ = population
+    model = estimate_pool_model(H[:200], y[:200], teacher="pool_fit", n_boot=0)
+    with pytest.raises(ValueError, match=match):
+        predict_learning_curve(model, n_values)
+    with pytest.raises(ValueError, match=match):
+        no_gain_curve(H[:200], y[:200], n_values)
+
+
+def test_bad_pools_and_options(population):
+    H, y, _ = population
+    one_class = np.ones(200, dtype=int)
+    for call in (lambda: estimate_pool_model(H[:200], one_class), lambda: no_gain_curve(H[:200], one_class, [400]),
+                 lambda: power_law_curve(H[:200], one_class, [400])):
+        with pytest.raises(ValueError, match="y_pool"):
+            call()
+    bad = H[:200].copy()
+    bad[3, 4] = np.nan
+    with pytest.raises(ValueError, match="H_pool"):
+        estimate_pool_model(bad, y[:200])
+    with pytest.raises(ValueError, match="y_pool"):  # 3 rows of a class cannot fill 5 folds
+        estimate_pool_model(H[:200], np.r_[np.ones(197, dtype=int), np.zeros(3, dtype=int)])
+    with pytest.raises(ValueError, match="n_boot"):
+        estimate_pool_model(H[:200], y[:200], n_boot=-1)
+    model = estimate_pool_model(H[:200], y[:200], teacher="pool_fit", n_boot=0)
+    with pytest.raises(ValueError, match="level"):
+        predict_learning_curve(model, [400], level=1.0)
+    with pytest.raises(ValueError, match="model must be a PoolModel"):
+        predict_learning_curve("layer 3", [400])
+    with pytest.raises(ValueError, match="fractions"):
+        power_law_curve(H[:200], y[:200], [400], fractions=(0.5, 1.0, 0.2))
+
+
+# --------------------------------------------------------------------------- raptor plan
+def test_plan_command(cli_setup, capsys):
+    import json
+
+    import pandas as pd
+
+    from empirical import cli
+
+    root, base = cli_setup
+    out = root / "plan"
+    assert cli.main(["plan", *base, "--layers", "2,3", "--labels", "30", "--target-n", "120",
+                     "--target-accuracy", "0.9", "--n-boot", "20", "--out", str(out)]) == 0
+    table = pd.read_csv(out / "plan_reviews.csv")
+    assert list(table.layer) == [2, 3] and (table.labels == 30).all() and (table.unlabeled == 30).all()
+    assert (table.low <= table.predicted_accuracy).all() and (table.predicted_accuracy <= table.high).all()
+    assert table.predicted_accuracy.between(0.5, 1).all() and "labels_needed_pessimistic" in table
+    rec = json.loads((out / "plan_reviews.json").read_text())
+    assert rec["best_layer"] == int(table.loc[table.predicted_accuracy.idxmax(), "layer"]) and rec["target_n"] == 120
+    assert (out / "plan_reviews.png").is_file()
+    assert "predicted best layer at n = 120" in capsys.readouterr().out
+
+
+@pytest.mark.parametrize("extra, match", [
+    (["--labels", "30", "--target-n", "30"], "--target-n 30 must be larger than --labels 30"),
+    (["--labels", "60", "--target-n", "600"], "--labels 60 must be smaller than the 60 rows"),
+    (["--labels", "12", "--target-n", "600", "--table", "ONE_CLASS"], "single class"),
+])
+def test_plan_bad_input_before_any_model_work(cli_setup, capsys, extra, match):
+    from empirical import cli
+
+    root, base = cli_setup
+    args = list(base)
+    args[args.index("--model") + 1] = str(root / "no_such_model")  # reaching the model would be a different error
+    if "ONE_CLASS" in extra:
+        (root / "one_class.tsv").write_text("text\tlabel\n" + "\n".join(f"good film {k}\t1" for k in range(20)))
+        args[args.index("--table") + 1] = str(root / "one_class.tsv")
+        extra = extra[:-2]
+    assert cli.main(["plan", *args, *extra, "--out", str(root / "plan_bad")]) == 2
+    assert match in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("option, value", [("--target-accuracy", "1.0"), ("--target-accuracy", "0.5"),
+                                           ("--target-accuracy", "nan"), ("--labels", "3"), ("--level", "1")])
+def test_plan_bad_options(cli_setup, capsys, option, value):
+    from empirical import cli
+
+    root, base = cli_setup
+    with pytest.raises(SystemExit) as exc:
+        cli.main(["plan", *base, option, value])
+    assert exc.value.code == 2 and f"argument {option}" in capsys.readouterr().err

@@ -1,0 +1,68 @@
+"""The paper_figures section ``learning_curves`` on synthetic hidden states (never on a real model here)."""
+import numpy as np
+import pandas as pd
+import pytest
+
+from paper_figures import learning_curves
+
+
+@pytest.fixture(scope="module")
+def hidden():
+    """Two synthetic 'datasets' of 3 layers (0 = embeddings): the signal grows with depth; the second has groups
+    of two rows (a subject stated truly and falsely) as Counterfact."""
+    rng = np.random.default_rng(0)
+    out = {}
+    for name, grouped in (("plain", False), ("grouped", True)):
+        n, p = 700, 12
+        y = np.tile([0, 1], n // 2)
+        u = rng.standard_normal(p)
+        H = np.stack([rng.standard_normal((n, p)) + 0.25 * layer * np.outer(2 * y - 1, u) for layer in range(3)])
+        out[name] = (H, y, np.repeat(np.arange(n // 2), 2) if grouped else None)
+    return out
+
+
+def test_section_writes_its_table_and_figure_and_resumes(tmp_path, hidden, monkeypatch):
+    kw = dict(pools=(60,), draws=1, multiples=(2, 4), layer_step=1, n_boot=20, n_test=200, teachers=("calibrated",))
+    table = learning_curves.run(tmp_path, hidden, **kw)
+    assert (tmp_path / "tables" / "learning_curves.csv").is_file()
+    assert (tmp_path / "figures" / "learning_curves.png").is_file()
+    methods = {"spectral/calibrated", "no_gain", "power_law"}
+    assert set(table.method) == methods and set(table.multiple) == {2, 4}
+    # 2 layers x 1 draw per (dataset, pool, multiple, method)
+    assert (table.settings == 2).all() and table.coverage.between(0, 1).all() and (table.mae >= 0).all()
+    assert table.best_layer_within_1pt.between(0, 1).all() and (table.best_layer_regret >= 0).all()
+    raw = pd.read_csv(tmp_path / "learning_curves" / "evaluations.csv")
+    assert (raw.truth > 0.5).all() and (raw.low <= raw.accuracy).all() and (raw.accuracy <= raw.high).all()
+    # the truth at 4x extends the pool of 2x: a nested, larger training set, on the same test rows
+    assert raw.groupby(["dataset", "layer", "draw", "multiple"]).truth.nunique().eq(1).all()
+    # resume: a second run reads every saved evaluation instead of fitting again
+    monkeypatch.setattr(learning_curves, "evaluate_setting", lambda *a, **k: pytest.fail("recomputed"))
+    again = learning_curves.run(tmp_path, hidden, **kw)
+    pd.testing.assert_frame_equal(again, table)
+
+
+def test_targets_beyond_the_data_are_skipped_and_grouped_test_rows_keep_groups(hidden):
+    H, y, groups = hidden["grouped"]
+    ypm = np.where(y > 0, 1.0, -1.0)
+    test = learning_curves.fixed_test_rows(ypm, groups)
+    assert not set(groups[test]) & set(np.delete(groups, test))
+    rows = learning_curves.evaluate_setting(H[2], ypm, test, 200, 0, multiples=(2, 8), teachers=("calibrated",),
+                                            n_boot=10)
+    assert {row["multiple"] for row in rows} == {2}  # 8 x 200 rows do not exist outside the test set
+    assert learning_curves.evaluate_setting(H[2], ypm, test, 200, 0, multiples=(8,), teachers=("calibrated",),
+                                            n_boot=0) == []
+
+
+def test_summary_counts_best_layer_agreement():
+    raw = pd.DataFrame(dict(dataset="d", pool=100, multiple=2, method="m", draw=0, layer=[1, 2, 3],
+                            truth=[0.70, 0.80, 0.795], accuracy=[0.9, 0.7, 0.6], low=0.0, high=1.0))
+    row = learning_curves.summary_table(raw).iloc[0]
+    assert row.best_layer_regret == pytest.approx(0.10) and row.best_layer_within_1pt == 0.0
+    assert row.coverage == 1.0 and row.mae == pytest.approx(np.mean([0.2, 0.1, 0.195]))
+
+
+def test_section_is_not_a_default_section():
+    from paper_figures.__main__ import DEFAULT_SECTIONS, build_parser
+
+    assert "learning_curves" not in DEFAULT_SECTIONS
+    assert build_parser().parse_args(["--only", "learning_curves", "--quick"]).only == ["learning_curves"]
