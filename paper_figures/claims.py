@@ -345,13 +345,15 @@ def steering_text_claim(summary) -> list:
     (report half) must shift the answer log-odds beyond random directions of the same strength, a superiority test
     of the concept-specific shift per measurable dataset and direction (every one must hold); datasets whose
     read-out does not track the concept are named, not tested."""
+    claim = dict(area="steering", claim="steering with RAPTOR's concept vectors moves the model's answer beyond "
+                 "random directions of the same strength (answer log-odds, held-out half)", paper="--")
     if summary is None or not len(summary):
-        return []
+        return [dict(claim, datasets="--", test=None,
+                     ours="not tested here: this run has no behavioural steering measurement "
+                          "(`python -m paper_figures --only steering_text`, docs/steering.md)")]
     raptor = summary[(summary["method"] == "RAPTOR") & (summary["setting"] != "not measurable")]
     not_measurable = summary.loc[summary["setting"] == "not measurable", "dataset"].tolist()
-    claim = dict(area="steering", claim="steering with RAPTOR's concept vectors moves the model's answer beyond "
-                 "random directions of the same strength (answer log-odds, held-out half)",
-                 datasets=str(raptor["dataset"].nunique()), paper="--")
+    claim["datasets"] = str(raptor["dataset"].nunique())
     tail = f"; not measurable (answer does not track the concept): {', '.join(not_measurable)}" if not_measurable else ""
     if not len(raptor):
         return [dict(claim, ours="no RAPTOR setting passes the answer-mass and fluency gates on a measurable dataset"

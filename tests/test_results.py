@@ -348,6 +348,8 @@ EVERY_CLAIM = (
     "RAPTOR trains faster than xRFM and GCS (per-layer time)",
     "hidden states are (nearly) linearly separable at most layers",
     "adaptive GCAV steering reaches the probe target (success rate)",
+    "steering with RAPTOR's concept vectors moves the model's answer beyond random directions of the same strength "
+    "(answer log-odds, held-out half)",
     "the corrected fixed point matches Monte Carlo simulation",
     "simulation converges to the theory as p grows (bias falls with p)",
     "the two-replica stability theory matches simulated ablations",

@@ -233,3 +233,5 @@ def test_paper_figures_summary_figure_and_claim(tmp_path):
     assert claim["test"].verdict == "holds" and "not measurable" in claim["ours"] and "coinflip" in claim["ours"]
     path = plot(table, tmp_path)
     assert path.is_file() and path.stat().st_size > 10_000
+    (absent,) = steering_text_claim(None)  # a run without the measurement says so; it claims nothing
+    assert absent["test"] is None and absent["ours"].startswith("not tested here")
