@@ -255,7 +255,9 @@ def agreement_table(results, by_seed=None) -> pd.DataFrame:
             mean, low, high = seed_interval(g[metric].to_numpy(float))
             # a correlation lies in [-1, 1], an error or a share is >= 0 (the gains are differences: not clipped)
             bounds = (-1.0, 1.0) if metric.startswith("spearman") else (None, None) if "gain" in metric else (0.0, None)
-            row[metric], row[f"{metric}_low"], row[f"{metric}_high"] = mean, *np.clip([low, high], *bounds)
+            # np.clip(x, None, None) is an error before numpy 2.1 (the declared floor is 1.26)
+            interval = np.asarray([low, high]) if bounds == (None, None) else np.clip([low, high], *bounds)
+            row[metric], row[f"{metric}_low"], row[f"{metric}_high"] = mean, *interval
         rows.append(row)
     return pd.DataFrame(rows)
 

@@ -296,6 +296,7 @@ def test_b3_delta_sweep_refuses_repeated_fractions_and_too_many_seeds():
 # ------------------------------------------------------------------------------------------- B3 / B4 / B5 LLM
 @pytest.fixture(scope="module")
 def tiny():
+    pytest.importorskip("transformers")
     from empirical.testing import tiny_model, tiny_tokenizer
 
     return tiny_model("llama", seed=0, n_layers=2), tiny_tokenizer()
@@ -311,15 +312,21 @@ def test_b3_additive_steering_refuses_a_non_finite_edit(tiny):
 
 
 def _hidden(**kwargs):
-    from empirical.llm.extract import hidden_states
+    def call(model, tok):  # imports transformers when run, not when the module is collected
+        from empirical.llm.extract import hidden_states
 
-    return lambda model, tok: hidden_states(model, tok, ["a good film"], progress=False, **kwargs)
+        return hidden_states(model, tok, ["a good film"], progress=False, **kwargs)
+
+    return call
 
 
 def _generate(max_new_tokens):
-    from empirical.llm.steering import generate
+    def call(model, tok):
+        from empirical.llm.steering import generate
 
-    return lambda model, tok: generate(model, tok, "a good film", max_new_tokens=max_new_tokens)
+        return generate(model, tok, "a good film", max_new_tokens=max_new_tokens)
+
+    return call
 
 
 LLM_CASES = {
