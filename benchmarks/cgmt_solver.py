@@ -83,19 +83,19 @@ def main(argv=None):
     cgmt.solve(2.0, 0.1, 2.0)  # compile / load the Numba cache
     rng = np.random.default_rng(0)
     n_ref = 4 if args.quick else 10
-    pts = [(float(d), float(l), 2.0) for d, l in zip(np.exp(rng.uniform(np.log(0.5), np.log(20), n_ref)),
+    pts = [(float(d), float(lam), 2.0) for d, lam in zip(np.exp(rng.uniform(np.log(0.5), np.log(20), n_ref)),
                                                       np.exp(rng.uniform(np.log(1e-2), np.log(10), n_ref)))]
     ref = ScipyReference()
-    t_ref, ref_out = _median_time(lambda i, d, l, k: ref.solve(d, l, k), pts)
-    t_cold, ours = _median_time(lambda i, d, l, k: cgmt.solve(d, l, k), pts, repeat=3)
+    t_ref, ref_out = _median_time(lambda i, d, lam, k: ref.solve(d, lam, k), pts)
+    t_cold, ours = _median_time(lambda i, d, lam, k: cgmt.solve(d, lam, k), pts, repeat=3)
     agree = []
     for r, s in zip(ours, ref_out):
         if s.success:
             agree.append(np.max(np.abs(np.asarray(s.x) - r.x) / np.abs(r.x)))
     # warm: neighbour on a 100-point log-lambda grid
     ratio = (1e3 / 1e-6) ** (1 / 99)
-    warm_pts = [(d, l * ratio, k) for d, l, k in pts]
-    t_warm, warm = _median_time(lambda i, d, l, k: cgmt.solve(d, l, k, x0=ours[i]), warm_pts, repeat=3)
+    warm_pts = [(d, lam * ratio, k) for d, lam, k in pts]
+    t_warm, warm = _median_time(lambda i, d, lam, k: cgmt.solve(d, lam, k, x0=ours[i]), warm_pts, repeat=3)
     print(f"points: {len(pts)} random (delta in [0.5, 20], lam in [1e-2, 10], kappa = 2)")
     print("times are CPU seconds of this process (best of 3 for ours), median over points")
     print(f"SciPy reference (2-D Gauss-Hermite 100x100 + scipy.optimize.root): median {t_ref * 1e3:9.2f} ms/point,"

@@ -32,7 +32,7 @@ def naive_reference(model, tokenizer, prompts):
             out = model(**enc, output_hidden_states=True)
             kept.append([h[0].numpy().copy() for h in out.hidden_states])  # all positions, all layers
     # read out the last token of layers 1..L
-    return np.stack([np.stack([hs[l][-1] for hs in kept]) for l in range(1, len(kept[0]))]).astype(np.float32)
+    return np.stack([np.stack([hs[layer][-1] for hs in kept]) for layer in range(1, len(kept[0]))]).astype(np.float32)
 
 
 def main(argv=None):

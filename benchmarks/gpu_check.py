@@ -166,10 +166,11 @@ def check_agreement(device, tmp, quick):
                                                         (getattr(bf16, "hf_device_map", None) or {}).items()},
            "bf16_input_device": str(input_device(bf16)), "bf16_param_dtype": str(next(bf16.parameters()).dtype)}
     layers = []
-    for l in range(ref.shape[0]):
-        layers.append({"layer": l, "fp32_rel": _rel(H32[l], ref[l]), "bf16_rel": _rel(Hbf[l], ref[l]),
-                       "bf16_min_cosine": _min_cosine(Hbf[l], ref[l]),
-                       "bf16_prefix_vs_noprefix_rel": _rel(Hbf[l], Hbf_noprefix[l])})
+    for layer in range(ref.shape[0]):
+        layers.append({"layer": layer, "fp32_rel": _rel(H32[layer], ref[layer]),
+                       "bf16_rel": _rel(Hbf[layer], ref[layer]),
+                       "bf16_min_cosine": _min_cosine(Hbf[layer], ref[layer]),
+                       "bf16_prefix_vs_noprefix_rel": _rel(Hbf[layer], Hbf_noprefix[layer])})
     out["layers"] = layers
     out["fp32_max_rel"] = max(r["fp32_rel"] for r in layers)
     out["bf16_max_rel"] = max(r["bf16_rel"] for r in layers)
@@ -367,7 +368,8 @@ def check_probe(device, quick, repeats, sizes, p, delta, n_test):
         t_fit, times, probe = _median_time(lambda: RaptorProbe().fit(Xtr, ytr, Xv, yv), reps)
         row = {"n": n, "n_train": n_tr, "n_val": n - n_tr, "raptor_fit_s": t_fit, "raptor_fit_times_s": times,
                "C": probe.C_, "val_accuracy": probe.best_val_accuracy_, "test_accuracy": float(probe.score(Xte, yte)),
-               "cosine_to_truth": float(abs(probe.concept_vector_ @ u)), "path_newton_steps": int(probe.path_n_iter_.sum())}
+               "cosine_to_truth": float(abs(probe.concept_vector_ @ u)),
+               "path_newton_steps": int(probe.path_n_iter_.sum())}
         t0 = time.perf_counter()
         paper = RaptorProbe(solver="paper").fit(Xtr, ytr, Xv, yv)
         row.update(paper_solver_fit_s=time.perf_counter() - t0, paper_solver_C=paper.C_,
@@ -477,14 +479,18 @@ def _markdown(res):
         pr = res["probe"]
         lines += ["## RaptorProbe at p = %d (solver on the %s)" % (pr["p"], pr["solver_device"]), "",
                   f"Gaussian classes, Bayes accuracy {pr['bayes_accuracy']:.3f}, {pr['n_test']} test rows", "",
-                  "| n | RAPTOR fit s | C | test acc | paper solver s | paper test acc |", "| --- | --- | --- | --- | --- | --- |"]
+                  "| n | RAPTOR fit s | C | test acc | paper solver s | paper test acc |",
+                  "| --- | --- | --- | --- | --- | --- |"]
         lines += [f"| {r['n']} | {r['raptor_fit_s']:.2f} | {r['C']:.3g} | {r['test_accuracy']:.4f} | "
                   f"{r['paper_solver_fit_s']:.2f} | {r['paper_solver_test_accuracy']:.4f} |" for r in pr["sizes"]]
-        lines += ["", "| n | C | sklearn | sklearn s | coef rel diff | objective ours | objective sklearn | test acc ours / sklearn |",
+        lines += ["",
+                  "| n | C | sklearn | sklearn s | coef rel diff | objective ours | objective sklearn | test acc ours "
+                  "/ sklearn |",
                   "| --- | --- | --- | --- | --- | --- | --- | --- |"]
-        lines += [f"| {r['n']} | {c['C']:.3g} | {c['sklearn_solver']} tol {c['sklearn_tol']:g} | {c['sklearn_s']:.2f} | "
-                  f"{c['coef_rel_diff']:.2e} | {c['objective_ours']:.10g} | {c['objective_sklearn']:.10g} | "
-                  f"{c['test_acc_ours']:.4f} / {c['test_acc_sklearn']:.4f} |" for r in pr["sizes"] for c in r["vs_sklearn"]]
+        lines += [f"| {r['n']} | {c['C']:.3g} | {c['sklearn_solver']} tol {c['sklearn_tol']:g} | "
+                  f"{c['sklearn_s']:.2f} | {c['coef_rel_diff']:.2e} | {c['objective_ours']:.10g} | "
+                  f"{c['objective_sklearn']:.10g} | {c['test_acc_ours']:.4f} / {c['test_acc_sklearn']:.4f} |"
+                  for r in pr["sizes"] for c in r["vs_sklearn"]]
         lines += ["", "kernels (float64): " + "; ".join(f"n={r['n']}: " + ", ".join(
             f"{k} {v:.4g}" if isinstance(v, float) else f"{k} {v}" for k, v in r["kernels"].items())
             for r in pr["sizes"]), ""]

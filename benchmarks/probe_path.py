@@ -11,7 +11,8 @@ mean shift along a random direction), it times
 * ``gram``: one Gram matrix of the train+val rows (``X X'`` if n < p, else ``X'X``) - the lower-bound kernel.
 
 Medians over ``--repeats`` interleaved runs.  Exactness is checked against a tightly converged
-reference (``fit_l2_logistic(method="direct")``: direct Newton, independent of the path code, at tol 1e-10 for every C, warm-started): number of grid points whose
+reference (``fit_l2_logistic(method="direct")``: direct Newton, independent of the path code, at tol 1e-10 for every C,
+warm-started): number of grid points whose
 validation accuracy differs, whether the selected C agrees, and the refit's relative coefficient
 error; the same comparison is reported for the paper's (unconverged) loop.
 

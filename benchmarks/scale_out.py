@@ -24,11 +24,11 @@ import joblib
 import numpy as np
 from dask.distributed import Client, LocalCluster
 from threadpoolctl import threadpool_limits
+from timing import median_time
 
 import cgmt
 from empirical.probes import RaptorProbe, fit_layers, stability
 from empirical.testing import synthetic_hidden_states
-from timing import median_time
 
 
 def _data(n, p, layers, seed=0):
@@ -73,7 +73,8 @@ def main(argv=None):
                 row[3], out = median_time(lambda: job(-1), repeats)
                 row[4] = row[4] and np.allclose(out, job(1), atol=1e-10)
     print(f"data: {layers} layers x {n} x {p}; medians of {repeats}; LocalCluster start {start:.1f} s")
-    print(f"{'job':24s} {'sequential':>11s} {'joblib x2':>10s} {'dask x2':>9s} {'seq/joblib':>11s} {'seq/dask':>9s} agree")
+    print(f"{'job':24s} {'sequential':>11s} {'joblib x2':>10s} {'dask x2':>9s} {'seq/joblib':>11s} {'seq/dask':>9s} "
+          f"agree")
     for name, seq, loc, dsk, agree in rows:
         print(f"{name:24s} {seq:10.2f}s {loc:9.2f}s {dsk:8.2f}s {seq / loc:11.2f} {seq / dsk:9.2f} {agree}")
 

@@ -59,8 +59,8 @@ def main(argv=None):
         matplotlib.use("Agg")
         import matplotlib.pyplot as plt
         fig, ax = plt.subplots(figsize=(6, 4.5))
-        for (k, d, l, q), s in table.groupby(["kappa", "delta", "lam", "quantity"]):
-            ax.loglog(s.p, s.rel_rmse, "o-", ms=3, lw=1, label=f"{q} (k={k:g}, d={d:g}, l={l:g})")
+        for (k, d, lam, q), s in table.groupby(["kappa", "delta", "lam", "quantity"]):
+            ax.loglog(s.p, s.rel_rmse, "o-", ms=3, lw=1, label=f"{q} (k={k:g}, d={d:g}, l={lam:g})")
         ps = np.array(sorted(table.p.unique()), float)
         ax.loglog(ps, 0.5 * (ps / ps[0]) ** -0.5 * table.rel_rmse.max(), "k--", lw=2, label="slope -1/2")
         ax.set(xlabel="p", ylabel="relative rmse |sim - theory| / |theory|", title="finite-size study")

@@ -21,10 +21,10 @@ import numpy as np
 from sklearn.exceptions import ConvergenceWarning
 from sklearn.linear_model import LogisticRegression
 from threadpoolctl import threadpool_limits
+from timing import median_time
 
 from sims.data import sample
 from sims.fit import fit_ridge_logistic, objective_gradient
-from timing import median_time
 
 SIZES = [(500, 1000), (2000, 1000), (4000, 2000)]
 

@@ -64,9 +64,9 @@ def run_mc(p, replicates, runs, raw, seed=2026):
     # cheap points first so partial results cover the whole grid early
     todo.sort(key=lambda t: (t[2], t[1][1]))
     with threadpool_limits(1):
-        for i, (k, d, l), r in tqdm(todo, desc=f"MC p={p}"):
-            row = simulate_replicate(d, l, k, p, [seed, i, r], runs=runs)
-            row.update(kappa=k, delta=d, lam=l, rep=r, p=p)
+        for i, (k, d, lam), r in tqdm(todo, desc=f"MC p={p}"):
+            row = simulate_replicate(d, lam, k, p, [seed, i, r], runs=runs)
+            row.update(kappa=k, delta=d, lam=lam, rep=r, p=p)
             _append_atomic(raw, [row])
 
 
@@ -74,13 +74,13 @@ def theory_table():
     from cgmt.stability import stability
 
     recs = []
-    for k, d, l in tqdm(list(itertools.product(KAPPAS, DELTAS, LAMS)), desc="theory"):
+    for k, d, lam in tqdm(list(itertools.product(KAPPAS, DELTAS, LAMS)), desc="theory"):
         t0 = time.perf_counter()
-        sub = stability(d, l, k, "subsample", strict=True)
-        recs.append(dict(kappa=k, delta=d, lam=l,
+        sub = stability(d, lam, k, "subsample", strict=True)
+        recs.append(dict(kappa=k, delta=d, lam=lam,
                          th_cos_subsample=sub.cosine,
-                         th_cos_full_subsample=stability(d, l, k, "full_vs_subsample", strict=True).cosine,
-                         th_cos_independent=stability(d, l, k, "independent", strict=True).cosine,
+                         th_cos_full_subsample=stability(d, lam, k, "full_vs_subsample", strict=True).cosine,
+                         th_cos_independent=stability(d, lam, k, "independent", strict=True).cosine,
                          paper_formula_subsample=sub.independent_formula,
                          seconds=time.perf_counter() - t0))
     return pd.DataFrame(recs)
@@ -89,9 +89,9 @@ def theory_table():
 def compare(raw, theory):
     g = raw.groupby(["kappa", "delta", "lam"])
     out = []
-    for (k, d, l), grp in g:
-        th = theory[(theory.kappa == k) & (theory.delta == d) & (theory.lam == l)].iloc[0]
-        rec = dict(kappa=k, delta=d, lam=l, R=len(grp))
+    for (k, d, lam), grp in g:
+        th = theory[(theory.kappa == k) & (theory.delta == d) & (theory.lam == lam)].iloc[0]
+        rec = dict(kappa=k, delta=d, lam=lam, R=len(grp))
         for q in ("cos_subsample", "cos_full_subsample", "cos_independent"):
             x = grp[q].to_numpy()
             rec[f"mc_{q}"] = x.mean()
@@ -132,7 +132,8 @@ def main(argv=None):
         print(f"{q:20s} max |MC - theory| = {e.max():.4f}  median {e.median():.4f}  max |z| = {z.max():.2f}")
     e = tab["err_paper_formula_subsample"].abs()
     print(f"paper formula on the subsample protocol: max |MC - formula| = {e.max():.4f}, "
-          f"median {e.median():.4f}, ratio MC/formula in [{(tab.mc_cos_subsample / tab.paper_formula_subsample).min():.2f}, "
+          f"median {e.median():.4f}, ratio MC/formula in "
+          f"[{(tab.mc_cos_subsample / tab.paper_formula_subsample).min():.2f}, "
           f"{(tab.mc_cos_subsample / tab.paper_formula_subsample).max():.2f}]")
     return 0
 

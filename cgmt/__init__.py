@@ -17,11 +17,11 @@ from . import conventions, equations, prox, quadrature
 from .accuracy import accuracy_from_margin, bayes_accuracy
 from .optimal import optimal_lambda
 from .solver import CGMTResult, ConvergenceError, mle, solve
-from .sweep import sweep
-from .threshold import separability_threshold
 from .spectral import Spectrum, solve_spectral, solve_spectral_path
 from .spectral_stability import spectral_stability
-from .stability import stability  # noqa: E402  (the function shadows the submodule attribute on purpose)
+from .stability import stability  # the function shadows the submodule attribute on purpose
+from .sweep import sweep
+from .threshold import separability_threshold
 
 __all__ = [
     "solve",

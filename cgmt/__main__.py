@@ -17,10 +17,10 @@ from pathlib import Path
 import numpy as np
 
 from .cli_args import int_in, nonempty_path, number_in, worker_count
-from .validation import LAM_MAX, LAM_MIN
 from .cli_errors import debug_requested, run_command
 from .solver import mle, solve
 from .sweep import MAX_POINTS, sweep
+from .validation import LAM_MAX, LAM_MIN
 
 _CONVENTION = __doc__.split("\n\n", 1)[1]
 
@@ -83,7 +83,8 @@ def _atomic(target: Path, suffix: str):
 
 
 def _parser():
-    p = argparse.ArgumentParser(prog="cgmt", description="CGMT fixed point of ridge logistic regression.\n\n" + _CONVENTION,
+    p = argparse.ArgumentParser(prog="cgmt",
+                                description="CGMT fixed point of ridge logistic regression.\n\n" + _CONVENTION,
                                 formatter_class=argparse.RawDescriptionHelpFormatter)
     sub = p.add_subparsers(dest="cmd", required=True)
     s = sub.add_parser("solve", help="solve one point and print the result")

@@ -15,8 +15,8 @@ import math
 import numpy as np
 from numba import njit
 
-from .validation import check_real_array
 from .quadrature import DEFAULT_ORDER, MAX_PANEL, TRUNCATION, build_edges, edge_capacity, fill_rule, gauss_legendre
+from .validation import check_real_array
 
 __all__ = ["accuracy_from_margin", "bayes_accuracy"]
 

@@ -6,8 +6,8 @@ error naming the option (``argument --jobs: ...``, exit 2) instead of a NaN in a
 or a traceback at the end of a run.  Each factory returns a function for ``add_argument(type=...)``.
 
 Worker counts (``--jobs``, ``--n-jobs``, ``--threads``) are bounded by the CPU cores this process may use
-(:func:`cgmt.validation.available_cores`): more is an error, not a silent clamp, because asking for more workers than cores
-only adds memory and start-up time (and a flood of processes that Ctrl-C must then stop).
+(:func:`cgmt.validation.available_cores`): more is an error, not a silent clamp, because asking for more workers than
+cores only adds memory and start-up time (and a flood of processes that Ctrl-C must then stop).
 """
 from __future__ import annotations
 

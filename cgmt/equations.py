@@ -34,17 +34,10 @@ import numpy as np
 from numba import njit
 
 from .prox import prox_near
-from .quadrature import (
-    DEFAULT_ORDER,
-    MAX_PANEL,
-    TRUNCATION,
-    build_edges,
-    fill_rule,
-    gauss_hermite,
-    gauss_legendre,
-)
+from .quadrature import DEFAULT_ORDER, MAX_PANEL, TRUNCATION, build_edges, fill_rule, gauss_hermite, gauss_legendre
 
-__all__ = ["prox_branch_points", "expectation_terms", "stein_gradients", "residuals", "residual_and_jacobian", "expectations",
+__all__ = ["prox_branch_points", "expectation_terms", "stein_gradients", "residuals", "residual_and_jacobian",
+           "expectations",
            "quadrature_rule", "N_TERMS"]
 
 N_TERMS = 12
@@ -310,7 +303,8 @@ def expectation_terms(alpha, sigma, gamma, kappa, xg, wg, gz1, gw1, gz2, gw2, L,
 
 @njit(cache=True)
 def stein_gradients(t, alpha, sigma, kappa, grad):
-    """Fill ``grad[i, :]`` = d(E1, E2, E3c)_i / d(alpha, sigma, gamma) from the terms ``t`` of :func:`expectation_terms`.
+    """Fill ``grad[i, :]`` = d(E1, E2, E3c)_i / d(alpha, sigma, gamma) from the terms ``t`` of
+    :func:`expectation_terms`.
 
     Stein's lemma: d/dalpha E[h(Z1) k(V)] = E[h' k'] + alpha E[h k''], d/dsigma E[h k(V)] = sigma E[h k''].
     """

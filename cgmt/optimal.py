@@ -11,9 +11,9 @@ import math
 import numpy as np
 from scipy.optimize import OptimizeResult, minimize_scalar
 
-from .validation import check_delta, check_int, check_kappa, check_lam, check_scalar
 from .quadrature import DEFAULT_ORDER
 from .solver import solve
+from .validation import check_delta, check_int, check_kappa, check_lam, check_scalar
 
 __all__ = ["optimal_lambda"]
 

@@ -25,11 +25,11 @@ import numpy as np
 from numba import njit
 from scipy.optimize import OptimizeResult, brentq
 
-from .validation import check_delta, check_kappa, check_lam, check_scalar
 from .accuracy import accuracy_from_margin
 from .equations import quadrature_rule, res_jac_y
 from .quadrature import DEFAULT_ORDER, MAX_PANEL, TRUNCATION, gaussian_rule
 from .threshold import separability_threshold
+from .validation import check_delta, check_kappa, check_lam, check_scalar
 
 __all__ = ["CGMTResult", "ConvergenceError", "solve", "mle", "damped_newton", "march_lambda", "start_point"]
 
@@ -556,8 +556,8 @@ def solve(delta, lam, kappa, *, strict=False, x0=None, tol=1e-10, maxiter=100, q
     x0 : (alpha, sigma, gamma) or CGMTResult, optional    warm start.
     tol : float             max relative residual accepted (see :mod:`cgmt.equations`).
     maxiter : int           Newton iterations per solve stage.
-    quad_order : int        Gauss-Legendre points per quadrature panel (the default 10 is accurate to ~1e-12, 20 to ~1e-15;
-                            doubling it checks the quadrature).
+    quad_order : int        Gauss-Legendre points per quadrature panel (the default 10 is accurate to ~1e-12, 20 to
+                            ~1e-15; doubling it checks the quadrature).
     check_quadrature : bool re-solve with 2 * quad_order and report ``quadrature_change`` (max change
                             of alpha, sigma, gamma relative to (max(|alpha|, sigma), sigma, gamma)) and
                             ``quadrature_residual``.

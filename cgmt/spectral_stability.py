@@ -173,7 +173,8 @@ def spectral_pair_stability(delta1, delta2, delta12, lam, spectrum, *, feature_s
     dep = overlaps(qh12) if ok else {"euclid": float("nan"), "sigma": float("nan"), "raw": float("nan")}
     ind = overlaps(0.0)
     status = 0 if ok else 1
-    message = ("converged" if ok else "cross fixed point not converged") + f" (residual {residual:.2e}, {nfev} evaluations)"
+    message = (("converged" if ok else "cross fixed point not converged")
+               + f" (residual {residual:.2e}, {nfev} evaluations)")
     res = OptimizeResult(
         cosine=dep["euclid"], cosine_sigma=dep["sigma"], cosine_raw=dep.get("raw"),
         independent_cosine=ind["euclid"], independent_cosine_sigma=ind["sigma"],

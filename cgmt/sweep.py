@@ -1,8 +1,8 @@
 """Grid sweeps of the fixed point: ``cgmt.sweep(deltas, lams, kappas)`` -> tidy pandas DataFrame.
 
 Each (delta, kappa) pair is one task: its lams are solved from the largest to the smallest, each
-warm-started from a secant prediction through the previous two solutions (continuation in lam); tasks run in parallel with joblib
-(``n_jobs``), with a tqdm progress bar over tasks.
+warm-started from a secant prediction through the previous two solutions (continuation in lam); tasks run in parallel
+with joblib (``n_jobs``), with a tqdm progress bar over tasks.
 """
 from __future__ import annotations
 
@@ -13,9 +13,9 @@ import pandas as pd
 from joblib import Parallel, delayed
 from tqdm.auto import tqdm
 
-from .validation import check_lams, check_positive_array
 from .quadrature import DEFAULT_ORDER
 from .solver import ConvergenceError, solve
+from .validation import check_lams, check_positive_array
 
 __all__ = ["sweep", "COLUMNS"]
 
@@ -71,7 +71,8 @@ def check_grid_size(n_points: int, max_points: int | None = MAX_POINTS, what: st
     >>> check_grid_size(10**9, 100, "sweep grid")
     Traceback (most recent call last):
     ...
-    ValueError: sweep grid has 1000000000 points, more than the limit 100; use a coarser grid or raise the limit (max_points=..., --max-points)
+    ValueError: sweep grid has 1000000000 points, more than the limit 100; use a coarser grid or raise the limit
+    (max_points=..., --max-points)
     """
     if max_points is not None and n_points > max_points:
         raise ValueError(f"{what} has {n_points} points, more than the limit {max_points}; use a coarser grid or "

@@ -19,8 +19,8 @@ import numpy as np
 from scipy.optimize import brentq
 from scipy.special import ndtr
 
-from .validation import check_kappa
 from .quadrature import gaussian_rule
+from .validation import check_kappa
 
 __all__ = ["separability_threshold", "candes_sur_h"]
 

@@ -114,7 +114,8 @@ def check_lam(lam, *, allow_zero: bool = False, name: str = "lam") -> float:
     >>> check_lam(1e300)
     Traceback (most recent call last):
     ...
-    ValueError: lam must lie in [1e-30, 1e+30] (the supported domain of the ridge strength: outside it the fixed point and the simulated fits leave float64 range), got 1e+300
+    ValueError: lam must lie in [1e-30, 1e+30] (the supported domain of the ridge strength: outside it the fixed point
+    and the simulated fits leave float64 range), got 1e+300
     """
     lam = check_scalar(lam, name, low=0.0, low_open=not allow_zero)
     if (lam != 0.0 or not allow_zero) and not LAM_MIN <= lam <= LAM_MAX:
@@ -131,7 +132,8 @@ def check_lams(lams, name: str = "lams") -> np.ndarray:
     >>> check_lams([1e-300, 1.0])
     Traceback (most recent call last):
     ...
-    ValueError: lams must lie in [1e-30, 1e+30] (the supported domain of the ridge strength: outside it the fixed point and the simulated fits leave float64 range), got 1e-300
+    ValueError: lams must lie in [1e-30, 1e+30] (the supported domain of the ridge strength: outside it the fixed point
+    and the simulated fits leave float64 range), got 1e-300
     """
     arr = check_positive_array(lams, name)
     for value in arr:

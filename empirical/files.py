@@ -365,7 +365,8 @@ def refuse_overwriting_inputs(outputs, inputs) -> None:
     >>> refuse_overwriting_inputs([("--out", table.parent / "." / "t.csv")], [("--table", table)])
     Traceback (most recent call last):
     ...
-    ValueError: refusing to write --out '...t.csv': it is the input --table '...t.csv' (the same file); choose another output path
+    ValueError: refusing to write --out '...t.csv': it is the input --table '...t.csv' (the same file); choose another
+    output path
     """
     def named(items):
         for item in items:

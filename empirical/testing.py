@@ -50,7 +50,7 @@ def tiny_model(arch: str = "llama", seed: int = 0, n_layers: int = 3, hidden: in
                dtype=None):
     """A randomly initialised causal LM of the given architecture family (eval mode)."""
     import torch
-    from transformers import (AutoModelForCausalLM, GemmaConfig, GPT2Config, LlamaConfig, Qwen2Config)
+    from transformers import AutoModelForCausalLM, GemmaConfig, GPT2Config, LlamaConfig, Qwen2Config
 
     V = vocab_size or len(tiny_tokenizer(False).get_vocab())
     common = dict(vocab_size=V, bos_token_id=2, eos_token_id=3, pad_token_id=0)

@@ -10,7 +10,8 @@ from __future__ import annotations
 import numpy as np
 from sklearn.model_selection import train_test_split
 
-__all__ = ["as_real_array", "check_matrix", "check_magnitude", "check_varying", "check_binary_labels", "check_signed_labels", "check_grid",
+__all__ = ["as_real_array", "check_matrix", "check_magnitude", "check_varying", "check_binary_labels",
+           "check_signed_labels", "check_grid",
            "check_min_per_class", "stratified_split", "standardize_stats", "safe_norm", "unit_vector",
            "MAX_MAGNITUDE", "MIN_MAGNITUDE", "C_MIN", "C_MAX", "TOL_MAX"]
 
@@ -56,7 +57,8 @@ def as_real_array(X, name: str = "X"):
     >>> as_real_array(np.ma.array([1.0, 2.0], mask=[False, True]), "X_val")
     Traceback (most recent call last):
     ...
-    ValueError: X_val must not have masked entries (a masked array's placeholders are not data), got 1 masked entry; fill or drop them first (X.filled(value) or X.compressed())
+    ValueError: X_val must not have masked entries (a masked array's placeholders are not data), got 1 masked entry;
+    fill or drop them first (X.filled(value) or X.compressed())
     """
     if isinstance(X, np.ma.MaskedArray):
         masked = int(np.ma.count_masked(X))
@@ -109,7 +111,8 @@ def check_matrix(X, name: str = "X", n_rows: int | None = None) -> np.ndarray:
     except (TypeError, ValueError) as exc:
         raise ValueError(f"{name} must be a numeric 2-D array, got {type(X).__name__} ({exc})") from None
     if A.ndim != 2:
-        raise ValueError(f"{name} must be a 2-D array (n_samples, n_features), got a {A.ndim}-D array of shape {A.shape}")
+        raise ValueError(f"{name} must be a 2-D array (n_samples, n_features), got a {A.ndim}-D array of shape "
+                         f"{A.shape}")
     if A.shape[0] == 0 or A.shape[1] == 0:
         raise ValueError(f"{name} must have at least one sample and one feature, got shape {A.shape}")
     if not np.all(np.isfinite(A)):
@@ -143,7 +146,8 @@ def check_magnitude(A: np.ndarray, name: str = "X") -> np.ndarray:
     >>> check_magnitude(np.array([[1e200]]), "H")
     Traceback (most recent call last):
     ...
-    ValueError: H must have entries of magnitude at most 1e+100 (float64 products of two entries must stay finite), got max |entry| = 1e+200; rescale it (e.g. divide by its standard deviation)
+    ValueError: H must have entries of magnitude at most 1e+100 (float64 products of two entries must stay finite), got
+    max |entry| = 1e+200; rescale it (e.g. divide by its standard deviation)
     """
     largest = float(np.max(np.abs(A))) if A.size else 0.0
     if largest > MAX_MAGNITUDE:
@@ -176,7 +180,8 @@ def check_varying(X: np.ndarray, name: str = "X") -> np.ndarray:
     >>> check_varying(np.ones((3, 2)), "X_train")
     Traceback (most recent call last):
     ...
-    ValueError: X_train must have at least one non-constant feature, got 2 constant columns (every row is the same point); there is no concept direction to fit
+    ValueError: X_train must have at least one non-constant feature, got 2 constant columns (every row is the same
+    point); there is no concept direction to fit
     """
     if X.shape[0] > 0 and not np.any(X != X[:1]):
         raise ValueError(f"{name} must have at least one non-constant feature, got {X.shape[1]} constant columns "
@@ -220,7 +225,8 @@ def check_binary_labels(y, n: int, name: str = "y", classes=None) -> tuple[np.nd
     if classes is None:
         classes = np.unique(y)
         if classes.size < 2:
-            raise ValueError(f"{name} must contain two classes (a binary probe), got only one class ({classes.tolist()})")
+            raise ValueError(f"{name} must contain two classes (a binary probe), got only one class "
+                             f"({classes.tolist()})")
         if classes.size > 2:
             raise ValueError(f"{name} must contain exactly two classes (RAPTOR probes are binary), "
                              f"got {classes.size} classes")

@@ -15,7 +15,8 @@ datasets, every fourth layer, the best layer on five split seeds; the evaluation
 docs/steering.md), ``learning_curves`` (accuracy at 2-8x more labels predicted from pools of 200-800 labels, the
 spectral theory against a power-law learning curve and "no gain", docs/learning_curves.md).
 Default: every section but ``steering_text`` (about an hour of text generation on two cores) and ``learning_curves``
-(extractions at the Concept-Depth sizes, hours of fits); add them with ``--only``.  Outputs: ``OUT/RESULTS.md`` (the paper's claims checked, with 95 % intervals, and every figure
+(extractions at the Concept-Depth sizes, hours of fits); add them with ``--only``.  Outputs: ``OUT/RESULTS.md`` (the
+paper's claims checked, with 95 % intervals, and every figure
 explained), ``OUT/figures/*.png|pdf``, ``OUT/tables/*.csv|md`` (the numbers behind every figure) and an index
 ``OUT/README.md``.  Hidden states are cached (see ``empirical.llm.extract``) and every step's table is saved
 as soon as it is done, so an interrupted run resumes where it stopped; ``--force`` redoes the steps.
@@ -36,8 +37,17 @@ from cgmt.cli_errors import debug_requested, run_command
 from empirical.files import atomic_write_text, read_json, refuse_overwriting_inputs
 from empirical.llm.datasets import resolve_data_dir
 
-from . import (empirical_figures, empirical_plots, learning_curves, output, spectral_figures, stability, steering_text,
-               style, theory)
+from . import (
+    empirical_figures,
+    empirical_plots,
+    learning_curves,
+    output,
+    spectral_figures,
+    stability,
+    steering_text,
+    style,
+    theory,
+)
 from .progress import RunProgress, silence_libraries
 from .publish import publish, sync_readme
 from .results import write_results
@@ -59,7 +69,8 @@ def build_parser() -> argparse.ArgumentParser:
                    help=f"sections to run (default: {' '.join(DEFAULT_SECTIONS)})")
     p.add_argument("--quick", action="store_true", help="small caps and few replicates for a fast look")
     p.add_argument("--model", default="smollm2", help="model name or path (default: smollm2)")
-    p.add_argument("--data-dir", type=nonempty_path, default=None, help="dataset directory (default: $RAPTOR_DATA or ../shared/datasets)")
+    p.add_argument("--data-dir", type=nonempty_path, default=None,
+                   help="dataset directory (default: $RAPTOR_DATA or ../shared/datasets)")
     p.add_argument("--max-per-class", type=int_in(1), default=None,
                    help="cap examples per class for the empirical section (default: 500; --quick: 100)")
     p.add_argument("--n-jobs", type=worker_count(), default=available_cores(),
@@ -68,7 +79,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--force", action="store_true",
                    help="redo every step of the selected sections (default: resume, skipping saved tables)")
     p.add_argument("--results-only", action="store_true",
-                   help="only rebuild RESULTS.md, the index and the empirical figures from the tables of an earlier run")
+                   help="only rebuild RESULTS.md, the index and the empirical figures from the tables of an earlier "
+                        "run")
     p.add_argument("--publish", type=lambda text: Path(nonempty_path(text)), default=None, metavar="DIR",
                    help="also write a small committable copy of the results (RESULTS.md, claims.csv, the tables "
                         "behind the claims, key figures as small PNGs) to DIR, e.g. docs/results, and regenerate "
@@ -184,16 +196,19 @@ def _run(args) -> int:
                 continue
             t0 = time.perf_counter()
             if section == "theory":
-                with steps.step("theory: fixed point vs simulation", SECTION_SECONDS["theory"] * (0.2 if args.quick else 1)):
+                with steps.step("theory: fixed point vs simulation",
+                                SECTION_SECONDS["theory"] * (0.2 if args.quick else 1)):
                     theory.run(out, quick=args.quick, progress=False, n_jobs=args.n_jobs)
             elif section == "stability":
-                with steps.step("stability theory vs simulation", SECTION_SECONDS["stability"] * (0.2 if args.quick else 1)):
+                with steps.step("stability theory vs simulation",
+                                SECTION_SECONDS["stability"] * (0.2 if args.quick else 1)):
                     stability.run(out, quick=args.quick, progress=False, n_jobs=args.n_jobs)
             elif section == "empirical":
                 empirical_figures.run(out, model=args.model, data_dir=args.data_dir, max_per_class=cap,
                                       quick=args.quick, steps=steps, n_jobs=args.n_jobs)
             elif section == "spectral":
-                with steps.step("spectral theory on real probes", SECTION_SECONDS["spectral"] * (0.2 if args.quick else 1)):
+                with steps.step("spectral theory on real probes",
+                                SECTION_SECONDS["spectral"] * (0.2 if args.quick else 1)):
                     hidden = spectral_figures.load_hidden(args.model, args.data_dir, cap, progress=False,
                                                           names=empirical_figures.STABILITY_DATASETS)
                     n_layers = next(iter(hidden.values()))[0].shape[0]
@@ -203,14 +218,16 @@ def _run(args) -> int:
                                          extra_seeds=1 if args.quick else 4, progress=False, monte_carlo=False,
                                          n_jobs=args.n_jobs)
             elif section == "steering_text":
-                with steps.step("steering: generated text", SECTION_SECONDS["steering_text"] * (0.2 if args.quick else 1)):
+                with steps.step("steering: generated text",
+                                SECTION_SECONDS["steering_text"] * (0.2 if args.quick else 1)):
                     steering_text.run(out, model=args.model, data_dir=args.data_dir, max_per_class=cap,
                                       quick=args.quick, progress=False)
             elif section == "learning_curves":
                 with steps.step("learning curves from small pools",
                                 SECTION_SECONDS["learning_curves"] * (0.2 if args.quick else 1)):
                     hidden = learning_curves.load_hidden(args.model, args.data_dir, progress=False)
-                    learning_curves.run(out, hidden, n_jobs=args.n_jobs, **(learning_curves.QUICK if args.quick else {}))
+                    learning_curves.run(out, hidden, n_jobs=args.n_jobs,
+                                        **(learning_curves.QUICK if args.quick else {}))
             timings[section] = round(time.perf_counter() - t0, 1)
             steps.write(f"[paper_figures] {section} done in {timings[section]:.0f} s")
             write_index(out)

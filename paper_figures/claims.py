@@ -31,7 +31,7 @@ from scipy import stats
 from . import verdicts as rules
 from .output import load_table
 from .predictor_claims import predictor_claims
-from .verdicts import MARGINS, TEST_TRAIN_RATIO, Test, mean_interval, seed_interval, wilson_interval
+from .verdicts import MARGINS, Test, mean_interval, seed_interval, wilson_interval
 
 #: The split seed of the paper's fixed split (the other steps use it; the repeats add more seeds).
 PAPER_SPLIT_SEED = 42
@@ -180,7 +180,8 @@ def _accuracy_claims(diffs, acc) -> list:
         g, x = dict(g.iloc[0]), dict(x.iloc[0])
         levels = ", ".join(f"{m} {format_estimate(avg.loc[m, 'best'], avg.loc[m, 'best_low'], avg.loc[m, 'best_high'])}"
                            for m in ("RAPTOR", "GCS", "xRFM"))
-        test = rules.every_setting([_t_test(g, "superiority"), _t_test(x, "non-inferiority", margin=MARGINS["accuracy"])])
+        test = rules.every_setting([_t_test(g, "superiority"),
+                                    _t_test(x, "non-inferiority", margin=MARGINS["accuracy"])])
         claims.append(dict(area="accuracy",
                            claim="grid-average best-layer accuracy: RAPTOR above GCS and not below xRFM",
                            datasets=grid, paper="0.874 / 0.854 / 0.871 (RAPTOR / GCS / xRFM)",
@@ -295,7 +296,8 @@ def _separability_claim(sep_summary, control) -> list:
         k_real, n_real = int(real.separable.sum()), int((real.layers - undecided).sum())
         undecided = shuf.undecided.fillna(0) if "undecided" in g else 0 * shuf.layers
         k_shuf, n_shuf = int(shuf.separable.sum()), int((shuf.layers - undecided).sum())
-        ratio = f"{g.n_over_p.min():.2f}" if g.n_over_p.nunique() == 1 else f"{g.n_over_p.min():.2f}-{g.n_over_p.max():.2f}"
+        ratio = (f"{g.n_over_p.min():.2f}" if g.n_over_p.nunique() == 1
+                 else f"{g.n_over_p.min():.2f}-{g.n_over_p.max():.2f}")
         parts.append(f"{rows_name} rows (n/p {ratio}): real {k_real}/{n_real}, shuffled {k_shuf}/{n_shuf}")
         if k_shuf < 0.5 * n_shuf:  # random labels mostly fail here: real-label separability is informative
             informative.append((k_real, n_real))
@@ -354,7 +356,8 @@ def steering_text_claim(summary) -> list:
     raptor = summary[(summary["method"] == "RAPTOR") & (summary["setting"] != "not measurable")]
     not_measurable = summary.loc[summary["setting"] == "not measurable", "dataset"].tolist()
     claim["datasets"] = str(raptor["dataset"].nunique())
-    tail = f"; not measurable (answer does not track the concept): {', '.join(not_measurable)}" if not_measurable else ""
+    tail = (f"; not measurable (answer does not track the concept): {', '.join(not_measurable)}"
+            if not_measurable else "")
     if not len(raptor):
         return [dict(claim, ours="no RAPTOR setting passes the answer-mass and fluency gates on a measurable dataset"
                      + tail, test=None)]
@@ -364,8 +367,9 @@ def steering_text_claim(summary) -> list:
         df = max(int(r.n_prompts) - 1, 1)
         tests.append(rules.superiority(r.concept_specific_shift, r.concept_specific_low, r.concept_specific_high, df))
         parts.append(f"{r.dataset} {r.direction} {r.setting}: "
-                     f"{format_estimate(r.concept_specific_shift, r.concept_specific_low, r.concept_specific_high, signed=True)}"
-                     f" (random {r.random_control_shift:+.2f}, perplexity x{r.perplexity_ratio:.2f})")
+                     + format_estimate(r.concept_specific_shift, r.concept_specific_low, r.concept_specific_high,
+                                       signed=True)
+                     + f" (random {r.random_control_shift:+.2f}, perplexity x{r.perplexity_ratio:.2f})")
     return [dict(claim, ours="; ".join(parts) + tail, test=rules.every_setting(tests))]
 
 
@@ -397,8 +401,9 @@ def _finite_size_claim(fs) -> list:
             half = stats.norm.ppf(0.975) * r.abs_error_slope_se
             tests.append(rules.superiority(r.abs_error_slope, r.abs_error_slope - half, r.abs_error_slope + half,
                                            KNOWN_VARIANCE_DF, direction=-1))
-            parts.append(f"{r.quantity} {format_estimate(r.abs_error_slope, r.abs_error_slope - half, r.abs_error_slope + half, signed=True, digits=2)} "
-                         f"over {n_res} p up to {int(r.resolved_p_max)}")
+            slope = format_estimate(r.abs_error_slope, r.abs_error_slope - half, r.abs_error_slope + half, signed=True,
+                                    digits=2)
+            parts.append(f"{r.quantity} {slope} over {n_res} p up to {int(r.resolved_p_max)}")
         else:
             parts.append(f"{r.quantity} bias not resolved at >= 3 p (|mean - theory| within "
                          "3 standard errors)")
@@ -443,7 +448,8 @@ def _theory_claims(tables: Path) -> list:
         inside, n = int(ok.sum()), int(ok.notna().sum())
         share, lo, hi = wilson_interval(inside, n)
         claims.append(dict(area="theory", claim="the corrected fixed point matches Monte Carlo simulation",
-                           datasets="--", paper="(the paper's printed fixed point is off by a factor kappa, docs/theory.md)",
+                           datasets="--",
+                           paper="(the paper's printed fixed point is off by a factor kappa, docs/theory.md)",
                            ours=f"{inside}/{n} (quantity, grid point) pairs inside their 95 % Monte Carlo interval "
                                 f"({100 * share:.0f} % [{100 * lo:.0f}, {100 * hi:.0f}]; 95 % expected; p = "
                                 f"{int(tvs['p'].iloc[0])}, {int(tvs['replicates'].iloc[0])} replicates)",

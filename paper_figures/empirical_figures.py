@@ -24,9 +24,21 @@ from joblib import Parallel, delayed
 from tqdm.auto import tqdm
 
 from empirical.llm import datasets
-from empirical.probes import (DifferenceOfMeans, GCSProbe, RaptorProbe, XRFMProbe, fit_layers, grouped_split,
-                              load_concept_vectors, paper_split, save_concept_vectors, separability,
-                              separability_lp, shuffled_label_control, stability)
+from empirical.probes import (
+    DifferenceOfMeans,
+    GCSProbe,
+    RaptorProbe,
+    XRFMProbe,
+    fit_layers,
+    grouped_split,
+    load_concept_vectors,
+    paper_split,
+    save_concept_vectors,
+    separability,
+    separability_lp,
+    shuffled_label_control,
+    stability,
+)
 from empirical.probes.real_embedding import real_embedding_stability, theory_lambda
 from empirical.probes.structure import delta_sweep
 
@@ -46,10 +58,6 @@ STRUCTURE_DATASETS = ("stsa", "common", "hateeval")
 #: name -> dataset.  Counterfact states every subject once truly and once falsely, and the paper's random split
 #: puts the partners on both sides; the grouped variant keeps each subject on one side.
 GROUPED_VARIANTS = {"counterfact_grouped": "counterfact"}
-#: The method fitted on exactly the rows the baselines fit in the equal-data stability comparison: RAPTOR
-#: selecting C on the validation part and *not* refitting on train + validation (GCS fits subsets of the
-#: training part, xRFM the training part with validation for selection).
-EQUAL_DATA_METHOD = "RAPTOR (train only)"
 
 
 def _methods(quick: bool) -> dict:
@@ -282,7 +290,8 @@ def run(out, *, model="smollm2", data_dir=None, max_per_class=500, quick=False, 
                 save_table(tab, out, f"stability_{name}")
         with steps.step(f"{name}: stability, equal data", scale * STEP_SECONDS["stability_equal_data"]):
             if load_table(out, f"stability_equal_data_{name}") is None:
-                save_table(stability_table(name, H, y, split, stab_layers, {EQUAL_DATA_METHOD: RaptorProbe(refit=False)},
+                save_table(stability_table(name, H, y, split, stab_layers,
+                                           {EQUAL_DATA_METHOD: RaptorProbe(refit=False)},
                                            K, False, n_jobs=n_jobs), out, f"stability_equal_data_{name}")
         stabs.append(tab)
     stab = pd.concat(stabs, ignore_index=True)
@@ -305,14 +314,16 @@ def run(out, *, model="smollm2", data_dir=None, max_per_class=500, quick=False, 
     st = sep.groupby("dataset").agg(layers=("layer", "size"), separable=("separable", "sum"),
                                     perc_zero=("perc_zero", "sum"),
                                     convergence_warnings=("convergence_warnings", "sum")).reset_index()
-    st.loc[len(st)] = ["Overall", st.layers.sum(), st.separable.sum(), st.perc_zero.sum(), st.convergence_warnings.sum()]
+    st.loc[len(st)] = ["Overall", st.layers.sum(), st.separable.sum(), st.perc_zero.sum(),
+                       st.convergence_warnings.sum()]
     hidden = next(iter(data.values()))[1].shape[2]
     st["n_train"] = [len(data[d][3][0]) if d in data else np.nan for d in st.dataset]
     st["n_over_p"] = st["n_train"] / hidden
     save_table(st, out, "separability_summary")
     controls = []
     for name, (ds, H, y, split) in data.items():
-        with steps.step(f"{name}: separability control (shuffled labels)", scale * STEP_SECONDS["separability_control"]):
+        with steps.step(f"{name}: separability control (shuffled labels)",
+                        scale * STEP_SECONDS["separability_control"]):
             ctl = load_table(out, f"separability_control_{name}")
             if ctl is None:
                 ctl = separability_control_table(name, H, y, split, stab_layers, progress=False, n_jobs=n_jobs)
@@ -367,7 +378,7 @@ def _stability_theory(out, data, stab, layers, progress):
         # Each ablation run refits RAPTOR on its train+val part = 80 % of the pool, so the theory's
         # lambda is that of C* on n_run = 0.8 N rows, and val_fraction = 0.
         lam = theory_lambda(C.to_numpy(), 0.8 * len(pool))
-        res = real_embedding_stability([np.asarray(H[l], dtype=np.float64)[pool] for l in m.layer], y[pool],
+        res = real_embedding_stability([np.asarray(H[layer], dtype=np.float64)[pool] for layer in m.layer], y[pool],
                                        m.robust.to_numpy(), lam, val_fraction=0.0, layer_names=list(m.layer),
                                        progress=progress)
         t = res.table.copy()
@@ -395,8 +406,14 @@ def _raptor_vectors(out, name, H, y, split, progress):
 
 
 def _steering(out, mdl, tok, data, layers, quick, progress):
-    from empirical.llm.steering import (NoLayerSteeredWarning, compare_generations, hard_layers, select_prompts,
-                                        steer_prompts, steering_metrics)
+    from empirical.llm.steering import (
+        NoLayerSteeredWarning,
+        compare_generations,
+        hard_layers,
+        select_prompts,
+        steer_prompts,
+        steering_metrics,
+    )
 
     if load_table(out, "steering_summary") is not None:
         return
@@ -427,8 +444,8 @@ def _steering(out, mdl, tok, data, layers, quick, progress):
         metrics.append(m)
         hl = hard_layers(df)
         hard.append(dict(dataset=name, direction=direction,
-                         by_median=", ".join(f"{l}({v:.2f})" for l, v in hl["by_median"]),
-                         by_max=", ".join(f"{l}({v:.1f})" for l, v in hl["by_max"])))
+                         by_median=", ".join(f"{layer}({v:.2f})" for layer, v in hl["by_median"]),
+                         by_max=", ".join(f"{layer}({v:.1f})" for layer, v in hl["by_max"])))
         with warnings.catch_warnings():
             warnings.simplefilter("ignore", NoLayerSteeredWarning)
             generations = compare_generations(mdl, tok, prompts[:1], probes, direction, tau=tau,

@@ -42,11 +42,10 @@ from joblib import Parallel, delayed  # noqa: E402
 from threadpoolctl import threadpool_limits  # noqa: E402
 
 from empirical import files  # noqa: E402
-from empirical.logistic import logistic_path  # noqa: E402
 from empirical.llm import datasets  # noqa: E402
+from empirical.logistic import logistic_path  # noqa: E402
 from empirical.probes.layers import grouped_split  # noqa: E402
-from empirical.probes.learning_curves import (PLAN_CS, no_gain_curve, power_law_curve,  # noqa: E402
-                                              predict_learning_curve)
+from empirical.probes.learning_curves import PLAN_CS, no_gain_curve, power_law_curve, predict_learning_curve  # noqa: E402
 from empirical.probes.spectral_prediction import estimate_pool_models  # noqa: E402
 from empirical.probes.structure import stratified_subsample  # noqa: E402
 from empirical.validation import standardize_stats, stratified_split  # noqa: E402

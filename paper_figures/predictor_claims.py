@@ -31,8 +31,8 @@ import pandas as pd
 from scipy import stats
 
 from . import verdicts as rules
-from .verdicts import LEVEL, TEST_TRAIN_RATIO, mean_interval
 from .output import load_table
+from .verdicts import LEVEL, TEST_TRAIN_RATIO, mean_interval
 
 __all__ = ["predictor_claims", "paired_interval", "mean_interval", "bootstrap_median"]
 
@@ -125,7 +125,8 @@ def _stability_row(by_seed, predictor):
         return []
     rho, rlo, rhi, cells = paired_interval(d.reset_index(), "spearman_stability_layers")
     protocol = f"; protocol: {d.protocol.dropna().iloc[0]}" if "protocol" in d and d.protocol.notna().any() else ""
-    ours = (f"Spearman across layers {rho:.2f} [{rlo:.2f}, {rhi:.2f}], stability MAE {d.mae_stability_layers.mean():.3f} "
+    ours = (f"Spearman across layers {rho:.2f} [{rlo:.2f}, {rhi:.2f}], stability MAE "
+            f"{d.mae_stability_layers.mean():.3f} "
             f"over {cells} (dataset, seed) cells")
     iso = by_seed[by_seed.predictor == "isotropic"].set_index(["dataset", "seed"])
     if len(iso) and iso.mae_stability_layers.notna().any():
@@ -138,7 +139,8 @@ def _stability_row(by_seed, predictor):
             g, glo, ghi, n = paired_interval(best.reset_index(), "gain")
             ours += f"; at the best layer over {n} (dataset, seed) cells {g:+.3f} [{glo:+.3f}, {ghi:+.3f}]"
         claim, test = (f"the spectral theory ({predictor}) predicts real per-layer stability better than the "
-                       "isotropic theory (MAE across layers)", rules.superiority(gain, lo, hi, _pooled_df(both, "gain")))
+                       "isotropic theory (MAE across layers)",
+                       rules.superiority(gain, lo, hi, _pooled_df(both, "gain")))
     else:
         claim, test = f"the spectral theory ({predictor}) predicts real per-layer stability", None
     return [dict(area="theory (ours)", claim=claim, datasets=str(by_seed.dataset.nunique()), paper="--",

@@ -32,19 +32,19 @@ import matplotlib
 
 matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
-from matplotlib.ticker import MaxNLocator  # noqa: E402
 import numpy as np  # noqa: E402
 import pandas as pd  # noqa: E402
 from joblib import Parallel, delayed  # noqa: E402
+from matplotlib.ticker import MaxNLocator  # noqa: E402
 from scipy.stats import spearmanr  # noqa: E402
 from threadpoolctl import threadpool_limits  # noqa: E402
 from tqdm.auto import tqdm  # noqa: E402
 
+from cgmt.spectral import Spectrum  # noqa: E402
 from empirical import files  # noqa: E402
 from empirical.llm import datasets  # noqa: E402
-from cgmt.spectral import Spectrum  # noqa: E402
-from empirical.probes.spectral_evaluation import PATH_CS, evaluate_split, semi_synthetic_path  # noqa: E402
 from empirical.probes.layers import paper_split  # noqa: E402
+from empirical.probes.spectral_evaluation import PATH_CS, evaluate_split, semi_synthetic_path  # noqa: E402
 from empirical.probes.spectral_prediction import estimate_pool_model  # noqa: E402
 from empirical.probes.structure import delta_sweep  # noqa: E402
 from sims.spectral import compare_spectral  # noqa: E402
@@ -145,9 +145,10 @@ def evaluate_all(out, hidden, layers, extra_seeds=4, seed_layers=(), progress=Tr
         done = Parallel(n_jobs=n_jobs)(delayed(_evaluate_single_threaded)(raw, name, layer, PAPER_SEED,
                                                                           np.asarray(H[layer]), y) for layer in it)
         recs = dict(zip(layers, done))
-        best = max(recs, key=lambda l: max(recs[l]["val_path"]))
+        best = max(recs, key=lambda layer: max(recs[layer]["val_path"]))
         extra = [PAPER_SEED + k for k in range(1, extra_seeds + 1)]
-        jobs = [(seed, layer) for seed in extra for layer in sorted({best, *[l for l in seed_layers if l in recs]})]
+        seeded = [layer for layer in seed_layers if layer in recs]
+        jobs = [(seed, layer) for seed in extra for layer in sorted({best, *seeded})]
         more = Parallel(n_jobs=n_jobs)(delayed(_evaluate_single_threaded)(raw, name, layer, seed, np.asarray(H[layer]),
                                                                           y) for seed, layer in jobs)
         by_seed = {PAPER_SEED: recs}
@@ -194,7 +195,7 @@ def agreement_by_seed(results) -> pd.DataFrame:
         best = res["best"]
         for seed, recs in res["seeds"].items():
             rec = recs[best]
-            layer_recs = [recs[l] for l in sorted(recs, key=int)]
+            layer_recs = [recs[layer] for layer in sorted(recs, key=int)]
             enough = len(layer_recs) >= 3
             truth_path, truth_sweep = np.asarray(rec["path"]), np.asarray(rec["sweep"])
 
@@ -213,7 +214,8 @@ def agreement_by_seed(results) -> pd.DataFrame:
                        "spearman_delta": _spearman(pred["sweep"], truth_sweep)}
                 row["mae_gain_vs_pool_cv_lambda"] = base_lambda - row["mae_lambda"]
                 row["mae_gain_vs_pool_cv_delta"] = base_delta - row["mae_delta"]
-                row["stability_abs_error_best_layer"] = abs(_stability(rec, pname) - float(rec.get("stability", np.nan)))
+                row["stability_abs_error_best_layer"] = abs(_stability(rec, pname)
+                                                            - float(rec.get("stability", np.nan)))
                 row["stability_fixed_C_abs_error_best_layer"] = abs(_stability(rec, pname)
                                                                     - float(rec.get("stability_fixed_C", np.nan)))
                 best_true = [_at_c_star(r) for r in layer_recs]
@@ -236,8 +238,9 @@ def agreement_table(results, by_seed=None) -> pd.DataFrame:
     """Per dataset and predictor: every statistic of :func:`agreement_by_seed` as its mean over the split seeds
     with a 95 % interval (``<metric>_low``, ``<metric>_high``: the corrected resampled t-interval of
     :func:`paper_figures.claims.seed_interval`, since the seeds' training sets overlap, clipped to [-1, 1] for a
-    Spearman and to >= 0 for an error; NaN with fewer than 2 finite seeds), the number of seeds, and the noise floor of the MAE along lambda and delta
-    (``truth_se_*``: the standard error over the seeds of the measured curve, averaged over its points)."""
+    Spearman and to >= 0 for an error; NaN with fewer than 2 finite seeds), the number of seeds, and the noise floor of
+    the MAE along lambda and delta (``truth_se_*``: the standard error over the seeds of the measured curve, averaged
+    over its points)."""
     by_seed = agreement_by_seed(results) if by_seed is None else by_seed
     rows = []
     for (name, pname), g in by_seed.groupby(["dataset", "predictor"], sort=False):
@@ -252,7 +255,9 @@ def agreement_table(results, by_seed=None) -> pd.DataFrame:
             mean, low, high = seed_interval(g[metric].to_numpy(float))
             # a correlation lies in [-1, 1], an error or a share is >= 0 (the gains are differences: not clipped)
             bounds = (-1.0, 1.0) if metric.startswith("spearman") else (None, None) if "gain" in metric else (0.0, None)
-            row[metric], row[f"{metric}_low"], row[f"{metric}_high"] = mean, *np.clip([low, high], *bounds)
+            # np.clip(x, None, None) is an error before numpy 2.1 (the declared floor is 1.26)
+            interval = np.asarray([low, high]) if bounds == (None, None) else np.clip([low, high], *bounds)
+            row[metric], row[f"{metric}_low"], row[f"{metric}_high"] = mean, *interval
         rows.append(row)
     return pd.DataFrame(rows)
 
@@ -286,9 +291,10 @@ def dataset_curves(name, res) -> pd.DataFrame:
         cols.update({pname: np.mean([r["pred"][pname][key] for r in seeds], axis=0) for pname in PREDICTORS})
         frames.append(pd.DataFrame(cols))
     layers = sorted(res["layers"], key=int)
-    cols = dict(dataset=name, layer=[int(l) for l in layers], panel="layer", x=[float(l) for l in layers],
-                measured=[res["layers"][l]["stability"] for l in layers], measured_se=np.nan, seeds=1)
-    cols.update({pname: [_stability(res["layers"][l], pname) for l in layers] for pname in PREDICTORS})
+    cols = dict(dataset=name, layer=[int(layer) for layer in layers], panel="layer",
+                x=[float(layer) for layer in layers],
+                measured=[res["layers"][layer]["stability"] for layer in layers], measured_se=np.nan, seeds=1)
+    cols.update({pname: [_stability(res["layers"][layer], pname) for layer in layers] for pname in PREDICTORS})
     frames.append(pd.DataFrame(cols))
     return pd.concat(frames, ignore_index=True)
 

@@ -110,7 +110,7 @@ def simulate_stability(delta, kappa, lams, p, replicates, *, runs=3, seed=0, dro
             return dict(lam=lam, **simulate_stability_replicate(delta, lam, kappa, p, s, runs=runs, drop=drop,
                                                                 val_fraction=val_fraction))
 
-    gen = Parallel(n_jobs=n_jobs, return_as="generator")(delayed(one)(l, s) for l, s in tasks)
+    gen = Parallel(n_jobs=n_jobs, return_as="generator")(delayed(one)(lam, s) for lam, s in tasks)
     raw = pd.DataFrame(list(tqdm(gen, total=len(tasks), disable=not progress, desc=f"stability MC p={p}")))
     out = []
     for lam, g in raw.groupby("lam"):
@@ -202,14 +202,16 @@ def plot_real_embedding_stability(result, ax=None, measured_ci=None):
     c = result.correlations
     ax.plot([0, 1], [0, 1], color="0.6", lw=1, label="measured = predicted")
     ax.scatter(t.predicted, t.measured, color=method_color("RAPTOR"),
-               label=f"two-replica theory (Spearman {c['predicted_spearman']:.2f}, Pearson {c['predicted_pearson']:.2f})")
+               label=f"two-replica theory (Spearman {c['predicted_spearman']:.2f}, Pearson "
+                     f"{c['predicted_pearson']:.2f})")
     if measured_ci is not None:
         low, high = (np.asarray(v, dtype=float) for v in measured_ci)
         err = [np.clip(t.measured - low, 0, None), np.clip(high - t.measured, 0, None)]
         ax.errorbar(t.predicted, t.measured, yerr=err, fmt="none", ecolor=method_color("RAPTOR"), elinewidth=0.8,
                     capsize=2)
     ax.scatter(t.paper_formula, t.measured, color=THEORY_COLOR, marker="x",
-               label=f"paper formula (Spearman {c['paper_formula_spearman']:.2f}, Pearson {c['paper_formula_pearson']:.2f})")
+               label=f"paper formula (Spearman {c['paper_formula_spearman']:.2f}, Pearson "
+                     f"{c['paper_formula_pearson']:.2f})")
     ax.set_xlabel("predicted stability |cos| (dimensionless)")
     ax.set_ylabel("measured RAPTOR stability, mean |cos|\n(dimensionless)")
     ax.set_xlim(0, 1.02)

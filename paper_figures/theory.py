@@ -17,11 +17,11 @@ import warnings
 
 import numpy as np
 import pandas as pd
+from threadpoolctl import threadpool_limits
+from tqdm.auto import tqdm
 
 import cgmt
 import sims
-from threadpoolctl import threadpool_limits
-from tqdm.auto import tqdm
 
 from .output import load_finished_step, save_figure, save_table
 from .style import THEORY_COLOR, series_color

@@ -34,7 +34,8 @@ LEVEL = 0.95
 MARGINS = {"accuracy": 0.01, "stability": 0.02, "coverage": 0.05}
 HOLDS, FAILS, INCONCLUSIVE, UNTESTED = "holds", "does not hold", "inconclusive", "--"
 
-__all__ = ["seed_interval", "mean_interval", "wilson_interval", "TEST_TRAIN_RATIO", "Test", "superiority", "non_inferiority", "majority", "every_setting", "holm", "apply_holm",
+__all__ = ["seed_interval", "mean_interval", "wilson_interval", "TEST_TRAIN_RATIO", "Test", "superiority",
+           "non_inferiority", "majority", "every_setting", "holm", "apply_holm",
            "t_test_from_interval", "MARGINS", "LEVEL", "HOLDS", "FAILS", "INCONCLUSIVE", "UNTESTED"]
 
 

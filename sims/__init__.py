@@ -35,7 +35,8 @@ def finite_size_study(points=HARD_POINTS, ps=(250, 500, 1000, 2000, 4000), repli
     return raw, table, slopes
 
 
-__all__ = ["SPECTRAL_QUANTITIES", "compare_spectral", "measure_spectral_replicate", "sample_spectral", "Sample", "sample", "replicate_seeds", "fit_ridge_logistic", "objective_gradient", "loo_gamma",
+__all__ = ["SPECTRAL_QUANTITIES", "compare_spectral", "measure_spectral_replicate", "sample_spectral", "Sample",
+           "sample", "replicate_seeds", "fit_ridge_logistic", "objective_gradient", "loo_gamma",
            "measure_replicate", "measure", "QUANTITIES", "THEORY_FIELD",
            "theory_values", "summarize", "compare", "compare_grid", "agreement", "simulate_raw",
            "analyze_finite_size", "loglog_slope", "finite_size_study", "HARD_POINTS"]

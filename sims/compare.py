@@ -135,28 +135,28 @@ def compare_grid(deltas, lams, kappas, p: int, replicates: int, seed=0, *, n_job
     deltas = check_positive_array(deltas, "deltas")
     lams = check_lams(lams)
     kappas = check_positive_array(kappas, "kappas", allow_zero=True)
-    points = [(float(d), float(l), float(k)) for k, d, l in itertools.product(kappas, deltas, lams)]
+    points = [(float(d), float(lam), float(k)) for k, d, lam in itertools.product(kappas, deltas, lams)]
     p = check_int(p, "p", minimum=2)
     replicates = check_int(replicates, "replicates", minimum=2)  # standard errors need two
     check_grid_size(len(points) * replicates, max_fits, "the simulation grid (points x replicates)", "max_fits=...")
     seeds = _point_seeds(seed, len(points), replicates)
-    tasks = [(((d, l, k, int(p)), s), measure_kwargs) for (d, l, k), ss in zip(points, seeds) for s in ss]
+    tasks = [(((d, lam, k, int(p)), s), measure_kwargs) for (d, lam, k), ss in zip(points, seeds) for s in ss]
     par = Parallel(n_jobs=n_jobs, return_as="generator")
     gen = par(delayed(run_replicate)(t, n_jobs != 1) for t in tasks)
     results = list(tqdm(gen, total=len(tasks), disable=not progress, desc=f"sims p={p}"))
     tables = []
-    for i, (d, l, k) in enumerate(points):
+    for i, (d, lam, k) in enumerate(points):
         rows = results[i * replicates:(i + 1) * replicates]
-        meta = dict(kappa=k, delta=d, lam=l, p=int(p))
-        th = (theory(d, l, k, drop=measure_kwargs.get("drop", 0.2),
+        meta = dict(kappa=k, delta=d, lam=lam, p=int(p))
+        th = (theory(d, lam, k, drop=measure_kwargs.get("drop", 0.2),
                      val_fraction=measure_kwargs.get("val_fraction", 0.2))
-              if theory is theory_values else theory(d, l, k))
+              if theory is theory_values else theory(d, lam, k))
         tab = summarize(rows, th, meta)
         tab["n"] = rows[0]["n"]
         tab["converged"] = all(r["converged"] for r in rows)
         if not tab["converged"].iloc[0]:
             worst = max(r["max_grad_norm"] for r in rows)
-            warnings.warn(f"sims: some fits at delta={d}, lam={l}, kappa={k}, p={p} stopped at gradient norm "
+            warnings.warn(f"sims: some fits at delta={d}, lam={lam}, kappa={k}, p={p} stopped at gradient norm "
                           f"{worst:.3g} > tol (see the 'converged' column)", RuntimeWarning, stacklevel=2)
         tables.append(tab)
     return pd.concat(tables, ignore_index=True)

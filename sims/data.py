@@ -111,7 +111,8 @@ def sample(n: int, p: int, kappa: float, rng=None, *, beta_star: np.ndarray | No
     n = check_int(n, "n")
     p = check_int(p, "p")
     if n * p > MAX_ENTRIES:
-        raise ValueError(f"a sample of n x p = {n} x {p} would hold {n * p:.3g} float64 entries ({8 * n * p / 2**30:.3g} "
+        raise ValueError(f"a sample of n x p = {n} x {p} would hold {n * p:.3g} float64 entries "
+                         f"({8 * n * p / 2**30:.3g} "
                          f"GiB), more than the limit {MAX_ENTRIES:.3g}; use a smaller p or n")
     kappa = check_kappa(kappa)
     gen = as_generator(rng)
@@ -123,7 +124,8 @@ def sample(n: int, p: int, kappa: float, rng=None, *, beta_star: np.ndarray | No
             raise ValueError(f"beta_star: must be a finite vector of shape ({p},), got shape {beta_star.shape}")
         norm = np.linalg.norm(beta_star)
         if not np.isclose(norm, kappa * np.sqrt(p), rtol=1e-8, atol=1e-12):
-            raise ValueError(f"beta_star: ||beta_star|| must equal kappa sqrt(p) = {kappa*np.sqrt(p):.6g}, got {norm:.6g}")
+            raise ValueError(f"beta_star: ||beta_star|| must equal kappa sqrt(p) = {kappa*np.sqrt(p):.6g}, got "
+                             f"{norm:.6g}")
     norm = np.linalg.norm(beta_star)
     v = beta_star / norm if norm > 0 else np.eye(p)[0]
     X = gen.standard_normal((n, p)) / np.sqrt(p)

@@ -57,10 +57,10 @@ def simulate_raw(points=HARD_POINTS, ps=DEFAULT_PS, replicates: int = 8, seed=0,
     # largest p first, so the expensive tasks do not straggle at the end
     order = sorted(range(len(pairs)), key=lambda i: -pairs[i][1] * max(1.0, pairs[i][0][0]))
     for i in order:
-        (d, l, k), p = pairs[i]
+        (d, lam, k), p = pairs[i]
         for r, s in enumerate(children[i].spawn(int(replicates))):
-            tasks.append((((d, l, k, p), s), measure_kwargs))
-            meta.append(dict(delta=d, lam=l, kappa=k, p=p, replicate=r))
+            tasks.append((((d, lam, k, p), s), measure_kwargs))
+            meta.append(dict(delta=d, lam=lam, kappa=k, p=p, replicate=r))
     gen = Parallel(n_jobs=n_jobs, return_as="generator")(delayed(run_replicate)(t, n_jobs != 1) for t in tasks)
     rows = [dict(m, **res) for m, res in zip(meta, tqdm(gen, total=len(tasks), disable=not progress,
                                                         desc="finite-size"))]
@@ -108,19 +108,19 @@ def analyze(raw: pd.DataFrame, theory=theory_values, quantities=STUDY_QUANTITIES
     (table, slopes) : (pandas.DataFrame, pandas.DataFrame)
     """
     recs = []
-    for (k, d, l), grp in raw.groupby(["kappa", "delta", "lam"]):
-        th = theory(d, l, k)
+    for (k, d, lam), grp in raw.groupby(["kappa", "delta", "lam"]):
+        th = theory(d, lam, k)
         for p, g in grp.groupby("p"):
             for q in quantities:
                 x = g[q].to_numpy(float)
                 err = x - th[q]
-                recs.append(dict(kappa=k, delta=d, lam=l, p=int(p), quantity=q, replicates=len(x),
+                recs.append(dict(kappa=k, delta=d, lam=lam, p=int(p), quantity=q, replicates=len(x),
                                  mean=x.mean(), se=x.std(ddof=1) / np.sqrt(len(x)), theory=th[q],
                                  bias=err.mean(), rmse=np.sqrt(np.mean(err**2)),
                                  rel_rmse=np.sqrt(np.mean(err**2)) / abs(th[q])))
     table = pd.DataFrame.from_records(recs)
     srecs = []
-    for (k, d, l, q), g in table.groupby(["kappa", "delta", "lam", "quantity"]):
-        srecs.append(dict(kappa=k, delta=d, lam=l, quantity=q, rmse_slope=loglog_slope(g.p, g.rmse),
+    for (k, d, lam, q), g in table.groupby(["kappa", "delta", "lam", "quantity"]):
+        srecs.append(dict(kappa=k, delta=d, lam=lam, quantity=q, rmse_slope=loglog_slope(g.p, g.rmse),
                           abs_bias_slope=loglog_slope(g.p, np.abs(g.bias))))
     return table, pd.DataFrame.from_records(srecs)

@@ -41,6 +41,7 @@ NEG = ["bad film", "awful boring movie", "i hated this plot", "the actor was bad
 @pytest.fixture(scope="module")
 def cli_setup(tmp_path_factory):
     """A tiny saved model, a user table (reviews.tsv) and the CLI arguments that use them: (root, base args)."""
+    pytest.importorskip("transformers")
     from empirical.testing import tiny_model, tiny_tokenizer
 
     root = tmp_path_factory.mktemp("cli")

@@ -3,8 +3,7 @@ import math
 
 import numpy as np
 import pytest
-from hypothesis import given
-from hypothesis import strategies as st
+from hypothesis import given, strategies as st
 
 from cgmt import reference
 from cgmt.prox import prox_logistic, prox_scalar, prox_with_derivatives, sigmoid

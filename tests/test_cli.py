@@ -9,7 +9,7 @@ torch = pytest.importorskip("torch")
 pytest.importorskip("transformers")
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 
-from empirical import cli, load_concept_vectors, paper_split  # noqa: E402
+from empirical import cli, load_concept_vectors, paper_split
 
 pytestmark = pytest.mark.llm
 
@@ -45,17 +45,17 @@ STEER = ["--answer-words", "good,bad", "--stem", " answer is", "--max-new-tokens
 def test_steer_with_probe_file(setup, capsys):
     from sklearn.linear_model import LogisticRegression
 
+    from empirical import ConceptVectors, save_concept_vectors
     from empirical.llm.datasets import load_table
     from empirical.llm.extract import hidden_states
     from empirical.llm.models import load_model
-    from empirical import ConceptVectors, save_concept_vectors
 
     root, base = setup
     model, tok = load_model(str(root / "model"), device="cpu")
     ds = load_table(root / "reviews.tsv", "text", "label", "review : {text} .")
     H = hidden_states(model, tok, ds.prompts, progress=False)
     probes = ConceptVectors.from_estimators(
-        {l: LogisticRegression(max_iter=1000).fit(H[l - 1], ds.labels) for l in (1, 2, 3)},
+        {layer: LogisticRegression(max_iter=1000).fit(H[layer - 1], ds.labels) for layer in (1, 2, 3)},
         {1: 0.6, 2: 0.9, 3: 0.95}, method="logistic-regression")
     save_concept_vectors(root / "probes", probes)
     out = root / "o2"
@@ -156,7 +156,8 @@ def test_sweep_wiring(setup, monkeypatch):
     monkeypatch.setattr(cli, "delta_sweep", fake)
     root, base = setup
     out = root / "o5"
-    assert cli.main(["sweep", *base, "--layer", "2", "--seeds", "2", "--fractions", "1,0.5,0.75", "--out", str(out)]) == 0
+    assert cli.main(["sweep", *base, "--layer", "2", "--seeds", "2", "--fractions", "1,0.5,0.75", "--out",
+                     str(out)]) == 0
     assert calls["shapes"] == ((48, 32), (12, 32)) and calls["kw"]["fractions"] == [0.5, 0.75, 1.0]
     assert json.loads((out / "sweep_reviews_L2_fixed.json").read_text())["lam"] == 1.0
 
@@ -200,7 +201,8 @@ def test_sweep_with_undefined_correlations_keeps_the_tables_and_exits_2(setup, m
     import pandas as pd
 
     class R:
-        table = pd.DataFrame(dict(C=[1.0] * 3, fraction=[0.5, 0.75, 1.0], Acc_true=[0.7] * 3, Acc_pred=[0.6, 0.65, 0.7]))
+        table = pd.DataFrame(dict(C=[1.0] * 3, fraction=[0.5, 0.75, 1.0], Acc_true=[0.7] * 3,
+                                  Acc_pred=[0.6, 0.65, 0.7]))
         summary = pd.DataFrame(dict(C=[1.0], fraction=[0.5], rho_s=[float("nan")]))
         fixed = dict(C=1.0, lam=1.0, C_source="pool", rho_s=float("nan"), r=float("nan"), mae=0.05,
                      baseline_rho_s=float("nan"), baseline_r=float("nan"), baseline_mae=0.02)

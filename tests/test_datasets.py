@@ -7,7 +7,6 @@ import pytest
 
 from empirical.llm import datasets as D
 
-
 # (name, rows with the reference caps, {label: count})
 REFERENCE = [
     ("stsa", 6920, {0: 3310, 1: 3610}),
@@ -93,10 +92,10 @@ def test_bad_arguments(shared_data_dir):
 
 def test_load_table_formats(tmp_path):
     rows = [("good film", "yes"), ("bad film", "no"), ("great plot", "YES"), ("awful", "No")]
-    (tmp_path / "t.csv").write_text("txt,lab\n" + "\n".join(f'"{t}",{l}' for t, l in rows))
-    (tmp_path / "t.tsv").write_text("txt\tlab\n" + "\n".join(f"{t}\t{l}" for t, l in rows))
-    (tmp_path / "t.jsonl").write_text("\n".join(json.dumps({"txt": t, "lab": l}) for t, l in rows))
-    (tmp_path / "t.json").write_text(json.dumps({"examples": [{"txt": t, "lab": l} for t, l in rows]}))
+    (tmp_path / "t.csv").write_text("txt,lab\n" + "\n".join(f'"{t}",{label}' for t, label in rows))
+    (tmp_path / "t.tsv").write_text("txt\tlab\n" + "\n".join(f"{t}\t{label}" for t, label in rows))
+    (tmp_path / "t.jsonl").write_text("\n".join(json.dumps({"txt": t, "lab": label}) for t, label in rows))
+    (tmp_path / "t.json").write_text(json.dumps({"examples": [{"txt": t, "lab": label} for t, label in rows]}))
     for ext in ("csv", "tsv", "jsonl", "json"):
         ds = D.load_table(tmp_path / f"t.{ext}", "txt", "lab", template="Review: {text} Sentiment?")
         assert ds.texts == [t for t, _ in rows]

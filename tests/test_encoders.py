@@ -12,12 +12,11 @@ torch = pytest.importorskip("torch")
 pytest.importorskip("transformers")
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 
-from empirical.llm import extract as E  # noqa: E402
-from empirical.llm import steering as S  # noqa: E402
-from empirical.llm.hooks import model_kind  # noqa: E402
-from empirical.llm.models import load_model  # noqa: E402
-from empirical.probes import ConceptVectors, LinearProbe  # noqa: E402
-from empirical.testing import tiny_encoder, tiny_model, tiny_tokenizer  # noqa: E402
+from empirical.llm import extract as E, steering as S
+from empirical.llm.hooks import model_kind
+from empirical.llm.models import load_model
+from empirical.probes import ConceptVectors, LinearProbe
+from empirical.testing import tiny_encoder, tiny_model, tiny_tokenizer
 
 pytestmark = pytest.mark.llm
 

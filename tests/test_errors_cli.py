@@ -14,7 +14,7 @@ torch = pytest.importorskip("torch")
 pytest.importorskip("transformers")
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 
-from empirical import cli  # noqa: E402
+from empirical import cli
 
 pytestmark = pytest.mark.llm
 
@@ -111,10 +111,11 @@ def test_tau_that_excludes_every_layer_is_an_error(cli_setup, capsys):
     root, base = cli_setup
     rng = np.random.default_rng(0)
     X, y = rng.standard_normal((20, 32)), np.arange(20) % 2
-    probes = ConceptVectors.from_estimators({l: LogisticRegression().fit(X, y) for l in (1, 2, 3)},
+    probes = ConceptVectors.from_estimators({layer: LogisticRegression().fit(X, y) for layer in (1, 2, 3)},
                                             {1: 0.6, 2: 0.7, 3: 0.65})
     save_concept_vectors(root / "weak", probes)
-    code, err = _run(["steer", *base, "--probe-file", str(root / "weak.json"), "--tau", "0.9", "--answer-words", "good,bad",
+    code, err = _run(["steer", *base, "--probe-file", str(root / "weak.json"), "--tau", "0.9", "--answer-words",
+                      "good,bad",
                       "--out", str(root / "weak_out")], capsys)
     assert code == 2 and "no layer can be steered" in err and "0.700, at layer 2" in err and "lower --tau" in err
     assert not (root / "weak_out" / "steer_metrics.csv").exists()

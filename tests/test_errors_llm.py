@@ -10,8 +10,7 @@ import warnings
 
 import numpy as np
 import pytest
-from hypothesis import HealthCheck, given, settings
-from hypothesis import strategies as st
+from hypothesis import HealthCheck, given, settings, strategies as st
 
 from empirical.llm import datasets as D
 
@@ -19,12 +18,11 @@ torch = pytest.importorskip("torch")
 pytest.importorskip("transformers")
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 
-from empirical.llm import extract as E  # noqa: E402
-from empirical.llm import steering as S  # noqa: E402
-from empirical.llm.cache import CacheCorruptionError  # noqa: E402
-from empirical.llm.models import load_model  # noqa: E402
-from empirical.probes import ConceptVectors, LinearProbe  # noqa: E402
-from empirical.testing import tiny_model, tiny_tokenizer  # noqa: E402
+from empirical.llm import extract as E, steering as S
+from empirical.llm.cache import CacheCorruptionError
+from empirical.llm.models import load_model
+from empirical.probes import ConceptVectors, LinearProbe
+from empirical.testing import tiny_model, tiny_tokenizer
 
 pytestmark = pytest.mark.llm
 
@@ -285,7 +283,8 @@ PROBES = ConceptVectors({1: LinearProbe(np.ones(32), 0.0, test_accuracy=0.7),
     (lambda m, t: S.steer_prompts(m, t, PROMPTS[:2], PROBES, direction="up", progress=False), r"direction must be"),
     (lambda m, t: S.steer_prompts(m, t, PROMPTS[:2], {}, progress=False), r"probes must be a non-empty"),
     (lambda m, t: S.steer_prompts(m, t, PROMPTS[:2], {9: PROBES[1]}, progress=False), r"probe layer must be in 1..2"),
-    (lambda m, t: S.additive_steering(m, {1: np.ones(32)}, alpha=float("nan")).__enter__(), r"alpha \(layer 1\) must be"),
+    (lambda m, t: S.additive_steering(m, {1: np.ones(32)}, alpha=float("nan")).__enter__(),
+     r"alpha \(layer 1\) must be"),
     (lambda m, t: S.additive_steering(m, {1: np.full(32, np.inf)}).__enter__(), r"steering vector of layer 1 must be"),
 ])
 def test_bad_steering_arguments(model, tok, call, message):

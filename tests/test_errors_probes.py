@@ -8,8 +8,7 @@ import warnings
 
 import numpy as np
 import pytest
-from hypothesis import HealthCheck, given, settings
-from hypothesis import strategies as st
+from hypothesis import HealthCheck, given, settings, strategies as st
 
 from empirical.logistic import fit_l2_logistic
 from empirical.probes.baselines import DifferenceOfMeans, GCSProbe, LogRegCVProbe
@@ -64,11 +63,14 @@ BAD_INPUTS = {
                               r"X_val must have the 5 features"),
     "raptor y_val unseen class": (lambda: RaptorProbe().fit(X[:40], Y[:40], X[40:], Y[40:] + 5),
                                   r"y_val must only contain the training classes"),
-    "raptor X_val alone": (lambda: RaptorProbe().fit(X[:40], Y[:40], X[40:]), r"X_val and y_val must be given together"),
+    "raptor X_val alone": (lambda: RaptorProbe().fit(X[:40], Y[:40], X[40:]),
+                           r"X_val and y_val must be given together"),
     "fit_l2_logistic C": (lambda: fit_l2_logistic(X, np.where(Y > 0, 1.0, -1.0), -2.0), r"C"),
     # stability protocol: validated before any fit
-    "stability n_boot 0": (lambda: stability(DifferenceOfMeans(), X, Y, K=2, n_boot=0), r"n_boot must be an integer >= 1"),
-    "stability n_boot 1e12": (lambda: stability(DifferenceOfMeans(), X, Y, K=2, n_boot=10**12), r"n_boot must be at most"),
+    "stability n_boot 0": (lambda: stability(DifferenceOfMeans(), X, Y, K=2, n_boot=0),
+                           r"n_boot must be an integer >= 1"),
+    "stability n_boot 1e12": (lambda: stability(DifferenceOfMeans(), X, Y, K=2, n_boot=10**12),
+                              r"n_boot must be at most"),
     "stability level 1.5": (lambda: stability(DifferenceOfMeans(), X, Y, K=2, level=1.5), r"level must lie in"),
     "stability K 1": (lambda: stability(DifferenceOfMeans(), X, Y, K=1), r"K must be an integer >= 2"),
     "stability K text": (lambda: stability(DifferenceOfMeans(), X, Y, K="many"), r"K must be an integer >= 2"),

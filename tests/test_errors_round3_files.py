@@ -23,10 +23,9 @@ torch = pytest.importorskip("torch")
 pytest.importorskip("transformers")
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 
-from empirical import cli  # noqa: E402
-from empirical import files  # noqa: E402
-from empirical.probes.concept_vectors import ConceptVectors, LinearProbe  # noqa: E402
-from empirical.probes.persistence import load_concept_vectors, save_concept_vectors  # noqa: E402
+from empirical import cli, files
+from empirical.probes.concept_vectors import ConceptVectors, LinearProbe
+from empirical.probes.persistence import load_concept_vectors, save_concept_vectors
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -147,7 +146,8 @@ def test_refuse_overwriting_inputs_directory_and_missing_paths(tmp_path):
     data.mkdir()
     with pytest.raises(ValueError, match="the same directory"):
         files.refuse_overwriting_inputs([("--out", tmp_path / "." / "data")], [("--data-dir", data)])
-    files.refuse_overwriting_inputs([("--out", tmp_path / "new")], [("--data-dir", data), ("--table", tmp_path / "gone")])
+    files.refuse_overwriting_inputs([("--out", tmp_path / "new")],
+                                    [("--data-dir", data), ("--table", tmp_path / "gone")])
 
 
 def _paper_figures(argv):
@@ -386,7 +386,8 @@ def test_a_failed_write_names_the_file_being_written(tmp_path, writer):
         "atomic_write_bytes": "from empirical.files import atomic_write_bytes as w; w(sys.argv[1], b'x' * 100000)",
         "write_csv": "import pandas as pd; from empirical.files import write_csv as w; "
                      "w(sys.argv[1], pd.DataFrame({'a': range(100000)}))",
-        "save_concept_vectors": "import numpy as np; from empirical.probes.persistence import save_concept_vectors as w; "
+        "save_concept_vectors": "import numpy as np; from empirical.probes.persistence import save_concept_vectors as "
+                                "w; "
                                 "w(sys.argv[1], np.ones((4, 10000)))",
     }[writer]
     target = tmp_path / "big.out"

@@ -44,7 +44,8 @@ def _masked(A):
 FITTED = RaptorProbe(Cs=[1.0]).fit(X, Y)
 
 B1_CASES = {
-    "raptor complex X_val": (lambda: RaptorProbe(Cs=[1.0]).fit(X[:40], Y[:40], X[40:] + 1j, Y[40:]), "X_val must be real"),
+    "raptor complex X_val": (lambda: RaptorProbe(Cs=[1.0]).fit(X[:40], Y[:40], X[40:] + 1j, Y[40:]),
+                             "X_val must be real"),
     "raptor complex X": (lambda: RaptorProbe(Cs=[1.0]).fit(X + 0j, Y), "X must be real"),
     "raptor masked X": (lambda: RaptorProbe(Cs=[1.0]).fit(_masked(X), Y), "X must not have masked entries"),
     "raptor masked X_val": (lambda: RaptorProbe(Cs=[1.0]).fit(X[:40], Y[:40], _masked(X[40:]), Y[40:]),
@@ -157,9 +158,11 @@ B6_CASES = {
     "raptor repeated Cs": (lambda: RaptorProbe(Cs=[0.1, 0.1, 1]).fit(X, Y), r"Cs must not repeat a value, got \[0.1\]"),
     "raptor Cs 1e50": (lambda: RaptorProbe(Cs=[1e50]).fit(X, Y), r"Cs must lie in \[1e-08, 1e\+16\]"),
     "raptor Cs 1e-12": (lambda: RaptorProbe(Cs=[1e-12, 1.0]).fit(X, Y), r"Cs must lie in \[1e-08, 1e\+16\]"),
-    "gcs C=1e300": (lambda: GCSProbe(C=1e300, n_probes=2).fit(X, Y), r"'C' parameter of GCSProbe must be .* \[1e-08, 1e\+16\]"),
+    "gcs C=1e300": (lambda: GCSProbe(C=1e300, n_probes=2).fit(X, Y),
+                    r"'C' parameter of GCSProbe must be .* \[1e-08, 1e\+16\]"),
     "gcs C=1e-10": (lambda: GCSProbe(C=1e-10, n_probes=2).fit(X, Y), r"'C' parameter of GCSProbe"),
-    "raptor tol=1e300": (lambda: RaptorProbe(tol=1e300).fit(X, Y), r"'tol' parameter of RaptorProbe must be .*\(0.0, 0.1\]"),
+    "raptor tol=1e300": (lambda: RaptorProbe(tol=1e300).fit(X, Y),
+                         r"'tol' parameter of RaptorProbe must be .*\(0.0, 0.1\]"),
     "lrcv tol=1": (lambda: LogRegCVProbe(tol=1.0).fit(X, Y), r"'tol' parameter of LogRegCVProbe"),
     "lrcv Cs 1e300": (lambda: LogRegCVProbe(Cs=[1e300]).fit(X, Y), r"Cs must lie in \[1e-08"),
     "separability Cs 1e40": (lambda: separability(X, Y, Cs=(1e40,)), r"Cs must lie in \[1e-08"),
@@ -210,7 +213,8 @@ CLI_CASES = {
                                r"argument --lam: expected a number in \[1e-30, 1e\+30\]"),
     "cgmt solve --delta nan": ("cgmt.__main__", ["solve", "--lam", "1", "--delta", "nan", "--kappa", "1"],
                                "argument --delta: expected a finite number"),
-    "cgmt solve --tol 1e300": ("cgmt.__main__", ["solve", "--lam", "1", "--delta", "2", "--kappa", "1", "--tol", "1e300"],
+    "cgmt solve --tol 1e300": ("cgmt.__main__", ["solve", "--lam", "1", "--delta", "2", "--kappa", "1", "--tol",
+                                                 "1e300"],
                                "argument --tol"),
     "cgmt sweep --lams 1e-300,1e300": ("cgmt.__main__", ["sweep", "--deltas", "2", "--lams", "1e-300,1e300", "--kappas",
                                                          "1", "--out", "x.csv"], r"lams must lie in \[1e-30"),
@@ -229,8 +233,10 @@ CLI_CASES = {
     "raptor sweep --seeds 1000000": ("empirical.cli", ["sweep", "--seeds", "1000000"], "argument --seeds"),
     "raptor sweep --jobs 10000": ("empirical.cli", ["sweep", "--jobs", "10000"], "argument --jobs.*CPU cores"),
     "raptor probe --jobs 10000": ("empirical.cli", ["probe", "--jobs", "10000"], "argument --jobs.*CPU cores"),
-    "raptor probe --threads 100000": ("empirical.cli", ["probe", "--threads", "100000"], "argument --threads.*CPU cores"),
-    "raptor probe --layers 1,1,1": ("empirical.cli", ["probe", "--layers", "1,1,1"], "argument --layers: layers must be distinct"),
+    "raptor probe --threads 100000": ("empirical.cli", ["probe", "--threads", "100000"],
+                                      "argument --threads.*CPU cores"),
+    "raptor probe --layers 1,1,1": ("empirical.cli", ["probe", "--layers", "1,1,1"],
+                                    "argument --layers: layers must be distinct"),
     "raptor probe --out ''": ("empirical.cli", ["probe", "--out", ""], "argument --out: expected a non-empty path"),
     "raptor probe --cache-dir ''": ("empirical.cli", ["probe", "--cache-dir", ""], "argument --cache-dir"),
     "raptor stability --seed -1": ("empirical.cli", ["stability", "--seed", "-1"], "argument --seed"),
@@ -290,6 +296,7 @@ def test_b3_delta_sweep_refuses_repeated_fractions_and_too_many_seeds():
 # ------------------------------------------------------------------------------------------- B3 / B4 / B5 LLM
 @pytest.fixture(scope="module")
 def tiny():
+    pytest.importorskip("transformers")
     from empirical.testing import tiny_model, tiny_tokenizer
 
     return tiny_model("llama", seed=0, n_layers=2), tiny_tokenizer()
@@ -305,15 +312,21 @@ def test_b3_additive_steering_refuses_a_non_finite_edit(tiny):
 
 
 def _hidden(**kwargs):
-    from empirical.llm.extract import hidden_states
+    def call(model, tok):  # imports transformers when run, not when the module is collected
+        from empirical.llm.extract import hidden_states
 
-    return lambda model, tok: hidden_states(model, tok, ["a good film"], progress=False, **kwargs)
+        return hidden_states(model, tok, ["a good film"], progress=False, **kwargs)
+
+    return call
 
 
 def _generate(max_new_tokens):
-    from empirical.llm.steering import generate
+    def call(model, tok):
+        from empirical.llm.steering import generate
 
-    return lambda model, tok: generate(model, tok, "a good film", max_new_tokens=max_new_tokens)
+        return generate(model, tok, "a good film", max_new_tokens=max_new_tokens)
+
+    return call
 
 
 LLM_CASES = {

@@ -3,18 +3,17 @@ unbatched, prefix sharing, the disk cache (hit, validation, resume), and argumen
 import os
 
 import numpy as np
-from hypothesis import given, settings
-from hypothesis import strategies as st
 import pytest
+from hypothesis import given, settings, strategies as st
 
 torch = pytest.importorskip("torch")
 pytest.importorskip("transformers")
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 
-from empirical.llm import extract as E  # noqa: E402
-from empirical.llm.cache import ExtractionCache  # noqa: E402
-from empirical.llm.hooks import decoder_blocks  # noqa: E402
-from empirical.testing import ARCHS, tiny_model, tiny_tokenizer  # noqa: E402
+from empirical.llm import extract as E
+from empirical.llm.cache import ExtractionCache
+from empirical.llm.hooks import decoder_blocks
+from empirical.testing import ARCHS, tiny_model, tiny_tokenizer
 
 pytestmark = pytest.mark.llm
 
@@ -38,7 +37,8 @@ def _hook_reference(model, tok, prompt):
     """Block outputs captured by plain forward hooks during an ordinary full-model call."""
     blocks = decoder_blocks(model)
     caps = {}
-    hs = [blocks[i].register_forward_hook(lambda m, a, o, i=i: caps.__setitem__(i + 1, (o[0] if isinstance(o, tuple) else o)[0, -1].clone()))
+    hs = [blocks[i].register_forward_hook(
+              lambda m, a, o, i=i: caps.__setitem__(i + 1, (o[0] if isinstance(o, tuple) else o)[0, -1].clone()))
           for i in range(len(blocks))]
     try:
         with torch.inference_mode():
@@ -63,10 +63,10 @@ def test_layer_convention_and_batching(arch, tok):
         np.testing.assert_allclose(H[:, i], single, atol=1e-4, rtol=0)
         np.testing.assert_allclose(no_prefix[:, i], single, atol=1e-4, rtol=0)
         caps, hs = _hook_reference(model, tok, prompt)
-        for l in range(1, L + 1):  # layer l = output of decoder block l
-            np.testing.assert_allclose(H[l, i], caps[l].numpy(), atol=1e-4, rtol=0)
-        for l in range(0, L):  # transformers' hidden_states[l] agrees below the top block ...
-            np.testing.assert_allclose(H[l, i], hs[l].numpy(), atol=1e-4, rtol=0)
+        for layer in range(1, L + 1):  # layer l = output of decoder block l
+            np.testing.assert_allclose(H[layer, i], caps[layer].numpy(), atol=1e-4, rtol=0)
+        for layer in range(0, L):  # transformers' hidden_states[l] agrees below the top block ...
+            np.testing.assert_allclose(H[layer, i], hs[layer].numpy(), atol=1e-4, rtol=0)
     # ... and its last entry is the final-normed state, which is not a block output
     assert np.abs(H[L, 0] - hs[L].numpy()).max() > 1e-2
 
@@ -190,8 +190,9 @@ def test_threads_restored_and_errors(tok):
     before = torch.get_num_threads()
     E.hidden_states(model, tok, PROMPTS[:2], num_threads=1, progress=False)
     assert torch.get_num_threads() == before
-    for bad, match in ((dict(layers=[5]), "layers"), (dict(layers="some"), "layers"), (dict(batch_size=0), "batch_size"),
-                       (dict(num_threads=0), "num_threads"), (dict(max_length=0), "max_length")):
+    for bad, match in ((dict(layers=[5]), "layers"), (dict(layers="some"), "layers"),
+                       (dict(batch_size=0), "batch_size"), (dict(num_threads=0), "num_threads"),
+                       (dict(max_length=0), "max_length")):
         with pytest.raises(ValueError, match=match):
             E.hidden_states(model, tok, PROMPTS[:2], progress=False, **bad)
     with pytest.raises(ValueError, match="empty"):

@@ -7,12 +7,11 @@ import pytest
 
 gguf = pytest.importorskip("gguf")
 
-from safetensors.numpy import load_file  # noqa: E402
+from safetensors.numpy import load_file
 
-from empirical import cli  # noqa: E402
-from empirical.probes import ConceptVectors, LinearProbe, save_concept_vectors  # noqa: E402
-from empirical.probes.interop import (export_control_vector, export_directions, import_control_vector,  # noqa: E402
-                                      import_directions)
+from empirical import cli
+from empirical.probes import ConceptVectors, LinearProbe, save_concept_vectors
+from empirical.probes.interop import export_control_vector, export_directions, import_control_vector, import_directions
 
 RNG = np.random.default_rng(0)
 VECTORS = ConceptVectors({layer: LinearProbe(RNG.standard_normal(16), 0.1 * layer, test_accuracy=0.8)

@@ -4,8 +4,15 @@ import numpy as np
 import pytest
 
 from cgmt.spectral import Spectrum
-from empirical.probes.learning_curves import (PLAN_CS, LearningCurve, labels_needed, no_gain_curve,
-                                              power_law_curve, predict_best_layer, predict_learning_curve)
+from empirical.probes.learning_curves import (
+    PLAN_CS,
+    LearningCurve,
+    labels_needed,
+    no_gain_curve,
+    power_law_curve,
+    predict_best_layer,
+    predict_learning_curve,
+)
 from empirical.probes.spectral_prediction import estimate_pool_model
 from sims.spectral import sample_spectral
 
@@ -128,8 +135,10 @@ def test_labels_needed_reads_the_curve():
             labels_needed(curve, bad)
 
 
-@pytest.mark.parametrize("n_values, match", [([100], "n_values must be >= the pool"), ([np.nan], "n_values must be finite"),
-                                             ([], "n_values must be a non-empty"), ("many", "n_values must be numbers")])
+@pytest.mark.parametrize("n_values, match", [([100], "n_values must be >= the pool"),
+                                             ([np.nan], "n_values must be finite"),
+                                             ([], "n_values must be a non-empty"),
+                                             ("many", "n_values must be numbers")])
 def test_bad_targets(population, n_values, match):
     H, y, _ = population
     model = estimate_pool_model(H[:200], y[:200], teacher="pool_fit", n_boot=0)

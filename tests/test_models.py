@@ -10,9 +10,9 @@ torch = pytest.importorskip("torch")
 transformers = pytest.importorskip("transformers")
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 
-from empirical.llm import models as M  # noqa: E402
-from empirical.llm.hooks import decoder_blocks, num_layers  # noqa: E402
-from empirical.testing import ARCHS, tiny_model, tiny_tokenizer  # noqa: E402
+from empirical.llm import models as M
+from empirical.llm.hooks import decoder_blocks, num_layers
+from empirical.testing import ARCHS, tiny_model, tiny_tokenizer
 
 pytestmark = pytest.mark.llm
 
@@ -88,7 +88,8 @@ def test_smollm2_dir_converts_once_from_the_wheel(tmp_path, monkeypatch):
         out.mkdir(parents=True)
         (out / "model.safetensors").write_bytes(b"x" * 10)
         digest = hashlib.sha256(b"x" * 10).hexdigest()
-        (out / "raptor_model.json").write_text(json.dumps({"files": {"model.safetensors": {"size": 10, "sha256": digest}},
+        (out / "raptor_model.json").write_text(json.dumps({"files": {"model.safetensors":
+                                                                        {"size": 10, "sha256": digest}},
                                                            "gguf_sha256": "ab"}))
         return out
 
@@ -157,9 +158,9 @@ def test_real_smollm2_conversion_extraction_and_steering(tmp_path, monkeypatch):
     from sklearn.linear_model import LogisticRegression
 
     probes = {}
-    for l in (10, 20):
-        est = LogisticRegression(C=0.1, max_iter=2000).fit(H[l - 1], ds.labels)
-        probes[l] = LinearProbe.from_estimator(est, test_accuracy=1.0)
+    for layer in (10, 20):
+        est = LogisticRegression(C=0.1, max_iter=2000).fit(H[layer - 1], ds.labels)
+        probes[layer] = LinearProbe.from_estimator(est, test_accuracy=1.0)
     for direction in ("towards", "away"):
         df = steer_prompts(model, tok, prompts, probes, direction, batch_size=8, progress=False)
         m = steering_metrics(df)

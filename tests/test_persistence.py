@@ -5,8 +5,15 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from empirical import (ConceptVectors, LinearProbe, RaptorProbe, load_concept_vectors, load_probe,
-                       save_concept_vectors, save_probe)
+from empirical import (
+    ConceptVectors,
+    LinearProbe,
+    RaptorProbe,
+    load_concept_vectors,
+    load_probe,
+    save_concept_vectors,
+    save_probe,
+)
 
 DATA = Path(__file__).parent / "data"
 

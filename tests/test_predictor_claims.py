@@ -1,11 +1,11 @@
-"""paper_figures.predictor_claims: the predictors against their baselines, on synthetic tables whose verdict is known."""
+"""paper_figures.predictor_claims: the predictors against their baselines, on synthetic tables whose verdict is
+known."""
 import numpy as np
 import pandas as pd
 import pytest
 
 from paper_figures import output
 from paper_figures.predictor_claims import SPECTRAL, paired_interval, predictor_claims
-
 
 
 def _verdict(row) -> str:

@@ -47,8 +47,7 @@ PROMPTS = ["task detect sarcasm . a good film", "task detect sarcasm . the plot 
 @pytest.mark.llm
 def test_extraction_and_steering_follow_an_accelerate_dispatch(tmp_path):
     accelerate = pytest.importorskip("accelerate")
-    from empirical.llm import extract as E
-    from empirical.llm import steering as S
+    from empirical.llm import extract as E, steering as S
     from empirical.probes import ConceptVectors, LinearProbe
     from empirical.testing import tiny_model, tiny_tokenizer
 

@@ -23,8 +23,8 @@ cgmt = pytest.importorskip("cgmt")
 if not hasattr(cgmt, "solve"):
     pytest.skip("cgmt.solve not available", allow_module_level=True)
 
-import sims  # noqa: E402
-from sims import agreement, compare, compare_grid  # noqa: E402
+import sims
+from sims import agreement, compare, compare_grid
 
 P = 300
 R = 8

@@ -5,7 +5,7 @@ from hypothesis import given, settings, strategies as st
 from sklearn.linear_model import LogisticRegression
 
 from empirical.logistic import fit_l2_logistic, fit_l2_logistic_rows, logistic_objective, solver
-from empirical.logistic.newton import dual_inverse, dual_start, principal_solver, loss_terms
+from empirical.logistic.newton import dual_inverse, dual_start, loss_terms, principal_solver
 
 
 def _data(n, p, seed, noise=0.5, separable=False):

@@ -4,8 +4,13 @@ import pytest
 
 from cgmt.spectral import Spectrum
 from empirical.probes.spectral_evaluation import evaluate_split
-from empirical.probes.spectral_prediction import (estimate_pool_model, predict_lambda_star, predict_path,
-                                                  predict_stability, predict_sweep)
+from empirical.probes.spectral_prediction import (
+    estimate_pool_model,
+    predict_lambda_star,
+    predict_path,
+    predict_stability,
+    predict_sweep,
+)
 from sims.spectral import sample_spectral
 
 

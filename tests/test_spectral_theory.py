@@ -1,8 +1,7 @@
 """The spectral (Gaussian covariate) theory: reductions, identities, an independent solver, Monte Carlo, bad input."""
 import numpy as np
 import pytest
-from hypothesis import HealthCheck, given, settings
-from hypothesis import strategies as st
+from hypothesis import HealthCheck, given, settings, strategies as st
 
 import cgmt
 from cgmt.spectral import Spectrum, solve_spectral, solve_spectral_path

@@ -11,8 +11,7 @@ import math
 import numpy as np
 import pandas as pd
 import pytest
-from hypothesis import given, settings
-from hypothesis import strategies as st
+from hypothesis import given, settings, strategies as st
 from scipy.special import expit
 
 import cgmt
@@ -22,8 +21,12 @@ from cgmt.prox import prox_scalar
 from cgmt.stability import cross_expectation, cross_noise_covariance, pair_stability, stability
 from empirical.probes.real_embedding import participation_ratio, real_embedding_stability
 from paper_figures import style
-from paper_figures.stability import (make_stability_figures, plot_stability_vs_lambda, simulate_stability_replicate,
-                                     stability_curves)
+from paper_figures.stability import (
+    make_stability_figures,
+    plot_stability_vs_lambda,
+    simulate_stability_replicate,
+    stability_curves,
+)
 
 deltas = st.floats(0.3, 5.0)
 lams = st.floats(0.02, 10.0)
@@ -196,10 +199,10 @@ MC_POINTS = [(2.0, 0.1, 2.0), (1.0, 1.0, 1.0), (2.0, 0.03, 1.0)]
 @pytest.fixture(scope="module")
 def mc_table():
     out = {}
-    for i, (d, l, k) in enumerate(MC_POINTS):
-        reps = [simulate_stability_replicate(d, l, k, 300, np.random.SeedSequence([7, i, r]), runs=3)
+    for i, (d, lam, k) in enumerate(MC_POINTS):
+        reps = [simulate_stability_replicate(d, lam, k, 300, np.random.SeedSequence([7, i, r]), runs=3)
                 for r in range(6)]
-        out[(d, l, k)] = {q: np.array([r[q] for r in reps])
+        out[(d, lam, k)] = {q: np.array([r[q] for r in reps])
                           for q in ("cos_subsample", "cos_full_subsample", "cos_independent")}
     return out
 
@@ -210,23 +213,24 @@ def _agrees(x, value):
 
 @pytest.mark.parametrize("point", MC_POINTS)
 def test_theory_agrees_with_simulation(mc_table, point):
-    d, l, k = point
+    d, lam, k = point
     mc = mc_table[point]
     for proto, q in (("subsample", "cos_subsample"), ("full_vs_subsample", "cos_full_subsample"),
                      ("independent", "cos_independent")):
-        th = stability(d, l, k, proto).cosine
+        th = stability(d, lam, k, proto).cosine
         assert _agrees(mc[q], th), (proto, mc[q].mean(), th)
 
 
 @pytest.mark.parametrize("point", MC_POINTS)
 def test_independent_formula_is_rejected_on_the_subsample_protocol(mc_table, point):
-    """The same check must reject the paper's independent-sample formula alpha^2/(alpha^2+sigma^2) on the ablation pairs, whether the
+    """The same check must reject the paper's independent-sample formula alpha^2/(alpha^2+sigma^2) on the ablation
+    pairs, whether the
     formula is evaluated at the runs' own delta (0.64 delta) or at the pool's delta."""
-    d, l, k = point
+    d, lam, k = point
     mc = mc_table[point]["cos_subsample"]
-    sub = stability(d, l, k, "subsample")
+    sub = stability(d, lam, k, "subsample")
     assert not _agrees(mc, sub.independent_formula)
-    assert not _agrees(mc, cgmt.solve(d, l, k).stability)
+    assert not _agrees(mc, cgmt.solve(d, lam, k).stability)
 
 
 # ------------------------------------------------------------------------------------------------

@@ -5,19 +5,18 @@ import os
 
 import numpy as np
 import pytest
-from hypothesis import given
-from hypothesis import strategies as st
+from hypothesis import given, strategies as st
 from scipy.optimize import brentq
 
 torch = pytest.importorskip("torch")
 pytest.importorskip("transformers")
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 
-from empirical.llm import steering as S  # noqa: E402
-from empirical.probes.concept_vectors import LinearProbe  # noqa: E402
-from empirical.llm.hooks import decoder_blocks  # noqa: E402
-from empirical.testing import tiny_model, tiny_tokenizer  # noqa: E402
-from empirical.llm.extract import hidden_states  # noqa: E402
+from empirical.llm import steering as S
+from empirical.llm.extract import hidden_states
+from empirical.llm.hooks import decoder_blocks
+from empirical.probes.concept_vectors import LinearProbe
+from empirical.testing import tiny_model, tiny_tokenizer
 
 PROMPTS = ["the city of paris is in france .", "a great movie", "coin flips heads up ? yes",
            "i loved this film", "bad", "the dog and the cat was very funny"]
@@ -31,7 +30,7 @@ def tok():
 
 def _probes(seed, p=32, layers=(1, 2, 3), bias=0.0, acc=None):
     rng = np.random.default_rng(seed)
-    return {l: LinearProbe(rng.normal(size=p), bias, test_accuracy=acc) for l in layers}
+    return {layer: LinearProbe(rng.normal(size=p), bias, test_accuracy=acc) for layer in layers}
 
 
 # ---------------------------------------------------------------- closed form
@@ -71,8 +70,9 @@ def _edited_states(model, tok, prompt, probes, direction, p_target=None):
     blocks = decoder_blocks(model)
     caps = {}
     with S.gcav_steering(model, probes, direction, p_target) as state:
-        hs = [blocks[l - 1].register_forward_hook(lambda m, a, o, l=l: caps.__setitem__(l, o[0, -1].double().numpy()))
-              for l in probes]  # registered after the steering hooks: they see the edited output
+        hs = [blocks[layer - 1].register_forward_hook(
+                  lambda m, a, o, layer=layer: caps.__setitem__(layer, o[0, -1].double().numpy()))
+              for layer in probes]  # registered after the steering hooks: they see the edited output
         try:
             with torch.inference_mode():
                 model(**tok([prompt], return_tensors="pt"))
@@ -175,7 +175,8 @@ def test_fixed_additive_steering(positions, tok):
     caps = {}
 
     def run():
-        h = blocks[1].register_forward_hook(lambda m, a, o: caps.__setitem__("x", (o[0] if isinstance(o, tuple) else o)[0].numpy().copy()))
+        h = blocks[1].register_forward_hook(
+            lambda m, a, o: caps.__setitem__("x", (o[0] if isinstance(o, tuple) else o)[0].numpy().copy()))
         with torch.inference_mode():
             model(**enc)
         h.remove()
@@ -198,8 +199,8 @@ def test_fixed_additive_steering(positions, tok):
 def test_metrics_and_hard_layers():
     import pandas as pd
 
-    recs = [dict(prompt=i, layer=l, logit_before=0.0, alpha=a, logit_after=G_TOWARDS, round_tol=1e-12)
-            for i, (l, a) in enumerate([(1, 0.0), (1, 2.0), (2, 5.0), (2, 7.0), (3, 1.0), (3, 100.0), (4, 3.0)])]
+    recs = [dict(prompt=i, layer=layer, logit_before=0.0, alpha=a, logit_after=G_TOWARDS, round_tol=1e-12)
+            for i, (layer, a) in enumerate([(1, 0.0), (1, 2.0), (2, 5.0), (2, 7.0), (3, 1.0), (3, 100.0), (4, 3.0)])]
     df = S._records_frame(recs, "towards", 0.9999)
     df.loc[6, "logit_after"] = G_TOWARDS - 1.0  # one failure
     df = S._records_frame(df[list(recs[0])].to_dict("records"), "towards", 0.9999)

@@ -6,8 +6,14 @@ from sklearn.linear_model import LogisticRegression
 from sklearn.pipeline import make_pipeline
 from sklearn.preprocessing import StandardScaler
 
-from empirical.probes.structure import (calibrate_scores, delta_sweep, fit_power_law, fixed_C, predicted_accuracy,
-                                        stratified_subsample)
+from empirical.probes.structure import (
+    calibrate_scores,
+    delta_sweep,
+    fit_power_law,
+    fixed_C,
+    predicted_accuracy,
+    stratified_subsample,
+)
 from sims import sample
 
 
@@ -46,7 +52,8 @@ def _quad_accuracy(m, kappa):
     from scipy.special import expit, ndtr
 
     def f(t):
-        return np.exp(-t * t / 2) / np.sqrt(2 * np.pi) * (expit(kappa * t) * ndtr(m * t) + expit(-kappa * t) * ndtr(-m * t))
+        return (np.exp(-t * t / 2) / np.sqrt(2 * np.pi)
+                * (expit(kappa * t) * ndtr(m * t) + expit(-kappa * t) * ndtr(-m * t)))
     return quad(f, -np.inf, 0, epsabs=1e-13)[0] + quad(f, 0, np.inf, epsabs=1e-13)[0]
 
 

@@ -2,8 +2,7 @@
 p-values against scipy's tests on the same data, and the Holm step against a published example."""
 import numpy as np
 import pytest
-from hypothesis import given, settings
-from hypothesis import strategies as st
+from hypothesis import given, settings, strategies as st
 from scipy import stats
 
 from paper_figures import claims, verdicts

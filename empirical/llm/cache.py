@@ -21,8 +21,8 @@ import json
 import os
 import re
 import tokenize
-import zipfile
 import warnings
+import zipfile
 from pathlib import Path
 
 import numpy as np
@@ -192,7 +192,8 @@ class CacheEntry:
             rows.done[bad] = False
             self.checkpoint(mm, rows)
             raise CacheCorruptionError(f"{bad.size} row(s) of {str(self.partial_path)!r} changed on disk after they "
-                                       "were written (disk fault?); they are marked undone: run again to recompute them")
+                                       "were written (disk fault?); they are marked undone: run again to recompute "
+                                       "them")
         del mm
         digest = sha256_file(self.partial_path)
         with naming_write_errors(self.path):

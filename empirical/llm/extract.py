@@ -34,8 +34,16 @@ from transformers import DynamicCache
 from cgmt.validation import check_int, check_threads
 
 from .cache import ExtractionCache
-from .hooks import (LAYER_CONVENTION, base_model, block_input_tensor, block_output_tensor, decoder_blocks,
-                    input_device, model_kind, position_limit)
+from .hooks import (
+    LAYER_CONVENTION,
+    base_model,
+    block_input_tensor,
+    block_output_tensor,
+    decoder_blocks,
+    input_device,
+    model_kind,
+    position_limit,
+)
 from .models import apply_chat_template, model_identity
 
 __all__ = ["hidden_states", "extract_dataset", "resolve_layers", "tokenize_prompts", "ExtractionCache",
@@ -74,10 +82,11 @@ def resolve_layers(layers, n_layers: int) -> list:
         raise ValueError(f"layers must be None, 'all' or ints in 0..{n_layers}, got {layers!r}")
     if isinstance(layers, (int, np.integer)):
         layers = [layers]
-    out = [int(l) for l in layers]
-    bad = [l for l in out if not 0 <= l <= n_layers]
+    out = [int(layer) for layer in layers]
+    bad = [layer for layer in out if not 0 <= layer <= n_layers]
     if bad or not out:
-        raise ValueError(f"layers must be ints in 0..{n_layers} (0 = embeddings, l = output of block l); got {bad or out}")
+        raise ValueError(f"layers must be ints in 0..{n_layers} (0 = embeddings, l = output of block l); got "
+                         f"{bad or out}")
     return out
 
 
@@ -269,31 +278,31 @@ def _run(model, token_ids, layers, batch_size, sink, todo, progress, desc, share
     share_prefix = share_prefix and pooling == "last" and not encoder
     p = _hidden_size(model, blocks)
     order = sorted(todo, key=lambda i: -len(token_ids[i]))
-    slot = {l: k for k, l in enumerate(layers)}
+    slot = {layer: k for k, layer in enumerate(layers)}
     state = {"on": False}
     stop_at = max(layers)
     L = len(blocks)
 
-    def grab(l, h):
+    def grab(layer, h):
         if state["on"]:
             buf = state["buf"]
-            buf[slot[l]] = _pool(h, pooling, state["last"], state["mask"]).float().to(buf.device)
+            buf[slot[layer]] = _pool(h, pooling, state["last"], state["mask"]).float().to(buf.device)
 
     handles = []
     try:
         if 0 in slot:
             handles.append(blocks[0].register_forward_pre_hook(
                 lambda m, a, kw: grab(0, block_input_tensor(a, kw)), with_kwargs=True))
-        for l in layers:
-            if l == 0:
+        for layer in layers:
+            if layer == 0:
                 continue
 
-            def hook(m, a, out, l=l):
-                grab(l, block_output_tensor(out))
-                if state["on"] and l == stop_at and stop_at < L:
+            def hook(m, a, out, layer=layer):
+                grab(layer, block_output_tensor(out))
+                if state["on"] and layer == stop_at and stop_at < L:
                     raise _StopForward
 
-            handles.append(blocks[l - 1].register_forward_hook(hook))
+            handles.append(blocks[layer - 1].register_forward_hook(hook))
         ntok = 0
         t0 = time.perf_counter()
         bar = tqdm(total=len(order), desc=desc, unit="prompt", disable=not progress, leave=False)
@@ -518,7 +527,8 @@ def _fill_entry(entry, model, token_ids, L, batch_size, progress, label, share_p
     return entry.load(verify=False)
 
 
-def extract_dataset(model, tokenizer, dataset, layers=None, batch_size: int = 32, cache=True, *, chat=False, **kw) -> np.ndarray:
+def extract_dataset(model, tokenizer, dataset, layers=None, batch_size: int = 32, cache=True, *, chat=False,
+                    **kw) -> np.ndarray:
     """:func:`hidden_states` for a :class:`~empirical.datasets.ConceptDataset` (cached by default).
 
     ``chat=True`` wraps each prompt in the tokenizer's chat template (off by default, as the paper).

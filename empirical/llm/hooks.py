@@ -4,7 +4,8 @@ Layer convention (the whole package uses it): layer ``l`` in ``1..L`` is the out
 block ``l`` (1-based), i.e. the residual stream after that block and *before* any final norm;
 layer 0 is the input of block 1 (the embeddings, scaled as the architecture does, e.g. Gemma's
 sqrt(d) factor). Encoders (BERT family) follow the same rule with their encoder blocks: layer ``l``
-is the output of encoder block ``l`` (after its output LayerNorm), layer 0 the embedding output. With transformers 5.x this equals ``output_hidden_states[l]`` for ``l < L`` while
+is the output of encoder block ``l`` (after its output LayerNorm), layer 0 the embedding output. With transformers 5.x
+this equals ``output_hidden_states[l]`` for ``l < L`` while
 ``hidden_states[L]`` is the *final-normed* state (``capture_outputs(tie_last_hidden_states=True)``),
 so we read block outputs through hooks instead of ``output_hidden_states``.
 """

@@ -72,12 +72,14 @@ def _device(device):
     try:
         dev = torch.device(device)
     except (RuntimeError, TypeError) as exc:
-        raise ValueError(f"device must be a torch device such as 'cpu', 'cuda' or 'cuda:1', got {device!r} ({exc})") from None
+        raise ValueError(f"device must be a torch device such as 'cpu', 'cuda' or 'cuda:1', "
+                         f"got {device!r} ({exc})") from None
     available = {"cuda": torch.cuda.is_available, "mps": lambda: torch.backends.mps.is_available()}
     if dev.type in available and not available[dev.type]():
         raise ValueError(f"device {device!r} is not available on this machine (use 'cpu')")
     if dev.type == "cuda" and dev.index is not None and dev.index >= torch.cuda.device_count():
-        raise ValueError(f"device {device!r} does not exist: this machine has {torch.cuda.device_count()} CUDA device(s)")
+        raise ValueError(f"device {device!r} does not exist: "
+                         f"this machine has {torch.cuda.device_count()} CUDA device(s)")
     return dev
 
 
@@ -381,7 +383,8 @@ def check_safetensors(path) -> None:
             header = json.loads(f.read(n))
         end = max((int(t["data_offsets"][1]) for k, t in header.items() if k != "__metadata__"), default=0)
     except (ValueError, KeyError, TypeError, IndexError, RecursionError) as exc:
-        raise ValueError(f"weights file {str(path)!r} is damaged: its safetensors header cannot be read ({exc})") from None
+        raise ValueError(f"weights file {str(path)!r} is damaged: "
+                         f"its safetensors header cannot be read ({exc})") from None
     if 8 + n + end != size:
         raise ValueError(f"weights file {str(path)!r} is truncated or damaged: its header lists {8 + n + end} bytes, "
                          f"the file has {size}")

@@ -11,7 +11,8 @@ numpy/scipy only.  Objective (scikit-learn's convention): ``C * sum_i log(1 + ex
 
 Modules: :mod:`~empirical.logistic.design` (reduction), :mod:`~empirical.logistic.newton` (the kernel:
 loss terms, line searches, preconditioned CG, Newton-PCG, the direct Newton oracle),
-:mod:`~empirical.logistic.path` (path and refit driver), :mod:`~empirical.logistic.solver` (one fit, and fits on row subsets).
+:mod:`~empirical.logistic.path` (path and refit driver), :mod:`~empirical.logistic.solver` (one fit, and fits on
+row subsets).
 """
 from .design import ReducedDesign, reduce_design
 from .newton import direct_newton, newton_pcg

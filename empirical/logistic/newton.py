@@ -598,7 +598,8 @@ def newton_pcg(ctx, y, C, a, b, *, fit_intercept=True, tol=1e-10, max_iter=100, 
         if not ok:
             ctx.prec = _Precond(Z, d, C, fit_intercept, ctx.Z32)
             n_fact += 1
-            dw, db, its, ok, rnorm = _pcg(ctx.Z32, d, C, gw, gb, ctx.prec, fit_intercept, pcg_rtol, 4 * max_pcg + 20, atol)
+            dw, db, its, ok, rnorm = _pcg(ctx.Z32, d, C, gw, gb, ctx.prec, fit_intercept, pcg_rtol, 4 * max_pcg + 20,
+                                          atol)
             n_cg += its
         nu2 = max(gw @ dw + gb * db, 0.0)
         nu = np.sqrt(nu2)

@@ -9,9 +9,9 @@ Method (see docs/probe.md for the full description):
 1. **Reduction** (:mod:`empirical.logistic.design`).  The minimizer lies in the span of the training
    rows, so the problem is solved in ``r = rank(X) <= min(n, p)`` coordinates.
 2. **Predictor.**  Each C starts from a polynomial extrapolation in ``log C`` of the previous solutions.
-3. **Corrector** (:func:`empirical.logistic.newton.newton_pcg`).  Newton steps whose linear systems are solved by conjugate gradients preconditioned
-   with a *stale* Cholesky factor of an earlier Hessian (refactored only when CG needs too many
-   iterations), a float32 Cholesky factor applied by two triangular solves.
+3. **Corrector** (:func:`empirical.logistic.newton.newton_pcg`).  Newton steps whose linear systems are solved by
+   conjugate gradients preconditioned with a *stale* Cholesky factor of an earlier Hessian (refactored only when CG
+   needs too many iterations), a float32 Cholesky factor applied by two triangular solves.
 4. **Certification.**  A grid point is finished as soon as every validation logit's sign is certified:
    with Newton decrement ``nu`` the distance to the exact minimizer is at most ``~nu`` in the Hessian
    norm (generalized self-concordance of the logistic loss with the ridge term making the Hessian

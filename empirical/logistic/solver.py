@@ -40,8 +40,17 @@ from scipy.optimize import OptimizeResult
 
 from ..validation import check_matrix, check_signed_labels
 from .design import reduce_design
-from .newton import (STATUS_MESSAGES, PathContext, dual_inverse, dual_start, newton_dual, principal_solver,
-                     direct_newton, loss_terms, newton_pcg)
+from .newton import (
+    STATUS_MESSAGES,
+    PathContext,
+    direct_newton,
+    dual_inverse,
+    dual_start,
+    loss_terms,
+    newton_dual,
+    newton_pcg,
+    principal_solver,
+)
 
 __all__ = ["fit_l2_logistic", "fit_l2_logistic_rows", "logistic_objective"]
 
@@ -121,7 +130,8 @@ def _fit_pcg(X, y, C, w0, b0, fit_intercept, tol, max_iter):
     return design.back(res.coef), res.intercept, nit0 + res.nit, res.grad_norm, (0 if res.status == 0 else 1), f
 
 
-def fit_l2_logistic(X, y, C, *, fit_intercept=False, w0=None, b0=0.0, tol=1e-10, max_iter=100, method="auto") -> OptimizeResult:
+def fit_l2_logistic(X, y, C, *, fit_intercept=False, w0=None, b0=0.0, tol=1e-10, max_iter=100,
+                    method="auto") -> OptimizeResult:
     """Minimize ``C * sum_i log(1 + exp(-y_i (x_i'w + b))) + 0.5 ||w||^2`` exactly by Newton's method.
 
     Parameters

@@ -4,18 +4,27 @@
 separability diagnostic, persistence, the delta-sweep structure predictor and the spectral-theory
 predictor of real probes (:mod:`empirical.probes.spectral_prediction`).
 """
-from .concept_vectors import ConceptVectors, LinearProbe
 from .baselines import DifferenceOfMeans, GCSProbe, LogRegCVProbe, XRFMProbe
+from .concept_vectors import ConceptVectors, LinearProbe
 from .layers import PerLayerFit, fit_layers, grouped_split, paper_split
 from .persistence import load_concept_vectors, load_probe, save_concept_vectors, save_probe
 from .raptor import DEFAULT_CS, RaptorProbe, select_C
 from .separability import perceptron, separability, separability_lp, shuffled_label_control
-from .spectral_prediction import PoolModel, estimate_pool_model, predict_lambda_star, predict_path, predict_stability, predict_sweep
+from .spectral_prediction import (
+    PoolModel,
+    estimate_pool_model,
+    predict_lambda_star,
+    predict_path,
+    predict_stability,
+    predict_sweep,
+)
 from .stability import mean_abs_pairwise_cosine, stability
 
 __all__ = [
     "RaptorProbe", "DEFAULT_CS", "select_C", "fit_layers", "paper_split", "grouped_split", "PerLayerFit", "stability",
-    "mean_abs_pairwise_cosine", "DifferenceOfMeans", "LogRegCVProbe", "GCSProbe", "XRFMProbe", "separability", "separability_lp", "shuffled_label_control",
-    "perceptron", "ConceptVectors", "LinearProbe", "save_probe", "load_probe", "save_concept_vectors", "load_concept_vectors",
+    "mean_abs_pairwise_cosine", "DifferenceOfMeans", "LogRegCVProbe", "GCSProbe", "XRFMProbe", "separability",
+    "separability_lp", "shuffled_label_control",
+    "perceptron", "ConceptVectors", "LinearProbe", "save_probe", "load_probe", "save_concept_vectors",
+    "load_concept_vectors",
     "PoolModel", "estimate_pool_model", "predict_path", "predict_lambda_star", "predict_sweep", "predict_stability",
 ]

@@ -22,7 +22,15 @@ from sklearn.base import BaseEstimator, ClassifierMixin
 from sklearn.utils.multiclass import check_classification_targets, type_of_target
 from sklearn.utils.validation import check_is_fitted, validate_data
 
-from ..validation import as_real_array, check_binary_labels, check_magnitude, check_matrix, check_min_per_class, check_varying, unit_vector
+from ..validation import (
+    as_real_array,
+    check_binary_labels,
+    check_magnitude,
+    check_matrix,
+    check_min_per_class,
+    check_varying,
+    unit_vector,
+)
 
 __all__ = ["ConceptProbe", "LinearConceptProbe", "orient_to_positive_class"]
 

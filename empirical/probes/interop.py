@@ -32,8 +32,7 @@ from pathlib import Path
 
 import numpy as np
 from safetensors import SafetensorError
-from safetensors.numpy import load as load_safetensors
-from safetensors.numpy import save as save_safetensors
+from safetensors.numpy import load as load_safetensors, save as save_safetensors
 
 from ..files import atomic_path, atomic_write_bytes
 from ..validation import check_magnitude, safe_norm

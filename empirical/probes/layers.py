@@ -242,7 +242,8 @@ def fit_layers(H, y, *, layers=None, estimator=None, split=None, fractions=(0.6,
         raise ValueError("H must have at least one layer, got none")
     if layers is None:
         layers = list(range(n_layers))
-    elif isinstance(layers, (str, bytes)) or not all(isinstance(layer, (int, np.integer)) and not isinstance(layer, bool)
+    elif isinstance(layers, (str, bytes)) or not all(isinstance(layer, (int, np.integer))
+                                                     and not isinstance(layer, bool)
                                                      for layer in np.ravel(np.asarray(layers, dtype=object))):
         raise ValueError(f"layers must be a list of integer layer indices in [0, {n_layers}), got {layers!r}")
     else:

@@ -148,7 +148,8 @@ def check_targets(n_values, n_pool, name="n_values") -> np.ndarray:
     >>> check_targets([200], 400)
     Traceback (most recent call last):
     ...
-    ValueError: n_values must be >= the pool's 400 labelled rows (a smaller n is measured on the pool, not predicted), got 200
+    ValueError: n_values must be >= the pool's 400 labelled rows (a smaller n is measured on the pool, not predicted),
+    got 200
     """
     try:
         n = np.atleast_1d(np.asarray(n_values, dtype=float))

@@ -22,8 +22,7 @@ import numpy as np
 import safetensors
 import scipy
 import sklearn
-from safetensors.numpy import load as load_safetensors
-from safetensors.numpy import save as save_safetensors
+from safetensors.numpy import load as load_safetensors, save as save_safetensors
 
 from ..files import atomic_write_bytes, json_ready, read_json
 from ..validation import safe_norm, unit_vector

@@ -94,7 +94,8 @@ class RaptorProbe(LinearConceptProbe):
     Parameters
     ----------
     Cs : array-like of distinct floats in [C_MIN, C_MAX] = [1e-8, 1e16], optional
-        Grid of C = 1/lambda values (the domain: :data:`empirical.validation.C_MIN`); None means ``DEFAULT_CS = np.logspace(-4, 2, 100)``.
+        Grid of C = 1/lambda values (the domain: :data:`empirical.validation.C_MIN`); None means
+        ``DEFAULT_CS = np.logspace(-4, 2, 100)``.
     val_fraction : float in [0, 1), default 0.2
         Fraction of ``fit(X, y)`` rows held out (stratified) for validation when no ``X_val`` is given;
         0 means no validation split, which triggers the paper's fallback (C = 1 fitted on train, with a
@@ -269,4 +270,5 @@ class RaptorProbe(LinearConceptProbe):
         self.intercept_ = float(b - omega @ mu)
         self.scaler_mean_ = mu
         self.scaler_scale_ = s
-        self.concept_vector_ = orient_to_positive_class(omega, Xtr, ytr)  # ValueError if omega is 0 (constant train rows)
+        # ValueError if omega is 0 (constant train rows)
+        self.concept_vector_ = orient_to_positive_class(omega, Xtr, ytr)

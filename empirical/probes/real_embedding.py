@@ -227,8 +227,8 @@ def real_embedding_stability(embeddings, labels, measured, lams, *, drop=0.2, va
 
     ``embeddings``: sequence (or (L, N, p) array) of per-layer pools (N x p, raw or standardized);
     ``labels``: (N,) binary labels shared by all layers (or a sequence of per-layer labels);
-    ``measured``: per-layer measured stability (the mean absolute pairwise cosine of the ablation runs, e.g. from the RAPTOR ablation
-    runs); ``lams``: per-layer ridge strength lambda* in RAPTOR's convention (equal to the theory's
+    ``measured``: per-layer measured stability (the mean absolute pairwise cosine of the ablation runs, e.g. from the
+    RAPTOR ablation runs); ``lams``: per-layer ridge strength lambda* in RAPTOR's convention (equal to the theory's
     lambda on standardized features), or a scalar.  For each layer: delta = N/p, kappa_hat from
     :func:`estimate_kappa`, prediction ``cgmt.stability(delta, lam, kappa_hat, "subsample")``
     (each run trains on (1-drop)(1-val_fraction) of the pool; pass ``val_fraction=0`` if the runs'

@@ -31,10 +31,16 @@ from ..validation import check_binary_labels, check_grid, check_matrix, standard
 from .layers import paper_split
 from .raptor import DEFAULT_CS, RaptorProbe, select_C
 from .real_embedding import cross_validated_path, estimate_kappa
-from .spectral_prediction import (COVARIANCES, TEACHERS, estimate_pool_models, predict_lambda_star, predict_path,
-                                  predict_stability, predict_sweep)
-from .stability import mean_abs_pairwise_cosine
-from .stability import stability as ablation_stability
+from .spectral_prediction import (
+    COVARIANCES,
+    TEACHERS,
+    estimate_pool_models,
+    predict_lambda_star,
+    predict_path,
+    predict_stability,
+    predict_sweep,
+)
+from .stability import mean_abs_pairwise_cosine, stability as ablation_stability
 from .structure import DEFAULT_FRACTIONS, stratified_subsample
 
 __all__ = ["evaluate_split", "pool_cv_prediction", "semi_synthetic_path", "PATH_CS", "STABILITY_PROTOCOLS"]

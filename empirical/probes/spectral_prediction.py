@@ -61,7 +61,8 @@ from ..logistic import fit_l2_logistic
 from ..validation import check_binary_labels, check_grid, check_matrix, check_min_per_class, standardize_stats
 from .real_embedding import cross_validated_path
 
-__all__ = ["PoolModel", "estimate_pool_model", "estimate_pool_models", "predict_path", "predict_lambda_star", "predict_sweep",
+__all__ = ["PoolModel", "estimate_pool_model", "estimate_pool_models", "predict_path", "predict_lambda_star",
+           "predict_sweep",
            "predict_stability", "TEACHERS", "COVARIANCES", "CV_LAMBDAS", "KAPPA_BOUNDS"]
 
 TEACHERS = ("deconvolved", "calibrated", "pool_fit")

@@ -259,7 +259,8 @@ def _decision(est, X):
     return s.ravel()
 
 
-def cross_fit_oracle(X_pool, y_pool, X_test, oracle, *, folds: int = 5, random_state=0) -> tuple[np.ndarray, np.ndarray, dict]:
+def cross_fit_oracle(X_pool, y_pool, X_test, oracle, *, folds: int = 5,
+                     random_state=0) -> tuple[np.ndarray, np.ndarray, dict]:
     """K-fold cross-fitted, Platt-calibrated oracle logits (U_pool out-of-fold, U_test fold-averaged).
 
     Parameters
@@ -392,7 +393,8 @@ def _one_subsample(task):
         else:  # crossfit
             S_cal, U_cal = S_cv, U_pool[idx]
         a, b, sigma = calibrate_scores(S_cal, U_cal, sigma_floor)
-        rows.append(dict(fraction=frac, seed=seed, C=float(C), lam=1.0 / float(C), lam_theory=1.0 / (float(C) * len(idx)),
+        rows.append(dict(fraction=frac, seed=seed, C=float(C), lam=1.0 / float(C),
+                         lam_theory=1.0 / (float(C) * len(idx)),
                          n=len(idx),
                          delta=len(idx) / X_pool.shape[1], Acc_true=acc_true,
                          Acc_pred=predicted_accuracy(U_test, a, b, sigma), a=a, b=b, sigma=sigma,
