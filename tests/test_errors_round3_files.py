@@ -116,8 +116,7 @@ COMMAND_COLLISIONS = {
     "extract writes extract_summary.json": ("extract", "extract_summary.json", "extract_summary.json"),
     "stability output hard-linked to the table": ("stability", "stability_reviews.csv", "reviews.tsv"),
     "sweep output a symlink to the table": ("sweep", "sweep_reviews_L2_table.csv", "reviews.tsv"),
-    "steer pairs output a symlink to the table": ("steer", "steer_reviews_towards_pairs.csv", "reviews.tsv"),
-    "steer probes output a symlink to the table": ("steer", "probes_reviews.json", "reviews.tsv"),
+    "steer selected output a symlink to the table": ("steer", "steer_selected.csv", "reviews.tsv"),
 }
 
 
@@ -136,6 +135,8 @@ def test_commands_refuse_an_output_that_is_their_table_before_any_work(cli_setup
     argv = [command, *_base_with_table(cli_setup[1], table), "--out", str(out)]
     if command == "sweep":
         argv += ["--layer", "2"]
+    if command == "steer":  # a user's table has no answer pair of its own
+        argv += ["--answer-words", "Yes,No"]
     code, err = _run(argv, capsys)
     assert code == 2 and "refusing to write --out" in err and "--table" in err, err
     assert table.read_bytes() == before
