@@ -26,9 +26,9 @@ METHODS = ("RAPTOR", "DiffMeans", "GCS", "xRFM")
 #: 32 new tokens, the two best screened settings per method and direction go to stage 2 (docs/steering.md).
 FULL = dict(datasets=DATASETS, methods=METHODS, n_prompts=100, n_generate=16, max_new_tokens=32, gcs_probes=50,
             n_candidates=2, stage2_positions=("prompt", "all"))
-#: ``--quick``: a look at the pipeline, not a measurement (one dataset, the two cheap methods, 20 prompts).
-QUICK = dict(datasets=("stsa",), methods=("RAPTOR", "DiffMeans"), n_prompts=16, n_generate=4, max_new_tokens=12,
-             gcs_probes=20, n_candidates=1, stage2_positions=("all",))
+#: ``--quick``: a look at the pipeline, not a measurement (one dataset, RAPTOR, 8 prompts, every stage).
+QUICK = dict(datasets=("stsa",), methods=("RAPTOR",), n_prompts=8, n_generate=2, max_new_tokens=8, gcs_probes=20,
+             n_candidates=1, stage2_positions=("all",))
 
 
 #: Mean prompt tokens per dataset (SmolLM2's tokenizer, first 300 prompts): the timing model's input.

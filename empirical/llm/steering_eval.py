@@ -905,7 +905,7 @@ def evaluate_steering(model, tokenizer, prompts, labels, vectors: dict, validati
     m.readouts(entries, m.prompts_of(None))
     if m.gen_ids is not None:
         m.generate(entries, np.arange(len(m.gen_ids)))
-    rows = [row for half in ("selection", "report") for row in m.rows(entries, half, "all")]
+    rows = [row for entry in entries for half in ("selection", "report") for row in m.rows([entry], half, "all")]
     return _table(rows), m.per_prompt()
 
 
@@ -1220,14 +1220,14 @@ def evaluate_dataset(model, tokenizer, dataset, H, settings, *, eval_dataset=Non
                      methods=("RAPTOR", "DiffMeans", "GCS", "xRFM"), vectors=None, answer_words=None,
                      stem: str = ANSWER_STEM, directions=("towards", "away"), n_random: int = MIN_RANDOM, seed: int = 0,
                      n_generate: int = 16, max_new_tokens: int = 32, batch_size: int = 16, split_seed: int = 42,
-                     gcs_probes: int = 50, progress: bool = False, staged: bool | None = None,
+                     gcs_probes: int = 50, progress: bool = False, staged: bool = False,
                      n_candidates: int = 2, n_jobs: int = 1, stage2_positions=("prompt", "all")) -> tuple:
     """Steering of one dataset, end to end: answer words checked first, concept vectors fitted on the
     train/validation split of ``H`` (unless ``vectors`` = (vectors, validation accuracies) is given), held-out
     prompts (``eval_dataset``'s rows, e.g. ``stsa.binary.test``, else the test split; classes alternating), median
     state norms of train + validation, then :func:`evaluate_steering`. Generation: the neutral prompts for
     sentiment datasets (VADER), else the first ``n_generate`` held-out prompts; ``n_generate=0`` skips it.
-    ``staged`` (default: when more than one setting is measured) runs :func:`evaluate_staged` with
+    ``staged`` runs :func:`evaluate_staged` (a sweep: ``paper_figures --only steering_text``) with
     ``n_candidates``, else :func:`evaluate_steering`; ``n_jobs`` fits the layers in parallel.
 
     Returns
@@ -1258,7 +1258,6 @@ def evaluate_dataset(model, tokenizer, dataset, H, settings, *, eval_dataset=Non
     if n_generate:
         generation = list(NEUTRAL_PROMPTS[:n_generate]) if sentiment else prompts[:n_generate]
     settings = _check_strengths(settings)
-    staged = len(settings) > 1 if staged is None else staged
     kw = dict(answer_words=words, stem=stem, directions=directions, n_random=n_random, seed=seed,
               generation_prompts=generation, max_new_tokens=max_new_tokens, sentiment=sentiment, batch_size=batch_size,
               dataset=dataset.name, progress=progress)
