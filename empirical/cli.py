@@ -29,8 +29,8 @@ from .llm.cache import ExtractionCache
 from .probes.baselines import DifferenceOfMeans, GCSProbe, LogRegCVProbe, XRFMProbe
 from .probes.concept_vectors import ConceptVectors
 from .probes.interop import export_control_vector, export_directions
-from .probes.learning_curves import labels_needed, predict_learning_curve
 from .probes.layers import fit_layers, paper_split
+from .probes.learning_curves import labels_needed, predict_learning_curve
 from .probes.persistence import file_pair, load_concept_vectors, save_concept_vectors
 from .probes.raptor import RaptorProbe
 from .probes.spectral_prediction import estimate_pool_model

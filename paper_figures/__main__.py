@@ -14,7 +14,7 @@ datasets, every fourth layer, the best layer on five split seeds; the evaluation
 ``steering_text`` (what steering does to the generated text: concept shift vs fluency per setting and method,
 docs/steering.md), ``learning_curves`` (accuracy at 2-8x more labels predicted from pools of 200-800 labels, the
 spectral theory against a power-law learning curve and "no gain", docs/learning_curves.md).
-Default: every section but ``steering_text`` (about an hour of text generation on two cores) and ``learning_curves``
+Default: every section but ``steering_text`` (hours on two cores: docs/steering.md, Cost) and ``learning_curves``
 (extractions at the Concept-Depth sizes, hours of fits); add them with ``--only``.  Outputs: ``OUT/RESULTS.md`` (the
 paper's claims checked, with 95 % intervals, and every figure
 explained), ``OUT/figures/*.png|pdf``, ``OUT/tables/*.csv|md`` (the numbers behind every figure) and an index
@@ -53,11 +53,12 @@ from .publish import publish, sync_readme
 from .results import write_results
 
 SECTIONS = ("theory", "stability", "empirical", "spectral", "steering_text", "learning_curves")
-#: What a plain ``python -m paper_figures`` runs (``steering_text`` generates text for an hour on two
-#: cores, ``learning_curves`` needs the large extractions; ask for them with ``--only``).
+#: What a plain ``python -m paper_figures`` runs (``steering_text`` takes hours on two cores
+#: (its timing model: docs/steering.md), ``learning_curves`` needs the large extractions; ask for them with ``--only``).
 DEFAULT_SECTIONS = ("theory", "stability", "empirical", "spectral")
-#: Expected seconds of the sections other than ``empirical`` on two cores (the progress ETA).
-SECTION_SECONDS = {"theory": 60, "stability": 20, "spectral": 560, "steering_text": 3500, "learning_curves": 14400}
+#: Expected seconds of the sections other than ``empirical`` on two cores (the progress ETA; ``steering_text``:
+#: ``paper_figures.steering_text.full_run_seconds()``, the timing model's upper bound).
+SECTION_SECONDS = {"theory": 60, "stability": 20, "spectral": 560, "steering_text": 51952, "learning_curves": 14400}
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -221,7 +222,7 @@ def _run(args) -> int:
                 with steps.step("steering: generated text",
                                 SECTION_SECONDS["steering_text"] * (0.2 if args.quick else 1)):
                     steering_text.run(out, model=args.model, data_dir=args.data_dir, max_per_class=cap,
-                                      quick=args.quick, progress=False)
+                                      quick=args.quick, progress=False, n_jobs=args.n_jobs)
             elif section == "learning_curves":
                 with steps.step("learning curves from small pools",
                                 SECTION_SECONDS["learning_curves"] * (0.2 if args.quick else 1)):

@@ -22,26 +22,60 @@ from .style import method_color
 #: every dataset with an answer pair; those whose read-out is not valid are reported as not measurable
 DATASETS = ("stsa", "cities", "common", "counterfact", "hateeval", "sarcasm", "coinflip")
 METHODS = ("RAPTOR", "DiffMeans", "GCS", "xRFM")
+#: The full run: 100 held-out prompts (50 per class; selection and report halves of 50), 16 generation prompts of
+#: 32 new tokens, the two best screened settings per method and direction go to stage 2 (docs/steering.md).
+FULL = dict(datasets=DATASETS, methods=METHODS, n_prompts=100, n_generate=16, max_new_tokens=32, gcs_probes=50,
+            n_candidates=2, stage2_positions=("prompt", "all"))
+#: ``--quick``: a look at the pipeline, not a measurement (one dataset, RAPTOR, 8 prompts, every stage).
+QUICK = dict(datasets=("stsa",), methods=("RAPTOR",), n_prompts=8, n_generate=2, max_new_tokens=8, gcs_probes=20,
+             n_candidates=1, stage2_positions=("all",))
+
+
+#: Mean prompt tokens per dataset (SmolLM2's tokenizer, first 300 prompts): the timing model's input.
+PROMPT_TOKENS = dict(stsa=55.0, cities=19.5, common=22.8, counterfact=19.4, hateeval=63.1, sarcasm=108.0,
+                     coinflip=89.3)
+
+
+def full_run_seconds(scale=None, measurable=None) -> float:
+    """The timing model's seconds for the section (:func:`empirical.llm.steering_eval.estimate_seconds`, an upper
+    bound: every dataset measurable unless ``measurable`` names those that are, every candidate passing)."""
+    from empirical.llm.steering_eval import estimate_seconds
+
+    scale = scale or FULL
+    grid = settings(scale is QUICK)
+    n_settings = sum(len([s for s in grid if m != "xRFM" or s.kind == "additive"]) for m in scale["methods"])
+    total = 0.0
+    for name in scale["datasets"]:
+        total += estimate_seconds(
+            n_prompts=scale["n_prompts"], prompt_tokens=PROMPT_TOKENS[name], n_settings=n_settings,
+            methods=scale["methods"], n_candidates=scale["n_candidates"], n_twin_positions=len(scale["stage2_positions"]),
+            n_generate=scale["n_generate"], max_new_tokens=scale["max_new_tokens"],
+            measurable=measurable is None or name in measurable)["total"]
+    return total
 
 
 def settings(quick: bool = False) -> list:
-    """The compared settings: GCAV p* in {0.9, 0.99, 0.9999} on all / best / top-3 layers and additive k in a grid on
-    best / top-3 layers, at the answer position (``--quick``: fewer)."""
+    """The screened settings (stage 1, answer positions; stage 2 adds the candidates' prompt and all-position
+    twins): GCAV p* in {0.9, 0.99, 0.9999} on all / best / top-3 layers and additive k in a grid on best / top-3
+    layers (``--quick``: three)."""
     from empirical.llm.steering_eval import sweep_settings
 
     if quick:
-        return sweep_settings(k_grid=(0.1, 0.4), p_grid=(0.99,), gcav_layers=("all", "best"), additive_layers=("best",))
+        return sweep_settings(k_grid=(0.2, 0.8), p_grid=(0.99,), gcav_layers=("best",), additive_layers=("best",))
     return sweep_settings()
 
 
-def dataset_table(name, mdl, tok, H, ds, *, data_dir=None, quick=False, progress=False) -> pd.DataFrame:
-    """Every method and setting of one dataset (``steer_metrics.csv``'s columns)."""
+def dataset_table(name, mdl, tok, H, ds, *, data_dir=None, quick=False, progress=False, n_jobs=1) -> pd.DataFrame:
+    """Every method and setting of one dataset, measured in stages (``steer_metrics.csv``'s columns)."""
     from empirical.llm.steering_eval import evaluate_dataset
 
+    scale = QUICK if quick else FULL
     test = datasets.load("stsa", data_dir, max_per_class=None, split="test") if name == "stsa" else None
-    table, _ = evaluate_dataset(mdl, tok, ds, H, settings(quick), eval_dataset=test, n_prompts=20 if quick else 100,
-                                methods=METHODS, n_generate=4 if quick else 16, max_new_tokens=16 if quick else 32,
-                                gcs_probes=20 if quick else 50, batch_size=32, progress=progress)
+    table, _ = evaluate_dataset(mdl, tok, ds, H, settings(quick), eval_dataset=test, n_prompts=scale["n_prompts"],
+                                methods=scale["methods"], n_generate=scale["n_generate"],
+                                max_new_tokens=scale["max_new_tokens"], gcs_probes=scale["gcs_probes"], batch_size=50,
+                                progress=progress, staged=True, n_candidates=scale["n_candidates"], n_jobs=n_jobs,
+                                stage2_positions=scale["stage2_positions"])
     return table
 
 
@@ -57,8 +91,9 @@ def summary(table: pd.DataFrame) -> pd.DataFrame:
 
 
 def plot(table: pd.DataFrame, out):
-    """Concept-specific shift (report half, towards and away averaged) vs perplexity ratio, one curve per method
-    over the additive strengths on the best layer, GCAV targets as separate markers."""
+    """Concept-specific shift vs perplexity ratio on the report half (the settings that passed both gates on the
+    selection half; towards and away averaged), one curve per method, kind, layer choice and positions over the
+    strengths."""
     import matplotlib.pyplot as plt
 
     report = table[(table.half == "report") & table.measurable.astype(bool)]
@@ -66,13 +101,14 @@ def plot(table: pd.DataFrame, out):
     fig, axes = plt.subplots(1, len(names), figsize=(5.2 * len(names), 4.4), squeeze=False)
     for ax, name in zip(axes[0], names):
         d = report[report.dataset == name]
-        mean = d.groupby(["method", "kind", "layer_choice", "strength"], as_index=False)[
+        mean = d.groupby(["method", "kind", "layer_choice", "positions", "strength"], as_index=False)[
             ["concept_specific_shift", "perplexity_ratio"]].mean()
-        for (method, kind, layers), g in mean.groupby(["method", "kind", "layer_choice"]):
+        for (method, kind, layers, positions), g in mean.groupby(["method", "kind", "layer_choice", "positions"]):
             g = g.sort_values("strength")
             style = dict(color=method_color(method), marker="o" if kind == "additive" else "^",
-                         ls="-" if (kind, layers) == ("additive", "best") else ":")
-            ax.plot(g.perplexity_ratio, g.concept_specific_shift, label=f"{method} {kind} {layers}", ms=4, **style)
+                         ls={"answer": "-", "prompt": ":", "all": "--"}.get(positions, "-"))
+            ax.plot(g.perplexity_ratio, g.concept_specific_shift, label=f"{method} {kind} {layers} {positions}", ms=4,
+                    **style)
         ax.axhline(0, color="0.6", lw=0.8)
         ax.axvline(1.5, color="0.6", lw=0.8, ls="--")
         ax.set_xscale("log")
@@ -86,7 +122,7 @@ def plot(table: pd.DataFrame, out):
     return save_figure(fig, out, "steering_text")
 
 
-def run(out, *, model="smollm2", data_dir=None, max_per_class=500, quick=False, progress=True):
+def run(out, *, model="smollm2", data_dir=None, max_per_class=500, quick=False, progress=True, n_jobs=1):
     """Every dataset's table (resumed when its checksummed table exists), the summary and the figure."""
     from empirical.llm.extract import extract_dataset
     from empirical.llm.models import load_model
@@ -94,12 +130,13 @@ def run(out, *, model="smollm2", data_dir=None, max_per_class=500, quick=False, 
     out = Path(out)
     mdl, tok = load_model(model)
     tables = []
-    for name in DATASETS[:3] if quick else DATASETS:
+    for name in (QUICK if quick else FULL)["datasets"]:
         table = load_table(out, f"steering_text_{name}")
         if table is None:
             ds = datasets.load(name, data_dir, max_per_class=max_per_class)
             H = extract_dataset(mdl, tok, ds, layers="all", progress=progress)
-            table = dataset_table(name, mdl, tok, H, ds, data_dir=data_dir, quick=quick, progress=progress)
+            table = dataset_table(name, mdl, tok, H, ds, data_dir=data_dir, quick=quick, progress=progress,
+                                  n_jobs=n_jobs)
             save_table(table, out, f"steering_text_{name}")
         tables.append(table)
     table = pd.concat(tables, ignore_index=True)

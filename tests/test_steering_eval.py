@@ -38,11 +38,11 @@ def setup():
     return model, tok, probes, accuracy
 
 
-def _run(setup, settings, vectors=None, norms=None, n=8, **kw):
+def _run(setup, settings, vectors=None, norms=None, n=8, measure=None, **kw):
     model, tok, probes, accuracy = setup
     vectors = vectors or {"RAPTOR": probes}
     kw = {"answer_words": WORDS, "stem": STEM, "batch_size": 4, **kw}
-    return SE.evaluate_steering(model, tok, PROMPTS[:n], LABELS[:n], vectors, {m: accuracy["RAPTOR"] for m in vectors},
+    return (measure or SE.evaluate_steering)(model, tok, PROMPTS[:n], LABELS[:n], vectors, {m: accuracy["RAPTOR"] for m in vectors},
                                 norms or {layer: 1.0 for layer in range(1, L + 1)}, settings, **kw)
 
 
@@ -235,3 +235,84 @@ def test_paper_figures_summary_figure_and_claim(tmp_path):
     assert path.is_file() and path.stat().st_size > 10_000
     (absent,) = steering_text_claim(None)  # a run without the measurement says so; it claims nothing
     assert absent["test"] is None and absent["ours"].startswith("not tested here")
+
+
+def test_staged_screens_gates_and_reads_the_report_half_last(setup, monkeypatch):
+    """Stage 2 sees only candidates that kept the answer mass, and no report-half prompt is read (or generated)
+    before the operating points are chosen; a broken edit (huge strength) never reaches stage 2."""
+    monkeypatch.setattr(SE, "MIN_AUC", 0.0)  # a random model's read-out tracks nothing; measure it anyway
+    monkeypatch.setattr(SE, "MIN_MASS", 0.0)
+    # a tiny random model's answer barely moves: a gate at the unsteered mass splits the two signs of each edit
+    monkeypatch.setattr(SE, "MASS_GATE", 1.0)
+    model, tok, _, _ = setup
+    head = model.get_output_embeddings().weight.detach().double().numpy()
+    words = set(SE.answer_token_ids(tok, WORDS)[0] + SE.answer_token_ids(tok, WORDS)[1])
+    other = next(i for i in range(5, head.shape[0]) if i not in words)  # pushing another token breaks the answer
+    vectors = {"RAPTOR": ConceptVectors({L: LinearProbe(head[other], 0.0, test_accuracy=0.9)})}
+    settings = [SE.SteeringSetting("additive", "all", k, "answer") for k in (0.05, 0.5, 9.0)]
+    calls = []
+    table, _ = _run(setup, settings, vectors=vectors, norms={L: 20.0},
+                    generation_prompts=PROMPTS[:4], max_new_tokens=3, n_candidates=2,
+                    on_stage=lambda stage, entries, idx: calls.append((stage, [(e[1].name, e[3]) for e in entries],
+                                                                      list(idx))),
+                    measure=SE.evaluate_staged)
+    halves = SE.split_halves(len(PROMPTS))
+    stages = [c[0] for c in calls]
+    assert stages[:3] == ["validity", "screen", "candidate"] and "report" in stages
+    first_report = stages.index("report")
+    for stage, _, idx in calls[1:first_report]:  # before the choice: selection-half prompts only
+        half = np.where(np.arange(4) % 2 == 0, "selection", "report") if stage == "generate" else halves
+        assert set(half[idx]) == {"selection"}, stage
+    screen = table[table.stage == "screen"]
+    broken = list(zip(*[screen[screen.answer_mass_steered < screen.answer_mass_unsteered][c]
+                        for c in ("setting", "direction")]))
+    assert broken, "one sign of an edit lowers the answer mass"
+    later = [entry for _, entries, _ in calls[2:] for entry in entries]
+    assert not any(entry in broken for entry in later)
+    # report rows exist exactly for the candidates that passed both gates, and selection picks among them
+    assert set(table[table.half == "report"].stage) == {"report"}
+    chosen = SE.select_operating_points(table)
+    assert len(chosen) and set(chosen.setting) <= set(table[table.half == "report"].setting)
+
+
+def test_staged_stops_at_a_dataset_whose_read_out_is_not_valid(setup, monkeypatch):
+    monkeypatch.setattr(SE, "MIN_AUC", 1.01)  # nothing is measurable
+    calls = []
+    table, _ = _run(setup, [SE.SteeringSetting("additive", "best", 0.5, "answer")], measure=SE.evaluate_staged,
+                    on_stage=lambda stage, entries, idx: calls.append(stage))
+    assert calls == ["validity"] and table.stage.tolist() == ["validity"] and not table.measurable.any()
+
+
+def test_screen_candidates_keeps_the_best_that_keep_the_mass():
+    rows = pd.DataFrame(dict(dataset="d", method="R", direction="towards", half="selection",
+                             setting=["a", "b", "c", "d"], concept_specific_shift=[0.1, 0.9, 0.5, 0.3],
+                             answer_mass_unsteered=0.4, answer_mass_steered=[0.4, 0.1, 0.3, 0.2]))
+    assert SE.screen_candidates(rows, 2).setting.tolist() == ["c", "d"]  # b breaks the answer (0.1 < 0.5 x 0.4)
+
+
+def test_generation_has_a_random_control_and_steers_the_first_new_token(setup):
+    model, tok, probes, accuracy = setup
+    head = model.get_output_embeddings().weight.detach().double().numpy()
+    good = SE.answer_token_ids(tok, WORDS)[0][0]
+    vectors = {"unembedding": ConceptVectors({L: LinearProbe(head[good], 0.0, test_accuracy=0.9)})}
+    table, _ = _run(setup, [SE.SteeringSetting("additive", "all", 9.0, "answer")], vectors=vectors,
+                    norms={L: 10.0}, generation_prompts=PROMPTS[:2], max_new_tokens=1, directions=("towards",))
+    # one new token: only the edit of the last prompt position can change it (the first token is steered)
+    row = table[table.half == "selection"].iloc[0]
+    assert row.perplexity_ratio != 1.0 and np.isfinite(row.perplexity_ratio_random)
+    assert np.isfinite(row.distinct2_random)
+
+
+def test_the_timing_model_counts_the_work():
+    costs = dict(token=1.0, step=0.0, fit=dict(RAPTOR=0.0))
+    base = SE.estimate_seconds(n_prompts=10, prompt_tokens=5, stem_tokens=1, methods=("RAPTOR",), costs=costs)
+    # only prompt tokens cost: validity 10 x 6, three half passes 5 x 6, twins 1 x 1 x 2 x 2 twins x 6 x 5 x 6
+    assert base["validity"] == 60 and base["screen"] == 30 and base["candidate"] == 30 + 4 * 6 * 5 * 6
+    assert SE.estimate_seconds(n_prompts=10, prompt_tokens=5, stem_tokens=1, methods=("RAPTOR",), costs=costs,
+                               n_twins=0)["candidate"] == 30
+    longer = SE.estimate_seconds(n_prompts=10, prompt_tokens=11, stem_tokens=1, methods=("RAPTOR",), costs=costs)
+    assert longer["total"] == pytest.approx(2 * base["total"])  # linear in the prompt's tokens
+    assert set(SE.estimate_seconds(measurable=False)) == {"fit", "validity", "total"}
+    from paper_figures.__main__ import SECTION_SECONDS
+    from paper_figures.steering_text import full_run_seconds
+    assert SECTION_SECONDS["steering_text"] == round(full_run_seconds())

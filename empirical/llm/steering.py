@@ -46,8 +46,15 @@ from cgmt.validation import check_int, check_scalar
 from ..probes.concept_vectors import LinearProbe
 from ..validation import as_real_array
 from .extract import check_positions, check_prompts, length_batches, pad_right, tokenize_prompts
-from .hooks import (HookSet, block_output_tensor, decoder_blocks, input_device, position_limit, replace_block_output,
-                    require_decoder)
+from .hooks import (
+    HookSet,
+    block_output_tensor,
+    decoder_blocks,
+    input_device,
+    position_limit,
+    replace_block_output,
+    require_decoder,
+)
 
 __all__ = [
     "select_prompts",

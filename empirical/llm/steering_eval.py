@@ -60,8 +60,7 @@ from ..probes import DifferenceOfMeans, GCSProbe, LinearProbe, XRFMProbe, fit_la
 from ..probes.concept_vectors import ConceptVectors
 from .extract import check_prompts, tokenize_prompts
 from .hooks import base_model, decoder_blocks, input_device, position_limit, require_decoder
-from .steering import P_AWAY, P_TOWARDS, additive_steering, gcav_steering, model_positions, select_prompts, \
-    steerable_layers
+from .steering import P_TOWARDS, additive_steering, gcav_steering, model_positions, select_prompts, steerable_layers
 
 try:  # transformers >= 4.36
     from transformers import DynamicCache
@@ -72,7 +71,7 @@ __all__ = ["ANSWER_WORDS", "ANSWER_STEM", "NEUTRAL_PROMPTS", "SENTIMENT_DATASETS
            "PRESETS", "DEFAULT_SETTING", "METRIC_COLUMNS", "answer_token_ids", "check_answer_words",
            "sweep_settings", "choose_layers", "distinct_ngram_ratio", "answer_logodds", "evaluate_steering",
            "select_operating_points", "default_setting", "method_vectors", "evaluate_dataset", "vader_scores",
-           "random_units", "split_halves"]
+           "random_units", "split_halves", "evaluate_staged", "screen_candidates", "estimate_seconds", "COST_SECONDS"]
 
 #: Each dataset's answer pair (concept word, opposite word): label 1 = the concept is present.
 ANSWER_WORDS = {
@@ -126,11 +125,12 @@ PERPLEXITY_GATE = 1.5
 #: The columns of ``steer_metrics.csv`` in order.
 METRIC_COLUMNS = [
     "dataset", "method", "setting", "kind", "layer_choice", "layers", "strength", "positions", "direction", "half",
-    "n_prompts", "answer_logodds_shift", "answer_logodds_shift_se", "answer_prob_shift", "moved_fraction",
+    "stage", "n_prompts", "answer_logodds_shift", "answer_logodds_shift_se", "answer_prob_shift", "moved_fraction",
     "answer_mass_unsteered", "answer_mass_steered", "random_control_shift", "random_control_se", "n_random",
     "concept_specific_shift", "concept_specific_se", "concept_specific_low", "concept_specific_high",
     "opposite_sign_shift", "kl_answer", "alpha_median", "alpha_max", "n_generated", "perplexity_unsteered",
-    "perplexity_steered", "perplexity_ratio", "distinct2_unsteered", "distinct2_steered", "vader_shift", "vader_se",
+    "perplexity_steered", "perplexity_ratio", "perplexity_ratio_random", "distinct2_unsteered", "distinct2_steered",
+    "distinct2_random", "vader_shift", "vader_se", "vader_random_shift",
     "auc_unsteered", "measurable", "stem"]
 
 
@@ -486,13 +486,34 @@ def _readout(model, core, batch, head_ids, answer_id, base_kv, edits, seg):
     return lp, alphas
 
 
-def _generate(model, core, batch, n_new, edit_prompt, edit_new, eos_id, base_kv=None):
-    """Greedy continuation of a left-padded batch: ``edit_prompt`` / ``edit_new`` are per-pass context factories
-    (functions of the pass index, returning a factory or None). Returns (B, n_new) token ids."""
-    if edit_prompt is None and base_kv is not None:
-        kv, lp = base_kv
-    else:
-        kv, lp, _ = _pass(model, core, batch.ids, batch.mask, batch.positions, None, edit_prompt)
+def _prompt_state(model, core, batch, context=None):
+    """The prompt pass split as the answer-position edit needs it: the key/value cache of every column but the last
+    (unsteered; None for one-column batches) and the last column's pass under ``context`` (the position whose
+    output is the first new token). Returns (kv before the last column, kv after it, its log-probs, its alphas)."""
+    kv_head = None
+    if batch.ids.shape[1] > 1:
+        kv_head, _, _ = _pass(model, core, batch.ids[:, :-1], batch.mask[:, :-1], batch.positions[:, :-1], None,
+                              head=False)
+    kv, lp, alphas = _pass(model, core, batch.ids[:, -1:], batch.mask, batch.positions[:, -1:], kv_head, context)
+    return kv_head, kv, lp, alphas
+
+
+def _generate(model, core, batch, n_new, edit, seg, base):
+    """Greedy continuation of a left-padded batch.
+
+    ``edit(t)`` gives the context factory of pass ``t`` (``-1``: the prompt pass, ``t >= 0``: the pass of generated
+    token ``t``) or None; ``seg`` (:func:`_segments`) says which passes it changes: ``prompt`` the whole prompt
+    pass, ``answer`` the last prompt position (it yields the first new token) and every generated token's pass,
+    ``all`` both. ``base`` = the unsteered :func:`_prompt_state`. Returns ((B, n_new) token ids, the GCAV alphas
+    of each pass in order (None where the pass was not edited or the edit records none))."""
+    kv_head, kv, lp, _ = base
+    alphas = []
+    if seg[0]:
+        kv, lp, a = _pass(model, core, batch.ids, batch.mask, batch.positions, None, edit(-1))
+        alphas.append(a)
+    elif seg[2]:
+        kv, lp, a = _pass(model, core, batch.ids[:, -1:], batch.mask, batch.positions[:, -1:], kv_head, edit(-1))
+        alphas.append(a)
     B = batch.ids.shape[0]
     mask, out = batch.mask, []
     for t in range(n_new):
@@ -501,9 +522,9 @@ def _generate(model, core, batch, n_new, edit_prompt, edit_new, eos_id, base_kv=
         if t == n_new - 1:
             break
         mask = torch.cat([mask, torch.ones((B, 1), dtype=torch.long, device=batch.device)], 1)
-        kv, lp, _ = _pass(model, core, token, mask, batch.positions[:, -1:] + 1 + t, kv,
-                          edit_new(t) if edit_new is not None else None)
-    return torch.cat(out, 1)
+        kv, lp, a = _pass(model, core, token, mask, batch.positions[:, -1:] + 1 + t, kv, edit(t) if seg[2] else None)
+        alphas.append(a)
+    return torch.cat(out, 1), alphas
 
 
 def _continuation_nll(model, core, batch, prompt_state, new_ids, eos_id):
@@ -562,12 +583,276 @@ def _gmean(x) -> float:
     return float(np.exp(np.mean(np.log(x)))) if len(x) else math.nan
 
 
+class _Measurement:
+    """One prompt set made ready to measure: checked inputs, token ids, the plan (method, setting, layers), the
+    random draws; :meth:`readouts` and :meth:`generate` measure any entries (method, setting, layers, direction)
+    on any subset of the prompts and keep the per-prompt values (NaN where not measured), :meth:`rows` turns them
+    into table rows. :func:`evaluate_steering` measures everything, :func:`evaluate_staged` in stages."""
+
+    def __init__(self, model, tokenizer, prompts, labels, vectors, validation_accuracy, norms, settings, *,
+                 answer_words, stem, directions, n_random, seed, generation_prompts, max_new_tokens, sentiment,
+                 batch_size, dataset, progress):
+        require_decoder(model, "steering")
+        prompts = check_prompts(prompts)
+        labels = np.asarray(labels)
+        if labels.shape != (len(prompts),) or not np.all(np.isin(labels, (0, 1))):
+            raise ValueError(f"labels must be {len(prompts)} values in {{0, 1}}, one per prompt")
+        settings = _check_strengths(settings)
+        self.n_random = check_int(n_random, "n_random (--n-random)", minimum=MIN_RANDOM)
+        self.batch_size = check_int(batch_size, "batch_size")
+        for d in directions:
+            if d not in ("towards", "away"):
+                raise ValueError(f"direction must be 'towards' or 'away', got {d!r}")
+        if not isinstance(stem, str) or not stem.strip():
+            raise ValueError("stem (--stem) must be a non-empty answer stem such as '\\n\\nThe answer is:'")
+        self.concept_ids, self.opposite_ids = answer_token_ids(tokenizer, answer_words)
+        self.prompt_ids = tokenize_prompts(tokenizer, prompts)
+        stem_ids = tokenizer(stem, add_special_tokens=False)["input_ids"]
+        if not stem_ids:
+            raise ValueError(f"stem (--stem) {stem!r} tokenizes to no tokens")
+        limit = position_limit(model) or model_positions(model)
+        self.gen_ids = None
+        if generation_prompts is not None:
+            max_new_tokens = check_int(max_new_tokens, "max_new_tokens (--max-new-tokens)")
+            self.gen_ids = tokenize_prompts(tokenizer, check_prompts(generation_prompts, "generation_prompts"))
+        if limit:
+            longest = max(range(len(prompts)), key=lambda i: len(self.prompt_ids[i]))
+            if len(self.prompt_ids[longest]) + len(stem_ids) > limit:
+                raise ValueError(f"prompt {longest} has {len(self.prompt_ids[longest])} tokens plus {len(stem_ids)} of "
+                                 f"the stem, more than the model's {limit} positions; shorten the prompts (--n-prompts "
+                                 "picks others) or the stem (--stem)")
+            if self.gen_ids is not None and max(map(len, self.gen_ids)) + max_new_tokens > limit:
+                raise ValueError(f"max_new_tokens (--max-new-tokens) must be at most the model's {limit} positions "
+                                 f"minus the longest generation prompt's {max(map(len, self.gen_ids))} tokens, got "
+                                 f"{max_new_tokens}")
+        self.model, self.tokenizer, self.labels, self.vectors, self.norms = model, tokenizer, labels, vectors, norms
+        self.answer_words, self.stem, self.directions, self.dataset = tuple(answer_words), stem, tuple(directions), dataset
+        self.max_new_tokens, self.sentiment, self.progress = max_new_tokens, sentiment, progress
+        n_layers = len(decoder_blocks(model))
+        hidden_size = int(model.get_output_embeddings().weight.shape[1])
+        self.core, self.device = base_model(model), input_device(model)
+        self.pad = tokenizer.pad_token_id if tokenizer.pad_token_id is not None else 0
+        self.eos = tokenizer.eos_token_id
+        self.plan = []  # (method, setting, layers)
+        for method, probes in vectors.items():
+            has_coef = all(probes[layer].coef is not None for layer in probes)
+            for setting in settings:
+                if setting.kind == "gcav" and not has_coef:
+                    continue
+                layers = choose_layers(setting, probes, validation_accuracy.get(method, {}), n_layers)
+                if setting.kind == "additive":
+                    missing = [layer for layer in layers if layer not in norms]
+                    if missing:
+                        raise ValueError(f"setting {setting.name!r} is additive: norms lack layers {missing}")
+                self.plan.append((method, setting, layers))
+        self.draws = random_units(range(1, n_layers + 1), hidden_size, seed, self.n_random)
+        n = len(prompts)
+        self.halves = split_halves(n)
+        self.head_ids, self.answer_id = stem_ids[:-1], stem_ids[-1]
+        self.ld0, self.mass0 = np.full(n, np.nan), np.full(n, np.nan)
+        self.results, self.generated = {}, {}
+        if self.gen_ids is not None:
+            self.gen_halves = np.where(np.arange(len(self.gen_ids)) % 2 == 0, "selection", "report")
+            self.gen0 = self._gen_store()
+
+    # ----------------------------------------------------------------------------------------- entries
+    def entries(self, plan=None) -> list:
+        """(method, setting, layers, direction) of every plan item (default: the whole plan) and direction."""
+        return [(m, s, layers, d) for m, s, layers in (self.plan if plan is None else plan) for d in self.directions]
+
+    def prompts_of(self, half) -> np.ndarray:
+        """Indices of the prompts of ``half`` ('selection', 'report' or None for all)."""
+        return np.arange(len(self.halves)) if half is None else np.flatnonzero(self.halves == half)
+
+    def _result(self, key):
+        n = len(self.halves)
+        if key not in self.results:
+            self.results[key] = dict(ld=np.full(n, np.nan), mass=np.full(n, np.nan), kl=np.full(n, np.nan),
+                                     rand=np.full((self.n_random, n), np.nan), alpha=[])
+        return self.results[key]
+
+    # ----------------------------------------------------------------------------------------- read-outs
+    def readouts(self, entries, idx) -> None:
+        """The answer read-out of the unsteered model and of every entry (and its random controls) on prompts
+        ``idx``: batches of similar length; the prompt's key/value cache is shared by every answer-position edit."""
+        model, core, device = self.model, self.core, self.device
+        order = sorted((int(i) for i in idx), key=lambda i: -len(self.prompt_ids[i]))
+        words = (self.concept_ids, self.opposite_ids)
+        bar = tqdm(total=len(order), desc=f"{self.dataset} answer log-odds ({len(entries)} edits)",
+                   disable=not self.progress, leave=False)
+        with torch.inference_mode():
+            for start in range(0, len(order), self.batch_size):
+                rows = order[start:start + self.batch_size]
+                batch = _Batch([self.prompt_ids[i] for i in rows], device, self.pad)
+                B, n_head = len(rows), len(self.head_ids)
+                kv_prompt, _, _ = _pass(model, core, batch.ids, batch.mask, batch.positions, None, head=False)
+                kv_head = kv_prompt
+                if n_head:
+                    kv_head, _, _ = _pass(model, core, torch.tensor([self.head_ids] * B, device=device),
+                                          torch.cat([batch.mask, torch.ones((B, n_head), dtype=torch.long,
+                                                                            device=device)], 1),
+                                          batch.positions[:, -1:] + 1 + torch.arange(n_head, device=device),
+                                          kv_prompt, head=False)
+                base = (kv_prompt, kv_head)
+                lp0, _ = _readout(model, core, batch, self.head_ids, self.answer_id, base, (None,) * 3,
+                                  (False, False, False))
+                first = not np.isfinite(self.ld0).any()
+                self.ld0[rows], self.mass0[rows] = answer_logodds(lp0, *words)
+                if first:  # a stem the model does not answer after fails on the first batch
+                    _check_mass(self.mass0[rows], self.stem, self.answer_words)
+                for method, setting, layers, direction in entries:
+                    seg = _segments(setting.positions)
+                    edit = _Edit(model, setting, self.vectors[method], layers, direction, self.norms)
+                    res = self._result((method, setting.name, direction))
+                    lp, alphas = _readout(model, core, batch, self.head_ids, self.answer_id, base,
+                                          (edit.concept(),) * 3, seg)
+                    res["ld"][rows], res["mass"][rows] = answer_logodds(lp, *words)
+                    res["kl"][rows] = (lp.exp() * (lp - lp0)).sum(-1).clamp(min=0).cpu().numpy()
+                    for a in alphas:
+                        if a:
+                            res["alpha"] += [float(x) for v in a.values() for x in np.abs(v)]
+                    for r, units in enumerate(self.draws):
+                        edits = tuple(edit.random(units, a) for a in alphas)
+                        lp_r, _ = _readout(model, core, batch, self.head_ids, self.answer_id, base, edits, seg)
+                        res["rand"][r, rows] = answer_logodds(lp_r, *words)[0]
+                bar.update(len(rows))
+        bar.close()
+
+    def validity(self) -> tuple:
+        """(AUC of the unsteered LD against the labels, mean unsteered mass, measurable) over the prompts read."""
+        seen = np.isfinite(self.ld0)
+        _check_mass(self.mass0[seen], self.stem, self.answer_words)
+        y = self.labels[seen]
+        auc = float(roc_auc_score(y, self.ld0[seen])) if len(np.unique(y)) == 2 else math.nan
+        mass = float(self.mass0[seen].mean())
+        return auc, mass, _measurable(auc, mass)
+
+    # ----------------------------------------------------------------------------------------- generation
+    def _gen_store(self):
+        n = len(self.gen_ids)
+        return dict(nll=np.full(n, np.nan), distinct2=np.full(n, np.nan), vader=np.full(n, np.nan),
+                    text=np.full(n, None, object))
+
+    def _measure(self, new, base, batch, rows, store):
+        nll, keep = _continuation_nll(self.model, self.core, batch, base[1:3], new, self.eos)
+        kept = [new[i, :int(keep[i].sum())].tolist() for i in range(len(rows))]
+        store["nll"][rows] = nll
+        store["distinct2"][rows] = [distinct_ngram_ratio(k) for k in kept]
+        texts = self.tokenizer.batch_decode(kept, skip_special_tokens=True)
+        store["text"][rows] = texts
+        if self.sentiment:
+            mask_words = [v.strip() for w in self.answer_words for v in _variants(w)]
+            store["vader"][rows] = vader_scores(texts, mask_words)
+
+    def generate(self, entries, idx) -> None:
+        """Greedy continuations of the generation prompts ``idx``: unsteered, under every entry and under its random
+        control (the first random draw at the concept edit's |alpha| per layer, pass and row), each scored by its
+        perplexity under the unsteered model, distinct-2 and (sentiment) VADER."""
+        if self.gen_ids is None:
+            raise ValueError("no generation prompts were given")
+        model, core = self.model, self.core
+        bar = tqdm(total=len(entries), desc=f"{self.dataset} generation", disable=not self.progress, leave=False)
+        idx = [int(i) for i in idx]
+        with torch.inference_mode():
+            for start in range(0, len(idx), self.batch_size):
+                rows = idx[start:start + self.batch_size]
+                batch = _Batch([self.gen_ids[i] for i in rows], self.device, self.pad)
+                base = _prompt_state(model, core, batch)
+                if not np.isfinite(self.gen0["nll"][rows]).all():
+                    new, _ = _generate(model, core, batch, self.max_new_tokens, None, (False, False, False), base)
+                    self._measure(new, base, batch, rows, self.gen0)
+                for method, setting, layers, direction in entries:
+                    key = (method, setting.name, direction)
+                    if key not in self.generated:
+                        self.generated[key] = dict(concept=self._gen_store(), random=self._gen_store())
+                    seg = _segments(setting.positions)
+                    edit = _Edit(model, setting, self.vectors[method], layers, direction, self.norms)
+                    concept = edit.concept()
+                    new, alphas = _generate(model, core, batch, self.max_new_tokens, lambda t: concept, seg, base)
+                    self._measure(new, base, batch, rows, self.generated[key]["concept"])
+                    new, _ = _generate(model, core, batch, self.max_new_tokens,
+                                       lambda t: edit.random(self.draws[0], alphas[t + 1]), seg, base)
+                    self._measure(new, base, batch, rows, self.generated[key]["random"])
+                    if start == 0:
+                        bar.update(1)
+        bar.close()
+
+    # ----------------------------------------------------------------------------------------- rows
+    def rows(self, entries, half, stage) -> list:
+        """One table row per entry on the prompts of ``half`` it was read on (:data:`METRIC_COLUMNS`)."""
+        auc, mass_all, measurable = self.validity()
+        out = []
+        for method, setting, layers, direction in entries:
+            res = self.results[(method, setting.name, direction)]
+            other = self.results.get((method, setting.name, "away" if direction == "towards" else "towards"))
+            sign = 1.0 if direction == "towards" else -1.0
+            sel = (self.halves == half) & np.isfinite(res["ld"])
+            if not sel.any():
+                raise ValueError(f"{setting.name} ({method}, {direction}) was not read on the {half} half")
+            ld0 = self.ld0[sel]
+            shift = sign * (res["ld"][sel] - ld0)
+            rand = sign * (res["rand"][:, sel] - ld0)
+            specific = shift - rand.mean(0)
+            low, high = _t_interval(specific)
+            a = np.asarray(res["alpha"])
+            opposite = math.nan
+            if other is not None and np.isfinite(other["ld"][sel]).all():
+                opposite = float(np.mean(sign * (other["ld"][sel] - ld0)))
+            row = dict(dataset=self.dataset, method=method, setting=setting.name, kind=setting.kind,
+                       layer_choice=setting.layer_choice, layers=",".join(map(str, layers)),
+                       strength=setting.strength, positions=setting.positions, direction=direction, half=half,
+                       stage=stage, n_prompts=int(sel.sum()), answer_logodds_shift=float(shift.mean()),
+                       answer_logodds_shift_se=_sem(shift),
+                       answer_prob_shift=float(np.mean(sign * (expit(res["ld"][sel]) - expit(ld0)))),
+                       moved_fraction=float(np.mean(shift > 0)), answer_mass_unsteered=float(self.mass0[sel].mean()),
+                       answer_mass_steered=float(res["mass"][sel].mean()),
+                       random_control_shift=float(rand.mean()), random_control_se=_sem(rand.mean(0)),
+                       n_random=self.n_random, concept_specific_shift=float(specific.mean()),
+                       concept_specific_se=_sem(specific), concept_specific_low=low, concept_specific_high=high,
+                       opposite_sign_shift=opposite, kl_answer=float(res["kl"][sel].mean()),
+                       alpha_median=float(np.median(a)) if a.size else math.nan,
+                       alpha_max=float(a.max()) if a.size else math.nan,
+                       auc_unsteered=auc, measurable=measurable, stem=self.stem, n_generated=0)
+            if setting.kind == "additive":
+                strengths = np.abs(list(edit_strengths(setting, layers, self.norms).values()))
+                row.update(alpha_median=float(np.median(strengths)), alpha_max=float(strengths.max()))
+            key = (method, setting.name, direction)
+            if key in self.generated:
+                row.update(self._generation_row(self.generated[key], sign, half))
+            out.append(row)
+        return out
+
+    def _generation_row(self, stores, sign, half) -> dict:
+        u, s, r = self.gen0, stores["concept"], stores["random"]
+        sel = (self.gen_halves == half) & np.isfinite(s["nll"])
+        if not sel.any():
+            return dict(n_generated=0)
+        ppl0, ppl1, ppl_r = (np.exp(x["nll"][sel]) for x in (u, s, r))
+        row = dict(n_generated=int(sel.sum()), perplexity_unsteered=_gmean(ppl0), perplexity_steered=_gmean(ppl1),
+                   perplexity_ratio=_gmean(ppl1) / _gmean(ppl0), perplexity_ratio_random=_gmean(ppl_r) / _gmean(ppl0),
+                   distinct2_unsteered=float(u["distinct2"][sel].mean()), distinct2_steered=float(s["distinct2"][sel].mean()),
+                   distinct2_random=float(r["distinct2"][sel].mean()))
+        if self.sentiment and np.isfinite(s["vader"][sel]).all():
+            change = sign * (s["vader"][sel] - u["vader"][sel])
+            row.update(vader_shift=float(change.mean()), vader_se=_sem(change),
+                       vader_random_shift=float(np.mean(sign * (r["vader"][sel] - u["vader"][sel]))))
+        return row
+
+    def per_prompt(self) -> dict:
+        return {"unsteered": dict(ld=self.ld0, mass=self.mass0, half=self.halves), **self.results}
+
+
+def _table(rows) -> pd.DataFrame:
+    return pd.DataFrame(rows).reindex(columns=METRIC_COLUMNS)
+
+
 def evaluate_steering(model, tokenizer, prompts, labels, vectors: dict, validation_accuracy: dict, norms: dict,
                       settings, *, answer_words, stem: str = ANSWER_STEM, directions=("towards", "away"),
                       n_random: int = MIN_RANDOM, seed: int = 0, generation_prompts=None, max_new_tokens: int = 32,
                       sentiment: bool = False, batch_size: int = 16, dataset: str = "dataset",
                       progress: bool = False) -> tuple:
-    """Measure every (method, setting, direction) on ``prompts`` (see the module docstring).
+    """Measure every (method, setting, direction) on every prompt, both halves (see the module docstring;
+    :func:`evaluate_staged` measures a sweep in stages).
 
     Parameters
     ----------
@@ -594,7 +879,8 @@ def evaluate_steering(model, tokenizer, prompts, labels, vectors: dict, validati
     seed : int
         Seed of the random directions.
     generation_prompts : list of str, optional
-        Prompts continued greedily (perplexity, distinct-2, VADER); None: no generation.
+        Prompts continued greedily (perplexity, distinct-2, VADER; each also under the first random direction);
+        None: no generation. Even-indexed ones belong to the selection half, odd ones to the report half.
     max_new_tokens : int
     sentiment : bool
         Score the continuations with VADER (answer words masked).
@@ -606,149 +892,146 @@ def evaluate_steering(model, tokenizer, prompts, labels, vectors: dict, validati
     Returns
     -------
     (pandas.DataFrame, dict)
-        The metrics (one row per method, setting, direction and half; :data:`METRIC_COLUMNS`) and the per-prompt
-        arrays (``"unsteered"``: LD and mass; ``(method, setting, direction)``: LD, mass, KL, random LD per draw).
+        The metrics (one row per method, setting, direction and half; :data:`METRIC_COLUMNS`, ``stage`` = 'all')
+        and the per-prompt arrays (``"unsteered"``: LD and mass; ``(method, setting, direction)``: LD, mass, KL,
+        random LD per draw).
     """
-    require_decoder(model, "steering")
-    prompts = check_prompts(prompts)
-    labels = np.asarray(labels)
-    if labels.shape != (len(prompts),) or not np.all(np.isin(labels, (0, 1))):
-        raise ValueError(f"labels must be {len(prompts)} values in {{0, 1}}, one per prompt")
-    settings = _check_strengths(settings)
-    n_random = check_int(n_random, "n_random (--n-random)", minimum=MIN_RANDOM)
-    batch_size = check_int(batch_size, "batch_size")
-    for d in directions:
-        if d not in ("towards", "away"):
-            raise ValueError(f"direction must be 'towards' or 'away', got {d!r}")
-    if not isinstance(stem, str) or not stem.strip():
-        raise ValueError("stem (--stem) must be a non-empty answer stem such as '\\n\\nThe answer is:'")
-    concept_ids, opposite_ids = answer_token_ids(tokenizer, answer_words)
-    prompt_ids = tokenize_prompts(tokenizer, prompts)
-    stem_ids = tokenizer(stem, add_special_tokens=False)["input_ids"]
-    if not stem_ids:
-        raise ValueError(f"stem (--stem) {stem!r} tokenizes to no tokens")
-    limit = position_limit(model) or model_positions(model)
-    gen_ids = None
-    if generation_prompts is not None:
-        max_new_tokens = check_int(max_new_tokens, "max_new_tokens (--max-new-tokens)")
-        gen_ids = tokenize_prompts(tokenizer, check_prompts(generation_prompts, "generation_prompts"))
-    if limit:
-        longest = max(range(len(prompts)), key=lambda i: len(prompt_ids[i]))
-        if len(prompt_ids[longest]) + len(stem_ids) > limit:
-            raise ValueError(f"prompt {longest} has {len(prompt_ids[longest])} tokens plus {len(stem_ids)} of the stem, "
-                             f"more than the model's {limit} positions; shorten the prompts (--n-prompts picks others) "
-                             "or the stem (--stem)")
-        if gen_ids is not None and max(map(len, gen_ids)) + max_new_tokens > limit:
-            raise ValueError(f"max_new_tokens (--max-new-tokens) must be at most the model's {limit} positions minus "
-                             f"the longest generation prompt's {max(map(len, gen_ids))} tokens, got {max_new_tokens}")
-    n_layers = len(decoder_blocks(model))
-    hidden_size = int(model.get_output_embeddings().weight.shape[1])
-    core, device = base_model(model), input_device(model)
-    pad = tokenizer.pad_token_id if tokenizer.pad_token_id is not None else 0
-    eos = tokenizer.eos_token_id
-    plan = []  # (method, setting, layers)
-    for method, probes in vectors.items():
-        has_coef = all(probes[layer].coef is not None for layer in probes)
-        for setting in settings:
-            if setting.kind == "gcav" and not has_coef:
-                continue
-            layers = choose_layers(setting, probes, validation_accuracy.get(method, {}), n_layers)
-            if setting.kind == "additive":
-                missing = [layer for layer in layers if layer not in norms]
-                if missing:
-                    raise ValueError(f"setting {setting.name!r} is additive: norms lack layers {missing}")
-            plan.append((method, setting, layers))
-    draws = random_units(range(1, n_layers + 1), hidden_size, seed, n_random)
-    halves = split_halves(len(prompts))
-    ld0, mass0 = np.empty(len(prompts)), np.empty(len(prompts))
-    results = {(m, s.name, d): dict(ld=np.empty(len(prompts)), mass=np.empty(len(prompts)), kl=np.empty(len(prompts)),
-                                    rand=np.empty((n_random, len(prompts))), alpha=[])
-               for m, s, _ in plan for d in directions}
-    order = sorted(range(len(prompts)), key=lambda i: -len(prompt_ids[i]))
-    head_ids, answer_id = stem_ids[:-1], stem_ids[-1]
-    bar = tqdm(total=len(order), desc=f"{dataset} answer log-odds", disable=not progress, leave=False)
-    with torch.inference_mode():
-        for start in range(0, len(order), batch_size):
-            idx = order[start:start + batch_size]
-            batch = _Batch([prompt_ids[i] for i in idx], device, pad)
-            kv_prompt, _, _ = _pass(model, core, batch.ids, batch.mask, batch.positions, None, head=False)
-            kv_head = kv_prompt
-            if head_ids:
-                B = len(idx)
-                kv_head, _, _ = _pass(model, core, torch.tensor([head_ids] * B, device=device),
-                                      torch.cat([batch.mask, torch.ones((B, len(head_ids)), dtype=torch.long,
-                                                                        device=device)], 1),
-                                      batch.positions[:, -1:] + 1 + torch.arange(len(head_ids), device=device),
-                                      kv_prompt, head=False)
-            lp0, _ = _readout(model, core, batch, head_ids, answer_id, (kv_prompt, kv_head), (None,) * 3,
-                              (False, False, False))
-            ld0[idx], mass0[idx] = answer_logodds(lp0, concept_ids, opposite_ids)
-            if start == 0:
-                _check_mass(mass0[idx], stem, answer_words)
-            for method, setting, layers in plan:
-                seg = _segments(setting.positions)
-                for direction in directions:
-                    edit = _Edit(model, setting, vectors[method], layers, direction, norms)
-                    res = results[(method, setting.name, direction)]
-                    concept = edit.concept()
-                    lp, alphas = _readout(model, core, batch, head_ids, answer_id, (kv_prompt, kv_head),
-                                          (concept,) * 3, seg)
-                    res["ld"][idx], res["mass"][idx] = answer_logodds(lp, concept_ids, opposite_ids)
-                    res["kl"][idx] = (lp.exp() * (lp - lp0)).sum(-1).clamp(min=0).cpu().numpy()
-                    for a in alphas:
-                        if a:
-                            res["alpha"] += [float(x) for v in a.values() for x in np.abs(v)]
-                    for r, units in enumerate(draws):
-                        edits = tuple(edit.random(units, a) for a in alphas)
-                        lp_r, _ = _readout(model, core, batch, head_ids, answer_id, (kv_prompt, kv_head), edits, seg)
-                        res["rand"][r, idx] = answer_logodds(lp_r, concept_ids, opposite_ids)[0]
-            bar.update(len(idx))
-    bar.close()
-    _check_mass(mass0, stem, answer_words)
-    generation = _generation(model, core, tokenizer, plan, vectors, norms, directions, gen_ids, max_new_tokens,
-                             sentiment, answer_words, batch_size, pad, eos, device, progress, dataset) \
-        if gen_ids is not None else None
-    auc = float(roc_auc_score(labels, ld0)) if len(np.unique(labels)) == 2 else math.nan
-    rows = []
-    for method, setting, layers in plan:
-        for direction in directions:
-            res = results[(method, setting.name, direction)]
-            other = results.get((method, setting.name, "away" if direction == "towards" else "towards"))
-            sign = 1.0 if direction == "towards" else -1.0
-            for half in ("selection", "report"):
-                sel = halves == half
-                shift = sign * (res["ld"][sel] - ld0[sel])
-                rand = sign * (res["rand"][:, sel] - ld0[sel])
-                specific = shift - rand.mean(0)
-                low, high = _t_interval(specific)
-                a = np.asarray(res["alpha"])
-                row = dict(dataset=dataset, method=method, setting=setting.name, kind=setting.kind,
-                           layer_choice=setting.layer_choice, layers=",".join(map(str, layers)),
-                           strength=setting.strength, positions=setting.positions, direction=direction, half=half,
-                           n_prompts=int(sel.sum()), answer_logodds_shift=float(shift.mean()),
-                           answer_logodds_shift_se=_sem(shift),
-                           answer_prob_shift=float(np.mean(sign * (expit(res["ld"][sel]) - expit(ld0[sel])))),
-                           moved_fraction=float(np.mean(shift > 0)), answer_mass_unsteered=float(mass0[sel].mean()),
-                           answer_mass_steered=float(res["mass"][sel].mean()),
-                           random_control_shift=float(rand.mean()), random_control_se=_sem(rand.mean(0)),
-                           n_random=n_random, concept_specific_shift=float(specific.mean()),
-                           concept_specific_se=_sem(specific), concept_specific_low=low, concept_specific_high=high,
-                           opposite_sign_shift=float(np.mean(sign * (other["ld"][sel] - ld0[sel])))
-                           if other is not None else math.nan,
-                           kl_answer=float(res["kl"][sel].mean()),
-                           alpha_median=float(np.median(a)) if a.size else math.nan,
-                           alpha_max=float(a.max()) if a.size else math.nan,
-                           auc_unsteered=auc, measurable=_measurable(auc, float(mass0.mean())), stem=stem)
-                if setting.kind == "additive":
-                    strengths = np.abs(list(edit_strengths(setting, layers, norms).values()))
-                    row.update(alpha_median=float(np.median(strengths)), alpha_max=float(strengths.max()))
-                row.update(_generation_row(generation, method, setting.name, direction, half) if generation else
-                           dict(n_generated=0))
-                rows.append(row)
-    table = pd.DataFrame(rows)
-    table = table.reindex(columns=METRIC_COLUMNS)
-    per_prompt = {"unsteered": dict(ld=ld0, mass=mass0, half=halves), **results}
-    return table, per_prompt
+    m = _Measurement(model, tokenizer, prompts, labels, vectors, validation_accuracy, norms, settings,
+                     answer_words=answer_words, stem=stem, directions=directions, n_random=n_random, seed=seed,
+                     generation_prompts=generation_prompts, max_new_tokens=max_new_tokens, sentiment=sentiment,
+                     batch_size=batch_size, dataset=dataset, progress=progress)
+    entries = m.entries()
+    m.readouts(entries, m.prompts_of(None))
+    if m.gen_ids is not None:
+        m.generate(entries, np.arange(len(m.gen_ids)))
+    rows = [row for entry in entries for half in ("selection", "report") for row in m.rows([entry], half, "all")]
+    return _table(rows), m.per_prompt()
+
+
+def screen_candidates(table: pd.DataFrame, n_candidates: int = 2, by=("dataset", "method", "direction")) -> pd.DataFrame:
+    """Stage 1 -> 2 of :func:`evaluate_staged`: per group ``by`` (default: per method and direction, over all its
+    kinds, layer choices and strengths), the ``n_candidates`` selection-half rows with the
+    largest concept-specific shift among those whose steered answer mass is at least MASS_GATE x the unsteered one
+    (a setting that breaks the answer is never a candidate). Returns those rows."""
+    n_candidates = check_int(n_candidates, "n_candidates", minimum=1)
+    selection = table[table["half"] == "selection"]
+    passed = selection[selection["answer_mass_steered"] >= MASS_GATE * selection["answer_mass_unsteered"]]
+    if not len(passed):
+        return passed
+    ranked = passed.sort_values("concept_specific_shift", ascending=False, kind="stable")
+    return ranked.groupby(list(by), sort=False).head(n_candidates)
+
+
+def _key(entry) -> tuple:
+    """(method, setting name, direction) of an entry (method, setting, layers, direction)."""
+    return entry[0], entry[1].name, entry[3]
+
+
+def _keys(rows: pd.DataFrame) -> set:
+    """(method, setting, direction) of table rows."""
+    return set(zip(rows["method"], rows["setting"], rows["direction"]))
+
+
+def _fluent(rows: pd.DataFrame) -> pd.Series:
+    """The gates of an operating point on table rows: answer mass and (where measured) perplexity ratio."""
+    ratio = rows["perplexity_ratio"]
+    return (rows["answer_mass_steered"] >= MASS_GATE * rows["answer_mass_unsteered"]) & \
+        (ratio.isna() | (ratio <= PERPLEXITY_GATE))
+
+
+def evaluate_staged(model, tokenizer, prompts, labels, vectors: dict, validation_accuracy: dict, norms: dict,
+                    settings, *, answer_words, stem: str = ANSWER_STEM, directions=("towards", "away"),
+                    n_random: int = MIN_RANDOM, seed: int = 0, generation_prompts=None, max_new_tokens: int = 32,
+                    sentiment: bool = False, batch_size: int = 16, dataset: str = "dataset", progress: bool = False,
+                    n_candidates: int = 2, n_twins: int = 1, stage2_positions=("prompt", "all"),
+                    on_stage=None) -> tuple:
+    """A strength sweep measured in stages (as AxBench and CAA screen before they generate).
+
+    0. **Validity**: the unsteered read-out of every prompt; a dataset whose read-out does not track the concept
+       (:data:`MIN_AUC`, :data:`MIN_MASS`) stops here (one row, ``stage`` = 'validity').
+    1. **Screen** (``stage`` = 'screen'): every (method, setting, direction) of ``settings`` (answer positions
+       only) read at the answer position with its random controls, on the selection half.
+    2. **Candidates** (``stage`` = 'candidate', selection half): per method and direction the ``n_candidates``
+       settings with the largest concept-specific shift that keep the answer mass
+       (:func:`screen_candidates`), plus the same edits at ``stage2_positions`` for the best ``n_twins`` of them
+       (read-out and controls; they re-run the prompt, the costly part); those keeping the mass get the
+       generation metrics (perplexity, distinct-2, VADER, with a random-direction
+       control) on the selection half of the generation prompts.
+    3. **Report** (``stage`` = 'report', report half): every candidate that passes both gates (answer mass,
+       perplexity ratio) on the selection half, read and generated on the report half. The operating point of
+       each group (:func:`select_operating_points`) is one of them, chosen on the selection half.
+
+    No report-half prompt is read before stage 3. Parameters as :func:`evaluate_steering`; ``settings`` must edit
+    the answer positions; ``on_stage(stage, entries, prompt_indices)`` is called before each measurement (a
+    hook for progress and tests).
+
+    Returns
+    -------
+    (pandas.DataFrame, dict)
+        As :func:`evaluate_steering`; a setting screened out has only its selection-half 'screen' row.
+    """
+    other = [s.name for s in _check_strengths(settings) if s.positions != "answer"]
+    if other:
+        raise ValueError(f"staged settings must edit the answer positions (stage 2 adds {tuple(stage2_positions)}), "
+                         f"got {other[:3]}")
+    for p in stage2_positions:
+        if p not in POSITIONS or p == "answer":
+            raise ValueError(f"stage2_positions must be among 'prompt', 'all', got {p!r}")
+    n_candidates = check_int(n_candidates, "n_candidates", minimum=1)
+    n_twins = check_int(n_twins, "n_twins", minimum=0)
+    m = _Measurement(model, tokenizer, prompts, labels, vectors, validation_accuracy, norms, settings,
+                     answer_words=answer_words, stem=stem, directions=directions, n_random=n_random, seed=seed,
+                     generation_prompts=generation_prompts, max_new_tokens=max_new_tokens, sentiment=sentiment,
+                     batch_size=batch_size, dataset=dataset, progress=progress)
+    notify = on_stage or (lambda stage, entries, idx: None)
+    selection, report = m.prompts_of("selection"), m.prompts_of("report")
+    notify("validity", [], np.arange(len(m.halves)))
+    m.readouts([], np.arange(len(m.halves)))
+    auc, mass, measurable = m.validity()
+    if not measurable:
+        return _table([dict(dataset=dataset, method="--", setting="unsteered", half="all", stage="validity",
+                            n_prompts=len(m.halves), answer_mass_unsteered=mass, auc_unsteered=auc, measurable=False,
+                            stem=stem, n_random=m.n_random, n_generated=0)]), m.per_prompt()
+    # stage 1: the whole grid at the answer position, selection half
+    screen = m.entries()
+    notify("screen", screen, selection)
+    m.readouts(screen, selection)
+    screened = _table(m.rows(screen, "selection", "screen"))
+    # stage 2: the candidates, their prompt / all-position twins, generation, selection half
+    chosen = screen_candidates(screened, n_candidates)
+    keys = _keys(chosen)
+    candidates = [e for e in screen if _key(e) in keys]
+    best = _keys(screen_candidates(screened, min(n_twins, n_candidates)))
+    twins = [(method, SteeringSetting(s.kind, s.layers, s.strength, p), layers, d)
+             for method, s, layers, d in candidates if _key((method, s, layers, d)) in best for p in stage2_positions]
+    kept = []
+    if twins:
+        notify("candidate", twins, selection)
+        m.readouts(twins, selection)
+        read = _table(m.rows(twins, "selection", "candidate"))
+        keep = _keys(read[_fluent(read)])
+        kept = [e for e in twins if _key(e) in keep]
+    generated = candidates + kept
+    if m.gen_ids is not None and generated:
+        gen_selection = np.flatnonzero(m.gen_halves == "selection")
+        notify("generate", generated, gen_selection)
+        m.generate(generated, gen_selection)
+    candidates += twins
+    measured = _table(m.rows(candidates, "selection", "candidate")) if candidates else screened.iloc[:0]
+    # stage 3: every candidate passing both gates on the selection half, read and generated on the report half
+    passing = _keys(measured[_fluent(measured)])
+    finals = [e for e in candidates if _key(e) in passing]
+    if finals:
+        notify("report", finals, report)
+        m.readouts(finals, report)
+        if m.gen_ids is not None:
+            gen_report = np.flatnonzero(m.gen_halves == "report")
+            notify("generate-report", finals, gen_report)
+            m.generate(finals, gen_report)
+    seen = {_key(e) for e in candidates}
+    rows = [r for r in m.rows(screen, "selection", "screen") if (r["method"], r["setting"], r["direction"]) not in seen]
+    rows += m.rows(candidates, "selection", "candidate") + m.rows(finals, "report", "report")
+    return _table(rows), m.per_prompt()
 
 
 def _check_mass(mass, stem, answer_words) -> None:
@@ -768,62 +1051,62 @@ def _measurable(auc, mass) -> bool:
     return bool(np.isfinite(auc) and auc >= MIN_AUC and mass >= MIN_MASS)
 
 
-def _generation(model, core, tokenizer, plan, vectors, norms, directions, gen_ids, n_new, sentiment, answer_words,
-                batch_size, pad, eos, device, progress, dataset):
-    """Per-prompt perplexity (under the unsteered model), distinct-2 and VADER of unsteered and steered
-    continuations of ``gen_ids``."""
-    n = len(gen_ids)
-    halves = np.where(np.arange(n) % 2 == 0, "selection", "report")
-    mask_words = [v.strip() for w in answer_words for v in _variants(w)]
-    out = {}
+# --------------------------------------------------------------------------------------------- cost
+#: Seconds per unit of work on SmolLM2-135M-Instruct, CPU, measured in this repository (docs/steering.md): a prompt
+#: token of a batched full pass (``token``), one row of a one-token step with the LM head (``step``: an answer
+#: read-out, a generated token, a token of its perplexity) and the concept vectors of one dataset (1000 examples,
+#: 30 layers) per method (``fit``). Measured with one torch thread on 2 cores shared with another job (load 4-6):
+#: a full pass of 50 x 65 tokens took 28.4 s, a one-token step of 50 rows 0.68 s; two threads under that load were
+#: slower (3.4 s a step). On two idle cores expect these to be 2-3x smaller; pass ``costs`` to rescale.
+COST_SECONDS = dict(token=8.7e-3, step=13.7e-3, fit=dict(RAPTOR=61.0, DiffMeans=1.0, GCS=349.0, xRFM=436.0))
 
-    def measure(new, state, batch, idx, store):
-        nll, keep = _continuation_nll(model, core, batch, state, new, eos)
-        kept = [new[i, :int(keep[i].sum())].tolist() for i in range(len(idx))]
-        store["nll"][idx] = nll
-        store["distinct2"][idx] = [distinct_ngram_ratio(k) for k in kept]
-        texts = tokenizer.batch_decode(kept, skip_special_tokens=True)
-        store["text"][idx] = texts
-        if sentiment:
-            store["vader"][idx] = vader_scores(texts, mask_words)
 
-    empty = lambda: dict(nll=np.empty(n), distinct2=np.empty(n), vader=np.full(n, np.nan), text=np.empty(n, object))  # noqa: E731
-    unsteered = empty()
-    stores = {(m, s.name, d): empty() for m, s, _ in plan for d in directions}
-    bar = tqdm(total=len(plan) * len(directions), desc=f"{dataset} generation", disable=not progress, leave=False)
-    with torch.inference_mode():
-        for start in range(0, n, batch_size):
-            idx = list(range(start, min(n, start + batch_size)))
-            batch = _Batch([gen_ids[i] for i in idx], device, pad)
-            kv, lp, _ = _pass(model, core, batch.ids, batch.mask, batch.positions, None)
-            state = (kv, lp)
-            measure(_generate(model, core, batch, n_new, None, None, eos, state), state, batch, idx, unsteered)
-            for method, setting, layers in plan:
-                seg = _segments(setting.positions)
-                for direction in directions:
-                    concept = _Edit(model, setting, vectors[method], layers, direction, norms).concept()
-                    new = _generate(model, core, batch, n_new, concept if seg[0] else None,
-                                    (lambda t: concept) if seg[2] else None, eos, state)
-                    measure(new, state, batch, idx, stores[(method, setting.name, direction)])
-                    if start == 0:
-                        bar.update(1)
-    bar.close()
-    out = dict(unsteered=unsteered, stores=stores, halves=halves)
+def estimate_seconds(n_prompts: int = 100, prompt_tokens: float = 55.0, stem_tokens: int = 5, n_settings: int = 67,
+                     methods=("RAPTOR", "DiffMeans", "GCS", "xRFM"), n_directions: int = 2, n_random: int = MIN_RANDOM,
+                     n_candidates: int = 2, n_twins: int = 1, n_twin_positions: int = 2, n_generate: int = 16,
+                     max_new_tokens: int = 32, measurable: bool = True, costs=None) -> dict:
+    """Seconds one dataset of :func:`evaluate_dataset` (staged) takes, by stage, from the work it does and
+    :data:`COST_SECONDS`; an upper bound (every candidate passes every gate).
+
+    Work per stage (``h`` = n_prompts / 2, ``T`` = prompt + stem tokens, ``E`` = 1 + n_random read-outs per edit,
+    ``C`` = methods x directions x n_candidates, ``W`` = methods x directions x n_twins x n_twin_positions,
+    ``g`` = n_generate / 2):
+
+    ========== ==================================================================================
+    fit        the methods' concept vectors on every layer
+    validity   n_prompts x T tokens + n_prompts steps (unsteered read-out)
+    screen     h x T tokens + n_settings x directions x E x h steps
+    candidate  h x T tokens + W x E x h x T tokens (prompt / all positions re-run the prompt)
+    generate   per half: (C + W) x 2 (concept, random) x g x max_new_tokens x 2 (generate, perplexity) steps
+    report     h x T tokens + C x E x h steps + W x E x h x T tokens
+    ========== ==================================================================================
+
+    Returns
+    -------
+    dict
+        Seconds per stage and ``total``.
+
+    Examples
+    --------
+    >>> t = estimate_seconds(n_prompts=20, n_settings=3, methods=("RAPTOR",), n_candidates=1, n_generate=4,
+    ...                      max_new_tokens=12, costs=dict(token=0.01, step=0.01, fit=dict(RAPTOR=10.0)))
+    >>> round(t["screen"], 1), round(t["total"], 1)
+    (9.6, 345.5)
+    """
+    costs = costs or COST_SECONDS
+    token, step = costs["token"], costs["step"]
+    T, h, E = prompt_tokens + stem_tokens, n_prompts / 2, 1 + n_random
+    C = len(methods) * n_directions * n_candidates
+    W = len(methods) * n_directions * min(n_twins, n_candidates) * n_twin_positions
+    g = n_generate / 2
+    out = dict(fit=float(sum(costs["fit"][m] for m in methods)), validity=n_prompts * (T * token + step))
+    if measurable:
+        gen = 2 * ((C + W) * 2 * g * max_new_tokens * 2 + g * max_new_tokens * 2) * step
+        out.update(screen=h * T * token + n_settings * n_directions * E * h * step,
+                   candidate=h * T * token + W * E * h * T * token, generate=gen,
+                   report=h * T * token + C * E * h * step + W * E * h * T * token)
+    out["total"] = float(sum(out.values()))
     return out
-
-
-def _generation_row(generation, method, setting, direction, half) -> dict:
-    sel = generation["halves"] == half
-    u, s = generation["unsteered"], generation["stores"][(method, setting, direction)]
-    sign = 1.0 if direction == "towards" else -1.0
-    ppl0, ppl1 = np.exp(u["nll"][sel]), np.exp(s["nll"][sel])
-    row = dict(n_generated=int(sel.sum()), perplexity_unsteered=_gmean(ppl0), perplexity_steered=_gmean(ppl1),
-               perplexity_ratio=_gmean(ppl1) / _gmean(ppl0), distinct2_unsteered=float(u["distinct2"][sel].mean()),
-               distinct2_steered=float(s["distinct2"][sel].mean()))
-    if np.isfinite(s["vader"][sel]).all():
-        change = sign * (s["vader"][sel] - u["vader"][sel])
-        row.update(vader_shift=float(change.mean()), vader_se=_sem(change))
-    return row
 
 
 # --------------------------------------------------------------------------------------------- selection
@@ -831,8 +1114,9 @@ def select_operating_points(table: pd.DataFrame, by=("dataset", "method", "layer
                                                      "direction")) -> pd.DataFrame:
     """Per group ``by``, the strength with the largest concept-specific shift on the *selection* half among rows
     passing the gates (answer mass >= MASS_GATE x unsteered; perplexity ratio <= PERPLEXITY_GATE where measured;
-    the dataset's read-out measurable), reported by its *report*-half row (``chosen=True``). Groups where no
-    strength passes are left out.
+    the dataset's read-out measurable), reported by its *report*-half row. Rows of a staged run's screen
+    (``stage`` = 'screen': read-out only, never generated) are not operating points. Groups where no strength
+    passes are left out.
 
     Returns
     -------
@@ -845,9 +1129,9 @@ def select_operating_points(table: pd.DataFrame, by=("dataset", "method", "layer
     if missing:
         raise ValueError(f"the steering table lacks columns {missing}")
     selection = table[table["half"] == "selection"]
-    ratio = selection["perplexity_ratio"]
-    gate = (selection["answer_mass_steered"] >= MASS_GATE * selection["answer_mass_unsteered"]) & \
-        (ratio.isna() | (ratio <= PERPLEXITY_GATE)) & selection["measurable"].astype(bool)
+    if "stage" in selection:
+        selection = selection[selection["stage"] != "screen"]
+    gate = _fluent(selection) & selection["measurable"].astype(bool)
     chosen = []
     for key, group in selection[gate].groupby(list(by), sort=False):
         best = group.loc[group["concept_specific_shift"].idxmax()]
@@ -864,46 +1148,44 @@ def select_operating_points(table: pd.DataFrame, by=("dataset", "method", "layer
 
 
 def default_setting(table: pd.DataFrame, method: str = "RAPTOR") -> dict:
-    """The default steering setting chosen from a measured table: among ``method``'s settings, the one whose
-    operating point (:func:`select_operating_points`, chosen on the selection half) has the largest mean
-    report-half concept-specific shift over the measurable datasets and both directions, provided every one of
-    its report-half intervals lies above 0; otherwise the paper's protocol (:data:`DEFAULT_SETTING`) with the
-    reason.
+    """The default steering setting chosen from a measured table: among ``method``'s settings that pass the
+    gates on the selection half of every measurable dataset and direction, the one with the largest mean
+    selection-half concept-specific shift; it becomes the default when every one of its report-half intervals
+    lies above 0, else the paper's protocol (:data:`DEFAULT_SETTING`) stays, with the reason. The report half
+    only confirms, it never chooses.
 
     Returns
     -------
     dict
-        ``setting`` (a name), ``beats_random`` (bool), ``shift`` (mean report-half concept-specific shift, NaN
-        without a candidate) and ``reason``.
+        ``setting`` (a name), ``beats_random`` (bool), ``shift`` (the chosen setting's mean report-half
+        concept-specific shift, NaN without a candidate) and ``reason``.
     """
     points = select_operating_points(table[table["method"] == method], by=("dataset", "method", "setting",
                                                                            "direction"))
     if not len(points):
         return dict(setting=DEFAULT_SETTING, beats_random=False, shift=math.nan,
                     reason=f"no {method} setting passes the gates on a measurable dataset")
-    # a setting qualifies when it passed the gates on every measurable dataset and direction it was measured on
-    groups = points.groupby("setting")
-    n_needed = table[(table["method"] == method) & table["measurable"].astype(bool) &
-                     (table["half"] == "report")].groupby("setting").size()
-    scores = []
-    for name, g in groups:
-        complete = len(g) == n_needed.get(name, 0)
-        scores.append((name, float(g["concept_specific_shift"].mean()), bool((g["concept_specific_low"] > 0).all()),
-                       complete))
-    eligible = [s for s in scores if s[2] and s[3]]
-    if not eligible:
-        best = max(scores, key=lambda s: s[1])
-        return dict(setting=DEFAULT_SETTING, beats_random=False, shift=best[1],
-                    reason=f"no {method} setting beats the random control on every measurable dataset and direction "
-                           f"(best mean: {best[0]}, {best[1]:+.3f})")
-    best = max(eligible, key=lambda s: s[1])
-    return dict(setting=best[0], beats_random=True, shift=best[1],
-                reason="largest held-out concept-specific shift under the gates")
+    # a setting qualifies when it passed the gates on every measurable dataset and direction of the method
+    measured = table[(table["method"] == method) & table["measurable"].astype(bool) & (table["half"] == "selection")]
+    n_needed = len(measured[["dataset", "direction"]].drop_duplicates())
+    complete = [(name, g) for name, g in points.groupby("setting") if len(g) == n_needed]
+    if not complete:
+        return dict(setting=DEFAULT_SETTING, beats_random=False, shift=math.nan,
+                    reason=f"no {method} setting passes the gates on every measurable dataset and direction")
+    name, g = max(complete, key=lambda item: item[1]["selection_shift"].mean())
+    shift = float(g["concept_specific_shift"].mean())
+    if not bool((g["concept_specific_low"] > 0).all()):
+        return dict(setting=DEFAULT_SETTING, beats_random=False, shift=shift,
+                    reason=f"the {method} setting chosen on the selection half ({name}) does not beat the random "
+                           f"control on every measurable dataset and direction of the report half ({shift:+.3f})")
+    return dict(setting=name, beats_random=True, shift=shift,
+                reason="largest selection-half concept-specific shift under the gates; its report-half intervals "
+                       "lie above the random control")
 
 
 # --------------------------------------------------------------------------------------------- one dataset
 def method_vectors(H, y, split, methods=("RAPTOR", "DiffMeans", "GCS", "xRFM"), layers=None, gcs_probes: int = 50,
-                   progress: bool = False) -> tuple:
+                   progress: bool = False, n_jobs: int = 1) -> tuple:
     """Concept vectors and validation accuracies per method on ``layers`` (default 1..L) of hidden states ``H``
     (L+1, n, p), fitted on the split's train/validation rows (xRFM: directions only, it has no linear probe).
 
@@ -920,7 +1202,7 @@ def method_vectors(H, y, split, methods=("RAPTOR", "DiffMeans", "GCS", "xRFM"), 
     vectors, accuracy = {}, {}
     for method in methods:
         estimator = estimators[method]
-        fit = fit_layers(H, y, layers=layers, split=split, progress=progress and method == "RAPTOR",
+        fit = fit_layers(H, y, layers=layers, split=split, progress=progress and method == "RAPTOR", n_jobs=n_jobs,
                          **({} if estimator is None else {"estimator": estimator}))
         accuracy[method] = dict(zip(fit.summary["layer"].astype(int), fit.summary["val_accuracy"].astype(float)))
         if method == "xRFM":
@@ -937,12 +1219,15 @@ def evaluate_dataset(model, tokenizer, dataset, H, settings, *, eval_dataset=Non
                      methods=("RAPTOR", "DiffMeans", "GCS", "xRFM"), vectors=None, answer_words=None,
                      stem: str = ANSWER_STEM, directions=("towards", "away"), n_random: int = MIN_RANDOM, seed: int = 0,
                      n_generate: int = 16, max_new_tokens: int = 32, batch_size: int = 16, split_seed: int = 42,
-                     gcs_probes: int = 50, progress: bool = False) -> tuple:
+                     gcs_probes: int = 50, progress: bool = False, staged: bool = False,
+                     n_candidates: int = 2, n_jobs: int = 1, stage2_positions=("prompt", "all")) -> tuple:
     """Steering of one dataset, end to end: answer words checked first, concept vectors fitted on the
     train/validation split of ``H`` (unless ``vectors`` = (vectors, validation accuracies) is given), held-out
     prompts (``eval_dataset``'s rows, e.g. ``stsa.binary.test``, else the test split; classes alternating), median
     state norms of train + validation, then :func:`evaluate_steering`. Generation: the neutral prompts for
     sentiment datasets (VADER), else the first ``n_generate`` held-out prompts; ``n_generate=0`` skips it.
+    ``staged`` runs :func:`evaluate_staged` (a sweep: ``paper_figures --only steering_text``) with
+    ``n_candidates``, else :func:`evaluate_steering`; ``n_jobs`` fits the layers in parallel.
 
     Returns
     -------
@@ -956,7 +1241,7 @@ def evaluate_dataset(model, tokenizer, dataset, H, settings, *, eval_dataset=Non
     y = np.asarray(dataset.labels)
     split = paper_split(y, random_state=split_seed)
     if vectors is None:
-        vectors = method_vectors(H, y, split, methods=methods, gcs_probes=gcs_probes, progress=progress)
+        vectors = method_vectors(H, y, split, methods=methods, gcs_probes=gcs_probes, progress=progress, n_jobs=n_jobs)
     vecs, accuracy = vectors
     pool = np.sort(np.r_[split[0], split[1]])
     norms = {layer: float(np.median(np.linalg.norm(np.asarray(H[layer][pool], dtype=np.float32), axis=1)))
@@ -971,7 +1256,11 @@ def evaluate_dataset(model, tokenizer, dataset, H, settings, *, eval_dataset=Non
     generation = None
     if n_generate:
         generation = list(NEUTRAL_PROMPTS[:n_generate]) if sentiment else prompts[:n_generate]
-    return evaluate_steering(model, tokenizer, prompts, np.asarray(source.labels)[chosen], vecs, accuracy, norms,
-                             settings, answer_words=words, stem=stem, directions=directions, n_random=n_random,
-                             seed=seed, generation_prompts=generation, max_new_tokens=max_new_tokens,
-                             sentiment=sentiment, batch_size=batch_size, dataset=dataset.name, progress=progress)
+    settings = _check_strengths(settings)
+    kw = dict(answer_words=words, stem=stem, directions=directions, n_random=n_random, seed=seed,
+              generation_prompts=generation, max_new_tokens=max_new_tokens, sentiment=sentiment, batch_size=batch_size,
+              dataset=dataset.name, progress=progress)
+    if staged:
+        kw.update(n_candidates=n_candidates, stage2_positions=stage2_positions)
+    measure = evaluate_staged if staged else evaluate_steering
+    return measure(model, tokenizer, prompts, np.asarray(source.labels)[chosen], vecs, accuracy, norms, settings, **kw)
