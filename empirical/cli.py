@@ -102,13 +102,15 @@ def _add_common(p, multi_dataset=False):
         d.add_argument("--dataset", nargs="+", metavar="NAME",
                        help="one or more of stsa cities common counterfact hateeval sarcasm coinflip, or 'all'")
     else:
-        d.add_argument("--dataset", metavar="NAME", help="stsa | cities | common | counterfact | hateeval | sarcasm | coinflip")
+        d.add_argument("--dataset", metavar="NAME",
+                       help="stsa | cities | common | counterfact | hateeval | sarcasm | coinflip")
     d.add_argument("--table", type=nonempty_path, metavar="FILE", help="your own CSV/TSV/JSONL instead of --dataset")
     d.add_argument("--text-column", help="text column of --table")
     d.add_argument("--label-column", help="label column of --table (0/1, True/False, yes/no)")
     d.add_argument("--positive-label", help="label value meaning 'concept present' (other values -> 0)")
     d.add_argument("--template", help="prompt template with {text} (default: the dataset's own / plain text)")
-    d.add_argument("--data-dir", type=nonempty_path, help="dataset directory (default $RAPTOR_DATA, then ../shared/datasets)")
+    d.add_argument("--data-dir", type=nonempty_path,
+                   help="dataset directory (default $RAPTOR_DATA, then ../shared/datasets)")
     d.add_argument("--max-per-class", type=_cap_arg, default="reference",
                    help="'reference' (Concept-Depth caps, default), 'all', or N first examples per class")
     d.add_argument("--quick", type=int_in(1), nargs="?", const=100, metavar="N",
@@ -144,7 +146,8 @@ def _load_datasets(args, names):
         if not (args.text_column and args.label_column):
             raise ValueError("--table needs --text-column and --label-column")
         return [datasets.load_table(args.table, args.text_column, args.label_column, args.template,
-                                    positive_label=args.positive_label, max_per_class=None if cap == "reference" else cap)]
+                                    positive_label=args.positive_label,
+                                    max_per_class=None if cap == "reference" else cap)]
     for option in ("text_column", "label_column", "positive_label"):
         if getattr(args, option):
             raise ValueError(f"--{option.replace('_', '-')} only applies to --table")
@@ -288,7 +291,8 @@ def cmd_probe(args):
                    best_test_accuracy=float(best.test_accuracy), lambda_star=float(best.lambda_star),
                    mean_test_accuracy=float(table.test_accuracy.mean()),
                    val_selected_layer=int(val_best),
-                   val_selected_test_accuracy=float(vb.test_accuracy), median_fit_time_s=float(table.fit_time_s.median()))
+                   val_selected_test_accuracy=float(vb.test_accuracy),
+                   median_fit_time_s=float(table.fit_time_s.median()))
         overview.append(rec)
         write_json(out / f"probe_{ds.name}.json", rec)
         with _figure(out / f"probe_{ds.name}.png", (6, 3.5)) as ax:
@@ -330,11 +334,12 @@ def cmd_stability(args):
         tr, va, te = paper_split(ds.labels, random_state=SPLIT_SEED)
         pool = np.sort(np.r_[tr, va])
         rows = []
-        for l in tqdm(layers, desc="stability layers", disable=args.no_progress, leave=False):
-            X = np.asarray(H[l], dtype=np.float64)
+        for layer in tqdm(layers, desc="stability layers", disable=args.no_progress, leave=False):
+            X = np.asarray(H[layer], dtype=np.float64)
             res = stability(RaptorProbe(), X[pool], ds.labels[pool], K=args.K, drop=args.drop, seed=args.seed)
-            rows.append(dict(layer=l, mean_abs_cos=float(res.robust), ci_low=float(res.ci[0]), ci_high=float(res.ci[1]),
-                             median_fit_time_s=float(np.median(res.fit_times)), K=args.K, drop=args.drop))
+            rows.append(dict(layer=layer, mean_abs_cos=float(res.robust), ci_low=float(res.ci[0]),
+                             ci_high=float(res.ci[1]), median_fit_time_s=float(np.median(res.fit_times)),
+                             K=args.K, drop=args.drop))
         table = pd.DataFrame(rows)
         write_csv(out / f"stability_{ds.name}.csv", table)
         with _figure(out / f"stability_{ds.name}.png", (6, 3.5)) as ax:
@@ -372,7 +377,7 @@ def _steer_settings(args, evaluation):
 def _given_vectors(probes, tau, H, labels, layers):
     """``--probe-file`` vectors restricted to ``layers`` (and ``--tau``), with each layer's accuracy on the
     validation split (the layer choice never reads test data)."""
-    within = {l: p for l, p in probes.items() if l in layers}
+    within = {layer: p for layer, p in probes.items() if layer in layers}
     if not within:
         raise ValueError(f"--probe-file has probes for layers {probes.layers}, none of them among the steered layers "
                          f"{layers[0]}..{layers[-1]}")
@@ -381,10 +386,11 @@ def _given_vectors(probes, tau, H, labels, layers):
                              metadata=probes.metadata)
     _, va, _ = paper_split(labels, random_state=SPLIT_SEED)
     accuracy = {}
-    for l, p in kept.items():
+    for layer, p in kept.items():
         if p.coef is None:
-            raise ValueError(f"--probe-file layer {l} holds only a direction; the answer read-out needs probe weights")
-        accuracy[l] = float(np.mean((p.logit(np.asarray(H[l][va], dtype=np.float64)) > 0) == labels[va]))
+            raise ValueError(f"--probe-file layer {layer} holds only a direction; the answer read-out needs probe "
+                             "weights")
+        accuracy[layer] = float(np.mean((p.logit(np.asarray(H[layer][va], dtype=np.float64)) > 0) == labels[va]))
     return {"RAPTOR": vectors}, {"RAPTOR": accuracy}
 
 
@@ -439,9 +445,9 @@ def _above_tau(probes: dict, tau, what: str) -> dict:
     """The probes whose test accuracy reaches ``--tau`` (all when tau is None); an error naming the best otherwise."""
     if tau is None:
         return probes
-    kept = {l: p for l, p in probes.items() if p.test_accuracy is not None and p.test_accuracy >= tau}
+    kept = {layer: p for layer, p in probes.items() if p.test_accuracy is not None and p.test_accuracy >= tau}
     if not kept:
-        reason = _llm()[2].describe_skipped(probes, tau, {l: "test accuracy below tau" for l in probes})
+        reason = _llm()[2].describe_skipped(probes, tau, {layer: "test accuracy below tau" for layer in probes})
         raise ValueError(f"no layer can be steered for {what}: {reason}; lower --tau")
     return kept
 
@@ -451,8 +457,8 @@ def _tau_filter(vectors, tau):
     vecs, accuracy = vectors
     kept = {}
     for method, cv in vecs.items():
-        kept[method] = ConceptVectors(_above_tau(dict(cv.items()), tau, method), method=cv.method, model=cv.model, layer_convention=cv.layer_convention,
-                                      metadata=cv.metadata)
+        kept[method] = ConceptVectors(_above_tau(dict(cv.items()), tau, method), method=cv.method, model=cv.model,
+                                      layer_convention=cv.layer_convention, metadata=cv.metadata)
     return kept, accuracy
 
 
@@ -541,19 +547,21 @@ def cmd_plan(args):
         layers = _select_layers(args.layers, L, list(range(1, L + 1)))
         rest = np.setdiff1d(np.arange(len(ds)), pool)
         rows = []
-        for l in tqdm(layers, desc="plan layers", disable=args.no_progress, leave=False):
-            X = np.asarray(H[l], dtype=np.float64)
+        for layer in tqdm(layers, desc="plan layers", disable=args.no_progress, leave=False):
+            X = np.asarray(H[layer], dtype=np.float64)
             pool_model = estimate_pool_model(X[pool], ds.labels[pool], teacher=args.teacher, H_unlabeled=X[rest],
                                              random_state=args.seed, n_boot=args.n_boot, folds=PLAN_FOLDS)
             curve = predict_learning_curve(pool_model, grid, level=args.level)
-            row = dict(layer=l, labels=args.labels, unlabeled=rest.size, pool_cv_accuracy=float(pool_model.cv_accuracy.max()),
-                       target_n=args.target_n, predicted_accuracy=float(curve.accuracy[at]), low=float(curve.low[at]),
+            row = dict(layer=layer, labels=args.labels, unlabeled=rest.size,
+                       pool_cv_accuracy=float(pool_model.cv_accuracy.max()), target_n=args.target_n,
+                       predicted_accuracy=float(curve.accuracy[at]), low=float(curve.low[at]),
                        high=float(curve.high[at]), C_star=float(curve.C_star[at]), kappa=pool_model.kappa,
                        chance_factor=pool_model.chance_factor, teacher=args.teacher, level=args.level)
             if args.target_accuracy is not None:
                 need = labels_needed(curve, args.target_accuracy)
                 row.update(target_accuracy=args.target_accuracy, labels_needed=need["n"],
-                           labels_needed_optimistic=need["n_optimistic"], labels_needed_pessimistic=need["n_pessimistic"])
+                           labels_needed_optimistic=need["n_optimistic"],
+                           labels_needed_pessimistic=need["n_pessimistic"])
             rows.append(row)
         table = pd.DataFrame(rows)
         write_csv(out / f"plan_{ds.name}.csv", table)
@@ -565,7 +573,8 @@ def cmd_plan(args):
         if args.target_accuracy is not None:
             reached = table[np.isfinite(table.labels_needed)]
             rec.update(target_accuracy=args.target_accuracy, reachable_within=float(grid[-1]),
-                       fewest_labels_layer=int(reached.loc[reached.labels_needed.idxmin()].layer) if len(reached) else None,
+                       fewest_labels_layer=(int(reached.loc[reached.labels_needed.idxmin()].layer)
+                                            if len(reached) else None),
                        fewest_labels=float(reached.labels_needed.min()) if len(reached) else None)
         write_json(out / f"plan_{ds.name}.json", rec)
         with _figure(out / f"plan_{ds.name}.png", (6, 3.5)) as ax:
@@ -606,8 +615,8 @@ def cmd_export(args):
     if args.format == "gguf":
         if layers is None and min(vectors.layers) < 2:
             layers = [layer for layer in vectors.layers if layer >= 2]
-            print(f"raptor export: layer(s) {[l for l in vectors.layers if l < 2]} skipped: llama.cpp cannot "
-                  "address the output of block 1 (direction.0)", file=sys.stderr)
+            print(f"raptor export: layer(s) {[layer for layer in vectors.layers if layer < 2]} skipped: "
+                  "llama.cpp cannot address the output of block 1 (direction.0)", file=sys.stderr)
         path = export_control_vector(target, vectors, scale=args.scale, layers=layers, model_hint=args.model_hint)
     else:
         path = export_directions(target, vectors, scale=args.scale, layers=layers)
@@ -619,17 +628,20 @@ def cmd_export(args):
 
 # --------------------------------------------------------------------------- parser
 def build_parser():
-    ap = argparse.ArgumentParser(prog="raptor", description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap = argparse.ArgumentParser(prog="raptor", description=__doc__,
+                                 formatter_class=argparse.RawDescriptionHelpFormatter)
     sub = ap.add_subparsers(dest="command", required=True)
 
     p = sub.add_parser("extract", help="hidden states of a dataset into the cache",
-                       description="Extract last-token hidden states (layers 0..L) of one or more datasets into the cache.")
+                       description="Extract last-token hidden states (layers 0..L) of one or more datasets into "
+                                   "the cache.")
     _add_common(p, multi_dataset=True)
     p.set_defaults(func=cmd_extract)
 
     p = sub.add_parser("probe", help="per-layer RAPTOR probes (+ baselines), summary table and plot",
                        description="Fit RAPTOR at every layer on the paper's split; write per-layer CSV, summary "
-                                   "JSON, the concept vectors (probes_<dataset>.safetensors + .json) and a layer-wise accuracy plot.")
+                                   "JSON, the concept vectors (probes_<dataset>.safetensors + .json) and a "
+                                   "layer-wise accuracy plot.")
     _add_common(p, multi_dataset=True)
     p.add_argument("--layers", type=_layers_arg, help="'all', '1-30' or '5,10' (default 1..L)")
     p.add_argument("--baselines", nargs="*", default=[], metavar="NAME",
@@ -649,9 +661,10 @@ def build_parser():
     p.set_defaults(func=cmd_stability)
 
     p = sub.add_parser("steer", help="steering measured by the model's answer (docs/steering.md)",
-                       description="Fit (or load) concept vectors, steer held-out prompts towards/away from the concept "
-                                   "and read the answer log-odds after a fixed stem, against random directions of the "
-                                   "same strength; fluency from KL, perplexity and distinct-2 (docs/steering.md).")
+                       description="Fit (or load) concept vectors, steer held-out prompts towards/away from the "
+                                   "concept and read the answer log-odds after a fixed stem, against random "
+                                   "directions of the same strength; fluency from KL, perplexity and distinct-2 "
+                                   "(docs/steering.md).")
     _add_common(p)
     p.add_argument("--layers", type=_layers_arg, help="layers that may be steered (default 1..L)")
     p.add_argument("--direction", choices=["towards", "away", "both"], default="both")
@@ -723,7 +736,8 @@ def build_parser():
                                    "control vector (--format gguf: direction.N = scale * unit vector of RAPTOR "
                                    "layer N+1) or a {block index: direction} safetensors file for repeng and "
                                    "steering-vectors (--format safetensors). See docs/interop.md.")
-    p.add_argument("--probe-file", type=nonempty_path, required=True, help="concept vectors written by 'raptor probe' (.json or .safetensors)")
+    p.add_argument("--probe-file", type=nonempty_path, required=True,
+                   help="concept vectors written by 'raptor probe' (.json or .safetensors)")
     p.add_argument("--format", choices=sorted(EXPORT_SUFFIX), default="gguf")
     p.add_argument("--out", type=nonempty_path, help="file to write (default: next to --probe-file)")
     p.add_argument("--scale", type=number_in(), default=1.0,

@@ -48,7 +48,8 @@ def full_run_seconds(scale=None, measurable=None) -> float:
     for name in scale["datasets"]:
         total += estimate_seconds(
             n_prompts=scale["n_prompts"], prompt_tokens=PROMPT_TOKENS[name], n_settings=n_settings,
-            methods=scale["methods"], n_candidates=scale["n_candidates"], n_twin_positions=len(scale["stage2_positions"]),
+            methods=scale["methods"], n_candidates=scale["n_candidates"],
+            n_twin_positions=len(scale["stage2_positions"]),
             n_generate=scale["n_generate"], max_new_tokens=scale["max_new_tokens"],
             measurable=measurable is None or name in measurable)["total"]
     return total

@@ -42,8 +42,9 @@ def _run(setup, settings, vectors=None, norms=None, n=8, measure=None, **kw):
     model, tok, probes, accuracy = setup
     vectors = vectors or {"RAPTOR": probes}
     kw = {"answer_words": WORDS, "stem": STEM, "batch_size": 4, **kw}
-    return (measure or SE.evaluate_steering)(model, tok, PROMPTS[:n], LABELS[:n], vectors, {m: accuracy["RAPTOR"] for m in vectors},
-                                norms or {layer: 1.0 for layer in range(1, L + 1)}, settings, **kw)
+    return (measure or SE.evaluate_steering)(model, tok, PROMPTS[:n], LABELS[:n], vectors,
+                                             {m: accuracy["RAPTOR"] for m in vectors},
+                                             norms or {layer: 1.0 for layer in range(1, L + 1)}, settings, **kw)
 
 
 def test_answer_words_cover_case_and_space_variants():
@@ -82,7 +83,8 @@ def test_a_zero_edit_gives_exactly_zero(setup):
 
 
 def test_random_controls_are_reproducible_by_seed(setup):
-    settings = [SE.SteeringSetting("additive", "top3", 0.5, "answer"), SE.SteeringSetting("gcav", "all", 0.99, "answer")]
+    settings = [SE.SteeringSetting("additive", "top3", 0.5, "answer"),
+                SE.SteeringSetting("gcav", "all", 0.99, "answer")]
     a, _ = _run(setup, settings, seed=3, directions=("towards",))
     b, _ = _run(setup, settings, seed=3, directions=("towards",))
     c, _ = _run(setup, settings, seed=4, directions=("towards",))
@@ -206,7 +208,8 @@ def test_bad_input_fails_before_model_work(setup, monkeypatch):
                              answer_words=WORDS, stem=STEM, generation_prompts=PROMPTS[:1], max_new_tokens=500)
     assert not calls
     monkeypatch.setattr(SE, "MIN_MASS_STEM", 0.9)  # no stem gives the words 90 % of the mass on a random model
-    with pytest.raises(ValueError, match=r"the stem \(--stem\) ' the answer is' gives the answer words .* no probability"):
+    with pytest.raises(ValueError,
+                       match=r"the stem \(--stem\) ' the answer is' gives the answer words .* no probability"):
         _run(setup, setting)
 
 

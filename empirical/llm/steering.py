@@ -567,7 +567,10 @@ def steering_metrics(records) -> dict:
                 "alpha_p90_all": nan, "max_abs_logit_error": nan}
     a = df.loc[df["intervened"], "abs_alpha"].to_numpy()
     a_all = df["abs_alpha"].to_numpy()
-    q = (lambda x, p: float(np.percentile(x, p)) if len(x) else 0.0)
+
+    def q(x, p):
+        return float(np.percentile(x, p)) if len(x) else 0.0
+
     return {
         "n_pairs": n,
         "n_layers": int(df["layer"].nunique()),
@@ -604,7 +607,10 @@ def hard_layers(records, k: int = 3) -> dict:
         return {"by_median": [], "by_max": []}
     grp = df.groupby("layer")["abs_alpha"]
     med, mx = grp.median(), grp.max()
-    top = lambda s: [(int(l), float(x)) for l, x in s.sort_values(ascending=False).head(k).items()]
+
+    def top(s):
+        return [(int(layer), float(x)) for layer, x in s.sort_values(ascending=False).head(k).items()]
+
     return {"by_median": top(med), "by_max": top(mx)}
 
 

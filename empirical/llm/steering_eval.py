@@ -202,8 +202,9 @@ PRESETS = {
 DEFAULT_SETTING = "paper"
 
 
-def sweep_settings(k_grid=(0.05, 0.1, 0.2, 0.4, 0.8), p_grid=(0.9, 0.99, P_TOWARDS), gcav_layers=("all", "best", "top3"),
-                   additive_layers=("best", "top3"), positions=("answer",)) -> list:
+def sweep_settings(k_grid=(0.05, 0.1, 0.2, 0.4, 0.8), p_grid=(0.9, 0.99, P_TOWARDS),
+                   gcav_layers=("all", "best", "top3"), additive_layers=("best", "top3"),
+                   positions=("answer",)) -> list:
     """The strength sweep: GCAV at every ``p_grid`` target on ``gcav_layers`` and additive edits at every ``k_grid``
     multiple on ``additive_layers``, each at every ``positions``.
 
@@ -364,7 +365,8 @@ def choose_layers(setting: SteeringSetting, probes: ConceptVectors, validation_a
         return chosen
     missing = [layer for layer in candidates if layer not in validation_accuracy]
     if missing:
-        raise ValueError(f"setting {setting.name!r} ranks layers by validation accuracy; layers {missing[:5]} have none")
+        raise ValueError(f"setting {setting.name!r} ranks layers by validation accuracy; layers {missing[:5]} "
+                         "have none")
     ranked = sorted(candidates, key=lambda layer: (-validation_accuracy[layer], layer))
     return sorted(ranked[: 1 if setting.layers == "best" else 3])
 
@@ -626,7 +628,8 @@ class _Measurement:
                                  f"minus the longest generation prompt's {max(map(len, self.gen_ids))} tokens, got "
                                  f"{max_new_tokens}")
         self.model, self.tokenizer, self.labels, self.vectors, self.norms = model, tokenizer, labels, vectors, norms
-        self.answer_words, self.stem, self.directions, self.dataset = tuple(answer_words), stem, tuple(directions), dataset
+        self.answer_words, self.stem = tuple(answer_words), stem
+        self.directions, self.dataset = tuple(directions), dataset
         self.max_new_tokens, self.sentiment, self.progress = max_new_tokens, sentiment, progress
         n_layers = len(decoder_blocks(model))
         hidden_size = int(model.get_output_embeddings().weight.shape[1])
@@ -830,7 +833,8 @@ class _Measurement:
         ppl0, ppl1, ppl_r = (np.exp(x["nll"][sel]) for x in (u, s, r))
         row = dict(n_generated=int(sel.sum()), perplexity_unsteered=_gmean(ppl0), perplexity_steered=_gmean(ppl1),
                    perplexity_ratio=_gmean(ppl1) / _gmean(ppl0), perplexity_ratio_random=_gmean(ppl_r) / _gmean(ppl0),
-                   distinct2_unsteered=float(u["distinct2"][sel].mean()), distinct2_steered=float(s["distinct2"][sel].mean()),
+                   distinct2_unsteered=float(u["distinct2"][sel].mean()),
+                   distinct2_steered=float(s["distinct2"][sel].mean()),
                    distinct2_random=float(r["distinct2"][sel].mean()))
         if self.sentiment and np.isfinite(s["vader"][sel]).all():
             change = sign * (s["vader"][sel] - u["vader"][sel])
@@ -908,7 +912,8 @@ def evaluate_steering(model, tokenizer, prompts, labels, vectors: dict, validati
     return _table(rows), m.per_prompt()
 
 
-def screen_candidates(table: pd.DataFrame, n_candidates: int = 2, by=("dataset", "method", "direction")) -> pd.DataFrame:
+def screen_candidates(table: pd.DataFrame, n_candidates: int = 2,
+                      by=("dataset", "method", "direction")) -> pd.DataFrame:
     """Stage 1 -> 2 of :func:`evaluate_staged`: per group ``by`` (default: per method and direction, over all its
     kinds, layer choices and strengths), the ``n_candidates`` selection-half rows with the
     largest concept-specific shift among those whose steered answer mass is at least MASS_GATE x the unsteered one
