@@ -192,10 +192,13 @@ def _rules_lines() -> list:
             f"above minus a margin fixed in advance: {100 * m['accuracy']:g} accuracy point, {m['stability']:g} mean "
             f"|cos|; a theory's coverage of 95 % Monte Carlo intervals at least {0.95 - m['coverage']:.2f}.",
             "- *Majority* (\"in 26/42 settings\"): a count over datasets with a one-sided sign test (with six "
-            "datasets only 6/6 can hold).",
+            "datasets only 6/6 can hold; with five, none can).",
             "- *Every setting*: an intersection-union test: it holds only if every dataset's own test holds.",
-            "- Multiplicity: a *holds* must survive a Holm step over every tested row (`p_holm` < 0.05); *does not "
-            "hold* (the opposite established) and the printed intervals are per claim.",
+            f"- Every test is one-sided at {verdicts.ALPHA:g}, which is the printed two-sided 95 % interval "
+            "excluding the null, so a verdict never disagrees with its interval.",
+            "- Multiplicity: a *holds* must survive a Holm step over every tested row "
+            f"(`p_holm` < {verdicts.ALPHA:g}); *does not hold* (the opposite established) and the printed intervals "
+            "are per claim.",
             "- Each accuracy claim is checked on the paper's six datasets and again without Counterfact (`datasets` "
             "column), so no verdict rests on Counterfact's split artefact.",
             "- *--*: a description, or a claim that cannot fail on this run (true by construction, guaranteed by the "

@@ -2,9 +2,11 @@
 
 Every tested claim is one of four kinds, each with its own null hypothesis (the claim being false) and a
 one-sided p-value for it; a verdict is ``holds`` when that p-value, Holm-adjusted over all tested rows of the
-table (:func:`holm`), is below ``1 - LEVEL``, ``does not hold`` when the data establish the opposite at the same
-level (per claim), ``inconclusive`` otherwise.  Intervals printed next to a verdict are per-claim 95 %
-intervals; the Holm step only decides which ``holds`` survive the number of claims tested.
+table (:func:`holm`), is below :data:`ALPHA` = (1 - LEVEL) / 2 = 0.025, ``does not hold`` when the data establish
+the opposite at the same level (per claim), ``inconclusive`` otherwise.  A one-sided test at 0.025 is the same as
+the printed two-sided 95 % interval excluding the null, so a verdict never disagrees with its interval.
+Intervals printed next to a verdict are per-claim 95 % intervals; the Holm step only decides which ``holds``
+survive the number of claims tested.
 
 - **Superiority** ("RAPTOR beats GCS"): the paired difference's interval lies above 0
   (:func:`superiority`); the opposite is established when it lies below 0.
@@ -13,7 +15,8 @@ intervals; the Holm step only decides which ``holds`` survive the number of clai
   (:func:`non_inferiority`); the opposite (inferiority beyond the margin) when the upper bound is below
   ``-margin``.
 - **Majority** ("in 26/42 settings"): a count over datasets with a one-sided binomial (sign) test against
-  one half (:func:`majority`); with six datasets only 6/6 can reach ``holds`` and 0/6 ``does not hold``.
+  one half (:func:`majority`); with six datasets only 6/6 can reach ``holds`` (p = 1/64) and 0/6 ``does not
+  hold``; with five, none can (p = 1/32 > 0.025).
 - **Every setting** ("in every setting"): an intersection-union test (Berger 1982): it holds when every
   setting's own test holds, so its p-value is the largest of theirs, and does not hold when any setting
   establishes the opposite (:func:`every_setting`).
@@ -29,6 +32,9 @@ import numpy as np
 from scipy import stats
 
 LEVEL = 0.95
+#: One-sided significance level of every rule: a 95 % two-sided interval lies above the null exactly when the
+#: one-sided p-value is below 0.025.
+ALPHA = (1.0 - LEVEL) / 2.0
 #: Non-inferiority margins, fixed before the run (docs/results.md): accuracy in [0, 1] (1 point), mean |cos|,
 #: and the coverage of 95 % Monte Carlo intervals by a theory (at least 0.90).
 MARGINS = {"accuracy": 0.01, "stability": 0.02, "coverage": 0.05}
@@ -36,7 +42,7 @@ HOLDS, FAILS, INCONCLUSIVE, UNTESTED = "holds", "does not hold", "inconclusive",
 
 __all__ = ["seed_interval", "mean_interval", "wilson_interval", "TEST_TRAIN_RATIO", "Test", "superiority",
            "non_inferiority", "majority", "every_setting", "holm", "apply_holm",
-           "t_test_from_interval", "MARGINS", "LEVEL", "HOLDS", "FAILS", "INCONCLUSIVE", "UNTESTED"]
+           "t_test_from_interval", "MARGINS", "LEVEL", "ALPHA", "HOLDS", "FAILS", "INCONCLUSIVE", "UNTESTED"]
 
 
 @dataclass(frozen=True)
@@ -60,10 +66,9 @@ class Test:
 
     @property
     def verdict(self) -> str:
-        alpha = 1 - LEVEL
-        if np.isfinite(self.p) and self.p < alpha:
+        if np.isfinite(self.p) and self.p < ALPHA:
             return HOLDS
-        if np.isfinite(self.p_opposite) and self.p_opposite < alpha:
+        if np.isfinite(self.p_opposite) and self.p_opposite < ALPHA:
             return FAILS
         return INCONCLUSIVE
 
@@ -211,7 +216,7 @@ def holm(pvalues) -> np.ndarray:
 def apply_holm(tests) -> tuple:
     """Holm step over a table's tests (None for an untested row): returns (adjusted p-values, verdicts).
 
-    A claim keeps ``holds`` only if its Holm-adjusted p-value is below ``1 - LEVEL``; ``does not hold`` and
+    A claim keeps ``holds`` only if its Holm-adjusted p-value is below :data:`ALPHA`; ``does not hold`` and
     ``inconclusive`` are per claim; untested rows get ``--``."""
     p = np.array([t.p if t is not None else np.nan for t in tests], dtype=float)
     adjusted = holm(p)
@@ -219,7 +224,7 @@ def apply_holm(tests) -> tuple:
     for t, pa in zip(tests, adjusted):
         if t is None:
             verdicts.append(UNTESTED)
-        elif np.isfinite(pa) and pa < 1 - LEVEL:
+        elif np.isfinite(pa) and pa < ALPHA:
             verdicts.append(HOLDS)
         elif t.verdict == FAILS:
             verdicts.append(FAILS)

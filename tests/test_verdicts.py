@@ -43,6 +43,7 @@ def test_non_inferiority_is_judged_against_the_margin(mean, expected):
 def test_majority_is_a_sign_test_and_six_datasets_need_six_wins():
     assert verdicts.majority(6, 6).verdict == HOLDS  # p = 1/64
     assert verdicts.majority(5, 6).verdict == INCONCLUSIVE  # p = 7/64
+    assert verdicts.majority(5, 5).verdict == INCONCLUSIVE  # p = 1/32 > 0.025: five datasets cannot establish it
     assert verdicts.majority(0, 6).verdict == FAILS
     assert verdicts.majority(5, 6).p == pytest.approx(stats.binomtest(5, 6, 0.5, alternative="greater").pvalue)
 
@@ -71,9 +72,23 @@ def test_holm_never_lowers_a_p_value_and_keeps_the_order(p):
 
 
 def test_apply_holm_demotes_a_marginal_holds_when_many_claims_are_tested():
-    marginal = verdicts.Test("s", 0.03, 0.97)
+    marginal = verdicts.Test("s", 0.015, 0.985)
     strong = verdicts.Test("s", 1e-6, 1.0)
     alone, v_alone = verdicts.apply_holm([marginal, None])
     assert v_alone == [HOLDS, "--"]
-    many, v_many = verdicts.apply_holm([marginal, verdicts.Test("s", 0.04, 0.96), strong, strong])
-    assert v_many == [INCONCLUSIVE, INCONCLUSIVE, HOLDS, HOLDS] and many[:2].tolist() == pytest.approx([0.06, 0.06])
+    many, v_many = verdicts.apply_holm([marginal, verdicts.Test("s", 0.02, 0.98), strong, strong])
+    assert v_many == [INCONCLUSIVE, INCONCLUSIVE, HOLDS, HOLDS] and many[:2].tolist() == pytest.approx([0.03, 0.03])
+
+
+@settings(max_examples=60, deadline=None)
+@given(st.lists(st.floats(-1.0, 1.0), min_size=3, max_size=12).filter(lambda v: np.std(v) > 1e-3))
+def test_a_superiority_verdict_never_disagrees_with_its_printed_95_percent_interval(values):
+    """holds exactly when the 95 % interval lies above 0, does not hold exactly when it lies below 0."""
+    mean, low, high = _interval(values)
+    verdict = verdicts.superiority(mean, low, high, df=len(values) - 1).verdict
+    if low > 1e-9:
+        assert verdict == HOLDS
+    elif high < -1e-9:
+        assert verdict == FAILS
+    elif low < -1e-9 and high > 1e-9:
+        assert verdict == INCONCLUSIVE
