@@ -278,7 +278,7 @@ def test_default_token_budget_follows_the_models_device(monkeypatch):
     monkeypatch.setattr(E, "length_batches", spy)
     model, tok = tiny_model("llama", seed=0, n_layers=2), tiny_tokenizer()
     E.hidden_states(model, tok, PROMPTS[:3], progress=False)
-    monkeypatch.setattr(E, "_model_device", lambda m: torch.device("cuda", 0))
+    monkeypatch.setitem(E.MAX_BATCH_TOKENS, "cpu", 16384)  # the default is read per call from the model's device
     E.hidden_states(model, tok, PROMPTS[:3], progress=False)
     E.hidden_states(model, tok, PROMPTS[:3], progress=False, max_batch_tokens=7)
     assert seen == [512, 16384, 7]

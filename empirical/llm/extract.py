@@ -372,13 +372,6 @@ def default_max_batch_tokens(device) -> int:
     return MAX_BATCH_TOKENS["cpu" if kind == "cpu" else "accelerator"]
 
 
-def _model_device(model):
-    try:
-        return next(model.parameters()).device
-    except StopIteration:
-        return "cpu"
-
-
 def _hidden_size(model, blocks):
     cfg = getattr(model, "config", None)
     for attr in ("hidden_size", "n_embd", "d_model"):
@@ -459,7 +452,7 @@ def hidden_states(
     """
     batch_size = check_int(batch_size, "batch_size")
     if max_batch_tokens is None:
-        max_batch_tokens = default_max_batch_tokens(_model_device(model))
+        max_batch_tokens = default_max_batch_tokens(input_device(model))
     max_batch_tokens = check_int(max_batch_tokens, "max_batch_tokens")
     max_length = None if max_length is None else check_int(max_length, "max_length")
     if pooling is None:
