@@ -23,12 +23,13 @@ from .style import method_color
 DATASETS = ("stsa", "cities", "common", "counterfact", "hateeval", "sarcasm", "coinflip")
 METHODS = ("RAPTOR", "DiffMeans", "GCS", "xRFM")
 #: The full run: 100 held-out prompts (50 per class; selection and report halves of 50), 16 generation prompts of
-#: 32 new tokens, the two best screened settings per method and direction go to stage 2 (docs/steering.md).
+#: 32 new tokens, the two best screened settings per method and direction go to stage 2, where RAPTOR's best
+#: one is also measured at prompt and at all positions (the baselines at the answer positions: docs/steering.md).
 FULL = dict(datasets=DATASETS, methods=METHODS, n_prompts=100, n_generate=16, max_new_tokens=32, gcs_probes=50,
-            n_candidates=2, stage2_positions=("prompt", "all"))
+            n_candidates=2, stage2_positions=("prompt", "all"), twin_methods=("RAPTOR",))
 #: ``--quick``: a look at the pipeline, not a measurement (one dataset, RAPTOR, 8 prompts, every stage).
 QUICK = dict(datasets=("stsa",), methods=("RAPTOR",), n_prompts=8, n_generate=2, max_new_tokens=8, gcs_probes=20,
-             n_candidates=1, stage2_positions=("all",))
+             n_candidates=1, stage2_positions=("all",), twin_methods=("RAPTOR",))
 
 
 #: Mean prompt tokens per dataset (SmolLM2's tokenizer, first 300 prompts): the timing model's input.
@@ -51,7 +52,7 @@ def full_run_seconds(scale=None, measurable=None) -> float:
             methods=scale["methods"], n_candidates=scale["n_candidates"],
             n_twin_positions=len(scale["stage2_positions"]),
             n_generate=scale["n_generate"], max_new_tokens=scale["max_new_tokens"],
-            measurable=measurable is None or name in measurable)["total"]
+            twin_methods=scale["twin_methods"], measurable=measurable is None or name in measurable)["total"]
     return total
 
 
@@ -76,7 +77,7 @@ def dataset_table(name, mdl, tok, H, ds, *, data_dir=None, quick=False, progress
                                 methods=scale["methods"], n_generate=scale["n_generate"],
                                 max_new_tokens=scale["max_new_tokens"], gcs_probes=scale["gcs_probes"], batch_size=50,
                                 progress=progress, staged=True, n_candidates=scale["n_candidates"], n_jobs=n_jobs,
-                                stage2_positions=scale["stage2_positions"])
+                                stage2_positions=scale["stage2_positions"], twin_methods=scale["twin_methods"])
     return table
 
 

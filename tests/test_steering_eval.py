@@ -286,6 +286,43 @@ def test_staged_stops_at_a_dataset_whose_read_out_is_not_valid(setup, monkeypatc
     assert calls == ["validity"] and table.stage.tolist() == ["validity"] and not table.measurable.any()
 
 
+def test_staged_fits_the_vectors_only_for_a_valid_read_out(setup, monkeypatch):
+    """Vectors given as a function are fitted after the validity stage, and only when the read-out is valid."""
+    model, tok, probes, accuracy = setup
+    fits = []
+
+    def fit():
+        fits.append(1)
+        return {"RAPTOR": probes}, accuracy
+
+    def run():
+        return SE.evaluate_staged(model, tok, PROMPTS, LABELS, fit, None, {layer: 1.0 for layer in range(1, L + 1)},
+                                  [SE.SteeringSetting("additive", "best", 0.5, "answer")], answer_words=WORDS,
+                                  stem=STEM, batch_size=4, n_candidates=1, stage2_positions=("all",))
+
+    monkeypatch.setattr(SE, "MIN_AUC", 1.01)  # nothing is measurable: nothing is fitted
+    table, _ = run()
+    assert fits == [] and table.stage.tolist() == ["validity"]
+    monkeypatch.setattr(SE, "MIN_AUC", 0.0)
+    monkeypatch.setattr(SE, "MIN_MASS", 0.0)
+    table, _ = run()
+    assert fits == [1] and "candidate" in set(table.stage)  # measured past validity
+
+
+def test_position_twins_only_for_the_twin_methods(setup, monkeypatch):
+    monkeypatch.setattr(SE, "MIN_AUC", 0.0)
+    monkeypatch.setattr(SE, "MIN_MASS", 0.0)
+    monkeypatch.setattr(SE, "MASS_GATE", 0.0)
+    _, _, probes, _ = setup
+    vectors = {"RAPTOR": probes, "DiffMeans": probes}
+    setting = [SE.SteeringSetting("additive", "best", 0.5, "answer")]
+    for twin_methods, expected in ((None, {"RAPTOR", "DiffMeans"}), (("RAPTOR",), {"RAPTOR"})):
+        table, _ = _run(setup, setting, vectors=vectors, measure=SE.evaluate_staged, n_candidates=1,
+                        stage2_positions=("all",), twin_methods=twin_methods)
+        assert set(table[table.positions == "all"].method) == expected
+        assert set(table[table.positions == "answer"].method) == {"RAPTOR", "DiffMeans"}
+
+
 def test_screen_candidates_keeps_the_best_that_keep_the_mass():
     rows = pd.DataFrame(dict(dataset="d", method="R", direction="towards", half="selection",
                              setting=["a", "b", "c", "d"], concept_specific_shift=[0.1, 0.9, 0.5, 0.3],
@@ -315,7 +352,10 @@ def test_the_timing_model_counts_the_work():
                                n_twins=0)["candidate"] == 30
     longer = SE.estimate_seconds(n_prompts=10, prompt_tokens=11, stem_tokens=1, methods=("RAPTOR",), costs=costs)
     assert longer["total"] == pytest.approx(2 * base["total"])  # linear in the prompt's tokens
-    assert set(SE.estimate_seconds(measurable=False)) == {"fit", "validity", "total"}
+    assert SE.estimate_seconds(n_prompts=10, prompt_tokens=5, stem_tokens=1, methods=("RAPTOR", "GCS"),
+                               costs=dict(costs, fit=dict(RAPTOR=0.0, GCS=0.0)),
+                               twin_methods=("RAPTOR",))["candidate"] == base["candidate"]  # GCS: no twins
+    assert set(SE.estimate_seconds(measurable=False)) == {"validity", "total"}  # nothing fitted
     from paper_figures.__main__ import SECTION_SECONDS
     from paper_figures.steering_text import full_run_seconds
     assert SECTION_SECONDS["steering_text"] == round(full_run_seconds())

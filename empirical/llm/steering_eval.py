@@ -627,7 +627,7 @@ class _Measurement:
                 raise ValueError(f"max_new_tokens (--max-new-tokens) must be at most the model's {limit} positions "
                                  f"minus the longest generation prompt's {max(map(len, self.gen_ids))} tokens, got "
                                  f"{max_new_tokens}")
-        self.model, self.tokenizer, self.labels, self.vectors, self.norms = model, tokenizer, labels, vectors, norms
+        self.model, self.tokenizer, self.labels = model, tokenizer, labels
         self.answer_words, self.stem = tuple(answer_words), stem
         self.directions, self.dataset = tuple(directions), dataset
         self.max_new_tokens, self.sentiment, self.progress = max_new_tokens, sentiment, progress
@@ -636,18 +636,8 @@ class _Measurement:
         self.core, self.device = base_model(model), input_device(model)
         self.pad = tokenizer.pad_token_id if tokenizer.pad_token_id is not None else 0
         self.eos = tokenizer.eos_token_id
-        self.plan = []  # (method, setting, layers)
-        for method, probes in vectors.items():
-            has_coef = all(probes[layer].coef is not None for layer in probes)
-            for setting in settings:
-                if setting.kind == "gcav" and not has_coef:
-                    continue
-                layers = choose_layers(setting, probes, validation_accuracy.get(method, {}), n_layers)
-                if setting.kind == "additive":
-                    missing = [layer for layer in layers if layer not in norms]
-                    if missing:
-                        raise ValueError(f"setting {setting.name!r} is additive: norms lack layers {missing}")
-                self.plan.append((method, setting, layers))
+        self.n_layers = n_layers
+        self.set_vectors(vectors, validation_accuracy, norms, settings)
         self.draws = random_units(range(1, n_layers + 1), hidden_size, seed, self.n_random)
         n = len(prompts)
         self.halves = split_halves(n)
@@ -657,6 +647,23 @@ class _Measurement:
         if self.gen_ids is not None:
             self.gen_halves = np.where(np.arange(len(self.gen_ids)) % 2 == 0, "selection", "report")
             self.gen0 = self._gen_store()
+
+    def set_vectors(self, vectors, validation_accuracy, norms, settings) -> None:
+        """The plan (method, setting, layers) of every method's concept vectors and setting; an empty ``vectors``
+        gives an empty plan (the unsteered read-out only, e.g. the validity stage before any vector is fitted)."""
+        plan = []
+        for method, probes in vectors.items():
+            has_coef = all(probes[layer].coef is not None for layer in probes)
+            for setting in settings:
+                if setting.kind == "gcav" and not has_coef:
+                    continue
+                layers = choose_layers(setting, probes, validation_accuracy.get(method, {}), self.n_layers)
+                if setting.kind == "additive":
+                    missing = [layer for layer in layers if layer not in norms]
+                    if missing:
+                        raise ValueError(f"setting {setting.name!r} is additive: norms lack layers {missing}")
+                plan.append((method, setting, layers))
+        self.vectors, self.norms, self.plan = vectors, norms, plan
 
     # ----------------------------------------------------------------------------------------- entries
     def entries(self, plan=None) -> list:
@@ -949,7 +956,7 @@ def evaluate_staged(model, tokenizer, prompts, labels, vectors: dict, validation
                     n_random: int = MIN_RANDOM, seed: int = 0, generation_prompts=None, max_new_tokens: int = 32,
                     sentiment: bool = False, batch_size: int = 16, dataset: str = "dataset", progress: bool = False,
                     n_candidates: int = 2, n_twins: int = 1, stage2_positions=("prompt", "all"),
-                    on_stage=None) -> tuple:
+                    twin_methods=None, on_stage=None) -> tuple:
     """A strength sweep measured in stages (as AxBench and CAA screen before they generate).
 
     0. **Validity**: the unsteered read-out of every prompt; a dataset whose read-out does not track the concept
@@ -967,8 +974,10 @@ def evaluate_staged(model, tokenizer, prompts, labels, vectors: dict, validation
        each group (:func:`select_operating_points`) is one of them, chosen on the selection half.
 
     No report-half prompt is read before stage 3. Parameters as :func:`evaluate_steering`; ``settings`` must edit
-    the answer positions; ``on_stage(stage, entries, prompt_indices)`` is called before each measurement (a
-    hook for progress and tests).
+    the answer positions; ``vectors`` may also be a function returning (vectors, validation_accuracy), called
+    only when the read-out is valid (a dataset that stops at validity fits nothing); ``twin_methods`` limits the
+    stage-2 position twins to those methods (default: every method); ``on_stage(stage, entries,
+    prompt_indices)`` is called before each measurement (a hook for progress and tests).
 
     Returns
     -------
@@ -984,7 +993,8 @@ def evaluate_staged(model, tokenizer, prompts, labels, vectors: dict, validation
             raise ValueError(f"stage2_positions must be among 'prompt', 'all', got {p!r}")
     n_candidates = check_int(n_candidates, "n_candidates", minimum=1)
     n_twins = check_int(n_twins, "n_twins", minimum=0)
-    m = _Measurement(model, tokenizer, prompts, labels, vectors, validation_accuracy, norms, settings,
+    lazy = callable(vectors)
+    m = _Measurement(model, tokenizer, prompts, labels, {} if lazy else vectors, validation_accuracy, norms, settings,
                      answer_words=answer_words, stem=stem, directions=directions, n_random=n_random, seed=seed,
                      generation_prompts=generation_prompts, max_new_tokens=max_new_tokens, sentiment=sentiment,
                      batch_size=batch_size, dataset=dataset, progress=progress)
@@ -997,6 +1007,8 @@ def evaluate_staged(model, tokenizer, prompts, labels, vectors: dict, validation
         return _table([dict(dataset=dataset, method="--", setting="unsteered", half="all", stage="validity",
                             n_prompts=len(m.halves), answer_mass_unsteered=mass, auc_unsteered=auc, measurable=False,
                             stem=stem, n_random=m.n_random, n_generated=0)]), m.per_prompt()
+    if lazy:
+        m.set_vectors(*vectors(), norms, settings)
     # stage 1: the whole grid at the answer position, selection half
     screen = m.entries()
     notify("screen", screen, selection)
@@ -1006,7 +1018,8 @@ def evaluate_staged(model, tokenizer, prompts, labels, vectors: dict, validation
     chosen = screen_candidates(screened, n_candidates)
     keys = _keys(chosen)
     candidates = [e for e in screen if _key(e) in keys]
-    best = _keys(screen_candidates(screened, min(n_twins, n_candidates)))
+    twin_from = screened if twin_methods is None else screened[screened["method"].isin(list(twin_methods))]
+    best = _keys(screen_candidates(twin_from, min(n_twins, n_candidates)))
     twins = [(method, SteeringSetting(s.kind, s.layers, s.strength, p), layers, d)
              for method, s, layers, d in candidates if _key((method, s, layers, d)) in best for p in stage2_positions]
     kept = []
@@ -1069,17 +1082,18 @@ COST_SECONDS = dict(token=8.7e-3, step=13.7e-3, fit=dict(RAPTOR=61.0, DiffMeans=
 def estimate_seconds(n_prompts: int = 100, prompt_tokens: float = 55.0, stem_tokens: int = 5, n_settings: int = 67,
                      methods=("RAPTOR", "DiffMeans", "GCS", "xRFM"), n_directions: int = 2, n_random: int = MIN_RANDOM,
                      n_candidates: int = 2, n_twins: int = 1, n_twin_positions: int = 2, n_generate: int = 16,
-                     max_new_tokens: int = 32, measurable: bool = True, costs=None) -> dict:
+                     max_new_tokens: int = 32, measurable: bool = True, twin_methods=None, costs=None) -> dict:
     """Seconds one dataset of :func:`evaluate_dataset` (staged) takes, by stage, from the work it does and
     :data:`COST_SECONDS`; an upper bound (every candidate passes every gate).
 
     Work per stage (``h`` = n_prompts / 2, ``T`` = prompt + stem tokens, ``E`` = 1 + n_random read-outs per edit,
-    ``C`` = methods x directions x n_candidates, ``W`` = methods x directions x n_twins x n_twin_positions,
-    ``g`` = n_generate / 2):
+    ``C`` = methods x directions x n_candidates, ``W`` = twin methods (default: every method) x directions x
+    n_twins x n_twin_positions, ``g`` = n_generate / 2; a dataset that is not ``measurable`` stops after validity
+    and fits nothing):
 
     ========== ==================================================================================
-    fit        the methods' concept vectors on every layer
     validity   n_prompts x T tokens + n_prompts steps (unsteered read-out)
+    fit        the methods' concept vectors on every layer
     screen     h x T tokens + n_settings x directions x E x h steps
     candidate  h x T tokens + W x E x h x T tokens (prompt / all positions re-run the prompt)
     generate   per half: (C + W) x 2 (concept, random) x g x max_new_tokens x 2 (generate, perplexity) steps
@@ -1102,10 +1116,12 @@ def estimate_seconds(n_prompts: int = 100, prompt_tokens: float = 55.0, stem_tok
     token, step = costs["token"], costs["step"]
     T, h, E = prompt_tokens + stem_tokens, n_prompts / 2, 1 + n_random
     C = len(methods) * n_directions * n_candidates
-    W = len(methods) * n_directions * min(n_twins, n_candidates) * n_twin_positions
+    twin_methods = methods if twin_methods is None else [m for m in methods if m in twin_methods]
+    W = len(twin_methods) * n_directions * min(n_twins, n_candidates) * n_twin_positions
     g = n_generate / 2
-    out = dict(fit=float(sum(costs["fit"][m] for m in methods)), validity=n_prompts * (T * token + step))
+    out = dict(validity=n_prompts * (T * token + step))
     if measurable:
+        out["fit"] = float(sum(costs["fit"][m] for m in methods))
         gen = 2 * ((C + W) * 2 * g * max_new_tokens * 2 + g * max_new_tokens * 2) * step
         out.update(screen=h * T * token + n_settings * n_directions * E * h * step,
                    candidate=h * T * token + W * E * h * T * token, generate=gen,
@@ -1225,14 +1241,16 @@ def evaluate_dataset(model, tokenizer, dataset, H, settings, *, eval_dataset=Non
                      stem: str = ANSWER_STEM, directions=("towards", "away"), n_random: int = MIN_RANDOM, seed: int = 0,
                      n_generate: int = 16, max_new_tokens: int = 32, batch_size: int = 16, split_seed: int = 42,
                      gcs_probes: int = 50, progress: bool = False, staged: bool = False,
-                     n_candidates: int = 2, n_jobs: int = 1, stage2_positions=("prompt", "all")) -> tuple:
+                     n_candidates: int = 2, n_jobs: int = 1, stage2_positions=("prompt", "all"),
+                     twin_methods=None) -> tuple:
     """Steering of one dataset, end to end: answer words checked first, concept vectors fitted on the
     train/validation split of ``H`` (unless ``vectors`` = (vectors, validation accuracies) is given), held-out
     prompts (``eval_dataset``'s rows, e.g. ``stsa.binary.test``, else the test split; classes alternating), median
     state norms of train + validation, then :func:`evaluate_steering`. Generation: the neutral prompts for
     sentiment datasets (VADER), else the first ``n_generate`` held-out prompts; ``n_generate=0`` skips it.
     ``staged`` runs :func:`evaluate_staged` (a sweep: ``paper_figures --only steering_text``) with
-    ``n_candidates``, else :func:`evaluate_steering`; ``n_jobs`` fits the layers in parallel.
+    ``n_candidates``, ``stage2_positions`` and ``twin_methods`` (the vectors are fitted after the validity stage,
+    only for a valid read-out), else :func:`evaluate_steering`; ``n_jobs`` fits the layers in parallel.
 
     Returns
     -------
@@ -1246,8 +1264,11 @@ def evaluate_dataset(model, tokenizer, dataset, H, settings, *, eval_dataset=Non
     y = np.asarray(dataset.labels)
     split = paper_split(y, random_state=split_seed)
     if vectors is None:
-        vectors = method_vectors(H, y, split, methods=methods, gcs_probes=gcs_probes, progress=progress, n_jobs=n_jobs)
-    vecs, accuracy = vectors
+        def fit():
+            return method_vectors(H, y, split, methods=methods, gcs_probes=gcs_probes, progress=progress,
+                                  n_jobs=n_jobs)
+
+        vectors = fit if staged else fit()  # staged: fitted only when the read-out is valid
     pool = np.sort(np.r_[split[0], split[1]])
     norms = {layer: float(np.median(np.linalg.norm(np.asarray(H[layer][pool], dtype=np.float32), axis=1)))
              for layer in range(1, H.shape[0])}
@@ -1265,7 +1286,9 @@ def evaluate_dataset(model, tokenizer, dataset, H, settings, *, eval_dataset=Non
     kw = dict(answer_words=words, stem=stem, directions=directions, n_random=n_random, seed=seed,
               generation_prompts=generation, max_new_tokens=max_new_tokens, sentiment=sentiment, batch_size=batch_size,
               dataset=dataset.name, progress=progress)
+    labels = np.asarray(source.labels)[chosen]
     if staged:
-        kw.update(n_candidates=n_candidates, stage2_positions=stage2_positions)
-    measure = evaluate_staged if staged else evaluate_steering
-    return measure(model, tokenizer, prompts, np.asarray(source.labels)[chosen], vecs, accuracy, norms, settings, **kw)
+        return evaluate_staged(model, tokenizer, prompts, labels, vectors, None, norms, settings,
+                               n_candidates=n_candidates, stage2_positions=stage2_positions,
+                               twin_methods=twin_methods, **kw)
+    return evaluate_steering(model, tokenizer, prompts, labels, *vectors, norms, settings, **kw)
