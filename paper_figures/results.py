@@ -35,6 +35,12 @@ FIGURES = (
     ("steering_metrics", "Steering",
      "Adaptive GCAV steering with RAPTOR concept vectors: success and intervention rates per setting, and the "
      "median |alpha| each layer needs (the hard layers are the peaks)."),
+    ("steering_text", "Steering measured by the model's answer",
+     "Concept-specific shift of the answer log-odds (the steered shift minus that of random directions of the same "
+     "|alpha| per layer and position) against the perplexity ratio of generated text, on the held-out report half, "
+     "one curve per method, kind, layer choice and edited positions over the strengths that passed the gates on the "
+     "selection half; upper left is best (docs/steering.md). The table lists each group's operating point chosen on "
+     "the selection half and measured on the report half."),
     ("structure_scatter", "The delta-sweep structure predictor",
      "Predicted accuracy (from the labelled pool: its labels train the oracle) against true test accuracy "
      "along the sweep of delta = n/p, per "
@@ -60,6 +66,7 @@ FIGURE_TABLES = {
     "cost_dumbbell": ("cost_median_fit_time_s",),
     "stability_by_layer": ("stability_summary",),
     "steering_metrics": ("steering_summary", "steering_hard_layers"),
+    "steering_text": ("steering_text_summary",),
     "structure_scatter": ("structure_summary",),
     "spectral_*": ("spectral_agreement",),
     "finite_size_convergence": ("finite_size_slopes",),

@@ -231,6 +231,9 @@ def test_publish_writes_a_small_committable_copy(tmp_path):
     fig, ax = plt.subplots(figsize=(15, 4.4))  # as wide as the spectral section's figures
     ax.plot([0, 1], [0, 1])
     output.save_figure(fig, run, "spectral_stsa")
+    fig, ax = plt.subplots()  # the behavioural steering figure (its own section draws it)
+    ax.plot([0, 1], [1, 0])
+    output.save_figure(fig, run, "steering_text")
     write_results(run)
     with open(run / "RESULTS.md", "a") as f:  # a long table is linked, not embedded
         f.write("Numbers: [tables/long.csv](tables/long.csv) (50 rows).\n")
