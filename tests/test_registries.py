@@ -10,8 +10,7 @@ import pytest
 
 from empirical.files import sha256_file
 from empirical.llm import datasets
-from empirical.probes import DifferenceOfMeans
-from empirical.probes import registry as methods_registry
+from empirical.probes import DifferenceOfMeans, registry as methods_registry
 
 TOY_METHOD = "ToyMeans"
 TOY_DATASET = "toyreviews"

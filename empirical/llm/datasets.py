@@ -453,12 +453,12 @@ def _known_sums() -> dict:
     return {f: d for s in _REGISTRY.values() for f, d in s.sha256.items()}
 
 
-def _labelled(df: pd.DataFrame, text_column, label_column, path: Path, **extra) -> pd.DataFrame:
+def _labelled(df: pd.DataFrame, text_column, label_column, path: Path, keep=()) -> pd.DataFrame:
     """A reader's table: ``text`` and 0/1 ``label`` from the named columns of ``df`` (errors name the file), plus
-    ``extra`` columns of ``df`` kept under their names."""
+    the columns ``keep`` of ``df`` under their names."""
     table = pd.DataFrame({"text": _column(df, text_column, path).tolist(),
                           "label": _binary_column(df, label_column, path)})
-    for column in extra.values():
+    for column in keep:
         table[column] = _column(df, column, path).to_numpy()
     return table
 
@@ -480,7 +480,7 @@ def read_stsa(path: Path) -> pd.DataFrame:
 def read_statements(path: Path) -> pd.DataFrame:
     """A CSV of ``statement`` and 0/1 ``label`` (cities, Counterfact; Counterfact's ``subject`` is kept)."""
     df = _read_delimited(path)
-    return _labelled(df, "statement", "label", path, **({"subject": "subject"} if "subject" in df else {}))
+    return _labelled(df, "statement", "label", path, keep=[c for c in ("subject",) if c in df])
 
 
 def read_common(path: Path) -> pd.DataFrame:
