@@ -26,13 +26,13 @@ from cgmt.cli_errors import debug_requested, run_command
 from .files import refuse_overwriting_inputs, save_figure, write_csv, write_json
 from .llm import datasets
 from .llm.cache import ExtractionCache
-from .probes.baselines import DifferenceOfMeans, GCSProbe, LogRegCVProbe, XRFMProbe
 from .probes.concept_vectors import ConceptVectors
 from .probes.interop import export_control_vector, export_directions
 from .probes.layers import fit_layers, paper_split
 from .probes.learning_curves import labels_needed, predict_learning_curve
 from .probes.persistence import file_pair, load_concept_vectors, save_concept_vectors
 from .probes.raptor import RaptorProbe
+from .probes.registry import get_method, method_names, methods
 from .probes.spectral_prediction import estimate_pool_model
 from .probes.stability import stability
 from .probes.structure import MAX_SEEDS, delta_sweep, stratified_subsample
@@ -100,10 +100,9 @@ def _add_common(p, multi_dataset=False):
     d = p.add_argument_group("data")
     if multi_dataset:
         d.add_argument("--dataset", nargs="+", metavar="NAME",
-                       help="one or more of stsa cities common counterfact hateeval sarcasm coinflip, or 'all'")
+                       help=f"one or more of {' '.join(datasets.dataset_names())}, or 'all'")
     else:
-        d.add_argument("--dataset", metavar="NAME",
-                       help="stsa | cities | common | counterfact | hateeval | sarcasm | coinflip")
+        d.add_argument("--dataset", metavar="NAME", help=" | ".join(datasets.dataset_names()))
     d.add_argument("--table", type=nonempty_path, metavar="FILE", help="your own CSV/TSV/JSONL instead of --dataset")
     d.add_argument("--text-column", help="text column of --table")
     d.add_argument("--label-column", help="label column of --table (0/1, True/False, yes/no)")
@@ -153,7 +152,7 @@ def _load_datasets(args, names):
             raise ValueError(f"--{option.replace('_', '-')} only applies to --table")
     if not names:
         raise ValueError("give --dataset NAME (or --table FILE --text-column ... --label-column ...)")
-    names = list(datasets.DATASETS) if names == ["all"] else names
+    names = list(datasets.dataset_names()) if names == ["all"] else names
     return [datasets.load(n, args.data_dir, max_per_class=cap, verify=not args.no_verify, template=args.template)
             for n in names]
 
@@ -263,9 +262,7 @@ def cmd_extract(args):
 
 def cmd_probe(args):
     dsets = _load_datasets(args, args.dataset)
-    unknown = [n for n in args.baselines if n not in BASELINES]
-    if unknown:
-        raise ValueError(f"unknown baseline(s) {unknown} for --baselines; choose from {sorted(BASELINES)}")
+    baselines = _baselines(args.baselines)
     out = _out(args, ["probe_summary.csv", *(f"{stem}_{ds.name}.{ext}" for ds in dsets
                                              for stem, ext in (("probe", "csv"), ("probe", "json"), ("probe", "png"),
                                                                ("probes", "safetensors"), ("probes", "json")))])
@@ -279,8 +276,8 @@ def cmd_probe(args):
                          progress=not args.no_progress)
         table = _probe_table(fit)
         val_best = fit.best_layer
-        if args.baselines:
-            table = table.merge(_baseline_table(H, ds.labels, layers, fit.split, args.baselines, not args.no_progress),
+        if baselines:
+            table = table.merge(_baseline_table(H, ds.labels, layers, fit.split, baselines, not args.no_progress),
                                 on="layer")
         write_csv(out / f"probe_{ds.name}.csv", table)
         save_concept_vectors(out / f"probes_{ds.name}",
@@ -309,14 +306,29 @@ def cmd_probe(args):
     return 0
 
 
-BASELINES = {"dom": DifferenceOfMeans, "lrcv": LogRegCVProbe, "gcs": GCSProbe, "xrfm": XRFMProbe}
-
-
-def _baseline_table(H, y, layers, split, names, progress):
-    """Test accuracy and fit seconds of each baseline per layer, on the split the RAPTOR probes used."""
-    table = None
+def _baselines(names) -> list:
+    """The registry's entries of ``--baselines`` (any method but RAPTOR, by name or short name:
+    :mod:`empirical.probes.registry`); ``ValueError`` naming the option and the choices otherwise."""
+    choices = [m.cli_name for m in methods() if m.name != "RAPTOR"]
+    specs = []
     for name in names:
-        fit = fit_layers(H, y, layers=layers, estimator=BASELINES[name](), split=split, progress=progress)
+        try:
+            spec = get_method(name)
+        except ValueError:
+            spec = None
+        if spec is None or spec.name == "RAPTOR":
+            raise ValueError(f"unknown baseline {name!r} for --baselines; choose from {', '.join(choices)}")
+        specs.append(spec)
+    return specs
+
+
+def _baseline_table(H, y, layers, split, specs, progress):
+    """Test accuracy and fit seconds of each baseline (registry entries) per layer, on the split the RAPTOR probes
+    used; columns ``<cli_name>_test_accuracy`` and ``<cli_name>_fit_time_s``."""
+    table = None
+    for spec in specs:
+        name = spec.cli_name
+        fit = fit_layers(H, y, layers=layers, estimator=spec.estimator(), split=split, progress=progress)
         part = fit.summary[["layer", "fit_time_s", "test_accuracy"]].rename(
             columns={"fit_time_s": f"{name}_fit_time_s", "test_accuracy": f"{name}_test_accuracy"})
         table = part if table is None else table.merge(part, on="layer")
@@ -418,8 +430,9 @@ def cmd_steer(args):
                                       methods=args.methods, layers=layers, progress=not args.no_progress)
         if args.tau is not None and probes_given is None:
             vectors = _tau_filter(vectors, args.tau)
-        eval_ds = datasets.load("stsa", args.data_dir, max_per_class=None, verify=not args.no_verify, split="test") \
-            if ds.name == "stsa" and not args.table else None
+        # a dataset with its own held-out file (stsa.binary.test) is steered on it
+        eval_ds = datasets.load(ds.name, args.data_dir, max_per_class=None, verify=not args.no_verify, split="test") \
+            if not args.table and datasets.get_dataset(ds.name).test_files else None
         table, _ = evaluation.evaluate_dataset(
             model, tok, ds, H, settings, eval_dataset=eval_ds, n_prompts=args.n_prompts, vectors=vectors,
             answer_words=words[ds.name], stem=args.stem, directions=["towards", "away"] if args.direction == "both"
@@ -645,7 +658,8 @@ def build_parser():
     _add_common(p, multi_dataset=True)
     p.add_argument("--layers", type=_layers_arg, help="'all', '1-30' or '5,10' (default 1..L)")
     p.add_argument("--baselines", nargs="*", default=[], metavar="NAME",
-                   help="also fit baselines: dom (difference of means), lrcv (LogisticRegressionCV), gcs, xrfm")
+                   help="also fit baselines, by short name: " + ", ".join(
+                       f"{m.cli_name} ({m.name})" for m in methods() if m.name != "RAPTOR"))
     p.add_argument("--jobs", type=worker_count("layer fits"), default=1,
                    help="parallel layer fits (joblib), at most the CPU cores")
     p.set_defaults(func=cmd_probe)
@@ -680,7 +694,7 @@ def build_parser():
     p.add_argument("--strengths", type=number_list(0.0, 10.0, low_open=True, sort=True),
                    default=[0.05, 0.1, 0.2, 0.4, 0.8],
                    help="additive multiples k of the median hidden-state norm for --sweep, in (0, 10]")
-    p.add_argument("--methods", nargs="+", choices=["RAPTOR", "DiffMeans", "GCS", "xRFM"], default=["RAPTOR"],
+    p.add_argument("--methods", nargs="+", choices=method_names("steering"), default=["RAPTOR"],
                    help="concept vectors compared (xRFM: additive settings only)")
     p.add_argument("--positions", choices=["prompt", "answer", "all"], help="override the setting's edited positions")
     p.add_argument("--answer-words", help="concept word and its opposite, e.g. 'Yes,No' (default: the dataset's pair)")

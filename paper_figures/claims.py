@@ -28,6 +28,8 @@ import numpy as np
 import pandas as pd
 from scipy import stats
 
+from empirical.llm.datasets import dataset_names
+
 from . import verdicts as rules
 from .output import load_table
 from .predictor_claims import predictor_claims
@@ -35,8 +37,11 @@ from .verdicts import MARGINS, Test, mean_interval, seed_interval, wilson_interv
 
 #: The split seed of the paper's fixed split (the other steps use it; the repeats add more seeds).
 PAPER_SPLIT_SEED = 42
-#: The paper's six-dataset grid (its averages leave Coinflip out).
-PAPER_DATASETS = ("stsa", "cities", "common", "counterfact", "hateeval", "sarcasm")
+#: The paper's six-dataset grid (its averages leave Coinflip out): the registered datasets marked ``in_paper_grid``
+#: (:func:`empirical.llm.datasets.register_dataset`).
+PAPER_DATASETS = dataset_names(paper_grid=True)
+#: The datasets of the directional-stability comparison (the paper's three).
+STABILITY_DATASETS = ("stsa", "hateeval", "sarcasm")
 #: The grids every accuracy claim is checked on: label -> datasets (the label of the average row is
 #: ``average (<label>)``).  Counterfact's paired statements straddle the paper's random split, so no verdict
 #: may rest on it alone.
@@ -186,7 +191,9 @@ def _accuracy_claims(diffs, acc) -> list:
                            claim="grid-average best-layer accuracy: RAPTOR above GCS and not below xRFM",
                            datasets=grid, paper="0.874 / 0.854 / 0.871 (RAPTOR / GCS / xRFM)",
                            ours=f"{levels}; RAPTOR - GCS {_pts(g)}, RAPTOR - xRFM {_pts(x)}", test=test))
-    for name, label in (("coinflip", "Coinflip (reported separately, not in the paper's averages)"),
+    separate = [(name, f"{name.capitalize()} (reported separately, not in the paper's averages)")
+                for name in dataset_names(paper_grid=False)]
+    for name, label in (*separate,
                         ("counterfact_grouped", "Counterfact on a subject-grouped split (ours; the paper's split "
                                                 "puts each subject's true and false statement on both sides)")):
         rows = acc[acc.dataset == name].set_index("method")
@@ -499,16 +506,15 @@ def claim_rows(out) -> list:
     by_seed = _read(tables, "accuracy_by_seed")
     if by_seed is not None:
         claims += _accuracy_claims(paired_differences(by_seed), accuracy_intervals(by_seed))
-    stab_names = ("stsa", "hateeval", "sarcasm")
-    stab = _concat(tables, [f"stability_{n}" for n in stab_names])
+    stab = _concat(tables, [f"stability_{n}" for n in STABILITY_DATASETS])
     if stab is not None:
         claims += _stability_claims(stability_differences(stab), "the paper's protocol")
-        equal = _concat(tables, [f"stability_equal_data_{n}" for n in stab_names])
+        equal = _concat(tables, [f"stability_equal_data_{n}" for n in STABILITY_DATASETS])
         if equal is not None:
             both = pd.concat([stab[stab.method != "RAPTOR"], equal], ignore_index=True)
             claims += _stability_claims(stability_differences(both, reference=EQUAL_DATA_METHOD),
                                         "equal data: RAPTOR without the train + validation refit")
-    layers = _concat(tables, [f"layers_{n}" for n in PAPER_DATASETS + ("coinflip",)])
+    layers = _concat(tables, [f"layers_{n}" for n in dataset_names()])
     if layers is not None:
         claims += _cost_claim(layers)
     sep = _read(tables, "separability_summary")

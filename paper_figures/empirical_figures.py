@@ -25,10 +25,7 @@ from tqdm.auto import tqdm
 
 from empirical.llm import datasets
 from empirical.probes import (
-    DifferenceOfMeans,
-    GCSProbe,
     RaptorProbe,
-    XRFMProbe,
     fit_layers,
     grouped_split,
     load_concept_vectors,
@@ -40,16 +37,15 @@ from empirical.probes import (
     stability,
 )
 from empirical.probes.real_embedding import real_embedding_stability, theory_lambda
+from empirical.probes.registry import get_method, method_names
 from empirical.probes.structure import delta_sweep
 
 from . import empirical_plots
-from .claims import EQUAL_DATA_METHOD, PAPER_SPLIT_SEED
+from .claims import EQUAL_DATA_METHOD, PAPER_SPLIT_SEED, STABILITY_DATASETS
 from .output import load_table, save_figure, save_json, save_table
 from .progress import RunProgress
 from .stability import plot_real_embedding_stability
 
-DATASETS = ("stsa", "cities", "common", "counterfact", "hateeval", "sarcasm", "coinflip")
-STABILITY_DATASETS = ("stsa", "hateeval", "sarcasm")
 STEER_SETTINGS = (("counterfact", "away", 0.7), ("counterfact", "towards", 0.7), ("hateeval", "towards", None),
                   ("hateeval", "away", None), ("sarcasm", "towards", None), ("sarcasm", "away", None),
                   ("stsa", "away", None), ("stsa", "towards", 0.8))
@@ -61,13 +57,9 @@ GROUPED_VARIANTS = {"counterfact_grouped": "counterfact"}
 
 
 def _methods(quick: bool) -> dict:
-    """The compared estimators (unfitted; cloned per layer and run), by the names the tables use."""
-    return {
-        "RAPTOR": RaptorProbe(),
-        "GCS": GCSProbe(n_probes=20 if quick else 100),
-        "xRFM": XRFMProbe(),
-        "DiffMeans": DifferenceOfMeans(),
-    }
+    """The compared estimators (unfitted; cloned per layer and run), by the names the tables use: every method of
+    the registry's accuracy comparison (:mod:`empirical.probes.registry`; ``quick``: with its quick parameters)."""
+    return {name: get_method(name).estimator(quick) for name in method_names("accuracy")}
 
 
 def layer_table(name, H, y, split, methods, progress=True, vectors_out=None, n_jobs=1) -> pd.DataFrame:
@@ -169,14 +161,14 @@ def separability_control_table(name, H, y, split, layers, seed=0, progress=True,
 
 def stability_table(name, H, y, split, layers, methods, K, progress=True, n_jobs=1) -> pd.DataFrame:
     """Mean |pairwise cosine| over K ablation runs of the train+val pool (the paper's protocol:
-    :func:`empirical.stability`, runs fitted by ``n_jobs`` workers); no row for the difference of means,
-    as in the paper's table."""
+    :func:`empirical.stability`, runs fitted by ``n_jobs`` workers); no row for a registered method outside the
+    registry's stability comparison (the difference of means, as in the paper's table)."""
     pool = np.sort(np.r_[split[0], split[1]])
     rows = []
     for layer in tqdm(layers, desc=f"{name}: stability", disable=not progress, leave=False):
         X = np.asarray(H[layer], dtype=np.float64)[pool]
         for method, estimator in methods.items():
-            if method == "DiffMeans":
+            if method in method_names() and method not in method_names("stability"):
                 continue
             r = stability(estimator, X, y[pool], K=K, seed=0, n_jobs=n_jobs)
             rows.append(dict(dataset=name, layer=layer, method=method, robust=float(r.robust),
@@ -196,6 +188,14 @@ QUICK_SPLIT_SEEDS = (PAPER_SPLIT_SEED, 0)
 #: of docs/results.md; the ETA of the run's progress display is built from these).
 EXTRACT_SECONDS = {"stsa": 200, "cities": 32, "common": 53, "counterfact": 41, "hateeval": 240, "sarcasm": 139,
                    "coinflip": 155}
+
+
+def extract_seconds(name: str) -> float:
+    """Expected extraction seconds of dataset ``name`` (:data:`EXTRACT_SECONDS`; a dataset not measured there,
+    e.g. one registered later, counts as the slowest measured one)."""
+    return EXTRACT_SECONDS.get(name, max(EXTRACT_SECONDS.values()))
+
+
 STEP_SECONDS = {"load_model": 10, "layers": 60, "separability": 75, "separability_control": 40, "stability": 350,
                 "stability_equal_data": 30, "stability_theory": 15, "steering": 90, "structure": 20, "figures": 6}
 
@@ -203,9 +203,9 @@ STEP_SECONDS = {"load_model": 10, "layers": 60, "separability": 75, "separabilit
 def plan(quick: bool, max_per_class: int = 500) -> float:
     """Total expected seconds of :func:`run` (the weights its steps announce)."""
     scale = 0.15 if quick else max_per_class / 500
-    ex = sum(EXTRACT_SECONDS.values()) * max_per_class / 500
+    ex = sum(extract_seconds(name) for name in datasets.dataset_names()) * max_per_class / 500
     seeds = QUICK_SPLIT_SEEDS if quick else SPLIT_SEEDS
-    per_dataset = (len(DATASETS) * (len(seeds) * STEP_SECONDS["layers"] + STEP_SECONDS["separability"]
+    per_dataset = (len(datasets.dataset_names()) * (len(seeds) * STEP_SECONDS["layers"] + STEP_SECONDS["separability"]
                                     + STEP_SECONDS["separability_control"])
                    + len(GROUPED_VARIANTS) * (1 if quick else len(seeds)) * STEP_SECONDS["layers"])
     rest = (len(STABILITY_DATASETS) * (STEP_SECONDS["stability"] + STEP_SECONDS["stability_equal_data"])
@@ -232,8 +232,8 @@ def run(out, *, model="smollm2", data_dir=None, max_per_class=500, quick=False, 
     methods = _methods(quick)
     K = 5 if quick else 20
     data = {}
-    for name in DATASETS:
-        with steps.step(f"extract {name}", EXTRACT_SECONDS[name] * max_per_class / 500):
+    for name in datasets.dataset_names():  # every registered dataset (empirical.llm.datasets)
+        with steps.step(f"extract {name}", extract_seconds(name) * max_per_class / 500):
             ds = datasets.load(name, data_dir, max_per_class=max_per_class)
             H = extract_dataset(mdl, tok, ds, layers="all", progress=False)
         y = np.asarray(ds.labels)

@@ -2,7 +2,7 @@
 
 Each function reads tables, saves the numbers it plots as a CSV (``save_table``) and the figure as
 PNG + PDF (``save_figure``); a figure whose tables are missing (a partial run) is skipped.  Colours:
-one per method (:data:`paper_figures.style.METHOD_COLORS`).  Layer l is the output of decoder block l.
+one per method (its ``color`` in :mod:`empirical.probes.registry`).  Layer l is the output of decoder block l.
 """
 from __future__ import annotations
 
@@ -11,11 +11,13 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
+from empirical.llm.datasets import dataset_names
+from empirical.probes.registry import method_names
+
 from . import claims
 from .output import load_table, save_figure, save_table
 from .style import method_color, series_color
 
-METHOD_ORDER = ("RAPTOR", "GCS", "xRFM", "DiffMeans")
 MODEL_LABEL = "SmolLM2-135M-Instruct"
 
 
@@ -48,7 +50,7 @@ def plot_layerwise(out):
     fig, axes = plt.subplots(rows, cols, figsize=(3.6 * cols, 3.0 * rows), squeeze=False)
     for ax, name in zip(axes.ravel(), names):
         d = tab[tab.dataset == name]
-        for method in METHOD_ORDER:
+        for method in method_names():
             m = d[d.method == method]
             if not len(m):
                 continue
@@ -86,7 +88,7 @@ def plot_accuracy_differences(out):
     paper = [n for n in present if n in claims.PAPER_DATASETS]
     averages = [claims.average_label(g) for g in claims.GRIDS]
     extra = [n for n in present if n not in claims.PAPER_DATASETS]  # Coinflip, grouped Counterfact: own axes
-    baselines = [b for b in ("GCS", "xRFM", "DiffMeans") if b in set(diffs.baseline)]
+    baselines = [b for b in method_names("accuracy") if b != "RAPTOR" and b in set(diffs.baseline)]
     groups = [paper + averages] + ([extra] if extra else [])
     fig, axes = plt.subplots(len(groups), 2, figsize=(11, 0.42 * sum(map(len, groups)) + 2.2), squeeze=False,
                              gridspec_kw={"height_ratios": [len(g) + 0.5 for g in groups]})
@@ -120,7 +122,7 @@ def plot_cost(out):
     """The paper's cost figure (dumbbell): median per-layer training time, log scale."""
     import matplotlib.pyplot as plt
 
-    frames = [t for t in (load_table(out, f"layers_{n}") for n in claims.PAPER_DATASETS + ("coinflip",))
+    frames = [t for t in (load_table(out, f"layers_{n}") for n in dataset_names())
               if t is not None]
     if not frames:
         return None
@@ -132,7 +134,7 @@ def plot_cost(out):
     for other in [m for m in med.columns if m != "RAPTOR"]:
         for i, ds in enumerate(med.index):
             ax.plot([med.loc[ds, "RAPTOR"], med.loc[ds, other]], [i, i], color="0.8", lw=1, zorder=0)
-    for m in [m for m in METHOD_ORDER if m in med.columns]:
+    for m in [m for m in method_names() if m in med.columns]:
         ax.scatter(med[m], yy, label=m, s=30, zorder=2, color=method_color(m))
     ax.set_yticks(yy, med.index)
     ax.set_xscale("log")
@@ -147,7 +149,7 @@ def plot_stability(out):
     bootstrap 95 % interval of each layer."""
     import matplotlib.pyplot as plt
 
-    frames = [t for t in (load_table(out, f"stability_{n}") for n in ("stsa", "hateeval", "sarcasm")) if t is not None]
+    frames = [t for t in (load_table(out, f"stability_{n}") for n in claims.STABILITY_DATASETS) if t is not None]
     if not frames:
         return None
     stab = pd.concat(frames, ignore_index=True)
@@ -156,7 +158,7 @@ def plot_stability(out):
     fig, axes = plt.subplots(1, len(names), figsize=(4.2 * len(names), 3.4), squeeze=False, sharey=True)
     for ax, name in zip(axes[0], names):
         d = stab[stab.dataset == name]
-        for method in METHOD_ORDER:
+        for method in method_names():
             m = d[d.method == method].sort_values("layer")
             if not len(m):
                 continue

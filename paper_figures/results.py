@@ -12,6 +12,7 @@ from pathlib import Path
 import pandas as pd
 
 from empirical.files import atomic_write_text
+from empirical.probes.registry import methods
 
 from . import claims, verdicts
 from .output import load_table, to_markdown
@@ -123,14 +124,9 @@ EXPLANATIONS = {
         "replicates at small p resolve it (docs/sims.md).",
 }
 
-#: What every term in RESULTS.md means (shown once, before the claims).
+#: What every term in RESULTS.md means (shown once, before the claims), after the compared methods (each method's
+#: ``description`` in :mod:`empirical.probes.registry`).
 GLOSSARY = (
-    ("RAPTOR", "ridge-adaptive logistic probe: ridge strength chosen per layer on a validation split, refit on "
-               "train + validation, weights folded back to raw space (docs/probe.md)"),
-    ("GCS", "the paper's Gaussian concept subspace baseline: 100 (quick: 20) logistic probes at C = 1 on "
-            "class-balanced 80 % subsets of the training split, averaged"),
-    ("xRFM", "recursive feature machine (kernel) baseline; its concept vector is the top eigenvector of the AGOP"),
-    ("DiffMeans", "difference of the class means (no fitting), on train + validation"),
     ("GCAV", "gradient-based concept activation vector steering: add alpha times the concept vector at a layer, with "
              "alpha solved so that the probe's probability reaches the target"),
     ("tau", "the test accuracy a layer's probe needs before GCAV steers at that layer"),
@@ -143,16 +139,17 @@ GLOSSARY = (
     ("|alpha| relative", "the steering strength divided by the median norm of the layer's last-token states"),
 )
 
-#: How much data each method trains its direction on in one accuracy split (train 60 % / validation 20 % /
-#: test 20 %) and in one stability ablation run (train + validation part of the 80 % kept).
-DATA_PER_METHOD = (
-    ("RAPTOR", "fits every C on train, selects C on validation, refits on train + validation", "80 %",
-     "the run's train + validation rows (equal-data variant: train only, validation for selection)"),
-    ("DiffMeans", "train + validation", "80 %", "not in the stability comparison (as in the paper)"),
-    ("GCS", "100 class-balanced subsets of 80 % of the smaller class count of train, validation unused", "~48 %",
-     "subsets of the run's train rows"),
-    ("xRFM", "train, validation for selecting the bandwidth", "60 %", "the run's train rows, validation for selection"),
-)
+def data_per_method() -> tuple:
+    """How much data each compared method trains its direction on in one accuracy split (train 60 % / validation
+    20 % / test 20 %) and in one stability ablation run (train + validation part of the 80 % kept): (method,
+    accuracy split, share, stability run) per method of the accuracy comparison (its ``data`` in
+    :mod:`empirical.probes.registry`; ``--`` where it states none)."""
+    return tuple((m.name, *(m.data or ("--", "--", "--"))) for m in methods("accuracy"))
+
+
+def glossary() -> tuple:
+    """(term, meaning) of RESULTS.md's glossary: the compared methods, then :data:`GLOSSARY`."""
+    return tuple((m.name, m.description or "--") for m in methods("accuracy")) + GLOSSARY
 
 
 def _protocol_lines(setup: dict) -> list:
@@ -160,7 +157,7 @@ def _protocol_lines(setup: dict) -> list:
     lines = ["### Protocol", "", "How much data each method fits its direction on:", "",
              "| method | accuracy split (60/20/20) | share of the dataset | stability ablation run |",
              "| --- | --- | --- | --- |"]
-    lines += [f"| {m} | {a} | {share} | {b} |" for m, a, share, b in DATA_PER_METHOD]
+    lines += [f"| {m} | {a} | {share} | {b} |" for m, a, share, b in data_per_method()]
     if not setup:
         return lines + [""]
     n = setup.get("n", {})
@@ -186,7 +183,7 @@ def _protocol_lines(setup: dict) -> list:
 
 
 def _glossary_lines() -> list:
-    return (["### Terms", ""] + [f"- **{term}**: {meaning}" for term, meaning in GLOSSARY] + [""])
+    return (["### Terms", ""] + [f"- **{term}**: {meaning}" for term, meaning in glossary()] + [""])
 
 
 def _rules_lines() -> list:
@@ -238,7 +235,7 @@ def _accuracy_table(out: Path) -> list:
     acc = load_table(out, "accuracy_intervals")
     if acc is None:
         return []
-    acc = acc[acc.method.isin(["RAPTOR", "GCS", "xRFM", "DiffMeans"])]
+    acc = acc[acc.method.isin([m.name for m in methods("accuracy")])]
 
     def cell(r, m):
         return claims.format_estimate(r[m], r[m + "_low"], r[m + "_high"])

@@ -441,7 +441,7 @@ def load_hidden(model="smollm2", data_dir=None, max_per_class=500, names=None, p
 
     mdl, tok = load_model(model)
     hidden = {}
-    for name in names or datasets.DATASETS:
+    for name in names or datasets.dataset_names():
         ds = datasets.load(name, data_dir, max_per_class=max_per_class)
         hidden[name] = (extract_dataset(mdl, tok, ds, layers="all", progress=progress), np.asarray(ds.labels))
     return hidden

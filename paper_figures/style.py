@@ -1,16 +1,17 @@
 """One look for every figure of ``paper_figures``: colour-blind-safe colours, readable fonts.
 
 The colours are the Okabe-Ito palette (distinguishable under the common colour-vision deficiencies).
-Each method keeps the same colour in every figure; series that are not methods (theory curves, values
-of delta, datasets) take the remaining palette colours in order from :data:`SERIES`.
+Each method keeps the same colour in every figure (its ``color`` in :mod:`empirical.probes.registry`); series
+that are not methods (theory curves, values of delta, datasets) take the remaining palette colours in order
+from :data:`SERIES`.
 """
 from __future__ import annotations
+
+from empirical.probes.registry import DEFAULT_COLOR, get_method, methods
 
 #: Okabe-Ito palette (Okabe & Ito 2008), without black, in the order series use it.
 SERIES = ("#0072B2", "#E69F00", "#009E73", "#CC79A7", "#56B4E9", "#D55E00", "#F0E442")
 
-#: One colour per compared method, the same in every figure.
-METHOD_COLORS = {"RAPTOR": "#0072B2", "GCS": "#E69F00", "xRFM": "#CC79A7", "DiffMeans": "#009E73"}
 
 #: Theory curves are black lines; simulations and measurements use the series colours with markers.
 THEORY_COLOR = "#000000"
@@ -30,9 +31,18 @@ RC = {
 }
 
 
+def method_colors() -> dict:
+    """One colour per registered method (:mod:`empirical.probes.registry`), the same in every figure."""
+    return {m.name: m.color for m in methods()}
+
+
 def method_color(method: str) -> str:
-    """The colour of ``method`` (grey for a method without an assigned colour)."""
-    return METHOD_COLORS.get(method, "#666666")
+    """The colour of ``method`` from the method registry (grey for a name that is not a registered method, e.g.
+    ``"RAPTOR (train only)"``)."""
+    try:
+        return get_method(method).color
+    except ValueError:
+        return DEFAULT_COLOR
 
 
 def series_color(index: int) -> str:

@@ -1,4 +1,4 @@
-"""Concept datasets: the seven benchmark sets and a generic table loader.
+"""Concept datasets: the registry of named datasets (the seven benchmark sets), and a generic table loader.
 
 Every loader returns a :class:`ConceptDataset`: ``texts`` (raw examples), ``labels`` (0/1 ints,
 1 = the concept is present), ``template`` (the prompt template, ``{text}`` marks where the example
@@ -12,7 +12,7 @@ verified against ``SHA256SUMS`` in the data directory when present, otherwise ag
 checksums of the reference copies recorded below.
 
 Per-class caps: by default a loader keeps, for each class, the first examples in file order up to
-the cap the Concept-Depth reference benchmark used (``REFERENCE_CAPS``; ``None`` = all rows).
+the cap the Concept-Depth reference benchmark used (each dataset's ``reference_cap``; ``None`` = all rows).
 ``max_per_class=None`` keeps everything, an int caps both classes at that many (``--quick``).
 """
 from __future__ import annotations
@@ -31,9 +31,12 @@ from ..files import parse_json, sha256_file
 
 __all__ = [
     "ConceptDataset",
-    "DATASETS",
-    "REFERENCE_CAPS",
-    "TEMPLATES",
+    "DatasetSpec",
+    "register_dataset",
+    "unregister_dataset",
+    "get_dataset",
+    "dataset_names",
+    "answer_pairs",
     "resolve_data_dir",
     "load",
     "load_table",
@@ -41,58 +44,6 @@ __all__ = [
 
 #: Placeholder that a template replaces with the example text.
 PLACEHOLDER = "{text}"
-
-TEMPLATES = {
-    "stsa": "{text} The sentence above is a movie review and reflects the writer's overall intention "
-    "for this review. According to the sentence, judge whether the emotion is Positive or Negative.",
-    "cities": "Judge the statement is True or False. {text}",
-    "common": "Judge the statement is True or False. {text}",
-    "counterfact": "Judge the statement is true or false. {text}",
-    "hateeval": "{text} According to the comment, tell whether they present hate speech or not.",
-    "sarcasm": "Task: Detect sarcasm, help me identify whether this sentence is sarcastic.\nFirst, we "
-    "need to understand what sarcasm is. Sarcasm is a form of verbal irony, \nwhere the intended "
-    "meaning of the words is the opposite of the literal meaning. \nIn other words, the speaker is "
-    "saying one thing but meaning the opposite. {text} Think carefully according to the sentence. "
-    "Is there any sarcasm in this sentence? Please answer Yes or No.",
-    "coinflip": "{text} According to the flipping process above, determine if a coin remains heads up "
-    "after it is either flipped or left unflipped by individuals. Therefore, the answer (Yes or No) is?",
-}
-
-#: Files each named dataset reads.
-FILES = {
-    "stsa": ("stsa.binary.train",),
-    "cities": ("cities.csv",),
-    "common": ("common_claim.csv",),
-    "counterfact": ("counterfact.csv",),
-    "hateeval": ("hateeval.tsv",),
-    "sarcasm": ("sarcasm_headlines.tsv",),
-    "coinflip": ("coin_flip.json",),
-}
-
-#: Per-class caps of the Concept-Depth reference benchmark (first k of each class; None = all).
-REFERENCE_CAPS = {
-    "stsa": None,
-    "cities": None,
-    "common": 3000,
-    "counterfact": 2000,
-    "hateeval": 3000,
-    "sarcasm": 3000,
-    "coinflip": None,
-}
-
-DATASETS = tuple(TEMPLATES)
-
-#: Checksums of the reference copies (used when the data directory has no SHA256SUMS).
-KNOWN_SHA256 = {
-    "cities.csv": "f2560a0c1758c69935b50125111b574b71896bb75930dd87b1d8c973c1fa086e",
-    "coin_flip.json": "68cf201737a1463ef6bed5419622805a8934d92bff6a28a9dfbf83be3135ba5a",
-    "common_claim.csv": "acc78556774ed0b5c3501bb4c254adebc692bab52cb5c6f39d91aad09cdf554f",
-    "counterfact.csv": "5af51456d6dbd3a53d8e2ee6e4aadaca7eb02ff9136ad825866458e7283b5273",
-    "hateeval.tsv": "fdd34bf56f0afa744ee7484774d259d83a756033cd8049ded81bd55d2fcb1272",
-    "sarcasm_headlines.tsv": "6381d3dc803159dae72b65d8b429098e73d0acb7a83fac5d3fc7f6060b39d582",
-    "stsa.binary.test": "6a80dc9b9a0db2d3b37f2f809304febad31c90ab67a5b4157b7d9f881c53ef5b",
-    "stsa.binary.train": "71c04bcc41291fa47454dd670df701b14ee9249156babeaac404cfe2c8d74338",
-}
 
 _WHERE = (
     "Get the files from the Concept-Depth repository (https://github.com/Luckfort/CD, folder "
@@ -225,7 +176,7 @@ _SUM_LINE = re.compile(r"^([0-9a-fA-F]{64}) [ *]?(.+)$")
 def _expected_sums(root: Path) -> dict:
     """Expected sha256 per file name: the data directory's ``SHA256SUMS`` (``sha256sum`` format) over the
     built-in reference sums.  A ``SHA256SUMS`` that is not entirely well-formed is an error, never ignored."""
-    expected = dict(KNOWN_SHA256)
+    expected = _known_sums()
     sums = root / "SHA256SUMS"
     if not sums.is_file():
         return expected
@@ -289,9 +240,9 @@ def _cap_per_class(texts, labels, cap):
 
 def _resolve_cap(name, max_per_class):
     if isinstance(max_per_class, str):
-        if max_per_class != "reference" or name not in REFERENCE_CAPS:
+        if max_per_class != "reference" or name not in _REGISTRY:
             raise ValueError(f"max_per_class must be 'reference', None or a positive int, got {max_per_class!r}")
-        return REFERENCE_CAPS[name]
+        return _REGISTRY[name].reference_cap
     if max_per_class is None:
         return None
     if isinstance(max_per_class, bool) or not isinstance(max_per_class, (int, np.integer)) or max_per_class < 1:
@@ -364,65 +315,269 @@ def _binary_column(df: pd.DataFrame, column, path: Path) -> list:
     return numeric.astype(int).tolist()
 
 
-#: Datasets whose examples come in groups that a split must keep together: name -> grouping column.
-GROUP_COLUMNS = {"counterfact": "subject"}
+# ---------------------------------------------------------------------------------------------------- registry
+@dataclass(frozen=True)
+class DatasetSpec:
+    """One named concept dataset: everything :func:`load`, the CLI, the steering read-out and ``paper_figures``
+    need.  Register one with :func:`register_dataset`.
+
+    Parameters
+    ----------
+    name : str
+        The name (``--dataset NAME``, ``load(NAME)``, table names); lower case.
+    files : tuple of str
+        File names in the data directory the reader takes, in order.
+    reader : callable
+        ``reader(*paths)`` -> DataFrame with a ``text`` column, a ``label`` column (0/1, 1 = concept present) and,
+        with ``group_column``, that column.  Raise ``ValueError`` naming the file for a malformed one.
+    template : str
+        Prompt template containing ``{text}``.
+    answer_words : (str, str), optional
+        The concept word and its opposite that the steering read-out compares (``raptor steer``).
+    reference_cap : int, optional
+        Per-class cap of the Concept-Depth benchmark, which the paper's tables used: :func:`load`'s default keeps
+        the first ``reference_cap`` examples of each class (None = every row).
+    in_paper_grid : bool
+        One of the paper's datasets, in its averages (``paper_figures``' grids); others are reported separately.
+    group_column : str, optional
+        Column of the reader's table whose rows a split keeps together (Counterfact: the subject).
+    test_files : tuple of str
+        The dataset's own held-out file(s) (``load(..., split="test")``).
+    sha256 : mapping
+        Reference sha256 of the files (used when the data directory has no ``SHA256SUMS``).
+    """
+
+    name: str
+    files: tuple
+    reader: object
+    template: str = PLACEHOLDER
+    answer_words: tuple | None = None
+    reference_cap: int | None = None
+    in_paper_grid: bool = False
+    group_column: str | None = None
+    test_files: tuple = ()
+    sha256: dict = field(default_factory=dict)
 
 
-#: Held-out files of the datasets that ship one (``load(..., split="test")``).
-TEST_FILES = {"stsa": ("stsa.binary.test",)}
+_REGISTRY: dict = {}
+_FILE_NAME = re.compile(r"^[^/\\]+$")
 
 
-def _read_named(name: str, root: Path, verify: bool, split: str = "train"):
-    """(texts, labels, files, groups) of a named dataset; groups is None unless :data:`GROUP_COLUMNS` names one."""
-    files = {}
-    groups = None
-    paths = []
-    for fname in (TEST_FILES if split == "test" else FILES)[name]:
+def _file_names(value, what, name) -> tuple:
+    names = (value,) if isinstance(value, str) else tuple(value)
+    if not all(isinstance(f, str) and _FILE_NAME.match(f) and f not in (".", "..") for f in names):
+        raise ValueError(f"{what} of dataset {name!r} must be file names in the data directory, got {value!r}")
+    return names
+
+
+def register_dataset(name: str, files, reader, *, template: str = PLACEHOLDER, answer_words=None,
+                     reference_cap: int | None = None, in_paper_grid: bool = False, group_column: str | None = None,
+                     test_files=(), sha256=None, replace: bool = False) -> DatasetSpec:
+    """Register a named dataset (fields: :class:`DatasetSpec`); returns its entry.
+
+    ``ValueError`` naming the argument for a name that is empty, not lower case or taken (unless ``replace``), no
+    files, a reader that is not callable, a template without ``{text}``, answer words that are not two distinct
+    words, a cap that is not a positive int, or a checksum that is not 64 hex digits.
+
+    Examples
+    --------
+    >>> import tempfile
+    >>> from pathlib import Path
+    >>> root = Path(tempfile.mkdtemp())
+    >>> _ = (root / "toy.csv").write_text(chr(10).join(["sentence,y", "good,1", "bad,0"]))
+    >>> def read(path):
+    ...     df = pd.read_csv(path)
+    ...     return pd.DataFrame({"text": df.sentence, "label": df.y})
+    >>> _ = register_dataset("toy", "toy.csv", read, template="Q: {text}", answer_words=("Yes", "No"))
+    >>> load("toy", root, verify=False).prompts
+    ['Q: good', 'Q: bad']
+    >>> _ = unregister_dataset("toy")
+    """
+    if not isinstance(name, str) or not re.fullmatch(r"[a-z0-9][a-z0-9_-]*", name):
+        raise ValueError(f"name must be lower-case letters, digits, '-' or '_', got {name!r}")
+    if name in _REGISTRY and not replace:
+        raise ValueError(f"dataset name {name!r} is taken (pass replace=True to redefine a dataset)")
+    files, test_files = _file_names(files, "files", name), _file_names(test_files, "test_files", name)
+    if not files:
+        raise ValueError(f"files of dataset {name!r} must name at least one file")
+    if not callable(reader):
+        raise ValueError(f"reader of dataset {name!r} must be callable (paths -> DataFrame with 'text' and "
+                         f"'label'), got {type(reader).__name__}")
+    if not isinstance(template, str) or PLACEHOLDER not in template:
+        raise ValueError(f"template of dataset {name!r} must contain {PLACEHOLDER!r}, got {template!r}")
+    if answer_words is not None:
+        answer_words = tuple(answer_words)
+        if (len(answer_words) != 2 or not all(isinstance(w, str) and w.strip() for w in answer_words)
+                or answer_words[0].lower() == answer_words[1].lower()):
+            raise ValueError(f"answer_words of dataset {name!r} must be two different words (concept, opposite), "
+                             f"got {answer_words!r}")
+    if reference_cap is not None and (isinstance(reference_cap, bool) or not isinstance(reference_cap, int)
+                                      or reference_cap < 1):
+        raise ValueError(f"reference_cap of dataset {name!r} must be a positive int or None, got {reference_cap!r}")
+    sums = dict(sha256 or {})
+    bad = {f: d for f, d in sums.items() if not (isinstance(d, str) and re.fullmatch(r"[0-9a-f]{64}", d))}
+    if bad:
+        raise ValueError(f"sha256 of dataset {name!r} must map file names to 64 lower-case hex digits, got {bad}")
+    spec = DatasetSpec(name, files, reader, template, answer_words, reference_cap, bool(in_paper_grid),
+                       group_column, test_files, sums)
+    _REGISTRY[name] = spec
+    return spec
+
+
+def unregister_dataset(name: str) -> DatasetSpec:
+    """Remove a registered dataset; returns its entry."""
+    return _REGISTRY.pop(get_dataset(name).name)
+
+
+def get_dataset(name: str) -> DatasetSpec:
+    """The entry of a registered dataset (case-insensitive); ``ValueError`` listing the known ones otherwise."""
+    spec = _REGISTRY.get(str(name).lower())
+    if spec is None:
+        raise ValueError(f"unknown dataset {name!r}; known datasets: {', '.join(_REGISTRY) or 'none'}")
+    return spec
+
+
+def dataset_names(*, paper_grid: bool | None = None) -> tuple:
+    """Names of the registered datasets in registration order (``paper_grid``: only those in / outside the
+    paper's grid)."""
+    return tuple(n for n, s in _REGISTRY.items() if paper_grid is None or s.in_paper_grid == paper_grid)
+
+
+def answer_pairs() -> dict:
+    """Each registered dataset's answer pair (concept word, opposite word), for those that have one."""
+    return {n: s.answer_words for n, s in _REGISTRY.items() if s.answer_words is not None}
+
+
+def _known_sums() -> dict:
+    """The reference checksums of every registered dataset's files."""
+    return {f: d for s in _REGISTRY.values() for f, d in s.sha256.items()}
+
+
+def _labelled(df: pd.DataFrame, text_column, label_column, path: Path, keep=()) -> pd.DataFrame:
+    """A reader's table: ``text`` and 0/1 ``label`` from the named columns of ``df`` (errors name the file), plus
+    the columns ``keep`` of ``df`` under their names."""
+    table = pd.DataFrame({"text": _column(df, text_column, path).tolist(),
+                          "label": _binary_column(df, label_column, path)})
+    for column in keep:
+        table[column] = _column(df, column, path).to_numpy()
+    return table
+
+
+def read_stsa(path: Path) -> pd.DataFrame:
+    """``stsa.binary.*``: one review a line, led by its 0/1 label and a space."""
+    texts, labels = [], []
+    for i, line in enumerate(_read_text(path).splitlines()):
+        if not line.strip():
+            continue
+        lab, _, sent = line.partition(" ")
+        if lab not in ("0", "1"):
+            raise ValueError(f"{str(path)!r}: line {i + 1} does not start with a 0/1 label: {line[:60]!r}")
+        texts.append(sent)
+        labels.append(int(lab))
+    return pd.DataFrame({"text": texts, "label": labels})
+
+
+def read_statements(path: Path) -> pd.DataFrame:
+    """A CSV of ``statement`` and 0/1 ``label`` (cities, Counterfact; Counterfact's ``subject`` is kept)."""
+    df = _read_delimited(path)
+    return _labelled(df, "statement", "label", path, keep=[c for c in ("subject",) if c in df])
+
+
+def read_common(path: Path) -> pd.DataFrame:
+    """``common_claim.csv``: ``examples`` and a True/False/Neither ``label`` (the 'Neither' claims are not part of
+    the binary concept)."""
+    df = _read_delimited(path)
+    lab = _column(df, "label", path, "label column").astype(str)
+    df = df[lab.isin(["True", "False"])]
+    return pd.DataFrame({"text": _column(df, "examples", path).tolist(),
+                         "label": (df["label"].astype(str) == "True").astype(int).tolist()})
+
+
+def read_hateeval(path: Path) -> pd.DataFrame:
+    """``hateeval.tsv``: ``text`` and the 0/1 hate-speech flag ``HS``."""
+    return _labelled(_read_delimited(path, sep="\t", quoting=3), "text", "HS", path)
+
+
+def read_sarcasm(path: Path) -> pd.DataFrame:
+    """``sarcasm_headlines.tsv`` (no header: id, id, label, headline)."""
+    return _labelled(_read_delimited(path, sep="\t", header=None, quoting=3), 3, 2, path)
+
+
+def read_coinflip(path: Path) -> pd.DataFrame:
+    """``coin_flip.json``: ``{"examples": [{"question": ..., "answer": "yes"/"no"}, ...]}``."""
+    document = _read_json(path)
+    ex = document.get("examples") if isinstance(document, dict) else None
+    if not isinstance(ex, list) or not all(isinstance(e, dict) and {"question", "answer"} <= set(e) for e in ex):
+        raise ValueError(f"{str(path)!r} must hold {{'examples': [{{'question': ..., 'answer': ...}}, ...]}}")
+    answers = [str(e["answer"]).strip().lower() for e in ex]
+    bad = sorted(set(answers) - {"yes", "no"})
+    if bad:
+        raise ValueError(f"{str(path)!r}: answers must be yes/no, found {bad[:5]}")
+    return pd.DataFrame({"text": [e["question"] for e in ex], "label": [int(a == "yes") for a in answers]})
+
+
+def _read_named(spec: DatasetSpec, root: Path, verify: bool, split: str = "train"):
+    """(texts, labels, files, groups) of a registered dataset; groups is None unless it has a ``group_column``."""
+    files, paths = {}, []
+    for fname in spec.test_files if split == "test" else spec.files:
         path, digest = _check_file(root, fname, verify)
         files[fname] = digest
         paths.append(path)
-    path = paths[0]
-    if name == "stsa":
-        texts, labels = [], []
-        for i, line in enumerate(_read_text(path).splitlines()):
-            if not line.strip():
-                continue
-            lab, _, sent = line.partition(" ")
-            if lab not in ("0", "1"):
-                raise ValueError(f"{str(path)!r}: line {i + 1} does not start with a 0/1 label: {line[:60]!r}")
-            texts.append(sent)
-            labels.append(int(lab))
-    elif name in ("cities", "counterfact"):
-        df = _read_delimited(path)
-        texts, labels = _column(df, "statement", path).tolist(), _binary_column(df, "label", path)
-        if name in GROUP_COLUMNS:
-            groups = _column(df, GROUP_COLUMNS[name], path).astype(str).to_numpy()
-    elif name == "common":
-        df = _read_delimited(path)
-        lab = _column(df, "label", path, "label column").astype(str)
-        df = df[lab.isin(["True", "False"])]  # the 'Neither' claims are not part of the binary concept
-        texts, labels = _column(df, "examples", path).tolist(), (df["label"].astype(str) == "True").astype(int).tolist()
-    elif name == "hateeval":
-        df = _read_delimited(path, sep="\t", quoting=3)
-        texts, labels = _column(df, "text", path).tolist(), _binary_column(df, "HS", path)
-    elif name == "sarcasm":
-        df = _read_delimited(path, sep="\t", header=None, quoting=3)
-        texts, labels = _column(df, 3, path).tolist(), _binary_column(df, 2, path)
-    elif name == "coinflip":
-        document = _read_json(path)
-        ex = document.get("examples") if isinstance(document, dict) else None
-        if not isinstance(ex, list) or not all(isinstance(e, dict) and {"question", "answer"} <= set(e) for e in ex):
-            raise ValueError(f"{str(path)!r} must hold {{'examples': [{{'question': ..., 'answer': ...}}, ...]}}")
-        texts = [e["question"] for e in ex]
-        answers = [str(e["answer"]).strip().lower() for e in ex]
-        bad = sorted(set(answers) - {"yes", "no"})
-        if bad:
-            raise ValueError(f"{str(path)!r}: answers must be yes/no, found {bad[:5]}")
-        labels = [int(a == "yes") for a in answers]
-    else:  # pragma: no cover - guarded by load()
-        raise AssertionError(name)
-    texts = [str(t) for t in texts]
-    return texts, labels, files, groups
+    table = spec.reader(*paths)
+    where = f"dataset {spec.name!r} ({', '.join(repr(str(p)) for p in paths)})"
+    if not isinstance(table, pd.DataFrame) or not {"text", "label"} <= set(table.columns):
+        raise ValueError(f"{where}: its reader must return a DataFrame with columns 'text' and 'label', got "
+                         f"{list(table.columns) if isinstance(table, pd.DataFrame) else type(table).__name__}")
+    labels = table["label"]
+    bad = labels[~labels.isin([0, 1])]
+    if len(bad):
+        raise ValueError(f"{where}: labels must be 0/1 (1 = concept present), found {sorted(map(str, set(bad)))[:5]}")
+    groups = None
+    if spec.group_column is not None:
+        groups = _column(table, spec.group_column, paths[0]).astype(str).to_numpy()
+    return [str(t) for t in table["text"]], labels.astype(int).tolist(), files, groups
+
+
+# The seven benchmark datasets, in the order every table lists them.  Templates are the Concept-Depth prompts.
+register_dataset(
+    "stsa", "stsa.binary.train", read_stsa, test_files="stsa.binary.test", answer_words=("Positive", "Negative"),
+    in_paper_grid=True,
+    template="{text} The sentence above is a movie review and reflects the writer's overall intention for this "
+             "review. According to the sentence, judge whether the emotion is Positive or Negative.",
+    sha256={"stsa.binary.train": "71c04bcc41291fa47454dd670df701b14ee9249156babeaac404cfe2c8d74338",
+            "stsa.binary.test": "6a80dc9b9a0db2d3b37f2f809304febad31c90ab67a5b4157b7d9f881c53ef5b"})
+register_dataset(
+    "cities", "cities.csv", read_statements, template="Judge the statement is True or False. {text}",
+    answer_words=("True", "False"), in_paper_grid=True,
+    sha256={"cities.csv": "f2560a0c1758c69935b50125111b574b71896bb75930dd87b1d8c973c1fa086e"})
+register_dataset(
+    "common", "common_claim.csv", read_common, template="Judge the statement is True or False. {text}",
+    answer_words=("True", "False"), reference_cap=3000, in_paper_grid=True,
+    sha256={"common_claim.csv": "acc78556774ed0b5c3501bb4c254adebc692bab52cb5c6f39d91aad09cdf554f"})
+register_dataset(
+    "counterfact", "counterfact.csv", read_statements, template="Judge the statement is true or false. {text}",
+    answer_words=("True", "False"), reference_cap=2000, in_paper_grid=True, group_column="subject",
+    sha256={"counterfact.csv": "5af51456d6dbd3a53d8e2ee6e4aadaca7eb02ff9136ad825866458e7283b5273"})
+register_dataset(
+    "hateeval", "hateeval.tsv", read_hateeval,
+    template="{text} According to the comment, tell whether they present hate speech or not.",
+    answer_words=("Yes", "No"), reference_cap=3000, in_paper_grid=True,
+    sha256={"hateeval.tsv": "fdd34bf56f0afa744ee7484774d259d83a756033cd8049ded81bd55d2fcb1272"})
+register_dataset(
+    "sarcasm", "sarcasm_headlines.tsv", read_sarcasm,
+    template="Task: Detect sarcasm, help me identify whether this sentence is sarcastic.\nFirst, we need to understand "
+             "what sarcasm is. Sarcasm is a form of verbal irony, \nwhere the intended meaning of the words is the "
+             "opposite of the literal meaning. \nIn other words, the speaker is saying one thing but meaning the "
+             "opposite. {text} Think carefully according to the sentence. Is there any sarcasm in this sentence? "
+             "Please answer Yes or No.",
+    answer_words=("Yes", "No"), reference_cap=3000, in_paper_grid=True,
+    sha256={"sarcasm_headlines.tsv": "6381d3dc803159dae72b65d8b429098e73d0acb7a83fac5d3fc7f6060b39d582"})
+register_dataset(
+    "coinflip", "coin_flip.json", read_coinflip,
+    template="{text} According to the flipping process above, determine if a coin remains heads up after it is "
+             "either flipped or left unflipped by individuals. Therefore, the answer (Yes or No) is?",
+    answer_words=("Yes", "No"),
+    sha256={"coin_flip.json": "68cf201737a1463ef6bed5419622805a8934d92bff6a28a9dfbf83be3135ba5a"})
 
 
 def load(name: str, data_dir=None, *, max_per_class="reference", verify: bool = True, template=None,
@@ -431,14 +586,15 @@ def load(name: str, data_dir=None, *, max_per_class="reference", verify: bool = 
 
     Parameters
     ----------
-    name : one of ``stsa, cities, common, counterfact, hateeval, sarcasm, coinflip``.
+    name : a registered dataset (:func:`dataset_names`: ``stsa, cities, common, counterfact, hateeval, sarcasm,
+        coinflip`` and any added with :func:`register_dataset`).
     data_dir : directory holding the files (default: ``$RAPTOR_DATA``, then ``../shared/datasets``).
     max_per_class : ``"reference"`` (the Concept-Depth caps, default), ``None`` (all rows) or an int
         (first k examples of each class in file order).
     verify : check the files' sha256 against ``SHA256SUMS`` (or the built-in reference sums).
     template : override the prompt template (must contain ``{text}``).
     split : ``"train"`` (default) or ``"test"``: the dataset's own held-out file, for those that ship one
-        (:data:`TEST_FILES`: ``stsa.binary.test``).
+        (a ``test_files`` entry in the registry: ``stsa.binary.test``).
 
     Returns
     -------
@@ -451,18 +607,18 @@ def load(name: str, data_dir=None, *, max_per_class="reference", verify: bool = 
     >>> len(ds), ds.class_counts()  # doctest: +SKIP
     (10, {'0': 5, '1': 5})
     """
-    key = str(name).lower()
-    if key not in TEMPLATES:
-        raise ValueError(f"unknown dataset {name!r}; valid names: {', '.join(DATASETS)}")
-    if split not in ("train", "test") or (split == "test" and key not in TEST_FILES):
-        raise ValueError(f"split must be 'train' or, for {', '.join(TEST_FILES)}, 'test'; got {split!r} for {key!r}")
+    spec = get_dataset(name)
+    key = spec.name
+    if split not in ("train", "test") or (split == "test" and not spec.test_files):
+        with_test = ", ".join(n for n in dataset_names() if get_dataset(n).test_files)
+        raise ValueError(f"split must be 'train' or, for {with_test}, 'test'; got {split!r} for {key!r}")
     cap = _resolve_cap(key, max_per_class)
     root = resolve_data_dir(data_dir)
-    texts, labels, files, groups = _read_named(key, root, verify, split)
+    texts, labels, files, groups = _read_named(spec, root, verify, split)
     keep = _cap_index(labels, cap)
     texts, labels = [texts[i] for i in keep], np.asarray(labels, dtype=np.int64)[keep]
     _check_two_classes(key, labels)
-    return ConceptDataset(key, texts, labels, template or TEMPLATES[key], files, cap,
+    return ConceptDataset(key, texts, labels, template or spec.template, files, cap,
                           groups=None if groups is None else groups[keep])
 
 

@@ -6,7 +6,8 @@ The measurement (as CAA and ActAdd measure steering):
 * **Answer log-odds.** Each held-out prompt gets a fixed answer stem (:data:`ANSWER_STEM`, e.g.
   ``"\\n\\nThe answer is:"``); one forward pass reads the next-token distribution after it and
   ``LD = logsumexp log P(concept words) - logsumexp log P(opposite words)``, the words being the dataset's answer
-  pair (:data:`ANSWER_WORDS`) in every single-token case and leading-space variant. Per setting and direction,
+  pair (its ``answer_words`` in :mod:`empirical.llm.datasets`) in every single-token case and leading-space
+  variant. Per setting and direction,
   signed towards the target (``towards``: up, ``away``: down): ``answer_logodds_shift`` (mean change of LD and its
   standard error over prompts), ``answer_prob_shift`` (change of sigmoid(LD)), ``moved_fraction`` (share of
   prompts that moved the intended way) and ``answer_mass`` (P(concept words) + P(opposite words), steered and
@@ -56,8 +57,9 @@ from tqdm.auto import tqdm
 
 from cgmt.validation import check_int, check_scalar
 
-from ..probes import DifferenceOfMeans, GCSProbe, LinearProbe, XRFMProbe, fit_layers, paper_split
+from ..probes import LinearProbe, fit_layers, get_method, method_names, paper_split
 from ..probes.concept_vectors import ConceptVectors
+from .datasets import answer_pairs
 from .extract import check_prompts, tokenize_prompts
 from .hooks import base_model, decoder_blocks, input_device, position_limit, require_decoder
 from .steering import P_TOWARDS, additive_steering, gcav_steering, model_positions, select_prompts, steerable_layers
@@ -67,22 +69,12 @@ try:  # transformers >= 4.36
 except ImportError:  # pragma: no cover
     DynamicCache = None
 
-__all__ = ["ANSWER_WORDS", "ANSWER_STEM", "NEUTRAL_PROMPTS", "SENTIMENT_DATASETS", "POSITIONS", "SteeringSetting",
+__all__ = ["ANSWER_STEM", "NEUTRAL_PROMPTS", "SENTIMENT_DATASETS", "POSITIONS", "SteeringSetting",
            "PRESETS", "DEFAULT_SETTING", "METRIC_COLUMNS", "answer_token_ids", "check_answer_words",
            "sweep_settings", "choose_layers", "distinct_ngram_ratio", "answer_logodds", "evaluate_steering",
            "select_operating_points", "default_setting", "method_vectors", "evaluate_dataset", "vader_scores",
            "random_units", "split_halves", "evaluate_staged", "screen_candidates", "estimate_seconds", "COST_SECONDS"]
 
-#: Each dataset's answer pair (concept word, opposite word): label 1 = the concept is present.
-ANSWER_WORDS = {
-    "stsa": ("Positive", "Negative"),
-    "cities": ("True", "False"),
-    "common": ("True", "False"),
-    "counterfact": ("True", "False"),
-    "hateeval": ("Yes", "No"),
-    "sarcasm": ("Yes", "No"),
-    "coinflip": ("Yes", "No"),
-}
 #: The answer stem appended to every prompt (SmolLM2 answers "The answer is ..."; the pilot's stem).
 ANSWER_STEM = "\n\nThe answer is:"
 #: Datasets whose concept an offline scorer (VADER) reads in open-ended text.
@@ -222,14 +214,16 @@ def sweep_settings(k_grid=(0.05, 0.1, 0.2, 0.4, 0.8), p_grid=(0.9, 0.99, P_TOWAR
 
 # --------------------------------------------------------------------------------------------- answer words
 def check_answer_words(dataset: str | None, answer_words=None) -> tuple:
-    """The (concept, opposite) answer words: ``answer_words`` if given, else the dataset's row of
-    :data:`ANSWER_WORDS`; ``ValueError`` naming ``answer_words`` for an unknown dataset or a bad pair."""
+    """The (concept, opposite) answer words: ``answer_words`` if given, else the dataset's ``answer_words`` in the
+    dataset registry (:func:`empirical.llm.datasets.answer_pairs`); ``ValueError`` naming ``answer_words`` for an
+    unknown dataset or a bad pair."""
     if answer_words is None:
-        if dataset not in ANSWER_WORDS:
+        pairs = answer_pairs()
+        if dataset not in pairs:
             raise ValueError(f"answer_words (--answer-words) are needed: dataset {dataset!r} has no answer pair "
-                             f"(known: {', '.join(ANSWER_WORDS)}); give the concept word and its opposite, e.g. "
+                             f"(known: {', '.join(pairs)}); give the concept word and its opposite, e.g. "
                              "'Yes,No'")
-        return ANSWER_WORDS[dataset]
+        return pairs[dataset]
     words = tuple(answer_words.split(",")) if isinstance(answer_words, str) else tuple(answer_words)
     if len(words) != 2 or not all(isinstance(w, str) and w.strip() for w in words):
         raise ValueError(f"answer_words (--answer-words) must be two non-empty words (concept, opposite), got "
@@ -881,7 +875,7 @@ def evaluate_steering(model, tokenizer, prompts, labels, vectors: dict, validati
         Median hidden-state norm per layer (additive strengths are multiples of it).
     settings : iterable of SteeringSetting
     answer_words : (str, str)
-        The concept word and its opposite (:data:`ANSWER_WORDS`).
+        The concept word and its opposite (the dataset's ``answer_words``).
     stem : str
         The answer stem appended to each prompt.
     directions : tuple of {"towards", "away"}
@@ -1215,11 +1209,11 @@ def method_vectors(H, y, split, methods=("RAPTOR", "DiffMeans", "GCS", "xRFM"), 
     (dict of str to ConceptVectors, dict of str to dict of int to float)
     """
     layers = list(range(1, H.shape[0])) if layers is None else list(layers)
-    estimators = {"RAPTOR": None, "DiffMeans": DifferenceOfMeans(), "GCS": GCSProbe(n_probes=gcs_probes),
-                  "xRFM": XRFMProbe()}
+    estimators = {m: get_method(m).estimator(**({"n_probes": gcs_probes} if m == "GCS" else {}))
+                  for m in methods if m in method_names("steering")}  # the registry's steering comparison
     unknown = [m for m in methods if m not in estimators]
     if unknown:
-        raise ValueError(f"methods must be among {sorted(estimators)}, got {unknown}")
+        raise ValueError(f"methods must be among {sorted(method_names('steering'))}, got {unknown}")
     vectors, accuracy = {}, {}
     for method in methods:
         estimator = estimators[method]

@@ -9,6 +9,7 @@ from .concept_vectors import ConceptVectors, LinearProbe
 from .layers import PerLayerFit, fit_layers, grouped_split, paper_split
 from .persistence import load_concept_vectors, load_probe, save_concept_vectors, save_probe
 from .raptor import DEFAULT_CS, RaptorProbe, select_C
+from .registry import ProbeMethod, get_method, method_names, register_method, unregister_method
 from .separability import perceptron, separability, separability_lp, shuffled_label_control
 from .spectral_prediction import (
     PoolModel,
@@ -26,5 +27,6 @@ __all__ = [
     "separability_lp", "shuffled_label_control",
     "perceptron", "ConceptVectors", "LinearProbe", "save_probe", "load_probe", "save_concept_vectors",
     "load_concept_vectors",
+    "ProbeMethod", "register_method", "unregister_method", "get_method", "method_names",
     "PoolModel", "estimate_pool_model", "predict_path", "predict_lambda_star", "predict_sweep", "predict_stability",
 ]
