@@ -11,63 +11,13 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from .validation import check_int, check_real_array, check_scalar
+from .spectral import check_spectrum, solve_spectral, solve_spectral_path
+from .validation import check_int, check_scalar
 
-__all__ = ["Spectrum", "check_spectrum", "EIGEN_ROUNDING"]
+__all__ = ["Spectrum", "EIGEN_ROUNDING"]
 
 #: relative size of negative eigenvalues treated as rounding (clipped to 0) by Spectrum.from_covariance
 EIGEN_ROUNDING = 1e-10
-
-
-def check_spectrum(eigenvalues, teacher_weights) -> tuple[np.ndarray, np.ndarray]:
-    """Validate (eigenvalues, teacher_weights): equal-length finite 1-D arrays, omega >= 0, t >= 0, rho > 0.
-
-    Parameters
-    ----------
-    eigenvalues : array_like, shape (p,)
-        Eigenvalues omega_i of Sigma (>= 0: Sigma must be positive semi-definite).
-    teacher_weights : array_like, shape (p,)
-        t_i = (u_i'beta*)^2 / p (>= 0).
-
-    Returns
-    -------
-    (ndarray, ndarray)
-        Float copies.
-
-    Raises
-    ------
-    ValueError
-        Naming the argument: not 1-D, empty, length mismatch, NaN/inf, a negative eigenvalue (Sigma not
-        PSD), a negative teacher weight, or rho = sum omega_i t_i = 0 (zero teacher, or a teacher only in
-        the null space of Sigma).
-
-    Examples
-    --------
-    >>> check_spectrum([1.0, -0.5], [1.0, 1.0])
-    Traceback (most recent call last):
-    ...
-    ValueError: eigenvalues must be >= 0 (Sigma must be positive semi-definite), got -0.5 at index 1
-    """
-    out = []
-    for value, name in ((eigenvalues, "eigenvalues"), (teacher_weights, "teacher_weights")):
-        arr = check_real_array(value, name).copy()
-        if arr.ndim != 1 or arr.size == 0:
-            raise ValueError(f"{name} must be a non-empty 1-D array, got shape {arr.shape}")
-        if np.any(arr < 0):
-            i = int(np.argmax(arr < 0))
-            what = " (Sigma must be positive semi-definite)" if name == "eigenvalues" else ""
-            raise ValueError(f"{name} must be >= 0{what}, got {float(arr[i])!r} at index {i}")
-        out.append(arr)
-    omega, t = out
-    if omega.size != t.size:
-        raise ValueError(f"eigenvalues and teacher_weights must have the same length, got {omega.size} and {t.size}")
-    if not np.any(omega > 0):
-        raise ValueError("eigenvalues must not all be zero (Sigma = 0 has no features)")
-    rho = float(np.dot(omega, t))
-    if not rho > 0:
-        raise ValueError("teacher_weights give a zero teacher: rho = sum(eigenvalues * teacher_weights) = 0 "
-                         "(beta* = 0 or beta* in the null space of Sigma); the model needs a signal")
-    return omega, t
 
 
 @dataclass(frozen=True)
@@ -283,12 +233,8 @@ class Spectrum:
 
     def solve(self, delta, lam, **options):
         """:func:`cgmt.solve_spectral` on this spectrum (returns a :class:`cgmt.CGMTResult`)."""
-        from .spectral import solve_spectral  # the solver needs this module, not the other way round
-
         return solve_spectral(delta, lam, self.eigenvalues, self.teacher_weights, **options)
 
     def solve_path(self, delta, lams, **options) -> list:
         """:func:`cgmt.solve_spectral_path` on this spectrum."""
-        from .spectral import solve_spectral_path
-
         return solve_spectral_path(delta, lams, self.eigenvalues, self.teacher_weights, **options)
