@@ -132,7 +132,7 @@ def outcome(r, status: int, nit: int, tol: float) -> tuple[float, bool, int, str
     return res, success, status, message
 
 
-def report(result, strict: bool, what: str):
+def report(result, strict: bool, call: str, **arguments):
     """Apply the failure convention to a finished ``result``: raise (strict) or warn, then return it.
 
     Parameters
@@ -141,8 +141,10 @@ def report(result, strict: bool, what: str):
         With ``success`` and ``message``.
     strict : bool
         Raise :class:`ConvergenceError` instead of warning.
-    what : str
-        The call, for the message (e.g. ``"cgmt.solve(delta=2, lam=0.1, kappa=2)"``).
+    call : str
+        The solver's name, for the message (e.g. ``"cgmt.solve"``).
+    **arguments
+        The arguments that identify the point, for the message (formatted only on failure).
 
     Returns
     -------
@@ -155,6 +157,7 @@ def report(result, strict: bool, what: str):
         ``strict`` and not ``result.success``.
     """
     if not result.success:
+        what = f"{call}({', '.join(f'{k}={v}' for k, v in arguments.items())})"
         text = f"{what} did not converge: {result.message}"
         if strict:
             raise ConvergenceError(text, result)

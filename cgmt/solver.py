@@ -260,7 +260,7 @@ def solve(delta, lam, kappa, *, strict=False, x0=None, tol=DEFAULT_TOL, maxiter=
         raise ValueError(f"quad_order must be an integer in [2, 200], got {quad_order!r}")
     out = _solve(delta, lam, kappa, x0=x0, tol=tol, maxiter=int(maxiter), quad_order=int(quad_order),
                  check_quadrature=bool(check_quadrature))
-    return report(out, strict, f"cgmt.solve(delta={delta}, lam={lam}, kappa={kappa})")
+    return report(out, strict, "cgmt.solve", delta=delta, lam=lam, kappa=kappa)
 
 
 def mle(delta, kappa, *, strict=False, tol=DEFAULT_TOL, maxiter=DEFAULT_MAXITER,
@@ -296,4 +296,4 @@ def mle(delta, kappa, *, strict=False, tol=DEFAULT_TOL, maxiter=DEFAULT_MAXITER,
             f"the MLE does not exist: for kappa={kappa} the data are separable when delta <= "
             f"delta*={dstar:.6g} (got delta={delta}); use cgmt.solve with lam > 0")
     out = _solve(delta, 0.0, kappa, x0=None, tol=tol, maxiter=int(maxiter), quad_order=int(quad_order))
-    return report(out, strict, f"cgmt.mle(delta={delta}, kappa={kappa})")
+    return report(out, strict, "cgmt.mle", delta=delta, kappa=kappa)

@@ -293,7 +293,7 @@ def solve_spectral(delta, lam, eigenvalues, teacher_weights, *, x0=None, strict=
         if np.max(np.abs(r)) < np.max(np.abs(best[1])):
             best = (y, r, hats, 0)
     out = _finish(system, *best[:3], nit_total, best[3], tol, quad_order)
-    return report(out, strict, f"cgmt.solve_spectral(delta={delta}, lam={lam}, p={omega.size})")
+    return report(out, strict, "cgmt.solve_spectral", delta=delta, lam=lam, p=omega.size)
 
 
 def solve_spectral_path(delta, lams, eigenvalues, teacher_weights, **options) -> list:

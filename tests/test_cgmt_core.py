@@ -16,8 +16,7 @@ from cgmt.equations import problem_res_jac_y, quadrature_rule
 from cgmt.newton import Problem
 from cgmt.result import REMOVAL_VERSION, STATUS_MESSAGES
 from cgmt.spectral_stability import spectral_pair_stability
-from cgmt.stability import CROSS_FAILED
-from cgmt.stability import STATUS_MESSAGES as STABILITY_STATUS
+from cgmt.stability import CROSS_FAILED, STATUS_MESSAGES as STABILITY_STATUS
 
 SPECTRUM = cgmt.Spectrum.power_law(40, exponent=1.0, kappa=2.0)
 
