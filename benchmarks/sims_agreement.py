@@ -57,7 +57,7 @@ def main(argv=None):
     pd.set_option("display.width", 200)
     print(f"p = {int(table.p.iloc[0])}, replicates = {int(table.replicates.iloc[0])}, "
           f"{table.groupby(['kappa', 'delta', 'lam']).ngroups} grid points, "
-          f"all fits converged: {bool(table.converged.all())}")
+          f"all fits converged: {bool(table.success.all())}")
     print(summarize_agreement(table).to_string(index=False, float_format=lambda x: f"{x:.3g}"))
     worst = table[table.quantity.isin(REPORTED[:4])].assign(abs_z=lambda d: d.z.abs())
     print("\nten largest |z|:")

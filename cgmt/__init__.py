@@ -16,9 +16,11 @@ see docs/stability_theory.md; its helpers live in the module ``cgmt.stability``,
 from . import conventions, equations, prox, quadrature
 from .accuracy import accuracy_from_margin, bayes_accuracy
 from .optimal import optimal_lambda
-from .solver import CGMTResult, ConvergenceError, mle, solve
-from .spectral import Spectrum, solve_spectral, solve_spectral_path
+from .result import CGMTResult, ConvergenceError
+from .solver import mle, solve
+from .spectral import solve_spectral, solve_spectral_path
 from .spectral_stability import spectral_stability
+from .spectrum import Spectrum
 from .stability import stability  # the function shadows the submodule attribute on purpose
 from .sweep import sweep
 from .threshold import separability_threshold

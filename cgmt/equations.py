@@ -37,7 +37,7 @@ from .prox import prox_near
 from .quadrature import DEFAULT_ORDER, MAX_PANEL, TRUNCATION, build_edges, fill_rule, gauss_hermite, gauss_legendre
 
 __all__ = ["prox_branch_points", "expectation_terms", "stein_gradients", "residuals", "residual_and_jacobian",
-           "expectations",
+           "expectations", "spectral_sums_into", "spectral_res_jac_y", "problem_res_jac_y", "SPECTRAL_SUMS",
            "quadrature_rule", "N_TERMS"]
 
 N_TERMS = 12
@@ -366,6 +366,126 @@ def res_jac_y(y, delta, lam, kappa, xg, wg, gz1, gw1, gz2, gw2, L, H, r, jy):
         jy[i, 1] = jac[i, 0] * alpha + jac[i, 1] * sigma
         jy[i, 2] = jac[i, 2] * gamma
     return e2
+
+
+#: layout of the array filled by :func:`spectral_sums_into`
+SPECTRAL_SUMS = ("V", "dV", "A1", "dA1", "B2", "dB2", "C", "dC", "rho")
+
+
+@njit(cache=True)
+def spectral_sums_into(L, v_hat, omega, t, out):
+    """The spectral side of the anisotropic fixed point at (L = delta lam, Vh), into ``out`` (:data:`SPECTRAL_SUMS`).
+
+    With a_i = omega_i / (L + Vh omega_i), tw_i = t_i omega_i: V = mean(a), A1 = sum tw a, B2 = mean(a^2),
+    C = sum tw (a - A1/rho)^2 (no cancellation), rho = sum tw, and the derivatives dX/dVh
+    (see :func:`cgmt.spectral.spectral_sums`).
+    """
+    p = omega.size
+    rho = 0.0
+    a1 = 0.0
+    da1 = 0.0
+    v = 0.0
+    b2 = 0.0
+    b3 = 0.0
+    for i in range(p):
+        a = omega[i] / (L + v_hat * omega[i])
+        tw = t[i] * omega[i]
+        rho += tw
+        a1 += tw * a
+        da1 += tw * a * a
+        v += a
+        b2 += a * a
+        b3 += a * a * a
+    abar = a1 / rho
+    c = 0.0
+    dc = 0.0
+    for i in range(p):
+        a = omega[i] / (L + v_hat * omega[i])
+        tw = t[i] * omega[i]
+        dev = a - abar
+        c += tw * dev * dev
+        dc += tw * dev * a * a
+    out[0] = v / p
+    out[1] = -b2 / p
+    out[2] = a1
+    out[3] = -da1
+    out[4] = b2 / p
+    out[5] = -2.0 * b3 / p
+    out[6] = c
+    out[7] = -2.0 * dc
+    out[8] = rho
+
+
+@njit(cache=True)
+def spectral_res_jac_y(y, delta, lam, kappa, omega, t, xg, wg, gz1, gw1, gz2, gw2, L, H, r, jy, hats):
+    """Residuals and Jacobian of the anisotropic fixed point (:mod:`cgmt.spectral`) in y = (m, log sigma, log gamma).
+
+    r1 = sigma'^2/sigma^2 - 1, r2 = (alpha' - alpha)/tau, r3 = gamma/V' - 1, where (alpha', sigma', V') are the
+    spectral maps of the conjugates computed from the channel at (alpha, sigma, gamma).  Fills r (3,), jy (3, 3)
+    and hats = (q_hat, m_hat, V_hat).
+    """
+    sigma = math.exp(y[1])
+    alpha = y[0] * sigma
+    gamma = math.exp(y[2])
+    terms = np.empty(N_TERMS)
+    expectation_terms(alpha, sigma, gamma, kappa, xg, wg, gz1, gw1, gz2, gw2, L, H, terms)
+    grad = np.empty((3, 3))
+    stein_gradients(terms, alpha, sigma, kappa, grad)
+    g2 = gamma * gamma
+    qh = 2.0 * delta * terms[0] / g2
+    mh = -2.0 * delta * terms[1] / gamma
+    vh = 2.0 * delta * terms[2] / gamma
+    dqh = np.empty(3)
+    dmh = np.empty(3)
+    dvh = np.empty(3)
+    for j in range(3):
+        dqh[j] = 2.0 * delta * grad[0, j] / g2
+        dmh[j] = -2.0 * delta * grad[1, j] / gamma
+        dvh[j] = 2.0 * delta * grad[2, j] / gamma
+    dqh[2] -= 2.0 * qh / gamma
+    dmh[2] -= mh / gamma
+    dvh[2] -= vh / gamma
+    s = np.empty(9)
+    spectral_sums_into(delta * lam, vh, omega, t, s)
+    v, dv, a1, da1, b2, db2, c, dc = s[0], s[1], s[2], s[3], s[4], s[5], s[6], s[7]
+    sig2p = qh * b2 + mh * mh * c
+    alpha_p = mh * a1 / kappa
+    tau = math.sqrt(alpha * alpha + sigma * sigma)
+    s2 = sigma * sigma
+    r[0] = sig2p / s2 - 1.0
+    r[1] = (alpha_p - alpha) / tau
+    r[2] = gamma / v - 1.0
+    jac = np.empty((3, 3))
+    xvec = (alpha, sigma, 0.0)
+    for j in range(3):
+        dsig2p = b2 * dqh[j] + 2.0 * mh * c * dmh[j] + (qh * db2 + mh * mh * dc) * dvh[j]
+        dalpha_p = (a1 * dmh[j] + mh * da1 * dvh[j]) / kappa
+        jac[0, j] = dsig2p / s2
+        jac[1, j] = dalpha_p / tau - (alpha_p - alpha) / (tau * tau * tau) * xvec[j]
+        jac[2, j] = -gamma / (v * v) * dv * dvh[j]
+    jac[0, 1] -= 2.0 * sig2p / (s2 * sigma)
+    jac[1, 0] -= 1.0 / tau
+    jac[2, 2] += 1.0 / v
+    for i in range(3):
+        jy[i, 0] = jac[i, 0] * sigma
+        jy[i, 1] = jac[i, 0] * alpha + jac[i, 1] * sigma
+        jy[i, 2] = jac[i, 2] * gamma
+    hats[0] = qh
+    hats[1] = mh
+    hats[2] = vh
+
+
+@njit(cache=True)
+def problem_res_jac_y(y, lam, delta, kappa, omega, t, xg, wg, gz1, gw1, gz2, gw2, r, jy, extra):
+    """The residuals of one cgmt problem: isotropic (``omega`` empty; extra[0] = E2) or spectral (extra = hats).
+
+    The single entry point of the Newton driver (:mod:`cgmt.newton`), so one compiled loop serves both.
+    """
+    if omega.size == 0:
+        extra[0] = res_jac_y(y, delta, lam, kappa, xg, wg, gz1, gw1, gz2, gw2, TRUNCATION, MAX_PANEL, r, jy)
+    else:
+        spectral_res_jac_y(y, delta, lam, kappa, omega, t, xg, wg, gz1, gw1, gz2, gw2, TRUNCATION, MAX_PANEL,
+                           r, jy, extra)
 
 
 @lru_cache(maxsize=16)

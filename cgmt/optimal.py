@@ -12,6 +12,7 @@ import numpy as np
 from scipy.optimize import OptimizeResult, minimize_scalar
 
 from .quadrature import DEFAULT_ORDER
+from .result import quiet
 from .solver import solve
 from .validation import check_delta, check_int, check_kappa, check_lam, check_scalar
 
@@ -61,7 +62,8 @@ def optimal_lambda(delta, kappa, *, bounds=(1e-6, 1e3), n_grid=19, xatol=1e-6,
     sols = []
     prev = None
     for lam in grid:
-        prev = solve(delta, lam, kappa, x0=prev, quad_order=quad_order)
+        with quiet():  # failed grid points are skipped below
+            prev = solve(delta, lam, kappa, x0=prev, quad_order=quad_order)
         sols.append(prev)
     margins = np.array([s.margin if s.success else -np.inf for s in sols])
     if not np.any(np.isfinite(margins)):
@@ -73,7 +75,8 @@ def optimal_lambda(delta, kappa, *, bounds=(1e-6, 1e3), n_grid=19, xatol=1e-6,
     def neg_margin(t):
         near = min(range(len(grid)), key=lambda j: abs(math.log(grid[j]) - t))
         start = cache.get("last", sols[near])
-        r = solve(delta, math.exp(t), kappa, x0=start, quad_order=quad_order)
+        with quiet():
+            r = solve(delta, math.exp(t), kappa, x0=start, quad_order=quad_order)
         cache[t] = r
         if r.success:
             cache["last"] = r

@@ -27,22 +27,44 @@ quadratic overlap (``euclidean_alignment``; the two-replica theory in :mod:`cgmt
 """
 from __future__ import annotations
 
+import importlib
 import math
-from dataclasses import dataclass, field
 
 import numpy as np
 
 from .accuracy import accuracy_from_margin
-from .equations import N_TERMS, expectation_terms, quadrature_rule, stein_gradients
-from .quadrature import DEFAULT_ORDER, MAX_PANEL, TRUNCATION
-from .solver import STATUS_MESSAGES, CGMTResult, ConvergenceError, damped_newton, march_lambda, solve, start_point
+from .equations import SPECTRAL_SUMS, spectral_sums_into
+from .newton import (
+    DEFAULT_MAXITER,
+    DEFAULT_TOL,
+    DIRECT_TRIES,
+    PATH_TOL,
+    POLISH_STEPS,
+    POLISH_TOL,
+    Problem,
+    continuation,
+    damped_newton,
+    improves,
+)
+from .quadrature import DEFAULT_ORDER
+from .result import CGMTResult, outcome, quiet, report
+from .solver import solve, start_point
 from .validation import check_delta, check_int, check_lam, check_real_array, check_scalar
 
-__all__ = ["Spectrum", "solve_spectral", "solve_spectral_path", "check_spectrum", "spectral_sums"]
+__all__ = ["solve_spectral", "solve_spectral_path", "check_spectrum", "spectral_sums"]
 
-#: relative size of negative eigenvalues treated as rounding (clipped to 0) by Spectrum.from_covariance
-EIGEN_ROUNDING = 1e-10
-_TOL_PATH = 1e-7
+#: names kept importable from here after they moved to :mod:`cgmt.spectrum` (loaded on first use, PEP 562:
+#: ``cgmt.spectrum`` imports this module for ``Spectrum.solve``)
+_MOVED = {"Spectrum": "cgmt.spectrum", "EIGEN_ROUNDING": "cgmt.spectrum"}
+
+
+def __getattr__(name: str):
+    module = _MOVED.get(name)
+    if module is None:
+        raise AttributeError(f"module 'cgmt.spectral' has no attribute {name!r}")
+    value = getattr(importlib.import_module(module), name)
+    globals()[name] = value  # later look-ups skip this function
+    return value
 
 
 # --------------------------------------------------------------------------------------------
@@ -127,134 +149,44 @@ def spectral_sums(L: float, v_hat: float, eigenvalues, teacher_weights) -> dict:
     >>> round(s["V"], 12), round(s["A1"], 12), s["C"]
     (0.5, 0.5, 0.0)
     """
-    omega = eigenvalues
-    tw = teacher_weights * omega
-    a = omega / (L + v_hat * omega)
-    a2 = a * a
-    rho = float(tw.sum())
-    A1 = float(np.dot(tw, a))
-    abar = A1 / rho
-    dev = a - abar
-    return {
-        "V": float(a.mean()), "dV": -float(a2.mean()),
-        "A1": A1, "dA1": -float(np.dot(tw, a2)),
-        "B2": float(a2.mean()), "dB2": -2.0 * float(np.dot(a2, a)) / a.size,
-        "C": float(np.dot(tw, dev * dev)), "dC": -2.0 * float(np.dot(tw, dev * a2)),
-        "rho": rho,
-    }
+    out = np.empty(len(SPECTRAL_SUMS))
+    spectral_sums_into(float(L), float(v_hat), np.ascontiguousarray(eigenvalues, dtype=float),
+                       np.ascontiguousarray(teacher_weights, dtype=float), out)
+    return dict(zip(SPECTRAL_SUMS, (float(v) for v in out)))
 
 
-class _SpectralSystem:
-    """Residuals/Jacobian of the spectral fixed point in y = (alpha/sigma, log sigma, log gamma).
-
-    Residuals (relative; equal to 0 exactly at the fixed point):
-    r1 = sigma'^2/sigma^2 - 1, r2 = (alpha' - alpha)/tau, r3 = gamma/V' - 1, where (alpha', sigma', V')
-    are the spectral maps of the hats computed from the channel at (alpha, sigma, gamma).
-    """
+class _SpectralSystem(Problem):
+    """The anisotropic problem: a :class:`cgmt.newton.Problem` with a spectrum (residuals:
+    :func:`cgmt.equations.spectral_res_jac_y`; ``extra`` = (q_hat, m_hat, V_hat))."""
 
     def __init__(self, delta, lam, omega, t, quad_order):
-        self.delta, self.lam = float(delta), float(lam)
-        self.omega, self.t = omega, t
-        self.rho = float(np.dot(omega, t))
-        self.kappa = math.sqrt(self.rho)
-        self.rule = quadrature_rule(quad_order)
-        self.terms = np.empty(N_TERMS)
-        self.nfev = 0
-
-    to_x = staticmethod(lambda y: (y[0] * math.exp(y[1]), math.exp(y[1]), math.exp(y[2])))
-
-    @staticmethod
-    def to_y(alpha, sigma, gamma):
-        return np.array([alpha / sigma, math.log(sigma), math.log(gamma)])
-
-    def hats(self, alpha, sigma, gamma):
-        """(qh, mh, Vh) and their gradients in (alpha, sigma, gamma)."""
-        t = self.terms
-        kappa, delta = self.kappa, self.delta
-        expectation_terms(alpha, sigma, gamma, kappa, *self.rule, TRUNCATION, MAX_PANEL, t)
-        e1, e2, e3 = t[0], t[1], t[2]
-        grad = np.empty((3, 3))
-        stein_gradients(t, alpha, sigma, kappa, grad)
-        d1, d2, d3 = grad
-        g2 = gamma * gamma
-        qh = 2.0 * delta * e1 / g2
-        mh = -2.0 * delta * e2 / gamma
-        vh = 2.0 * delta * e3 / gamma
-        dqh = 2.0 * delta * d1 / g2
-        dqh[2] -= 2.0 * qh / gamma
-        dmh = -2.0 * delta * d2 / gamma
-        dmh[2] -= mh / gamma
-        dvh = 2.0 * delta * d3 / gamma
-        dvh[2] -= vh / gamma
-        return qh, mh, vh, dqh, dmh, dvh
-
-    def __call__(self, y, lam=None):
-        lam = self.lam if lam is None else float(lam)
-        self.nfev += 1
-        alpha, sigma, gamma = self.to_x(y)
-        qh, mh, vh, dqh, dmh, dvh = self.hats(alpha, sigma, gamma)
-        s = spectral_sums(self.delta * lam, vh, self.omega, self.t)
-        kappa = self.kappa
-        sig2p = qh * s["B2"] + mh * mh * s["C"]
-        alpha_p = mh * s["A1"] / kappa
-        vp = s["V"]
-        tau = math.hypot(alpha, sigma)
-        r = np.array([sig2p / (sigma * sigma) - 1.0, (alpha_p - alpha) / tau, gamma / vp - 1.0])
-        dsig2p = s["B2"] * dqh + 2.0 * mh * s["C"] * dmh + (qh * s["dB2"] + mh * mh * s["dC"]) * dvh
-        dalpha_p = (s["A1"] * dmh + mh * s["dA1"] * dvh) / kappa
-        jac = np.empty((3, 3))
-        jac[0] = dsig2p / (sigma * sigma)
-        jac[0, 1] -= 2.0 * sig2p / sigma ** 3
-        jac[1] = dalpha_p / tau - (alpha_p - alpha) / tau ** 3 * np.array([alpha, sigma, 0.0])
-        jac[1, 0] -= 1.0 / tau
-        jac[2] = -gamma / (vp * vp) * s["dV"] * dvh
-        jac[2, 2] += 1.0 / vp
-        jy = np.empty((3, 3))
-        jy[:, 0] = jac[:, 0] * sigma
-        jy[:, 1] = jac[:, 0] * alpha + jac[:, 1] * sigma
-        jy[:, 2] = jac[:, 2] * gamma
-        return r, jy, (qh, mh, vh)
+        super().__init__(delta, lam, math.sqrt(float(np.dot(omega, t))), quad_order, omega, t)
+        self.rho = self.kappa ** 2
 
     def maps(self, alpha, sigma, gamma, lam):
-        """One undamped fixed-point map (alpha, sigma, gamma) -> (alpha', sigma', V')."""
-        qh, mh, vh, *_ = self.hats(alpha, sigma, gamma)
-        s = spectral_sums(self.delta * lam, vh, self.omega, self.t)
-        return mh * s["A1"] / self.kappa, math.sqrt(max(qh * s["B2"] + mh * mh * s["C"], 1e-300)), s["V"]
+        """One undamped fixed-point map (alpha, sigma, gamma) -> (alpha', sigma', V') (read off the residuals)."""
+        r, _, _ = self(self.to_y(alpha, sigma, gamma), lam)
+        tau = math.hypot(alpha, sigma)
+        return alpha + r[1] * tau, sigma * math.sqrt(max(r[0] + 1.0, 1e-300)), gamma / (r[2] + 1.0)
 
 
 def _large_lambda_start(system, lam):
-    """Fixed point at a large lam by plain iteration (a strong contraction there)."""
-    omega = system.omega
-    gamma = float(omega.mean()) / (system.delta * lam)
+    """Fixed point at a large lam by plain iteration (a strong contraction there), to PATH_TOL."""
+    gamma = float(system.omega.mean()) / (system.delta * lam)
     alpha, sigma = 1e-3 * gamma, 1e-3 * gamma
-    for _ in range(200):
+    for _ in range(DEFAULT_MAXITER):
         a2, s2, g2 = system.maps(alpha, sigma, gamma, lam)
         change = max(abs(a2 - alpha) / max(abs(a2), s2), abs(s2 - sigma) / s2, abs(g2 - gamma) / g2)
         alpha, sigma, gamma = a2, s2, g2
-        if change < 1e-6:
+        if change < PATH_TOL:
             break
     return system.to_y(alpha, sigma, gamma)
-
-
-def _continuation(system, lam_target, tol, maxiter):
-    """March log lam down from a large lam with a secant predictor and adaptive steps."""
-    delta = system.delta
-    lam = max(20.0 * max(1.0, 1.0 / delta) * max(1.0, float(system.omega.max())), lam_target)
-    y = _large_lambda_start(system, lam)
-    y, r, hats, total, status = damped_newton(system, y, tol if lam == lam_target else _TOL_PATH, maxiter, lam)
-    if status != 0:
-        return y, r, hats, total, 3
-    y, r, hats, nit, status = march_lambda(lambda y0, tl, lm: damped_newton(system, y0, tl, maxiter, lm),
-                                           y, r, hats, lam, lam_target, tol, _TOL_PATH)
-    return y, r, hats, total + nit, status
 
 
 def _finish(system, y, r, hats, nit, status, tol, quad_order):
     alpha, sigma, gamma = (float(v) for v in system.to_x(y))
     qh, mh, vh = (float(v) for v in hats)
-    res = float(np.max(np.abs(r)))
-    conv = bool(np.isfinite(res) and res <= tol)
-    status = 0 if conv else (1 if status == 0 else status)
+    res, success, status, msg = outcome(r, status, nit, tol)
     kappa = system.kappa
     tau = math.hypot(alpha, sigma)
     margin = alpha / sigma
@@ -264,7 +196,6 @@ def _finish(system, y, r, hats, nit, status, tol, quad_order):
     w_dot_teacher = mh * float(np.dot(t, omega / d))
     w_norm2 = mh * mh * float(np.dot(t, (omega / d) ** 2)) + qh * float(np.mean(omega / d ** 2))
     teacher_norm2 = float(t.sum())
-    msg = STATUS_MESSAGES[status] + f" (max relative residual {res:.3e}, tol {tol:.1e}, {nit} Newton iterations)"
     return CGMTResult(
         alpha=alpha, sigma=sigma, gamma=gamma, margin=margin,
         accuracy=float(accuracy_from_margin(margin, kappa)),
@@ -273,12 +204,12 @@ def _finish(system, y, r, hats, nit, status, tol, quad_order):
         euclidean_alignment=w_dot_teacher / math.sqrt(w_norm2 * teacher_norm2),
         delta=system.delta, lam=system.lam, kappa=kappa, p=int(omega.size),
         x=np.array([alpha, sigma, gamma]), fun=np.asarray(r, dtype=float), residual=res,
-        success=conv, status=status, message=msg, nit=int(nit), nfev=system.nfev, quad_order=quad_order,
+        success=success, status=status, message=msg, nit=int(nit), nfev=system.nfev, quad_order=quad_order,
     )
 
 
-def solve_spectral(delta, lam, eigenvalues, teacher_weights, *, x0=None, strict=False, tol=1e-10,
-                   maxiter=100, quad_order=DEFAULT_ORDER) -> CGMTResult:
+def solve_spectral(delta, lam, eigenvalues, teacher_weights, *, x0=None, strict=False, tol=DEFAULT_TOL,
+                   maxiter=DEFAULT_MAXITER, quad_order=DEFAULT_ORDER) -> CGMTResult:
     """Solve the ridge-logistic fixed point for features x ~ N(0, Sigma/p) (Gaussian covariate model).
 
     Parameters
@@ -340,31 +271,29 @@ def solve_spectral(delta, lam, eigenvalues, teacher_weights, *, x0=None, strict=
         starts.append(start_point(x0))
     else:
         # the isotropic solution at the same (delta, lam, kappa) is a good start unless Sigma is very anisotropic
-        iso = solve(delta, lam, system.kappa, tol=1e-6) if system.kappa <= 50 else None
+        with quiet():  # a failed start only means continuation
+            iso = solve(delta, lam, system.kappa, tol=PATH_TOL) if system.kappa <= 50 else None
         if iso is not None and iso.success:
             starts.append(system.to_y(iso.alpha, iso.sigma, iso.gamma * float(omega.mean())))
     nit_total = 0
     for y0 in starts:
-        y, r, hats, nit, status = damped_newton(system, y0, tol, maxiter if x0 is not None else 25)
+        y, r, hats, nit, status = damped_newton(system, y0, tol, maxiter if x0 is not None else DIRECT_TRIES)
         nit_total += nit
         best = (y, r, hats, status)
         if status == 0:
             break
     if best is None or best[3] != 0:
-        y, r, hats, nit, status = _continuation(system, lam, tol, maxiter)
+        y, r, hats, nit, status = continuation(system, tol, maxiter, lambda lm: _large_lambda_start(system, lm))
         nit_total += nit
-        if best is None or status == 0 or np.max(np.abs(r)) < np.max(np.abs(best[1])):
+        if improves((y, r, hats, status), best):
             best = (y, r, hats, status)
-    if best[3] == 0:  # polish: up to two more Newton steps towards rounding level (quadratic convergence)
-        y, r, hats, nit, _ = damped_newton(system, best[0], min(tol, 1e-14), 2)
+    if best[3] == 0:  # polish: a few more Newton steps towards rounding level (quadratic convergence)
+        y, r, hats, nit, _ = damped_newton(system, best[0], min(tol, POLISH_TOL), POLISH_STEPS)
         nit_total += nit
         if np.max(np.abs(r)) < np.max(np.abs(best[1])):
             best = (y, r, hats, 0)
     out = _finish(system, *best[:3], nit_total, best[3], tol, quad_order)
-    if strict and not out.success:
-        raise ConvergenceError(f"cgmt.solve_spectral(delta={delta}, lam={lam}, p={omega.size}) did not converge: "
-                               f"{out.message}", out)
-    return out
+    return report(out, strict, "cgmt.solve_spectral", delta=delta, lam=lam, p=omega.size)
 
 
 def solve_spectral_path(delta, lams, eigenvalues, teacher_weights, **options) -> list:
@@ -399,232 +328,13 @@ def solve_spectral_path(delta, lams, eigenvalues, teacher_weights, **options) ->
     out = [None] * lams.size
     prev = None
     for i in np.argsort(-lams, kind="stable"):
-        res = solve_spectral(delta, lams[i], omega, t, x0=prev, **options)
-        if not res.success and prev is not None:  # a failed warm start: solve cold
+        if prev is None:
             res = solve_spectral(delta, lams[i], omega, t, **options)
+        else:
+            with quiet():
+                res = solve_spectral(delta, lams[i], omega, t, x0=prev, **{**options, "strict": False})
+            if not res.success:  # a failed warm start: solve cold
+                res = solve_spectral(delta, lams[i], omega, t, **options)
         out[i] = res
         prev = res if res.success else None
     return out
-
-
-# --------------------------------------------------------------------------------------------
-# spectra
-# --------------------------------------------------------------------------------------------
-@dataclass(frozen=True)
-class Spectrum:
-    """Eigen-decomposition of Sigma and the teacher's coordinates in it: the input of the spectral theory.
-
-    Build it with :meth:`from_covariance`, :meth:`from_eigenpairs`, :meth:`power_law`, :meth:`spiked`
-    or :meth:`isotropic`; solve with :meth:`solve` (which calls :func:`solve_spectral`).
-
-    Attributes
-    ----------
-    eigenvalues : ndarray, shape (p,)
-        omega_i, in decreasing order.
-    teacher_weights : ndarray, shape (p,)
-        t_i = (u_i'beta*)^2 / p.
-    teacher_coordinates : ndarray, shape (p,)
-        Signed b_i = u_i'beta*/sqrt(p) (t = b^2); needed only for overlaps in a non-spectral metric.
-    eigenvectors : ndarray, shape (p, p) or None
-        Columns u_i (None: the standard basis, as for the named families).
-
-    Examples
-    --------
-    >>> s = Spectrum.power_law(200, exponent=1.0, kappa=2.0)
-    >>> s.p, round(s.kappa, 12), round(float(s.eigenvalues.mean()), 12)
-    (200, 2.0, 1.0)
-    """
-
-    eigenvalues: np.ndarray
-    teacher_weights: np.ndarray
-    teacher_coordinates: np.ndarray
-    eigenvectors: np.ndarray | None = field(default=None, repr=False)
-
-    def __post_init__(self):
-        omega, t = check_spectrum(self.eigenvalues, self.teacher_weights)
-        b = np.array(self.teacher_coordinates, dtype=float)
-        if b.shape != t.shape or not np.allclose(b * b, t, rtol=1e-8, atol=1e-300):
-            raise ValueError("teacher_coordinates must have the shape of teacher_weights with "
-                             "teacher_coordinates**2 == teacher_weights")
-        if self.eigenvectors is not None:
-            u = np.array(self.eigenvectors, dtype=float)
-            if u.shape != (omega.size, omega.size):
-                raise ValueError(f"eigenvectors must be ({omega.size}, {omega.size}), got {u.shape}")
-            object.__setattr__(self, "eigenvectors", u)
-        for name, arr in (("eigenvalues", omega), ("teacher_weights", t), ("teacher_coordinates", b)):
-            arr.setflags(write=False)
-            object.__setattr__(self, name, arr)
-
-    # ---- constructors
-    @classmethod
-    def from_eigenpairs(cls, eigenvalues, eigenvectors, teacher) -> "Spectrum":
-        """From eigenvalues, eigenvectors (columns) and the teacher beta* (in the coordinates of x).
-
-        Parameters
-        ----------
-        eigenvalues : array_like, shape (p,)
-        eigenvectors : array_like, shape (p, p)
-            Orthonormal columns u_i.
-        teacher : array_like, shape (p,)
-            beta*, scaled so that P(y = +1 | x) = sigmoid(x'beta*) with x ~ N(0, Sigma/p).
-
-        Returns
-        -------
-        Spectrum
-        """
-        omega = np.asarray(eigenvalues, dtype=float)
-        u = np.asarray(eigenvectors, dtype=float)
-        beta = np.asarray(teacher, dtype=float)
-        if u.ndim != 2 or u.shape[0] != u.shape[1] or u.shape[0] != omega.size:
-            raise ValueError(f"eigenvectors must be a ({omega.size}, {omega.size}) matrix, got {u.shape}")
-        if beta.shape != omega.shape:
-            raise ValueError(f"teacher must have shape {omega.shape}, got {beta.shape}")
-        if not np.all(np.isfinite(beta)):
-            raise ValueError("teacher must be finite")
-        order = np.argsort(-omega, kind="stable")
-        omega, u = omega[order], u[:, order]
-        b = u.T @ beta / math.sqrt(omega.size)
-        return cls(omega, b * b, b, u)
-
-    @classmethod
-    def from_covariance(cls, covariance, teacher) -> "Spectrum":
-        """From Sigma (p x p, symmetric PSD; eigenvalues above -1e-10 max|omega| are rounding and clipped to 0).
-
-        Parameters
-        ----------
-        covariance : array_like, shape (p, p)
-        teacher : array_like, shape (p,)
-            beta* (see :meth:`from_eigenpairs`).
-
-        Returns
-        -------
-        Spectrum
-
-        Examples
-        --------
-        >>> Spectrum.from_covariance(np.eye(3), [2.0, 0.0, 0.0]).teacher_weights.round(12).tolist()
-        [1.333333333333, 0.0, 0.0]
-        """
-        cov = np.asarray(covariance, dtype=float)
-        if cov.ndim != 2 or cov.shape[0] != cov.shape[1]:
-            raise ValueError(f"covariance must be a square matrix, got shape {cov.shape}")
-        if not np.all(np.isfinite(cov)):
-            raise ValueError("covariance must be finite (no NaN or inf)")
-        scale = max(float(np.abs(cov).max()), 1e-300)
-        if not np.allclose(cov, cov.T, rtol=0, atol=1e-10 * scale):
-            raise ValueError("covariance must be symmetric")
-        omega, u = np.linalg.eigh((cov + cov.T) / 2)
-        if omega.min() < -EIGEN_ROUNDING * max(abs(omega).max(), 1e-300):
-            raise ValueError(f"covariance must be positive semi-definite, smallest eigenvalue {omega.min():.3g}")
-        return cls.from_eigenpairs(np.clip(omega, 0.0, None), u, teacher)
-
-    @classmethod
-    def _family(cls, omega, profile, kappa):
-        kappa = check_scalar(kappa, "kappa", low=0.0, low_open=True)
-        omega = omega / omega.mean()
-        t = profile / float(np.dot(omega, profile)) * kappa ** 2
-        return cls(omega, t, np.sqrt(t))
-
-    @classmethod
-    def isotropic(cls, p, kappa) -> "Spectrum":
-        """Sigma = I_p with a teacher of norm^2 = p kappa^2 spread evenly (the model of :func:`cgmt.solve`)."""
-        p = check_int(p, "p")
-        return cls._family(np.ones(p), np.ones(p), kappa)
-
-    @classmethod
-    def power_law(cls, p, exponent=1.0, kappa=1.0, teacher_exponent=0.0) -> "Spectrum":
-        """omega_i proportional to i^-exponent (mean 1), t_i proportional to i^-teacher_exponent, kappa^2 = sum omega t.
-
-        Parameters
-        ----------
-        p : int
-        exponent : float >= 0
-        kappa : float > 0
-        teacher_exponent : float
-            0 spreads the teacher evenly over the eigen-directions; > 0 puts it on the top ones.
-
-        Returns
-        -------
-        Spectrum
-        """
-        p = check_int(p, "p")
-        exponent = check_scalar(exponent, "exponent", low=0.0)
-        teacher_exponent = check_scalar(teacher_exponent, "teacher_exponent")
-        i = np.arange(1, p + 1, dtype=float)
-        return cls._family(i ** -exponent, i ** -teacher_exponent, kappa)
-
-    @classmethod
-    def spiked(cls, p, spikes=(25.0,) * 5, kappa=1.0, teacher="spikes") -> "Spectrum":
-        """A bulk of equal eigenvalues plus spikes (scaled to mean 1); the teacher on the spikes, the bulk or both.
-
-        Parameters
-        ----------
-        p : int
-            Dimension (> number of spikes).
-        spikes : sequence of float
-            Spike eigenvalues relative to a bulk eigenvalue of 1 (before scaling to mean 1).
-        kappa : float > 0
-        teacher : {"spikes", "bulk", "flat"}
-            Where the teacher's weight lies (evenly within it).
-
-        Returns
-        -------
-        Spectrum
-        """
-        p = check_int(p, "p")
-        spikes = np.asarray(spikes, dtype=float)
-        if spikes.ndim != 1 or spikes.size >= p or np.any(~np.isfinite(spikes)) or np.any(spikes <= 0):
-            raise ValueError(f"spikes must be fewer than p = {p} positive finite numbers, got {spikes!r}")
-        omega = np.concatenate([np.sort(spikes)[::-1], np.ones(p - spikes.size)])
-        k = spikes.size
-        profiles = {"spikes": np.r_[np.ones(k), np.zeros(p - k)], "bulk": np.r_[np.zeros(k), np.ones(p - k)],
-                    "flat": np.ones(p)}
-        if teacher not in profiles:
-            raise ValueError(f"teacher must be 'spikes', 'bulk' or 'flat', got {teacher!r}")
-        return cls._family(omega, profiles[teacher], kappa)
-
-    # ---- derived quantities
-    @property
-    def p(self) -> int:
-        """Dimension."""
-        return int(self.eigenvalues.size)
-
-    @property
-    def kappa(self) -> float:
-        """Signal strength sqrt(beta*'Sigma beta*/p)."""
-        return math.sqrt(float(np.dot(self.eigenvalues, self.teacher_weights)))
-
-    @property
-    def participation_ratio(self) -> float:
-        """(sum omega)^2 / sum omega^2: the effective number of dimensions (p for Sigma = I)."""
-        return float(self.eigenvalues.sum() ** 2 / np.dot(self.eigenvalues, self.eigenvalues))
-
-    def teacher_basis(self):
-        """(eigenvectors, signed coordinates); the identity basis if no eigenvectors are stored."""
-        u = self.eigenvectors if self.eigenvectors is not None else np.eye(self.p)
-        return u, self.teacher_coordinates
-
-    def teacher(self) -> np.ndarray:
-        """beta* in the coordinates of x (sqrt(p) U b)."""
-        u, b = self.teacher_basis()
-        return math.sqrt(self.p) * (u @ b)
-
-    def covariance(self) -> np.ndarray:
-        """Sigma = U diag(omega) U'."""
-        u, _ = self.teacher_basis()
-        return (u * self.eigenvalues) @ u.T
-
-    def scaled(self, kappa) -> "Spectrum":
-        """The same spectrum and teacher direction with signal strength ``kappa``."""
-        kappa = check_scalar(kappa, "kappa", low=0.0, low_open=True)
-        c = kappa / self.kappa
-        return Spectrum(self.eigenvalues, self.teacher_weights * c * c, self.teacher_coordinates * c,
-                        self.eigenvectors)
-
-    def solve(self, delta, lam, **options) -> CGMTResult:
-        """:func:`solve_spectral` on this spectrum."""
-        return solve_spectral(delta, lam, self.eigenvalues, self.teacher_weights, **options)
-
-    def solve_path(self, delta, lams, **options) -> list:
-        """:func:`solve_spectral_path` on this spectrum."""
-        return solve_spectral_path(delta, lams, self.eigenvalues, self.teacher_weights, **options)

@@ -27,16 +27,18 @@ import numpy as np
 from scipy.optimize import OptimizeResult, brentq
 
 from .ablation import protocol_fractions
-from .solver import ConvergenceError
-from .spectral import Spectrum, solve_spectral
-from .stability import DEFAULT_ORDER, RESIDUAL_TOL, cross_expectation
+from .result import STATUS_MESSAGES, ConvergenceError, quiet
+from .spectral import solve_spectral
+from .spectrum import Spectrum
+from .stability import CROSS_FAILED, DEFAULT_ORDER, RESIDUAL_TOL, cross_expectation
 from .validation import check_delta, check_lam, check_scalar
 
 __all__ = ["spectral_pair_stability", "spectral_stability"]
 
 
 def _single(spectrum, delta, lam, options):
-    res = solve_spectral(delta, lam, spectrum.eigenvalues, spectrum.teacher_weights, **options)
+    with quiet():  # a failure raises below
+        res = solve_spectral(delta, lam, spectrum.eigenvalues, spectrum.teacher_weights, **options)
     if not res.success:
         raise ConvergenceError(f"cgmt.solve_spectral did not converge at delta={delta}, lam={lam}: {res.message}", res)
     return res
@@ -72,7 +74,7 @@ def spectral_pair_stability(delta1, delta2, delta12, lam, spectrum, *, feature_s
     lam : float
         Common ridge strength (> 0), convention of :func:`cgmt.solve`.
     spectrum : Spectrum
-        Sigma and the teacher (:class:`cgmt.spectral.Spectrum`).
+        Sigma and the teacher (:class:`cgmt.spectrum.Spectrum`).
     feature_scale : array_like, shape (p,), optional
         Per-feature scales s: also report ``cosine_raw`` between beta_1/s and beta_2/s (needs the
         spectrum's eigenvectors, or the standard basis).
@@ -89,7 +91,8 @@ def spectral_pair_stability(delta1, delta2, delta12, lam, spectrum, *, feature_s
         ``cosine`` (Euclidean, coordinates of x), ``cosine_sigma``, ``cosine_raw`` (or None),
         ``independent_cosine`` (the same three-metric cosine with qh_12 = 0, i.e. independent training
         sets), ``q_hat12``, ``s12``, the two replica solutions ``fit1``, ``fit2``, the inputs, and
-        ``success``, ``status`` (0 ok, 1 cross fixed point not converged), ``message``, ``residual``, ``nfev``.
+        ``success``, ``status`` (0 ok, 4 cross fixed point not converged;
+        :data:`cgmt.result.STATUS_MESSAGES`), ``message``, ``residual``, ``nfev``.
 
     Examples
     --------
@@ -101,7 +104,7 @@ def spectral_pair_stability(delta1, delta2, delta12, lam, spectrum, *, feature_s
     (True, True)
     """
     if not isinstance(spectrum, Spectrum):
-        raise ValueError(f"spectrum must be a cgmt.spectral.Spectrum, got {type(spectrum).__name__}")
+        raise ValueError(f"spectrum must be a cgmt.spectrum.Spectrum, got {type(spectrum).__name__}")
     delta1 = check_delta(delta1, "delta1")
     delta2 = check_delta(delta2, "delta2")
     delta12 = check_scalar(delta12, "delta12", low=0.0)
@@ -172,9 +175,8 @@ def spectral_pair_stability(delta1, delta2, delta12, lam, spectrum, *, feature_s
 
     dep = overlaps(qh12) if ok else {"euclid": float("nan"), "sigma": float("nan"), "raw": float("nan")}
     ind = overlaps(0.0)
-    status = 0 if ok else 1
-    message = (("converged" if ok else "cross fixed point not converged")
-               + f" (residual {residual:.2e}, {nfev} evaluations)")
+    status = 0 if ok else CROSS_FAILED
+    message = STATUS_MESSAGES[status] + f" (residual {residual:.2e}, {nfev} evaluations)"
     res = OptimizeResult(
         cosine=dep["euclid"], cosine_sigma=dep["sigma"], cosine_raw=dep.get("raw"),
         independent_cosine=ind["euclid"], independent_cosine_sigma=ind["sigma"],

@@ -36,7 +36,8 @@ from .ablation import protocol_fractions
 from .equations import prox_branch_points
 from .prox import prox_scalar, sigmoid, sigmoid_d1
 from .quadrature import MAX_PANEL, TRUNCATION, build_edges, edge_capacity, fill_rule, gauss_legendre
-from .solver import ConvergenceError, solve
+from .result import STATUS_MESSAGES, ConvergenceError, quiet
+from .solver import solve
 from .validation import check_delta, check_int, check_kappa, check_lam, check_scalar
 
 __all__ = [
@@ -219,18 +220,15 @@ def cross_expectation(sol1, sol2, sigma12: float, kappa: float, *, order: int = 
 # --------------------------------------------------------------------------------------------
 # the cross fixed point
 # --------------------------------------------------------------------------------------------
-#: status codes of the cross fixed point (:func:`cross_noise_covariance`, :func:`pair_stability`,
-#: :func:`stability`)
-STATUS_MESSAGES = {
-    0: "converged",
-    1: "cross fixed point not converged",
-}
+#: status of the cross fixed point (:func:`cross_noise_covariance`, :func:`pair_stability`, :func:`stability`):
+#: 0 or CROSS_FAILED, keys of the one cgmt table :data:`cgmt.result.STATUS_MESSAGES` (re-exported here)
+CROSS_FAILED = 4
 #: relative residual |F(sigma_12) - sigma_12| / (sigma_1 sigma_2) accepted as converged
 RESIDUAL_TOL = 1e-9
 
 
 def _cross_result(sigma12, residual, ok, nit, nfev, rhs_at_zero):
-    status = 0 if ok else 1
+    status = 0 if ok else CROSS_FAILED
     message = (f"{STATUS_MESSAGES[status]}: |F(sigma12) - sigma12| / (sigma1 sigma2) = {residual:.2e} "
                f"after {nfev} evaluations")
     return OptimizeResult(sigma12=float(sigma12), success=bool(ok), status=status, message=message, nit=int(nit),
@@ -306,7 +304,8 @@ def cross_noise_covariance(sol1, sol2, delta12: float, kappa: float, *, order: i
 
 
 def _single(delta, lam, kappa, solve_options):
-    sol = solve(delta, lam, kappa, **solve_options)
+    with quiet():  # a failure raises below
+        sol = solve(delta, lam, kappa, **solve_options)
     if not sol.success:
         raise ConvergenceError(f"cgmt.solve did not converge at delta={delta}, lam={lam}, kappa={kappa}: "
                                f"{sol.message}", sol)

@@ -14,7 +14,8 @@ from joblib import Parallel, delayed
 from tqdm.auto import tqdm
 
 from .quadrature import DEFAULT_ORDER
-from .solver import ConvergenceError, solve
+from .result import ConvergenceError, quiet
+from .solver import solve
 from .validation import check_lams, check_positive_array
 
 __all__ = ["sweep", "COLUMNS"]
@@ -48,7 +49,8 @@ def _task(delta, kappa, lams, tol, quad_order, maxiter):
     rows = []
     hist = []  # converged (lam, result) pairs, for warm starts
     for lam in sorted(lams, reverse=True):
-        r = solve(delta, lam, kappa, x0=_predict(hist, lam), tol=tol, quad_order=quad_order, maxiter=maxiter)
+        with quiet():  # failures are rows with success=False
+            r = solve(delta, lam, kappa, x0=_predict(hist, lam), tol=tol, quad_order=quad_order, maxiter=maxiter)
         if r.success:
             hist = (hist + [(lam, r)])[-2:]
         rows.append(_row(r))

@@ -1,3 +1,10 @@
-"""``empirical.extract`` is kept importable for existing code; the module lives in :mod:`empirical.llm.extract`."""
+"""``empirical.extract`` is kept importable for existing code; the module lives in :mod:`empirical.llm.extract`.
+
+Deprecated: importing it warns ``DeprecationWarning``; it is removed in 0.3.
+"""
+from cgmt.result import warn_deprecated
+
 from .llm.extract import *  # noqa: F401,F403
 from .llm.extract import __all__  # noqa: F401
+
+warn_deprecated("the module empirical.extract", "empirical.llm.extract", stacklevel=2)

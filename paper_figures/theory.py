@@ -190,7 +190,7 @@ def finite_size_table(raw: pd.DataFrame, point=FINITE_SIZE_POINT) -> pd.DataFram
             recs.append(dict(delta=d, lam=lam, kappa=kappa, p=int(p), quantity=q, mean=float(x.mean()), theory=t,
                              bias=float(x.mean() - t), abs_error=float(abs(x.mean() - t)), std=std, std_se=std_se,
                              se=std / np.sqrt(len(x)), rmse=float(np.sqrt(np.mean((x - t) ** 2))), n_rep=len(x),
-                             converged=bool(g["converged"].all())))
+                             converged=bool(g["success"].all())))
     return pd.DataFrame(recs)
 
 

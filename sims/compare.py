@@ -8,6 +8,7 @@ import warnings
 import numpy as np
 import pandas as pd
 from joblib import Parallel, delayed
+from sklearn.exceptions import ConvergenceWarning
 from threadpoolctl import threadpool_limits
 from tqdm.auto import tqdm
 
@@ -16,6 +17,7 @@ from cgmt.sweep import check_grid_size
 from cgmt.validation import check_int, check_lam, check_lams, check_positive_array
 
 from .measure import QUANTITIES, measure_replicate
+from .renamed import ResultTable
 
 #: the ``cgmt.solve`` field that predicts each measured quantity (None: no prediction in the theory)
 THEORY_FIELD = {
@@ -116,7 +118,8 @@ def compare_grid(deltas, lams, kappas, p: int, replicates: int, seed=0, *, n_job
     Point i of the grid (in ``itertools.product(kappas, deltas, lams)`` order) gets the i-th child of
     ``SeedSequence(seed)`` and its replicates that child's children, so results are reproducible for a
     given grid.  Returns the concatenated tidy table with columns kappa, delta, lam, p, quantity, mean,
-    se, theory, z, sd, replicates, n, converged (all replicates reached gradient norm <= tol).
+    se, theory, z, sd, replicates, n, success (all replicates reached gradient norm <= tol; the old column
+    ``converged`` still reads, with a ``DeprecationWarning``, until 0.3).
     ``theory``: callable (delta, lam, kappa) -> {quantity: value}; default the ``cgmt`` predictions.
 
     Parameters
@@ -153,13 +156,13 @@ def compare_grid(deltas, lams, kappas, p: int, replicates: int, seed=0, *, n_job
               if theory is theory_values else theory(d, lam, k))
         tab = summarize(rows, th, meta)
         tab["n"] = rows[0]["n"]
-        tab["converged"] = all(r["converged"] for r in rows)
-        if not tab["converged"].iloc[0]:
+        tab["success"] = all(r["success"] for r in rows)
+        if not tab["success"].iloc[0]:
             worst = max(r["max_grad_norm"] for r in rows)
             warnings.warn(f"sims: some fits at delta={d}, lam={lam}, kappa={k}, p={p} stopped at gradient norm "
-                          f"{worst:.3g} > tol (see the 'converged' column)", RuntimeWarning, stacklevel=2)
+                          f"{worst:.3g} > tol (see the 'success' column)", ConvergenceWarning, stacklevel=2)
         tables.append(tab)
-    return pd.concat(tables, ignore_index=True)
+    return ResultTable(pd.concat(tables, ignore_index=True))
 
 
 def compare(delta, lam, kappa, p: int, replicates: int, seed=0, *, n_jobs: int = 1, progress: bool = True,

@@ -18,6 +18,7 @@ from cgmt.validation import as_generator
 
 from .data import sample
 from .fit import fit_ridge_logistic
+from .renamed import ReplicateRecord
 
 #: quantities measured by :func:`measure_replicate`, in table order
 QUANTITIES = ("alpha", "sigma", "gamma", "margin", "alignment", "accuracy", "accuracy_formula",
@@ -112,7 +113,8 @@ def measure_replicate(delta, lam, kappa, p, seed, *, n_test: int = 4000, stabili
     ``seed``: int or ``SeedSequence``; five independent child streams are spawned from it (training data
     with its random teacher, fresh test data, independent training data, ablation runs 1 and 2).
     Returns a dict with keys ``QUANTITIES`` (NaN for those switched off) plus diagnostics ``n``,
-    ``max_grad_norm`` and ``converged``:
+    ``max_grad_norm`` and ``success`` (every fit reached ``tol``; the old key ``converged`` still reads, with a
+    ``DeprecationWarning``, until 0.3):
 
     - alpha, sigma, margin = alpha/sigma, alignment = alpha/sqrt(alpha^2+sigma^2), gamma (:func:`loo_gamma`);
     - accuracy: 0-1 accuracy of sign(x'beta_hat) on ``n_test`` fresh samples from the same teacher;
@@ -150,7 +152,7 @@ def measure_replicate(delta, lam, kappa, p, seed, *, n_test: int = 4000, stabili
     Examples
     --------
     >>> out = measure_replicate(2.0, 0.1, 2.0, 50, 0, n_test=500, stability=False)
-    >>> round(out["alpha"], 2) > 0, out["converged"]
+    >>> round(out["alpha"], 2) > 0, out["success"]
     (True, True)
     """
     n = int(round(delta * p))
@@ -185,5 +187,5 @@ def measure_replicate(delta, lam, kappa, p, seed, *, n_test: int = 4000, stabili
         out["cos_full_subsample"] = cosine(z, zs[0])
     out["n"] = n
     out["max_grad_norm"] = float(max(grad_norms))
-    out["converged"] = bool(max(grad_norms) <= tol)
-    return out
+    out["success"] = bool(max(grad_norms) <= tol)
+    return ReplicateRecord(out)

@@ -25,12 +25,13 @@ from tqdm.auto import tqdm
 
 import cgmt
 from cgmt.ablation import ablation_split
-from cgmt.spectral import Spectrum
 from cgmt.spectral_stability import spectral_stability
+from cgmt.spectrum import Spectrum
 from cgmt.validation import as_generator, check_int
 
 from .fit import fit_ridge_logistic
 from .measure import cosine
+from .renamed import ReplicateRecord
 
 __all__ = ["SPECTRAL_QUANTITIES", "sample_spectral", "measure_spectral_replicate", "spectral_theory_values",
            "compare_spectral"]
@@ -95,12 +96,13 @@ def measure_spectral_replicate(delta, lam, spectrum: Spectrum, seed, *, subsampl
     Returns
     -------
     dict
-        The quantities, plus ``converged`` (every fit reached ``tol``).
+        The quantities, plus ``success`` (every fit reached ``tol``; the old key ``converged`` still reads, with
+        a ``DeprecationWarning``, until 0.3).
 
     Examples
     --------
     >>> out = measure_spectral_replicate(2.0, 0.1, Spectrum.power_law(60, kappa=2.0), 0, subsample=False)
-    >>> 0.5 < out["accuracy"] < 1, out["converged"]
+    >>> 0.5 < out["accuracy"] < 1, out["success"]
     (True, True)
     """
     p = spectrum.p
@@ -136,8 +138,8 @@ def measure_spectral_replicate(delta, lam, spectrum: Spectrum, seed, *, subsampl
         out["cos_subsample"] = cosine(ws[0], ws[1])
         if feature_scale is not None:
             out["cos_subsample_raw"] = cosine(ws[0] / feature_scale, ws[1] / feature_scale)
-    out["converged"] = bool(ok)
-    return out
+    out["success"] = bool(ok)
+    return ReplicateRecord(out)
 
 
 def spectral_theory_values(delta, lam, spectrum: Spectrum, *, feature_scale=None, drop=0.2, val_fraction=0.2) -> dict:
@@ -202,7 +204,7 @@ def compare_spectral(delta, lam, spectrum: Spectrum, replicates, seed=0, *, feat
 
     it = tqdm(seeds, desc=f"MC {name or 'spectrum'} delta={delta:g} lam={lam:g}", disable=not progress, leave=False)
     rows = Parallel(n_jobs=n_jobs)(delayed(one)(s) for s in it) if n_jobs != 1 else [one(s) for s in it]
-    if not all(r["converged"] for r in rows):
+    if not all(r["success"] for r in rows):
         raise RuntimeError("a Monte Carlo fit did not reach its gradient tolerance")
     theory = spectral_theory_values(delta, lam, spectrum, feature_scale=feature_scale,
                                     drop=measure_kwargs.get("drop", 0.2),

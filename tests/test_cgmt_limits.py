@@ -25,7 +25,7 @@ def test_threshold_consistent_with_fixed_point():
     assert above[1].gamma / above[0].gamma < 1.01  # gamma -> MLE value
     m = cgmt.mle(1.1 * dstar, k)
     r = cgmt.solve(1.1 * dstar, 1e-6, k)
-    assert m.converged and m.lam == 0.0
+    assert m.success and m.lam == 0.0
     np.testing.assert_allclose(r.x, m.x, rtol=1e-3)
 
 
@@ -53,7 +53,7 @@ def test_threshold_matches_lp_separability():
 def test_sur_candes_values():
     """Sur & Candes (2019): p/n = 0.2, gamma^2 = 5 -> inflation alpha = 1.499 (sigma_SC = 4.744)."""
     r = cgmt.mle(5.0, math.sqrt(5.0))
-    assert r.converged
+    assert r.success
     assert r.alpha_salehi == pytest.approx(1.499, abs=5e-4)
     assert r.sigma == pytest.approx(2.121, abs=5e-4)
     sc = conventions.to_sur_candes(r.delta, r.kappa, r.alpha, r.sigma, r.gamma)

@@ -229,7 +229,7 @@ class RaptorProbe(LinearConceptProbe):
                 warnings.warn(f"RaptorProbe path: {bad.size} grid point(s) neither certified nor converged "
                               f"(max relative gradient norm {path.grad_norm[bad].max():.2e} after "
                               f"{path.nit[bad].max()} Newton steps); their validation accuracy may be "
-                              "inexact", RuntimeWarning, stacklevel=2)
+                              "inexact", ConvergenceWarning, stacklevel=2)
             self.path_certified_ = path.certified
             k = select_C(Cs, acc, self.tie_break)
             C = float(Cs[k])
@@ -237,7 +237,7 @@ class RaptorProbe(LinearConceptProbe):
                 res = refit(Xs, ytr, Xvs, yvpm, C, design, path.coef_reduced[k], path.intercept[k], tol=self.tol,
                             max_iter=self.max_iter)
                 if not res.success:
-                    warnings.warn(f"RaptorProbe refit did not reach tol: {res.message}", RuntimeWarning,
+                    warnings.warn(f"RaptorProbe refit did not reach tol: {res.message}", ConvergenceWarning,
                                   stacklevel=2)
                 w, b = res.coef, res.intercept
                 self.refit_result_ = res
@@ -260,7 +260,7 @@ class RaptorProbe(LinearConceptProbe):
         res = fit_l2_logistic(Xs, y, C, fit_intercept=True, tol=self.tol, max_iter=self.max_iter)
         self.n_iter_ = np.array([res.nit])
         if not res.success:
-            warnings.warn(f"RaptorProbe fit did not reach tol: {res.message}", RuntimeWarning, stacklevel=3)
+            warnings.warn(f"RaptorProbe fit did not reach tol: {res.message}", ConvergenceWarning, stacklevel=3)
         return res.coef, res.intercept
 
     def _set_fold_back(self, w, b, mu, s, Xtr, ytr):

@@ -1,0 +1,345 @@
+"""The one damped-Newton / continuation driver of ``cgmt``: every fixed point of the package is solved here.
+
+A *problem* (:class:`Problem`) is a three-equation fixed point in the variables y = (alpha/sigma, log sigma,
+log gamma): the isotropic system of :func:`cgmt.solve` (``omega`` empty) or the anisotropic one of
+:func:`cgmt.solve_spectral` (eigenvalues ``omega``, teacher weights ``t``).  Both are evaluated by
+:func:`cgmt.equations.problem_res_jac_y`, so one compiled Newton loop (:func:`_newton_core`) serves both.
+
+Stages (each returns ``(y, r, extra, nit, status)`` with ``status`` a key of
+:data:`cgmt.result.STATUS_MESSAGES`):
+
+- :func:`damped_newton`: Newton on the relative residuals with trust limits (sigma and gamma change by at
+  most e^TRUST_LOG per step, alpha/sigma by max(1, |alpha/sigma|)), an Armijo backtracking line search on
+  max |r| and a least-squares step where the Jacobian is singular;
+- :func:`march_lambda`: continuation in log lam with a secant predictor and an adaptive step;
+- :func:`continuation`: a large-lam start marched down to the target (optionally after a few direct Newton
+  steps from a guess at the target).
+
+All constants of the driver are the module constants below; the solvers choose none of their own.
+"""
+from __future__ import annotations
+
+import math
+
+import numpy as np
+from numba import njit
+
+from .equations import problem_res_jac_y, quadrature_rule
+
+__all__ = ["Problem", "damped_newton", "march_lambda", "continuation", "improves", "DEFAULT_TOL", "DEFAULT_MAXITER",
+           "PATH_TOL", "POLISH_TOL", "POLISH_STEPS", "ARMIJO", "MAX_BACKTRACKS", "TRUST_LOG", "DIRECT_TRIES"]
+
+#: default largest relative residual accepted at the answer
+DEFAULT_TOL = 1e-10
+#: default Newton iterations per stage
+DEFAULT_MAXITER = 100
+#: residual accepted at intermediate continuation points and warm-start predictors
+PATH_TOL = 1e-6
+#: residual a final polish aims at (rounding level)
+POLISH_TOL = 1e-14
+#: sufficient decrease of the line search: accept max|r(y + t s)| <= (1 - ARMIJO t) max|r(y)|
+ARMIJO = 1e-4
+#: step halvings of the line search before "no further progress"
+MAX_BACKTRACKS = 30
+#: trust limit: a Newton step changes log sigma and log gamma by at most this
+TRUST_LOG = 2.0
+#: Newton iterations tried from an approximate start at the target (the large-lam asymptotics, the
+#: isotropic solution for a spectrum) before continuation
+DIRECT_TRIES = 12
+#: Newton steps of the final polish towards POLISH_TOL (quadratic convergence: two are enough)
+POLISH_STEPS = 2
+#: continuation: first step, largest step and smallest step in log lam; a step solved in at most
+#: EASY_STEP_NIT iterations doubles the next one
+PATH_FIRST_STEP = math.log(30.0)
+PATH_MAX_STEP = math.log(1e4)
+PATH_MIN_STEP = 1e-4
+EASY_STEP_NIT = 3
+#: continuation starts at START_LAMBDA * max(1, 1/delta) (times the largest eigenvalue, if above 1)
+START_LAMBDA = 20.0
+#: smallest lam a march reaches when the target is lam = 0 (the MLE), which is then solved directly
+LAMBDA_FLOOR = 1e-12
+
+_EMPTY = np.empty(0)
+
+
+class Problem:
+    """One fixed point: residuals/Jacobian in y = (m, log sigma, log gamma) with evaluation counting.
+
+    Parameters
+    ----------
+    delta, lam : float
+    kappa : float
+        Signal strength (sqrt(rho) for a spectrum).
+    quad_order : int
+        Gauss-Legendre points per panel of the channel quadrature.
+    eigenvalues, teacher_weights : ndarray, optional
+        The spectrum (:mod:`cgmt.spectral`); omitted for the isotropic problem.
+
+    Attributes
+    ----------
+    nfev : int
+        Residual evaluations so far.
+    n_extra : int
+        Length of ``extra``: 1 (E2) for the isotropic problem, 3 (q_hat, m_hat, V_hat) for the spectral one.
+    """
+
+    def __init__(self, delta, lam, kappa, quad_order, eigenvalues=None, teacher_weights=None):
+        self.delta, self.lam, self.kappa = float(delta), float(lam), float(kappa)
+        self.quad_order = int(quad_order)
+        self.rule = quadrature_rule(self.quad_order)
+        self.omega = _EMPTY if eigenvalues is None else np.ascontiguousarray(eigenvalues, dtype=float)
+        self.t = _EMPTY if teacher_weights is None else np.ascontiguousarray(teacher_weights, dtype=float)
+        self.n_extra = 1 if self.omega.size == 0 else 3
+        self.nfev = 0
+
+    def with_order(self, quad_order) -> "Problem":
+        """The same problem on another quadrature rule (fresh evaluation count)."""
+        return Problem(self.delta, self.lam, self.kappa, quad_order,
+                       None if self.omega.size == 0 else self.omega, None if self.omega.size == 0 else self.t)
+
+    @staticmethod
+    def to_x(y):
+        """(alpha, sigma, gamma) of the solver variables y."""
+        sigma = math.exp(y[1])
+        return y[0] * sigma, sigma, math.exp(y[2])
+
+    @staticmethod
+    def to_y(alpha, sigma, gamma):
+        """Solver variables y of (alpha, sigma, gamma)."""
+        return np.array([alpha / sigma, math.log(sigma), math.log(gamma)])
+
+    def __call__(self, y, lam=None):
+        """(r, jacobian in y, extra) at ``y`` and ``lam`` (default the problem's)."""
+        r = np.empty(3)
+        jy = np.empty((3, 3))
+        extra = np.zeros(self.n_extra)
+        problem_res_jac_y(np.asarray(y, dtype=float), self.lam if lam is None else float(lam), self.delta,
+                          self.kappa, self.omega, self.t, *self.rule, r, jy, extra)
+        self.nfev += 1
+        return r, jy, extra
+
+    def start_lambda(self) -> float:
+        """Where continuation starts: large enough for the large-lam asymptotics."""
+        top = float(self.omega.max()) if self.omega.size else 1.0
+        return START_LAMBDA * max(1.0, 1.0 / self.delta) * max(1.0, top)
+
+
+@njit(cache=True)
+def _max_abs(r):
+    """max |r_i| (NaN if any entry is NaN)."""
+    m = 0.0
+    for i in range(r.size):
+        if r[i] != r[i]:
+            return np.nan
+        m = max(m, abs(r[i]))
+    return m
+
+
+@njit(cache=True)
+def _solve3(a, b, out):
+    """Solve the 3 x 3 system a x = b by Gaussian elimination with partial pivoting; False if singular."""
+    m = a.copy()
+    v = b.copy()
+    for k in range(3):
+        p = k
+        for i in range(k + 1, 3):
+            if abs(m[i, k]) > abs(m[p, k]):
+                p = i
+        if m[p, k] == 0.0 or not math.isfinite(m[p, k]):
+            return False
+        if p != k:
+            for j in range(3):
+                m[k, j], m[p, j] = m[p, j], m[k, j]
+            v[k], v[p] = v[p], v[k]
+        for i in range(k + 1, 3):
+            f = m[i, k] / m[k, k]
+            for j in range(k, 3):
+                m[i, j] -= f * m[k, j]
+            v[i] -= f * v[k]
+    for i in range(2, -1, -1):
+        acc = v[i]
+        for j in range(i + 1, 3):
+            acc -= m[i, j] * out[j]
+        out[i] = acc / m[i, i]
+    return True
+
+
+@njit(cache=True)
+def _newton_core(y, lam, delta, kappa, omega, t, xg, wg, gz1, gw1, gz2, gw2, tol, maxiter, r, jy, extra):
+    """The damped Newton loop in one compiled call; y, r, jy, extra updated in place.
+
+    Returns (nit, status, nfev) with status 0 (converged), 1 (iteration limit) or 2 (no further progress).
+    """
+    rt = np.empty(3)
+    jt = np.empty((3, 3))
+    et = np.empty(extra.size)
+    yt = np.empty(3)
+    step = np.empty(3)
+    problem_res_jac_y(y, lam, delta, kappa, omega, t, xg, wg, gz1, gw1, gz2, gw2, r, jy, extra)
+    nfev = 1
+    nrm = _max_abs(r)
+    if not math.isfinite(nrm):
+        return 0, 2, nfev
+    for it in range(1, maxiter + 1):
+        if nrm <= tol:
+            return it - 1, 0, nfev
+        if not _solve3(jy, r, step):
+            step[:] = np.linalg.lstsq(jy, r, -1.0)[0]
+        for i in range(3):
+            step[i] = -step[i]
+            if not math.isfinite(step[i]):
+                return it, 2, nfev
+        scale = max(abs(step[1]) / TRUST_LOG, abs(step[2]) / TRUST_LOG, abs(step[0]) / max(1.0, abs(y[0])), 1.0)
+        for i in range(3):
+            step[i] /= scale
+        s = 1.0
+        accepted = False
+        nt = 0.0
+        for _ in range(MAX_BACKTRACKS):
+            for i in range(3):
+                yt[i] = y[i] + s * step[i]
+            problem_res_jac_y(yt, lam, delta, kappa, omega, t, xg, wg, gz1, gw1, gz2, gw2, rt, jt, et)
+            nfev += 1
+            nt = _max_abs(rt)
+            if math.isfinite(nt) and nt <= (1.0 - ARMIJO * s) * nrm:
+                accepted = True
+                break
+            s *= 0.5
+        if not accepted:
+            return it, 2, nfev
+        y[:] = yt
+        r[:] = rt
+        jy[:, :] = jt
+        extra[:] = et
+        nrm = nt
+    return maxiter, 0 if nrm <= tol else 1, nfev
+
+
+def damped_newton(problem, y0, tol, maxiter, lam=None):
+    """Damped Newton on max |r| with trust limits and a least-squares step for a singular Jacobian.
+
+    Parameters
+    ----------
+    problem : Problem
+    y0 : array (3,)
+    tol : float
+        Stop when max |r| <= tol.
+    maxiter : int
+    lam : float, optional
+        Solve at this lam instead of the problem's (continuation).
+
+    Returns
+    -------
+    tuple
+        (y, r, extra, nit, status) with status 0 (converged), 1 (iteration limit), 2 (no progress).
+    """
+    y = np.array(y0, dtype=float)
+    r = np.empty(3)
+    jy = np.empty((3, 3))
+    extra = np.zeros(problem.n_extra)
+    nit, status, nfev = _newton_core(y, problem.lam if lam is None else float(lam), problem.delta, problem.kappa,
+                                     problem.omega, problem.t, *problem.rule, float(tol), int(maxiter), r, jy, extra)
+    problem.nfev += nfev
+    return y, r, extra, nit, status
+
+
+def improves(candidate, best) -> bool:
+    """Whether the stage result ``candidate`` = (y, r, extra, status) replaces ``best`` (None: nothing yet).
+
+    A converged stage always does; otherwise the smaller max |r| wins.
+    """
+    return best is None or candidate[3] == 0 or np.max(np.abs(candidate[1])) < np.max(np.abs(best[1]))
+
+
+def march_lambda(newton, y, r, extra, lam_start, lam_target, tol, path_tol=PATH_TOL):
+    """Continuation in log lam from a solution at ``lam_start`` down to ``lam_target``.
+
+    Secant predictor from the last two solutions, a retry without it, step halving on failure and
+    doubling after easy steps (at most PATH_MAX_STEP per step).  Intermediate points are solved to
+    ``path_tol``, the last one to ``tol``.
+
+    Parameters
+    ----------
+    newton : callable
+        ``newton(y0, tol, lam) -> (y, r, extra, nit, status)`` (status 0 = converged).
+    y, r, extra
+        The solution at ``lam_start``.
+    lam_start, lam_target : float
+        lam_target <= lam_start.
+    tol, path_tol : float
+
+    Returns
+    -------
+    tuple
+        (y, r, extra, nit, status) at ``lam_target``; status 3 if the steps became too small (then the
+        last converged point is returned).
+    """
+    total = 0
+    t_end = math.log(lam_target)
+    t = math.log(lam_start)
+    prev = None  # (t, y) of the previous converged point, for the secant predictor
+    h = -PATH_FIRST_STEP
+    while t > t_end + 1e-12:
+        tn = max(t + h, t_end)
+        yp = y + (y - prev[1]) * (tn - t) / (t - prev[0]) if prev is not None else y.copy()
+        last = tn <= t_end + 1e-12
+        yn, rn, en, nitn, st = newton(yp, tol if last else path_tol, math.exp(tn))
+        total += nitn
+        if st != 0 and prev is not None:  # retry without the predictor
+            yn, rn, en, nitn, st = newton(y, tol if last else path_tol, math.exp(tn))
+            total += nitn
+        if st != 0:
+            h /= 2.0
+            if abs(h) < PATH_MIN_STEP:
+                return y, r, extra, total, 3
+            continue
+        prev = (t, y)
+        t, y, r, extra = tn, yn, rn, en
+        if nitn <= EASY_STEP_NIT:
+            h = max(2.0 * h, -PATH_MAX_STEP)
+    return y, r, extra, total, 0
+
+
+def continuation(problem, tol, maxiter, start, direct_guess=None):
+    """Solve ``problem`` at its lam by marching down from a large lam.
+
+    Parameters
+    ----------
+    problem : Problem
+    tol : float
+        Residual accepted at the target.
+    maxiter : int
+        Newton iterations per stage.
+    start : callable
+        ``start(lam) -> y``: a start at a large lam (e.g. the asymptotics).
+    direct_guess : callable, optional
+        ``direct_guess(lam) -> y``: first try DIRECT_TRIES Newton iterations from it at the target.
+
+    Returns
+    -------
+    tuple
+        (y, r, extra, nit, status); status 3 if continuation failed.
+    """
+    lam_target = problem.lam
+    lam_start = max(problem.start_lambda(), lam_target)
+    total = 0
+    if direct_guess is not None and 0 < lam_target < lam_start:
+        y, r, extra, nit, status = damped_newton(problem, direct_guess(lam_target), tol, DIRECT_TRIES)
+        if status == 0:
+            return y, r, extra, nit, 0
+        total += nit
+    y, r, extra, nit, status = damped_newton(problem, start(lam_start), tol if lam_start == lam_target else PATH_TOL,
+                                             maxiter, lam=lam_start)
+    total += nit
+    if status != 0:
+        return y, r, extra, total, 3
+    y, r, extra, nit, status = march_lambda(lambda y0, tl, lam: damped_newton(problem, y0, tl, maxiter, lam=lam),
+                                            y, r, extra, lam_start, lam_target if lam_target > 0 else LAMBDA_FLOOR,
+                                            tol, PATH_TOL)
+    total += nit
+    if status != 0:
+        return y, r, extra, total, status
+    if lam_target == 0.0:
+        y, r, extra, nit, status = damped_newton(problem, y, tol, maxiter, lam=0.0)
+        return y, r, extra, total + nit, status
+    return y, r, extra, total, 0

@@ -1,0 +1,153 @@
+"""The one solver core of cgmt: one result module and status table, one Newton driver, the failure convention,
+the deprecated names (they warn and name their removal version)."""
+import importlib
+import sys
+import warnings
+
+import numpy as np
+import pytest
+from sklearn.exceptions import ConvergenceWarning
+
+import cgmt
+import cgmt.newton
+import cgmt.result
+import cgmt.spectral
+from cgmt.equations import problem_res_jac_y, quadrature_rule
+from cgmt.newton import Problem
+from cgmt.result import REMOVAL_VERSION, STATUS_MESSAGES
+from cgmt.spectral_stability import spectral_pair_stability
+from cgmt.stability import CROSS_FAILED, STATUS_MESSAGES as STABILITY_STATUS
+
+SPECTRUM = cgmt.Spectrum.power_law(40, exponent=1.0, kappa=2.0)
+
+
+def _failed(call):
+    """Run ``call`` with an unreachable tolerance; return the result and the ConvergenceWarnings it raised."""
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        res = call()
+    return res, [w for w in caught if issubclass(w.category, ConvergenceWarning)]
+
+
+def test_one_status_table_for_every_solver():
+    assert STABILITY_STATUS is STATUS_MESSAGES and cgmt.solver.STATUS_MESSAGES is STATUS_MESSAGES
+    assert CROSS_FAILED in STATUS_MESSAGES
+    results = [
+        cgmt.solve(2.0, 0.1, 2.0), cgmt.mle(5.0, 1.0), SPECTRUM.solve(2.0, 0.1),
+        cgmt.stability(2.0, 0.1, 1.0, "subsample"), spectral_pair_stability(1.28, 1.28, 0.8192, 0.1, SPECTRUM),
+        cgmt.solve(0.7, 0.03, 3.0, maxiter=1, tol=1e-300, strict=False),
+        cgmt.mle(5.0, 1.0, maxiter=1, tol=1e-300),
+        SPECTRUM.solve(2.0, 0.01, maxiter=1, tol=1e-300),
+    ]
+    codes = {int(r.status) for r in results}
+    assert codes <= set(STATUS_MESSAGES) and {0, 1, 3} <= codes
+    for r in results:
+        assert r.success == (r.status == 0) and isinstance(r.message, str)
+        assert r.message.startswith(STATUS_MESSAGES[r.status])
+
+
+@pytest.mark.parametrize("call", [
+    lambda: cgmt.solve(0.7, 0.03, 3.0, maxiter=1, tol=1e-300),
+    lambda: cgmt.mle(5.0, 1.0, maxiter=1, tol=1e-300),
+    lambda: SPECTRUM.solve(2.0, 0.01, maxiter=1, tol=1e-300),
+])
+def test_non_convergence_warns_convergence_warning(call):
+    res, caught = _failed(call)
+    assert not res.success and res.status != 0
+    assert len(caught) == 1 and "did not converge" in str(caught[0].message)
+
+
+def test_strict_raises_instead_of_warning():
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", ConvergenceWarning)
+        with pytest.raises(cgmt.ConvergenceError, match="did not converge") as err:
+            SPECTRUM.solve(2.0, 0.01, maxiter=1, tol=1e-300, strict=True)
+    assert err.value.result.status in STATUS_MESSAGES
+
+
+def test_callers_that_read_success_do_not_warn():
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", ConvergenceWarning)
+        table = cgmt.sweep([0.7], [0.03, 0.01], [3.0], tol=1e-300, progress=False)
+    assert not table["success"].any()
+
+
+def test_one_set_of_driver_constants():
+    # the spectral module has no tolerances of its own: it uses the driver's
+    for name in ("_TOL_PATH", "PATH_TOL"):
+        assert name not in vars(cgmt.spectral) or vars(cgmt.spectral)[name] is cgmt.newton.PATH_TOL
+    assert not hasattr(cgmt.spectral, "_TOL_PATH") and not hasattr(cgmt.solver, "_TOL_PATH")
+    assert cgmt.solve.__kwdefaults__["tol"] == cgmt.solve_spectral.__kwdefaults__["tol"] == cgmt.newton.DEFAULT_TOL
+    assert (cgmt.solve.__kwdefaults__["maxiter"] == cgmt.solve_spectral.__kwdefaults__["maxiter"]
+            == cgmt.newton.DEFAULT_MAXITER)
+
+
+def test_spectral_jacobian_matches_finite_differences():
+    s = cgmt.Spectrum.spiked(30, spikes=[9.0, 4.0], kappa=1.5, teacher="flat")
+    problem = Problem(1.5, 0.05, s.kappa, 10, s.eigenvalues, s.teacher_weights)
+    y = np.array([0.7, np.log(0.9), np.log(0.6)])
+    r, jy, hats = problem(y)
+    assert np.all(np.isfinite(r)) and hats.shape == (3,)
+    num = np.empty((3, 3))
+    for j in range(3):
+        h = 1e-6
+        yp, ym = y.copy(), y.copy()
+        yp[j] += h
+        ym[j] -= h
+        num[:, j] = (problem(yp)[0] - problem(ym)[0]) / (2 * h)
+    np.testing.assert_allclose(jy, num, rtol=1e-6, atol=1e-8)
+
+
+def test_isotropic_and_spectral_problems_share_the_driver_and_roots():
+    iso = cgmt.solve(2.0, 0.1, 2.0)
+    p = 64
+    spectral = Problem(2.0, 0.1, 2.0, 10, np.ones(p), np.full(p, 4.0 / p))
+    y, r, hats, nit, status = cgmt.newton.damped_newton(spectral, Problem.to_y(*iso.x), 1e-12, 20)
+    assert status == 0 and np.max(np.abs(r)) <= 1e-12
+    np.testing.assert_allclose(Problem.to_x(y), iso.x, rtol=1e-9)
+    # the isotropic entry point: extra is E2, as for alpha_salehi at kappa = 0
+    rr, jy, extra = np.empty(3), np.empty((3, 3)), np.empty(1)
+    problem_res_jac_y(Problem.to_y(*iso.x), 0.1, 2.0, 2.0, np.empty(0), np.empty(0), *quadrature_rule(10),
+                      rr, jy, extra)
+    assert np.max(np.abs(rr)) <= 1e-10 and extra[0] == pytest.approx(-iso.alpha / (2 * 2.0 * 2.0), rel=1e-9)
+
+
+def test_deprecated_result_aliases_warn_with_the_removal_version():
+    r = cgmt.solve(2.0, 0.1, 2.0)
+    for old, new in (("converged", "success"), ("iterations", "nit")):
+        with pytest.warns(DeprecationWarning, match=f"CGMTResult.{old} is deprecated.*removed in {REMOVAL_VERSION}"):
+            value = getattr(r, old)
+        assert value == r[new]
+        assert old not in r
+
+
+def test_spectrum_keeps_its_old_import_path():
+    from cgmt.spectral import Spectrum
+    from cgmt.spectrum import Spectrum as Home
+
+    assert Spectrum is Home is cgmt.Spectrum
+    with pytest.raises(AttributeError, match="no attribute 'nothing'"):
+        cgmt.spectral.nothing  # noqa: B018
+
+
+def test_sims_success_replaces_converged_with_a_warning():
+    from sims import measure_replicate
+    from sims.renamed import ResultTable
+
+    out = measure_replicate(2.0, 0.1, 2.0, 30, 0, n_test=100, stability=False, subsample=False, gamma=False)
+    assert out["success"] is True and "converged" not in out
+    with pytest.warns(DeprecationWarning, match=f"'converged' is deprecated.*removed in {REMOVAL_VERSION}"):
+        assert out["converged"] is True
+    table = ResultTable({"p": [1, 2], "success": [True, False]})
+    with pytest.warns(DeprecationWarning, match=REMOVAL_VERSION):
+        assert table.converged.tolist() == [True, False]
+    with pytest.warns(DeprecationWarning, match=REMOVAL_VERSION):
+        assert table[table.p > 1]["converged"].tolist() == [False]
+
+
+@pytest.mark.parametrize("name", ["datasets"])
+def test_empirical_reexport_modules_warn_with_the_removal_version(name):
+    sys.modules.pop(f"empirical.{name}", None)
+    with pytest.warns(DeprecationWarning, match=f"empirical.{name} is deprecated.*removed in {REMOVAL_VERSION}"):
+        module = importlib.import_module(f"empirical.{name}")
+    assert callable(module.load_table)
