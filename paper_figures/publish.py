@@ -28,7 +28,8 @@ PUBLISHED_TABLES = ("accuracy_by_seed", "accuracy_intervals", "accuracy_differen
                     "stability_differences", "stability_hateeval", "stability_sarcasm", "stability_stsa",
                     "stability_equal_data_*", "separability_summary", "separability_control_summary",
                     "separability_control_*", "cost_median_fit_time_s", "steering_summary", "steering_text_summary",
-                    "structure_summary", "spectral_agreement*", "theory_vs_sims", "finite_size_convergence", "finite_size_slopes",
+                    "structure_summary", "spectral_agreement*", "theory_vs_sims", "finite_size_convergence",
+                    "finite_size_slopes",
                     "stability_vs_lambda", "stability_theory_vs_measured")
 #: Markers around the claims table that :func:`sync_readme` writes into the README.
 README_START, README_END = "<!-- claims-table:start -->", "<!-- claims-table:end -->"
