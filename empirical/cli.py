@@ -450,7 +450,8 @@ def cmd_steer(args):
         print(table[table.half == "report"][cols].to_string(index=False, float_format=lambda x: f"{x:.3f}"))
     if not table.measurable.any():
         print("\nThe unsteered answer does not track the concept (AUC < "
-              f"{evaluation.MIN_AUC} or answer mass < {evaluation.MIN_MASS}): not measurable here.")
+              f"{evaluation.MIN_AUC}, not above chance at one-sided p <= {evaluation.MAX_AUC_P}, or answer mass < "
+              f"{evaluation.MIN_MASS}): not measurable here.")
     return 0
 
 

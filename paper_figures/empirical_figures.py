@@ -42,7 +42,7 @@ from empirical.probes.structure import delta_sweep
 
 from . import empirical_plots
 from .claims import EQUAL_DATA_METHOD, PAPER_SPLIT_SEED, STABILITY_DATASETS
-from .output import load_table, save_figure, save_json, save_table
+from .output import load_table, save_figure, save_json, save_table, vectors_path
 from .progress import RunProgress
 from .stability import plot_real_embedding_stability
 
@@ -62,25 +62,32 @@ def _methods(quick: bool) -> dict:
     return {name: get_method(name).estimator(quick) for name in method_names("accuracy")}
 
 
-def layer_table(name, H, y, split, methods, progress=True, vectors_out=None, n_jobs=1) -> pd.DataFrame:
+def layer_table(name, H, y, split, methods, progress=True, vectors_out=None, n_jobs=1,
+                split_seed=PAPER_SPLIT_SEED) -> pd.DataFrame:
     """Test accuracy and fit time of every method at every layer 1..L (rows: layer x method).
 
     ``n_jobs`` joblib workers fit the layers in parallel (each worker on one core, so ``fit_time_s``
     is a single-core time whatever ``n_jobs`` is).
 
-    With ``vectors_out`` (a directory), RAPTOR's concept vectors are saved there as
-    ``concept_vectors_<name>`` (safetensors + JSON) for the steering step."""
+    With ``vectors_out`` (a directory, the run's ``tables``), the concept vectors of every method of the steering
+    comparison are saved there (:func:`paper_figures.output.vectors_path`; safetensors + JSON, with the per-layer
+    validation accuracies, the row count and ``split_seed``) for the steering steps, which then need not fit them
+    again."""
     layers = list(range(1, len(H)))
     frames = []
     for method, estimator in methods.items():
         fit = fit_layers(H, y, layers=layers, estimator=estimator, split=split, n_jobs=n_jobs,
                          progress=progress and method == "RAPTOR")
         table = fit.summary.drop(columns=["best"]).assign(dataset=name, method=method)
+        if vectors_out is not None and method in method_names("steering"):
+            validation = dict(zip(fit.summary["layer"].astype(int).astype(str),
+                                  fit.summary["val_accuracy"].astype(float)))
+            save_concept_vectors(vectors_path(Path(vectors_out).parent, name, method),
+                                 fit.concept_vectors(method=method.lower(), metadata=dict(
+                                     dataset=name, n_rows=int(len(y)), split_seed=split_seed,
+                                     validation_accuracy=validation)))
         if method == "RAPTOR":
             table = table.rename(columns={"lambda_": "lambda_star", "C": "C_star"})
-            if vectors_out is not None:
-                save_concept_vectors(Path(vectors_out) / f"concept_vectors_{name}",
-                                     fit.concept_vectors(metadata=dict(dataset=name)))
         else:
             table = table.drop(columns=["C", "lambda_", "val_accuracy"])
         frames.append(table)
@@ -338,7 +345,8 @@ def run(out, *, model="smollm2", data_dir=None, max_per_class=500, quick=False, 
 
 def _layers_for_seed(out, steps, name, H, y, split, seed, methods, scale, n_jobs, groups=None) -> pd.DataFrame:
     """The per-layer table of one dataset on one split seed (resumed if saved), with a ``seed`` column.
-    Seed :data:`PAPER_SPLIT_SEED` is the paper's split (``split``) and also saves RAPTOR's concept vectors;
+    Seed :data:`PAPER_SPLIT_SEED` is the paper's split (``split``) and also saves the steering methods' concept
+    vectors (:func:`layer_table`);
     with ``groups`` every seed uses the subject-grouped split (:func:`empirical.probes.grouped_split`) instead
     and nothing else is saved."""
     paper = seed == PAPER_SPLIT_SEED
@@ -399,7 +407,7 @@ def _stability_theory(out, data, stab, layers, progress):
 def _raptor_vectors(out, name, H, y, split, progress):
     """RAPTOR's concept vectors of layers 1..L, as saved by the accuracy step (fitted again if a resumed
     run's accuracy table predates that file)."""
-    path = Path(out) / "tables" / f"concept_vectors_{name}"
+    path = vectors_path(out, name, "RAPTOR")
     if not Path(f"{path}.json").exists():
         fit = fit_layers(H, y, layers=range(1, len(H)), split=split, progress=progress)
         save_concept_vectors(path, fit.concept_vectors(metadata=dict(dataset=name)))

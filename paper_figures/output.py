@@ -106,3 +106,46 @@ def save_figure(fig, out: Path, name: str, *, dpi: int = 130) -> Path:
 def save_json(obj, out: Path, name: str) -> Path:
     """Write ``obj`` as JSON to ``out/tables/name.json`` atomically."""
     return files.atomic_write_text(Path(out) / "tables" / f"{name}.json", json.dumps(obj, indent=2, default=float))
+
+
+def vectors_path(out: Path, dataset: str, method: str) -> Path:
+    """Where the accuracy step saves ``method``'s concept vectors of ``dataset`` at the paper's split (safetensors +
+    JSON, without suffix): ``tables/concept_vectors_<dataset>`` for RAPTOR, ``..._<cli name>`` for the others."""
+    from empirical.probes.registry import get_method
+
+    spec = get_method(method)
+    suffix = "" if spec.name == "RAPTOR" else f"_{spec.cli_name}"
+    return Path(out) / "tables" / f"concept_vectors_{dataset}{suffix}"
+
+
+def load_saved_vectors(out: Path, dataset: str, methods, n_rows: int, split_seed: int):
+    """The concept vectors and per-layer validation accuracies of ``methods`` that the accuracy step saved for
+    ``dataset`` (:func:`vectors_path`), or None when one is missing, damaged (a warning names it) or was fitted on
+    other data (another row count or split seed), so that the caller fits them itself.
+
+    Returns
+    -------
+    (dict of str to ConceptVectors, dict of str to dict of int to float) or None
+    """
+    from empirical.probes import load_concept_vectors
+
+    vectors, accuracy = {}, {}
+    for method in methods:
+        path = vectors_path(out, dataset, method)
+        if not Path(f"{path}.json").exists():
+            return None
+        if _FORCE["since"] is not None and Path(f"{path}.json").stat().st_mtime < _FORCE["since"]:
+            return None
+        try:
+            cv = load_concept_vectors(path)
+        except (ValueError, OSError) as exc:
+            warnings.warn(f"{exc}; fitting the concept vectors again", RuntimeWarning, stacklevel=2)
+            return None
+        meta = cv.metadata
+        if (meta.get("n_rows") != n_rows or meta.get("split_seed") != split_seed
+                or not isinstance(meta.get("validation_accuracy"), dict)):
+            return None
+        vectors[method] = cv
+        accuracy[method] = {int(layer): float(acc) for layer, acc in meta["validation_accuracy"].items()}
+    return vectors, accuracy
+

@@ -16,7 +16,8 @@ import pandas as pd
 
 from empirical.llm import datasets
 
-from .output import load_table, save_figure, save_table
+from .claims import PAPER_SPLIT_SEED
+from .output import load_saved_vectors, load_table, save_figure, save_table
 from .style import method_color
 
 #: every dataset with an answer pair; those whose read-out is not valid are reported as not measurable
@@ -25,7 +26,7 @@ METHODS = ("RAPTOR", "DiffMeans", "GCS", "xRFM")
 #: The full run: 100 held-out prompts (50 per class; selection and report halves of 50), 16 generation prompts of
 #: 32 new tokens, the two best screened settings per method and direction go to stage 2, where RAPTOR's best
 #: one is also measured at prompt and at all positions (the baselines at the answer positions: docs/steering.md).
-FULL = dict(datasets=DATASETS, methods=METHODS, n_prompts=100, n_generate=16, max_new_tokens=32, gcs_probes=50,
+FULL = dict(datasets=DATASETS, methods=METHODS, n_prompts=100, n_generate=16, max_new_tokens=32, gcs_probes=100,
             n_candidates=2, stage2_positions=("prompt", "all"), twin_methods=("RAPTOR",))
 #: ``--quick``: a look at the pipeline, not a measurement (one dataset, RAPTOR, 8 prompts, every stage).
 QUICK = dict(datasets=("stsa",), methods=("RAPTOR",), n_prompts=8, n_generate=2, max_new_tokens=8, gcs_probes=20,
@@ -67,13 +68,18 @@ def settings(quick: bool = False) -> list:
     return sweep_settings()
 
 
-def dataset_table(name, mdl, tok, H, ds, *, data_dir=None, quick=False, progress=False, n_jobs=1) -> pd.DataFrame:
-    """Every method and setting of one dataset, measured in stages (``steer_metrics.csv``'s columns)."""
+def dataset_table(name, mdl, tok, H, ds, *, data_dir=None, quick=False, progress=False, n_jobs=1,
+                  out=None) -> pd.DataFrame:
+    """Every method and setting of one dataset, measured in stages (``steer_metrics.csv``'s columns). The concept
+    vectors are the ones the empirical section saved in ``out`` for the same rows and the paper's split
+    (:func:`paper_figures.output.load_saved_vectors`), else fitted here after the validity stage."""
     from empirical.llm.steering_eval import evaluate_dataset
 
     scale = QUICK if quick else FULL
     test = datasets.load("stsa", data_dir, max_per_class=None, split="test") if name == "stsa" else None
+    saved = None if out is None else load_saved_vectors(out, name, scale["methods"], len(ds.labels), PAPER_SPLIT_SEED)
     table, _ = evaluate_dataset(mdl, tok, ds, H, settings(quick), eval_dataset=test, n_prompts=scale["n_prompts"],
+                                vectors=saved, split_seed=PAPER_SPLIT_SEED,
                                 methods=scale["methods"], n_generate=scale["n_generate"],
                                 max_new_tokens=scale["max_new_tokens"], gcs_probes=scale["gcs_probes"], batch_size=50,
                                 progress=progress, staged=True, n_candidates=scale["n_candidates"], n_jobs=n_jobs,
@@ -138,7 +144,7 @@ def run(out, *, model="smollm2", data_dir=None, max_per_class=500, quick=False, 
             ds = datasets.load(name, data_dir, max_per_class=max_per_class)
             H = extract_dataset(mdl, tok, ds, layers="all", progress=progress)
             table = dataset_table(name, mdl, tok, H, ds, data_dir=data_dir, quick=quick, progress=progress,
-                                  n_jobs=n_jobs)
+                                  n_jobs=n_jobs, out=out)
             save_table(table, out, f"steering_text_{name}")
         tables.append(table)
     table = pd.concat(tables, ignore_index=True)

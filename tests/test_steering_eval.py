@@ -3,6 +3,7 @@ unembedding direction raises its log-odds), a zero edit gives exactly 0, random 
 batching does not change the read-out, selection reads only the selection half, and bad input fails early."""
 from __future__ import annotations
 
+import math
 import os
 
 import numpy as np
@@ -244,6 +245,7 @@ def test_staged_screens_gates_and_reads_the_report_half_last(setup, monkeypatch)
     """Stage 2 sees only candidates that kept the answer mass, and no report-half prompt is read (or generated)
     before the operating points are chosen; a broken edit (huge strength) never reaches stage 2."""
     monkeypatch.setattr(SE, "MIN_AUC", 0.0)  # a random model's read-out tracks nothing; measure it anyway
+    monkeypatch.setattr(SE, "MAX_AUC_P", 1.0)
     monkeypatch.setattr(SE, "MIN_MASS", 0.0)
     # a tiny random model's answer barely moves: a gate at the unsteered mass splits the two signs of each edit
     monkeypatch.setattr(SE, "MASS_GATE", 1.0)
@@ -304,6 +306,7 @@ def test_staged_fits_the_vectors_only_for_a_valid_read_out(setup, monkeypatch):
     table, _ = run()
     assert fits == [] and table.stage.tolist() == ["validity"]
     monkeypatch.setattr(SE, "MIN_AUC", 0.0)
+    monkeypatch.setattr(SE, "MAX_AUC_P", 1.0)
     monkeypatch.setattr(SE, "MIN_MASS", 0.0)
     table, _ = run()
     assert fits == [1] and "candidate" in set(table.stage)  # measured past validity
@@ -311,6 +314,7 @@ def test_staged_fits_the_vectors_only_for_a_valid_read_out(setup, monkeypatch):
 
 def test_position_twins_only_for_the_twin_methods(setup, monkeypatch):
     monkeypatch.setattr(SE, "MIN_AUC", 0.0)
+    monkeypatch.setattr(SE, "MAX_AUC_P", 1.0)
     monkeypatch.setattr(SE, "MIN_MASS", 0.0)
     monkeypatch.setattr(SE, "MASS_GATE", 0.0)
     _, _, probes, _ = setup
@@ -359,3 +363,23 @@ def test_the_timing_model_counts_the_work():
     from paper_figures.__main__ import SECTION_SECONDS
     from paper_figures.steering_text import full_run_seconds
     assert SECTION_SECONDS["steering_text"] == round(full_run_seconds())
+
+
+def test_read_out_validity_needs_an_auc_above_chance_not_only_above_the_threshold():
+    """An AUC of ~0.55 on 100 prompts is within noise of chance (se ~0.058): the one-sided Mann-Whitney test refuses
+    it; a clear separation passes; the AUC and p-value are scipy's / scikit-learn's."""
+    from scipy.stats import mannwhitneyu
+    from sklearn.metrics import roc_auc_score
+
+    rng = np.random.default_rng(0)
+    y = np.tile([0, 1], 50)
+    weak = rng.normal(size=100) + 0.18 * y  # population AUC ~0.55
+    auc, p, mass, ok = SE.read_out_validity(weak, y, np.full(100, 0.2))
+    assert auc == pytest.approx(roc_auc_score(y, weak))
+    assert p == pytest.approx(mannwhitneyu(weak[y == 1], weak[y == 0], alternative="greater").pvalue)
+    assert p > SE.MAX_AUC_P and not ok
+    strong = rng.normal(size=100) + 1.5 * y
+    assert SE.read_out_validity(strong, y, np.full(100, 0.2))[3]
+    assert not SE.read_out_validity(strong, y, np.full(100, 0.001))[3]  # no answer mass
+    assert not SE.read_out_validity(-strong, y, np.full(100, 0.2))[3]  # tracks the opposite: not the concept
+    assert math.isnan(SE.read_out_validity(strong, np.ones(100), np.full(100, 0.2))[0])  # one class

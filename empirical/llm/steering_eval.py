@@ -18,7 +18,8 @@ The measurement (as CAA and ActAdd measure steering):
   ``opposite_sign_shift``: the other direction's LD change expressed in this row's sign (a concept effect flips
   with the sign, so it should be negative).
 * **Validity of the read-out** per dataset: AUC of the unsteered LD against the labels and the unsteered answer
-  mass; ``measurable`` is False when the AUC is below :data:`MIN_AUC` or the mass below :data:`MIN_MASS` (such a
+  mass; ``measurable`` is False when the AUC is below :data:`MIN_AUC`, not above chance by a one-sided Mann-Whitney
+  test at :data:`MAX_AUC_P`, or the mass below :data:`MIN_MASS` (such a
   dataset is reported, not averaged in).
 * **Fluency**: ``kl_answer``, the KL divergence of the steered next-token distribution from the unsteered one at
   the answer position; with generation (``generation_prompts``): greedy continuations, their perplexity under the
@@ -57,7 +58,7 @@ from tqdm.auto import tqdm
 
 from cgmt.validation import check_int, check_scalar
 
-from ..probes import LinearProbe, fit_layers, get_method, method_names, paper_split
+from ..probes import fit_layers, get_method, method_names, paper_split
 from ..probes.concept_vectors import ConceptVectors
 from .datasets import answer_pairs
 from .extract import check_prompts, tokenize_prompts
@@ -108,6 +109,9 @@ MIN_RANDOM = 5
 #: A dataset's read-out is measurable when the AUC of the unsteered LD is at least this and the mass at least MIN_MASS.
 MIN_AUC = 0.55
 MIN_MASS = 0.01
+#: ... and the AUC must be above chance by a one-sided Mann-Whitney test at this level (the verdicts' level): with
+#: 100 prompts the AUC's standard error is ~0.058, so a point threshold alone would let a read-out at chance in.
+MAX_AUC_P = 0.025
 #: Below this mean answer mass the stem is refused outright (the model does not answer with the words).
 MIN_MASS_STEM = 1e-6
 #: Gates of the operating point: steered mass >= MASS_GATE x unsteered mass, perplexity ratio <= PERPLEXITY_GATE.
@@ -123,7 +127,7 @@ METRIC_COLUMNS = [
     "opposite_sign_shift", "kl_answer", "alpha_median", "alpha_max", "n_generated", "perplexity_unsteered",
     "perplexity_steered", "perplexity_ratio", "perplexity_ratio_random", "distinct2_unsteered", "distinct2_steered",
     "distinct2_random", "vader_shift", "vader_se", "vader_random_shift",
-    "auc_unsteered", "measurable", "stem"]
+    "auc_unsteered", "auc_p_value", "measurable", "stem"]
 
 
 @dataclass(frozen=True)
@@ -637,6 +641,7 @@ class _Measurement:
         self.halves = split_halves(n)
         self.head_ids, self.answer_id = stem_ids[:-1], stem_ids[-1]
         self.ld0, self.mass0 = np.full(n, np.nan), np.full(n, np.nan)
+        self.auc_p = math.nan
         self.results, self.generated = {}, {}
         if self.gen_ids is not None:
             self.gen_halves = np.where(np.arange(len(self.gen_ids)) % 2 == 0, "selection", "report")
@@ -723,13 +728,13 @@ class _Measurement:
         bar.close()
 
     def validity(self) -> tuple:
-        """(AUC of the unsteered LD against the labels, mean unsteered mass, measurable) over the prompts read."""
+        """(AUC of the unsteered LD against the labels, mean unsteered mass, measurable) over the prompts read
+        (:func:`read_out_validity`)."""
         seen = np.isfinite(self.ld0)
         _check_mass(self.mass0[seen], self.stem, self.answer_words)
-        y = self.labels[seen]
-        auc = float(roc_auc_score(y, self.ld0[seen])) if len(np.unique(y)) == 2 else math.nan
-        mass = float(self.mass0[seen].mean())
-        return auc, mass, _measurable(auc, mass)
+        auc, p_value, mass, measurable = read_out_validity(self.ld0[seen], self.labels[seen], self.mass0[seen])
+        self.auc_p = p_value
+        return auc, mass, measurable
 
     # ----------------------------------------------------------------------------------------- generation
     def _gen_store(self):
@@ -816,7 +821,8 @@ class _Measurement:
                        opposite_sign_shift=opposite, kl_answer=float(res["kl"][sel].mean()),
                        alpha_median=float(np.median(a)) if a.size else math.nan,
                        alpha_max=float(a.max()) if a.size else math.nan,
-                       auc_unsteered=auc, measurable=measurable, stem=self.stem, n_generated=0)
+                       auc_unsteered=auc, auc_p_value=self.auc_p, measurable=measurable, stem=self.stem,
+                       n_generated=0)
             if setting.kind == "additive":
                 strengths = np.abs(list(edit_strengths(setting, layers, self.norms).values()))
                 row.update(alpha_median=float(np.median(strengths)), alpha_max=float(strengths.max()))
@@ -999,7 +1005,8 @@ def evaluate_staged(model, tokenizer, prompts, labels, vectors: dict, validation
     auc, mass, measurable = m.validity()
     if not measurable:
         return _table([dict(dataset=dataset, method="--", setting="unsteered", half="all", stage="validity",
-                            n_prompts=len(m.halves), answer_mass_unsteered=mass, auc_unsteered=auc, measurable=False,
+                            n_prompts=len(m.halves), answer_mass_unsteered=mass, auc_unsteered=auc,
+                            auc_p_value=m.auc_p, measurable=False,
                             stem=stem, n_random=m.n_random, n_generated=0)]), m.per_prompt()
     if lazy:
         m.set_vectors(*vectors(), norms, settings)
@@ -1059,8 +1066,42 @@ def edit_strengths(setting, layers, norms) -> dict:
     return {layer: setting.strength * norms[layer] for layer in layers}
 
 
-def _measurable(auc, mass) -> bool:
-    return bool(np.isfinite(auc) and auc >= MIN_AUC and mass >= MIN_MASS)
+def read_out_validity(logodds, labels, mass) -> tuple:
+    """Whether the unsteered answer read-out tracks the concept.
+
+    Parameters
+    ----------
+    logodds : array of shape (n,)
+        Unsteered answer log-odds LD of each prompt (concept words minus opposite words, nats).
+    labels : array of shape (n,)
+        The prompts' labels (1: the concept, 0: its opposite).
+    mass : array of shape (n,)
+        Unsteered answer mass P(concept words) + P(opposite words) of each prompt.
+
+    Returns
+    -------
+    (auc, p_value, mean_mass, measurable)
+        The AUC of LD against the labels, the one-sided Mann-Whitney p-value of "LD is larger on concept
+        prompts" (:func:`scipy.stats.mannwhitneyu`; NaN with one class), the mean mass, and ``measurable``: AUC at
+        least :data:`MIN_AUC`, p at most :data:`MAX_AUC_P` and mean mass at least :data:`MIN_MASS`.
+
+    Examples
+    --------
+    >>> auc, p, mass, ok = read_out_validity([0.1, 0.9, 0.2, 0.8] * 10, [0, 1, 0, 1] * 10, [0.3] * 40)
+    >>> auc, ok
+    (1.0, True)
+    >>> read_out_validity([0.5, 0.6, 0.4, 0.5] * 10, [0, 1, 1, 0] * 10, [0.3] * 40)[3]
+    False
+    """
+    logodds, labels, mass = np.asarray(logodds, float), np.asarray(labels), np.asarray(mass, float)
+    mean_mass = float(mass.mean()) if mass.size else math.nan
+    if len(np.unique(labels)) != 2:
+        return math.nan, math.nan, mean_mass, False
+    test = stats.mannwhitneyu(logodds[labels == 1], logodds[labels == 0], alternative="greater")
+    auc = float(roc_auc_score(labels, logodds))
+    p_value = float(test.pvalue)
+    measurable = bool(auc >= MIN_AUC and p_value <= MAX_AUC_P and mean_mass >= MIN_MASS)
+    return auc, p_value, mean_mass, measurable
 
 
 # --------------------------------------------------------------------------------------------- cost
@@ -1220,13 +1261,7 @@ def method_vectors(H, y, split, methods=("RAPTOR", "DiffMeans", "GCS", "xRFM"), 
         fit = fit_layers(H, y, layers=layers, split=split, progress=progress and method == "RAPTOR", n_jobs=n_jobs,
                          **({} if estimator is None else {"estimator": estimator}))
         accuracy[method] = dict(zip(fit.summary["layer"].astype(int), fit.summary["val_accuracy"].astype(float)))
-        if method == "xRFM":
-            test = dict(zip(fit.summary["layer"].astype(int), fit.summary["test_accuracy"].astype(float)))
-            vectors[method] = ConceptVectors({layer: LinearProbe(None, None, est.concept_vector_,
-                                                                 test_accuracy=test[layer])
-                                              for layer, est in fit.probes.items()}, method="xrfm")
-        else:
-            vectors[method] = fit.concept_vectors(method=method.lower())
+        vectors[method] = fit.concept_vectors(method=method.lower())  # xRFM: its direction only (no linear probe)
     return vectors, accuracy
 
 
