@@ -173,8 +173,10 @@ register_method(
     data=("100 class-balanced subsets of 80 % of the smaller class count of train, validation unused", "~48 %",
           "subsets of the run's train rows"))
 register_method(
-    "xRFM", XRFMProbe, comparisons=("accuracy", "stability", "steering"), color="#CC79A7",
-    description="recursive feature machine (kernel) baseline; its concept vector is the top eigenvector of the AGOP",
+    "xRFM", XRFMProbe, quick_params={"bandwidths": (10.0,), "iters": 2},
+    comparisons=("accuracy", "stability", "steering"), color="#CC79A7",
+    description="recursive feature machine (kernel) baseline; its concept vector is the top eigenvector of the AGOP "
+                "(quick: bandwidth 10 only, 2 iterations)",
     data=("train, validation for selecting the bandwidth", "60 %", "the run's train rows, validation for selection"))
 register_method(
     "DiffMeans", DifferenceOfMeans, cli_name="dom", comparisons=("accuracy", "steering"), color="#009E73",
