@@ -214,7 +214,7 @@ def _run(args) -> int:
                                                           names=empirical_figures.STABILITY_DATASETS)
                     n_layers = next(iter(hidden.values()))[0].shape[0]
                     # every 4th layer on the paper's split; the best layer on 4 more split seeds (5 in all),
-                    # so that the agreement statistics get seed intervals (--quick: every 15th layer, the paper's split only)
+                    # so that the agreement statistics get seed intervals (--quick: every 15th layer, paper split only)
                     spectral_figures.run(out, hidden, layers=range(1, n_layers, 15 if args.quick else 4),
                                          extra_seeds=0 if args.quick else 4, progress=False, monte_carlo=False,
                                          n_jobs=args.n_jobs)
