@@ -383,3 +383,45 @@ def test_read_out_validity_needs_an_auc_above_chance_not_only_above_the_threshol
     assert not SE.read_out_validity(strong, y, np.full(100, 0.001))[3]  # no answer mass
     assert not SE.read_out_validity(-strong, y, np.full(100, 0.2))[3]  # tracks the opposite: not the concept
     assert math.isnan(SE.read_out_validity(strong, np.ones(100), np.full(100, 0.2))[0])  # one class
+
+
+def test_stacked_random_controls_equal_one_pass_per_draw(setup):
+    """The answer-position controls run as one pass of n_random x rows; they equal one pass per draw (GCAV replays
+    the concept run's per-row |alpha|, additive the fixed strength) to float32 rounding."""
+    model, tok, probes, accuracy = setup
+    settings = [SE.SteeringSetting("gcav", "all", 0.99, "answer"), SE.SteeringSetting("additive", "top3", 0.5,
+                                                                                        "answer")]
+    results = []
+    for stacked in (True, False):
+        m = SE._Measurement(model, tok, PROMPTS, LABELS, {"RAPTOR": probes}, accuracy, {k: 1.0 for k in (1, 2, 3)},
+                            settings, answer_words=WORDS, stem=STEM, directions=("towards", "away"), n_random=5,
+                            seed=2, generation_prompts=None, max_new_tokens=4, sentiment=False, batch_size=3,
+                            dataset="d", progress=False)
+        m.stack_controls = stacked
+        m.readouts(m.entries(), np.arange(len(PROMPTS)))
+        results.append(m.results)
+    for key, res in results[0].items():
+        np.testing.assert_array_equal(res["ld"], results[1][key]["ld"])  # the concept pass is the same pass
+        # float32 model: a different batch shape rounds differently (as in test_batching_does_not_change_the_read_out)
+        np.testing.assert_allclose(res["rand"], results[1][key]["rand"], rtol=0, atol=1e-5)
+        assert np.isfinite(res["rand"]).all() and np.ptp(res["rand"], axis=0).max() > 0  # the draws differ
+
+
+def test_additive_steering_takes_one_direction_per_row(setup):
+    """A (rows, hidden) vector edits each row along its own direction: the same as editing each row alone."""
+    from empirical.llm.steering import additive_steering
+
+    model, tok, _, _ = setup
+    ids = tok(["review : a great movie .", "review : bad film ."], return_tensors="pt", padding=True)["input_ids"]
+    rng = np.random.default_rng(1)
+    V = rng.standard_normal((2, 32))
+    with torch.inference_mode():
+        with additive_steering(model, {2: V}, alpha=3.0, positions="all"):
+            both = model(input_ids=ids).logits
+        for i in range(2):
+            with additive_steering(model, {2: V[i]}, alpha=3.0, positions="all"):
+                alone = model(input_ids=ids[i:i + 1]).logits
+            torch.testing.assert_close(both[i:i + 1], alone, rtol=0, atol=1e-5)
+        with pytest.raises(ValueError, match="per-row steering vectors"):
+            with additive_steering(model, {2: rng.standard_normal((3, 32))}):
+                model(input_ids=ids)

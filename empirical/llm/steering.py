@@ -185,6 +185,7 @@ def model_positions(model) -> int | None:
 def additive_hook(vector: torch.Tensor, strength, positions: str = "last"):
     """Forward hook adding ``strength * vector`` to a decoder block's output (last or all positions).
 
+    ``vector`` is one direction (hidden_size,) for every row, or one per batch row (rows, hidden_size);
     ``strength`` is a number, or a 1-D tensor with one strength per batch row (the rows of every forward
     pass the hook sees)."""
     if positions not in ("last", "all"):
@@ -194,14 +195,16 @@ def additive_hook(vector: torch.Tensor, strength, positions: str = "last"):
 
     def hook(module, args, output):
         hidden = block_output_tensor(output)
-        if vector.numel() != hidden.shape[-1]:
-            raise ValueError(f"steering vector has {vector.numel()} entries, hidden size is {hidden.shape[-1]}")
+        if vector.shape[-1] != hidden.shape[-1]:
+            raise ValueError(f"steering vector has {vector.shape[-1]} entries, hidden size is {hidden.shape[-1]}")
+        if vector.dim() == 2 and vector.shape[0] != hidden.shape[0]:
+            raise ValueError(f"{vector.shape[0]} per-row steering vectors for a batch of {hidden.shape[0]} rows")
         if per_row and strength.shape[0] != hidden.shape[0]:
             raise ValueError(f"{strength.shape[0]} per-row strengths for a batch of {hidden.shape[0]} rows")
         delta = (strength[:, None] * vector if per_row else strength * vector).to(hidden.dtype).to(hidden.device)
         hidden = hidden.clone()
         if positions == "all":
-            hidden += delta[:, None, :] if per_row else delta
+            hidden += delta[:, None, :] if delta.dim() == 2 else delta
         else:
             hidden[:, -1, :] += delta
         return replace_block_output(output, _finite_edit(hidden, f"with strength {label}"))
@@ -219,8 +222,9 @@ def additive_steering(model, vectors: dict, alpha=1.0, positions="last") -> Iter
     Parameters
     ----------
     model : transformers causal LM
-    vectors : dict of int to array (hidden_size,)
-        Direction per layer (layer l = output of decoder block l, 1..L).
+    vectors : dict of int to array (hidden_size,) or (rows, hidden_size)
+        Direction per layer (layer l = output of decoder block l, 1..L); a 2-D array gives one direction per
+        batch row (e.g. several random controls stacked in one batch).
     alpha : float or dict of int to float (or to a 1-D array)
         Strength, in hidden-state units along the given vector; an array gives one strength per batch row.
     positions : {"last", "all"}
@@ -256,7 +260,11 @@ def additive_steering(model, vectors: dict, alpha=1.0, positions="last") -> Iter
             vec = np.asarray(as_real_array(vec, f"the steering vector of layer {layer}"), dtype=np.float64)
             if not np.all(np.isfinite(vec)):
                 raise ValueError(f"the steering vector of layer {layer} must be finite, got NaN or infinite entries")
-            vector = torch.as_tensor(np.asarray(vec), dtype=torch.float64).ravel()
+            if vec.ndim > 2 or vec.size == 0:
+                raise ValueError(f"the steering vector of layer {layer} must be one direction (hidden_size,) or one "
+                                 f"per row (rows, hidden_size), got shape {vec.shape}")
+            vector = torch.as_tensor(vec, dtype=torch.float64)
+            vector = vector if vec.ndim == 2 and vec.shape[0] > 1 else vector.ravel()
             hooks.add(blocks[int(layer) - 1].register_forward_hook(additive_hook(vector, strength, positions)))
         yield hooks
     finally:

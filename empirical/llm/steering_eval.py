@@ -392,6 +392,13 @@ class _Batch:
         self.positions = (self.mask.cumsum(-1) - 1).clamp(min=0)
         self.device = device
 
+    def repeat(self, times: int) -> "_Batch":
+        """The batch stacked ``times`` times along the rows (row ``r * B + i`` is row ``i``)."""
+        out = object.__new__(_Batch)
+        out.ids, out.mask = self.ids.repeat(times, 1), self.mask.repeat(times, 1)
+        out.positions, out.device = self.positions.repeat(times, 1), self.device
+        return out
+
 
 def _logprobs_last(model, hidden: torch.Tensor) -> torch.Tensor:
     """log-softmax of the LM head at the last position (the head runs on one position, not the whole sequence)."""
@@ -453,6 +460,22 @@ class _Edit:
                                              {layer: np.abs(a) * self.sign for layer, a in alphas.items()}, "last")
         return lambda: additive_steering(self.model, {layer: units[layer] for layer in self.layers},
                                          self.additive_strengths(), "all")
+
+
+    def random_stacked(self, draws, alphas, rows: int):
+        """All random controls of the answer-position edit in one pass: ``draws`` (one layer -> unit vector dict
+        per draw) stacked draw by draw over a batch of ``rows`` rows repeated ``len(draws)`` times, at the concept
+        run's |alpha| (GCAV: ``alphas`` of the answer pass, per row; additive: the fixed strengths)."""
+        if self.setting.kind == "gcav":
+            if alphas is None:
+                return None
+            layers = list(alphas)
+            strengths = {layer: np.tile(np.abs(a) * self.sign, len(draws)) for layer, a in alphas.items()}
+        else:
+            layers, strengths = self.layers, self.additive_strengths()
+        vectors = {layer: np.repeat(np.stack([units[layer] for units in draws]), rows, axis=0) for layer in layers}
+        return lambda: additive_steering(self.model, vectors, strengths, "last" if self.setting.kind == "gcav"
+                                         else "all")
 
 
 def _segments(positions: str) -> tuple:
@@ -642,6 +665,9 @@ class _Measurement:
         self.head_ids, self.answer_id = stem_ids[:-1], stem_ids[-1]
         self.ld0, self.mass0 = np.full(n, np.nan), np.full(n, np.nan)
         self.auc_p = math.nan
+        #: answer-position random controls run as one stacked pass (n_random x the batch's rows; the same numbers
+        #: as one pass per draw to rounding, ~40 % less time per row on a CPU)
+        self.stack_controls = True
         self.results, self.generated = {}, {}
         if self.gen_ids is not None:
             self.gen_halves = np.where(np.arange(len(self.gen_ids)) % 2 == 0, "selection", "report")
@@ -703,6 +729,7 @@ class _Measurement:
                                           batch.positions[:, -1:] + 1 + torch.arange(n_head, device=device),
                                           kv_prompt, head=False)
                 base = (kv_prompt, kv_head)
+                stacked = None  # (batch, base) repeated once per random draw, made when first needed
                 lp0, _ = _readout(model, core, batch, self.head_ids, self.answer_id, base, (None,) * 3,
                                   (False, False, False))
                 first = not np.isfinite(self.ld0).any()
@@ -720,6 +747,16 @@ class _Measurement:
                     for a in alphas:
                         if a:
                             res["alpha"] += [float(x) for v in a.values() for x in np.abs(v)]
+                    if self.stack_controls and seg == (False, False, True):  # answer only: every draw in one pass
+                        R = len(self.draws)
+                        if stacked is None:
+                            stacked = (batch.repeat(R), tuple([(k.repeat(R, 1, 1, 1), v.repeat(R, 1, 1, 1))
+                                                               for k, v in kv] for kv in base))
+                        edits = (None, None, edit.random_stacked(self.draws, alphas[2], B))
+                        lp_r, _ = _readout(model, core, stacked[0], self.head_ids, self.answer_id, stacked[1], edits,
+                                           seg)
+                        res["rand"][:, rows] = answer_logodds(lp_r, *words)[0].reshape(R, B)
+                        continue
                     for r, units in enumerate(self.draws):
                         edits = tuple(edit.random(units, a) for a in alphas)
                         lp_r, _ = _readout(model, core, batch, self.head_ids, self.answer_id, base, edits, seg)
