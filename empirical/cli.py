@@ -377,9 +377,7 @@ def _steer_settings(args, evaluation):
     if args.sweep:
         return evaluation.sweep_settings(k_grid=args.strengths, positions=positions or ("answer",))
     name = args.setting or evaluation.DEFAULT_SETTING
-    if name not in evaluation.PRESETS:
-        raise ValueError(f"--setting must be one of {sorted(evaluation.PRESETS)}, got {name!r}")
-    setting = evaluation.PRESETS[name]
+    setting = evaluation.named_setting(name)
     if positions:
         setting = evaluation.SteeringSetting(setting.kind, setting.layers, setting.strength, positions[0],
                                              name=f"{name}-{positions[0]}")

@@ -35,6 +35,7 @@ from pathlib import Path
 from cgmt.cli_args import available_cores, int_in, nonempty_path, worker_count
 from cgmt.cli_errors import debug_requested, run_command
 from empirical.files import atomic_write_text, read_json, refuse_overwriting_inputs
+from empirical.llm import datasets
 from empirical.llm.datasets import resolve_data_dir
 
 from . import (
@@ -73,7 +74,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--data-dir", type=nonempty_path, default=None,
                    help="dataset directory (default: $RAPTOR_DATA or ../shared/datasets)")
     p.add_argument("--max-per-class", type=int_in(1), default=None,
-                   help="cap examples per class for the empirical section (default: 500; --quick: 100)")
+                   help="cap examples per class for the empirical and steering sections (default: 500; --quick: "
+                        "100) and for learning_curves (default there: the Concept-Depth benchmark's sizes)")
     p.add_argument("--n-jobs", type=worker_count(), default=available_cores(),
                    help="parallel workers for simulations, layer fits and stability runs (default and maximum: "
                         "all cores)")
@@ -86,6 +88,13 @@ def build_parser() -> argparse.ArgumentParser:
                    help="also write a small committable copy of the results (RESULTS.md, claims.csv, the tables "
                         "behind the claims, key figures as small PNGs) to DIR, e.g. docs/results, and regenerate "
                         "the claims table of the repository's README.md from it")
+    p.add_argument("--datasets", nargs="+", default=None, metavar="NAME",
+                   help="datasets of the steering_text and learning_curves sections (default: each section's own "
+                        "list); the other sections always run every registered dataset")
+    p.add_argument("--learning-scale", choices=sorted(learning_curves.SCALES), default="full",
+                   help="protocol of the learning_curves section: full (pools of 200, 400 and 800 labels, "
+                        "docs/learning_curves.md) or goal (the pool of 400 only: issue 25's goal cell, a third of "
+                        "the work); --quick overrides both")
     p.add_argument("--no-progress", action="store_true", help="no progress display (nothing but the final paths)")
     p.add_argument("--debug", action="store_true",
                    help="show the full traceback of an error (also: environment variable RAPTOR_DEBUG=1)")
@@ -174,6 +183,8 @@ def _refuse_writing_into_the_data(args) -> None:
 
 def _run(args) -> int:
     _refuse_writing_into_the_data(args)
+    for name in args.datasets or ():  # an unknown name fails before any work, listing the known ones
+        datasets.get_dataset(name)
     out = args.out
     (out / "figures").mkdir(parents=True, exist_ok=True)
     (out / "tables").mkdir(parents=True, exist_ok=True)
@@ -222,13 +233,15 @@ def _run(args) -> int:
                 with steps.step("steering: generated text",
                                 SECTION_SECONDS["steering_text"] * (0.2 if args.quick else 1)):
                     steering_text.run(out, model=args.model, data_dir=args.data_dir, max_per_class=cap,
-                                      quick=args.quick, progress=False, n_jobs=args.n_jobs)
+                                      quick=args.quick, progress=False, n_jobs=args.n_jobs, names=args.datasets)
             elif section == "learning_curves":
                 with steps.step("learning curves from small pools",
                                 SECTION_SECONDS["learning_curves"] * (0.2 if args.quick else 1)):
-                    hidden = learning_curves.load_hidden(args.model, args.data_dir, progress=False)
+                    hidden = learning_curves.load_hidden(
+                        args.model, args.data_dir, progress=False, names=args.datasets or learning_curves.DATASETS,
+                        max_per_class="reference" if args.max_per_class is None else args.max_per_class)
                     learning_curves.run(out, hidden, n_jobs=args.n_jobs,
-                                        **(learning_curves.QUICK if args.quick else {}))
+                                        **learning_curves.SCALES["quick" if args.quick else args.learning_scale])
             timings[section] = round(time.perf_counter() - t0, 1)
             steps.write(f"[paper_figures] {section} done in {timings[section]:.0f} s")
             write_index(out)

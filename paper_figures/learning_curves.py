@@ -53,8 +53,9 @@ from empirical.validation import standardize_stats, stratified_split  # noqa: E4
 from .output import save_figure, save_table  # noqa: E402
 from .style import series_color  # noqa: E402
 
-__all__ = ["run", "load_hidden", "fixed_test_rows", "evaluate_setting", "summary_table", "plot_summary", "DATASETS",
-           "POOLS", "DRAWS", "MULTIPLES", "LAYER_STEP", "TEST_ROWS", "TEACHERS", "QUICK", "LEVEL"]
+__all__ = ["run", "load_hidden", "fixed_test_rows", "evaluate_setting", "summary_table", "by_draw_table",
+           "plot_summary", "DATASETS", "POOLS", "DRAWS", "MULTIPLES", "LAYER_STEP", "TEST_ROWS", "TEACHERS", "QUICK",
+           "LEVEL", "SCALES", "GOAL_POOL", "GOAL_MULTIPLE"]
 
 DATASETS = ("common", "hateeval", "sarcasm", "counterfact", "stsa", "cities")
 POOLS = (200, 400, 800)
@@ -66,19 +67,26 @@ TEACHERS = ("calibrated", "deconvolved")
 LEVEL = 0.9
 #: ``--quick``: one pool size, two draws, two multiples, every 10th layer
 QUICK = dict(pools=(200,), draws=2, multiples=(2, 4), layer_step=10)
+#: issue 25's goal cell: 8x the labels of a pool of 400 (``tables/learning_curves_goal``, the claims)
+GOAL_POOL, GOAL_MULTIPLE = 400, 8
+#: ``python -m paper_figures --only learning_curves --learning-scale NAME``: the protocol's parameters of :func:`run`
+#: (``full``: the module's defaults; ``goal``: the pool of 400 only, every draw, multiple and layer of the full
+#: protocol, a third of its evaluations; ``quick``: :data:`QUICK`)
+SCALES = {"full": {}, "goal": dict(pools=(GOAL_POOL,)), "quick": QUICK}
 #: best-layer agreement: the predicted best layer's true accuracy within this of the true best
 BEST_LAYER_TOLERANCE = 0.01
 
 
-def load_hidden(model="smollm2", data_dir=None, names=DATASETS, progress=True) -> dict:
-    """name -> (hidden states of every layer, labels, groups or None) at the Concept-Depth sizes (cached)."""
+def load_hidden(model="smollm2", data_dir=None, names=DATASETS, progress=True, max_per_class="reference") -> dict:
+    """name -> (hidden states of every layer, labels, groups or None), at the Concept-Depth sizes by default
+    (``max_per_class``: as :func:`empirical.llm.datasets.load`; cached)."""
     from empirical.llm.extract import extract_dataset  # torch side, imported when the section runs
     from empirical.llm.models import load_model
 
     mdl, tok = load_model(model)
     hidden = {}
     for name in names:
-        ds = datasets.load(name, data_dir, max_per_class="reference")
+        ds = datasets.load(name, data_dir, max_per_class=max_per_class)
         hidden[name] = (extract_dataset(mdl, tok, ds, layers="all", progress=progress), np.asarray(ds.labels),
                         ds.groups)
     return hidden
@@ -197,6 +205,27 @@ def summary_table(raw: pd.DataFrame) -> pd.DataFrame:
     return table
 
 
+def by_draw_table(raw: pd.DataFrame) -> pd.DataFrame:
+    """Per (dataset, pool, multiple, draw, method): the mean absolute error over the layers, the share of layers
+    whose interval covers the truth, and the layers; the units of the paired comparisons of
+    :mod:`paper_figures.predictor_claims` (pool draws are independent; the layers of one draw are not).
+
+    Parameters
+    ----------
+    raw : DataFrame
+        Rows of :func:`evaluate_setting` with ``dataset``, ``layer``, ``pool``, ``draw``.
+
+    Returns
+    -------
+    DataFrame
+        Columns ``dataset, pool, multiple, draw, method, mae, coverage, layers``.
+    """
+    raw = raw.assign(error=(raw.accuracy - raw.truth).abs(),
+                     covered=((raw.low <= raw.truth) & (raw.truth <= raw.high)).astype(float))
+    return (raw.groupby(["dataset", "pool", "multiple", "draw", "method"], sort=False)
+            .agg(mae=("error", "mean"), coverage=("covered", "mean"), layers=("layer", "nunique")).reset_index())
+
+
 def plot_summary(table: pd.DataFrame, out: Path, pool=None) -> Path:
     """MAE against the multiple, one panel per dataset, at one pool size (default: 400 if run, else the middle)."""
     pools = sorted(table.pool.unique())
@@ -256,5 +285,9 @@ def run(out, hidden, *, pools=POOLS, draws=DRAWS, multiples=MULTIPLES, layer_ste
     files.write_csv(Path(out) / "learning_curves" / "evaluations.csv", raw)
     table = summary_table(raw)
     save_table(table, out, "learning_curves")
+    save_table(by_draw_table(raw), out, "learning_curves_by_draw")
+    goal = table[(table["pool"] == GOAL_POOL) & (table["multiple"] == GOAL_MULTIPLE)]
+    if len(goal):
+        save_table(goal, out, "learning_curves_goal")
     plot_summary(table, out)
     return table

@@ -16,6 +16,9 @@ are 95 % and per claim.
   (``spectral_agreement_by_seed``, column ``mae_gain_vs_pool_cv_*``): paired per (dataset, split seed).
 * Spectral stability across layers (``spectral_agreement_by_seed``, ``spearman_stability_layers``) and
   against the isotropic theory (the paired difference of ``mae_stability_layers``).
+* Learning curves (``learning_curves_by_draw``, the section ``learning_curves``): the accuracy predicted at 8x the
+  labels of a pool of 400 against a power law fitted to the pool's subsamples and against "no gain", paired per
+  (dataset, pool draw); and issue 25's goal as a description.
 
 The interval over (dataset, seed) cells (:func:`paired_interval`) is stratified by dataset: per dataset the
 mean over seeds and the corrected resampled variance of :func:`paper_figures.claims.seed_interval` (the
@@ -31,6 +34,7 @@ import pandas as pd
 from scipy import stats
 
 from . import verdicts as rules
+from .learning_curves import GOAL_MULTIPLE, GOAL_POOL
 from .output import load_table
 from .verdicts import LEVEL, TEST_TRAIN_RATIO, mean_interval
 
@@ -147,6 +151,62 @@ def _stability_row(by_seed, predictor):
                  ours=ours + protocol, test=test)]
 
 
+#: The learning-curve claims (issue 25's goal): predict from a pool of ``LEARNING_POOL`` labels the best-C accuracy
+#: at ``LEARNING_MULTIPLE`` times as many, with the teacher ``raptor plan`` uses by default.
+LEARNING_POOL, LEARNING_MULTIPLE, LEARNING_PREDICTOR = GOAL_POOL, GOAL_MULTIPLE, "spectral/calibrated"
+#: The goal's thresholds: MAE at most this on at least 4 of 6 datasets; a 90 % interval's coverage in this range.
+LEARNING_MAE_GOAL, LEARNING_COVERAGE_RANGE = 0.02, (0.8, 0.97)
+
+
+def _learning_curve_rows(by_draw, summary=None, pool=LEARNING_POOL, multiple=LEARNING_MULTIPLE,
+                         predictor=LEARNING_PREDICTOR) -> list:
+    """The spectral learning curve against the two baselines it must beat (``power_law``, ``no_gain``): the paired
+    difference (baseline MAE - predictor MAE) per (dataset, pool draw), each the mean over the layers, stratified
+    by dataset (:func:`paired_interval`, the draws' pools overlapping like split seeds' training sets); and the
+    goal of issue 25 as a description (no verdict: thresholds set by the issue, not a test)."""
+    _require(by_draw, "learning_curves_by_draw", ("dataset", "pool", "multiple", "draw", "method", "mae", "coverage"))
+    cell = by_draw[(by_draw["pool"] == pool) & (by_draw["multiple"] == multiple)]
+    if not len(cell) or predictor not in set(cell["method"]):
+        return []
+    wide = cell.pivot_table(index=["dataset", "draw"], columns="method", values="mae").reset_index()
+    names = list(dict.fromkeys(cell["dataset"]))
+    rows = []
+    what = f"at {multiple}x the labels of a pool of {pool}"
+    for baseline, label in (("power_law", "a power-law learning curve fitted to the pool's subsamples"),
+                            ("no_gain", "'no gain from more labels' (the pool's cross-validated accuracy)")):
+        if baseline not in wide:
+            continue
+        both = wide.assign(gain=wide[baseline] - wide[predictor])
+        gain, lo, hi, cells = paired_interval(both, "gain")
+        per = ", ".join(f"{name} {g[predictor].mean():.3f} vs {g[baseline].mean():.3f}"
+                        for name, g in both.groupby("dataset", sort=False))
+        ours = (f"MAE {per}; {baseline} - theory {gain:+.4f} [{lo:+.4f}, {hi:+.4f}] over {cells} (dataset, draw) "
+                f"cells")
+        rows.append(dict(area="theory (ours)",
+                         claim=f"the spectral theory ({predictor}) predicts a probe's best-C test accuracy {what} "
+                               f"better than {label}",
+                         datasets=str(both.dataset.nunique()), paper="--", ours=ours,
+                         test=rules.superiority(gain, lo, hi, _pooled_df(both, "gain"))))
+    mae = cell.groupby(["dataset", "method"]).mae.mean().unstack()
+    coverage = cell[cell.method == predictor].groupby("dataset").coverage.mean()
+    low_mae = int((mae[predictor] <= LEARNING_MAE_GOAL).sum())
+    beats = int((mae[predictor] < mae["power_law"]).sum()) if "power_law" in mae else 0
+    ours = (f"MAE <= {LEARNING_MAE_GOAL} on {low_mae}/{len(names)} datasets (goal: 4/6); below the power law on "
+            f"{beats}/{len(names)} (goal: 4/6); 90 % interval coverage {coverage.min():.2f}-{coverage.max():.2f} "
+            f"(goal: {LEARNING_COVERAGE_RANGE[0]}-{LEARNING_COVERAGE_RANGE[1]})")
+    if summary is not None and "best_layer_within_1pt" in summary:
+        best = summary[(summary["pool"] == pool) & (summary["multiple"] == multiple)
+                       & (summary["method"] == predictor)]
+        if len(best) and best.best_layer_within_1pt.notna().any():
+            ours += (f"; predicted best layer within 1 pt of the true best on "
+                     f"{best.best_layer_within_1pt.mean():.0%} of the pool draws (mean shortfall "
+                     f"{best.best_layer_regret.mean():.3f})")
+    rows.append(dict(area="theory (ours)", claim=f"issue 25's goal for the learning curve {what} (a description: "
+                                                 "thresholds, not a test)",
+                     datasets=str(len(names)), paper="--", ours=ours, test=None))
+    return rows
+
+
 def predictor_claims(tables_dir, predictor: str = SPECTRAL) -> list:
     """Claim rows of the predictors against their baselines (module doc), from the tables in ``tables_dir``.
 
@@ -175,4 +235,7 @@ def predictor_claims(tables_dir, predictor: str = SPECTRAL) -> list:
                                                           "mae_gain_vs_pool_cv_lambda", "mae_gain_vs_pool_cv_delta"))
         rows += _pool_cv_rows(by_seed, predictor)
         rows += _stability_row(by_seed, predictor)
+    by_draw = load_table(tables.parent, "learning_curves_by_draw")
+    if by_draw is not None and len(by_draw):
+        rows += _learning_curve_rows(by_draw, load_table(tables.parent, "learning_curves"))
     return rows

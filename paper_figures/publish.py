@@ -19,7 +19,8 @@ from empirical.files import atomic_path, atomic_write_text, refuse_overwriting_i
 from . import claims
 
 #: Figures the README shows (file stems in ``OUT/figures``).
-KEY_FIGURES = ("accuracy_differences", "stability_by_layer", "spectral_stsa", "steering_metrics", "steering_text")
+KEY_FIGURES = ("accuracy_differences", "stability_by_layer", "spectral_stsa", "steering_metrics", "steering_text",
+               "learning_curves")
 #: Width of a published figure in pixels.
 WIDTH = 900
 #: The small tables behind every claim (``OUT/tables/<name>.csv``, glob patterns), published in ``DIR/tables`` so
@@ -27,7 +28,8 @@ WIDTH = 900
 PUBLISHED_TABLES = ("accuracy_by_seed", "accuracy_intervals", "accuracy_differences", "stability_summary",
                     "stability_differences", "stability_hateeval", "stability_sarcasm", "stability_stsa",
                     "stability_equal_data_*", "separability_summary", "separability_control_summary",
-                    "separability_control_*", "cost_median_fit_time_s", "steering_summary", "steering_text_summary",
+                    "separability_control_*", "cost_median_fit_time_s", "steering_summary", "steering_text_*",
+                    "learning_curves", "learning_curves_goal", "learning_curves_by_draw",
                     "structure_summary", "spectral_agreement*", "theory_vs_sims", "finite_size_convergence",
                     "finite_size_slopes",
                     "stability_vs_lambda", "stability_theory_vs_measured")

@@ -51,6 +51,12 @@ FIGURES = (
      "Our extension: the Gaussian-covariate (spectral) theory, fed with each layer's measured covariance and class "
      "means, against measured RAPTOR probes along the ridge path and the delta-sweep at the best layer and for "
      "ablation stability across layers, with the isotropic theory for comparison (docs/spectral_theory.md)."),
+    ("learning_curves", "How many labels does a concept need? Learning curves from a small pool",
+     "Mean absolute error of the best-C test accuracy predicted at 2, 4 and 8 times the labels of a pool of 400, "
+     "per dataset and method: the spectral theory (calibrated and deconvolved teachers; Sigma from the pool and "
+     "unlabelled rows) against a power law fitted to the pool's subsample accuracies and against 'no gain' "
+     "(docs/learning_curves.md; `python -m paper_figures --only learning_curves`). The table is the goal cell "
+     "(pool 400, 8x): MAE, bias, coverage of the 90 % interval and best-layer agreement."),
     ("theory_accuracy", "Theory: accuracy versus lambda",
      "The corrected fixed point (lines) against Monte Carlo simulation (markers, 2 standard errors)."),
     ("finite_size_convergence", "Theory: finite-size convergence",
@@ -67,7 +73,8 @@ FIGURE_TABLES = {
     "cost_dumbbell": ("cost_median_fit_time_s",),
     "stability_by_layer": ("stability_summary",),
     "steering_metrics": ("steering_summary", "steering_hard_layers"),
-    "steering_text": ("steering_text_summary",),
+    "steering_text": ("steering_text_summary", "steering_text_timing"),
+    "learning_curves": ("learning_curves_goal",),
     "structure_scatter": ("structure_summary",),
     "spectral_*": ("spectral_agreement",),
     "finite_size_convergence": ("finite_size_slopes",),
@@ -304,6 +311,57 @@ def _run_lines(info: dict) -> list:
     return ["Run:", ""] + lines + [f"- total wall time {total:.1f} min", ""]
 
 
+#: The phases of the time table: (phase, pattern of the progress steps' names), first match wins.
+TIME_PHASES = (
+    ("theory and stability-theory sections", r"^(theory: |stability theory vs simulation)"),
+    ("load model", r"^load model$"),
+    ("extraction of hidden states (0 where cached)", r"^extract "),
+    ("probes per layer, the paper's split (seed 42)", r"^(?!counterfact_grouped).*probes per layer, split seed 42$"),
+    ("probes per layer, the other split seeds", r"^(?!counterfact_grouped).*probes per layer, split seed"),
+    ("probes per layer, subject-grouped Counterfact", r"^counterfact_grouped: probes per layer"),
+    ("directional stability (paper's protocol)", r": directional stability"),
+    ("directional stability (equal data)", r": stability, equal data$"),
+    ("separability (paper's test)", r": separability$"),
+    ("separability control (shuffled labels)", r": separability control"),
+    ("GCAV steering (the paper's protocol)", r"^steering$"),
+    ("delta-sweep structure predictor", r"^delta-sweep"),
+    ("stability theory per layer", r"^stability theory per layer$"),
+    ("spectral section", r"^spectral theory"),
+    ("behavioural steering (steering_text)", r"^steering: generated text$"),
+    ("learning curves", r"^learning curves"),
+    ("figures", r"figures"),
+)
+
+
+def time_table(info: dict) -> pd.DataFrame:
+    """Minutes per phase of the run, summed over every invocation recorded in ``run_info.json`` (its
+    ``step_seconds``; :data:`TIME_PHASES`, anything else under ``other``), with the number of steps.
+
+    Parameters
+    ----------
+    info : dict
+        The run record (``tables/run_info.json``).
+
+    Returns
+    -------
+    pandas.DataFrame
+        Columns ``phase, steps, minutes``, in the order of :data:`TIME_PHASES`, and a ``total`` row.
+    """
+    import re
+
+    runs = [*info.get("earlier_invocations", []), {k: v for k, v in info.items() if k != "earlier_invocations"}]
+    minutes, steps = {}, {}
+    for run in runs:
+        for name, seconds in (run.get("step_seconds") or {}).items():
+            phase = next((label for label, pattern in TIME_PHASES if re.search(pattern, name)), "other")
+            minutes[phase] = minutes.get(phase, 0.0) + float(seconds) / 60
+            steps[phase] = steps.get(phase, 0) + 1
+    order = [label for label, _ in TIME_PHASES if label in minutes] + (["other"] if "other" in minutes else [])
+    rows = [dict(phase=p, steps=steps[p], minutes=round(minutes[p], 1)) for p in order]
+    rows.append(dict(phase="total", steps=sum(steps.values()), minutes=round(sum(minutes.values()), 1)))
+    return pd.DataFrame(rows)
+
+
 def write_results(out) -> Path:
     """Write ``out/RESULTS.md`` from the run's tables and figures; returns its path."""
     out = Path(out)
@@ -326,6 +384,9 @@ def write_results(out) -> Path:
                   f"{setup.get('K')} ablation runs for stability.", ""]
     if info:
         lines += _run_lines(info)
+        if any(r.get("step_seconds") for r in [info, *info.get("earlier_invocations", [])]):
+            lines += ["Time per phase (the progress steps' measured seconds, every invocation; docs/results.md#time "
+                      "says what each costs and why):", "", to_markdown(time_table(info), floatfmt=".1f"), ""]
     lines += _glossary_lines() + _protocol_lines(setup) + _rules_lines()
     lines += ["## The paper's claims", "", to_markdown(_format_claims(table)) if len(table) else "(no claims: the "
               "empirical section has not run)", ""]

@@ -10,6 +10,7 @@ dataset.
 """
 from __future__ import annotations
 
+import time
 from pathlib import Path
 
 import pandas as pd
@@ -78,13 +79,20 @@ def dataset_table(name, mdl, tok, H, ds, *, data_dir=None, quick=False, progress
     scale = QUICK if quick else FULL
     test = datasets.load("stsa", data_dir, max_per_class=None, split="test") if name == "stsa" else None
     saved = None if out is None else load_saved_vectors(out, name, scale["methods"], len(ds.labels), PAPER_SPLIT_SEED)
+    marks = [("start", time.perf_counter())]
     table, _ = evaluate_dataset(mdl, tok, ds, H, settings(quick), eval_dataset=test, n_prompts=scale["n_prompts"],
                                 vectors=saved, split_seed=PAPER_SPLIT_SEED,
                                 methods=scale["methods"], n_generate=scale["n_generate"],
                                 max_new_tokens=scale["max_new_tokens"], gcs_probes=scale["gcs_probes"], batch_size=50,
                                 progress=progress, staged=True, n_candidates=scale["n_candidates"], n_jobs=n_jobs,
-                                stage2_positions=scale["stage2_positions"], twin_methods=scale["twin_methods"])
-    return table
+                                stage2_positions=scale["stage2_positions"], twin_methods=scale["twin_methods"],
+                                on_stage=lambda stage, entries, idx: marks.append((stage, time.perf_counter())))
+    marks.append(("end", time.perf_counter()))
+    seconds = {}
+    for (stage, t0), (_, t1) in zip(marks[:-1], marks[1:]):
+        seconds[stage] = seconds.get(stage, 0.0) + t1 - t0
+    return table.assign(**{f"seconds_{stage}": round(t, 1) for stage, t in seconds.items()},
+                        vectors="loaded" if saved is not None else "fitted")
 
 
 def summary(table: pd.DataFrame) -> pd.DataFrame:
@@ -96,6 +104,19 @@ def summary(table: pd.DataFrame) -> pd.DataFrame:
     validity = table.groupby("dataset")[["auc_unsteered", "answer_mass_unsteered", "measurable"]].first()
     missing = validity[~validity.measurable.astype(bool)].reset_index()
     return pd.concat([chosen, missing.assign(method="--", setting="not measurable")], ignore_index=True)
+
+
+def timing(table: pd.DataFrame) -> pd.DataFrame:
+    """Seconds per dataset and stage of the measurement (``start``: prompts and norms; ``validity``; ``fit``: the
+    concept vectors, when not loaded from the empirical section; ``screen``; ``candidate``; ``generate``;
+    ``report``; ``generate-report``), with whether the vectors were loaded or fitted, and the total."""
+    columns = [c for c in table.columns if c.startswith("seconds_")]
+    extra = ["vectors"] if "vectors" in table.columns else []  # tables of earlier runs have neither
+    per = table.groupby("dataset", sort=False)[columns + extra].first().reset_index()
+    per = per.rename(columns={c: c.removeprefix("seconds_") for c in columns})
+    stages = [c.removeprefix("seconds_") for c in columns]
+    per["total"] = per[stages].sum(axis=1, min_count=1)
+    return per
 
 
 def plot(table: pd.DataFrame, out):
@@ -130,15 +151,16 @@ def plot(table: pd.DataFrame, out):
     return save_figure(fig, out, "steering_text")
 
 
-def run(out, *, model="smollm2", data_dir=None, max_per_class=500, quick=False, progress=True, n_jobs=1):
-    """Every dataset's table (resumed when its checksummed table exists), the summary and the figure."""
+def run(out, *, model="smollm2", data_dir=None, max_per_class=500, quick=False, progress=True, n_jobs=1, names=None):
+    """Every dataset's table (``names``, default the scale's datasets; resumed when its checksummed table exists),
+    the summary, the timing table and the figure."""
     from empirical.llm.extract import extract_dataset
     from empirical.llm.models import load_model
 
     out = Path(out)
     mdl, tok = load_model(model)
     tables = []
-    for name in (QUICK if quick else FULL)["datasets"]:
+    for name in names or (QUICK if quick else FULL)["datasets"]:
         table = load_table(out, f"steering_text_{name}")
         if table is None:
             ds = datasets.load(name, data_dir, max_per_class=max_per_class)
@@ -149,5 +171,6 @@ def run(out, *, model="smollm2", data_dir=None, max_per_class=500, quick=False, 
         tables.append(table)
     table = pd.concat(tables, ignore_index=True)
     save_table(summary(table), out, "steering_text_summary")
+    save_table(timing(table), out, "steering_text_timing")
     plot(table, out)
     return table

@@ -66,3 +66,17 @@ def test_section_is_not_a_default_section():
 
     assert "learning_curves" not in DEFAULT_SECTIONS
     assert build_parser().parse_args(["--only", "learning_curves", "--quick"]).only == ["learning_curves"]
+
+
+def test_scales_and_dataset_choice_on_the_command_line(tmp_path, capsys):
+    """``--learning-scale goal`` is the full protocol at the pool of 400 only; ``--datasets`` names the datasets of
+    the section and an unknown one fails before any work, listing the known ones."""
+    from paper_figures.__main__ import build_parser, main
+
+    assert learning_curves.SCALES["goal"] == dict(pools=(learning_curves.GOAL_POOL,))
+    assert learning_curves.SCALES["quick"] is learning_curves.QUICK and learning_curves.SCALES["full"] == {}
+    args = build_parser().parse_args(["--only", "learning_curves", "--learning-scale", "goal", "--datasets",
+                                      "common", "stsa"])
+    assert args.learning_scale == "goal" and args.datasets == ["common", "stsa"]
+    assert main(["--only", "learning_curves", "--datasets", "nope", "--out", str(tmp_path / "run")]) == 2
+    assert "unknown dataset 'nope'" in capsys.readouterr().err and not (tmp_path / "run" / "tables").exists()

@@ -106,3 +106,39 @@ def test_paired_interval_is_stratified_by_dataset():
     one_seed = pd.DataFrame(dict(dataset=["a", "b", "c"], x=[1.0, 2.0, 3.0]))
     m, lo, hi, n = paired_interval(one_seed, "x")
     assert (m, n) == (2.0, 3) and lo < 1 and hi > 3
+
+
+def _learning(tmp_path, gain_power, gain_none, theory_mae=0.015, noise=0.002):
+    """learning_curves_by_draw at the goal cell (pool 400, 8x) and another cell, 4 datasets x 5 draws; the theory's
+    MAE is ``theory_mae``, each baseline's is larger by its gain (plus noise)."""
+    from paper_figures.learning_curves import by_draw_table
+
+    rng = np.random.default_rng(3)
+    raw = []
+    for dataset in ("common", "hateeval", "sarcasm", "stsa"):
+        for draw in range(5):
+            for layer in (1, 4, 7):
+                truth = 0.8 + 0.01 * layer
+                for pool, multiple in ((400, 8), (200, 2)):
+                    for method, err in (("spectral/calibrated", theory_mae),
+                                        ("power_law", theory_mae + gain_power + noise * rng.standard_normal()),
+                                        ("no_gain", theory_mae + gain_none + noise * rng.standard_normal())):
+                        acc = truth + err * rng.choice([-1, 1])
+                        raw.append(dict(dataset=dataset, layer=layer, pool=pool, draw=draw, multiple=multiple,
+                                        n=pool * multiple, truth=truth, method=method, accuracy=acc, low=acc - 0.03,
+                                        high=acc + 0.03))
+    output.save_table(by_draw_table(pd.DataFrame(raw)), tmp_path, "learning_curves_by_draw")
+
+
+@pytest.mark.parametrize("gains, expected", [((0.01, 0.02), ("holds", "holds")),
+                                             ((-0.01, 0.0), ("does not hold", "inconclusive"))])
+def test_learning_curve_claims_against_both_baselines(tmp_path, gains, expected):
+    _learning(tmp_path, *gains, noise=0.002 if gains[1] else 0.01)
+    rows = _rows(tmp_path)
+    power, none = _find(rows, "power-law learning curve fitted"), _find(rows, "no gain")
+    assert (_verdict(power), _verdict(none)) == expected
+    assert "at 8x the labels of a pool of 400" in power["claim"] and "20 (dataset, draw) cells" in power["ours"]
+    goal = _find(rows, "goal")
+    assert _verdict(goal) == "--" and "on 4/4 datasets" in goal["ours"]  # theory MAE 0.015 <= 0.02 everywhere
+    by_draw = pd.read_csv(tmp_path / "tables" / "learning_curves_by_draw.csv")
+    assert set(by_draw.layers) == {3} and by_draw.coverage.between(0, 1).all()

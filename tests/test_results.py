@@ -234,6 +234,9 @@ def test_publish_writes_a_small_committable_copy(tmp_path):
     fig, ax = plt.subplots()  # the behavioural steering figure (its own section draws it)
     ax.plot([0, 1], [1, 0])
     output.save_figure(fig, run, "steering_text")
+    fig, ax = plt.subplots()  # and the learning-curve figure (its own section draws it)
+    ax.plot([2, 4, 8], [0.01, 0.02, 0.03])
+    output.save_figure(fig, run, "learning_curves")
     write_results(run)
     with open(run / "RESULTS.md", "a") as f:  # a long table is linked, not embedded
         f.write("Numbers: [tables/long.csv](tables/long.csv) (50 rows).\n")
@@ -419,3 +422,21 @@ def test_finite_size_bias_slope_uses_the_known_variance_normal_interval(tmp_path
     row = claims.claims_table(tmp_path).set_index("claim").loc[
         "simulation converges to the theory as p grows (bias falls with p)"]
     assert "-0.97 [-1.18, -0.76]" in row.ours and row.verdict == "holds"
+
+
+def test_time_table_sums_every_invocation_by_phase():
+    from paper_figures.results import time_table
+
+    earlier = dict(step_seconds={"extract stsa": 120.0, "stsa: probes per layer, split seed 42": 60.0})
+    info = dict(step_seconds={"stsa: probes per layer, split seed 0": 30.0, "counterfact_grouped: probes per layer, "
+                              "split seed 0": 6.0, "stsa: separability control (shuffled labels)": 12.0,
+                              "stsa: separability": 18.0, "something new": 6.0},
+                earlier_invocations=[earlier])
+    t = time_table(info).set_index("phase")
+    assert t.loc["extraction of hidden states (0 where cached)", "minutes"] == 2.0
+    assert t.loc["probes per layer, the paper's split (seed 42)", "minutes"] == 1.0
+    assert t.loc["probes per layer, the other split seeds", "minutes"] == 0.5
+    assert t.loc["probes per layer, subject-grouped Counterfact", "minutes"] == 0.1
+    assert t.loc["separability (paper's test)", "minutes"] == 0.3
+    assert t.loc["separability control (shuffled labels)", "minutes"] == 0.2
+    assert t.loc["other", "steps"] == 1 and t.loc["total", "minutes"] == 4.2 and t.loc["total", "steps"] == 7

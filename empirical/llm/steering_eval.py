@@ -74,7 +74,8 @@ __all__ = ["ANSWER_STEM", "NEUTRAL_PROMPTS", "SENTIMENT_DATASETS", "POSITIONS", 
            "PRESETS", "DEFAULT_SETTING", "METRIC_COLUMNS", "answer_token_ids", "check_answer_words",
            "sweep_settings", "choose_layers", "distinct_ngram_ratio", "answer_logodds", "evaluate_steering",
            "select_operating_points", "default_setting", "method_vectors", "evaluate_dataset", "vader_scores",
-           "random_units", "split_halves", "evaluate_staged", "screen_candidates", "estimate_seconds", "COST_SECONDS"]
+           "random_units", "split_halves", "evaluate_staged", "screen_candidates", "estimate_seconds", "COST_SECONDS",
+           "named_setting", "read_out_validity"]
 
 #: The answer stem appended to every prompt (SmolLM2 answers "The answer is ..."; the pilot's stem).
 ANSWER_STEM = "\n\nThe answer is:"
@@ -196,6 +197,26 @@ PRESETS = {
 }
 #: The paper's protocol stays the default until the measured table picks another (:func:`default_setting`).
 DEFAULT_SETTING = "paper"
+
+
+def named_setting(name: str) -> "SteeringSetting":
+    """The setting called ``name``: a preset (:data:`PRESETS`) or any setting of the full sweep at any positions
+    (:func:`sweep_settings`, e.g. ``'additive-best-k0.2-answer'``, the names ``steer_metrics.csv`` uses);
+    ``ValueError`` listing the presets otherwise.
+
+    Examples
+    --------
+    >>> named_setting("gcav-top3-p0.99-prompt").layers
+    'top3'
+    """
+    if name in PRESETS:
+        return PRESETS[name]
+    for setting in sweep_settings(positions=POSITIONS):
+        if setting.name == name:
+            return setting
+    raise ValueError(f"--setting must be a preset ({', '.join(sorted(PRESETS))}) or a sweep setting such as "
+                     f"'additive-best-k0.2-answer' (kind-layers-strength-positions, as steer_metrics.csv names "
+                     f"them), got {name!r}")
 
 
 def sweep_settings(k_grid=(0.05, 0.1, 0.2, 0.4, 0.8), p_grid=(0.9, 0.99, P_TOWARDS),
@@ -1014,7 +1035,8 @@ def evaluate_staged(model, tokenizer, prompts, labels, vectors: dict, validation
     the answer positions; ``vectors`` may also be a function returning (vectors, validation_accuracy), called
     only when the read-out is valid (a dataset that stops at validity fits nothing); ``twin_methods`` limits the
     stage-2 position twins to those methods (default: every method); ``on_stage(stage, entries,
-    prompt_indices)`` is called before each measurement (a hook for progress and tests).
+    prompt_indices)`` is called before each measurement and before the lazy fit (stage ``fit``; a hook for progress,
+    timing and tests).
 
     Returns
     -------
@@ -1046,6 +1068,7 @@ def evaluate_staged(model, tokenizer, prompts, labels, vectors: dict, validation
                             auc_p_value=m.auc_p, measurable=False,
                             stem=stem, n_random=m.n_random, n_generated=0)]), m.per_prompt()
     if lazy:
+        notify("fit", [], np.arange(0))
         m.set_vectors(*vectors(), norms, settings)
     # stage 1: the whole grid at the answer position, selection half
     screen = m.entries()
@@ -1308,7 +1331,7 @@ def evaluate_dataset(model, tokenizer, dataset, H, settings, *, eval_dataset=Non
                      n_generate: int = 16, max_new_tokens: int = 32, batch_size: int = 16, split_seed: int = 42,
                      gcs_probes: int = 50, progress: bool = False, staged: bool = False,
                      n_candidates: int = 2, n_jobs: int = 1, stage2_positions=("prompt", "all"),
-                     twin_methods=None) -> tuple:
+                     twin_methods=None, on_stage=None) -> tuple:
     """Steering of one dataset, end to end: answer words checked first, concept vectors fitted on the
     train/validation split of ``H`` (unless ``vectors`` = (vectors, validation accuracies) is given), held-out
     prompts (``eval_dataset``'s rows, e.g. ``stsa.binary.test``, else the test split; classes alternating), median
@@ -1316,7 +1339,8 @@ def evaluate_dataset(model, tokenizer, dataset, H, settings, *, eval_dataset=Non
     sentiment datasets (VADER), else the first ``n_generate`` held-out prompts; ``n_generate=0`` skips it.
     ``staged`` runs :func:`evaluate_staged` (a sweep: ``paper_figures --only steering_text``) with
     ``n_candidates``, ``stage2_positions`` and ``twin_methods`` (the vectors are fitted after the validity stage,
-    only for a valid read-out), else :func:`evaluate_steering`; ``n_jobs`` fits the layers in parallel.
+    only for a valid read-out; ``on_stage`` as there), else :func:`evaluate_steering`; ``n_jobs`` fits the layers in
+    parallel.
 
     Returns
     -------
@@ -1356,5 +1380,5 @@ def evaluate_dataset(model, tokenizer, dataset, H, settings, *, eval_dataset=Non
     if staged:
         return evaluate_staged(model, tokenizer, prompts, labels, vectors, None, norms, settings,
                                n_candidates=n_candidates, stage2_positions=stage2_positions,
-                               twin_methods=twin_methods, **kw)
+                               twin_methods=twin_methods, on_stage=on_stage, **kw)
     return evaluate_steering(model, tokenizer, prompts, labels, *vectors, norms, settings, **kw)
