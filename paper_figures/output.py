@@ -12,6 +12,8 @@ from pathlib import Path
 import pandas as pd
 
 from empirical import files
+from empirical.probes import load_concept_vectors
+from empirical.probes.registry import get_method
 
 
 def save_table(df: pd.DataFrame, out: Path, name: str, *, floatfmt: str = ".4g") -> Path:
@@ -111,8 +113,6 @@ def save_json(obj, out: Path, name: str) -> Path:
 def vectors_path(out: Path, dataset: str, method: str) -> Path:
     """Where the accuracy step saves ``method``'s concept vectors of ``dataset`` at the paper's split (safetensors +
     JSON, without suffix): ``tables/concept_vectors_<dataset>`` for RAPTOR, ``..._<cli name>`` for the others."""
-    from empirical.probes.registry import get_method
-
     spec = get_method(method)
     suffix = "" if spec.name == "RAPTOR" else f"_{spec.cli_name}"
     return Path(out) / "tables" / f"concept_vectors_{dataset}{suffix}"
@@ -127,8 +127,6 @@ def load_saved_vectors(out: Path, dataset: str, methods, n_rows: int, split_seed
     -------
     (dict of str to ConceptVectors, dict of str to dict of int to float) or None
     """
-    from empirical.probes import load_concept_vectors
-
     vectors, accuracy = {}, {}
     for method in methods:
         path = vectors_path(out, dataset, method)
