@@ -181,7 +181,7 @@ def _protocol_lines(setup: dict) -> list:
               "intervals; the paired statements of Counterfact |",
               f"| GCS probes | 100 | {setup.get('gcs_probes', 100)} | -- |",
               f"| stability | 6 settings | {', '.join(setup.get('stability_datasets', []))}, every "
-              f"{setup.get('stability_layer_step', '?')}rd layer, K = {setup.get('K', '?')} | run time |",
+              f"{_ordinal(setup.get('stability_layer_step'))} layer, K = {setup.get('K', '?')} | run time |",
               "| steering prompts | test prompts | 16 test prompts per setting (4 in --quick), both classes "
               "| run time |",
               f"| spectral section | -- | {', '.join(setup.get('stability_datasets', []))}, every 4th layer | ours |",
@@ -298,6 +298,14 @@ def _plain_words(table: pd.DataFrame, facts: dict) -> list:
     return lines
 
 
+def _ordinal(k) -> str:
+    """'3rd', '4th', '21st' ... ('?' for a missing value)."""
+    if not isinstance(k, int):
+        return "?"
+    suffix = "th" if 10 <= k % 100 <= 20 else {1: "st", 2: "nd", 3: "rd"}.get(k % 10, "th")
+    return f"{k}{suffix}"
+
+
 def _run_lines(info: dict) -> list:
     """One line per invocation that produced this run's tables (a resumed run keeps the earlier ones)."""
     runs = [*info.get("earlier_invocations", []), {k: v for k, v in info.items() if k != "earlier_invocations"}]
@@ -334,8 +342,10 @@ TIME_PHASES = (
 
 
 def time_table(info: dict) -> pd.DataFrame:
-    """Minutes per phase of the run, summed over every invocation recorded in ``run_info.json`` (its
-    ``step_seconds``; :data:`TIME_PHASES`, anything else under ``other``), with the number of steps.
+    """Minutes per phase of one complete run: every progress step counted once, at the largest time any
+    invocation recorded in ``run_info.json`` measured for it (the invocation that computed it; a resumed step is
+    only read back, in a fraction of a second), summed per phase (:data:`TIME_PHASES`, anything else under
+    ``other``), with the number of steps.
 
     Parameters
     ----------
@@ -350,12 +360,15 @@ def time_table(info: dict) -> pd.DataFrame:
     import re
 
     runs = [*info.get("earlier_invocations", []), {k: v for k, v in info.items() if k != "earlier_invocations"}]
-    minutes, steps = {}, {}
+    longest = {}
     for run in runs:
         for name, seconds in (run.get("step_seconds") or {}).items():
-            phase = next((label for label, pattern in TIME_PHASES if re.search(pattern, name)), "other")
-            minutes[phase] = minutes.get(phase, 0.0) + float(seconds) / 60
-            steps[phase] = steps.get(phase, 0) + 1
+            longest[name] = max(longest.get(name, 0.0), float(seconds))
+    minutes, steps = {}, {}
+    for name, seconds in longest.items():
+        phase = next((label for label, pattern in TIME_PHASES if re.search(pattern, name)), "other")
+        minutes[phase] = minutes.get(phase, 0.0) + seconds / 60
+        steps[phase] = steps.get(phase, 0) + 1
     order = [label for label, _ in TIME_PHASES if label in minutes] + (["other"] if "other" in minutes else [])
     rows = [dict(phase=p, steps=steps[p], minutes=round(minutes[p], 1)) for p in order]
     rows.append(dict(phase="total", steps=sum(steps.values()), minutes=round(sum(minutes.values()), 1)))
@@ -385,8 +398,9 @@ def write_results(out) -> Path:
     if info:
         lines += _run_lines(info)
         if any(r.get("step_seconds") for r in [info, *info.get("earlier_invocations", [])]):
-            lines += ["Time per phase (the progress steps' measured seconds, every invocation; docs/results.md#time "
-                      "says what each costs and why):", "", to_markdown(time_table(info), floatfmt=".1f"), ""]
+            lines += ["Time per phase of one complete run (each progress step once, as measured by the invocation "
+                      "that computed it; docs/results.md#time says what each costs and why):", "",
+                      to_markdown(time_table(info), floatfmt=".1f"), ""]
     lines += _glossary_lines() + _protocol_lines(setup) + _rules_lines()
     lines += ["## The paper's claims", "", to_markdown(_format_claims(table)) if len(table) else "(no claims: the "
               "empirical section has not run)", ""]
