@@ -7,6 +7,7 @@ verdict rules are in :mod:`paper_figures.claims`.
 from __future__ import annotations
 
 import json
+import re
 from pathlib import Path
 
 import pandas as pd
@@ -357,8 +358,6 @@ def time_table(info: dict) -> pd.DataFrame:
     pandas.DataFrame
         Columns ``phase, steps, minutes``, in the order of :data:`TIME_PHASES`, and a ``total`` row.
     """
-    import re
-
     runs = [*info.get("earlier_invocations", []), {k: v for k, v in info.items() if k != "earlier_invocations"}]
     longest = {}
     for run in runs:
