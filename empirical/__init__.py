@@ -6,6 +6,7 @@ Subpackages (dependencies point downwards only; see ``docs/architecture.md``):
 - :mod:`empirical.probes`: :class:`RaptorProbe`, baselines, per-layer fitting, stability protocol,
   separability, persistence, the delta-sweep structure predictor (numpy/scipy/scikit-learn; no torch);
 - :mod:`empirical.llm`: models, hooks, cached extraction, datasets, steering (torch, transformers);
+- :mod:`empirical.reporting`: the figures of the ``raptor`` command (:mod:`empirical.cli`), one function each;
 - shared plumbing: :mod:`empirical.files` (atomic writes, checksums, cache root),
   :mod:`empirical.validation` (array and label checks), :mod:`empirical.testing` (fixtures).
 

@@ -13,7 +13,6 @@ import argparse
 import sys
 import tempfile
 import time
-from contextlib import contextmanager
 from pathlib import Path
 
 import numpy as np
@@ -23,7 +22,7 @@ from tqdm.auto import tqdm
 from cgmt.cli_args import int_in, nonempty_path, number_in, number_list, worker_count
 from cgmt.cli_errors import debug_requested, run_command
 
-from .files import refuse_overwriting_inputs, save_figure, write_csv, write_json
+from .files import refuse_overwriting_inputs, write_csv, write_json
 from .llm import datasets
 from .llm.cache import ExtractionCache
 from .probes.concept_vectors import ConceptVectors
@@ -36,6 +35,7 @@ from .probes.registry import get_method, method_names, methods
 from .probes.spectral_prediction import estimate_pool_model
 from .probes.stability import stability
 from .probes.structure import MAX_SEEDS, delta_sweep, stratified_subsample
+from .reporting import plot_delta_sweep, plot_plan, plot_probe_accuracy, plot_stability
 from .validation import C_MAX, C_MIN
 
 SPLIT_SEED = 42
@@ -204,26 +204,12 @@ def _out(args, names=()) -> Path:
     return out
 
 
-def _plt():
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
-    return plt
-
-
-@contextmanager
-def _figure(path, figsize):
-    """``with _figure(path, figsize) as ax:`` draws one figure and saves it to ``path``; a drawing or saving error
-    becomes a warning naming the figure, so a failed plot never loses the tables written before it."""
-    plt = _plt()
-    fig, ax = plt.subplots(figsize=figsize)
+def _draw(plot, table, path, **labels):
+    """Draw one figure, ``plot(table, path, **labels)`` (a function of :mod:`empirical.reporting`); a drawing or
+    saving error becomes a warning naming the figure, so a failed plot never loses the tables written before it."""
     try:
-        yield ax
-        save_figure(fig, path)
+        plot(table, path, **labels)
     except Exception as exc:  # noqa: BLE001 -- any plotting failure; the tables are already written
-        plt.close(fig)
         print(f"raptor: warning: could not draw {path} ({type(exc).__name__}: {exc}); the tables are saved",
               file=sys.stderr)
 
@@ -292,14 +278,7 @@ def cmd_probe(args):
                    median_fit_time_s=float(table.fit_time_s.median()))
         overview.append(rec)
         write_json(out / f"probe_{ds.name}.json", rec)
-        with _figure(out / f"probe_{ds.name}.png", (6, 3.5)) as ax:
-            ax.plot(table.layer, table.test_accuracy, "o-", label="RAPTOR")
-            for c in table.columns:
-                if c.endswith("_test_accuracy") and c != "test_accuracy":
-                    ax.plot(table.layer, table[c], ".--", label=c.removesuffix("_test_accuracy"))
-            ax.set(xlabel="layer (output of decoder block l)", ylabel="test accuracy",
-                   title=f"{ds.name} ({len(ds)} examples)")
-            ax.legend()
+        _draw(plot_probe_accuracy, table, out / f"probe_{ds.name}.png", dataset=ds.name, n_examples=len(ds))
         print(f"{ds.name}: best layer {rec['best_layer']}  test acc {rec['best_test_accuracy']:.3f}  "
               f"lambda* {rec['lambda_star']:.3g}  (mean over layers {rec['mean_test_accuracy']:.3f})")
     write_csv(out / "probe_summary.csv", pd.DataFrame(overview))
@@ -354,10 +333,7 @@ def cmd_stability(args):
                              K=args.K, drop=args.drop))
         table = pd.DataFrame(rows)
         write_csv(out / f"stability_{ds.name}.csv", table)
-        with _figure(out / f"stability_{ds.name}.png", (6, 3.5)) as ax:
-            ax.errorbar(table.layer, table.mean_abs_cos, yerr=[table.mean_abs_cos - table.ci_low,
-                                                               table.ci_high - table.mean_abs_cos], fmt="o-", capsize=3)
-            ax.set(xlabel="layer", ylabel="mean |cos| (K runs)", title=f"{ds.name}: directional stability")
+        _draw(plot_stability, table, out / f"stability_{ds.name}.png", dataset=ds.name)
         print(table.to_string(index=False))
     return 0
 
@@ -499,14 +475,8 @@ def cmd_sweep(args):
         write_csv(out / f"{stem}_table.csv", res.table)
         write_csv(out / f"{stem}_summary.csv", res.summary)
         write_json(out / f"{stem}_fixed.json", dict(dataset=ds.name, layer=layer, **res.fixed))
-        best = res.table[np.isclose(res.table["C"], res.fixed["C"])]
-        m = best.groupby("fraction")[["Acc_true", "Acc_pred"]].mean()
-        with _figure(out / f"{stem}.png", (5, 3.5)) as ax:
-            ax.plot(m.index, m.Acc_true, "o-", label="Acc_true")
-            ax.plot(m.index, m.Acc_pred, "s--", label="Acc_pred")
-            ax.set(xlabel="fraction of the pool (delta = n/p)", ylabel="accuracy",
-                   title=f"{ds.name} layer {layer}, lambda={res.fixed['lam']:.3g}")
-            ax.legend()
+        _draw(plot_delta_sweep, res.table, out / f"{stem}.png", C=res.fixed["C"], lam=res.fixed["lam"],
+              dataset=ds.name, layer=layer)
         print(res.summary.to_string(index=False))
         f = res.fixed
         undefined = [k for k in ("rho_s", "r", "baseline_rho_s", "baseline_r") if not np.isfinite(f[k])]
@@ -589,15 +559,8 @@ def cmd_plan(args):
                                             if len(reached) else None),
                        fewest_labels=float(reached.labels_needed.min()) if len(reached) else None)
         write_json(out / f"plan_{ds.name}.json", rec)
-        with _figure(out / f"plan_{ds.name}.png", (6, 3.5)) as ax:
-            ax.errorbar(table.layer, table.predicted_accuracy, yerr=[table.predicted_accuracy - table.low,
-                                                                     table.high - table.predicted_accuracy],
-                        fmt="o-", capsize=3, label=f"predicted at n = {args.target_n} ({args.level:.0%} interval)")
-            ax.plot(table.layer, table.pool_cv_accuracy, "x--", label=f"pool's CV accuracy (n = {args.labels})")
-            if args.target_accuracy is not None:
-                ax.axhline(args.target_accuracy, color="0.5", lw=0.8, ls=":", label="target accuracy")
-            ax.set(xlabel="layer", ylabel="test accuracy", title=f"{ds.name}: {args.labels} labels -> {args.target_n}")
-            ax.legend(fontsize=7)
+        _draw(plot_plan, table, out / f"plan_{ds.name}.png", dataset=ds.name, labels=args.labels,
+              target_n=args.target_n, level=args.level, target_accuracy=args.target_accuracy)
         with pd.option_context("display.width", 200):
             print(table.drop(columns=["teacher", "level", "labels", "target_n"]).to_string(
                 index=False, float_format=lambda x: f"{x:.3f}"))

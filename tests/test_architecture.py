@@ -24,6 +24,7 @@ ALLOWED = {
     "empirical.logistic": {"empirical.logistic", "empirical.validation"},
     "empirical.validation": set(),
     "empirical.files": set(),
+    "empirical.reporting": {"empirical.files"},
     "empirical.testing": {"empirical.logistic", "empirical.validation"},
     "empirical.probes": {"empirical.probes", "empirical.logistic", "empirical.validation", "empirical.files", "cgmt"},
     "empirical.llm": {"empirical.llm", "empirical.probes", "empirical.validation", "empirical.files",
@@ -165,6 +166,23 @@ def test_function_level_imports_only_for_deferred_heavy_dependencies():
                 continue  # deferred on purpose: torch is the optional [llm] extra (see empirical.cli._llm)
             bad.append(f"{module}: {target}")
     assert bad == []
+
+
+def test_empirical_draws_only_in_its_reporting_module():
+    """The ``raptor`` CLI parses arguments, calls library functions and writes outputs: its figures are drawn by
+    ``empirical.reporting`` (and saved by ``empirical.files.save_figure``), no other module of ``empirical`` imports
+    matplotlib."""
+    drawing = {module for module in MODULES if module.split(".")[0] == "empirical"
+               and any(target.split(".")[0] == "matplotlib" for target, _, _ in _imports(module))}
+    assert drawing == {"empirical.reporting", "empirical.files"}
+
+
+def test_kernel_modules_keep_their_jobs():
+    """The logistic kernel split by job: the direct Newton oracle in ``newton``, the Newton-PCG path kernel in ``pcg``
+    (which may take the family's loss terms and status table from ``newton``, never the reverse)."""
+    graph = _graph()
+    assert "empirical.logistic.pcg" not in graph["empirical.logistic.newton"]
+    assert graph["empirical.logistic.pcg"] == {"empirical.logistic.newton"}
 
 
 @pytest.mark.parametrize("modules", [

@@ -215,3 +215,51 @@ def test_sweep_with_undefined_correlations_keeps_the_tables_and_exits_2(setup, m
     err = capsys.readouterr().err
     assert "rho_s" in err and "undefined" in err and "sweep_reviews_L2_fixed.json" in err
     assert (out / "sweep_reviews_L2_table.csv").exists()
+
+
+def _written(out) -> dict:
+    """What a command wrote into ``out``: file name -> its CSV columns (None for a file that is not a CSV)."""
+    import pandas as pd
+
+    return {p.name: list(pd.read_csv(p).columns) if p.suffix == ".csv" else None for p in sorted(out.iterdir())}
+
+
+PROBE_COLUMNS = ["layer", "val_accuracy", "test_accuracy", "C_star", "lambda_star", "fit_time_s", "n_train", "n_val",
+                 "n_test", "dom_fit_time_s", "dom_test_accuracy"]
+WRITTEN = {
+    "probe": {"probe_reviews.csv": PROBE_COLUMNS, "probe_reviews.json": None, "probe_reviews.png": None,
+              "probe_summary.csv": ["dataset", "n", "class_counts", "best_layer", "best_test_accuracy", "lambda_star",
+                                    "mean_test_accuracy", "val_selected_layer", "val_selected_test_accuracy",
+                                    "median_fit_time_s"],
+              "probes_reviews.json": None, "probes_reviews.safetensors": None},
+    "stability": {"stability_reviews.csv": ["layer", "mean_abs_cos", "ci_low", "ci_high", "median_fit_time_s", "K",
+                                            "drop"],
+                  "stability_reviews.png": None},
+    "sweep": {"sweep_reviews_L2.png": None, "sweep_reviews_L2_fixed.json": None,
+              "sweep_reviews_L2_summary.csv": ["C", "lam", "rho_s", "r", "mae", "baseline_rho_s", "baseline_r",
+                                               "baseline_mae", "rho_s_all", "r_all", "mean_abs_error", "Acc_true_mean",
+                                               "Acc_pred_mean", "baseline_a", "baseline_b", "baseline_c",
+                                               "rho_s_theory", "r_theory", "mean_abs_error_theory"],
+              "sweep_reviews_L2_table.csv": ["fraction", "seed", "C", "lam", "lam_theory", "n", "delta", "Acc_true",
+                                             "Acc_pred", "a", "b", "sigma", "cv_accuracy", "n_cv", "Acc_baseline",
+                                             "Acc_theory"]},
+    "plan": {"plan_reviews.csv": ["layer", "labels", "unlabeled", "pool_cv_accuracy", "target_n", "predicted_accuracy",
+                                  "low", "high", "C_star", "kappa", "chance_factor", "teacher", "level",
+                                  "target_accuracy", "labels_needed", "labels_needed_optimistic",
+                                  "labels_needed_pessimistic"],
+             "plan_reviews.json": None, "plan_reviews.png": None},
+}
+
+
+@pytest.mark.parametrize("command, options", [
+    ("probe", ["--baselines", "dom"]),
+    ("stability", ["--layers", "2,3", "--K", "2"]),
+    ("sweep", ["--layer", "2", "--seeds", "3", "--fractions", "0.2,0.4,1"]),
+    ("plan", ["--layers", "2,3", "--labels", "30", "--target-n", "120", "--target-accuracy", "0.9", "--n-boot", "5"]),
+])
+def test_commands_write_their_tables_and_figures(setup, command, options):
+    """Each command writes the same files with the same columns, its figure included (docs/llm.md's outputs)."""
+    root, base = setup
+    out = root / f"written_{command}"
+    assert cli.main([command, *base, *options, "--out", str(out)]) == 0
+    assert _written(out) == WRITTEN[command]

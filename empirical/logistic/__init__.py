@@ -9,14 +9,16 @@ numpy/scipy only.  Objective (scikit-learn's convention): ``C * sum_i log(1 + ex
 - :func:`logistic_path`: the whole C grid with validation accuracies, certified exact;
 - :func:`reduce_design`, :func:`refit`: the reduced basis used at n < p, and the refit on train + validation.
 
-Modules: :mod:`~empirical.logistic.design` (reduction), :mod:`~empirical.logistic.newton` (the kernel:
-loss terms, line searches, preconditioned CG, Newton-PCG, the direct Newton oracle),
+Modules: :mod:`~empirical.logistic.design` (reduction), :mod:`~empirical.logistic.newton` (the direct primal and
+dual Newton oracle, and the family's status table, loss terms and Armijo rule), :mod:`~empirical.logistic.pcg` (the
+Newton-PCG kernel of the fast path: preconditioners, preconditioned CG, certification),
 :mod:`~empirical.logistic.path` (path and refit driver), :mod:`~empirical.logistic.solver` (one fit, and fits on
 row subsets).
 """
 from .design import ReducedDesign, reduce_design
-from .newton import direct_newton, newton_pcg
+from .newton import direct_newton
 from .path import logistic_path, refit
+from .pcg import newton_pcg
 from .solver import fit_l2_logistic, fit_l2_logistic_rows, logistic_objective
 
 __all__ = ["fit_l2_logistic", "fit_l2_logistic_rows", "logistic_objective", "logistic_path", "reduce_design", "refit",

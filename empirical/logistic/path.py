@@ -9,7 +9,7 @@ Method (see docs/probe.md for the full description):
 1. **Reduction** (:mod:`empirical.logistic.design`).  The minimizer lies in the span of the training
    rows, so the problem is solved in ``r = rank(X) <= min(n, p)`` coordinates.
 2. **Predictor.**  Each C starts from a polynomial extrapolation in ``log C`` of the previous solutions.
-3. **Corrector** (:func:`empirical.logistic.newton.newton_pcg`).  Newton steps whose linear systems are solved by
+3. **Corrector** (:func:`empirical.logistic.pcg.newton_pcg`).  Newton steps whose linear systems are solved by
    conjugate gradients preconditioned with a *stale* Cholesky factor of an earlier Hessian (refactored only when CG
    needs too many iterations), a float32 Cholesky factor applied by two triangular solves.
 4. **Certification.**  A grid point is finished as soon as every validation logit's sign is certified:
@@ -27,7 +27,7 @@ from scipy.optimize import OptimizeResult
 
 from ..validation import check_grid, check_matrix, check_signed_labels
 from .design import extend_design, reduce_design
-from .newton import PathContext, newton_pcg
+from .pcg import PathContext, newton_pcg
 
 __all__ = ["logistic_path", "refit"]
 

@@ -5,7 +5,7 @@ Objective (scikit-learn convention, intercept unpenalized)::
     f(w, b) = C * sum_i log(1 + exp(-y_i (x_i' w + b))) + 0.5 * ||w||_2^2,   y_i in {-1, +1}
 
 Default method (``method="auto"``): Newton's method whose linear systems are solved inexactly by
-conjugate gradients (:func:`empirical.logistic.newton.newton_pcg`, the project's one Newton-CG implementation),
+conjugate gradients (:func:`empirical.logistic.pcg.newton_pcg`, the project's one Newton-CG implementation),
 in up to three stages, each continuing from the previous iterate:
 
 1. matrix-free, Jacobi-preconditioned CG on X itself (O(np) per CG step, no factorization), while CG
@@ -40,17 +40,8 @@ from scipy.optimize import OptimizeResult
 
 from ..validation import check_matrix, check_signed_labels
 from .design import reduce_design
-from .newton import (
-    STATUS_MESSAGES,
-    PathContext,
-    direct_newton,
-    dual_inverse,
-    dual_start,
-    loss_terms,
-    newton_dual,
-    newton_pcg,
-    principal_solver,
-)
+from .newton import STATUS_MESSAGES, direct_newton, dual_inverse, dual_start, loss_terms, newton_dual, principal_solver
+from .pcg import PathContext, newton_pcg
 
 __all__ = ["fit_l2_logistic", "fit_l2_logistic_rows", "logistic_objective"]
 
@@ -100,7 +91,7 @@ _PCG_MAX_ITER = 30  # Newton-PCG steps before falling back to direct Newton (it 
 
 
 def _fit_pcg(X, y, C, w0, b0, fit_intercept, tol, max_iter):
-    """Newton-CG (:func:`empirical.logistic.newton.newton_pcg`): matrix-free first, then with a stale
+    """Newton-CG (:func:`empirical.logistic.pcg.newton_pcg`): matrix-free first, then with a stale
     Cholesky preconditioner on the reduced design.
 
     Returns (w, b, nit, gnorm, status, f); status 0 converged, 1 not (yet) converged."""
@@ -144,7 +135,7 @@ def fit_l2_logistic(X, y, C, *, fit_intercept=False, w0=None, b0=0.0, tol=1e-10,
     max_iter : maximum number of Newton iterations.
     method : "auto" (the default and fastest: Newton whose systems are solved by conjugate gradients
         preconditioned with a reused Cholesky factor of an earlier Hessian, on the row-span-reduced design
-        when n < p, see :func:`empirical.logistic.newton.newton_pcg`; falls back to direct Newton if it has not
+        when n < p, see :func:`empirical.logistic.pcg.newton_pcg`; falls back to direct Newton if it has not
         converged after 30 steps), or direct Newton with a fresh factorization every step: "primal"
         ((p+1)-dimensional Hessian), "dual" (Woodbury with the Gram matrix) or "direct" (primal when
         n >= p, dual otherwise; the independent reference the path solver's tests compare against).
