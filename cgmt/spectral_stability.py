@@ -202,8 +202,11 @@ def spectral_stability(delta, lam, spectrum, protocol="subsample", *, drop=0.2, 
     lam : float
         Ridge strength (> 0).
     spectrum : Spectrum
-    protocol : {"independent", "subsample", "full_vs_subsample", "subsample_refit"}
-    drop, val_fraction : float in [0, 1)
+        The feature covariance and teacher (:class:`cgmt.spectrum.Spectrum`).
+    protocol : {"independent", "subsample", "full_vs_subsample", "subsample_refit"}, default="subsample"
+        Which two fits are compared (:func:`cgmt.ablation.protocol_fractions`).
+    drop, val_fraction : float in [0, 1), default=0.2
+        The ablation protocol's parameters (the paper: 0.2 and 0.2).
     feature_scale : array_like, optional
         Per-feature scales for ``cosine_raw`` (see :func:`spectral_pair_stability`).
     **options

@@ -406,8 +406,9 @@ def stability(delta: float, lam: float, kappa: float, protocol: str = "subsample
         Common ridge strength (> 0; theory convention, per-sample-averaged loss).
     kappa : float
         Signal strength (>= 0).
-    protocol : {"independent", "subsample", "full_vs_subsample", "subsample_refit"}
-    drop, val_fraction : float in [0, 1)
+    protocol : {"independent", "subsample", "full_vs_subsample", "subsample_refit"}, default="subsample"
+        Which two fits are compared (the list above).
+    drop, val_fraction : float in [0, 1), default=0.2
         The ablation protocol's parameters (the paper: 0.2 and 0.2).
     order, strict, **solve_options
         As in :func:`pair_stability`.
