@@ -39,7 +39,7 @@ PATH_TOL = 1e-6
 POLISH_TOL = 1e-14
 #: sufficient decrease of the line search: accept max|r(y + t s)| <= (1 - ARMIJO t) max|r(y)|
 ARMIJO = 1e-4
-#: step halvings of the line search before "no further progress"
+#: step sizes the line search tries (1, 1/2, 1/4, ...) before "no further progress"
 MAX_BACKTRACKS = 30
 #: trust limit: a Newton step changes log sigma and log gamma by at most this
 TRUST_LOG = 2.0

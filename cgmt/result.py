@@ -2,7 +2,8 @@
 
 Every fixed-point solver of the package (:func:`cgmt.solve`, :func:`cgmt.mle`, :func:`cgmt.solve_spectral`,
 the cross fixed points of :mod:`cgmt.stability` and :mod:`cgmt.spectral_stability`) reports a SciPy
-``OptimizeResult`` with ``success``, ``status`` (a key of :data:`STATUS_MESSAGES`), ``message`` and ``nit``.
+``OptimizeResult`` with ``success``, ``status`` (a key of :data:`STATUS_MESSAGES`), ``message`` and ``nit``
+(except the cross fixed point of :mod:`cgmt.spectral_stability`, which reports ``nfev`` and no ``nit``).
 On failure it either raises :class:`ConvergenceError` (``strict=True``) or returns ``success=False`` after
 warning :class:`sklearn.exceptions.ConvergenceWarning` (:func:`report`).  Names kept for old code warn
 ``DeprecationWarning`` naming :data:`REMOVAL_VERSION` (:func:`warn_deprecated`).

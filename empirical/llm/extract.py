@@ -1,8 +1,9 @@
-"""Batched last-token hidden-state extraction with a resumable disk cache.
+"""Batched pooled (by default last-token) hidden-state extraction with a resumable disk cache.
 
 ``hidden_states(model, tokenizer, prompts)`` returns a float32 array of shape
 ``(n_layers, n_prompts, hidden_size)``: for each prompt the hidden state of its *last token*
-at each requested layer. Layers follow the package convention (:mod:`empirical._hooks`):
+(decoders; ``pooling="mean"`` or ``"first"`` otherwise, the mean being an encoder's default)
+at each requested layer. Layers follow the package convention (:mod:`empirical.llm.hooks`):
 layer l in 1..L is the output of decoder block l (before any final norm); layer 0 is the
 embedding input of block 1; the default is layers 1..L.
 
@@ -10,10 +11,10 @@ How: prompts are tokenized once (the tokenizer's own special tokens, no truncati
 ``max_length``), sorted by length (longest first) and run in batches under
 ``torch.inference_mode`` through the base transformer (no LM head) with *right* padding and an
 attention mask; the causal mask keeps every real token blind to the pads, and forward hooks on
-the decoder blocks copy the row of each prompt's last real token. Results equal one-at-a-time
-extraction to float rounding (tested to 1e-4).
+the decoder blocks copy the row of each prompt's last real token (or pool its real tokens). Results
+equal one-at-a-time extraction to float rounding (tested to 1e-4).
 
-Cache (``cache=True``, a directory, or an :class:`~empirical._cache.ExtractionCache`): keyed by
+Cache (``cache=True``, a directory, or an :class:`~empirical.llm.cache.ExtractionCache`): keyed by
 the model identity (GGUF/weights hash or hub revision), the sha256 of the exact prompt list
 (which covers dataset file hash, template, caps and chat wrapping), the layer convention, the
 model dtype, ``max_length`` and special-token handling. All layers 0..L are stored, so any layer

