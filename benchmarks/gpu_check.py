@@ -20,7 +20,8 @@ Three sections, figures written to ``$OUT`` (or ``--out``) as ``gpu_check.json``
    test accuracy), against scikit-learn ``LogisticRegression`` on the same objective at the selected C
    and at C = 1 (coefficients, objective values, accuracy), and the probe's dominant dense kernels
    (Gram matrix, weighted Hessian, Cholesky) timed in float64 with numpy on the CPU and with torch on
-   the GPU: the probe path itself is numpy/scipy on the CPU (``empirical.probes`` never imports torch).
+   the GPU: the probe path itself is numpy/scipy on the CPU (RaptorProbe never uses torch; in
+   ``empirical.probes`` only the optional xRFM baseline does).
 
 Medians over ``--repeats``. Usage (the device machine of this workplace, or any CUDA host)::
 

@@ -160,13 +160,15 @@ def protocol_fractions(protocol: str = "subsample", *, drop: float = 0.2,
 
     Parameters
     ----------
-    protocol : {"independent", "subsample", "full_vs_subsample", "subsample_refit"}
-    drop, val_fraction : float in [0, 1)
+    protocol : {"independent", "subsample", "full_vs_subsample", "subsample_refit"}, default="subsample"
+        Which two fits are compared (the list above).
+    drop, val_fraction : float in [0, 1), default=0.2
         As in :func:`ablation_split`.
 
     Returns
     -------
-    (float, float, float)
+    f1, f2, f12 : float
+        The two training-set sizes and their expected overlap, as fractions of the pool.
 
     Examples
     --------

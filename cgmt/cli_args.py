@@ -27,6 +27,21 @@ def _named(parse, name: str):
 def int_in(low: int, high: int | None = None, what: str = ""):
     """An integer in ``[low, high]`` (``high=None``: no upper bound); ``what`` says where ``high`` comes from.
 
+    Parameters
+    ----------
+    low : int
+        Smallest value accepted.
+    high : int or None, default=None
+        Largest value accepted; None: no upper bound.
+    what : str, default=""
+        Where ``high`` comes from, added in parentheses to the error message (empty: nothing added).
+
+    Returns
+    -------
+    callable
+        ``parse(text) -> int`` for ``add_argument(type=...)``; it raises ``argparse.ArgumentTypeError`` for text
+        that is not an integer in the range.
+
     Examples
     --------
     >>> int_in(1, 10)("3")
@@ -54,6 +69,16 @@ def int_in(low: int, high: int | None = None, what: str = ""):
 
 def worker_count(option_meaning: str = "workers"):
     """An integer in ``[1, available_cores()]`` (parallel workers or threads).
+
+    Parameters
+    ----------
+    option_meaning : str, default="workers"
+        What the option counts, named in the error message.
+
+    Returns
+    -------
+    callable
+        ``parse(text) -> int`` for ``add_argument(type=...)`` (see :func:`int_in`).
 
     Examples
     --------
@@ -83,6 +108,19 @@ def _check_number(text, low, high, low_open, high_open) -> float:
 def number_in(low: float = -math.inf, high: float = math.inf, *, low_open: bool = False, high_open: bool = False):
     """A finite number in the interval (``low_open`` / ``high_open`` exclude the bound).
 
+    Parameters
+    ----------
+    low, high : float, default=-inf, inf
+        Bounds of the interval.
+    low_open, high_open : bool, default=False
+        Exclude ``low`` / ``high`` themselves.
+
+    Returns
+    -------
+    callable
+        ``parse(text) -> float`` for ``add_argument(type=...)``; it raises ``argparse.ArgumentTypeError`` for text
+        that is not a finite number in the interval.
+
     Examples
     --------
     >>> number_in(0.0, 1.0, low_open=True)("0.5")
@@ -99,6 +137,23 @@ def number_list(low: float = -math.inf, high: float = math.inf, *, low_open: boo
                 min_count: int = 1, sort: bool = False):
     """Comma-separated distinct finite numbers in the interval, at least ``min_count`` of them (sorted with
     ``sort``, for lists whose order has no meaning).
+
+    Parameters
+    ----------
+    low, high : float, default=-inf, inf
+        Bounds of the interval every number must lie in.
+    low_open, high_open : bool, default=False
+        Exclude ``low`` / ``high`` themselves.
+    min_count : int, default=1
+        Fewest numbers accepted.
+    sort : bool, default=False
+        Return the numbers sorted (ascending) instead of in the order given.
+
+    Returns
+    -------
+    callable
+        ``parse(text) -> list of float`` for ``add_argument(type=...)``; it raises ``argparse.ArgumentTypeError``
+        for an empty entry, a number outside the interval, a repeat or too few numbers.
 
     Examples
     --------
@@ -127,6 +182,21 @@ def number_list(low: float = -math.inf, high: float = math.inf, *, low_open: boo
 def nonempty_path(text) -> str:
     """A path (returned as given, a ``str``) that is not empty or blank (``''`` would silently mean the working
     directory).
+
+    Parameters
+    ----------
+    text : str
+        The command-line text.
+
+    Returns
+    -------
+    str
+        ``text`` unchanged.
+
+    Raises
+    ------
+    argparse.ArgumentTypeError
+        ``text`` is empty or only whitespace.
 
     Examples
     --------

@@ -15,7 +15,27 @@ __all__ = ["debug_requested", "run_command"]
 
 
 def debug_requested(flag: bool, env_var: str) -> bool:
-    """True when ``--debug`` was given or the environment variable ``env_var`` is set to anything but 0."""
+    """True when ``--debug`` was given or the environment variable ``env_var`` is set to anything but 0.
+
+    Parameters
+    ----------
+    flag : bool
+        The value of the ``--debug`` option.
+    env_var : str
+        Name of the environment variable that also asks for tracebacks (unset, empty or ``"0"``: it does not).
+
+    Returns
+    -------
+    bool
+        Whether tracebacks should be printed.
+
+    Examples
+    --------
+    >>> debug_requested(False, "RAPTOR_TEST_UNSET_VARIABLE")
+    False
+    >>> debug_requested(True, "RAPTOR_TEST_UNSET_VARIABLE")
+    True
+    """
     return bool(flag) or os.environ.get(env_var, "") not in ("", "0")
 
 

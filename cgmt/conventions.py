@@ -2,7 +2,8 @@
 
 Ours: x ~ N(0, I_p/p), ||beta*||^2 = p kappa^2, delta = n/p, loss (1/n) sum rho(-y x'beta) +
 lam/(2p)||beta||^2, alpha = <z_hat, v>, sigma = ||z_hat - alpha v|| (z = beta/sqrt p), prox
-parameter gamma.  All converters map dictionaries of the keys they name; round trips are exact.
+parameter gamma.  Every converter takes the parameters of one convention as arguments and returns a dict of
+the other's; round trips are exact.
 
 * Sur & Candes (2019): x ~ N(0, I_p/n), kappa_SC = p/n, gamma_SC^2 = Var(x'beta*), MLE (lam = 0)
   with beta_hat ~ alpha_SC beta* + noise, Var(noise_j) ~ sigma_SC^2 / ... such that
@@ -120,6 +121,8 @@ def from_salehi(delta, lam, kappa, alpha_s, sigma, gamma) -> dict:
     Parameters
     ----------
     delta, lam, kappa, alpha_s, sigma, gamma : float
+        Salehi et al.'s parameters: the same data scaling and objective as ours, with alpha_s the coefficient on
+        beta* (beta_hat ~ alpha_s beta* + noise).
 
     Returns
     -------

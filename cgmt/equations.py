@@ -51,7 +51,18 @@ _W_DROP = 1e-20  # inner (W) quadrature weights below this are skipped (see expe
 
 @njit(cache=True)
 def prox_branch_points(gamma):
-    """Real parts (c-, c+) of the branch points of V -> prox_{gamma rho}(V) (Im V = +-pi)."""
+    """Real parts (c-, c+) of the branch points of V -> prox_{gamma rho}(V) (Im V = +-pi).
+
+    Parameters
+    ----------
+    gamma : float
+        The prox scale (gamma <= 0: no branch points, (0, 0) is returned).
+
+    Returns
+    -------
+    c_minus, c_plus : float
+        Real parts of the branch points, c- <= c+.
+    """
     if gamma <= 0.0:
         return 0.0, 0.0
     x = 2.0 * math.asinh(0.5 * math.sqrt(gamma))
@@ -173,11 +184,31 @@ def expectation_terms(alpha, sigma, gamma, kappa, xg, wg, gz1, gw1, gz2, gw2, L,
     With A = s(-kappa Z1), B = s'(kappa Z1), C = s''(kappa Z1), g1 = (V - eta)^2, g2 = eta,
     q = 1 - D, D = 1/(1 + gamma s'(eta)), primes = d/dV and subscript gamma = d/dgamma:
     out = [E A g1, E B g2, E A q, E B g1', E A g1'', E A g1_g, E C g2', E B g2'', E B g2_g,
-           E B q', E A q'', E A q_g].  Returns the number of outer quadrature nodes.
+           E B q', E A q'', E A q_g].
 
     (xg, wg): Gauss-Legendre panel rule; (gz1, gw1), (gz2, gw2): Gauss-Hermite rules with 2 and 8
     times the panel order, used instead of the composite rule when the integrand is analytic in a
     strip of half-width >= 2 pi (resp. pi / 1.5) -- there they are accurate to ~1e-14 (tested).
+
+    Parameters
+    ----------
+    alpha, sigma, gamma : float
+        The order parameters (sigma > 0, gamma > 0); V = alpha Z1 + sigma Z2.
+    kappa : float
+        Signal strength, >= 0.
+    xg, wg, gz1, gw1, gz2, gw2 : ndarray
+        The rules above, as returned by :func:`quadrature_rule`.
+    L : float
+        Truncation of the Gaussian line to [-L, L] (:data:`cgmt.quadrature.TRUNCATION`).
+    H : float
+        Widest composite panel (:data:`cgmt.quadrature.MAX_PANEL`).
+    out : ndarray of shape (N_TERMS,)
+        Overwritten with the twelve expectations.
+
+    Returns
+    -------
+    int
+        The number of outer (U) quadrature nodes used.
     """
     for j in range(N_TERMS):
         out[j] = 0.0
@@ -307,6 +338,17 @@ def stein_gradients(t, alpha, sigma, kappa, grad):
     :func:`expectation_terms`.
 
     Stein's lemma: d/dalpha E[h(Z1) k(V)] = E[h' k'] + alpha E[h k''], d/dsigma E[h k(V)] = sigma E[h k''].
+
+    Parameters
+    ----------
+    t : ndarray of shape (N_TERMS,)
+        The expectations filled by :func:`expectation_terms`.
+    alpha, sigma : float
+        The order parameters at which ``t`` was computed.
+    kappa : float
+        Signal strength.
+    grad : ndarray of shape (3, 3)
+        Overwritten: row i holds the gradient of (E1, E2, E3c)_i in (alpha, sigma, gamma).
     """
     grad[0, 0] = -kappa * t[3] + alpha * t[4]
     grad[0, 1] = sigma * t[4]
@@ -379,6 +421,19 @@ def spectral_sums_into(L, v_hat, omega, t, out):
     With a_i = omega_i / (L + Vh omega_i), tw_i = t_i omega_i: V = mean(a), A1 = sum tw a, B2 = mean(a^2),
     C = sum tw (a - A1/rho)^2 (no cancellation), rho = sum tw, and the derivatives dX/dVh
     (see :func:`cgmt.spectral.spectral_sums`).
+
+    Parameters
+    ----------
+    L : float
+        delta * lam.
+    v_hat : float
+        The conjugate Vh.
+    omega : ndarray of shape (p,)
+        Eigenvalues of the feature covariance (:class:`cgmt.spectrum.Spectrum`), > 0.
+    t : ndarray of shape (p,)
+        Teacher weights on the eigenvectors (the spectrum's ``teacher_weights``).
+    out : ndarray of shape (9,)
+        Overwritten with the sums in the order of :data:`SPECTRAL_SUMS`.
     """
     p = omega.size
     rho = 0.0
@@ -423,6 +478,25 @@ def spectral_res_jac_y(y, delta, lam, kappa, omega, t, xg, wg, gz1, gw1, gz2, gw
     r1 = sigma'^2/sigma^2 - 1, r2 = (alpha' - alpha)/tau, r3 = gamma/V' - 1, where (alpha', sigma', V') are the
     spectral maps of the conjugates computed from the channel at (alpha, sigma, gamma).  Fills r (3,), jy (3, 3)
     and hats = (q_hat, m_hat, V_hat).
+
+    Parameters
+    ----------
+    y : ndarray of shape (3,)
+        The solver variables (alpha / sigma, log sigma, log gamma).
+    delta, lam, kappa : float
+        n / p, ridge strength, and kappa = sqrt(sum_i omega_i t_i) of the spectrum (> 0: alpha' divides by it).
+    omega, t : ndarray of shape (p,)
+        Eigenvalues and teacher weights of the spectrum (see :func:`spectral_sums_into`).
+    xg, wg, gz1, gw1, gz2, gw2 : ndarray
+        The quadrature rule of :func:`quadrature_rule`.
+    L, H : float
+        Truncation and widest panel of the composite rule (see :func:`expectation_terms`).
+    r : ndarray of shape (3,)
+        Overwritten with the residuals.
+    jy : ndarray of shape (3, 3)
+        Overwritten with d r / d y.
+    hats : ndarray of shape (3,)
+        Overwritten with (q_hat, m_hat, V_hat).
     """
     sigma = math.exp(y[1])
     alpha = y[0] * sigma
@@ -480,6 +554,23 @@ def problem_res_jac_y(y, lam, delta, kappa, omega, t, xg, wg, gz1, gw1, gz2, gw2
     """The residuals of one cgmt problem: isotropic (``omega`` empty; extra[0] = E2) or spectral (extra = hats).
 
     The single entry point of the Newton driver (:mod:`cgmt.newton`), so one compiled loop serves both.
+
+    Parameters
+    ----------
+    y : ndarray of shape (3,)
+        The solver variables (alpha / sigma, log sigma, log gamma).
+    lam, delta, kappa : float
+        Ridge strength, n / p, signal strength (note the order: ``lam`` first).
+    omega, t : ndarray of shape (p,) or (0,)
+        Eigenvalues and teacher weights of the spectrum; empty for the isotropic problem.
+    xg, wg, gz1, gw1, gz2, gw2 : ndarray
+        The quadrature rule of :func:`quadrature_rule`.
+    r : ndarray of shape (3,)
+        Overwritten with the relative residuals.
+    jy : ndarray of shape (3, 3)
+        Overwritten with d r / d y.
+    extra : ndarray of shape (1,) or (3,)
+        Overwritten with E2 (isotropic) or (q_hat, m_hat, V_hat) (spectral).
     """
     if omega.size == 0:
         extra[0] = res_jac_y(y, delta, lam, kappa, xg, wg, gz1, gw1, gz2, gw2, TRUNCATION, MAX_PANEL, r, jy)
@@ -490,8 +581,19 @@ def problem_res_jac_y(y, lam, delta, kappa, omega, t, xg, wg, gz1, gw1, gz2, gw2
 
 @lru_cache(maxsize=16)
 def quadrature_rule(quad_order=DEFAULT_ORDER):
-    """The rule tuple (GL nodes, GL weights, GH z/w with ``2 * quad_order`` nodes, GH z/w with
-    ``GH2_FACTOR * quad_order`` nodes)."""
+    """The quadrature rule of the fixed-point expectations, cached per order.
+
+    Parameters
+    ----------
+    quad_order : int, default=DEFAULT_ORDER
+        Gauss-Legendre nodes per panel.
+
+    Returns
+    -------
+    tuple of 6 ndarray
+        (GL nodes, GL weights, GH z, GH w with ``2 * quad_order`` nodes, GH z, GH w with
+        ``GH2_FACTOR * quad_order`` nodes), contiguous float arrays.
+    """
     xg, wg = gauss_legendre(quad_order)
     z1, w1 = gauss_hermite(2 * quad_order)
     z2, w2 = gauss_hermite(GH2_FACTOR * quad_order)
@@ -502,7 +604,24 @@ def quadrature_rule(quad_order=DEFAULT_ORDER):
 
 
 def residual_and_jacobian(alpha, sigma, gamma, delta, lam, kappa, quad_order=DEFAULT_ORDER):
-    """Relative residuals r (3,) and their Jacobian d r / d(alpha, sigma, gamma) (3, 3)."""
+    """Relative residuals r (3,) and their Jacobian d r / d(alpha, sigma, gamma) (3, 3).
+
+    Parameters
+    ----------
+    alpha, sigma, gamma : float
+        The order parameters (sigma > 0, gamma > 0).
+    delta, lam, kappa : float
+        n / p, ridge strength (convention of the module docstring) and signal strength.
+    quad_order : int, default=DEFAULT_ORDER
+        Gauss-Legendre nodes per quadrature panel.
+
+    Returns
+    -------
+    r : ndarray of shape (3,)
+        (r1, r2, r3) of the module docstring; all zero at the fixed point.
+    jac : ndarray of shape (3, 3)
+        d r / d (alpha, sigma, gamma).
+    """
     rule = quadrature_rule(quad_order)
     r = np.empty(3)
     jac = np.empty((3, 3))
@@ -512,12 +631,49 @@ def residual_and_jacobian(alpha, sigma, gamma, delta, lam, kappa, quad_order=DEF
 
 
 def residuals(alpha, sigma, gamma, delta, lam, kappa, quad_order=DEFAULT_ORDER):
-    """Relative residuals (r1, r2, r3) of the fixed-point system (see module docstring)."""
+    """Relative residuals (r1, r2, r3) of the fixed-point system (see module docstring).
+
+    Parameters
+    ----------
+    alpha, sigma, gamma : float
+        The order parameters (sigma > 0, gamma > 0).
+    delta, lam, kappa : float
+        n / p, ridge strength and signal strength.
+    quad_order : int, default=DEFAULT_ORDER
+        Gauss-Legendre nodes per quadrature panel.
+
+    Returns
+    -------
+    ndarray of shape (3,)
+        The relative residuals; max |r_i| <= tol is the solvers' convergence test.
+
+    Examples
+    --------
+    >>> from cgmt import solve
+    >>> s = solve(2.0, 0.1, 2.0)
+    >>> bool(abs(residuals(s.alpha, s.sigma, s.gamma, 2.0, 0.1, 2.0)).max() <= 1e-10)
+    True
+    """
     return residual_and_jacobian(alpha, sigma, gamma, delta, lam, kappa, quad_order)[0]
 
 
 def expectations(alpha, sigma, gamma, kappa, quad_order=DEFAULT_ORDER):
-    """(E1, E2, E3c) = (E[s(-kZ1)(V-eta)^2], E[s'(kZ1) eta], E[s(-kZ1)(1 - D)]) by the fast rule."""
+    """(E1, E2, E3c) = (E[s(-kZ1)(V-eta)^2], E[s'(kZ1) eta], E[s(-kZ1)(1 - D)]) by the fast rule.
+
+    Parameters
+    ----------
+    alpha, sigma, gamma : float
+        The order parameters; V = alpha Z1 + sigma Z2, eta = prox_{gamma rho}(V).
+    kappa : float
+        Signal strength.
+    quad_order : int, default=DEFAULT_ORDER
+        Gauss-Legendre nodes per quadrature panel.
+
+    Returns
+    -------
+    E1, E2, E3c : float
+        The three expectations of the fixed-point equations (module docstring).
+    """
     t = np.empty(N_TERMS)
     expectation_terms(float(alpha), float(sigma), float(gamma), float(kappa), *quadrature_rule(quad_order),
                       TRUNCATION, MAX_PANEL, t)

@@ -39,7 +39,7 @@ PATH_TOL = 1e-6
 POLISH_TOL = 1e-14
 #: sufficient decrease of the line search: accept max|r(y + t s)| <= (1 - ARMIJO t) max|r(y)|
 ARMIJO = 1e-4
-#: step halvings of the line search before "no further progress"
+#: step sizes the line search tries (1, 1/2, 1/4, ...) before "no further progress"
 MAX_BACKTRACKS = 30
 #: trust limit: a Newton step changes log sigma and log gamma by at most this
 TRUST_LOG = 2.0
@@ -68,6 +68,7 @@ class Problem:
     Parameters
     ----------
     delta, lam : float
+        n / p and the ridge strength (the target of continuation).
     kappa : float
         Signal strength (sqrt(rho) for a spectrum).
     quad_order : int
@@ -77,6 +78,14 @@ class Problem:
 
     Attributes
     ----------
+    delta, lam, kappa : float
+        As given (converted to float).
+    quad_order : int
+        As given.
+    rule : tuple of ndarray
+        The quadrature rule (:func:`cgmt.equations.quadrature_rule`).
+    omega, t : ndarray
+        Eigenvalues and teacher weights (empty arrays for the isotropic problem).
     nfev : int
         Residual evaluations so far.
     n_extra : int
@@ -221,17 +230,38 @@ def damped_newton(problem, y0, tol, maxiter, lam=None):
     Parameters
     ----------
     problem : Problem
-    y0 : array (3,)
+        The fixed point; its ``nfev`` is increased by the evaluations made here.
+    y0 : array_like of shape (3,)
+        Start, in the solver variables y = (alpha/sigma, log sigma, log gamma) (copied, not modified).
     tol : float
         Stop when max |r| <= tol.
     maxiter : int
+        Most Newton iterations.
     lam : float, optional
         Solve at this lam instead of the problem's (continuation).
 
     Returns
     -------
-    tuple
-        (y, r, extra, nit, status) with status 0 (converged), 1 (iteration limit), 2 (no progress).
+    y : ndarray of shape (3,)
+        The last accepted iterate.
+    r : ndarray of shape (3,)
+        Its relative residuals.
+    extra : ndarray
+        E2 (isotropic) or (q_hat, m_hat, V_hat) (spectral) at ``y``.
+    nit : int
+        Newton iterations made.
+    status : int
+        0 (converged), 1 (iteration limit), 2 (no progress: non-finite residual or step, or the line search
+        failed).
+
+    Examples
+    --------
+    >>> from cgmt import solve
+    >>> s = solve(2.0, 0.1, 2.0)
+    >>> problem = Problem(2.0, 0.1, 2.0, 10)
+    >>> y, r, extra, nit, status = damped_newton(problem, Problem.to_y(1.1 * s.alpha, s.sigma, s.gamma), 1e-10, 50)
+    >>> status, round(float(Problem.to_x(y)[0]), 4)
+    (0, 0.927)
     """
     y = np.array(y0, dtype=float)
     r = np.empty(3)
@@ -247,6 +277,25 @@ def improves(candidate, best) -> bool:
     """Whether the stage result ``candidate`` = (y, r, extra, status) replaces ``best`` (None: nothing yet).
 
     A converged stage always does; otherwise the smaller max |r| wins.
+
+    Parameters
+    ----------
+    candidate : tuple
+        (y, r, extra, status) of the stage just run.
+    best : tuple or None
+        (y, r, extra, status) of the best stage so far; None before the first.
+
+    Returns
+    -------
+    bool or numpy.bool_
+        True when ``candidate`` should become the best (a NumPy bool when the residuals were compared).
+
+    Examples
+    --------
+    >>> bool(improves((None, [1e-3, 0, 0], None, 1), (None, [1e-2, 0, 0], None, 1)))
+    True
+    >>> improves((None, [1e-1, 0, 0], None, 2), None)
+    True
     """
     return best is None or candidate[3] == 0 or np.max(np.abs(candidate[1])) < np.max(np.abs(best[1]))
 
@@ -262,17 +311,21 @@ def march_lambda(newton, y, r, extra, lam_start, lam_target, tol, path_tol=PATH_
     ----------
     newton : callable
         ``newton(y0, tol, lam) -> (y, r, extra, nit, status)`` (status 0 = converged).
-    y, r, extra
-        The solution at ``lam_start``.
+    y, r, extra : ndarray
+        The solution at ``lam_start`` (as :func:`damped_newton` returns it).
     lam_start, lam_target : float
-        lam_target <= lam_start.
-    tol, path_tol : float
+        0 < lam_target <= lam_start.
+    tol : float
+        Residual accepted at ``lam_target``.
+    path_tol : float, default=PATH_TOL
+        Residual accepted at the intermediate points.
 
     Returns
     -------
     tuple
-        (y, r, extra, nit, status) at ``lam_target``; status 3 if the steps became too small (then the
-        last converged point is returned).
+        (y, r, extra, nit, status) at ``lam_target`` with ``nit`` the Newton iterations of every step; status 3
+        if the steps became smaller than PATH_MIN_STEP (then the last converged point is returned, which is
+        not at ``lam_target``).
     """
     total = 0
     t_end = math.log(lam_target)
@@ -306,6 +359,8 @@ def continuation(problem, tol, maxiter, start, direct_guess=None):
     Parameters
     ----------
     problem : Problem
+        The fixed point; its ``lam`` is the target (0 allowed: the march then stops at LAMBDA_FLOOR and a
+        final Newton solve goes to lam = 0).
     tol : float
         Residual accepted at the target.
     maxiter : int
@@ -318,7 +373,8 @@ def continuation(problem, tol, maxiter, start, direct_guess=None):
     Returns
     -------
     tuple
-        (y, r, extra, nit, status); status 3 if continuation failed.
+        (y, r, extra, nit, status); status 3 if continuation failed (the start at the large lam or the march
+        did not converge), and at lam = 0 the status of the final Newton solve.
     """
     lam_target = problem.lam
     lam_start = max(problem.start_lambda(), lam_target)

@@ -35,7 +35,18 @@ _EPS = 2.220446049250313e-16
 
 @njit(cache=True, fastmath=False)
 def sigmoid(x):
-    """sigmoid(x) = 1 / (1 + e^-x), evaluated without overflow."""
+    """sigmoid(x) = 1 / (1 + e^-x), evaluated without overflow.
+
+    Parameters
+    ----------
+    x : float
+        The argument (a scalar: this is a Numba kernel).
+
+    Returns
+    -------
+    float
+        sigmoid(x), in [0, 1].
+    """
     if x >= 0.0:
         return 1.0 / (1.0 + math.exp(-x))
     e = math.exp(x)
@@ -44,20 +55,53 @@ def sigmoid(x):
 
 @njit(cache=True)
 def sigmoid_d1(x):
-    """sigmoid'(x) = sigmoid(x) sigmoid(-x) (even in x)."""
+    """sigmoid'(x) = sigmoid(x) sigmoid(-x) (even in x).
+
+    Parameters
+    ----------
+    x : float
+        The argument (a scalar).
+
+    Returns
+    -------
+    float
+        sigmoid'(x), in [0, 1/4].
+    """
     e = math.exp(-abs(x))
     return e / ((1.0 + e) * (1.0 + e))
 
 
 @njit(cache=True)
 def sigmoid_d2(x):
-    """sigmoid''(x) = -sigmoid'(x) tanh(x / 2) (odd in x)."""
+    """sigmoid''(x) = -sigmoid'(x) tanh(x / 2) (odd in x).
+
+    Parameters
+    ----------
+    x : float
+        The argument (a scalar).
+
+    Returns
+    -------
+    float
+        sigmoid''(x).
+    """
     return -sigmoid_d1(x) * math.tanh(0.5 * x)
 
 
 @njit(cache=True)
 def sigmoid_d3(x):
-    """sigmoid'''(x) = sigmoid'(x) (tanh(x/2)^2 - 2 sigmoid'(x))."""
+    """sigmoid'''(x) = sigmoid'(x) (tanh(x/2)^2 - 2 sigmoid'(x)).
+
+    Parameters
+    ----------
+    x : float
+        The argument (a scalar).
+
+    Returns
+    -------
+    float
+        sigmoid'''(x).
+    """
     s1 = sigmoid_d1(x)
     t = math.tanh(0.5 * x)
     return s1 * (t * t - 2.0 * s1)
@@ -127,7 +171,20 @@ def _prox_low_from(v, g, x):
 
 @njit(cache=True)
 def prox_scalar(v, gamma):
-    """prox_{gamma rho}(v) for scalar float v and gamma >= 0 (gamma = 0 returns v)."""
+    """prox_{gamma rho}(v) for scalar float v and gamma >= 0 (gamma = 0 returns v).
+
+    Parameters
+    ----------
+    v : float
+        The point (finite; not checked: this is a Numba kernel, :func:`prox_logistic` checks).
+    gamma : float
+        The prox scale, >= 0.
+
+    Returns
+    -------
+    float
+        eta, the root of ``eta + gamma * sigmoid(eta) = v`` (``v`` itself when gamma <= 0).
+    """
     if gamma <= 0.0:
         return v
     if v > 0.5 * gamma:
@@ -141,6 +198,20 @@ def prox_near(v, gamma, guess):
 
     Same safeguards and stopping rule as :func:`prox_scalar` (a guess outside the bracket, or NaN,
     falls back to its start), so the two agree to rounding.
+
+    Parameters
+    ----------
+    v : float
+        The point.
+    gamma : float
+        The prox scale, >= 0.
+    guess : float
+        Newton start for eta (NaN: none, as :func:`prox_scalar`).
+
+    Returns
+    -------
+    float
+        eta = prox_{gamma rho}(v) (``v`` itself when gamma <= 0).
     """
     if gamma <= 0.0:
         return v
@@ -161,6 +232,18 @@ def prox_with_derivatives(v, gamma):
 
     D = 1/(1 + gamma s'(eta)), D_v = -gamma s''(eta) D^3,
     D_vv = -gamma s'''(eta) D^4 + 3 gamma^2 s''(eta)^2 D^5, eta_gamma = -s(eta) D.
+
+    Parameters
+    ----------
+    v : float
+        The point.
+    gamma : float
+        The prox scale, >= 0.
+
+    Returns
+    -------
+    eta, D, D_v, D_vv, eta_gamma : float
+        The prox, its first derivative in v, the first and second derivatives of D in v, and d eta / d gamma.
     """
     eta = prox_scalar(v, gamma)
     s1 = sigmoid_d1(eta)
@@ -175,8 +258,31 @@ def prox_with_derivatives(v, gamma):
 def prox_logistic(v, gamma):
     """Vectorised prox_{gamma rho}(v), rho(t) = log(1 + e^t); broadcasts v and gamma.
 
-    Returns a float for scalar input, else an ndarray of the broadcast shape.
-    ``gamma`` must be >= 0 and both arguments finite (ValueError otherwise).
+    Parameters
+    ----------
+    v : float or array_like
+        The points; finite.
+    gamma : float or array_like
+        The prox scales; finite and >= 0 (0 returns ``v``).  Broadcast against ``v``.
+
+    Returns
+    -------
+    float or ndarray
+        eta with ``eta + gamma * sigmoid(eta) = v``: a float for scalar input, else an ndarray of the broadcast
+        shape.
+
+    Raises
+    ------
+    ValueError
+        A non-finite ``v`` or ``gamma``, or ``gamma < 0``.
+
+    Examples
+    --------
+    >>> eta = prox_logistic(3.0, 2.0)
+    >>> round(eta, 6), round(eta + 2.0 * sigmoid(eta), 12)
+    (1.396685, 3.0)
+    >>> prox_logistic([0.5, 3.0], 0.0)
+    array([0.5, 3. ])
     """
     va = np.asarray(v, dtype=float)
     ga = np.asarray(gamma, dtype=float)

@@ -51,7 +51,24 @@ def _gl(order):
 
 
 def gauss_legendre(order):
-    """Gauss-Legendre nodes and weights on [-1, 1] (read-only arrays, cached)."""
+    """Gauss-Legendre nodes and weights on [-1, 1] (read-only arrays, cached).
+
+    Parameters
+    ----------
+    order : int
+        Number of nodes, >= 1.
+
+    Returns
+    -------
+    nodes, weights : ndarray of shape (order,)
+        Read-only; ``sum(weights * f(nodes))`` integrates f over [-1, 1] (exact for degree < 2 order).
+
+    Examples
+    --------
+    >>> x, w = gauss_legendre(3)
+    >>> round(float(w.sum()), 12), round(float(w @ x ** 2), 12)
+    (2.0, 0.666666666667)
+    """
     if int(order) != order or order < 1:
         raise ValueError(f"order must be a positive integer, got {order!r}")
     return _gl(int(order))
@@ -69,7 +86,22 @@ def _gh(order):
 def gauss_hermite(order):
     """Nodes z and weights w with sum(w f(z)) ~ E f(Z), Z ~ N(0, 1) (exact for degree < 2 order).
 
-    Read-only cached arrays.
+    Parameters
+    ----------
+    order : int
+        Number of nodes, >= 1.
+
+    Returns
+    -------
+    z, w : ndarray of shape (order,)
+        Probabilists' Gauss-Hermite nodes and weights (the weights include the N(0, 1) density and sum to 1);
+        read-only cached arrays.
+
+    Examples
+    --------
+    >>> z, w = gauss_hermite(4)
+    >>> round(float(w.sum()), 12), round(float(w @ z ** 2), 12)
+    (1.0, 1.0)
     """
     if int(order) != order or order < 1:
         raise ValueError(f"order must be a positive integer, got {order!r}")
@@ -84,6 +116,24 @@ def build_edges(lo, hi, hmax, centers, scales, out):
     (k >= -1, while w 2^k < hmax), so every panel is at most as wide as its distance from c.
     ``out`` must hold ceil((hi-lo)/hmax) + 1 + len(centers) * (2 log2(hmax / w) + 3) entries
     (see :func:`edge_capacity`).
+
+    Parameters
+    ----------
+    lo, hi : float
+        The interval.
+    hmax : float
+        Widest panel.
+    centers, scales : ndarray of shape (n_features,)
+        The features (c, w): where the integrand changes fast and the distance of its nearest complex
+        singularity from the real axis.  A feature with w <= 0, w >= 2 hmax or a non-finite c adds no edges.
+    out : ndarray
+        Buffer the edges are written into (its first ``count`` entries on return); edges beyond its size are
+        dropped.
+
+    Returns
+    -------
+    int
+        The number of edges written (panels + 1); the last one is ``hi``.
     """
     nb = int(math.ceil((hi - lo) / hmax))
     if nb < 1:
@@ -129,6 +179,24 @@ def fill_rule(edges, nedges, xg, wg, gaussian, nodes, weights):
     """Composite rule on the panels ``edges[:nedges]``; returns the node count.
 
     With ``gaussian`` the weights include the N(0, 1) density.
+
+    Parameters
+    ----------
+    edges : ndarray
+        Sorted panel edges (from :func:`build_edges`).
+    nedges : int
+        How many entries of ``edges`` are used.
+    xg, wg : ndarray of shape (order,)
+        Gauss-Legendre nodes and weights on [-1, 1] (:func:`gauss_legendre`), mapped onto every panel.
+    gaussian : bool
+        Multiply the weights by the N(0, 1) density (the rule then computes E f(Z)).
+    nodes, weights : ndarray
+        Buffers of at least ``(nedges - 1) * order`` entries, filled with the rule.
+
+    Returns
+    -------
+    int
+        The number of nodes written, ``(nedges - 1) * order``.
     """
     k = 0
     for i in range(nedges - 1):
@@ -156,8 +224,28 @@ def edge_capacity(ncenters, span=2 * TRUNCATION, min_scale=1e-12, hmax=MAX_PANEL
 def gaussian_rule(features=(), order=DEFAULT_ORDER, L=TRUNCATION, hmax=MAX_PANEL):
     """Composite rule (nodes, weights) with sum(w f(z)) ~ E f(Z), Z ~ N(0, 1).
 
-    ``features`` is an iterable of (center, scale) pairs where f changes fast (scale = distance of
-    the nearest complex singularity from the real axis).
+    Parameters
+    ----------
+    features : iterable of (float, float), default=()
+        (center, scale) pairs where f changes fast (scale = distance of the nearest complex singularity from
+        the real axis; floored at 1e-12); the panels are refined geometrically towards each center.
+    order : int, default=DEFAULT_ORDER
+        Gauss-Legendre nodes per panel.
+    L : float, default=TRUNCATION
+        The line is truncated to [-L, L].
+    hmax : float, default=MAX_PANEL
+        Widest panel.
+
+    Returns
+    -------
+    nodes, weights : ndarray of shape (n_nodes,)
+        The composite rule; the weights include the N(0, 1) density.
+
+    Examples
+    --------
+    >>> z, w = gaussian_rule([(0.0, 0.1)])
+    >>> round(float(w.sum()), 12), round(float(w @ z ** 2), 12)
+    (1.0, 1.0)
     """
     feats = list(features)
     c = np.array([f[0] for f in feats], dtype=float)

@@ -24,7 +24,31 @@ def _sig(x):
 
 
 def prox(v, gamma, dps=40):
-    """prox_{gamma rho}(v) at ``dps`` digits (safeguarded Newton in the bracket [v - gamma, v])."""
+    """prox_{gamma rho}(v) at ``dps`` digits (safeguarded Newton in the bracket of :mod:`cgmt.prox`).
+
+    The bracket is [v - gamma sigmoid(v), v - gamma sigmoid(v - gamma)]; a Newton step that leaves it is
+    replaced by bisection.
+
+    Parameters
+    ----------
+    v : float or mpf
+        The point.
+    gamma : float or mpf
+        The prox scale, >= 0 (0 returns ``v``).
+    dps : int, default=40
+        Decimal digits of the result (the work uses ``dps + 10``).
+
+    Returns
+    -------
+    mpf
+        eta with ``eta + gamma * sigmoid(eta) = v``.
+
+    Examples
+    --------
+    >>> from cgmt.prox import prox_logistic
+    >>> abs(float(prox(3.0, 2.0)) - prox_logistic(3.0, 2.0)) < 1e-14
+    True
+    """
     with mp.workdps(dps + 10):
         v = mp.mpf(v)
         g = mp.mpf(gamma)
@@ -51,14 +75,49 @@ def prox(v, gamma, dps=40):
 
 
 def gauss_expect(f, dps=30, points=(-8, 0, 8)):
-    """E f(Z), Z ~ N(0, 1), by tanh-sinh quadrature split at ``points``."""
+    """E f(Z), Z ~ N(0, 1), by tanh-sinh quadrature split at ``points``.
+
+    Parameters
+    ----------
+    f : callable
+        ``f(z)`` of an mpf, returning an mpf.
+    dps : int, default=30
+        Working decimal digits.
+    points : sequence of float, default=(-8, 0, 8)
+        Where the integral over the line is split (sorted; points where f changes fast).
+
+    Returns
+    -------
+    mpf
+        E f(Z).
+
+    Examples
+    --------
+    >>> float(gauss_expect(lambda z: z ** 2))
+    1.0
+    """
     with mp.workdps(dps):
         pts = [-mp.inf] + [mp.mpf(p) for p in points] + [mp.inf]
         return mp.quad(lambda z: f(z) * mp.npdf(z), pts)
 
 
 def expectations(alpha, sigma, gamma, kappa, dps=20):
-    """Return (E1, E2, E3c) as mpf (see the module docstring), at ``dps`` digits."""
+    """Return (E1, E2, E3c) as mpf (see the module docstring), at ``dps`` digits.
+
+    Parameters
+    ----------
+    alpha, sigma, gamma : float
+        The order parameters (sigma > 0, gamma >= 0).
+    kappa : float
+        Signal strength, >= 0.
+    dps : int, default=20
+        Working decimal digits.
+
+    Returns
+    -------
+    E1, E2, E3c : mpf
+        The expectations of the module docstring (what :func:`cgmt.equations.expectations` computes fast).
+    """
     with mp.workdps(dps):
         al, sg, g, k = (mp.mpf(t) for t in (alpha, sigma, gamma, kappa))
         tau = mp.sqrt(al * al + sg * sg)
@@ -96,7 +155,24 @@ def expectations(alpha, sigma, gamma, kappa, dps=20):
 
 
 def kernels(u, alpha, sigma, kappa, dps=30):
-    """(E[s(-kappa Z1) | U=u], E[s'(kappa Z1) | U=u], E[s''(kappa Z1) | U=u]), Z1 = (alpha u + sigma W)/tau."""
+    """(E[s(-kappa Z1) | U=u], E[s'(kappa Z1) | U=u], E[s''(kappa Z1) | U=u]), Z1 = (alpha u + sigma W)/tau.
+
+    Parameters
+    ----------
+    u : float
+        The conditioning value of U = V / tau.
+    alpha, sigma : float
+        The order parameters (sigma > 0), tau = sqrt(alpha^2 + sigma^2).
+    kappa : float
+        Signal strength.
+    dps : int, default=30
+        Working decimal digits.
+
+    Returns
+    -------
+    K_A, K_B, K_C : mpf
+        The three conditional expectations (the kernels of :mod:`cgmt.equations`), W ~ N(0, 1).
+    """
     with mp.workdps(dps):
         u, al, sg, k = (mp.mpf(t) for t in (u, alpha, sigma, kappa))
         tau = mp.sqrt(al * al + sg * sg)
@@ -117,7 +193,27 @@ def kernels(u, alpha, sigma, kappa, dps=30):
 
 
 def accuracy(m, kappa, dps=30):
-    """The accuracy proposition's 2 E[sigmoid(kappa Z) Phi(m Z)] at high precision."""
+    """The accuracy proposition's 2 E[sigmoid(kappa Z) Phi(m Z)] at high precision.
+
+    Parameters
+    ----------
+    m : float
+        Effective margin alpha / sigma.
+    kappa : float
+        Signal strength.
+    dps : int, default=30
+        Working decimal digits.
+
+    Returns
+    -------
+    mpf
+        The asymptotic test accuracy (:func:`cgmt.accuracy_from_margin` computes it fast).
+
+    Examples
+    --------
+    >>> float(accuracy(0.0, 2.0))
+    0.5
+    """
     with mp.workdps(dps):
         m, k = mp.mpf(m), mp.mpf(kappa)
         return 2 * gauss_expect(lambda z: _sig(k * z) * mp.ncdf(m * z), dps=dps, points=(-8, -1, 0, 1, 8))

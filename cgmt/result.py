@@ -2,7 +2,8 @@
 
 Every fixed-point solver of the package (:func:`cgmt.solve`, :func:`cgmt.mle`, :func:`cgmt.solve_spectral`,
 the cross fixed points of :mod:`cgmt.stability` and :mod:`cgmt.spectral_stability`) reports a SciPy
-``OptimizeResult`` with ``success``, ``status`` (a key of :data:`STATUS_MESSAGES`), ``message`` and ``nit``.
+``OptimizeResult`` with ``success``, ``status`` (a key of :data:`STATUS_MESSAGES`), ``message`` and ``nit``
+(except the cross fixed point of :mod:`cgmt.spectral_stability`, which reports ``nfev`` and no ``nit``).
 On failure it either raises :class:`ConvergenceError` (``strict=True``) or returns ``success=False`` after
 warning :class:`sklearn.exceptions.ConvergenceWarning` (:func:`report`).  Names kept for old code warn
 ``DeprecationWarning`` naming :data:`REMOVAL_VERSION` (:func:`warn_deprecated`).
@@ -41,8 +42,17 @@ def warn_deprecated(old: str, new: str, *, stacklevel: int = 3) -> None:
     ----------
     old, new : str
         The deprecated name and its replacement.
-    stacklevel : int
+    stacklevel : int, default=3
         As for :func:`warnings.warn` (the default points at the caller of the function that warns).
+
+    Examples
+    --------
+    >>> import warnings
+    >>> with warnings.catch_warnings(record=True) as caught:
+    ...     warnings.simplefilter("always")
+    ...     warn_deprecated("old_name", "new_name")
+    >>> print(caught[0].category.__name__, caught[0].message)
+    DeprecationWarning old_name is deprecated and will be removed in 0.3; use new_name
     """
     warnings.warn(f"{old} is deprecated and will be removed in {REMOVAL_VERSION}; use {new}", DeprecationWarning,
                   stacklevel=stacklevel)
@@ -54,8 +64,14 @@ class ConvergenceError(RuntimeError):
     Parameters
     ----------
     message : str
+        What did not converge, and why (the result's message).
     result : OptimizeResult, optional
         The unconverged result (``.result``).
+
+    Attributes
+    ----------
+    result : OptimizeResult or None
+        The unconverged result, for a caller that wants to inspect it.
     """
 
     def __init__(self, message, result=None):
@@ -66,15 +82,54 @@ class ConvergenceError(RuntimeError):
 class CGMTResult(OptimizeResult):
     """Fixed point of the ridge-logistic CGMT system (SciPy ``OptimizeResult``).
 
-    Fields: ``alpha`` (= <z_hat, v>), ``sigma`` (= ||z_hat - alpha v||), ``gamma`` (prox parameter),
-    ``margin`` m = alpha/sigma, ``accuracy`` (the accuracy proposition at m), ``alignment`` alpha/sqrt(alpha^2+sigma^2),
-    ``stability`` alpha^2/(alpha^2+sigma^2) (independent samples), ``alpha_salehi`` (= alpha/kappa,
-    coefficient on beta*), ``delta``, ``lam``, ``kappa``, ``x`` = [alpha, sigma, gamma], ``fun``
-    (relative residuals), ``residual`` (max |fun|), ``success``, ``status`` (a key of :data:`STATUS_MESSAGES`),
-    ``message``, ``nit`` (Newton iterations), ``nfev``, ``quad_order``.
+    Built by the solvers (a ``dict`` of the fields below, read as attributes); conventions of docs/theory.md:
+    z_hat = beta_hat / sqrt(p), v = beta* / ||beta*|| (unit teacher direction).
 
+    Attributes
+    ----------
+    alpha : float
+        <z_hat, v>, the component of the estimate along the teacher.
+    sigma : float
+        ||z_hat - alpha v||, the component orthogonal to the teacher (> 0).
+    gamma : float
+        The prox parameter of the fixed point (> 0).
+    margin : float
+        m = alpha / sigma.
+    accuracy : float
+        Test accuracy of sign(x'beta_hat) on fresh data (the accuracy proposition at m and kappa).
+    alignment : float
+        alpha / sqrt(alpha^2 + sigma^2), the cosine between estimate and teacher.
+    stability : float
+        alpha^2 / (alpha^2 + sigma^2): the expected cosine between two estimates fitted on independent samples.
+    alpha_salehi : float
+        The coefficient on beta* (alpha / kappa; at kappa = 0, -2 delta E2), Salehi et al.'s alpha.
+    delta, lam, kappa : float
+        The point solved: n / p, ridge strength, signal strength.
+    x : ndarray of shape (3,)
+        [alpha, sigma, gamma].
+    fun : ndarray of shape (3,)
+        The relative residuals at ``x`` (:func:`cgmt.equations.residuals`).
+    residual : float
+        max |fun|; ``success`` is ``residual <= tol``.
+    success : bool
+        Whether the fixed point was found to the tolerance asked for.
+    status : int
+        A key of :data:`STATUS_MESSAGES` (0: converged).
+    message : str
+        The status message with the residual, tolerance and iteration count.
+    nit : int
+        Newton iterations over every stage.
+    nfev : int
+        Residual evaluations.
+    quad_order : int
+        Gauss-Legendre points per quadrature panel.
+
+    Notes
+    -----
     ``converged`` and ``iterations`` are deprecated read-only aliases of ``success`` and ``nit`` (they warn
     ``DeprecationWarning`` and are removed in :data:`REMOVAL_VERSION`; they are not stored fields).
+    :func:`cgmt.solve` with ``check_quadrature=True`` adds ``quadrature_change`` and ``quadrature_residual``;
+    :func:`cgmt.solve_spectral` adds the fields it documents.
 
     Examples
     --------
@@ -120,10 +175,25 @@ def outcome(r, status: int, nit: int, tol: float) -> tuple[float, bool, int, str
     nit : int
         Newton iterations, for the message.
     tol : float
+        Largest max |r| accepted as converged.
 
     Returns
     -------
-    (float, bool, int, str)
+    residual : float
+        max |r| (NaN propagates: a NaN residual is a failure).
+    success : bool
+        ``residual <= tol``.
+    status : int
+        0 on success; otherwise the solver's status, or 1 if the solver claimed 0.
+    message : str
+        :data:`STATUS_MESSAGES` [status] with the residual, ``tol`` and ``nit``.
+
+    Examples
+    --------
+    >>> outcome([1e-12, -3e-12, 0.0], 2, 5, 1e-10)[1:3]
+    (True, 0)
+    >>> outcome([1e-3, 0.0, 0.0], 0, 100, 1e-10)[1:3]
+    (False, 1)
     """
     res = float(np.max(np.abs(r)))
     success = bool(np.isfinite(res) and res <= tol)
@@ -167,7 +237,21 @@ def report(result, strict: bool, call: str, **arguments):
 
 @contextmanager
 def quiet():
-    """Silence :class:`ConvergenceWarning` inside: for callers that read ``success`` themselves (a retry, a sweep)."""
+    """Silence :class:`ConvergenceWarning` inside: for callers that read ``success`` themselves (a retry, a sweep).
+
+    Yields
+    ------
+    None
+        Inside the ``with`` block, ConvergenceWarning is ignored; the warning filters are restored after it.
+
+    Examples
+    --------
+    >>> import warnings
+    >>> with warnings.catch_warnings():
+    ...     warnings.simplefilter("error")
+    ...     with quiet():
+    ...         warnings.warn("not converged", ConvergenceWarning)
+    """
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", ConvergenceWarning)
         yield

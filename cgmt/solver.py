@@ -123,10 +123,12 @@ def start_point(x0):
     Parameters
     ----------
     x0 : (alpha, sigma, gamma), CGMTResult or None
+        The warm start of :func:`solve`.
 
     Returns
     -------
-    ndarray (3,) or None
+    ndarray of shape (3,) or None
+        (alpha/sigma, log sigma, log gamma); None when ``x0`` is None.
 
     Raises
     ------
@@ -218,25 +220,42 @@ def solve(delta, lam, kappa, *, strict=False, x0=None, tol=DEFAULT_TOL, maxiter=
 
     Parameters
     ----------
-    delta : float > 0       n / p.
-    lam : float >= 0        ridge strength in (1/n) sum loss + lam/(2p) ||beta||^2; lam = 0 (the MLE,
-                            as :func:`cgmt.mle`) only for delta > separability_threshold(kappa).
-    kappa : float >= 0      signal strength, ||beta*||^2 = p kappa^2.
-    strict : bool           raise :class:`ConvergenceError` instead of returning success=False (which warns
-                            :class:`sklearn.exceptions.ConvergenceWarning`; :func:`cgmt.result.report`).
-    x0 : (alpha, sigma, gamma) or CGMTResult, optional    warm start.
-    tol : float             max relative residual accepted (see :mod:`cgmt.equations`).
-    maxiter : int           Newton iterations per solve stage.
-    quad_order : int        Gauss-Legendre points per quadrature panel (the default 10 is accurate to ~1e-12, 20 to
-                            ~1e-15; doubling it checks the quadrature).
-    check_quadrature : bool re-solve with 2 * quad_order and report ``quadrature_change`` (max change
-                            of alpha, sigma, gamma relative to (max(|alpha|, sigma), sigma, gamma)) and
-                            ``quadrature_residual``.
+    delta : float
+        n / p, > 0.
+    lam : float
+        Ridge strength >= 0 in (1/n) sum loss + lam/(2p) ||beta||^2, within [LAM_MIN, LAM_MAX] of
+        :mod:`cgmt.validation`; lam = 0 (the MLE, as :func:`cgmt.mle`) only for
+        delta > separability_threshold(kappa).
+    kappa : float
+        Signal strength >= 0, ||beta*||^2 = p kappa^2.
+    strict : bool, default=False
+        Raise :class:`ConvergenceError` instead of returning success=False (which warns
+        :class:`sklearn.exceptions.ConvergenceWarning`; :func:`cgmt.result.report`).
+    x0 : (alpha, sigma, gamma) or CGMTResult, optional
+        Warm start (e.g. the solution at a nearby lam); without one the solver starts from the large-lam
+        asymptotics and continues in lam.
+    tol : float, default=1e-10
+        Largest max relative residual accepted (see :mod:`cgmt.equations`).
+    maxiter : int, default=100
+        Newton iterations per solve stage.
+    quad_order : int, default=10
+        Gauss-Legendre points per quadrature panel, in [2, 200] (the default 10 is accurate to ~1e-12, 20 to
+        ~1e-15; doubling it checks the quadrature).
+    check_quadrature : bool, default=False
+        Re-solve with 2 * quad_order and report ``quadrature_change`` (max change of alpha, sigma, gamma
+        relative to (max(|alpha|, sigma), sigma, gamma)) and ``quadrature_residual``.
 
     Returns
     -------
     CGMTResult
         The order parameters and everything derived from them (see :class:`CGMTResult`).
+
+    Raises
+    ------
+    ValueError
+        An argument outside its domain, or lam = 0 where the MLE does not exist.
+    ConvergenceError
+        ``strict`` and the fixed point was not found to ``tol``.
 
     Examples
     --------
@@ -280,6 +299,7 @@ def mle(delta, kappa, *, strict=False, tol=DEFAULT_TOL, maxiter=DEFAULT_MAXITER,
     Returns
     -------
     CGMTResult
+        The fixed point at lam = 0 (``alpha_salehi`` is the MLE's coefficient on beta*).
 
     Examples
     --------

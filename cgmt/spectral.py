@@ -224,13 +224,13 @@ def solve_spectral(delta, lam, eigenvalues, teacher_weights, *, x0=None, strict=
         t_i = (u_i'beta*)^2 / p on the matching eigenvectors; kappa^2 = sum omega_i t_i.
     x0 : (alpha, sigma, gamma) or CGMTResult, optional
         Warm start (e.g. the solution at a neighbouring lam).
-    strict : bool
+    strict : bool, default=False
         Raise :class:`cgmt.ConvergenceError` instead of returning ``success=False``.
-    tol : float
-        Largest relative residual accepted (default 1e-10).
-    maxiter : int
+    tol : float, default=1e-10
+        Largest relative residual accepted.
+    maxiter : int, default=100
         Newton iterations per stage.
-    quad_order : int
+    quad_order : int, default=10
         Gauss-Legendre points per panel of the channel quadrature (as in :func:`cgmt.solve`).
 
     Returns
@@ -302,7 +302,10 @@ def solve_spectral_path(delta, lams, eigenvalues, teacher_weights, **options) ->
     Parameters
     ----------
     delta : float
+        n / p (> 0).
     lams : array_like of float > 0
+        The ridge strengths, a non-empty 1-D array in any order (solved from the largest down, each from the
+        previous converged solution; a failed warm start is solved again cold).
     eigenvalues, teacher_weights : array_like
         As in :func:`solve_spectral`.
     **options

@@ -65,18 +65,21 @@ def solve_spectral_loops(delta, lam, eigenvalues, teacher_weights, *, nodes=96, 
     delta, lam : float
         As in :func:`cgmt.solve_spectral`.
     eigenvalues, teacher_weights : sequence of float
-    nodes : int
+        The spectrum, as in :func:`cgmt.solve_spectral` (not checked here).
+    nodes : int, default=96
         Gauss-Hermite nodes per dimension of the channel integrals.
-    damping : float
+    damping : float, default=0.5
         New iterate = damping * map + (1 - damping) * old.
-    tol : float
+    tol : float, default=1e-12
         Stop when the largest relative change of (m, q, V) is below it.
-    maxiter : int
+    maxiter : int, default=10000
+        Most iterations (reaching it is not reported as a failure: compare ``iterations`` with it).
 
     Returns
     -------
     tuple
-        (m, q, V, accuracy, iterations)
+        (m, q, V, accuracy, iterations): the GCM overlaps, the test accuracy at the margin
+        (m / kappa) / sqrt(q - m^2 / rho) and the iterations made.
 
     Examples
     --------

@@ -78,21 +78,24 @@ def spectral_pair_stability(delta1, delta2, delta12, lam, spectrum, *, feature_s
     feature_scale : array_like, shape (p,), optional
         Per-feature scales s: also report ``cosine_raw`` between beta_1/s and beta_2/s (needs the
         spectrum's eigenvectors, or the standard basis).
-    order : int
+    order : int, default=DEFAULT_ORDER
         Quadrature order of the cross expectation.
-    strict : bool
-        Raise :class:`cgmt.ConvergenceError` if the cross fixed point is not solved.
+    strict : bool, default=False
+        Raise :class:`cgmt.ConvergenceError` if the cross fixed point is not solved.  (A replica whose
+        :func:`cgmt.solve_spectral` fails raises ``ConvergenceError`` whatever ``strict`` is.)
     **solve_options
         Passed to :func:`cgmt.solve_spectral`.
 
     Returns
     -------
     OptimizeResult
-        ``cosine`` (Euclidean, coordinates of x), ``cosine_sigma``, ``cosine_raw`` (or None),
-        ``independent_cosine`` (the same three-metric cosine with qh_12 = 0, i.e. independent training
-        sets), ``q_hat12``, ``s12``, the two replica solutions ``fit1``, ``fit2``, the inputs, and
-        ``success``, ``status`` (0 ok, 4 cross fixed point not converged;
-        :data:`cgmt.result.STATUS_MESSAGES`), ``message``, ``residual``, ``nfev``.
+        ``cosine`` (Euclidean, coordinates of x), ``cosine_sigma``, ``cosine_raw`` (or None), and
+        ``independent_cosine``, ``independent_cosine_sigma``, ``independent_cosine_raw`` (the same cosines
+        with qh_12 = 0, i.e. independent training sets), ``q_hat12``, ``s12``, the two replica solutions
+        ``fit1``, ``fit2``, the inputs ``delta1``, ``delta2``, ``delta12``, ``lam``, ``kappa`` (the replicas in
+        canonical order: ``fit1`` / ``delta1`` is the larger training set), and ``success``, ``status`` (0 ok,
+        4 cross fixed point not converged; :data:`cgmt.result.STATUS_MESSAGES`), ``message``, ``residual``,
+        ``nfev``.
 
     Examples
     --------
@@ -202,8 +205,11 @@ def spectral_stability(delta, lam, spectrum, protocol="subsample", *, drop=0.2, 
     lam : float
         Ridge strength (> 0).
     spectrum : Spectrum
-    protocol : {"independent", "subsample", "full_vs_subsample", "subsample_refit"}
-    drop, val_fraction : float in [0, 1)
+        The feature covariance and teacher (:class:`cgmt.spectrum.Spectrum`).
+    protocol : {"independent", "subsample", "full_vs_subsample", "subsample_refit"}, default="subsample"
+        Which two fits are compared (:func:`cgmt.ablation.protocol_fractions`).
+    drop, val_fraction : float in [0, 1), default=0.2
+        The ablation protocol's parameters (the paper: 0.2 and 0.2).
     feature_scale : array_like, optional
         Per-feature scales for ``cosine_raw`` (see :func:`spectral_pair_stability`).
     **options

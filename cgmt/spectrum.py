@@ -30,7 +30,8 @@ class Spectrum:
     Attributes
     ----------
     eigenvalues : ndarray, shape (p,)
-        omega_i, in decreasing order.
+        omega_i >= 0, in decreasing order when built by the constructors below (the class itself does not
+        sort).  Read-only.
     teacher_weights : ndarray, shape (p,)
         t_i = (u_i'beta*)^2 / p.
     teacher_coordinates : ndarray, shape (p,)

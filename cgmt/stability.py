@@ -22,7 +22,9 @@ With delta_12 = 0 this is the paper's independent-sample formula alpha^2/(alpha^
 much larger.
 
 Public API: :func:`stability` (protocols), :func:`pair_stability` (arbitrary subset sizes and
-overlap), :func:`cross_noise_covariance`, :func:`protocol_fractions`, :func:`expected_ablation_overlap`.
+overlap), :func:`cross_noise_covariance`, :func:`cross_expectation`; the protocols' training fractions and
+overlaps live in :mod:`cgmt.ablation` (:func:`~cgmt.ablation.protocol_fractions`,
+:func:`~cgmt.ablation.expected_ablation_overlap`).
 """
 from __future__ import annotations
 
@@ -328,8 +330,10 @@ def pair_stability(delta1: float, delta2: float, delta12: float, lam: float, kap
         Signal strength (>= 0).
     order : int
         Gauss-Legendre points per panel of the cross expectation's rules.
-    strict : bool
-        Raise :class:`cgmt.ConvergenceError` instead of returning ``success=False``.
+    strict : bool, default=False
+        Raise :class:`cgmt.ConvergenceError` instead of returning ``success=False`` when the cross fixed point
+        fails.  (A single-estimator solve that fails raises ``ConvergenceError`` whatever ``strict`` is: there
+        is no cosine without it.)
     **solve_options
         Passed to :func:`cgmt.solve` for the two single-estimator solutions.
 
@@ -406,8 +410,9 @@ def stability(delta: float, lam: float, kappa: float, protocol: str = "subsample
         Common ridge strength (> 0; theory convention, per-sample-averaged loss).
     kappa : float
         Signal strength (>= 0).
-    protocol : {"independent", "subsample", "full_vs_subsample", "subsample_refit"}
-    drop, val_fraction : float in [0, 1)
+    protocol : {"independent", "subsample", "full_vs_subsample", "subsample_refit"}, default="subsample"
+        Which two fits are compared (the list above).
+    drop, val_fraction : float in [0, 1), default=0.2
         The ablation protocol's parameters (the paper: 0.2 and 0.2).
     order, strict, **solve_options
         As in :func:`pair_stability`.

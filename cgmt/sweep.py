@@ -66,6 +66,27 @@ def check_grid_size(n_points: int, max_points: int | None = MAX_POINTS, what: st
     """Refuse a grid of more than ``max_points`` points (None: no limit) with a message giving both numbers
     and how to raise the limit (``override``).
 
+    Parameters
+    ----------
+    n_points : int
+        Points (or fits) the grid needs.
+    max_points : int or None, default=MAX_POINTS
+        The limit; None: no limit.
+    what : str, default="grid"
+        What the grid is, for the message.
+    override : str, default="max_points=..., --max-points"
+        How the caller raises the limit, for the message.
+
+    Returns
+    -------
+    int
+        ``n_points``.
+
+    Raises
+    ------
+    ValueError
+        ``n_points > max_points``.
+
     Examples
     --------
     >>> check_grid_size(10, 100)

@@ -53,11 +53,15 @@ def candes_sur_h(kappa) -> tuple[float, float]:
 
     Parameters
     ----------
-    kappa : float >= 0
+    kappa : float
+        Signal strength, >= 0.
 
     Returns
     -------
-    (h, t_star) : (float, float)
+    h : float
+        h(kappa) = 1 / delta*(kappa).
+    t_star : float
+        The minimising t (0 at kappa = 0).
 
     Examples
     --------

@@ -59,12 +59,18 @@ def check_scalar(value, name: str, *, low: float | None = None, high: float | No
         The argument's name, used in the message.
     low, high : float, optional
         Bounds of the interval (None: unbounded on that side).
-    low_open, high_open : bool
+    low_open, high_open : bool, default=False
         Whether the bound itself is excluded.
 
     Returns
     -------
     float
+        ``float(value)``.
+
+    Raises
+    ------
+    ValueError
+        ``value`` is not a real number, not finite, or outside the interval.
 
     Examples
     --------
@@ -92,6 +98,23 @@ def check_scalar(value, name: str, *, low: float | None = None, high: float | No
 def check_delta(delta, name: str = "delta") -> float:
     """The sample ratio n/p: a finite real > 0.
 
+    Parameters
+    ----------
+    delta : real number
+        The value to check.
+    name : str, default="delta"
+        The argument's name, used in the message.
+
+    Returns
+    -------
+    float
+        ``float(delta)``.
+
+    Raises
+    ------
+    ValueError
+        Not a finite real > 0.
+
     Examples
     --------
     >>> check_delta(0.5)
@@ -102,6 +125,25 @@ def check_delta(delta, name: str = "delta") -> float:
 
 def check_lam(lam, *, allow_zero: bool = False, name: str = "lam") -> float:
     """The ridge strength: a finite real in ``[LAM_MIN, LAM_MAX]`` (or 0 with ``allow_zero``, the MLE).
+
+    Parameters
+    ----------
+    lam : real number
+        The value to check (the ridge strength of the convention (1/n) sum loss + lam/(2p) ||beta||^2).
+    allow_zero : bool, default=False
+        Accept ``lam = 0`` (the unregularised MLE) as well.
+    name : str, default="lam"
+        The argument's name, used in the message.
+
+    Returns
+    -------
+    float
+        ``float(lam)``.
+
+    Raises
+    ------
+    ValueError
+        Not finite, negative, 0 without ``allow_zero``, or outside ``[LAM_MIN, LAM_MAX]``.
 
     Examples
     --------
@@ -127,6 +169,23 @@ def check_lam(lam, *, allow_zero: bool = False, name: str = "lam") -> float:
 def check_lams(lams, name: str = "lams") -> np.ndarray:
     """A non-empty 1-D array of ridge strengths, each in the domain of :func:`check_lam`.
 
+    Parameters
+    ----------
+    lams : float or array_like
+        The values to check (a scalar becomes one entry).
+    name : str, default="lams"
+        The argument's name, used in the message.
+
+    Returns
+    -------
+    ndarray of shape (n,)
+        The values as floats.
+
+    Raises
+    ------
+    ValueError
+        Empty, or an entry that is not finite, <= 0 or outside ``[LAM_MIN, LAM_MAX]``.
+
     Examples
     --------
     >>> check_lams([1e-300, 1.0])
@@ -144,6 +203,23 @@ def check_lams(lams, name: str = "lams") -> np.ndarray:
 def check_kappa(kappa, name: str = "kappa") -> float:
     """The signal strength ||beta*|| / sqrt(p): a finite real >= 0.
 
+    Parameters
+    ----------
+    kappa : real number
+        The value to check.
+    name : str, default="kappa"
+        The argument's name, used in the message.
+
+    Returns
+    -------
+    float
+        ``float(kappa)``.
+
+    Raises
+    ------
+    ValueError
+        Not a finite real >= 0.
+
     Examples
     --------
     >>> check_kappa(3)
@@ -154,6 +230,23 @@ def check_kappa(kappa, name: str = "kappa") -> float:
 
 def check_fraction(value, name: str) -> float:
     """A fraction in [0, 1) (e.g. the ablation protocol's ``drop`` and ``val_fraction``).
+
+    Parameters
+    ----------
+    value : real number
+        The value to check.
+    name : str
+        The argument's name, used in the message.
+
+    Returns
+    -------
+    float
+        ``float(value)``.
+
+    Raises
+    ------
+    ValueError
+        Not a finite real in [0, 1).
 
     Examples
     --------
@@ -169,6 +262,25 @@ def check_fraction(value, name: str) -> float:
 
 def check_int(value, name: str, minimum: int = 1) -> int:
     """An integer >= ``minimum`` (an integral float such as 3.0 is accepted; bools are not).
+
+    Parameters
+    ----------
+    value : int or integral float
+        The value to check.
+    name : str
+        The argument's name, used in the message.
+    minimum : int, default=1
+        Smallest value accepted.
+
+    Returns
+    -------
+    int
+        ``int(value)``.
+
+    Raises
+    ------
+    ValueError
+        A bool, a non-integral or non-finite number, or an integer below ``minimum``.
 
     Examples
     --------
@@ -198,6 +310,28 @@ def _float_array(value, name):
 def check_real_array(value, name: str, *, low: float | None = None, allow_inf: bool = False) -> np.ndarray:
     """A float array without NaN (and without +-inf unless ``allow_inf``), all entries >= ``low``.
 
+    Parameters
+    ----------
+    value : float or array_like
+        The values to check (any shape; complex and masked arrays are rejected).
+    name : str
+        The argument's name, used in the message.
+    low : float, optional
+        Smallest value accepted (None: no bound).
+    allow_inf : bool, default=False
+        Accept +-inf entries.
+
+    Returns
+    -------
+    ndarray
+        ``np.asarray(value, dtype=float)`` (same shape).
+
+    Raises
+    ------
+    ValueError
+        Not convertible to a real array, or an entry that is NaN, infinite (without ``allow_inf``) or below
+        ``low``.
+
     Examples
     --------
     >>> check_real_array([0.5, np.inf], "m", allow_inf=True)
@@ -218,7 +352,26 @@ def check_real_array(value, name: str, *, low: float | None = None, allow_inf: b
 
 
 def check_positive_array(value, name: str, *, allow_zero: bool = False) -> np.ndarray:
-    """A non-empty 1-D float array (a scalar becomes one entry) of finite reals > 0 (>= 0 with ``allow_zero``).
+    """A non-empty float array (a scalar becomes one entry) of finite reals > 0 (>= 0 with ``allow_zero``).
+
+    Parameters
+    ----------
+    value : float or array_like
+        The values to check.
+    name : str
+        The argument's name, used in the message.
+    allow_zero : bool, default=False
+        Accept entries equal to 0.
+
+    Returns
+    -------
+    ndarray
+        The values as floats (a scalar as shape (1,); an array keeps its shape).
+
+    Raises
+    ------
+    ValueError
+        Empty, or an entry that is not finite or not > 0 (>= 0 with ``allow_zero``).
 
     Examples
     --------
@@ -244,7 +397,18 @@ def check_positive_array(value, name: str, *, allow_zero: bool = False) -> np.nd
 
 
 def available_cores() -> int:
-    """The CPU cores this process may run on (its affinity mask where the platform has one)."""
+    """The CPU cores this process may run on (its affinity mask where the platform has one).
+
+    Returns
+    -------
+    int
+        The number of cores in the affinity mask, else ``os.cpu_count()`` (1 if unknown).
+
+    Examples
+    --------
+    >>> available_cores() >= 1
+    True
+    """
     try:
         return len(os.sched_getaffinity(0))
     except AttributeError:  # macOS, Windows
@@ -256,6 +420,23 @@ def check_threads(value, name: str = "num_threads") -> int:
     slow a run down, and huge counts abort inside the OpenMP runtime).  Worker counts ``n_jobs`` of joblib are
     not bounded here (a backend such as Dask may have more workers than local cores); the command lines bound
     theirs (:mod:`cgmt.cli_args`).
+
+    Parameters
+    ----------
+    value : int or integral float
+        The thread count to check.
+    name : str, default="num_threads"
+        The argument's name, used in the message.
+
+    Returns
+    -------
+    int
+        ``int(value)``.
+
+    Raises
+    ------
+    ValueError
+        Not an integer >= 1, or more than :func:`available_cores`.
 
     Examples
     --------
@@ -274,6 +455,23 @@ def check_threads(value, name: str = "num_threads") -> int:
 
 def as_generator(rng, name: str = "rng") -> np.random.Generator:
     """A numpy ``Generator`` from a ``Generator`` (returned as is), a ``SeedSequence``, an int seed >= 0 or None.
+
+    Parameters
+    ----------
+    rng : numpy.random.Generator, numpy.random.SeedSequence, int or None
+        The source of randomness (None: fresh entropy from the operating system).
+    name : str, default="rng"
+        The argument's name, used in the message.
+
+    Returns
+    -------
+    numpy.random.Generator
+        ``rng`` itself if it is a Generator, else ``np.random.default_rng(rng)``.
+
+    Raises
+    ------
+    ValueError
+        A negative seed, a bool or any other type.
 
     Examples
     --------

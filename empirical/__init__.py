@@ -4,14 +4,16 @@ Subpackages (dependencies point downwards only; see ``docs/architecture.md``):
 
 - :mod:`empirical.logistic`: the exact ridge-logistic solver kernel, path and refit (numpy/scipy only);
 - :mod:`empirical.probes`: :class:`RaptorProbe`, baselines, per-layer fitting, stability protocol,
-  separability, persistence, the delta-sweep structure predictor (numpy/scipy/scikit-learn; no torch);
+  separability, persistence, the delta-sweep structure predictor (numpy/scipy/scikit-learn; torch only inside
+  the optional xRFM baseline, :class:`~empirical.probes.XRFMProbe`);
 - :mod:`empirical.llm`: models, hooks, cached extraction, datasets, steering (torch, transformers);
 - :mod:`empirical.reporting`: the figures of the ``raptor`` command (:mod:`empirical.cli`), one function each;
 - shared plumbing: :mod:`empirical.files` (atomic writes, checksums, cache root),
   :mod:`empirical.validation` (array and label checks), :mod:`empirical.testing` (fixtures).
 
 The names below are loaded on first use (PEP 562), so ``import empirical.logistic`` does not import
-the probe toolkit, and nothing under :mod:`empirical.probes` imports torch.
+the probe toolkit, and importing :mod:`empirical.probes` does not import torch (only ``XRFMProbe.fit`` and
+``predict_proba`` do, when the optional xRFM baseline is used).
 """
 from __future__ import annotations
 

@@ -43,7 +43,7 @@ def atomic_path(target, suffix: str = ".tmp") -> Iterator[Path]:
     ----------
     target : str or path-like
         The file to write.
-    suffix : str
+    suffix : str, default=".tmp"
         Ending of the temporary name.
 
     Yields
@@ -94,6 +94,16 @@ def naming_write_errors(target):
     """Re-raise an ``OSError`` inside the block (same class and errno) with a message naming ``target``: for
     writes that cannot go through :func:`atomic_path` (a memory-mapped file being filled, a rename).
 
+    Parameters
+    ----------
+    target : str or path-like
+        The file being written, named in the message.
+
+    Yields
+    ------
+    None
+        The block runs inside; other exceptions pass unchanged.
+
     Examples
     --------
     >>> with naming_write_errors("out.npy"):  # doctest: +IGNORE_EXCEPTION_DETAIL
@@ -113,7 +123,9 @@ def atomic_write_bytes(target, data: bytes) -> Path:
     Parameters
     ----------
     target : str or path-like
+        The file to write (parent directories are created).
     data : bytes
+        Its new content.
 
     Returns
     -------
@@ -137,7 +149,9 @@ def atomic_write_text(target, text: str) -> Path:
     Parameters
     ----------
     target : str or path-like
+        The file to write (parent directories are created).
     text : str
+        Its new content (encoded with the platform's default encoding, as ``Path.write_text``).
 
     Returns
     -------
@@ -165,12 +179,16 @@ def write_json(target, obj, *, indent: int = 1) -> Path:
     Parameters
     ----------
     target : str or path-like
+        The file to write.
     obj : JSON-serializable object (numpy scalars allowed)
-    indent : int
+        The document.
+    indent : int, default=1
+        As for :func:`json.dumps`.
 
     Returns
     -------
     pathlib.Path
+        ``target``.
 
     Examples
     --------
@@ -187,11 +205,14 @@ def write_csv(target, frame) -> Path:
     Parameters
     ----------
     target : str or path-like
+        The file to write.
     frame : pandas.DataFrame
+        The table (its index is not written).
 
     Returns
     -------
     pathlib.Path
+        ``target``.
 
     Examples
     --------
@@ -210,12 +231,16 @@ def save_figure(fig, target, *, dpi: int = 130) -> Path:
     Parameters
     ----------
     fig : matplotlib.figure.Figure
+        The figure; closed (``plt.close``) after a successful write, left open if the write raises.
     target : str or path-like
-    dpi : int
+        The PNG file to write.
+    dpi : int, default=130
+        Resolution (saved with ``bbox_inches="tight"``).
 
     Returns
     -------
     pathlib.Path
+        ``target``.
     """
     import matplotlib.pyplot as plt  # plotting is optional for the library
 
@@ -231,12 +256,14 @@ def sha256_file(path, chunk: int = 1 << 22) -> str:
     Parameters
     ----------
     path : str or path-like
-    chunk : int
+        The file.
+    chunk : int, default=4 MiB
         Bytes read at a time.
 
     Returns
     -------
     str
+        64 lower-case hex digits.
 
     Examples
     --------
@@ -268,6 +295,7 @@ def write_checksum(target) -> Path:
     Parameters
     ----------
     target : str or path-like
+        The file whose checksum is recorded (it must exist).
 
     Returns
     -------
@@ -293,6 +321,16 @@ def write_checksum(target) -> Path:
 
 def verify_checksum(target) -> bool:
     """True if ``target`` exists and matches its recorded checksum, False if it does not exist.
+
+    Parameters
+    ----------
+    target : str or path-like
+        The file, written with :func:`write_checksum`.
+
+    Returns
+    -------
+    bool
+        True when it matches, False when ``target`` does not exist (a missing sidecar or a mismatch raises).
 
     Raises
     ------
@@ -320,10 +358,12 @@ def cache_root(cache_dir=None) -> Path:
     Parameters
     ----------
     cache_dir : str or path-like, optional
+        An explicit directory (``~`` expanded); an empty or blank string is a ``ValueError``.
 
     Returns
     -------
     pathlib.Path
+        The directory (not created here).
 
     Examples
     --------
@@ -436,6 +476,7 @@ def parse_json(text: str, where: str, line: int | None = None):
     Parameters
     ----------
     text : str
+        The JSON text.
     where : str
         What is parsed, for messages (e.g. ``"'probes.json'"``).
     line : int, optional
@@ -444,6 +485,7 @@ def parse_json(text: str, where: str, line: int | None = None):
     Returns
     -------
     object
+        The parsed document (dict, list, str, number, bool or None).
 
     Examples
     --------
@@ -489,12 +531,21 @@ def read_json(path, what: str = "file"):
     Parameters
     ----------
     path : str or path-like
-    what : str
+        The file.
+    what : str, default="file"
         What the file is, for the not-found message.
 
     Returns
     -------
     object
+        The parsed document.
+
+    Raises
+    ------
+    FileNotFoundError
+        ``path`` does not exist.
+    ValueError
+        Not UTF-8, or refused by :func:`parse_json`.
     """
     path = Path(path)
     try:
@@ -517,12 +568,14 @@ def json_ready(obj, where: str = "metadata"):
     Parameters
     ----------
     obj : object
-    where : str
+        JSON-like data: None, str, bool, int, float, numpy scalars, dicts with string keys, lists and tuples.
+    where : str, default="metadata"
         Name of ``obj`` in messages.
 
     Returns
     -------
     object
+        The copy, of built-in types only.
 
     Examples
     --------

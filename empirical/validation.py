@@ -44,7 +44,8 @@ def as_real_array(X, name: str = "X"):
     Parameters
     ----------
     X : array-like
-    name : str
+        The input to check.
+    name : str, default="X"
         The argument's name, used in messages.
 
     Returns
@@ -87,7 +88,9 @@ def check_matrix(X, name: str = "X", n_rows: int | None = None) -> np.ndarray:
     Parameters
     ----------
     X : array-like of shape (n_samples, n_features)
-    name : str
+        The matrix to check (entries' largest magnitude within ``[MIN_MAGNITUDE, MAX_MAGNITUDE]`` unless all zero,
+        :func:`check_magnitude`).
+    name : str, default="X"
         The argument's name, used in messages.
     n_rows : int, optional
         Required number of rows.
@@ -95,6 +98,7 @@ def check_matrix(X, name: str = "X", n_rows: int | None = None) -> np.ndarray:
     Returns
     -------
     ndarray (n_samples, n_features), float64
+        ``X`` as float64 (a view when it already is).
 
     Examples
     --------
@@ -133,7 +137,7 @@ def check_magnitude(A: np.ndarray, name: str = "X") -> np.ndarray:
     ----------
     A : ndarray
         A finite float array.
-    name : str
+    name : str, default="X"
         The argument's name, used in messages.
 
     Returns
@@ -167,7 +171,8 @@ def check_varying(X: np.ndarray, name: str = "X") -> np.ndarray:
     Parameters
     ----------
     X : ndarray (n, p)
-    name : str
+        The matrix (already checked by :func:`check_matrix`).
+    name : str, default="X"
         The argument's name, used in messages.
 
     Returns
@@ -198,7 +203,7 @@ def check_binary_labels(y, n: int, name: str = "y", classes=None) -> tuple[np.nd
         Any two label values.
     n : int
         Required length (rows of the matching X).
-    name : str
+    name : str, default="y"
         The argument's name, used in messages.
     classes : array of two labels, optional
         The training classes (for validation or test labels): other values are an error.
@@ -206,6 +211,8 @@ def check_binary_labels(y, n: int, name: str = "y", classes=None) -> tuple[np.nd
     Returns
     -------
     (classes, y_pm) : (ndarray of the two labels, ndarray of float in {-1, +1})
+        The sorted classes (or ``classes`` as given) and the labels coded -1 / +1, ``classes[1]`` as +1 (the
+        positive class every concept vector points to).
 
     Examples
     --------
@@ -245,14 +252,16 @@ def check_signed_labels(y, n: int, name: str = "y") -> np.ndarray:
     Parameters
     ----------
     y : array-like of shape (n,)
+        The labels, each -1 or +1.
     n : int
         Required length (rows of the matching X).
-    name : str
+    name : str, default="y"
         The argument's name, used in messages.
 
     Returns
     -------
     ndarray (n,), float64
+        The labels as floats.
 
     Examples
     --------
@@ -284,12 +293,14 @@ def check_grid(Cs, name: str = "Cs") -> np.ndarray:
     Parameters
     ----------
     Cs : float or array-like
-    name : str
+        The grid (a scalar is a grid of one).
+    name : str, default="Cs"
         The argument's name, used in messages.
 
     Returns
     -------
     ndarray (n_grid,), float64
+        The grid, in the order given.
 
     Examples
     --------
@@ -321,9 +332,16 @@ def check_min_per_class(y_pm, where: str, minimum: int = 2) -> None:
     Parameters
     ----------
     y_pm : ndarray of float in {-1, +1}
+        The split's labels.
     where : str
         The split's name, used in messages.
-    minimum : int
+    minimum : int, default=2
+        Fewest examples of each class accepted.
+
+    Raises
+    ------
+    ValueError
+        A class has fewer than ``minimum`` examples.
 
     Examples
     --------
@@ -349,13 +367,15 @@ def stratified_split(y, fraction: float, random_state, where=("train", "validati
         Labels (stratification).
     fraction : float in (0, 1)
         Share of the second part.
-    random_state : int
-    where : (str, str)
+    random_state : int, RandomState instance or None
+        As for scikit-learn's ``train_test_split``.
+    where : (str, str), default=("train", "validation")
         Names of the two parts, used in messages.
 
     Returns
     -------
     (idx_a, idx_b) : sorted ndarrays of int
+        Indices into ``y`` of the two parts (disjoint, covering every row).
 
     Examples
     --------
@@ -388,6 +408,16 @@ def safe_norm(v) -> float:
 
     ``np.linalg.norm`` squares the entries, so it returns ``inf`` for entries ~1e200 and 0 for ~1e-200.
 
+    Parameters
+    ----------
+    v : array-like
+        The vector (flattened).
+
+    Returns
+    -------
+    float
+        ``||v||_2``; 0.0 for an empty or zero vector, NaN or inf when ``v`` has such entries.
+
     Examples
     --------
     >>> safe_norm(np.array([3e200, 4e200])) / 1e200, float(np.linalg.norm(np.array([3.0, 4.0])))
@@ -405,6 +435,23 @@ def safe_norm(v) -> float:
 
 def unit_vector(v, name: str = "vector") -> np.ndarray:
     """``v / ||v||`` (computed by :func:`safe_norm`); ``ValueError`` naming ``name`` when ``v`` is zero or not finite.
+
+    Parameters
+    ----------
+    v : array-like
+        The vector.
+    name : str, default="vector"
+        Its name, used in the message.
+
+    Returns
+    -------
+    ndarray
+        The unit vector, float64, of the shape of ``v``.
+
+    Raises
+    ------
+    ValueError
+        ``v`` is zero or has a non-finite norm.
 
     Examples
     --------
@@ -429,10 +476,12 @@ def standardize_stats(X) -> tuple[np.ndarray, np.ndarray]:
     Parameters
     ----------
     X : ndarray (n, p)
+        The (training) rows.
 
     Returns
     -------
     (mean, scale) : (ndarray (p,), ndarray (p,))
+        Column means and standard deviations (ddof=0), a zero standard deviation replaced by 1.
 
     Examples
     --------

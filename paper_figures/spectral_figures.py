@@ -122,13 +122,14 @@ def evaluate_all(out, hidden, layers, extra_seeds=4, seed_layers=(), progress=Tr
         dataset name -> (H (L+1, n, p), y).
     layers : sequence of int
         Layers to evaluate on the paper's split.
-    extra_seeds : int
+    extra_seeds : int, default=4
         Additional split seeds.
-    seed_layers : sequence of int
+    seed_layers : sequence of int, default=()
         Layers evaluated at the extra seeds besides the best one (the across-layer statistics of a seed
         use the layers it has).
-    progress : bool
-    n_jobs : int
+    progress : bool, default=True
+        Show progress bars.
+    n_jobs : int, default=1
         joblib workers over layers (each single-threaded).
 
     Returns
@@ -189,6 +190,16 @@ def agreement_by_seed(results) -> pd.DataFrame:
     ``layers`` evaluated at that seed (NaN with fewer than 3): MAE and Spearman of the accuracy at the
     (predicted) C* and of the stability, and the share of layers whose predicted C* is within a decade.
     ``protocol`` names the measured stability protocol.
+
+    Parameters
+    ----------
+    results : dict
+        From :func:`evaluate_all`.
+
+    Returns
+    -------
+    pandas.DataFrame
+        The rows described above (also ``best_layer`` and ``layers``, the number of layers at that seed).
     """
     rows = []
     for name, res in results.items():
@@ -237,10 +248,23 @@ def agreement_by_seed(results) -> pd.DataFrame:
 def agreement_table(results, by_seed=None) -> pd.DataFrame:
     """Per dataset and predictor: every statistic of :func:`agreement_by_seed` as its mean over the split seeds
     with a 95 % interval (``<metric>_low``, ``<metric>_high``: the corrected resampled t-interval of
-    :func:`paper_figures.claims.seed_interval`, since the seeds' training sets overlap, clipped to [-1, 1] for a
+    :func:`paper_figures.verdicts.seed_interval`, since the seeds' training sets overlap, clipped to [-1, 1] for a
     Spearman and to >= 0 for an error; NaN with fewer than 2 finite seeds), the number of seeds, and the noise floor of
     the MAE along lambda and delta (``truth_se_*``: the standard error over the seeds of the measured curve, averaged
-    over its points)."""
+    over its points).
+
+    Parameters
+    ----------
+    results : dict
+        From :func:`evaluate_all`.
+    by_seed : pandas.DataFrame, optional
+        :func:`agreement_by_seed` of ``results`` when already computed.
+
+    Returns
+    -------
+    pandas.DataFrame
+        One row per (dataset, predictor), the metrics of :data:`AGREEMENT_METRICS` with their intervals.
+    """
     by_seed = agreement_by_seed(results) if by_seed is None else by_seed
     rows = []
     for (name, pname), g in by_seed.groupby(["dataset", "predictor"], sort=False):
@@ -274,7 +298,21 @@ _STYLE = {"spectral/deconvolved/sample": (series_color(1), "-", "spectral theory
 def dataset_curves(name, res) -> pd.DataFrame:
     """The numbers behind :func:`plot_dataset`: one row per point of its three panels (``panel`` = lambda,
     delta or layer; ``x``), the measured value (mean over the split seeds, ``measured_se`` its standard error,
-    NaN with one seed) and one column per predictor (``PREDICTORS``)."""
+    NaN with one seed) and one column per predictor (``PREDICTORS``).
+
+    Parameters
+    ----------
+    name : str
+        The dataset.
+    res : dict
+        Its entry of :func:`evaluate_all`'s result.
+
+    Returns
+    -------
+    pandas.DataFrame
+        The rows described above; lambda = 1/(C n_train), delta = fraction n_pool / p, the layer panel at the
+        paper's split only (``seeds`` = 1).
+    """
     seeds = res["best_seeds"]
     rec = seeds[0]
     k = len(seeds)
@@ -301,7 +339,22 @@ def dataset_curves(name, res) -> pd.DataFrame:
 
 def plot_dataset(name, res, out):
     """Accuracy vs lambda and vs delta at the best layer; stability across layers.  Saves the figure
-    ``spectral_<name>`` and its numbers (:func:`dataset_curves`) as the table of the same name."""
+    ``spectral_<name>`` and its numbers (:func:`dataset_curves`) as the table of the same name.
+
+    Parameters
+    ----------
+    name : str
+        The dataset.
+    res : dict
+        Its entry of :func:`evaluate_all`'s result.
+    out : path-like
+        The run's output directory.
+
+    Returns
+    -------
+    pathlib.Path
+        The PNG written (``out/figures/spectral_<name>.png``; a PDF beside it).
+    """
     rec = res["best_seeds"][0]
     k = len(res["best_seeds"])
     curves = dataset_curves(name, res)
@@ -343,7 +396,29 @@ def _layer_model(hidden, name, layer):
 
 def monte_carlo_table(hidden, *, replicates=8, p=1000, dataset="stsa", layer=16, progress=True) -> pd.DataFrame:
     """Theory vs Monte Carlo (exact fits) on a power law, a spiked spectrum (teacher on the spikes) and the
-    empirical spectrum and estimated teacher of a real SmolLM2 layer (dimension = the model's width)."""
+    empirical spectrum and estimated teacher of a real SmolLM2 layer (dimension = the model's width).
+
+    Parameters
+    ----------
+    hidden : dict
+        dataset name -> (H (L+1, n, p), y).
+    replicates : int, default=8
+        Monte Carlo replicates per point.
+    p : int, default=1000
+        Dimension of the two synthetic spectra.
+    dataset : str, default="stsa"
+        The dataset whose layer gives the real spectrum.
+    layer : int, default=16
+        That layer.
+    progress : bool, default=True
+        Show progress bars.
+
+    Returns
+    -------
+    pandas.DataFrame
+        :func:`sims.spectral.compare_spectral`'s rows for each spectrum at (delta, lam) = (0.5, 0.1) and
+        (1.5, 0.01).
+    """
     Hl, y, pool, model = _layer_model(hidden, dataset, layer)
     spectra = {"power law 1/i": (Spectrum.power_law(p, 1.0, 2.0, teacher_exponent=0.5), None),
                "spiked 5x25, teacher on spikes": (Spectrum.spiked(p, kappa=2.0, teacher="spikes"), None),
@@ -375,7 +450,27 @@ def _semi_synthetic_row(hidden, results, name, repeats) -> dict:
 
 def semi_synthetic_table(hidden, results, *, repeats=5, progress=True, n_jobs=1) -> pd.DataFrame:
     """Per dataset at its best layer: the theory on real features with a known teacher vs on real labels
-    (``n_jobs`` datasets in parallel; the rows do not depend on it)."""
+    (``n_jobs`` datasets in parallel; the rows do not depend on it).
+
+    Parameters
+    ----------
+    hidden : dict
+        dataset name -> (H (L+1, n, p), y).
+    results : dict
+        From :func:`evaluate_all`.
+    repeats : int, default=5
+        Label draws of :func:`empirical.probes.spectral_evaluation.semi_synthetic_path`.
+    progress : bool, default=True
+        Show a progress bar.
+    n_jobs : int, default=1
+        joblib workers (at most one per dataset).
+
+    Returns
+    -------
+    pandas.DataFrame
+        One row per dataset: the semi-synthetic MAE, standard error and Spearman along lambda, and the same
+        theory's MAE and Spearman on the real labels.
+    """
     names = list(hidden)
     jobs = (delayed(_semi_synthetic_row)(hidden, results, name, repeats) for name in names)
     return pd.DataFrame(Parallel(n_jobs=min(n_jobs, len(names)))(
@@ -386,7 +481,25 @@ def paper_predictor_table(hidden, results, *, seeds=3, progress=True) -> pd.Data
     """The paper's calibrated delta-sweep predictor (:func:`empirical.probes.structure.delta_sweep`, with its
     power-law learning-curve baseline) next to the spectral and isotropic theories and ``pool_cv``, on the same
     sweep (best layer, paper's split, C = the split's validation-selected C*; the theories' MAE is against the
-    spectral evaluation's own draw of the sweep, the paper predictor's against ``delta_sweep``'s)."""
+    spectral evaluation's own draw of the sweep, the paper predictor's against ``delta_sweep``'s).
+
+    Parameters
+    ----------
+    hidden : dict
+        dataset name -> (H (L+1, n, p), y).
+    results : dict
+        From :func:`evaluate_all`.
+    seeds : int, default=3
+        Subsamples per fraction of ``delta_sweep``.
+    progress : bool, default=True
+        Show a progress bar.
+
+    Returns
+    -------
+    pandas.DataFrame
+        One row per dataset: the paper predictor's and the power-law baseline's MAE (and Spearman) along delta,
+        and each of :data:`PREDICTORS`' MAE and Spearman on the spectral evaluation's sweep.
+    """
     rows = []
     for name in tqdm(list(hidden), desc="paper delta-sweep predictor", disable=not progress, leave=False):
         best = int(results[name]["best"])
@@ -413,7 +526,27 @@ def paper_predictor_table(hidden, results, *, seeds=3, progress=True) -> pd.Data
 
 def run(out, hidden, *, layers=None, extra_seeds=4, seed_layers=(), progress=True, monte_carlo=True, n_jobs=1):
     """Evaluate, tabulate and plot (see the module docstring); ``hidden``: name -> (H, y); ``extra_seeds``
-    split seeds beyond the paper's repeat the best layer and ``seed_layers``."""
+    split seeds beyond the paper's repeat the best layer and ``seed_layers``.
+
+    Parameters
+    ----------
+    out : path-like
+        The run's output directory.
+    hidden : dict
+        dataset name -> (H (L+1, n, p), y), H indexed by layer (0 = embeddings).
+    layers : sequence of int, optional
+        Layers evaluated on the paper's split (default 1 .. L).
+    extra_seeds, seed_layers, progress, n_jobs
+        As for :func:`evaluate_all`.
+    monte_carlo : bool, default=True
+        Also write ``spectral_monte_carlo`` (:func:`monte_carlo_table`, on ``stsa`` if present, layer
+        min(16, L)).
+
+    Returns
+    -------
+    pandas.DataFrame
+        The agreement table (:func:`agreement_table`), also saved as ``spectral_agreement``.
+    """
     out = Path(out)
     n_layers = next(iter(hidden.values()))[0].shape[0]
     layers = list(range(1, n_layers)) if layers is None else list(layers)
@@ -435,7 +568,26 @@ def run(out, hidden, *, layers=None, extra_seeds=4, seed_layers=(), progress=Tru
 
 
 def load_hidden(model="smollm2", data_dir=None, max_per_class=500, names=None, progress=True) -> dict:
-    """name -> (hidden states of every layer, labels), through the extraction cache."""
+    """name -> (hidden states of every layer, labels), through the extraction cache.
+
+    Parameters
+    ----------
+    model : str, default="smollm2"
+        Passed to :func:`empirical.llm.models.load_model`.
+    data_dir : path-like, optional
+        The datasets' directory (:func:`empirical.llm.datasets.resolve_data_dir`).
+    max_per_class : int, default=500
+        Per-class cap of :func:`empirical.llm.datasets.load`.
+    names : sequence of str, optional
+        Datasets (default every registered one).
+    progress : bool, default=True
+        Show progress bars.
+
+    Returns
+    -------
+    dict
+        name -> (H of shape (L+1, n, p), layers 0..L, labels 0/1).
+    """
     from empirical.llm.extract import extract_dataset  # torch side, imported when the section runs
     from empirical.llm.models import load_model
 

@@ -51,7 +51,36 @@ _LABELS = {"subsample": "two ablation runs (paper's metric)", "full_vs_subsample
 def stability_curves(delta, kappa, lams, *, drop=0.2, val_fraction=0.2) -> pd.DataFrame:
     """Theory along ``lams``: columns lam, cos_<protocol> for the three protocols, and
     ``paper_formula`` = alpha^2/(alpha^2+sigma^2) for the two ablation runs (the paper's
-    independent-sample stability formula applied to the fits it compares)."""
+    independent-sample stability formula applied to the fits it compares).
+
+    Parameters
+    ----------
+    delta : float
+        Pool ratio N/p.
+    kappa : float
+        Signal strength.
+    lams : iterable of float
+        Ridge strengths (theory convention).
+    drop, val_fraction : float, default=0.2
+        The ablation protocol.
+
+    Returns
+    -------
+    pandas.DataFrame
+        One row per lam: ``delta``, ``kappa``, ``lam``, ``cos_independent``, ``cos_subsample``,
+        ``paper_formula``, ``cos_full_subsample``.
+
+    Raises
+    ------
+    cgmt.ConvergenceError
+        A fixed point did not converge (``strict=True``).
+
+    Examples
+    --------
+    >>> curves = stability_curves(2.0, 1.0, [0.1])
+    >>> round(float(curves.cos_subsample[0]), 4), round(float(curves.cos_independent[0]), 4)
+    (0.6556, 0.2487)
+    """
     rows = []
     for lam in lams:
         rec = dict(delta=float(delta), kappa=float(kappa), lam=float(lam))
@@ -72,9 +101,25 @@ def simulate_stability_replicate(delta, lam, kappa, p, seed, *, runs=3, drop=0.2
     """One Monte Carlo replicate with ``sims``: a pool of n = delta p points, its full fit, a fit on an
     independent pool (same teacher), and ``runs`` ablation runs (:func:`cgmt.ablation.ablation_split`, training part).
 
-    Returns cos_independent, cos_subsample (mean over the runs' pairs, i.e. the paper's mean absolute pairwise cosine
-    without the absolute value, which is immaterial here: all cosines are > 0), cos_full_subsample
-    (mean over runs) and the largest gradient norm of the fits.
+    Parameters
+    ----------
+    delta, lam, kappa : float
+        The point (theory convention).
+    p : int
+        Dimension.
+    seed : int or SeedSequence
+        The replicate's stream (children: pool, independent pool, one per run).
+    runs : int, default=3
+        Ablation runs (at least 2).
+    drop, val_fraction : float, default=0.2
+        The ablation protocol.
+
+    Returns
+    -------
+    dict
+        ``cos_independent``, ``cos_subsample`` (mean over the runs' pairs, i.e. the paper's mean absolute
+        pairwise cosine without the absolute value, which is immaterial here: all cosines are > 0),
+        ``cos_full_subsample`` (mean over runs) and ``max_grad_norm``, the largest gradient norm of the fits.
     """
     if runs < 2:
         raise ValueError(f"runs: need at least 2 ablation runs, got {runs}")
@@ -99,7 +144,35 @@ def simulate_stability_replicate(delta, lam, kappa, p, seed, *, runs=3, drop=0.2
 
 def simulate_stability(delta, kappa, lams, p, replicates, *, runs=3, seed=0, drop=0.2, val_fraction=0.2,
                        n_jobs=1, progress=True) -> pd.DataFrame:
-    """Monte Carlo table: per lam, mean and standard error over ``replicates`` of the three cosines."""
+    """Monte Carlo table: per lam, mean and standard error over ``replicates`` of the three cosines.
+
+    Parameters
+    ----------
+    delta, kappa : float
+        The point (theory convention).
+    lams : sequence of float
+        Ridge strengths.
+    p : int
+        Dimension.
+    replicates : int
+        Replicates per lam (at least 2).
+    runs : int, default=3
+        Ablation runs per replicate.
+    seed : int or sequence of int, default=0
+        Root of ``np.random.SeedSequence`` (each lam its child, each replicate a grandchild).
+    drop, val_fraction : float, default=0.2
+        The ablation protocol.
+    n_jobs : int, default=1
+        joblib workers (each single-threaded).
+    progress : bool, default=True
+        Show a progress bar.
+
+    Returns
+    -------
+    pandas.DataFrame
+        One row per lam: ``delta``, ``kappa``, ``lam``, ``p``, ``replicates`` and ``mc_<protocol>``,
+        ``se_<protocol>`` for the three protocols.
+    """
     if int(replicates) != replicates or replicates < 2:
         raise ValueError(f"replicates: must be an integer >= 2 (standard errors), got {replicates}")
     root = np.random.SeedSequence(seed)
@@ -131,8 +204,28 @@ def plot_stability_vs_lambda(settings=DEFAULT_SETTINGS, lams=None, *, sim: pd.Da
     """One panel per (delta, kappa): theory cosine of the three protocols against lambda (lines),
     Monte Carlo means with 2-SE error bars (markers; ``sim`` as returned by :func:`simulate_stability`,
     possibly concatenated over settings), and the paper's independent-sample formula for the ablation
-    pair (dashed).  ``theory``: the :func:`stability_curves` of every setting (concatenated; computed
-    along ``lams`` when None).  Returns the matplotlib figure."""
+    pair (dashed).
+
+    Parameters
+    ----------
+    settings : sequence of (delta, kappa), default=DEFAULT_SETTINGS
+        One panel each.
+    lams : array of float, optional
+        Lambda grid of the theory lines when ``theory`` is None (default 13 points from 1e-2 to 10).
+    sim : pandas.DataFrame, optional
+        Monte Carlo means (:func:`simulate_stability`, possibly concatenated over settings).
+    drop, val_fraction : float, default=0.2
+        The ablation protocol of the theory lines computed here.
+    axes : sequence of matplotlib Axes, optional
+        Draw into these (one per setting) instead of a new figure.
+    theory : pandas.DataFrame, optional
+        The :func:`stability_curves` of every setting (concatenated; computed along ``lams`` when None).
+
+    Returns
+    -------
+    matplotlib.figure.Figure
+        The figure (that of ``axes`` when given).
+    """
     import matplotlib
 
     if axes is None:
@@ -188,9 +281,23 @@ def plot_stability_vs_lambda(settings=DEFAULT_SETTINGS, lams=None, *, sim: pd.Da
 # real embeddings (methodology in empirical.probes.real_embedding)
 # ---------------------------------------------------------------------------------------------
 def plot_real_embedding_stability(result, ax=None, measured_ci=None):
-    """Measured versus predicted stability per layer (and the paper's formula), with the identity line;
-    ``measured_ci`` (low, high arrays per layer, e.g. the bootstrap interval over the K runs) draws the measured
-    values' error bars."""
+    """Measured versus predicted stability per layer (and the paper's formula), with the identity line.
+
+    Parameters
+    ----------
+    result : empirical.probes.real_embedding.RealStabilityResult
+        From :func:`empirical.probes.real_embedding.real_embedding_stability`.
+    ax : matplotlib Axes, optional
+        Draw into it instead of a new figure.
+    measured_ci : (array, array), optional
+        Low and high bounds per layer (e.g. the bootstrap interval over the K runs): error bars on the measured
+        values.
+
+    Returns
+    -------
+    matplotlib.figure.Figure
+        The figure.
+    """
     import matplotlib
 
     if ax is None:
@@ -225,8 +332,34 @@ def make_stability_figures(out, *, settings=DEFAULT_SETTINGS, lams=None, p=400, 
                            n_jobs=1, progress=True):
     """Simulate (``p``, ``replicates``) and write ``figures/stability_vs_lambda.png|pdf``,
     ``tables/stability_vs_lambda.csv`` (simulation with the theory at the simulated lambdas) and
-    ``tables/stability_vs_lambda_theory.csv`` (the theory curves of the figure) under ``out``.  Returns the
-    simulation table."""
+    ``tables/stability_vs_lambda_theory.csv`` (the theory curves of the figure) under ``out``.
+
+    Parameters
+    ----------
+    out : path-like
+        The run's output directory.
+    settings : sequence of (delta, kappa), default=DEFAULT_SETTINGS
+        The panels.
+    lams : array of float, optional
+        Simulated lambdas (default 7 points from 1e-2 to 10).
+    p : int, default=400
+        Dimension of the simulation.
+    replicates : int, default=4
+        Replicates per (setting, lambda).
+    runs : int, default=3
+        Ablation runs per replicate.
+    seed : int, default=0
+        Root seed (setting i uses ``[seed, i]``).
+    n_jobs : int, default=1
+        joblib workers.
+    progress : bool, default=True
+        Show progress bars.
+
+    Returns
+    -------
+    pandas.DataFrame
+        The simulation table (:func:`simulate_stability`, all settings).
+    """
     lams = np.logspace(-2, 1, 7) if lams is None else np.asarray(lams, dtype=float)
     sim = pd.concat([simulate_stability(d, k, lams, p, replicates, runs=runs, seed=[seed, i], n_jobs=n_jobs,
                                         progress=progress) for i, (d, k) in enumerate(settings)],
@@ -242,7 +375,24 @@ def make_stability_figures(out, *, settings=DEFAULT_SETTINGS, lams=None, p=400, 
 def run(out, *, quick=False, progress=True, n_jobs=1):
     """Section ``stability`` of ``python -m paper_figures``: theory vs simulation for the three protocols
     (``figures/stability_vs_lambda.png``, ``tables/stability_vs_lambda.csv``); ``quick`` shrinks the simulation.
-    Resumes: a finished section with the same simulation sizes in ``out`` is not recomputed."""
+    Resumes: a finished section with the same simulation sizes in ``out`` is not recomputed.
+
+    Parameters
+    ----------
+    out : path-like
+        The run's output directory.
+    quick : bool, default=False
+        p = 200 and 3 replicates instead of p = 400 and 6.
+    progress : bool, default=True
+        Show progress bars.
+    n_jobs : int, default=1
+        joblib workers.
+
+    Returns
+    -------
+    pandas.DataFrame
+        The simulation table (loaded from ``out`` when the section is already finished).
+    """
     p, replicates = (200, 3) if quick else (400, 6)
     saved = load_finished_step(out, {"stability_vs_lambda": {"p": {p}, "replicates": {replicates}},
                                      "stability_vs_lambda_theory": {}}, figures=("stability_vs_lambda",))

@@ -53,11 +53,18 @@ class Test:
     Attributes
     ----------
     rule : str
-        ``superiority``, ``non-inferiority (margin m)``, ``majority`` or ``every setting``.
+        ``superiority``, ``non-inferiority (margin m)``, ``majority`` (or ``share above s``) or
+        ``every setting (...)``.
     p, p_opposite : float
         One-sided p-values (NaN when the data cannot test the claim, e.g. one split seed).
     verdict : str
-        ``holds`` / ``does not hold`` / ``inconclusive`` before the Holm step.
+        ``holds`` (p < :data:`ALPHA`) / ``does not hold`` (p_opposite < ALPHA) / ``inconclusive``, before the
+        Holm step (a property).
+
+    Examples
+    --------
+    >>> Test("superiority", 0.001, 0.999).verdict, Test("superiority", 0.5, 0.5).verdict
+    ('holds', 'inconclusive')
     """
 
     rule: str
@@ -84,14 +91,21 @@ def seed_interval(values, level: float = LEVEL, test_train_ratio: float = TEST_T
     ----------
     values : array-like of shape (k,)
         One value per split seed (an accuracy, or a paired difference of accuracies).
-    level : float
+    level : float, default=LEVEL
         Confidence level.
-    test_train_ratio : float
+    test_train_ratio : float, default=TEST_TRAIN_RATIO
         n_test / n_train of each split (the correction for overlapping training sets).
 
     Returns
     -------
-    (mean, low, high) : floats (low = high = mean when all values are equal; NaN for fewer than 2 values)
+    (mean, low, high) : floats
+        Non-finite values are dropped first; low = high = mean when all values are equal; NaN bounds for fewer
+        than 2 values (and a NaN mean for none).
+
+    Examples
+    --------
+    >>> [round(x, 4) for x in seed_interval([0.80, 0.82, 0.81, 0.83, 0.79])]
+    [0.81, 0.7806, 0.8394]
     """
     v = np.asarray(values, dtype=float)
     v = v[np.isfinite(v)]
@@ -106,6 +120,18 @@ def mean_interval(values, level: float = LEVEL) -> tuple:
     """Mean and plain t-interval of independent values (:func:`seed_interval` without the overlap correction):
     (mean, low, high); NaN bounds for fewer than 2 values.
 
+    Parameters
+    ----------
+    values : array-like
+        The values (non-finite ones dropped).
+    level : float, default=LEVEL
+        Confidence level.
+
+    Returns
+    -------
+    (mean, low, high) : floats
+        As :func:`seed_interval`.
+
     Examples
     --------
     >>> m, lo, hi = mean_interval([1.0, 2.0, 3.0])
@@ -116,7 +142,27 @@ def mean_interval(values, level: float = LEVEL) -> tuple:
 
 
 def wilson_interval(successes: int, n: int, level: float = LEVEL) -> tuple:
-    """Share and Wilson score interval of a proportion (``scipy.stats.binomtest``): (share, low, high)."""
+    """Share and Wilson score interval of a proportion (``scipy.stats.binomtest``): (share, low, high).
+
+    Parameters
+    ----------
+    successes : int
+        Successes, 0 <= successes <= n.
+    n : int
+        Trials.
+    level : float, default=LEVEL
+        Confidence level.
+
+    Returns
+    -------
+    (share, low, high) : floats
+        ``successes / n`` and the interval; NaN for ``n <= 0``.
+
+    Examples
+    --------
+    >>> [round(x, 3) for x in wilson_interval(8, 10)]
+    [0.8, 0.49, 0.943]
+    """
     if n <= 0:
         return np.nan, np.nan, np.nan
     ci = stats.binomtest(int(successes), int(n)).proportion_ci(confidence_level=level, method="wilson")
@@ -127,9 +173,26 @@ def t_test_from_interval(mean: float, low: float, high: float, df: float, level:
                          shift: float = 0.0) -> tuple:
     """One-sided p-values of ``mean > shift`` and ``mean < shift`` recovered from a symmetric t interval.
 
-    The interval ``mean ± t_{df} se`` (e.g. :func:`paper_figures.claims.seed_interval`'s corrected resampled
-    interval) gives ``se``; the statistic ``(mean - shift) / se`` is then compared with the t distribution with
-    ``df`` degrees of freedom.  Returns ``(p_greater, p_less)``; NaN, NaN without a finite interval.
+    The interval ``mean ± t_{df} se`` (e.g. :func:`seed_interval`'s corrected resampled interval) gives ``se``;
+    the statistic ``(mean - shift) / se`` is then compared with the t distribution with ``df`` degrees of
+    freedom.
+
+    Parameters
+    ----------
+    mean, low, high : float
+        The estimate and its symmetric interval.
+    df : float
+        Degrees of freedom of the interval's t quantile (>= 1; e.g. the number of split seeds minus 1).
+    level : float, default=LEVEL
+        The interval's confidence level.
+    shift : float, default=0.0
+        The null value.
+
+    Returns
+    -------
+    (p_greater, p_less) : floats
+        One-sided p-values of ``mean > shift`` and ``mean < shift``; NaN, NaN without a finite interval or
+        with ``df < 1``; (0, 1) or (1, 0) by the sign alone for a zero-width interval.
 
     Examples
     --------
@@ -148,7 +211,27 @@ def t_test_from_interval(mean: float, low: float, high: float, df: float, level:
 
 
 def superiority(mean, low, high, df, direction: int = 1) -> Test:
-    """The claim ``direction * effect > 0`` from a t interval of the effect (see :func:`t_test_from_interval`)."""
+    """The claim ``direction * effect > 0`` from a t interval of the effect (see :func:`t_test_from_interval`).
+
+    Parameters
+    ----------
+    mean, low, high : float
+        The effect (e.g. a paired accuracy difference) and its interval.
+    df : float
+        Degrees of freedom of the interval.
+    direction : {1, -1}, default=1
+        1: the claim is effect > 0; -1: effect < 0.
+
+    Returns
+    -------
+    Test
+        Rule ``"superiority"``.
+
+    Examples
+    --------
+    >>> superiority(0.02, 0.01, 0.03, df=4).verdict
+    'holds'
+    """
     p_gt, p_lt = t_test_from_interval(mean, low, high, df)
     p, p_opp = (p_gt, p_lt) if direction > 0 else (p_lt, p_gt)
     return Test("superiority", p, p_opp)
@@ -156,7 +239,29 @@ def superiority(mean, low, high, df, direction: int = 1) -> Test:
 
 def non_inferiority(mean, low, high, df, margin: float, direction: int = 1) -> Test:
     """The claim ``direction * effect > -margin`` (e.g. RAPTOR at most ``margin`` worse); the opposite is
-    ``direction * effect < -margin``."""
+    ``direction * effect < -margin``.
+
+    Parameters
+    ----------
+    mean, low, high : float
+        The effect and its interval.
+    df : float
+        Degrees of freedom of the interval.
+    margin : float
+        The non-inferiority margin, >= 0 (:data:`MARGINS`).
+    direction : {1, -1}, default=1
+        -1 flips the effect (the claim is then effect < margin).
+
+    Returns
+    -------
+    Test
+        Rule ``"non-inferiority (margin m)"``.
+
+    Examples
+    --------
+    >>> non_inferiority(-0.005, -0.008, -0.002, df=4, margin=0.01).verdict
+    'holds'
+    """
     if margin < 0:
         raise ValueError(f"margin must be >= 0, got {margin}")
     if direction < 0:
@@ -167,7 +272,27 @@ def non_inferiority(mean, low, high, df, margin: float, direction: int = 1) -> T
 
 def majority(successes: int, n: int, share: float = 0.5) -> Test:
     """The claim "in more than ``share`` of the settings" (default: most): ``successes`` of ``n``, one-sided
-    binomial tests against ``share`` (a coverage claim uses its floor, e.g. 0.90)."""
+    binomial tests against ``share`` (a coverage claim uses its floor, e.g. 0.90).
+
+    Parameters
+    ----------
+    successes : int
+        Settings where the claim's direction was seen.
+    n : int
+        Settings (NaN p-values when n < 1).
+    share : float, default=0.5
+        The share under the null.
+
+    Returns
+    -------
+    Test
+        Rule ``"majority"`` (``"share above s"`` for another share).
+
+    Examples
+    --------
+    >>> majority(6, 6).p, majority(5, 5).verdict
+    (0.015625, 'inconclusive')
+    """
     rule = "majority" if share == 0.5 else f"share above {share:.2f}"
     if n < 1:
         return Test(rule, float("nan"), float("nan"))
@@ -179,7 +304,18 @@ def majority(successes: int, n: int, share: float = 0.5) -> Test:
 
 def every_setting(tests) -> Test:
     """Intersection-union test over settings: p = the largest setting p (NaN if any is NaN); the opposite is
-    established when any setting establishes its opposite (p_opposite = the smallest)."""
+    established when any setting establishes its opposite (p_opposite = the smallest).
+
+    Parameters
+    ----------
+    tests : iterable of Test
+        One test per setting (the rule of the first names the combined rule).
+
+    Returns
+    -------
+    Test
+        Rule ``"every setting (<rule>, <k> settings)"``; NaN p-values for no settings.
+    """
     tests = list(tests)
     if not tests:
         return Test("every setting", float("nan"), float("nan"))
@@ -193,6 +329,16 @@ def every_setting(tests) -> Test:
 def holm(pvalues) -> np.ndarray:
     """Holm-Bonferroni adjusted p-values (step-down, monotone, capped at 1); NaN entries stay NaN and do not
     count.
+
+    Parameters
+    ----------
+    pvalues : array-like of float
+        The raw p-values.
+
+    Returns
+    -------
+    ndarray
+        The adjusted p-values, in the order given.
 
     Examples
     --------
@@ -217,7 +363,24 @@ def apply_holm(tests) -> tuple:
     """Holm step over a table's tests (None for an untested row): returns (adjusted p-values, verdicts).
 
     A claim keeps ``holds`` only if its Holm-adjusted p-value is below :data:`ALPHA`; ``does not hold`` and
-    ``inconclusive`` are per claim; untested rows get ``--``."""
+    ``inconclusive`` are per claim; untested rows get ``--``.
+
+    Parameters
+    ----------
+    tests : sequence of Test or None
+        One per row of the table.
+
+    Returns
+    -------
+    (adjusted, verdicts) : (ndarray, list of str)
+        Holm-adjusted p-values (NaN for untested rows) and the final verdicts.
+
+    Examples
+    --------
+    >>> adjusted, verdicts = apply_holm([superiority(0.02, 0.01, 0.03, df=4), None, majority(3, 6)])
+    >>> verdicts
+    ['holds', '--', 'inconclusive']
+    """
     p = np.array([t.p if t is not None else np.nan for t in tests], dtype=float)
     adjusted = holm(p)
     verdicts = []

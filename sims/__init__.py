@@ -29,6 +29,7 @@ def finite_size_study(points=HARD_POINTS, ps=(250, 500, 1000, 2000, 4000), repli
     Returns
     -------
     (raw, table, slopes) : (DataFrame, DataFrame, DataFrame)
+        The replicate rows of :func:`simulate_raw` and the two tables of :func:`analyze_finite_size`.
     """
     raw = simulate_raw(points, ps, replicates, seed, n_jobs=n_jobs, progress=progress, **measure_kwargs)
     table, slopes = analyze_finite_size(raw)

@@ -37,7 +37,8 @@ def theory_values(delta, lam, kappa, *, drop: float = 0.2, val_fraction: float =
     Parameters
     ----------
     delta, lam, kappa : float
-    drop, val_fraction : float
+        The point (theory convention, see :mod:`cgmt`).
+    drop, val_fraction : float, default=0.2
         The ablation protocol (:func:`cgmt.ablation.ablation_split`).
 
     Returns
@@ -90,6 +91,8 @@ def summarize(rows: list[dict], theory: dict, meta: dict) -> pd.DataFrame:
     Returns
     -------
     pandas.DataFrame
+        One row per quantity measured (not NaN in every replicate): the ``meta`` columns, ``quantity``,
+        ``mean``, ``se``, ``theory``, ``z``, ``sd`` and ``replicates`` (se, sd and z are NaN with one replicate).
     """
     recs = []
     R = len(rows)
@@ -134,6 +137,8 @@ def compare_grid(deltas, lams, kappas, p: int, replicates: int, seed=0, *, n_job
     Returns
     -------
     pandas.DataFrame
+        The concatenated tables (a :class:`sims.renamed.ResultTable`); it warns
+        ``sklearn.exceptions.ConvergenceWarning`` for a point whose fits did not all converge.
     """
     deltas = check_positive_array(deltas, "deltas")
     lams = check_lams(lams)
@@ -170,7 +175,8 @@ def compare(delta, lam, kappa, p: int, replicates: int, seed=0, *, n_jobs: int =
     """Simulate ``replicates`` independent replicates at one (delta, lam, kappa, p) and compare to theory.
 
     Returns a tidy ``DataFrame``, one row per quantity (alpha, sigma, gamma, margin, alignment,
-    accuracy, accuracy_formula, cos_independent, cos_subsample, cos_full_subsample), with columns
+    accuracy, accuracy_formula, cos_independent, cos_subsample, cos_full_subsample; a quantity that was not
+    measured, NaN in every replicate, has no row), with columns
     ``quantity``, ``mean``, ``se`` (standard error of the mean over replicates), ``theory`` (the
     ``cgmt`` prediction, NaN where none exists) and ``z = (mean - theory) / se``, plus the point.
     ``measure_kwargs`` go to :func:`sims.measure.measure_replicate` (n_test, stability, subsample, ...).
@@ -191,10 +197,14 @@ def compare(delta, lam, kappa, p: int, replicates: int, seed=0, *, n_jobs: int =
         Show a progress bar.
     theory : callable
         (delta, lam, kappa, ...) -> dict of predictions (default :func:`theory_values`).
+    **measure_kwargs
+        Passed to :func:`sims.measure.measure_replicate` (``n_test``, ``stability``, ``subsample``, ...).
 
     Returns
     -------
     pandas.DataFrame
+        The table described above (a :class:`sims.renamed.ResultTable`), with the columns of
+        :func:`compare_grid`.
 
     Examples
     --------
@@ -218,10 +228,12 @@ def agreement(table: pd.DataFrame, *, k: float = 4.0, allowance=None) -> pd.Seri
     k : float
         Standard errors allowed.
     allowance : None, float or callable
+        Added to the allowed difference: None (0), a number, or ``allowance(row) -> number``.
 
     Returns
     -------
     pandas.Series of bool
+        One entry per row of ``table``: whether the simulation agrees with the theory.
 
     Examples
     --------

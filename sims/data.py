@@ -19,10 +19,20 @@ class Sample:
 
     Attributes
     ----------
-    X, y, beta_star, v : see below.
-
-    X: (n, p) design, rows ~ N(0, I_p/p).  y: (n,) labels in {-1.0, +1.0}.
-    beta_star: (p,) teacher, ||beta_star||^2 = p kappa^2.  v: beta_star / ||beta_star|| (unit).
+    X : ndarray of shape (n, p)
+        The design, rows ~ N(0, I_p/p).
+    y : ndarray of shape (n,)
+        Labels in {-1.0, +1.0}, P(y = +1 | x) = sigmoid(x'beta_star).
+    beta_star : ndarray of shape (p,)
+        The teacher, ||beta_star||^2 = p kappa^2.
+    v : ndarray of shape (p,)
+        beta_star / ||beta_star|| (unit; at kappa = 0, where beta_star = 0, the first standard basis vector).
+    kappa : float
+        Signal strength.
+    n, p : int
+        Sample size and dimension (properties, from ``X``).
+    delta : float
+        n / p (property).
     """
 
     X: np.ndarray
@@ -53,11 +63,14 @@ def replicate_seeds(seed, replicates: int) -> list[np.random.SeedSequence]:
     Parameters
     ----------
     seed : int or SeedSequence
+        The root seed (a SeedSequence is spawned from directly).
     replicates : int >= 1
+        How many streams.
 
     Returns
     -------
     list of SeedSequence
+        ``replicates`` independent children of the root.
 
     Examples
     --------

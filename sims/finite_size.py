@@ -35,19 +35,26 @@ def simulate_raw(points=HARD_POINTS, ps=DEFAULT_PS, replicates: int = 8, seed=0,
 
     Parameters
     ----------
-    points : iterable of (delta, lam, kappa)
-    ps : iterable of int
+    points : iterable of (delta, lam, kappa), default=HARD_POINTS
+        The theory points simulated.
+    ps : iterable of int, default=DEFAULT_PS
         Dimensions.
-    replicates : int
-    seed : int
-    n_jobs : int
-    progress : bool
+    replicates : int, default=8
+        Replicates per (point, p).
+    seed : int or SeedSequence, default=0
+        Root seed (see above).
+    n_jobs : int, default=1
+        joblib workers (each fit single-threaded when > 1).
+    progress : bool, default=True
+        Show a progress bar.
     **measure_kwargs
         Passed to :func:`sims.measure_replicate`.
 
     Returns
     -------
     pandas.DataFrame
+        One row per (point, p, replicate): ``delta``, ``lam``, ``kappa``, ``p``, ``replicate`` and the measured
+        quantities of :func:`sims.measure_replicate`, sorted by kappa, delta, lam, p, replicate.
     """
     measure_kwargs.setdefault("stability", False)
     measure_kwargs.setdefault("subsample", False)
@@ -75,10 +82,12 @@ def loglog_slope(p, err) -> float:
     Parameters
     ----------
     p, err : arrays of positive floats
+        Dimensions and the errors measured at them (same length, at least 2).
 
     Returns
     -------
     float
+        The slope (e.g. -0.5 for err ~ p^-1/2).
 
     Examples
     --------
@@ -102,11 +111,13 @@ def analyze(raw: pd.DataFrame, theory=theory_values, quantities=STUDY_QUANTITIES
         From :func:`simulate_raw`.
     theory : callable
         (delta, lam, kappa) -> {quantity: value}.
-    quantities : sequence of str
+    quantities : sequence of str, default=STUDY_QUANTITIES
+        Columns of ``raw`` analysed.
 
     Returns
     -------
     (table, slopes) : (pandas.DataFrame, pandas.DataFrame)
+        As described above.
     """
     recs = []
     for (k, d, lam), grp in raw.groupby(["kappa", "delta", "lam"]):

@@ -32,13 +32,19 @@ def objective_gradient(X, y, beta, lam) -> np.ndarray:
 
     Parameters
     ----------
-    X : ndarray (n, p); y : ndarray (n,) in {-1, +1}
-    beta : ndarray (p,)
+    X : ndarray of shape (n, p)
+        The design.
+    y : ndarray of shape (n,)
+        Labels in {-1, +1} (not checked here).
+    beta : ndarray of shape (p,)
+        Where the gradient is taken.
     lam : float
+        Ridge strength (theory convention).
 
     Returns
     -------
-    ndarray (p,)
+    ndarray of shape (p,)
+        The gradient in beta.
 
     Examples
     --------
@@ -61,20 +67,24 @@ def fit_ridge_logistic(X, y, lam, *, w0=None, tol: float = 1e-10, raise_on_failu
 
     Parameters
     ----------
-    X : ndarray (n, p); y : ndarray (n,) in {-1, +1}
+    X : ndarray of shape (n, p)
         Training data (no intercept in the theory's model).
+    y : ndarray of shape (n,)
+        Labels in {-1, +1} (ValueError otherwise).
     lam : float > 0
         Ridge strength of (1/n) sum loss + lam/(2p) ||beta||^2 (the solver's C is p / (lam n)).
     w0 : ndarray (p,), optional
         Warm start.
-    tol : float
+    tol : float, default=1e-10
         Required ``grad_norm``.
-    raise_on_failure : bool
-        Raise instead of returning ``success=False``.
+    raise_on_failure : bool, default=False
+        Raise ``RuntimeError`` instead of returning ``success=False``.
 
     Returns
     -------
     OptimizeResult
+        The fields listed above, plus ``status`` (0 on success, else 1; the codes of
+        :data:`cgmt.result.STATUS_MESSAGES`) and ``lam``.
 
     Examples
     --------

@@ -41,14 +41,19 @@ def loo_gamma(X, y, beta, lam) -> float:
 
     Parameters
     ----------
-    X : ndarray (n, p); y : ndarray (n,) in {-1, +1}
-    beta : ndarray (p,)
+    X : ndarray of shape (n, p)
+        The training design.
+    y : ndarray of shape (n,)
+        Its labels in {-1, +1} (not used: the weights w_j do not depend on the labels).
+    beta : ndarray of shape (p,)
         The fitted beta_hat.
     lam : float
+        The ridge strength of the fit (theory convention).
 
     Returns
     -------
     float
+        The mean of gamma_i over the training rows.
 
     Examples
     --------
@@ -133,21 +138,23 @@ def measure_replicate(delta, lam, kappa, p, seed, *, n_test: int = 4000, stabili
     p : int
         Dimension.
     seed : int or SeedSequence
-    n_test : int
+        The replicate's stream (see above).
+    n_test : int, default=4000
         Fresh test samples of ``accuracy``.
     stability, subsample : bool
         Measure the independent-pool cosine / the two ablation cosines.
     gamma : bool
         Measure the leave-one-out gamma (:func:`loo_gamma`, a p x p or n x n Cholesky: the most expensive
         measurement at large p); NaN when False.
-    drop, val_fraction : float
+    drop, val_fraction : float, default=0.2
         The ablation protocol (:func:`cgmt.ablation.ablation_split`).
-    tol : float
+    tol : float, default=1e-10
         Gradient tolerance of every fit.
 
     Returns
     -------
     dict
+        The quantities and diagnostics listed above.
 
     Examples
     --------

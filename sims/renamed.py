@@ -42,7 +42,23 @@ class ReplicateRecord(dict):
 
 class ResultTable(pd.DataFrame):
     """A ``DataFrame`` in which the old columns of :data:`RENAMED` still read (``t["converged"]``,
-    ``t.converged``), with a warning; derived frames keep the alias."""
+    ``t.converged``), with a warning; derived frames keep the alias.
+
+    Parameters
+    ----------
+    data, index, columns, dtype, copy
+        As for :class:`pandas.DataFrame`.
+
+    Examples
+    --------
+    >>> import warnings
+    >>> t = ResultTable({"success": [True, False]})
+    >>> with warnings.catch_warnings(record=True) as caught:
+    ...     warnings.simplefilter("always")
+    ...     old = t["converged"].tolist()
+    >>> old, caught[0].category.__name__
+    ([True, False], 'DeprecationWarning')
+    """
 
     @property
     def _constructor(self):

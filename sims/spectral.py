@@ -47,9 +47,11 @@ def sample_spectral(n, spectrum: Spectrum, rng=None, *, teacher=None):
     Parameters
     ----------
     n : int
+        Number of rows, >= 1.
     spectrum : cgmt.spectral.Spectrum
         Sigma and the teacher.
     rng : int, SeedSequence or Generator, optional
+        Randomness (None: fresh entropy).
     teacher : ndarray (p,), optional
         beta* (default ``spectrum.teacher()``; pass it to avoid recomputing).
 
@@ -83,14 +85,16 @@ def measure_spectral_replicate(delta, lam, spectrum: Spectrum, seed, *, subsampl
     delta, lam : float
         Sample ratio and ridge strength (convention of :func:`cgmt.solve`).
     spectrum : Spectrum
+        The feature covariance and the teacher.
     seed : int or SeedSequence
-    subsample : bool
+        The replicate's stream (three children: training data, ablation runs 1 and 2).
+    subsample : bool, default=True
         Also fit two ablation runs and measure their cosines.
     feature_scale : ndarray (p,), optional
         Scales s for ``cos_subsample_raw`` (cosine of beta/s); NaN without.
-    drop, val_fraction : float
+    drop, val_fraction : float, default=0.2
         The ablation protocol.
-    tol : float
+    tol : float, default=1e-9
         Gradient tolerance of every fit.
 
     Returns
@@ -148,13 +152,23 @@ def spectral_theory_values(delta, lam, spectrum: Spectrum, *, feature_scale=None
     Parameters
     ----------
     delta, lam : float
+        Sample ratio and ridge strength (convention of :func:`cgmt.solve`).
     spectrum : Spectrum
+        The feature covariance and the teacher.
     feature_scale : ndarray (p,), optional
-    drop, val_fraction : float
+        Scales s of ``cos_subsample_raw`` (:func:`cgmt.spectral_stability`); NaN without.
+    drop, val_fraction : float, default=0.2
+        The ablation protocol.
 
     Returns
     -------
     dict
+        quantity -> prediction; the cosines are NaN where the stability fixed point did not converge.
+
+    Raises
+    ------
+    cgmt.ConvergenceError
+        The fixed point itself did not converge (``strict=True``).
     """
     r = spectrum.solve(delta, lam, strict=True)
     st = spectral_stability(delta, lam, spectrum, "subsample", drop=drop, val_fraction=val_fraction,
@@ -172,14 +186,20 @@ def compare_spectral(delta, lam, spectrum: Spectrum, replicates, seed=0, *, feat
     Parameters
     ----------
     delta, lam : float
+        Sample ratio and ridge strength (convention of :func:`cgmt.solve`).
     spectrum : Spectrum
+        The feature covariance and the teacher.
     replicates : int >= 2
-    seed : int or SeedSequence
+        Independent replicates (standard errors need two).
+    seed : int or SeedSequence, default=0
+        Root seed; every replicate gets its own child stream.
     feature_scale : ndarray (p,), optional
-    n_jobs : int
+        Scales s of ``cos_subsample_raw`` (see :func:`measure_spectral_replicate`).
+    n_jobs : int, default=1
         joblib workers (each single-threaded).
-    progress : bool
-    name : str
+    progress : bool, default=True
+        Show a progress bar.
+    name : str, default=""
         Label of the spectrum (a column of the table).
     **measure_kwargs
         Passed to :func:`measure_spectral_replicate`.
@@ -187,7 +207,13 @@ def compare_spectral(delta, lam, spectrum: Spectrum, replicates, seed=0, *, feat
     Returns
     -------
     pandas.DataFrame
-        One row per quantity: ``spectrum, delta, lam, p, quantity, mean, se, theory, z, replicates``.
+        One row per quantity measured (not NaN in every replicate): ``spectrum, delta, lam, p, quantity, mean,
+        se, theory, z, replicates``.
+
+    Raises
+    ------
+    RuntimeError
+        A Monte Carlo fit did not reach its gradient tolerance.
 
     Examples
     --------

@@ -204,7 +204,31 @@ class CacheEntry:
 
 
 class ExtractionCache:
-    """A directory of hidden-state entries (default ``$RAPTOR_CACHE/hidden``)."""
+    """A directory of hidden-state entries (default ``$RAPTOR_CACHE/hidden``).
+
+    Parameters
+    ----------
+    root : str or path-like, optional
+        The directory (``~`` expanded; created when the first entry is written); default
+        ``cache_root() / "hidden"`` (:func:`empirical.files.cache_root`).  An empty path, or an existing
+        file, is a ``ValueError``.
+    verify : bool, default=True
+        Check a finished entry's sha256 every time extraction loads it (a full read of the file); False trusts
+        the shape, dtype and metadata checks alone.
+
+    Attributes
+    ----------
+    root : pathlib.Path
+        The directory.
+    verify : bool
+        As given.
+
+    Examples
+    --------
+    >>> import tempfile
+    >>> ExtractionCache(tempfile.mkdtemp()).root.is_dir()
+    True
+    """
 
     def __init__(self, root=None, verify: bool = True):
         if root is None:

@@ -60,11 +60,14 @@ class ConceptDataset:
     Parameters
     ----------
     name : str
+        The dataset's name (table names, the cache entry's label).
     texts : list of str
+        The examples, without the template.
     labels : array of 0/1
-    template : str
+        1 when the example shows the concept (the positive class of every probe).
+    template : str, default="{text}"
         Prompt template containing ``{text}``.
-    files : dict
+    files : dict, optional
         Source file name -> sha256.
     max_per_class : int, optional
         The cap the dataset was loaded with.
@@ -142,6 +145,7 @@ def resolve_data_dir(data_dir=None) -> Path:
     Parameters
     ----------
     data_dir : str or path-like, optional
+        An explicit directory (``~`` expanded); it must exist.
 
     Returns
     -------
@@ -375,9 +379,42 @@ def register_dataset(name: str, files, reader, *, template: str = PLACEHOLDER, a
                      test_files=(), sha256=None, replace: bool = False) -> DatasetSpec:
     """Register a named dataset (fields: :class:`DatasetSpec`); returns its entry.
 
-    ``ValueError`` naming the argument for a name that is empty, not lower case or taken (unless ``replace``), no
-    files, a reader that is not callable, a template without ``{text}``, answer words that are not two distinct
-    words, a cap that is not a positive int, or a checksum that is not 64 hex digits.
+    Parameters
+    ----------
+    name : str
+        Lower-case letters, digits, ``-`` or ``_``; not taken unless ``replace``.
+    files : str or sequence of str
+        File name(s) in the data directory, passed to ``reader`` in order.
+    reader : callable
+        ``reader(*paths)`` -> DataFrame with ``text``, ``label`` (0/1) and any ``group_column``.
+    template : str, default="{text}"
+        Prompt template containing ``{text}``.
+    answer_words : (str, str), optional
+        The concept word and its opposite (two different words), for the steering read-out.
+    reference_cap : int, optional
+        Per-class cap :func:`load` keeps by default (a positive int; None: every row).
+    in_paper_grid : bool, default=False
+        Whether the dataset is in the paper's grid (its averages).
+    group_column : str, optional
+        Column whose rows a split keeps together.
+    test_files : str or sequence of str, default=()
+        The dataset's own held-out file(s).
+    sha256 : mapping, optional
+        Reference sha256 (64 lower-case hex digits) per file name.
+    replace : bool, default=False
+        Redefine a dataset of the same name.
+
+    Returns
+    -------
+    DatasetSpec
+        The entry, now in the registry (registration order is the order of :func:`dataset_names`).
+
+    Raises
+    ------
+    ValueError
+        Naming the argument: a name that is empty, not lower case or taken (unless ``replace``), no files, a
+        reader that is not callable, a template without ``{text}``, answer words that are not two distinct
+        words, a cap that is not a positive int, or a checksum that is not 64 hex digits.
 
     Examples
     --------
@@ -425,12 +462,39 @@ def register_dataset(name: str, files, reader, *, template: str = PLACEHOLDER, a
 
 
 def unregister_dataset(name: str) -> DatasetSpec:
-    """Remove a registered dataset; returns its entry."""
+    """Remove a registered dataset; returns its entry.
+
+    Parameters
+    ----------
+    name : str
+        The dataset's name (case-insensitive).
+
+    Returns
+    -------
+    DatasetSpec
+        The entry removed.
+    """
     return _REGISTRY.pop(get_dataset(name).name)
 
 
 def get_dataset(name: str) -> DatasetSpec:
-    """The entry of a registered dataset (case-insensitive); ``ValueError`` listing the known ones otherwise."""
+    """The entry of a registered dataset (case-insensitive); ``ValueError`` listing the known ones otherwise.
+
+    Parameters
+    ----------
+    name : str
+        The dataset's name.
+
+    Returns
+    -------
+    DatasetSpec
+        Its registry entry.
+
+    Examples
+    --------
+    >>> get_dataset("STSA").test_files
+    ('stsa.binary.test',)
+    """
     spec = _REGISTRY.get(str(name).lower())
     if spec is None:
         raise ValueError(f"unknown dataset {name!r}; known datasets: {', '.join(_REGISTRY) or 'none'}")
@@ -439,12 +503,34 @@ def get_dataset(name: str) -> DatasetSpec:
 
 def dataset_names(*, paper_grid: bool | None = None) -> tuple:
     """Names of the registered datasets in registration order (``paper_grid``: only those in / outside the
-    paper's grid)."""
+    paper's grid).
+
+    Parameters
+    ----------
+    paper_grid : bool, optional
+        True: only datasets in the paper's grid; False: only those outside it; None: all.
+
+    Returns
+    -------
+    tuple of str
+        The names.
+
+    Examples
+    --------
+    >>> dataset_names(paper_grid=False)
+    ('coinflip',)
+    """
     return tuple(n for n, s in _REGISTRY.items() if paper_grid is None or s.in_paper_grid == paper_grid)
 
 
 def answer_pairs() -> dict:
-    """Each registered dataset's answer pair (concept word, opposite word), for those that have one."""
+    """Each registered dataset's answer pair (concept word, opposite word), for those that have one.
+
+    Returns
+    -------
+    dict of str to (str, str)
+        Dataset name -> (concept word, opposite word).
+    """
     return {n: s.answer_words for n, s in _REGISTRY.items() if s.answer_words is not None}
 
 
@@ -586,15 +672,22 @@ def load(name: str, data_dir=None, *, max_per_class="reference", verify: bool = 
 
     Parameters
     ----------
-    name : a registered dataset (:func:`dataset_names`: ``stsa, cities, common, counterfact, hateeval, sarcasm,
+    name : str
+        A registered dataset (:func:`dataset_names`: ``stsa, cities, common, counterfact, hateeval, sarcasm,
         coinflip`` and any added with :func:`register_dataset`).
-    data_dir : directory holding the files (default: ``$RAPTOR_DATA``, then ``../shared/datasets``).
-    max_per_class : ``"reference"`` (the Concept-Depth caps, default), ``None`` (all rows) or an int
-        (first k examples of each class in file order).
-    verify : check the files' sha256 against ``SHA256SUMS`` (or the built-in reference sums).
-    template : override the prompt template (must contain ``{text}``).
-    split : ``"train"`` (default) or ``"test"``: the dataset's own held-out file, for those that ship one
-        (a ``test_files`` entry in the registry: ``stsa.binary.test``).
+    data_dir : str or path-like, optional
+        Directory holding the files (default: ``$RAPTOR_DATA``, then ``../shared/datasets``;
+        :func:`resolve_data_dir`).
+    max_per_class : "reference", None or int, default="reference"
+        ``"reference"`` (the Concept-Depth caps), ``None`` (all rows) or an int (first k examples of each class
+        in file order).
+    verify : bool, default=True
+        Check the files' sha256 against ``SHA256SUMS`` (or the built-in reference sums).
+    template : str, optional
+        Override the prompt template (must contain ``{text}``).
+    split : {"train", "test"}, default="train"
+        ``"test"``: the dataset's own held-out file, for those that ship one (a ``test_files`` entry in the
+        registry: ``stsa.binary.test``).
 
     Returns
     -------
@@ -605,7 +698,7 @@ def load(name: str, data_dir=None, *, max_per_class="reference", verify: bool = 
     --------
     >>> ds = load("cities", max_per_class=5)  # doctest: +SKIP
     >>> len(ds), ds.class_counts()  # doctest: +SKIP
-    (10, {'0': 5, '1': 5})
+    (10, {0: 5, 1: 5})
     """
     spec = get_dataset(name)
     key = spec.name
@@ -734,6 +827,7 @@ def load_table(
     Returns
     -------
     ConceptDataset
+        The rows with 0/1 labels (1 = concept present) and the template.
 
     Examples
     --------

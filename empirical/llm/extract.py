@@ -1,8 +1,9 @@
-"""Batched last-token hidden-state extraction with a resumable disk cache.
+"""Batched pooled (by default last-token) hidden-state extraction with a resumable disk cache.
 
 ``hidden_states(model, tokenizer, prompts)`` returns a float32 array of shape
 ``(n_layers, n_prompts, hidden_size)``: for each prompt the hidden state of its *last token*
-at each requested layer. Layers follow the package convention (:mod:`empirical._hooks`):
+(decoders; ``pooling="mean"`` or ``"first"`` otherwise, the mean being an encoder's default)
+at each requested layer. Layers follow the package convention (:mod:`empirical.llm.hooks`):
 layer l in 1..L is the output of decoder block l (before any final norm); layer 0 is the
 embedding input of block 1; the default is layers 1..L.
 
@@ -10,10 +11,10 @@ How: prompts are tokenized once (the tokenizer's own special tokens, no truncati
 ``max_length``), sorted by length (longest first) and run in batches under
 ``torch.inference_mode`` through the base transformer (no LM head) with *right* padding and an
 attention mask; the causal mask keeps every real token blind to the pads, and forward hooks on
-the decoder blocks copy the row of each prompt's last real token. Results equal one-at-a-time
-extraction to float rounding (tested to 1e-4).
+the decoder blocks copy the row of each prompt's last real token (or pool its real tokens). Results
+equal one-at-a-time extraction to float rounding (tested to 1e-4).
 
-Cache (``cache=True``, a directory, or an :class:`~empirical._cache.ExtractionCache`): keyed by
+Cache (``cache=True``, a directory, or an :class:`~empirical.llm.cache.ExtractionCache`): keyed by
 the model identity (GGUF/weights hash or hub revision), the sha256 of the exact prompt list
 (which covers dataset file hash, template, caps and chat wrapping), the layer convention, the
 model dtype, ``max_length`` and special-token handling. All layers 0..L are stored, so any layer
@@ -61,13 +62,15 @@ def resolve_layers(layers, n_layers: int) -> list:
 
     Parameters
     ----------
-    layers : None, "all" or iterable of int
+    layers : None, "all", int or iterable of int
+        The selection: None means 1..L, ``"all"`` 0..L.
     n_layers : int
         L, the number of decoder blocks.
 
     Returns
     -------
     list of int
+        The layer indices, in the order given.
 
     Examples
     --------
@@ -117,14 +120,19 @@ def tokenize_prompts(tokenizer, prompts, max_length=None, add_special_tokens=Tru
 
     Parameters
     ----------
-    tokenizer : a transformers tokenizer
+    tokenizer : transformers tokenizer
+        Called on the whole list without padding or truncation.
     prompts : list of str
+        A non-empty list of non-empty strings.
     max_length : int, optional
-    add_special_tokens : bool
+        Keep at most the last ``max_length`` tokens of each prompt.
+    add_special_tokens : bool, default=True
+        Passed to the tokenizer.
 
     Returns
     -------
     list of list of int
+        Token ids per prompt (``ValueError`` when a prompt tokenizes to nothing).
 
     Examples
     --------
@@ -417,30 +425,56 @@ def hidden_states(
 ) -> np.ndarray:
     """Pooled (default: last-token) hidden states, float32 array ``(len(layers), len(prompts), hidden_size)``.
 
+    The model runs on its own device and dtype (choose them in :func:`empirical.llm.models.load_model`); the
+    dtype is part of the cache key.
+
     Parameters
     ----------
-    layers : None (1..L, default), ``"all"`` (0..L) or ints; l = output of decoder block l, 0 = embeddings.
-    batch_size : at most this many prompts per forward pass (after sorting by token length);
-        ``max_batch_tokens`` also caps prompts x padded length per batch (default: by the model's device,
+    model : transformers model
+        A decoder (causal LM) or encoder whose blocks :func:`empirical.llm.hooks.decoder_blocks` finds; put in
+        eval mode for the run and restored after.
+    tokenizer : transformers tokenizer
+        Its tokenizer.
+    prompts : list of str
+        The prompts (a non-empty list of non-empty strings; a single string is refused).
+    layers : None, "all", int or iterable of int, optional
+        None: 1..L (default); ``"all"``: 0..L; else the given layers.  Layer l is the output of decoder
+        block l, layer 0 the token embeddings (:func:`resolve_layers`).
+    batch_size : int, default=32
+        At most this many prompts per forward pass (after sorting by token length).
+    cache : None, bool, str, path-like or ExtractionCache, optional
+        None/False: no cache; True: ``$RAPTOR_CACHE/hidden`` (:class:`ExtractionCache`); a directory; or an
+        ExtractionCache.  A cached entry holds every layer 0..L, so any later layer selection reads it.
+    num_threads : int, optional
+        ``torch.set_num_threads`` during the run (restored after).
+    share_prefix : bool, default=True
+        Run the token prefix shared by all prompts (e.g. a template's instruction) once and reuse its
+        key/value cache (same numbers up to float rounding, much less compute; decoders with last-token
+        pooling only).
+    pooling : {"last", "mean", "first"}, optional
+        ``"last"`` (last real token; default for decoders), ``"mean"`` (mean over real tokens; default for
+        encoders) or ``"first"`` (first token, e.g. BERT's [CLS]).  Part of the cache key.
+    max_batch_tokens : int, optional
+        Also caps prompts x padded length per batch (default: by the model's device,
         :func:`default_max_batch_tokens`: 512 on CPU, where larger batches fall out of cache (SmolLM2, 1 thread:
         347 tok/s at 512 vs 237 at 4096 on STSA prompts), 16384 on a GPU, where 512 caps batches at 4-8 prompts
         and is 3.2x slower (docs/gpu.md)).
-    share_prefix : run the token prefix shared by all prompts (e.g. a template's instruction) once
-        and reuse its key/value cache (same numbers up to float rounding, much less compute; decoders
-        with last-token pooling only).
-    pooling : ``"last"`` (last real token; default for decoders), ``"mean"`` (mean over real tokens;
-        default for encoders) or ``"first"`` (first token, e.g. BERT's [CLS]). Part of the cache key.
-    cache : None/False (no cache), True (``$RAPTOR_CACHE/hidden``), a directory or an ExtractionCache.
-    num_threads : ``torch.set_num_threads`` during the run (restored after).
-    max_length : keep at most the last ``max_length`` tokens of each prompt.
-    label : file-name label of the cache entry (e.g. the dataset name); ``meta``: extra key material.
-    The model runs on its own device and dtype (choose them in :func:`empirical.models.load_model`).
+    max_length : int, optional
+        Keep at most the last ``max_length`` tokens of each prompt.
+    add_special_tokens : bool, default=True
+        Passed to the tokenizer (e.g. a BOS token).  Part of the cache key.
+    progress : bool, default=True
+        Show a progress bar.
+    label : str, optional
+        File-name label of the cache entry (e.g. the dataset name).
+    meta : dict, optional
+        Extra key material of the cache entry (JSON data).
 
     Returns
     -------
     ndarray (len(layers), len(prompts), hidden_size), float32
-        ``H[k, i]`` is prompt i's last-token state at the k-th requested layer (a read-only memory map
-        when it comes from the cache).
+        ``H[k, i]`` is prompt i's pooled state at the k-th requested layer (a read-only memory map when it
+        comes from the cache and the layers are contiguous).
 
     Examples
     --------
@@ -522,21 +556,26 @@ def _fill_entry(entry, model, token_ids, L, batch_size, progress, label, share_p
 
 def extract_dataset(model, tokenizer, dataset, layers=None, batch_size: int = 32, cache=True, *, chat=False,
                     **kw) -> np.ndarray:
-    """:func:`hidden_states` for a :class:`~empirical.datasets.ConceptDataset` (cached by default).
+    """:func:`hidden_states` for a :class:`~empirical.llm.datasets.ConceptDataset` (cached by default).
 
     ``chat=True`` wraps each prompt in the tokenizer's chat template (off by default, as the paper).
 
     Parameters
     ----------
-    model, tokenizer : transformers causal LM and its tokenizer
+    model, tokenizer : transformers model and tokenizer
+        As for :func:`hidden_states`.
     dataset : ConceptDataset
+        Its ``prompts`` (the template applied) are extracted; its name labels the cache entry and its
+        fingerprint, template and ``chat`` are part of the key.
     layers, batch_size, cache, **kw
         As for :func:`hidden_states` (``cache=True``: ``$RAPTOR_CACHE/hidden``).
-    chat : bool
+    chat : bool, default=False
+        Wrap each prompt in the tokenizer's chat template (:func:`empirical.llm.models.apply_chat_template`).
 
     Returns
     -------
     ndarray (len(layers), len(dataset), hidden_size), float32
+        As :func:`hidden_states`.
     """
     prompts = dataset.prompts
     if chat:

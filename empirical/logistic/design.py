@@ -157,6 +157,7 @@ def reduce_design(X, Xv=None, *, K=None, KvT=None) -> ReducedDesign:
     Returns
     -------
     ReducedDesign
+        When n >= p, ``X`` itself (``back`` is the identity, ``K`` is None).
 
     Examples
     --------
@@ -193,8 +194,32 @@ def extend_design(design: ReducedDesign, X, Xv) -> ReducedDesign | None:
     With ``Z Z' = X X'`` and ``Zv Z' = Xv X'`` (the train design), ``[[Z, 0], [Zv, Lvv]]`` with
     ``Lvv Lvv' = Xv Xv' - Zv Zv'`` (the validation rows' Gram outside the train row span) is an isometric
     design of the stacked rows; a train solution ``a0`` is ``(a0, 0)`` in it.  Costs one m x m Gram
-    and Cholesky instead of refactoring all n + m rows.  Returns None when the validation rows are
-    (numerically) dependent on the train rows (then the caller refactors from scratch)."""
+    and Cholesky instead of refactoring all n + m rows.
+
+    Parameters
+    ----------
+    design : ReducedDesign
+        The reduced train design, built by :func:`reduce_design` with ``Xv`` (so it has ``Zv`` and
+        ``coef_map``: only a reduced design, n < p, can be extended).
+    X : ndarray of shape (n, p)
+        The training rows it was built from.
+    Xv : ndarray of shape (m, p)
+        The validation rows appended.
+
+    Returns
+    -------
+    ReducedDesign or None
+        The design of the n + m stacked rows (no validation rows of its own), or None when the validation
+        rows are (numerically) dependent on the train rows (then the caller refactors from scratch).
+
+    Examples
+    --------
+    >>> rng = np.random.default_rng(0)
+    >>> X, Xv = rng.standard_normal((4, 30)), rng.standard_normal((2, 30))
+    >>> both = extend_design(reduce_design(X, Xv), X, Xv)
+    >>> both.rank, bool(np.allclose(both.Z @ both.Z.T, np.vstack([X, Xv]) @ np.vstack([X, Xv]).T))
+    (6, True)
+    """
     Z, Zv = design.Z, design.Zv
     Kvv = Xv @ Xv.T
     m = Kvv.shape[0]

@@ -34,33 +34,44 @@ __all__ = ["logistic_path", "refit"]
 
 def logistic_path(X, y, Xv, yv, Cs, *, fit_intercept=True, tol=1e-10, max_iter=100, design=None,
                   certify=True, order=3, min_newton=1) -> OptimizeResult:
-    """Validation accuracy of the exact ridge-logistic minimizer at every C in ``Cs`` (ascending order).
+    """Validation accuracy of the exact ridge-logistic minimizer at every C in ``Cs``.
+
+    The grid is solved in ascending C (each point warm-started from the previous ones); the results are in
+    the order of ``Cs``.
 
     Parameters
     ----------
-    X, y : ndarray (n, p), ndarray (n,) in {-1, +1}
+    X : ndarray of shape (n, p)
         Training rows (standardized by the caller).
-    Xv, yv : ndarray (m, p), ndarray (m,) in {-1, +1}
-        Validation rows.
+    y : ndarray of shape (n,)
+        Training labels in {-1, +1}.
+    Xv : ndarray of shape (m, p)
+        Validation rows (m may be 0).
+    yv : ndarray of shape (m,)
+        Validation labels in {-1, +1}.
     Cs : array of float > 0
-        The grid of C = 1/lambda.
-    fit_intercept, tol, max_iter
-        As for :func:`fit_l2_logistic`.
+        The grid of C = 1/lambda (distinct values in ``[C_MIN, C_MAX]``, :func:`empirical.validation.check_grid`).
+    fit_intercept : bool, default=True
+        As for :func:`fit_l2_logistic` (note the different default).
+    tol, max_iter
+        As for :func:`fit_l2_logistic` (``max_iter`` per grid point).
     design : ReducedDesign, optional
         ``reduce_design(X, Xv)`` when already computed.
-    certify : bool
+    certify : bool, default=True
         Stop each grid point as soon as its validation signs are certified.
-    order : int
+    order : int, default=3
         Points of the log C extrapolation.
-    min_newton : int
+    min_newton : int, default=1
         Newton steps per grid point before certification is tried.
 
-    Returns an OptimizeResult with ``val_accuracy`` (len(Cs),), ``nit`` (Newton steps per C),
-    ``certified`` (validation signs certified before reaching ``tol``), ``grad_norm``,
-    ``coef_reduced`` (len(Cs), r) and ``intercept`` (len(Cs),) of the (certified, not necessarily
-    tightly converged) iterates in the reduced coordinates of ``design`` (map with ``design.back``),
-    ``n_factorizations``, ``n_cg``, ``design``, and ``success`` / ``status`` (0: every grid point certified
-    or converged, 1: not) / ``message``.
+    Returns
+    -------
+    OptimizeResult
+        With ``val_accuracy`` (len(Cs),), ``nit`` (Newton steps per C), ``certified`` (validation signs
+        certified before reaching ``tol``), ``grad_norm``, ``coef_reduced`` (len(Cs), r) and ``intercept``
+        (len(Cs),) of the (certified, not necessarily tightly converged) iterates in the reduced coordinates of
+        ``design`` (map with ``design.back``), ``n_factorizations``, ``n_cg``, ``design``, and ``success`` /
+        ``status`` (0: every grid point certified or converged, 1: not) / ``message``.
 
     Examples
     --------
@@ -141,20 +152,29 @@ def refit(X, y, Xv, yv, C, design, a0, b0, *, fit_intercept=True, tol=1e-10, max
     """Tightly converged fit on train+validation rows at one C, warm-started from a train-only
     solution ``(a0, b0)`` in the reduced coordinates of ``design`` (the train design).
 
+    Reuses the train Gram blocks, so only the validation-validation block is new.
+
     Parameters
     ----------
-    X, y, Xv, yv : the train and validation rows and labels in {-1, +1}
-    C : float > 0
+    X, y, Xv, yv : ndarray
+        The train and validation rows, as given to :func:`logistic_path`, and their labels in {-1, +1}.
+    C : float
+        The inverse ridge strength (> 0) of the refit.
     design : ReducedDesign
         The train design of the path.
     a0, b0 : ndarray (r,), float
         Warm start in the coordinates of ``design``.
-    fit_intercept, tol, max_iter
+    fit_intercept : bool, default=True
+        As for :func:`fit_l2_logistic` (note the different default).
+    tol, max_iter
         As for :func:`fit_l2_logistic`.
 
-    Reuses the train Gram blocks, so only the validation-validation block is new.  Returns an
-    OptimizeResult with ``coef`` (p,) in the original coordinates, ``intercept``, ``nit``,
-    ``grad_norm``, ``success``, ``status``, ``message``."""
+    Returns
+    -------
+    OptimizeResult
+        With ``coef`` (p,) in the original coordinates, ``intercept``, ``nit``, ``grad_norm``, ``success``,
+        ``status`` (:data:`empirical.logistic.newton.STATUS_MESSAGES`) and ``message``.
+    """
     y, yv = check_signed_labels(y, len(X), "y"), check_signed_labels(yv, len(Xv), "yv")
     C = float(check_grid(C, "C")[0])
     Xf = np.vstack([X, Xv])

@@ -51,14 +51,21 @@ def logistic_objective(X, y, C, w, b=0.0) -> float:
 
     Parameters
     ----------
-    X : ndarray (n, p); y : ndarray (n,) in {-1, +1}; C : float
-        The problem.
-    w : ndarray (p,); b : float
-        The point.
+    X : ndarray of shape (n, p)
+        The design.
+    y : ndarray of shape (n,)
+        Labels in {-1, +1} (not checked here).
+    C : float
+        Weight of the summed loss (C = 1/lambda for sum loss + lambda/2 ||w||^2).
+    w : ndarray of shape (p,)
+        The coefficients.
+    b : float, default=0.0
+        The intercept (not penalised).
 
     Returns
     -------
     float
+        The objective value.
 
     Examples
     --------
@@ -127,25 +134,40 @@ def fit_l2_logistic(X, y, C, *, fit_intercept=False, w0=None, b0=0.0, tol=1e-10,
 
     Parameters
     ----------
-    X : (n, p) array; y : (n,) array with values in {-1, +1}; C : float > 0 (C = 1/lambda).
-    fit_intercept : fit an unpenalized intercept ``b`` (default False: b = 0).
-    w0, b0 : optional warm start.  When n < p ``w0`` is projected onto the row span of X
-        (the minimizer lies there, so the projection only moves the start closer to it).
-    tol : stop when ``||grad f(w, b)||_2 / max(1, ||w||_2) <= tol`` (see module docstring).
-    max_iter : maximum number of Newton iterations.
-    method : "auto" (the default and fastest: Newton whose systems are solved by conjugate gradients
-        preconditioned with a reused Cholesky factor of an earlier Hessian, on the row-span-reduced design
-        when n < p, see :func:`empirical.logistic.pcg.newton_pcg`; falls back to direct Newton if it has not
-        converged after 30 steps), or direct Newton with a fresh factorization every step: "primal"
+    X : ndarray of shape (n, p)
+        The design (finite; checked by :func:`empirical.validation.check_matrix`).
+    y : ndarray of shape (n,)
+        Labels in {-1, +1}.
+    C : float
+        Weight of the summed loss, finite and > 0 (C = 1/lambda for sum loss + lambda/2 ||w||^2; the theory's
+        per-sample convention (1/n) sum loss + lam/(2p) ||w||^2 has C = p / (lam n), see :mod:`sims.fit`).
+    fit_intercept : bool, default=False
+        Fit an unpenalized intercept ``b`` (False: b = 0).
+    w0 : ndarray of shape (p,), optional
+        Warm start for ``w``.  When n < p the preconditioned stage of ``method="auto"`` works in the row span
+        of X and projects its start onto it (the minimizer lies there, so the projection only moves the
+        start closer to it).
+    b0 : float, default=0.0
+        Warm start for ``b`` (ignored without intercept).
+    tol : float, default=1e-10
+        Stop when ``||grad f(w, b)||_2 / max(1, ||w||_2) <= tol`` (see module docstring).
+    max_iter : int, default=100
+        Maximum number of Newton iterations over all stages.
+    method : {"auto", "primal", "dual", "direct"}, default="auto"
+        "auto" (the default and fastest: Newton whose systems are solved by conjugate gradients, matrix-free
+        first, then preconditioned with a reused Cholesky factor of an earlier Hessian on the row-span-reduced
+        design when n < p, see :func:`empirical.logistic.pcg.newton_pcg`; falls back to direct Newton if it
+        has not converged after 30 steps), or direct Newton with a fresh factorization every step: "primal"
         ((p+1)-dimensional Hessian), "dual" (Woodbury with the Gram matrix) or "direct" (primal when
         n >= p, dual otherwise; the independent reference the path solver's tests compare against).
 
     Returns
     -------
-    scipy.optimize.OptimizeResult with ``coef`` (p,), ``intercept`` (float; 0.0 without intercept),
-    ``x`` (coef and intercept concatenated), ``fun``, ``nit``, ``grad_norm``, ``success``, ``status``
-    (0 converged, 1 max_iter reached, 2 round-off floor reached before tol; ``STATUS_MESSAGES`` of
-    :mod:`empirical.logistic.newton`) and ``message``.
+    scipy.optimize.OptimizeResult
+        With ``coef`` (p,), ``intercept`` (float; 0.0 without intercept), ``x`` (coef and intercept
+        concatenated), ``fun`` (the objective), ``nit``, ``grad_norm``, ``success``, ``status`` (0 converged,
+        1 max_iter reached, 2 round-off floor reached before tol; ``STATUS_MESSAGES`` of
+        :mod:`empirical.logistic.newton`) and ``message``.
 
     Examples
     --------
@@ -229,18 +251,25 @@ def fit_l2_logistic_rows(X, y, C, rows, *, gram=None, fit_intercept=True, tol=1e
 
     Parameters
     ----------
-    X : (n, p) array; y : (n,) array in {-1, +1}; C : float > 0
-        The design and labels every subset is taken from.
+    X : ndarray of shape (n, p)
+        The design every subset is taken from.
+    y : ndarray of shape (n,)
+        Its labels in {-1, +1}.
+    C : float
+        Weight of the summed loss (> 0), the same for every subset, as in :func:`fit_l2_logistic`.
     rows : sequence of integer index arrays
-        The subsets.
-    gram : (n, n) array, optional
+        The subsets (each non-empty, indices in [0, n)).
+    gram : ndarray of shape (n, n), optional
         ``X @ X.T`` if the caller has it.
-    fit_intercept, tol, max_iter
+    fit_intercept : bool, default=True
+        As in :func:`fit_l2_logistic` (note the different default).
+    tol, max_iter
         As in :func:`fit_l2_logistic`.
 
     Returns
     -------
-    list of scipy.optimize.OptimizeResult, one per subset, as :func:`fit_l2_logistic` returns them.
+    list of scipy.optimize.OptimizeResult
+        One per subset, in order, as :func:`fit_l2_logistic` returns them.
 
     Examples
     --------

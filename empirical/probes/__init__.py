@@ -1,4 +1,7 @@
-"""empirical.probes: probes on hidden-state matrices (numpy, scipy, scikit-learn; never torch).
+"""empirical.probes: probes on hidden-state matrices (numpy, scipy, scikit-learn).
+
+Importing it does not import torch; only the optional xRFM baseline does, inside ``XRFMProbe.fit`` and
+``predict_proba`` (the ``xrfm`` package runs on torch).
 
 :class:`RaptorProbe` and the baselines, per-layer fitting, the ablation-stability protocol, the
 separability diagnostic, persistence, the delta-sweep structure predictor and the spectral-theory

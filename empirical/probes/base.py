@@ -38,6 +38,25 @@ __all__ = ["ConceptProbe", "LinearConceptProbe", "orient_to_positive_class"]
 def orient_to_positive_class(vector: np.ndarray, X: np.ndarray, y_pm: np.ndarray) -> np.ndarray:
     """Unit ``vector`` with the sign that gives the positive rows (``y_pm > 0``) the larger mean projection.
 
+    Parameters
+    ----------
+    vector : ndarray of shape (p,)
+        A fitted direction (any non-zero scale, either sign).
+    X : ndarray of shape (n, p)
+        Rows in the space of ``vector`` (the training rows).
+    y_pm : ndarray of shape (n,)
+        Their labels in {-1, +1} (+1: the positive class, ``classes_[1]``).
+
+    Returns
+    -------
+    ndarray of shape (p,)
+        ``vector / ||vector||`` or its negative; on a tie of the two class means the sign is kept.
+
+    Raises
+    ------
+    ValueError
+        ``vector`` is zero or not finite.
+
     Examples
     --------
     >>> X = np.array([[0.0, 1.0], [0.0, -1.0]])
@@ -50,7 +69,22 @@ def orient_to_positive_class(vector: np.ndarray, X: np.ndarray, y_pm: np.ndarray
 
 
 class ConceptProbe(ClassifierMixin, BaseEstimator):
-    """Base class of the concept-vector estimators (see the module docstring for the interface)."""
+    """Base class of the concept-vector estimators (see the module docstring for the interface).
+
+    A subclass sets the attributes below in ``fit`` and writes ``decision_function``.
+
+    Attributes
+    ----------
+    classes_ : ndarray of shape (2,)
+        The two training labels, sorted; ``classes_[1]`` is the positive class.
+    n_features_in_ : int
+        Features seen in ``fit``.
+    concept_vector_ : ndarray of shape (n_features_in_,)
+        The unit concept vector in raw hidden-state space, oriented towards the positive class
+        (:func:`orient_to_positive_class`).
+    fit_time_ : float
+        Wall-clock seconds of ``fit``.
+    """
 
     def __sklearn_tags__(self):
         tags = super().__sklearn_tags__()
@@ -102,7 +136,17 @@ class ConceptProbe(ClassifierMixin, BaseEstimator):
 
 
 class LinearConceptProbe(ConceptProbe):
-    """A concept probe whose decision function is linear in raw space: ``X @ coef_ + intercept_``."""
+    """A concept probe whose decision function is linear in raw space: ``X @ coef_ + intercept_``.
+
+    A subclass sets ``coef_`` and ``intercept_`` in ``fit`` (besides the attributes of :class:`ConceptProbe`).
+
+    Attributes
+    ----------
+    coef_ : ndarray of shape (n_features_in_,)
+        Weights on raw hidden states (not standardised); the logit is ``X @ coef_ + intercept_``.
+    intercept_ : float
+        The logit's offset; a positive logit predicts ``classes_[1]``.
+    """
 
     def decision_function(self, X) -> np.ndarray:
         """Logit ``X @ coef_ + intercept_`` on raw hidden states (positive -> ``classes_[1]``)."""

@@ -104,7 +104,8 @@ class LogRegCVProbe(LinearConceptProbe):
 
     Attributes
     ----------
-    coef_, intercept_ : raw-space weights and intercept (folded back from standardized space).
+    coef_, intercept_ : ndarray of shape (n_features,), float
+        Raw-space weights and intercept (folded back from standardized space).
     C_ : float
         The selected C.
     n_iter_ : ndarray of int
@@ -197,7 +198,8 @@ class GCSProbe(LinearConceptProbe):
         The folded-back weight vectors.
     mean_, var_ : ndarray of shape (n_features,)
         Their diagonal Gaussian.
-    coef_, intercept_ : the mean weight vector and mean intercept (the decision function).
+    coef_, intercept_ : ndarray of shape (n_features,), float
+        The mean weight vector and mean intercept (the decision function).
     concept_vector_, classes_, n_features_in_, fit_time_
         As every concept probe.
 
@@ -264,24 +266,30 @@ class XRFMProbe(ConceptProbe):
     Predictions come from the fitted RFM (``predict_proba``).  Needs the optional ``xrfm`` package
     (``pip install raptor-probes[baselines]``) and torch.
 
+    ``fit`` needs a validation split with both classes (``X_val``, ``y_val``); it selects on it and does not
+    train on it.
+
     Parameters
     ----------
-    bandwidths : sequence of float
+    bandwidths : sequence of float, default=(1.0, 10.0, 100.0)
         Kernel bandwidths tried.
-    center_grads : sequence of bool
+    center_grads : sequence of bool, default=(True, False)
         AGOP gradient centring options tried.
-    reg : float
+    reg : float, default=1e-3
         Ridge of the kernel regression.
-    iters : int
+    iters : int, default=5
         RFM iterations.
-    device : str
+    device : str, default="cpu"
         torch device.
 
     Attributes
     ----------
-    model_ : the selected ``xrfm`` RFM.
-    bandwidth_, center_grads_, val_auc_ : the selected setting and its validation AUC.
-    scaler_mean_, scaler_scale_ : train standardization.
+    model_ : xrfm.RFM
+        The selected RFM.
+    bandwidth_, center_grads_, val_auc_ : float, bool, float
+        The selected setting and its validation AUC.
+    scaler_mean_, scaler_scale_ : ndarray of shape (n_features,)
+        Train standardization (mean and population standard deviation, zeros replaced by 1).
     concept_vector_, classes_, n_features_in_, fit_time_
         As every concept probe.
     """

@@ -152,6 +152,7 @@ def import_control_vector(path) -> ConceptVectors:
     Parameters
     ----------
     path : str or path-like
+        The ``.gguf`` file.
 
     Returns
     -------
@@ -227,12 +228,25 @@ def export_directions(path, vectors: ConceptVectors, *, scale=1.0, layers=None):
     path : str or path-like
         The ``.safetensors`` file to write (atomically).
     vectors : ConceptVectors
+        One concept vector per RAPTOR layer (layer l = output of decoder block l, written under key
+        ``"l-1"``).
     scale, layers
-        As for :func:`export_control_vector` (layer 1 is fine here: block index 0).
+        As for :func:`export_control_vector` (layer 1 is fine here: block index 0; layer 0 is an error).
 
     Returns
     -------
     pathlib.Path
+        ``path``.
+
+    Examples
+    --------
+    >>> import tempfile
+    >>> from pathlib import Path
+    >>> from empirical.probes import ConceptVectors
+    >>> cv = ConceptVectors.from_directions({1: [1.0, 0.0], 2: [0.0, 2.0]})
+    >>> back = import_directions(export_directions(Path(tempfile.mkdtemp()) / "d.safetensors", cv))
+    >>> back.layers, back.directions[2].tolist()
+    ([1, 2], [0.0, 1.0])
     """
     directions = _scaled_directions(vectors, scale, layers)
     unaddressable = [layer for layer in directions if layer < 1]
@@ -248,6 +262,17 @@ def export_directions(path, vectors: ConceptVectors, *, scale=1.0, layers=None):
 def import_directions(path) -> ConceptVectors:
     """Read a ``{block index: direction}`` safetensors file (ours, or one made from a repeng /
     steering-vectors object) as bare concept directions: key ``k`` becomes RAPTOR layer ``k + 1``.
+
+    Parameters
+    ----------
+    path : str or path-like
+        The ``.safetensors`` file.
+
+    Returns
+    -------
+    ConceptVectors
+        Directions only (``coef`` None), each normalised to a unit vector (the norms are not kept), method
+        ``"imported"``, ``metadata["source"]`` the path.
 
     Raises
     ------

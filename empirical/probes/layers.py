@@ -31,14 +31,15 @@ def paper_split(y, fractions=(0.6, 0.2, 0.2), random_state=42) -> tuple[np.ndarr
     ----------
     y : array of shape (n,)
         Labels (stratification).
-    fractions : three positive floats summing to 1
+    fractions : three positive floats summing to 1, default=(0.6, 0.2, 0.2)
         Train, validation and test fractions.
-    random_state : int
+    random_state : int, default=42
         Seed of both stratified cuts.
 
     Returns
     -------
     (train, val, test) : sorted index arrays
+        Disjoint row indices covering every row; test is cut first, then validation from the rest.
 
     Examples
     --------
@@ -71,14 +72,15 @@ def grouped_split(y, groups, fractions=(0.6, 0.2, 0.2), random_state=42) -> tupl
         Labels (stratification).
     groups : array of shape (n,)
         Group of every row (any hashable values); rows of one group never straddle two parts.
-    fractions : three positive floats summing to 1
+    fractions : three positive floats summing to 1, default=(0.6, 0.2, 0.2)
         Target train, validation and test fractions.
-    random_state : int
+    random_state : int, default=42
         Seed of the fold assignment.
 
     Returns
     -------
     (train, val, test) : sorted index arrays
+        Disjoint row indices covering every row, each group in one part only.
 
     Examples
     --------
@@ -121,12 +123,13 @@ class PerLayerFit:
     Attributes
     ----------
     probes : dict of int to estimator
-        ``{layer: fitted estimator}``, layers ascending.
+        ``{layer: fitted estimator}``, in the order of :func:`fit_layers`' ``layers`` (ascending by default).
     summary : pandas.DataFrame
-        One row per layer: ``layer``, ``val_accuracy``, ``test_accuracy``, ``C``, ``lambda_`` (NaN for
-        estimators without a ridge strength), ``fit_time_s`` (seconds), ``best``.
+        One row per layer, in the same order: ``layer``, ``val_accuracy``, ``test_accuracy``, ``C``,
+        ``lambda_`` (NaN for estimators without a ridge strength), ``fit_time_s`` (seconds), ``best``.
     best_layer : int
-        The layer with the best validation accuracy (ties: the lowest layer).
+        The layer with the best validation accuracy (ties: the first in that order, i.e. the lowest layer
+        by default; the first layer when no layer has a validation accuracy).
     split : (ndarray, ndarray, ndarray)
         The (train, validation, test) row indices shared by every layer.
 
@@ -213,9 +216,13 @@ def fit_layers(H, y, *, layers=None, estimator=None, split=None, fractions=(0.6,
         Default ``RaptorProbe(**probe_params)``.
     split : (train, val, test) index arrays, optional
         Default: the paper's fixed stratified split (:func:`paper_split` with ``fractions``, ``random_state``).
-    n_jobs : int
+    fractions : three positive floats summing to 1, default=(0.6, 0.2, 0.2)
+        Train, validation and test fractions of the default split (ignored with ``split``).
+    random_state : int, default=42
+        Seed of the default split (ignored with ``split``; the estimators keep their own seeds).
+    n_jobs : int, default=1
         joblib workers (switch the backend, e.g. to Dask, with ``joblib.parallel_config``).
-    progress : bool
+    progress : bool, default=True
         Show a progress bar.
     **probe_params
         Parameters of the default :class:`RaptorProbe` (not allowed together with ``estimator``).
@@ -223,6 +230,8 @@ def fit_layers(H, y, *, layers=None, estimator=None, split=None, fractions=(0.6,
     Returns
     -------
     PerLayerFit
+        The fitted estimators (each fitted on the train rows, with the validation rows as ``X_val`` when there
+        are any, and scored on the test rows), the per-layer table and the best layer.
 
     Examples
     --------

@@ -137,6 +137,9 @@ def save_probe(path, probe: RaptorProbe, *, layer: int | None = None,
         A fitted probe.
     layer : int, optional
         Layer the probe was fitted on, stored with ``layer_convention``.
+    layer_convention : str, default="position in the hidden-state stack (0-based)"
+        What ``layer`` counts, stored as text (for stacks from :mod:`empirical.llm.extract`, pass
+        :data:`~empirical.probes.concept_vectors.DEFAULT_LAYER_CONVENTION`: layer l = output of decoder block l).
     extra : dict, optional
         JSON-serializable provenance stored under ``extra``.
 

@@ -46,7 +46,8 @@ def select_C(Cs, accuracies, tie_break="most_regularized") -> int:
         The grid of C = 1/lambda.
     accuracies : array of float
         Validation accuracy at each grid point.
-    tie_break : {"most_regularized", "first"}
+    tie_break : {"most_regularized", "first"}, default="most_regularized"
+        The rule above.
 
     Returns
     -------
@@ -139,16 +140,18 @@ class RaptorProbe(LinearConceptProbe):
     path_n_iter_ : ndarray of int
         Newton steps per grid value.
     path_certified_ : ndarray of bool
-        Grid values whose validation predictions are certified exact (exact solver only).
+        Grid values whose validation predictions are certified exact (exact solver with a validation split
+        only).
     best_val_accuracy_ : float
         The best validation accuracy (NaN in the fallback).
     fallback_ : bool
         True when there was no validation split.
     refit_result_ : OptimizeResult
-        The final refit (exact solver only).
+        The final refit on train + validation (exact solver with ``refit=True`` only).
     n_iter_ : ndarray of int
         Iterations of the final fit.
-    classes_, n_features_in_ : as every scikit-learn classifier.
+    classes_, n_features_in_ : ndarray of shape (2,), int
+        As every scikit-learn classifier (the positive class is ``classes_[1]``).
     fit_time_ : float
         Wall-clock seconds of ``fit``.
 
@@ -192,7 +195,31 @@ class RaptorProbe(LinearConceptProbe):
         """Fit on raw hidden states and return self.
 
         ``fit(X, y)`` splits off a stratified validation set itself (``val_fraction``);
-        ``fit(X, y, X_val, y_val)`` uses the given split (``X, y`` is then the training split)."""
+        ``fit(X, y, X_val, y_val)`` uses the given split (``X, y`` is then the training split).
+
+        Parameters
+        ----------
+        X : array-like of shape (n_samples, n_features)
+            Raw hidden states (standardized inside, with the training split's statistics).
+        y : array-like of shape (n_samples,)
+            Two classes, any labels; the positive class is the larger, ``classes_[1]``.
+        X_val : array-like of shape (n_val, n_features), optional
+            Validation rows that select C (and join the refit); given together with ``y_val``.
+        y_val : array-like of shape (n_val,), optional
+            Their labels (only the training classes).
+
+        Returns
+        -------
+        RaptorProbe
+            ``self``, fitted.
+
+        Warns
+        -----
+        UserWarning
+            No validation split (``val_fraction=0`` and no ``X_val``): the paper's fallback, C = 1.
+        sklearn.exceptions.ConvergenceWarning
+            A grid point neither certified nor converged, or the refit did not reach ``tol``.
+        """
         t0 = time.perf_counter()
         Cs = check_grid(DEFAULT_CS if self.Cs is None else self.Cs)
         X, ypm, Xv, yvpm = self._validate_fit_data(X, y, X_val, y_val)

@@ -39,6 +39,18 @@ def theory_lambda(C, n_train) -> float | np.ndarray:
     ``C sum_i loss_i + ||w||^2 / 2`` is ``C n`` times ``(1/n) sum_i loss_i + lambda/2 ||w||^2`` with
     ``lambda = 1 / (C n)``.
 
+    Parameters
+    ----------
+    C : float or array of float
+        scikit-learn's inverse ridge strength (> 0), as RaptorProbe's ``C_``.
+    n_train : int
+        Rows the probe was fitted on.
+
+    Returns
+    -------
+    float or ndarray
+        ``1 / (C n_train)``, an array for array ``C``.
+
     Examples
     --------
     >>> theory_lambda(0.01, 400)
@@ -60,10 +72,12 @@ def cross_validated_path(X, y, lambdas, folds=5, random_state=0, *, per_row=Fals
     y : ndarray (n,)
         Labels in {-1, +1}.
     lambdas : array of float > 0
-    folds : int
-    random_state : int
+        Ridge strengths in the theory's convention (any order; fitted from the largest down).
+    folds : int, default=5
+        Stratified folds.
+    random_state : int, default=0
         Seed of the stratified folds.
-    per_row : bool
+    per_row : bool, default=False
         Also return the out-of-fold correctness of every row (the bootstrap of
         :func:`empirical.probes.spectral_prediction.estimate_pool_model` resamples it).
 
@@ -116,6 +130,7 @@ def participation_ratio(X) -> float:
     Returns
     -------
     float
+        The participation ratio, in [1, min(n, p)].
 
     Examples
     --------
@@ -152,11 +167,11 @@ def estimate_kappa(X, y, lam, *, folds=5, seed=0, kappa_max=20.0, p_eff=None) ->
         Binary labels.
     lam : float > 0
         Ridge strength in the theory's (= RAPTOR's per-sample) convention.
-    folds : int
+    folds : int, default=5
         Cross-validation folds.
-    seed : int
+    seed : int, default=0
         Seed of the folds.
-    kappa_max : float
+    kappa_max : float, default=20.0
         Cap of the estimate.
     p_eff : float, optional
         Dimension used by the theory (default p).
@@ -164,6 +179,7 @@ def estimate_kappa(X, y, lam, *, folds=5, seed=0, kappa_max=20.0, p_eff=None) ->
     Returns
     -------
     (kappa_hat, acc, delta_fit) : (float, float, float)
+        The estimate, the cross-validated accuracy it matches and delta_fit = n_fit / p_eff.
 
     Examples
     --------
@@ -200,7 +216,9 @@ class RealStabilityResult:
     Attributes
     ----------
     table : pandas.DataFrame
-        One row per layer (layer, n, p, delta, lam, kappa_hat, cv_accuracy, predicted, paper_formula, measured).
+        One row per layer: ``layer``, ``n``, ``p``, ``p_theory`` (the p of the theory, see ``dimension``),
+        ``delta`` (= n / p_theory), ``lam``, ``lam_theory``, ``kappa_hat``, ``cv_accuracy``, ``predicted``,
+        ``paper_formula``, ``measured`` and ``theory_success``.
     correlations : dict
         Spearman and Pearson (with p-values) of the prediction and of the paper's formula against the
         measurement, mean absolute errors, and the number of layers.
@@ -225,20 +243,44 @@ def real_embedding_stability(embeddings, labels, measured, lams, *, drop=0.2, va
                              seed=0, layer_names=None, dimension="ambient", progress=True) -> RealStabilityResult:
     """Predicted versus measured RAPTOR ablation stability across layers.
 
-    ``embeddings``: sequence (or (L, N, p) array) of per-layer pools (N x p, raw or standardized);
-    ``labels``: (N,) binary labels shared by all layers (or a sequence of per-layer labels);
-    ``measured``: per-layer measured stability (the mean absolute pairwise cosine of the ablation runs, e.g. from the
-    RAPTOR ablation runs); ``lams``: per-layer ridge strength lambda* in RAPTOR's convention (equal to the theory's
-    lambda on standardized features), or a scalar.  For each layer: delta = N/p, kappa_hat from
-    :func:`estimate_kappa`, prediction ``cgmt.stability(delta, lam, kappa_hat, "subsample")``
-    (each run trains on (1-drop)(1-val_fraction) of the pool; pass ``val_fraction=0`` if the runs'
-    probes were refit on train cup val).  Correlations are reported as they come out (no selection).
+    For each layer: delta = N/p, kappa_hat from :func:`estimate_kappa`, prediction
+    ``cgmt.stability(delta, lam, kappa_hat, "subsample")`` (each run trains on (1-drop)(1-val_fraction) of the
+    pool; pass ``val_fraction=0`` if the runs' probes were refit on train cup val).  Correlations are reported as
+    they come out (no selection).
 
-    ``dimension``: "ambient" (the theory's p is the embedding width) or "participation_ratio" (p_eff of
-    :func:`participation_ratio`, with delta = N/p_eff and lambda' = lam p_eff/p; a heuristic for
-    anisotropic embeddings, whose accuracy the isotropic model at the ambient p cannot reach:
-    there kappa_hat saturates at its cap).  On SmolLM2 embeddings the participation ratio (5-35) made the
-    prediction worse than the ambient p (docs/stability_theory.md, section 5b); it is kept for reproduction.
+    Parameters
+    ----------
+    embeddings : sequence of ndarray of shape (N, p), or ndarray of shape (L, N, p)
+        Per-layer pools (raw or standardized).
+    labels : array of shape (N,), or a sequence of L such arrays
+        Binary labels shared by all layers, or per-layer labels.
+    measured : array of shape (L,)
+        Per-layer measured stability (the mean absolute pairwise cosine of the RAPTOR ablation runs).
+    lams : float or array of shape (L,)
+        Per-layer ridge strength lambda* in RAPTOR's convention (equal to the theory's lambda on standardized
+        features, :func:`theory_lambda`), or one value for every layer; finite and > 0.
+    drop, val_fraction : float, default=0.2
+        The ablation protocol of the runs (:func:`cgmt.ablation.ablation_split`).
+    folds : int, default=5
+        Cross-validation folds of :func:`estimate_kappa`.
+    seed : int, default=0
+        Seed of those folds.
+    layer_names : sequence, optional
+        The ``layer`` column (default 0 .. L-1).
+    dimension : {"ambient", "participation_ratio"}, default="ambient"
+        "ambient": the theory's p is the embedding width; "participation_ratio": p_eff of
+        :func:`participation_ratio`, with delta = N/p_eff and lambda' = lam p_eff/p (a heuristic for
+        anisotropic embeddings, whose accuracy the isotropic model at the ambient p cannot reach: there
+        kappa_hat saturates at its cap).  On SmolLM2 embeddings the participation ratio (5-35) made the
+        prediction worse than the ambient p (docs/stability_theory.md, section 5b); it is kept for
+        reproduction.
+    progress : bool, default=True
+        Show a progress bar over layers.
+
+    Returns
+    -------
+    RealStabilityResult
+        The per-layer table and the correlations of prediction and paper formula with the measurement.
     """
     layers = list(embeddings)
     L = len(layers)

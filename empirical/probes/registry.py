@@ -97,9 +97,37 @@ def register_method(name: str, factory: Callable, *, cli_name: str | None = None
                     replace: bool = False) -> ProbeMethod:
     """Register a probe method (see :class:`ProbeMethod` for the fields); returns its entry.
 
-    ``cli_name`` defaults to ``name.lower()``.  ``ValueError`` naming the argument for an empty or taken name
-    (unless ``replace``), a factory that is not callable, an unknown comparison or a colour that is not
-    ``#RRGGBB``.
+    Parameters
+    ----------
+    name : str
+        The name in every table and figure (non-empty; unique, case-insensitively, among names and cli names).
+    factory : callable
+        ``factory()`` returns the unfitted estimator (an estimator class works).
+    cli_name : str, optional
+        Short command-line name: lower-case letters, digits, ``-`` or ``_``; default ``name.lower()``.
+    quick_params : mapping, optional
+        Parameters ``--quick`` runs set on the estimator.
+    comparisons : str or iterable of str, default=()
+        Keys of :data:`COMPARISONS` the method joins.
+    color : str, default=DEFAULT_COLOR
+        ``#RRGGBB`` colour in every figure.
+    description : str, default=""
+        One line for RESULTS.md's glossary.
+    data : sequence of 3 str, optional
+        (accuracy split, share of the dataset, one stability run), RESULTS.md's protocol table.
+    replace : bool, default=False
+        Redefine a method of the same ``name`` instead of refusing it.
+
+    Returns
+    -------
+    ProbeMethod
+        The entry, now in the registry (methods are listed in registration order).
+
+    Raises
+    ------
+    ValueError
+        Naming the argument: an empty or taken name (unless ``replace``), a bad ``cli_name``, a factory that
+        is not callable, an unknown comparison, a colour that is not ``#RRGGBB`` or ``data`` not three strings.
     """
     if not isinstance(name, str) or not name.strip():
         raise ValueError(f"name must be a non-empty string, got {name!r}")
@@ -130,13 +158,45 @@ def register_method(name: str, factory: Callable, *, cli_name: str | None = None
 
 
 def unregister_method(name: str) -> ProbeMethod:
-    """Remove a registered method (by any name :func:`get_method` takes); returns its entry."""
+    """Remove a registered method (by any name :func:`get_method` takes); returns its entry.
+
+    Parameters
+    ----------
+    name : str
+        The method's name or cli name (case-insensitive).
+
+    Returns
+    -------
+    ProbeMethod
+        The entry removed.
+
+    Raises
+    ------
+    ValueError
+        No such method.
+    """
     return _REGISTRY.pop(get_method(name).name)
 
 
 def get_method(name: str) -> ProbeMethod:
     """The entry of a method by its name (``"GCS"``) or its ``cli_name`` (``"gcs"``), case-insensitive;
-    ``ValueError`` listing the known methods otherwise."""
+    ``ValueError`` listing the known methods otherwise.
+
+    Parameters
+    ----------
+    name : str
+        The method's name or cli name.
+
+    Returns
+    -------
+    ProbeMethod
+        Its registry entry.
+
+    Examples
+    --------
+    >>> get_method("gcs").name, get_method("RAPTOR").cli_name
+    ('GCS', 'raptor')
+    """
     if name in _REGISTRY:
         return _REGISTRY[name]
     key = str(name).lower()
@@ -147,14 +207,46 @@ def get_method(name: str) -> ProbeMethod:
 
 
 def methods(comparison: str | None = None) -> tuple:
-    """The registered methods in registration order, those joining ``comparison`` when given."""
+    """The registered methods in registration order, those joining ``comparison`` when given.
+
+    Parameters
+    ----------
+    comparison : str, optional
+        A key of :data:`COMPARISONS` (None: every method).
+
+    Returns
+    -------
+    tuple of ProbeMethod
+        The entries.
+
+    Raises
+    ------
+    ValueError
+        An unknown comparison.
+    """
     if comparison is not None and comparison not in COMPARISONS:
         raise ValueError(f"unknown comparison {comparison!r}; known: {', '.join(COMPARISONS)}")
     return tuple(m for m in _REGISTRY.values() if comparison is None or comparison in m.comparisons)
 
 
 def method_names(comparison: str | None = None) -> tuple:
-    """Names of :func:`methods` (``comparison``: only those that join it)."""
+    """Names of :func:`methods` (``comparison``: only those that join it).
+
+    Parameters
+    ----------
+    comparison : str, optional
+        A key of :data:`COMPARISONS` (None: every method).
+
+    Returns
+    -------
+    tuple of str
+        The methods' names, in registration order.
+
+    Examples
+    --------
+    >>> method_names("stability")
+    ('RAPTOR', 'GCS', 'xRFM')
+    """
     return tuple(m.name for m in methods(comparison))
 
 

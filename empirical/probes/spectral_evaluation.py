@@ -283,9 +283,14 @@ def semi_synthetic_path(H, model, n_train, Cs, *, repeats=10, seed=0) -> dict:
     model : PoolModel
         Supplies the teacher direction and norm (its ``spectrum.teacher()``, standardized coordinates of its pool).
     n_train : int
+        Rows each probe is fitted on (the rest are its test rows); also the n of the prediction
+        (delta = n_train / p, lambda = 1 / (C n_train)).
     Cs : array of float
-    repeats : int
-    seed : int
+        The grid of C (scikit-learn's convention on standardized features).
+    repeats : int, default=10
+        Label draws and random training sets.
+    seed : int, default=0
+        Seed of the labels and the training sets.
 
     Returns
     -------

@@ -110,7 +110,25 @@ class StructureResult:
 
 @dataclass(frozen=True)
 class PowerLaw:
-    """A learning curve acc(n) = a - b (n / n_scale)^(-c) (returned by :func:`fit_power_law`)."""
+    """A learning curve acc(n) = a - b (n / n_scale)^(-c) (returned by :func:`fit_power_law`).
+
+    Parameters
+    ----------
+    a : float
+        The asymptote (accuracy as n -> infinity), in [0, 1] when fitted.
+    b : float
+        The gap to the asymptote at n = n_scale (>= 0 when fitted).
+    c : float
+        The exponent (in (0, c_max] when fitted).
+    n_scale : float
+        The size the curve is scaled by (the largest training size of the fit).
+
+    Examples
+    --------
+    >>> curve = PowerLaw(a=0.9, b=0.2, c=1.0, n_scale=100.0)
+    >>> curve([100, 200]).round(3).tolist()
+    [0.7, 0.8]
+    """
 
     a: float
     b: float
@@ -137,12 +155,13 @@ def fit_power_law(n, accuracy, *, c_max: float = 3.0) -> PowerLaw:
         Training sizes (repeats allowed).
     accuracy : array of float
         Accuracy at each size.
-    c_max : float
+    c_max : float, default=3.0
         Largest exponent.
 
     Returns
     -------
     PowerLaw
+        The fitted curve (``n_scale`` = the largest size).
 
     Examples
     --------
@@ -228,6 +247,7 @@ def stratified_subsample(y, n: int, rng) -> np.ndarray:
     n : int
         Subsample size, 2 <= n <= N.
     rng : int, SeedSequence or Generator
+        Randomness (``np.random.default_rng(rng)``).
 
     Returns
     -------
@@ -269,9 +289,12 @@ def cross_fit_oracle(X_pool, y_pool, X_test, oracle, *, folds: int = 5,
         The training pool.
     X_test : ndarray (m, p)
         Held-out rows.
-    oracle : unfitted classifier with ``decision_function`` (cloned per fold)
-    folds : int
-    random_state : int
+    oracle : classifier
+        Unfitted classifier with ``decision_function`` (cloned per fold).
+    folds : int, default=5
+        Stratified folds.
+    random_state : int, default=0
+        Seed of the folds.
 
     Returns
     -------
@@ -433,36 +456,52 @@ def delta_sweep(X_pool, y_pool, X_test, y_test, *, fractions=DEFAULT_FRACTIONS, 
                 n_jobs: int = 1, progress: bool = True) -> StructureResult:
     """Sweep delta = n/p by stratified subsampling and compare Acc_pred with Acc_true (module doc).
 
-    X_pool, y_pool: the training pool (raw features; the probe standardizes on its own training part);
-    X_test, y_test: the held-out set.  Labels: any two classes (the larger is the positive class).
-    fractions: distinct subsample fractions of the pool (at least 3; 6 in the paper); seeds: subsamples per
-    fraction (1..``MAX_SEEDS``);
-    C: the inverse ridge strength the result is reported at (``fixed``), fixed before the sweep: None
-    (default) is :func:`fixed_C` (RAPTOR's validation-selected C on the pool), a float is used as given;
-    Cs: further C values evaluated as diagnostics (rows of ``table`` and ``summary``; lambda = 1/C as in
-    the paper's table), never used to choose the reported C;
-    oracle: unfitted scikit-learn classifier with ``decision_function`` (default ``RaptorProbe()``);
-    probe: callable C -> unfitted classifier at that fixed C (default ``RaptorProbe(Cs=[C])``);
-    score_source: "crossfit" | "insample" | "heldout" (module doc); sigma_floor: relative floor;
-    theory: also add ``Acc_theory`` = ``cgmt.solve(delta, 1/(C n), kappa_hat).accuracy``, the pure
-    Gaussian-design prediction (kappa_hat = sd of the calibrated held-out U; the probe's C is taken in
-    scikit-learn's convention on standardized features, whose theory ridge is lambda = 1/(C n)).
+    Labels: any two classes (the larger is the positive class).  The held-out labels ``y_test`` are used only
+    to measure ``Acc_true``, never by the prediction.
 
     Parameters
     ----------
-    X_pool, y_pool, X_test, y_test
-        See above.
-    fractions, seeds, C, Cs, oracle, oracle_folds, probe, score_source, probe_folds, sigma_floor, theory
-        See above.
-    random_state : int
+    X_pool, y_pool : ndarray of shape (N, p), array of shape (N,)
+        The training pool (raw features; the probe standardizes on its own training part).
+    X_test, y_test : ndarray of shape (m, p), array of shape (m,)
+        The held-out set.
+    fractions : sequence of float in (0, 1], default=DEFAULT_FRACTIONS
+        Distinct subsample fractions of the pool (at least 3; 6 in the paper).
+    seeds : int, default=5
+        Subsamples per fraction (1 .. ``MAX_SEEDS``).
+    C : float, optional
+        The inverse ridge strength the result is reported at (``fixed``), fixed before the sweep: None is
+        :func:`fixed_C` (RAPTOR's validation-selected C on the pool), a float is used as given.
+    Cs : sequence of float, optional
+        Further C values evaluated as diagnostics (rows of ``table`` and ``summary``; lambda = 1/C as in the
+        paper's table), never used to choose the reported C.
+    oracle : classifier, optional
+        Unfitted scikit-learn classifier with ``decision_function`` (cloned per fold; default ``RaptorProbe()``).
+    oracle_folds : int, default=5
+        Folds of the oracle's cross-fitting.
+    probe : callable, optional
+        ``probe(C)`` returns an unfitted classifier at that fixed C (default ``RaptorProbe(Cs=[C])``).
+    score_source : {"crossfit", "insample", "heldout"}, default="crossfit"
+        Which probe scores the calibration regresses on U (module doc).
+    probe_folds : int, default=5
+        Folds of the ``"crossfit"`` probe scores (and of the learning-curve baseline's accuracies).
+    sigma_floor : float, default=1e-3
+        Relative floor of sigma (times sd(S)), >= 0.
+    theory : bool, default=True
+        Also add ``Acc_theory`` = ``cgmt.solve(delta, 1/(C n), kappa_hat).accuracy``, the pure Gaussian-design
+        prediction (kappa_hat = sd of the calibrated held-out U; the probe's C is taken in scikit-learn's
+        convention on standardized features, whose theory ridge is lambda = 1/(C n)); NaN where cgmt fails.
+    random_state : int, default=0
         Root seed of the subsamples and folds.
-    n_jobs : int
+    n_jobs : int, default=1
         joblib workers over the (fraction, seed) subsamples.
-    progress : bool
+    progress : bool, default=True
+        Show a progress bar over the subsamples.
 
     Returns
     -------
     StructureResult
+        The per-subsample table, the per-C summary, the row at the fixed C and the oracle's diagnostics.
     """
     X_pool, y_pool, X_test, y_test, classes = _check_inputs(X_pool, y_pool, X_test, y_test)
     fractions = [float(f) for f in fractions]

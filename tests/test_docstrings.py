@@ -1,0 +1,261 @@
+"""Every public name (listed in an ``__all__``) has a numpydoc docstring whose sections match its signature.
+
+For each function and class named in the ``__all__`` of a module of ``cgmt``, ``sims``, ``empirical`` and
+``paper_figures`` (constants and re-exported modules are skipped; a name exported from several modules is
+checked once, where it is defined):
+
+- a function that takes parameters has a ``Parameters`` section naming each of them, and no other;
+- a function that returns a value (a ``return`` with a value, or a return annotation other than ``None``) has
+  a ``Returns`` section (``Yields`` for a generator);
+- a class documents each constructor parameter in ``Parameters`` (or, for a result container whose fields are
+  its attributes, in ``Attributes``), in the class docstring or in ``__init__``'s.
+
+Every entry of a Parameters (or Attributes) section has an indented description, and no description sits on the
+type line (``x : float  the value`` makes numpydoc read "float  the value" as the type).
+
+The sections are read by the small parser below (no numpydoc needed); ``numpydoc.validate`` agrees on these
+points (PR01, PR02, RT01, PR07), except that it wants the fields of a result dataclass under Parameters where this
+project lists them under Attributes.  This checks that the sections exist and name the right parameters, not what
+they say.
+"""
+import ast
+import importlib
+import inspect
+import re
+import textwrap
+import warnings
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+PACKAGES = ("cgmt", "sims", "empirical", "paper_figures")
+#: entry points whose import runs a program
+SKIP_MODULES = {"cgmt.__main__", "paper_figures.__main__"}
+#: optional dependencies (as in test_doctests): a module that needs a missing one is left out, not failed
+OPTIONAL = {"torch", "transformers", "gguf", "accelerate", "xrfm", "dask", "distributed", "vaderSentiment"}
+#: Modules other branches were rewriting while this test was written (issue "One home for each thing"): left out of
+#: the docstring pass.
+REWRITTEN_ELSEWHERE = {
+    "empirical.cli", "empirical.logistic.newton", "empirical.llm.steering_eval", "empirical.llm.steering",
+    "empirical.probes.learning_curves", "empirical.probes.spectral_prediction", "paper_figures.steering_text",
+    "paper_figures.learning_curves", "paper_figures.claims", "paper_figures.results", "paper_figures.predictor_claims",
+    "paper_figures.empirical_figures", "paper_figures.output",
+}
+#: The names in those files that did not comply yet.  They are checked all the same and skipped only while they
+#: still fail; remove a name once its docstring complies.  A name in any other module must comply.
+KNOWN_EXCEPTIONS = {
+    "empirical.llm.steering": {"additive_steering", "compare_generations", "describe_skipped", "gcav_alpha",
+        "gcav_steering", "generate", "generate_ids", "select_prompts", "steer_prompts"},
+    "empirical.llm.steering_eval": {"SteeringSetting", "answer_logodds", "answer_token_ids", "check_answer_words",
+        "choose_layers", "default_setting", "distinct_ngram_ratio", "estimate_seconds", "evaluate_dataset",
+        "evaluate_staged", "evaluate_steering", "method_vectors", "named_setting", "random_units", "screen_candidates",
+        "select_operating_points", "split_halves", "sweep_settings", "vader_scores"},
+    "empirical.logistic.newton": {"PathContext", "armijo_backtrack", "direct_newton", "dual_inverse", "dual_start",
+        "loss_terms", "newton_dual", "principal_solver"},
+    "empirical.probes.learning_curves": {"BestLayer", "check_targets", "labels_needed", "no_gain_curve",
+        "power_law_curve"},
+    "empirical.probes.spectral_prediction": {"PoolModel", "predict_lambda_star", "predict_path", "predict_stability",
+        "predict_sweep"},
+    "paper_figures.learning_curves": {"evaluate_setting", "fixed_test_rows", "load_hidden", "plot_summary", "run"},
+    "paper_figures.predictor_claims": {"bootstrap_median", "paired_interval"},
+}
+SECTION = re.compile(r"^(?P<title>[A-Z][A-Za-z ]+)\n-{3,}$", re.MULTILINE)
+
+
+def _module_names():
+    for package in PACKAGES:
+        for path in sorted((ROOT / package).rglob("*.py")):
+            parts = path.relative_to(ROOT).with_suffix("").parts
+            name = ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
+            if name not in SKIP_MODULES:
+                yield name
+
+
+def public_objects():
+    """``{(defining module, qualname): object}`` for every function and class in an ``__all__`` of ours."""
+    found = {}
+    for name in _module_names():
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")  # the deprecated import paths warn
+            try:
+                module = importlib.import_module(name)
+            except ModuleNotFoundError as exc:
+                if (exc.name or "").split(".")[0] not in OPTIONAL:
+                    raise
+                continue
+            for attr in getattr(module, "__all__", ()):
+                obj = getattr(module, attr)
+                if not (inspect.isclass(obj) or callable(obj)) or inspect.ismodule(obj):
+                    continue
+                home = getattr(obj, "__module__", None) or name
+                if home.split(".")[0] not in PACKAGES:  # a re-export from another project (ConvergenceWarning)
+                    continue
+                found[(home, getattr(obj, "__qualname__", attr))] = obj
+    return found
+
+
+def sections(doc):
+    """``{title: body}`` of a numpydoc docstring (``doc`` already dedented)."""
+    marks = list(SECTION.finditer(doc))
+    return {m["title"].strip(): doc[m.end(): marks[i + 1].start() if i + 1 < len(marks) else len(doc)]
+            for i, m in enumerate(marks)}
+
+
+def entries(body):
+    """``[(names, type, has description)]`` of a Parameters-like section body (``a, b : type``: a and b)."""
+    out = []
+    for line in textwrap.dedent(body.strip("\n")).splitlines():
+        if line and not line[0].isspace():
+            head, _, kind = line.partition(" : ")
+            out.append(([n.strip().lstrip("*") for n in head.split(",") if n.strip()], kind.strip(), False))
+        elif line.strip() and out:
+            out[-1] = (*out[-1][:2], True)
+    return out
+
+
+def documented_names(body):
+    """Names of the entries of a Parameters-like section body."""
+    return [name for names, _, _ in entries(body) for name in names]
+
+
+def layout_problems(body):
+    """Entries that numpydoc would misread: no indented description, or a description on the type line."""
+    out = []
+    for names, kind, described in entries(body):
+        if not described:
+            out.append(f"{', '.join(names)}: no indented description")
+        if "  " in kind:  # "x : float   the value": numpydoc reads "float   the value" as the type
+            out.append(f"{', '.join(names)}: description on the type line")
+    return out
+
+
+def _function(obj):
+    obj = getattr(obj, "py_func", obj)  # numba dispatcher
+    return inspect.unwrap(obj)
+
+
+def _parameters(signature):
+    return [p for p in signature.parameters.values() if p.name not in ("self", "cls")]
+
+
+def returns_value(func):
+    """True when ``func`` can return something other than None (or is a generator)."""
+    func = _function(func)
+    annotation = inspect.signature(func).return_annotation
+    if annotation not in (inspect.Signature.empty, None, "None"):
+        return True
+    try:
+        tree = ast.parse(textwrap.dedent(inspect.getsource(func)))
+    except (OSError, TypeError):
+        return False
+    body = tree.body[0]
+    nodes = [n for n in ast.walk(body)
+             if not (isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda)) and n is not body)]
+    inner = set()
+    for n in ast.walk(body):  # returns of nested functions belong to them
+        if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda)) and n is not body:
+            inner.update(id(m) for m in ast.walk(n) if m is not n)
+    nodes = [n for n in nodes if id(n) not in inner]
+    return any(isinstance(n, (ast.Yield, ast.YieldFrom)) for n in nodes) or any(
+        isinstance(n, ast.Return) and n.value is not None
+        and not (isinstance(n.value, ast.Constant) and n.value.value is None) for n in nodes)
+
+
+def problems(obj):
+    """What the docstring of ``obj`` lacks (empty when it complies)."""
+    doc = inspect.getdoc(obj) if inspect.isclass(obj) else inspect.getdoc(_function(obj))
+    if not doc:
+        return ["no docstring"]
+    found = sections(doc)
+    out = []
+    if inspect.isclass(obj):
+        init = obj.__dict__.get("__init__")
+        if init is None and not any("__init__" in vars(c) for c in obj.__mro__[1:]
+                                    if c.__module__.split(".")[0] in PACKAGES or c.__module__ == "dataclasses"):
+            inherited = True  # the constructor of Exception, tuple or an estimator base: nothing of its own
+        else:
+            inherited = False
+        try:
+            params = [] if inherited else _parameters(inspect.signature(obj))
+        except (TypeError, ValueError):
+            params = []
+        if init is not None and inspect.getdoc(init) and init.__doc__:
+            found = {**sections(inspect.cleandoc(init.__doc__)), **found}
+        named = documented_names(found.get("Parameters", "")) + documented_names(found.get("Attributes", ""))
+        missing = [p.name for p in params if p.name not in named]
+        if missing:
+            out.append(f"constructor parameters not documented: {missing}")
+        out += layout_problems(found.get("Parameters", "")) + layout_problems(found.get("Attributes", ""))
+        return out
+    func = _function(obj)
+    try:
+        params = _parameters(inspect.signature(func))
+    except (TypeError, ValueError):
+        params = []
+    named = documented_names(found.get("Parameters", ""))
+    if params and "Parameters" not in found:
+        out.append("no Parameters section")
+    else:
+        missing = [p.name for p in params if p.name not in named]
+        unknown = [n for n in named if n not in {p.name for p in params}]
+        if missing:
+            out.append(f"parameters not documented: {missing}")
+        if unknown:
+            out.append(f"documented parameters not in the signature: {unknown}")
+        out += layout_problems(found.get("Parameters", ""))
+    if returns_value(func) and not ({"Returns", "Yields"} & set(found)):
+        out.append("no Returns section")
+    return out
+
+
+OBJECTS = public_objects()
+
+
+@pytest.mark.parametrize("key", sorted(OBJECTS), ids=lambda key: f"{key[0]}:{key[1]}")
+def test_public_docstring_sections(key):
+    found = problems(OBJECTS[key])
+    if found and key[1] in KNOWN_EXCEPTIONS.get(key[0], ()):
+        pytest.skip(f"known exception (a file rewritten on another branch): {found}")
+    assert found == []
+
+
+def test_known_exceptions_only_in_files_rewritten_elsewhere():
+    """Every other module is held to the rule: the exceptions may not spread."""
+    assert set(KNOWN_EXCEPTIONS) <= REWRITTEN_ELSEWHERE
+
+
+def test_parser_reads_numpydoc_sections():
+    def f(a, b, *args, c=1, **kwargs):
+        """Sum.
+
+        Parameters
+        ----------
+        a, b : float
+            Terms.
+        *args : float
+            More terms.
+        c : int, default=1
+            Count.
+        **kwargs
+            Ignored.
+
+        Returns
+        -------
+        float
+            The sum.
+        """
+        return a + b
+
+    def g(x):
+        """One line: the description of x sits on the type line.
+
+        Parameters
+        ----------
+        x : float  the value
+        """
+
+    assert problems(f) == []
+    assert documented_names(sections(inspect.getdoc(g))["Parameters"]) == ["x"]
+    assert problems(g) == ["x: no indented description", "x: description on the type line"]
+    assert returns_value(f) and not returns_value(g)
