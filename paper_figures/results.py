@@ -342,11 +342,15 @@ TIME_PHASES = (
 )
 
 
+#: A step recorded below this many seconds was resumed (its table read back), not computed.
+RESUMED_SECONDS = 1.0
+
+
 def time_table(info: dict) -> pd.DataFrame:
-    """Minutes per phase of one complete run: every progress step counted once, at the largest time any
-    invocation recorded in ``run_info.json`` measured for it (the invocation that computed it; a resumed step is
-    only read back, in a fraction of a second), summed per phase (:data:`TIME_PHASES`, anything else under
-    ``other``), with the number of steps.
+    """Minutes per phase of one complete run: every progress step counted once, at the time of the latest
+    invocation in ``run_info.json`` that computed it (recorded at least :data:`RESUMED_SECONDS`: a resumed step is
+    only read back, in a fraction of a second; a step that was redone under a changed protocol counts at its new
+    time), summed per phase (:data:`TIME_PHASES`, anything else under ``other``), with the number of steps.
 
     Parameters
     ----------
@@ -359,12 +363,13 @@ def time_table(info: dict) -> pd.DataFrame:
         Columns ``phase, steps, minutes``, in the order of :data:`TIME_PHASES`, and a ``total`` row.
     """
     runs = [*info.get("earlier_invocations", []), {k: v for k, v in info.items() if k != "earlier_invocations"}]
-    longest = {}
-    for run in runs:
+    latest = {}
+    for run in runs:  # oldest first: a later invocation that computed the step replaces an earlier one
         for name, seconds in (run.get("step_seconds") or {}).items():
-            longest[name] = max(longest.get(name, 0.0), float(seconds))
+            if float(seconds) >= RESUMED_SECONDS or name not in latest:
+                latest[name] = float(seconds)
     minutes, steps = {}, {}
-    for name, seconds in longest.items():
+    for name, seconds in latest.items():
         phase = next((label for label, pattern in TIME_PHASES if re.search(pattern, name)), "other")
         minutes[phase] = minutes.get(phase, 0.0) + seconds / 60
         steps[phase] = steps.get(phase, 0) + 1

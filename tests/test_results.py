@@ -441,3 +441,18 @@ def test_time_table_sums_every_invocation_by_phase():
     assert t.loc["separability (paper's test)", "minutes"] == 0.3
     assert t.loc["separability control (shuffled labels)", "minutes"] == 0.2
     assert t.loc["other", "steps"] == 1 and t.loc["total", "minutes"] == 4.2 and t.loc["total", "steps"] == 7
+
+
+def test_time_table_takes_the_latest_invocation_that_computed_a_step():
+    from paper_figures.results import time_table
+
+    # redone under a cheaper protocol (faster, not a resume): the new time counts, not the larger old one
+    first = dict(step_seconds={"stsa: directional stability (K=20)": 600.0, "stsa: separability": 18.0})
+    second = dict(step_seconds={"stsa: directional stability (K=20)": 300.0, "stsa: separability": 0.0})
+    info = dict(step_seconds={"stsa: directional stability (K=20)": 0.0, "stsa: separability": 0.2},
+                earlier_invocations=[first, second])
+    t = time_table(info).set_index("phase")
+    assert t.loc["directional stability (paper's protocol)", "minutes"] == 5.0
+    assert t.loc["separability (paper's test)", "minutes"] == 0.3
+    only_resumed = time_table(dict(step_seconds={"stsa: separability": 0.2})).set_index("phase")
+    assert only_resumed.loc["total", "minutes"] == 0.0 and only_resumed.loc["total", "steps"] == 1
