@@ -425,3 +425,27 @@ def test_additive_steering_takes_one_direction_per_row(setup):
         with pytest.raises(ValueError, match="per-row steering vectors"):
             with additive_steering(model, {2: rng.standard_normal((3, 32))}):
                 model(input_ids=ids)
+
+
+@pytest.mark.parametrize("staged", [True, False])
+def test_evaluate_dataset_uses_given_vectors_and_fits_nothing(setup, monkeypatch, staged):
+    """Vectors saved by the empirical section (a (vectors, validation accuracy) pair) are used as given, staged or
+    not: nothing is fitted (the full run once failed here: the staged path took the pair for a mapping)."""
+    from empirical.llm.datasets import ConceptDataset
+
+    monkeypatch.setattr(SE, "MIN_AUC", 0.0)
+    monkeypatch.setattr(SE, "MAX_AUC_P", 1.0)
+    monkeypatch.setattr(SE, "MIN_MASS", 0.0)
+    monkeypatch.setattr(SE, "method_vectors", lambda *a, **k: pytest.fail("fitted although vectors were given"))
+    model, tok, probes, accuracy = setup
+    ds = ConceptDataset("toy", PROMPTS * 5, LABELS * 5)
+    H = np.random.default_rng(1).standard_normal((L + 1, len(ds), 32)).astype(np.float32)
+    stages = []
+    table, _ = SE.evaluate_dataset(model, tok, ds, H, [SE.SteeringSetting("additive", "best", 0.5, "answer")],
+                                   vectors=({"RAPTOR": probes}, accuracy), methods=("RAPTOR",), answer_words=WORDS,
+                                   stem=STEM, n_prompts=4, n_generate=0, batch_size=4, staged=staged, n_candidates=1,
+                                   stage2_positions=("all",),
+                                   on_stage=lambda stage, entries, idx: stages.append(stage))
+    assert set(table.method) == {"RAPTOR"} and table.answer_logodds_shift.notna().any()
+    if staged:
+        assert "candidate" in stages

@@ -1359,6 +1359,9 @@ def evaluate_dataset(model, tokenizer, dataset, H, settings, *, eval_dataset=Non
                                   n_jobs=n_jobs)
 
         vectors = fit if staged else fit()  # staged: fitted only when the read-out is valid
+    elif staged:
+        given = tuple(vectors)
+        vectors = lambda: given  # noqa: E731  (evaluate_staged takes the pair through its lazy fit stage)
     pool = np.sort(np.r_[split[0], split[1]])
     norms = {layer: float(np.median(np.linalg.norm(np.asarray(H[layer][pool], dtype=np.float32), axis=1)))
              for layer in range(1, H.shape[0])}
