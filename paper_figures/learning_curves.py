@@ -79,7 +79,28 @@ BEST_LAYER_TOLERANCE = 0.01
 
 def load_hidden(model="smollm2", data_dir=None, names=DATASETS, progress=True, max_per_class="reference") -> dict:
     """name -> (hidden states of every layer, labels, groups or None), at the Concept-Depth sizes by default
-    (``max_per_class``: as :func:`empirical.llm.datasets.load`; cached)."""
+    (``max_per_class``: as :func:`empirical.llm.datasets.load`; cached).
+
+    Parameters
+    ----------
+    model : str
+        Model name or path for :func:`empirical.llm.models.load_model` (default: SmolLM2).
+    data_dir : path, optional
+        Dataset directory (:func:`empirical.llm.datasets.resolve_data_dir`).
+    names : sequence of str
+        Datasets to load.
+    progress : bool
+        Show the extraction's progress bars.
+    max_per_class : "reference", None or int
+        As for :func:`empirical.llm.datasets.load`.
+
+    Returns
+    -------
+    dict of str to (ndarray (L+1, n, p), ndarray (n,), ndarray (n,) or None)
+        Per dataset: float32 hidden states of layers 0..L (layer 0 = the token embeddings, layer l = the output of
+        decoder block l; :func:`empirical.llm.extract.extract_dataset` with ``layers="all"``), the labels and the
+        dataset's groups.
+    """
     from empirical.llm.extract import extract_dataset  # torch side, imported when the section runs
     from empirical.llm.models import load_model
 
@@ -94,7 +115,24 @@ def load_hidden(model="smollm2", data_dir=None, names=DATASETS, progress=True, m
 
 def fixed_test_rows(y, groups=None, n_test=TEST_ROWS, seed=0) -> np.ndarray:
     """The fixed test rows of a dataset: ``n_test`` stratified rows (at most half the rows), or with ``groups`` the
-    test part of :func:`empirical.probes.grouped_split` (20 %, no group on both sides)."""
+    test part of :func:`empirical.probes.grouped_split` (20 %, no group on both sides).
+
+    Parameters
+    ----------
+    y : array (n,)
+        Labels.
+    groups : array (n,), optional
+        Group of each row (e.g. Counterfact's subjects); given, ``n_test`` is ignored.
+    n_test : int
+        Test rows wanted (capped at half the rows).
+    seed : int
+        Seed of the split.
+
+    Returns
+    -------
+    ndarray of int
+        Indices of the test rows.
+    """
     y = np.asarray(y)
     if groups is not None:
         return grouped_split(y, groups, random_state=seed)[2]
@@ -126,8 +164,13 @@ def evaluate_setting(H, y, test, pool_size, draw, *, multiples=MULTIPLES, teache
     multiples : sequence of int
         Targets n = multiple x pool_size (skipped when the rows outside the test set do not suffice).
     teachers : sequence of str
+        Teacher estimators of the spectral prediction
+        (:data:`empirical.probes.spectral_prediction.TEACHERS`).
     n_boot : int
+        Bootstrap replicates of the pool model and of the power-law baseline (their intervals).
     Cs : array of float
+        The C grid (scikit-learn convention on standardized features) of the truth's best-C accuracy and of the
+        power-law baseline.
 
     Returns
     -------
@@ -227,7 +270,22 @@ def by_draw_table(raw: pd.DataFrame) -> pd.DataFrame:
 
 
 def plot_summary(table: pd.DataFrame, out: Path, pool=None) -> Path:
-    """MAE against the multiple, one panel per dataset, at one pool size (default: 400 if run, else the middle)."""
+    """MAE against the multiple, one panel per dataset, at one pool size (default: 400 if run, else the middle).
+
+    Parameters
+    ----------
+    table : pandas.DataFrame
+        :func:`summary_table`.
+    out : path
+        Output root (the figure goes to ``out/figures/learning_curves.png|pdf``).
+    pool : int, optional
+        Pool size shown (default: 400 if run, else the middle one of those run).
+
+    Returns
+    -------
+    Path
+        The PNG's path.
+    """
     pools = sorted(table.pool.unique())
     pool = pool if pool is not None else (400 if 400 in pools else pools[len(pools) // 2])
     names = list(dict.fromkeys(table.dataset))
@@ -255,10 +313,12 @@ def run(out, hidden, *, pools=POOLS, draws=DRAWS, multiples=MULTIPLES, layer_ste
     hidden : dict
         name -> (hidden states (L + 1, n, p), labels, groups or None) (:func:`load_hidden`).
     pools, draws, multiples, layer_step, teachers, n_boot, n_test
-        The protocol (module docstring; ``QUICK`` for ``--quick``).
+        The protocol (module docstring; ``QUICK`` for ``--quick``); the layers evaluated are 1, 1 + layer_step,
+        1 + 2 layer_step, ... (layer 0, the embeddings, never).
     n_jobs : int
         Parallel evaluations (each single-threaded).
     progress : bool
+        Accepted but not used (the evaluations show no progress bar).
 
     Returns
     -------

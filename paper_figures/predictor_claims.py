@@ -47,9 +47,22 @@ SPECTRAL = "spectral/deconvolved/sample"
 def paired_interval(frame: pd.DataFrame, column: str, level: float = LEVEL) -> tuple:
     """Mean of ``column`` over (dataset, seed) cells and its interval, stratified by dataset (module doc).
 
+    Parameters
+    ----------
+    frame : pandas.DataFrame
+        One row per (dataset, seed) cell, with a ``dataset`` column and ``column``; rows where ``column`` is NaN
+        are dropped.
+    column : str
+        The paired quantity (e.g. a baseline's error minus the predictor's).
+    level : float
+        Confidence level (default :data:`paper_figures.verdicts.LEVEL`, 0.95).
+
     Returns
     -------
     (mean, low, high, cells) : (float, float, float, int)
+        The mean over datasets of the per-dataset means, the t-interval's bounds and the number of cells used.
+        With one cell per dataset: the plain t-interval over datasets (cells = datasets); when only some datasets
+        have a single cell: NaN bounds; no cell: NaN and 0 cells.
     """
     d = frame[["dataset", column]].dropna()
     groups = [g[column].to_numpy(float) for _, g in d.groupby("dataset", sort=False)]
@@ -67,7 +80,24 @@ def paired_interval(frame: pd.DataFrame, column: str, level: float = LEVEL) -> t
 
 
 def bootstrap_median(values, n_boot: int = 2000, level: float = LEVEL, seed: int = 0) -> tuple:
-    """Median and percentile-bootstrap interval: (median, low, high)."""
+    """Median and percentile-bootstrap interval: (median, low, high).
+
+    Parameters
+    ----------
+    values : array-like
+        The values (non-finite ones dropped).
+    n_boot : int
+        Bootstrap resamples.
+    level : float
+        Confidence level of the percentile interval (default 0.95).
+    seed : int
+        Seed of the resampling.
+
+    Returns
+    -------
+    (median, low, high) : (float, float, float)
+        The sample median and the interval's bounds; all NaN when no value is finite.
+    """
     v = np.asarray(values, dtype=float)
     v = v[np.isfinite(v)]
     if v.size == 0:

@@ -108,6 +108,11 @@ def select_prompts(labels, candidates, n: int, prompt_class="both") -> np.ndarra
         ``"both"`` alternates the two classes, class 0 first, so any ``n`` is balanced, then continues
         with the rest of the larger class; 0 or 1 takes that class only.
 
+    Returns
+    -------
+    ndarray of int
+        Up to ``n`` entries of ``candidates`` (indices into ``labels``), in the order described above.
+
     Examples
     --------
     >>> select_prompts(np.array([0, 0, 0, 1, 1]), np.arange(5), 4)
@@ -143,6 +148,7 @@ def gcav_alpha(g, slope, direction="towards", p_target=None) -> np.ndarray:
     slope : float
         ``s = w.v``, the change of the logit per unit of alpha.
     direction : {"towards", "away"}
+        Push the probe probability up to ``p_target`` (towards) or down to it (away).
     p_target : float in (0, 1), optional
         Target probability (default 0.9999 towards, 0.0001 away).
 
@@ -222,12 +228,15 @@ def additive_steering(model, vectors: dict, alpha=1.0, positions="last") -> Iter
     Parameters
     ----------
     model : transformers causal LM
+        A decoder-only model (e.g. ``AutoModelForCausalLM``); its decoder blocks get the forward hooks.
     vectors : dict of int to array (hidden_size,) or (rows, hidden_size)
         Direction per layer (layer l = output of decoder block l, 1..L); a 2-D array gives one direction per
         batch row (e.g. several random controls stacked in one batch).
     alpha : float or dict of int to float (or to a 1-D array)
         Strength, in hidden-state units along the given vector; an array gives one strength per batch row.
     positions : {"last", "all"}
+        Edit the last position of every forward call (the prompt's last token, then each generated token
+        with a KV cache), or every position.
 
     Yields
     ------
@@ -340,6 +349,21 @@ def steerable_layers(probes, tau, L: int) -> tuple[list, dict]:
 def describe_skipped(probes, tau, skipped: dict) -> str:
     """One phrase on why layers were skipped (``skipped`` from :func:`steerable_layers`), for warnings and the CLI.
 
+    Parameters
+    ----------
+    probes : ConceptVectors or mapping of int to LinearProbe
+        The probes the layers were chosen from (their ``test_accuracy`` is quoted).
+    tau : float or None
+        The reliability threshold that was applied.
+    skipped : dict of int to str
+        ``{skipped layer: reason}`` as returned by :func:`steerable_layers`.
+
+    Returns
+    -------
+    str
+        The reasons joined by "; " (layers below ``tau``, with the best skipped probe's accuracy; layers with
+        ``w.v <= 0``), or ``"no probe given"`` when ``skipped`` has neither.
+
     Examples
     --------
     >>> from empirical.probes import LinearProbe
@@ -426,6 +450,7 @@ def gcav_steering(model, probes, direction="towards", p_target=None, tau=None, p
     Parameters
     ----------
     model : transformers causal LM
+        A decoder-only model (e.g. ``AutoModelForCausalLM``); its decoder blocks get the forward hooks.
     probes, direction, p_target, tau, positions
         As for :func:`steer_prompts`.
     state : optional
@@ -433,7 +458,8 @@ def gcav_steering(model, probes, direction="towards", p_target=None, tau=None, p
 
     Yields
     ------
-    The hook state (``active_layers``, ``skipped_layers``, ``records``); hooks are removed on exit.
+    _SteerState
+        The hook state (``active_layers``, ``skipped_layers``, ``records``); hooks are removed on exit.
     """
     require_decoder(model, "steering")
     p_target = _check_direction(direction, p_target)
@@ -485,7 +511,9 @@ def steer_prompts(model, tokenizer, prompts, probes, direction="towards", p_targ
     Parameters
     ----------
     model, tokenizer : transformers causal LM and its tokenizer
+        A decoder-only model and the tokenizer it was trained with.
     prompts : list of str
+        The prompts; each is steered and recorded at its own last token (right-padded batches).
     probes : ConceptVectors or mapping of int to LinearProbe
         The probe of each steered layer (layer l = output of decoder block l, 1..L); their ``coef`` and
         ``intercept`` define the logit, ``direction`` the edit.
@@ -505,6 +533,10 @@ def steer_prompts(model, tokenizer, prompts, probes, direction="towards", p_targ
     Returns
     -------
     pandas.DataFrame
+        One row per (active layer, prompt) pair with the columns above; ``prompt`` is the index into ``prompts``,
+        ``alpha`` is in hidden-state units along the probe's ``direction``, logits are natural-log odds.
+        ``attrs``: ``active_layers``, ``skipped_layers``, ``direction``, ``p_target`` (and ``g_star`` when
+        there are rows).
 
     Examples
     --------
@@ -628,7 +660,9 @@ def generate_ids(model, tokenizer, prompt, max_new_tokens=20, **gen_kwargs) -> t
     Parameters
     ----------
     model, tokenizer : transformers causal LM and its tokenizer
+        A decoder-only model and the tokenizer it was trained with.
     prompt : str
+        One prompt, tokenized by ``tokenizer`` as is (with its default special tokens).
     max_new_tokens : int >= 1
         At most the model's positions (``max_position_embeddings`` / ``n_positions``) minus the prompt's tokens.
     **gen_kwargs
@@ -637,6 +671,7 @@ def generate_ids(model, tokenizer, prompt, max_new_tokens=20, **gen_kwargs) -> t
     Returns
     -------
     (list of int, list of int)
+        The prompt's token ids and the generated ones (at most ``max_new_tokens``; EOS included if produced).
     """
     require_decoder(model, "generation")
     (prompt,) = check_prompts([prompt], "prompt")
@@ -657,7 +692,24 @@ def generate_ids(model, tokenizer, prompt, max_new_tokens=20, **gen_kwargs) -> t
 
 
 def generate(model, tokenizer, prompt, max_new_tokens=20, **gen_kwargs) -> str:
-    """Greedy completion of one prompt (the new text only); see :func:`generate_ids`."""
+    """Greedy completion of one prompt (the new text only); see :func:`generate_ids`.
+
+    Parameters
+    ----------
+    model, tokenizer : transformers causal LM and its tokenizer
+        A decoder-only model and the tokenizer it was trained with.
+    prompt : str
+        One prompt.
+    max_new_tokens : int >= 1
+        Tokens to generate at most (bounded by the model's positions, see :func:`generate_ids`).
+    **gen_kwargs
+        Passed to ``model.generate`` (override the greedy defaults).
+
+    Returns
+    -------
+    str
+        The generated tokens decoded without special tokens (the prompt is not included).
+    """
     return tokenizer.decode(generate_ids(model, tokenizer, prompt, max_new_tokens, **gen_kwargs)[1],
                             skip_special_tokens=True)
 
@@ -669,11 +721,15 @@ def compare_generations(model, tokenizer, prompts, probes, direction="towards", 
     Parameters
     ----------
     model, tokenizer : transformers causal LM and its tokenizer
+        A decoder-only model and the tokenizer it was trained with.
     prompts : list of str
+        Prompts, each generated from on its own (no batching).
     probes, direction, p_target, tau, positions
         As for :func:`steer_prompts`.
     max_new_tokens : int
+        Tokens to generate at most per completion (see :func:`generate_ids`).
     progress : bool
+        Show a progress bar.
 
     Returns
     -------

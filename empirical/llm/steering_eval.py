@@ -145,6 +145,7 @@ class SteeringSetting:
     strength : float
         GCAV: p* in (0.5, 1); additive: k in (0, MAX_STRENGTH].
     positions : {"prompt", "answer", "all"}
+        Which passes are edited (:data:`POSITIONS`; module docstring, "Positions").
     name : str, optional
         Default: ``kind-layers-strength-positions``.
 
@@ -204,6 +205,16 @@ def named_setting(name: str) -> "SteeringSetting":
     (:func:`sweep_settings`, e.g. ``'additive-best-k0.2-answer'``, the names ``steer_metrics.csv`` uses);
     ``ValueError`` listing the presets otherwise.
 
+    Parameters
+    ----------
+    name : str
+        A key of :data:`PRESETS` or a sweep setting's name (``kind-layers-strength-positions``).
+
+    Returns
+    -------
+    SteeringSetting
+        The preset, or the sweep setting of that name.
+
     Examples
     --------
     >>> named_setting("gcav-top3-p0.99-prompt").layers
@@ -225,6 +236,23 @@ def sweep_settings(k_grid=(0.05, 0.1, 0.2, 0.4, 0.8), p_grid=(0.9, 0.99, P_TOWAR
     """The strength sweep: GCAV at every ``p_grid`` target on ``gcav_layers`` and additive edits at every ``k_grid``
     multiple on ``additive_layers``, each at every ``positions``.
 
+    Parameters
+    ----------
+    k_grid : sequence of float
+        Additive strengths k, multiples of the layer's median hidden-state norm, in (0, MAX_STRENGTH].
+    p_grid : sequence of float
+        GCAV target probabilities p* in (0.5, 1) (``towards``; ``away`` targets 1 - p*).
+    gcav_layers, additive_layers : sequence of {"all", "best", "top3"} or tuple of int
+        Layer choices of the GCAV and additive settings (:class:`SteeringSetting`).
+    positions : sequence of {"prompt", "answer", "all"}
+        Edited positions; every setting is made once per entry.
+
+    Returns
+    -------
+    list of SteeringSetting
+        GCAV settings first (by positions, layer choice, p*), then the additive ones (by positions, layer
+        choice, k).
+
     Examples
     --------
     >>> [s.name for s in sweep_settings(k_grid=(0.1,), p_grid=(0.99,), gcav_layers=("best",),
@@ -241,7 +269,20 @@ def sweep_settings(k_grid=(0.05, 0.1, 0.2, 0.4, 0.8), p_grid=(0.9, 0.99, P_TOWAR
 def check_answer_words(dataset: str | None, answer_words=None) -> tuple:
     """The (concept, opposite) answer words: ``answer_words`` if given, else the dataset's ``answer_words`` in the
     dataset registry (:func:`empirical.llm.datasets.answer_pairs`); ``ValueError`` naming ``answer_words`` for an
-    unknown dataset or a bad pair."""
+    unknown dataset or a bad pair.
+
+    Parameters
+    ----------
+    dataset : str or None
+        Name of a registered dataset (used only when ``answer_words`` is None).
+    answer_words : str or pair of str, optional
+        ``"concept,opposite"`` or a pair; two non-empty words that differ (ignoring case).
+
+    Returns
+    -------
+    (str, str)
+        The concept word and its opposite, stripped of surrounding spaces.
+    """
     if answer_words is None:
         pairs = answer_pairs()
         if dataset not in pairs:
@@ -268,9 +309,18 @@ def answer_token_ids(tokenizer, answer_words) -> tuple:
     """Token ids of the concept and opposite answer words: every case (as given, lower, capitalised, upper) and
     leading-space variant that is one token of the vocabulary (not the unknown token).
 
+    Parameters
+    ----------
+    tokenizer : transformers tokenizer
+        Encodes each variant without special tokens.
+    answer_words : (str, str)
+        The concept word and its opposite (:func:`check_answer_words`).
+
     Returns
     -------
     (list of int, list of int)
+        The concept's token ids and the opposite's, disjoint; ``ValueError`` when a word has no one-token
+        variant or the two share a token.
 
     Examples
     --------
@@ -300,7 +350,21 @@ def answer_token_ids(tokenizer, answer_words) -> tuple:
 
 def answer_logodds(logprobs: torch.Tensor, concept_ids, opposite_ids) -> tuple:
     """LD = logsumexp over concept tokens - logsumexp over opposite tokens, and the answer mass, per row of a
-    (B, V) log-probability matrix (float64 numpy arrays)."""
+    (B, V) log-probability matrix (float64 numpy arrays).
+
+    Parameters
+    ----------
+    logprobs : torch.Tensor (B, V)
+        Natural-log next-token probabilities (e.g. a log-softmax), one row per prompt.
+    concept_ids, opposite_ids : sequence of int
+        Token ids of the concept and opposite answer words (:func:`answer_token_ids`).
+
+    Returns
+    -------
+    (ndarray (B,), ndarray (B,))
+        LD in nats (positive: the concept words are more likely), and the answer mass
+        P(concept words) + P(opposite words).
+    """
     lp = logprobs.double()
     a = torch.logsumexp(lp[:, list(concept_ids)], dim=1)
     b = torch.logsumexp(lp[:, list(opposite_ids)], dim=1)
@@ -309,6 +373,18 @@ def answer_logodds(logprobs: torch.Tensor, concept_ids, opposite_ids) -> tuple:
 
 def distinct_ngram_ratio(ids, n: int = 2) -> float:
     """Unique n-grams / n-grams of a token sequence (1.0 when it has fewer than ``n`` tokens).
+
+    Parameters
+    ----------
+    ids : iterable of hashable
+        The token sequence (token ids).
+    n : int
+        N-gram length.
+
+    Returns
+    -------
+    float
+        In (0, 1]; 1.0 when every n-gram is distinct.
 
     Examples
     --------
@@ -322,7 +398,20 @@ def distinct_ngram_ratio(ids, n: int = 2) -> float:
 
 def vader_scores(texts, mask_words=()) -> np.ndarray:
     """VADER compound scores of ``texts`` after removing ``mask_words`` (case-insensitive, whole words): a
-    lexicon scorer reads the label words themselves ("Positive" +0.56)."""
+    lexicon scorer reads the label words themselves ("Positive" +0.56).
+
+    Parameters
+    ----------
+    texts : iterable of str
+        The texts to score.
+    mask_words : sequence of str
+        Words replaced by a space before scoring (none by default).
+
+    Returns
+    -------
+    ndarray of float
+        VADER's compound score per text, in [-1, 1] (positive: positive sentiment).
+    """
     try:
         from vaderSentiment.vaderSentiment import SentimentIntensityAnalyzer
     except ImportError as exc:
@@ -335,6 +424,22 @@ def vader_scores(texts, mask_words=()) -> np.ndarray:
 
 def random_units(layers, hidden_size: int, seed: int, n_random: int) -> list:
     """``n_random`` draws of one random unit vector per layer; draw ``r`` depends only on ``(seed, r)``.
+
+    Parameters
+    ----------
+    layers : iterable of int
+        The layers to draw for (drawn in ascending order within each draw).
+    hidden_size : int
+        Dimension of each vector.
+    seed : int
+        Seed; draw ``r`` uses ``numpy.random.default_rng([seed, r])``.
+    n_random : int
+        Number of draws.
+
+    Returns
+    -------
+    list of dict of int to ndarray
+        One ``{layer: unit vector (hidden_size,)}`` per draw (Gaussian directions, Euclidean norm 1).
 
     Examples
     --------
@@ -357,6 +462,16 @@ def split_halves(n: int) -> np.ndarray:
     """Half of each of ``n`` prompts ordered as :func:`~empirical.llm.steering.select_prompts` alternates the
     classes: consecutive pairs go to 'selection' and 'report' in turn, so both halves stay balanced.
 
+    Parameters
+    ----------
+    n : int
+        Number of prompts.
+
+    Returns
+    -------
+    ndarray of str (n,)
+        ``'selection'`` or ``'report'`` per prompt.
+
     Examples
     --------
     >>> split_halves(6).tolist()
@@ -368,7 +483,26 @@ def split_halves(n: int) -> np.ndarray:
 # --------------------------------------------------------------------------------------------- layers
 def choose_layers(setting: SteeringSetting, probes: ConceptVectors, validation_accuracy: dict, n_layers: int) -> list:
     """The layers ``setting`` steers: GCAV needs probes with weights and ``w.v > 0``; ``best``/``top3`` rank the
-    candidates by ``validation_accuracy`` (layer -> accuracy on the validation split; never test data)."""
+    candidates by ``validation_accuracy`` (layer -> accuracy on the validation split; never test data).
+
+    Parameters
+    ----------
+    setting : SteeringSetting
+        Its ``kind`` and ``layers`` choose.
+    probes : ConceptVectors
+        The method's concept vectors (layer l = output of decoder block l, 1..L).
+    validation_accuracy : mapping of int to float
+        Validation accuracy per layer (needed only for ``best`` and ``top3``).
+    n_layers : int
+        Number of decoder blocks L; layers outside 1..L are not candidates.
+
+    Returns
+    -------
+    list of int
+        ``all``: every candidate (ascending for GCAV, in the order of ``probes`` for additive); an explicit tuple:
+        its candidate layers in its order; ``best``/``top3``: the one or three best, ascending (ties go to the
+        lower layer).  ``ValueError`` when no layer qualifies.
+    """
     if setting.kind == "gcav":
         candidates, _ = steerable_layers(probes, None, n_layers)
     else:
@@ -925,7 +1059,8 @@ def evaluate_steering(model, tokenizer, prompts, labels, vectors: dict, validati
 
     Parameters
     ----------
-    model, tokenizer : a causal LM and its tokenizer
+    model, tokenizer : transformers causal LM and its tokenizer
+        A decoder-only model and the tokenizer it was trained with.
     prompts : list of str
         Held-out prompts, ordered as :func:`~empirical.llm.steering.select_prompts` gives them (classes
         alternating); :func:`split_halves` assigns the selection and report halves.
@@ -938,11 +1073,13 @@ def evaluate_steering(model, tokenizer, prompts, labels, vectors: dict, validati
     norms : mapping of int to float
         Median hidden-state norm per layer (additive strengths are multiples of it).
     settings : iterable of SteeringSetting
+        The ways to steer (e.g. :func:`sweep_settings`).
     answer_words : (str, str)
         The concept word and its opposite (the dataset's ``answer_words``).
     stem : str
         The answer stem appended to each prompt.
     directions : tuple of {"towards", "away"}
+        Steering directions measured; each gets its own rows.
     n_random : int >= 5
         Random directions per control.
     seed : int
@@ -951,12 +1088,15 @@ def evaluate_steering(model, tokenizer, prompts, labels, vectors: dict, validati
         Prompts continued greedily (perplexity, distinct-2, VADER; each also under the first random direction);
         None: no generation. Even-indexed ones belong to the selection half, odd ones to the report half.
     max_new_tokens : int
+        Tokens generated per continuation (at most the model's positions minus the longest generation prompt).
     sentiment : bool
         Score the continuations with VADER (answer words masked).
     batch_size : int
+        Prompts per forward pass.
     dataset : str
         Name written into the table.
     progress : bool
+        Show progress bars.
 
     Returns
     -------
@@ -982,7 +1122,22 @@ def screen_candidates(table: pd.DataFrame, n_candidates: int = 2,
     """Stage 1 -> 2 of :func:`evaluate_staged`: per group ``by`` (default: per method and direction, over all its
     kinds, layer choices and strengths), the ``n_candidates`` selection-half rows with the
     largest concept-specific shift among those whose steered answer mass is at least MASS_GATE x the unsteered one
-    (a setting that breaks the answer is never a candidate). Returns those rows."""
+    (a setting that breaks the answer is never a candidate). Returns those rows.
+
+    Parameters
+    ----------
+    table : pandas.DataFrame
+        Metric rows (:data:`METRIC_COLUMNS`), e.g. the screen stage's.
+    n_candidates : int >= 1
+        Rows kept per group.
+    by : sequence of str
+        Columns defining the groups.
+
+    Returns
+    -------
+    pandas.DataFrame
+        The kept selection-half rows, by decreasing ``concept_specific_shift`` (empty when none passes the gate).
+    """
     n_candidates = check_int(n_candidates, "n_candidates", minimum=1)
     selection = table[table["half"] == "selection"]
     passed = selection[selection["answer_mass_steered"] >= MASS_GATE * selection["answer_mass_unsteered"]]
@@ -1037,6 +1192,32 @@ def evaluate_staged(model, tokenizer, prompts, labels, vectors: dict, validation
     stage-2 position twins to those methods (default: every method); ``on_stage(stage, entries,
     prompt_indices)`` is called before each measurement and before the lazy fit (stage ``fit``; a hook for progress,
     timing and tests).
+
+    Parameters
+    ----------
+    model, tokenizer, prompts, labels, norms
+        As for :func:`evaluate_steering`.
+    vectors : mapping of str to ConceptVectors, or callable
+        As for :func:`evaluate_steering`, or a function of no argument returning ``(vectors,
+        validation_accuracy)``, called only when the read-out is valid.
+    validation_accuracy : mapping of str to (mapping of int to float) or None
+        As for :func:`evaluate_steering` (ignored when ``vectors`` is callable).
+    settings : iterable of SteeringSetting
+        The sweep; every setting must edit the ``"answer"`` positions.
+    answer_words, stem, directions, n_random, seed, generation_prompts
+        As for :func:`evaluate_steering`.
+    max_new_tokens, sentiment, batch_size, dataset, progress
+        As for :func:`evaluate_steering`.
+    n_candidates : int >= 1
+        Candidates kept per method and direction after the screen (:func:`screen_candidates`).
+    n_twins : int >= 0
+        How many of the best candidates (at most ``n_candidates``) also run at ``stage2_positions``.
+    stage2_positions : sequence of {"prompt", "all"}
+        Positions of the stage-2 twins.
+    twin_methods : sequence of str, optional
+        Methods whose candidates get twins (default: every method).
+    on_stage : callable, optional
+        ``on_stage(stage, entries, prompt_indices)``, called before each stage (see above).
 
     Returns
     -------
@@ -1195,6 +1376,37 @@ def estimate_seconds(n_prompts: int = 100, prompt_tokens: float = 55.0, stem_tok
     report     h x T tokens + C x E x h steps + W x E x h x T tokens
     ========== ==================================================================================
 
+    Parameters
+    ----------
+    n_prompts : int
+        Held-out prompts (both halves).
+    prompt_tokens : float
+        Mean tokens per prompt.
+    stem_tokens : int
+        Tokens of the answer stem.
+    n_settings : int
+        Settings of the screen.
+    methods : sequence of str
+        Methods fitted (keys of ``costs["fit"]``).
+    n_directions : int
+        Steering directions (towards and away: 2).
+    n_random : int
+        Random directions per control.
+    n_candidates, n_twins : int
+        As for :func:`evaluate_staged`.
+    n_twin_positions : int
+        Number of ``stage2_positions``.
+    n_generate : int
+        Generation prompts (both halves).
+    max_new_tokens : int
+        Tokens per continuation.
+    measurable : bool
+        Whether the read-out passes validity (False: only the validity stage runs).
+    twin_methods : sequence of str, optional
+        As for :func:`evaluate_staged`.
+    costs : dict, optional
+        Unit costs in seconds, with the keys of :data:`COST_SECONDS` (default :data:`COST_SECONDS`).
+
     Returns
     -------
     dict
@@ -1234,6 +1446,14 @@ def select_operating_points(table: pd.DataFrame, by=("dataset", "method", "layer
     (``stage`` = 'screen': read-out only, never generated) are not operating points. Groups where no strength
     passes are left out.
 
+    Parameters
+    ----------
+    table : pandas.DataFrame
+        Metric rows of both halves (:data:`METRIC_COLUMNS`, from :func:`evaluate_steering` or
+        :func:`evaluate_staged`).
+    by : sequence of str
+        Columns defining the groups.
+
     Returns
     -------
     pandas.DataFrame
@@ -1270,6 +1490,13 @@ def default_setting(table: pd.DataFrame, method: str = "RAPTOR") -> dict:
     lies above 0, else the paper's protocol (:data:`DEFAULT_SETTING`) stays, with the reason. The report half
     only confirms, it never chooses.
 
+    Parameters
+    ----------
+    table : pandas.DataFrame
+        Metric rows of both halves (:data:`METRIC_COLUMNS`).
+    method : str
+        The method whose settings compete.
+
     Returns
     -------
     dict
@@ -1305,9 +1532,29 @@ def method_vectors(H, y, split, methods=("RAPTOR", "DiffMeans", "GCS", "xRFM"), 
     """Concept vectors and validation accuracies per method on ``layers`` (default 1..L) of hidden states ``H``
     (L+1, n, p), fitted on the split's train/validation rows (xRFM: directions only, it has no linear probe).
 
+    Parameters
+    ----------
+    H : array (L+1, n, p)
+        Hidden states per layer (layer 0 = the embeddings' output, layer l = the output of decoder block l).
+    y : array (n,)
+        Binary labels.
+    split : (array of int, array of int, array of int)
+        Train, validation and test row indices (:func:`empirical.probes.paper_split`); the test rows are not used.
+    methods : sequence of str
+        Steering methods of the registry (``method_names("steering")``).
+    layers : iterable of int, optional
+        Layers to fit (default 1..L).
+    gcs_probes : int
+        ``n_probes`` of the GCS estimator.
+    progress : bool
+        Show RAPTOR's progress bar.
+    n_jobs : int
+        Layers fitted in parallel.
+
     Returns
     -------
     (dict of str to ConceptVectors, dict of str to dict of int to float)
+        Per method its concept vectors, and its validation accuracy per layer.
     """
     layers = list(range(1, H.shape[0])) if layers is None else list(layers)
     estimators = {m: get_method(m).estimator(**({"n_probes": gcs_probes} if m == "GCS" else {}))
@@ -1341,6 +1588,41 @@ def evaluate_dataset(model, tokenizer, dataset, H, settings, *, eval_dataset=Non
     ``n_candidates``, ``stage2_positions`` and ``twin_methods`` (the vectors are fitted after the validity stage,
     only for a valid read-out; ``on_stage`` as there), else :func:`evaluate_steering`; ``n_jobs`` fits the layers in
     parallel.
+
+    Parameters
+    ----------
+    model, tokenizer : transformers causal LM and its tokenizer
+        The model ``H`` was extracted from, and its tokenizer.
+    dataset : ConceptDataset
+        The dataset (``name``, ``prompts``, ``labels``) whose hidden states ``H`` are.
+    H : array (L+1, n, p)
+        Hidden states of ``dataset`` per layer (layer 0 = the embeddings' output, layer l = the output of decoder
+        block l).
+    settings : iterable of SteeringSetting
+        The ways to steer.
+    eval_dataset : ConceptDataset, optional
+        Where the held-out prompts come from (default: the test split of ``dataset``).
+    n_prompts : int >= 2
+        Held-out prompts.
+    methods : sequence of str
+        Methods whose concept vectors are fitted (:func:`method_vectors`).
+    vectors : (dict, dict), optional
+        Precomputed ``(vectors, validation accuracies)`` as :func:`method_vectors` returns them, for the unstaged
+        run (a staged run hands ``vectors`` to :func:`evaluate_staged` as its ``vectors`` argument).
+    answer_words : str or pair of str, optional
+        As for :func:`check_answer_words` (default: the dataset's).
+    stem, directions, n_random, seed, max_new_tokens, batch_size
+        As for :func:`evaluate_steering`.
+    n_generate : int >= 0
+        Generation prompts (0: no generation).
+    split_seed : int
+        Seed of :func:`empirical.probes.paper_split`.
+    gcs_probes, progress, n_jobs
+        As for :func:`method_vectors` (``progress`` also shows the measurement's bars).
+    staged : bool
+        Run :func:`evaluate_staged` instead of :func:`evaluate_steering`.
+    n_candidates, stage2_positions, twin_methods, on_stage
+        As for :func:`evaluate_staged` (only with ``staged``).
 
     Returns
     -------

@@ -39,7 +39,24 @@ ARMIJO = 1e-4
 
 
 def loss_terms(z, y):
-    """Return loss sum, dl/dz (= r) and d2l/dz2 (= d) for train logits z."""
+    """Return loss sum, dl/dz (= r) and d2l/dz2 (= d) for train logits z.
+
+    Parameters
+    ----------
+    z : ndarray (n,)
+        Training logits ``x_i' w + b``.
+    y : ndarray (n,)
+        Labels in {-1, +1}.
+
+    Returns
+    -------
+    loss : float
+        ``sum_i log(1 + exp(-y_i z_i))``, not multiplied by C.
+    r : ndarray (n,)
+        First derivatives of each row's loss in its logit, ``-y_i sigmoid(-y_i z_i)``.
+    d : ndarray (n,)
+        Second derivatives (curvatures), ``sigmoid(-y_i z_i) (1 - sigmoid(-y_i z_i))``, in (0, 1/4].
+    """
     m = y * z
     s = expit(-m)  # sigma(-m)
     loss = np.logaddexp(0.0, -m).sum()
@@ -56,6 +73,26 @@ def armijo_backtrack(f, slope, trial, grad_norm2, max_halvings=60):
     ``f_new <= f + ARMIJO t slope`` or, when objective differences are at round-off level, if the squared
     gradient norm shrinks below ``grad_norm2``.  Returns ``(t, state)``, or ``(None, None)`` when no
     step of the ``max_halvings`` halvings is accepted.
+
+    Parameters
+    ----------
+    f : float
+        Objective value at the current point (step length 0).
+    slope : float
+        Directional derivative of the objective along the step at t = 0 (negative for a descent direction).
+    trial : callable
+        ``t -> (f_new, state, grad_norm2_new)`` as above; ``state`` is handed back for the accepted step.
+    grad_norm2 : float
+        Squared gradient norm at the current point (the round-off fallback's reference).
+    max_halvings : int
+        Step lengths tried: 1, 1/2, 1/4, ... (``max_halvings`` of them).
+
+    Returns
+    -------
+    t : float or None
+        The accepted step length, None when none was accepted.
+    state : object or None
+        The ``state`` that ``trial(t)`` returned for it.
     """
     t = 1.0
     for _ in range(max_halvings):
@@ -150,7 +187,27 @@ def _dual_system(K, d, C, work):
 
 
 def dual_inverse(K, d, C):
-    """The inverse of the dual system matrix ``M = I + C D^1/2 K D^1/2`` (from its Cholesky factor)."""
+    """The inverse of the dual system matrix ``M = I + C D^1/2 K D^1/2`` (from its Cholesky factor).
+
+    Parameters
+    ----------
+    K : ndarray (n, n)
+        Gram matrix ``X X'`` of the training rows.
+    d : ndarray (n,)
+        Loss curvatures at the current logits (:func:`loss_terms`); ``D = diag(d)``.
+    C : float > 0
+        Inverse ridge strength (scikit-learn convention, module docstring).
+
+    Returns
+    -------
+    ndarray (n, n)
+        ``M^-1``, symmetric (both triangles filled).
+
+    Raises
+    ------
+    scipy.linalg.LinAlgError
+        When the Cholesky factorization fails (M not numerically positive definite).
+    """
     U = _dual_factor(K, d, C, np.empty_like(K))
     inv, info = lapack.dpotri(U, lower=0, overwrite_c=1)
     if info != 0:
@@ -191,6 +248,31 @@ def dual_start(K, y, C, z0, b0, fit_intercept=True, solve=None):
     :func:`_dual_direction`; ``r``, ``d`` at the logits ``z0 + b0``).  Needs neither ``w0`` nor the
     projection's least-squares solve with ``K``.  ``solve`` as in :func:`_dual_direction`.  Returns
     ``(alpha, b)``.
+
+    Parameters
+    ----------
+    K : ndarray (n, n)
+        Gram matrix ``X X'`` of the training rows.
+    y : ndarray (n,)
+        Labels in {-1, +1}.
+    C : float > 0
+        Inverse ridge strength (module docstring).
+    z0 : ndarray (n,)
+        Logits ``X w0`` of the starting point, without the intercept.
+    b0 : float
+        Intercept of the starting point.
+    fit_intercept : bool
+        Step the unpenalized intercept too (else the returned b is 0).
+    solve : callable, optional
+        ``V -> M^-1 V`` for the dual system matrix ``M = I + C D^1/2 K D^1/2`` at the curvatures of the logits
+        ``z0 + b0`` (e.g. :func:`principal_solver`); by default M is factored here.
+
+    Returns
+    -------
+    alpha : ndarray (n,)
+        Dual coefficients of the new point, ``w = X' alpha``.
+    b : float
+        Its intercept (0.0 without ``fit_intercept``).
     """
     _, r, d = loss_terms(z0 + b0, y)
     gamma = C * (r - d * z0)
@@ -206,6 +288,18 @@ def principal_solver(Minv, rows):
     The inverse of a principal block is the Schur complement of the other rows' block in ``Minv``:
     ``Minv_SS - Minv_SO Minv_OO^-1 Minv_OS`` (S = rows, O = the others), so each block costs one
     factorization of the others' (n - m) x (n - m) block instead of an m x m one.
+
+    Parameters
+    ----------
+    Minv : ndarray (n, n)
+        Inverse of a symmetric positive definite matrix M (e.g. :func:`dual_inverse`).
+    rows : array of int
+        Distinct indices S of the principal block; the rows of V follow their order.
+
+    Returns
+    -------
+    callable
+        ``V -> M[S][:, S]^-1 V`` for V of shape (m,) or (m, k), m = ``len(rows)``.
     """
     n = Minv.shape[0]
     mask = np.ones(n, dtype=bool)
@@ -233,6 +327,41 @@ def newton_dual(K, y, C, alpha, b, fit_intercept=True, tol=1e-10, max_iter=100):
     """Newton on ``w = X' alpha`` given the Gram matrix ``K = X X'``; returns (alpha, b, nit, gnorm, status, f).
 
     ``gnorm`` uses the same scaling as :func:`fit_l2_logistic` (``||w||^2 = alpha' K alpha``).
+
+    Parameters
+    ----------
+    K : ndarray (n, n)
+        Gram matrix ``X X'`` of the training rows.
+    y : ndarray (n,)
+        Labels in {-1, +1}.
+    C : float > 0
+        Inverse ridge strength (module docstring).
+    alpha : ndarray (n,)
+        Starting dual coefficients (``w = X' alpha``).
+    b : float
+        Starting intercept.
+    fit_intercept : bool
+        Fit the unpenalized intercept.
+    tol : float
+        Stop when ``||grad f(w, b)|| / max(1, ||w||) <= tol``.
+    max_iter : int
+        Newton steps at most.
+
+    Returns
+    -------
+    alpha : ndarray (n,)
+        Final dual coefficients.
+    b : float
+        Final intercept.
+    nit : int
+        Newton steps taken.
+    gnorm : float
+        Relative gradient norm ``||grad f(w, b)|| / max(1, ||w||)`` at the returned point.
+    status : int or None
+        2 when the line search failed (see :data:`STATUS_MESSAGES`), else None: the caller tells 0 (converged)
+        from 1 (``max_iter`` reached) by comparing ``gnorm`` with ``tol``.
+    f : float
+        Objective value ``C sum loss + ||w||^2 / 2`` at the returned point.
     """
     work = np.empty_like(K)  # receives M and its factor at every step
     Ka = K @ alpha
@@ -280,9 +409,14 @@ def direct_newton(X, y, C, w0=None, b0=0.0, *, fit_intercept=True, tol=1e-10, ma
 
     Parameters
     ----------
-    X : ndarray (n, p); y : ndarray (n,) in {-1, +1}; C : float > 0
-        The problem (see the module docstring).
-    w0, b0 : optional warm start (``w0`` is projected onto the row span of X in the dual form).
+    X : ndarray (n, p)
+        Training design (see the module docstring).
+    y : ndarray (n,)
+        Labels in {-1, +1}.
+    C : float > 0
+        Inverse ridge strength (scikit-learn convention, module docstring).
+    w0, b0 : ndarray (p,) and float, optional
+        Warm start (default w = 0, b = 0); ``w0`` is projected onto the row span of X in the dual form.
     fit_intercept : bool
         Fit the unpenalized intercept ``b``.
     tol : float

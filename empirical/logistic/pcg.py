@@ -124,7 +124,15 @@ def _pcg(Z, d, C, gw, gb, prec, fit_intercept, rtol, maxit, atol=0.0):
 
 class PathContext:
     """Per-design constants reused across Newton-PCG calls and grid points: the design ``Z`` and
-    validation design ``Zv``, a float32 copy for CG products, row norms, the cached preconditioner."""
+    validation design ``Zv``, a float32 copy for CG products, row norms, the cached preconditioner.
+
+    Parameters
+    ----------
+    Z : ndarray (n, p)
+        Training design (float64) the solvers fit on.
+    Zv : ndarray (n_val, p), optional
+        Validation design in the same coordinates (its row norms feed the validation-sign certificate).
+    """
 
     def __init__(self, Z, Zv=None):
         self.Z = Z

@@ -112,6 +112,7 @@ class BestLayer:
     accuracy, low, high, C_star : float
         Its prediction, interval and C.
     n : float
+        The training size (labelled rows) the layers were compared at.
     table : pandas.DataFrame
         Every layer: ``layer``, ``accuracy``, ``low``, ``high``, ``C_star``, sorted by layer.
     """
@@ -132,6 +133,7 @@ def check_targets(n_values, n_pool, name="n_values") -> np.ndarray:
     Parameters
     ----------
     n_values : float or array-like
+        Training sizes (labelled rows).
     n_pool : int
         Labelled rows of the pool: a smaller n is measured on the pool, not predicted.
     name : str
@@ -140,6 +142,7 @@ def check_targets(n_values, n_pool, name="n_values") -> np.ndarray:
     Returns
     -------
     ndarray of float
+        ``n_values`` as a 1-D float array (same order).
 
     Examples
     --------
@@ -319,6 +322,7 @@ def labels_needed(curve: LearningCurve, target_accuracy) -> dict:
     curve : LearningCurve
         Over a grid of n wide enough to contain the answer (e.g. ``np.geomspace(N, 64 N, 25)``).
     target_accuracy : float in (0.5, 1)
+        The test accuracy to reach (a fraction, not percent).
 
     Returns
     -------
@@ -368,14 +372,22 @@ def no_gain_curve(H_pool, y_pool, n_values, *, level=0.9, n_test=None, folds=5, 
     Parameters
     ----------
     H_pool : ndarray (N, p)
+        Hidden states of the labelled pool (raw; each fold standardizes with its own training statistics).
     y_pool : array (N,)
+        Binary labels of the pool (any two values).
     n_values : array of float >= N
+        Training sizes to report the (constant) accuracy at.
     level : float in (0, 1)
+        Interval coverage.
     n_test : int, optional
         As in :func:`predict_learning_curve`.
     folds : int
+        Stratified cross-validation folds (>= 2; each class needs at least that many rows).
     cv_lambdas : array of float
+        Ridge grid of the cross-validation path, theory convention lam = 1/(C n_fold) (default :data:`CV_LAMBDAS`
+        of :mod:`empirical.probes.spectral_prediction`).
     random_state : int
+        Seed of the stratified folds.
 
     Returns
     -------
@@ -436,8 +448,11 @@ def power_law_curve(H_pool, y_pool, n_values, *, fractions=POWER_LAW_FRACTIONS, 
     Parameters
     ----------
     H_pool : ndarray (N, p)
+        Hidden states of the labelled pool (raw; each subsample standardizes with its own statistics).
     y_pool : array (N,)
+        Binary labels of the pool (any two values).
     n_values : array of float >= N
+        Training sizes to extrapolate the fitted power law to.
     fractions : sequence of float in (0, 1)
         At least 3 distinct subsample fractions of the pool.
     repeats : int >= 1
@@ -445,7 +460,9 @@ def power_law_curve(H_pool, y_pool, n_values, *, fractions=POWER_LAW_FRACTIONS, 
     Cs : array of float, optional
         Default :data:`PLAN_CS`.
     level : float in (0, 1)
+        Interval coverage.
     n_test : int, optional
+        As in :func:`predict_learning_curve`.
     n_boot : int >= 0
         Bootstrap refits of the curve (0: no interval beyond the test noise).
     random_state : int

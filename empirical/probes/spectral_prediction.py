@@ -90,6 +90,7 @@ class PoolModel:
     feature_scale : ndarray (p,)
         The pool's per-feature standard deviations (raw-space concept vectors are w / s).
     n_pool : int
+        Number of labelled pool rows (train + validation) the model was estimated from.
     teacher : str
         Teacher estimator.
     covariance : str
@@ -375,13 +376,16 @@ def predict_path(model: PoolModel, n_train, Cs) -> np.ndarray:
     Parameters
     ----------
     model : PoolModel
+        The pool's spectral model (:func:`estimate_pool_model`).
     n_train : int
+        Number of training rows of the predicted probe (delta = n_train / p).
     Cs : array of float > 0
         RAPTOR's grid (scikit-learn C on standardized features).
 
     Returns
     -------
     ndarray
+        Predicted test accuracy (a fraction in [0, 1]) at each C, in the order of ``Cs``.
     """
     Cs = check_grid(Cs)
     return _theory_path(model.spectrum, n_train / model.p, 1.0 / (Cs * n_train))
@@ -392,8 +396,10 @@ def predict_lambda_star(Cs, predicted_accuracy, tolerance=1e-3) -> float:
 
     Parameters
     ----------
-    Cs, predicted_accuracy : arrays
+    Cs, predicted_accuracy : array of float
+        The C grid and the predicted accuracy at each C (e.g. :func:`predict_path`), of one length.
     tolerance : float
+        Accuracy (a fraction, not percent) below the best that still counts as a tie.
 
     Returns
     -------
@@ -417,12 +423,16 @@ def predict_sweep(model: PoolModel, fractions, C) -> np.ndarray:
     Parameters
     ----------
     model : PoolModel
+        The pool's spectral model (:func:`estimate_pool_model`).
     fractions : array of float in (0, 1]
+        Training-set sizes as fractions of the pool (n = fraction * ``model.n_pool``).
     C : float
+        The fixed C of every probe (lam = 1/(C n) for n training rows).
 
     Returns
     -------
     ndarray
+        Predicted test accuracy (a fraction in [0, 1]) at each fraction, in the order of ``fractions``.
     """
     C = float(check_grid(C, "C")[0])
     out = []
@@ -438,6 +448,7 @@ def predict_stability(model: PoolModel, C, n_pool=None, *, protocol="subsample",
     Parameters
     ----------
     model : PoolModel
+        The pool's spectral model (:func:`estimate_pool_model`).
     C : float
         Every run's C; a run fitted on n rows has lam = 1/(C n).
     n_pool : int, optional
@@ -446,7 +457,9 @@ def predict_stability(model: PoolModel, C, n_pool=None, *, protocol="subsample",
         :func:`cgmt.ablation.protocol_fractions` protocol: ``"subsample"`` (default) fits each run on its
         train rows only, (1 - drop)(1 - val_fraction) of the pool; ``"subsample_refit"`` is what
         ``RaptorProbe`` runs do: the concept vector is refit on all kept rows (train + validation).
-    drop, val_fraction : float
+    drop, val_fraction : float in [0, 1)
+        Share of the pool each ablation run drops, and share of the kept rows it holds out for validation
+        (as in :func:`cgmt.ablation.protocol_fractions`).
 
     Returns
     -------
