@@ -1607,8 +1607,8 @@ def evaluate_dataset(model, tokenizer, dataset, H, settings, *, eval_dataset=Non
     methods : sequence of str
         Methods whose concept vectors are fitted (:func:`method_vectors`).
     vectors : (dict, dict), optional
-        Precomputed ``(vectors, validation accuracies)`` as :func:`method_vectors` returns them, for the unstaged
-        run (a staged run hands ``vectors`` to :func:`evaluate_staged` as its ``vectors`` argument).
+        Precomputed ``(vectors, validation accuracies)`` as :func:`method_vectors` returns them (e.g. those the
+        empirical section saved: :func:`paper_figures.output.load_saved_vectors`); nothing is fitted then.
     answer_words : str or pair of str, optional
         As for :func:`check_answer_words` (default: the dataset's).
     stem, directions, n_random, seed, max_new_tokens, batch_size
