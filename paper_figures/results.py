@@ -74,7 +74,7 @@ FIGURE_TABLES = {
     "cost_dumbbell": ("cost_median_fit_time_s",),
     "stability_by_layer": ("stability_summary",),
     "steering_metrics": ("steering_summary", "steering_hard_layers"),
-    "steering_text": ("steering_text_summary", "steering_text_timing"),
+    "steering_text": ("steering_text_default", "steering_text_summary", "steering_text_timing"),
     "learning_curves": ("learning_curves_goal",),
     "structure_scatter": ("structure_summary",),
     "spectral_*": ("spectral_agreement",),

@@ -5,8 +5,9 @@ of the held-out prompts and reported on the other (:mod:`empirical.llm.steering_
 
 Writes ``tables/steering_text_<dataset>.csv`` (every method x setting x direction x half: ``steer_metrics.csv``'s
 columns), ``tables/steering_text_summary.csv`` (the selected operating points, report half) and
-``figures/steering_text.png`` (concept-specific shift vs perplexity ratio, one curve per method). Resumable per
-dataset.
+``tables/steering_text_default.csv`` (the default setting chosen from the measurement, with its report-half
+shifts: :func:`default_table`), ``tables/steering_text_timing.csv`` and ``figures/steering_text.png``
+(concept-specific shift vs perplexity ratio, one curve per method). Resumable per dataset.
 """
 from __future__ import annotations
 
@@ -106,6 +107,28 @@ def summary(table: pd.DataFrame) -> pd.DataFrame:
     return pd.concat([chosen, missing.assign(method="--", setting="not measurable")], ignore_index=True)
 
 
+def default_table(table: pd.DataFrame) -> pd.DataFrame:
+    """The default setting chosen from the measurement (:func:`empirical.llm.steering_eval.default_setting`: chosen
+    on the selection half, confirmed on the report half) with its report-half rows, one per measurable dataset and
+    direction: the concept-specific shift with its 95 % interval, the random control and the fluency cost. One row
+    naming the paper's setting and the reason when no setting beats the random control. ``raptor steer``'s
+    :data:`~empirical.llm.steering_eval.DEFAULT_SETTING` must equal its ``setting`` (a test reads the published
+    copy)."""
+    from empirical.llm.steering_eval import default_setting
+
+    choice = default_setting(table)
+    head = dict(setting=choice["setting"], beats_random=choice["beats_random"], mean_shift=choice["shift"],
+                reason=choice["reason"])
+    rows = table[(table["method"] == "RAPTOR") & (table["setting"] == choice["setting"]) & (table["half"] == "report")
+                 & table["measurable"].astype(bool)] if choice["beats_random"] else table.iloc[:0]
+    if not len(rows):
+        return pd.DataFrame([head])
+    keep = ["dataset", "direction", "n_prompts", "concept_specific_shift", "concept_specific_low",
+            "concept_specific_high", "random_control_shift", "answer_prob_shift", "moved_fraction",
+            "answer_mass_steered", "answer_mass_unsteered", "perplexity_ratio", "perplexity_ratio_random", "kl_answer"]
+    return rows[[c for c in keep if c in rows.columns]].assign(**head).reset_index(drop=True)
+
+
 def timing(table: pd.DataFrame) -> pd.DataFrame:
     """Seconds per dataset and stage of the measurement (``start``: prompts and norms; ``validity``; ``fit``: the
     concept vectors, when not loaded from the empirical section; ``screen``; ``candidate``; ``generate``;
@@ -172,5 +195,6 @@ def run(out, *, model="smollm2", data_dir=None, max_per_class=500, quick=False, 
     table = pd.concat(tables, ignore_index=True)
     save_table(summary(table), out, "steering_text_summary")
     save_table(timing(table), out, "steering_text_timing")
+    save_table(default_table(table), out, "steering_text_default")
     plot(table, out)
     return table

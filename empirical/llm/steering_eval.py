@@ -71,7 +71,7 @@ except ImportError:  # pragma: no cover
     DynamicCache = None
 
 __all__ = ["ANSWER_STEM", "NEUTRAL_PROMPTS", "SENTIMENT_DATASETS", "POSITIONS", "SteeringSetting",
-           "PRESETS", "DEFAULT_SETTING", "METRIC_COLUMNS", "answer_token_ids", "check_answer_words",
+           "PRESETS", "PAPER_SETTING", "DEFAULT_SETTING", "METRIC_COLUMNS", "answer_token_ids", "check_answer_words",
            "sweep_settings", "choose_layers", "distinct_ngram_ratio", "answer_logodds", "evaluate_steering",
            "select_operating_points", "default_setting", "method_vectors", "evaluate_dataset", "vader_scores",
            "random_units", "split_halves", "evaluate_staged", "screen_candidates", "estimate_seconds", "COST_SECONDS",
@@ -196,7 +196,11 @@ PRESETS = {
     "additive-0.1": SteeringSetting("additive", "best", 0.1, "all", name="additive-0.1"),
     "additive-0.3": SteeringSetting("additive", "best", 0.3, "all", name="additive-0.3"),
 }
-#: The paper's protocol stays the default until the measured table picks another (:func:`default_setting`).
+#: The paper's protocol: the reproduction, and the default whenever no measured setting beats the random control.
+PAPER_SETTING = "paper"
+#: The default of ``raptor steer``: the setting :func:`default_setting` chose from the full measurement
+#: (``paper_figures --only steering_text``: ``docs/results/tables/steering_text_default.csv``; a test keeps the two
+#: equal).
 DEFAULT_SETTING = "paper"
 
 
@@ -1487,7 +1491,7 @@ def default_setting(table: pd.DataFrame, method: str = "RAPTOR") -> dict:
     """The default steering setting chosen from a measured table: among ``method``'s settings that pass the
     gates on the selection half of every measurable dataset and direction, the one with the largest mean
     selection-half concept-specific shift; it becomes the default when every one of its report-half intervals
-    lies above 0, else the paper's protocol (:data:`DEFAULT_SETTING`) stays, with the reason. The report half
+    lies above 0, else the paper's protocol (:data:`PAPER_SETTING`) stays, with the reason. The report half
     only confirms, it never chooses.
 
     Parameters
@@ -1506,19 +1510,19 @@ def default_setting(table: pd.DataFrame, method: str = "RAPTOR") -> dict:
     points = select_operating_points(table[table["method"] == method], by=("dataset", "method", "setting",
                                                                            "direction"))
     if not len(points):
-        return dict(setting=DEFAULT_SETTING, beats_random=False, shift=math.nan,
+        return dict(setting=PAPER_SETTING, beats_random=False, shift=math.nan,
                     reason=f"no {method} setting passes the gates on a measurable dataset")
     # a setting qualifies when it passed the gates on every measurable dataset and direction of the method
     measured = table[(table["method"] == method) & table["measurable"].astype(bool) & (table["half"] == "selection")]
     n_needed = len(measured[["dataset", "direction"]].drop_duplicates())
     complete = [(name, g) for name, g in points.groupby("setting") if len(g) == n_needed]
     if not complete:
-        return dict(setting=DEFAULT_SETTING, beats_random=False, shift=math.nan,
+        return dict(setting=PAPER_SETTING, beats_random=False, shift=math.nan,
                     reason=f"no {method} setting passes the gates on every measurable dataset and direction")
     name, g = max(complete, key=lambda item: item[1]["selection_shift"].mean())
     shift = float(g["concept_specific_shift"].mean())
     if not bool((g["concept_specific_low"] > 0).all()):
-        return dict(setting=DEFAULT_SETTING, beats_random=False, shift=shift,
+        return dict(setting=PAPER_SETTING, beats_random=False, shift=shift,
                     reason=f"the {method} setting chosen on the selection half ({name}) does not beat the random "
                            f"control on every measurable dataset and direction of the report half ({shift:+.3f})")
     return dict(setting=name, beats_random=True, shift=shift,
