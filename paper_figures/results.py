@@ -342,15 +342,20 @@ TIME_PHASES = (
 )
 
 
-#: A step recorded below this many seconds was resumed (its table read back), not computed.
-RESUMED_SECONDS = 1.0
+#: Phases of the sections a plain ``python -m paper_figures`` leaves out (added with ``--only``).
+OPTIONAL_PHASES = ("behavioural steering (steering_text)", "learning curves")
+
+#: A step recorded below this many seconds, or below this fraction of the longest time any invocation recorded
+#: for it, was resumed (its tables read back, at most the model loaded), not computed.
+RESUMED_SECONDS, RESUMED_FRACTION = 1.0, 0.25
 
 
 def time_table(info: dict) -> pd.DataFrame:
     """Minutes per phase of one complete run: every progress step counted once, at the time of the latest
-    invocation in ``run_info.json`` that computed it (recorded at least :data:`RESUMED_SECONDS`: a resumed step is
-    only read back, in a fraction of a second; a step that was redone under a changed protocol counts at its new
-    time), summed per phase (:data:`TIME_PHASES`, anything else under ``other``), with the number of steps.
+    invocation in ``run_info.json`` that computed it (a resumed step only reads its tables back, and a section
+    may load the model first: a step recorded below :data:`RESUMED_SECONDS` or below :data:`RESUMED_FRACTION` of its
+    longest recorded time counts as resumed; a step redone under a cheaper protocol counts at its new time), summed
+    per phase (:data:`TIME_PHASES`, anything else under ``other``), with the number of steps.
 
     Parameters
     ----------
@@ -363,11 +368,16 @@ def time_table(info: dict) -> pd.DataFrame:
         Columns ``phase, steps, minutes``, in the order of :data:`TIME_PHASES`, and a ``total`` row.
     """
     runs = [*info.get("earlier_invocations", []), {k: v for k, v in info.items() if k != "earlier_invocations"}]
+    recorded = [{name: float(sec) for name, sec in (run.get("step_seconds") or {}).items()} for run in runs]
+    longest = {}
+    for record in recorded:
+        for name, seconds in record.items():
+            longest[name] = max(longest.get(name, 0.0), seconds)
     latest = {}
-    for run in runs:  # oldest first: a later invocation that computed the step replaces an earlier one
-        for name, seconds in (run.get("step_seconds") or {}).items():
-            if float(seconds) >= RESUMED_SECONDS or name not in latest:
-                latest[name] = float(seconds)
+    for record in recorded:  # oldest first: a later invocation that computed the step replaces an earlier one
+        for name, seconds in record.items():
+            if seconds >= max(RESUMED_SECONDS, RESUMED_FRACTION * longest[name]) or name not in latest:
+                latest[name] = seconds
     minutes, steps = {}, {}
     for name, seconds in latest.items():
         phase = next((label for label, pattern in TIME_PHASES if re.search(pattern, name)), "other")
@@ -375,6 +385,10 @@ def time_table(info: dict) -> pd.DataFrame:
         steps[phase] = steps.get(phase, 0) + 1
     order = [label for label, _ in TIME_PHASES if label in minutes] + (["other"] if "other" in minutes else [])
     rows = [dict(phase=p, steps=steps[p], minutes=round(minutes[p], 1)) for p in order]
+    if any(p in OPTIONAL_PHASES for p in order):
+        default = [p for p in order if p not in OPTIONAL_PHASES]
+        rows.append(dict(phase="total of the default sections (python -m paper_figures)",
+                         steps=sum(steps[p] for p in default), minutes=round(sum(minutes[p] for p in default), 1)))
     rows.append(dict(phase="total", steps=sum(steps.values()), minutes=round(sum(minutes.values()), 1)))
     return pd.DataFrame(rows)
 

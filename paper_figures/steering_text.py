@@ -163,14 +163,19 @@ def plot(table: pd.DataFrame, out):
                     **style)
         ax.axhline(0, color="0.6", lw=0.8)
         ax.axvline(1.5, color="0.6", lw=0.8, ls="--")
-        ax.set_xscale("log")
         ax.set_title(name, fontsize=11)
-        ax.set_xlabel("perplexity ratio, steered / unsteered (log; gate 1.5)")
+        ax.set_xlabel("perplexity ratio, steered / unsteered (gate 1.5)")
         ax.grid(alpha=0.3)
     axes[0, 0].set_ylabel("concept-specific shift of the answer log-odds\n(concept - random direction)")
-    axes[0, -1].legend(fontsize=6, loc="best")
+    handles = {}
+    for ax in axes[0]:  # one legend for every panel: a curve may exist on one dataset only
+        for handle, label in zip(*ax.get_legend_handles_labels()):
+            handles.setdefault(label, handle)
+    if handles:
+        fig.legend(list(handles.values()), list(handles), fontsize=7, loc="lower center",
+                   ncol=min(4, len(handles)), frameon=False)
     fig.suptitle("Steering: answer log-odds beyond random directions vs fluency (upper left is best)", fontsize=11)
-    fig.tight_layout()
+    fig.tight_layout(rect=(0, 0.06 + 0.03 * ((len(handles) - 1) // 4), 1, 1))
     return save_figure(fig, out, "steering_text")
 
 

@@ -449,10 +449,16 @@ def test_time_table_takes_the_latest_invocation_that_computed_a_step():
     # redone under a cheaper protocol (faster, not a resume): the new time counts, not the larger old one
     first = dict(step_seconds={"stsa: directional stability (K=20)": 600.0, "stsa: separability": 18.0})
     second = dict(step_seconds={"stsa: directional stability (K=20)": 300.0, "stsa: separability": 0.0})
-    info = dict(step_seconds={"stsa: directional stability (K=20)": 0.0, "stsa: separability": 0.2},
+    # a resumed section that loads the model first takes seconds, a small fraction of its computing time
+    first["step_seconds"]["steering: generated text"] = 2586.0
+    info = dict(step_seconds={"stsa: directional stability (K=20)": 0.0, "stsa: separability": 0.2,
+                              "steering: generated text": 12.0},
                 earlier_invocations=[first, second])
     t = time_table(info).set_index("phase")
     assert t.loc["directional stability (paper's protocol)", "minutes"] == 5.0
     assert t.loc["separability (paper's test)", "minutes"] == 0.3
+    assert t.loc["behavioural steering (steering_text)", "minutes"] == 43.1
+    assert t.loc["total", "minutes"] - t.loc["total of the default sections (python -m paper_figures)",
+                                              "minutes"] == pytest.approx(43.1)
     only_resumed = time_table(dict(step_seconds={"stsa: separability": 0.2})).set_index("phase")
     assert only_resumed.loc["total", "minutes"] == 0.0 and only_resumed.loc["total", "steps"] == 1

@@ -471,3 +471,20 @@ def test_the_default_setting_is_the_one_the_published_measurement_chose():
     expected = chosen.setting.iloc[0] if chosen.beats_random.all() else SE.PAPER_SETTING
     assert SE.DEFAULT_SETTING == expected
     assert SE.named_setting(SE.DEFAULT_SETTING).name == SE.DEFAULT_SETTING
+
+
+def test_raptor_steer_help_names_the_default_and_every_preset():
+    import argparse
+    import contextlib
+    import io
+
+    from empirical.cli import build_parser
+
+    parser = build_parser()
+    steer = next(a for a in parser._actions if isinstance(a, argparse._SubParsersAction)).choices["steer"]
+    text = io.StringIO()
+    with contextlib.redirect_stdout(text):
+        steer.print_help()
+    flat = " ".join(text.getvalue().split())
+    assert f"default {SE.DEFAULT_SETTING}" in flat.replace("- ", "-")
+    assert all(name in flat for name in SE.PRESETS)
