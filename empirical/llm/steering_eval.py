@@ -1350,13 +1350,13 @@ def read_out_validity(logodds, labels, mass) -> tuple:
 
 
 # --------------------------------------------------------------------------------------------- cost
-#: Seconds per unit of work on SmolLM2-135M-Instruct, CPU, measured in this repository (docs/steering.md): a prompt
-#: token of a batched full pass (``token``), one row of a one-token step with the LM head (``step``: an answer
-#: read-out, a generated token, a token of its perplexity) and the concept vectors of one dataset (1000 examples,
-#: 30 layers) per method (``fit``). Measured with one torch thread on 2 cores shared with another job (load 4-6):
-#: a full pass of 50 x 65 tokens took 28.4 s, a one-token step of 50 rows 0.68 s; two threads under that load were
-#: slower (3.4 s a step). On two idle cores expect these to be 2-3x smaller; pass ``costs`` to rescale.
-COST_SECONDS = dict(token=8.7e-3, step=13.7e-3, fit=dict(RAPTOR=61.0, DiffMeans=1.0, GCS=349.0, xRFM=436.0))
+#: Seconds per unit of work on SmolLM2-135M-Instruct, CPU, 2 idle cores, calibrated on the full steering run
+#: (docs/steering.md, Cost): a prompt token of a batched full pass (``token``), one row of a one-token step with
+#: the LM head (``step``: an answer read-out, a generated token, a token of its perplexity) and the concept vectors
+#: of one dataset (1000 examples, 30 layers, one core) per method (``fit``: the per-fit medians of the main job; 0
+#: when the empirical section's saved vectors are loaded). Earlier values (8.7 ms, 13.7 ms) were measured under a
+#: load of 4-6 and overestimated the idle run 2-3x; pass ``costs`` to rescale for another machine.
+COST_SECONDS = dict(token=2.9e-3, step=7.5e-3, fit=dict(RAPTOR=8.0, DiffMeans=0.2, GCS=51.0, xRFM=71.0))
 
 
 def estimate_seconds(n_prompts: int = 100, prompt_tokens: float = 55.0, stem_tokens: int = 5, n_settings: int = 67,
