@@ -15,9 +15,9 @@ datasets, every fourth layer, the best layer on five split seeds; the evaluation
 docs/steering.md), ``learning_curves`` (accuracy at 2-8x more labels predicted from pools of 200-800 labels, the
 spectral theory against a power-law learning curve and "no gain", docs/learning_curves.md).
 Default: every section but ``steering_text`` (43 min on two cores after the empirical section: docs/steering.md,
-Cost) and ``learning_curves`` (extractions at the Concept-Depth sizes, hours of fits); add them with ``--only``.  Outputs: ``OUT/RESULTS.md`` (the
-paper's claims checked, with 95 % intervals, and every figure
-explained), ``OUT/figures/*.png|pdf``, ``OUT/tables/*.csv|md`` (the numbers behind every figure) and an index
+Cost) and ``learning_curves`` (extractions at the Concept-Depth sizes, hours of fits); add them with ``--only``.
+Outputs: ``OUT/RESULTS.md`` (the paper's claims checked, with 95 % intervals, and every figure explained),
+``OUT/figures/*.png|pdf``, ``OUT/tables/*.csv|md`` (the numbers behind every figure) and an index
 ``OUT/README.md``.  Hidden states are cached (see ``empirical.llm.extract``) and every step's table is saved
 as soon as it is done, so an interrupted run resumes where it stopped; ``--force`` redoes the steps.
 """
