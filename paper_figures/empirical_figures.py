@@ -190,6 +190,8 @@ SPLIT_SEEDS = (PAPER_SPLIT_SEED, 0, 1, 2, 3)
 #: ``--quick`` repeats on one more seed (two: the smallest sample with an interval), and runs the grouped
 #: variants (:data:`GROUPED_VARIANTS`) on the paper's seed only.
 QUICK_SPLIT_SEEDS = (PAPER_SPLIT_SEED, 0)
+#: ``--quick``'s examples per class (a look at every step in <= 6 minutes cold, not a measurement: docs/results.md#time)
+QUICK_MAX_PER_CLASS = 50
 #: Directional stability (and the separability control) at every 4th layer (1, 5, ..., 29: the spectral section's
 #: layers too); every 3rd took the full run 1.9 min past its 100-minute budget (docs/results.md#time).
 STABILITY_LAYER_STEP, QUICK_STABILITY_LAYER_STEP = 4, 6
@@ -223,7 +225,7 @@ def plan(quick: bool, max_per_class: int = 500) -> float:
                    + len(GROUPED_VARIANTS) * (1 if quick else len(GROUPED_SPLIT_SEEDS)) * STEP_SECONDS["layers"])
     rest = (len(STABILITY_DATASETS) * (STEP_SECONDS["stability"] + STEP_SECONDS["stability_equal_data"])
             + STEP_SECONDS["stability_theory"]
-            + STEP_SECONDS["steering"] + STEP_SECONDS["structure"] + 3 * STEP_SECONDS["figures"])
+            + STEP_SECONDS["steering"] + STEP_SECONDS["structure"] + (1 if quick else 3) * STEP_SECONDS["figures"])
     return STEP_SECONDS["load_model"] + ex + scale * (per_dataset + rest)
 
 
@@ -281,8 +283,9 @@ def run(out, *, model="smollm2", data_dir=None, max_per_class=500, quick=False, 
         _steering(out, mdl, tok, data, layers, quick, False)
     with steps.step("delta-sweep structure predictor", scale * STEP_SECONDS["structure"]):
         _structure(out, data, L, quick, False, n_jobs)
-    with steps.step("empirical figures", scale * STEP_SECONDS["figures"]):
-        empirical_plots.plot_all(out)
+    if not quick:  # a long run shows its figures after each phase; --quick draws them once, at the end
+        with steps.step("empirical figures", scale * STEP_SECONDS["figures"]):
+            empirical_plots.plot_all(out)
 
     for seed in split_seeds[1:]:
         for name, (ds, H, y, split) in data.items():
@@ -291,8 +294,9 @@ def run(out, *, model="smollm2", data_dir=None, max_per_class=500, quick=False, 
             frames.append(_layers_for_seed(out, steps, variant, H, y, None, seed, methods, scale, n_jobs,
                                            groups=ds.groups))
         save_table(accuracy_by_seed(pd.concat(frames, ignore_index=True)), out, "accuracy_by_seed")
-    with steps.step("empirical figures (all split seeds)", scale * STEP_SECONDS["figures"]):
-        empirical_plots.plot_all(out)
+    if not quick:
+        with steps.step("empirical figures (all split seeds)", scale * STEP_SECONDS["figures"]):
+            empirical_plots.plot_all(out)
 
     stab_layers = list(range(1, L + 1, QUICK_STABILITY_LAYER_STEP if quick else STABILITY_LAYER_STEP))
     stabs = []
