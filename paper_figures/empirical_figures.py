@@ -437,7 +437,7 @@ def _steering(out, mdl, tok, data, layers, quick, progress):
 
     if load_table(out, "steering_summary") is not None:
         return
-    n_prompts = 4 if quick else 16
+    n_prompts = 2 if quick else 16  # --quick: one prompt per class
     metrics, hard, examples, pairs = [], [], [], []
     median_norms = {}
     for name, direction, tau in tqdm(STEER_SETTINGS, desc="steering", disable=not progress):
