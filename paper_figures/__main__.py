@@ -223,11 +223,13 @@ def _run(args) -> int:
             elif section == "spectral":
                 with steps.step("spectral theory on real probes",
                                 SECTION_SECONDS["spectral"] * (0.2 if args.quick else 1)):
+                    names = empirical_figures.STABILITY_DATASETS
                     hidden = spectral_figures.load_hidden(args.model, args.data_dir, cap, progress=False,
-                                                          names=empirical_figures.STABILITY_DATASETS)
+                                                          names=names[:1] if args.quick else names)
                     n_layers = next(iter(hidden.values()))[0].shape[0]
                     # every 4th layer on the paper's split; the best layer on 4 more split seeds (5 in all),
-                    # so that the agreement statistics get seed intervals (--quick: the middle layer, paper split only)
+                    # so that the agreement statistics get seed intervals (--quick: the first dataset's middle layer on
+                    # the paper's split)
                     spectral_figures.run(out, hidden,
                                          layers=[n_layers // 2] if args.quick else range(1, n_layers, 4),
                                          extra_seeds=0 if args.quick else 4, progress=False, monte_carlo=False,
