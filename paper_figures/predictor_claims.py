@@ -268,4 +268,10 @@ def predictor_claims(tables_dir, predictor: str = SPECTRAL) -> list:
     by_draw = load_table(tables.parent, "learning_curves_by_draw")
     if by_draw is not None and len(by_draw):
         rows += _learning_curve_rows(by_draw, load_table(tables.parent, "learning_curves"))
+    else:  # the section is not in a default run: the claim is named, not silently missing
+        rows.append(dict(area="theory (ours)", claim=f"the spectral theory ({LEARNING_PREDICTOR}) predicts a probe's "
+                         f"best-C test accuracy at {LEARNING_MULTIPLE}x the labels of a pool of {LEARNING_POOL} better "
+                         "than its two baselines (learning curves)", datasets="--", paper="--",
+                         ours="not tested here: this run has no learning-curve validation (`python -m paper_figures "
+                              "--only learning_curves`, docs/learning_curves.md)", test=None))
     return rows

@@ -93,7 +93,8 @@ def test_stability_without_a_baseline_has_no_verdict(tmp_path):
 
 
 def test_missing_tables_and_columns(tmp_path):
-    assert predictor_claims(tmp_path / "tables") == []
+    (only,) = predictor_claims(tmp_path / "tables")  # nothing ran: only the learning-curve row, untested
+    assert only["test"] is None and only["ours"].startswith("not tested here")
     output.save_table(pd.DataFrame(dict(dataset=["a"], layer=[1], rho_s=[0.9])), tmp_path, "structure_summary")
     with pytest.raises(ValueError, match="structure_summary.*mae"):
         predictor_claims(tmp_path / "tables")
@@ -142,3 +143,10 @@ def test_learning_curve_claims_against_both_baselines(tmp_path, gains, expected)
     assert _verdict(goal) == "--" and "on 4/4 datasets" in goal["ours"]  # theory MAE 0.015 <= 0.02 everywhere
     by_draw = pd.read_csv(tmp_path / "tables" / "learning_curves_by_draw.csv")
     assert set(by_draw.layers) == {3} and by_draw.coverage.between(0, 1).all()
+
+
+def test_learning_curve_claim_is_named_when_the_section_did_not_run(tmp_path):
+    (tmp_path / "tables").mkdir()
+    rows = _rows(tmp_path)
+    row = _find(rows, "its two baselines (learning curves)")
+    assert _verdict(row) == "--" and row["ours"].startswith("not tested here")
