@@ -1645,9 +1645,6 @@ def evaluate_dataset(model, tokenizer, dataset, H, settings, *, eval_dataset=Non
                                   n_jobs=n_jobs)
 
         vectors = fit if staged else fit()  # staged: fitted only when the read-out is valid
-    elif staged:
-        given = tuple(vectors)
-        vectors = lambda: given  # noqa: E731  (evaluate_staged takes the pair through its lazy fit stage)
     pool = np.sort(np.r_[split[0], split[1]])
     norms = {layer: float(np.median(np.linalg.norm(np.asarray(H[layer][pool], dtype=np.float32), axis=1)))
              for layer in range(1, H.shape[0])}
@@ -1666,8 +1663,9 @@ def evaluate_dataset(model, tokenizer, dataset, H, settings, *, eval_dataset=Non
               generation_prompts=generation, max_new_tokens=max_new_tokens, sentiment=sentiment, batch_size=batch_size,
               dataset=dataset.name, progress=progress)
     labels = np.asarray(source.labels)[chosen]
-    if staged:
-        return evaluate_staged(model, tokenizer, prompts, labels, vectors, None, norms, settings,
+    if staged:  # a fit function (called after a valid read-out) or the given (vectors, accuracy) pair
+        given, accuracy = (vectors, None) if callable(vectors) else vectors
+        return evaluate_staged(model, tokenizer, prompts, labels, given, accuracy, norms, settings,
                                n_candidates=n_candidates, stage2_positions=stage2_positions,
                                twin_methods=twin_methods, on_stage=on_stage, **kw)
     return evaluate_steering(model, tokenizer, prompts, labels, *vectors, norms, settings, **kw)
