@@ -86,6 +86,11 @@ def accuracy_from_margin(m, kappa, quad_order=2 * DEFAULT_ORDER) -> float | np.n
     >>> round(accuracy_from_margin(1.0, 2.0), 4), round(accuracy_from_margin(0.0, 2.0), 12)
     (0.6809, 0.5)
     """
+    if isinstance(m, float) and isinstance(kappa, float) and not math.isnan(m) and 0.0 <= kappa < math.inf:
+        # scalar fast path (a solver's result): the checks below cost ~3x the quadrature itself
+        xg, wg = gauss_legendre(quad_order)
+        return float(_acc_kernel(m, kappa, np.asarray(xg), np.asarray(wg), TRUNCATION, MAX_PANEL,
+                                 np.empty(edge_capacity(2))))
     ma = check_real_array(m, "m", allow_inf=True)
     ka = check_real_array(kappa, "kappa", low=0.0)
     mb, kb = np.broadcast_arrays(ma, ka)

@@ -1,6 +1,7 @@
 """Accuracy (Prop. 3.2 with m = alpha/sigma) and Bayes accuracy against mpmath."""
 import numpy as np
 import pytest
+from hypothesis import given, settings, strategies as st
 
 import cgmt
 from cgmt import reference
@@ -35,3 +36,15 @@ def test_accuracy_bad_input():
         cgmt.accuracy_from_margin(1.0, -1.0)
     with pytest.raises(ValueError, match="m"):
         cgmt.accuracy_from_margin(float("nan"), 1.0)
+    with pytest.raises(ValueError, match="kappa must be finite"):
+        cgmt.accuracy_from_margin(1.0, float("inf"))
+
+
+@settings(max_examples=200, deadline=None)
+@given(m=st.one_of(st.floats(-1e6, 1e6), st.sampled_from([np.inf, -np.inf, 0.0])),
+       kappa=st.floats(0.0, 1e3))
+def test_accuracy_scalar_fast_path_equals_array_path(m, kappa):
+    """A float pair takes the unchecked scalar path (the solvers' results); it must equal the checked array path."""
+    scalar = cgmt.accuracy_from_margin(m, kappa)
+    assert isinstance(scalar, float)
+    assert scalar == cgmt.accuracy_from_margin(np.array([m]), np.array([kappa]))[0]
