@@ -10,6 +10,7 @@ warning :class:`sklearn.exceptions.ConvergenceWarning` (:func:`report`).  Names 
 """
 from __future__ import annotations
 
+import importlib
 import warnings
 from contextlib import contextmanager
 
@@ -18,7 +19,7 @@ from scipy.optimize import OptimizeResult
 from sklearn.exceptions import ConvergenceWarning
 
 __all__ = ["CGMTResult", "ConvergenceError", "ConvergenceWarning", "STATUS_MESSAGES", "REMOVAL_VERSION",
-           "outcome", "report", "quiet", "warn_deprecated"]
+           "outcome", "report", "quiet", "warn_deprecated", "moved_names"]
 
 #: the one status table of ``cgmt`` (code -> meaning); ``status`` of every cgmt result is a key.
 #: (``empirical.logistic`` has its own table, :data:`empirical.logistic.newton.STATUS_MESSAGES`: the two packages
@@ -56,6 +57,42 @@ def warn_deprecated(old: str, new: str, *, stacklevel: int = 3) -> None:
     """
     warnings.warn(f"{old} is deprecated and will be removed in {REMOVAL_VERSION}; use {new}", DeprecationWarning,
                   stacklevel=stacklevel)
+
+
+def moved_names(module: str, moved: dict):
+    """A module ``__getattr__`` (PEP 562) that keeps moved names importable from ``module``, with a warning.
+
+    Parameters
+    ----------
+    module : str
+        The module whose names moved (for the messages).
+    moved : dict of str to str
+        Name -> the module it lives in now.
+
+    Returns
+    -------
+    callable
+        ``__getattr__(name)``: the name from its new module after :func:`warn_deprecated` (``module.name`` ->
+        ``new_module.name``); ``AttributeError`` for any other name.
+
+    Examples
+    --------
+    >>> import warnings
+    >>> getattr_ = moved_names("old_module", {"sqrt": "math"})
+    >>> with warnings.catch_warnings(record=True) as caught:
+    ...     warnings.simplefilter("always")
+    ...     getattr_("sqrt")(4.0)
+    2.0
+    >>> print(caught[0].message)
+    old_module.sqrt is deprecated and will be removed in 0.3; use math.sqrt
+    """
+    def __getattr__(name: str):
+        new_module = moved.get(name)
+        if new_module is None:
+            raise AttributeError(f"module {module!r} has no attribute {name!r}")
+        warn_deprecated(f"{module}.{name}", f"{new_module}.{name}")
+        return getattr(importlib.import_module(new_module), name)
+    return __getattr__
 
 
 class ConvergenceError(RuntimeError):

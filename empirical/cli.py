@@ -14,6 +14,7 @@ import sys
 import tempfile
 import time
 from pathlib import Path
+from types import SimpleNamespace
 
 import numpy as np
 import pandas as pd
@@ -51,10 +52,10 @@ def _llm():
     """The torch side (model loading, extraction, steering), imported when a command needs it: torch and
     transformers are the optional ``[llm]`` extra, and ``raptor --help`` should not wait for them."""
     try:
-        from .llm import extract, models, steering
+        from .llm import edits, extract, models
     except ImportError as exc:
         raise SystemExit(f"raptor needs the [llm] extra (pip install 'raptor-probes[llm]'): {exc}") from None
-    return extract, models, steering
+    return extract, models, edits
 
 
 # --------------------------------------------------------------------------- argument helpers
@@ -338,25 +339,28 @@ def cmd_stability(args):
     return 0
 
 
-def _steering_eval():
+def _steering():
+    """The steering measurement's modules (the torch side, imported when ``raptor steer`` runs): ``readout``,
+    ``settings``, ``evaluation`` and ``selection``."""
     try:
-        from .llm import steering_eval
+        from .llm import answer_readout, steering_eval, steering_selection, steering_settings
     except ImportError as exc:
         raise SystemExit(f"raptor needs the [llm] extra (pip install 'raptor-probes[llm]'): {exc}") from None
-    return steering_eval
+    return SimpleNamespace(readout=answer_readout, settings=steering_settings, evaluation=steering_eval,
+                           selection=steering_selection)
 
 
-def _steer_settings(args, evaluation):
+def _steer_settings(args, settings):
     """The settings ``raptor steer`` measures: the named one (``--setting``, default the paper's protocol) or, with
     ``--sweep``, the strength sweep over ``--strengths``; ``--positions`` overrides the edited positions."""
     positions = [args.positions] if args.positions else None
     if args.sweep:
-        return evaluation.sweep_settings(k_grid=args.strengths, positions=positions or ("answer",))
-    name = args.setting or evaluation.DEFAULT_SETTING
-    setting = evaluation.named_setting(name)
+        return settings.sweep_settings(k_grid=args.strengths, positions=positions or ("answer",))
+    name = args.setting or settings.DEFAULT_SETTING
+    setting = settings.named_setting(name)
     if positions:
-        setting = evaluation.SteeringSetting(setting.kind, setting.layers, setting.strength, positions[0],
-                                             name=f"{name}-{positions[0]}")
+        setting = settings.SteeringSetting(setting.kind, setting.layers, setting.strength, positions[0],
+                                           name=f"{name}-{positions[0]}")
     return [setting]
 
 
@@ -381,11 +385,12 @@ def _given_vectors(probes, tau, H, labels, layers):
 
 
 def cmd_steer(args):
-    evaluation = _steering_eval()
+    steering = _steering()
+    readout, evaluation = steering.readout, steering.evaluation
     dsets = _load_datasets(args, [args.dataset] if args.dataset else None)
     probes_given = load_concept_vectors(args.probe_file) if args.probe_file else None  # a bad file fails first
-    words = {ds.name: evaluation.check_answer_words(ds.name, args.answer_words) for ds in dsets}
-    settings = _steer_settings(args, evaluation)
+    words = {ds.name: readout.check_answer_words(ds.name, args.answer_words) for ds in dsets}
+    settings = _steer_settings(args, steering.settings)
     out = _out(args, ["steer_metrics.csv", "steer_selected.csv"])
     model, tok = _load_model(args)
     positions = _llm()[2].model_positions(model)
@@ -393,7 +398,7 @@ def cmd_steer(args):
         raise ValueError(f"--max-new-tokens must be below the model's {positions} positions (minus each prompt's "
                          f"length), got {args.max_new_tokens}")
     for ds in dsets:
-        evaluation.answer_token_ids(tok, words[ds.name])
+        readout.answer_token_ids(tok, words[ds.name])
     tables = []
     for ds in dsets:
         H = _hidden(args, model, tok, ds)
@@ -415,7 +420,7 @@ def cmd_steer(args):
         tables.append(table)
     table = pd.concat(tables, ignore_index=True)
     write_csv(out / "steer_metrics.csv", table)
-    selected = evaluation.select_operating_points(table)
+    selected = steering.selection.select_operating_points(table)
     write_csv(out / "steer_selected.csv", selected)
     cols = ["dataset", "method", "setting", "direction", "half", "answer_logodds_shift", "random_control_shift",
             "concept_specific_shift", "concept_specific_low", "concept_specific_high", "answer_mass_steered",
@@ -424,8 +429,8 @@ def cmd_steer(args):
         print(table[table.half == "report"][cols].to_string(index=False, float_format=lambda x: f"{x:.3f}"))
     if not table.measurable.any():
         print("\nThe unsteered answer does not track the concept (AUC < "
-              f"{evaluation.MIN_AUC}, not above chance at one-sided p <= {evaluation.MAX_AUC_P}, or answer mass < "
-              f"{evaluation.MIN_MASS}): not measurable here.")
+              f"{readout.MIN_AUC}, not above chance at one-sided p <= {readout.MAX_AUC_P}, or answer mass < "
+              f"{readout.MIN_MASS}): not measurable here.")
     return 0
 
 

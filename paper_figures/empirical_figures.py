@@ -426,14 +426,10 @@ def _raptor_vectors(out, name, H, y, split, progress):
 
 
 def _steering(out, mdl, tok, data, layers, quick, progress):
-    from empirical.llm.steering import (
-        NoLayerSteeredWarning,
-        compare_generations,
-        hard_layers,
-        select_prompts,
-        steer_prompts,
-        steering_metrics,
-    )
+    from empirical.llm.edits import NoLayerSteeredWarning
+    from empirical.llm.generation import compare_generations
+    from empirical.llm.prompts import select_prompts
+    from empirical.llm.steering import hard_layers, steer_prompts, steering_metrics
 
     if load_table(out, "steering_summary") is not None:
         return

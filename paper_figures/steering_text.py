@@ -41,9 +41,9 @@ PROMPT_TOKENS = dict(stsa=55.0, cities=19.5, common=22.8, counterfact=19.4, hate
 
 
 def full_run_seconds(scale=None, measurable=None) -> float:
-    """The timing model's seconds for the section (:func:`empirical.llm.steering_eval.estimate_seconds`, an upper
+    """The timing model's seconds for the section (:func:`empirical.llm.steering_cost.estimate_seconds`, an upper
     bound: every dataset measurable unless ``measurable`` names those that are, every candidate passing)."""
-    from empirical.llm.steering_eval import estimate_seconds
+    from empirical.llm.steering_cost import estimate_seconds
 
     scale = scale or FULL
     grid = settings(scale is QUICK)
@@ -63,7 +63,7 @@ def settings(quick: bool = False) -> list:
     """The screened settings (stage 1, answer positions; stage 2 adds the candidates' prompt and all-position
     twins): GCAV p* in {0.9, 0.99, 0.9999} on all / best / top-3 layers and additive k in a grid on best / top-3
     layers (``--quick``: three)."""
-    from empirical.llm.steering_eval import sweep_settings
+    from empirical.llm.steering_settings import sweep_settings
 
     if quick:
         return sweep_settings(k_grid=(0.2, 0.8), p_grid=(0.99,), gcav_layers=("best",), additive_layers=("best",))
@@ -99,7 +99,7 @@ def dataset_table(name, mdl, tok, H, ds, *, data_dir=None, quick=False, progress
 def summary(table: pd.DataFrame) -> pd.DataFrame:
     """The selected operating points (report half) of every dataset, method, layer choice and direction, with the
     datasets' validity; the input of the steering claim (``paper_figures.claims``)."""
-    from empirical.llm.steering_eval import select_operating_points
+    from empirical.llm.steering_selection import select_operating_points
 
     chosen = select_operating_points(table)
     validity = table.groupby("dataset")[["auc_unsteered", "answer_mass_unsteered", "measurable"]].first()
@@ -108,13 +108,13 @@ def summary(table: pd.DataFrame) -> pd.DataFrame:
 
 
 def default_table(table: pd.DataFrame) -> pd.DataFrame:
-    """The default setting chosen from the measurement (:func:`empirical.llm.steering_eval.default_setting`: chosen
+    """The default setting chosen from the measurement (:func:`empirical.llm.steering_selection.default_setting`: chosen
     on the selection half, confirmed on the report half) with its report-half rows, one per measurable dataset and
     direction: the concept-specific shift with its 95 % interval, the random control and the fluency cost. One row
     naming the paper's setting and the reason when no setting beats the random control. ``raptor steer``'s
-    :data:`~empirical.llm.steering_eval.DEFAULT_SETTING` must equal its ``setting`` (a test reads the published
+    :data:`~empirical.llm.steering_settings.DEFAULT_SETTING` must equal its ``setting`` (a test reads the published
     copy)."""
-    from empirical.llm.steering_eval import default_setting
+    from empirical.llm.steering_selection import default_setting
 
     choice = default_setting(table)
     head = dict(setting=choice["setting"], beats_random=choice["beats_random"], mean_shift=choice["shift"],

@@ -14,7 +14,9 @@ ROOT = Path(__file__).resolve().parents[1]
 PACKAGES = ("cgmt", "sims", "empirical", "paper_figures")
 #: the torch side of the pipeline, which the CLI and the main job import only when a command needs it
 TORCH_SIDE = {"empirical.llm", "empirical.llm.extract", "empirical.llm.models", "empirical.llm.steering",
-              "empirical.llm.steering_eval"}
+              "empirical.llm.steering_eval", "empirical.llm.edits", "empirical.llm.generation",
+              "empirical.llm.answer_readout", "empirical.llm.steering_settings", "empirical.llm.steering_selection",
+              "empirical.llm.steering_cost", "empirical.llm.prompts"}
 #: optional heavy dependencies that a function may import on purpose (deferred)
 DEFERRED_OK = {"torch", "transformers", "xrfm", "gguf", "accelerate", "matplotlib", "tokenizers", "dask",
                "distributed", "vaderSentiment"}
@@ -28,7 +30,7 @@ ALLOWED = {
     "empirical.testing": {"empirical.logistic", "empirical.validation"},
     "empirical.probes": {"empirical.probes", "empirical.logistic", "empirical.validation", "empirical.files", "cgmt"},
     "empirical.llm": {"empirical.llm", "empirical.probes", "empirical.validation", "empirical.files",
-                      "cgmt.validation"},
+                      "cgmt.validation", "cgmt.result"},
     "empirical": {"empirical", "cgmt"},
     "sims": {"sims", "cgmt", "empirical.logistic", "empirical.validation"},
     "paper_figures": {"paper_figures", "empirical", "cgmt", "sims"},
@@ -205,3 +207,38 @@ def test_kept_public_names_and_module_paths():
             "    assert callable(getattr(cgmt, name)), name\n"
             "assert callable(sims.compare)\n")
     subprocess.run([sys.executable, "-c", code], check=True, cwd=ROOT)
+
+
+def test_steering_modules_keep_their_jobs():
+    """The steering code split by job (docs/architecture.md): the edits know nothing of what is measured, the
+    probe-coordinate protocol and the answer read-out build on the edits, and the choices made from a measured table
+    (operating point, default, cost) come after the measurement, never before it."""
+    graph = _graph()
+    llm = "empirical.llm."
+    assert not {llm + m for m in ("steering", "steering_eval", "generation", "answer_readout", "steering_settings",
+                                  "steering_selection", "steering_cost", "prompts")} & graph[llm + "edits"]
+    assert {llm + "edits"} <= graph[llm + "steering"] and {llm + "edits"} <= graph[llm + "generation"]
+    for chooser in ("steering_selection", "steering_cost"):
+        assert llm + chooser not in graph[llm + "steering_eval"]
+    assert not {llm + "steering_eval", llm + "edits"} & graph[llm + "answer_readout"]
+
+
+@pytest.mark.parametrize("module, name, home", [
+    ("empirical.llm.steering", "additive_steering", "empirical.llm.edits"),
+    ("empirical.llm.steering", "generate", "empirical.llm.generation"),
+    ("empirical.llm.steering", "select_prompts", "empirical.llm.prompts"),
+    ("empirical.llm.steering_eval", "PRESETS", "empirical.llm.steering_settings"),
+    ("empirical.llm.steering_eval", "default_setting", "empirical.llm.steering_selection"),
+    ("empirical.llm.steering_eval", "estimate_seconds", "empirical.llm.steering_cost"),
+])
+def test_moved_steering_names_warn_and_name_their_home(module, name, home):
+    pytest.importorskip("transformers")
+    import importlib
+
+    old = importlib.import_module(module)
+    with pytest.warns(DeprecationWarning, match=rf"{module}\.{name} is deprecated and will be removed in 0\.3; use "
+                                                 rf"{home}\.{name}"):
+        value = getattr(old, name)
+    assert value is getattr(importlib.import_module(home), name)
+    with pytest.raises(AttributeError, match="no attribute 'not_a_name'"):
+        old.not_a_name

@@ -12,7 +12,7 @@ torch = pytest.importorskip("torch")
 pytest.importorskip("transformers")
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 
-from empirical.llm import extract as E, steering as S
+from empirical.llm import extract as E, generation as G, steering as S
 from empirical.llm.hooks import model_kind
 from empirical.llm.models import load_model
 from empirical.probes import ConceptVectors, LinearProbe
@@ -104,4 +104,4 @@ def test_steering_says_clearly_that_it_needs_a_decoder(encoder_dir, tok):
     with pytest.raises(ValueError, match="steering needs a decoder .*BertModel is an encoder"):
         S.steer_prompts(model, tok, PROMPTS, probes, progress=False)
     with pytest.raises(ValueError, match="generation needs a decoder"):
-        S.generate(model, tok, "a good film")
+        G.generate(model, tok, "a good film")

@@ -18,7 +18,7 @@ torch = pytest.importorskip("torch")
 pytest.importorskip("transformers")
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 
-from empirical.llm import extract as E, steering as S
+from empirical.llm import edits as ED, extract as E, generation as G, steering as S
 from empirical.llm.cache import CacheCorruptionError
 from empirical.llm.models import load_model
 from empirical.probes import ConceptVectors, LinearProbe
@@ -283,9 +283,9 @@ PROBES = ConceptVectors({1: LinearProbe(np.ones(32), 0.0, test_accuracy=0.7),
     (lambda m, t: S.steer_prompts(m, t, PROMPTS[:2], PROBES, direction="up", progress=False), r"direction must be"),
     (lambda m, t: S.steer_prompts(m, t, PROMPTS[:2], {}, progress=False), r"probes must be a non-empty"),
     (lambda m, t: S.steer_prompts(m, t, PROMPTS[:2], {9: PROBES[1]}, progress=False), r"probe layer must be in 1..2"),
-    (lambda m, t: S.additive_steering(m, {1: np.ones(32)}, alpha=float("nan")).__enter__(),
+    (lambda m, t: ED.additive_steering(m, {1: np.ones(32)}, alpha=float("nan")).__enter__(),
      r"alpha \(layer 1\) must be"),
-    (lambda m, t: S.additive_steering(m, {1: np.full(32, np.inf)}).__enter__(), r"steering vector of layer 1 must be"),
+    (lambda m, t: ED.additive_steering(m, {1: np.full(32, np.inf)}).__enter__(), r"steering vector of layer 1 must be"),
 ])
 def test_bad_steering_arguments(model, tok, call, message):
     with pytest.raises(ValueError, match=message):
@@ -293,11 +293,11 @@ def test_bad_steering_arguments(model, tok, call, message):
 
 
 def test_no_qualifying_layer_warns_and_is_never_silent(model, tok):
-    with pytest.warns(S.NoLayerSteeredWarning, match=r"tau=0.9 excludes 2 layer\(s\) .*0.800, at layer 2"):
+    with pytest.warns(ED.NoLayerSteeredWarning, match=r"tau=0.9 excludes 2 layer\(s\) .*0.800, at layer 2"):
         pairs = S.steer_prompts(model, tok, PROMPTS[:2], PROBES, tau=0.9, progress=False)
     assert len(pairs) == 0 and pairs.attrs["active_layers"] == []
-    with pytest.warns(S.NoLayerSteeredWarning):
-        S.compare_generations(model, tok, PROMPTS[:1], PROBES, tau=0.9, max_new_tokens=2, progress=False)
+    with pytest.warns(ED.NoLayerSteeredWarning):
+        G.compare_generations(model, tok, PROMPTS[:1], PROBES, tau=0.9, max_new_tokens=2, progress=False)
 
 
 def test_a_large_but_valid_probe_weight_is_steered_not_skipped(model, tok):

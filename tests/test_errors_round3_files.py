@@ -578,7 +578,8 @@ def test_prompt_longer_than_learned_positions_is_refused_before_running(monkeypa
 
 
 def test_prompt_longer_than_learned_positions_in_steering_and_generation():
-    from empirical.llm.steering import generate, steer_prompts
+    from empirical.llm.generation import generate
+    from empirical.llm.steering import steer_prompts
 
     model, tok = _gpt2()
     long = " ".join(["good"] * 300)

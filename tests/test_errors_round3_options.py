@@ -303,7 +303,8 @@ def tiny():
 
 
 def test_b3_additive_steering_refuses_a_non_finite_edit(tiny):
-    from empirical.llm.steering import additive_steering, generate
+    from empirical.llm.edits import additive_steering
+    from empirical.llm.generation import generate
 
     model, tok = tiny
     with pytest.raises(ValueError, match="made the hidden state non-finite"):
@@ -322,7 +323,7 @@ def _hidden(**kwargs):
 
 def _generate(max_new_tokens):
     def call(model, tok):
-        from empirical.llm.steering import generate
+        from empirical.llm.generation import generate
 
         return generate(model, tok, "a good film", max_new_tokens=max_new_tokens)
 

@@ -132,7 +132,7 @@ def test_toy_entries_reach_paper_figures_and_the_steering_read_out(toy):
     assert len(ds) == 60 and ds.prompts[0].startswith("review : ") and ds.max_per_class is None
     pytest.importorskip("torch")
     pytest.importorskip("transformers")  # the floors environment has torch without the [llm] extra
-    from empirical.llm.steering_eval import check_answer_words
+    from empirical.llm.answer_readout import check_answer_words
 
     assert check_answer_words(TOY_DATASET) == ("good", "bad")
 

@@ -47,7 +47,7 @@ PROMPTS = ["task detect sarcasm . a good film", "task detect sarcasm . the plot 
 @pytest.mark.llm
 def test_extraction_and_steering_follow_an_accelerate_dispatch(tmp_path):
     accelerate = pytest.importorskip("accelerate")
-    from empirical.llm import extract as E, steering as S
+    from empirical.llm import extract as E, generation as G, steering as S
     from empirical.probes import ConceptVectors, LinearProbe
     from empirical.testing import tiny_model, tiny_tokenizer
 
@@ -65,7 +65,7 @@ def test_extraction_and_steering_follow_an_accelerate_dispatch(tmp_path):
     a = S.steer_prompts(plain, tok, PROMPTS, probes, progress=False)
     b = S.steer_prompts(dispatched, tok, PROMPTS, probes, progress=False)
     np.testing.assert_array_equal(a.logit_after.to_numpy(), b.logit_after.to_numpy())
-    assert S.generate(dispatched, tok, PROMPTS[0], 4) == S.generate(plain, tok, PROMPTS[0], 4)
+    assert G.generate(dispatched, tok, PROMPTS[0], 4) == G.generate(plain, tok, PROMPTS[0], 4)
 
 
 @pytest.mark.llm

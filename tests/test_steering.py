@@ -12,7 +12,7 @@ torch = pytest.importorskip("torch")
 pytest.importorskip("transformers")
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 
-from empirical.llm import steering as S
+from empirical.llm import edits as E, generation as G, prompts as PR, steering as S
 from empirical.llm.extract import hidden_states
 from empirical.llm.hooks import decoder_blocks
 from empirical.probes.concept_vectors import LinearProbe
@@ -38,7 +38,7 @@ def _probes(seed, p=32, layers=(1, 2, 3), bias=0.0, acc=None):
 def test_gcav_alpha_closed_form(g, s, p):
     gs = math.log(p) - math.log1p(-p)
     for direction in ("towards", "away"):
-        a = float(S.gcav_alpha(g, s, direction, p))
+        a = float(E.gcav_alpha(g, s, direction, p))
         in_target = g >= gs if direction == "towards" else g <= gs
         if in_target:
             assert a == 0.0
@@ -48,16 +48,16 @@ def test_gcav_alpha_closed_form(g, s, p):
             root = brentq(lambda x: (g + x * s) - gs, -1e6, 1e6, xtol=1e-14, rtol=1e-14)
             assert math.isclose(a, root, rel_tol=1e-9, abs_tol=1e-9)
             assert (a > 0) == (direction == "towards")
-    assert float(S.gcav_alpha(g, -s, "towards", p)) == 0.0 and float(S.gcav_alpha(g, 0.0, "away", p)) == 0.0
+    assert float(E.gcav_alpha(g, -s, "towards", p)) == 0.0 and float(E.gcav_alpha(g, 0.0, "away", p)) == 0.0
 
 
 def test_gcav_alpha_errors():
     with pytest.raises(ValueError, match="direction"):
-        S.gcav_alpha(0.0, 1.0, "up")
+        E.gcav_alpha(0.0, 1.0, "up")
     with pytest.raises(ValueError, match="p_target"):
-        S.gcav_alpha(0.0, 1.0, "towards", 1.0)
+        E.gcav_alpha(0.0, 1.0, "towards", 1.0)
     with pytest.raises(ValueError, match="finite"):
-        S.gcav_alpha(np.nan, 1.0, "towards")
+        E.gcav_alpha(np.nan, 1.0, "towards")
     with pytest.raises(ValueError, match="zero"):
         LinearProbe(np.zeros(3), 0.0)
     with pytest.raises(ValueError, match="finite"):
@@ -69,7 +69,7 @@ def _edited_states(model, tok, prompt, probes, direction, p_target=None):
     """Run one prompt under GCAV steering and capture each steered block's stored output."""
     blocks = decoder_blocks(model)
     caps = {}
-    with S.gcav_steering(model, probes, direction, p_target) as state:
+    with E.gcav_steering(model, probes, direction, p_target) as state:
         hs = [blocks[layer - 1].register_forward_hook(
                   lambda m, a, o, layer=layer: caps.__setitem__(layer, o[0, -1].double().numpy()))
               for layer in probes]  # registered after the steering hooks: they see the edited output
@@ -139,7 +139,7 @@ def test_downstream_layers_see_steered_upstream_state(tok):
     model = tiny_model("gemma", seed=14, dtype=torch.float64)
     probes = _probes(3, layers=(1, 3))
     df = S.steer_prompts(model, tok, PROMPTS, probes, "away", batch_size=3, progress=False)
-    with S.gcav_steering(model, {1: probes[1]}, "away"):
+    with E.gcav_steering(model, {1: probes[1]}, "away"):
         H3 = np.stack([hidden_states(model, tok, [p], layers=[3], progress=False)[0, 0] for p in PROMPTS])
     plain3 = hidden_states(model, tok, PROMPTS, layers=[3], progress=False)[0]
     got = df[df["layer"] == 3].sort_values("prompt")["logit_before"].to_numpy()
@@ -154,12 +154,12 @@ def test_hooks_removed_cleanly(tok):
         ref = model(**enc).logits.clone()
     probes = _probes(4)
     with pytest.raises(RuntimeError):
-        with S.gcav_steering(model, probes, "towards"):
+        with E.gcav_steering(model, probes, "towards"):
             with torch.inference_mode():
                 steered = model(**enc).logits.clone()
             raise RuntimeError("user error inside the block")
     assert not (steered == ref).all()
-    with S.additive_steering(model, {2: np.ones(32)}, alpha=3.0):
+    with E.additive_steering(model, {2: np.ones(32)}, alpha=3.0):
         pass
     assert all(len(b._forward_hooks) == 0 for b in decoder_blocks(model))
     with torch.inference_mode():
@@ -183,7 +183,7 @@ def test_fixed_additive_steering(positions, tok):
         return caps["x"]
 
     plain = run()
-    with S.additive_steering(model, {2: v}, alpha=2.5, positions=positions):
+    with E.additive_steering(model, {2: v}, alpha=2.5, positions=positions):
         edited = run()
     expect = plain.copy()
     if positions == "last":
@@ -192,7 +192,7 @@ def test_fixed_additive_steering(positions, tok):
         expect += 2.5 * v
     np.testing.assert_allclose(edited, expect, atol=1e-12)
     with pytest.raises(ValueError, match="layer"):
-        with S.additive_steering(model, {9: v}):
+        with E.additive_steering(model, {9: v}):
             pass
 
 
@@ -221,10 +221,10 @@ def test_metrics_and_hard_layers():
 def test_generation_side_by_side(tok):
     model = tiny_model("llama", seed=17)
     probes = _probes(6)
-    rows = S.compare_generations(model, tok, PROMPTS[:2], probes, "towards", max_new_tokens=4, progress=False)
+    rows = G.compare_generations(model, tok, PROMPTS[:2], probes, "towards", max_new_tokens=4, progress=False)
     assert [r["prompt"] for r in rows] == PROMPTS[:2]
     for r in rows:
-        assert r["original"] == S.generate(model, tok, r["prompt"], 4)  # hooks gone afterwards
+        assert r["original"] == G.generate(model, tok, r["prompt"], 4)  # hooks gone afterwards
         assert isinstance(r["steered"], str) and r["steered"]
     assert any(r["steered"] != r["original"] for r in rows)
 
@@ -246,12 +246,12 @@ def test_probe_from_estimator():
 def test_select_prompts_balanced_and_single_class():
     labels = np.array([0, 1, 0, 0, 1, 0, 0])
     candidates = np.array([6, 5, 4, 3, 2, 1, 0])
-    picked = S.select_prompts(labels, candidates, 6)
+    picked = PR.select_prompts(labels, candidates, 6)
     assert picked.tolist() == [6, 4, 5, 1, 3, 2]  # alternating 0/1 from the candidates' order, then the rest
     assert labels[picked[:4]].tolist() == [0, 1, 0, 1]
-    assert S.select_prompts(labels, candidates, 10, prompt_class=1).tolist() == [4, 1]
-    assert len(S.select_prompts(labels, candidates, 100)) == 7
+    assert PR.select_prompts(labels, candidates, 10, prompt_class=1).tolist() == [4, 1]
+    assert len(PR.select_prompts(labels, candidates, 100)) == 7
     with pytest.raises(ValueError, match="prompt_class"):
-        S.select_prompts(labels, candidates, 3, prompt_class="2")
+        PR.select_prompts(labels, candidates, 3, prompt_class="2")
     with pytest.raises(ValueError, match="n must"):
-        S.select_prompts(labels, candidates, 0)
+        PR.select_prompts(labels, candidates, 0)

@@ -14,7 +14,14 @@ torch = pytest.importorskip("torch")
 pytest.importorskip("transformers")
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 
-from empirical.llm import steering_eval as SE  # noqa: E402
+from empirical.llm import (
+    answer_readout as AR,  # noqa: E402
+    prompts as PR,  # noqa: E402
+    steering_cost as SC,  # noqa: E402
+    steering_eval as SE,  # noqa: E402
+    steering_selection as SEL,  # noqa: E402
+    steering_settings as SS,  # noqa: E402
+)
 from empirical.probes import ConceptVectors, LinearProbe  # noqa: E402
 from empirical.testing import tiny_model, tiny_tokenizer  # noqa: E402
 
@@ -50,19 +57,19 @@ def _run(setup, settings, vectors=None, norms=None, n=8, measure=None, **kw):
 
 def test_answer_words_cover_case_and_space_variants():
     tok = tiny_tokenizer()
-    concept, opposite = SE.answer_token_ids(tok, ("Good", "BAD"))
+    concept, opposite = AR.answer_token_ids(tok, ("Good", "BAD"))
     assert tok.convert_ids_to_tokens(concept) == ["good"] and tok.convert_ids_to_tokens(opposite) == ["bad"]
-    assert SE.check_answer_words("stsa") == ("Positive", "Negative")
-    assert SE.check_answer_words("mine", "Yes, No") == ("Yes", "No")
+    assert AR.check_answer_words("stsa") == ("Positive", "Negative")
+    assert AR.check_answer_words("mine", "Yes, No") == ("Yes", "No")
 
 
 def test_steering_along_the_concept_words_unembedding_raises_its_log_odds(setup):
     model, tok, _, _ = setup
     head = model.get_output_embeddings().weight.detach().double().numpy()
-    good, bad = (SE.answer_token_ids(tok, WORDS)[i][0] for i in (0, 1))
+    good, bad = (AR.answer_token_ids(tok, WORDS)[i][0] for i in (0, 1))
     direction = head[good] - head[bad]
     vectors = {"unembedding": ConceptVectors({L: LinearProbe(direction, 0.0, test_accuracy=0.9)})}
-    setting = SE.SteeringSetting("additive", "all", 2.0, "answer")
+    setting = SS.SteeringSetting("additive", "all", 2.0, "answer")
     table, per_prompt = _run(setup, [setting], vectors=vectors, norms={L: 5.0})
     for direction in ("towards", "away"):
         rows = table[table.direction == direction]
@@ -74,7 +81,7 @@ def test_steering_along_the_concept_words_unembedding_raises_its_log_odds(setup)
 
 
 def test_a_zero_edit_gives_exactly_zero(setup):
-    setting = SE.SteeringSetting("additive", "best", 1.0, "all")
+    setting = SS.SteeringSetting("additive", "best", 1.0, "all")
     table, _ = _run(setup, [setting], norms={layer: 0.0 for layer in range(1, L + 1)},
                     generation_prompts=PROMPTS[:4], max_new_tokens=4, sentiment=True)
     for col in ("answer_logodds_shift", "answer_prob_shift", "random_control_shift", "concept_specific_shift",
@@ -84,8 +91,8 @@ def test_a_zero_edit_gives_exactly_zero(setup):
 
 
 def test_random_controls_are_reproducible_by_seed(setup):
-    settings = [SE.SteeringSetting("additive", "top3", 0.5, "answer"),
-                SE.SteeringSetting("gcav", "all", 0.99, "answer")]
+    settings = [SS.SteeringSetting("additive", "top3", 0.5, "answer"),
+                SS.SteeringSetting("gcav", "all", 0.99, "answer")]
     a, _ = _run(setup, settings, seed=3, directions=("towards",))
     b, _ = _run(setup, settings, seed=3, directions=("towards",))
     c, _ = _run(setup, settings, seed=4, directions=("towards",))
@@ -96,7 +103,7 @@ def test_random_controls_are_reproducible_by_seed(setup):
 
 
 def test_batching_does_not_change_the_read_out(setup):
-    settings = [SE.SteeringSetting("gcav", "all", 0.99, "all"), SE.SteeringSetting("additive", "best", 0.5, "prompt")]
+    settings = [SS.SteeringSetting("gcav", "all", 0.99, "all"), SS.SteeringSetting("additive", "best", 0.5, "prompt")]
     _, one = _run(setup, settings, n=4, batch_size=1, directions=("towards",))
     _, four = _run(setup, settings, n=4, batch_size=3, directions=("towards",))
     np.testing.assert_allclose(one["unsteered"]["ld"], four["unsteered"]["ld"], atol=1e-5)
@@ -108,12 +115,12 @@ def test_batching_does_not_change_the_read_out(setup):
     ids = tok(PROMPTS[0] + STEM, return_tensors="pt")["input_ids"]
     with torch.inference_mode():
         lp = torch.log_softmax(model(input_ids=ids).logits[:, -1].double(), -1)
-    ld, _ = SE.answer_logodds(lp, *SE.answer_token_ids(tok, WORDS))
+    ld, _ = AR.answer_logodds(lp, *AR.answer_token_ids(tok, WORDS))
     assert one["unsteered"]["ld"][0] == pytest.approx(ld[0], abs=1e-5)
 
 
 def test_the_table_has_the_named_columns(setup):
-    table, _ = _run(setup, SE.sweep_settings(k_grid=(0.2,), p_grid=(0.99,), gcav_layers=("best",),
+    table, _ = _run(setup, SS.sweep_settings(k_grid=(0.2,), p_grid=(0.99,), gcav_layers=("best",),
                                              additive_layers=("best",)), generation_prompts=PROMPTS[:2],
                     max_new_tokens=3)
     assert list(table.columns) == SE.METRIC_COLUMNS
@@ -134,25 +141,25 @@ def _table(selection_shift, report_shift, mass=(0.5, 0.5), ppl=(1.0, 1.0)):
 
 
 def test_selection_reads_only_the_selection_half():
-    chosen = SE.select_operating_points(_table([0.1, 0.3], [0.2, -0.5]))
+    chosen = SEL.select_operating_points(_table([0.1, 0.3], [0.2, -0.5]))
     assert chosen.setting.tolist() == ["k1"] and chosen.concept_specific_shift.tolist() == [-0.5]
     assert chosen.selection_shift.tolist() == [0.3]
-    assert SE.select_operating_points(_table([0.1, 0.3], [9.0, 0.0])).setting.tolist() == ["k1"]  # report ignored
-    assert SE.select_operating_points(_table([0.4, 0.3], [0.2, -0.5])).setting.tolist() == ["k0"]
+    assert SEL.select_operating_points(_table([0.1, 0.3], [9.0, 0.0])).setting.tolist() == ["k1"]  # report ignored
+    assert SEL.select_operating_points(_table([0.4, 0.3], [0.2, -0.5])).setting.tolist() == ["k0"]
     # the gates: a setting that breaks the answer mass or the fluency is not chosen
-    assert SE.select_operating_points(_table([0.1, 0.3], [0.2, 0.5], mass=(0.5, 0.2))).setting.tolist() == ["k0"]
-    assert SE.select_operating_points(_table([0.1, 0.3], [0.2, 0.5], ppl=(1.0, 2.0))).setting.tolist() == ["k0"]
+    assert SEL.select_operating_points(_table([0.1, 0.3], [0.2, 0.5], mass=(0.5, 0.2))).setting.tolist() == ["k0"]
+    assert SEL.select_operating_points(_table([0.1, 0.3], [0.2, 0.5], ppl=(1.0, 2.0))).setting.tolist() == ["k0"]
 
 
 def test_default_setting_needs_a_shift_above_the_random_control():
-    assert SE.default_setting(_table([0.1, 0.3], [0.2, 0.5]))["setting"] == "k1"
-    none = SE.default_setting(_table([0.1, 0.3], [-0.2, 0.0]))
-    assert none["setting"] == SE.PAPER_SETTING and not none["beats_random"] and "random control" in none["reason"]
+    assert SEL.default_setting(_table([0.1, 0.3], [0.2, 0.5]))["setting"] == "k1"
+    none = SEL.default_setting(_table([0.1, 0.3], [-0.2, 0.0]))
+    assert none["setting"] == SS.PAPER_SETTING and not none["beats_random"] and "random control" in none["reason"]
 
 
 def test_perplexity_is_the_models_own_loss(setup):
     model, tok, _, _ = setup
-    table, _ = _run(setup, [SE.SteeringSetting("additive", "best", 0.1, "answer")], generation_prompts=PROMPTS[:1],
+    table, _ = _run(setup, [SS.SteeringSetting("additive", "best", 0.1, "answer")], generation_prompts=PROMPTS[:1],
                     max_new_tokens=5, directions=("towards",))
     ids = tok(PROMPTS[0], return_tensors="pt")["input_ids"]
     with torch.inference_mode():
@@ -165,8 +172,8 @@ def test_perplexity_is_the_models_own_loss(setup):
 
 
 def test_vader_masks_the_label_words():
-    assert SE.vader_scores(["Positive"])[0] > 0.3
-    assert SE.vader_scores(["Positive", "positive ."], mask_words=["Positive"]).tolist() == [0.0, 0.0]
+    assert AR.vader_scores(["Positive"])[0] > 0.3
+    assert AR.vader_scores(["Positive", "positive ."], mask_words=["Positive"]).tolist() == [0.0, 0.0]
 
 
 @pytest.mark.parametrize("kwargs, message", [
@@ -178,20 +185,20 @@ def test_vader_masks_the_label_words():
     (dict(kind="gcav", strength=float("nan")), r"strength \(GCAV target")])
 def test_bad_settings(kwargs, message):
     with pytest.raises(ValueError, match=message):
-        SE.SteeringSetting(**kwargs)
+        SS.SteeringSetting(**kwargs)
 
 
 def test_bad_answer_words():
     with pytest.raises(ValueError, match=r"--answer-words.*'mydata' has no answer pair"):
-        SE.check_answer_words("mydata")
+        AR.check_answer_words("mydata")
     with pytest.raises(ValueError, match=r"answer word 'Positive' \(--answer-words\) is not one token"):
-        SE.answer_token_ids(tiny_tokenizer(), ("Positive", "Negative"))
+        AR.answer_token_ids(tiny_tokenizer(), ("Positive", "Negative"))
     with pytest.raises(ValueError, match="must be two"):
-        SE.check_answer_words(None, "Yes")
+        AR.check_answer_words(None, "Yes")
 
 
 def test_bad_input_fails_before_model_work(setup, monkeypatch):
-    setting = [SE.SteeringSetting("additive", "best", 0.1, "answer")]
+    setting = [SS.SteeringSetting("additive", "best", 0.1, "answer")]
     with pytest.raises(ValueError, match=r"n_random \(--n-random\) must be an integer >= 5"):
         _run(setup, setting, n_random=3)
     with pytest.raises(ValueError, match=r"stem \(--stem\)"):
@@ -208,7 +215,7 @@ def test_bad_input_fails_before_model_work(setup, monkeypatch):
         SE.evaluate_steering(gpt2, tok, PROMPTS, LABELS, {"R": probes}, {"R": {1: 0.9}}, {1: 1.0}, setting,
                              answer_words=WORDS, stem=STEM, generation_prompts=PROMPTS[:1], max_new_tokens=500)
     assert not calls
-    monkeypatch.setattr(SE, "MIN_MASS_STEM", 0.9)  # no stem gives the words 90 % of the mass on a random model
+    monkeypatch.setattr(AR, "MIN_MASS_STEM", 0.9)  # no stem gives the words 90 % of the mass on a random model
     with pytest.raises(ValueError,
                        match=r"the stem \(--stem\) ' the answer is' gives the answer words .* no probability"):
         _run(setup, setting)
@@ -241,7 +248,7 @@ def test_paper_figures_summary_figure_and_claim(tmp_path):
     assert chosen.setting.tolist() == ["additive-best-k0.4-answer"] and chosen.dataset.tolist() == ["stsa"]
     assert chosen.beats_random.all() and chosen.concept_specific_low.iloc[0] > 0
     worse = default_table(table.assign(concept_specific_low=-1.0))  # no interval above 0: the paper's setting
-    assert worse.setting.tolist() == [SE.PAPER_SETTING] and not worse.beats_random.any()
+    assert worse.setting.tolist() == [SS.PAPER_SETTING] and not worse.beats_random.any()
     (absent,) = steering_text_claim(None)  # a run without the measurement says so; it claims nothing
     assert absent["test"] is None and absent["ours"].startswith("not tested here")
 
@@ -249,24 +256,24 @@ def test_paper_figures_summary_figure_and_claim(tmp_path):
 def test_staged_screens_gates_and_reads_the_report_half_last(setup, monkeypatch):
     """Stage 2 sees only candidates that kept the answer mass, and no report-half prompt is read (or generated)
     before the operating points are chosen; a broken edit (huge strength) never reaches stage 2."""
-    monkeypatch.setattr(SE, "MIN_AUC", 0.0)  # a random model's read-out tracks nothing; measure it anyway
-    monkeypatch.setattr(SE, "MAX_AUC_P", 1.0)
-    monkeypatch.setattr(SE, "MIN_MASS", 0.0)
+    monkeypatch.setattr(AR, "MIN_AUC", 0.0)  # a random model's read-out tracks nothing; measure it anyway
+    monkeypatch.setattr(AR, "MAX_AUC_P", 1.0)
+    monkeypatch.setattr(AR, "MIN_MASS", 0.0)
     # a tiny random model's answer barely moves: a gate at the unsteered mass splits the two signs of each edit
     monkeypatch.setattr(SE, "MASS_GATE", 1.0)
     model, tok, _, _ = setup
     head = model.get_output_embeddings().weight.detach().double().numpy()
-    words = set(SE.answer_token_ids(tok, WORDS)[0] + SE.answer_token_ids(tok, WORDS)[1])
+    words = set(AR.answer_token_ids(tok, WORDS)[0] + AR.answer_token_ids(tok, WORDS)[1])
     other = next(i for i in range(5, head.shape[0]) if i not in words)  # pushing another token breaks the answer
     vectors = {"RAPTOR": ConceptVectors({L: LinearProbe(head[other], 0.0, test_accuracy=0.9)})}
-    settings = [SE.SteeringSetting("additive", "all", k, "answer") for k in (0.05, 0.5, 9.0)]
+    settings = [SS.SteeringSetting("additive", "all", k, "answer") for k in (0.05, 0.5, 9.0)]
     calls = []
     table, _ = _run(setup, settings, vectors=vectors, norms={L: 20.0},
                     generation_prompts=PROMPTS[:4], max_new_tokens=3, n_candidates=2,
                     on_stage=lambda stage, entries, idx: calls.append((stage, [(e[1].name, e[3]) for e in entries],
                                                                       list(idx))),
                     measure=SE.evaluate_staged)
-    halves = SE.split_halves(len(PROMPTS))
+    halves = PR.split_halves(len(PROMPTS))
     stages = [c[0] for c in calls]
     assert stages[:3] == ["validity", "screen", "candidate"] and "report" in stages
     first_report = stages.index("report")
@@ -281,14 +288,14 @@ def test_staged_screens_gates_and_reads_the_report_half_last(setup, monkeypatch)
     assert not any(entry in broken for entry in later)
     # report rows exist exactly for the candidates that passed both gates, and selection picks among them
     assert set(table[table.half == "report"].stage) == {"report"}
-    chosen = SE.select_operating_points(table)
+    chosen = SEL.select_operating_points(table)
     assert len(chosen) and set(chosen.setting) <= set(table[table.half == "report"].setting)
 
 
 def test_staged_stops_at_a_dataset_whose_read_out_is_not_valid(setup, monkeypatch):
-    monkeypatch.setattr(SE, "MIN_AUC", 1.01)  # nothing is measurable
+    monkeypatch.setattr(AR, "MIN_AUC", 1.01)  # nothing is measurable
     calls = []
-    table, _ = _run(setup, [SE.SteeringSetting("additive", "best", 0.5, "answer")], measure=SE.evaluate_staged,
+    table, _ = _run(setup, [SS.SteeringSetting("additive", "best", 0.5, "answer")], measure=SE.evaluate_staged,
                     on_stage=lambda stage, entries, idx: calls.append(stage))
     assert calls == ["validity"] and table.stage.tolist() == ["validity"] and not table.measurable.any()
 
@@ -304,27 +311,27 @@ def test_staged_fits_the_vectors_only_for_a_valid_read_out(setup, monkeypatch):
 
     def run():
         return SE.evaluate_staged(model, tok, PROMPTS, LABELS, fit, None, {layer: 1.0 for layer in range(1, L + 1)},
-                                  [SE.SteeringSetting("additive", "best", 0.5, "answer")], answer_words=WORDS,
+                                  [SS.SteeringSetting("additive", "best", 0.5, "answer")], answer_words=WORDS,
                                   stem=STEM, batch_size=4, n_candidates=1, stage2_positions=("all",))
 
-    monkeypatch.setattr(SE, "MIN_AUC", 1.01)  # nothing is measurable: nothing is fitted
+    monkeypatch.setattr(AR, "MIN_AUC", 1.01)  # nothing is measurable: nothing is fitted
     table, _ = run()
     assert fits == [] and table.stage.tolist() == ["validity"]
-    monkeypatch.setattr(SE, "MIN_AUC", 0.0)
-    monkeypatch.setattr(SE, "MAX_AUC_P", 1.0)
-    monkeypatch.setattr(SE, "MIN_MASS", 0.0)
+    monkeypatch.setattr(AR, "MIN_AUC", 0.0)
+    monkeypatch.setattr(AR, "MAX_AUC_P", 1.0)
+    monkeypatch.setattr(AR, "MIN_MASS", 0.0)
     table, _ = run()
     assert fits == [1] and "candidate" in set(table.stage)  # measured past validity
 
 
 def test_position_twins_only_for_the_twin_methods(setup, monkeypatch):
-    monkeypatch.setattr(SE, "MIN_AUC", 0.0)
-    monkeypatch.setattr(SE, "MAX_AUC_P", 1.0)
-    monkeypatch.setattr(SE, "MIN_MASS", 0.0)
+    monkeypatch.setattr(AR, "MIN_AUC", 0.0)
+    monkeypatch.setattr(AR, "MAX_AUC_P", 1.0)
+    monkeypatch.setattr(AR, "MIN_MASS", 0.0)
     monkeypatch.setattr(SE, "MASS_GATE", 0.0)
     _, _, probes, _ = setup
     vectors = {"RAPTOR": probes, "DiffMeans": probes}
-    setting = [SE.SteeringSetting("additive", "best", 0.5, "answer")]
+    setting = [SS.SteeringSetting("additive", "best", 0.5, "answer")]
     for twin_methods, expected in ((None, {"RAPTOR", "DiffMeans"}), (("RAPTOR",), {"RAPTOR"})):
         table, _ = _run(setup, setting, vectors=vectors, measure=SE.evaluate_staged, n_candidates=1,
                         stage2_positions=("all",), twin_methods=twin_methods)
@@ -342,9 +349,9 @@ def test_screen_candidates_keeps_the_best_that_keep_the_mass():
 def test_generation_has_a_random_control_and_steers_the_first_new_token(setup):
     model, tok, probes, accuracy = setup
     head = model.get_output_embeddings().weight.detach().double().numpy()
-    good = SE.answer_token_ids(tok, WORDS)[0][0]
+    good = AR.answer_token_ids(tok, WORDS)[0][0]
     vectors = {"unembedding": ConceptVectors({L: LinearProbe(head[good], 0.0, test_accuracy=0.9)})}
-    table, _ = _run(setup, [SE.SteeringSetting("additive", "all", 9.0, "answer")], vectors=vectors,
+    table, _ = _run(setup, [SS.SteeringSetting("additive", "all", 9.0, "answer")], vectors=vectors,
                     norms={L: 10.0}, generation_prompts=PROMPTS[:2], max_new_tokens=1, directions=("towards",))
     # one new token: only the edit of the last prompt position can change it (the first token is steered)
     row = table[table.half == "selection"].iloc[0]
@@ -354,17 +361,17 @@ def test_generation_has_a_random_control_and_steers_the_first_new_token(setup):
 
 def test_the_timing_model_counts_the_work():
     costs = dict(token=1.0, step=0.0, fit=dict(RAPTOR=0.0))
-    base = SE.estimate_seconds(n_prompts=10, prompt_tokens=5, stem_tokens=1, methods=("RAPTOR",), costs=costs)
+    base = SC.estimate_seconds(n_prompts=10, prompt_tokens=5, stem_tokens=1, methods=("RAPTOR",), costs=costs)
     # only prompt tokens cost: validity 10 x 6, three half passes 5 x 6, twins 1 x 1 x 2 x 2 twins x 6 x 5 x 6
     assert base["validity"] == 60 and base["screen"] == 30 and base["candidate"] == 30 + 4 * 6 * 5 * 6
-    assert SE.estimate_seconds(n_prompts=10, prompt_tokens=5, stem_tokens=1, methods=("RAPTOR",), costs=costs,
+    assert SC.estimate_seconds(n_prompts=10, prompt_tokens=5, stem_tokens=1, methods=("RAPTOR",), costs=costs,
                                n_twins=0)["candidate"] == 30
-    longer = SE.estimate_seconds(n_prompts=10, prompt_tokens=11, stem_tokens=1, methods=("RAPTOR",), costs=costs)
+    longer = SC.estimate_seconds(n_prompts=10, prompt_tokens=11, stem_tokens=1, methods=("RAPTOR",), costs=costs)
     assert longer["total"] == pytest.approx(2 * base["total"])  # linear in the prompt's tokens
-    assert SE.estimate_seconds(n_prompts=10, prompt_tokens=5, stem_tokens=1, methods=("RAPTOR", "GCS"),
+    assert SC.estimate_seconds(n_prompts=10, prompt_tokens=5, stem_tokens=1, methods=("RAPTOR", "GCS"),
                                costs=dict(costs, fit=dict(RAPTOR=0.0, GCS=0.0)),
                                twin_methods=("RAPTOR",))["candidate"] == base["candidate"]  # GCS: no twins
-    assert set(SE.estimate_seconds(measurable=False)) == {"validity", "total"}  # nothing fitted
+    assert set(SC.estimate_seconds(measurable=False)) == {"validity", "total"}  # nothing fitted
     from paper_figures.__main__ import SECTION_SECONDS
     from paper_figures.steering_text import full_run_seconds
     assert SECTION_SECONDS["steering_text"] == round(full_run_seconds())
@@ -379,22 +386,22 @@ def test_read_out_validity_needs_an_auc_above_chance_not_only_above_the_threshol
     rng = np.random.default_rng(0)
     y = np.tile([0, 1], 50)
     weak = rng.normal(size=100) + 0.18 * y  # population AUC ~0.55
-    auc, p, mass, ok = SE.read_out_validity(weak, y, np.full(100, 0.2))
+    auc, p, mass, ok = AR.read_out_validity(weak, y, np.full(100, 0.2))
     assert auc == pytest.approx(roc_auc_score(y, weak))
     assert p == pytest.approx(mannwhitneyu(weak[y == 1], weak[y == 0], alternative="greater").pvalue)
-    assert p > SE.MAX_AUC_P and not ok
+    assert p > AR.MAX_AUC_P and not ok
     strong = rng.normal(size=100) + 1.5 * y
-    assert SE.read_out_validity(strong, y, np.full(100, 0.2))[3]
-    assert not SE.read_out_validity(strong, y, np.full(100, 0.001))[3]  # no answer mass
-    assert not SE.read_out_validity(-strong, y, np.full(100, 0.2))[3]  # tracks the opposite: not the concept
-    assert math.isnan(SE.read_out_validity(strong, np.ones(100), np.full(100, 0.2))[0])  # one class
+    assert AR.read_out_validity(strong, y, np.full(100, 0.2))[3]
+    assert not AR.read_out_validity(strong, y, np.full(100, 0.001))[3]  # no answer mass
+    assert not AR.read_out_validity(-strong, y, np.full(100, 0.2))[3]  # tracks the opposite: not the concept
+    assert math.isnan(AR.read_out_validity(strong, np.ones(100), np.full(100, 0.2))[0])  # one class
 
 
 def test_stacked_random_controls_equal_one_pass_per_draw(setup):
     """The answer-position controls run as one pass of n_random x rows; they equal one pass per draw (GCAV replays
     the concept run's per-row |alpha|, additive the fixed strength) to float32 rounding."""
     model, tok, probes, accuracy = setup
-    settings = [SE.SteeringSetting("gcav", "all", 0.99, "answer"), SE.SteeringSetting("additive", "top3", 0.5,
+    settings = [SS.SteeringSetting("gcav", "all", 0.99, "answer"), SS.SteeringSetting("additive", "top3", 0.5,
                                                                                         "answer")]
     results = []
     for stacked in (True, False):
@@ -414,7 +421,7 @@ def test_stacked_random_controls_equal_one_pass_per_draw(setup):
 
 def test_additive_steering_takes_one_direction_per_row(setup):
     """A (rows, hidden) vector edits each row along its own direction: the same as editing each row alone."""
-    from empirical.llm.steering import additive_steering
+    from empirical.llm.edits import additive_steering
 
     model, tok, _, _ = setup
     ids = tok(["review : a great movie .", "review : bad film ."], return_tensors="pt", padding=True)["input_ids"]
@@ -438,15 +445,15 @@ def test_evaluate_dataset_uses_given_vectors_and_fits_nothing(setup, monkeypatch
     not: nothing is fitted (the full run once failed here: the staged path took the pair for a mapping)."""
     from empirical.llm.datasets import ConceptDataset
 
-    monkeypatch.setattr(SE, "MIN_AUC", 0.0)
-    monkeypatch.setattr(SE, "MAX_AUC_P", 1.0)
-    monkeypatch.setattr(SE, "MIN_MASS", 0.0)
+    monkeypatch.setattr(AR, "MIN_AUC", 0.0)
+    monkeypatch.setattr(AR, "MAX_AUC_P", 1.0)
+    monkeypatch.setattr(AR, "MIN_MASS", 0.0)
     monkeypatch.setattr(SE, "method_vectors", lambda *a, **k: pytest.fail("fitted although vectors were given"))
     model, tok, probes, accuracy = setup
     ds = ConceptDataset("toy", PROMPTS * 5, LABELS * 5)
     H = np.random.default_rng(1).standard_normal((L + 1, len(ds), 32)).astype(np.float32)
     stages = []
-    table, _ = SE.evaluate_dataset(model, tok, ds, H, [SE.SteeringSetting("additive", "best", 0.5, "answer")],
+    table, _ = SE.evaluate_dataset(model, tok, ds, H, [SS.SteeringSetting("additive", "best", 0.5, "answer")],
                                    vectors=({"RAPTOR": probes}, accuracy), methods=("RAPTOR",), answer_words=WORDS,
                                    stem=STEM, n_prompts=4, n_generate=0, batch_size=4, staged=staged, n_candidates=1,
                                    stage2_positions=("all",),
@@ -464,13 +471,13 @@ def test_the_default_setting_is_the_one_the_published_measurement_chose():
 
     published = Path(__file__).resolve().parents[1] / "docs" / "results" / "tables" / "steering_text_default.csv"
     if not published.exists():
-        assert SE.DEFAULT_SETTING == SE.PAPER_SETTING
+        assert SS.DEFAULT_SETTING == SS.PAPER_SETTING
         return
     chosen = pd.read_csv(published)
     assert chosen.setting.nunique() == 1
-    expected = chosen.setting.iloc[0] if chosen.beats_random.all() else SE.PAPER_SETTING
-    assert SE.DEFAULT_SETTING == expected
-    assert SE.named_setting(SE.DEFAULT_SETTING).name == SE.DEFAULT_SETTING
+    expected = chosen.setting.iloc[0] if chosen.beats_random.all() else SS.PAPER_SETTING
+    assert SS.DEFAULT_SETTING == expected
+    assert SS.named_setting(SS.DEFAULT_SETTING).name == SS.DEFAULT_SETTING
 
 
 def test_raptor_steer_help_names_the_default_and_every_preset():
@@ -486,5 +493,5 @@ def test_raptor_steer_help_names_the_default_and_every_preset():
     with contextlib.redirect_stdout(text):
         steer.print_help()
     flat = " ".join(text.getvalue().split())
-    assert f"default {SE.DEFAULT_SETTING}" in flat.replace("- ", "-")
-    assert all(name in flat for name in SE.PRESETS)
+    assert f"default {SS.DEFAULT_SETTING}" in flat.replace("- ", "-")
+    assert all(name in flat for name in SS.PRESETS)

@@ -40,9 +40,11 @@ from .hooks import (
     base_model,
     block_input_tensor,
     block_output_tensor,
+    cache_argument,
     decoder_blocks,
     input_device,
     model_kind,
+    output_cache,
     position_limit,
 )
 from .models import apply_chat_template, model_identity
@@ -248,8 +250,8 @@ def _prefix_kv(core, model, prefix, device):
     ids = torch.tensor([prefix], dtype=torch.long, device=device)
     try:
         out = core(input_ids=ids, attention_mask=torch.ones_like(ids), use_cache=True,
-                   past_key_values=DynamicCache(config=model.config))
-        kv = [(k, v) for k, v, *_ in out.past_key_values]
+                   **{cache_argument(core): DynamicCache(config=model.config)})
+        kv = [(k, v) for k, v, *_ in output_cache(out)]
     except Exception:  # pragma: no cover - architectures without a standard cache
         return None
     if not kv or any(k is None or k.shape[0] != 1 for k, v in kv):
@@ -327,7 +329,7 @@ def _run(model, token_ids, layers, batch_size, sink, todo, progress, desc, share
                 B, T = ids.shape
                 kw = {}
                 if kv is not None:
-                    kw["past_key_values"] = DynamicCache(
+                    kw[cache_argument(core)] = DynamicCache(
                         [(k.expand(B, *k.shape[1:]).contiguous(), v.expand(B, *v.shape[1:]).contiguous())
                          for k, v in kv], config=model.config)
                     kw["position_ids"] = torch.arange(P, P + T, device=device).unsqueeze(0).expand(B, T)

@@ -11,6 +11,8 @@ so we read block outputs through hooks instead of ``output_hidden_states``.
 """
 from __future__ import annotations
 
+import inspect
+
 import torch
 
 LAYER_CONVENTION = "block-output-v1"  # part of every cache key
@@ -222,3 +224,39 @@ def position_limit(model) -> int | None:
                 offset = 0 if module.padding_idx is None else module.padding_idx + 1
             return int(module.num_embeddings - offset)
     return None
+
+
+def cache_argument(core) -> str:
+    """The keyword a model's ``forward`` takes its key/value cache by: ``cache`` (transformers >= 5.x, where
+    ``past_key_values`` still works but warns ``FutureWarning`` on every call) or ``past_key_values``.
+
+    Parameters
+    ----------
+    core : torch.nn.Module
+        A transformers model (the base model or the causal LM).
+
+    Returns
+    -------
+    str
+        ``"cache"`` or ``"past_key_values"``.
+    """
+    parameters = inspect.signature(core.forward).parameters
+    return "cache" if "cache" in parameters else "past_key_values"
+
+
+def output_cache(output):
+    """The key/value cache of a forward pass's output (``output.cache`` in transformers >= 5.x, else
+    ``output.past_key_values``).
+
+    Parameters
+    ----------
+    output : transformers ModelOutput
+        The output of a forward pass with ``use_cache=True``.
+
+    Returns
+    -------
+    Cache or tuple
+        The cache, as the model returned it.
+    """
+    cache = getattr(output, "cache", None)
+    return cache if cache is not None else output.past_key_values

@@ -1,26 +1,19 @@
 """Steering measured by what the model says: answer log-odds with random-direction controls, fluency, a strength
 sweep and a selection of the operating point on held-out prompts (docs/steering.md).
 
-The measurement (as CAA and ActAdd measure steering):
+The measurement (as CAA and ActAdd measure steering), per setting and direction, on the answer read-out of
+:mod:`empirical.llm.answer_readout` (LD, the answer log-odds):
 
-* **Answer log-odds.** Each held-out prompt gets a fixed answer stem (:data:`ANSWER_STEM`, e.g.
-  ``"\\n\\nThe answer is:"``); one forward pass reads the next-token distribution after it and
-  ``LD = logsumexp log P(concept words) - logsumexp log P(opposite words)``, the words being the dataset's answer
-  pair (its ``answer_words`` in :mod:`empirical.llm.datasets`) in every single-token case and leading-space
-  variant. Per setting and direction,
-  signed towards the target (``towards``: up, ``away``: down): ``answer_logodds_shift`` (mean change of LD and its
-  standard error over prompts), ``answer_prob_shift`` (change of sigmoid(LD)), ``moved_fraction`` (share of
-  prompts that moved the intended way) and ``answer_mass`` (P(concept words) + P(opposite words), steered and
-  unsteered).
+* **Shift**, signed towards the target (``towards``: up, ``away``: down): ``answer_logodds_shift`` (mean change of
+  LD and its standard error over prompts), ``answer_prob_shift`` (change of sigmoid(LD)), ``moved_fraction`` (share
+  of prompts that moved the intended way) and ``answer_mass`` (steered and unsteered).
 * **Controls.** ``random_control_shift``: the same edit with random unit directions (``n_random`` >= 5 seeded
   draws per layer) at the same |alpha| per layer, row and position (GCAV strengths are replayed from the concept
   run); ``concept_specific_shift`` = concept minus random shift, paired per prompt, with its 95 % t-interval;
   ``opposite_sign_shift``: the other direction's LD change expressed in this row's sign (a concept effect flips
   with the sign, so it should be negative).
-* **Validity of the read-out** per dataset: AUC of the unsteered LD against the labels and the unsteered answer
-  mass; ``measurable`` is False when the AUC is below :data:`MIN_AUC`, not above chance by a one-sided Mann-Whitney
-  test at :data:`MAX_AUC_P`, or the mass below :data:`MIN_MASS` (such a
-  dataset is reported, not averaged in).
+* **Validity of the read-out** per dataset (:func:`~empirical.llm.answer_readout.read_out_validity`): a dataset
+  whose read-out is not measurable is reported, not averaged in.
 * **Fluency**: ``kl_answer``, the KL divergence of the steered next-token distribution from the unsteered one at
   the answer position; with generation (``generation_prompts``): greedy continuations, their perplexity under the
   unsteered model (``perplexity_ratio`` = steered / unsteered, geometric means) and ``distinct2``.
@@ -32,20 +25,16 @@ The measurement (as CAA and ActAdd measure steering):
   Additive edits change every position of the chosen passes, GCAV edits the last position of each chosen pass
   (the paper's h_T: the prompt's last token, the answer position, each generated token).
 
-A :class:`SteeringSetting` is one way to steer: GCAV (the paper's adaptive strength, target ``p*``) or a fixed
-additive edit ``k x`` the layer's median hidden-state norm, on the layers ``all`` (every layer with a probe),
-``best`` or ``top3`` (ranked by *validation* accuracy, never test data). :func:`sweep_settings` builds the grid,
-:func:`evaluate_steering` measures it (forward passes batched; the prompt's key/value cache is shared by every
-answer-position setting), :func:`select_operating_points` picks per method and layer choice the strength with the
-largest concept-specific shift under the gates (answer mass >= half the unsteered one, perplexity ratio <= 1.5)
-on the selection half of the prompts and reports it on the other half, and :func:`default_setting` picks the
-default from such a table.
+The settings are :class:`~empirical.llm.steering_settings.SteeringSetting` (:mod:`empirical.llm.steering_settings`).
+:func:`evaluate_steering` measures them (forward passes batched; the prompt's key/value cache is shared by every
+answer-position setting), :func:`evaluate_staged` in stages (screen, candidates, generation), and
+:func:`evaluate_dataset` on one dataset from its hidden states. The operating point and the default are chosen
+from the table by :mod:`empirical.llm.steering_selection`; the timing model is :mod:`empirical.llm.steering_cost`.
 """
 from __future__ import annotations
 
 import contextlib
 import math
-import re
 from dataclasses import dataclass
 
 import numpy as np
@@ -53,32 +42,55 @@ import pandas as pd
 import torch
 from scipy import stats
 from scipy.special import expit
-from sklearn.metrics import roc_auc_score
 from tqdm.auto import tqdm
 
-from cgmt.validation import check_int, check_scalar
+from cgmt.result import moved_names
+from cgmt.validation import check_int
 
 from ..probes import fit_layers, get_method, method_names, paper_split
 from ..probes.concept_vectors import ConceptVectors
-from .datasets import answer_pairs
+from .answer_readout import (
+    ANSWER_STEM,
+    answer_logodds,
+    answer_token_ids,
+    answer_word_variants,
+    check_answer_mass,
+    check_answer_words,
+    distinct_ngram_ratio,
+    read_out_validity,
+    vader_scores,
+)
+from .edits import additive_steering, gcav_steering, model_positions
 from .extract import check_prompts, tokenize_prompts
-from .hooks import base_model, decoder_blocks, input_device, position_limit, require_decoder
-from .steering import P_TOWARDS, additive_steering, gcav_steering, model_positions, select_prompts, steerable_layers
+from .hooks import (
+    base_model,
+    cache_argument,
+    decoder_blocks,
+    input_device,
+    output_cache,
+    position_limit,
+    require_decoder,
+)
+from .prompts import select_prompts, split_halves
+from .steering_settings import POSITIONS, SteeringSetting, check_settings, choose_layers, edit_strengths
 
 try:  # transformers >= 4.36
     from transformers import DynamicCache
 except ImportError:  # pragma: no cover
     DynamicCache = None
 
-__all__ = ["ANSWER_STEM", "NEUTRAL_PROMPTS", "SENTIMENT_DATASETS", "POSITIONS", "SteeringSetting",
-           "PRESETS", "PAPER_SETTING", "DEFAULT_SETTING", "METRIC_COLUMNS", "answer_token_ids", "check_answer_words",
-           "sweep_settings", "choose_layers", "distinct_ngram_ratio", "answer_logodds", "evaluate_steering",
-           "select_operating_points", "default_setting", "method_vectors", "evaluate_dataset", "vader_scores",
-           "random_units", "split_halves", "evaluate_staged", "screen_candidates", "estimate_seconds", "COST_SECONDS",
-           "named_setting", "read_out_validity"]
+__all__ = ["NEUTRAL_PROMPTS", "SENTIMENT_DATASETS", "MIN_RANDOM", "MASS_GATE", "PERPLEXITY_GATE", "METRIC_COLUMNS",
+           "passes_gates", "random_units", "evaluate_steering",
+           "screen_candidates", "evaluate_staged", "method_vectors", "evaluate_dataset"]
 
-#: The answer stem appended to every prompt (SmolLM2 answers "The answer is ..."; the pilot's stem).
-ANSWER_STEM = "\n\nThe answer is:"
+#: names that lived here before the module was split by job and are not used here (importing them warns, removed
+#: in 0.3); the ones this module imports for its own use stay importable from it
+__getattr__ = moved_names("empirical.llm.steering_eval", {
+    **dict.fromkeys(("PRESETS", "PAPER_SETTING", "DEFAULT_SETTING", "sweep_settings"),
+                    "empirical.llm.steering_settings"),
+    **dict.fromkeys(("select_operating_points", "default_setting"), "empirical.llm.steering_selection"),
+    **dict.fromkeys(("estimate_seconds", "COST_SECONDS"), "empirical.llm.steering_cost")})
+
 #: Datasets whose concept an offline scorer (VADER) reads in open-ended text.
 SENTIMENT_DATASETS = frozenset({"stsa"})
 #: Neutral open-ended prompts without label words (sentiment steering is scored on their continuations).
@@ -100,23 +112,12 @@ NEUTRAL_PROMPTS = (
     "Tell me about a museum you went to.",
     "Write one sentence about a new phone.",
 )
-#: Edited positions: the prompt's, the answer's (generated tokens' during generation), or all.
-POSITIONS = ("prompt", "answer", "all")
-LAYER_CHOICES = ("all", "best", "top3")
-#: The largest additive multiple k of the median hidden-state norm (beyond it the state is the edit).
-MAX_STRENGTH = 10.0
 #: Random directions per control, at least.
 MIN_RANDOM = 5
-#: A dataset's read-out is measurable when the AUC of the unsteered LD is at least this and the mass at least MIN_MASS.
-MIN_AUC = 0.55
-MIN_MASS = 0.01
-#: ... and the AUC must be above chance by a one-sided Mann-Whitney test at this level (the verdicts' level): with
-#: 100 prompts the AUC's standard error is ~0.058, so a point threshold alone would let a read-out at chance in.
-MAX_AUC_P = 0.025
-#: Below this mean answer mass the stem is refused outright (the model does not answer with the words).
-MIN_MASS_STEM = 1e-6
 #: Gates of the operating point: steered mass >= MASS_GATE x unsteered mass, perplexity ratio <= PERPLEXITY_GATE.
 MASS_GATE = 0.5
+
+
 PERPLEXITY_GATE = 1.5
 
 #: The columns of ``steer_metrics.csv`` in order.
@@ -129,301 +130,6 @@ METRIC_COLUMNS = [
     "perplexity_steered", "perplexity_ratio", "perplexity_ratio_random", "distinct2_unsteered", "distinct2_steered",
     "distinct2_random", "vader_shift", "vader_se", "vader_random_shift",
     "auc_unsteered", "auc_p_value", "measurable", "stem"]
-
-
-@dataclass(frozen=True)
-class SteeringSetting:
-    """One way to steer.
-
-    Parameters
-    ----------
-    kind : {"gcav", "additive"}
-        GCAV adaptive strength (target probability ``strength`` towards, ``1 - strength`` away), or a fixed edit
-        ``h += +-strength * median_norm(layer) * v``.
-    layers : {"all", "best", "top3"} or tuple of int
-        Every layer with a probe, the best or three best by validation accuracy, or explicit layers.
-    strength : float
-        GCAV: p* in (0.5, 1); additive: k in (0, MAX_STRENGTH].
-    positions : {"prompt", "answer", "all"}
-        Which passes are edited (:data:`POSITIONS`; module docstring, "Positions").
-    name : str, optional
-        Default: ``kind-layers-strength-positions``.
-
-    Examples
-    --------
-    >>> SteeringSetting("additive", "best", 0.2, "answer").name
-    'additive-best-k0.2-answer'
-    """
-
-    kind: str
-    layers: object = "all"
-    strength: float = P_TOWARDS
-    positions: str = "answer"
-    name: str = ""
-
-    def __post_init__(self):
-        if self.kind not in ("gcav", "additive"):
-            raise ValueError(f"kind must be 'gcav' or 'additive', got {self.kind!r}")
-        if self.positions not in POSITIONS:
-            raise ValueError(f"positions must be one of {POSITIONS}, got {self.positions!r}")
-        if not (self.layers in LAYER_CHOICES or (isinstance(self.layers, tuple) and self.layers)):
-            raise ValueError(f"layers must be 'all', 'best', 'top3' or a tuple of layer indices, got {self.layers!r}")
-        if self.kind == "gcav":
-            check_scalar(self.strength, "strength (GCAV target probability p*)", low=0.5, high=1.0, low_open=True,
-                         high_open=True)
-        else:
-            check_scalar(self.strength, "strength (multiple k of the median hidden-state norm)", low=0.0,
-                         high=MAX_STRENGTH, low_open=True)
-        if not self.name:
-            layers = self.layers if isinstance(self.layers, str) else "L" + "+".join(map(str, self.layers))
-            prefix = "p" if self.kind == "gcav" else "k"
-            object.__setattr__(self, "name", f"{self.kind}-{layers}-{prefix}{self.strength:g}-{self.positions}")
-
-    @property
-    def layer_choice(self) -> str:
-        return self.layers if isinstance(self.layers, str) else "explicit"
-
-
-#: Named settings (``raptor steer --setting``); ``paper`` is the paper's protocol (GCAV at every layer, p* =
-#: 0.9999, the last position of every pass).
-PRESETS = {
-    "paper": SteeringSetting("gcav", "all", P_TOWARDS, "all", name="paper"),
-    "all-0.99": SteeringSetting("gcav", "all", 0.99, "all", name="all-0.99"),
-    "top3-0.99": SteeringSetting("gcav", "top3", 0.99, "all", name="top3-0.99"),
-    "best-0.9999": SteeringSetting("gcav", "best", P_TOWARDS, "all", name="best-0.9999"),
-    "best-0.99": SteeringSetting("gcav", "best", 0.99, "all", name="best-0.99"),
-    "best-0.9": SteeringSetting("gcav", "best", 0.9, "all", name="best-0.9"),
-    "additive-0.1": SteeringSetting("additive", "best", 0.1, "all", name="additive-0.1"),
-    "additive-0.3": SteeringSetting("additive", "best", 0.3, "all", name="additive-0.3"),
-}
-#: The paper's protocol: the reproduction, and the default whenever no measured setting beats the random control.
-PAPER_SETTING = "paper"
-#: The default of ``raptor steer``: the setting :func:`default_setting` chose from the full measurement
-#: (``paper_figures --only steering_text``: ``docs/results/tables/steering_text_default.csv``; a test keeps the two
-#: equal).
-DEFAULT_SETTING = "gcav-all-p0.9999-answer"
-
-
-def named_setting(name: str) -> "SteeringSetting":
-    """The setting called ``name``: a preset (:data:`PRESETS`) or any setting of the full sweep at any positions
-    (:func:`sweep_settings`, e.g. ``'additive-best-k0.2-answer'``, the names ``steer_metrics.csv`` uses);
-    ``ValueError`` listing the presets otherwise.
-
-    Parameters
-    ----------
-    name : str
-        A key of :data:`PRESETS` or a sweep setting's name (``kind-layers-strength-positions``).
-
-    Returns
-    -------
-    SteeringSetting
-        The preset, or the sweep setting of that name.
-
-    Examples
-    --------
-    >>> named_setting("gcav-top3-p0.99-prompt").layers
-    'top3'
-    """
-    if name in PRESETS:
-        return PRESETS[name]
-    for setting in sweep_settings(positions=POSITIONS):
-        if setting.name == name:
-            return setting
-    raise ValueError(f"--setting must be a preset ({', '.join(sorted(PRESETS))}) or a sweep setting such as "
-                     f"'additive-best-k0.2-answer' (kind-layers-strength-positions, as steer_metrics.csv names "
-                     f"them), got {name!r}")
-
-
-def sweep_settings(k_grid=(0.05, 0.1, 0.2, 0.4, 0.8), p_grid=(0.9, 0.99, P_TOWARDS),
-                   gcav_layers=("all", "best", "top3"), additive_layers=("best", "top3"),
-                   positions=("answer",)) -> list:
-    """The strength sweep: GCAV at every ``p_grid`` target on ``gcav_layers`` and additive edits at every ``k_grid``
-    multiple on ``additive_layers``, each at every ``positions``.
-
-    Parameters
-    ----------
-    k_grid : sequence of float
-        Additive strengths k, multiples of the layer's median hidden-state norm, in (0, MAX_STRENGTH].
-    p_grid : sequence of float
-        GCAV target probabilities p* in (0.5, 1) (``towards``; ``away`` targets 1 - p*).
-    gcav_layers, additive_layers : sequence of {"all", "best", "top3"} or tuple of int
-        Layer choices of the GCAV and additive settings (:class:`SteeringSetting`).
-    positions : sequence of {"prompt", "answer", "all"}
-        Edited positions; every setting is made once per entry.
-
-    Returns
-    -------
-    list of SteeringSetting
-        GCAV settings first (by positions, layer choice, p*), then the additive ones (by positions, layer
-        choice, k).
-
-    Examples
-    --------
-    >>> [s.name for s in sweep_settings(k_grid=(0.1,), p_grid=(0.99,), gcav_layers=("best",),
-    ...                                 additive_layers=("best",))]
-    ['gcav-best-p0.99-answer', 'additive-best-k0.1-answer']
-    """
-    out = [SteeringSetting("gcav", layers, p, pos) for pos in positions for layers in gcav_layers for p in p_grid]
-    out += [SteeringSetting("additive", layers, k, pos) for pos in positions for layers in additive_layers
-            for k in k_grid]
-    return out
-
-
-# --------------------------------------------------------------------------------------------- answer words
-def check_answer_words(dataset: str | None, answer_words=None) -> tuple:
-    """The (concept, opposite) answer words: ``answer_words`` if given, else the dataset's ``answer_words`` in the
-    dataset registry (:func:`empirical.llm.datasets.answer_pairs`); ``ValueError`` naming ``answer_words`` for an
-    unknown dataset or a bad pair.
-
-    Parameters
-    ----------
-    dataset : str or None
-        Name of a registered dataset (used only when ``answer_words`` is None).
-    answer_words : str or pair of str, optional
-        ``"concept,opposite"`` or a pair; two non-empty words that differ (ignoring case).
-
-    Returns
-    -------
-    (str, str)
-        The concept word and its opposite, stripped of surrounding spaces.
-    """
-    if answer_words is None:
-        pairs = answer_pairs()
-        if dataset not in pairs:
-            raise ValueError(f"answer_words (--answer-words) are needed: dataset {dataset!r} has no answer pair "
-                             f"(known: {', '.join(pairs)}); give the concept word and its opposite, e.g. "
-                             "'Yes,No'")
-        return pairs[dataset]
-    words = tuple(answer_words.split(",")) if isinstance(answer_words, str) else tuple(answer_words)
-    if len(words) != 2 or not all(isinstance(w, str) and w.strip() for w in words):
-        raise ValueError(f"answer_words (--answer-words) must be two non-empty words (concept, opposite), got "
-                         f"{answer_words!r}")
-    words = tuple(w.strip() for w in words)
-    if words[0].lower() == words[1].lower():
-        raise ValueError(f"answer_words (--answer-words) must differ, got {words}")
-    return words
-
-
-def _variants(word: str) -> list:
-    cases = dict.fromkeys([word, word.lower(), word.capitalize(), word.upper()])
-    return [prefix + w for w in cases for prefix in ("", " ")]
-
-
-def answer_token_ids(tokenizer, answer_words) -> tuple:
-    """Token ids of the concept and opposite answer words: every case (as given, lower, capitalised, upper) and
-    leading-space variant that is one token of the vocabulary (not the unknown token).
-
-    Parameters
-    ----------
-    tokenizer : transformers tokenizer
-        Encodes each variant without special tokens.
-    answer_words : (str, str)
-        The concept word and its opposite (:func:`check_answer_words`).
-
-    Returns
-    -------
-    (list of int, list of int)
-        The concept's token ids and the opposite's, disjoint; ``ValueError`` when a word has no one-token
-        variant or the two share a token.
-
-    Examples
-    --------
-    >>> from empirical.testing import tiny_tokenizer
-    >>> tok = tiny_tokenizer()
-    >>> [tok.convert_ids_to_tokens(ids) for ids in answer_token_ids(tok, ("Yes", "No"))]
-    [['yes'], ['no']]
-    """
-    unk = getattr(tokenizer, "unk_token_id", None)
-    out = []
-    for word in answer_words:
-        ids = []
-        for variant in _variants(word):
-            enc = tokenizer(variant, add_special_tokens=False)["input_ids"]
-            if len(enc) == 1 and enc[0] != unk and enc[0] not in ids:
-                ids.append(int(enc[0]))
-        if not ids:
-            raise ValueError(f"answer word {word!r} (--answer-words) is not one token of this tokenizer in any case or "
-                             f"leading-space variant ({_variants(word)}); choose answer words the model can say in "
-                             "one token")
-        out.append(ids)
-    shared = set(out[0]) & set(out[1])
-    if shared:
-        raise ValueError(f"answer words {tuple(answer_words)} (--answer-words) share tokens {sorted(shared)}")
-    return out[0], out[1]
-
-
-def answer_logodds(logprobs: torch.Tensor, concept_ids, opposite_ids) -> tuple:
-    """LD = logsumexp over concept tokens - logsumexp over opposite tokens, and the answer mass, per row of a
-    (B, V) log-probability matrix (float64 numpy arrays).
-
-    Parameters
-    ----------
-    logprobs : torch.Tensor (B, V)
-        Natural-log next-token probabilities (e.g. a log-softmax), one row per prompt.
-    concept_ids, opposite_ids : sequence of int
-        Token ids of the concept and opposite answer words (:func:`answer_token_ids`).
-
-    Returns
-    -------
-    (ndarray (B,), ndarray (B,))
-        LD in nats (positive: the concept words are more likely), and the answer mass
-        P(concept words) + P(opposite words).
-    """
-    lp = logprobs.double()
-    a = torch.logsumexp(lp[:, list(concept_ids)], dim=1)
-    b = torch.logsumexp(lp[:, list(opposite_ids)], dim=1)
-    return (a - b).cpu().numpy(), (a.exp() + b.exp()).cpu().numpy()
-
-
-def distinct_ngram_ratio(ids, n: int = 2) -> float:
-    """Unique n-grams / n-grams of a token sequence (1.0 when it has fewer than ``n`` tokens).
-
-    Parameters
-    ----------
-    ids : iterable of hashable
-        The token sequence (token ids).
-    n : int
-        N-gram length.
-
-    Returns
-    -------
-    float
-        In (0, 1]; 1.0 when every n-gram is distinct.
-
-    Examples
-    --------
-    >>> distinct_ngram_ratio([1, 2, 1, 2, 1, 2]), distinct_ngram_ratio([1, 2, 3, 4]), distinct_ngram_ratio([7])
-    (0.4, 1.0, 1.0)
-    """
-    ids = list(ids)
-    grams = [tuple(ids[i:i + n]) for i in range(len(ids) - n + 1)]
-    return len(set(grams)) / len(grams) if grams else 1.0
-
-
-def vader_scores(texts, mask_words=()) -> np.ndarray:
-    """VADER compound scores of ``texts`` after removing ``mask_words`` (case-insensitive, whole words): a
-    lexicon scorer reads the label words themselves ("Positive" +0.56).
-
-    Parameters
-    ----------
-    texts : iterable of str
-        The texts to score.
-    mask_words : sequence of str
-        Words replaced by a space before scoring (none by default).
-
-    Returns
-    -------
-    ndarray of float
-        VADER's compound score per text, in [-1, 1] (positive: positive sentiment).
-    """
-    try:
-        from vaderSentiment.vaderSentiment import SentimentIntensityAnalyzer
-    except ImportError as exc:
-        raise ImportError("scoring open-ended sentiment needs vaderSentiment (pip install 'raptor-probes[steer]')") \
-            from exc
-    analyzer = SentimentIntensityAnalyzer()
-    pattern = re.compile(r"\b(" + "|".join(re.escape(w) for w in mask_words) + r")\b", re.I) if mask_words else None
-    return np.array([analyzer.polarity_scores(pattern.sub(" ", t) if pattern else t)["compound"] for t in texts])
 
 
 def random_units(layers, hidden_size: int, seed: int, n_random: int) -> list:
@@ -460,72 +166,6 @@ def random_units(layers, hidden_size: int, seed: int, n_random: int) -> list:
             units[layer] = u / np.linalg.norm(u)
         draws.append(units)
     return draws
-
-
-def split_halves(n: int) -> np.ndarray:
-    """Half of each of ``n`` prompts ordered as :func:`~empirical.llm.steering.select_prompts` alternates the
-    classes: consecutive pairs go to 'selection' and 'report' in turn, so both halves stay balanced.
-
-    Parameters
-    ----------
-    n : int
-        Number of prompts.
-
-    Returns
-    -------
-    ndarray of str (n,)
-        ``'selection'`` or ``'report'`` per prompt.
-
-    Examples
-    --------
-    >>> split_halves(6).tolist()
-    ['selection', 'selection', 'report', 'report', 'selection', 'selection']
-    """
-    return np.where((np.arange(n) // 2) % 2 == 0, "selection", "report")
-
-
-# --------------------------------------------------------------------------------------------- layers
-def choose_layers(setting: SteeringSetting, probes: ConceptVectors, validation_accuracy: dict, n_layers: int) -> list:
-    """The layers ``setting`` steers: GCAV needs probes with weights and ``w.v > 0``; ``best``/``top3`` rank the
-    candidates by ``validation_accuracy`` (layer -> accuracy on the validation split; never test data).
-
-    Parameters
-    ----------
-    setting : SteeringSetting
-        Its ``kind`` and ``layers`` choose.
-    probes : ConceptVectors
-        The method's concept vectors (layer l = output of decoder block l, 1..L).
-    validation_accuracy : mapping of int to float
-        Validation accuracy per layer (needed only for ``best`` and ``top3``).
-    n_layers : int
-        Number of decoder blocks L; layers outside 1..L are not candidates.
-
-    Returns
-    -------
-    list of int
-        ``all``: every candidate (ascending for GCAV, in the order of ``probes`` for additive); an explicit tuple:
-        its candidate layers in its order; ``best``/``top3``: the one or three best, ascending (ties go to the
-        lower layer).  ``ValueError`` when no layer qualifies.
-    """
-    if setting.kind == "gcav":
-        candidates, _ = steerable_layers(probes, None, n_layers)
-    else:
-        candidates = [int(layer) for layer in probes if 1 <= int(layer) <= n_layers]
-    if not candidates:
-        raise ValueError(f"setting {setting.name!r}: no layer can be steered")
-    if setting.layers == "all":
-        return candidates
-    if isinstance(setting.layers, tuple):
-        chosen = [layer for layer in setting.layers if layer in candidates]
-        if not chosen:
-            raise ValueError(f"setting {setting.name!r}: none of layers {setting.layers} can be steered")
-        return chosen
-    missing = [layer for layer in candidates if layer not in validation_accuracy]
-    if missing:
-        raise ValueError(f"setting {setting.name!r} ranks layers by validation accuracy; layers {missing[:5]} "
-                         "have none")
-    ranked = sorted(candidates, key=lambda layer: (-validation_accuracy[layer], layer))
-    return sorted(ranked[: 1 if setting.layers == "best" else 3])
 
 
 # --------------------------------------------------------------------------------------------- forward passes
@@ -573,14 +213,14 @@ def _pass(model, core, ids, mask, positions, kv, context=None, head=True):
     factory or None). Returns (new kv, last-position log-probs or None, GCAV alphas {layer: (B,)} or None)."""
     alphas = None
     with (context() if context is not None else contextlib.nullcontext()) as state:
-        out = core(input_ids=ids, attention_mask=mask, position_ids=positions, past_key_values=_cache(kv, model),
-                   use_cache=True)
+        out = core(input_ids=ids, attention_mask=mask, position_ids=positions, use_cache=True,
+                   **{cache_argument(core): _cache(kv, model)})
         if state is not None and hasattr(state, "records"):
             alphas = {}
             for record in state.records:
                 alphas.setdefault(record["layer"], [0.0] * ids.shape[0])[record["prompt"]] = record["alpha"]
             alphas = {layer: np.asarray(a) for layer, a in alphas.items()}
-    return _kv(out.past_key_values), (_logprobs_last(model, out.last_hidden_state) if head else None), alphas
+    return _kv(output_cache(out)), (_logprobs_last(model, out.last_hidden_state) if head else None), alphas
 
 
 @dataclass
@@ -719,7 +359,7 @@ def _continuation_nll(model, core, batch, prompt_state, new_ids, eos_id):
         mask = torch.cat([batch.mask, torch.ones((B, n - 1), dtype=torch.long, device=batch.device)], 1)
         out = core(input_ids=new_ids[:, :-1], attention_mask=mask,
                    position_ids=batch.positions[:, -1:] + 1 + torch.arange(n - 1, device=batch.device),
-                   past_key_values=_cache(kv, model), use_cache=True)
+                   use_cache=True, **{cache_argument(core): _cache(kv, model)})
         lp = torch.log_softmax(model.get_output_embeddings()(out.last_hidden_state).double(), -1)
         nll = torch.cat([nll, -lp.gather(2, new_ids[:, 1:, None])[..., 0]], 1)
     per_token = nll
@@ -734,17 +374,6 @@ def _until_eos(ids, eos_id):
     is_eos = (ids == eos_id).long()
     after = (is_eos.cumsum(1) - is_eos) > 0
     return (~after).double()
-
-
-# --------------------------------------------------------------------------------------------- the measurement
-def _check_strengths(settings):
-    settings = list(settings)
-    if not settings:
-        raise ValueError("settings is empty")
-    bad = [s for s in settings if not isinstance(s, SteeringSetting)]
-    if bad:
-        raise ValueError(f"settings must be SteeringSetting objects, got {type(bad[0]).__name__}")
-    return settings
 
 
 def _sem(x) -> float:
@@ -779,7 +408,7 @@ class _Measurement:
         labels = np.asarray(labels)
         if labels.shape != (len(prompts),) or not np.all(np.isin(labels, (0, 1))):
             raise ValueError(f"labels must be {len(prompts)} values in {{0, 1}}, one per prompt")
-        settings = _check_strengths(settings)
+        settings = check_settings(settings)
         self.n_random = check_int(n_random, "n_random (--n-random)", minimum=MIN_RANDOM)
         self.batch_size = check_int(batch_size, "batch_size")
         for d in directions:
@@ -894,7 +523,7 @@ class _Measurement:
                 first = not np.isfinite(self.ld0).any()
                 self.ld0[rows], self.mass0[rows] = answer_logodds(lp0, *words)
                 if first:  # a stem the model does not answer after fails on the first batch
-                    _check_mass(self.mass0[rows], self.stem, self.answer_words)
+                    check_answer_mass(self.mass0[rows], self.stem, self.answer_words)
                 for method, setting, layers, direction in entries:
                     seg = _segments(setting.positions)
                     edit = _Edit(model, setting, self.vectors[method], layers, direction, self.norms)
@@ -927,7 +556,7 @@ class _Measurement:
         """(AUC of the unsteered LD against the labels, mean unsteered mass, measurable) over the prompts read
         (:func:`read_out_validity`)."""
         seen = np.isfinite(self.ld0)
-        _check_mass(self.mass0[seen], self.stem, self.answer_words)
+        check_answer_mass(self.mass0[seen], self.stem, self.answer_words)
         auc, p_value, mass, measurable = read_out_validity(self.ld0[seen], self.labels[seen], self.mass0[seen])
         self.auc_p = p_value
         return auc, mass, measurable
@@ -946,7 +575,7 @@ class _Measurement:
         texts = self.tokenizer.batch_decode(kept, skip_special_tokens=True)
         store["text"][rows] = texts
         if self.sentiment:
-            mask_words = [v.strip() for w in self.answer_words for v in _variants(w)]
+            mask_words = [v.strip() for w in self.answer_words for v in answer_word_variants(w)]
             store["vader"][rows] = vader_scores(texts, mask_words)
 
     def generate(self, entries, idx) -> None:
@@ -1121,6 +750,25 @@ def evaluate_steering(model, tokenizer, prompts, labels, vectors: dict, validati
     return _table(rows), m.per_prompt()
 
 
+def passes_gates(rows: pd.DataFrame) -> pd.Series:
+    """The gates of an operating point on table rows: answer mass and (where measured) perplexity ratio.
+
+    Parameters
+    ----------
+    rows : pandas.DataFrame
+        Metric rows (:data:`METRIC_COLUMNS`).
+
+    Returns
+    -------
+    pandas.Series of bool
+        Steered answer mass >= :data:`MASS_GATE` x the unsteered one, and perplexity ratio <=
+        :data:`PERPLEXITY_GATE` where it was measured (NaN passes).
+    """
+    ratio = rows["perplexity_ratio"]
+    return (rows["answer_mass_steered"] >= MASS_GATE * rows["answer_mass_unsteered"]) & \
+        (ratio.isna() | (ratio <= PERPLEXITY_GATE))
+
+
 def screen_candidates(table: pd.DataFrame, n_candidates: int = 2,
                       by=("dataset", "method", "direction")) -> pd.DataFrame:
     """Stage 1 -> 2 of :func:`evaluate_staged`: per group ``by`` (default: per method and direction, over all its
@@ -1159,13 +807,6 @@ def _key(entry) -> tuple:
 def _keys(rows: pd.DataFrame) -> set:
     """(method, setting, direction) of table rows."""
     return set(zip(rows["method"], rows["setting"], rows["direction"]))
-
-
-def _fluent(rows: pd.DataFrame) -> pd.Series:
-    """The gates of an operating point on table rows: answer mass and (where measured) perplexity ratio."""
-    ratio = rows["perplexity_ratio"]
-    return (rows["answer_mass_steered"] >= MASS_GATE * rows["answer_mass_unsteered"]) & \
-        (ratio.isna() | (ratio <= PERPLEXITY_GATE))
 
 
 def evaluate_staged(model, tokenizer, prompts, labels, vectors: dict, validation_accuracy: dict, norms: dict,
@@ -1228,7 +869,7 @@ def evaluate_staged(model, tokenizer, prompts, labels, vectors: dict, validation
     (pandas.DataFrame, dict)
         As :func:`evaluate_steering`; a setting screened out has only its selection-half 'screen' row.
     """
-    other = [s.name for s in _check_strengths(settings) if s.positions != "answer"]
+    other = [s.name for s in check_settings(settings) if s.positions != "answer"]
     if other:
         raise ValueError(f"staged settings must edit the answer positions (stage 2 adds {tuple(stage2_positions)}), "
                          f"got {other[:3]}")
@@ -1273,7 +914,7 @@ def evaluate_staged(model, tokenizer, prompts, labels, vectors: dict, validation
         notify("candidate", twins, selection)
         m.readouts(twins, selection)
         read = _table(m.rows(twins, "selection", "candidate"))
-        keep = _keys(read[_fluent(read)])
+        keep = _keys(read[passes_gates(read)])
         kept = [e for e in twins if _key(e) in keep]
     generated = candidates + kept
     if m.gen_ids is not None and generated:
@@ -1283,7 +924,7 @@ def evaluate_staged(model, tokenizer, prompts, labels, vectors: dict, validation
     candidates += twins
     measured = _table(m.rows(candidates, "selection", "candidate")) if candidates else screened.iloc[:0]
     # stage 3: every candidate passing both gates on the selection half, read and generated on the report half
-    passing = _keys(measured[_fluent(measured)])
+    passing = _keys(measured[passes_gates(measured)])
     finals = [e for e in candidates if _key(e) in passing]
     if finals:
         notify("report", finals, report)
@@ -1296,238 +937,6 @@ def evaluate_staged(model, tokenizer, prompts, labels, vectors: dict, validation
     rows = [r for r in m.rows(screen, "selection", "screen") if (r["method"], r["setting"], r["direction"]) not in seen]
     rows += m.rows(candidates, "selection", "candidate") + m.rows(finals, "report", "report")
     return _table(rows), m.per_prompt()
-
-
-def _check_mass(mass, stem, answer_words) -> None:
-    """``ValueError`` naming the stem when the answer words get (almost) no probability after it."""
-    if not np.all(np.isfinite(mass)) or float(np.mean(mass)) < MIN_MASS_STEM:
-        raise ValueError(f"the stem (--stem) {stem!r} gives the answer words {tuple(answer_words)} no probability mass "
-                         f"(mean {float(np.mean(mass)):.2e} on the first prompts); choose a stem after which the model "
-                         "answers with them")
-
-
-def edit_strengths(setting, layers, norms) -> dict:
-    """|alpha| per layer of an additive setting: k x the layer's median hidden-state norm."""
-    return {layer: setting.strength * norms[layer] for layer in layers}
-
-
-def read_out_validity(logodds, labels, mass) -> tuple:
-    """Whether the unsteered answer read-out tracks the concept.
-
-    Parameters
-    ----------
-    logodds : array of shape (n,)
-        Unsteered answer log-odds LD of each prompt (concept words minus opposite words, nats).
-    labels : array of shape (n,)
-        The prompts' labels (1: the concept, 0: its opposite).
-    mass : array of shape (n,)
-        Unsteered answer mass P(concept words) + P(opposite words) of each prompt.
-
-    Returns
-    -------
-    (auc, p_value, mean_mass, measurable)
-        The AUC of LD against the labels, the one-sided Mann-Whitney p-value of "LD is larger on concept
-        prompts" (:func:`scipy.stats.mannwhitneyu`; NaN with one class), the mean mass, and ``measurable``: AUC at
-        least :data:`MIN_AUC`, p at most :data:`MAX_AUC_P` and mean mass at least :data:`MIN_MASS`.
-
-    Examples
-    --------
-    >>> auc, p, mass, ok = read_out_validity([0.1, 0.9, 0.2, 0.8] * 10, [0, 1, 0, 1] * 10, [0.3] * 40)
-    >>> auc, ok
-    (1.0, True)
-    >>> read_out_validity([0.5, 0.6, 0.4, 0.5] * 10, [0, 1, 1, 0] * 10, [0.3] * 40)[3]
-    False
-    """
-    logodds, labels, mass = np.asarray(logodds, float), np.asarray(labels), np.asarray(mass, float)
-    mean_mass = float(mass.mean()) if mass.size else math.nan
-    if len(np.unique(labels)) != 2:
-        return math.nan, math.nan, mean_mass, False
-    test = stats.mannwhitneyu(logodds[labels == 1], logodds[labels == 0], alternative="greater")
-    auc = float(roc_auc_score(labels, logodds))
-    p_value = float(test.pvalue)
-    measurable = bool(auc >= MIN_AUC and p_value <= MAX_AUC_P and mean_mass >= MIN_MASS)
-    return auc, p_value, mean_mass, measurable
-
-
-# --------------------------------------------------------------------------------------------- cost
-#: Seconds per unit of work on SmolLM2-135M-Instruct, CPU, 2 idle cores, calibrated on the full steering run
-#: (docs/steering.md, Cost): a prompt token of a batched full pass (``token``), one row of a one-token step with
-#: the LM head (``step``: an answer read-out, a generated token, a token of its perplexity) and the concept vectors
-#: of one dataset (1000 examples, 30 layers, one core) per method (``fit``: the per-fit medians of the main job; 0
-#: when the empirical section's saved vectors are loaded). Earlier values (8.7 ms, 13.7 ms) were measured under a
-#: load of 4-6 and overestimated the idle run 2-3x; pass ``costs`` to rescale for another machine.
-COST_SECONDS = dict(token=2.9e-3, step=7.5e-3, fit=dict(RAPTOR=8.0, DiffMeans=0.2, GCS=51.0, xRFM=71.0))
-
-
-def estimate_seconds(n_prompts: int = 100, prompt_tokens: float = 55.0, stem_tokens: int = 5, n_settings: int = 67,
-                     methods=("RAPTOR", "DiffMeans", "GCS", "xRFM"), n_directions: int = 2, n_random: int = MIN_RANDOM,
-                     n_candidates: int = 2, n_twins: int = 1, n_twin_positions: int = 2, n_generate: int = 16,
-                     max_new_tokens: int = 32, measurable: bool = True, twin_methods=None, costs=None) -> dict:
-    """Seconds one dataset of :func:`evaluate_dataset` (staged) takes, by stage, from the work it does and
-    :data:`COST_SECONDS`; an upper bound (every candidate passes every gate).
-
-    Work per stage (``h`` = n_prompts / 2, ``T`` = prompt + stem tokens, ``E`` = 1 + n_random read-outs per edit,
-    ``C`` = methods x directions x n_candidates, ``W`` = twin methods (default: every method) x directions x
-    n_twins x n_twin_positions, ``g`` = n_generate / 2; a dataset that is not ``measurable`` stops after validity
-    and fits nothing):
-
-    ========== ==================================================================================
-    validity   n_prompts x T tokens + n_prompts steps (unsteered read-out)
-    fit        the methods' concept vectors on every layer
-    screen     h x T tokens + n_settings x directions x E x h steps
-    candidate  h x T tokens + W x E x h x T tokens (prompt / all positions re-run the prompt)
-    generate   per half: (C + W) x 2 (concept, random) x g x max_new_tokens x 2 (generate, perplexity) steps
-    report     h x T tokens + C x E x h steps + W x E x h x T tokens
-    ========== ==================================================================================
-
-    Parameters
-    ----------
-    n_prompts : int
-        Held-out prompts (both halves).
-    prompt_tokens : float
-        Mean tokens per prompt.
-    stem_tokens : int
-        Tokens of the answer stem.
-    n_settings : int
-        Settings of the screen.
-    methods : sequence of str
-        Methods fitted (keys of ``costs["fit"]``).
-    n_directions : int
-        Steering directions (towards and away: 2).
-    n_random : int
-        Random directions per control.
-    n_candidates, n_twins : int
-        As for :func:`evaluate_staged`.
-    n_twin_positions : int
-        Number of ``stage2_positions``.
-    n_generate : int
-        Generation prompts (both halves).
-    max_new_tokens : int
-        Tokens per continuation.
-    measurable : bool
-        Whether the read-out passes validity (False: only the validity stage runs).
-    twin_methods : sequence of str, optional
-        As for :func:`evaluate_staged`.
-    costs : dict, optional
-        Unit costs in seconds, with the keys of :data:`COST_SECONDS` (default :data:`COST_SECONDS`).
-
-    Returns
-    -------
-    dict
-        Seconds per stage and ``total``.
-
-    Examples
-    --------
-    >>> t = estimate_seconds(n_prompts=20, n_settings=3, methods=("RAPTOR",), n_candidates=1, n_generate=4,
-    ...                      max_new_tokens=12, costs=dict(token=0.01, step=0.01, fit=dict(RAPTOR=10.0)))
-    >>> round(t["screen"], 1), round(t["total"], 1)
-    (9.6, 345.5)
-    """
-    costs = costs or COST_SECONDS
-    token, step = costs["token"], costs["step"]
-    T, h, E = prompt_tokens + stem_tokens, n_prompts / 2, 1 + n_random
-    C = len(methods) * n_directions * n_candidates
-    twin_methods = methods if twin_methods is None else [m for m in methods if m in twin_methods]
-    W = len(twin_methods) * n_directions * min(n_twins, n_candidates) * n_twin_positions
-    g = n_generate / 2
-    out = dict(validity=n_prompts * (T * token + step))
-    if measurable:
-        out["fit"] = float(sum(costs["fit"][m] for m in methods))
-        gen = 2 * ((C + W) * 2 * g * max_new_tokens * 2 + g * max_new_tokens * 2) * step
-        out.update(screen=h * T * token + n_settings * n_directions * E * h * step,
-                   candidate=h * T * token + W * E * h * T * token, generate=gen,
-                   report=h * T * token + C * E * h * step + W * E * h * T * token)
-    out["total"] = float(sum(out.values()))
-    return out
-
-
-# --------------------------------------------------------------------------------------------- selection
-def select_operating_points(table: pd.DataFrame, by=("dataset", "method", "layer_choice", "kind", "positions",
-                                                     "direction")) -> pd.DataFrame:
-    """Per group ``by``, the strength with the largest concept-specific shift on the *selection* half among rows
-    passing the gates (answer mass >= MASS_GATE x unsteered; perplexity ratio <= PERPLEXITY_GATE where measured;
-    the dataset's read-out measurable), reported by its *report*-half row. Rows of a staged run's screen
-    (``stage`` = 'screen': read-out only, never generated) are not operating points. Groups where no strength
-    passes are left out.
-
-    Parameters
-    ----------
-    table : pandas.DataFrame
-        Metric rows of both halves (:data:`METRIC_COLUMNS`, from :func:`evaluate_steering` or
-        :func:`evaluate_staged`).
-    by : sequence of str
-        Columns defining the groups.
-
-    Returns
-    -------
-    pandas.DataFrame
-        The report-half rows of the chosen settings, with ``selection_shift`` (the selection half's value).
-    """
-    need = {"half", "setting", "concept_specific_shift", "answer_mass_steered", "answer_mass_unsteered",
-            "perplexity_ratio", "measurable", *by}
-    missing = sorted(need - set(table.columns))
-    if missing:
-        raise ValueError(f"the steering table lacks columns {missing}")
-    selection = table[table["half"] == "selection"]
-    if "stage" in selection:
-        selection = selection[selection["stage"] != "screen"]
-    gate = _fluent(selection) & selection["measurable"].astype(bool)
-    chosen = []
-    for key, group in selection[gate].groupby(list(by), sort=False):
-        best = group.loc[group["concept_specific_shift"].idxmax()]
-        match = np.ones(len(table), bool)
-        for col in (*by, "setting"):
-            match &= (table[col] == best[col]).to_numpy()
-        report = table[match & (table["half"] == "report").to_numpy()]
-        if len(report) != 1:
-            raise ValueError(f"setting {best['setting']!r} has {len(report)} report-half rows, expected 1")
-        chosen.append(report.assign(selection_shift=float(best["concept_specific_shift"])))
-    if not chosen:
-        return table.iloc[:0].assign(selection_shift=pd.Series(dtype=float))
-    return pd.concat(chosen, ignore_index=True)
-
-
-def default_setting(table: pd.DataFrame, method: str = "RAPTOR") -> dict:
-    """The default steering setting chosen from a measured table: among ``method``'s settings that pass the
-    gates on the selection half of every measurable dataset and direction, the one with the largest mean
-    selection-half concept-specific shift; it becomes the default when every one of its report-half intervals
-    lies above 0, else the paper's protocol (:data:`PAPER_SETTING`) stays, with the reason. The report half
-    only confirms, it never chooses.
-
-    Parameters
-    ----------
-    table : pandas.DataFrame
-        Metric rows of both halves (:data:`METRIC_COLUMNS`).
-    method : str
-        The method whose settings compete.
-
-    Returns
-    -------
-    dict
-        ``setting`` (a name), ``beats_random`` (bool), ``shift`` (the chosen setting's mean report-half
-        concept-specific shift, NaN without a candidate) and ``reason``.
-    """
-    points = select_operating_points(table[table["method"] == method], by=("dataset", "method", "setting",
-                                                                           "direction"))
-    if not len(points):
-        return dict(setting=PAPER_SETTING, beats_random=False, shift=math.nan,
-                    reason=f"no {method} setting passes the gates on a measurable dataset")
-    # a setting qualifies when it passed the gates on every measurable dataset and direction of the method
-    measured = table[(table["method"] == method) & table["measurable"].astype(bool) & (table["half"] == "selection")]
-    n_needed = len(measured[["dataset", "direction"]].drop_duplicates())
-    complete = [(name, g) for name, g in points.groupby("setting") if len(g) == n_needed]
-    if not complete:
-        return dict(setting=PAPER_SETTING, beats_random=False, shift=math.nan,
-                    reason=f"no {method} setting passes the gates on every measurable dataset and direction")
-    name, g = max(complete, key=lambda item: item[1]["selection_shift"].mean())
-    shift = float(g["concept_specific_shift"].mean())
-    if not bool((g["concept_specific_low"] > 0).all()):
-        return dict(setting=PAPER_SETTING, beats_random=False, shift=shift,
-                    reason=f"the {method} setting chosen on the selection half ({name}) does not beat the random "
-                           f"control on every measurable dataset and direction of the report half ({shift:+.3f})")
-    return dict(setting=name, beats_random=True, shift=shift,
-                reason="largest selection-half concept-specific shift under the gates; its report-half intervals "
-                       "lie above the random control")
 
 
 # --------------------------------------------------------------------------------------------- one dataset
@@ -1658,7 +1067,7 @@ def evaluate_dataset(model, tokenizer, dataset, H, settings, *, eval_dataset=Non
     generation = None
     if n_generate:
         generation = list(NEUTRAL_PROMPTS[:n_generate]) if sentiment else prompts[:n_generate]
-    settings = _check_strengths(settings)
+    settings = check_settings(settings)
     kw = dict(answer_words=words, stem=stem, directions=directions, n_random=n_random, seed=seed,
               generation_prompts=generation, max_new_tokens=max_new_tokens, sentiment=sentiment, batch_size=batch_size,
               dataset=dataset.name, progress=progress)

@@ -20,7 +20,7 @@ Scale
 A RAPTOR concept vector is a unit vector in raw hidden-state units.  ``scale`` multiplies it on export:
 llama.cpp adds ``strength * direction.N`` (``--control-vector-scaled FILE STRENGTH``) to the residual
 stream, so ``scale * strength`` is the steering strength ``alpha`` of
-:func:`empirical.llm.steering.additive_steering` (hidden-state units along the unit vector).  Its sign
+:func:`empirical.llm.edits.additive_steering` (hidden-state units along the unit vector).  Its sign
 is the concept's: a positive strength moves towards the positive class.
 """
 from __future__ import annotations

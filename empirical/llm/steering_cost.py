@@ -1,0 +1,99 @@
+"""The timing model of the steering measurement: seconds for a prompt set, from unit costs measured on the
+default model (:data:`COST_SECONDS`, docs/steering.md, Cost).
+"""
+from __future__ import annotations
+
+# --------------------------------------------------------------------------------------------- cost
+from .steering_eval import MIN_RANDOM
+
+__all__ = ["COST_SECONDS", "estimate_seconds"]
+
+#: Seconds per unit of work on SmolLM2-135M-Instruct, CPU, 2 idle cores, calibrated on the full steering run
+#: (docs/steering.md, Cost): a prompt token of a batched full pass (``token``), one row of a one-token step with
+#: the LM head (``step``: an answer read-out, a generated token, a token of its perplexity) and the concept vectors
+#: of one dataset (1000 examples, 30 layers, one core) per method (``fit``: the per-fit medians of the main job; 0
+#: when the empirical section's saved vectors are loaded). Earlier values (8.7 ms, 13.7 ms) were measured under a
+#: load of 4-6 and overestimated the idle run 2-3x; pass ``costs`` to rescale for another machine.
+COST_SECONDS = dict(token=2.9e-3, step=7.5e-3, fit=dict(RAPTOR=8.0, DiffMeans=0.2, GCS=51.0, xRFM=71.0))
+
+
+def estimate_seconds(n_prompts: int = 100, prompt_tokens: float = 55.0, stem_tokens: int = 5, n_settings: int = 67,
+                     methods=("RAPTOR", "DiffMeans", "GCS", "xRFM"), n_directions: int = 2, n_random: int = MIN_RANDOM,
+                     n_candidates: int = 2, n_twins: int = 1, n_twin_positions: int = 2, n_generate: int = 16,
+                     max_new_tokens: int = 32, measurable: bool = True, twin_methods=None, costs=None) -> dict:
+    """Seconds one dataset of :func:`evaluate_dataset` (staged) takes, by stage, from the work it does and
+    :data:`COST_SECONDS`; an upper bound (every candidate passes every gate).
+
+    Work per stage (``h`` = n_prompts / 2, ``T`` = prompt + stem tokens, ``E`` = 1 + n_random read-outs per edit,
+    ``C`` = methods x directions x n_candidates, ``W`` = twin methods (default: every method) x directions x
+    n_twins x n_twin_positions, ``g`` = n_generate / 2; a dataset that is not ``measurable`` stops after validity
+    and fits nothing):
+
+    ========== ==================================================================================
+    validity   n_prompts x T tokens + n_prompts steps (unsteered read-out)
+    fit        the methods' concept vectors on every layer
+    screen     h x T tokens + n_settings x directions x E x h steps
+    candidate  h x T tokens + W x E x h x T tokens (prompt / all positions re-run the prompt)
+    generate   per half: (C + W) x 2 (concept, random) x g x max_new_tokens x 2 (generate, perplexity) steps
+    report     h x T tokens + C x E x h steps + W x E x h x T tokens
+    ========== ==================================================================================
+
+    Parameters
+    ----------
+    n_prompts : int
+        Held-out prompts (both halves).
+    prompt_tokens : float
+        Mean tokens per prompt.
+    stem_tokens : int
+        Tokens of the answer stem.
+    n_settings : int
+        Settings of the screen.
+    methods : sequence of str
+        Methods fitted (keys of ``costs["fit"]``).
+    n_directions : int
+        Steering directions (towards and away: 2).
+    n_random : int
+        Random directions per control.
+    n_candidates, n_twins : int
+        As for :func:`evaluate_staged`.
+    n_twin_positions : int
+        Number of ``stage2_positions``.
+    n_generate : int
+        Generation prompts (both halves).
+    max_new_tokens : int
+        Tokens per continuation.
+    measurable : bool
+        Whether the read-out passes validity (False: only the validity stage runs).
+    twin_methods : sequence of str, optional
+        As for :func:`evaluate_staged`.
+    costs : dict, optional
+        Unit costs in seconds, with the keys of :data:`COST_SECONDS` (default :data:`COST_SECONDS`).
+
+    Returns
+    -------
+    dict
+        Seconds per stage and ``total``.
+
+    Examples
+    --------
+    >>> t = estimate_seconds(n_prompts=20, n_settings=3, methods=("RAPTOR",), n_candidates=1, n_generate=4,
+    ...                      max_new_tokens=12, costs=dict(token=0.01, step=0.01, fit=dict(RAPTOR=10.0)))
+    >>> round(t["screen"], 1), round(t["total"], 1)
+    (9.6, 345.5)
+    """
+    costs = costs or COST_SECONDS
+    token, step = costs["token"], costs["step"]
+    T, h, E = prompt_tokens + stem_tokens, n_prompts / 2, 1 + n_random
+    C = len(methods) * n_directions * n_candidates
+    twin_methods = methods if twin_methods is None else [m for m in methods if m in twin_methods]
+    W = len(twin_methods) * n_directions * min(n_twins, n_candidates) * n_twin_positions
+    g = n_generate / 2
+    out = dict(validity=n_prompts * (T * token + step))
+    if measurable:
+        out["fit"] = float(sum(costs["fit"][m] for m in methods))
+        gen = 2 * ((C + W) * 2 * g * max_new_tokens * 2 + g * max_new_tokens * 2) * step
+        out.update(screen=h * T * token + n_settings * n_directions * E * h * step,
+                   candidate=h * T * token + W * E * h * T * token, generate=gen,
+                   report=h * T * token + C * E * h * step + W * E * h * T * token)
+    out["total"] = float(sum(out.values()))
+    return out
