@@ -188,3 +188,59 @@ def test_toy_method_on_the_toy_dataset_through_the_cli(toy, cli_setup, capsys):
     assert np.allclose(table.toy_test_accuracy, table.dom_test_accuracy)
     assert cli.main([*args[:6], "svm", *args[6:]]) == 2
     assert "unknown baseline 'svm' for --baselines; choose from gcs, xrfm, dom, lrcv, toy" in capsys.readouterr().err
+
+
+# ------------------------------------------------------------------------------------------------ a model family
+@pytest.mark.filterwarnings("ignore::FutureWarning")  # the toy wrapper passes the cache under its older keyword
+def test_a_model_family_added_through_the_hooks_module_alone():
+    """A family whose blocks sit at a path the package does not know, next to another list of the same length: the
+    package refuses to guess, and one ``register_block_path`` (empirical/llm/hooks.py) makes extraction read layer l
+    as the output of block l and lets steering edit it."""
+    pytest.importorskip("transformers")
+    import torch
+
+    from empirical.llm import hooks
+    from empirical.llm.edits import additive_steering
+    from empirical.llm.extract import hidden_states
+    from empirical.testing import tiny_model, tiny_tokenizer
+
+    class ToyFamily(torch.nn.Module):
+        def __init__(self, trunk):
+            super().__init__()
+            self.trunk, self.config = trunk, trunk.config
+            self.adapters = torch.nn.ModuleList(torch.nn.Identity() for _ in trunk.layers)  # same length, shallower
+
+        def forward(self, *args, **kwargs):
+            return self.trunk(*args, **kwargs)
+
+    model = ToyFamily(tiny_model("llama", seed=0, n_layers=3).model).eval()
+    tok = tiny_tokenizer()
+    prompts = ["a good film", "a bad film", "the plot was fine"]
+    with pytest.raises(ValueError, match=r"'trunk.layers', 'adapters' all have 3 entries.*register_block_path"):
+        hooks.decoder_blocks(model)
+    hooks.register_block_path("trunk.layers")
+    try:
+        assert hooks.decoder_blocks(model) is model.trunk.layers
+        H = hidden_states(model, tok, prompts, layers="all", progress=False)
+        assert H.shape == (4, 3, 32)
+        with torch.inference_mode():  # layers 0..L-1 equal transformers' hidden states (L is the pre-norm output)
+            ids = [torch.tensor([tok(p)["input_ids"]]) for p in prompts]
+            reference = [model.trunk(input_ids=i, output_hidden_states=True).hidden_states for i in ids]
+        for layer in range(3):
+            np.testing.assert_allclose(H[layer], np.stack([r[layer][0, -1].numpy() for r in reference]), atol=1e-5)
+        with additive_steering(model, {2: np.ones(32)}, alpha=3.0, positions="all"):
+            steered = hidden_states(model, tok, prompts, layers="all", progress=False)
+        np.testing.assert_allclose(steered[:2], H[:2], atol=1e-5)
+        np.testing.assert_allclose(steered[2] - H[2], 3.0, atol=1e-4)  # h + alpha v at every position of block 2
+    finally:
+        hooks.unregister_block_path("trunk.layers")
+    assert "trunk.layers" not in hooks.block_paths()
+
+
+@pytest.mark.parametrize("path", ["", "trunk..layers", "trunk.0layers", 3])
+def test_register_block_path_refuses_a_bad_path(path):
+    pytest.importorskip("torch")
+    from empirical.llm import hooks
+
+    with pytest.raises(ValueError, match="path must be a dotted attribute path"):
+        hooks.register_block_path(path)

@@ -32,6 +32,8 @@ _BLOCK_PATHS = (
     "roberta.encoder.layer",
     "transformer.layer",  # DistilBERT
 )
+#: paths added by :func:`register_block_path` (a family this package does not know), tried first
+_REGISTERED_PATHS: list = []
 
 #: ``config.model_type`` of encoder-only families (bidirectional attention: no prefix sharing, no steering)
 ENCODER_TYPES = frozenset({"bert", "roberta", "xlm-roberta", "distilbert", "electra", "deberta", "deberta-v2",
@@ -92,8 +94,9 @@ def num_layers(model) -> int:
 def decoder_blocks(model) -> torch.nn.ModuleList:
     """The model's ModuleList of decoder (or encoder) blocks (block ``l`` is ``decoder_blocks(model)[l - 1]``).
 
-    The first non-empty ModuleList at one of the known attribute paths; otherwise the shallowest ModuleList
-    whose length is the config's ``num_hidden_layers`` (or ``n_layer``).
+    The first non-empty ModuleList at one of the attribute paths of :func:`block_paths` (the registered, then the
+    known ones); otherwise the one ModuleList whose length is the config's ``num_hidden_layers`` (or ``n_layer``).
+    Where several lists qualify, it refuses to guess: register the family's path (:func:`register_block_path`).
 
     Parameters
     ----------
@@ -108,7 +111,7 @@ def decoder_blocks(model) -> torch.nn.ModuleList:
     Raises
     ------
     ValueError
-        No such list is found.
+        No such list is found, or several lists of that length are (the message names them).
 
     Examples
     --------
@@ -117,7 +120,7 @@ def decoder_blocks(model) -> torch.nn.ModuleList:
     >>> decoder_blocks(model) is model.model.layers
     True
     """
-    for path in _BLOCK_PATHS:
+    for path in (*_REGISTERED_PATHS, *_BLOCK_PATHS):
         mod = _get(model, path)
         if isinstance(mod, torch.nn.ModuleList) and len(mod) > 0:
             return mod
@@ -129,8 +132,69 @@ def decoder_blocks(model) -> torch.nn.ModuleList:
     if n is not None:
         lists = [(name, m) for name, m in lists if len(m) == n]
     if not lists:
-        raise ValueError(f"cannot find the decoder blocks of {type(model).__name__}")
-    return min(lists, key=lambda t: t[0].count("."))[1]
+        raise ValueError(f"cannot find the decoder blocks of {type(model).__name__}; name their attribute path with "
+                         "empirical.llm.hooks.register_block_path")
+    if len(lists) > 1:  # a guess between lists of equal length could read the wrong modules without a sign
+        names = ", ".join(repr(name) for name, _ in lists)
+        raise ValueError(f"cannot tell which ModuleList holds the blocks of {type(model).__name__}: {names} all have "
+                         f"{len(lists[0][1])} entries; name the blocks' path with "
+                         "empirical.llm.hooks.register_block_path")
+    return lists[0][1]
+
+
+def register_block_path(path: str) -> None:
+    """Teach :func:`decoder_blocks` where a new model family keeps its blocks (tried before the known paths).
+
+    Parameters
+    ----------
+    path : str
+        Dotted attribute path from the loaded model to its ``ModuleList`` of blocks, e.g. ``"trunk.layers"``.
+        Registering a path twice keeps one entry.
+
+    Raises
+    ------
+    ValueError
+        ``path`` is not a dotted path of Python identifiers.
+
+    Examples
+    --------
+    >>> register_block_path("backbone.blocks")
+    >>> "backbone.blocks" in block_paths()
+    True
+    >>> unregister_block_path("backbone.blocks")
+    """
+    if not isinstance(path, str) or not path or not all(part.isidentifier() for part in path.split(".")):
+        raise ValueError(f"path must be a dotted attribute path such as 'trunk.layers', got {path!r}")
+    if path not in _REGISTERED_PATHS:
+        _REGISTERED_PATHS.insert(0, path)
+
+
+def unregister_block_path(path: str) -> None:
+    """Remove a path added by :func:`register_block_path` (the built-in paths stay).
+
+    Parameters
+    ----------
+    path : str
+        A registered path.
+
+    Raises
+    ------
+    ValueError
+        ``path`` was not registered.
+    """
+    if path not in _REGISTERED_PATHS:
+        raise ValueError(f"path {path!r} is not registered; registered: {list(_REGISTERED_PATHS)}")
+    _REGISTERED_PATHS.remove(path)
+
+
+def block_paths() -> tuple:
+    """Every attribute path :func:`decoder_blocks` tries, in order: the registered ones, then the built-in ones.
+
+    Returns
+    -------
+    tuple of str
+    """
+    return (*_REGISTERED_PATHS, *_BLOCK_PATHS)
 
 
 def input_device(model) -> torch.device:
