@@ -29,13 +29,12 @@ from .llm.cache import ExtractionCache
 from .probes.concept_vectors import ConceptVectors
 from .probes.interop import export_control_vector, export_directions
 from .probes.layers import fit_layers, paper_split
-from .probes.learning_curves import labels_needed, predict_learning_curve
 from .probes.persistence import file_pair, load_concept_vectors, save_concept_vectors
+from .probes.planning import PLAN_FOLDS, label_pool, plan_labels
 from .probes.raptor import RaptorProbe
 from .probes.registry import get_method, method_names, methods
-from .probes.spectral_prediction import estimate_pool_model
 from .probes.stability import stability
-from .probes.structure import MAX_SEEDS, delta_sweep, stratified_subsample
+from .probes.structure import MAX_SEEDS, delta_sweep
 from .reporting import plot_delta_sweep, plot_plan, plot_probe_accuracy, plot_stability
 from .validation import C_MAX, C_MIN
 
@@ -364,24 +363,16 @@ def _steer_settings(args, settings):
     return [setting]
 
 
-def _given_vectors(probes, tau, H, labels, layers):
-    """``--probe-file`` vectors restricted to ``layers`` (and ``--tau``), with each layer's accuracy on the
-    validation split (the layer choice never reads test data)."""
+def _given_vectors(evaluation, probes, tau, H, labels, layers):
+    """``--probe-file`` vectors restricted to ``layers`` (and ``--tau``), with each layer's validation accuracy
+    (:func:`empirical.llm.steering_eval.given_vectors`)."""
     within = {layer: p for layer, p in probes.items() if layer in layers}
     if not within:
         raise ValueError(f"--probe-file has probes for layers {probes.layers}, none of them among the steered layers "
                          f"{layers[0]}..{layers[-1]}")
-    kept = _above_tau(within, tau, "--probe-file")
-    vectors = ConceptVectors(kept, method=probes.method, model=probes.model, layer_convention=probes.layer_convention,
-                             metadata=probes.metadata)
-    _, va, _ = paper_split(labels, random_state=SPLIT_SEED)
-    accuracy = {}
-    for layer, p in kept.items():
-        if p.coef is None:
-            raise ValueError(f"--probe-file layer {layer} holds only a direction; the answer read-out needs probe "
-                             "weights")
-        accuracy[layer] = float(np.mean((p.logit(np.asarray(H[layer][va], dtype=np.float64)) > 0) == labels[va]))
-    return {"RAPTOR": vectors}, {"RAPTOR": accuracy}
+    vectors = ConceptVectors(_above_tau(within, tau, "--probe-file"), method=probes.method, model=probes.model,
+                             layer_convention=probes.layer_convention, metadata=probes.metadata)
+    return evaluation.given_vectors(vectors, H, labels, paper_split(labels, random_state=SPLIT_SEED))
 
 
 def cmd_steer(args):
@@ -404,11 +395,13 @@ def cmd_steer(args):
         H = _hidden(args, model, tok, ds)
         L = H.shape[0] - 1
         layers = _select_layers(args.layers, L, list(range(1, L + 1)))
-        vectors = _given_vectors(probes_given, args.tau, H, ds.labels, layers) if probes_given is not None else \
-            evaluation.method_vectors(H, ds.labels, paper_split(ds.labels, random_state=SPLIT_SEED),
-                                      methods=args.methods, layers=layers, progress=not args.no_progress)
-        if args.tau is not None and probes_given is None:
-            vectors = _tau_filter(vectors, args.tau)
+        if probes_given is not None:
+            vectors = _given_vectors(evaluation, probes_given, args.tau, H, ds.labels, layers)
+        else:
+            vectors = evaluation.method_vectors(H, ds.labels, paper_split(ds.labels, random_state=SPLIT_SEED),
+                                                methods=args.methods, layers=layers, progress=not args.no_progress)
+            if args.tau is not None:
+                vectors = _tau_filter(vectors, args.tau)
         # a dataset with its own held-out file (stsa.binary.test) is steered on it
         eval_ds = datasets.load(ds.name, args.data_dir, max_per_class=None, verify=not args.no_verify, split="test") \
             if not args.table and datasets.get_dataset(ds.name).test_files else None
@@ -496,85 +489,43 @@ def cmd_sweep(args):
     return 0
 
 
-#: cross-validation folds of ``raptor plan``'s pool model (every class needs this many labelled rows)
-PLAN_FOLDS = 5
-#: ``raptor plan`` reads the labels needed off a predicted curve up to this multiple of --target-n
-PLAN_REACH = 64
-
-
-def _plan_pool(ds, labels, seed) -> np.ndarray:
-    """The labelled pool of ``raptor plan``: ``labels`` rows of the dataset drawn stratified (the rest are its
-    unlabelled rows); checked before any model is loaded (a dataset of one class is refused when it loads)."""
-    y = np.asarray(ds.labels)
-    if labels >= len(y):
-        raise ValueError(f"--labels {labels} must be smaller than the {len(y)} rows of dataset {ds.name!r} (the rows "
-                         "left over are the unlabelled rows whose hidden states estimate the covariance)")
-    pool = stratified_subsample(y, labels, seed)
-    least = min(np.unique(y[pool], return_counts=True)[1])
-    if least < PLAN_FOLDS:
-        raise ValueError(f"--labels {labels}: the pool drawn from dataset {ds.name!r} has {least} row(s) of its rarer "
-                         f"class; {PLAN_FOLDS} of each are needed for the pool's cross-validation")
-    return pool
-
-
 def cmd_plan(args):
     """How many labels does the concept need: per layer, the accuracy predicted at --target-n from --labels rows."""
     if args.target_n <= args.labels:
         raise ValueError(f"--target-n {args.target_n} must be larger than --labels {args.labels} (the pool's own "
                          "accuracy is measured, not predicted)")
     dsets = _load_datasets(args, [args.dataset] if args.dataset else None)
-    pools = [_plan_pool(ds, args.labels, args.seed) for ds in dsets]
+    pools = [label_pool(ds.labels, args.labels, args.seed, dataset=ds.name) for ds in dsets]  # before any model work
     out = _out(args, [f"plan_{ds.name}.{ext}" for ds in dsets for ext in ("csv", "json", "png")])
     model, tok = _load_model(args)
-    grid = np.unique(np.r_[np.geomspace(args.labels, PLAN_REACH * args.target_n, 25), args.target_n])
-    at = int(np.flatnonzero(grid == args.target_n)[0])
     for ds, pool in zip(dsets, pools):
         H = _hidden(args, model, tok, ds)
         L = H.shape[0] - 1
         layers = _select_layers(args.layers, L, list(range(1, L + 1)))
-        rest = np.setdiff1d(np.arange(len(ds)), pool)
-        rows = []
-        for layer in tqdm(layers, desc="plan layers", disable=args.no_progress, leave=False):
-            X = np.asarray(H[layer], dtype=np.float64)
-            pool_model = estimate_pool_model(X[pool], ds.labels[pool], teacher=args.teacher, H_unlabeled=X[rest],
-                                             random_state=args.seed, n_boot=args.n_boot, folds=PLAN_FOLDS)
-            curve = predict_learning_curve(pool_model, grid, level=args.level)
-            row = dict(layer=layer, labels=args.labels, unlabeled=rest.size,
-                       pool_cv_accuracy=float(pool_model.cv_accuracy.max()), target_n=args.target_n,
-                       predicted_accuracy=float(curve.accuracy[at]), low=float(curve.low[at]),
-                       high=float(curve.high[at]), C_star=float(curve.C_star[at]), kappa=pool_model.kappa,
-                       chance_factor=pool_model.chance_factor, teacher=args.teacher, level=args.level)
-            if args.target_accuracy is not None:
-                need = labels_needed(curve, args.target_accuracy)
-                row.update(target_accuracy=args.target_accuracy, labels_needed=need["n"],
-                           labels_needed_optimistic=need["n_optimistic"],
-                           labels_needed_pessimistic=need["n_pessimistic"])
-            rows.append(row)
-        table = pd.DataFrame(rows)
+        plan = plan_labels(H, ds.labels, pool, args.target_n, layers=layers, teacher=args.teacher, level=args.level,
+                           n_boot=args.n_boot, target_accuracy=args.target_accuracy, random_state=args.seed,
+                           progress=not args.no_progress)
+        table = plan.table
         write_csv(out / f"plan_{ds.name}.csv", table)
-        best = table.loc[table.predicted_accuracy.idxmax()]
-        rec = dict(dataset=ds.name, labels=args.labels, target_n=args.target_n, best_layer=int(best.layer),
-                   predicted_accuracy=float(best.predicted_accuracy), interval=[float(best.low), float(best.high)],
-                   level=args.level, C_star=float(best.C_star), teacher=args.teacher, seed=args.seed,
+        rec = dict(dataset=ds.name, labels=args.labels, target_n=args.target_n, best_layer=plan.best_layer,
+                   predicted_accuracy=plan.predicted_accuracy, interval=[plan.low, plan.high], level=args.level,
+                   C_star=plan.C_star, teacher=args.teacher, seed=args.seed,
                    accuracy="best-C test accuracy of a probe trained on target_n labelled rows (spectral theory)")
         if args.target_accuracy is not None:
-            reached = table[np.isfinite(table.labels_needed)]
-            rec.update(target_accuracy=args.target_accuracy, reachable_within=float(grid[-1]),
-                       fewest_labels_layer=(int(reached.loc[reached.labels_needed.idxmin()].layer)
-                                            if len(reached) else None),
-                       fewest_labels=float(reached.labels_needed.min()) if len(reached) else None)
+            rec.update(target_accuracy=args.target_accuracy, reachable_within=plan.reachable_within,
+                       fewest_labels_layer=plan.fewest_labels_layer, fewest_labels=plan.fewest_labels)
         write_json(out / f"plan_{ds.name}.json", rec)
         _draw(plot_plan, table, out / f"plan_{ds.name}.png", dataset=ds.name, labels=args.labels,
               target_n=args.target_n, level=args.level, target_accuracy=args.target_accuracy)
         with pd.option_context("display.width", 200):
             print(table.drop(columns=["teacher", "level", "labels", "target_n"]).to_string(
                 index=False, float_format=lambda x: f"{x:.3f}"))
-        print(f"{ds.name}: predicted best layer at n = {args.target_n}: {rec['best_layer']} "
-              f"(accuracy {rec['predicted_accuracy']:.3f} [{best.low:.3f}, {best.high:.3f}], C = {rec['C_star']:.3g})")
+        print(f"{ds.name}: predicted best layer at n = {args.target_n}: {plan.best_layer} "
+              f"(accuracy {plan.predicted_accuracy:.3f} [{plan.low:.3f}, {plan.high:.3f}], C = {plan.C_star:.3g})")
         if args.target_accuracy is not None:
             print(f"{ds.name}: labels to reach {args.target_accuracy:g}: " + (
-                f"{rec['fewest_labels']:.0f} at layer {rec['fewest_labels_layer']}" if rec["fewest_labels"] is not None
-                else f"not reached by any layer within {grid[-1]:.0f} labels"))
+                f"{plan.fewest_labels:.0f} at layer {plan.fewest_labels_layer}" if plan.fewest_labels is not None
+                else f"not reached by any layer within {plan.reachable_within:.0f} labels"))
     return 0
 
 

@@ -222,3 +222,34 @@ def test_plan_bad_options(cli_setup, capsys, option, value):
     with pytest.raises(SystemExit) as exc:
         cli.main(["plan", *base, option, value])
     assert exc.value.code == 2 and f"argument {option}" in capsys.readouterr().err
+
+
+# ------------------------------------------------------------------------------------------------ the planner
+def test_plan_labels_picks_the_clean_layer_and_reads_the_labels_needed():
+    """The library call behind ``raptor plan``: the layer with the least added noise is predicted best, the target is
+    reached there first, and the table carries every layer's prediction with its interval."""
+    from empirical.probes.planning import label_pool, plan_labels
+
+    rng = np.random.default_rng(0)
+    y = rng.integers(0, 2, 600)
+    X = rng.standard_normal((600, 16)) + np.outer(2 * y - 1, np.eye(16)[0])  # unit-size class signal, one axis
+    H = np.stack([X + s * rng.standard_normal(X.shape) for s in (0.0, 3.0, 1.5, 0.0)])
+    pool = label_pool(y, 80, seed=1)
+    plan = plan_labels(H, y, pool, 800, n_boot=20, target_accuracy=0.75, random_state=1)
+    assert list(plan.table.layer) == [1, 2, 3] and plan.best_layer == 3
+    assert plan.fewest_labels_layer == 3 and plan.fewest_labels < plan.reachable_within == 64 * 800
+    assert (plan.table.low <= plan.table.predicted_accuracy).all() and (plan.table.predicted_accuracy
+                                                                         <= plan.table.high).all()
+    assert plan.table.predicted_accuracy.iloc[0] < plan.table.predicted_accuracy.iloc[1] < plan.predicted_accuracy
+
+
+def test_plan_labels_and_label_pool_refuse_bad_sizes():
+    from empirical.probes.planning import label_pool, plan_labels
+
+    y = np.r_[np.zeros(40, int), np.ones(40, int)]
+    with pytest.raises(ValueError, match="--labels 80 must be smaller than the 80 rows of dataset 'toy'"):
+        label_pool(y, 80, dataset="toy")
+    with pytest.raises(ValueError, match="has 2 row.*of its rarer class; 5 of each"):
+        label_pool(np.r_[np.zeros(76, int), np.ones(4, int)], 40, seed=0)
+    with pytest.raises(ValueError, match="--target-n 20 must be larger than --labels 20"):
+        plan_labels(np.zeros((2, 80, 3)), y, label_pool(y, 20), 20)

@@ -81,7 +81,7 @@ except ImportError:  # pragma: no cover
 
 __all__ = ["NEUTRAL_PROMPTS", "SENTIMENT_DATASETS", "MIN_RANDOM", "MASS_GATE", "PERPLEXITY_GATE", "METRIC_COLUMNS",
            "passes_gates", "random_units", "evaluate_steering",
-           "screen_candidates", "evaluate_staged", "method_vectors", "evaluate_dataset"]
+           "screen_candidates", "evaluate_staged", "method_vectors", "given_vectors", "evaluate_dataset"]
 
 #: names that lived here before the module was split by job and are not used here (importing them warns, removed
 #: in 0.3); the ones this module imports for its own use stay importable from it
@@ -983,6 +983,45 @@ def method_vectors(H, y, split, methods=("RAPTOR", "DiffMeans", "GCS", "xRFM"), 
         accuracy[method] = dict(zip(fit.summary["layer"].astype(int), fit.summary["val_accuracy"].astype(float)))
         vectors[method] = fit.concept_vectors(method=method.lower())  # xRFM: its direction only (no linear probe)
     return vectors, accuracy
+
+
+def given_vectors(probes: ConceptVectors, H, y, split, method: str = "RAPTOR") -> tuple:
+    """Saved concept vectors (``raptor steer --probe-file``) in the form :func:`method_vectors` returns fitted ones:
+    with each layer's accuracy on the split's validation rows (the layer rule never reads test data).
+
+    Parameters
+    ----------
+    probes : ConceptVectors
+        The saved vectors; every layer needs probe weights (``coef``), not only a direction.
+    H : array (L+1, n, p)
+        Hidden states per layer (layer l = the output of decoder block l).
+    y : array (n,)
+        Binary labels.
+    split : (array of int, array of int, array of int)
+        Train, validation and test row indices; only the validation rows are read.
+    method : str, default="RAPTOR"
+        The name the vectors are reported under.
+
+    Returns
+    -------
+    (dict of str to ConceptVectors, dict of str to dict of int to float)
+        ``{method: probes}`` and ``{method: {layer: validation accuracy}}``.
+
+    Raises
+    ------
+    ValueError
+        A layer holds only a direction (names ``--probe-file`` and the layer).
+    """
+    _, validation, _ = split
+    y = np.asarray(y)
+    accuracy = {}
+    for layer, probe in probes.items():
+        if probe.coef is None:
+            raise ValueError(f"--probe-file layer {layer} holds only a direction; the answer read-out needs probe "
+                             "weights")
+        scores = probe.logit(np.asarray(H[layer][validation], dtype=np.float64))
+        accuracy[layer] = float(np.mean((scores > 0) == y[validation]))
+    return {method: probes}, {method: accuracy}
 
 
 def evaluate_dataset(model, tokenizer, dataset, H, settings, *, eval_dataset=None, n_prompts: int = 100,

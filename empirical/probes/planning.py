@@ -1,0 +1,196 @@
+"""How many labels does a concept need: the protocol of ``raptor plan`` as one library call.
+
+From a labelled pool of a dataset (the rest of its rows unlabelled), per layer: the pool model
+(:func:`~empirical.probes.spectral_prediction.estimate_pool_model`: Sigma from every row, the teacher from the
+pool), the predicted best-C accuracy at ``target_n`` labelled rows with its interval
+(:func:`~empirical.probes.learning_curves.predict_learning_curve`) and, for a target accuracy, the labels needed
+(:func:`~empirical.probes.learning_curves.labels_needed`, read off the curve up to :data:`PLAN_REACH` x
+``target_n``). Conventions: layer l is the output of decoder block l (as extracted); accuracies are fractions of
+test rows; sizes are labelled rows. docs/learning_curves.md.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import numpy as np
+import pandas as pd
+from tqdm.auto import tqdm
+
+from cgmt.validation import check_int
+
+from .learning_curves import labels_needed, predict_learning_curve
+from .spectral_prediction import estimate_pool_model
+from .structure import stratified_subsample
+
+__all__ = ["PLAN_FOLDS", "PLAN_REACH", "LabelPlan", "label_pool", "plan_labels"]
+
+#: cross-validation folds of the pool model (every class needs this many labelled rows)
+PLAN_FOLDS = 5
+#: the labels needed are read off a predicted curve up to this multiple of ``target_n``
+PLAN_REACH = 64
+
+
+@dataclass(frozen=True)
+class LabelPlan:
+    """What :func:`plan_labels` predicts for one dataset.
+
+    Attributes
+    ----------
+    table : pandas.DataFrame
+        One row per layer: ``layer``, ``labels``, ``unlabeled``, ``pool_cv_accuracy``, ``target_n``,
+        ``predicted_accuracy``, ``low``, ``high``, ``C_star``, ``kappa``, ``chance_factor``, ``teacher``, ``level``
+        and, with a target accuracy, ``target_accuracy``, ``labels_needed`` (and its ``_optimistic`` /
+        ``_pessimistic`` ends; inf when not reached within ``reachable_within``).
+    best_layer : int
+        The layer with the highest predicted accuracy at ``target_n`` (the first of equal ones).
+    predicted_accuracy, low, high, C_star : float
+        Its prediction, interval (``level``) and C.
+    target_n : int
+        Labelled rows the prediction is for.
+    reachable_within : float
+        The largest training size the curve was predicted at (``PLAN_REACH`` x ``target_n``).
+    fewest_labels_layer : int or None
+        With a target accuracy: the layer that reaches it with the fewest labels (None if none does).
+    fewest_labels : float or None
+        Those labels.
+    """
+
+    table: pd.DataFrame = field(repr=False)
+    best_layer: int
+    predicted_accuracy: float
+    low: float
+    high: float
+    C_star: float
+    target_n: int
+    reachable_within: float
+    fewest_labels_layer: int | None = None
+    fewest_labels: float | None = None
+
+
+def label_pool(y, n_labels: int, seed: int = 0, *, folds: int = PLAN_FOLDS, dataset: str = "") -> np.ndarray:
+    """The labelled pool: ``n_labels`` rows drawn stratified (the other rows are the unlabelled ones).
+
+    Parameters
+    ----------
+    y : array_like of shape (N,)
+        Binary labels of every row.
+    n_labels : int
+        Labelled rows to draw (``--labels``), below N.
+    seed : int, default=0
+        Seed of the draw.
+    folds : int, default=PLAN_FOLDS
+        Rows each class needs (the pool model's cross-validation folds).
+    dataset : str, optional
+        The dataset's name, for the messages.
+
+    Returns
+    -------
+    ndarray of int
+        Row indices of the pool (in the order drawn).
+
+    Raises
+    ------
+    ValueError
+        ``n_labels`` not below N, or a class with fewer than ``folds`` rows in the pool (names ``--labels``).
+
+    Examples
+    --------
+    >>> y = np.r_[np.zeros(50, int), np.ones(50, int)]
+    >>> pool = label_pool(y, 20, seed=0)
+    >>> len(pool), int(y[pool].sum())
+    (20, 10)
+    """
+    y = np.asarray(y)
+    name = f" of dataset {dataset!r}" if dataset else ""
+    if n_labels >= len(y):
+        raise ValueError(f"--labels {n_labels} must be smaller than the {len(y)} rows{name} (the rows left over are "
+                         "the unlabelled rows whose hidden states estimate the covariance)")
+    pool = stratified_subsample(y, n_labels, seed)
+    least = min(np.unique(y[pool], return_counts=True)[1]) if len(np.unique(y[pool])) == 2 else 0
+    if least < folds:
+        raise ValueError(f"--labels {n_labels}: the pool drawn from the rows{name} has {least} row(s) of its rarer "
+                         f"class; {folds} of each are needed for the pool's cross-validation")
+    return pool
+
+
+def plan_labels(H, y, pool, target_n: int, *, layers=None, teacher: str = "calibrated", level: float = 0.9,
+                n_boot: int = 200, target_accuracy: float | None = None, random_state: int = 0,
+                folds: int = PLAN_FOLDS, reach: float = PLAN_REACH, progress: bool = False) -> LabelPlan:
+    """Predict, per layer, the accuracy at ``target_n`` labels (and the labels a target accuracy needs) from a pool.
+
+    Parameters
+    ----------
+    H : array of shape (L + 1, N, p) or mapping of int to (N, p) arrays
+        Hidden states of every row (layer l = output of decoder block l).
+    y : array_like of shape (N,)
+        Binary labels; only the pool's are read.
+    pool : array of int
+        Rows of the labelled pool (:func:`label_pool`); every other row is unlabelled.
+    target_n : int
+        Labelled rows to predict for, larger than the pool.
+    layers : iterable of int, optional
+        Layers to plan (default 1..L).
+    teacher : {"calibrated", "deconvolved"}, default="calibrated"
+        The pool model's teacher estimator.
+    level : float in (0, 1), default=0.9
+        Level of the prediction intervals.
+    n_boot : int, default=200
+        Bootstrap replicates of the pool model.
+    target_accuracy : float in (0.5, 1), optional
+        Also read the labels needed to reach it.
+    random_state : int, default=0
+        Seed of the pool model's folds and bootstrap.
+    folds : int, default=PLAN_FOLDS
+        Cross-validation folds of the pool model.
+    reach : float, default=PLAN_REACH
+        The curve runs up to ``reach`` x ``target_n``.
+    progress : bool, default=False
+        Show a progress bar over layers.
+
+    Returns
+    -------
+    LabelPlan
+
+    Raises
+    ------
+    ValueError
+        ``target_n`` not above the pool's size (names ``--target-n``), or a bad pool.
+    """
+    y = np.asarray(y)
+    pool = np.asarray(pool, dtype=int)
+    target_n = check_int(target_n, "target_n", minimum=2)
+    if target_n <= len(pool):
+        raise ValueError(f"--target-n {target_n} must be larger than --labels {len(pool)} (the pool's own accuracy is "
+                         "measured, not predicted)")
+    n_rows = len(y)
+    layers = list(range(1, len(H))) if layers is None else [int(layer) for layer in layers]
+    rest = np.setdiff1d(np.arange(n_rows), pool)
+    grid = np.unique(np.r_[np.geomspace(len(pool), reach * target_n, 25), target_n])
+    at = int(np.flatnonzero(grid == target_n)[0])
+    rows = []
+    for layer in tqdm(layers, desc="plan layers", disable=not progress, leave=False):
+        X = np.asarray(H[layer], dtype=np.float64)
+        pool_model = estimate_pool_model(X[pool], y[pool], teacher=teacher, H_unlabeled=X[rest],
+                                         random_state=random_state, n_boot=n_boot, folds=folds)
+        curve = predict_learning_curve(pool_model, grid, level=level)
+        row = dict(layer=layer, labels=len(pool), unlabeled=rest.size,
+                   pool_cv_accuracy=float(pool_model.cv_accuracy.max()), target_n=target_n,
+                   predicted_accuracy=float(curve.accuracy[at]), low=float(curve.low[at]),
+                   high=float(curve.high[at]), C_star=float(curve.C_star[at]), kappa=pool_model.kappa,
+                   chance_factor=pool_model.chance_factor, teacher=teacher, level=level)
+        if target_accuracy is not None:
+            need = labels_needed(curve, target_accuracy)
+            row.update(target_accuracy=target_accuracy, labels_needed=need["n"],
+                       labels_needed_optimistic=need["n_optimistic"], labels_needed_pessimistic=need["n_pessimistic"])
+        rows.append(row)
+    table = pd.DataFrame(rows)
+    best = table.loc[table.predicted_accuracy.idxmax()]
+    extra = {}
+    if target_accuracy is not None:
+        reached = table[np.isfinite(table.labels_needed)]
+        if len(reached):
+            first = reached.loc[reached.labels_needed.idxmin()]
+            extra = dict(fewest_labels_layer=int(first.layer), fewest_labels=float(first.labels_needed))
+    return LabelPlan(table=table, best_layer=int(best.layer), predicted_accuracy=float(best.predicted_accuracy),
+                     low=float(best.low), high=float(best.high), C_star=float(best.C_star), target_n=target_n,
+                     reachable_within=float(grid[-1]), **extra)
