@@ -17,6 +17,7 @@ import warnings
 
 import numpy as np
 import pandas as pd
+from sklearn.exceptions import ConvergenceWarning
 from threadpoolctl import threadpool_limits
 from tqdm.auto import tqdm
 
@@ -174,7 +175,7 @@ def finite_size_table(raw: pd.DataFrame, point=FINITE_SIZE_POINT) -> pd.DataFram
     """Per p and quantity: mean over replicates, theory, abs_error = |mean - theory| (the bias of the mean
     plus its noise), std across replicates (the per-replicate fluctuation) and its standard error std_se
     (delta method with the sample fourth moment, so heavy tails widen it), se = std/sqrt(n_rep), rmse, and
-    whether every fit converged."""
+    ``success`` (every fit converged)."""
     th = cgmt.solve(*point)
     if not th.success:
         raise RuntimeError(f"cgmt.solve did not converge at {point}: {th.message}")
@@ -190,7 +191,7 @@ def finite_size_table(raw: pd.DataFrame, point=FINITE_SIZE_POINT) -> pd.DataFram
             recs.append(dict(delta=d, lam=lam, kappa=kappa, p=int(p), quantity=q, mean=float(x.mean()), theory=t,
                              bias=float(x.mean() - t), abs_error=float(abs(x.mean() - t)), std=std, std_se=std_se,
                              se=std / np.sqrt(len(x)), rmse=float(np.sqrt(np.mean((x - t) ** 2))), n_rep=len(x),
-                             converged=bool(g["success"].all())))
+                             success=bool(g["success"].all())))
     return pd.DataFrame(recs)
 
 
@@ -327,9 +328,9 @@ def finite_size_convergence(out, *, ps=(50, 100, 200, 400, 800), replicates=300,
                                            progress=progress, n_test=100, gamma=False)
                          for (p, r), s in zip(sorted(reps.items(), reverse=True), roots)], ignore_index=True)
     table = finite_size_table(raw, point)
-    if not table.converged.all():
+    if not table.success.all():
         warnings.warn(f"finite-size study: some fits did not converge at p = "
-                      f"{sorted(set(table.p[~table.converged]))}", RuntimeWarning, stacklevel=2)
+                      f"{sorted(set(table.p[~table.success]))}", ConvergenceWarning, stacklevel=2)
     slopes = finite_size_slopes(table)
     save_table(table, out, "finite_size_convergence")
     save_table(slopes, out, "finite_size_slopes")

@@ -242,3 +242,18 @@ def test_moved_steering_names_warn_and_name_their_home(module, name, home):
     assert value is getattr(importlib.import_module(home), name)
     with pytest.raises(AttributeError, match="no attribute 'not_a_name'"):
         old.not_a_name
+
+
+def test_non_convergence_warns_convergence_warning_not_runtime_warning():
+    """One vocabulary: a fit or fixed point that did not converge warns scikit-learn's ``ConvergenceWarning``."""
+    bad = []
+    for module, path in MODULES.items():
+        for node in ast.walk(ast.parse(path.read_text())):
+            if not (isinstance(node, ast.Call) and getattr(node.func, "attr", getattr(node.func, "id", "")) == "warn"):
+                continue
+            category = node.args[1] if len(node.args) > 1 else next(
+                (k.value for k in node.keywords if k.arg == "category"), None)
+            text = ast.unparse(node.args[0]).lower() if node.args else ""
+            if isinstance(category, ast.Name) and category.id == "RuntimeWarning" and "converge" in text:
+                bad.append(f"{module}:{node.lineno}")
+    assert bad == []

@@ -57,7 +57,7 @@ def test_simulation_agrees_with_theory(u_delta, u_lam, u_kappa):
     delta, lam, kappa = 0.5 + 4.5 * u_delta, 10.0 ** (-2.0 + 3.0 * u_lam), 0.5 + 4.5 * u_kappa
     tab = compare(delta, lam, kappa, P, R, seed=12345, stability=False, subsample=False,
                   n_test=2000, progress=False)
-    assert tab.converged.all()
+    assert tab.success.all()
     ok, shown = _check(tab)
     assert ok.all(), shown.to_string()
 
