@@ -114,7 +114,7 @@ def test_finite_size_convergence_figure_and_tables(tmp_path):
     assert png.with_suffix(".pdf").read_bytes()[:5] == b"%PDF-"
     saved = pd.read_csv(tmp_path / "tables" / "finite_size_convergence.csv")
     assert {"p", "quantity", "mean", "theory", "abs_error", "std", "se", "n_rep"} <= set(saved.columns)
-    assert len(saved) == len(ps) * 3 and saved.converged.all()
+    assert len(saved) == len(ps) * 3 and saved.success.all()
     assert dict(saved.groupby("p").n_rep.first()) == theory.finite_size_replicates(ps, 40)
     th = cgmt.solve(*theory.FINITE_SIZE_POINT)
     for q, field in (("alpha", "alpha"), ("sigma", "sigma"), ("accuracy_formula", "accuracy")):
