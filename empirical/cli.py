@@ -363,14 +363,14 @@ def _steer_settings(args, settings):
     return [setting]
 
 
-def _given_vectors(evaluation, probes, tau, H, labels, layers):
-    """``--probe-file`` vectors restricted to ``layers`` (and ``--tau``), with each layer's validation accuracy
+def _given_vectors(evaluation, probes, H, labels, layers):
+    """``--probe-file`` vectors restricted to ``layers``, with each layer's validation accuracy
     (:func:`empirical.llm.steering_eval.given_vectors`)."""
     within = {layer: p for layer, p in probes.items() if layer in layers}
     if not within:
         raise ValueError(f"--probe-file has probes for layers {probes.layers}, none of them among the steered layers "
                          f"{layers[0]}..{layers[-1]}")
-    vectors = ConceptVectors(_above_tau(within, tau, "--probe-file"), method=probes.method, model=probes.model,
+    vectors = ConceptVectors(within, method=probes.method, model=probes.model,
                              layer_convention=probes.layer_convention, metadata=probes.metadata)
     return evaluation.given_vectors(vectors, H, labels, paper_split(labels, random_state=SPLIT_SEED))
 
@@ -396,12 +396,11 @@ def cmd_steer(args):
         L = H.shape[0] - 1
         layers = _select_layers(args.layers, L, list(range(1, L + 1)))
         if probes_given is not None:
-            vectors = _given_vectors(evaluation, probes_given, args.tau, H, ds.labels, layers)
+            vectors = _given_vectors(evaluation, probes_given, H, ds.labels, layers)
         else:
             vectors = evaluation.method_vectors(H, ds.labels, paper_split(ds.labels, random_state=SPLIT_SEED),
                                                 methods=args.methods, layers=layers, progress=not args.no_progress)
-            if args.tau is not None:
-                vectors = _tau_filter(vectors, args.tau)
+        vectors = _tau_filter(vectors, args.tau)
         # a dataset with its own held-out file (stsa.binary.test) is steered on it
         eval_ds = datasets.load(ds.name, args.data_dir, max_per_class=None, verify=not args.no_verify, split="test") \
             if not args.table and datasets.get_dataset(ds.name).test_files else None
@@ -427,25 +426,25 @@ def cmd_steer(args):
     return 0
 
 
-def _above_tau(probes: dict, tau, what: str) -> dict:
-    """The probes whose test accuracy reaches ``--tau`` (all when tau is None); an error naming the best otherwise."""
-    if tau is None:
-        return probes
-    kept = {layer: p for layer, p in probes.items() if p.test_accuracy is not None and p.test_accuracy >= tau}
-    if not kept:
-        reason = _llm()[2].describe_skipped(probes, tau, {layer: "test accuracy below tau" for layer in probes})
-        raise ValueError(f"no layer can be steered for {what}: {reason}; lower --tau")
-    return kept
-
-
 def _tau_filter(vectors, tau):
-    """Keep the layers whose probe test accuracy reaches ``--tau`` (the paper's reliability threshold)."""
+    """Keep each method's layers whose *validation* accuracy reaches ``--tau`` (the paper's reliability threshold,
+    read on the validation rows: the steering prompts come from the test split, so the layer rule never reads it);
+    an error naming the best layer when none does."""
+    if tau is None:
+        return vectors
     vecs, accuracy = vectors
-    kept = {}
+    kept_vectors, kept_accuracy = {}, {}
     for method, cv in vecs.items():
-        kept[method] = ConceptVectors(_above_tau(dict(cv.items()), tau, method), method=cv.method, model=cv.model,
-                                      layer_convention=cv.layer_convention, metadata=cv.metadata)
-    return kept, accuracy
+        acc = {layer: a for layer, a in accuracy[method].items() if layer in cv.layers}
+        kept = {layer: p for layer, p in cv.items() if acc.get(layer, -np.inf) >= tau}
+        if not kept:
+            best = max(acc, key=acc.get)
+            raise ValueError(f"no layer can be steered for {method}: tau={tau:g} excludes {len(acc)} layer(s) (the "
+                             f"best validation accuracy is {acc[best]:.3f}, at layer {best}); lower --tau")
+        kept_vectors[method] = ConceptVectors(kept, method=cv.method, model=cv.model,
+                                              layer_convention=cv.layer_convention, metadata=cv.metadata)
+        kept_accuracy[method] = {layer: acc[layer] for layer in kept}
+    return kept_vectors, kept_accuracy
 
 
 def cmd_sweep(args):
@@ -601,7 +600,8 @@ def build_parser():
     p.add_argument("--layers", type=_layers_arg, help="layers that may be steered (default 1..L)")
     p.add_argument("--direction", choices=["towards", "away", "both"], default="both")
     p.add_argument("--tau", type=number_in(0.0, 1.0),
-                   help="skip layers whose probe test accuracy is below tau (in [0, 1])")
+                   help="skip layers whose probe validation accuracy is below tau (in [0, 1]; the paper reads test "
+                        "accuracy, but the steering prompts come from the test split)")
     p.add_argument("--setting",
                    help="steering setting (docs/steering.md): default gcav-all-p0.9999-answer (GCAV at every "
                         "layer, p*=0.9999, at the answer positions: the setting with the largest held-out "

@@ -111,13 +111,16 @@ def test_tau_that_excludes_every_layer_is_an_error(cli_setup, capsys):
     root, base = cli_setup
     rng = np.random.default_rng(0)
     X, y = rng.standard_normal((20, 32)), np.arange(20) % 2
+    # saved test accuracies that pass tau = 0.9; the probes were fitted on noise, so their validation accuracy on
+    # this dataset does not: the layer rule must refuse (it never reads test accuracy)
     probes = ConceptVectors.from_estimators({layer: LogisticRegression().fit(X, y) for layer in (1, 2, 3)},
-                                            {1: 0.6, 2: 0.7, 3: 0.65})
+                                            {1: 0.99, 2: 0.99, 3: 0.99})
     save_concept_vectors(root / "weak", probes)
     code, err = _run(["steer", *base, "--probe-file", str(root / "weak.json"), "--tau", "0.9", "--answer-words",
                       "good,bad",
                       "--out", str(root / "weak_out")], capsys)
-    assert code == 2 and "no layer can be steered" in err and "0.700, at layer 2" in err and "lower --tau" in err
+    assert code == 2 and "no layer can be steered for RAPTOR: tau=0.9 excludes 3 layer(s)" in err
+    assert "best validation accuracy is" in err and "lower --tau" in err
     assert not (root / "weak_out" / "steer_metrics.csv").exists()
 
 
