@@ -16,7 +16,7 @@ PACKAGES = ("cgmt", "sims", "empirical", "paper_figures")
 TORCH_SIDE = {"empirical.llm", "empirical.llm.extract", "empirical.llm.models", "empirical.llm.steering",
               "empirical.llm.steering_eval", "empirical.llm.edits", "empirical.llm.generation",
               "empirical.llm.answer_readout", "empirical.llm.steering_settings", "empirical.llm.steering_selection",
-              "empirical.llm.steering_cost", "empirical.llm.prompts"}
+              "empirical.llm.steering_cost", "empirical.llm.prompts", "empirical.llm.cached_passes"}
 #: optional heavy dependencies that a function may import on purpose (deferred)
 DEFERRED_OK = {"torch", "transformers", "xrfm", "gguf", "accelerate", "matplotlib", "tokenizers", "dask",
                "distributed", "vaderSentiment"}
@@ -221,6 +221,7 @@ def test_steering_modules_keep_their_jobs():
     for chooser in ("steering_selection", "steering_cost"):
         assert llm + chooser not in graph[llm + "steering_eval"]
     assert not {llm + "steering_eval", llm + "edits"} & graph[llm + "answer_readout"]
+    assert llm + "steering_eval" not in graph[llm + "cached_passes"]  # the passes know nothing of the measurement
 
 
 @pytest.mark.parametrize("module, name, home", [

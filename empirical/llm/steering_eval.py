@@ -33,9 +33,7 @@ from the table by :mod:`empirical.llm.steering_selection`; the timing model is :
 """
 from __future__ import annotations
 
-import contextlib
 import math
-from dataclasses import dataclass
 
 import numpy as np
 import pandas as pd
@@ -60,24 +58,21 @@ from .answer_readout import (
     read_out_validity,
     vader_scores,
 )
-from .edits import additive_steering, gcav_steering, model_positions
-from .extract import check_prompts, tokenize_prompts
-from .hooks import (
-    base_model,
-    cache_argument,
-    decoder_blocks,
-    input_device,
-    output_cache,
-    position_limit,
-    require_decoder,
+from .cached_passes import (
+    Batch,
+    SettingEdit,
+    continuation_nll,
+    edited_passes,
+    forward_pass,
+    generate_greedy,
+    prompt_state,
+    read_answer,
 )
+from .edits import model_positions
+from .extract import check_prompts, tokenize_prompts
+from .hooks import base_model, decoder_blocks, input_device, position_limit, require_decoder
 from .prompts import select_prompts, split_halves
 from .steering_settings import POSITIONS, SteeringSetting, check_settings, choose_layers, edit_strengths
-
-try:  # transformers >= 4.36
-    from transformers import DynamicCache
-except ImportError:  # pragma: no cover
-    DynamicCache = None
 
 __all__ = ["NEUTRAL_PROMPTS", "SENTIMENT_DATASETS", "MIN_RANDOM", "MASS_GATE", "PERPLEXITY_GATE", "METRIC_COLUMNS",
            "passes_gates", "random_units", "evaluate_steering",
@@ -168,212 +163,28 @@ def random_units(layers, hidden_size: int, seed: int, n_random: int) -> list:
     return draws
 
 
-# --------------------------------------------------------------------------------------------- forward passes
-def _kv(cache):
-    return [(k, v) for k, v, *_ in cache]
 
 
-def _cache(kv, model):
-    return None if kv is None else DynamicCache([(k, v) for k, v in kv], config=model.config)
 
 
-class _Batch:
-    """Left-padded token ids of a batch of prompts with the running attention mask and positions."""
-
-    def __init__(self, rows, device, pad_id):
-        width = max(len(r) for r in rows)
-        self.ids = torch.full((len(rows), width), pad_id, dtype=torch.long)
-        self.mask = torch.zeros((len(rows), width), dtype=torch.long)
-        for i, r in enumerate(rows):
-            self.ids[i, width - len(r):] = torch.tensor(r, dtype=torch.long)
-            self.mask[i, width - len(r):] = 1
-        self.ids, self.mask = self.ids.to(device), self.mask.to(device)
-        self.positions = (self.mask.cumsum(-1) - 1).clamp(min=0)
-        self.device = device
-
-    def repeat(self, times: int) -> "_Batch":
-        """The batch stacked ``times`` times along the rows (row ``r * B + i`` is row ``i``)."""
-        out = object.__new__(_Batch)
-        out.ids, out.mask = self.ids.repeat(times, 1), self.mask.repeat(times, 1)
-        out.positions, out.device = self.positions.repeat(times, 1), self.device
-        return out
 
 
-def _logprobs_last(model, hidden: torch.Tensor) -> torch.Tensor:
-    """log-softmax of the LM head at the last position (the head runs on one position, not the whole sequence)."""
-    logits = model.get_output_embeddings()(hidden[:, -1]).double()
-    cap = getattr(model.config, "final_logit_softcapping", None)
-    if cap:
-        logits = torch.tanh(logits / cap) * cap
-    return torch.log_softmax(logits, dim=-1)
 
 
-def _pass(model, core, ids, mask, positions, kv, context=None, head=True):
-    """One forward pass of ``ids`` after the cached ``kv`` (None: from scratch) under ``context`` (a context-manager
-    factory or None). Returns (new kv, last-position log-probs or None, GCAV alphas {layer: (B,)} or None)."""
-    alphas = None
-    with (context() if context is not None else contextlib.nullcontext()) as state:
-        out = core(input_ids=ids, attention_mask=mask, position_ids=positions, use_cache=True,
-                   **{cache_argument(core): _cache(kv, model)})
-        if state is not None and hasattr(state, "records"):
-            alphas = {}
-            for record in state.records:
-                alphas.setdefault(record["layer"], [0.0] * ids.shape[0])[record["prompt"]] = record["alpha"]
-            alphas = {layer: np.asarray(a) for layer, a in alphas.items()}
-    return _kv(output_cache(out)), (_logprobs_last(model, out.last_hidden_state) if head else None), alphas
 
 
-@dataclass
-class _Edit:
-    """What one setting does in one direction: the concept edit and its random controls, as per-pass contexts."""
-
-    model: object
-    setting: SteeringSetting
-    probes: ConceptVectors
-    layers: list
-    direction: str
-    norms: dict
-
-    @property
-    def sign(self):
-        return 1.0 if self.direction == "towards" else -1.0
-
-    def concept(self):
-        if self.setting.kind == "gcav":
-            p = self.setting.strength if self.direction == "towards" else 1.0 - self.setting.strength
-            return lambda: gcav_steering(self.model, {layer: self.probes[layer] for layer in self.layers},
-                                         self.direction, p, None, "last")
-        return lambda: additive_steering(self.model, {layer: self.probes[layer].direction for layer in self.layers},
-                                         self.additive_strengths(), "all")
-
-    def additive_strengths(self):
-        return {layer: self.sign * self.setting.strength * self.norms[layer] for layer in self.layers}
-
-    def random(self, units, alphas=None):
-        """The random control: ``units`` (layer -> unit vector) at the concept run's |alpha| (GCAV: ``alphas``
-        recorded for this pass, per row; additive: the fixed strengths)."""
-        if self.setting.kind == "gcav":
-            if alphas is None:
-                return None
-            return lambda: additive_steering(self.model, {layer: units[layer] for layer in alphas},
-                                             {layer: np.abs(a) * self.sign for layer, a in alphas.items()}, "last")
-        return lambda: additive_steering(self.model, {layer: units[layer] for layer in self.layers},
-                                         self.additive_strengths(), "all")
 
 
-    def random_stacked(self, draws, alphas, rows: int):
-        """All random controls of the answer-position edit in one pass: ``draws`` (one layer -> unit vector dict
-        per draw) stacked draw by draw over a batch of ``rows`` rows repeated ``len(draws)`` times, at the concept
-        run's |alpha| (GCAV: ``alphas`` of the answer pass, per row; additive: the fixed strengths)."""
-        if self.setting.kind == "gcav":
-            if alphas is None:
-                return None
-            layers = list(alphas)
-            strengths = {layer: np.tile(np.abs(a) * self.sign, len(draws)) for layer, a in alphas.items()}
-        else:
-            layers, strengths = self.layers, self.additive_strengths()
-        vectors = {layer: np.repeat(np.stack([units[layer] for units in draws]), rows, axis=0) for layer in layers}
-        return lambda: additive_steering(self.model, vectors, strengths, "last" if self.setting.kind == "gcav"
-                                         else "all")
 
 
-def _segments(positions: str) -> tuple:
-    """Which passes (prompt, stem head, answer) an edit at ``positions`` changes."""
-    return {"prompt": (True, False, False), "answer": (False, False, True), "all": (True, True, True)}[positions]
 
 
-def _readout(model, core, batch, head_ids, answer_id, base_kv, edits, seg):
-    """Log-probs at the answer position with ``edits`` (three per-pass contexts or None) on the passes ``seg``;
-    ``base_kv`` = (kv after the prompt, kv after the stem head) of the unsteered run. Returns (log-probs, alphas per
-    pass)."""
-    B = batch.ids.shape[0]
-    n_head = len(head_ids)
-    ones = lambda n: torch.ones((B, n), dtype=torch.long, device=batch.device)  # noqa: E731
-    step = lambda start, n: (batch.positions[:, -1:] + 1 + start + torch.arange(n, device=batch.device))  # noqa: E731
-    head = torch.tensor([head_ids] * B, dtype=torch.long, device=batch.device).reshape(B, n_head)
-    answer = torch.full((B, 1), answer_id, dtype=torch.long, device=batch.device)
-    alphas = [None, None, None]
-    if seg[0]:
-        kv, _, alphas[0] = _pass(model, core, batch.ids, batch.mask, batch.positions, None, edits[0], head=False)
-    else:
-        kv = base_kv[0]
-    if seg[0] or seg[1]:
-        if n_head:
-            kv, _, alphas[1] = _pass(model, core, head, torch.cat([batch.mask, ones(n_head)], 1), step(0, n_head), kv,
-                                     edits[1] if seg[1] else None, head=False)
-    else:
-        kv = base_kv[1]
-    _, lp, alphas[2] = _pass(model, core, answer, torch.cat([batch.mask, ones(n_head + 1)], 1), step(n_head, 1), kv,
-                             edits[2] if seg[2] else None)
-    return lp, alphas
 
 
-def _prompt_state(model, core, batch, context=None):
-    """The prompt pass split as the answer-position edit needs it: the key/value cache of every column but the last
-    (unsteered; None for one-column batches) and the last column's pass under ``context`` (the position whose
-    output is the first new token). Returns (kv before the last column, kv after it, its log-probs, its alphas)."""
-    kv_head = None
-    if batch.ids.shape[1] > 1:
-        kv_head, _, _ = _pass(model, core, batch.ids[:, :-1], batch.mask[:, :-1], batch.positions[:, :-1], None,
-                              head=False)
-    kv, lp, alphas = _pass(model, core, batch.ids[:, -1:], batch.mask, batch.positions[:, -1:], kv_head, context)
-    return kv_head, kv, lp, alphas
 
 
-def _generate(model, core, batch, n_new, edit, seg, base):
-    """Greedy continuation of a left-padded batch.
-
-    ``edit(t)`` gives the context factory of pass ``t`` (``-1``: the prompt pass, ``t >= 0``: the pass of generated
-    token ``t``) or None; ``seg`` (:func:`_segments`) says which passes it changes: ``prompt`` the whole prompt
-    pass, ``answer`` the last prompt position (it yields the first new token) and every generated token's pass,
-    ``all`` both. ``base`` = the unsteered :func:`_prompt_state`. Returns ((B, n_new) token ids, the GCAV alphas
-    of each pass in order (None where the pass was not edited or the edit records none))."""
-    kv_head, kv, lp, _ = base
-    alphas = []
-    if seg[0]:
-        kv, lp, a = _pass(model, core, batch.ids, batch.mask, batch.positions, None, edit(-1))
-        alphas.append(a)
-    elif seg[2]:
-        kv, lp, a = _pass(model, core, batch.ids[:, -1:], batch.mask, batch.positions[:, -1:], kv_head, edit(-1))
-        alphas.append(a)
-    B = batch.ids.shape[0]
-    mask, out = batch.mask, []
-    for t in range(n_new):
-        token = lp.argmax(-1, keepdim=True)
-        out.append(token)
-        if t == n_new - 1:
-            break
-        mask = torch.cat([mask, torch.ones((B, 1), dtype=torch.long, device=batch.device)], 1)
-        kv, lp, a = _pass(model, core, token, mask, batch.positions[:, -1:] + 1 + t, kv, edit(t) if seg[2] else None)
-        alphas.append(a)
-    return torch.cat(out, 1), alphas
 
 
-def _continuation_nll(model, core, batch, prompt_state, new_ids, eos_id):
-    """Per-row mean negative log-likelihood of ``new_ids`` (up to and including the first EOS) under the unsteered
-    model, given the prompt (``prompt_state`` = unsteered (kv, last log-probs) of the prompt pass)."""
-    kv, lp0 = prompt_state
-    B, n = new_ids.shape
-    nll = -lp0.gather(1, new_ids[:, :1])  # (B, 1)
-    if n > 1:
-        mask = torch.cat([batch.mask, torch.ones((B, n - 1), dtype=torch.long, device=batch.device)], 1)
-        out = core(input_ids=new_ids[:, :-1], attention_mask=mask,
-                   position_ids=batch.positions[:, -1:] + 1 + torch.arange(n - 1, device=batch.device),
-                   use_cache=True, **{cache_argument(core): _cache(kv, model)})
-        lp = torch.log_softmax(model.get_output_embeddings()(out.last_hidden_state).double(), -1)
-        nll = torch.cat([nll, -lp.gather(2, new_ids[:, 1:, None])[..., 0]], 1)
-    per_token = nll
-    keep = _until_eos(new_ids, eos_id)
-    return ((per_token * keep).sum(1) / keep.sum(1)).cpu().numpy(), keep
-
-
-def _until_eos(ids, eos_id):
-    """1 for tokens up to and including the first EOS, 0 after."""
-    if eos_id is None:
-        return torch.ones_like(ids, dtype=torch.float64)
-    is_eos = (ids == eos_id).long()
-    after = (is_eos.cumsum(1) - is_eos) > 0
-    return (~after).double()
 
 
 def _sem(x) -> float:
@@ -506,30 +317,30 @@ class _Measurement:
         with torch.inference_mode():
             for start in range(0, len(order), self.batch_size):
                 rows = order[start:start + self.batch_size]
-                batch = _Batch([self.prompt_ids[i] for i in rows], device, self.pad)
+                batch = Batch([self.prompt_ids[i] for i in rows], device, self.pad)
                 B, n_head = len(rows), len(self.head_ids)
-                kv_prompt, _, _ = _pass(model, core, batch.ids, batch.mask, batch.positions, None, head=False)
+                kv_prompt, _, _ = forward_pass(model, core, batch.ids, batch.mask, batch.positions, None, head=False)
                 kv_head = kv_prompt
                 if n_head:
-                    kv_head, _, _ = _pass(model, core, torch.tensor([self.head_ids] * B, device=device),
-                                          torch.cat([batch.mask, torch.ones((B, n_head), dtype=torch.long,
-                                                                            device=device)], 1),
-                                          batch.positions[:, -1:] + 1 + torch.arange(n_head, device=device),
-                                          kv_prompt, head=False)
+                    kv_head, _, _ = forward_pass(model, core, torch.tensor([self.head_ids] * B, device=device),
+                                                 torch.cat([batch.mask, torch.ones((B, n_head), dtype=torch.long,
+                                                                                   device=device)], 1),
+                                                 batch.positions[:, -1:] + 1 + torch.arange(n_head, device=device),
+                                                 kv_prompt, head=False)
                 base = (kv_prompt, kv_head)
                 stacked = None  # (batch, base) repeated once per random draw, made when first needed
-                lp0, _ = _readout(model, core, batch, self.head_ids, self.answer_id, base, (None,) * 3,
-                                  (False, False, False))
+                lp0, _ = read_answer(model, core, batch, self.head_ids, self.answer_id, base, (None,) * 3,
+                                     (False, False, False))
                 first = not np.isfinite(self.ld0).any()
                 self.ld0[rows], self.mass0[rows] = answer_logodds(lp0, *words)
                 if first:  # a stem the model does not answer after fails on the first batch
                     check_answer_mass(self.mass0[rows], self.stem, self.answer_words)
                 for method, setting, layers, direction in entries:
-                    seg = _segments(setting.positions)
-                    edit = _Edit(model, setting, self.vectors[method], layers, direction, self.norms)
+                    seg = edited_passes(setting.positions)
+                    edit = SettingEdit(model, setting, self.vectors[method], layers, direction, self.norms)
                     res = self._result((method, setting.name, direction))
-                    lp, alphas = _readout(model, core, batch, self.head_ids, self.answer_id, base,
-                                          (edit.concept(),) * 3, seg)
+                    lp, alphas = read_answer(model, core, batch, self.head_ids, self.answer_id, base,
+                                             (edit.concept(),) * 3, seg)
                     res["ld"][rows], res["mass"][rows] = answer_logodds(lp, *words)
                     res["kl"][rows] = (lp.exp() * (lp - lp0)).sum(-1).clamp(min=0).cpu().numpy()
                     for a in alphas:
@@ -541,13 +352,13 @@ class _Measurement:
                             stacked = (batch.repeat(R), tuple([(k.repeat(R, 1, 1, 1), v.repeat(R, 1, 1, 1))
                                                                for k, v in kv] for kv in base))
                         edits = (None, None, edit.random_stacked(self.draws, alphas[2], B))
-                        lp_r, _ = _readout(model, core, stacked[0], self.head_ids, self.answer_id, stacked[1], edits,
-                                           seg)
+                        lp_r, _ = read_answer(model, core, stacked[0], self.head_ids, self.answer_id, stacked[1], edits,
+                                              seg)
                         res["rand"][:, rows] = answer_logodds(lp_r, *words)[0].reshape(R, B)
                         continue
                     for r, units in enumerate(self.draws):
                         edits = tuple(edit.random(units, a) for a in alphas)
-                        lp_r, _ = _readout(model, core, batch, self.head_ids, self.answer_id, base, edits, seg)
+                        lp_r, _ = read_answer(model, core, batch, self.head_ids, self.answer_id, base, edits, seg)
                         res["rand"][r, rows] = answer_logodds(lp_r, *words)[0]
                 bar.update(len(rows))
         bar.close()
@@ -568,7 +379,7 @@ class _Measurement:
                     text=np.full(n, None, object))
 
     def _measure(self, new, base, batch, rows, store):
-        nll, keep = _continuation_nll(self.model, self.core, batch, base[1:3], new, self.eos)
+        nll, keep = continuation_nll(self.model, self.core, batch, base[1:3], new, self.eos)
         kept = [new[i, :int(keep[i].sum())].tolist() for i in range(len(rows))]
         store["nll"][rows] = nll
         store["distinct2"][rows] = [distinct_ngram_ratio(k) for k in kept]
@@ -590,22 +401,22 @@ class _Measurement:
         with torch.inference_mode():
             for start in range(0, len(idx), self.batch_size):
                 rows = idx[start:start + self.batch_size]
-                batch = _Batch([self.gen_ids[i] for i in rows], self.device, self.pad)
-                base = _prompt_state(model, core, batch)
+                batch = Batch([self.gen_ids[i] for i in rows], self.device, self.pad)
+                base = prompt_state(model, core, batch)
                 if not np.isfinite(self.gen0["nll"][rows]).all():
-                    new, _ = _generate(model, core, batch, self.max_new_tokens, None, (False, False, False), base)
+                    new, _ = generate_greedy(model, core, batch, self.max_new_tokens, None, (False, False, False), base)
                     self._measure(new, base, batch, rows, self.gen0)
                 for method, setting, layers, direction in entries:
                     key = (method, setting.name, direction)
                     if key not in self.generated:
                         self.generated[key] = dict(concept=self._gen_store(), random=self._gen_store())
-                    seg = _segments(setting.positions)
-                    edit = _Edit(model, setting, self.vectors[method], layers, direction, self.norms)
+                    seg = edited_passes(setting.positions)
+                    edit = SettingEdit(model, setting, self.vectors[method], layers, direction, self.norms)
                     concept = edit.concept()
-                    new, alphas = _generate(model, core, batch, self.max_new_tokens, lambda t: concept, seg, base)
+                    new, alphas = generate_greedy(model, core, batch, self.max_new_tokens, lambda t: concept, seg, base)
                     self._measure(new, base, batch, rows, self.generated[key]["concept"])
-                    new, _ = _generate(model, core, batch, self.max_new_tokens,
-                                       lambda t: edit.random(self.draws[0], alphas[t + 1]), seg, base)
+                    new, _ = generate_greedy(model, core, batch, self.max_new_tokens,
+                                             lambda t: edit.random(self.draws[0], alphas[t + 1]), seg, base)
                     self._measure(new, base, batch, rows, self.generated[key]["random"])
                     if start == 0:
                         bar.update(1)
