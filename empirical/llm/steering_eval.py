@@ -1,5 +1,5 @@
-"""Steering measured by what the model says: answer log-odds with random-direction controls, fluency, a strength
-sweep and a selection of the operating point on held-out prompts (docs/steering.md).
+"""Steering measured by what the model says: answer log-odds with random-direction controls and fluency, for every
+setting of a sweep, on held-out prompts (docs/steering.md).
 
 The measurement (as CAA and ActAdd measure steering), per setting and direction, on the answer read-out of
 :mod:`empirical.llm.answer_readout` (LD, the answer log-odds):
@@ -26,10 +26,11 @@ The measurement (as CAA and ActAdd measure steering), per setting and direction,
   (the paper's h_T: the prompt's last token, the answer position, each generated token).
 
 The settings are :class:`~empirical.llm.steering_settings.SteeringSetting` (:mod:`empirical.llm.steering_settings`).
-:func:`evaluate_steering` measures them (forward passes batched; the prompt's key/value cache is shared by every
-answer-position setting), :func:`evaluate_staged` in stages (screen, candidates, generation), and
-:func:`evaluate_dataset` on one dataset from its hidden states. The operating point and the default are chosen
-from the table by :mod:`empirical.llm.steering_selection`; the timing model is :mod:`empirical.llm.steering_cost`.
+:func:`evaluate_steering` measures them (the batched, cached passes of :mod:`empirical.llm.cached_passes`; the
+prompt's key/value cache is shared by every answer-position setting), :func:`evaluate_staged` in stages (screen,
+candidates, generation), and :func:`evaluate_dataset` on one dataset from its hidden states. The operating point and
+the default are chosen from the table by :mod:`empirical.llm.steering_selection`; the timing model is
+:mod:`empirical.llm.steering_cost`.
 """
 from __future__ import annotations
 
