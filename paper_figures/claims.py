@@ -21,6 +21,7 @@ here fits a model.  Conventions:
 """
 from __future__ import annotations
 
+import dataclasses
 import json
 from pathlib import Path
 
@@ -161,10 +162,23 @@ def _grid_claim(diffs, baseline, metric, kind, names, grid) -> tuple:
         ours = (f"interval {what} on {held}/{len(per)} datasets (" + ", ".join(f"{r['dataset']} {_pts(r)}" for r in per)
                 + ")" + avg)
         return rules.every_setting(tests), ours
-    wins = sum(r["diff"] > (-margin if kind == "majority_ni" else 0.0) for r in per)
+    # a dataset counts for the claim only when its own interval lies on the claim's side of the threshold, and
+    # against it only when its interval lies on the other side: point estimates inside the noise count for neither
+    rule = "superiority" if kind == "majority" else "non-inferiority"
+    tests = [_t_test(r, rule, margin=margin) for r in per]
+    wins = sum(t.verdict == rules.HOLDS for t in tests)
+    losses = sum(t.verdict == rules.FAILS for t in tests)
     what = "ahead" if kind == "majority" else f"at most {100 * margin:g} pt behind"
-    ours = f"RAPTOR {what} on {wins}/{len(per)} datasets (sign test){avg}"
-    return rules.majority(wins, len(per)), ours
+    bound = "above 0" if kind == "majority" else f"above -{100 * margin:g} pt"
+    ours = (f"RAPTOR {what} on {wins}/{len(per)} datasets (interval {bound}), the other way on {losses}, undecided on "
+            f"{len(per) - wins - losses} (sign test; " + ", ".join(f"{r['dataset']} {_pts(r)}" for r in per) + ")"
+            + avg)
+    return rules.majority(wins, len(per), opposite=losses), ours
+
+
+def _grid_family(grid: str) -> str:
+    """The test family of an accuracy row: the paper's grid is the primary family, the others robustness."""
+    return "paper" if grid == PAPER_GRID else "robustness"
 
 
 def _accuracy_claims(diffs, acc) -> list:
@@ -174,7 +188,8 @@ def _accuracy_claims(diffs, acc) -> list:
             test, ours = _grid_claim(diffs, baseline, metric, kind, names, grid)
             if test is None:
                 continue
-            claims.append(dict(area="accuracy", claim=claim, datasets=grid, paper=paper, ours=ours, test=test))
+            claims.append(dict(area="accuracy", claim=claim, datasets=grid, paper=paper, ours=ours, test=test,
+                               family=_grid_family(grid), mde_unit="pts"))
     # grid averages of best-layer accuracy: RAPTOR above GCS (superiority) and not below xRFM (non-inferiority)
     for grid in GRIDS:
         avg = acc[acc.dataset == average_label(grid)].set_index("method")
@@ -185,12 +200,16 @@ def _accuracy_claims(diffs, acc) -> list:
         g, x = dict(g.iloc[0]), dict(x.iloc[0])
         levels = ", ".join(f"{m} {format_estimate(avg.loc[m, 'best'], avg.loc[m, 'best_low'], avg.loc[m, 'best_high'])}"
                            for m in ("RAPTOR", "GCS", "xRFM"))
-        test = rules.every_setting([_t_test(g, "superiority"),
+        both = rules.every_setting([_t_test(g, "superiority"),
                                     _t_test(x, "non-inferiority", margin=MARGINS["accuracy"])])
+        # the rule names both parts: superiority over GCS, non-inferiority against xRFM
+        test = dataclasses.replace(both, rule=f"every setting (superiority vs GCS, non-inferiority (margin "
+                                                f"{MARGINS['accuracy']:g}) vs xRFM)")
         claims.append(dict(area="accuracy",
                            claim="grid-average best-layer accuracy: RAPTOR above GCS and not below xRFM",
                            datasets=grid, paper="0.874 / 0.854 / 0.871 (RAPTOR / GCS / xRFM)",
-                           ours=f"{levels}; RAPTOR - GCS {_pts(g)}, RAPTOR - xRFM {_pts(x)}", test=test))
+                           ours=f"{levels}; RAPTOR - GCS {_pts(g)}, RAPTOR - xRFM {_pts(x)}", test=test,
+                           family=_grid_family(grid), mde_unit="pts"))
     separate = [(name, f"{name.capitalize()} (reported separately, not in the paper's averages)")
                 for name in dataset_names(paper_grid=False)]
     for name, label in (*separate,
@@ -235,7 +254,7 @@ STABILITY_CLAIMS = (
 )
 
 
-def _stability_claims(sd, protocol: str) -> list:
+def _stability_claims(sd, protocol: str, family: str = "paper") -> list:
     claims = []
     for baseline, claim, paper, rule, direction in STABILITY_CLAIMS:
         d = sd[sd.baseline == baseline]
@@ -246,7 +265,7 @@ def _stability_claims(sd, protocol: str) -> list:
         ours = "; ".join(f"{r['dataset']} {r['raptor_mean']:.3f} vs {r['baseline_mean']:.3f} (RAPTOR - {baseline} "
                          f"{format_estimate(r['diff'], r['ci_low'], r['ci_high'], signed=True)})" for r in per)
         claims.append(dict(area="stability", claim=f"{claim} ({protocol})", datasets=", ".join(d.dataset),
-                           paper=paper, ours=ours, test=rules.every_setting(tests)))
+                           paper=paper, ours=ours, test=rules.every_setting(tests), family=family))
     return claims
 
 
@@ -355,7 +374,8 @@ def steering_text_claim(summary) -> list:
     of the concept-specific shift per measurable dataset and direction (every one must hold); datasets whose
     read-out does not track the concept are named, not tested."""
     claim = dict(area="steering", claim="steering with RAPTOR's concept vectors moves the model's answer beyond "
-                 "random directions of the same strength (answer log-odds, held-out half)", paper="--")
+                 "random directions of the same strength (answer log-odds, held-out half)", paper="--",
+                 family="extension")
     if summary is None or not len(summary):
         return [dict(claim, datasets="--", test=None,
                      ours="not tested here: this run has no behavioural steering measurement "
@@ -438,6 +458,7 @@ def _two_replica_claim(svm) -> list:
         parts.append(f"{proto} {k}/{m}")
     share, lo, hi = wilson_interval(inside, n)
     return [dict(area="theory", claim="the two-replica stability theory matches simulated ablations",
+                 family="extension",
                  datasets="--", paper="alpha^2/(alpha^2+sigma^2) (independent data only)",
                  ours=f"{inside}/{n} (protocol, lambda) points inside their 95 % Monte Carlo interval ("
                       f"{100 * share:.0f} % [{100 * lo:.0f}, {100 * hi:.0f}]; " + ", ".join(parts) + f"; p = "
@@ -494,8 +515,44 @@ def _concat(tables: Path, names) -> pd.DataFrame | None:
 #: Degrees of freedom standing for a normal quantile (a statistic whose variance is known, not estimated).
 KNOWN_VARIANCE_DF = 1e9
 
-#: The columns of the claims table, in order.
-COLUMNS = ["area", "claim", "datasets", "rule", "paper", "ours", "p_holm", "verdict"]
+#: The columns of the claims table, in order: ``p`` and ``verdict_per_claim`` are the claim's own test;
+#: ``p_holm`` and ``verdict`` are after the Holm step within its ``family`` (:data:`paper_figures.verdicts.FAMILIES`);
+#: ``mde`` is the minimal detectable effect at 80 % power (or why the design cannot decide).
+COLUMNS = ["area", "claim", "datasets", "family", "rule", "paper", "ours", "mde", "p", "verdict_per_claim", "p_holm",
+           "verdict"]
+
+#: Areas whose rows are the project's own extensions unless a row says otherwise.
+EXTENSION_AREAS = ("theory (ours)",)
+
+
+def family_of(row: dict) -> str:
+    """The test family of a claim row: its ``family`` when it names one, else ``extension`` for the areas of
+    :data:`EXTENSION_AREAS` and for rows without a paper number, else ``paper``."""
+    if row.get("family"):
+        if row["family"] not in rules.FAMILIES:
+            raise ValueError(f"claim {row.get('claim')!r}: family must be one of {sorted(rules.FAMILIES)}, got "
+                             f"{row['family']!r}")
+        return row["family"]
+    if row.get("area") in EXTENSION_AREAS or row.get("paper", "--") == "--":
+        return "extension"
+    return "paper"
+
+
+def mde_text(test, unit: str = "") -> str:
+    """The ``mde`` cell of a tested row: the minimal detectable effect at :data:`paper_figures.verdicts.POWER`
+    (an effect in points for ``unit="pts"``, else in the tested quantity's units; a true share of settings for a
+    count), or why the design cannot decide; ``--`` for an untested row or an effect without an interval."""
+    if test is None:
+        return "--"
+    if not test.decidable:
+        return test.reason
+    if not np.isfinite(test.mde):
+        return "--"
+    if test.mde_kind == "share":
+        return f"true share {test.mde:.2f} of settings"
+    if unit == "pts":
+        return f"{100 * test.mde:+.1f} pts"
+    return f"{test.mde:+.3g}"
 
 
 def claim_rows(out) -> list:
@@ -513,7 +570,8 @@ def claim_rows(out) -> list:
         if equal is not None:
             both = pd.concat([stab[stab.method != "RAPTOR"], equal], ignore_index=True)
             claims += _stability_claims(stability_differences(both, reference=EQUAL_DATA_METHOD),
-                                        "equal data: RAPTOR without the train + validation refit")
+                                        "equal data: RAPTOR without the train + validation refit",
+                                        family="robustness")
     layers = _concat(tables, [f"layers_{n}" for n in dataset_names()])
     if layers is not None:
         claims += _cost_claim(layers)
@@ -529,14 +587,19 @@ def claim_rows(out) -> list:
 
 def claims_table(out) -> pd.DataFrame:
     """The claims table of RESULTS.md from the tables under ``out/tables`` (whatever the run produced):
-    columns :data:`COLUMNS`; ``p_holm`` is the claim's Holm-adjusted p-value over every tested row, and the
-    verdict follows :mod:`paper_figures.verdicts`."""
+    columns :data:`COLUMNS`; ``p`` is the claim's own one-sided p-value and ``verdict_per_claim`` its verdict,
+    ``p_holm`` the Holm-adjusted p-value within its family and ``verdict`` the family-corrected verdict
+    (:func:`paper_figures.verdicts.apply_holm`)."""
     rows = claim_rows(out)
-    adjusted, verdicts = rules.apply_holm([r.get("test") for r in rows])
+    tests = [r.get("test") for r in rows]
+    families = [family_of(r) for r in rows]
+    adjusted, verdicts = rules.apply_holm(tests, families)
     table = []
-    for r, p, v in zip(rows, adjusted, verdicts):
-        t = r.get("test")
-        table.append(dict(area=r["area"], claim=r["claim"], datasets=r.get("datasets", "--"),
+    for r, t, fam, p, v in zip(rows, tests, families, adjusted, verdicts):
+        table.append(dict(area=r["area"], claim=r["claim"], datasets=r.get("datasets", "--"), family=fam,
                           rule=t.rule if t is not None else "--", paper=r["paper"], ours=r["ours"],
+                          mde=mde_text(t, r.get("mde_unit", "")),
+                          p=float(t.p) if t is not None else np.nan,
+                          verdict_per_claim=t.verdict if t is not None else rules.UNTESTED,
                           p_holm=float(p), verdict=v))
     return pd.DataFrame(table, columns=COLUMNS)

@@ -92,7 +92,11 @@ def readme_claims_block(claims_csv) -> str:
     """The README's claims table, generated from a published ``claims.csv`` (never typed by hand): one row per
     claim with its datasets, our numbers and the verdict, between :data:`README_START` and :data:`README_END`."""
     table = pd.read_csv(claims_csv, keep_default_na=False)
-    columns = [c for c in ("area", "claim", "datasets", "ours", "verdict") if c in table]
+    columns = [c for c in ("area", "claim", "datasets", "family", "ours", "mde", "p", "verdict_per_claim", "p_holm",
+                           "verdict") if c in table]
+    for column in ("p", "p_holm"):
+        if column in table:
+            table[column] = [f"{float(v):.2g}" if v not in ("", None) else "--" for v in table[column]]
     rows = ["| " + " | ".join(columns) + " |", "| " + " | ".join("---" for _ in columns) + " |"]
     for r in table[columns].itertuples(index=False):
         rows.append("| " + " | ".join(str(v).replace("|", "\\|").replace("\n", " ") for v in r) + " |")

@@ -1,12 +1,22 @@
 """One family of verdict rules for the claims table, fixed before any number is read.
 
-Every tested claim is one of four kinds, each with its own null hypothesis (the claim being false) and a
-one-sided p-value for it; a verdict is ``holds`` when that p-value, Holm-adjusted over all tested rows of the
-table (:func:`holm`), is below :data:`ALPHA` = (1 - LEVEL) / 2 = 0.025, ``does not hold`` when the data establish
-the opposite at the same level (per claim), ``inconclusive`` otherwise.  A one-sided test at 0.025 is the same as
-the printed two-sided 95 % interval excluding the null, so a verdict never disagrees with its interval.
-Intervals printed next to a verdict are per-claim 95 % intervals; the Holm step only decides which ``holds``
-survive the number of claims tested.
+Every tested claim is one of five kinds, each with its own null hypothesis (the claim being false) and a
+one-sided p-value for it, and one for the opposite.  The verdict rules:
+
+- **Families.** Each row belongs to one test family (:data:`FAMILIES`): the paper's claims (primary), the same
+  claims on another grid or protocol (robustness duplicates), and the project's own extensions.  The Holm step
+  (:func:`holm`) runs within a family, never across families.
+- **One rule both ways.** A claim ``holds`` when its Holm-adjusted p-value is below :data:`ALPHA` =
+  (1 - LEVEL) / 2 = 0.025, and ``does not hold`` when the Holm-adjusted p-value of its opposite is below the same
+  level (:func:`apply_holm`); ``inconclusive`` otherwise.  The per-claim verdict (:attr:`Test.verdict`) applies
+  the same rule to the raw p-values.  A one-sided test at 0.025 is the same as the printed two-sided 95 % interval
+  excluding the null, so a per-claim verdict never disagrees with its interval.
+- **Decidable designs only.** A claim whose design cannot give a p-value below :data:`ALPHA` (a sign test over
+  five datasets: its smallest p is 1/32) gets ``--`` and the reason, never ``inconclusive``
+  (:attr:`Test.decidable`).  Every tested row states its minimal detectable effect at :data:`POWER` (``mde``),
+  so that a reader can tell "no effect" from "too small a study".
+
+The kinds:
 
 - **Superiority** ("RAPTOR beats GCS"): the paired difference's interval lies above 0
   (:func:`superiority`); the opposite is established when it lies below 0.
@@ -15,11 +25,15 @@ survive the number of claims tested.
   (:func:`non_inferiority`); the opposite (inferiority beyond the margin) when the upper bound is below
   ``-margin``.
 - **Majority** ("in 26/42 settings"): a count over datasets with a one-sided binomial (sign) test against
-  one half (:func:`majority`); with six datasets only 6/6 can reach ``holds`` (p = 1/64) and 0/6 ``does not
-  hold``; with five, none can (p = 1/32 > 0.025).
+  one half (:func:`majority`).  A dataset counts for the claim only when its own interval lies on the claim's side
+  of the threshold, and against it only when its interval lies on the other side (undecided datasets count for
+  neither); with six datasets only 6/6 can reach ``holds`` (p = 1/64); with five, none can (``--``).
 - **Every setting** ("in every setting"): an intersection-union test (Berger 1982): it holds when every
-  setting's own test holds, so its p-value is the largest of theirs, and does not hold when any setting
-  establishes the opposite (:func:`every_setting`).
+  setting's own test holds, so its p-value is the largest of theirs; the opposite ("some setting is the other
+  way") is a union, so its p-value is the smallest of theirs times the number of settings (Bonferroni)
+  (:func:`every_setting`).
+- **Permutation rank** (steering): the claim's statistic ranked among ``N`` draws of the null, p = (1 + #{null >=
+  statistic}) / (1 + N) (:func:`rank_test`).
 
 Rows that cannot fail (true by construction, guaranteed by the data's size, ordinary CLT behaviour) and
 descriptions get the verdict ``--`` and no p-value.
@@ -39,45 +53,81 @@ ALPHA = (1.0 - LEVEL) / 2.0
 #: and the coverage of 95 % Monte Carlo intervals by a theory (at least 0.90).
 MARGINS = {"accuracy": 0.01, "stability": 0.02, "coverage": 0.05}
 HOLDS, FAILS, INCONCLUSIVE, UNTESTED = "holds", "does not hold", "inconclusive", "--"
+#: Power at which a tested row states its minimal detectable effect.
+POWER = 0.80
+#: The test families of the claims table, in the order RESULTS.md lists them: family -> what it holds.  The Holm
+#: step runs within each family.
+FAMILIES = {"paper": "the paper's claims on the paper's grid and protocol (primary family)",
+            "robustness": "the same claims on another grid or protocol: without Counterfact, equal data (robustness)",
+            "extension": "the project's own claims: the spectral theory, learning curves, behavioural steering, "
+                         "the two-replica theory (extensions)"}
 
 __all__ = ["seed_interval", "mean_interval", "wilson_interval", "TEST_TRAIN_RATIO", "Test", "superiority",
-           "non_inferiority", "majority", "every_setting", "holm", "apply_holm",
-           "t_test_from_interval", "MARGINS", "LEVEL", "ALPHA", "HOLDS", "FAILS", "INCONCLUSIVE", "UNTESTED"]
+           "non_inferiority", "majority", "every_setting", "rank_test", "holm", "apply_holm", "sign_test_mde",
+           "t_test_from_interval", "MARGINS", "LEVEL", "ALPHA", "POWER", "FAMILIES", "HOLDS", "FAILS",
+           "INCONCLUSIVE", "UNTESTED"]
 
 
 @dataclass(frozen=True)
 class Test:
     """A claim's test: ``p`` the one-sided p-value of the claim's null, ``p_opposite`` that of its opposite,
-    and the unadjusted ``verdict`` at :data:`LEVEL`.
+    what the design can detect, and the unadjusted ``verdict`` at :data:`LEVEL`.
 
     Attributes
     ----------
     rule : str
-        ``superiority``, ``non-inferiority (margin m)``, ``majority`` (or ``share above s``) or
-        ``every setting (...)``.
+        ``superiority``, ``non-inferiority (margin m)``, ``majority`` (or ``share above s``),
+        ``every setting (...)`` or ``permutation rank``.
     p, p_opposite : float
         One-sided p-values (NaN when the data cannot test the claim, e.g. one split seed).
-    verdict : str
-        ``holds`` (p < :data:`ALPHA`) / ``does not hold`` (p_opposite < ALPHA) / ``inconclusive``, before the
-        Holm step (a property).
+    min_p : float, default=0.0
+        The smallest p-value the design can give (a sign test over n settings: 0.5 ** n; a permutation test with N
+        draws: 1 / (N + 1); 0 for a t test).  At or above :data:`ALPHA` the claim is not decidable.
+    mde : float, default=NaN
+        The minimal detectable effect at :data:`POWER` and one-sided level :data:`ALPHA`, in the claim's direction:
+        an effect (the units of the tested difference) when ``mde_kind`` is ``"effect"``, the true share of
+        settings when it is ``"share"``.
+    mde_kind : {"effect", "share"}, default="effect"
+        What ``mde`` measures.
 
     Examples
     --------
     >>> Test("superiority", 0.001, 0.999).verdict, Test("superiority", 0.5, 0.5).verdict
     ('holds', 'inconclusive')
+    >>> Test("majority", 1 / 32, 1.0, min_p=1 / 32).verdict  # five datasets: a sign test cannot reach 0.025
+    '--'
     """
 
     rule: str
     p: float
     p_opposite: float
+    min_p: float = 0.0
+    mde: float = float("nan")
+    mde_kind: str = "effect"
+
+    @property
+    def decidable(self) -> bool:
+        """False when the design cannot give a p-value below :data:`ALPHA` (``min_p >= ALPHA``)."""
+        return not (np.isfinite(self.min_p) and self.min_p >= ALPHA)
 
     @property
     def verdict(self) -> str:
+        """The per-claim verdict: ``--`` for a design that cannot decide, else ``holds`` (p < :data:`ALPHA`),
+        ``does not hold`` (p_opposite < ALPHA) or ``inconclusive``."""
+        if not self.decidable:
+            return UNTESTED
         if np.isfinite(self.p) and self.p < ALPHA:
             return HOLDS
         if np.isfinite(self.p_opposite) and self.p_opposite < ALPHA:
             return FAILS
         return INCONCLUSIVE
+
+    @property
+    def reason(self) -> str:
+        """Why the row has no verdict when :attr:`decidable` is False (empty otherwise)."""
+        if self.decidable:
+            return ""
+        return f"this design cannot reach p < {ALPHA:g} (its smallest p is {self.min_p:.3g})"
 
 
 #: Test share over training share (train + validation) of the paper's 60/20/20 split.
@@ -234,7 +284,7 @@ def superiority(mean, low, high, df, direction: int = 1) -> Test:
     """
     p_gt, p_lt = t_test_from_interval(mean, low, high, df)
     p, p_opp = (p_gt, p_lt) if direction > 0 else (p_lt, p_gt)
-    return Test("superiority", p, p_opp)
+    return Test("superiority", p, p_opp, mde=_t_mde(low, high, df))
 
 
 def non_inferiority(mean, low, high, df, margin: float, direction: int = 1) -> Test:
@@ -267,44 +317,135 @@ def non_inferiority(mean, low, high, df, margin: float, direction: int = 1) -> T
     if direction < 0:
         mean, low, high = -mean, -high, -low
     p, p_opp = t_test_from_interval(mean, low, high, df, shift=-margin)
-    return Test(f"non-inferiority (margin {margin:g})", p, p_opp)
+    return Test(f"non-inferiority (margin {margin:g})", p, p_opp, mde=_t_mde(low, high, df) - margin)
 
 
-def majority(successes: int, n: int, share: float = 0.5) -> Test:
+def _t_mde(low, high, df, level: float = LEVEL) -> float:
+    """The smallest true effect a one-sided t test at :data:`ALPHA` detects with probability :data:`POWER`, from
+    a symmetric t interval of the estimate: (t_{1-ALPHA} + t_{POWER}) * se, se = half-width / t_{(1+level)/2}
+    (NaN without a finite interval)."""
+    if not (np.isfinite(low) and np.isfinite(high) and df >= 1):
+        return float("nan")
+    se = 0.5 * (high - low) / stats.t.ppf(0.5 + level / 2, df)
+    return float((stats.t.ppf(1 - ALPHA, df) + stats.t.ppf(POWER, df)) * se)
+
+
+def sign_test_mde(n: int, share: float = 0.5) -> float:
+    """The smallest true share of settings at which the one-sided binomial test of :func:`majority` (``n``
+    settings, null share ``share``) rejects at :data:`ALPHA` with probability :data:`POWER`; NaN when no count
+    can reject.
+
+    Parameters
+    ----------
+    n : int
+        Settings.
+    share : float, default=0.5
+        The null share.
+
+    Returns
+    -------
+    float
+        The share, in (share, 1].
+
+    Examples
+    --------
+    >>> round(sign_test_mde(6), 3)  # only 6/6 rejects: q ** 6 >= 0.8
+    0.963
+    >>> sign_test_mde(5)  # 5/5 gives p = 1/32: nothing rejects
+    nan
+    """
+    if n < 1:
+        return float("nan")
+    k = np.arange(n + 1)
+    rejecting = k[stats.binom.sf(k - 1, n, share) < ALPHA]  # P(X >= k) under the null
+    if not rejecting.size:
+        return float("nan")
+    k_min = int(rejecting.min())
+    lo, hi = share, 1.0
+    for _ in range(60):
+        mid = 0.5 * (lo + hi)
+        lo, hi = (lo, mid) if stats.binom.sf(k_min - 1, n, mid) >= POWER else (mid, hi)
+    return float(hi)
+
+
+def majority(successes: int, n: int, share: float = 0.5, opposite: int | None = None) -> Test:
     """The claim "in more than ``share`` of the settings" (default: most): ``successes`` of ``n``, one-sided
     binomial tests against ``share`` (a coverage claim uses its floor, e.g. 0.90).
 
     Parameters
     ----------
     successes : int
-        Settings where the claim's direction was seen.
+        Settings that establish the claim's direction (for a comparison: whose own interval lies on the claim's
+        side of the threshold, not just the point estimate).
     n : int
         Settings (NaN p-values when n < 1).
     share : float, default=0.5
         The share under the null.
+    opposite : int, optional
+        Settings that establish the other direction; the opposite ("at most ``share``") is tested on it.
+        Default ``n - successes`` (every setting is decided, as for a coverage count).
 
     Returns
     -------
     Test
-        Rule ``"majority"`` (``"share above s"`` for another share).
+        Rule ``"majority"`` (``"share above s"`` for another share), with ``min_p = share ** n`` and the minimal
+        detectable share (:func:`sign_test_mde`).
 
     Examples
     --------
     >>> majority(6, 6).p, majority(5, 5).verdict
-    (0.015625, 'inconclusive')
+    (0.015625, '--')
     """
     rule = "majority" if share == 0.5 else f"share above {share:.2f}"
     if n < 1:
         return Test(rule, float("nan"), float("nan"))
     k = int(successes)
+    against = n - k if opposite is None else int(opposite)
+    if not (0 <= k <= n and 0 <= against <= n - k):
+        raise ValueError(f"majority: successes {k} and opposite {against} must be counts of the {n} settings")
     p = float(stats.binomtest(k, n, share, alternative="greater").pvalue)
-    p_opp = float(stats.binomtest(k, n, share, alternative="less").pvalue)
-    return Test(rule, p, p_opp)
+    # the opposite: the share of settings going the other way is above 1 - share
+    p_opp = float(stats.binomtest(against, n, 1.0 - share, alternative="greater").pvalue) if against else 1.0
+    return Test(rule, p, p_opp, min_p=float(share ** n), mde=sign_test_mde(n, share), mde_kind="share")
+
+
+def rank_test(statistic: float, null) -> Test:
+    """The claim "``statistic`` is larger than the null draws": a permutation-style rank test with p =
+    (1 + #{null >= statistic}) / (1 + N) and, for the opposite, (1 + #{null <= statistic}) / (1 + N).
+
+    Parameters
+    ----------
+    statistic : float
+        The claim's statistic (e.g. the concept direction's shift).
+    null : array-like of shape (N,)
+        The statistic under N draws of the null (e.g. N random directions); non-finite draws are an error.
+
+    Returns
+    -------
+    Test
+        Rule ``"permutation rank (N draws)"`` with ``min_p = 1 / (N + 1)``; ``mde`` is the null's
+        (1 - ALPHA) quantile, the value the statistic must exceed.
+
+    Examples
+    --------
+    >>> t = rank_test(3.0, [0.1, -0.2, 0.5] * 20)
+    >>> round(t.p, 4), t.verdict
+    (0.0164, 'holds')
+    """
+    draws = np.asarray(null, dtype=float).ravel()
+    if not draws.size or not np.all(np.isfinite(draws)) or not np.isfinite(statistic):
+        raise ValueError("rank_test: the statistic and every null draw must be finite, with at least one draw")
+    n = draws.size
+    p = (1.0 + np.sum(draws >= statistic)) / (1.0 + n)
+    p_opp = (1.0 + np.sum(draws <= statistic)) / (1.0 + n)
+    return Test(f"permutation rank ({n} draws)", float(p), float(p_opp), min_p=1.0 / (1.0 + n),
+                mde=float(np.quantile(draws, 1.0 - ALPHA)))
 
 
 def every_setting(tests) -> Test:
-    """Intersection-union test over settings: p = the largest setting p (NaN if any is NaN); the opposite is
-    established when any setting establishes its opposite (p_opposite = the smallest).
+    """Intersection-union test over settings: p = the largest setting p (NaN if any is NaN); the opposite ("some
+    setting goes the other way") is a union of the settings' opposites, so its p-value is the smallest of theirs
+    times the number of settings (Bonferroni, capped at 1).
 
     Parameters
     ----------
@@ -314,7 +455,16 @@ def every_setting(tests) -> Test:
     Returns
     -------
     Test
-        Rule ``"every setting (<rule>, <k> settings)"``; NaN p-values for no settings.
+        Rule ``"every setting (<rule>, <k> settings)"``; NaN p-values for no settings.  Its ``min_p`` is the
+        largest of the settings' (every one must be reachable) and its ``mde`` the largest of theirs (the effect
+        each setting needs on its own; the power of the intersection is lower).
+
+    Examples
+    --------
+    >>> every_setting([Test("s", 0.001, 0.999), Test("s", 0.01, 0.99)]).p
+    0.01
+    >>> every_setting([Test("s", 0.001, 0.02), Test("s", 0.3, 0.3)]).p_opposite  # 2 x 0.02
+    0.04
     """
     tests = list(tests)
     if not tests:
@@ -322,8 +472,12 @@ def every_setting(tests) -> Test:
     ps = np.array([t.p for t in tests], dtype=float)
     p = float(ps.max()) if np.all(np.isfinite(ps)) else float("nan")
     opp = np.array([t.p_opposite for t in tests], dtype=float)
-    p_opp = float(np.nanmin(opp)) if np.any(np.isfinite(opp)) else float("nan")
-    return Test(f"every setting ({tests[0].rule}, {len(tests)} settings)", p, p_opp)
+    p_opp = float(min(1.0, len(tests) * np.nanmin(opp))) if np.any(np.isfinite(opp)) else float("nan")
+    kinds = {t.mde_kind for t in tests}
+    mdes = np.array([t.mde for t in tests], dtype=float)
+    mde = float(np.nanmax(mdes)) if len(kinds) == 1 and np.any(np.isfinite(mdes)) else float("nan")
+    return Test(f"every setting ({tests[0].rule}, {len(tests)} settings)", p, p_opp,
+                min_p=float(max(t.min_p for t in tests)), mde=mde, mde_kind=tests[0].mde_kind)
 
 
 def holm(pvalues) -> np.ndarray:
@@ -359,21 +513,26 @@ def holm(pvalues) -> np.ndarray:
     return out
 
 
-def apply_holm(tests) -> tuple:
-    """Holm step over a table's tests (None for an untested row): returns (adjusted p-values, verdicts).
+def apply_holm(tests, families=None) -> tuple:
+    """The Holm step over a table's tests, within each family and both ways: returns (adjusted p-values,
+    verdicts).
 
-    A claim keeps ``holds`` only if its Holm-adjusted p-value is below :data:`ALPHA`; ``does not hold`` and
-    ``inconclusive`` are per claim; untested rows get ``--``.
+    A claim ``holds`` when its Holm-adjusted p-value is below :data:`ALPHA`, and ``does not hold`` when the
+    Holm-adjusted p-value of its opposite is (the same rule, run over the family's opposite p-values); rows whose
+    design cannot decide (:attr:`Test.decidable`) get ``--`` and do not count in the family; untested rows get
+    ``--``.
 
     Parameters
     ----------
     tests : sequence of Test or None
         One per row of the table.
+    families : sequence of str, optional
+        The family of each row (:data:`FAMILIES`); default one family for all.
 
     Returns
     -------
     (adjusted, verdicts) : (ndarray, list of str)
-        Holm-adjusted p-values (NaN for untested rows) and the final verdicts.
+        Holm-adjusted p-values of the claims (NaN for untested or undecidable rows) and the final verdicts.
 
     Examples
     --------
@@ -381,15 +540,24 @@ def apply_holm(tests) -> tuple:
     >>> verdicts
     ['holds', '--', 'inconclusive']
     """
-    p = np.array([t.p if t is not None else np.nan for t in tests], dtype=float)
-    adjusted = holm(p)
+    tests = list(tests)
+    families = ["all"] * len(tests) if families is None else list(families)
+    if len(families) != len(tests):
+        raise ValueError(f"apply_holm: {len(families)} families for {len(tests)} tests")
+    counted = [t is not None and t.decidable for t in tests]
+    p = np.array([t.p if c else np.nan for t, c in zip(tests, counted)], dtype=float)
+    p_opp = np.array([t.p_opposite if c else np.nan for t, c in zip(tests, counted)], dtype=float)
+    adjusted, adjusted_opp = np.full(p.shape, np.nan), np.full(p.shape, np.nan)
+    for family in dict.fromkeys(families):
+        rows = np.array([f == family for f in families])
+        adjusted[rows], adjusted_opp[rows] = holm(p[rows]), holm(p_opp[rows])
     verdicts = []
-    for t, pa in zip(tests, adjusted):
-        if t is None:
+    for c, pa, po in zip(counted, adjusted, adjusted_opp):
+        if not c:
             verdicts.append(UNTESTED)
         elif np.isfinite(pa) and pa < ALPHA:
             verdicts.append(HOLDS)
-        elif t.verdict == FAILS:
+        elif np.isfinite(po) and po < ALPHA:
             verdicts.append(FAILS)
         else:
             verdicts.append(INCONCLUSIVE)

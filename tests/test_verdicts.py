@@ -43,7 +43,8 @@ def test_non_inferiority_is_judged_against_the_margin(mean, expected):
 def test_majority_is_a_sign_test_and_six_datasets_need_six_wins():
     assert verdicts.majority(6, 6).verdict == HOLDS  # p = 1/64
     assert verdicts.majority(5, 6).verdict == INCONCLUSIVE  # p = 7/64
-    assert verdicts.majority(5, 5).verdict == INCONCLUSIVE  # p = 1/32 > 0.025: five datasets cannot establish it
+    # p = 1/32 > 0.025: five datasets cannot establish it, so the design gets no verdict (not "inconclusive")
+    assert verdicts.majority(5, 5).verdict == "--" and not verdicts.majority(5, 5).decidable
     assert verdicts.majority(0, 6).verdict == FAILS
     assert verdicts.majority(5, 6).p == pytest.approx(stats.binomtest(5, 6, 0.5, alternative="greater").pvalue)
 
@@ -92,3 +93,95 @@ def test_a_superiority_verdict_never_disagrees_with_its_printed_95_percent_inter
         assert verdict == FAILS
     elif low < -1e-9 and high > 1e-9:
         assert verdict == INCONCLUSIVE
+
+
+# --- test families, one rule both ways, power ------------------------------------------------------------------
+def test_the_smallest_p_of_a_sign_test_decides_whether_a_design_can_decide():
+    for n in range(1, 9):
+        t = verdicts.majority(n, n)
+        assert t.min_p == pytest.approx(0.5 ** n) and t.p == pytest.approx(0.5 ** n)
+        assert t.decidable == (n >= 6)  # 1/64 < 0.025 <= 1/32
+    assert "1/32" not in verdicts.majority(5, 5).reason and "0.0312" in verdicts.majority(5, 5).reason
+
+
+@pytest.mark.parametrize("n", [6, 8, 12, 30])
+def test_sign_test_mde_gives_the_stated_power_by_simulation(n):
+    q = verdicts.sign_test_mde(n)
+    rng = np.random.default_rng(n)
+    wins = rng.binomial(n, q, size=20000)
+    rejects = {int(k): verdicts.majority(int(k), n).p < verdicts.ALPHA for k in np.unique(wins)}
+    rejected = np.mean([rejects[int(k)] for k in wins])
+    assert rejected == pytest.approx(verdicts.POWER, abs=0.02)
+    # a slightly smaller share has less than the stated power
+    assert stats.binom.sf(np.flatnonzero(stats.binom.sf(np.arange(n + 1) - 1, n, 0.5) < verdicts.ALPHA).min() - 1,
+                          n, q - 0.01) < verdicts.POWER
+
+
+def test_t_mde_gives_the_stated_power_by_simulation():
+    """An effect equal to the stated MDE is detected in 80 % of replications of the same design."""
+    rng = np.random.default_rng(1)
+    sd, k = 0.02, 5
+    probe = _interval(rng.normal(0.0, sd, k))
+    mde = verdicts.superiority(*probe, df=k - 1).mde
+    assert mde > 0
+    # the MDE is computed from the observed se; replicate at the se the interval implies
+    se = 0.5 * (probe[2] - probe[1]) / stats.t.ppf(0.975, k - 1)
+    t_crit = stats.t.ppf(1 - verdicts.ALPHA, k - 1)
+    power = stats.nct.sf(t_crit, k - 1, mde / se)  # exact power of the one-sided t test at that effect
+    assert power == pytest.approx(verdicts.POWER, abs=0.03)
+
+
+def test_a_non_inferiority_mde_is_the_superiority_mde_less_the_margin():
+    sup = verdicts.superiority(0.0, -0.01, 0.01, df=4)
+    ni = verdicts.non_inferiority(0.0, -0.01, 0.01, df=4, margin=0.01)
+    assert ni.mde == pytest.approx(sup.mde - 0.01)
+
+
+def test_majority_counts_interval_decisions_not_point_estimates():
+    # 4 datasets establish the claim, 1 the opposite, 1 undecided: the opposite is tested on 1 of 6, not 2 of 6
+    t = verdicts.majority(4, 6, opposite=1)
+    assert t.p == pytest.approx(stats.binomtest(4, 6, 0.5, alternative="greater").pvalue)
+    assert t.p_opposite == pytest.approx(stats.binomtest(1, 6, 0.5, alternative="greater").pvalue)
+    with pytest.raises(ValueError, match="counts"):
+        verdicts.majority(4, 6, opposite=3)
+
+
+def test_every_setting_corrects_its_opposite_for_the_number_of_settings():
+    borderline = verdicts.Test("s", 0.9, 0.02)  # one setting alone would establish the opposite
+    calm = verdicts.Test("s", 0.3, 0.7)
+    assert borderline.verdict == FAILS
+    combined = verdicts.every_setting([borderline, calm, calm])
+    assert combined.p_opposite == pytest.approx(0.06) and combined.verdict == INCONCLUSIVE
+
+
+def test_holm_runs_within_families_and_both_ways():
+    strong = verdicts.Test("s", 0.004, 0.996)
+    against = verdicts.Test("s", 0.996, 0.004)
+    # one family of 4: 0.004 x 4 = 0.016 < 0.025 holds; 0.004 x 4 for the opposite too
+    _, v = verdicts.apply_holm([strong, strong, against, against])
+    assert v == [HOLDS, HOLDS, FAILS, FAILS]
+    # the same rows beside 8 unrelated claims in their own family: the Holm step of the first family is unchanged
+    noise = [verdicts.Test("s", 0.5, 0.5)] * 8
+    adjusted, v = verdicts.apply_holm([strong, strong, against, against, *noise],
+                                      ["paper"] * 4 + ["extension"] * 8)
+    assert v[:4] == [HOLDS, HOLDS, FAILS, FAILS] and adjusted[0] == pytest.approx(0.016)
+    # ... but in one family of 12 they are demoted, both ways (the opposite is Holm-adjusted as well)
+    _, v = verdicts.apply_holm([strong, strong, against, against, *noise])
+    assert v[:4] == [INCONCLUSIVE] * 4
+
+
+def test_undecidable_rows_get_no_verdict_and_do_not_count_in_their_family():
+    weak = verdicts.majority(5, 5)  # cannot decide
+    marginal = verdicts.Test("s", 0.02, 0.98)
+    adjusted, v = verdicts.apply_holm([weak, marginal], ["paper", "paper"])
+    assert v == ["--", HOLDS] and np.isnan(adjusted[0]) and adjusted[1] == pytest.approx(0.02)
+
+
+def test_rank_test_counts_ties_against_the_claim():
+    t = verdicts.rank_test(1.0, [1.0, 0.0, 2.0, -1.0])
+    assert t.p == pytest.approx(3 / 5) and t.p_opposite == pytest.approx(4 / 5) and t.min_p == pytest.approx(0.2)
+    assert not t.decidable  # four draws cannot reach 0.025
+    top = verdicts.rank_test(5.0, np.linspace(-1, 1, 99))
+    assert top.p == pytest.approx(0.01) and top.verdict == HOLDS
+    with pytest.raises(ValueError, match="finite"):
+        verdicts.rank_test(1.0, [0.0, np.nan])
