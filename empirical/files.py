@@ -21,7 +21,7 @@ from contextlib import contextmanager
 from pathlib import Path
 
 __all__ = ["atomic_path", "atomic_write_bytes", "atomic_write_text", "write_json", "write_csv", "save_figure",
-           "sha256_file", "write_checksum", "verify_checksum", "ChecksumError", "cache_root",
+           "sha256_file", "write_checksum", "verify_checksum", "checksum_path", "ChecksumError", "cache_root",
            "refuse_overwriting_inputs", "parse_json", "read_json", "json_ready", "naming_write_errors"]
 
 
@@ -282,8 +282,28 @@ class ChecksumError(ValueError):
     """A file does not match the checksum recorded when it was written (or has none): damaged or edited."""
 
 
-def _checksum_path(target: Path) -> Path:
+def checksum_path(target) -> Path:
+    """The hidden sidecar ``.<name>.sha256`` beside ``target`` where :func:`write_checksum` records its sum.
+
+    Parameters
+    ----------
+    target : str or path-like
+        The file.
+
+    Returns
+    -------
+    pathlib.Path
+
+    Examples
+    --------
+    >>> checksum_path("run/tables/t.csv").name
+    '.t.csv.sha256'
+    """
+    target = Path(target)
     return target.parent / f".{target.name}.sha256"
+
+
+_checksum_path = checksum_path
 
 
 def write_checksum(target) -> Path:

@@ -86,9 +86,13 @@ def build_parser() -> argparse.ArgumentParser:
                    help="only rebuild RESULTS.md, the index and the empirical figures from the tables of an earlier "
                         "run")
     p.add_argument("--publish", type=lambda text: Path(nonempty_path(text)), default=None, metavar="DIR",
-                   help="also write a small committable copy of the results (RESULTS.md, claims.csv, the tables "
-                        "behind the claims, key figures as small PNGs) to DIR, e.g. docs/results, and regenerate "
-                        "the claims table of the repository's README.md from it")
+                   help="also write a small committable copy of the run that rebuilds itself (RESULTS.md, "
+                        "claims.csv, every table they read with its checksum, every cited figure as a small PNG) to "
+                        "DIR, e.g. docs/results, and regenerate the claims table of the repository's README.md from "
+                        "it; refused unless every invocation of the run ran at one commit on a clean tree")
+    p.add_argument("--allow-mixed-commits", action="store_true",
+                   help="with --publish: publish a run whose invocations ran at several commits or with uncommitted "
+                        "changes (RESULTS.md's run lines show them)")
     p.add_argument("--datasets", nargs="+", default=None, metavar="NAME",
                    help="datasets of the steering_text and learning_curves sections (default: each section's own "
                         "list); the other sections always run every registered dataset")
@@ -194,7 +198,7 @@ def _run(args) -> int:
         empirical_plots.plot_all(out)  # redrawn from the saved tables (seconds)
         print(f"[paper_figures] results: {write_results(out)}; index: {write_index(out)}")
         if args.publish is not None:
-            _publish(out, args.publish)
+            _publish(out, args.publish, args.allow_mixed_commits)
         return 0
     silence_libraries()
     style.apply()
@@ -204,6 +208,19 @@ def _run(args) -> int:
     steps = RunProgress(_total_seconds(args, cap), enabled=not args.no_progress)
     t_start = time.perf_counter()
     timings = {}
+    earlier = _earlier_invocations(out)  # a resumed run keeps what the earlier ones measured
+
+    def record(status: str) -> None:
+        """Save this invocation in the run record now, so that an interrupted one is recorded too."""
+        info = dict(mode="quick" if args.quick else "full", sections=list(args.only), n_jobs=args.n_jobs,
+                    status=status, **git_state, cpus=os.cpu_count(),
+                    machine=f"{platform.machine()}, {platform.python_implementation()} {platform.python_version()}",
+                    minutes=round((time.perf_counter() - t_start) / 60, 2), section_seconds=dict(timings),
+                    step_seconds={k: round(v, 1) for k, v in steps.timings.items()}, earlier_invocations=earlier)
+        output.save_json(info, out, "run_info")
+
+    git_state = _git_state()
+    record("interrupted")  # until it finishes: a run killed midway stays in the record
     try:
         for section in SECTIONS:
             if section not in args.only:
@@ -249,28 +266,24 @@ def _run(args) -> int:
                                         **learning_curves.SCALES["quick" if args.quick else args.learning_scale])
             timings[section] = round(time.perf_counter() - t0, 1)
             steps.write(f"[paper_figures] {section} done in {timings[section]:.0f} s")
+            record("interrupted")
             write_index(out)
     finally:
         steps.close()
         output.force_recompute(None)
     minutes = (time.perf_counter() - t_start) / 60
-    info = dict(mode="quick" if args.quick else "full", sections=list(args.only), n_jobs=args.n_jobs,
-                **_git_state(),
-                cpus=os.cpu_count(), machine=f"{platform.machine()}, {platform.python_implementation()} "
-                f"{platform.python_version()}", minutes=round(minutes, 2), section_seconds=timings,
-                step_seconds={k: round(v, 1) for k, v in steps.timings.items()})
-    info["earlier_invocations"] = _earlier_invocations(out)  # a resumed run keeps what the earlier ones measured
-    output.save_json(info, out, "run_info")
+    record("complete")
     results, index = write_results(out), write_index(out)
     print(f"[paper_figures] {minutes:.1f} min; results: {results}; index: {index}")
     if args.publish is not None:
-        _publish(out, args.publish)
+        _publish(out, args.publish, args.allow_mixed_commits)
     return 0
 
 
-def _publish(out: Path, target: Path) -> None:
+def _publish(out: Path, target: Path, allow_mixed_commits: bool = False) -> None:
     """``--publish``: the committable copy, and the README's claims table regenerated from it."""
-    print(f"[paper_figures] published to {target}: {len(publish(out, target))} files")
+    written = publish(out, target, allow_mixed_commits=allow_mixed_commits)
+    print(f"[paper_figures] published to {target}: {len(written)} files")
     readme = Path(__file__).resolve().parent.parent / "README.md"
     if readme.exists():
         print(f"[paper_figures] claims table of {sync_readme(readme, Path(target) / 'claims.csv')} regenerated")

@@ -22,7 +22,6 @@ here fits a model.  Conventions:
 from __future__ import annotations
 
 import dataclasses
-import json
 from pathlib import Path
 
 import numpy as np
@@ -32,7 +31,7 @@ from scipy import stats
 from empirical.llm.datasets import dataset_names
 
 from . import verdicts as rules
-from .output import load_table
+from .output import load_json, load_table
 from .predictor_claims import predictor_claims
 from .verdicts import MARGINS, Test, mean_interval, seed_interval, wilson_interval
 
@@ -492,7 +491,7 @@ def _theory_claims(tables: Path) -> list:
     if corr:
         parts = []
         for f in corr:
-            c = json.loads(f.read_text())
+            c = load_json(tables.parent, f.stem) or {}
             parts.append(f"{c.get('dataset')}: Spearman {c['predicted_spearman']:.2f}, mean abs error "
                          f"{c['mean_abs_error']:.3f} (paper's formula {c['paper_formula_mean_abs_error']:.3f})"
                          if "predicted_spearman" in c else f"{c.get('dataset')}: n/a")

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import json
 import warnings
+from contextlib import contextmanager
 from pathlib import Path
 
 import pandas as pd
@@ -14,6 +15,33 @@ import pandas as pd
 from empirical import files
 from empirical.probes import load_concept_vectors
 from empirical.probes.registry import get_method
+
+#: The open read recorders of :func:`recording_reads` (file names under ``OUT/tables``).
+_RECORDERS: list = []
+
+
+@contextmanager
+def recording_reads():
+    """Record the name of every file under ``OUT/tables`` that :func:`load_table` and :func:`load_json` read while
+    the block runs: ``with recording_reads() as cited: write_results(out)`` gives the tables RESULTS.md rests on,
+    which ``--publish`` commits (so that the published copy rebuilds itself).
+
+    Yields
+    ------
+    set of str
+        File names (``accuracy_by_seed.csv``, ``run_info.json``), filled as the block reads them.
+    """
+    names = set()
+    _RECORDERS.append(names)
+    try:
+        yield names
+    finally:
+        _RECORDERS.remove(names)
+
+
+def _record_read(path: Path) -> None:
+    for names in _RECORDERS:
+        names.add(path.name)
 
 
 def save_table(df: pd.DataFrame, out: Path, name: str, *, floatfmt: str = ".4g") -> Path:
@@ -41,6 +69,8 @@ def load_table(out: Path, name: str) -> pd.DataFrame | None:
     path = Path(out) / "tables" / f"{name}.csv"
     if _FORCE["since"] is not None and path.exists() and path.stat().st_mtime < _FORCE["since"]:
         return None
+    if path.exists():
+        _record_read(path)
     try:
         return pd.read_csv(path) if files.verify_checksum(path) else None
     except files.ChecksumError as exc:
@@ -106,8 +136,42 @@ def save_figure(fig, out: Path, name: str, *, dpi: int = 130) -> Path:
 
 
 def save_json(obj, out: Path, name: str) -> Path:
-    """Write ``obj`` as JSON to ``out/tables/name.json`` atomically."""
-    return files.atomic_write_text(Path(out) / "tables" / f"{name}.json", json.dumps(obj, indent=2, default=float))
+    """Write ``obj`` as JSON to ``out/tables/name.json`` atomically, with its checksum (:func:`load_json`)."""
+    return files.write_checksum(files.atomic_write_text(Path(out) / "tables" / f"{name}.json",
+                                                        json.dumps(obj, indent=2, default=float)))
+
+
+def load_json(out: Path, name: str) -> dict | None:
+    """The JSON record ``out/tables/name.json`` that :func:`save_json` wrote, or None when there is none.
+
+    A record whose checksum does not match is not trusted (a warning names it, and None is returned); one written
+    before checksums (no sidecar) is read as it is.  The read is recorded (:func:`recording_reads`).
+
+    Parameters
+    ----------
+    out : path
+        The run's output directory.
+    name : str
+        The record's name, without ``.json``.
+
+    Returns
+    -------
+    dict or None
+    """
+    path = Path(out) / "tables" / f"{name}.json"
+    if not path.exists():
+        return None
+    _record_read(path)
+    if files.checksum_path(path).exists():
+        try:
+            files.verify_checksum(path)
+        except files.ChecksumError as exc:
+            warnings.warn(f"{exc}; not used", RuntimeWarning, stacklevel=2)
+            return None
+    record = files.read_json(path, "run record")
+    if not isinstance(record, dict):
+        raise ValueError(f"{str(path)!r} is not a JSON object")
+    return record
 
 
 def vectors_path(out: Path, dataset: str, method: str) -> Path:

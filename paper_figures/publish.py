@@ -1,40 +1,43 @@
-"""``--publish DIR``: a small, committable copy of a run's results (RESULTS.md, the claims table as CSV and
-the key figures as small PNGs), e.g. ``docs/results`` for the README.
+"""``--publish DIR``: a small, committable copy of a run that rebuilds itself.
 
-The key figures are downscaled with Pillow (matplotlib's own image dependency), so the published folder
-stays well under 1 MB (about 0.4 MB); the full-resolution PNG and PDF stay in the run's folder. They are
-not colour-quantised: a 64-colour palette merged the colours of different series (a reader could no longer
-tell sarcasm from hateeval in the steering figure), and the colour of each method is the figures' legend.
+The copy has the run's own layout: ``RESULTS.md`` (verbatim), ``claims.csv``, ``tables/`` with every table and
+record RESULTS.md and the claims table read (each with its checksum sidecar, so that a rebuild trusts them) and
+``figures/`` with every figure RESULTS.md cites, downscaled.  So ``python -m paper_figures --results-only --out COPY``
+on a copy gives back the same ``claims.csv`` and ``RESULTS.md``, byte for byte (a test checks it).
+
+A run is published only when it comes from one commit on a clean tree: every invocation recorded in
+``tables/run_info.json`` ran at the same git commit without uncommitted changes (resumed and interrupted invocations
+at that commit are fine, and each is recorded); ``allow_mixed_commits`` overrides this, and RESULTS.md's run lines
+then show the commits.
+
+The figures are downscaled with Pillow (matplotlib's own image dependency); the full-resolution PNG and PDF stay
+in the run's folder.  They are not colour-quantised: a 64-colour palette merged the colours of different series (a
+reader could no longer tell sarcasm from hateeval in the steering figure), and the colour of each method is the
+figures' legend.
 """
 from __future__ import annotations
 
 import re
+import shutil
 from pathlib import Path
 
 import pandas as pd
 from PIL import Image
 
-from empirical.files import atomic_path, atomic_write_text, refuse_overwriting_inputs
+from empirical.files import atomic_path, atomic_write_text, checksum_path, refuse_overwriting_inputs
 
-from . import claims
+from . import claims, output
+from .results import write_results
 
 #: Figures the README shows (file stems in ``OUT/figures``).
 KEY_FIGURES = ("accuracy_differences", "stability_by_layer", "spectral_stsa", "steering_metrics", "steering_text",
                "learning_curves")
 #: Width of a published figure in pixels.
 WIDTH = 900
-#: The small tables behind every claim (``OUT/tables/<name>.csv``, glob patterns), published in ``DIR/tables`` so
-#: that anyone can recompute an interval or a verdict (a few hundred kB in all).
-PUBLISHED_TABLES = ("accuracy_by_seed", "accuracy_intervals", "accuracy_differences", "stability_summary",
-                    "stability_differences", "stability_hateeval", "stability_sarcasm", "stability_stsa",
-                    "stability_equal_data_*", "separability_summary", "separability_control_summary",
-                    "separability_control_*", "cost_median_fit_time_s", "steering_summary", "steering_text_*",
-                    "learning_curves", "learning_curves_goal", "learning_curves_by_draw",
-                    "structure_summary", "spectral_agreement*", "theory_vs_sims", "finite_size_convergence",
-                    "finite_size_slopes",
-                    "stability_vs_lambda", "stability_theory_vs_measured")
 #: Markers around the claims table that :func:`sync_readme` writes into the README.
 README_START, README_END = "<!-- claims-table:start -->", "<!-- claims-table:end -->"
+#: A figure RESULTS.md cites: ``figures/<stem>.png``.
+_CITED_FIGURE = re.compile(r"\(figures/([A-Za-z0-9_.\-]+)\.png\)")
 
 
 def shrink_png(source: Path, target: Path, width: int = WIDTH) -> Path:
@@ -48,43 +51,103 @@ def shrink_png(source: Path, target: Path, width: int = WIDTH) -> Path:
     return target
 
 
-def publish(out, target) -> list:
-    """Copy RESULTS.md (figure links rewritten), ``claims.csv`` and the small key figures of the run in
-    ``out`` to ``target``; returns the written paths."""
+def invocations(info: dict) -> list:
+    """Every invocation a run record (``tables/run_info.json``) lists, oldest first."""
+    return [*info.get("earlier_invocations", []), {k: v for k, v in info.items() if k != "earlier_invocations"}]
+
+
+def check_one_clean_commit(info: dict, where) -> str:
+    """The one git commit every invocation of a run ran at, or a ValueError naming ``where`` and what differs
+    (several commits, uncommitted changes, an unknown commit, or no run record at all).
+
+    Parameters
+    ----------
+    info : dict
+        The run record (:func:`paper_figures.output.load_json` of ``run_info``); empty for a run without one.
+    where : path
+        The run's folder, for the message.
+
+    Returns
+    -------
+    str
+        The commit.
+    """
+    if not info:
+        raise ValueError(f"{str(where)!r} has no run record (tables/run_info.json): a run is published only with it")
+    runs = invocations(info)
+    commits = sorted({str(r.get("git_commit", "unknown")) for r in runs})
+    dirty = [i for i, r in enumerate(runs, start=1) if r.get("git_dirty") is not False]
+    if len(commits) != 1 or "unknown" in commits or dirty:
+        raise ValueError(f"the run in {str(where)!r} does not come from one commit on a clean tree (commits "
+                         f"{', '.join(c[:12] for c in commits)}; invocations with uncommitted changes or an unknown "
+                         f"state: {dirty or 'none'}); rerun it at one commit, or pass --allow-mixed-commits")
+    return commits[0]
+
+
+def publish(out, target, *, allow_mixed_commits: bool = False) -> list:
+    """Copy the run in ``out`` to ``target`` so that it rebuilds itself: RESULTS.md and claims.csv regenerated from
+    the run's tables, every table and record they read (with its checksum), and every figure RESULTS.md cites
+    (downscaled); returns the written paths.
+
+    Parameters
+    ----------
+    out : path
+        The run's folder (``--out``).
+    target : path
+        The published copy (``--publish``), e.g. ``docs/results``; files of an earlier publication that this one does
+        not write are removed from its ``tables/`` and ``figures/``.
+    allow_mixed_commits : bool, default=False
+        Publish a run whose invocations ran at several commits or on a dirty tree (:func:`check_one_clean_commit`).
+
+    Returns
+    -------
+    list of pathlib.Path
+    """
     out, target = Path(out), Path(target)
     if out.is_dir():  # a target that is (or links to) the run's folder or one of its subfolders would overwrite it
+        sources = [path for path in out.rglob("*") if path.is_file()]
         refuse_overwriting_inputs(
-            [("--publish", target / name) for name in (*(f"{stem}.png" for stem in KEY_FIGURES), "RESULTS.md",
-                                                        "claims.csv", "run_info.json")],
-            [("of the run in --out", path) for path in out.rglob("*") if path.is_file()])
-    target.mkdir(parents=True, exist_ok=True)
-    written = []
-    for stem in KEY_FIGURES:
-        png = out / "figures" / f"{stem}.png"
-        if png.exists():
-            written.append(shrink_png(png, target / f"{stem}.png"))
+            [("--publish", target / name) for name in ("RESULTS.md", "claims.csv")]
+            + [("--publish", target / path.parent.name / path.name) for path in sources
+               if path.parent.name in ("tables", "figures")],
+            [("of the run in --out", path) for path in sources])
+        refuse_overwriting_inputs([("--publish", target)],  # nor the run's folder or one of its folders itself
+                                  [("of the run in --out", path) for path in (out, out / "tables", out / "figures")])
+    info = output.load_json(out, "run_info") or {}
+    if not allow_mixed_commits:
+        check_one_clean_commit(info, out)
+    with output.recording_reads() as cited:
+        write_results(out)
+        table = claims.claims_table(out)
     text = (out / "RESULTS.md").read_text()
-
-    def relink(match):
-        alt, stem = match.group(1), match.group(2)
-        if stem in KEY_FIGURES and (target / f"{stem}.png").exists():
-            return f"![{alt}]({stem}.png)"
-        return f"*({alt}: `figures/{stem}.png` of a run; not committed)*"
-
-    text = re.sub(r"!\[([^\]]*)\]\(figures/([^)]+)\.png\)", relink, text)
-    text = re.sub(r"\[([^\]]+)\]\(figures/([^)]+)\.png\)", lambda m: f"`{m.group(2)}`", text)
-    text = re.sub(r"\[([^\]]+)\]\(tables/([^)]+)\)", lambda m: f"`tables/{m.group(2)}` of a run", text)  # not committed
-    written.append(atomic_write_text(target / "RESULTS.md", text))
+    figures = sorted(set(_CITED_FIGURE.findall(text)))
+    missing = [stem for stem in figures if not (out / "figures" / f"{stem}.png").is_file()]
+    if missing:
+        raise ValueError(f"RESULTS.md of {str(out)!r} cites figures the run does not have: {', '.join(missing)}")
+    written = []
+    for sub in ("tables", "figures"):  # an earlier publication's files that this one does not cite go
+        keep = set(cited) if sub == "tables" else {f"{stem}.png" for stem in figures}
+        for old in sorted((target / sub).glob("*")) if (target / sub).is_dir() else ():
+            if old.is_file() and old.name not in keep and not old.name.startswith("."):
+                old.unlink()
+                checksum_path(old).unlink(missing_ok=True)
+    (target / "tables").mkdir(parents=True, exist_ok=True)
+    (target / "figures").mkdir(parents=True, exist_ok=True)
+    for name in sorted(cited):
+        source = out / "tables" / name
+        with atomic_path(target / "tables" / name, suffix=source.suffix) as tmp:
+            shutil.copyfile(source, tmp)
+        written.append(target / "tables" / name)
+        if checksum_path(source).exists():
+            with atomic_path(checksum_path(target / "tables" / name), suffix=".sha256") as tmp:
+                shutil.copyfile(checksum_path(source), tmp)
+            written.append(checksum_path(target / "tables" / name))
+    for stem in figures:
+        written.append(shrink_png(out / "figures" / f"{stem}.png", target / "figures" / f"{stem}.png"))
     with atomic_path(target / "claims.csv", suffix=".csv") as tmp:
-        claims.claims_table(out).to_csv(tmp, index=False)
+        table.to_csv(tmp, index=False)
     written.append(target / "claims.csv")
-    info = out / "tables" / "run_info.json"
-    if info.exists():
-        written.append(atomic_write_text(target / "run_info.json", info.read_text()))
-    (target / "tables").mkdir(exist_ok=True)
-    for pattern in PUBLISHED_TABLES:
-        for csv in sorted((out / "tables").glob(f"{pattern}.csv")):
-            written.append(atomic_write_text(target / "tables" / csv.name, csv.read_text()))
+    written.append(atomic_write_text(target / "RESULTS.md", text))
     return written
 
 

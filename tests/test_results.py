@@ -2,7 +2,11 @@
 table and its verdicts, RESULTS.md, the empirical figures, --force and the one progress display."""
 import json
 import os
+import re
+import shutil
 import time
+import warnings
+from pathlib import Path
 
 import numpy as np
 import pandas as pd
@@ -10,6 +14,7 @@ import pytest
 from hypothesis import given, settings, strategies as st
 from scipy import stats
 
+from empirical import files
 from paper_figures import claims, empirical_plots, output, verdicts
 from paper_figures.__main__ import main
 from paper_figures.progress import RunProgress, silence_libraries
@@ -223,11 +228,16 @@ def test_libraries_progress_bars_are_silenced():
         hf_logging.enable_progress_bar()
 
 
-def test_publish_writes_a_small_committable_copy(tmp_path):
+def _clean_run_record(run, commit="a" * 40, **changes):
+    """A run record of one complete invocation at ``commit`` on a clean tree (plus ``changes``)."""
+    output.save_json(dict(dict(mode="full", sections=["theory"], n_jobs=2, status="complete", git_commit=commit,
+                               git_dirty=False, cpus=2, minutes=1.0, earlier_invocations=[]), **changes),
+                     run, "run_info")
+
+
+def _published_run(tmp_path):
     import matplotlib
     matplotlib.use("Agg")
-    from paper_figures.publish import KEY_FIGURES, publish
-
     run = _fake_run(tmp_path / "run")
     empirical_plots.plot_all(run)
     import matplotlib.pyplot as plt
@@ -240,21 +250,34 @@ def test_publish_writes_a_small_committable_copy(tmp_path):
     fig, ax = plt.subplots()  # and the learning-curve figure (its own section draws it)
     ax.plot([2, 4, 8], [0.01, 0.02, 0.03])
     output.save_figure(fig, run, "learning_curves")
-    write_results(run)
-    with open(run / "RESULTS.md", "a") as f:  # a long table is linked, not embedded
-        f.write("Numbers: [tables/long.csv](tables/long.csv) (50 rows).\n")
+    output.save_table(pd.DataFrame(dict(a=range(50))), run, "long_unread")  # a table nothing cites
+    _clean_run_record(run)
+    return run
+
+
+def test_publish_writes_a_small_committable_copy(tmp_path):
+    from paper_figures.publish import KEY_FIGURES, publish
+
+    run = _published_run(tmp_path)
     written = publish(run, tmp_path / "docs")
     names = {p.name for p in written}
     assert {f"{stem}.png" for stem in KEY_FIGURES} <= names and {"RESULTS.md", "claims.csv"} <= names
     assert sum(p.stat().st_size for p in written) < 1_000_000
     text = (tmp_path / "docs" / "RESULTS.md").read_text()
-    assert "](accuracy_differences.png)" in text and "](figures/" not in text  # every link resolves
-    assert "](tables/" not in text and "`tables/long.csv` of a run" in text
-    assert "not committed" in text  # figures that are not published are named, not linked
+    assert text == (run / "RESULTS.md").read_text()  # verbatim: the copy has the run's layout
+    for stem in re.findall(r"\(figures/([^)]+)\.png\)", text):  # every cited figure is committed
+        assert (tmp_path / "docs" / "figures" / f"{stem}.png").is_file(), stem
+    for name in re.findall(r"\(tables/([^)]+)\)", text):  # every cited table too, with its checksum
+        assert files.verify_checksum(tmp_path / "docs" / "tables" / name), name
+    tables = {p.name for p in (tmp_path / "docs" / "tables").glob("*") if not p.name.startswith(".")}
+    assert {"accuracy_by_seed.csv", "layers_stsa.csv", "run_info.json"} <= tables  # what the claims read
+    assert "long_unread.csv" not in tables  # nothing that is not read
+    for table in tables:
+        assert files.checksum_path(tmp_path / "docs" / "tables" / table).exists(), table
     from PIL import Image
 
     from paper_figures.style import method_color
-    with Image.open(tmp_path / "docs" / "accuracy_differences.png") as im:
+    with Image.open(tmp_path / "docs" / "figures" / "accuracy_differences.png") as im:
         assert im.width <= 900
         colours = {rgb for _, rgb in im.convert("RGB").getcolors(maxcolors=1 << 20)}
     for method in ("GCS", "xRFM", "DiffMeans"):  # every series keeps its exact colour (no palette merging)
@@ -369,6 +392,73 @@ EVERY_CLAIM = (
     "simulation converges to the theory as p grows (bias falls with p)",
     "the two-replica stability theory matches simulated ablations",
 )
+
+
+def _rebuild(published, tmp_path):
+    """Copy a published folder and rebuild it with ``--results-only`` (as a reader would)."""
+    copy = tmp_path / "rebuilt"
+    shutil.copytree(published, copy)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", RuntimeWarning)  # no table may be distrusted ("recomputing it")
+        assert main(["--results-only", "--out", str(copy), "--no-progress"]) == 0
+    return copy
+
+
+def test_a_published_run_rebuilds_itself_byte_for_byte(tmp_path):
+    from paper_figures.publish import publish
+
+    run = _published_run(tmp_path)
+    publish(run, tmp_path / "docs")
+    copy = _rebuild(tmp_path / "docs", tmp_path)
+    for name in ("claims.csv", "RESULTS.md"):
+        assert (copy / name).read_bytes() == (tmp_path / "docs" / name).read_bytes(), name
+
+
+def test_the_committed_results_rebuild_themselves():
+    """docs/results rebuilds byte for byte from its own tables (a publication from one clean commit)."""
+    from paper_figures.publish import check_one_clean_commit
+    root = Path(__file__).resolve().parent.parent / "docs" / "results"
+    if not (root / "tables" / "run_info.json").exists():
+        pytest.skip("docs/results predates self-rebuilding publications (run record at the top level): the next full "
+                    "run republishes it")
+    check_one_clean_commit(output.load_json(root, "run_info"), root)
+    import tempfile
+    with tempfile.TemporaryDirectory() as tmp:
+        copy = _rebuild(root, Path(tmp))
+        for name in ("claims.csv", "RESULTS.md"):
+            assert (copy / name).read_bytes() == (root / name).read_bytes(), name
+
+
+@pytest.mark.parametrize("record", [dict(git_dirty=True), dict(earlier_invocations=[dict(git_commit="b" * 40,
+                                                                                              git_dirty=False)]),
+                                    None])
+def test_publish_refuses_a_run_from_mixed_commits_or_a_dirty_tree(tmp_path, record):
+    from paper_figures.publish import publish
+
+    run = _fake_run(tmp_path / "run")
+    if record is not None:
+        _clean_run_record(run, **record)
+    with pytest.raises(ValueError, match="one commit on a clean tree|no run record"):
+        publish(run, tmp_path / "docs")
+    assert not (tmp_path / "docs").exists()
+    if record is not None:
+        assert publish(run, tmp_path / "docs", allow_mixed_commits=True)
+
+
+def test_an_interrupted_invocation_is_recorded(tmp_path, monkeypatch):
+    from paper_figures import theory
+
+    def killed(*args, **kwargs):
+        raise KeyboardInterrupt
+    monkeypatch.setattr(theory, "run", killed)
+    try:
+        code = main(["--only", "theory", "--out", str(tmp_path), "--no-progress"])
+    except KeyboardInterrupt:
+        code = 130
+    assert code != 0
+    info = output.load_json(tmp_path, "run_info")
+    assert info["status"] == "interrupted" and info["sections"] == ["theory"] and "git_commit" in info
+    monkeypatch.undo()
 
 
 def test_a_complete_run_produces_every_claim_row(tmp_path):
