@@ -98,7 +98,7 @@ def build_parser() -> argparse.ArgumentParser:
                         "list); the other sections always run every registered dataset")
     p.add_argument("--learning-scale", choices=sorted(learning_curves.SCALES), default="full",
                    help="protocol of the learning_curves section: full (pools of 200, 400 and 800 labels, "
-                        "docs/learning_curves.md) or goal (the pool of 400 only: issue 25's goal cell, a third of "
+                        "docs/learning_curves.md) or goal (the pool of 400 only: the goal cell, a third of "
                         "the work); --quick overrides both")
     p.add_argument("--no-progress", action="store_true", help="no progress display (nothing but the final paths)")
     p.add_argument("--debug", action="store_true",

@@ -223,21 +223,86 @@ def _accuracy_claims(diffs, acc) -> list:
     return claims
 
 
+#: The fixed-C ablation of the accuracy protocol (registry name): RAPTOR's pipeline at GCS's C = 1.
+FIXED_C_METHOD = "RAPTOR (C = 1)"
+
+
+def _equal_data_claims(by_seed) -> list:
+    """Accuracy at equal data (every method fits its direction on the same training rows; validation rows only
+    select): RAPTOR's train-only solution at C* (:data:`EQUAL_DATA_METHOD`) against GCS and xRFM, on the paper's
+    grid (robustness family); and the fixed-C ablation (extension): RAPTOR against its own pipeline at C = 1 on the
+    same train + validation rows, which isolates ridge tuning from data size and subset averaging."""
+    claims = []
+    methods = set(by_seed.method)
+    if {EQUAL_DATA_METHOD, "GCS"} <= methods:
+        diffs = paired_differences(by_seed[by_seed.method != "RAPTOR"], reference=EQUAL_DATA_METHOD)
+        what = "equal data: every method fits on the training rows, validation only selects"
+        test, ours = _grid_claim(diffs, "GCS", "mean", "every", GRIDS[PAPER_GRID], PAPER_GRID)
+        if test is not None:
+            claims.append(dict(area="accuracy", claim=f"RAPTOR beats GCS on mean-over-layers accuracy in every setting "
+                               f"({what})", datasets=PAPER_GRID, paper="42/42 settings (unequal data)", ours=ours,
+                               test=test, family="robustness", mde_unit="pts"))
+        if "xRFM" in methods:
+            test, ours = _grid_claim(diffs, "xRFM", "best", "majority_ni", GRIDS[PAPER_GRID], PAPER_GRID)
+            claims.append(dict(area="accuracy", claim=f"RAPTOR matches or exceeds xRFM on best-layer accuracy ({what})",
+                               datasets=PAPER_GRID, paper="26/42 settings (unequal data)", ours=ours, test=test,
+                               family="robustness", mde_unit="pts"))
+    if {FIXED_C_METHOD, "RAPTOR"} <= methods:
+        diffs = paired_differences(by_seed)
+        rows = diffs[(diffs.baseline == FIXED_C_METHOD) & (diffs.metric == "mean")]
+        avg = rows[rows.dataset == average_label(PAPER_GRID)]
+        per = rows[rows.dataset.isin(GRIDS[PAPER_GRID])]
+        if len(avg):
+            a = dict(avg.iloc[0])
+            gcs = diffs[(diffs.baseline == "GCS") & (diffs.metric == "mean") & (diffs.dataset == average_label())]
+            tail = (f"; RAPTOR - GCS {_pts(dict(gcs.iloc[0]))}, so the fixed-C pipeline's own gain over GCS "
+                    "(data size and no subset averaging) is the rest" if len(gcs) else "")
+            claims.append(dict(area="accuracy", claim="ridge tuning: RAPTOR beats its own pipeline at a fixed C = 1 on "
+                               "the same train + validation rows (grid-average mean-over-layers accuracy)",
+                               datasets=PAPER_GRID, paper="--", family="extension", mde_unit="pts",
+                               ours=f"RAPTOR - fixed C = 1 {_pts(a)} (" + ", ".join(
+                                   f"{r['dataset']} {_pts(dict(r))}" for _, r in per.iterrows()) + ")" + tail,
+                               test=_t_test(a, "superiority")))
+    return claims
+
+
 # ---------------------------------------------------------------------------------------------
 # stability, cost, separability, steering, theory
 # ---------------------------------------------------------------------------------------------
 def stability_differences(stab: pd.DataFrame, reference: str = "RAPTOR") -> pd.DataFrame:
     """Per dataset: mean robustness over the measured layers per method, and ``reference`` minus each other
-    method paired by layer, with a t-interval over layers (it describes the spread across layers; each layer's
-    own bootstrap interval over the K runs is in the stability tables)."""
+    method paired by layer, with an interval that carries both sources of noise: the spread of the paired
+    differences across layers (t over layers) and each layer's own estimation noise over the K ablation runs (its
+    bootstrap interval, read as a normal interval: se = half-width / 1.96), combined as
+
+        var = s_layers^2 / L + (mean over layers of se_diff)^2,   se_diff^2 = se_reference^2 + se_other^2
+
+    The second term treats the layers' noise as fully correlated (the same ablation runs serve every layer) and the
+    two methods' as independent, both conservative; t quantile with L - 1 degrees of freedom.  Columns ``diff,
+    ci_low, ci_high, n_layers, raptor_mean, baseline_mean`` and ``within_se`` (the second term's square root)."""
     rows = []
     wide = stab.pivot_table(index=["dataset", "layer"], columns="method", values="robust")
+    if {"ci_low", "ci_high"} <= set(stab.columns):
+        half = (stab["ci_high"] - stab["ci_low"]) / 2.0 / stats.norm.ppf(0.5 + rules.LEVEL / 2)
+        se = stab.assign(se=half).pivot_table(index=["dataset", "layer"], columns="method", values="se")
+    else:
+        se = None
     for other in [m for m in wide.columns if m != reference and not str(m).startswith("RAPTOR")]:
-        diff = (wide[reference] - wide[other]).rename("diff").reset_index().dropna()
-        for name, d in diff.groupby("dataset"):
-            mean, low, high = mean_interval(d["diff"])
-            rows.append(dict(dataset=name, baseline=other, diff=mean, ci_low=low, ci_high=high, n_layers=len(d),
-                             raptor_mean=float(wide.loc[name, reference].mean()),
+        diff = (wide[reference] - wide[other]).rename("diff")
+        within = (np.sqrt(se[reference] ** 2 + se[other] ** 2).rename("within") if se is not None
+                  else pd.Series(0.0, index=diff.index, name="within"))
+        both = pd.concat([diff, within], axis=1).reset_index().dropna(subset=["diff"])
+        for name, d in both.groupby("dataset"):
+            mean, L = float(d["diff"].mean()), len(d)
+            within_se = float(d["within"].fillna(0.0).mean())
+            if L >= 2:
+                total = np.sqrt(d["diff"].var(ddof=1) / L + within_se ** 2)
+                half_width = stats.t.ppf(0.5 + rules.LEVEL / 2, L - 1) * total
+                low, high = mean - half_width, mean + half_width
+            else:
+                low = high = np.nan
+            rows.append(dict(dataset=name, baseline=other, diff=mean, ci_low=low, ci_high=high, n_layers=L,
+                             within_se=within_se, raptor_mean=float(wide.loc[name, reference].mean()),
                              baseline_mean=float(wide.loc[name, other].mean())))
     return pd.DataFrame(rows)
 
@@ -561,7 +626,9 @@ def claim_rows(out) -> list:
     claims = []
     by_seed = _read(tables, "accuracy_by_seed")
     if by_seed is not None:
-        claims += _accuracy_claims(paired_differences(by_seed), accuracy_intervals(by_seed))
+        primary = by_seed[by_seed.method != EQUAL_DATA_METHOD]  # the equal-data variant has its own rows
+        claims += _accuracy_claims(paired_differences(primary), accuracy_intervals(primary))
+        claims += _equal_data_claims(by_seed)
     stab = _concat(tables, [f"stability_{n}" for n in STABILITY_DATASETS])
     if stab is not None:
         claims += _stability_claims(stability_differences(stab), "the paper's protocol")

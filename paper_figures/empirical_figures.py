@@ -88,6 +88,13 @@ def layer_table(name, H, y, split, methods, progress=True, vectors_out=None, n_j
                                      validation_accuracy=validation)))
         if method == "RAPTOR":
             table = table.rename(columns={"lambda_": "lambda_star", "C": "C_star"})
+            # the equal-data variant at no cost: the path's train-only solution at C*, before the refit, so that
+            # every method's accuracy can be compared on the same training rows (claims: equal data)
+            train_only = table[["dataset", "layer", "lambda_star", "C_star", "val_accuracy"]].assign(
+                method=EQUAL_DATA_METHOD, fit_time_s=np.nan,
+                test_accuracy=[fit.probes[layer].score_before_refit(H[layer][split[2]], y[split[2]])
+                               for layer in table["layer"]])
+            table = pd.concat([table, train_only], ignore_index=True)
         else:
             table = table.drop(columns=["C", "lambda_", "val_accuracy"])
         frames.append(table)
@@ -95,6 +102,15 @@ def layer_table(name, H, y, split, methods, progress=True, vectors_out=None, n_j
     table = pd.concat(frames, ignore_index=True)
     return table[[c for c in columns if c in table]].sort_values(["layer", "method"], kind="stable",
                                                                   ignore_index=True)
+
+
+def stability_summary(stab: pd.DataFrame) -> pd.DataFrame:
+    """Mean and best stability over the measured layers per dataset and method, both protocols side by side
+    (``RAPTOR (train only)`` is RAPTOR at equal data: without the train + validation refit)."""
+    g = stab.groupby(["dataset", "method"])["robust"]
+    summ = pd.DataFrame({"mean": g.mean(), "best": g.max()}).unstack("method").round(3)
+    summ.columns = [f"{method} {stat}" for stat, method in summ.columns]
+    return summ.reset_index()
 
 
 def accuracy_summary(layers: pd.DataFrame) -> pd.DataFrame:
@@ -314,10 +330,8 @@ def run(out, *, model="smollm2", data_dir=None, max_per_class=500, quick=False, 
                                            K, False, n_jobs=n_jobs), out, f"stability_equal_data_{name}")
         stabs.append(tab)
     stab = pd.concat(stabs, ignore_index=True)
-    g = stab.groupby(["dataset", "method"])["robust"]
-    summ = pd.DataFrame({"mean": g.mean(), "best": g.max()}).unstack("method").round(3)
-    summ.columns = [f"{method} {stat}" for stat, method in summ.columns]
-    save_table(summ.reset_index(), out, "stability_summary")
+    equal = [t for t in (load_table(out, f"stability_equal_data_{n}") for n in STABILITY_DATASETS) if t is not None]
+    save_table(stability_summary(pd.concat([stab, *equal], ignore_index=True)), out, "stability_summary")
     with steps.step("stability theory per layer", scale * STEP_SECONDS["stability_theory"]):
         _stability_theory(out, data, stab, layers, False)
 

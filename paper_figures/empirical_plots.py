@@ -154,17 +154,25 @@ def plot_stability(out):
         return None
     stab = pd.concat(frames, ignore_index=True)
     save_table(claims.stability_differences(stab), out, "stability_differences")
+    equal = [t for t in (load_table(out, f"stability_equal_data_{n}") for n in claims.STABILITY_DATASETS)
+             if t is not None]
+    if equal:  # RAPTOR at equal data (without the refit) beside the paper's protocol
+        stab = pd.concat([stab, *equal], ignore_index=True)
     names = list(dict.fromkeys(stab.dataset))
     fig, axes = plt.subplots(1, len(names), figsize=(4.2 * len(names), 3.4), squeeze=False, sharey=True)
     for ax, name in zip(axes[0], names):
         d = stab[stab.dataset == name]
-        for method in method_names():
+        for method in (*method_names(), claims.EQUAL_DATA_METHOD):
             m = d[d.method == method].sort_values("layer")
             if not len(m):
                 continue
-            c = method_color(method)
+            equal_data = method == claims.EQUAL_DATA_METHOD
+            c = method_color("RAPTOR" if equal_data else method)
             err = [(m.robust - m.ci_low).clip(lower=0), (m.ci_high - m.robust).clip(lower=0)]
-            ax.errorbar(m.layer, m.robust, yerr=err, color=c, marker="o", ms=3, capsize=2, lw=1.5, label=method)
+            ax.errorbar(m.layer + (0.3 if equal_data else 0.0), m.robust, yerr=err, color=c,
+                        marker="s" if equal_data else "o", ms=3, capsize=2, lw=1.2 if equal_data else 1.5,
+                        ls="--" if equal_data else "-", mfc="white" if equal_data else c,
+                        label="RAPTOR, equal data (no refit)" if equal_data else method)
         ax.set_title(name)
         ax.set_xlabel("layer")
     axes[0, 0].set_ylabel("stability: mean |cos| between runs")
@@ -172,7 +180,8 @@ def plot_stability(out):
     fig.legend(handles, labels, loc="lower center", ncol=len(labels), frameon=False)  # off the points
     K = int(stab.K.iloc[0])
     fig.suptitle(f"Concept-vector stability under 20 % training ablations (K = {K} runs; bars: bootstrap 95 % "
-                 f"intervals), {MODEL_LABEL}", fontsize=10)
+                 f"intervals), {MODEL_LABEL}; RAPTOR under the paper's protocol (refit on train + validation) and "
+                 "at equal data (dashed)", fontsize=9)
     fig.tight_layout(rect=(0, 0.07, 1, 1))
     return save_figure(fig, out, "stability_by_layer")
 

@@ -67,7 +67,7 @@ TEACHERS = ("calibrated", "deconvolved")
 LEVEL = 0.9
 #: ``--quick``: one pool size, two draws, two multiples, every 10th layer
 QUICK = dict(pools=(200,), draws=2, multiples=(2, 4), layer_step=10)
-#: issue 25's goal cell: 8x the labels of a pool of 400 (``tables/learning_curves_goal``, the claims)
+#: the goal cell set before the run: 8x the labels of a pool of 400 (``tables/learning_curves_goal``, the claims)
 GOAL_POOL, GOAL_MULTIPLE = 400, 8
 #: ``python -m paper_figures --only learning_curves --learning-scale NAME``: the protocol's parameters of :func:`run`
 #: (``full``: the module's defaults; ``goal``: the pool of 400 only, every draw, multiple and layer of the full

@@ -18,7 +18,7 @@ are 95 % and per claim.
   against the isotropic theory (the paired difference of ``mae_stability_layers``).
 * Learning curves (``learning_curves_by_draw``, the section ``learning_curves``): the accuracy predicted at 8x the
   labels of a pool of 400 against a power law fitted to the pool's subsamples and against "no gain", paired per
-  (dataset, pool draw); and issue 25's goal as a description.
+  (dataset, pool draw), only the power law tested; and the goal set before the run as a description.
 
 The interval over (dataset, seed) cells (:func:`paired_interval`) is stratified by dataset: per dataset the
 mean over seeds and the corrected resampled variance of :func:`paper_figures.claims.seed_interval` (the
@@ -181,8 +181,21 @@ def _stability_row(by_seed, predictor):
                  ours=ours + protocol, test=test)]
 
 
-#: The learning-curve claims (issue 25's goal): predict from a pool of ``LEARNING_POOL`` labels the best-C accuracy
-#: at ``LEARNING_MULTIPLE`` times as many, with the teacher ``raptor plan`` uses by default.
+def _isotropic_stability_row(by_seed) -> list:
+    """The isotropic theory's per-layer stability agreement (Spearman across layers and MAE), beside the spectral
+    row, as a description (the comparison is the spectral row's test)."""
+    iso = by_seed[by_seed.predictor == "isotropic"]
+    if not len(iso) or "spearman_stability_layers" not in iso or not iso.spearman_stability_layers.notna().any():
+        return []
+    rho, rlo, rhi, cells = paired_interval(iso, "spearman_stability_layers")
+    return [dict(area="theory (ours)", claim="the isotropic theory predicts real per-layer stability (shown beside "
+                 "the spectral row; not a separate test)", datasets=str(iso.dataset.nunique()), paper="--",
+                 ours=f"Spearman across layers {rho:.2f} [{rlo:.2f}, {rhi:.2f}], stability MAE "
+                      f"{iso.mae_stability_layers.mean():.3f} over {cells} (dataset, seed) cells", test=None)]
+
+
+#: The learning-curve claims (the goal set before the run): predict from a pool of ``LEARNING_POOL`` labels the
+#: best-C accuracy at ``LEARNING_MULTIPLE`` times as many, with the teacher ``raptor plan`` uses by default.
 LEARNING_POOL, LEARNING_MULTIPLE, LEARNING_PREDICTOR = GOAL_POOL, GOAL_MULTIPLE, "spectral/calibrated"
 #: The goal's thresholds: MAE at most this on at least 4 of 6 datasets; a 90 % interval's coverage in this range.
 LEARNING_MAE_GOAL, LEARNING_COVERAGE_RANGE = 0.02, (0.8, 0.97)
@@ -193,7 +206,7 @@ def _learning_curve_rows(by_draw, summary=None, pool=LEARNING_POOL, multiple=LEA
     """The spectral learning curve against the two baselines it must beat (``power_law``, ``no_gain``): the paired
     difference (baseline MAE - predictor MAE) per (dataset, pool draw), each the mean over the layers, stratified
     by dataset (:func:`paired_interval`, the draws' pools overlapping like split seeds' training sets); and the
-    goal of issue 25 as a description (no verdict: thresholds set by the issue, not a test)."""
+    goal set before the run as a description (no verdict: thresholds set by the issue, not a test)."""
     _require(by_draw, "learning_curves_by_draw", ("dataset", "pool", "multiple", "draw", "method", "mae", "coverage"))
     cell = by_draw[(by_draw["pool"] == pool) & (by_draw["multiple"] == multiple)]
     if not len(cell) or predictor not in set(cell["method"]):
@@ -212,11 +225,15 @@ def _learning_curve_rows(by_draw, summary=None, pool=LEARNING_POOL, multiple=LEA
                         for name, g in both.groupby("dataset", sort=False))
         ours = (f"MAE {per}; {baseline} - theory {gain:+.4f} [{lo:+.4f}, {hi:+.4f}] over {cells} (dataset, draw) "
                 f"cells")
+        # the power law is the baseline that counts; any rising curve beats "no gain", so that row is shown, not
+        # tested
+        tested = baseline == "power_law"
         rows.append(dict(area="theory (ours)",
                          claim=f"the spectral theory ({predictor}) predicts a probe's best-C test accuracy {what} "
-                               f"better than {label}",
+                               f"better than {label}" + ("" if tested else " (shown, not tested: any rising curve "
+                                                          "beats it; the power law is the baseline that counts)"),
                          datasets=str(both.dataset.nunique()), paper="--", ours=ours,
-                         test=rules.superiority(gain, lo, hi, _pooled_df(both, "gain"))))
+                         test=rules.superiority(gain, lo, hi, _pooled_df(both, "gain")) if tested else None))
     mae = cell.groupby(["dataset", "method"]).mae.mean().unstack()
     coverage = cell[cell.method == predictor].groupby("dataset").coverage.mean()
     low_mae = int((mae[predictor] <= LEARNING_MAE_GOAL).sum())
@@ -231,8 +248,8 @@ def _learning_curve_rows(by_draw, summary=None, pool=LEARNING_POOL, multiple=LEA
             ours += (f"; predicted best layer within 1 pt of the true best on "
                      f"{best.best_layer_within_1pt.mean():.0%} of the pool draws (mean shortfall "
                      f"{best.best_layer_regret.mean():.3f})")
-    rows.append(dict(area="theory (ours)", claim=f"issue 25's goal for the learning curve {what} (a description: "
-                                                 "thresholds, not a test)",
+    rows.append(dict(area="theory (ours)", claim=f"the learning curve's goal {what}, set before the run (a "
+                                                 "description: thresholds, not a test)",
                      datasets=str(len(names)), paper="--", ours=ours, test=None))
     return rows
 
@@ -264,7 +281,12 @@ def predictor_claims(tables_dir, predictor: str = SPECTRAL) -> list:
         _require(by_seed, "spectral_agreement_by_seed", ("dataset", "seed", "predictor", "mae_lambda", "mae_delta",
                                                           "mae_gain_vs_pool_cv_lambda", "mae_gain_vs_pool_cv_delta"))
         rows += _pool_cv_rows(by_seed, predictor)
+        if (by_seed.predictor == "isotropic").any():  # the isotropic theory beside every spectral row, untested
+            rows += [dict(r, claim=r["claim"].replace("the spectral theory (isotropic)", "the isotropic theory")
+                          + " (shown beside the spectral row; not a separate test)", test=None)
+                     for r in _pool_cv_rows(by_seed, "isotropic")]
         rows += _stability_row(by_seed, predictor)
+        rows += _isotropic_stability_row(by_seed)
     by_draw = load_table(tables.parent, "learning_curves_by_draw")
     if by_draw is not None and len(by_draw):
         rows += _learning_curve_rows(by_draw, load_table(tables.parent, "learning_curves"))

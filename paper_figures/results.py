@@ -27,7 +27,9 @@ FIGURES = (
      "Test accuracy of every method at every layer (mean over split seeds, band = min-max over seeds)."),
     ("stability_by_layer", "Directional stability per layer",
      "Mean absolute cosine between the concept vectors of K ablation runs (20 % of the pool dropped per run) "
-     "with bootstrap 95 % intervals: the paper's Table 2 protocol, per layer."),
+     "with bootstrap 95 % intervals, per layer: the paper's Table 2 protocol (RAPTOR refit on train + validation) "
+     "and, dashed, RAPTOR at equal data (fitted on the training rows alone, as the baselines; the table's "
+     "`RAPTOR (train only)` columns)."),
     ("stability_theory_vs_measured", "Stability: two-replica theory on real embeddings",
      "Measured RAPTOR stability per layer against the isotropic two-replica CGMT prediction (kappa estimated "
      "from the layer) and the paper's formula alpha^2/(alpha^2+sigma^2)."),

@@ -167,3 +167,22 @@ def test_bad_validation_split():
         RaptorProbe().fit(H, y, X_val=H[:, :3], y_val=y)
     with pytest.raises(ValueError, match="not among"):
         RaptorProbe().fit(H, y, X_val=H, y_val=y + 5)
+
+
+def test_score_before_refit_is_the_train_only_probe_at_the_selected_C():
+    """The equal-data variant costs nothing: the path's train-only solution at C* scores exactly as a probe fitted
+    without the refit (same path, same C*), and differs from the refit probe."""
+    rng = np.random.default_rng(3)
+    X, y = rng.standard_normal((240, 30)), np.arange(240) % 2
+    X[:, 0] += 0.8 * y
+    tr, va, te = np.arange(0, 120), np.arange(120, 180), np.arange(180, 240)
+    refit = RaptorProbe().fit(X[tr], y[tr], X[va], y[va])
+    train_only = RaptorProbe(refit=False).fit(X[tr], y[tr], X[va], y[va])
+    assert refit.C_ == train_only.C_
+    assert refit.score_before_refit(X[te], y[te]) == train_only.score(X[te], y[te])
+    assert train_only.score_before_refit(X[te], y[te]) == train_only.score(X[te], y[te])
+    assert not np.allclose(refit.coef_, train_only.coef_)
+    with pytest.raises(ValueError, match="one label per row"):
+        refit.score_before_refit(X[te], y[te][:-1])
+    with pytest.raises(ValueError, match="solver='exact'"):
+        RaptorProbe(solver="paper", Cs=[0.1, 1.0]).fit(X[tr], y[tr], X[va], y[va]).score_before_refit(X[te], y[te])

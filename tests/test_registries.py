@@ -48,7 +48,8 @@ def toy(tmp_path):
 # ------------------------------------------------------------------------------------------------ unknown names
 def test_unknown_method_lists_the_known_ones():
     with pytest.raises(ValueError, match=r"unknown probe method 'SVM'; known methods: RAPTOR \(raptor\), GCS \(gcs\), "
-                                         r"xRFM \(xrfm\), DiffMeans \(dom\), LogRegCV \(lrcv\)"):
+                                         r"xRFM \(xrfm\), DiffMeans \(dom\), RAPTOR \(C = 1\) \(fixedc\), "
+                                         r"LogRegCV \(lrcv\)"):
         methods_registry.get_method("SVM")
     assert methods_registry.get_method("dom").name == "DiffMeans" == methods_registry.get_method("diffmeans").name
     with pytest.raises(ValueError, match="unknown comparison 'speed'; known: accuracy, stability, steering"):
@@ -108,8 +109,10 @@ def test_a_reader_that_returns_no_labels_is_named(tmp_path):
 
 # ------------------------------------------------------------------------------------- the seven, as before
 def test_the_shipped_entries():
-    assert methods_registry.method_names() == ("RAPTOR", "GCS", "xRFM", "DiffMeans", "LogRegCV")
-    assert methods_registry.method_names("accuracy") == ("RAPTOR", "GCS", "xRFM", "DiffMeans")
+    assert methods_registry.method_names() == ("RAPTOR", "GCS", "xRFM", "DiffMeans", "RAPTOR (C = 1)", "LogRegCV")
+    assert methods_registry.method_names("accuracy") == ("RAPTOR", "GCS", "xRFM", "DiffMeans", "RAPTOR (C = 1)")
+    fixed = methods_registry.get_method("fixedc").estimator()  # the fixed-C ablation: RAPTOR's pipeline at C = 1
+    assert list(fixed.Cs) == [1.0] and fixed.refit
     assert methods_registry.method_names("stability") == ("RAPTOR", "GCS", "xRFM")
     gcs = methods_registry.get_method("GCS")
     assert gcs.estimator().n_probes == 100 and gcs.estimator(quick=True).n_probes == 20
@@ -187,7 +190,8 @@ def test_toy_method_on_the_toy_dataset_through_the_cli(toy, cli_setup, capsys):
     # the toy method is a difference of means under another name: the same accuracies on the same split
     assert np.allclose(table.toy_test_accuracy, table.dom_test_accuracy)
     assert cli.main([*args[:6], "svm", *args[6:]]) == 2
-    assert "unknown baseline 'svm' for --baselines; choose from gcs, xrfm, dom, lrcv, toy" in capsys.readouterr().err
+    assert ("unknown baseline 'svm' for --baselines; choose from gcs, xrfm, dom, fixedc, lrcv, toy"
+            in capsys.readouterr().err)
 
 
 # ------------------------------------------------------------------------------------------------ a model family

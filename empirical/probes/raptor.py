@@ -23,6 +23,7 @@ from sklearn.base import _fit_context
 from sklearn.exceptions import ConvergenceWarning
 from sklearn.linear_model import LogisticRegression
 from sklearn.utils._param_validation import Interval, StrOptions
+from sklearn.utils.validation import check_is_fitted
 
 from ..logistic import fit_l2_logistic, logistic_path, reduce_design, refit
 from ..validation import TOL_MAX, check_grid, check_min_per_class, standardize_stats, stratified_split
@@ -260,6 +261,7 @@ class RaptorProbe(LinearConceptProbe):
             self.path_certified_ = path.certified
             k = select_C(Cs, acc, self.tie_break)
             C = float(Cs[k])
+            self._before_refit = (design.back(path.coef_reduced[k]), float(path.intercept[k]))
             if self.refit:
                 res = refit(Xs, ytr, Xvs, yvpm, C, design, path.coef_reduced[k], path.intercept[k], tol=self.tol,
                             max_iter=self.max_iter)
@@ -271,6 +273,10 @@ class RaptorProbe(LinearConceptProbe):
                 self.n_iter_ = np.array([res.nit])
             else:
                 w, b = self._fit_single(Xs, ytr, C)
+        if self.fallback_ or not self.refit:
+            self._before_refit = (w, b)
+        elif self.solver == "paper":  # the paper's loop keeps no train-only fit at C*
+            self._before_refit = None
         self._set_fold_back(w, b, mu, s, Xtr, ytr)
         self.C_ = C
         self.lambda_ = 1.0 / C
@@ -282,6 +288,42 @@ class RaptorProbe(LinearConceptProbe):
         self.intercept_std_ = b
         self.fit_time_ = time.perf_counter() - t0
         return self
+
+    def score_before_refit(self, X, y) -> float:
+        """Accuracy of the probe fitted on the training rows alone at the selected C, before the refit on train +
+        validation: the equal-data variant of RAPTOR (every compared method then fits on the same training rows,
+        the validation rows only selecting), at no extra cost (the path's solution at C*).
+
+        Parameters
+        ----------
+        X : array-like of shape (n, p)
+            Raw hidden states.
+        y : array-like of shape (n,)
+            Labels, as given to ``fit``.
+
+        Returns
+        -------
+        float
+            The accuracy; equal to :meth:`score` without a refit (``refit=False``, or no validation split).
+
+        Raises
+        ------
+        ValueError
+            With ``solver="paper"`` and ``refit=True`` (the paper's loop keeps no train-only fit at C*).
+        """
+        check_is_fitted(self, "coef_")
+        if self._before_refit is None:
+            raise ValueError("score_before_refit needs solver='exact' (or refit=False): the paper's loop keeps no "
+                             "train-only fit at the selected C")
+        w, b = self._before_refit
+        scale = self.scaler_scale_ if self.fold_back == "exact" else np.maximum(self.scaler_scale_, 1.0)
+        omega = w / scale
+        scores = self._validate_X(X) @ omega + (b - omega @ self.scaler_mean_)
+        predicted = self.classes_[(scores > 0).astype(int)]
+        y = np.asarray(y)
+        if y.shape != predicted.shape:
+            raise ValueError(f"y must have one label per row of X: shape {y.shape} vs {predicted.shape}")
+        return float(np.mean(predicted == y))
 
     def _fit_single(self, Xs, y, C):
         res = fit_l2_logistic(Xs, y, C, fit_intercept=True, tol=self.tol, max_iter=self.max_iter)

@@ -275,5 +275,11 @@ register_method(
     description="difference of the class means (no fitting), on train + validation",
     data=("train + validation", "80 %", "not in the stability comparison (as in the paper)"))
 register_method(
+    "RAPTOR (C = 1)", lambda: RaptorProbe(Cs=[1.0]), cli_name="fixedc", comparisons=("accuracy",), color="#56B4E9",
+    description="ablation: RAPTOR's pipeline (train-only standardisation, exact solver, refit on train + validation, "
+                "fold-back) at the fixed C = 1 of GCS's probes, so RAPTOR - this isolates ridge tuning and this - GCS "
+                "the data size and subset averaging",
+    data=("train + validation at C = 1 (no selection)", "80 %", "not in the stability comparison"))
+register_method(
     "LogRegCV", LogRegCVProbe, cli_name="lrcv",
     description="scikit-learn's LogisticRegressionCV on train + validation (command line only)")
