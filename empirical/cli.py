@@ -158,6 +158,9 @@ def _load_datasets(args, names):
 
 
 def _load_model(args):
+    if args.no_progress:  # transformers' own "Loading weights" bar too (one command per process)
+        from transformers.utils import logging as hf_logging
+        hf_logging.disable_progress_bar()
     return _llm()[1].load_model(args.model, device=args.device, dtype=args.dtype, cache_dir=args.cache_dir)
 
 

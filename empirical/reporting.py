@@ -32,8 +32,9 @@ def plot_probe_accuracy(table: pd.DataFrame, path, *, dataset: str, n_examples: 
     Parameters
     ----------
     table : DataFrame
-        One row per layer: ``layer``, ``test_accuracy`` (RAPTOR) and, per baseline, ``<name>_test_accuracy``
-        (the table of ``probe_<dataset>.csv``).
+        One row per layer: ``layer``, ``test_accuracy`` (RAPTOR), optionally ``n_test`` (test rows: a 95 % Wilson
+        band is drawn around RAPTOR) and, per baseline, ``<name>_test_accuracy`` with its command-line name (the
+        table of ``probe_<dataset>.csv``); baselines are labelled by their registry names.
     path : str or path-like
         The PNG file to write.
     dataset : str
@@ -53,14 +54,29 @@ def plot_probe_accuracy(table: pd.DataFrame, path, *, dataset: str, n_examples: 
     >>> plot_probe_accuracy(table, "probe_toy.png", dataset="toy", n_examples=60).is_file()
     True
     """
+    from scipy import stats
+
+    from .probes.registry import get_method
+
     fig, ax = _axes((6, 3.5))
     ax.plot(table.layer, table.test_accuracy, "o-", label="RAPTOR")
+    if "n_test" in table and table["n_test"].notna().all() and (table["n_test"] > 0).all():
+        # the test split's own sampling noise: a 95 % Wilson interval per layer (80 test rows give about +-0.1)
+        bounds = [stats.binomtest(int(round(a * n)), int(n)).proportion_ci(method="wilson")
+                  for a, n in zip(table.test_accuracy, table.n_test)]
+        ax.fill_between(table.layer, [b.low for b in bounds], [b.high for b in bounds], alpha=0.2,
+                        label=f"RAPTOR 95 % interval ({int(table.n_test.iloc[0])} test rows)")
     for c in table.columns:
         if c.endswith("_test_accuracy") and c != "test_accuracy":
-            ax.plot(table.layer, table[c], ".--", label=c.removesuffix("_test_accuracy"))
+            short = c.removesuffix("_test_accuracy")
+            try:
+                label = get_method(short).name  # the paper's label, not the command-line name
+            except ValueError:
+                label = short
+            ax.plot(table.layer, table[c], ".--", label=label)
     ax.set(xlabel="layer (output of decoder block l)", ylabel="test accuracy",
            title=f"{dataset} ({n_examples} examples)")
-    ax.legend()
+    ax.legend(fontsize=7)
     return save_figure(fig, path)
 
 

@@ -467,8 +467,11 @@ def _steering(out, mdl, tok, data, layers, quick, progress):
             df = df.assign(abs_alpha_rel=df["abs_alpha"].to_numpy() / norms[df["layer"].to_numpy()])
             pairs.append(df[["layer", "abs_alpha", "abs_alpha_rel", "intervened", "success"]]
                          .assign(dataset=name, direction=direction))
-        m.update(alpha_median_rel=float(df["abs_alpha_rel"].median()) if len(df) else np.nan,
-                 alpha_p90_rel=float(df["abs_alpha_rel"].quantile(0.9)) if len(df) else np.nan)
+        # over the pairs with an edit, as alpha_median and alpha_p90 (the non-intervened zeros would drag the relative
+        # median to 0 next to an absolute median over edits only)
+        edited = df[df["intervened"].astype(bool)] if len(df) else df
+        m.update(alpha_median_rel=float(edited["abs_alpha_rel"].median()) if len(edited) else np.nan,
+                 alpha_p90_rel=float(edited["abs_alpha_rel"].quantile(0.9)) if len(edited) else np.nan)
         m.update(dataset=name, direction=direction, tau=tau if tau is not None else "--",
                  note="" if len(df) else f"no layer's probe reaches test accuracy tau={tau}")
         metrics.append(m)

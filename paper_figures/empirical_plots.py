@@ -187,35 +187,38 @@ def plot_stability(out):
 
 
 def plot_steering(out):
-    """Steering: success and intervention rate per setting (left) and the |alpha| each layer needs
-    (median over prompts where steering was applied, log scale; the hard layers stand out)."""
+    """Steering: the intervention rate per setting (left; the success rate is 1 by construction and not drawn) and
+    the |alpha| each layer needs, as the median over prompts where steering was applied relative to the median norm of
+    the layer's last-token states, one panel per dataset (both directions), linear scale."""
     import matplotlib.pyplot as plt
 
     summary, pairs = load_table(out, "steering_summary"), load_table(out, "steering_pairs")
     if summary is None or pairs is None or not len(pairs):
         return None
     applied = pairs[pairs.intervened.astype(bool)]
-    per_layer = applied.groupby(["dataset", "direction", "layer"])["abs_alpha"].agg(["median", "max", "size"])
+    value = "abs_alpha_rel" if "abs_alpha_rel" in applied else "abs_alpha"
+    per_layer = applied.groupby(["dataset", "direction", "layer"])[value].agg(["median", "max", "size"])
     save_table(per_layer.reset_index(), out, "steering_alpha_by_layer")
     s = summary[summary.n_pairs.fillna(0) > 0].reset_index(drop=True)
-    labels = [f"{r.dataset} {r.direction}" for r in s.itertuples()]
-    fig, (a1, a2) = plt.subplots(1, 2, figsize=(12, 3.8), gridspec_kw={"width_ratios": [1, 1.5]})
+    names = list(dict.fromkeys(per_layer.index.get_level_values("dataset")))
+    fig, axes = plt.subplots(1, 1 + len(names), figsize=(3.6 * (1 + len(names)), 3.6), squeeze=False)
+    a1 = axes[0, 0]
     x = np.arange(len(s))
-    a1.bar(x - 0.2, s.success_rate, 0.4, color=series_color(0), label="success rate")
-    a1.bar(x + 0.2, s.intervention_rate, 0.4, color=series_color(1), label="intervention rate")
-    a1.set_xticks(x, labels, rotation=45, ha="right")
-    a1.set_ylim(0, 1.3)
-    a1.set_yticks(np.linspace(0, 1, 6))
-    a1.set_ylabel("share of (layer, prompt) pairs")
-    a1.legend(loc="upper center", ncol=2)
-    a1.set_title("control of the probe coordinate")
-    for k, (key, d) in enumerate(per_layer.reset_index().groupby(["dataset", "direction"], sort=False)):
-        a2.plot(d.layer, d["median"], marker="o", ms=3, color=series_color(k), label=f"{key[0]} {key[1]}")
-    a2.set_yscale("log")
-    a2.set_xlabel("steered layer")
-    a2.set_ylabel("median |alpha| (hidden-state units)")
-    a2.set_title("steering strength per layer (prompts that needed an edit)")
-    a2.legend(ncol=2, fontsize=7)
+    a1.bar(x, s.intervention_rate, 0.6, color=series_color(1))
+    a1.set_xticks(x, [f"{r.dataset} {r.direction}" for r in s.itertuples()], rotation=45, ha="right")
+    a1.set_ylim(0, 1)
+    a1.set_ylabel("share of (layer, prompt) pairs edited")
+    a1.set_title("intervention rate\n(success is 1 by construction)", fontsize=9)
+    ylabel = "median |alpha| / median state norm" if value == "abs_alpha_rel" else "median |alpha|"
+    for ax, name in zip(axes[0, 1:], names):
+        d = per_layer.loc[name].reset_index()
+        for k, (direction, g) in enumerate(d.groupby("direction", sort=False)):
+            ax.plot(g.layer, g["median"], marker="o", ms=3, color=series_color(k), label=direction)
+        ax.set_ylim(bottom=0)
+        ax.set_title(name)
+        ax.set_xlabel("steered layer")
+        ax.legend(fontsize=7)
+    axes[0, 1].set_ylabel(ylabel)
     fig.suptitle(f"Adaptive GCAV steering with RAPTOR concept vectors, {MODEL_LABEL}", fontsize=10)
     fig.tight_layout()
     return save_figure(fig, out, "steering_metrics")

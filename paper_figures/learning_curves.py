@@ -269,8 +269,9 @@ def by_draw_table(raw: pd.DataFrame) -> pd.DataFrame:
             .agg(mae=("error", "mean"), coverage=("covered", "mean"), layers=("layer", "nunique")).reset_index())
 
 
-def plot_summary(table: pd.DataFrame, out: Path, pool=None) -> Path:
-    """MAE against the multiple, one panel per dataset, at one pool size (default: 400 if run, else the middle).
+def plot_summary(table: pd.DataFrame, out: Path, pool=None, by_draw: pd.DataFrame | None = None) -> Path:
+    """MAE against the multiple, one panel per dataset, at one pool size (default: 400 if run, else the middle),
+    with 95 % intervals over the pool draws when ``by_draw`` is given.
 
     Parameters
     ----------
@@ -280,12 +281,19 @@ def plot_summary(table: pd.DataFrame, out: Path, pool=None) -> Path:
         Output root (the figure goes to ``out/figures/learning_curves.png|pdf``).
     pool : int, optional
         Pool size shown (default: 400 if run, else the middle one of those run).
+    by_draw : pandas.DataFrame, optional
+        :func:`by_draw_table`: the MAE per pool draw, for a t interval over the draws at each point (the draws'
+        pools overlap, so the interval is a lower bound on the uncertainty).
 
     Returns
     -------
     Path
         The PNG's path.
     """
+    from matplotlib.ticker import NullFormatter, NullLocator
+
+    from .verdicts import mean_interval
+
     pools = sorted(table.pool.unique())
     pool = pool if pool is not None else (400 if 400 in pools else pools[len(pools) // 2])
     names = list(dict.fromkeys(table.dataset))
@@ -293,12 +301,27 @@ def plot_summary(table: pd.DataFrame, out: Path, pool=None) -> Path:
     fig, axes = plt.subplots(1, len(names), figsize=(2.6 * len(names) + 0.6, 2.8), squeeze=False, sharey=True)
     for ax, name in zip(axes[0], names):
         part = table[(table.dataset == name) & (table.pool == pool)]
-        for method, g in part.groupby("method", sort=False):
-            ax.plot(g.multiple, g.mae, "o-", label=method, color=series_color(methods.index(method)))
+        for k, (method, g) in enumerate(part.groupby("method", sort=False)):
+            g = g.sort_values("multiple")
+            shift = 1.0 + 0.04 * (k - (len(methods) - 1) / 2)  # side by side on the log axis
+            color = series_color(methods.index(method))
+            if by_draw is not None:
+                d = by_draw[(by_draw.dataset == name) & (by_draw.pool == pool) & (by_draw.method == method)]
+                stats_ = [mean_interval(d.loc[d.multiple == m, "mae"]) for m in g.multiple]
+                low = [mae - lo if np.isfinite(lo) else 0.0 for mae, (_, lo, _) in zip(g.mae, stats_)]
+                high = [hi - mae if np.isfinite(hi) else 0.0 for mae, (_, _, hi) in zip(g.mae, stats_)]
+                ax.errorbar(g.multiple * shift, g.mae, yerr=[np.clip(low, 0, None), np.clip(high, 0, None)],
+                            fmt="o-", ms=3, capsize=2, label=method, color=color)
+            else:
+                ax.plot(g.multiple, g.mae, "o-", label=method, color=color)
         ax.set(title=name, xlabel="target n / pool", xscale="log", xticks=sorted(part.multiple.unique()))
         ax.set_xticklabels([f"{m}x" for m in sorted(part.multiple.unique())])
+        ax.xaxis.set_minor_locator(NullLocator())  # no "3 x 10^0" minor labels between 2x, 4x and 8x
+        ax.xaxis.set_minor_formatter(NullFormatter())
     axes[0][0].set_ylabel(f"MAE of the predicted accuracy (pool {pool})")
     axes[0][-1].legend(fontsize=7)
+    if by_draw is not None:
+        fig.suptitle("bars: 95 % t intervals over the pool draws", fontsize=8, y=1.04)
     return save_figure(fig, out, "learning_curves")
 
 
@@ -345,9 +368,10 @@ def run(out, hidden, *, pools=POOLS, draws=DRAWS, multiples=MULTIPLES, layer_ste
     files.write_csv(Path(out) / "learning_curves" / "evaluations.csv", raw)
     table = summary_table(raw)
     save_table(table, out, "learning_curves")
-    save_table(by_draw_table(raw), out, "learning_curves_by_draw")
+    by_draw = by_draw_table(raw)
+    save_table(by_draw, out, "learning_curves_by_draw")
     goal = table[(table["pool"] == GOAL_POOL) & (table["multiple"] == GOAL_MULTIPLE)]
     if len(goal):
         save_table(goal, out, "learning_curves_goal")
-    plot_summary(table, out)
+    plot_summary(table, out, by_draw=by_draw)
     return table

@@ -36,8 +36,9 @@ FIGURES = (
     ("cost_dumbbell", "Training cost",
      "Median seconds per layer (fit including tuning, one CPU core per fit), log scale."),
     ("steering_metrics", "Steering",
-     "Adaptive GCAV steering with RAPTOR concept vectors: success and intervention rates per setting, and the "
-     "median |alpha| each layer needs (the hard layers are the peaks)."),
+     "Adaptive GCAV steering with RAPTOR concept vectors: the intervention rate per setting (the success rate is 1 by "
+     "construction and not drawn), and the median |alpha| each layer needs relative to the median norm of the "
+     "layer's last-token states, per dataset (the hard layers are the peaks)."),
     ("steering_text", "Steering measured by the model's answer",
      "Concept-specific shift of the answer log-odds (the steered shift minus that of random directions of the same "
      "|alpha| per layer and position) against the perplexity ratio of generated text, on the held-out report half, "

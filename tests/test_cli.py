@@ -263,3 +263,11 @@ def test_commands_write_their_tables_and_figures(setup, command, options):
     out = root / f"written_{command}"
     assert cli.main([command, *base, *options, "--out", str(out)]) == 0
     assert _written(out) == WRITTEN[command]
+
+
+def test_no_progress_silences_the_weights_loading_bar(setup, capsys):
+    from transformers.utils import logging as hf_logging
+    root, base = setup
+    hf_logging.enable_progress_bar()  # as in a fresh process
+    assert cli.main(["extract", *base, "--out", str(root / "quiet")]) == 0
+    assert "Loading weights" not in capsys.readouterr().err
