@@ -281,7 +281,8 @@ def cmd_probe(args):
                    median_fit_time_s=float(table.fit_time_s.median()))
         overview.append(rec)
         write_json(out / f"probe_{ds.name}.json", rec)
-        _draw(plot_probe_accuracy, table, out / f"probe_{ds.name}.png", dataset=ds.name, n_examples=len(ds))
+        _draw(plot_probe_accuracy, table, out / f"probe_{ds.name}.png", dataset=ds.name, n_examples=len(ds),
+              labels={m.cli_name: m.name for m in methods()})
         print(f"{ds.name}: best layer {rec['best_layer']}  test acc {rec['best_test_accuracy']:.3f}  "
               f"lambda* {rec['lambda_star']:.3g}  (mean over layers {rec['mean_test_accuracy']:.3f})")
     write_csv(out / "probe_summary.csv", pd.DataFrame(overview))

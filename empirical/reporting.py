@@ -12,6 +12,7 @@ from pathlib import Path
 
 import numpy as np
 import pandas as pd
+from scipy import stats
 
 from .files import save_figure
 
@@ -26,7 +27,7 @@ def _axes(figsize):
     return fig, fig.subplots()
 
 
-def plot_probe_accuracy(table: pd.DataFrame, path, *, dataset: str, n_examples: int) -> Path:
+def plot_probe_accuracy(table: pd.DataFrame, path, *, dataset: str, n_examples: int, labels=None) -> Path:
     """Test accuracy per layer of RAPTOR and of every baseline in the table (``raptor probe``).
 
     Parameters
@@ -34,13 +35,16 @@ def plot_probe_accuracy(table: pd.DataFrame, path, *, dataset: str, n_examples: 
     table : DataFrame
         One row per layer: ``layer``, ``test_accuracy`` (RAPTOR), optionally ``n_test`` (test rows: a 95 % Wilson
         band is drawn around RAPTOR) and, per baseline, ``<name>_test_accuracy`` with its command-line name (the
-        table of ``probe_<dataset>.csv``); baselines are labelled by their registry names.
+        table of ``probe_<dataset>.csv``).
     path : str or path-like
         The PNG file to write.
     dataset : str
         Dataset name, for the title.
     n_examples : int
         Examples in the dataset, for the title.
+    labels : mapping of str to str, optional
+        Legend label of each baseline by its command-line name (``{"dom": "DiffMeans"}``: the registry's names);
+        default the command-line name.
 
     Returns
     -------
@@ -54,10 +58,6 @@ def plot_probe_accuracy(table: pd.DataFrame, path, *, dataset: str, n_examples: 
     >>> plot_probe_accuracy(table, "probe_toy.png", dataset="toy", n_examples=60).is_file()
     True
     """
-    from scipy import stats
-
-    from .probes.registry import get_method
-
     fig, ax = _axes((6, 3.5))
     ax.plot(table.layer, table.test_accuracy, "o-", label="RAPTOR")
     if "n_test" in table and table["n_test"].notna().all() and (table["n_test"] > 0).all():
@@ -69,11 +69,7 @@ def plot_probe_accuracy(table: pd.DataFrame, path, *, dataset: str, n_examples: 
     for c in table.columns:
         if c.endswith("_test_accuracy") and c != "test_accuracy":
             short = c.removesuffix("_test_accuracy")
-            try:
-                label = get_method(short).name  # the paper's label, not the command-line name
-            except ValueError:
-                label = short
-            ax.plot(table.layer, table[c], ".--", label=label)
+            ax.plot(table.layer, table[c], ".--", label=(labels or {}).get(short, short))
     ax.set(xlabel="layer (output of decoder block l)", ylabel="test accuracy",
            title=f"{dataset} ({n_examples} examples)")
     ax.legend(fontsize=7)

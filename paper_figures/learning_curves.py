@@ -52,6 +52,7 @@ from empirical.validation import standardize_stats, stratified_split  # noqa: E4
 
 from .output import save_figure, save_table  # noqa: E402
 from .style import series_color  # noqa: E402
+from .verdicts import mean_interval  # noqa: E402
 
 __all__ = ["run", "load_hidden", "fixed_test_rows", "evaluate_setting", "summary_table", "by_draw_table",
            "plot_summary", "DATASETS", "POOLS", "DRAWS", "MULTIPLES", "LAYER_STEP", "TEST_ROWS", "TEACHERS", "QUICK",
@@ -291,8 +292,6 @@ def plot_summary(table: pd.DataFrame, out: Path, pool=None, by_draw: pd.DataFram
         The PNG's path.
     """
     from matplotlib.ticker import NullFormatter, NullLocator
-
-    from .verdicts import mean_interval
 
     pools = sorted(table.pool.unique())
     pool = pool if pool is not None else (400 if 400 in pools else pools[len(pools) // 2])
