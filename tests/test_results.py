@@ -587,3 +587,33 @@ def test_equal_data_accuracy_and_the_fixed_C_ablation_rows(tmp_path, equal_gain,
     # the unequal-data claims never read the train-only rows
     coinflip = table.loc["Coinflip (reported separately, not in the paper's averages)", "ours"]
     assert "RAPTOR (train only)" not in coinflip and "RAPTOR (C = 1)" in coinflip
+
+
+def _simulated(points, quantities, replicates, bias=0.0, seed=0):
+    """Monte Carlo means of ``quantities`` at ``points`` grid points whose replicates share one draw per point
+    (correlated quantities), with the theory right (bias 0) or off by ``bias`` standard errors in the first."""
+    rng = np.random.default_rng(seed)
+    rows = []
+    for k in range(points):
+        common = rng.standard_normal()
+        for j, q in enumerate(quantities):
+            z = (0.9 * common + np.sqrt(1 - 0.81) * rng.standard_normal()) * np.sqrt(replicates / (replicates - 2))
+            se = 0.01
+            rows.append(dict(kappa=1.0, delta=0.5 + k, lam=0.1, quantity=q, theory=1.0,
+                             mean=1.0 + se * (z + (bias if j == 0 else 0.0)), se=se, replicates=replicates))
+    return pd.DataFrame(rows)
+
+
+def test_joint_coverage_counts_grid_points_not_correlated_quantities():
+    quantities = [f"q{j}" for j in range(10)]
+    right = claims.joint_coverage(_simulated(60, quantities, 8), ["kappa", "delta", "lam"])
+    assert right["points"] == 60 and right["agree"] >= 54  # a joint 95 % region per point
+    assert right["test"].decidable and right["test"].verdict != "does not hold"
+    wrong = claims.joint_coverage(_simulated(60, quantities, 8, bias=6.0), ["kappa", "delta", "lam"])
+    assert wrong["test"].verdict == "does not hold"
+    small = claims.joint_coverage(_simulated(20, quantities, 8), ["kappa", "delta", "lam"])
+    assert not small["test"].decidable  # 20 points: 0.9 ** 20 = 0.12, coverage >= 0.90 cannot be established
+    # the replicates needed for a 1 % half-width: 8 x (half-width / 1 %)^2
+    half = stats.t.ppf(0.975, 7) * 0.01
+    assert small["replicates_needed"] == int(np.ceil(8 * (half / claims.RESOLUTION) ** 2))
+    assert set(small["per_quantity"]) == set(quantities)
