@@ -23,7 +23,7 @@ from tqdm.auto import tqdm
 from cgmt.cli_args import int_in, nonempty_path, number_in, number_list, worker_count
 from cgmt.cli_errors import debug_requested, run_command
 
-from .files import refuse_overwriting_inputs, write_csv, write_json
+from .files import check_write_target, refuse_overwriting_inputs, write_csv, write_json
 from .llm import datasets
 from .llm.cache import ExtractionCache
 from .probes.concept_vectors import ConceptVectors
@@ -200,6 +200,7 @@ def _out(args, names=()) -> Path:
     for target in targets:
         if target.is_dir():
             raise ValueError(f"cannot write {str(target)!r}: a directory of that name exists")
+        check_write_target(target)  # a device, FIFO or socket is never replaced by a regular file
     refuse_overwriting_inputs([("--out", target) for target in targets], _input_files(args))
     return out
 

@@ -15,6 +15,7 @@ import json
 import math
 import os
 import re
+import stat
 import tempfile
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -22,7 +23,8 @@ from pathlib import Path
 
 __all__ = ["atomic_path", "atomic_write_bytes", "atomic_write_text", "write_json", "write_csv", "save_figure",
            "sha256_file", "write_checksum", "verify_checksum", "ChecksumError", "cache_root",
-           "refuse_overwriting_inputs", "parse_json", "read_json", "json_ready", "naming_write_errors"]
+           "refuse_overwriting_inputs", "check_write_target", "parse_json", "read_json", "json_ready",
+           "naming_write_errors"]
 
 
 def _umask() -> int:
@@ -60,9 +62,7 @@ def atomic_path(target, suffix: str = ".tmp") -> Iterator[Path]:
     >>> target.read_text()
     'a,b'
     """
-    target = Path(target)
-    if target.is_dir():
-        raise IsADirectoryError(f"cannot write {str(target)!r}: a directory of that name exists")
+    target = check_write_target(target)
     try:
         target.parent.mkdir(parents=True, exist_ok=True)
         fd, tmp = tempfile.mkstemp(dir=target.parent, prefix=f".{target.name}.", suffix=suffix)
@@ -80,6 +80,55 @@ def atomic_path(target, suffix: str = ".tmp") -> Iterator[Path]:
     except BaseException:
         tmp.unlink(missing_ok=True)
         raise
+
+
+def check_write_target(target) -> Path:
+    """``target`` as a path, if a file may be written there: it does not exist or is a regular file (or a link to
+    one).  Every writer calls this (:func:`atomic_path` at the write, the command lines before any work), so a
+    write never replaces a device, a FIFO or a socket with a regular file.
+
+    Parameters
+    ----------
+    target : str or path-like
+        The file to write.
+
+    Returns
+    -------
+    pathlib.Path
+        ``target``.
+
+    Raises
+    ------
+    IsADirectoryError
+        A directory of that name exists.
+    ValueError
+        Something that is not a regular file exists there (a device, a FIFO, a socket), named with its kind.
+
+    Examples
+    --------
+    >>> check_write_target("/dev/null")
+    Traceback (most recent call last):
+    ...
+    ValueError: refusing to write '/dev/null': it exists and is a character device, not a regular file
+    """
+    target = Path(target)
+    try:
+        mode = target.stat().st_mode
+    except (OSError, ValueError):  # does not exist (or a dangling link, which os.replace replaces)
+        return target
+    if stat.S_ISDIR(mode):
+        raise IsADirectoryError(f"cannot write {str(target)!r}: a directory of that name exists")
+    if not stat.S_ISREG(mode):
+        raise ValueError(f"refusing to write {str(target)!r}: it exists and is {_kind(mode)}, not a regular file")
+    return target
+
+
+def _kind(mode: int) -> str:
+    for test, name in ((stat.S_ISCHR, "a character device"), (stat.S_ISBLK, "a block device"),
+                       (stat.S_ISFIFO, "a FIFO"), (stat.S_ISSOCK, "a socket"), (stat.S_ISDIR, "a directory")):
+        if test(mode):
+            return name
+    return "a special file"
 
 
 def _naming(exc: OSError, target: Path) -> OSError:

@@ -1,0 +1,76 @@
+"""One write path (docs/errors_and_guarantees.md, "What survives interruption"): every package writes through
+``empirical.files``; a write never replaces a device or FIFO; a multi-file artefact is written as one unit; a partial
+run is never published over a complete one.  Grouped by pattern, named by subject."""
+import os
+import stat
+
+import pytest
+
+from cgmt.__main__ import main as cgmt_main
+from empirical.files import atomic_write_text, check_write_target
+
+SWEEP = ["sweep", "--deltas", "1", "--lams", "1", "--kappas", "1", "--no-progress"]
+
+
+# --- one writer: cgmt's command line writes through empirical.files (ordinary permissions) -------------------------
+
+def test_cgmt_sweep_output_has_the_permissions_of_every_other_write(tmp_path, capsys):
+    old = os.umask(0o022)
+    try:
+        assert cgmt_main([*SWEEP, "--out", str(tmp_path / "s.csv")]) == 0
+    finally:
+        os.umask(old)
+    assert stat.S_IMODE((tmp_path / "s.csv").stat().st_mode) == 0o644  # was mkstemp's 0o600
+
+
+def test_cgmt_has_no_writer_of_its_own():
+    import cgmt.__main__ as entry
+
+    assert not hasattr(entry, "_atomic") and entry.atomic_path.__module__ == "empirical.files"
+
+
+# --- W01: an existing target that is not a regular file is refused, never replaced ----------------------------------
+
+def _fifo(tmp_path):
+    path = tmp_path / "pipe"
+    os.mkfifo(path)
+    return path
+
+
+def test_atomic_write_refuses_a_fifo_target(tmp_path):
+    fifo = _fifo(tmp_path)
+    with pytest.raises(ValueError, match=r"refusing to write .*pipe.*: it exists and is a FIFO, not a regular file"):
+        atomic_write_text(fifo, "x")
+    assert stat.S_ISFIFO(fifo.stat().st_mode)
+
+
+def test_atomic_write_refuses_a_link_to_a_device(tmp_path):
+    link = tmp_path / "null-link"
+    link.symlink_to("/dev/null")
+    with pytest.raises(ValueError, match="character device"):
+        atomic_write_text(link, "x")
+    assert link.is_symlink()
+
+
+def test_check_write_target_accepts_new_and_regular_files(tmp_path):
+    assert check_write_target(tmp_path / "new.csv") == tmp_path / "new.csv"
+    assert check_write_target(atomic_write_text(tmp_path / "old.csv", "a")) == tmp_path / "old.csv"
+
+
+def test_cgmt_sweep_refuses_a_device_out_before_the_work(tmp_path, capsys, monkeypatch):
+    import cgmt.__main__ as entry
+
+    monkeypatch.setattr(entry, "sweep", lambda *a, **k: pytest.fail("the sweep ran"))
+    fifo = _fifo(tmp_path)
+    assert cgmt_main([*SWEEP, "--out", str(fifo)]) == 2
+    assert "is a FIFO, not a regular file" in capsys.readouterr().err and stat.S_ISFIFO(fifo.stat().st_mode)
+
+
+def test_raptor_out_files_refuse_a_fifo_before_the_work(tmp_path):
+    import argparse
+
+    from empirical import cli
+
+    os.mkfifo(tmp_path / "probe_summary.csv")
+    with pytest.raises(ValueError, match="probe_summary.csv.*FIFO"):
+        cli._out(argparse.Namespace(out=str(tmp_path)), ["probe_summary.csv"])
