@@ -74,3 +74,72 @@ def test_raptor_out_files_refuse_a_fifo_before_the_work(tmp_path):
     os.mkfifo(tmp_path / "probe_summary.csv")
     with pytest.raises(ValueError, match="probe_summary.csv.*FIFO"):
         cli._out(argparse.Namespace(out=str(tmp_path)), ["probe_summary.csv"])
+
+
+# --- W03: a concept-vector pair (.safetensors + .json) is written as one unit ----------------------------------------
+
+def _vectors(seed, model="tiny-a"):
+    import numpy as np
+
+    from empirical import ConceptVectors, LinearProbe
+
+    rng = np.random.default_rng(seed)
+    return ConceptVectors({2: LinearProbe(rng.standard_normal(5), 0.1)}, method="raptor", model=model)
+
+
+def _failing_replace(monkeypatch, fail_on: str):
+    """Make ``os.replace`` (as empirical.files calls it) fail when it renames onto a target ending in ``fail_on``."""
+    import empirical.files as files
+
+    real = os.replace
+
+    def replace(src, dst, *args, **kwargs):
+        if str(dst).endswith(fail_on):
+            raise OSError(28, "No space left on device")
+        return real(src, dst, *args, **kwargs)
+
+    monkeypatch.setattr(files.os, "replace", replace)
+
+
+def test_concept_vector_pair_survives_a_failure_between_its_two_renames(tmp_path, monkeypatch):
+    import numpy as np
+
+    from empirical import load_concept_vectors, save_concept_vectors
+
+    save_concept_vectors(tmp_path / "cv", _vectors(0))
+    _failing_replace(monkeypatch, "cv.json")  # the array file is replaced, then the metadata rename fails
+    with pytest.raises(OSError, match="while writing .*cv.json"):
+        save_concept_vectors(tmp_path / "cv", _vectors(1, model="tiny-b"))
+    monkeypatch.undo()
+    with pytest.warns(UserWarning, match="interrupted .* loaded the previous complete pair"):
+        back = load_concept_vectors(tmp_path / "cv")
+    assert back.model == "tiny-a" and np.array_equal(back[2].coef, _vectors(0)[2].coef)
+    save_concept_vectors(tmp_path / "cv", _vectors(1, model="tiny-b"))  # the next save completes and tidies up
+    assert load_concept_vectors(tmp_path / "cv").model == "tiny-b"
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["cv.json", "cv.safetensors"]
+
+
+def test_concept_vector_pair_survives_a_failure_writing_the_array_file(tmp_path, monkeypatch):
+    from empirical import load_concept_vectors, save_concept_vectors
+
+    save_concept_vectors(tmp_path / "cv", _vectors(0))
+    _failing_replace(monkeypatch, "cv.safetensors")
+    with pytest.raises(OSError):
+        save_concept_vectors(tmp_path / "cv", _vectors(1, model="tiny-b"))
+    monkeypatch.undo()
+    assert load_concept_vectors(tmp_path / "cv").model == "tiny-a"
+
+
+def test_probe_pair_is_written_without_leftovers(tmp_path):
+    import numpy as np
+
+    from empirical import RaptorProbe, load_probe, save_probe
+
+    rng = np.random.default_rng(0)
+    X, y = rng.standard_normal((40, 4)), np.repeat([0, 1], 20)
+    X[:, 0] += y
+    probe = RaptorProbe(Cs=[0.1, 1.0]).fit(X, y)
+    save_probe(tmp_path / "p", probe)
+    save_probe(tmp_path / "p", probe)
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["p.json", "p.safetensors"]
+    np.testing.assert_allclose(load_probe(tmp_path / "p").decision_function(X), probe.decision_function(X))
