@@ -89,6 +89,9 @@ def build_parser() -> argparse.ArgumentParser:
                    help="also write a small committable copy of the results (RESULTS.md, claims.csv, the tables "
                         "behind the claims, key figures as small PNGs) to DIR, e.g. docs/results, and regenerate "
                         "the claims table of the repository's README.md from it")
+    p.add_argument("--allow-partial", action="store_true",
+                   help="let --publish replace published results although this run leaves some of their tested "
+                        "claims untested (default: refused, exit 2)")
     p.add_argument("--datasets", nargs="+", default=None, metavar="NAME",
                    help="datasets of the steering_text and learning_curves sections (default: each section's own "
                         "list); the other sections always run every registered dataset")
@@ -180,6 +183,9 @@ def _refuse_writing_into_the_data(args) -> None:
     publish = [("--publish", args.publish)] if args.publish is not None else []
     refuse_overwriting_inputs([("--out", args.out), *publish], data)
     refuse_overwriting_inputs(publish, [("--out", args.out)])
+    if args.publish is not None and args.publish.resolve() == args.out.resolve():  # also before --out exists
+        raise ValueError(f"refusing to write --publish {str(args.publish)!r}: it is --out {str(args.out)!r} (the "
+                         "same directory); choose another output path")
 
 
 def _run(args) -> int:
@@ -187,6 +193,9 @@ def _run(args) -> int:
     for name in args.datasets or ():  # an unknown name fails before any work, listing the known ones
         datasets.get_dataset(name)
     out = args.out
+    if args.results_only and not any((out / "tables").glob("*.csv")):
+        raise ValueError(f"--results-only: {str(out / 'tables')!r} holds no tables of an earlier run; run the "
+                         "sections first (without --results-only) or give the --out of that run")
     (out / "figures").mkdir(parents=True, exist_ok=True)
     (out / "tables").mkdir(parents=True, exist_ok=True)
     if args.results_only:
@@ -194,7 +203,7 @@ def _run(args) -> int:
         empirical_plots.plot_all(out)  # redrawn from the saved tables (seconds)
         print(f"[paper_figures] results: {write_results(out)}; index: {write_index(out)}")
         if args.publish is not None:
-            _publish(out, args.publish)
+            _publish(out, args.publish, args.allow_partial)
         return 0
     silence_libraries()
     style.apply()
@@ -264,13 +273,15 @@ def _run(args) -> int:
     results, index = write_results(out), write_index(out)
     print(f"[paper_figures] {minutes:.1f} min; results: {results}; index: {index}")
     if args.publish is not None:
-        _publish(out, args.publish)
+        _publish(out, args.publish, args.allow_partial)
     return 0
 
 
-def _publish(out: Path, target: Path) -> None:
-    """``--publish``: the committable copy, and the README's claims table regenerated from it."""
-    print(f"[paper_figures] published to {target}: {len(publish(out, target))} files")
+def _publish(out: Path, target: Path, allow_partial: bool = False) -> None:
+    """``--publish``: the committable copy, and the README's claims table regenerated from it (a partial run over
+    complete published results only with ``--allow-partial``)."""
+    written = publish(out, target, allow_partial=allow_partial)
+    print(f"[paper_figures] published to {target}: {len(written)} files")
     readme = Path(__file__).resolve().parent.parent / "README.md"
     if readme.exists():
         print(f"[paper_figures] claims table of {sync_readme(readme, Path(target) / 'claims.csv')} regenerated")

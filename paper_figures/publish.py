@@ -48,10 +48,45 @@ def shrink_png(source: Path, target: Path, width: int = WIDTH) -> Path:
     return target
 
 
-def publish(out, target) -> list:
+#: The verdict of a claim the run did not test (no rule applied).
+UNTESTED = "--"
+
+
+def tested_claims(table: pd.DataFrame) -> list:
+    """The claims of a claims table that were tested (a verdict other than :data:`UNTESTED`), in order."""
+    return [c for c, v in zip(table["claim"], table["verdict"]) if str(v) != UNTESTED]
+
+
+def check_not_partial(new: pd.DataFrame, target, allow_partial: bool = False) -> None:
+    """Refuse to publish ``new`` over the ``claims.csv`` in ``target`` when a claim tested there is not tested in
+    ``new`` (an empty, partial or other run would replace complete results); ``allow_partial`` lets it through.
+
+    Raises
+    ------
+    ValueError
+        Naming the published file, how many of its tested claims the run leaves untested and the first of them.
+    """
+    published = Path(target) / "claims.csv"
+    if allow_partial or not published.is_file():
+        return
+    old = pd.read_csv(published, keep_default_na=False)
+    if not {"claim", "verdict"} <= set(old.columns):
+        return
+    lost = [c for c in tested_claims(old) if c not in set(tested_claims(new))]
+    if lost:
+        raise ValueError(f"refusing to publish over {str(published)!r}: it tests {len(tested_claims(old))} claims "
+                         f"and this run leaves {len(lost)} of them untested (first: {lost[0][:80]!r}); finish the run "
+                         "or pass --allow-partial to replace the published results anyway")
+
+
+def publish(out, target, *, allow_partial: bool = False) -> list:
     """Copy RESULTS.md (figure links rewritten), ``claims.csv`` and the small key figures of the run in
-    ``out`` to ``target``; returns the written paths."""
+    ``out`` to ``target``; returns the written paths.  A run that leaves untested a claim that the published
+    ``claims.csv`` tests is refused before anything is written (:func:`check_not_partial`) unless
+    ``allow_partial``."""
     out, target = Path(out), Path(target)
+    table = claims.claims_table(out)
+    check_not_partial(table, target, allow_partial)
     if out.is_dir():  # a target that is (or links to) the run's folder or one of its subfolders would overwrite it
         refuse_overwriting_inputs(
             [("--publish", target / name) for name in (*(f"{stem}.png" for stem in KEY_FIGURES), "RESULTS.md",
@@ -76,7 +111,7 @@ def publish(out, target) -> list:
     text = re.sub(r"\[([^\]]+)\]\(tables/([^)]+)\)", lambda m: f"`tables/{m.group(2)}` of a run", text)  # not committed
     written.append(atomic_write_text(target / "RESULTS.md", text))
     with atomic_path(target / "claims.csv", suffix=".csv") as tmp:
-        claims.claims_table(out).to_csv(tmp, index=False)
+        table.to_csv(tmp, index=False)
     written.append(target / "claims.csv")
     info = out / "tables" / "run_info.json"
     if info.exists():

@@ -143,3 +143,59 @@ def test_probe_pair_is_written_without_leftovers(tmp_path):
     save_probe(tmp_path / "p", probe)
     assert sorted(p.name for p in tmp_path.iterdir()) == ["p.json", "p.safetensors"]
     np.testing.assert_allclose(load_probe(tmp_path / "p").decision_function(X), probe.decision_function(X))
+
+
+# --- F01/F02: a partial or empty run is never published over complete results; --results-only needs tables ----------
+
+def _published(tmp_path):
+    import shutil
+    from pathlib import Path
+
+    target = tmp_path / "published"
+    target.mkdir()
+    shutil.copy(Path(__file__).resolve().parents[1] / "docs" / "results" / "claims.csv", target / "claims.csv")
+    (target / "RESULTS.md").write_text("complete results\n")
+    return target
+
+
+def _empty_run(tmp_path):
+    out = tmp_path / "run"
+    (out / "tables").mkdir(parents=True)
+    (out / "RESULTS.md").write_text("# results\n")
+    return out
+
+
+def test_publish_refuses_an_empty_run_over_published_claims(tmp_path):
+    from paper_figures.publish import publish
+
+    target = _published(tmp_path)
+    before = {p.name: p.read_bytes() for p in target.iterdir()}
+    with pytest.raises(ValueError, match=r"refusing to publish over .*claims.csv.* leaves \d+ of them untested.*"
+                                         r"--allow-partial"):
+        publish(_empty_run(tmp_path), target)
+    assert {p.name: p.read_bytes() for p in target.iterdir()} == before
+
+
+def test_publish_allow_partial_replaces_published_claims(tmp_path):
+    from paper_figures.publish import publish
+
+    target = _published(tmp_path)
+    publish(_empty_run(tmp_path), target, allow_partial=True)
+    assert (target / "RESULTS.md").read_text() == "# results\n"
+
+
+def test_publish_into_a_new_folder_needs_no_flag(tmp_path):
+    from paper_figures.publish import publish
+
+    publish(_empty_run(tmp_path), tmp_path / "fresh")
+    assert (tmp_path / "fresh" / "claims.csv").is_file()
+
+
+def test_results_only_without_tables_is_an_error_naming_the_folder(tmp_path, capsys):
+    from paper_figures.__main__ import main
+
+    out = tmp_path / "empty"
+    assert main(["--out", str(out), "--results-only", "--no-progress"]) == 2
+    err = capsys.readouterr().err.strip()
+    assert len(err.splitlines()) == 1 and "holds no tables" in err and str(out / "tables") in err
+    assert not (out / "RESULTS.md").exists()
