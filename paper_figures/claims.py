@@ -28,6 +28,7 @@ import numpy as np
 import pandas as pd
 from scipy import stats
 
+from empirical.files import MAX_JSON_BYTES, read_input_text
 from empirical.llm.datasets import dataset_names
 
 from . import verdicts as rules
@@ -471,7 +472,7 @@ def _theory_claims(tables: Path) -> list:
     if corr:
         parts = []
         for f in corr:
-            c = json.loads(f.read_text())
+            c = json.loads(read_input_text(f, MAX_JSON_BYTES))
             parts.append(f"{c.get('dataset')}: Spearman {c['predicted_spearman']:.2f}, mean abs error "
                          f"{c['mean_abs_error']:.3f} (paper's formula {c['paper_formula_mean_abs_error']:.3f})"
                          if "predicted_spearman" in c else f"{c.get('dataset')}: n/a")

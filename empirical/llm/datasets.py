@@ -27,7 +27,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from ..files import parse_json, sha256_file
+from ..files import MAX_TABLE_BYTES, check_input_file, parse_json, read_input_text, sha256_file
 
 __all__ = [
     "ConceptDataset",
@@ -182,13 +182,12 @@ def _expected_sums(root: Path) -> dict:
     built-in reference sums.  A ``SHA256SUMS`` that is not entirely well-formed is an error, never ignored."""
     expected = _known_sums()
     sums = root / "SHA256SUMS"
-    if not sums.is_file():
+    if not sums.exists():
         return expected
     try:
-        text = sums.read_text(encoding="utf-8")
-    except UnicodeDecodeError as exc:
-        raise ValueError(f"checksum file {str(sums)!r} is not UTF-8 text ({exc.reason} at byte {exc.start}); "
-                         "fix or remove it, or pass verify=False") from None
+        text = read_input_text(sums, MAX_TABLE_BYTES, "checksum file")  # a FIFO or device is refused, not skipped
+    except ValueError as exc:
+        raise ValueError(f"{exc}; fix or remove it, or pass verify=False") from None
     listed = {}
     for number, line in enumerate(text.splitlines(), start=1):
         if not line.strip() or line.lstrip().startswith("#"):
@@ -210,8 +209,9 @@ def _expected_sums(root: Path) -> dict:
 
 def _check_file(root: Path, fname: str, verify: bool) -> tuple:
     path = root / fname
-    if not path.is_file():
+    if not path.exists():
         raise FileNotFoundError(f"dataset file {str(path)!r} is missing. {_WHERE}")
+    check_input_file(path, MAX_TABLE_BYTES, "dataset file")  # a FIFO, a device or an over-size file is refused
     digest = sha256_file(path)
     if verify:
         expected = _expected_sums(root).get(fname)
@@ -261,11 +261,9 @@ def _check_two_classes(name, labels):
 
 
 def _read_text(path: Path) -> str:
-    """The file's text; ValueError naming it when it is not UTF-8."""
-    try:
-        return path.read_text(encoding="utf-8")
-    except UnicodeDecodeError as exc:
-        raise ValueError(f"{str(path)!r} is not UTF-8 text ({exc.reason} at byte {exc.start})") from None
+    """The file's text (the one reader: a regular file of at most ``MAX_TABLE_BYTES``); ValueError naming it when it
+    is not UTF-8."""
+    return read_input_text(path, MAX_TABLE_BYTES, "dataset file")
 
 
 def _read_json(path: Path):
@@ -290,7 +288,8 @@ def _read_jsonl(path: Path) -> pd.DataFrame:
 
 
 def _read_delimited(path: Path, **kwargs) -> pd.DataFrame:
-    """``pandas.read_csv`` with errors that name the file."""
+    """``pandas.read_csv`` with errors that name the file (the file checked by the one reader first)."""
+    check_input_file(path, MAX_TABLE_BYTES, "dataset file")
     try:
         return pd.read_csv(path, encoding="utf-8", **kwargs)
     except pd.errors.EmptyDataError:
@@ -840,8 +839,9 @@ def load_table(
     (['Review: great film', 'Review: awful plot'], [1, 0])
     """
     p = Path(path).expanduser()
-    if not p.is_file():
+    if not p.exists():
         raise FileNotFoundError(f"table {str(p)!r} does not exist")
+    check_input_file(p, MAX_TABLE_BYTES, "dataset file")  # a FIFO, a device or an over-size file is refused
     ext = p.suffix.lower()
     if ext == ".jsonl":
         df = _read_jsonl(p)

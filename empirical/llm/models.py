@@ -26,7 +26,15 @@ from pathlib import Path
 import torch
 from safetensors import SafetensorError
 
-from ..files import cache_root, read_json, sha256_file
+from ..files import (
+    MAX_JSON_BYTES,
+    MAX_MODEL_FILE_BYTES,
+    cache_root,
+    check_input_file,
+    open_input,
+    read_json,
+    sha256_file,
+)
 from .hooks import ENCODER_TYPES, LAYER_CONVENTION, decoder_blocks, num_layers
 
 __all__ = [
@@ -36,6 +44,7 @@ __all__ = [
     "convert_gguf",
     "load_model",
     "model_identity",
+    "file_fingerprint",
     "num_layers",
     "decoder_blocks",
     "LAYER_CONVENTION",
@@ -306,7 +315,7 @@ def load_model(name_or_path="smollm2", device=None, dtype=None, *, cache_dir=Non
     dev = _device(device) if device_map is None else None
     if str(name_or_path).lower() in ("smollm2", "smollm2-135m-instruct"):
         path = smollm2_dir(cache_dir)
-        manifest = json.loads((path / _MANIFEST).read_text())
+        manifest = read_json(path / _MANIFEST)
         identity = f"{SMOLLM2['name']}:gguf-sha256={manifest['gguf_sha256']}"
     else:
         path = _model_source(name_or_path)
@@ -360,8 +369,9 @@ def _model_source(name_or_path) -> str:
     if p.exists():
         if not p.is_dir():
             raise ValueError(f"model {name!r} is a file; give the model's directory (config.json, weights, tokenizer)")
-        if not (p / "config.json").is_file():
+        if not (p / "config.json").exists():
             raise FileNotFoundError(f"model directory {str(p)!r} has no config.json (not a transformers model folder)")
+        check_input_file(p / "config.json", MAX_JSON_BYTES, "model config")
         for weights in sorted(p.glob("*.safetensors")):
             check_safetensors(weights)
         return str(p)
@@ -380,12 +390,12 @@ def check_safetensors(path) -> None:
     path : str or path-like
     """
     path = Path(path)
-    size = path.stat().st_size
+    size = check_input_file(path, MAX_MODEL_FILE_BYTES, "weights file").stat().st_size
     try:
-        with open(path, "rb") as f:
+        with open_input(path, MAX_MODEL_FILE_BYTES, "weights file") as f:
             n = int.from_bytes(f.read(8), "little") if size >= 8 else -1
-            if not 2 <= n <= size - 8:
-                raise ValueError("the header length is outside the file")
+            if not 2 <= n <= min(size - 8, MAX_JSON_BYTES):
+                raise ValueError("the header length is outside the file (or over the JSON cap)")
             header = json.loads(f.read(n))
         end = max((int(t["data_offsets"][1]) for k, t in header.items() if k != "__metadata__"), default=0)
     except (ValueError, KeyError, TypeError, IndexError, RecursionError) as exc:
@@ -396,16 +406,50 @@ def check_safetensors(path) -> None:
                          f"the file has {size}")
 
 
+#: Files of a model folder up to this size are hashed whole for its identity; a larger one by :func:`file_fingerprint`.
+IDENTITY_FULL_HASH_BYTES = 512 * 1024 * 1024
+#: Bytes read from each of the start, middle and end of a file above :data:`IDENTITY_FULL_HASH_BYTES`.
+IDENTITY_SAMPLE_BYTES = 1024 * 1024
+
+
+def file_fingerprint(path) -> str:
+    """What identifies one file of a model folder: the sha256 of its bytes when it holds at most
+    :data:`IDENTITY_FULL_HASH_BYTES`; above, its size, modification time (ns) and the sha256 of its first, middle and
+    last :data:`IDENTITY_SAMPLE_BYTES` (a few milliseconds for any size, where hashing a 10 GB file took seconds at
+    every load).  A larger checkpoint rewritten in place changes its modification time; a copied one is hashed again
+    (its cache entries are computed again, never served stale).
+
+    Parameters
+    ----------
+    path : str or path-like
+        A regular file.
+
+    Returns
+    -------
+    str
+        ``<64 hex>`` (whole file) or ``size=<n>,mtime_ns=<t>,sample-sha256=<64 hex>``.
+    """
+    with open_input(path, MAX_MODEL_FILE_BYTES, "model file") as f:
+        st = os.fstat(f.fileno())
+        if st.st_size <= IDENTITY_FULL_HASH_BYTES:
+            return sha256_file(path)
+        h = hashlib.sha256()
+        for offset in (0, (st.st_size - IDENTITY_SAMPLE_BYTES) // 2, st.st_size - IDENTITY_SAMPLE_BYTES):
+            f.seek(offset)
+            h.update(f.read(IDENTITY_SAMPLE_BYTES))
+    return f"size={st.st_size},mtime_ns={st.st_mtime_ns},sample-sha256={h.hexdigest()}"
+
+
 def _identity_from_path(path, commit):
-    """``dir:sha256=<hex>``: the sha256 of every weight, config and tokenizer-model file of a local model
-    directory (names and contents, so a different checkpoint never shares cache entries, wherever it lies;
-    about a second per GB at each load), or ``hub:<id>@<revision>``."""
+    """``dir:sha256=<hex>``: the sha256 of the names and :func:`file_fingerprint` of every weight, config and
+    tokenizer-model file of a local model directory (so a different checkpoint never shares cache entries, wherever
+    it lies), or ``hub:<id>@<revision>``."""
     p = Path(str(path)).expanduser()
     if p.is_dir():
         h = hashlib.sha256()
         for f in sorted(p.iterdir()):
             if f.suffix in (".safetensors", ".bin", ".json", ".gguf", ".model") and f.is_file():
-                h.update(f"{f.name}\0{sha256_file(f)}\n".encode())
+                h.update(f"{f.name}\0{file_fingerprint(f)}\n".encode())
         return f"dir:sha256={h.hexdigest()}"
     return f"hub:{path}@{commit or 'unknown-revision'}"
 

@@ -27,7 +27,16 @@ import scipy
 import sklearn
 from safetensors.numpy import load as load_safetensors, save as save_safetensors
 
-from ..files import atomic_path, json_ready, naming_write_errors, read_json
+from ..files import (
+    MAX_ARRAY_BYTES,
+    MAX_JSON_BYTES,
+    atomic_path,
+    check_input_file,
+    json_ready,
+    naming_write_errors,
+    read_input_bytes,
+    read_json,
+)
 from ..validation import safe_norm, unit_vector
 from .concept_vectors import DEFAULT_LAYER_CONVENTION, ConceptVectors, LinearProbe
 from .raptor import RaptorProbe
@@ -117,6 +126,7 @@ def _read_pair(path, kind: str) -> tuple[dict, dict]:
     for f in (st_path, js_path):
         if not os.path.exists(f):
             raise FileNotFoundError(f"missing file {f!r} (a saved {kind} is a .safetensors + .json pair)")
+    check_input_file(js_path, MAX_JSON_BYTES, "metadata file")  # a device or an over-size file: the reader's error
     try:
         meta = read_json(js_path)
     except ValueError as exc:
@@ -132,8 +142,7 @@ def _read_pair(path, kind: str) -> tuple[dict, dict]:
         warnings.warn(f"{js_path!r} is format version 1, whose metadata has no checksum (fields are validated, "
                       "but an edit that keeps them valid is not detected); load and save it again to upgrade",
                       UserWarning, stacklevel=3)
-    with open(st_path, "rb") as f:
-        blob = f.read()
+    blob = read_input_bytes(st_path, MAX_ARRAY_BYTES, "array file")
     if hashlib.sha256(blob).hexdigest() != meta.get("sha256"):
         blob = _interrupted_save(st_path, meta, blob)
     if hashlib.sha256(blob).hexdigest() != meta.get("sha256"):
@@ -151,8 +160,7 @@ def _interrupted_save(st_path: str, meta: dict, blob: bytes) -> bytes:
     previous = previous_array_file(st_path)
     if not previous.is_file():
         return blob
-    with open(previous, "rb") as f:
-        kept = f.read()
+    kept = read_input_bytes(previous, MAX_ARRAY_BYTES, "array file")
     if hashlib.sha256(kept).hexdigest() != meta.get("sha256"):
         return blob
     warnings.warn(f"the last save of {st_path!r} was interrupted before its metadata was written; loaded the "

@@ -1,0 +1,120 @@
+"""Trust boundary (docs/errors_and_guarantees.md, "Files from outside"): every file from outside is read by one
+reader that refuses special files and over-size inputs; model folders are identified with a bounded hash.  Grouped by
+pattern, named by subject."""
+import os
+import time
+
+import numpy as np
+import pytest
+
+from empirical import files
+from empirical.files import MAX_JSON_BYTES, check_input_file, read_input_bytes, read_json
+
+
+def _fifo(path):
+    os.mkfifo(path)
+    return path
+
+
+# --- one reader: special files are refused, never read (a FIFO would block, /dev/zero never ends) ------------------
+
+@pytest.mark.parametrize("special", ["/dev/zero", "fifo", "link to /dev/zero"])
+def test_read_json_refuses_special_files(tmp_path, special):
+    path = {"/dev/zero": "/dev/zero", "fifo": tmp_path / "m.json", "link to /dev/zero": tmp_path / "l.json"}[special]
+    if special == "fifo":
+        _fifo(path)
+    elif special.startswith("link"):
+        path.symlink_to("/dev/zero")
+    with pytest.raises(ValueError, match=rf"refusing to read file '{path}': it is a (FIFO|character device), "
+                                         "not a regular file"):
+        read_json(path)
+
+
+def test_sha256_file_refuses_a_device():
+    with pytest.raises(ValueError, match="/dev/zero.*character device"):
+        files.sha256_file("/dev/zero")
+
+
+def test_reader_refuses_over_size_inputs_naming_the_cap(tmp_path):
+    path = tmp_path / "big.json"
+    path.write_text("[" + "0," * 100 + "0]")
+    with pytest.raises(ValueError, match=r"refusing to read metadata '.*big.json': 203 bytes is more than"):
+        read_input_bytes(path, 100, "metadata")
+    with pytest.raises(ValueError, match="big.json"):
+        read_json(path, cap=100)
+    assert read_json(path) == [0] * 101 and MAX_JSON_BYTES == 64 << 20
+
+
+def test_reader_names_a_missing_file(tmp_path):
+    with pytest.raises(FileNotFoundError, match="dataset file .*nope.csv' does not exist"):
+        check_input_file(tmp_path / "nope.csv", None, "dataset file")
+
+
+# --- S12: a saved concept-vector pair whose file links to /dev/zero is refused ---------------------------------------
+
+@pytest.mark.parametrize("which", [".json", ".safetensors"])
+def test_concept_vector_pair_with_a_file_linked_to_dev_zero_is_refused(tmp_path, which):
+    from empirical import ConceptVectors, LinearProbe, load_concept_vectors, save_concept_vectors
+
+    save_concept_vectors(tmp_path / "cv", ConceptVectors({1: LinearProbe(np.ones(4), 0.0)}, method="raptor"))
+    target = tmp_path / f"cv{which}"
+    target.unlink()
+    target.symlink_to("/dev/zero")
+    with pytest.raises(ValueError, match=rf"refusing to read .*cv{which}': it is a character device"):
+        load_concept_vectors(tmp_path / "cv")
+
+
+# --- datasets and imported vectors go through the same reader --------------------------------------------------------
+
+@pytest.mark.parametrize("name", ["t.csv", "t.jsonl"])
+def test_dataset_table_that_is_a_fifo_is_refused(tmp_path, name):
+    from empirical.llm.datasets import load_table
+
+    _fifo(tmp_path / name)
+    with pytest.raises(ValueError, match=rf"refusing to read dataset file '.*{name}': it is a FIFO"):
+        load_table(tmp_path / name, "text", "label")
+
+
+def test_sha256sums_that_is_a_fifo_is_refused_not_skipped(tmp_path):
+    from empirical.llm import datasets
+
+    _fifo(tmp_path / "SHA256SUMS")
+    with pytest.raises(ValueError, match="SHA256SUMS.*FIFO.*verify=False"):
+        datasets._expected_sums(tmp_path)
+
+
+def test_imported_directions_file_linked_to_dev_zero_is_refused(tmp_path):
+    from empirical.probes.interop import import_directions
+
+    (tmp_path / "d.safetensors").symlink_to("/dev/zero")
+    with pytest.raises(ValueError, match="directions file .*d.safetensors.*character device"):
+        import_directions(tmp_path / "d.safetensors")
+
+
+# --- S15: a model folder's identity reads a bounded amount of a large file -------------------------------------------
+
+def test_large_sparse_model_file_is_fingerprinted_not_hashed_whole(tmp_path):
+    from empirical.llm import models
+
+    weights = tmp_path / "model.safetensors"
+    with open(weights, "wb") as f:
+        f.truncate(10 * 1024**3)  # a 10 GB sparse file
+    (tmp_path / "config.json").write_text("{}")
+    t0 = time.perf_counter()
+    first = models._identity_from_path(tmp_path, None)
+    assert time.perf_counter() - t0 < 2.0  # hashing it whole took tens of seconds
+    assert models.file_fingerprint(weights).startswith("size=10737418240,mtime_ns=")
+    with open(weights, "r+b") as f:  # a change in the last MiB (same size, same mtime) changes the identity
+        f.seek(-10, os.SEEK_END)
+        f.write(b"x")
+    st = weights.stat()
+    os.utime(weights, ns=(st.st_atime_ns, st.st_mtime_ns))
+    assert models._identity_from_path(tmp_path, None) != first
+
+
+def test_small_model_file_is_hashed_whole(tmp_path):
+    from empirical.llm import models
+
+    path = tmp_path / "config.json"
+    path.write_text('{"a": 1}')
+    assert models.file_fingerprint(path) == files.sha256_file(path)
