@@ -118,3 +118,53 @@ def test_small_model_file_is_hashed_whole(tmp_path):
     path = tmp_path / "config.json"
     path.write_text('{"a": 1}')
     assert models.file_fingerprint(path) == files.sha256_file(path)
+
+
+# --- model folders never run code ------------------------------------------------------------------------------------
+
+def _folder_with_code(tmp_path, model_type="evil_model"):
+    import json
+
+    folder = tmp_path / "model"
+    folder.mkdir()
+    (folder / "config.json").write_text(json.dumps({
+        "model_type": model_type,
+        "auto_map": {"AutoConfig": "configuration_evil.EvilConfig", "AutoModelForCausalLM": "modeling_evil.EvilLM",
+                     "AutoTokenizer": ["tokenization_evil.EvilTokenizer", None]}}))
+    marker = tmp_path / "code-ran"
+    for module in ("configuration_evil", "modeling_evil", "tokenization_evil"):
+        (folder / f"{module}.py").write_text(f"open({str(marker)!r}, 'w').close()\n")
+    return folder, marker
+
+
+def test_model_folder_with_auto_map_is_refused_without_running_its_code(tmp_path, monkeypatch):
+    pytest.importorskip("transformers")
+    from empirical.llm.models import load_model
+
+    folder, marker = _folder_with_code(tmp_path)
+    monkeypatch.setattr("builtins.input", lambda *a: pytest.fail("asked a y/N question"))
+    with pytest.raises(ValueError, match=r"model '.*model' asks to run Python code from its folder .*"
+                                         r"trust_remote_code=False"):
+        load_model(folder)
+    assert not marker.exists()
+
+
+def test_every_from_pretrained_call_refuses_remote_code():
+    """The pattern, where it lives: each module that calls ``from_pretrained`` passes ``NO_REMOTE_CODE``."""
+    import ast
+    from pathlib import Path
+
+    root = Path(__file__).resolve().parents[1]
+    bad = []
+    for package in ("empirical", "paper_figures", "sims", "cgmt"):
+        for path in (root / package).rglob("*.py"):
+            tree = ast.parse(path.read_text())
+            calls = [n for n in ast.walk(tree) if isinstance(n, ast.Call)
+                     and getattr(n.func, "attr", None) == "from_pretrained"]
+            for call in calls:
+                names = {ast.unparse(k.value) for k in call.keywords if k.arg is None}
+                if not ({"NO_REMOTE_CODE", "kw"} & names or any(k.arg == "trust_remote_code" for k in call.keywords)):
+                    bad.append(f"{path.relative_to(root)}:{call.lineno}")
+                if "kw" in names and "NO_REMOTE_CODE" not in path.read_text():
+                    bad.append(f"{path.relative_to(root)}:{call.lineno} (kw without NO_REMOTE_CODE)")
+    assert bad == []

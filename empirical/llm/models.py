@@ -181,7 +181,7 @@ def _convert_gguf(gguf_path, out_dir, verify):
     out_dir.parent.mkdir(parents=True, exist_ok=True)
     tmp = Path(tempfile.mkdtemp(prefix=out_dir.name + ".tmp-", dir=out_dir.parent))
     try:
-        kw = dict(gguf_file=gguf_path.name)
+        kw = dict(gguf_file=gguf_path.name, **NO_REMOTE_CODE)
         tok = AutoTokenizer.from_pretrained(gguf_path.parent, **kw)
         model = AutoModelForCausalLM.from_pretrained(gguf_path.parent, dtype=torch.float32, **kw)
         model.hf_quantizer = None
@@ -191,7 +191,7 @@ def _convert_gguf(gguf_path, out_dir, verify):
         tok.save_pretrained(tmp)
         max_diff = None
         if verify:
-            reloaded = AutoModelForCausalLM.from_pretrained(tmp, dtype=torch.float32)
+            reloaded = AutoModelForCausalLM.from_pretrained(tmp, dtype=torch.float32, **NO_REMOTE_CODE)
             ids = tok(["The city of Paris is in France.", "Judge the statement is True or False."],
                       return_tensors="pt", padding=True) if tok.pad_token else None
             if ids is None:
@@ -320,16 +320,18 @@ def load_model(name_or_path="smollm2", device=None, dtype=None, *, cache_dir=Non
     else:
         path = _model_source(name_or_path)
         identity = None
-    kw = {} if revision is None else {"revision": revision}
+    kw = dict(NO_REMOTE_CODE) if revision is None else dict(NO_REMOTE_CODE, revision=revision)
     try:
         config = AutoConfig.from_pretrained(path, **kw)
     except (OSError, ValueError) as exc:
+        _refuse_remote_code(exc, path)
         raise FileNotFoundError(f"model {str(name_or_path)!r} is not a local model directory, 'smollm2', or a hub "
                                 f"id in the local hub cache ({_first_line(exc)})") from None
     kind = _kind_from_config(config, kind)
     try:
         tok = AutoTokenizer.from_pretrained(path, **kw)
     except Exception as exc:  # transformers raises ValueError, OSError, TypeError... for absent or damaged files
+        _refuse_remote_code(exc, path)
         raise ValueError(f"cannot load the tokenizer of model {str(path)!r}: its tokenizer files (tokenizer.json, "
                          f"tokenizer_config.json, vocabulary) are missing or damaged ({_first_line(exc)})") from None
     loader = AutoModelForCausalLM if kind == "decoder" else AutoModel
@@ -340,6 +342,7 @@ def load_model(name_or_path="smollm2", device=None, dtype=None, *, cache_dir=Non
     try:
         model = loader.from_pretrained(path, config=config, dtype=tdtype, **kw)
     except (OSError, ValueError, RuntimeError, SafetensorError) as exc:
+        _refuse_remote_code(exc, path)
         raise ValueError(f"cannot load the weights of model {str(path)!r}: {_first_line(exc)}") from None
     if dev is not None:
         model.to(dev)
@@ -351,6 +354,21 @@ def load_model(name_or_path="smollm2", device=None, dtype=None, *, cache_dir=Non
         identity = _identity_from_path(path, getattr(model.config, "_commit_hash", None))
     model.raptor_identity = identity
     return model, tok
+
+
+#: Passed to every transformers ``from_pretrained``: a model folder never runs code (an ``auto_map`` naming Python
+#: files in the folder is refused with an error, never a y/N prompt or an import of that code).
+NO_REMOTE_CODE = {"trust_remote_code": False}
+
+
+def _refuse_remote_code(exc: BaseException, path) -> None:
+    """Raise the one error for a model folder that asks to run its own code (transformers' refusal under
+    :data:`NO_REMOTE_CODE`); any other error returns for the caller to report."""
+    if "trust_remote_code" in str(exc):
+        raise ValueError(f"model {str(path)!r} asks to run Python code from its folder (an 'auto_map' in its "
+                         "config.json or tokenizer_config.json for an architecture transformers does not know); RAPTOR "
+                         "never runs a model folder's code (trust_remote_code=False): use a model of a known "
+                         "architecture") from None
 
 
 def _first_line(exc: BaseException) -> str:
