@@ -19,7 +19,7 @@ TORCH_SIDE = {"empirical.llm", "empirical.llm.extract", "empirical.llm.models", 
               "empirical.llm.steering_cost", "empirical.llm.prompts", "empirical.llm.cached_passes"}
 #: optional heavy dependencies that a function may import on purpose (deferred)
 DEFERRED_OK = {"torch", "transformers", "xrfm", "gguf", "accelerate", "matplotlib", "tokenizers", "dask",
-               "distributed", "vaderSentiment"}
+               "distributed", "vaderSentiment", "jinja2"}
 #: which project packages each package may import (the package map of docs/architecture.md)
 ALLOWED = {
     "cgmt": {"cgmt"},

@@ -168,3 +168,55 @@ def test_every_from_pretrained_call_refuses_remote_code():
                 if "kw" in names and "NO_REMOTE_CODE" not in path.read_text():
                     bad.append(f"{path.relative_to(root)}:{call.lineno} (kw without NO_REMOTE_CODE)")
     assert bad == []
+
+
+# --- chat templates are bounded: one ValueError naming the template ---------------------------------------------
+
+def _tokenizer_with(template):
+    pytest.importorskip("transformers")
+    from empirical.testing import tiny_tokenizer
+
+    tok = tiny_tokenizer()
+    tok.chat_template = template
+    tok.name_or_path = "tiny-model"
+    return tok
+
+
+def test_normal_chat_template_renders_as_transformers_does():
+    from empirical.llm.models import apply_chat_template
+
+    tok = _tokenizer_with("{{ bos_token }}{% for m in messages %}{{ m['role'] }} : {{ m['content'] }} . {% endfor %}"
+                          "{% if add_generation_prompt %}answer : {% endif %}")
+    msgs = [{"role": "user", "content": "a good film"}]
+    assert apply_chat_template(tok, ["a good film"]) == [
+        tok.apply_chat_template(msgs, tokenize=False, add_generation_prompt=True)] == ["<bos>user : a good film . "
+                                                                                         "answer : "]
+
+
+@pytest.mark.parametrize("template, reason", [
+    ("{% for i in range(100000) %}{% for j in range(100000) %}{% endfor %}{% endfor %}",
+     "more than 1000000 loop steps"),
+    ("{% for a in 'x' * 100000 %}{% for b in 'x' * 100000 %}{% endfor %}{% endfor %}", "more than 1000000 loop steps"),
+    ("{% set ns = namespace(s='xx') %}{% for i in range(64) %}{% set ns.s = ns.s ~ ns.s %}{% endfor %}",
+     "builds a str of more than"),
+    ("{{ 'x' * 10**9 }}", "builds a str of more than"),
+    ("{{ 'x'|center(10**9) }}", "passes 1000000000 to a filter"),
+    ("{{ ().__class__.__mro__ }}", "the sandbox blocks it"),
+    ("{{ raise_exception('no system turns') }}", "TemplateError: no system turns"),
+    ("{% for %}", "TemplateSyntaxError"),
+])
+def test_runaway_or_blocked_chat_template_is_one_value_error(template, reason):
+    from empirical.llm.models import apply_chat_template
+
+    t0 = time.perf_counter()
+    with pytest.raises(ValueError, match=rf"cannot render the chat template of 'tiny-model': .*{reason}"):
+        apply_chat_template(_tokenizer_with(template), ["a good film"])
+    assert time.perf_counter() - t0 < 5
+
+
+def test_chat_template_output_is_bounded():
+    from empirical.llm.chat_templates import MAX_TEMPLATE_CHARS, render_chat_template
+
+    many = "{% for i in range(2000) %}" + "x" * 1000 + "{% endfor %}"
+    with pytest.raises(ValueError, match=f"renders more than {MAX_TEMPLATE_CHARS} characters"):
+        render_chat_template(many, [])

@@ -35,6 +35,7 @@ from ..files import (
     read_json,
     sha256_file,
 )
+from .chat_templates import render_chat_template
 from .hooks import ENCODER_TYPES, LAYER_CONVENTION, decoder_blocks, num_layers
 
 __all__ = [
@@ -502,7 +503,9 @@ def model_identity(model) -> str:
 
 
 def apply_chat_template(tokenizer, prompts, system=None) -> list:
-    """Wrap each prompt as a user turn of the tokenizer's chat template (generation prompt appended).
+    """Wrap each prompt as a user turn of the tokenizer's chat template (generation prompt appended), rendered with
+    bounds (:func:`empirical.llm.chat_templates.render_chat_template`: a template that loops or grows without end, or
+    that the sandbox blocks, is a ``ValueError`` naming it).
 
     Off by default everywhere (the paper feeds raw prompts); the CLI's ``--chat`` turns it on.
 
@@ -526,10 +529,15 @@ def apply_chat_template(tokenizer, prompts, system=None) -> list:
     >>> apply_chat_template(tiny_tokenizer(), ["a good film"])
     ['user : a good film . answer : ']
     """
-    if getattr(tokenizer, "chat_template", None) is None:
+    template = getattr(tokenizer, "chat_template", None)
+    if isinstance(template, dict):  # several named templates: the default one
+        template = template.get("default")
+    if template is None:
         raise ValueError("this tokenizer has no chat template; run without chat wrapping")
+    special = {k: v for k, v in getattr(tokenizer, "special_tokens_map", {}).items() if isinstance(v, str)}
+    name = f"chat template of {getattr(tokenizer, 'name_or_path', '') or 'the tokenizer'!r}"
     out = []
     for p in prompts:
         msgs = ([{"role": "system", "content": system}] if system else []) + [{"role": "user", "content": p}]
-        out.append(tokenizer.apply_chat_template(msgs, tokenize=False, add_generation_prompt=True))
+        out.append(render_chat_template(template, msgs, add_generation_prompt=True, name=name, **special))
     return out
