@@ -220,3 +220,87 @@ def test_chat_template_output_is_bounded():
     many = "{% for i in range(2000) %}" + "x" * 1000 + "{% endfor %}"
     with pytest.raises(ValueError, match=f"renders more than {MAX_TEMPLATE_CHARS} characters"):
         render_chat_template(many, [])
+
+
+# --- registries check what they are given ----------------------------------------------------------------------------
+
+def test_register_dataset_refuses_a_sum_of_another_datasets_file():
+    """K01: a sum for cities.csv from another dataset would replace the built-in reference sum."""
+    from empirical.llm import datasets
+
+    before = datasets._known_sums()["cities.csv"]
+    with pytest.raises(ValueError, match=r"sha256 of dataset 'mine' names \['cities.csv'\], which are not its files"):
+        datasets.register_dataset("mine", "mine.csv", lambda paths: None, sha256={"cities.csv": "0" * 64})
+    assert "mine" not in datasets.dataset_names() and datasets._known_sums()["cities.csv"] == before
+
+
+def test_register_dataset_refuses_another_sum_for_a_file_already_summed():
+    from empirical.llm import datasets
+
+    with pytest.raises(ValueError, match=r"gives \['cities.csv'\] another checksum than dataset \['cities'\]"):
+        datasets.register_dataset("mine", "cities.csv", lambda paths: None, sha256={"cities.csv": "0" * 64})
+    assert "mine" not in datasets.dataset_names()
+
+
+class _NoValidationFit:
+    def fit(self, X, y):
+        return self
+
+    def get_params(self, deep=True):
+        return {}
+
+
+def test_register_method_refuses_a_fit_without_the_validation_split():
+    """R01: every caller passes fit(X, y, X_val, y_val)."""
+    from empirical.probes.registry import get_method, register_method
+
+    with pytest.raises(ValueError, match=r"fit of method 'nofit' must accept fit\(X, y, X_val, y_val\).*"
+                                         r"got fit\(self, X, y\)"):
+        register_method("nofit", _NoValidationFit)
+    with pytest.raises(ValueError, match=r"got fit\(X, y\)"):
+        register_method("nofit", lambda: _NoValidationFit())
+    with pytest.raises(ValueError, match="unknown"):
+        get_method("nofit")
+
+
+def test_register_method_quick_params_must_be_a_mapping_of_parameters():
+    """R03: quick_params=[1, 2] is a TypeError naming the argument; an unknown parameter a ValueError."""
+    from empirical.probes import RaptorProbe
+    from empirical.probes.registry import register_method
+
+    with pytest.raises(TypeError, match=r"quick_params of method 'q' must be a mapping .* got list \[1, 2\]"):
+        register_method("q", RaptorProbe, quick_params=[1, 2])
+    with pytest.raises(ValueError, match=r"quick_params of method 'q': \['no_such'\] are not parameters"):
+        register_method("q", RaptorProbe, quick_params={"no_such": 1})
+
+
+class _Degenerate:
+    """A method whose fitted direction is zero or NaN."""
+
+    def __init__(self, value=0.0):
+        self.value = value
+
+    def get_params(self, deep=True):
+        return {"value": self.value}
+
+    def set_params(self, **params):
+        self.value = params.get("value", self.value)
+        return self
+
+    def fit(self, X, y, X_val=None, y_val=None):
+        self.concept_vector_ = np.full(X.shape[1], self.value)
+        return self
+
+    def score(self, X, y):
+        return 0.5
+
+
+@pytest.mark.parametrize("value, what", [(0.0, "is zero"), (np.nan, "is not finite")])
+def test_fit_layers_names_the_method_and_layer_of_a_degenerate_direction(value, what):
+    """R02: checked right after fit, not later unnamed."""
+    from empirical.probes.layers import fit_layers
+
+    rng = np.random.default_rng(0)
+    H, y = rng.standard_normal((3, 40, 5)), np.repeat([0, 1], 20)
+    with pytest.raises(ValueError, match=rf"method _Degenerate fitted at layer 1: its concept_vector_ {what}"):
+        fit_layers(H, y, layers=[1], estimator=_Degenerate(value))

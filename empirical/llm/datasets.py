@@ -454,6 +454,15 @@ def register_dataset(name: str, files, reader, *, template: str = PLACEHOLDER, a
     bad = {f: d for f, d in sums.items() if not (isinstance(d, str) and re.fullmatch(r"[0-9a-f]{64}", d))}
     if bad:
         raise ValueError(f"sha256 of dataset {name!r} must map file names to 64 lower-case hex digits, got {bad}")
+    foreign = sorted(set(sums) - set(files) - set(test_files))
+    if foreign:
+        raise ValueError(f"sha256 of dataset {name!r} names {foreign}, which are not its files ({list(files)}"
+                         f"{' + ' + str(list(test_files)) if test_files else ''}): a dataset sums its own files only")
+    clash = {f: other.name for other in _REGISTRY.values() if not (replace and other.name == name)
+             for f, d in other.sha256.items() if f in sums and sums[f] != d}
+    if clash:
+        raise ValueError(f"sha256 of dataset {name!r} gives {sorted(clash)} another checksum than dataset "
+                         f"{sorted(set(clash.values()))} does (one file, one reference sum)")
     spec = DatasetSpec(name, files, reader, template, answer_words, reference_cap, bool(in_paper_grid),
                        group_column, test_files, sums)
     _REGISTRY[name] = spec
