@@ -24,7 +24,7 @@ from pathlib import Path
 __all__ = ["atomic_path", "atomic_write_bytes", "atomic_write_text", "write_json", "write_csv", "save_figure",
            "sha256_file", "write_checksum", "verify_checksum", "ChecksumError", "cache_root",
            "refuse_overwriting_inputs", "check_write_target", "parse_json", "read_json", "json_ready",
-           "naming_write_errors", "open_input", "read_input_bytes", "read_input_text", "check_input_file",
+           "naming_write_errors", "env_path", "open_input", "read_input_bytes", "read_input_text", "check_input_file",
            "MAX_JSON_BYTES", "MAX_TABLE_BYTES", "MAX_ARRAY_BYTES", "MAX_MODEL_FILE_BYTES"]
 
 MiB = 1 << 20
@@ -548,7 +548,7 @@ def verify_checksum(target) -> bool:
 
 
 def cache_root(cache_dir=None) -> Path:
-    """The user cache directory: argument > ``$RAPTOR_CACHE`` > ``~/.cache/raptor``.
+    """The user cache directory: argument > ``$RAPTOR_CACHE`` (checked by :func:`env_path`) > ``~/.cache/raptor``.
 
     Parameters
     ----------
@@ -569,8 +569,46 @@ def cache_root(cache_dir=None) -> Path:
         if not str(cache_dir).strip():  # Path("") is the working directory
             raise ValueError(f"cache_dir must be a non-empty path, got {str(cache_dir)!r}")
         return Path(cache_dir).expanduser()
-    env = os.environ.get("RAPTOR_CACHE")
-    return Path(env).expanduser() if env else Path.home() / ".cache" / "raptor"
+    env = env_path("RAPTOR_CACHE")
+    return env if env is not None else Path.home() / ".cache" / "raptor"
+
+
+def env_path(name: str) -> Path | None:
+    """The path in environment variable ``name`` (``~`` expanded), checked as the command-line options check theirs:
+    the one rule for every variable the project reads as a path (``RAPTOR_CACHE``, ``RAPTOR_DATA``,
+    ``RAPTOR_SMOLLM2_WHEEL``).  Unset or empty (``VAR= command``) is None (the default applies); a value of spaces
+    only is refused (a directory named ``' '`` is never meant).
+
+    Parameters
+    ----------
+    name : str
+        The variable.
+
+    Returns
+    -------
+    pathlib.Path or None
+        The path, or None when the variable is unset or empty.
+
+    Raises
+    ------
+    ValueError
+        Naming the variable when its value is blank.
+
+    Examples
+    --------
+    >>> os.environ["RAPTOR_EXAMPLE_PATH"] = " "
+    >>> env_path("RAPTOR_EXAMPLE_PATH")
+    Traceback (most recent call last):
+    ...
+    ValueError: environment variable RAPTOR_EXAMPLE_PATH=' ' is blank: unset it or give a non-empty path
+    >>> del os.environ["RAPTOR_EXAMPLE_PATH"]
+    """
+    value = os.environ.get(name)
+    if not value:
+        return None
+    if not value.strip():
+        raise ValueError(f"environment variable {name}={value!r} is blank: unset it or give a non-empty path")
+    return Path(value).expanduser()
 
 
 def refuse_overwriting_inputs(outputs, inputs) -> None:

@@ -304,3 +304,38 @@ def test_fit_layers_names_the_method_and_layer_of_a_degenerate_direction(value, 
     H, y = rng.standard_normal((3, 40, 5)), np.repeat([0, 1], 20)
     with pytest.raises(ValueError, match=rf"method _Degenerate fitted at layer 1: its concept_vector_ {what}"):
         fit_layers(H, y, layers=[1], estimator=_Degenerate(value))
+
+
+# --- a blank is not a value: environment variables get the options' check ---------------------------------------------
+
+@pytest.mark.parametrize("variable, call", [
+    ("RAPTOR_CACHE", lambda: files.cache_root()),
+    ("RAPTOR_DATA", lambda: __import__("empirical.llm.datasets", fromlist=["x"]).resolve_data_dir()),
+    ("RAPTOR_SMOLLM2_WHEEL", lambda: __import__("empirical.llm.models", fromlist=["x"]).smollm2_wheel()),
+])
+def test_blank_path_variable_is_refused_naming_it(monkeypatch, variable, call):
+    if variable == "RAPTOR_SMOLLM2_WHEEL":
+        pytest.importorskip("torch")
+    monkeypatch.setenv(variable, " ")
+    with pytest.raises(ValueError, match=rf"environment variable {variable}=' ' is blank"):
+        call()
+
+
+def test_empty_cache_variable_means_unset(monkeypatch):
+    monkeypatch.setenv("RAPTOR_CACHE", "")
+    assert files.cache_root() == files.Path.home() / ".cache" / "raptor"
+
+
+def test_every_environment_variable_is_read_through_one_rule():
+    """The pattern where it lives: only empirical.files.env_path reads a path variable; the debug flags strip."""
+    from pathlib import Path
+
+    root = Path(__file__).resolve().parents[1]
+    readers = []
+    for package in ("empirical", "paper_figures", "sims", "cgmt"):
+        for path in (root / package).rglob("*.py"):
+            for number, line in enumerate(path.read_text().splitlines(), start=1):
+                if ("os.environ.get(" in line or "os.getenv(" in line) and not line.lstrip().startswith("#"):
+                    readers.append(f"{path.relative_to(root)}:{number}")
+    allowed = {"empirical/files.py", "cgmt/cli_errors.py"}  # env_path; debug_requested (a flag: blank is off)
+    assert {r.split(":")[0] for r in readers} <= allowed, readers

