@@ -385,6 +385,9 @@ def cmd_steer(args):
     settings = _steer_settings(args, steering.settings)
     out = _out(args, ["steer_metrics.csv", "steer_selected.csv"])
     model, tok = _load_model(args)
+    if probes_given is not None:  # another model's vectors are refused before any extraction
+        probes_given.check_provenance(f"--probe-file {args.probe_file!r}", model=_llm()[1].model_identity(model),
+                                      n_features=getattr(model.config, "hidden_size", None))
     positions = _llm()[2].model_positions(model)
     if args.generate and positions and args.max_new_tokens >= positions:
         raise ValueError(f"--max-new-tokens must be below the model's {positions} positions (minus each prompt's "
@@ -397,6 +400,7 @@ def cmd_steer(args):
         L = H.shape[0] - 1
         layers = _select_layers(args.layers, L, list(range(1, L + 1)))
         if probes_given is not None:
+            probes_given.check_provenance(f"--probe-file {args.probe_file!r}", dataset=ds.name)  # a warning
             vectors = _given_vectors(evaluation, probes_given, H, ds.labels, layers)
         else:
             vectors = evaluation.method_vectors(H, ds.labels, paper_split(ds.labels, random_state=SPLIT_SEED),

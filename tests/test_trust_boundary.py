@@ -339,3 +339,56 @@ def test_every_environment_variable_is_read_through_one_rule():
                     readers.append(f"{path.relative_to(root)}:{number}")
     allowed = {"empirical/files.py", "cgmt/cli_errors.py"}  # env_path; debug_requested (a flag: blank is off)
     assert {r.split(":")[0] for r in readers} <= allowed, readers
+
+
+# --- provenance is compared: saved vectors name the model, hidden size and dataset they were fitted on ---------------
+
+def _saved_vectors(p=32, model=None, dataset=None):
+    from empirical import ConceptVectors, LinearProbe
+
+    rng = np.random.default_rng(0)
+    return ConceptVectors({layer: LinearProbe(rng.standard_normal(p), 0.0) for layer in (1, 2)}, method="raptor",
+                          model=model, metadata={} if dataset is None else {"dataset": dataset})
+
+
+def test_check_provenance_refuses_another_model_and_hidden_size_and_warns_on_another_dataset():
+    cv = _saved_vectors(model="gpt2:sha256=abc", dataset="cities")
+    with pytest.raises(ValueError, match=r"--probe-file 'p.json' was fitted on model 'gpt2:sha256=abc', but this run "
+                                         r"uses model 'llama:sha256=def'"):
+        cv.check_provenance("--probe-file 'p.json'", model="llama:sha256=def")
+    with pytest.raises(ValueError, match="holds vectors of hidden size 32, but .* hidden size 2048"):
+        cv.check_provenance("--probe-file 'p.json'", n_features=2048)
+    with pytest.warns(UserWarning, match="fitted on dataset 'cities' and is used on dataset 'reviews'"):
+        cv.check_provenance("--probe-file 'p.json'", dataset="reviews")
+    cv.check_provenance("x", model="gpt2:sha256=abc", n_features=32, dataset="cities")  # all agree: silent
+    _saved_vectors().check_provenance("x", model="any", dataset="any")  # nothing recorded: nothing to compare
+
+
+def test_given_vectors_refuses_vectors_of_another_hidden_size():
+    pytest.importorskip("torch")
+    from empirical.llm.steering_eval import given_vectors
+
+    H, y = np.zeros((3, 10, 16)), np.repeat([0, 1], 5)
+    with pytest.raises(ValueError, match="hidden size 32, but .* hidden size 16"):
+        given_vectors(_saved_vectors(p=32), H, y, (np.arange(4), np.arange(4, 8), np.arange(8, 10)))
+
+
+@pytest.mark.llm
+@pytest.mark.parametrize("case, message", [
+    ("another model", r"was fitted on model 'gpt2:sha256=0000', but this run uses model 'dir:sha256="),
+    ("another hidden size", r"holds vectors of hidden size 16, but .* hidden size 32"),
+])
+def test_raptor_steer_refuses_another_models_probe_file(cli_setup, tmp_path, capsys, case, message):
+    pytest.importorskip("torch")
+    from empirical import cli, save_concept_vectors
+
+    root, base = cli_setup
+    cv = _saved_vectors(model="gpt2:sha256=0000") if case == "another model" else _saved_vectors(p=16)
+    save_concept_vectors(tmp_path / "probes", cv)
+    code = cli.main(["steer", *base, "--answer-words", "good,bad", "--probe-file", str(tmp_path / "probes.json"),
+                     "--out", str(tmp_path / "out")])
+    err = capsys.readouterr().err
+    assert code == 2 and "probes.json" in err, err
+    import re
+
+    assert re.search(message, err), err
