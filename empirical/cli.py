@@ -545,6 +545,7 @@ def cmd_export(args):
         stem + ("_control" if args.format == "gguf" else "_directions") + EXPORT_SUFFIX[args.format])
     if target.is_dir():
         raise ValueError(f"--out {str(target)!r} is a directory; give the file to write")
+    check_write_target(target)  # a device or FIFO is refused, never replaced by a regular file
     refuse_overwriting_inputs([("--out", target)], _input_files(args))
     layers = None if args.layers in (None, "all") else args.layers
     if args.format == "gguf":

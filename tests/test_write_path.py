@@ -199,3 +199,15 @@ def test_results_only_without_tables_is_an_error_naming_the_folder(tmp_path, cap
     err = capsys.readouterr().err.strip()
     assert len(err.splitlines()) == 1 and "holds no tables" in err and str(out / "tables") in err
     assert not (out / "RESULTS.md").exists()
+
+
+@pytest.mark.parametrize("fmt", ["safetensors", "gguf"])
+def test_raptor_export_refuses_a_fifo_out(tmp_path, capsys, fmt):
+    if fmt == "gguf":
+        pytest.importorskip("gguf")
+    from empirical import cli, save_concept_vectors
+
+    save_concept_vectors(tmp_path / "cv", _vectors(0))
+    fifo = _fifo(tmp_path)
+    assert cli.main(["export", "--probe-file", str(tmp_path / "cv.json"), "--format", fmt, "--out", str(fifo)]) == 2
+    assert "is a FIFO, not a regular file" in capsys.readouterr().err and stat.S_ISFIFO(fifo.stat().st_mode)
