@@ -392,3 +392,25 @@ def test_raptor_steer_refuses_another_models_probe_file(cli_setup, tmp_path, cap
     import re
 
     assert re.search(message, err), err
+
+
+# --- fields have types: a JSON value of another type is refused, not turned into text -------------------------------
+
+@pytest.mark.parametrize("ext, body", [
+    ("jsonl", '{"text": "good film", "label": 1}\n{"text": 5, "label": 0}\n'),
+    ("json", '[{"text": "good film", "label": 1}, {"text": ["a", "list"], "label": 0}]'),
+])
+def test_dataset_text_field_of_another_type_is_refused_naming_file_row_and_field(tmp_path, ext, body):
+    from empirical.llm.datasets import load_table
+
+    path = tmp_path / f"t.{ext}"
+    path.write_text(body)
+    with pytest.raises(ValueError, match=rf"t\.{ext}': column 'text' must hold text \(strings\), but row 1 holds "):
+        load_table(path, "text", "label")
+
+
+def test_csv_text_that_looks_like_a_number_stays_text(tmp_path):
+    from empirical.llm.datasets import load_table
+
+    (tmp_path / "t.csv").write_text("text,label\ngood,1\n5,0\n")
+    assert load_table(tmp_path / "t.csv", "text", "label").prompts == ["good", "5"]

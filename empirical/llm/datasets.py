@@ -880,6 +880,12 @@ def load_table(
     empty = [i for i, t in enumerate(texts) if _missing(t)]
     if empty:
         raise ValueError(f"{str(p)!r}: column {text_column!r} is empty in rows {empty[:10]} ({_ROWS})")
+    typed = [(i, t) for i, t in enumerate(texts) if not isinstance(t, str)]  # JSON values keep their type
+    if typed:
+        i, t = typed[0]
+        raise ValueError(f"{str(p)!r}: column {text_column!r} must hold text (strings), but row {i} holds "
+                         f"{t!r:.60} ({type(t).__name__})" + (f" (and {len(typed) - 1} more rows)" if len(typed) > 1
+                                                             else "") + f" ({_ROWS})")
     texts = [str(t) for t in texts]
     labels = _labels_to01(df[label_column].tolist(), label_column, positive_label, p)
     cap = _resolve_cap("", max_per_class) if max_per_class is not None else None
