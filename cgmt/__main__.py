@@ -10,11 +10,11 @@ from __future__ import annotations
 import argparse
 import os
 import sys
-import tempfile
-from contextlib import contextmanager
 from pathlib import Path
 
 import numpy as np
+
+from empirical.files import atomic_path, check_write_target
 
 from .cli_args import int_in, nonempty_path, number_in, worker_count
 from .cli_errors import debug_requested, run_command
@@ -57,29 +57,17 @@ def _floats(text):
 
 
 def _check_writable(option: str, path: str) -> Path:
-    """Fail before the work if ``path`` cannot be written (missing directory, a directory, no permission)."""
+    """Fail before the work if ``path`` cannot be written (missing directory, a directory, a device or FIFO, no
+    permission)."""
     target = Path(path).expanduser()
     if target.is_dir():
         raise ValueError(f"{option} {path!r} is a directory; give a file name")
+    check_write_target(target)  # a device or FIFO is never replaced by a regular file
     if not target.parent.is_dir():
         raise ValueError(f"{option} {path!r}: directory {str(target.parent)!r} does not exist")
     if not os.access(target.parent, os.W_OK) or (target.exists() and not os.access(target, os.W_OK)):
         raise ValueError(f"{option} {path!r} is not writable")
     return target
-
-
-@contextmanager
-def _atomic(target: Path, suffix: str):
-    """A temporary file next to ``target`` that replaces it on success and is removed on failure.
-    (``empirical.files.atomic_path`` does this for the other packages; ``cgmt`` depends on none of them.)"""
-    fd, tmp = tempfile.mkstemp(dir=target.parent, prefix=f".{target.name}.", suffix=suffix)
-    os.close(fd)
-    try:
-        yield tmp
-        os.replace(tmp, target)
-    except BaseException:
-        os.unlink(tmp)
-        raise
 
 
 def _parser():
@@ -133,7 +121,7 @@ def _run(args) -> int:
     plot = _check_writable("--plot", args.plot) if args.plot else None
     df = sweep(args.deltas, args.lams, args.kappas, n_jobs=args.n_jobs, progress=not args.no_progress,
                max_points=args.max_points)
-    with _atomic(out, ".csv") as tmp:
+    with atomic_path(out, ".csv") as tmp:
         df.to_csv(tmp, index=False)
     print(f"wrote {len(df)} rows to {args.out} ({int((~df['success']).sum())} not converged)")
     if plot is not None:
@@ -151,7 +139,7 @@ def _run(args) -> int:
         if df.groupby(["kappa", "delta"]).ngroups <= 12:
             ax.legend(fontsize=7)
         fig.tight_layout()
-        with _atomic(plot, ".png") as tmp:
+        with atomic_path(plot, ".png") as tmp:
             fig.savefig(tmp, dpi=120, format="png")
         plt.close(fig)
         print(f"wrote {args.plot}")

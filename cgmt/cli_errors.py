@@ -36,7 +36,7 @@ def debug_requested(flag: bool, env_var: str) -> bool:
     >>> debug_requested(True, "RAPTOR_TEST_UNSET_VARIABLE")
     True
     """
-    return bool(flag) or os.environ.get(env_var, "") not in ("", "0")
+    return bool(flag) or os.environ.get(env_var, "").strip() not in ("", "0")  # blank is off, like unset
 
 
 def run_command(command, prog: str, *, debug: bool = False, interrupted: str = "interrupted") -> int:

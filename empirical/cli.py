@@ -23,7 +23,7 @@ from tqdm.auto import tqdm
 from cgmt.cli_args import int_in, nonempty_path, number_in, number_list, worker_count
 from cgmt.cli_errors import debug_requested, run_command
 
-from .files import refuse_overwriting_inputs, write_csv, write_json
+from .files import check_write_target, refuse_overwriting_inputs, write_csv, write_json
 from .llm import datasets
 from .llm.cache import ExtractionCache
 from .probes.concept_vectors import ConceptVectors
@@ -203,6 +203,7 @@ def _out(args, names=()) -> Path:
     for target in targets:
         if target.is_dir():
             raise ValueError(f"cannot write {str(target)!r}: a directory of that name exists")
+        check_write_target(target)  # a device, FIFO or socket is never replaced by a regular file
     refuse_overwriting_inputs([("--out", target) for target in targets], _input_files(args))
     return out
 
@@ -388,6 +389,9 @@ def cmd_steer(args):
     settings = _steer_settings(args, steering.settings)
     out = _out(args, ["steer_metrics.csv", "steer_selected.csv"])
     model, tok = _load_model(args)
+    if probes_given is not None:  # another model's vectors are refused before any extraction
+        probes_given.check_provenance(f"--probe-file {args.probe_file!r}", model=_llm()[1].model_identity(model),
+                                      n_features=getattr(model.config, "hidden_size", None))
     positions = _llm()[2].model_positions(model)
     if args.generate and positions and args.max_new_tokens >= positions:
         raise ValueError(f"--max-new-tokens must be below the model's {positions} positions (minus each prompt's "
@@ -400,6 +404,7 @@ def cmd_steer(args):
         L = H.shape[0] - 1
         layers = _select_layers(args.layers, L, list(range(1, L + 1)))
         if probes_given is not None:
+            probes_given.check_provenance(f"--probe-file {args.probe_file!r}", dataset=ds.name)  # a warning
             vectors = _given_vectors(evaluation, probes_given, H, ds.labels, layers)
         else:
             vectors = evaluation.method_vectors(H, ds.labels, paper_split(ds.labels, random_state=SPLIT_SEED),
@@ -544,6 +549,7 @@ def cmd_export(args):
         stem + ("_control" if args.format == "gguf" else "_directions") + EXPORT_SUFFIX[args.format])
     if target.is_dir():
         raise ValueError(f"--out {str(target)!r} is a directory; give the file to write")
+    check_write_target(target)  # a device or FIFO is refused, never replaced by a regular file
     refuse_overwriting_inputs([("--out", target)], _input_files(args))
     layers = None if args.layers in (None, "all") else args.layers
     if args.format == "gguf":

@@ -15,6 +15,7 @@ import json
 import math
 import os
 import re
+import stat
 import tempfile
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -22,7 +23,20 @@ from pathlib import Path
 
 __all__ = ["atomic_path", "atomic_write_bytes", "atomic_write_text", "write_json", "write_csv", "save_figure",
            "sha256_file", "write_checksum", "verify_checksum", "checksum_path", "ChecksumError", "cache_root",
-           "refuse_overwriting_inputs", "parse_json", "read_json", "json_ready", "naming_write_errors"]
+           "refuse_overwriting_inputs", "check_write_target", "parse_json", "read_json", "json_ready",
+           "naming_write_errors", "env_path", "open_input", "read_input_bytes", "read_input_text", "check_input_file",
+           "MAX_JSON_BYTES", "MAX_TABLE_BYTES", "MAX_ARRAY_BYTES", "MAX_MODEL_FILE_BYTES"]
+
+MiB = 1 << 20
+#: The one reader's caps, per kind of input (:func:`open_input`): JSON metadata (saved probes and concept vectors,
+#: cache entries, a model's manifest and config, run records) ...
+MAX_JSON_BYTES = 64 * MiB
+#: ... a dataset table (CSV, TSV, JSON, JSON Lines), a checksum list, a text file read whole ...
+MAX_TABLE_BYTES = 2048 * MiB
+#: ... the array file of a saved probe, concept vectors or imported directions ...
+MAX_ARRAY_BYTES = 16384 * MiB
+#: ... and one file of a model folder (weights).
+MAX_MODEL_FILE_BYTES = 256 * 1024 * MiB
 
 
 def _umask() -> int:
@@ -60,9 +74,7 @@ def atomic_path(target, suffix: str = ".tmp") -> Iterator[Path]:
     >>> target.read_text()
     'a,b'
     """
-    target = Path(target)
-    if target.is_dir():
-        raise IsADirectoryError(f"cannot write {str(target)!r}: a directory of that name exists")
+    target = check_write_target(target)
     try:
         target.parent.mkdir(parents=True, exist_ok=True)
         fd, tmp = tempfile.mkstemp(dir=target.parent, prefix=f".{target.name}.", suffix=suffix)
@@ -80,6 +92,189 @@ def atomic_path(target, suffix: str = ".tmp") -> Iterator[Path]:
     except BaseException:
         tmp.unlink(missing_ok=True)
         raise
+
+
+def check_write_target(target) -> Path:
+    """``target`` as a path, if a file may be written there: it does not exist or is a regular file (or a link to
+    one).  Every writer calls this (:func:`atomic_path` at the write, the command lines before any work), so a
+    write never replaces a device, a FIFO or a socket with a regular file.
+
+    Parameters
+    ----------
+    target : str or path-like
+        The file to write.
+
+    Returns
+    -------
+    pathlib.Path
+        ``target``.
+
+    Raises
+    ------
+    IsADirectoryError
+        A directory of that name exists.
+    ValueError
+        Something that is not a regular file exists there (a device, a FIFO, a socket), named with its kind.
+
+    Examples
+    --------
+    >>> check_write_target("/dev/null")
+    Traceback (most recent call last):
+    ...
+    ValueError: refusing to write '/dev/null': it exists and is a character device, not a regular file
+    """
+    target = Path(target)
+    try:
+        mode = target.stat().st_mode
+    except (OSError, ValueError):  # does not exist (or a dangling link, which os.replace replaces)
+        return target
+    if stat.S_ISDIR(mode):
+        raise IsADirectoryError(f"cannot write {str(target)!r}: a directory of that name exists")
+    if not stat.S_ISREG(mode):
+        raise ValueError(f"refusing to write {str(target)!r}: it exists and is {_kind(mode)}, not a regular file")
+    return target
+
+
+def check_input_file(path, cap: int | None, what: str = "file") -> Path:
+    """``path`` as a path, if it may be read: it exists, is (or links to) a regular file, and holds at most ``cap``
+    bytes.  The one check of every file from outside (:func:`open_input` and the readers that hand a path to another
+    library: pandas, numpy, gguf); links are followed, so a link to ``/dev/zero`` is refused as a device.
+
+    Parameters
+    ----------
+    path : str or path-like
+        The file.
+    cap : int or None
+        Most bytes accepted (one of the ``MAX_*_BYTES`` constants); None: any size (streamed readers).
+    what : str, default="file"
+        What the file is, for messages.
+
+    Returns
+    -------
+    pathlib.Path
+        ``path``.
+
+    Raises
+    ------
+    FileNotFoundError
+        ``path`` does not exist.
+    ValueError
+        Naming the path: not a regular file (its kind named), or larger than ``cap``.
+
+    Examples
+    --------
+    >>> check_input_file("/dev/zero", MAX_JSON_BYTES)
+    Traceback (most recent call last):
+    ...
+    ValueError: refusing to read file '/dev/zero': it is a character device, not a regular file
+    """
+    path = Path(path)
+    try:
+        st = path.stat()
+    except FileNotFoundError:
+        raise FileNotFoundError(f"{what} {str(path)!r} does not exist") from None
+    _check_input_stat(path, st, cap, what)
+    return path
+
+
+def _check_input_stat(path: Path, st: os.stat_result, cap: int | None, what: str) -> None:
+    if not stat.S_ISREG(st.st_mode):
+        raise ValueError(f"refusing to read {what} {str(path)!r}: it is {_kind(st.st_mode)}, not a regular file")
+    if cap is not None and st.st_size > cap:
+        raise ValueError(f"refusing to read {what} {str(path)!r}: {st.st_size} bytes is more than the "
+                         f"{cap // MiB} MiB accepted for it")
+
+
+@contextmanager
+def open_input(path, cap: int | None, what: str = "file"):
+    """The file ``path`` opened for binary reading, if :func:`check_input_file` accepts it (checked on the open
+    file, so a FIFO never blocks the open and a file swapped after the check is still refused).
+
+    Parameters
+    ----------
+    path : str or path-like
+        The file.
+    cap : int or None
+        Most bytes accepted; None: any size.
+    what : str, default="file"
+        What the file is, for messages.
+
+    Yields
+    ------
+    io.BufferedReader
+        The open file.
+    """
+    path = Path(path)
+    try:
+        fd = os.open(path, os.O_RDONLY | getattr(os, "O_NONBLOCK", 0))
+    except FileNotFoundError:
+        raise FileNotFoundError(f"{what} {str(path)!r} does not exist") from None
+    try:
+        _check_input_stat(path, os.fstat(fd), cap, what)
+        if hasattr(os, "set_blocking"):
+            os.set_blocking(fd, True)
+    except BaseException:
+        os.close(fd)
+        raise
+    with os.fdopen(fd, "rb") as f:
+        yield f
+
+
+def read_input_bytes(path, cap: int, what: str = "file") -> bytes:
+    """The bytes of ``path`` through :func:`open_input` (a regular file of at most ``cap`` bytes, also if it grows
+    while read).
+
+    Parameters
+    ----------
+    path : str or path-like
+        The file.
+    cap : int
+        Most bytes accepted.
+    what : str, default="file"
+        What the file is, for messages.
+
+    Returns
+    -------
+    bytes
+        Its content.
+    """
+    with open_input(path, cap, what) as f:
+        data = f.read(cap + 1)
+    if len(data) > cap:
+        raise ValueError(f"refusing to read {what} {str(path)!r}: more than the {cap // MiB} MiB accepted for it")
+    return data
+
+
+def read_input_text(path, cap: int, what: str = "file") -> str:
+    """The UTF-8 text of ``path`` through :func:`read_input_bytes`; a ``ValueError`` naming it when it is not UTF-8.
+
+    Parameters
+    ----------
+    path : str or path-like
+        The file.
+    cap : int
+        Most bytes accepted.
+    what : str, default="file"
+        What the file is, for messages.
+
+    Returns
+    -------
+    str
+        Its text.
+    """
+    data = read_input_bytes(path, cap, what)
+    try:
+        return data.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        raise ValueError(f"{str(path)!r} is not UTF-8 text ({exc.reason} at byte {exc.start})") from None
+
+
+def _kind(mode: int) -> str:
+    for test, name in ((stat.S_ISCHR, "a character device"), (stat.S_ISBLK, "a block device"),
+                       (stat.S_ISFIFO, "a FIFO"), (stat.S_ISSOCK, "a socket"), (stat.S_ISDIR, "a directory")):
+        if test(mode):
+            return name
+    return "a special file"
 
 
 def _naming(exc: OSError, target: Path) -> OSError:
@@ -272,7 +467,7 @@ def sha256_file(path, chunk: int = 1 << 22) -> str:
     'e3b0c44298fc1c14'
     """
     digest = hashlib.sha256()
-    with open(path, "rb") as f:
+    with open_input(path, None) as f:  # a regular file (never a device: /dev/zero would be hashed forever)
         for block in iter(lambda: f.read(chunk), b""):
             digest.update(block)
     return digest.hexdigest()
@@ -362,8 +557,8 @@ def verify_checksum(target) -> bool:
         return False
     sidecar = _checksum_path(target)
     try:
-        recorded = sidecar.read_text().strip()
-    except (OSError, UnicodeDecodeError):
+        recorded = read_input_text(sidecar, MiB, "checksum file").strip()
+    except (OSError, ValueError):
         raise ChecksumError(f"{str(target)!r} has no recorded checksum ({sidecar.name} is missing or unreadable); "
                             "it may be incomplete") from None
     if recorded != sha256_file(target):
@@ -373,7 +568,7 @@ def verify_checksum(target) -> bool:
 
 
 def cache_root(cache_dir=None) -> Path:
-    """The user cache directory: argument > ``$RAPTOR_CACHE`` > ``~/.cache/raptor``.
+    """The user cache directory: argument > ``$RAPTOR_CACHE`` (checked by :func:`env_path`) > ``~/.cache/raptor``.
 
     Parameters
     ----------
@@ -394,8 +589,46 @@ def cache_root(cache_dir=None) -> Path:
         if not str(cache_dir).strip():  # Path("") is the working directory
             raise ValueError(f"cache_dir must be a non-empty path, got {str(cache_dir)!r}")
         return Path(cache_dir).expanduser()
-    env = os.environ.get("RAPTOR_CACHE")
-    return Path(env).expanduser() if env else Path.home() / ".cache" / "raptor"
+    env = env_path("RAPTOR_CACHE")
+    return env if env is not None else Path.home() / ".cache" / "raptor"
+
+
+def env_path(name: str) -> Path | None:
+    """The path in environment variable ``name`` (``~`` expanded), checked as the command-line options check theirs:
+    the one rule for every variable the project reads as a path (``RAPTOR_CACHE``, ``RAPTOR_DATA``,
+    ``RAPTOR_SMOLLM2_WHEEL``).  Unset or empty (``VAR= command``) is None (the default applies); a value of spaces
+    only is refused (a directory named ``' '`` is never meant).
+
+    Parameters
+    ----------
+    name : str
+        The variable.
+
+    Returns
+    -------
+    pathlib.Path or None
+        The path, or None when the variable is unset or empty.
+
+    Raises
+    ------
+    ValueError
+        Naming the variable when its value is blank.
+
+    Examples
+    --------
+    >>> os.environ["RAPTOR_EXAMPLE_PATH"] = " "
+    >>> env_path("RAPTOR_EXAMPLE_PATH")
+    Traceback (most recent call last):
+    ...
+    ValueError: environment variable RAPTOR_EXAMPLE_PATH=' ' is blank: unset it or give a non-empty path
+    >>> del os.environ["RAPTOR_EXAMPLE_PATH"]
+    """
+    value = os.environ.get(name)
+    if not value:
+        return None
+    if not value.strip():
+        raise ValueError(f"environment variable {name}={value!r} is blank: unset it or give a non-empty path")
+    return Path(value).expanduser()
 
 
 def refuse_overwriting_inputs(outputs, inputs) -> None:
@@ -545,8 +778,9 @@ def parse_json(text: str, where: str, line: int | None = None):
     return obj
 
 
-def read_json(path, what: str = "file"):
-    """The JSON document in ``path`` (UTF-8), parsed by :func:`parse_json`; errors name the file.
+def read_json(path, what: str = "file", cap: int = MAX_JSON_BYTES):
+    """The JSON document in ``path`` (UTF-8, read by :func:`read_input_text`), parsed by :func:`parse_json`;
+    errors name the file.
 
     Parameters
     ----------
@@ -554,6 +788,8 @@ def read_json(path, what: str = "file"):
         The file.
     what : str, default="file"
         What the file is, for the not-found message.
+    cap : int, default=MAX_JSON_BYTES
+        Most bytes accepted.
 
     Returns
     -------
@@ -565,18 +801,10 @@ def read_json(path, what: str = "file"):
     FileNotFoundError
         ``path`` does not exist.
     ValueError
-        Not UTF-8, or refused by :func:`parse_json`.
+        Not a regular file, larger than ``cap``, not UTF-8, or refused by :func:`parse_json`.
     """
     path = Path(path)
-    try:
-        data = path.read_bytes()
-    except FileNotFoundError:
-        raise FileNotFoundError(f"{what} {str(path)!r} does not exist") from None
-    try:
-        text = data.decode("utf-8")
-    except UnicodeDecodeError as exc:
-        raise ValueError(f"{str(path)!r} is not UTF-8 text ({exc.reason} at byte {exc.start})") from None
-    return parse_json(text, repr(str(path)))
+    return parse_json(read_input_text(path, cap, what), repr(str(path)))
 
 
 def json_ready(obj, where: str = "metadata"):

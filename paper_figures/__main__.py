@@ -93,6 +93,9 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--allow-mixed-commits", action="store_true",
                    help="with --publish: publish a run whose invocations ran at several commits or with uncommitted "
                         "changes (RESULTS.md's run lines show them)")
+    p.add_argument("--allow-partial", action="store_true",
+                   help="let --publish replace published results although this run leaves some of their tested "
+                        "claims untested (default: refused, exit 2)")
     p.add_argument("--datasets", nargs="+", default=None, metavar="NAME",
                    help="datasets of the steering_text and learning_curves sections (default: each section's own "
                         "list); the other sections always run every registered dataset")
@@ -184,6 +187,9 @@ def _refuse_writing_into_the_data(args) -> None:
     publish = [("--publish", args.publish)] if args.publish is not None else []
     refuse_overwriting_inputs([("--out", args.out), *publish], data)
     refuse_overwriting_inputs(publish, [("--out", args.out)])
+    if args.publish is not None and args.publish.resolve() == args.out.resolve():  # also before --out exists
+        raise ValueError(f"refusing to write --publish {str(args.publish)!r}: it is --out {str(args.out)!r} (the "
+                         "same directory); choose another output path")
 
 
 def _run(args) -> int:
@@ -191,6 +197,9 @@ def _run(args) -> int:
     for name in args.datasets or ():  # an unknown name fails before any work, listing the known ones
         datasets.get_dataset(name)
     out = args.out
+    if args.results_only and not any((out / "tables").glob("*.csv")):
+        raise ValueError(f"--results-only: {str(out / 'tables')!r} holds no tables of an earlier run; run the "
+                         "sections first (without --results-only) or give the --out of that run")
     (out / "figures").mkdir(parents=True, exist_ok=True)
     (out / "tables").mkdir(parents=True, exist_ok=True)
     if args.results_only:
@@ -198,7 +207,7 @@ def _run(args) -> int:
         empirical_plots.plot_all(out)  # redrawn from the saved tables (seconds)
         print(f"[paper_figures] results: {write_results(out)}; index: {write_index(out)}")
         if args.publish is not None:
-            _publish(out, args.publish, args.allow_mixed_commits)
+            _publish(out, args.publish, args.allow_mixed_commits, args.allow_partial)
         return 0
     silence_libraries()
     style.apply()
@@ -276,13 +285,14 @@ def _run(args) -> int:
     results, index = write_results(out), write_index(out)
     print(f"[paper_figures] {minutes:.1f} min; results: {results}; index: {index}")
     if args.publish is not None:
-        _publish(out, args.publish, args.allow_mixed_commits)
+        _publish(out, args.publish, args.allow_mixed_commits, args.allow_partial)
     return 0
 
 
-def _publish(out: Path, target: Path, allow_mixed_commits: bool = False) -> None:
-    """``--publish``: the committable copy, and the README's claims table regenerated from it."""
-    written = publish(out, target, allow_mixed_commits=allow_mixed_commits)
+def _publish(out: Path, target: Path, allow_mixed_commits: bool = False, allow_partial: bool = False) -> None:
+    """``--publish``: the committable copy, and the README's claims table regenerated from it (a partial run over
+    complete published results only with ``--allow-partial``)."""
+    written = publish(out, target, allow_mixed_commits=allow_mixed_commits, allow_partial=allow_partial)
     print(f"[paper_figures] published to {target}: {len(written)} files")
     readme = Path(__file__).resolve().parent.parent / "README.md"
     if readme.exists():

@@ -206,7 +206,7 @@ def _evaluate_cached(raw_dir, name, layer, pool_size, draw, H, y, test, kw):
     path = raw_dir / f"{name}_L{layer:02d}_P{pool_size}_d{draw}.json"
     try:
         if files.verify_checksum(path):
-            rec = json.loads(path.read_text())
+            rec = json.loads(files.read_input_text(path, files.MAX_JSON_BYTES))
             if rec.get("settings") == json.loads(json.dumps(kw["signature"])):
                 return rec["rows"]
     except files.ChecksumError as exc:  # a damaged file is recomputed, never trusted

@@ -51,6 +51,37 @@ def shrink_png(source: Path, target: Path, width: int = WIDTH) -> Path:
     return target
 
 
+#: The verdict of a claim the run did not test (no rule applied).
+UNTESTED = "--"
+
+
+def tested_claims(table: pd.DataFrame) -> list:
+    """The claims of a claims table that were tested (a verdict other than :data:`UNTESTED`), in order."""
+    return [c for c, v in zip(table["claim"], table["verdict"]) if str(v) != UNTESTED]
+
+
+def check_not_partial(new: pd.DataFrame, target, allow_partial: bool = False) -> None:
+    """Refuse to publish ``new`` over the ``claims.csv`` in ``target`` when a claim tested there is not tested in
+    ``new`` (an empty, partial or other run would replace complete results); ``allow_partial`` lets it through.
+
+    Raises
+    ------
+    ValueError
+        Naming the published file, how many of its tested claims the run leaves untested and the first of them.
+    """
+    published = Path(target) / "claims.csv"
+    if allow_partial or not published.is_file():
+        return
+    old = pd.read_csv(published, keep_default_na=False)
+    if not {"claim", "verdict"} <= set(old.columns):
+        return
+    lost = [c for c in tested_claims(old) if c not in set(tested_claims(new))]
+    if lost:
+        raise ValueError(f"refusing to publish over {str(published)!r}: it tests {len(tested_claims(old))} claims "
+                         f"and this run leaves {len(lost)} of them untested (first: {lost[0][:80]!r}); finish the run "
+                         "or pass --allow-partial to replace the published results anyway")
+
+
 def invocations(info: dict) -> list:
     """Every invocation a run record (``tables/run_info.json``) lists, oldest first."""
     return [*info.get("earlier_invocations", []), {k: v for k, v in info.items() if k != "earlier_invocations"}]
@@ -84,7 +115,7 @@ def check_one_clean_commit(info: dict, where) -> str:
     return commits[0]
 
 
-def publish(out, target, *, allow_mixed_commits: bool = False) -> list:
+def publish(out, target, *, allow_mixed_commits: bool = False, allow_partial: bool = False) -> list:
     """Copy the run in ``out`` to ``target`` so that it rebuilds itself: RESULTS.md and claims.csv regenerated from
     the run's tables, every table and record they read (with its checksum), and every figure RESULTS.md cites
     (downscaled); returns the written paths.
@@ -98,6 +129,9 @@ def publish(out, target, *, allow_mixed_commits: bool = False) -> list:
         not write are removed from its ``tables/`` and ``figures/``.
     allow_mixed_commits : bool, default=False
         Publish a run whose invocations ran at several commits or on a dirty tree (:func:`check_one_clean_commit`).
+    allow_partial : bool, default=False
+        Publish a run that leaves untested a claim that the published ``claims.csv`` tests
+        (:func:`check_not_partial`; refused before anything is written otherwise).
 
     Returns
     -------
@@ -119,6 +153,7 @@ def publish(out, target, *, allow_mixed_commits: bool = False) -> list:
     with output.recording_reads() as cited:
         write_results(out)
         table = claims.claims_table(out)
+    check_not_partial(table, target, allow_partial)
     text = (out / "RESULTS.md").read_text()
     figures = sorted(set(_CITED_FIGURE.findall(text)))
     missing = [stem for stem in figures if not (out / "figures" / f"{stem}.png").is_file()]

@@ -92,7 +92,7 @@ def _evaluate_cached(raw_dir, name, layer, seed, H, y, **kw):
     path = raw_dir / f"{name}_L{layer:02d}_s{seed}.json"
     try:
         if files.verify_checksum(path):
-            rec = json.loads(path.read_text())
+            rec = json.loads(files.read_input_text(path, files.MAX_JSON_BYTES))
             # a record of an older protocol (no trivial predictor, another stability protocol) is recomputed
             if (rec.get("stability_protocol") == STABILITY_PROTOCOL and "pool_cv" in rec.get("pred", {})
                     and "stability_fixed_C" in rec):

@@ -74,7 +74,7 @@ def _key_of_entry(meta_path: Path):
     """The key recorded in a finished entry's metadata, or None when there is none (absent or unreadable:
     then the file is this entry's, damaged, and :meth:`CacheEntry.load` says so)."""
     try:
-        info = json.loads(meta_path.read_text(encoding="utf-8"))
+        info = read_json(meta_path)
     except (OSError, UnicodeDecodeError, ValueError, RecursionError):
         return None
     key = info.get("key") if isinstance(info, dict) else None

@@ -27,7 +27,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from ..files import parse_json, sha256_file
+from ..files import MAX_TABLE_BYTES, check_input_file, env_path, parse_json, read_input_text, sha256_file
 
 __all__ = [
     "ConceptDataset",
@@ -157,11 +157,10 @@ def resolve_data_dir(data_dir=None) -> Path:
         if not p.is_dir():
             raise FileNotFoundError(f"data_dir {str(p)!r} is not a directory. {_WHERE}")
         return p
-    env = os.environ.get("RAPTOR_DATA")
-    if env:
-        p = Path(env).expanduser()
+    p = env_path("RAPTOR_DATA")  # blank is refused, as --data-dir ' ' is
+    if p is not None:
         if not p.is_dir():
-            raise FileNotFoundError(f"RAPTOR_DATA={env!r} is not a directory. {_WHERE}")
+            raise FileNotFoundError(f"RAPTOR_DATA={os.environ['RAPTOR_DATA']!r} is not a directory. {_WHERE}")
         return p
     tried = []
     for base in (_repo_root(), Path.cwd()):
@@ -182,13 +181,12 @@ def _expected_sums(root: Path) -> dict:
     built-in reference sums.  A ``SHA256SUMS`` that is not entirely well-formed is an error, never ignored."""
     expected = _known_sums()
     sums = root / "SHA256SUMS"
-    if not sums.is_file():
+    if not sums.exists():
         return expected
     try:
-        text = sums.read_text(encoding="utf-8")
-    except UnicodeDecodeError as exc:
-        raise ValueError(f"checksum file {str(sums)!r} is not UTF-8 text ({exc.reason} at byte {exc.start}); "
-                         "fix or remove it, or pass verify=False") from None
+        text = read_input_text(sums, MAX_TABLE_BYTES, "checksum file")  # a FIFO or device is refused, not skipped
+    except ValueError as exc:
+        raise ValueError(f"{exc}; fix or remove it, or pass verify=False") from None
     listed = {}
     for number, line in enumerate(text.splitlines(), start=1):
         if not line.strip() or line.lstrip().startswith("#"):
@@ -210,8 +208,9 @@ def _expected_sums(root: Path) -> dict:
 
 def _check_file(root: Path, fname: str, verify: bool) -> tuple:
     path = root / fname
-    if not path.is_file():
+    if not path.exists():
         raise FileNotFoundError(f"dataset file {str(path)!r} is missing. {_WHERE}")
+    check_input_file(path, MAX_TABLE_BYTES, "dataset file")  # a FIFO, a device or an over-size file is refused
     digest = sha256_file(path)
     if verify:
         expected = _expected_sums(root).get(fname)
@@ -261,11 +260,9 @@ def _check_two_classes(name, labels):
 
 
 def _read_text(path: Path) -> str:
-    """The file's text; ValueError naming it when it is not UTF-8."""
-    try:
-        return path.read_text(encoding="utf-8")
-    except UnicodeDecodeError as exc:
-        raise ValueError(f"{str(path)!r} is not UTF-8 text ({exc.reason} at byte {exc.start})") from None
+    """The file's text (the one reader: a regular file of at most ``MAX_TABLE_BYTES``); ValueError naming it when it
+    is not UTF-8."""
+    return read_input_text(path, MAX_TABLE_BYTES, "dataset file")
 
 
 def _read_json(path: Path):
@@ -290,7 +287,8 @@ def _read_jsonl(path: Path) -> pd.DataFrame:
 
 
 def _read_delimited(path: Path, **kwargs) -> pd.DataFrame:
-    """``pandas.read_csv`` with errors that name the file."""
+    """``pandas.read_csv`` with errors that name the file (the file checked by the one reader first)."""
+    check_input_file(path, MAX_TABLE_BYTES, "dataset file")
     try:
         return pd.read_csv(path, encoding="utf-8", **kwargs)
     except pd.errors.EmptyDataError:
@@ -455,6 +453,15 @@ def register_dataset(name: str, files, reader, *, template: str = PLACEHOLDER, a
     bad = {f: d for f, d in sums.items() if not (isinstance(d, str) and re.fullmatch(r"[0-9a-f]{64}", d))}
     if bad:
         raise ValueError(f"sha256 of dataset {name!r} must map file names to 64 lower-case hex digits, got {bad}")
+    foreign = sorted(set(sums) - set(files) - set(test_files))
+    if foreign:
+        raise ValueError(f"sha256 of dataset {name!r} names {foreign}, which are not its files ({list(files)}"
+                         f"{' + ' + str(list(test_files)) if test_files else ''}): a dataset sums its own files only")
+    clash = {f: other.name for other in _REGISTRY.values() if not (replace and other.name == name)
+             for f, d in other.sha256.items() if f in sums and sums[f] != d}
+    if clash:
+        raise ValueError(f"sha256 of dataset {name!r} gives {sorted(clash)} another checksum than dataset "
+                         f"{sorted(set(clash.values()))} does (one file, one reference sum)")
     spec = DatasetSpec(name, files, reader, template, answer_words, reference_cap, bool(in_paper_grid),
                        group_column, test_files, sums)
     _REGISTRY[name] = spec
@@ -840,8 +847,9 @@ def load_table(
     (['Review: great film', 'Review: awful plot'], [1, 0])
     """
     p = Path(path).expanduser()
-    if not p.is_file():
+    if not p.exists():
         raise FileNotFoundError(f"table {str(p)!r} does not exist")
+    check_input_file(p, MAX_TABLE_BYTES, "dataset file")  # a FIFO, a device or an over-size file is refused
     ext = p.suffix.lower()
     if ext == ".jsonl":
         df = _read_jsonl(p)
@@ -872,6 +880,12 @@ def load_table(
     empty = [i for i, t in enumerate(texts) if _missing(t)]
     if empty:
         raise ValueError(f"{str(p)!r}: column {text_column!r} is empty in rows {empty[:10]} ({_ROWS})")
+    typed = [(i, t) for i, t in enumerate(texts) if not isinstance(t, str)]  # JSON values keep their type
+    if typed:
+        i, t = typed[0]
+        raise ValueError(f"{str(p)!r}: column {text_column!r} must hold text (strings), but row {i} holds "
+                         f"{t!r:.60} ({type(t).__name__})" + (f" (and {len(typed) - 1} more rows)" if len(typed) > 1
+                                                             else "") + f" ({_ROWS})")
     texts = [str(t) for t in texts]
     labels = _labels_to01(df[label_column].tolist(), label_column, positive_label, p)
     cap = _resolve_cap("", max_per_class) if max_per_class is not None else None

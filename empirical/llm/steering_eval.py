@@ -822,8 +822,10 @@ def given_vectors(probes: ConceptVectors, H, y, split, method: str = "RAPTOR") -
     Raises
     ------
     ValueError
-        A layer holds only a direction (names ``--probe-file`` and the layer).
+        A layer holds only a direction (names ``--probe-file`` and the layer), or the vectors' hidden size is not
+        ``H``'s (:meth:`ConceptVectors.check_provenance`).
     """
+    probes.check_provenance("--probe-file", n_features=np.shape(H)[-1])  # another model's vectors: named here
     _, validation, _ = split
     y = np.asarray(y)
     accuracy = {}

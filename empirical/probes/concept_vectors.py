@@ -16,6 +16,7 @@ embeddings), which is also the layer steering edits.
 from __future__ import annotations
 
 import math
+import warnings
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
 
@@ -221,6 +222,44 @@ class ConceptVectors(Mapping):
 
     def __len__(self) -> int:
         return len(self.probes)
+
+    def check_provenance(self, source: str, *, model: str | None = None, n_features: int | None = None,
+                         dataset: str | None = None) -> None:
+        """Compare where these vectors come from with where they are used: the one check of every reader of saved
+        vectors (``raptor steer --probe-file``, :func:`empirical.llm.steering_eval.given_vectors`).
+
+        Parameters
+        ----------
+        source : str
+            What the vectors are, for messages (e.g. ``"--probe-file 'probes.json'"``).
+        model : str, optional
+            The identity of the model they are used with (:func:`empirical.llm.models.model_identity`); compared
+            with :attr:`model` when both are known.
+        n_features : int, optional
+            The hidden size of the states they are used on.
+        dataset : str, optional
+            The dataset they are used on; compared with ``metadata["dataset"]`` when both are known.
+
+        Raises
+        ------
+        ValueError
+            Naming ``source`` and both values: another model, or another hidden size.
+
+        Warns
+        -----
+        UserWarning
+            Naming ``source`` and both datasets: fitted on another dataset (steering one concept with another's
+            vectors may be meant, e.g. transfer).
+        """
+        if n_features is not None and self.n_features != int(n_features):
+            raise ValueError(f"{source} holds vectors of hidden size {self.n_features}, but the hidden states they "
+                             f"are used on have hidden size {int(n_features)} (another model)")
+        if model is not None and self.model is not None and str(self.model) != str(model):
+            raise ValueError(f"{source} was fitted on model {self.model!r}, but this run uses model {model!r}")
+        recorded = self.metadata.get("dataset") if isinstance(self.metadata, Mapping) else None
+        if dataset is not None and recorded is not None and str(recorded) != str(dataset):
+            warnings.warn(f"{source} was fitted on dataset {recorded!r} and is used on dataset {dataset!r}",
+                          UserWarning, stacklevel=2)
 
     @property
     def layers(self) -> list[int]:

@@ -34,7 +34,7 @@ import numpy as np
 from safetensors import SafetensorError
 from safetensors.numpy import load as load_safetensors, save as save_safetensors
 
-from ..files import atomic_path, atomic_write_bytes
+from ..files import MAX_ARRAY_BYTES, atomic_path, atomic_write_bytes, check_input_file, read_input_bytes
 from ..validation import check_magnitude, safe_norm
 from .concept_vectors import DEFAULT_LAYER_CONVENTION, ConceptVectors
 
@@ -168,6 +168,7 @@ def import_control_vector(path) -> ConceptVectors:
     """
     import gguf  # the [llm] extra
 
+    check_input_file(path, MAX_ARRAY_BYTES, "control-vector file")  # the one reader's check (gguf maps the file)
     try:
         reader = gguf.GGUFReader(str(path))
     except FileNotFoundError:
@@ -280,9 +281,9 @@ def import_directions(path) -> ConceptVectors:
         Naming the file when it is not safetensors, a key is not a block index, or a tensor is not a
         finite non-zero vector of the common size.
     """
+    blob = read_input_bytes(path, MAX_ARRAY_BYTES, "directions file")  # the one reader (regular file, capped)
     try:
-        with open(path, "rb") as f:
-            arrays = load_safetensors(f.read())
+        arrays = load_safetensors(blob)
     except (SafetensorError, ValueError) as exc:
         raise ValueError(f"{str(path)!r} is not a readable safetensors file ({exc})") from None
     directions = {}

@@ -179,6 +179,23 @@ def _check_split(split, n: int) -> tuple:
     return split
 
 
+def _check_direction(estimator, n_features: int, layer) -> None:
+    """The fitted direction must be a finite, non-zero vector of the layer's width: a method that returns a zero or
+    NaN direction is stopped here, naming the method and the layer, not later in steering or saving."""
+    what = type(estimator).__name__
+    direction = getattr(estimator, "concept_vector_", None)
+    if direction is None:
+        raise ValueError(f"method {what} fitted at layer {layer} has no concept_vector_ (every probe method sets it)")
+    d = np.asarray(direction)
+    if d.shape != (n_features,) or not np.issubdtype(d.dtype, np.number):
+        raise ValueError(f"method {what} fitted at layer {layer}: concept_vector_ must be a vector of {n_features} "
+                         f"numbers, got shape {d.shape} ({d.dtype})")
+    if not np.all(np.isfinite(d)):
+        raise ValueError(f"method {what} fitted at layer {layer}: its concept_vector_ is not finite (NaN or inf)")
+    if not np.any(d):
+        raise ValueError(f"method {what} fitted at layer {layer}: its concept_vector_ is zero (no concept direction)")
+
+
 def _fit_one(estimator, X, y, split, layer):
     train, val, test = split
     X = check_matrix(X, f"H[{layer}]")  # names the layer of a bad stack (NaN, overflow)
@@ -188,6 +205,7 @@ def _fit_one(estimator, X, y, split, layer):
     else:
         estimator.fit(X[train], y[train])
     seconds = getattr(estimator, "fit_time_", time.perf_counter() - started)
+    _check_direction(estimator, X.shape[1], layer)
     nan = float("nan")
     C = float(getattr(estimator, "C_", nan))
     row = dict(layer=layer, val_accuracy=float(getattr(estimator, "best_val_accuracy_", nan)),

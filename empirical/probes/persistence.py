@@ -1,7 +1,8 @@
 """Save and load fitted probes and concept vectors: a safetensors file (arrays) plus a JSON file (metadata).
 
 ``save_probe(path, probe)`` and ``save_concept_vectors(path, vectors)`` write ``<path>.safetensors`` and
-``<path>.json``, each atomically (:func:`empirical.files.atomic_write_bytes`).  The JSON holds the format,
+``<path>.json`` as one unit (both complete before either replaces its target, the metadata last; a save interrupted
+between the two renames leaves the previous pair loadable).  The JSON holds the format,
 its version, what was saved and the SHA-256 of the array file and, from format version 2 on, of the
 metadata itself (``metadata_sha256``: the canonical JSON of every other field), so that an edited or
 damaged file of either kind is detected on load and raises ``ValueError`` naming the file.  Nothing is
@@ -15,8 +16,10 @@ from __future__ import annotations
 import hashlib
 import json
 import os
+import shutil
 import warnings
 from importlib.metadata import PackageNotFoundError, version
+from pathlib import Path
 
 import numpy as np
 import safetensors
@@ -24,7 +27,16 @@ import scipy
 import sklearn
 from safetensors.numpy import load as load_safetensors, save as save_safetensors
 
-from ..files import atomic_write_bytes, json_ready, read_json
+from ..files import (
+    MAX_ARRAY_BYTES,
+    MAX_JSON_BYTES,
+    atomic_path,
+    check_input_file,
+    json_ready,
+    naming_write_errors,
+    read_input_bytes,
+    read_json,
+)
 from ..validation import safe_norm, unit_vector
 from .concept_vectors import DEFAULT_LAYER_CONVENTION, ConceptVectors, LinearProbe
 from .raptor import RaptorProbe
@@ -76,9 +88,37 @@ def _write_pair(path, arrays: dict, meta: dict) -> tuple[str, str]:
     except ValueError as exc:
         raise ValueError(f"cannot save {js_path!r}: {exc}") from None
     meta["metadata_sha256"] = _metadata_digest(meta)
-    atomic_write_bytes(st_path, blob)
-    atomic_write_bytes(js_path, json.dumps(meta, indent=2, sort_keys=True).encode())
+    text = json.dumps(meta, indent=2, sort_keys=True).encode()
+    # One unit: both files are complete on disk before either replaces its target; the metadata (which names the
+    # array file's sha256) is the commit point, replaced last.  The array file it replaces is kept as a hard link
+    # (``previous_array_file``) until the metadata is in place, so a save that stops between the two renames
+    # leaves the old pair loadable (:func:`_read_pair` falls back to it).
+    previous = previous_array_file(st_path)
+    with atomic_path(js_path, suffix=".json") as js_tmp:
+        js_tmp.write_bytes(text)
+        with atomic_path(st_path, suffix=".safetensors") as st_tmp:
+            st_tmp.write_bytes(blob)
+            _keep_previous(st_path, previous)
+    previous.unlink(missing_ok=True)
     return st_path, js_path
+
+
+def previous_array_file(st_path) -> Path:
+    """The hidden file beside ``st_path`` that holds the array file being replaced while a pair is saved
+    (``.<name>.previous``); it exists only while a save is under way, or after one that was interrupted."""
+    st_path = Path(st_path)
+    return st_path.parent / f".{st_path.name}.previous"
+
+
+def _keep_previous(st_path: str, previous: Path) -> None:
+    previous.unlink(missing_ok=True)
+    if not os.path.isfile(st_path):
+        return
+    with naming_write_errors(previous):
+        try:
+            os.link(st_path, previous)
+        except OSError:  # a file system without hard links
+            shutil.copyfile(st_path, previous)
 
 
 def _read_pair(path, kind: str) -> tuple[dict, dict]:
@@ -86,6 +126,7 @@ def _read_pair(path, kind: str) -> tuple[dict, dict]:
     for f in (st_path, js_path):
         if not os.path.exists(f):
             raise FileNotFoundError(f"missing file {f!r} (a saved {kind} is a .safetensors + .json pair)")
+    check_input_file(js_path, MAX_JSON_BYTES, "metadata file")  # a device or an over-size file: the reader's error
     try:
         meta = read_json(js_path)
     except ValueError as exc:
@@ -101,8 +142,9 @@ def _read_pair(path, kind: str) -> tuple[dict, dict]:
         warnings.warn(f"{js_path!r} is format version 1, whose metadata has no checksum (fields are validated, "
                       "but an edit that keeps them valid is not detected); load and save it again to upgrade",
                       UserWarning, stacklevel=3)
-    with open(st_path, "rb") as f:
-        blob = f.read()
+    blob = read_input_bytes(st_path, MAX_ARRAY_BYTES, "array file")
+    if hashlib.sha256(blob).hexdigest() != meta.get("sha256"):
+        blob = _interrupted_save(st_path, meta, blob)
     if hashlib.sha256(blob).hexdigest() != meta.get("sha256"):
         raise ValueError(f"{st_path!r} does not match its metadata (checksum mismatch: corrupt or from another save)")
     try:
@@ -110,6 +152,20 @@ def _read_pair(path, kind: str) -> tuple[dict, dict]:
     except Exception as exc:  # safetensors raises its own error types for damaged headers
         raise ValueError(f"corrupt array file {st_path!r}: {exc}") from None
     return arrays, meta
+
+
+def _interrupted_save(st_path: str, meta: dict, blob: bytes) -> bytes:
+    """The array file of the previous save when a save stopped between its two renames (the metadata still
+    names the previous array file), with a warning; otherwise ``blob`` unchanged."""
+    previous = previous_array_file(st_path)
+    if not previous.is_file():
+        return blob
+    kept = read_input_bytes(previous, MAX_ARRAY_BYTES, "array file")
+    if hashlib.sha256(kept).hexdigest() != meta.get("sha256"):
+        return blob
+    warnings.warn(f"the last save of {st_path!r} was interrupted before its metadata was written; loaded the "
+                  f"previous complete pair (its array file is kept as {str(previous)!r})", UserWarning, stacklevel=4)
+    return kept
 
 
 def _jsonable_classes(classes) -> list:

@@ -23,6 +23,7 @@ ValueError: unknown probe method 'nope'; known methods: RAPTOR (raptor), GCS (gc
 """
 from __future__ import annotations
 
+import inspect
 import re
 from dataclasses import dataclass, field
 from typing import Callable, Mapping
@@ -127,7 +128,11 @@ def register_method(name: str, factory: Callable, *, cli_name: str | None = None
     ------
     ValueError
         Naming the argument: an empty or taken name (unless ``replace``), a bad ``cli_name``, a factory that
-        is not callable, an unknown comparison, a colour that is not ``#RRGGBB`` or ``data`` not three strings.
+        is not callable or fails, an estimator whose ``fit`` does not accept ``fit(X, y, X_val, y_val)``,
+        ``quick_params`` naming no parameter of the estimator, an unknown comparison, a colour that is not
+        ``#RRGGBB`` or ``data`` not three strings.
+    TypeError
+        ``quick_params`` is not a mapping with string keys.
     """
     if not isinstance(name, str) or not name.strip():
         raise ValueError(f"name must be a non-empty string, got {name!r}")
@@ -137,6 +142,7 @@ def register_method(name: str, factory: Callable, *, cli_name: str | None = None
     if not callable(factory):
         raise ValueError(f"factory of method {name!r} must be callable (it returns the unfitted estimator), "
                          f"got {type(factory).__name__}")
+    _check_contract(name, factory, quick_params)
     comparisons = frozenset([comparisons] if isinstance(comparisons, str) else comparisons)
     unknown = sorted(comparisons - set(COMPARISONS))
     if unknown:
@@ -155,6 +161,45 @@ def register_method(name: str, factory: Callable, *, cli_name: str | None = None
                        None if data is None else tuple(data))
     _REGISTRY[name] = spec
     return spec
+
+
+def _check_contract(name: str, factory, quick_params) -> None:
+    """The estimator ``factory`` makes must have ``fit(X, y, X_val, y_val)`` (every caller passes the validation
+    split), and ``quick_params`` must be a mapping of its parameter names.  A class is inspected; another factory is
+    called once (it returns an unfitted estimator, cheap by the scikit-learn convention)."""
+    if quick_params is not None and not isinstance(quick_params, Mapping):
+        raise TypeError(f"quick_params of method {name!r} must be a mapping of parameter names to values, got "
+                        f"{type(quick_params).__name__} {quick_params!r}")
+    if quick_params is not None and not all(isinstance(key, str) for key in quick_params):
+        raise TypeError(f"quick_params of method {name!r} must have parameter names (str) as keys, got "
+                        f"{list(quick_params)!r}")
+    if isinstance(factory, type):
+        fit, params = getattr(factory, "fit", None), ("self", "X", "y", "X_val", "y_val")
+        estimator = None
+    else:
+        try:
+            estimator = factory()
+        except Exception as exc:  # noqa: BLE001 -- any failure of the user's factory, named
+            raise ValueError(f"factory of method {name!r} failed when called ({type(exc).__name__}: {exc})") from None
+        fit, params = getattr(estimator, "fit", None), ("X", "y", "X_val", "y_val")
+    if not callable(fit):
+        raise ValueError(f"the estimator of method {name!r} has no fit method (needed: fit(X, y, X_val, y_val))")
+    try:
+        inspect.signature(fit).bind(*params)
+    except TypeError:
+        raise ValueError(f"fit of method {name!r} must accept fit(X, y, X_val, y_val) (the validation split is always "
+                         f"passed), got fit{inspect.signature(fit)}") from None
+    except ValueError:  # no signature (a builtin): nothing to check
+        pass
+    if quick_params:
+        try:
+            known = set((estimator if estimator is not None else factory()).get_params())
+        except Exception:  # noqa: BLE001 -- the parameters cannot be listed: the first --quick run will say
+            known = None
+        unknown = sorted(set(quick_params) - known) if known is not None else []
+        if unknown:
+            raise ValueError(f"quick_params of method {name!r}: {unknown} are not parameters of its estimator "
+                             f"(it has {sorted(known)})")
 
 
 def unregister_method(name: str) -> ProbeMethod:
