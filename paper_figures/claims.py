@@ -393,8 +393,8 @@ def _separability_claim(sep_summary, control) -> list:
             informative.append((k_real, n_real))
     ours += "; control layers (exact LP test, real and shuffled labels), " + "; ".join(parts)
     if not informative:
-        return [dict(claim, ours=ours + ". Shuffled labels separate as often as real ones at every n this run has, "
-                     "so the claim cannot fail here (not tested)", test=None)]
+        return [dict(claim, ours=ours + ". Shuffled labels separate at most layers at every n this run has, so the "
+                     "claim cannot fail here (not tested)", test=None)]
     k = sum(a for a, _ in informative)
     n = sum(b for _, b in informative)
     return [dict(claim, ours=ours, test=rules.majority(k, n))]
