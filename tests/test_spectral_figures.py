@@ -3,6 +3,7 @@ import json
 
 import numpy as np
 import pandas as pd
+import pytest
 
 from cgmt.spectral import Spectrum
 from empirical import files
@@ -102,3 +103,19 @@ def test_agreement_tables_on_known_offsets():
     noisy = table[table.predictor == "isotropic"].iloc[0]
     assert noisy.mae_lambda_low <= noisy.mae_lambda <= noisy.mae_lambda_high
     assert np.isnan(noisy.spearman_stability_layers_low)  # one seed with enough layers: no interval
+
+
+def test_the_stability_panel_averages_the_split_seeds_that_have_a_layer():
+    """Layers evaluated at several split seeds get the mean and its standard error; the others one seed."""
+    from paper_figures.spectral_figures import PREDICTORS, dataset_curves
+
+    def rec(stability):
+        pred = {p: {"path": [0.7, 0.8], "sweep": [0.6, 0.7], "stability": 0.5} for p in PREDICTORS}
+        return dict(Cs=[0.1, 1.0], n_train=100, path=[0.7, 0.8], fractions=[0.5, 1.0], n_pool=200, p=50,
+                    sweep=[0.6, 0.7], pred=pred, stability=stability)
+    seeds = {42: {1: rec(0.6), 5: rec(0.8)}, 43: {5: rec(0.7)}, 44: {5: rec(0.9)}}
+    res = {"layers": seeds[42], "best": 5, "seeds": seeds, "best_seeds": [seeds[s][5] for s in seeds]}
+    layer = dataset_curves("toy", res).query("panel == 'layer'").set_index("layer")
+    assert layer.loc[1, "seeds"] == 1 and np.isnan(layer.loc[1, "measured_se"])
+    assert layer.loc[5, "seeds"] == 3 and layer.loc[5, "measured"] == pytest.approx(0.8)
+    assert layer.loc[5, "measured_se"] == pytest.approx(np.std([0.8, 0.7, 0.9], ddof=1) / np.sqrt(3))
