@@ -160,6 +160,8 @@ def publish(out, target, *, allow_mixed_commits: bool = False, allow_partial: bo
     if missing:
         raise ValueError(f"RESULTS.md of {str(out)!r} cites figures the run does not have: {', '.join(missing)}")
     written = []
+    for old in (*(target / f"{stem}.png" for stem in KEY_FIGURES), target / "run_info.json"):
+        old.unlink(missing_ok=True)  # the earlier, flat layout: figures and the run record now live in subfolders
     for sub in ("tables", "figures"):  # an earlier publication's files that this one does not cite go
         keep = set(cited) if sub == "tables" else {f"{stem}.png" for stem in figures}
         for old in sorted((target / sub).glob("*")) if (target / sub).is_dir() else ():
@@ -210,4 +212,11 @@ def sync_readme(readme, claims_csv) -> Path:
         raise ValueError(f"{str(readme)!r} has no claims-table markers ({README_START} ... {README_END})")
     head, rest = text.split(README_START, 1)
     _, tail = rest.split(README_END, 1)
-    return atomic_write_text(readme, head + readme_claims_block(claims_csv) + tail)
+    text = head + readme_claims_block(claims_csv) + tail
+    # figure links of the earlier, flat layout (DIR/<stem>.png) follow the figures to DIR/figures/<stem>.png
+    published = Path(claims_csv).parent
+    for stem in KEY_FIGURES:
+        if (published / "figures" / f"{stem}.png").is_file():
+            text = re.sub(rf"\]\(([^)\s]*/)?{re.escape(published.name)}/{stem}\.png\)",
+                          lambda m, stem=stem: f"]({m.group(1) or ''}{published.name}/figures/{stem}.png)", text)
+    return atomic_write_text(readme, text)

@@ -617,3 +617,18 @@ def test_joint_coverage_counts_grid_points_not_correlated_quantities():
     half = stats.t.ppf(0.975, 7) * 0.01
     assert small["replicates_needed"] == int(np.ceil(8 * (half / claims.RESOLUTION) ** 2))
     assert set(small["per_quantity"]) == set(quantities)
+
+
+def test_sync_readme_moves_figure_links_to_the_published_figures_folder(tmp_path):
+    from paper_figures.publish import README_END, README_START, sync_readme
+    published = tmp_path / "docs" / "results"
+    (published / "figures").mkdir(parents=True)
+    (published / "figures" / "stability_by_layer.png").write_bytes(b"png")
+    pd.DataFrame(dict(area=["a"], claim=["c"], datasets=["6"], ours=["x"], verdict=["holds"])).to_csv(
+        published / "claims.csv", index=False)
+    readme = tmp_path / "README.md"
+    readme.write_text(f"![s](docs/results/stability_by_layer.png) ![a](docs/results/accuracy_differences.png)\n"
+                      f"{README_START}\n{README_END}\n")
+    text = sync_readme(readme, published / "claims.csv").read_text()
+    assert "](docs/results/figures/stability_by_layer.png)" in text
+    assert "](docs/results/accuracy_differences.png)" in text  # not published in the new layout: left alone
