@@ -632,3 +632,36 @@ def test_sync_readme_moves_figure_links_to_the_published_figures_folder(tmp_path
     text = sync_readme(readme, published / "claims.csv").read_text()
     assert "](docs/results/figures/stability_by_layer.png)" in text
     assert "](docs/results/accuracy_differences.png)" in text  # not published in the new layout: left alone
+
+
+def test_claims_table_families_power_and_undecidable_designs_on_a_planted_run(tmp_path):
+    """A planted run whose per-seed RAPTOR - GCS differences have a known spread: the every-setting row states the
+    minimal detectable effect the corrected resampled interval implies, the rows sit in their families, and the
+    sign test over five datasets (no Counterfact) has no verdict."""
+    rng = np.random.default_rng(11)
+    rows, sd = [], 0.01
+    for name in DATASETS:
+        diffs = 0.02 + sd * rng.standard_normal(len(SEEDS))
+        diffs = 0.02 + sd * (diffs - diffs.mean()) / diffs.std(ddof=1)  # exactly mean 0.02, sd 0.01
+        for s, d in zip(SEEDS, diffs):
+            base = 0.7 + 0.02 * rng.standard_normal()
+            for m, a in (("RAPTOR", base + d), ("GCS", base), ("xRFM", base + 0.1), ("DiffMeans", base - 0.1)):
+                rows.append(dict(dataset=name, method=m, seed=s, best=a, mean=a - 0.1, best_layer=5))
+    output.save_table(pd.DataFrame(rows), tmp_path, "accuracy_by_seed")
+    table = claims.claims_table(tmp_path).set_index(["claim", "datasets"])
+    every = table.loc[("RAPTOR beats GCS on mean-over-layers accuracy in every setting", "6")]
+    k = len(SEEDS)
+    se = sd * np.sqrt(1 / k + verdicts.TEST_TRAIN_RATIO)
+    mde = (stats.t.ppf(0.975, k - 1) + stats.t.ppf(verdicts.POWER, k - 1)) * se
+    assert every.mde == f"{100 * mde:+.1f} pts" and every.family == "paper"
+    assert every.verdict_per_claim == "holds" and every.p == pytest.approx(
+        max(stats.t.sf(0.02 / se, k - 1), 0), rel=1e-6)
+    robust = table.loc[("RAPTOR beats GCS on mean-over-layers accuracy in every setting", "5, no Counterfact")]
+    assert robust.family == "robustness"
+    behind = table.loc[("RAPTOR beats xRFM on mean-over-layers accuracy", "5, no Counterfact")]
+    assert behind.verdict == "--" and behind.mde.startswith("this design cannot reach p < 0.025")
+    # RAPTOR is 10 points behind xRFM on every dataset: the opposite is established per claim (6/6 against, p =
+    # 1/64), but the same Holm step that a "holds" must survive demotes it within the paper's family
+    six = table.loc[("RAPTOR beats xRFM on mean-over-layers accuracy", "6")]
+    assert six.verdict_per_claim == "does not hold" and six.verdict == "inconclusive"
+    assert "RAPTOR ahead on 0/6 datasets (interval above 0), the other way on 6" in six.ours
