@@ -258,8 +258,12 @@ def test_paper_figures_summary_figure_and_claim(tmp_path):
     chosen = default_table(table)  # chosen on the selection half, its report-half rows per measurable dataset
     assert chosen.setting.tolist() == ["additive-best-k0.4-answer"] and chosen.dataset.tolist() == ["stsa"]
     assert chosen.beats_random.all() and chosen.concept_specific_low.iloc[0] > 0
-    worse = default_table(table.assign(concept_specific_low=-1.0))  # no interval above 0: the paper's setting
+    old = table.drop(columns=["null_rank", "null_p", "null_p_opposite"])  # a table from before the rank test
+    assert default_table(old).setting.tolist() == ["additive-best-k0.4-answer"]
+    worse = default_table(old.assign(concept_specific_low=-1.0))  # no interval above 0: the paper's setting
     assert worse.setting.tolist() == [SS.PAPER_SETTING] and not worse.beats_random.any()
+    unranked = default_table(table.assign(null_p=0.5, null_p_opposite=0.5))  # the rank decides, not the interval
+    assert unranked.setting.tolist() == [SS.PAPER_SETTING] and not unranked.beats_random.any()
     (absent,) = steering_text_claim(None)  # a run without the measurement says so; it claims nothing
     assert absent["test"] is None and absent["ours"].startswith("not tested here")
 

@@ -81,7 +81,7 @@ from .prompts import select_prompts, split_halves
 from .steering_settings import POSITIONS, SteeringSetting, check_settings, choose_layers, edit_strengths
 
 __all__ = ["NEUTRAL_PROMPTS", "SENTIMENT_DATASETS", "MIN_RANDOM", "N_RANDOM", "NULL_STREAMS", "NULL_COLUMNS",
-           "MASS_GATE", "PERPLEXITY_GATE", "DISTINCT2_GATE", "N_GENERATE", "rank_p_value", "null_units",
+           "NULL_ALPHA", "MASS_GATE", "PERPLEXITY_GATE", "DISTINCT2_GATE", "N_GENERATE", "rank_p_value", "null_units",
            "METRIC_COLUMNS", "passes_gates", "random_units", "evaluate_steering",
            "screen_candidates", "evaluate_staged", "method_vectors", "given_vectors", "evaluate_dataset"]
 
@@ -167,6 +167,8 @@ NEUTRAL_PROMPTS = (
 MIN_RANDOM = 40
 #: Null directions per (setting, direction, half) by default (50 antithetic pairs; smallest p = 1/101).
 N_RANDOM = 100
+#: One-sided level of the rank test (a concept direction beats the null when its rank p is below it).
+NULL_ALPHA = 0.025
 #: Seed streams of the null directions: the selection half and the report half draw different directions.
 NULL_STREAMS = {"selection": 0, "report": 1}
 #: Rows of one stacked pass of the null directions (a batch of B prompts runs in chunks of STACK_ROWS // B draws).
