@@ -630,12 +630,14 @@ def build_parser():
     p.add_argument("--positions", choices=["prompt", "answer", "all"], help="override the setting's edited positions")
     p.add_argument("--answer-words", help="concept word and its opposite, e.g. 'Yes,No' (default: the dataset's pair)")
     p.add_argument("--stem", default="\n\nThe answer is:", help="answer stem appended to each prompt")
-    p.add_argument("--n-random", type=int_in(5, 1000), default=5, help="random directions per control (5..1000)")
+    p.add_argument("--n-random", type=int_in(40, 1000), default=100,  # steering_eval.MIN_RANDOM, N_RANDOM
+                   help="null (random) directions per setting, direction and half, even: antithetic pairs "
+                        "(40..1000; 40 is the least whose rank p can reach 0.025)")
     p.add_argument("--seed", type=int_in(0, MAX_SEED), default=0, help="seed of the random directions")
     p.add_argument("--n-prompts", type=int_in(2), default=100, help="held-out prompts (classes alternating)")
     p.add_argument("--probe-file", type=nonempty_path,
                    help="concept vectors written by 'raptor probe' (probes_<dataset>.json; skips fitting)")
-    p.add_argument("--generate", type=int_in(0), default=16,
+    p.add_argument("--generate", type=int_in(0), default=64,
                    help="prompts continued per setting for perplexity / distinct-2 (sentiment: VADER); 0 = none")
     p.add_argument("--max-new-tokens", type=int_in(1), default=32,
                    help="tokens generated per prompt (at most the model's positions minus the prompt's length)")

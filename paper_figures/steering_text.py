@@ -6,8 +6,11 @@ of the held-out prompts and reported on the other (:mod:`empirical.llm.steering_
 Writes ``tables/steering_text_<dataset>.csv`` (every method x setting x direction x half: ``steer_metrics.csv``'s
 columns), ``tables/steering_text_summary.csv`` (the selected operating points, report half) and
 ``tables/steering_text_default.csv`` (the default setting chosen from the measurement, with its report-half
-shifts: :func:`default_table`), ``tables/steering_text_timing.csv`` and ``figures/steering_text.png``
-(concept-specific shift vs perplexity ratio, one curve per method). Resumable per dataset.
+shifts: :func:`default_table`), ``tables/steering_text_null.csv`` (the per-draw shifts of the null directions of
+every row, the directions-as-unit test: ``dataset, method, setting, direction, half, stream, draw, sign, shift``,
+:data:`empirical.llm.steering_eval.NULL_COLUMNS`; per dataset ``steering_text_null_<dataset>.csv``),
+``tables/steering_text_timing.csv`` and ``figures/steering_text.png`` (concept-specific shift vs perplexity ratio,
+one curve per method). Resumable per dataset.
 """
 from __future__ import annotations
 
@@ -21,17 +24,22 @@ from empirical.llm import datasets
 from .claims import PAPER_SPLIT_SEED
 from .output import load_saved_vectors, load_table, save_figure, save_table
 from .style import method_color
+from .verdicts import holm
 
 #: every dataset with an answer pair; those whose read-out is not valid are reported as not measurable
 DATASETS = ("stsa", "cities", "common", "counterfact", "hateeval", "sarcasm", "coinflip")
 METHODS = ("RAPTOR", "DiffMeans", "GCS", "xRFM")
-#: The full run: 100 held-out prompts (50 per class; selection and report halves of 50), 16 generation prompts of
+#: The full run: 100 held-out prompts (50 per class; selection and report halves of 50), 64 generation prompts of
 #: 32 new tokens, the two best screened settings per method and direction go to stage 2, where RAPTOR's best
-#: one is also measured at prompt and at all positions (the baselines at the answer positions: docs/steering.md).
-FULL = dict(datasets=DATASETS, methods=METHODS, n_prompts=100, n_generate=16, max_new_tokens=32, gcs_probes=100,
+#: one is also measured at prompt and at all positions (the baselines at the answer positions: docs/steering.md);
+#: 100 null directions (50 antithetic pairs) per setting, direction and half, drawn afresh for the report half.
+FULL = dict(datasets=DATASETS, methods=METHODS, n_prompts=100, n_generate=64, max_new_tokens=32, gcs_probes=100,
+            n_random=100,
             n_candidates=2, stage2_positions=("prompt", "all"), twin_methods=("RAPTOR",))
-#: ``--quick``: a look at the pipeline, not a measurement (one dataset, RAPTOR, 8 prompts, every stage).
+#: ``--quick``: a look at the pipeline, not a measurement (one dataset, RAPTOR, 8 prompts, every stage; 40 null
+#: directions, the least whose rank p can reach 0.025).
 QUICK = dict(datasets=("stsa",), methods=("RAPTOR",), n_prompts=8, n_generate=2, max_new_tokens=8, gcs_probes=20,
+             n_random=40,
              n_candidates=1, stage2_positions=("all",), twin_methods=("RAPTOR",))
 
 
@@ -55,7 +63,8 @@ def full_run_seconds(scale=None, measurable=None) -> float:
             methods=scale["methods"], n_candidates=scale["n_candidates"],
             n_twin_positions=len(scale["stage2_positions"]),
             n_generate=scale["n_generate"], max_new_tokens=scale["max_new_tokens"],
-            twin_methods=scale["twin_methods"], measurable=measurable is None or name in measurable)["total"]
+            twin_methods=scale["twin_methods"], n_random=scale["n_random"],
+            measurable=measurable is None or name in measurable)["total"]
     return total
 
 
@@ -71,8 +80,9 @@ def settings(quick: bool = False) -> list:
 
 
 def dataset_table(name, mdl, tok, H, ds, *, data_dir=None, quick=False, progress=False, n_jobs=1,
-                  out=None) -> pd.DataFrame:
-    """Every method and setting of one dataset, measured in stages (``steer_metrics.csv``'s columns). The concept
+                  out=None) -> tuple:
+    """Every method and setting of one dataset, measured in stages (``steer_metrics.csv``'s columns), and the
+    per-draw null shifts of its rows (:data:`~empirical.llm.steering_eval.NULL_COLUMNS`). The concept
     vectors are the ones the empirical section saved in ``out`` for the same rows and the paper's split
     (:func:`paper_figures.output.load_saved_vectors`), else fitted here after the validity stage."""
     from empirical.llm.steering_eval import evaluate_dataset
@@ -81,10 +91,11 @@ def dataset_table(name, mdl, tok, H, ds, *, data_dir=None, quick=False, progress
     test = datasets.load("stsa", data_dir, max_per_class=None, split="test") if name == "stsa" else None
     saved = None if out is None else load_saved_vectors(out, name, scale["methods"], len(ds.labels), PAPER_SPLIT_SEED)
     marks = [("start", time.perf_counter())]
-    table, _ = evaluate_dataset(mdl, tok, ds, H, settings(quick), eval_dataset=test, n_prompts=scale["n_prompts"],
-                                vectors=saved, split_seed=PAPER_SPLIT_SEED,
+    table, per_prompt = evaluate_dataset(mdl, tok, ds, H, settings(quick), eval_dataset=test,
+                                n_prompts=scale["n_prompts"], vectors=saved, split_seed=PAPER_SPLIT_SEED,
                                 methods=scale["methods"], n_generate=scale["n_generate"],
                                 max_new_tokens=scale["max_new_tokens"], gcs_probes=scale["gcs_probes"], batch_size=50,
+                                n_random=scale["n_random"],
                                 progress=progress, staged=True, n_candidates=scale["n_candidates"], n_jobs=n_jobs,
                                 stage2_positions=scale["stage2_positions"], twin_methods=scale["twin_methods"],
                                 on_stage=lambda stage, entries, idx: marks.append((stage, time.perf_counter())))
@@ -92,18 +103,33 @@ def dataset_table(name, mdl, tok, H, ds, *, data_dir=None, quick=False, progress
     seconds = {}
     for (stage, t0), (_, t1) in zip(marks[:-1], marks[1:]):
         seconds[stage] = seconds.get(stage, 0.0) + t1 - t0
-    return table.assign(**{f"seconds_{stage}": round(t, 1) for stage, t in seconds.items()},
-                        vectors="loaded" if saved is not None else "fitted")
+    table = table.assign(**{f"seconds_{stage}": round(t, 1) for stage, t in seconds.items()},
+                         vectors="loaded" if saved is not None else "fitted")
+    return table, per_prompt["null"]
 
 
 def summary(table: pd.DataFrame) -> pd.DataFrame:
     """The selected operating points (report half) of every dataset, method, layer choice and direction, with the
-    datasets' validity; the input of the steering claim (``paper_figures.claims``)."""
+    datasets' validity; the input of the steering claim (``paper_figures.claims``).
+
+    The read-out's validity test (one-sided Mann-Whitney p of each dataset, ``auc_p_value``) is Holm-corrected over
+    the datasets tested (:func:`paper_figures.verdicts.holm`, ``auc_p_holm``): a dataset stays measurable only when
+    its adjusted p is at most :data:`~empirical.llm.answer_readout.MAX_AUC_P` as well (tables without
+    ``auc_p_value`` keep their per-dataset verdict). The datasets that are not measurable get one row each
+    (``setting`` = 'not measurable'); their operating points are left out."""
+    from empirical.llm.answer_readout import MAX_AUC_P
     from empirical.llm.steering_selection import select_operating_points
 
     chosen = select_operating_points(table)
-    validity = table.groupby("dataset")[["auc_unsteered", "answer_mass_unsteered", "measurable"]].first()
-    missing = validity[~validity.measurable.astype(bool)].reset_index()
+    columns = [c for c in ("auc_unsteered", "auc_p_value", "answer_mass_unsteered", "measurable") if c in table]
+    validity = table.groupby("dataset")[columns].first()
+    measurable = validity.measurable.astype(bool)
+    if "auc_p_value" in validity:
+        validity["auc_p_holm"] = holm(validity["auc_p_value"].to_numpy(dtype=float))
+        measurable &= validity["auc_p_holm"] <= MAX_AUC_P
+        chosen = chosen.merge(validity[["auc_p_holm"]], left_on="dataset", right_index=True, how="left")
+    chosen = chosen[chosen["dataset"].isin(measurable[measurable].index)]
+    missing = validity[~measurable].assign(measurable=False).reset_index()
     return pd.concat([chosen, missing.assign(method="--", setting="not measurable")], ignore_index=True)
 
 
@@ -187,17 +213,20 @@ def run(out, *, model="smollm2", data_dir=None, max_per_class=500, quick=False, 
 
     out = Path(out)
     mdl, tok = load_model(model)
-    tables = []
+    tables, nulls = [], []
     for name in names or (QUICK if quick else FULL)["datasets"]:
-        table = load_table(out, f"steering_text_{name}")
-        if table is None:
+        table, null = load_table(out, f"steering_text_{name}"), load_table(out, f"steering_text_null_{name}")
+        if table is None or null is None:
             ds = datasets.load(name, data_dir, max_per_class=max_per_class)
             H = extract_dataset(mdl, tok, ds, layers="all", progress=progress)
-            table = dataset_table(name, mdl, tok, H, ds, data_dir=data_dir, quick=quick, progress=progress,
-                                  n_jobs=n_jobs, out=out)
+            table, null = dataset_table(name, mdl, tok, H, ds, data_dir=data_dir, quick=quick, progress=progress,
+                                        n_jobs=n_jobs, out=out)
+            save_table(null, out, f"steering_text_null_{name}")
             save_table(table, out, f"steering_text_{name}")
         tables.append(table)
+        nulls.append(null)
     table = pd.concat(tables, ignore_index=True)
+    save_table(pd.concat(nulls, ignore_index=True), out, "steering_text_null")
     save_table(summary(table), out, "steering_text_summary")
     save_table(timing(table), out, "steering_text_timing")
     save_table(default_table(table), out, "steering_text_default")

@@ -171,7 +171,7 @@ def test_steer_fits_raptor_probes(setup):
                      "--setting", "best-0.99", "--positions", "answer", "--out", str(out)]) == 0
     m = pd.read_csv(out / "steer_metrics.csv")
     assert m.direction.tolist() == ["away", "away"] and m.setting.tolist() == ["best-0.99-answer"] * 2
-    assert m.layers.astype(str).isin(["2", "3"]).all() and (m.n_random == 5).all()
+    assert m.layers.astype(str).isin(["2", "3"]).all() and (m.n_random == 100).all()
 
 
 def test_stability_command(setup):

@@ -49,7 +49,7 @@ def setup():
 def _run(setup, settings, vectors=None, norms=None, n=8, measure=None, **kw):
     model, tok, probes, accuracy = setup
     vectors = vectors or {"RAPTOR": probes}
-    kw = {"answer_words": WORDS, "stem": STEM, "batch_size": 4, **kw}
+    kw = {"answer_words": WORDS, "stem": STEM, "batch_size": 4, "n_random": SE.MIN_RANDOM, **kw}
     return (measure or SE.evaluate_steering)(model, tok, PROMPTS[:n], LABELS[:n], vectors,
                                              {m: accuracy["RAPTOR"] for m in vectors},
                                              norms or {layer: 1.0 for layer in range(1, L + 1)}, settings, **kw)
@@ -107,7 +107,7 @@ def test_batching_does_not_change_the_read_out(setup):
     _, one = _run(setup, settings, n=4, batch_size=1, directions=("towards",))
     _, four = _run(setup, settings, n=4, batch_size=3, directions=("towards",))
     np.testing.assert_allclose(one["unsteered"]["ld"], four["unsteered"]["ld"], atol=1e-5)
-    for key in [k for k in one if k != "unsteered"]:
+    for key in [k for k in one if k not in ("unsteered", "null")]:
         np.testing.assert_allclose(one[key]["ld"], four[key]["ld"], atol=1e-5)
         np.testing.assert_allclose(one[key]["rand"], four[key]["rand"], atol=1e-5)
     # the read-out equals a plain forward pass of prompt + stem
@@ -199,8 +199,10 @@ def test_bad_answer_words():
 
 def test_bad_input_fails_before_model_work(setup, monkeypatch):
     setting = [SS.SteeringSetting("additive", "best", 0.1, "answer")]
-    with pytest.raises(ValueError, match=r"n_random \(--n-random\) must be an integer >= 5"):
-        _run(setup, setting, n_random=3)
+    with pytest.raises(ValueError, match=r"n_random \(--n-random\) must be an integer >= 40"):
+        _run(setup, setting, n_random=39)
+    with pytest.raises(ValueError, match=r"n_random \(--n-random\) must be even"):
+        _run(setup, setting, n_random=41)
     with pytest.raises(ValueError, match=r"stem \(--stem\)"):
         _run(setup, setting, stem="  ")
     gpt2, tok = tiny_model("gpt2", seed=1), tiny_tokenizer()
@@ -234,7 +236,9 @@ def test_paper_figures_summary_figure_and_claim(tmp_path):
                                  n_prompts=50, concept_specific_shift=shift * k, concept_specific_low=shift * k - 0.01,
                                  concept_specific_high=shift * k + 0.01, random_control_shift=0.0,
                                  answer_mass_unsteered=0.2, answer_mass_steered=0.2, perplexity_ratio=1 + k,
-                                 auc_unsteered=0.8, measurable=True))
+                                 auc_unsteered=0.8, measurable=True, answer_logodds_shift=shift * k, n_random=100,
+                                 null_rank=1, null_p=1 / 101, null_p_opposite=1.0, vader_shift=-0.02, vader_se=0.1,
+                                 vader_random_shift=0.28))
     rows.append(dict(rows[0], dataset="coinflip", auc_unsteered=0.5, measurable=False))
     table = pd.DataFrame(rows)
     s = summary(table)
@@ -242,13 +246,24 @@ def test_paper_figures_summary_figure_and_claim(tmp_path):
     assert s.loc[s.dataset == "coinflip", "setting"].tolist() == ["not measurable"]
     (claim,) = steering_text_claim(s)
     assert claim["test"].verdict == "holds" and "not measurable" in claim["ours"] and "coinflip" in claim["ours"]
+    assert claim["test"].rule == "every setting (permutation rank, 1 settings)"
+    assert "shift +0.16, rank 1 of 101, p = 0.0099" in claim["ours"]
+    assert "text: VADER -0.02 ± 0.10 vs random +0.28" in claim["ours"]
+    (ranked_low,) = steering_text_claim(s.assign(null_rank=60, null_p=0.6, null_p_opposite=0.41))
+    assert ranked_low["test"].verdict == "inconclusive"  # the rank decides, not the per-prompt interval
+    (old,) = steering_text_claim(s.drop(columns=["null_rank", "null_p", "null_p_opposite"]))
+    assert old["test"] is None and "has not run" in old["ours"]  # a table from before the test: no verdict
     path = plot(table, tmp_path)
     assert path.is_file() and path.stat().st_size > 10_000
     chosen = default_table(table)  # chosen on the selection half, its report-half rows per measurable dataset
     assert chosen.setting.tolist() == ["additive-best-k0.4-answer"] and chosen.dataset.tolist() == ["stsa"]
     assert chosen.beats_random.all() and chosen.concept_specific_low.iloc[0] > 0
-    worse = default_table(table.assign(concept_specific_low=-1.0))  # no interval above 0: the paper's setting
+    old = table.drop(columns=["null_rank", "null_p", "null_p_opposite"])  # a table from before the rank test
+    assert default_table(old).setting.tolist() == ["additive-best-k0.4-answer"]
+    worse = default_table(old.assign(concept_specific_low=-1.0))  # no interval above 0: the paper's setting
     assert worse.setting.tolist() == [SS.PAPER_SETTING] and not worse.beats_random.any()
+    unranked = default_table(table.assign(null_p=0.5, null_p_opposite=0.5))  # the rank decides, not the interval
+    assert unranked.setting.tolist() == [SS.PAPER_SETTING] and not unranked.beats_random.any()
     (absent,) = steering_text_claim(None)  # a run without the measurement says so; it claims nothing
     assert absent["test"] is None and absent["ours"].startswith("not tested here")
 
@@ -312,7 +327,8 @@ def test_staged_fits_the_vectors_only_for_a_valid_read_out(setup, monkeypatch):
     def run():
         return SE.evaluate_staged(model, tok, PROMPTS, LABELS, fit, None, {layer: 1.0 for layer in range(1, L + 1)},
                                   [SS.SteeringSetting("additive", "best", 0.5, "answer")], answer_words=WORDS,
-                                  stem=STEM, batch_size=4, n_candidates=1, stage2_positions=("all",))
+                                  stem=STEM, batch_size=4, n_candidates=1, stage2_positions=("all",),
+                                  n_random=SE.MIN_RANDOM)
 
     monkeypatch.setattr(AR, "MIN_AUC", 1.01)  # nothing is measurable: nothing is fitted
     table, _ = run()
@@ -362,8 +378,9 @@ def test_generation_has_a_random_control_and_steers_the_first_new_token(setup):
 def test_the_timing_model_counts_the_work():
     costs = dict(token=1.0, step=0.0, fit=dict(RAPTOR=0.0))
     base = SC.estimate_seconds(n_prompts=10, prompt_tokens=5, stem_tokens=1, methods=("RAPTOR",), costs=costs)
-    # only prompt tokens cost: validity 10 x 6, three half passes 5 x 6, twins 1 x 1 x 2 x 2 twins x 6 x 5 x 6
-    assert base["validity"] == 60 and base["screen"] == 30 and base["candidate"] == 30 + 4 * 6 * 5 * 6
+    # only prompt tokens cost: validity 10 x 6, three half passes 5 x 6, twins 1 x 1 x 2 x 2 twins x (1 + 100 null
+    # directions) x 5 x 6
+    assert base["validity"] == 60 and base["screen"] == 30 and base["candidate"] == 30 + 4 * 101 * 5 * 6
     assert SC.estimate_seconds(n_prompts=10, prompt_tokens=5, stem_tokens=1, methods=("RAPTOR",), costs=costs,
                                n_twins=0)["candidate"] == 30
     longer = SC.estimate_seconds(n_prompts=10, prompt_tokens=11, stem_tokens=1, methods=("RAPTOR",), costs=costs)
@@ -406,7 +423,7 @@ def test_stacked_random_controls_equal_one_pass_per_draw(setup):
     results = []
     for stacked in (True, False):
         m = SE._Measurement(model, tok, PROMPTS, LABELS, {"RAPTOR": probes}, accuracy, {k: 1.0 for k in (1, 2, 3)},
-                            settings, answer_words=WORDS, stem=STEM, directions=("towards", "away"), n_random=5,
+                            settings, answer_words=WORDS, stem=STEM, directions=("towards", "away"), n_random=40,
                             seed=2, generation_prompts=None, max_new_tokens=4, sentiment=False, batch_size=3,
                             dataset="d", progress=False)
         m.stack_controls = stacked
@@ -457,6 +474,7 @@ def test_evaluate_dataset_uses_given_vectors_and_fits_nothing(setup, monkeypatch
                                    vectors=({"RAPTOR": probes}, accuracy), methods=("RAPTOR",), answer_words=WORDS,
                                    stem=STEM, n_prompts=4, n_generate=0, batch_size=4, staged=staged, n_candidates=1,
                                    stage2_positions=("all",),
+                                   n_random=SE.MIN_RANDOM,
                                    on_stage=lambda stage, entries, idx: stages.append(stage))
     assert set(table.method) == {"RAPTOR"} and table.answer_logodds_shift.notna().any()
     if staged:

@@ -4,7 +4,7 @@ default model (:data:`COST_SECONDS`, docs/steering.md, Cost).
 from __future__ import annotations
 
 # --------------------------------------------------------------------------------------------- cost
-from .steering_eval import MIN_RANDOM
+from .steering_eval import N_GENERATE, N_RANDOM
 
 __all__ = ["COST_SECONDS", "estimate_seconds"]
 
@@ -18,8 +18,8 @@ COST_SECONDS = dict(token=2.9e-3, step=7.5e-3, fit=dict(RAPTOR=8.0, DiffMeans=0.
 
 
 def estimate_seconds(n_prompts: int = 100, prompt_tokens: float = 55.0, stem_tokens: int = 5, n_settings: int = 67,
-                     methods=("RAPTOR", "DiffMeans", "GCS", "xRFM"), n_directions: int = 2, n_random: int = MIN_RANDOM,
-                     n_candidates: int = 2, n_twins: int = 1, n_twin_positions: int = 2, n_generate: int = 16,
+                     methods=("RAPTOR", "DiffMeans", "GCS", "xRFM"), n_directions: int = 2, n_random: int = N_RANDOM,
+                     n_candidates: int = 2, n_twins: int = 1, n_twin_positions: int = 2, n_generate: int = N_GENERATE,
                      max_new_tokens: int = 32, measurable: bool = True, twin_methods=None, costs=None) -> dict:
     """Seconds one dataset of :func:`evaluate_dataset` (staged) takes, by stage, from the work it does and
     :data:`COST_SECONDS`; an upper bound (every candidate passes every gate).
@@ -79,7 +79,7 @@ def estimate_seconds(n_prompts: int = 100, prompt_tokens: float = 55.0, stem_tok
     >>> t = estimate_seconds(n_prompts=20, n_settings=3, methods=("RAPTOR",), n_candidates=1, n_generate=4,
     ...                      max_new_tokens=12, costs=dict(token=0.01, step=0.01, fit=dict(RAPTOR=10.0)))
     >>> round(t["screen"], 1), round(t["total"], 1)
-    (9.6, 345.5)
+    (66.6, 4981.5)
     """
     costs = costs or COST_SECONDS
     token, step = costs["token"], costs["step"]

@@ -7,9 +7,14 @@ The measurement (as CAA and ActAdd measure steering), per setting and direction,
 * **Shift**, signed towards the target (``towards``: up, ``away``: down): ``answer_logodds_shift`` (mean change of
   LD and its standard error over prompts), ``answer_prob_shift`` (change of sigmoid(LD)), ``moved_fraction`` (share
   of prompts that moved the intended way) and ``answer_mass`` (steered and unsteered).
-* **Controls.** ``random_control_shift``: the same edit with random unit directions (``n_random`` >= 5 seeded
-  draws per layer) at the same |alpha| per layer, row and position (GCAV strengths are replayed from the concept
-  run); ``concept_specific_shift`` = concept minus random shift, paired per prompt, with its 95 % t-interval;
+* **Null directions, the unit of inference.** The same edit along ``n_random`` (>= 40, default 100) random unit
+  directions per layer, in antithetic pairs (+r, -r), at the same |alpha| per layer, row and position (GCAV
+  strengths are replayed from the concept run), drawn afresh for each half (:func:`null_units`: the report half
+  never reuses the selection half's draws). The concept direction's shift is ranked among theirs:
+  ``null_rank``, ``null_p`` = (1 + #{null >= concept}) / (1 + N) and ``null_p_opposite``
+  (:func:`rank_p_value`); the per-draw shifts are the ``"null"`` table (:data:`NULL_COLUMNS`).
+* **Per-prompt interval (secondary).** ``random_control_shift``: the null directions' mean shift;
+  ``concept_specific_shift`` = concept minus null mean shift, paired per prompt, with its 95 % t-interval;
   ``opposite_sign_shift``: the other direction's LD change expressed in this row's sign (a concept effect flips
   with the sign, so it should be negative).
 * **Validity of the read-out** per dataset (:func:`~empirical.llm.answer_readout.read_out_validity`): a dataset
@@ -75,8 +80,9 @@ from .hooks import base_model, decoder_blocks, input_device, position_limit, req
 from .prompts import select_prompts, split_halves
 from .steering_settings import POSITIONS, SteeringSetting, check_settings, choose_layers, edit_strengths
 
-__all__ = ["NEUTRAL_PROMPTS", "SENTIMENT_DATASETS", "MIN_RANDOM", "MASS_GATE", "PERPLEXITY_GATE", "METRIC_COLUMNS",
-           "passes_gates", "random_units", "evaluate_steering",
+__all__ = ["NEUTRAL_PROMPTS", "SENTIMENT_DATASETS", "MIN_RANDOM", "N_RANDOM", "NULL_STREAMS", "NULL_COLUMNS",
+           "NULL_ALPHA", "MASS_GATE", "PERPLEXITY_GATE", "DISTINCT2_GATE", "N_GENERATE", "rank_p_value", "null_units",
+           "METRIC_COLUMNS", "passes_gates", "random_units", "evaluate_steering",
            "screen_candidates", "evaluate_staged", "method_vectors", "given_vectors", "evaluate_dataset"]
 
 #: names that lived here before the module was split by job and are not used here (importing them warns, removed
@@ -107,14 +113,75 @@ NEUTRAL_PROMPTS = (
     "Describe a train journey in one sentence.",
     "Tell me about a museum you went to.",
     "Write one sentence about a new phone.",
+    "Write one sentence about a bus ride.",
+    "Write one sentence about a bicycle.",
+    "Write one sentence about a library.",
+    "Write one sentence about a bakery.",
+    "Write one sentence about a football match.",
+    "Write one sentence about a river.",
+    "Write one sentence about a mountain trail.",
+    "Write one sentence about a school play.",
+    "Write one sentence about a birthday party.",
+    "Write one sentence about a beach.",
+    "Write one sentence about a rainy afternoon.",
+    "Write one sentence about a painting.",
+    "Write one sentence about a video game.",
+    "Write one sentence about a coffee shop.",
+    "Write one sentence about a wedding.",
+    "Write one sentence about a podcast.",
+    "Write one sentence about a market.",
+    "Write one sentence about a hotel.",
+    "Write one sentence about a flight.",
+    "Write one sentence about a theatre play.",
+    "Write one sentence about a festival.",
+    "Write one sentence about a zoo.",
+    "Write one sentence about a kitchen.",
+    "Write one sentence about a job interview.",
+    "Write one sentence about a classroom.",
+    "Write one sentence about a lake.",
+    "Write one sentence about a road trip.",
+    "Write one sentence about a shop.",
+    "Write one sentence about a cat.",
+    "Write one sentence about a dog.",
+    "Write one sentence about a holiday.",
+    "Write one sentence about a bridge.",
+    "Write one sentence about a farm.",
+    "Write one sentence about a hospital visit.",
+    "Write one sentence about a hike.",
+    "Write one sentence about a snowy morning.",
+    "Write one sentence about a family dinner.",
+    "Write one sentence about a laptop.",
+    "Write one sentence about a pair of shoes.",
+    "Write one sentence about a newspaper article.",
+    "Write one sentence about a board game.",
+    "Write one sentence about a dance class.",
+    "Write one sentence about a picnic.",
+    "Write one sentence about a radio programme.",
+    "Write one sentence about a documentary.",
+    "Write one sentence about a sports car.",
+    "Write one sentence about a village.",
+    "Write one sentence about an office.",
 )
-#: Random directions per control, at least.
-MIN_RANDOM = 5
-#: Gates of the operating point: steered mass >= MASS_GATE x unsteered mass, perplexity ratio <= PERPLEXITY_GATE.
+#: Null (random) directions per (setting, direction, half), at least: the rank p-value 1 / (N + 1) can reach
+#: 0.025 only with N >= 39, and the directions come in antithetic pairs (+r, -r), so N >= 40 and even.
+MIN_RANDOM = 40
+#: Null directions per (setting, direction, half) by default (50 antithetic pairs; smallest p = 1/101).
+N_RANDOM = 100
+#: One-sided level of the rank test (a concept direction beats the null when its rank p is below it).
+NULL_ALPHA = 0.025
+#: Seed streams of the null directions: the selection half and the report half draw different directions.
+NULL_STREAMS = {"selection": 0, "report": 1}
+#: Rows of one stacked pass of the null directions (a batch of B prompts runs in chunks of STACK_ROWS // B draws).
+STACK_ROWS = 512
+#: Gates of the operating point: steered mass >= MASS_GATE x unsteered mass, perplexity ratio <= PERPLEXITY_GATE
+#: and (repetition) steered distinct-2 >= DISTINCT2_GATE x unsteered distinct-2, the last two where generated.
 MASS_GATE = 0.5
-
-
+#: see :data:`MASS_GATE`
 PERPLEXITY_GATE = 1.5
+#: see :data:`MASS_GATE` (a continuation repeating its bigrams, "good good good ...", has distinct-2 near 0)
+DISTINCT2_GATE = 0.8
+#: Generation prompts of a measurement by default (the fluency gates read the selection half's 32 continuations).
+N_GENERATE = 64
 
 #: The columns of ``steer_metrics.csv`` in order.
 METRIC_COLUMNS = [
@@ -125,11 +192,16 @@ METRIC_COLUMNS = [
     "opposite_sign_shift", "kl_answer", "alpha_median", "alpha_max", "n_generated", "perplexity_unsteered",
     "perplexity_steered", "perplexity_ratio", "perplexity_ratio_random", "distinct2_unsteered", "distinct2_steered",
     "distinct2_random", "vader_shift", "vader_se", "vader_random_shift",
-    "auc_unsteered", "auc_p_value", "measurable", "stem"]
+    "auc_unsteered", "auc_p_value", "measurable", "stem", "null_rank", "null_p", "null_p_opposite", "null_mean",
+    "null_sd", "null_stream"]
+#: The columns of the per-draw null table (``steering_text_null.csv``): one row per (dataset, method, setting,
+#: direction, half) and null direction; ``draw`` r's direction is ``sign`` x the pair ``r // 2``'s Gaussian draw,
+#: ``shift`` its mean answer log-odds shift over the half's prompts, signed towards the target.
+NULL_COLUMNS = ["dataset", "method", "setting", "direction", "half", "stream", "draw", "sign", "shift"]
 
 
-def random_units(layers, hidden_size: int, seed: int, n_random: int) -> list:
-    """``n_random`` draws of one random unit vector per layer; draw ``r`` depends only on ``(seed, r)``.
+def random_units(layers, hidden_size: int, seed: int, n_random: int, stream=None) -> list:
+    """``n_random`` draws of one random unit vector per layer; draw ``r`` depends only on ``(seed, stream, r)``.
 
     Parameters
     ----------
@@ -138,9 +210,11 @@ def random_units(layers, hidden_size: int, seed: int, n_random: int) -> list:
     hidden_size : int
         Dimension of each vector.
     seed : int
-        Seed; draw ``r`` uses ``numpy.random.default_rng([seed, r])``.
+        Seed; draw ``r`` uses ``numpy.random.default_rng([seed, r])`` (``[seed, stream, r]`` with a stream).
     n_random : int
         Number of draws.
+    stream : int, optional
+        An independent stream of draws for the same seed (:data:`NULL_STREAMS`: one per half).
 
     Returns
     -------
@@ -155,7 +229,7 @@ def random_units(layers, hidden_size: int, seed: int, n_random: int) -> list:
     """
     draws = []
     for r in range(int(n_random)):
-        rng = np.random.default_rng([int(seed), r])
+        rng = np.random.default_rng([int(seed), r] if stream is None else [int(seed), int(stream), r])
         units = {}
         for layer in sorted(layers):
             u = rng.standard_normal(hidden_size)
@@ -164,28 +238,80 @@ def random_units(layers, hidden_size: int, seed: int, n_random: int) -> list:
     return draws
 
 
+def null_units(layers, hidden_size: int, seed: int, n_random: int, half: str) -> list:
+    """The null directions of one half: ``n_random`` (even) unit directions per layer in antithetic pairs, draw
+    ``2k`` = +u_k and draw ``2k + 1`` = -u_k, u_k from :func:`random_units` on the half's seed stream
+    (:data:`NULL_STREAMS`), so the selection half and the report half never share a draw.
+
+    Parameters
+    ----------
+    layers : iterable of int
+        The layers to draw for.
+    hidden_size : int
+        Dimension of each vector.
+    seed : int
+        Seed of the measurement.
+    n_random : int
+        Number of directions, even (``n_random // 2`` pairs).
+    half : {"selection", "report"}
+        Whose stream.
+
+    Returns
+    -------
+    list of dict of int to ndarray
+        ``n_random`` ``{layer: unit vector}``; the antithetic sign of draw r is ``(-1) ** r``.
+
+    Examples
+    --------
+    >>> a = null_units([1], 4, seed=0, n_random=4, half="selection")
+    >>> bool(np.array_equal(a[1][1], -a[0][1])), len(a)
+    (True, 4)
+    >>> b = null_units([1], 4, seed=0, n_random=4, half="report")
+    >>> bool(np.allclose(a[0][1], b[0][1]))
+    False
+    """
+    if half not in NULL_STREAMS:
+        raise ValueError(f"half must be one of {sorted(NULL_STREAMS)}, got {half!r}")
+    if int(n_random) % 2:
+        raise ValueError(f"n_random (--n-random) must be even (antithetic pairs +r, -r), got {n_random}")
+    pairs = random_units(layers, hidden_size, seed, int(n_random) // 2, stream=NULL_STREAMS[half])
+    return [{layer: sign * u for layer, u in units.items()} for units in pairs for sign in (1.0, -1.0)]
 
 
+def rank_p_value(concept: float, null) -> tuple:
+    """The concept direction's shift ranked among the null (random) directions' shifts, the directions being the
+    unit of inference: ``p = (1 + #{null >= concept}) / (1 + N)`` and ``p_opposite = (1 + #{null <= concept}) /
+    (1 + N)`` (ties count against the claim in both; exact under the null that the concept direction is one more
+    draw from the same distribution).
 
+    Parameters
+    ----------
+    concept : float
+        The concept direction's shift, signed towards the target.
+    null : array-like of float, shape (N,)
+        The null directions' shifts on the same prompts, same sign convention; NaN entries are not allowed.
 
+    Returns
+    -------
+    (int, float, float)
+        The rank (1 = above every null shift; ``1 + #{null >= concept}``), p and p_opposite; ``(0, nan, nan)``
+        when ``concept`` is NaN or there is no null shift.
 
-
-
-
-
-
-
-
-
-
-
-
-
-
-
-
-
-
+    Examples
+    --------
+    >>> rank_p_value(3.0, [1.0, 2.0, 3.0, 0.0])
+    (2, 0.4, 1.0)
+    >>> rank_p_value(5.0, np.zeros(39))[1]
+    0.025
+    """
+    null = np.asarray(null, dtype=float).ravel()
+    if not np.isfinite(concept) or not null.size:
+        return 0, math.nan, math.nan
+    if not np.isfinite(null).all():
+        raise ValueError("null shifts must be finite")
+    above, below = int(np.sum(null >= concept)), int(np.sum(null <= concept))
+    n = null.size
+    return 1 + above, (1 + above) / (1 + n), (1 + below) / (1 + n)
 
 
 def _sem(x) -> float:
@@ -222,6 +348,8 @@ class _Measurement:
             raise ValueError(f"labels must be {len(prompts)} values in {{0, 1}}, one per prompt")
         settings = check_settings(settings)
         self.n_random = check_int(n_random, "n_random (--n-random)", minimum=MIN_RANDOM)
+        if self.n_random % 2:
+            raise ValueError(f"n_random (--n-random) must be even (antithetic pairs +r, -r), got {self.n_random}")
         self.batch_size = check_int(batch_size, "batch_size")
         for d in directions:
             if d not in ("towards", "away"):
@@ -259,15 +387,17 @@ class _Measurement:
         self.eos = tokenizer.eos_token_id
         self.n_layers = n_layers
         self.set_vectors(vectors, validation_accuracy, norms, settings)
-        self.draws = random_units(range(1, n_layers + 1), hidden_size, seed, self.n_random)
+        #: the null directions of each half (different seed streams: the report half never reuses a draw)
+        self.draws = {half: null_units(range(1, n_layers + 1), hidden_size, seed, self.n_random, half)
+                      for half in NULL_STREAMS}
         n = len(prompts)
         self.halves = split_halves(n)
         self.head_ids, self.answer_id = stem_ids[:-1], stem_ids[-1]
         self.ld0, self.mass0 = np.full(n, np.nan), np.full(n, np.nan)
         self.auc_p = math.nan
-        #: answer-position random controls run as one stacked pass (n_random x the batch's rows; the same numbers
-        #: as one pass per draw to rounding, ~40 % less time per row on a CPU)
-        self.stack_controls = True
+        #: answer-position random controls run as stacked passes (draws x the batch's rows, at most ``stack_rows``
+        #: rows a pass; the same numbers as one pass per draw to rounding, ~40 % less time per row on a CPU)
+        self.stack_controls, self.stack_rows = True, STACK_ROWS
         self.results, self.generated = {}, {}
         if self.gen_ids is not None:
             self.gen_halves = np.where(np.arange(len(self.gen_ids)) % 2 == 0, "selection", "report")
@@ -308,8 +438,16 @@ class _Measurement:
 
     # ----------------------------------------------------------------------------------------- read-outs
     def readouts(self, entries, idx) -> None:
-        """The answer read-out of the unsteered model and of every entry (and its random controls) on prompts
-        ``idx``: batches of similar length; the prompt's key/value cache is shared by every answer-position edit."""
+        """The answer read-out of the unsteered model and of every entry (and its null directions, those of each
+        prompt's half) on prompts ``idx``: batches of similar length within a half; the prompt's key/value cache is
+        shared by every answer-position edit."""
+        idx = np.asarray([int(i) for i in idx], dtype=int)
+        for half in NULL_STREAMS:
+            chosen = idx[self.halves[idx] == half] if idx.size else idx
+            if chosen.size:
+                self._readouts(entries, chosen, self.draws[half])
+
+    def _readouts(self, entries, idx, draws) -> None:
         model, core, device = self.model, self.core, self.device
         order = sorted((int(i) for i in idx), key=lambda i: -len(self.prompt_ids[i]))
         words = (self.concept_ids, self.opposite_ids)
@@ -329,7 +467,8 @@ class _Measurement:
                                                  batch.positions[:, -1:] + 1 + torch.arange(n_head, device=device),
                                                  kv_prompt, head=False)
                 base = (kv_prompt, kv_head)
-                stacked = None  # (batch, base) repeated once per random draw, made when first needed
+                stacked = {}  # chunk size -> (batch, base) repeated once per draw of a chunk, made when needed
+                chunk = max(1, self.stack_rows // B)
                 lp0, _ = read_answer(model, core, batch, self.head_ids, self.answer_id, base, (None,) * 3,
                                      (False, False, False))
                 first = not np.isfinite(self.ld0).any()
@@ -347,17 +486,20 @@ class _Measurement:
                     for a in alphas:
                         if a:
                             res["alpha"] += [float(x) for v in a.values() for x in np.abs(v)]
-                    if self.stack_controls and seg == (False, False, True):  # answer only: every draw in one pass
-                        R = len(self.draws)
-                        if stacked is None:
-                            stacked = (batch.repeat(R), tuple([(k.repeat(R, 1, 1, 1), v.repeat(R, 1, 1, 1))
-                                                               for k, v in kv] for kv in base))
-                        edits = (None, None, edit.random_stacked(self.draws, alphas[2], B))
-                        lp_r, _ = read_answer(model, core, stacked[0], self.head_ids, self.answer_id, stacked[1], edits,
-                                              seg)
-                        res["rand"][:, rows] = answer_logodds(lp_r, *words)[0].reshape(R, B)
+                    if self.stack_controls and seg == (False, False, True):  # answer only: draws stacked
+                        for first_draw in range(0, len(draws), chunk):
+                            part = draws[first_draw:first_draw + chunk]
+                            R = len(part)
+                            if R not in stacked:
+                                stacked[R] = (batch.repeat(R), tuple([(k.repeat(R, 1, 1, 1), v.repeat(R, 1, 1, 1))
+                                                                      for k, v in kv] for kv in base))
+                            edits = (None, None, edit.random_stacked(part, alphas[2], B))
+                            lp_r, _ = read_answer(model, core, stacked[R][0], self.head_ids, self.answer_id,
+                                                  stacked[R][1], edits, seg)
+                            res["rand"][first_draw:first_draw + R, rows] = \
+                                answer_logodds(lp_r, *words)[0].reshape(R, B)
                         continue
-                    for r, units in enumerate(self.draws):
+                    for r, units in enumerate(draws):
                         edits = tuple(edit.random(units, a) for a in alphas)
                         lp_r, _ = read_answer(model, core, batch, self.head_ids, self.answer_id, base, edits, seg)
                         res["rand"][r, rows] = answer_logodds(lp_r, *words)[0]
@@ -392,13 +534,20 @@ class _Measurement:
 
     def generate(self, entries, idx) -> None:
         """Greedy continuations of the generation prompts ``idx``: unsteered, under every entry and under its random
-        control (the first random draw at the concept edit's |alpha| per layer, pass and row), each scored by its
+        control (the first null draw of the prompt's half at the concept edit's |alpha| per layer, pass and row),
+        each scored by its
         perplexity under the unsteered model, distinct-2 and (sentiment) VADER."""
         if self.gen_ids is None:
             raise ValueError("no generation prompts were given")
+        idx = np.asarray([int(i) for i in idx], dtype=int)
+        for half in NULL_STREAMS:
+            chosen = idx[self.gen_halves[idx] == half] if idx.size else idx
+            if chosen.size:
+                self._generate(entries, chosen.tolist(), self.draws[half][0])
+
+    def _generate(self, entries, idx, units) -> None:
         model, core = self.model, self.core
         bar = tqdm(total=len(entries), desc=f"{self.dataset} generation", disable=not self.progress, leave=False)
-        idx = [int(i) for i in idx]
         with torch.inference_mode():
             for start in range(0, len(idx), self.batch_size):
                 rows = idx[start:start + self.batch_size]
@@ -417,7 +566,7 @@ class _Measurement:
                     new, alphas = generate_greedy(model, core, batch, self.max_new_tokens, lambda t: concept, seg, base)
                     self._measure(new, base, batch, rows, self.generated[key]["concept"])
                     new, _ = generate_greedy(model, core, batch, self.max_new_tokens,
-                                             lambda t: edit.random(self.draws[0], alphas[t + 1]), seg, base)
+                                             lambda t: edit.random(units, alphas[t + 1]), seg, base)
                     self._measure(new, base, batch, rows, self.generated[key]["random"])
                     if start == 0:
                         bar.update(1)
@@ -439,6 +588,8 @@ class _Measurement:
             shift = sign * (res["ld"][sel] - ld0)
             rand = sign * (res["rand"][:, sel] - ld0)
             specific = shift - rand.mean(0)
+            null = rand.mean(1)  # per null direction: its mean shift over the half's prompts
+            rank, p_null, p_opposite = rank_p_value(float(shift.mean()), null)
             low, high = _t_interval(specific)
             a = np.asarray(res["alpha"])
             opposite = math.nan
@@ -459,7 +610,9 @@ class _Measurement:
                        alpha_median=float(np.median(a)) if a.size else math.nan,
                        alpha_max=float(a.max()) if a.size else math.nan,
                        auc_unsteered=auc, auc_p_value=self.auc_p, measurable=measurable, stem=self.stem,
-                       n_generated=0)
+                       n_generated=0, null_rank=rank, null_p=p_null, null_p_opposite=p_opposite,
+                       null_mean=float(null.mean()), null_sd=float(null.std(ddof=1)),
+                       null_stream=NULL_STREAMS[half])
             if setting.kind == "additive":
                 strengths = np.abs(list(edit_strengths(setting, layers, self.norms).values()))
                 row.update(alpha_median=float(np.median(strengths)), alpha_max=float(strengths.max()))
@@ -486,8 +639,28 @@ class _Measurement:
                        vader_random_shift=float(np.mean(sign * (r["vader"][sel] - u["vader"][sel]))))
         return row
 
-    def per_prompt(self) -> dict:
-        return {"unsteered": dict(ld=self.ld0, mass=self.mass0, half=self.halves), **self.results}
+    def null_rows(self, table: pd.DataFrame) -> pd.DataFrame:
+        """The per-draw null shifts of every (method, setting, direction, half) row of ``table``
+        (:data:`NULL_COLUMNS`)."""
+        out = []
+        for r in table.itertuples():
+            res = self.results.get((r.method, r.setting, r.direction))
+            if res is None or r.half not in NULL_STREAMS:
+                continue
+            sign = 1.0 if r.direction == "towards" else -1.0
+            sel = (self.halves == r.half) & np.isfinite(res["ld"])
+            null = (sign * (res["rand"][:, sel] - self.ld0[sel])).mean(1)
+            out.append(pd.DataFrame(dict(dataset=self.dataset, method=r.method, setting=r.setting,
+                                         direction=r.direction, half=r.half, stream=NULL_STREAMS[r.half],
+                                         draw=np.arange(len(null)), sign=np.where(np.arange(len(null)) % 2, -1, 1),
+                                         shift=null)))
+        return pd.concat(out, ignore_index=True) if out else pd.DataFrame(columns=NULL_COLUMNS)
+
+    def per_prompt(self, table=None) -> dict:
+        out = {"unsteered": dict(ld=self.ld0, mass=self.mass0, half=self.halves), **self.results}
+        if table is not None:
+            out["null"] = self.null_rows(table)
+        return out
 
 
 def _table(rows) -> pd.DataFrame:
@@ -496,7 +669,7 @@ def _table(rows) -> pd.DataFrame:
 
 def evaluate_steering(model, tokenizer, prompts, labels, vectors: dict, validation_accuracy: dict, norms: dict,
                       settings, *, answer_words, stem: str = ANSWER_STEM, directions=("towards", "away"),
-                      n_random: int = MIN_RANDOM, seed: int = 0, generation_prompts=None, max_new_tokens: int = 32,
+                      n_random: int = N_RANDOM, seed: int = 0, generation_prompts=None, max_new_tokens: int = 32,
                       sentiment: bool = False, batch_size: int = 16, dataset: str = "dataset",
                       progress: bool = False) -> tuple:
     """Measure every (method, setting, direction) on every prompt, both halves (see the module docstring;
@@ -525,10 +698,11 @@ def evaluate_steering(model, tokenizer, prompts, labels, vectors: dict, validati
         The answer stem appended to each prompt.
     directions : tuple of {"towards", "away"}
         Steering directions measured; each gets its own rows.
-    n_random : int >= 5
-        Random directions per control.
+    n_random : int >= 40, even
+        Null (random) directions per setting, direction and half (:data:`N_RANDOM`; antithetic pairs, drawn anew
+        for each half: :func:`null_units`).
     seed : int
-        Seed of the random directions.
+        Seed of the null directions.
     generation_prompts : list of str, optional
         Prompts continued greedily (perplexity, distinct-2, VADER; each also under the first random direction);
         None: no generation. Even-indexed ones belong to the selection half, odd ones to the report half.
@@ -548,7 +722,8 @@ def evaluate_steering(model, tokenizer, prompts, labels, vectors: dict, validati
     (pandas.DataFrame, dict)
         The metrics (one row per method, setting, direction and half; :data:`METRIC_COLUMNS`, ``stage`` = 'all')
         and the per-prompt arrays (``"unsteered"``: LD and mass; ``(method, setting, direction)``: LD, mass, KL,
-        random LD per draw).
+        null LD per draw (n_random, n_prompts), each prompt read under its half's draws; ``"null"``: the per-draw
+        null shifts of every table row, :data:`NULL_COLUMNS`).
     """
     m = _Measurement(model, tokenizer, prompts, labels, vectors, validation_accuracy, norms, settings,
                      answer_words=answer_words, stem=stem, directions=directions, n_random=n_random, seed=seed,
@@ -559,11 +734,13 @@ def evaluate_steering(model, tokenizer, prompts, labels, vectors: dict, validati
     if m.gen_ids is not None:
         m.generate(entries, np.arange(len(m.gen_ids)))
     rows = [row for entry in entries for half in ("selection", "report") for row in m.rows([entry], half, "all")]
-    return _table(rows), m.per_prompt()
+    table = _table(rows)
+    return table, m.per_prompt(table)
 
 
 def passes_gates(rows: pd.DataFrame) -> pd.Series:
-    """The gates of an operating point on table rows: answer mass and (where measured) perplexity ratio.
+    """The gates of an operating point on table rows: answer mass and, where generated, fluency (perplexity ratio)
+    and repetition (distinct-2); a row passes only when every gate passes.
 
     Parameters
     ----------
@@ -573,12 +750,17 @@ def passes_gates(rows: pd.DataFrame) -> pd.Series:
     Returns
     -------
     pandas.Series of bool
-        Steered answer mass >= :data:`MASS_GATE` x the unsteered one, and perplexity ratio <=
-        :data:`PERPLEXITY_GATE` where it was measured (NaN passes).
+        Steered answer mass >= :data:`MASS_GATE` x the unsteered one, perplexity ratio <=
+        :data:`PERPLEXITY_GATE` and steered distinct-2 >= :data:`DISTINCT2_GATE` x the unsteered one where they
+        were measured (NaN passes; tables without the distinct-2 columns pass that gate).
     """
     ratio = rows["perplexity_ratio"]
-    return (rows["answer_mass_steered"] >= MASS_GATE * rows["answer_mass_unsteered"]) & \
+    passed = (rows["answer_mass_steered"] >= MASS_GATE * rows["answer_mass_unsteered"]) & \
         (ratio.isna() | (ratio <= PERPLEXITY_GATE))
+    if {"distinct2_steered", "distinct2_unsteered"} <= set(rows.columns):
+        steered, unsteered = rows["distinct2_steered"], rows["distinct2_unsteered"]
+        passed &= steered.isna() | unsteered.isna() | (steered >= DISTINCT2_GATE * unsteered)
+    return passed
 
 
 def screen_candidates(table: pd.DataFrame, n_candidates: int = 2,
@@ -623,7 +805,7 @@ def _keys(rows: pd.DataFrame) -> set:
 
 def evaluate_staged(model, tokenizer, prompts, labels, vectors: dict, validation_accuracy: dict, norms: dict,
                     settings, *, answer_words, stem: str = ANSWER_STEM, directions=("towards", "away"),
-                    n_random: int = MIN_RANDOM, seed: int = 0, generation_prompts=None, max_new_tokens: int = 32,
+                    n_random: int = N_RANDOM, seed: int = 0, generation_prompts=None, max_new_tokens: int = 32,
                     sentiment: bool = False, batch_size: int = 16, dataset: str = "dataset", progress: bool = False,
                     n_candidates: int = 2, n_twins: int = 1, stage2_positions=("prompt", "all"),
                     twin_methods=None, on_stage=None) -> tuple:
@@ -704,7 +886,7 @@ def evaluate_staged(model, tokenizer, prompts, labels, vectors: dict, validation
         return _table([dict(dataset=dataset, method="--", setting="unsteered", half="all", stage="validity",
                             n_prompts=len(m.halves), answer_mass_unsteered=mass, auc_unsteered=auc,
                             auc_p_value=m.auc_p, measurable=False,
-                            stem=stem, n_random=m.n_random, n_generated=0)]), m.per_prompt()
+                            stem=stem, n_random=m.n_random, n_generated=0)]), m.per_prompt(_table([]))
     if lazy:
         notify("fit", [], np.arange(0))
         m.set_vectors(*vectors(), norms, settings)
@@ -748,7 +930,8 @@ def evaluate_staged(model, tokenizer, prompts, labels, vectors: dict, validation
     seen = {_key(e) for e in candidates}
     rows = [r for r in m.rows(screen, "selection", "screen") if (r["method"], r["setting"], r["direction"]) not in seen]
     rows += m.rows(candidates, "selection", "candidate") + m.rows(finals, "report", "report")
-    return _table(rows), m.per_prompt()
+    table = _table(rows)
+    return table, m.per_prompt(table)
 
 
 # --------------------------------------------------------------------------------------------- one dataset
@@ -840,8 +1023,8 @@ def given_vectors(probes: ConceptVectors, H, y, split, method: str = "RAPTOR") -
 
 def evaluate_dataset(model, tokenizer, dataset, H, settings, *, eval_dataset=None, n_prompts: int = 100,
                      methods=("RAPTOR", "DiffMeans", "GCS", "xRFM"), vectors=None, answer_words=None,
-                     stem: str = ANSWER_STEM, directions=("towards", "away"), n_random: int = MIN_RANDOM, seed: int = 0,
-                     n_generate: int = 16, max_new_tokens: int = 32, batch_size: int = 16, split_seed: int = 42,
+                     stem: str = ANSWER_STEM, directions=("towards", "away"), n_random: int = N_RANDOM, seed: int = 0,
+                     n_generate: int = N_GENERATE, max_new_tokens: int = 32, batch_size: int = 16, split_seed: int = 42,
                      gcs_probes: int = 50, progress: bool = False, staged: bool = False,
                      n_candidates: int = 2, n_jobs: int = 1, stage2_positions=("prompt", "all"),
                      twin_methods=None, on_stage=None) -> tuple:
@@ -917,6 +1100,9 @@ def evaluate_dataset(model, tokenizer, dataset, H, settings, *, eval_dataset=Non
     chosen = select_prompts(source.labels, candidates, n_prompts)
     prompts = [source.prompts[i] for i in chosen]
     sentiment = dataset.name in SENTIMENT_DATASETS
+    if sentiment and n_generate > len(NEUTRAL_PROMPTS):
+        raise ValueError(f"n_generate (--generate) must be at most the {len(NEUTRAL_PROMPTS)} neutral prompts of a "
+                         f"sentiment dataset, got {n_generate}")
     generation = None
     if n_generate:
         generation = list(NEUTRAL_PROMPTS[:n_generate]) if sentiment else prompts[:n_generate]

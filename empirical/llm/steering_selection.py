@@ -13,7 +13,7 @@ import math
 import numpy as np
 import pandas as pd
 
-from .steering_eval import passes_gates
+from .steering_eval import NULL_ALPHA, passes_gates
 from .steering_settings import PAPER_SETTING
 
 __all__ = ["select_operating_points", "default_setting"]
@@ -68,9 +68,10 @@ def select_operating_points(table: pd.DataFrame, by=("dataset", "method", "layer
 def default_setting(table: pd.DataFrame, method: str = "RAPTOR") -> dict:
     """The default steering setting chosen from a measured table: among ``method``'s settings that pass the
     gates on the selection half of every measurable dataset and direction, the one with the largest mean
-    selection-half concept-specific shift; it becomes the default when every one of its report-half intervals
-    lies above 0, else the paper's protocol (:data:`PAPER_SETTING`) stays, with the reason. The report half
-    only confirms, it never chooses.
+    selection-half concept-specific shift; it becomes the default when it beats the null directions on every
+    measurable dataset and direction of the report half (rank p ``null_p`` < :data:`NULL_ALPHA`; a table without
+    the rank: every per-prompt interval above 0), else the paper's protocol (:data:`PAPER_SETTING`) stays, with the
+    reason. The report half only confirms, it never chooses.
 
     Parameters
     ----------
@@ -99,10 +100,13 @@ def default_setting(table: pd.DataFrame, method: str = "RAPTOR") -> dict:
                     reason=f"no {method} setting passes the gates on every measurable dataset and direction")
     name, g = max(complete, key=lambda item: item[1]["selection_shift"].mean())
     shift = float(g["concept_specific_shift"].mean())
-    if not bool((g["concept_specific_low"] > 0).all()):
+    ranked = "null_p" in g.columns and bool(g["null_p"].notna().all())
+    beats = (g["null_p"] < NULL_ALPHA) if ranked else (g["concept_specific_low"] > 0)
+    if not bool(beats.all()):
         return dict(setting=PAPER_SETTING, beats_random=False, shift=shift,
                     reason=f"the {method} setting chosen on the selection half ({name}) does not beat the random "
                            f"control on every measurable dataset and direction of the report half ({shift:+.3f})")
     return dict(setting=name, beats_random=True, shift=shift,
-                reason="largest selection-half concept-specific shift under the gates; its report-half intervals "
-                       "lie above the random control")
+                reason="largest selection-half concept-specific shift under the gates; on the report half it "
+                       + ("ranks above the null directions (rank p < 0.025)" if ranked else
+                          "its intervals lie above the random control"))

@@ -1,0 +1,152 @@
+"""Random directions as the unit of inference (empirical.llm.steering_eval): the rank p-value on known inputs, the
+antithetic, per-half null directions, a concept direction that is special (the concept word's unembedding
+direction ranks first, p = 1 / (N + 1)) and one that is not (a random direction: not significant), and the
+per-draw null table."""
+from __future__ import annotations
+
+import os
+
+import numpy as np
+import pytest
+
+torch = pytest.importorskip("torch")
+pytest.importorskip("transformers")
+os.environ.setdefault("HF_HUB_OFFLINE", "1")
+
+from empirical.llm import (
+    answer_readout as AR,  # noqa: E402
+    steering_eval as SE,  # noqa: E402
+    steering_settings as SS,  # noqa: E402
+)
+from empirical.probes import ConceptVectors, LinearProbe  # noqa: E402
+from empirical.testing import tiny_model, tiny_tokenizer  # noqa: E402
+
+PROMPTS = ["review : a great movie .", "review : bad film .", "review : i loved this film .",
+           "review : awful boring movie .", "review : loved it", "review : the actor was bad",
+           "review : really very good film", "review : i hated this plot"]
+LABELS = [1, 0, 1, 0, 1, 0, 1, 0]
+WORDS = ("good", "bad")
+STEM = " the answer is"
+L = 3
+N = SE.MIN_RANDOM
+
+
+def test_rank_p_value_on_known_inputs():
+    assert SE.rank_p_value(10.0, np.arange(9.0)) == (1, 0.1, 1.0)  # above all nine: 1 / (1 + 9)
+    assert SE.rank_p_value(-1.0, np.arange(9.0)) == (10, 1.0, 0.1)  # below all: the opposite holds
+    rank, p, p_opp = SE.rank_p_value(4.0, np.arange(9.0))  # ties count as >= and as <=
+    assert (rank, p, p_opp) == (6, 0.6, 0.6)
+    assert SE.rank_p_value(1.0, np.zeros(39))[1] == 0.025  # N = 39 is the least that reaches 0.025
+    assert np.isnan(SE.rank_p_value(float("nan"), np.zeros(3))[1])
+    with pytest.raises(ValueError, match="finite"):
+        SE.rank_p_value(1.0, [0.0, float("nan")])
+
+
+def test_null_directions_are_antithetic_and_differ_between_halves():
+    sel = SE.null_units([1, 2], 16, seed=0, n_random=N, half="selection")
+    rep = SE.null_units([1, 2], 16, seed=0, n_random=N, half="report")
+    assert len(sel) == len(rep) == N
+    for r in range(0, N, 2):
+        assert np.array_equal(sel[r + 1][2], -sel[r][2])  # +r, -r
+    assert all(np.linalg.norm(u[1]) == pytest.approx(1.0) for u in sel)
+    S, R = (np.stack([u[1] for u in d]) for d in (sel, rep))
+    assert np.abs(S @ R.T).max() < 0.99  # no report draw equals (or negates) a selection draw
+    with pytest.raises(ValueError, match=r"n_random \(--n-random\) must be even"):
+        SE.null_units([1], 4, seed=0, n_random=41, half="report")
+
+
+@pytest.fixture(scope="module")
+def model_tok():
+    return tiny_model("llama", seed=7, n_layers=L), tiny_tokenizer()
+
+
+def _measure(model_tok, direction, seed=0, half_table=False):
+    model, tok = model_tok
+    vectors = {"RAPTOR": ConceptVectors({L: LinearProbe(direction, 0.0, test_accuracy=0.9)})}
+    setting = SS.SteeringSetting("additive", "all", 2.0, "answer")
+    return SE.evaluate_steering(model, tok, PROMPTS, LABELS, vectors, {"RAPTOR": {L: 0.9}}, {L: 5.0}, [setting],
+                                answer_words=WORDS, stem=STEM, directions=("towards",), n_random=N, seed=seed,
+                                batch_size=8)
+
+
+@pytest.mark.llm
+def test_a_special_direction_ranks_first(model_tok):
+    """The concept word's unembedding direction (minus the opposite's) moves the answer log-odds more than every
+    random direction of the same strength: rank 1, p = 1 / (N + 1) on both halves (each with its own draws)."""
+    model, tok = model_tok
+    head = model.get_output_embeddings().weight.detach().double().numpy()
+    good, bad = (AR.answer_token_ids(tok, WORDS)[i][0] for i in (0, 1))
+    table, per_prompt = _measure(model_tok, head[good] - head[bad])
+    assert (table.null_rank == 1).all() and np.allclose(table.null_p, 1 / (N + 1))
+    assert (table.null_p < 0.025).all() and (table.null_stream == [0, 1]).all()
+    null = per_prompt["null"]
+    assert list(null.columns) == SE.NULL_COLUMNS and len(null) == 2 * N
+    assert set(null.groupby("half").draw.nunique()) == {N} and set(null.sign) == {-1, 1}
+    # the report half reads other draws than the selection half: its null shifts are not the selection half's
+    sel, rep = (null[null.half == h]["shift"].to_numpy() for h in ("selection", "report"))
+    assert not np.allclose(np.sort(sel), np.sort(rep))
+    for half, row in table.set_index("half").iterrows():
+        shifts = null[null.half == half]["shift"].to_numpy()
+        assert row.null_p == SE.rank_p_value(row.answer_logodds_shift, shifts)[1]
+        assert row.null_mean == pytest.approx(shifts.mean()) and row.random_control_shift == pytest.approx(
+            shifts.mean())
+
+
+@pytest.mark.llm
+def test_a_random_direction_is_not_special(model_tok):
+    """A concept direction drawn from the null's own distribution (a Gaussian direction, at the same strength) is
+    one more draw: its rank p is not significant in the seeded case, and not significant on every seed."""
+    ps = []
+    for seed in range(4):
+        direction = np.random.default_rng([99, seed]).standard_normal(32)
+        table, _ = _measure(model_tok, direction, seed=seed)
+        ps += table.null_p.tolist()
+    ps = np.asarray(ps)
+    assert ps[0] >= 0.025 and ps[1] >= 0.025  # the deterministic seeded case (seed 0, both halves)
+    assert np.mean(ps < 0.025) < 0.5 and 0.1 < ps.mean() < 0.9  # roughly uniform, not piled at 1 / (N + 1)
+
+
+def _rows(dataset, auc_p):
+    rows = []
+    for k in (0.1, 0.4):
+        for half in ("selection", "report"):
+            rows.append(dict(dataset=dataset, method="RAPTOR", setting=f"additive-best-k{k}-answer", kind="additive",
+                             layer_choice="best", strength=k, positions="answer", direction="towards", half=half,
+                             n_prompts=50, concept_specific_shift=k, concept_specific_low=k - 0.01,
+                             concept_specific_high=k + 0.01, random_control_shift=0.0, answer_mass_unsteered=0.2,
+                             answer_mass_steered=0.2, perplexity_ratio=1.1, auc_unsteered=0.7, auc_p_value=auc_p,
+                             measurable=auc_p <= 0.025))
+    return rows
+
+
+def test_read_out_validity_is_holm_corrected_over_the_datasets():
+    """Three datasets with p = 0.001, 0.012, 0.02 (each measurable alone): Holm gives 0.003, 0.024, 0.024 -> all
+    stay; with p = 0.02 on two more the adjusted p of the last ones exceeds 0.025 and they are not measurable."""
+    import pandas as pd
+
+    from paper_figures.steering_text import summary
+
+    s = summary(pd.DataFrame(_rows("a", 0.001) + _rows("b", 0.012) + _rows("c", 0.02)))
+    assert set(s.loc[s.setting != "not measurable", "dataset"]) == {"a", "b", "c"}
+    np.testing.assert_allclose(s.groupby("dataset").auc_p_holm.first(), [0.003, 0.024, 0.024])
+    s = summary(pd.DataFrame(_rows("a", 0.001) + _rows("b", 0.02) + _rows("c", 0.02) + _rows("d", 0.5)))
+    assert set(s.loc[s.setting != "not measurable", "dataset"]) == {"a"}
+    assert sorted(s.loc[s.setting == "not measurable", "dataset"]) == ["b", "c", "d"]
+    assert not s.loc[s.setting == "not measurable", "measurable"].any()
+
+
+def test_repetitive_text_fails_the_distinct2_gate():
+    """Both fluency gates must pass: a continuation that repeats itself ("good good good ...", distinct-2 near 0)
+    fails the repetition gate even with a perplexity ratio inside its gate; fluent text passes both."""
+    import pandas as pd
+
+    varied = AR.distinct_ngram_ratio(list(range(32)))  # every bigram new: 1.0
+    repetitive = AR.distinct_ngram_ratio([7] * 32)  # one bigram repeated: 1 / 31
+    assert varied == 1.0 and repetitive < 0.05
+    rows = pd.DataFrame(dict(answer_mass_steered=[0.2] * 4, answer_mass_unsteered=[0.2] * 4,
+                             perplexity_ratio=[1.1, 1.1, 3.0, np.nan], distinct2_unsteered=[varied] * 4,
+                             distinct2_steered=[varied, repetitive, varied, np.nan]))
+    assert SE.passes_gates(rows).tolist() == [True, False, False, True]  # the last: nothing generated
+    assert SE.passes_gates(rows.drop(columns=["distinct2_steered", "distinct2_unsteered"])).tolist() == [
+        True, True, False, True]  # an old table without the columns: the perplexity gate only
+    assert SE.DISTINCT2_GATE * varied > repetitive
