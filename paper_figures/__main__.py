@@ -59,7 +59,7 @@ SECTIONS = ("theory", "stability", "empirical", "spectral", "steering_text", "le
 DEFAULT_SECTIONS = ("theory", "stability", "empirical", "spectral")
 #: Expected seconds of the sections other than ``empirical`` on two cores (the progress ETA; ``steering_text``:
 #: ``paper_figures.steering_text.full_run_seconds()``, the timing model's upper bound).
-SECTION_SECONDS = {"theory": 60, "stability": 20, "spectral": 560, "steering_text": 98082, "learning_curves": 14400}
+SECTION_SECONDS = {"theory": 60, "stability": 20, "spectral": 560, "steering_text": 31930, "learning_curves": 14400}
 
 
 def build_parser() -> argparse.ArgumentParser:

@@ -32,14 +32,15 @@ METHODS = ("RAPTOR", "DiffMeans", "GCS", "xRFM")
 #: The full run: 100 held-out prompts (50 per class; selection and report halves of 50), 64 generation prompts of
 #: 32 new tokens, the two best screened settings per method and direction go to stage 2, where RAPTOR's best
 #: one is also measured at prompt and at all positions (the baselines at the answer positions: docs/steering.md);
-#: 100 null directions (50 antithetic pairs) per setting, direction and half, drawn afresh for the report half.
+#: 100 null directions (50 antithetic pairs, the report half's stream) for the tested point of each method and
+#: direction (the rank test), 10 (``N_RANDOM_SELECTION``) as the random control everywhere else.
 FULL = dict(datasets=DATASETS, methods=METHODS, n_prompts=100, n_generate=64, max_new_tokens=32, gcs_probes=100,
-            n_random=100,
+            n_random=100, n_random_selection=10,
             n_candidates=2, stage2_positions=("prompt", "all"), twin_methods=("RAPTOR",))
 #: ``--quick``: a look at the pipeline, not a measurement (one dataset, RAPTOR, 8 prompts, every stage; 40 null
-#: directions, the least whose rank p can reach 0.025).
+#: directions for the tested points, the least whose rank p can reach 0.025; 4 as the control).
 QUICK = dict(datasets=("stsa",), methods=("RAPTOR",), n_prompts=8, n_generate=2, max_new_tokens=8, gcs_probes=20,
-             n_random=40,
+             n_random=40, n_random_selection=4,
              n_candidates=1, stage2_positions=("all",), twin_methods=("RAPTOR",))
 
 
@@ -48,9 +49,10 @@ PROMPT_TOKENS = dict(stsa=55.0, cities=19.5, common=22.8, counterfact=19.4, hate
                      coinflip=89.3)
 
 
-def full_run_seconds(scale=None, measurable=None) -> float:
+def full_run_seconds(scale=None, measurable=None, tested_twins=True) -> float:
     """The timing model's seconds for the section (:func:`empirical.llm.steering_cost.estimate_seconds`, an upper
-    bound: every dataset measurable unless ``measurable`` names those that are, every candidate passing)."""
+    bound: every dataset measurable unless ``measurable`` names those that are, every candidate passing, RAPTOR's
+    tested point a prompt / all-position twin unless ``tested_twins`` is False)."""
     from empirical.llm.steering_cost import estimate_seconds
 
     scale = scale or FULL
@@ -64,6 +66,7 @@ def full_run_seconds(scale=None, measurable=None) -> float:
             n_twin_positions=len(scale["stage2_positions"]),
             n_generate=scale["n_generate"], max_new_tokens=scale["max_new_tokens"],
             twin_methods=scale["twin_methods"], n_random=scale["n_random"],
+            n_random_selection=scale["n_random_selection"], tested_twins=tested_twins,
             measurable=measurable is None or name in measurable)["total"]
     return total
 
@@ -95,7 +98,7 @@ def dataset_table(name, mdl, tok, H, ds, *, data_dir=None, quick=False, progress
                                 n_prompts=scale["n_prompts"], vectors=saved, split_seed=PAPER_SPLIT_SEED,
                                 methods=scale["methods"], n_generate=scale["n_generate"],
                                 max_new_tokens=scale["max_new_tokens"], gcs_probes=scale["gcs_probes"], batch_size=50,
-                                n_random=scale["n_random"],
+                                n_random=scale["n_random"], n_random_selection=scale["n_random_selection"],
                                 progress=progress, staged=True, n_candidates=scale["n_candidates"], n_jobs=n_jobs,
                                 stage2_positions=scale["stage2_positions"], twin_methods=scale["twin_methods"],
                                 on_stage=lambda stage, entries, idx: marks.append((stage, time.perf_counter())))

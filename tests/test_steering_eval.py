@@ -378,9 +378,12 @@ def test_generation_has_a_random_control_and_steers_the_first_new_token(setup):
 def test_the_timing_model_counts_the_work():
     costs = dict(token=1.0, step=0.0, fit=dict(RAPTOR=0.0))
     base = SC.estimate_seconds(n_prompts=10, prompt_tokens=5, stem_tokens=1, methods=("RAPTOR",), costs=costs)
-    # only prompt tokens cost: validity 10 x 6, three half passes 5 x 6, twins 1 x 1 x 2 x 2 twins x (1 + 100 null
-    # directions) x 5 x 6
-    assert base["validity"] == 60 and base["screen"] == 30 and base["candidate"] == 30 + 4 * 101 * 5 * 6
+    # only prompt tokens cost: validity 10 x 6, three half passes 5 x 6, twins 1 x 1 x 2 x 2 twins x (1 + 10 control
+    # directions) x 5 x 6; the null: one tested point per direction (upper bound: a twin) x (100 - 10 + 1) x 5 x 6
+    assert base["validity"] == 60 and base["screen"] == 30 and base["candidate"] == 30 + 4 * 11 * 5 * 6
+    assert base["null"] == 2 * 91 * 5 * 6 and base["report"] == 30 + 4 * 11 * 5 * 6
+    assert SC.estimate_seconds(n_prompts=10, prompt_tokens=5, stem_tokens=1, methods=("RAPTOR",), costs=costs,
+                               tested_twins=False)["null"] == 0  # answer-position tested points: steps only
     assert SC.estimate_seconds(n_prompts=10, prompt_tokens=5, stem_tokens=1, methods=("RAPTOR",), costs=costs,
                                n_twins=0)["candidate"] == 30
     longer = SC.estimate_seconds(n_prompts=10, prompt_tokens=11, stem_tokens=1, methods=("RAPTOR",), costs=costs)

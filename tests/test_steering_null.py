@@ -150,3 +150,51 @@ def test_repetitive_text_fails_the_distinct2_gate():
     assert SE.passes_gates(rows.drop(columns=["distinct2_steered", "distinct2_unsteered"])).tolist() == [
         True, True, False, True]  # an old table without the columns: the perplexity gate only
     assert SE.DISTINCT2_GATE * varied > repetitive
+
+
+@pytest.mark.llm
+def test_only_the_tested_points_carry_the_rank_null(model_tok, monkeypatch):
+    """A staged run spends the N-draw null only on the tested points (per method and direction, chosen on the
+    selection half): their report rows have N report-stream draws, a rank p and per-draw rows; every other row
+    has the small control (no rank p), and the claim reads exactly the tested rows."""
+
+    from paper_figures.claims import steering_text_claim
+    from paper_figures.steering_text import summary
+
+    monkeypatch.setattr(AR, "MIN_AUC", 0.0)  # a tiny random model's read-out tracks nothing; measure it anyway
+    monkeypatch.setattr(AR, "MAX_AUC_P", 1.0)
+    monkeypatch.setattr(AR, "MIN_MASS", 0.0)
+    model, tok = model_tok
+    head = model.get_output_embeddings().weight.detach().double().numpy()
+    good, bad = (AR.answer_token_ids(tok, WORDS)[i][0] for i in (0, 1))
+    vectors = {"RAPTOR": ConceptVectors({L: LinearProbe(head[good] - head[bad], 0.0, test_accuracy=0.9)})}
+    settings = [SS.SteeringSetting("additive", "all", k, "answer") for k in (0.5, 1.0, 2.0)]
+    calls = []
+    table, per_prompt = SE.evaluate_staged(
+        model, tok, PROMPTS, LABELS, vectors, {"RAPTOR": {L: 0.9}}, {L: 5.0}, settings, answer_words=WORDS,
+        stem=STEM, n_random=N, n_random_selection=4, seed=0, batch_size=8, n_candidates=2, n_twins=1,
+        stage2_positions=("all",), on_stage=lambda stage, entries, idx: calls.append((stage, len(entries))))
+    keys = ["method", "setting", "direction"]
+    tested = SE.rank_test_points(table)
+    assert len(tested) >= 1 and ("null", len(tested)) in calls
+    tested_keys = set(map(tuple, tested[keys].to_numpy()))
+    report = table[table.half == "report"]
+    is_tested = np.array([tuple(k) in tested_keys for k in report[keys].to_numpy()])
+    assert is_tested.sum() == len(tested) and (~is_tested).any()  # a report row that is not tested
+    assert (report.n_random[is_tested] == N).all() and report.null_p[is_tested].notna().all()
+    assert (report.n_random[~is_tested] == 4).all() and report.null_p[~is_tested].isna().all()
+    selection = table[table.half == "selection"]
+    assert (selection.n_random == 4).all() and selection.null_p.isna().all()  # a control, not a test
+    null = per_prompt["null"]
+    assert set(null.half) == {"report"} and set(null.stream) == {SE.NULL_STREAMS["report"]}
+    assert set(map(tuple, null[keys].drop_duplicates().to_numpy())) == tested_keys
+    for r in report[is_tested].itertuples():
+        shifts = null[(null.setting == r.setting) & (null.direction == r.direction)]["shift"].to_numpy()
+        assert len(shifts) == N and r.null_p == SE.rank_p_value(r.answer_logodds_shift, shifts)[1]
+    # the claim reads the tested rows: RAPTOR's largest selection shift per dataset and direction
+    s = summary(table.assign(dataset="stsa"))
+    raptor = s[s.method == "RAPTOR"]
+    best = raptor.loc[raptor.groupby(["dataset", "direction"])["selection_shift"].idxmax()]
+    assert set(map(tuple, best[keys].to_numpy())) == tested_keys
+    (claim,) = steering_text_claim(s)
+    assert claim["test"] is not None and f"of {N + 1}, p = " in claim["ours"]

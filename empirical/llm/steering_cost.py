@@ -4,7 +4,7 @@ default model (:data:`COST_SECONDS`, docs/steering.md, Cost).
 from __future__ import annotations
 
 # --------------------------------------------------------------------------------------------- cost
-from .steering_eval import N_GENERATE, N_RANDOM
+from .steering_eval import N_GENERATE, N_RANDOM, N_RANDOM_SELECTION
 
 __all__ = ["COST_SECONDS", "estimate_seconds"]
 
@@ -20,14 +20,18 @@ COST_SECONDS = dict(token=2.9e-3, step=7.5e-3, fit=dict(RAPTOR=8.0, DiffMeans=0.
 def estimate_seconds(n_prompts: int = 100, prompt_tokens: float = 55.0, stem_tokens: int = 5, n_settings: int = 67,
                      methods=("RAPTOR", "DiffMeans", "GCS", "xRFM"), n_directions: int = 2, n_random: int = N_RANDOM,
                      n_candidates: int = 2, n_twins: int = 1, n_twin_positions: int = 2, n_generate: int = N_GENERATE,
-                     max_new_tokens: int = 32, measurable: bool = True, twin_methods=None, costs=None) -> dict:
+                     max_new_tokens: int = 32, measurable: bool = True, twin_methods=None, costs=None,
+                     n_random_selection: int = N_RANDOM_SELECTION, tested_twins: bool = True) -> dict:
     """Seconds one dataset of :func:`evaluate_dataset` (staged) takes, by stage, from the work it does and
     :data:`COST_SECONDS`; an upper bound (every candidate passes every gate).
 
-    Work per stage (``h`` = n_prompts / 2, ``T`` = prompt + stem tokens, ``E`` = 1 + n_random read-outs per edit,
-    ``C`` = methods x directions x n_candidates, ``W`` = twin methods (default: every method) x directions x
-    n_twins x n_twin_positions, ``g`` = n_generate / 2; a dataset that is not ``measurable`` stops after validity
-    and fits nothing):
+    Work per stage (``h`` = n_prompts / 2, ``T`` = prompt + stem tokens, ``E`` = 1 + n_random_selection read-outs
+    per edit (the concept and its control), ``N`` = n_random - n_random_selection + 1 (the tested points' further
+    null directions and the concept edit read again), ``C`` = methods x directions x n_candidates, ``W`` = twin
+    methods (default: every method) x directions x n_twins x n_twin_positions, ``P`` = twin methods x directions
+    when ``tested_twins`` (the upper bound: their tested point is a prompt / all-position twin, which re-runs the
+    prompt per draw) else 0, ``g`` = n_generate / 2; a dataset that is not ``measurable`` stops after validity and
+    fits nothing):
 
     ========== ==================================================================================
     validity   n_prompts x T tokens + n_prompts steps (unsteered read-out)
@@ -36,6 +40,8 @@ def estimate_seconds(n_prompts: int = 100, prompt_tokens: float = 55.0, stem_tok
     candidate  h x T tokens + W x E x h x T tokens (prompt / all positions re-run the prompt)
     generate   per half: (C + W) x 2 (concept, random) x g x max_new_tokens x 2 (generate, perplexity) steps
     report     h x T tokens + C x E x h steps + W x E x h x T tokens
+    null       (methods x directions - P) x N x h steps + P x N x h x T tokens (one tested point per method and
+               direction: :func:`~empirical.llm.steering_eval.rank_test_points`)
     ========== ==================================================================================
 
     Parameters
@@ -53,7 +59,11 @@ def estimate_seconds(n_prompts: int = 100, prompt_tokens: float = 55.0, stem_tok
     n_directions : int
         Steering directions (towards and away: 2).
     n_random : int
-        Random directions per control.
+        Null directions of a tested point (the rank test, report half).
+    n_random_selection : int
+        Random directions of every other control (selection half; report rows that are not tested).
+    tested_twins : bool
+        Whether each twin method's tested point is a twin (the upper bound) or an answer-position setting.
     n_candidates, n_twins : int
         As for :func:`evaluate_staged`.
     n_twin_positions : int
@@ -79,14 +89,16 @@ def estimate_seconds(n_prompts: int = 100, prompt_tokens: float = 55.0, stem_tok
     >>> t = estimate_seconds(n_prompts=20, n_settings=3, methods=("RAPTOR",), n_candidates=1, n_generate=4,
     ...                      max_new_tokens=12, costs=dict(token=0.01, step=0.01, fit=dict(RAPTOR=10.0)))
     >>> round(t["screen"], 1), round(t["total"], 1)
-    (66.6, 4981.5)
+    (12.6, 1681.5)
     """
     costs = costs or COST_SECONDS
     token, step = costs["token"], costs["step"]
-    T, h, E = prompt_tokens + stem_tokens, n_prompts / 2, 1 + n_random
+    T, h, E = prompt_tokens + stem_tokens, n_prompts / 2, 1 + n_random_selection
+    N = n_random - n_random_selection + 1
     C = len(methods) * n_directions * n_candidates
     twin_methods = methods if twin_methods is None else [m for m in methods if m in twin_methods]
     W = len(twin_methods) * n_directions * min(n_twins, n_candidates) * n_twin_positions
+    P = len(twin_methods) * n_directions if tested_twins and W else 0
     g = n_generate / 2
     out = dict(validity=n_prompts * (T * token + step))
     if measurable:
@@ -94,6 +106,7 @@ def estimate_seconds(n_prompts: int = 100, prompt_tokens: float = 55.0, stem_tok
         gen = 2 * ((C + W) * 2 * g * max_new_tokens * 2 + g * max_new_tokens * 2) * step
         out.update(screen=h * T * token + n_settings * n_directions * E * h * step,
                    candidate=h * T * token + W * E * h * T * token, generate=gen,
-                   report=h * T * token + C * E * h * step + W * E * h * T * token)
+                   report=h * T * token + C * E * h * step + W * E * h * T * token,
+                   null=(len(methods) * n_directions - P) * N * h * step + P * N * h * T * token)
     out["total"] = float(sum(out.values()))
     return out

@@ -80,10 +80,11 @@ from .hooks import base_model, decoder_blocks, input_device, position_limit, req
 from .prompts import select_prompts, split_halves
 from .steering_settings import POSITIONS, SteeringSetting, check_settings, choose_layers, edit_strengths
 
-__all__ = ["NEUTRAL_PROMPTS", "SENTIMENT_DATASETS", "MIN_RANDOM", "N_RANDOM", "NULL_STREAMS", "NULL_COLUMNS",
-           "NULL_ALPHA", "MASS_GATE", "PERPLEXITY_GATE", "DISTINCT2_GATE", "N_GENERATE", "rank_p_value", "null_units",
-           "METRIC_COLUMNS", "passes_gates", "random_units", "evaluate_steering",
-           "screen_candidates", "evaluate_staged", "method_vectors", "given_vectors", "evaluate_dataset"]
+__all__ = ["NEUTRAL_PROMPTS", "SENTIMENT_DATASETS", "MIN_RANDOM", "N_RANDOM", "N_RANDOM_SELECTION", "MIN_CONTROL",
+           "NULL_STREAMS", "NULL_COLUMNS", "NULL_ALPHA", "MASS_GATE", "PERPLEXITY_GATE", "DISTINCT2_GATE", "N_GENERATE",
+           "rank_p_value", "null_units", "METRIC_COLUMNS", "passes_gates", "random_units", "evaluate_steering",
+           "screen_candidates", "rank_test_points", "evaluate_staged", "method_vectors", "given_vectors",
+           "evaluate_dataset"]
 
 #: names that lived here before the module was split by job and are not used here (importing them warns, removed
 #: in 0.3); the ones this module imports for its own use stay importable from it
@@ -165,8 +166,17 @@ NEUTRAL_PROMPTS = (
 #: Null (random) directions per (setting, direction, half), at least: the rank p-value 1 / (N + 1) can reach
 #: 0.025 only with N >= 39, and the directions come in antithetic pairs (+r, -r), so N >= 40 and even.
 MIN_RANDOM = 40
-#: Null directions per (setting, direction, half) by default (50 antithetic pairs; smallest p = 1/101).
+#: Null directions of the rank test by default (50 antithetic pairs; smallest p = 1/101): in a staged run only the
+#: tested points (:func:`rank_test_points`) get them, on the report half; :func:`evaluate_steering` reads them for
+#: every setting and both halves.
 N_RANDOM = 100
+#: Random directions of the control elsewhere in a staged run (the selection half's screen and candidates, the
+#: report half's rows that are not tested: the first ones of the report stream): the random mean that the
+#: concept-specific shift subtracts and the gates read, not a test (no rank p); antithetic, even, at least
+#: :data:`MIN_CONTROL`.
+N_RANDOM_SELECTION = 10
+#: The least number of control directions (one antithetic pair).
+MIN_CONTROL = 2
 #: One-sided level of the rank test (a concept direction beats the null when its rank p is below it).
 NULL_ALPHA = 0.025
 #: Seed streams of the null directions: the selection half and the report half draw different directions.
@@ -340,7 +350,7 @@ class _Measurement:
 
     def __init__(self, model, tokenizer, prompts, labels, vectors, validation_accuracy, norms, settings, *,
                  answer_words, stem, directions, n_random, seed, generation_prompts, max_new_tokens, sentiment,
-                 batch_size, dataset, progress):
+                 batch_size, dataset, progress, n_random_selection=None):
         require_decoder(model, "steering")
         prompts = check_prompts(prompts)
         labels = np.asarray(labels)
@@ -350,6 +360,12 @@ class _Measurement:
         self.n_random = check_int(n_random, "n_random (--n-random)", minimum=MIN_RANDOM)
         if self.n_random % 2:
             raise ValueError(f"n_random (--n-random) must be even (antithetic pairs +r, -r), got {self.n_random}")
+        #: control directions of the selection half (the report half's control: the first ones of its stream)
+        self.n_control = self.n_random if n_random_selection is None else check_int(
+            n_random_selection, "n_random_selection (the selection half's control, not a test)", minimum=MIN_CONTROL)
+        if self.n_control % 2 or self.n_control > self.n_random:
+            raise ValueError("n_random_selection (the selection half's control, not a test) must be even (antithetic "
+                             f"pairs) and at most n_random (--n-random) = {self.n_random}, got {self.n_control}")
         self.batch_size = check_int(batch_size, "batch_size")
         for d in directions:
             if d not in ("towards", "away"):
@@ -388,7 +404,8 @@ class _Measurement:
         self.n_layers = n_layers
         self.set_vectors(vectors, validation_accuracy, norms, settings)
         #: the null directions of each half (different seed streams: the report half never reuses a draw)
-        self.draws = {half: null_units(range(1, n_layers + 1), hidden_size, seed, self.n_random, half)
+        self.draws = {half: null_units(range(1, n_layers + 1), hidden_size, seed,
+                                       self.n_control if half == "selection" else self.n_random, half)
                       for half in NULL_STREAMS}
         n = len(prompts)
         self.halves = split_halves(n)
@@ -433,21 +450,36 @@ class _Measurement:
         n = len(self.halves)
         if key not in self.results:
             self.results[key] = dict(ld=np.full(n, np.nan), mass=np.full(n, np.nan), kl=np.full(n, np.nan),
-                                     rand=np.full((self.n_random, n), np.nan), alpha=[])
+                                     rand=np.full((self.n_random, n), np.nan), alpha=[])  # NaN: draw not read
         return self.results[key]
 
     # ----------------------------------------------------------------------------------------- read-outs
-    def readouts(self, entries, idx) -> None:
-        """The answer read-out of the unsteered model and of every entry (and its null directions, those of each
-        prompt's half) on prompts ``idx``: batches of similar length within a half; the prompt's key/value cache is
-        shared by every answer-position edit."""
+    def readouts(self, entries, idx, draws=slice(None)) -> None:
+        """The answer read-out of the unsteered model and of every entry (and its null directions ``draws``, a
+        slice of those of each prompt's half; default all) on prompts ``idx``: batches of similar length within a
+        half; the prompt's key/value cache is shared by every answer-position edit. A draw already read is read
+        again (the same number), so a slice starting where an earlier one ended adds draws (:meth:`more_draws`)."""
         idx = np.asarray([int(i) for i in idx], dtype=int)
         for half in NULL_STREAMS:
             chosen = idx[self.halves[idx] == half] if idx.size else idx
             if chosen.size:
-                self._readouts(entries, chosen, self.draws[half])
+                first = range(len(self.draws[half]))[draws]
+                self._readouts(entries, chosen, self.draws[half][draws], first.start if len(first) else 0)
 
-    def _readouts(self, entries, idx, draws) -> None:
+    def more_draws(self, entries, idx) -> None:
+        """The null directions of ``entries`` on prompts ``idx`` beyond those already read (the report half's
+        control -> the rank test's ``n_random``): only the random passes run, the concept edit is read once."""
+        idx = np.asarray([int(i) for i in idx], dtype=int)
+        for half in NULL_STREAMS:
+            chosen = idx[self.halves[idx] == half] if idx.size else idx
+            if not chosen.size or not entries:
+                continue
+            res = [self._result(_key(e)) for e in entries]
+            done = min(int(np.isfinite(r["rand"][:, chosen]).all(1).sum()) for r in res)
+            if done < len(self.draws[half]):
+                self._readouts(entries, chosen, self.draws[half][done:], done, concept=False)
+
+    def _readouts(self, entries, idx, draws, offset=0, concept=True) -> None:
         model, core, device = self.model, self.core, self.device
         order = sorted((int(i) for i in idx), key=lambda i: -len(self.prompt_ids[i]))
         words = (self.concept_ids, self.opposite_ids)
@@ -480,12 +512,13 @@ class _Measurement:
                     edit = SettingEdit(model, setting, self.vectors[method], layers, direction, self.norms)
                     res = self._result((method, setting.name, direction))
                     lp, alphas = read_answer(model, core, batch, self.head_ids, self.answer_id, base,
-                                             (edit.concept(),) * 3, seg)
-                    res["ld"][rows], res["mass"][rows] = answer_logodds(lp, *words)
-                    res["kl"][rows] = (lp.exp() * (lp - lp0)).sum(-1).clamp(min=0).cpu().numpy()
-                    for a in alphas:
-                        if a:
-                            res["alpha"] += [float(x) for v in a.values() for x in np.abs(v)]
+                                             (edit.concept(),) * 3, seg)  # (again for more draws: GCAV's |alpha|)
+                    if concept:
+                        res["ld"][rows], res["mass"][rows] = answer_logodds(lp, *words)
+                        res["kl"][rows] = (lp.exp() * (lp - lp0)).sum(-1).clamp(min=0).cpu().numpy()
+                        for a in alphas:
+                            if a:
+                                res["alpha"] += [float(x) for v in a.values() for x in np.abs(v)]
                     if self.stack_controls and seg == (False, False, True):  # answer only: draws stacked
                         for first_draw in range(0, len(draws), chunk):
                             part = draws[first_draw:first_draw + chunk]
@@ -496,13 +529,13 @@ class _Measurement:
                             edits = (None, None, edit.random_stacked(part, alphas[2], B))
                             lp_r, _ = read_answer(model, core, stacked[R][0], self.head_ids, self.answer_id,
                                                   stacked[R][1], edits, seg)
-                            res["rand"][first_draw:first_draw + R, rows] = \
+                            res["rand"][offset + first_draw:offset + first_draw + R, rows] = \
                                 answer_logodds(lp_r, *words)[0].reshape(R, B)
                         continue
                     for r, units in enumerate(draws):
                         edits = tuple(edit.random(units, a) for a in alphas)
                         lp_r, _ = read_answer(model, core, batch, self.head_ids, self.answer_id, base, edits, seg)
-                        res["rand"][r, rows] = answer_logodds(lp_r, *words)[0]
+                        res["rand"][offset + r, rows] = answer_logodds(lp_r, *words)[0]
                 bar.update(len(rows))
         bar.close()
 
@@ -586,10 +619,13 @@ class _Measurement:
                 raise ValueError(f"{setting.name} ({method}, {direction}) was not read on the {half} half")
             ld0 = self.ld0[sel]
             shift = sign * (res["ld"][sel] - ld0)
-            rand = sign * (res["rand"][:, sel] - ld0)
+            read = np.isfinite(res["rand"][:, sel]).all(1)  # the draws read on every prompt of the half
+            rand = sign * (res["rand"][read][:, sel] - ld0)
             specific = shift - rand.mean(0)
             null = rand.mean(1)  # per null direction: its mean shift over the half's prompts
-            rank, p_null, p_opposite = rank_p_value(float(shift.mean()), null)
+            # a rank test only with >= MIN_RANDOM draws; fewer are a control (its mean), not a test
+            rank, p_null, p_opposite = (rank_p_value(float(shift.mean()), null) if read.sum() >= MIN_RANDOM
+                                        else (0, math.nan, math.nan))
             low, high = _t_interval(specific)
             a = np.asarray(res["alpha"])
             opposite = math.nan
@@ -604,7 +640,7 @@ class _Measurement:
                        moved_fraction=float(np.mean(shift > 0)), answer_mass_unsteered=float(self.mass0[sel].mean()),
                        answer_mass_steered=float(res["mass"][sel].mean()),
                        random_control_shift=float(rand.mean()), random_control_se=_sem(rand.mean(0)),
-                       n_random=self.n_random, concept_specific_shift=float(specific.mean()),
+                       n_random=int(read.sum()), concept_specific_shift=float(specific.mean()),
                        concept_specific_se=_sem(specific), concept_specific_low=low, concept_specific_high=high,
                        opposite_sign_shift=opposite, kl_answer=float(res["kl"][sel].mean()),
                        alpha_median=float(np.median(a)) if a.size else math.nan,
@@ -640,16 +676,17 @@ class _Measurement:
         return row
 
     def null_rows(self, table: pd.DataFrame) -> pd.DataFrame:
-        """The per-draw null shifts of every (method, setting, direction, half) row of ``table``
-        (:data:`NULL_COLUMNS`)."""
+        """The per-draw null shifts of every tested (method, setting, direction, half) row of ``table``: those with
+        a rank p (>= :data:`MIN_RANDOM` draws; :data:`NULL_COLUMNS`)."""
         out = []
         for r in table.itertuples():
             res = self.results.get((r.method, r.setting, r.direction))
-            if res is None or r.half not in NULL_STREAMS:
+            if res is None or r.half not in NULL_STREAMS or not np.isfinite(r.null_p):
                 continue
             sign = 1.0 if r.direction == "towards" else -1.0
             sel = (self.halves == r.half) & np.isfinite(res["ld"])
-            null = (sign * (res["rand"][:, sel] - self.ld0[sel])).mean(1)
+            read = np.isfinite(res["rand"][:, sel]).all(1)
+            null = (sign * (res["rand"][read][:, sel] - self.ld0[sel])).mean(1)
             out.append(pd.DataFrame(dict(dataset=self.dataset, method=r.method, setting=r.setting,
                                          direction=r.direction, half=r.half, stream=NULL_STREAMS[r.half],
                                          draw=np.arange(len(null)), sign=np.where(np.arange(len(null)) % 2, -1, 1),
@@ -793,6 +830,34 @@ def screen_candidates(table: pd.DataFrame, n_candidates: int = 2,
     return ranked.groupby(list(by), sort=False).head(n_candidates)
 
 
+def rank_test_points(rows: pd.DataFrame, by=("dataset", "method", "direction")) -> pd.DataFrame:
+    """The rows the rank test reads, chosen on the selection half before the report half is read: per group
+    ``by``, the candidate (``stage`` != 'screen') with the largest concept-specific shift among those passing the
+    gates (:func:`passes_gates`) on a measurable read-out. It is the operating point of its group
+    (:func:`~empirical.llm.steering_selection.select_operating_points`) with the largest selection shift, the row
+    the claim reads per dataset and direction (``paper_figures.claims.steering_text_claim``, RAPTOR); only these
+    get :data:`N_RANDOM` null directions on the report half in :func:`evaluate_staged`.
+
+    Parameters
+    ----------
+    rows : pandas.DataFrame
+        Selection-half metric rows (:data:`METRIC_COLUMNS`).
+    by : sequence of str
+        Columns defining the groups.
+
+    Returns
+    -------
+    pandas.DataFrame
+        One row per group that has a passing candidate.
+    """
+    selection = rows[rows["half"] == "selection"]
+    if "stage" in selection:
+        selection = selection[selection["stage"] != "screen"]
+    passed = selection[passes_gates(selection) & selection["measurable"].astype(bool)]
+    ranked = passed.sort_values("concept_specific_shift", ascending=False, kind="stable")
+    return ranked.groupby(list(by), sort=False).head(1)
+
+
 def _key(entry) -> tuple:
     """(method, setting name, direction) of an entry (method, setting, layers, direction)."""
     return entry[0], entry[1].name, entry[3]
@@ -807,7 +872,8 @@ def evaluate_staged(model, tokenizer, prompts, labels, vectors: dict, validation
                     settings, *, answer_words, stem: str = ANSWER_STEM, directions=("towards", "away"),
                     n_random: int = N_RANDOM, seed: int = 0, generation_prompts=None, max_new_tokens: int = 32,
                     sentiment: bool = False, batch_size: int = 16, dataset: str = "dataset", progress: bool = False,
-                    n_candidates: int = 2, n_twins: int = 1, stage2_positions=("prompt", "all"),
+                    n_random_selection: int = N_RANDOM_SELECTION, n_candidates: int = 2, n_twins: int = 1,
+                    stage2_positions=("prompt", "all"),
                     twin_methods=None, on_stage=None) -> tuple:
     """A strength sweep measured in stages (as AxBench and CAA screen before they generate).
 
@@ -824,6 +890,12 @@ def evaluate_staged(model, tokenizer, prompts, labels, vectors: dict, validation
     3. **Report** (``stage`` = 'report', report half): every candidate that passes both gates (answer mass,
        perplexity ratio) on the selection half, read and generated on the report half. The operating point of
        each group (:func:`select_operating_points`) is one of them, chosen on the selection half.
+    4. **Null** (report half, ``on_stage`` 'null'): the tested points (:func:`rank_test_points`, chosen on the
+       selection half) get the rest of the report stream's ``n_random`` null directions and a rank p.
+
+    Random directions: the screen and candidates read ``n_random_selection`` (:data:`N_RANDOM_SELECTION`) draws of
+    the selection stream, the report half's rows the first ``n_random_selection`` of the report stream (a control:
+    its mean, no rank p) and the tested points all ``n_random`` of it (the rank test).
 
     No report-half prompt is read before stage 3. Parameters as :func:`evaluate_steering`; ``settings`` must edit
     the answer positions; ``vectors`` may also be a function returning (vectors, validation_accuracy), called
@@ -847,6 +919,8 @@ def evaluate_staged(model, tokenizer, prompts, labels, vectors: dict, validation
         As for :func:`evaluate_steering`.
     max_new_tokens, sentiment, batch_size, dataset, progress
         As for :func:`evaluate_steering`.
+    n_random_selection : int >= 2, even, <= n_random
+        Control directions of the selection half and of the report rows that are not tested (not a test).
     n_candidates : int >= 1
         Candidates kept per method and direction after the screen (:func:`screen_candidates`).
     n_twins : int >= 0
@@ -876,7 +950,8 @@ def evaluate_staged(model, tokenizer, prompts, labels, vectors: dict, validation
     m = _Measurement(model, tokenizer, prompts, labels, {} if lazy else vectors, validation_accuracy, norms, settings,
                      answer_words=answer_words, stem=stem, directions=directions, n_random=n_random, seed=seed,
                      generation_prompts=generation_prompts, max_new_tokens=max_new_tokens, sentiment=sentiment,
-                     batch_size=batch_size, dataset=dataset, progress=progress)
+                     batch_size=batch_size, dataset=dataset, progress=progress,
+                     n_random_selection=n_random_selection)
     notify = on_stage or (lambda stage, entries, idx: None)
     selection, report = m.prompts_of("selection"), m.prompts_of("report")
     notify("validity", [], np.arange(len(m.halves)))
@@ -920,9 +995,14 @@ def evaluate_staged(model, tokenizer, prompts, labels, vectors: dict, validation
     # stage 3: every candidate passing both gates on the selection half, read and generated on the report half
     passing = _keys(measured[passes_gates(measured)])
     finals = [e for e in candidates if _key(e) in passing]
+    tested = _keys(rank_test_points(measured)) & passing
     if finals:
         notify("report", finals, report)
-        m.readouts(finals, report)
+        m.readouts(finals, report, slice(0, m.n_control))  # the control: the report stream's first draws
+        rank = [e for e in finals if _key(e) in tested]
+        if rank:  # the rank test's null: the tested points only, the rest of the report stream's n_random draws
+            notify("null", rank, report)
+            m.more_draws(rank, report)
         if m.gen_ids is not None:
             gen_report = np.flatnonzero(m.gen_halves == "report")
             notify("generate-report", finals, gen_report)
@@ -1027,7 +1107,7 @@ def evaluate_dataset(model, tokenizer, dataset, H, settings, *, eval_dataset=Non
                      n_generate: int = N_GENERATE, max_new_tokens: int = 32, batch_size: int = 16, split_seed: int = 42,
                      gcs_probes: int = 50, progress: bool = False, staged: bool = False,
                      n_candidates: int = 2, n_jobs: int = 1, stage2_positions=("prompt", "all"),
-                     twin_methods=None, on_stage=None) -> tuple:
+                     twin_methods=None, on_stage=None, n_random_selection: int = N_RANDOM_SELECTION) -> tuple:
     """Steering of one dataset, end to end: answer words checked first, concept vectors fitted on the
     train/validation split of ``H`` (unless ``vectors`` = (vectors, validation accuracies) is given), held-out
     prompts (``eval_dataset``'s rows, e.g. ``stsa.binary.test``, else the test split; classes alternating), median
@@ -1070,7 +1150,7 @@ def evaluate_dataset(model, tokenizer, dataset, H, settings, *, eval_dataset=Non
         As for :func:`method_vectors` (``progress`` also shows the measurement's bars).
     staged : bool
         Run :func:`evaluate_staged` instead of :func:`evaluate_steering`.
-    n_candidates, stage2_positions, twin_methods, on_stage
+    n_candidates, stage2_positions, twin_methods, on_stage, n_random_selection
         As for :func:`evaluate_staged` (only with ``staged``).
 
     Returns
@@ -1115,5 +1195,6 @@ def evaluate_dataset(model, tokenizer, dataset, H, settings, *, eval_dataset=Non
         given, accuracy = (vectors, None) if callable(vectors) else vectors
         return evaluate_staged(model, tokenizer, prompts, labels, given, accuracy, norms, settings,
                                n_candidates=n_candidates, stage2_positions=stage2_positions,
-                               twin_methods=twin_methods, on_stage=on_stage, **kw)
+                               twin_methods=twin_methods, on_stage=on_stage,
+                               n_random_selection=n_random_selection, **kw)
     return evaluate_steering(model, tokenizer, prompts, labels, *vectors, norms, settings, **kw)
