@@ -10,9 +10,11 @@ The measurement (as CAA and ActAdd measure steering), per setting and direction,
 * **Null directions, the unit of inference.** The same edit along ``n_random`` (>= 40, default 100) random unit
   directions per layer, in antithetic pairs (+r, -r), at the same |alpha| per layer, row and position (GCAV
   strengths are replayed from the concept run), drawn afresh for each half (:func:`null_units`: the report half
-  never reuses the selection half's draws). The concept direction's shift is ranked among theirs:
-  ``null_rank``, ``null_p`` = (1 + #{null >= concept}) / (1 + N) and ``null_p_opposite``
-  (:func:`rank_p_value`); the per-draw shifts are the ``"null"`` table (:data:`NULL_COLUMNS`).
+  never reuses the selection half's draws). A staged run (:func:`evaluate_staged`) spends them only on the tested
+  points (:func:`rank_test_points`, report half) and reads :data:`N_RANDOM_SELECTION` control draws elsewhere
+  (no rank p). The concept direction's shift is ranked among theirs: ``null_rank``, ``null_p`` = (1 + #{null >=
+  concept}) / (1 + N) and ``null_p_opposite`` (:func:`rank_p_value`); the per-draw shifts are the ``"null"``
+  table (:data:`NULL_COLUMNS`).
 * **Per-prompt interval (secondary).** ``random_control_shift``: the null directions' mean shift;
   ``concept_specific_shift`` = concept minus null mean shift, paired per prompt, with its 95 % t-interval;
   ``opposite_sign_shift``: the other direction's LD change expressed in this row's sign (a concept effect flips
