@@ -203,6 +203,14 @@ def test_bad_input_fails_before_model_work(setup, monkeypatch):
         _run(setup, setting, n_random=39)
     with pytest.raises(ValueError, match=r"n_random \(--n-random\) must be even"):
         _run(setup, setting, n_random=41)
+    # the staged run's control is not a test: its own name and minimum (>= 2, even, at most n_random)
+    staged = dict(measure=SE.evaluate_staged)
+    with pytest.raises(ValueError, match=r"n_random_selection \(the selection half's control, not a test\) must be "
+                                         r"an integer >= 2"):
+        _run(setup, setting, n_random_selection=0, **staged)
+    for bad in (5, 42):
+        with pytest.raises(ValueError, match=r"must be even \(antithetic pairs\) and at most n_random"):
+            _run(setup, setting, n_random_selection=bad, **staged)
     with pytest.raises(ValueError, match=r"stem \(--stem\)"):
         _run(setup, setting, stem="  ")
     gpt2, tok = tiny_model("gpt2", seed=1), tiny_tokenizer()
