@@ -22,6 +22,7 @@ __all__ = [
     "LAM_MAX",
     "check_kappa",
     "KAPPA_MAX",
+    "DELTA_MAX",
     "check_fraction",
     "check_int",
     "check_real_array",
@@ -96,8 +97,15 @@ def check_scalar(value, name: str, *, low: float | None = None, high: float | No
     return x
 
 
+#: The supported domain of the sample ratio ``delta = n/p``: ``(0, DELTA_MAX]``.  Measured (cgmt.solve at kappa 2 and
+#: lam in {1e-3, 0.1, 10}): the accuracy reaches the teacher's Bayes accuracy (0.777990 at kappa 2) to 1e-6 by
+#: delta = 1e6 and every point converges; at 1e8 one point fails, at 1e12 none converges, and at 1e300 the solver
+#: divides by zero.
+DELTA_MAX = 1e6
+
+
 def check_delta(delta, name: str = "delta") -> float:
-    """The sample ratio n/p: a finite real > 0.
+    """The sample ratio n/p: a finite real in ``(0, DELTA_MAX]``.
 
     Parameters
     ----------
@@ -114,14 +122,15 @@ def check_delta(delta, name: str = "delta") -> float:
     Raises
     ------
     ValueError
-        Not a finite real > 0.
+        Not a finite real in ``(0, DELTA_MAX]`` (beyond it the fixed point is not resolved in float64; the accuracy
+        has reached the Bayes accuracy to 1e-6 before).
 
     Examples
     --------
     >>> check_delta(0.5)
     0.5
     """
-    return check_scalar(delta, name, low=0.0, low_open=True)
+    return check_scalar(delta, name, low=0.0, low_open=True, high=DELTA_MAX)
 
 
 def check_lam(lam, *, allow_zero: bool = False, name: str = "lam") -> float:

@@ -2,10 +2,13 @@
 
 Grouped by pattern: domain checks (an input outside its measured domain is refused up front, naming the argument).
 """
+import numpy as np
 import pytest
+from hypothesis import given, settings, strategies as st
+from scipy import integrate, special
 
 import cgmt
-from cgmt.validation import KAPPA_MAX, check_kappa
+from cgmt.validation import DELTA_MAX, KAPPA_MAX, check_kappa
 
 
 # --------------------------------------------------------------------------------------------------------------
@@ -24,3 +27,36 @@ def test_kappa_domain_edge_is_accepted_and_at_the_noiseless_limit():
     inside = cgmt.solve(2.0, 0.1, 1e4)
     assert edge.success and inside.success
     assert abs(edge.accuracy - inside.accuracy) < 1e-5  # measured: 0.814671 from 1e4 to 1e9
+
+
+@pytest.mark.parametrize("delta", [1e7, 1e12, 1e300])
+def test_delta_beyond_domain_is_refused_naming_delta(delta):
+    # at delta = 1e300 the solver used to divide by zero (a raw ZeroDivisionError from the CLI)
+    with pytest.raises(ValueError, match="delta must lie in"):
+        cgmt.solve(delta, 0.1, 2.0)
+
+
+def _bayes_accuracy(kappa):
+    """P(sign(x'beta*) = y) for P(y=1|x) = sigmoid(x'beta*), x'beta* ~ N(0, kappa^2): E[sigmoid(|kappa z|)]."""
+    return integrate.quad(lambda z: special.expit(kappa * abs(z)) * np.exp(-z * z / 2) / np.sqrt(2 * np.pi),
+                          -np.inf, np.inf)[0]
+
+
+@pytest.mark.parametrize("lam", [1e-3, 0.1, 10.0])
+def test_delta_domain_edge_reaches_the_bayes_accuracy(lam):
+    """delta -> infinity: the ridge estimator's direction converges to the teacher's, so the accuracy is the Bayes
+    accuracy of the logistic teacher (an independent quadrature)."""
+    edge = cgmt.solve(DELTA_MAX, lam, 2.0)
+    assert edge.success and edge.accuracy == pytest.approx(_bayes_accuracy(2.0), abs=1e-5)
+
+
+# --------------------------------------------------------------------------------------------------------------
+# limits and monotonicity inside the domain
+# --------------------------------------------------------------------------------------------------------------
+@settings(max_examples=25, deadline=None)
+@given(delta=st.floats(0.05, 100.0), lam=st.floats(1e-4, 100.0), k1=st.floats(0.0, 50.0), k2=st.floats(0.0, 50.0))
+def test_accuracy_is_non_decreasing_in_kappa(delta, lam, k1, k2):
+    lo, hi = sorted((k1, k2))
+    a, b = cgmt.solve(delta, lam, lo), cgmt.solve(delta, lam, hi)
+    assert a.success and b.success
+    assert b.accuracy >= a.accuracy - 1e-9
