@@ -60,3 +60,17 @@ def test_accuracy_is_non_decreasing_in_kappa(delta, lam, k1, k2):
     a, b = cgmt.solve(delta, lam, lo), cgmt.solve(delta, lam, hi)
     assert a.success and b.success
     assert b.accuracy >= a.accuracy - 1e-9
+
+
+# --------------------------------------------------------------------------------------------------------------
+# success is never reported for degenerate work: a validation split that cannot select C
+# --------------------------------------------------------------------------------------------------------------
+@pytest.mark.parametrize("rows", ["one class", "one row"])
+def test_a_validation_split_that_cannot_select_C_is_refused(rows):
+    from empirical import RaptorProbe
+    rng = np.random.default_rng(0)
+    X, y = rng.standard_normal((40, 5)), np.arange(40) % 2
+    Xv, yv = (rng.standard_normal((6, 5)), np.ones(6, dtype=int)) if rows == "one class" else \
+        (rng.standard_normal((1, 5)), np.array([1]))
+    with pytest.raises(ValueError, match=r"validation \(X_val, y_val\) split must have at least 1 example"):
+        RaptorProbe(Cs=[0.1, 1.0]).fit(X, y, Xv, yv)

@@ -232,6 +232,8 @@ class RaptorProbe(LinearConceptProbe):
         else:
             Xtr, ytr = X, ypm
         check_min_per_class(ytr, "train")
+        if len(yvpm):  # a one-class (or one-row) validation split cannot select C: every C ties or the grid's end wins
+            check_min_per_class(yvpm, "validation (X_val, y_val)", minimum=1)
         mu, s = standardize_stats(Xtr)
         Xs = (Xtr - mu) / s
         Xvs = (Xv - mu) / s
