@@ -149,9 +149,10 @@ class Spectrum:
         Parameters
         ----------
         p : int
-        exponent : float >= 0
+        exponent : float in [0, 700 / ln p]
+            The eigenvalues' decay (the profile spans p ** exponent, which must stay inside float64's range).
         kappa : float > 0
-        teacher_exponent : float
+        teacher_exponent : float in [-700 / ln p, 700 / ln p]
             0 spreads the teacher evenly over the eigen-directions; > 0 puts it on the top ones.
 
         Returns
@@ -159,8 +160,10 @@ class Spectrum:
         Spectrum
         """
         p = check_int(p, "p")
-        exponent = check_scalar(exponent, "exponent", low=0.0)
-        teacher_exponent = check_scalar(teacher_exponent, "teacher_exponent")
+        # i ** -e spans p ** |e|: past float64's range (about 1e308 = e ** 709) the profile overflows or vanishes
+        span = 700.0 / max(np.log(p), 1e-300)
+        exponent = check_scalar(exponent, "exponent", low=0.0, high=span)
+        teacher_exponent = check_scalar(teacher_exponent, "teacher_exponent", low=-span, high=span)
         i = np.arange(1, p + 1, dtype=float)
         return cls._family(i ** -exponent, i ** -teacher_exponent, kappa)
 

@@ -74,3 +74,13 @@ def test_a_validation_split_that_cannot_select_C_is_refused(rows):
         (rng.standard_normal((1, 5)), np.array([1]))
     with pytest.raises(ValueError, match=r"validation \(X_val, y_val\) split must have at least 1 example"):
         RaptorProbe(Cs=[0.1, 1.0]).fit(X, y, Xv, yv)
+
+
+@pytest.mark.parametrize("argument,kwargs", [("teacher_exponent", dict(teacher_exponent=-1e3)),
+                                             ("teacher_exponent", dict(teacher_exponent=1e3)),
+                                             ("exponent", dict(exponent=1e3))])
+def test_power_law_spectrum_refuses_exponents_beyond_float64_naming_them(argument, kwargs):
+    from cgmt import Spectrum
+    with pytest.raises(ValueError, match=f"^{argument} must lie in"):
+        Spectrum.power_law(100, **kwargs)
+    assert Spectrum.power_law(100, exponent=2.0, teacher_exponent=-3.0).p == 100  # inside: unchanged
