@@ -38,6 +38,9 @@ from .probes.structure import MAX_SEEDS, delta_sweep
 from .reporting import plot_delta_sweep, plot_plan, plot_probe_accuracy, plot_stability
 from .validation import C_MAX, C_MIN
 
+#: Largest --target-n (labelled rows): beyond any dataset, and n/p inside the theory's domain for p >= 100.
+TARGET_N_MAX = 10 ** 8
+
 SPLIT_SEED = 42
 #: most layers a --layers range may name (a typo such as '1-1000000000' is refused, not allocated)
 MAX_LAYER_RANGE = 10_000
@@ -666,8 +669,10 @@ def build_parser():
     _add_common(p)
     p.add_argument("--layers", type=_layers_arg, help="'all', '1-30' or '5,10' (default 1..L)")
     p.add_argument("--labels", type=int_in(2 * PLAN_FOLDS), default=300, help="labelled rows of the pool (default 300)")
-    p.add_argument("--target-n", type=int_in(2 * PLAN_FOLDS + 1), default=3000,
-                   help="labelled rows to predict the accuracy at (> --labels; default 3000)")
+    p.add_argument("--target-n", type=int_in(2 * PLAN_FOLDS + 1, TARGET_N_MAX, "the documented maximum"),
+                   default=3000,
+                   help=f"labelled rows to predict the accuracy at (> --labels, at most {TARGET_N_MAX:g}; default "
+                        "3000)")
     p.add_argument("--target-accuracy", type=number_in(0.5, 1.0, low_open=True, high_open=True),
                    help="also predict the labels needed to reach this accuracy, in (0.5, 1)")
     p.add_argument("--teacher", choices=["calibrated", "deconvolved"], default="calibrated",

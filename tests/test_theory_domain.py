@@ -84,3 +84,24 @@ def test_power_law_spectrum_refuses_exponents_beyond_float64_naming_them(argumen
     with pytest.raises(ValueError, match=f"^{argument} must lie in"):
         Spectrum.power_law(100, **kwargs)
     assert Spectrum.power_law(100, exponent=2.0, teacher_exponent=-3.0).p == 100  # inside: unchanged
+
+
+def test_learning_curve_sizes_beyond_the_theory_domain_are_refused_naming_n_values():
+    from empirical.probes.learning_curves import predict_learning_curve
+    from empirical.probes.spectral_prediction import estimate_pool_model
+    rng = np.random.default_rng(0)
+    H, y = rng.standard_normal((200, 20)), np.arange(200) % 2
+    H[:, 0] += y
+    model = estimate_pool_model(H, y, teacher="calibrated", n_boot=0)
+    with pytest.raises(ValueError, match="^n_values must be at most"):  # used to blame lam, never passed
+        predict_learning_curve(model, [1e300])
+    assert predict_learning_curve(model, [400]).accuracy[0] > 0.5
+
+
+def test_raptor_plan_refuses_a_huge_target_n_before_any_model_work(capsys):
+    from empirical import cli
+    with pytest.raises(SystemExit) as exit_:  # argparse's exit 2, before any model is loaded
+        cli.main(["plan", "--target-n", str(10 ** 18), "--dataset", "stsa", "--out", "unused"])
+    assert exit_.value.code == 2
+    err = capsys.readouterr().err.strip().splitlines()[-1:]
+    assert len(err) == 1 and "--target-n" in err[0]

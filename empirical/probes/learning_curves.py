@@ -39,7 +39,7 @@ import numpy as np
 import pandas as pd
 from scipy.stats import norm
 
-from cgmt.validation import check_int, check_scalar
+from cgmt.validation import DELTA_MAX, check_int, check_scalar
 
 from ..logistic import logistic_path
 from ..validation import check_binary_labels, check_grid, check_matrix, check_min_per_class, standardize_stats
@@ -127,8 +127,8 @@ class BestLayer:
 
 
 # --------------------------------------------------------------------------- input checks
-def check_targets(n_values, n_pool, name="n_values") -> np.ndarray:
-    """Training sizes to predict at: a non-empty 1-D array of finite numbers >= ``n_pool``.
+def check_targets(n_values, n_pool, name="n_values", n_max=None) -> np.ndarray:
+    """Training sizes to predict at: a non-empty 1-D array of finite numbers in ``[n_pool, n_max]``.
 
     Parameters
     ----------
@@ -138,6 +138,9 @@ def check_targets(n_values, n_pool, name="n_values") -> np.ndarray:
         Labelled rows of the pool: a smaller n is measured on the pool, not predicted.
     name : str
         The argument's name, used in messages.
+    n_max : float, optional
+        The largest size the theory resolves (:func:`predict_learning_curve`: ``DELTA_MAX * p``, the domain of the
+        sample ratio n/p, :data:`cgmt.validation.DELTA_MAX`); default no bound.
 
     Returns
     -------
@@ -165,6 +168,9 @@ def check_targets(n_values, n_pool, name="n_values") -> np.ndarray:
     if np.any(n < n_pool):
         raise ValueError(f"{name} must be >= the pool's {n_pool} labelled rows (a smaller n is measured on the pool, "
                          f"not predicted), got {float(n.min()):g}")
+    if n_max is not None and np.any(n > n_max):
+        raise ValueError(f"{name} must be at most {n_max:g} (n/p beyond the theory's domain of the sample ratio), got "
+                         f"{float(n.max()):g}")
     return n
 
 
@@ -243,7 +249,7 @@ def predict_learning_curve(model: PoolModel, n_values, Cs=None, level=0.9, *, n_
     """
     if not isinstance(model, PoolModel):
         raise ValueError(f"model must be a PoolModel (estimate_pool_model), got {type(model).__name__}")
-    n = check_targets(n_values, model.n_pool)
+    n = check_targets(n_values, model.n_pool, n_max=DELTA_MAX * model.p)
     Cs = np.asarray(check_grid(PLAN_CS if Cs is None else Cs), dtype=float)
     level = _check_level(level)
     n_test = _check_n_test(n_test)
