@@ -70,8 +70,16 @@ def __getattr__(name: str):
 # --------------------------------------------------------------------------------------------
 # input checks
 # --------------------------------------------------------------------------------------------
+#: The supported scale of Sigma: its mean eigenvalue tr(Sigma)/p lies in ``[SIGMA_SCALE_MIN, SIGMA_SCALE_MAX]``.
+#: Measured (solve_spectral at delta 2, lam 0.1, Sigma = c I): converged from c = 1e-20 to 1e12; at 1e20 the solve
+#: did not return within a minute, at 1e-200 and below it divided by zero.  Inside, Sigma = c I with lam c gives
+#: the isotropic answer at every scale (tests/test_theory_domain.py); normalise Sigma to mean 1 where possible.
+SIGMA_SCALE_MIN, SIGMA_SCALE_MAX = 1e-12, 1e12
+
+
 def check_spectrum(eigenvalues, teacher_weights) -> tuple[np.ndarray, np.ndarray]:
-    """Validate (eigenvalues, teacher_weights): equal-length finite 1-D arrays, omega >= 0, t >= 0, rho > 0.
+    """Validate (eigenvalues, teacher_weights): equal-length finite 1-D arrays, omega >= 0, t >= 0, rho > 0, and
+    Sigma's scale (mean eigenvalue) in ``[SIGMA_SCALE_MIN, SIGMA_SCALE_MAX]``.
 
     Parameters
     ----------
@@ -89,8 +97,8 @@ def check_spectrum(eigenvalues, teacher_weights) -> tuple[np.ndarray, np.ndarray
     ------
     ValueError
         Naming the argument: not 1-D, empty, length mismatch, NaN/inf, a negative eigenvalue (Sigma not
-        PSD), a negative teacher weight, or rho = sum omega_i t_i = 0 (zero teacher, or a teacher only in
-        the null space of Sigma).
+        PSD), a negative teacher weight, rho = sum omega_i t_i = 0 (zero teacher, or a teacher only in
+        the null space of Sigma), or Sigma's scale outside its domain.
 
     Examples
     --------
@@ -114,6 +122,11 @@ def check_spectrum(eigenvalues, teacher_weights) -> tuple[np.ndarray, np.ndarray
         raise ValueError(f"eigenvalues and teacher_weights must have the same length, got {omega.size} and {t.size}")
     if not np.any(omega > 0):
         raise ValueError("eigenvalues must not all be zero (Sigma = 0 has no features)")
+    scale = float(np.mean(omega))
+    if not SIGMA_SCALE_MIN <= scale <= SIGMA_SCALE_MAX:
+        raise ValueError(f"eigenvalues: Sigma's scale (mean eigenvalue) must lie in [{SIGMA_SCALE_MIN:g}, "
+                         f"{SIGMA_SCALE_MAX:g}] (the solver's measured domain; normalise Sigma to mean 1 and scale lam "
+                         f"with it), got {scale:g}")
     rho = float(np.dot(omega, t))
     if not rho > 0:
         raise ValueError("teacher_weights give a zero teacher: rho = sum(eigenvalues * teacher_weights) = 0 "

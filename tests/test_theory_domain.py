@@ -105,3 +105,21 @@ def test_raptor_plan_refuses_a_huge_target_n_before_any_model_work(capsys):
     assert exit_.value.code == 2
     err = capsys.readouterr().err.strip().splitlines()[-1:]
     assert len(err) == 1 and "--target-n" in err[0]
+
+
+@pytest.mark.parametrize("scale", [1e-300, 1e-20, 1e20, 1e300])
+def test_sigma_scale_beyond_domain_is_refused_naming_eigenvalues(scale):
+    # 1e-300 divided by zero; 1e20 did not return within a minute
+    with pytest.raises(ValueError, match="^eigenvalues: Sigma's scale"):
+        cgmt.solve_spectral(2.0, 0.1, np.full(50, scale), np.full(50, 0.02))
+
+
+@settings(max_examples=8, deadline=None)
+@given(log_c=st.floats(-12.0, 12.0), delta=st.floats(0.3, 10.0), kappa=st.floats(0.3, 4.0))
+def test_spectral_solver_equals_the_isotropic_one_for_sigma_c_identity_at_every_scale(log_c, delta, kappa):
+    """x ~ N(0, c I / p) is x~ sqrt(c) with x~ isotropic: the same estimator at lam / c, the same accuracy."""
+    c, p, lam = 10.0 ** log_c, 40, 0.1
+    iso = cgmt.solve(delta, lam, kappa)
+    spec = cgmt.solve_spectral(delta, lam * c, np.full(p, c), np.full(p, kappa ** 2 / (c * p)))
+    assert iso.success and spec.success
+    assert spec.accuracy == pytest.approx(iso.accuracy, abs=1e-7)
