@@ -8,6 +8,7 @@ accuracy = 2 E[sigmoid(kappa Z) Phi(m Z)], alpha_salehi = alpha/kappa.
 from __future__ import annotations
 
 import argparse
+import math
 import os
 import sys
 from pathlib import Path
@@ -44,6 +45,8 @@ def _floats(text):
                                                  f"got {text!r}") from None
             if not 1 <= num <= MAX_AXIS:
                 raise argparse.ArgumentTypeError(f"NUM must be in 1..{MAX_AXIS} values per axis, got {num}")
+            if not (math.isfinite(start) and math.isfinite(stop)):
+                raise argparse.ArgumentTypeError(f"START and STOP must be finite numbers, got {text!r}")
             if kind == "geom:" and (start <= 0 or stop <= 0):
                 raise argparse.ArgumentTypeError(f"geom: needs START, STOP > 0, got {text!r}")
             return fn(start, stop, num)
@@ -53,6 +56,8 @@ def _floats(text):
         raise argparse.ArgumentTypeError(f"expected comma-separated numbers, got {text!r}") from None
     if values.size == 0:
         raise argparse.ArgumentTypeError(f"expected at least one number, got {text!r}")
+    if not np.isfinite(values).all():
+        raise argparse.ArgumentTypeError(f"expected finite numbers, got {text!r}")
     return values
 
 

@@ -16,7 +16,7 @@ import numpy as np
 from numba import njit
 
 from .quadrature import DEFAULT_ORDER, MAX_PANEL, TRUNCATION, build_edges, edge_capacity, fill_rule, gauss_legendre
-from .validation import check_real_array
+from .validation import check_quad_order, check_real_array
 
 __all__ = ["accuracy_from_margin", "bayes_accuracy"]
 
@@ -86,6 +86,7 @@ def accuracy_from_margin(m, kappa, quad_order=2 * DEFAULT_ORDER) -> float | np.n
     >>> round(accuracy_from_margin(1.0, 2.0), 4), round(accuracy_from_margin(0.0, 2.0), 12)
     (0.6809, 0.5)
     """
+    quad_order = check_quad_order(quad_order)
     if isinstance(m, float) and isinstance(kappa, float) and not math.isnan(m) and 0.0 <= kappa < math.inf:
         # scalar fast path (a solver's result): the checks below cost ~3x the quadrature itself
         xg, wg = gauss_legendre(quad_order)

@@ -35,6 +35,7 @@ from numba import njit
 
 from .prox import prox_near
 from .quadrature import DEFAULT_ORDER, MAX_PANEL, TRUNCATION, build_edges, fill_rule, gauss_hermite, gauss_legendre
+from .validation import check_quad_order
 
 __all__ = ["prox_branch_points", "expectation_terms", "stein_gradients", "residuals", "residual_and_jacobian",
            "expectations", "spectral_sums_into", "spectral_res_jac_y", "problem_res_jac_y", "SPECTRAL_SUMS",
@@ -579,7 +580,6 @@ def problem_res_jac_y(y, lam, delta, kappa, omega, t, xg, wg, gz1, gw1, gz2, gw2
                            r, jy, extra)
 
 
-@lru_cache(maxsize=16)
 def quadrature_rule(quad_order=DEFAULT_ORDER):
     """The quadrature rule of the fixed-point expectations, cached per order.
 
@@ -594,6 +594,11 @@ def quadrature_rule(quad_order=DEFAULT_ORDER):
         (GL nodes, GL weights, GH z, GH w with ``2 * quad_order`` nodes, GH z, GH w with
         ``GH2_FACTOR * quad_order`` nodes), contiguous float arrays.
     """
+    return _quadrature_rule(check_quad_order(quad_order))
+
+
+@lru_cache(maxsize=16)
+def _quadrature_rule(quad_order):
     xg, wg = gauss_legendre(quad_order)
     z1, w1 = gauss_hermite(2 * quad_order)
     z2, w2 = gauss_hermite(GH2_FACTOR * quad_order)

@@ -25,6 +25,7 @@ import numpy as np
 from numba import njit
 
 from .equations import problem_res_jac_y, quadrature_rule
+from .validation import check_quad_order
 
 __all__ = ["Problem", "damped_newton", "march_lambda", "continuation", "improves", "DEFAULT_TOL", "DEFAULT_MAXITER",
            "PATH_TOL", "POLISH_TOL", "POLISH_STEPS", "ARMIJO", "MAX_BACKTRACKS", "TRUST_LOG", "DIRECT_TRIES"]
@@ -94,7 +95,7 @@ class Problem:
 
     def __init__(self, delta, lam, kappa, quad_order, eigenvalues=None, teacher_weights=None):
         self.delta, self.lam, self.kappa = float(delta), float(lam), float(kappa)
-        self.quad_order = int(quad_order)
+        self.quad_order = check_quad_order(quad_order)
         self.rule = quadrature_rule(self.quad_order)
         self.omega = _EMPTY if eigenvalues is None else np.ascontiguousarray(eigenvalues, dtype=float)
         self.t = _EMPTY if teacher_weights is None else np.ascontiguousarray(teacher_weights, dtype=float)

@@ -25,6 +25,8 @@ from functools import lru_cache
 import numpy as np
 from numba import njit
 
+from .validation import check_quad_order
+
 __all__ = [
     "TRUNCATION",
     "MAX_PANEL",
@@ -69,9 +71,7 @@ def gauss_legendre(order):
     >>> round(float(w.sum()), 12), round(float(w @ x ** 2), 12)
     (2.0, 0.666666666667)
     """
-    if int(order) != order or order < 1:
-        raise ValueError(f"order must be a positive integer, got {order!r}")
-    return _gl(int(order))
+    return _gl(check_quad_order(order, "order", factor=16))
 
 
 @lru_cache(maxsize=32)
@@ -103,9 +103,7 @@ def gauss_hermite(order):
     >>> round(float(w.sum()), 12), round(float(w @ z ** 2), 12)
     (1.0, 1.0)
     """
-    if int(order) != order or order < 1:
-        raise ValueError(f"order must be a positive integer, got {order!r}")
-    return _gh(int(order))
+    return _gh(check_quad_order(order, "order", factor=16))
 
 
 @njit(cache=True)

@@ -41,7 +41,7 @@ from .newton import (
 from .quadrature import DEFAULT_ORDER, gaussian_rule
 from .result import STATUS_MESSAGES, CGMTResult, ConvergenceError, outcome, report
 from .threshold import separability_threshold
-from .validation import check_delta, check_kappa, check_lam, check_scalar
+from .validation import check_delta, check_int, check_kappa, check_lam, check_scalar
 
 __all__ = ["CGMTResult", "ConvergenceError", "STATUS_MESSAGES", "solve", "mle", "damped_newton", "march_lambda",
            "start_point"]
@@ -167,6 +167,17 @@ def _finish(system, y, r, extra, nit, status, tol, quad_order):
     )
 
 
+def _check_counts(maxiter, quad_order):
+    """``maxiter`` a positive integer, ``quad_order`` an integer in [2, 200] (ValueError naming them)."""
+    try:
+        maxiter = check_int(maxiter, "maxiter")
+    except ValueError:
+        raise ValueError(f"maxiter must be a positive integer, got {maxiter!r}") from None
+    if check_int(quad_order, "quad_order") > 200 or quad_order < 2:
+        raise ValueError(f"quad_order must be an integer in [2, 200], got {quad_order!r}")
+    return maxiter, int(quad_order)
+
+
 def _solve(delta, lam, kappa, *, x0, tol, maxiter, quad_order, check_quadrature=False):
     system = _System(delta, lam, kappa, quad_order)
     y0 = start_point(x0)
@@ -273,11 +284,8 @@ def solve(delta, lam, kappa, *, strict=False, x0=None, tol=DEFAULT_TOL, maxiter=
                 f"lam must lie in (0, inf) here: lam = 0 is the MLE, which does not exist for "
                 f"delta <= delta*(kappa={kappa}) = {dstar:.6g} (got delta={delta})")
     tol = check_scalar(tol, "tol", low=0.0, low_open=True)
-    if int(maxiter) != maxiter or maxiter < 1:
-        raise ValueError(f"maxiter must be a positive integer, got {maxiter!r}")
-    if int(quad_order) != quad_order or not 2 <= quad_order <= 200:
-        raise ValueError(f"quad_order must be an integer in [2, 200], got {quad_order!r}")
-    out = _solve(delta, lam, kappa, x0=x0, tol=tol, maxiter=int(maxiter), quad_order=int(quad_order),
+    maxiter, quad_order = _check_counts(maxiter, quad_order)
+    out = _solve(delta, lam, kappa, x0=x0, tol=tol, maxiter=maxiter, quad_order=quad_order,
                  check_quadrature=bool(check_quadrature))
     return report(out, strict, "cgmt.solve", delta=delta, lam=lam, kappa=kappa)
 
@@ -315,5 +323,6 @@ def mle(delta, kappa, *, strict=False, tol=DEFAULT_TOL, maxiter=DEFAULT_MAXITER,
         raise ValueError(
             f"the MLE does not exist: for kappa={kappa} the data are separable when delta <= "
             f"delta*={dstar:.6g} (got delta={delta}); use cgmt.solve with lam > 0")
-    out = _solve(delta, 0.0, kappa, x0=None, tol=tol, maxiter=int(maxiter), quad_order=int(quad_order))
+    maxiter, quad_order = _check_counts(maxiter, quad_order)
+    out = _solve(delta, 0.0, kappa, x0=None, tol=tol, maxiter=maxiter, quad_order=quad_order)
     return report(out, strict, "cgmt.mle", delta=delta, kappa=kappa)

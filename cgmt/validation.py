@@ -278,6 +278,44 @@ def check_fraction(value, name: str) -> float:
     return check_scalar(value, name, low=0.0, high=1.0, high_open=True)
 
 
+#: Largest quadrature order (nodes per panel) accepted: ``quad_order`` of the solvers, ``order`` of the Gauss rules
+#: (which get up to 8 * quad_order); the default is 10, and above 1000 the rules only cost time and memory.
+MAX_QUAD_ORDER = 1000
+
+
+def check_quad_order(value, name: str = "quad_order", *, factor: int = 1) -> int:
+    """A quadrature order: an integer in ``[1, factor * MAX_QUAD_ORDER]``.
+
+    Parameters
+    ----------
+    value : int or integral float
+        The order.
+    name : str, default="quad_order"
+        The argument's name, used in the message.
+    factor : int, default=1
+        The cap is ``factor * MAX_QUAD_ORDER`` (the Gauss-Hermite rules use up to 8 times the order).
+
+    Returns
+    -------
+    int
+        ``int(value)``.
+
+    Raises
+    ------
+    ValueError
+        Not an integer (NaN, 2.5, a string, a complex number), below 1 or above the cap.
+
+    Examples
+    --------
+    >>> check_quad_order(10)
+    10
+    """
+    order = check_int(value, name)
+    if order > factor * MAX_QUAD_ORDER:
+        raise ValueError(f"{name} must be at most {factor * MAX_QUAD_ORDER}, got {order}")
+    return order
+
+
 def check_int(value, name: str, minimum: int = 1) -> int:
     """An integer >= ``minimum`` (an integral float such as 3.0 is accepted; bools are not).
 

@@ -62,10 +62,15 @@ DEFAULT_SECTIONS = ("theory", "stability", "empirical", "spectral")
 SECTION_SECONDS = {"theory": 60, "stability": 20, "spectral": 560, "steering_text": 31930, "learning_curves": 14400}
 
 
+def _dir_path(text) -> Path:
+    """A non-empty, non-blank directory path (``cgmt.cli_args.nonempty_path``)."""
+    return Path(nonempty_path(text))
+
+
 def build_parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="python -m paper_figures", description=__doc__,
                                 formatter_class=argparse.RawDescriptionHelpFormatter)
-    p.add_argument("--out", type=lambda text: Path(nonempty_path(text)), default=Path("figures"),
+    p.add_argument("--out", type=_dir_path, default=Path("figures"),
                    help="output directory (default: figures)")
     p.add_argument("--only", nargs="+", choices=SECTIONS, default=list(DEFAULT_SECTIONS),
                    help=f"sections to run (default: {' '.join(DEFAULT_SECTIONS)})")
@@ -85,7 +90,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--results-only", action="store_true",
                    help="only rebuild RESULTS.md, the index and the empirical figures from the tables of an earlier "
                         "run")
-    p.add_argument("--publish", type=lambda text: Path(nonempty_path(text)), default=None, metavar="DIR",
+    p.add_argument("--publish", type=_dir_path, default=None, metavar="DIR",
                    help="also write a small committable copy of the run that rebuilds itself (RESULTS.md, "
                         "claims.csv, every table they read with its checksum, every cited figure as a small PNG) to "
                         "DIR, e.g. docs/results, and regenerate the claims table of the repository's README.md from "

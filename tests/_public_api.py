@@ -1,0 +1,77 @@
+"""The public API of the packages, for the tests that go over all of it (``test_docstrings``, ``test_contract``).
+
+``public_objects()`` enumerates every function and class named in an ``__all__`` of ``cgmt``, ``sims``,
+``empirical`` and ``paper_figures``; ``sections`` / ``entries`` read numpydoc sections (no numpydoc needed).
+"""
+import importlib
+import inspect
+import re
+import textwrap
+import warnings
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+PACKAGES = ("cgmt", "sims", "empirical", "paper_figures")
+#: entry points whose import runs a program
+SKIP_MODULES = {"cgmt.__main__", "paper_figures.__main__"}
+#: optional dependencies (as in test_doctests): a module that needs a missing one is left out, not failed
+OPTIONAL = {"torch", "transformers", "gguf", "accelerate", "xrfm", "dask", "distributed", "vaderSentiment"}
+SECTION = re.compile(r"^(?P<title>[A-Z][A-Za-z ]+)\n-{3,}$", re.MULTILINE)
+
+
+def _module_names():
+    for package in PACKAGES:
+        for path in sorted((ROOT / package).rglob("*.py")):
+            parts = path.relative_to(ROOT).with_suffix("").parts
+            name = ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
+            if name not in SKIP_MODULES:
+                yield name
+
+
+def public_objects():
+    """``{(defining module, qualname): object}`` for every function and class in an ``__all__`` of ours."""
+    found = {}
+    for name in _module_names():
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")  # the deprecated import paths warn
+            try:
+                module = importlib.import_module(name)
+            except ModuleNotFoundError as exc:
+                if (exc.name or "").split(".")[0] not in OPTIONAL:
+                    raise
+                continue
+            for attr in getattr(module, "__all__", ()):
+                obj = getattr(module, attr)
+                if not (inspect.isclass(obj) or callable(obj)) or inspect.ismodule(obj):
+                    continue
+                home = getattr(obj, "__module__", None) or name
+                if home.split(".")[0] not in PACKAGES:  # a re-export from another project (ConvergenceWarning)
+                    continue
+                found[(home, getattr(obj, "__qualname__", attr))] = obj
+    return found
+
+
+def sections(doc):
+    """``{title: body}`` of a numpydoc docstring (``doc`` already dedented)."""
+    marks = list(SECTION.finditer(doc))
+    return {m["title"].strip(): doc[m.end(): marks[i + 1].start() if i + 1 < len(marks) else len(doc)]
+            for i, m in enumerate(marks)}
+
+
+def entries(body):
+    """``[(names, type, has description)]`` of a Parameters-like section body (``a, b : type``: a and b)."""
+    out = []
+    for line in textwrap.dedent(body.strip("\n")).splitlines():
+        if line and not line[0].isspace():
+            head, _, kind = line.partition(" : ")
+            out.append(([n.strip().lstrip("*") for n in head.split(",") if n.strip()], kind.strip(), False))
+        elif line.strip() and out:
+            out[-1] = (*out[-1][:2], True)
+    return out
+
+
+def documented_names(body):
+    """Names of the entries of a Parameters-like section body."""
+    return [name for names, _, _ in entries(body) for name in names]
+
+
