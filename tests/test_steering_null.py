@@ -38,7 +38,7 @@ def test_rank_p_value_on_known_inputs():
     assert (rank, p, p_opp) == (6, 0.6, 0.6)
     assert SE.rank_p_value(1.0, np.zeros(39))[1] == 0.025  # N = 39 is the least that reaches 0.025
     assert np.isnan(SE.rank_p_value(float("nan"), np.zeros(3))[1])
-    with pytest.raises(ValueError, match="finite"):
+    with pytest.raises(ValueError, match="null must not contain NaN"):
         SE.rank_p_value(1.0, [0.0, float("nan")])
 
 

@@ -51,7 +51,7 @@ from scipy.special import expit
 from tqdm.auto import tqdm
 
 from cgmt.result import moved_names
-from cgmt.validation import check_int
+from cgmt.validation import check_int, check_real_array
 
 from ..probes import fit_layers, get_method, method_names, paper_split
 from ..probes.concept_vectors import ConceptVectors
@@ -316,11 +316,11 @@ def rank_p_value(concept: float, null) -> tuple:
     >>> rank_p_value(5.0, np.zeros(39))[1]
     0.025
     """
-    null = np.asarray(null, dtype=float).ravel()
+    if isinstance(concept, (bool, np.bool_)) or not isinstance(concept, (int, float, np.integer, np.floating)):
+        raise TypeError(f"concept must be a real number (the concept direction's shift), got {concept!r}")
+    null = np.ravel(check_real_array(null, "null"))  # finite floats, naming the argument
     if not np.isfinite(concept) or not null.size:
         return 0, math.nan, math.nan
-    if not np.isfinite(null).all():
-        raise ValueError("null shifts must be finite")
     above, below = int(np.sum(null >= concept)), int(np.sum(null <= concept))
     n = null.size
     return 1 + above, (1 + above) / (1 + n), (1 + below) / (1 + n)
