@@ -50,7 +50,7 @@ def _interval(low, high, low_open, high_open) -> str:
 
 
 def check_scalar(value, name: str, *, low: float | None = None, high: float | None = None,
-                 low_open: bool = False, high_open: bool = False) -> float:
+                 low_open: bool = False, high_open: bool = False, allow_nan: bool = False) -> float:
     """``float(value)`` if it is a finite real number in the interval; ``ValueError`` naming ``name`` otherwise.
 
     Parameters
@@ -63,6 +63,8 @@ def check_scalar(value, name: str, *, low: float | None = None, high: float | No
         Bounds of the interval (None: unbounded on that side).
     low_open, high_open : bool, default=False
         Whether the bound itself is excluded.
+    allow_nan : bool, default=False
+        Accept NaN as "not available" (returned as is; statistics that propagate a missing value).
 
     Returns
     -------
@@ -72,7 +74,7 @@ def check_scalar(value, name: str, *, low: float | None = None, high: float | No
     Raises
     ------
     ValueError
-        ``value`` is not a real number, not finite, or outside the interval.
+        ``value`` is not a real number, not finite (NaN allowed with ``allow_nan``), or outside the interval.
 
     Examples
     --------
@@ -89,6 +91,8 @@ def check_scalar(value, name: str, *, low: float | None = None, high: float | No
             raise ValueError(f"{name} must be a real number, got {value!r}")
         value = arr.item()
     x = float(value)
+    if allow_nan and math.isnan(x):
+        return x
     if not math.isfinite(x):
         raise ValueError(f"{name} must be finite, got {x!r}")
     if (low is not None and (x < low or (low_open and x == low))) or \

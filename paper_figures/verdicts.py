@@ -45,6 +45,8 @@ from dataclasses import dataclass
 import numpy as np
 from scipy import stats
 
+from cgmt.validation import check_int, check_real_array, check_scalar
+
 LEVEL = 0.95
 #: One-sided significance level of every rule: a 95 % two-sided interval lies above the null exactly when the
 #: one-sided p-value is below 0.025.
@@ -55,6 +57,8 @@ MARGINS = {"accuracy": 0.01, "stability": 0.02, "coverage": 0.05}
 HOLDS, FAILS, INCONCLUSIVE, UNTESTED = "holds", "does not hold", "inconclusive", "--"
 #: Power at which a tested row states its minimal detectable effect.
 POWER = 0.80
+#: Most settings a count (sign test) may have (its binomial tables stay small).
+MAX_SETTINGS = 10 ** 6
 #: The test families of the claims table, in the order RESULTS.md lists them: family -> what it holds.  The Holm
 #: step runs within each family.
 FAMILIES = {"paper": "the paper's claims on the paper's grid and protocol (primary family)",
@@ -213,6 +217,11 @@ def wilson_interval(successes: int, n: int, level: float = LEVEL) -> tuple:
     >>> [round(x, 3) for x in wilson_interval(8, 10)]
     [0.8, 0.49, 0.943]
     """
+    n = check_int(n, "n", minimum=0)
+    successes = check_int(successes, "successes", minimum=0)
+    level = check_scalar(level, "level", low=0.0, high=1.0, low_open=True, high_open=True)
+    if successes > n:
+        raise ValueError(f"successes must be at most n = {n}, got {successes}")
     if n <= 0:
         return np.nan, np.nan, np.nan
     ci = stats.binomtest(int(successes), int(n)).proportion_ci(confidence_level=level, method="wilson")
@@ -250,6 +259,11 @@ def t_test_from_interval(mean: float, low: float, high: float, df: float, level:
     >>> round(p_gt, 3), round(p_lt, 3)
     (0.025, 0.975)
     """
+    mean, low, high = (check_scalar(v, name, allow_nan=True) for v, name in ((mean, "mean"), (low, "low"),
+                                                                             (high, "high")))
+    df = check_scalar(df, "df", allow_nan=True)
+    level = check_scalar(level, "level", low=0.0, high=1.0, low_open=True, high_open=True)
+    shift = check_scalar(shift, "shift")
     if not (np.isfinite(mean) and np.isfinite(low) and np.isfinite(high) and df >= 1):
         return float("nan"), float("nan")
     half = 0.5 * (high - low)
@@ -258,6 +272,13 @@ def t_test_from_interval(mean: float, low: float, high: float, df: float, level:
         return (0.0, 1.0) if mean > shift else ((1.0, 0.0) if mean < shift else (1.0, 1.0))
     t = (mean - shift) / (half / q)
     return float(stats.t.sf(t, df)), float(stats.t.cdf(t, df))
+
+
+def _direction(direction) -> int:
+    """A claim's direction, 1 or -1; ValueError naming ``direction`` otherwise."""
+    if isinstance(direction, (bool, np.bool_)) or direction not in (1, -1):
+        raise ValueError(f"direction must be 1 or -1, got {direction!r}")
+    return int(direction)
 
 
 def superiority(mean, low, high, df, direction: int = 1) -> Test:
@@ -282,6 +303,7 @@ def superiority(mean, low, high, df, direction: int = 1) -> Test:
     >>> superiority(0.02, 0.01, 0.03, df=4).verdict
     'holds'
     """
+    direction = _direction(direction)
     p_gt, p_lt = t_test_from_interval(mean, low, high, df)
     p, p_opp = (p_gt, p_lt) if direction > 0 else (p_lt, p_gt)
     return Test("superiority", p, p_opp, mde=_t_mde(low, high, df))
@@ -312,8 +334,10 @@ def non_inferiority(mean, low, high, df, margin: float, direction: int = 1) -> T
     >>> non_inferiority(-0.005, -0.008, -0.002, df=4, margin=0.01).verdict
     'holds'
     """
-    if margin < 0:
-        raise ValueError(f"margin must be >= 0, got {margin}")
+    margin = check_scalar(margin, "margin", low=0.0)
+    mean, low, high = (check_scalar(v, name, allow_nan=True) for v, name in ((mean, "mean"), (low, "low"),
+                                                                             (high, "high")))
+    direction = _direction(direction)
     if direction < 0:
         mean, low, high = -mean, -high, -low
     p, p_opp = t_test_from_interval(mean, low, high, df, shift=-margin)
@@ -354,6 +378,10 @@ def sign_test_mde(n: int, share: float = 0.5) -> float:
     >>> sign_test_mde(5)  # 5/5 gives p = 1/32: nothing rejects
     nan
     """
+    n = check_int(n, "n", minimum=0)
+    if n > MAX_SETTINGS:
+        raise ValueError(f"n must be at most {MAX_SETTINGS} settings, got {n}")
+    share = check_scalar(share, "share", low=0.0, high=1.0, low_open=True, high_open=True)
     if n < 1:
         return float("nan")
     k = np.arange(n + 1)
@@ -396,6 +424,13 @@ def majority(successes: int, n: int, share: float = 0.5, opposite: int | None = 
     >>> majority(6, 6).p, majority(5, 5).verdict
     (0.015625, '--')
     """
+    share = check_scalar(share, "share", low=0.0, high=1.0, low_open=True, high_open=True)
+    n = check_int(n, "n", minimum=0)
+    successes = check_int(successes, "successes", minimum=0)
+    if opposite is not None:
+        opposite = check_int(opposite, "opposite", minimum=0)
+    if n > MAX_SETTINGS:
+        raise ValueError(f"n must be at most {MAX_SETTINGS} settings, got {n}")
     rule = "majority" if share == 0.5 else f"share above {share:.2f}"
     if n < 1:
         return Test(rule, float("nan"), float("nan"))
@@ -432,9 +467,10 @@ def rank_test(statistic: float, null) -> Test:
     >>> round(t.p, 4), t.verdict
     (0.0164, 'holds')
     """
-    draws = np.asarray(null, dtype=float).ravel()
-    if not draws.size or not np.all(np.isfinite(draws)) or not np.isfinite(statistic):
-        raise ValueError("rank_test: the statistic and every null draw must be finite, with at least one draw")
+    statistic = check_scalar(statistic, "statistic")
+    draws = np.ravel(check_real_array(null, "null"))
+    if not draws.size:
+        raise ValueError("null must hold at least one draw (finite), got none")
     n = draws.size
     p = (1.0 + np.sum(draws >= statistic)) / (1.0 + n)
     p_opp = (1.0 + np.sum(draws <= statistic)) / (1.0 + n)

@@ -226,27 +226,6 @@ EXCEPTIONS: dict[str, str] = {
         "finding: UFuncTypeError (datetime64); ZeroDivisionError (empty); TypeError not naming it (blank, "
         "complex, object, string); ValueError not naming it (1e300, 2.5, blank, bool, complex, datetime64, "
         "huge, nan, negative, object, scalar, string, zero)",
-    "paper_figures.verdicts:majority":
-        "finding: TypeError not naming it (complex, datetime64, list, object); ValueError not naming it "
-        "(-inf, blank, datetime64, huge, inf, nan, negative, string)",
-    "paper_figures.verdicts:non_inferiority":
-        "finding: UFuncTypeError (datetime64); TypeError not naming it (/dev/zero, blank, bytes, complex, "
-        "empty, list, object, string); ValueError not naming it (list)",
-    "paper_figures.verdicts:rank_test":
-        "finding: UFuncTypeError (datetime64); TypeError not naming it (blank, object, string); ValueError "
-        "not naming it (blank, list, strings)",
-    "paper_figures.verdicts:sign_test_mde":
-        "finding: UFuncTypeError (blank, datetime64, string); TypeError not naming it (object); ValueError "
-        "not naming it (1e300, huge, list)",
-    "paper_figures.verdicts:superiority":
-        "finding: UFuncTypeError (datetime64); TypeError not naming it (/dev/zero, blank, bytes, complex, "
-        "empty, list, object, string); ValueError not naming it (list)",
-    "paper_figures.verdicts:t_test_from_interval":
-        "finding: UFuncTypeError (datetime64); TypeError not naming it (blank, complex, list, object, "
-        "string); ValueError not naming it (list)",
-    "paper_figures.verdicts:wilson_interval":
-        "finding: UFuncTypeError (datetime64); TypeError not naming it (blank, complex, datetime64, list, "
-        "object, string); ValueError not naming it (1e300, blank, huge, nan, negative, string)",
     "sims.compare:theory_values":
         "finding: ZeroDivisionError (huge); no answer in 10 s (huge)",
     "sims.data:replicate_seeds":

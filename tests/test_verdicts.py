@@ -183,5 +183,5 @@ def test_rank_test_counts_ties_against_the_claim():
     assert not t.decidable  # four draws cannot reach 0.025
     top = verdicts.rank_test(5.0, np.linspace(-1, 1, 99))
     assert top.p == pytest.approx(0.01) and top.verdict == HOLDS
-    with pytest.raises(ValueError, match="finite"):
+    with pytest.raises(ValueError, match="null must not contain NaN"):
         verdicts.rank_test(1.0, [0.0, np.nan])
