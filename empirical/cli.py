@@ -560,7 +560,7 @@ def cmd_export(args):
         path = export_control_vector(target, vectors, scale=args.scale, layers=layers, model_hint=args.model_hint)
     else:
         path = export_directions(target, vectors, scale=args.scale, layers=layers)
-    exported = layers or vectors.layers
+    exported = vectors.layers if layers is None else sorted(set(layers))  # what was written, nothing else
     print(f"wrote {path}: {len(exported)} direction(s), RAPTOR layers {exported[0]}..{exported[-1]} -> block "
           f"indices {exported[0] - 1}..{exported[-1] - 1}, scale {args.scale:g}")
     return 0

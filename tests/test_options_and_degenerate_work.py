@@ -1,0 +1,88 @@
+"""Issue "Guarantees as properties", sections 3 and 5: option conflicts are declared, never silently resolved,
+and success is never reported for empty or degenerate work.  Grouped by pattern, named by subject."""
+from __future__ import annotations
+
+import json
+
+import numpy as np
+import pytest
+from safetensors.numpy import save_file
+
+from empirical import cli
+from empirical.files import MAX_JSON_DEPTH, json_ready
+from empirical.probes import ConceptVectors, save_concept_vectors
+from empirical.probes.interop import export_control_vector, export_directions, import_directions
+
+pytest.importorskip("gguf")
+
+
+# --- no artefact without content (E01, E02) -------------------------------------------------------------------
+
+def test_export_gguf_of_only_layer_1_is_refused_not_an_empty_file(tmp_path, capsys):
+    save_concept_vectors(tmp_path / "probes_one", ConceptVectors.from_directions({1: [1.0, 0.0]}))
+    assert cli.main(["export", "--probe-file", str(tmp_path / "probes_one.json")]) == 2
+    err = capsys.readouterr().err
+    assert "nothing to export" in err
+    assert not (tmp_path / "probes_one_control.gguf").exists()
+
+
+@pytest.mark.parametrize("export", [export_control_vector, export_directions])
+def test_export_with_no_layer_is_refused(tmp_path, export):
+    with pytest.raises(ValueError, match="nothing to export"):
+        export(tmp_path / "x.out", ConceptVectors.from_directions({3: [1.0, 0.0]}), layers=[])
+
+
+def test_export_prints_the_count_written(tmp_path, capsys):
+    save_concept_vectors(tmp_path / "p", ConceptVectors.from_directions({2: [1.0, 0.0], 3: [0.0, 1.0]}))
+    assert cli.main(["export", "--probe-file", str(tmp_path / "p.json"), "--layers", "3"]) == 0
+    assert "1 direction(s), RAPTOR layers 3..3" in capsys.readouterr().out
+
+
+def test_concept_vector_file_with_a_negative_layer_is_refused_naming_the_file(tmp_path):
+    save_concept_vectors(tmp_path / "p", ConceptVectors.from_directions({2: [1.0, 0.0], 3: [0.0, 1.0]}))
+    js = tmp_path / "p.json"
+    meta = json.loads(js.read_text())
+    meta["layers"] = [-1, 3]
+    from empirical.probes.persistence import _metadata_digest
+    meta["metadata_sha256"] = _metadata_digest(meta)
+    js.write_text(json.dumps(meta))
+    from empirical.probes import load_concept_vectors
+    with pytest.raises(ValueError, match=r"p\.json.*non-negative"):
+        load_concept_vectors(js)
+
+
+# --- one dtype rule for imported directions (S09) -------------------------------------------------------------
+
+@pytest.mark.parametrize("dtype", [np.bool_, np.int8, np.uint64])
+def test_import_directions_refuses_non_floating_tensors(tmp_path, dtype):
+    path = tmp_path / "d.safetensors"
+    save_file({"1": np.ones(4, dtype=dtype)}, str(path))
+    message = rf"tensor '1' must be a 1-D floating-point vector, got dtype {np.dtype(dtype)}"
+    with pytest.raises(ValueError, match=message):
+        import_directions(path)
+
+
+@pytest.mark.parametrize("dtype", [np.float16, np.float32, np.float64])
+def test_import_directions_accepts_floating_tensors(tmp_path, dtype):
+    path = tmp_path / "d.safetensors"
+    save_file({"1": np.ones(4, dtype=dtype)}, str(path))
+    assert import_directions(path).layers == [2]
+
+
+# --- bounded metadata (M01) -----------------------------------------------------------------------------------
+
+def test_self_referencing_metadata_is_refused_with_the_depth_limit():
+    loop = {}
+    loop["self"] = loop
+    with pytest.raises(ValueError, match=rf"^extra\S* is nested deeper than {MAX_JSON_DEPTH}"):
+        json_ready(loop, "extra")
+
+
+def test_deep_extra_on_save_is_a_value_error_not_recursion(tmp_path):
+    deep = {}
+    node = deep
+    for _ in range(5000):
+        node["a"] = {}
+        node = node["a"]
+    with pytest.raises(ValueError, match=f"nested deeper than {MAX_JSON_DEPTH}"):
+        save_concept_vectors(tmp_path / "p", np.eye(2), extra=deep)
