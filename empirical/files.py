@@ -824,6 +824,8 @@ def json_ready(obj, where: str = "metadata", _depth: int = 0):
         JSON-like data: None, str, bool, int, float, numpy scalars, dicts with string keys, lists and tuples.
     where : str, default="metadata"
         Name of ``obj`` in messages.
+    _depth : int, default=0
+        Nesting level of ``obj`` (internal: the recursion counts it against :data:`MAX_JSON_DEPTH`).
 
     Returns
     -------

@@ -32,7 +32,7 @@ import time
 import warnings
 from pathlib import Path
 
-from cgmt.cli_args import available_cores, int_in, nonempty_path, worker_count
+from cgmt.cli_args import add_version, available_cores, enforce_options, int_in, nonempty_path, worker_count
 from cgmt.cli_errors import debug_requested, run_command
 from empirical.files import atomic_write_text, read_json, refuse_overwriting_inputs
 from empirical.llm import datasets
@@ -60,6 +60,16 @@ DEFAULT_SECTIONS = ("theory", "stability", "empirical", "spectral")
 #: Expected seconds of the sections other than ``empirical`` on two cores (the progress ETA; ``steering_text``:
 #: ``paper_figures.steering_text.full_run_seconds()``, the timing model's upper bound).
 SECTION_SECONDS = {"theory": 60, "stability": 20, "spectral": 560, "steering_text": 8650, "learning_curves": 14400}
+
+
+#: which options apply in which mode and which exclude each other (enforced by cgmt.cli_args.enforce_options)
+OPTIONS = {
+    "excludes": [("--results-only", "--force"), ("--results-only", "--only"), ("--results-only", "--quick"),
+                 ("--results-only", "--datasets")],
+    "needs": {"--allow-mixed-commits": "--publish", "--allow-partial": "--publish"},
+    "distinct": ["--only", "--datasets"],
+    "nonempty": ["--model"],
+}
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -106,6 +116,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--no-progress", action="store_true", help="no progress display (nothing but the final paths)")
     p.add_argument("--debug", action="store_true",
                    help="show the full traceback of an error (also: environment variable RAPTOR_DEBUG=1)")
+    add_version(p)
     return p
 
 
@@ -172,6 +183,7 @@ def main(argv=None) -> int:
     stderr and exit code 2; ``--debug`` or ``RAPTOR_DEBUG=1`` shows the traceback instead."""
     parser = build_parser()
     args = parser.parse_args(argv)
+    enforce_options(parser, args, OPTIONS)
     return run_command(lambda: _run(args), "python -m paper_figures",
                        debug=debug_requested(args.debug, "RAPTOR_DEBUG"),
                        interrupted="interrupted (every finished step is saved; a re-run resumes)")

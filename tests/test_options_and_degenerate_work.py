@@ -86,3 +86,88 @@ def test_deep_extra_on_save_is_a_value_error_not_recursion(tmp_path):
         node = node["a"]
     with pytest.raises(ValueError, match=f"nested deeper than {MAX_JSON_DEPTH}"):
         save_concept_vectors(tmp_path / "p", np.eye(2), extra=deep)
+
+
+# --- option tables: declared, enforced, walked (section 3) ---------------------------------------------------
+
+def _tables():
+    import paper_figures.__main__ as pf
+    yield "raptor", cli.build_parser, cli.OPTIONS, cli.main
+    yield "paper_figures", pf.build_parser, {None: pf.OPTIONS}, pf.main
+
+
+def _sample(parser, option):
+    """A value for ``option`` other than its default (argv tokens)."""
+    action = next(a for a in parser._actions if option in a.option_strings)
+    if action.nargs == 0:
+        return [option]
+    if action.choices:
+        values = [c for c in action.choices if c != action.default and [c] != action.default][:1]
+        return [option, *map(str, values)]
+    return [option, {"--strengths": "0.3", "--datasets": "sentiment"}.get(option, "x")]
+
+
+def _cases():
+    for prog, build, tables, main in _tables():
+        for command, table in tables.items():
+            for first, second in table.get("excludes", ()):
+                yield pytest.param(prog, main, build, command, [first, second], f"{first} and {second} exclude",
+                                   id=f"{prog}-{command}-{first}-excludes-{second}")
+            for option, mode in table.get("needs", {}).items():
+                yield pytest.param(prog, main, build, command, [option], f"{option} applies only with {mode}",
+                                   id=f"{prog}-{command}-{option}-needs-{mode}")
+
+
+def _parser_for(build, command):
+    parser = build()
+    return parser if command is None else cli._subparser(parser, command)
+
+
+@pytest.mark.parametrize("prog, main, build, command, options, message", list(_cases()))
+def test_option_table_is_enforced(prog, main, build, command, options, message, capsys):
+    parser = _parser_for(build, command)
+    argv = ([] if command is None else [command]) + [t for o in options for t in _sample(parser, o)]
+    with pytest.raises(SystemExit) as exc:
+        main(argv)
+    assert exc.value.code == 2
+    err = capsys.readouterr().err.strip().splitlines()[-1]
+    assert message in err
+
+
+@pytest.mark.parametrize("prog, main, build, command, options, message", list(_cases()))
+def test_each_option_alone_passes_the_table(prog, main, build, command, options, message):
+    from cgmt.cli_args import enforce_options
+    parser = _parser_for(build, command)
+    table = next(tables[command] for name, _, tables, _ in _tables() if name == prog)
+    mode = [table["needs"][options[0]]] if len(options) == 1 else []
+    argv = [t for o in [*mode, options[0]] for t in _sample(parser, o)]
+    enforce_options(parser, parser.parse_args(argv), table)  # no SystemExit: the right combination is accepted
+
+
+def test_every_table_names_only_real_options():
+    for _, build, tables, _ in _tables():
+        for command, table in tables.items():
+            parser = _parser_for(build, command)
+            named = {o for pair in table.get("excludes", ()) for o in pair} | set(table.get("needs", {})) | set(
+                table.get("needs", {}).values()) | set(table.get("distinct", ())) | set(table.get("nonempty", ()))
+            known = {s for a in parser._actions for s in a.option_strings}
+            assert named <= known, (command, named - known)
+
+
+@pytest.mark.parametrize("argv, message", [
+    (["probe", "--baselines", "gcs", "gcs"], "--baselines lists gcs more than once"),
+    (["steer", "--methods", "RAPTOR", "RAPTOR"], "--methods lists RAPTOR more than once"),
+    (["steer", "--setting", ""], "--setting must not be empty"),
+])
+def test_raptor_duplicates_and_empty_names_are_refused(argv, message, capsys):
+    with pytest.raises(SystemExit) as exc:
+        cli.main(argv)
+    assert exc.value.code == 2 and message in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("module", ["empirical.cli", "cgmt.__main__", "paper_figures.__main__"])
+def test_version_on_every_command_line(module, capsys):
+    import importlib
+    with pytest.raises(SystemExit) as exc:
+        importlib.import_module(module).main(["--version"])
+    assert exc.value.code == 0 and capsys.readouterr().out.strip().split()[-1][0].isdigit()
