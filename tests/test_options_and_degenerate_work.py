@@ -171,3 +171,12 @@ def test_version_on_every_command_line(module, capsys):
     with pytest.raises(SystemExit) as exc:
         importlib.import_module(module).main(["--version"])
     assert exc.value.code == 0 and capsys.readouterr().out.strip().split()[-1][0].isdigit()
+
+
+def test_unknown_setting_names_the_allowed_strengths_not_a_pattern():
+    from empirical.llm.steering_settings import named_setting
+    with pytest.raises(ValueError) as exc:
+        named_setting("additive-best-k0.3-answer")
+    message = str(exc.value)
+    assert "strength 0.05/0.1/0.2/0.4/0.8" in message and "positions prompt/answer/all" in message
+    assert "additive-best-k0.3-answer" in message and "\\\\" not in message and "[" not in message
