@@ -180,3 +180,21 @@ def test_unknown_setting_names_the_allowed_strengths_not_a_pattern():
     message = str(exc.value)
     assert "strength 0.05/0.1/0.2/0.4/0.8" in message and "positions prompt/answer/all" in message
     assert "additive-best-k0.3-answer" in message and "\\\\" not in message and "[" not in message
+
+
+# --- bounded or announced work (P09) --------------------------------------------------------------------------
+
+def test_logregcv_warns_with_the_predicted_cost_before_a_huge_fit(monkeypatch):
+    from empirical.probes import baselines
+    rng = np.random.default_rng(0)
+    X, y = rng.standard_normal((40, 5)), np.tile([0, 1], 20)
+    monkeypatch.setattr(baselines, "LOGREGCV_WORK_BUDGET", 1e3)  # n = 12, p = 1e6 predicts 3e12 > 1e12
+    with pytest.warns(UserWarning, match=r"predicted worst-case cost .* exceeds LOGREGCV_WORK_BUDGET"):
+        baselines.LogRegCVProbe(Cs=[1.0, 2.0]).fit(X, y)
+
+
+def test_logregcv_predicted_cost_of_the_reported_case_exceeds_the_budget_and_a_layer_does_not():
+    from empirical.probes.baselines import LOGREGCV_WORK_BUDGET
+    from empirical.probes.raptor import DEFAULT_CS
+    assert len(DEFAULT_CS) * 1000 * 10**6 * (12 + 20) > LOGREGCV_WORK_BUDGET
+    assert len(DEFAULT_CS) * 1000 * 2048 * (1000 + 20) < LOGREGCV_WORK_BUDGET
