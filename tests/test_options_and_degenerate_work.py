@@ -198,3 +198,37 @@ def test_logregcv_predicted_cost_of_the_reported_case_exceeds_the_budget_and_a_l
     from empirical.probes.raptor import DEFAULT_CS
     assert len(DEFAULT_CS) * 1000 * 10**6 * (12 + 20) > LOGREGCV_WORK_BUDGET
     assert len(DEFAULT_CS) * 1000 * 2048 * (1000 + 20) < LOGREGCV_WORK_BUDGET
+
+
+# --- errors name where they happened (F05) --------------------------------------------------------------------
+
+def test_fit_layers_error_names_the_layer_and_split_seed():
+    from empirical.probes import fit_layers
+    rng = np.random.default_rng(0)
+    H = rng.standard_normal((3, 60, 4))
+    H[1] = np.nan
+    with pytest.raises(ValueError, match=r"^layer 1, split seed 7: "):
+        fit_layers(H, np.tile([0, 1], 30), random_state=7, layers=[1])
+
+
+def test_error_context_prefixes_once():
+    from empirical.validation import error_context
+    with pytest.raises(ValueError, match=r"^dataset toy, layer 2: zero$"):
+        with error_context(dataset="toy", layer=2):
+            with error_context(dataset="toy", layer=2):
+                raise ValueError("zero")
+
+
+def test_paper_figures_layer_step_names_the_dataset_and_split_seed(monkeypatch, tmp_path):
+    from paper_figures import empirical_figures as ef
+
+    def degenerate(*args, **kwargs):
+        raise ValueError("layer 3: the fitted direction is zero")
+    monkeypatch.setattr(ef, "layer_table", degenerate)
+    monkeypatch.setattr(ef, "load_table", lambda *a: None)
+
+    class Steps:
+        import contextlib
+        step = staticmethod(lambda *a: Steps.contextlib.nullcontext())
+    with pytest.raises(ValueError, match=r"^dataset toy, split seed 5: layer 3: the fitted direction is zero$"):
+        ef._layers_for_seed(tmp_path, Steps, "toy", None, np.tile([0, 1], 20), None, 5, {}, 1.0, 1)
