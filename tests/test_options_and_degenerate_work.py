@@ -232,3 +232,15 @@ def test_paper_figures_layer_step_names_the_dataset_and_split_seed(monkeypatch, 
         step = staticmethod(lambda *a: Steps.contextlib.nullcontext())
     with pytest.raises(ValueError, match=r"^dataset toy, split seed 5: layer 3: the fitted direction is zero$"):
         ef._layers_for_seed(tmp_path, Steps, "toy", None, np.tile([0, 1], 20), None, 5, {}, 1.0, 1)
+
+
+# --- answer words are words (G15) -----------------------------------------------------------------------------
+
+@pytest.mark.parametrize("word", ["<pad>", "<eos>", "<bos>", "<unk>"])
+def test_special_tokens_are_refused_as_answer_words(word):
+    pytest.importorskip("transformers")
+    from empirical.llm.answer_readout import answer_token_ids
+    from empirical.testing import tiny_tokenizer
+    with pytest.raises(ValueError, match=f"answer word '{word}' .* is a special token"):
+        answer_token_ids(tiny_tokenizer(), (word, "no"))
+    assert answer_token_ids(tiny_tokenizer(), ("Yes", "No"))  # ordinary words still pass
