@@ -17,7 +17,7 @@ import numpy as np
 
 from empirical.files import atomic_path, check_write_target
 
-from .cli_args import int_in, nonempty_path, number_in, worker_count
+from .cli_args import add_version, int_in, nonempty_path, number_in, worker_count
 from .cli_errors import debug_requested, run_command
 from .solver import mle, solve
 from .sweep import MAX_POINTS, sweep
@@ -99,6 +99,7 @@ def _parser():
                    help=f"refuse grids with more points (default {MAX_POINTS}, about half an hour per core)")
     w.add_argument("--no-progress", action="store_true")
     p.add_argument("--debug", action="store_true", help="show the traceback of an error (also CGMT_DEBUG=1)")
+    add_version(p)
     return p
 
 

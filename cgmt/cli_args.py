@@ -13,10 +13,12 @@ from __future__ import annotations
 
 import argparse
 import math
+from importlib import metadata
 
 from .validation import available_cores
 
-__all__ = ["available_cores", "int_in", "number_in", "number_list", "nonempty_path", "worker_count"]
+__all__ = ["add_version", "available_cores", "enforce_options", "int_in", "number_in", "number_list", "nonempty_path",
+           "program_version", "worker_count"]
 
 
 def _named(parse, name: str):
@@ -213,3 +215,105 @@ def nonempty_path(text) -> str:
 
 
 nonempty_path.__name__ = "path"
+
+
+def program_version(distribution: str = "raptor-probes") -> str:
+    """The installed package version (``importlib.metadata``), else ``"unknown (not installed)"``.
+
+    Parameters
+    ----------
+    distribution : str, default="raptor-probes"
+        The distribution name of ``pyproject.toml``.
+
+    Returns
+    -------
+    str
+        The version.
+
+    Examples
+    --------
+    >>> isinstance(program_version(), str)
+    True
+    """
+    try:
+        return metadata.version(distribution)
+    except metadata.PackageNotFoundError:
+        return "unknown (not installed)"
+
+
+def add_version(parser) -> None:
+    """``--version``: print ``PROG VERSION`` and exit 0 (the same for the three command lines).
+
+    Parameters
+    ----------
+    parser : argparse.ArgumentParser
+        The program's top-level parser.
+
+    Returns
+    -------
+    None
+
+    Examples
+    --------
+    >>> import argparse
+    >>> parser = argparse.ArgumentParser(prog="demo")
+    >>> add_version(parser)
+    >>> "--version" in parser.format_usage()
+    True
+    """
+    parser.add_argument("--version", action="version", version=f"%(prog)s {program_version()}")
+
+
+def _given(parser, args, option: str) -> bool:
+    """Whether ``option`` was given explicitly: its value differs from the parser's default."""
+    for action in parser._actions:
+        if option in action.option_strings:
+            return getattr(args, action.dest, None) != parser.get_default(action.dest)
+    raise KeyError(f"{option} is not an option of {parser.prog}")  # a table naming an unknown option is a bug
+
+
+def enforce_options(parser, args, table: dict) -> None:
+    """Enforce a command's option table after ``parse_args`` (exit 2, one line naming the options).
+
+    ``table`` (data, one per command) has the keys ``"needs"`` (option -> the mode option it applies with:
+    given without it, it would be silently ignored), ``"excludes"`` (pairs that contradict each other),
+    ``"distinct"`` (list options whose entries must not repeat) and ``"nonempty"`` (name options that must not
+    be the empty string).
+
+    Parameters
+    ----------
+    parser : argparse.ArgumentParser
+        The parser (or subparser) that parsed ``args``; its defaults tell which options were given.
+    args : argparse.Namespace
+        The parsed options.
+    table : dict
+        The command's option table.
+
+    Returns
+    -------
+    None
+        Or exit 2 through ``parser.error``.
+
+    Examples
+    --------
+    >>> import argparse
+    >>> parser = argparse.ArgumentParser(prog="demo")
+    >>> _ = parser.add_argument("--sweep", action="store_true")
+    >>> _ = parser.add_argument("--setting")
+    >>> enforce_options(parser, parser.parse_args(["--sweep"]), {"excludes": [("--setting", "--sweep")]})
+    """
+    for option, mode in table.get("needs", {}).items():
+        if _given(parser, args, option) and not _given(parser, args, mode):
+            parser.error(f"{option} applies only with {mode} (without it, {option} would be ignored)")
+    for first, second in table.get("excludes", ()):
+        if _given(parser, args, first) and _given(parser, args, second):
+            parser.error(f"{first} and {second} exclude each other: give one of them")
+    for option in table.get("distinct", ()):
+        values = getattr(args, option.lstrip("-").replace("-", "_"), None) or []
+        repeated = sorted({v for i, v in enumerate(values) if v in values[:i]}, key=str)
+        if repeated:
+            parser.error(f"{option} lists {', '.join(map(str, repeated))} more than once")
+    for option in table.get("nonempty", ()):
+        value = getattr(args, option.lstrip("-").replace("-", "_"), None)
+        if isinstance(value, str) and not value.strip():
+            parser.error(f"{option} must not be empty")

@@ -20,7 +20,7 @@ import numpy as np
 import pandas as pd
 from tqdm.auto import tqdm
 
-from cgmt.cli_args import int_in, nonempty_path, number_in, number_list, worker_count
+from cgmt.cli_args import add_version, enforce_options, int_in, nonempty_path, number_in, number_list, worker_count
 from cgmt.cli_errors import debug_requested, run_command
 
 from .files import check_write_target, refuse_overwriting_inputs, write_csv, write_json
@@ -563,16 +563,30 @@ def cmd_export(args):
         path = export_control_vector(target, vectors, scale=args.scale, layers=layers, model_hint=args.model_hint)
     else:
         path = export_directions(target, vectors, scale=args.scale, layers=layers)
-    exported = layers or vectors.layers
+    exported = vectors.layers if layers is None else sorted(set(layers))  # what was written, nothing else
     print(f"wrote {path}: {len(exported)} direction(s), RAPTOR layers {exported[0]}..{exported[-1]} -> block "
           f"indices {exported[0] - 1}..{exported[-1] - 1}, scale {args.scale:g}")
     return 0
 
 
 # --------------------------------------------------------------------------- parser
+#: per subcommand: which options apply in which mode and which exclude each other (cgmt.cli_args.enforce_options)
+OPTIONS = {
+    "probe": {"distinct": ["--baselines"]},
+    "steer": {"excludes": [("--setting", "--sweep")], "needs": {"--strengths": "--sweep"},
+              "distinct": ["--methods"], "nonempty": ["--setting"]},
+}
+
+
+def _subparser(parser, name):
+    """The ``raptor NAME`` subparser of :func:`build_parser`'s parser."""
+    return next(a for a in parser._actions if isinstance(a, argparse._SubParsersAction)).choices[name]
+
+
 def build_parser():
     ap = argparse.ArgumentParser(prog="raptor", description=__doc__,
                                  formatter_class=argparse.RawDescriptionHelpFormatter)
+    add_version(ap)
     sub = ap.add_subparsers(dest="command", required=True)
 
     p = sub.add_parser("extract", help="hidden states of a dataset into the cache",
@@ -708,6 +722,7 @@ def main(argv=None):
     stderr and exit code 2; ``--debug`` or ``RAPTOR_DEBUG=1`` shows the traceback instead."""
     parser = build_parser()
     args = parser.parse_args(argv)
+    enforce_options(_subparser(parser, args.command), args, OPTIONS.get(args.command, {}))
     return run_command(lambda: args.func(args), f"raptor {args.command}",
                        debug=debug_requested(getattr(args, "debug", False), "RAPTOR_DEBUG"),
                        interrupted="interrupted (hidden states extracted so far stay in the cache; a re-run resumes)")

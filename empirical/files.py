@@ -807,11 +807,16 @@ def read_json(path, what: str = "file", cap: int = MAX_JSON_BYTES):
     return parse_json(read_input_text(path, cap, what), repr(str(path)))
 
 
-def json_ready(obj, where: str = "metadata"):
+#: deepest nesting of lists / mappings that :func:`json_ready` accepts (a self-referencing mapping is infinitely deep)
+MAX_JSON_DEPTH = 64
+
+
+def json_ready(obj, where: str = "metadata", _depth: int = 0):
     """A copy of ``obj`` that JSON stores exactly: numpy scalars become Python numbers, tuples lists.
 
     Refused with a ``ValueError`` naming the field (``where.key[i]``): non-finite numbers, keys that are not
-    strings (JSON would turn ``1`` into ``"1"``), and any other object (arrays, paths, classes...).
+    strings (JSON would turn ``1`` into ``"1"``), any other object (arrays, paths, classes...), and nesting
+    deeper than :data:`MAX_JSON_DEPTH` (a self-referencing mapping included).
 
     Parameters
     ----------
@@ -819,6 +824,8 @@ def json_ready(obj, where: str = "metadata"):
         JSON-like data: None, str, bool, int, float, numpy scalars, dicts with string keys, lists and tuples.
     where : str, default="metadata"
         Name of ``obj`` in messages.
+    _depth : int, default=0
+        Nesting level of ``obj`` (internal: the recursion counts it against :data:`MAX_JSON_DEPTH`).
 
     Returns
     -------
@@ -837,20 +844,23 @@ def json_ready(obj, where: str = "metadata"):
         obj = obj.item()  # numpy scalar
         if not isinstance(obj, (bool, int, float, str)):
             raise ValueError(f"{where} must be JSON data, got a {type(obj).__name__}")
-        return json_ready(obj, where)
+        return json_ready(obj, where, _depth)
     if isinstance(obj, int):
         return int(obj)
     if isinstance(obj, float):
         if not math.isfinite(obj):
             raise ValueError(f"{where} must be a finite number, got {obj!r}")
         return float(obj)
+    if isinstance(obj, (dict, list, tuple)) and _depth >= MAX_JSON_DEPTH:
+        name = ".".join(where.split(".")[:2]).split("[")[0]
+        raise ValueError(f"{name} is nested deeper than {MAX_JSON_DEPTH} levels (or refers to itself); flatten it")
     if isinstance(obj, dict):
         out = {}
         for key, value in obj.items():
             if not isinstance(key, str):
                 raise ValueError(f"{where} keys must be strings, got {key!r} ({type(key).__name__})")
-            out[key] = json_ready(value, f"{where}.{key}")
+            out[key] = json_ready(value, f"{where}.{key}", _depth + 1)
         return out
     if isinstance(obj, (list, tuple)):
-        return [json_ready(value, f"{where}[{i}]") for i, value in enumerate(obj)]
+        return [json_ready(value, f"{where}[{i}]", _depth + 1) for i, value in enumerate(obj)]
     raise ValueError(f"{where} must be JSON data (str, number, bool, None, list, dict), got a {type(obj).__name__}")

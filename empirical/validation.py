@@ -7,10 +7,12 @@ scikit-learn's declarative ``_parameter_constraints``.)
 """
 from __future__ import annotations
 
+import contextlib
+
 import numpy as np
 from sklearn.model_selection import train_test_split
 
-__all__ = ["as_real_array", "check_matrix", "check_magnitude", "check_varying", "check_binary_labels",
+__all__ = ["error_context", "as_real_array", "check_matrix", "check_magnitude", "check_varying", "check_binary_labels",
            "check_signed_labels", "check_grid",
            "check_min_per_class", "stratified_split", "standardize_stats", "safe_norm", "unit_vector",
            "MAX_MAGNITUDE", "MIN_MAGNITUDE", "C_MIN", "C_MAX", "TOL_MAX"]
@@ -495,3 +497,34 @@ def standardize_stats(X) -> tuple[np.ndarray, np.ndarray]:
     scale = scaled.std(axis=0) * column_scale
     scale = np.where(scale > 0, scale, 1.0)
     return mean, scale
+
+
+@contextlib.contextmanager
+def error_context(**where):
+    """Prefix a ``ValueError`` raised inside with where it happened (``dataset sst2, layer 3, split seed 42: ...``).
+
+    Parameters
+    ----------
+    **where
+        Names and values to name (``None`` values are left out); underscores become spaces.
+
+    Yields
+    ------
+    None
+
+    Examples
+    --------
+    >>> try:
+    ...     with error_context(dataset="toy", layer=3, split_seed=42):
+    ...         raise ValueError("the fitted direction is zero")
+    ... except ValueError as exc:
+    ...     print(exc)
+    dataset toy, layer 3, split seed 42: the fitted direction is zero
+    """
+    prefix = ", ".join(f"{name.replace('_', ' ')} {value}" for name, value in where.items() if value is not None)
+    try:
+        yield
+    except ValueError as exc:
+        if not prefix or str(exc).startswith(prefix):
+            raise
+        raise ValueError(f"{prefix}: {exc}") from exc

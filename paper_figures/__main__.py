@@ -32,7 +32,7 @@ import time
 import warnings
 from pathlib import Path
 
-from cgmt.cli_args import available_cores, int_in, nonempty_path, worker_count
+from cgmt.cli_args import add_version, available_cores, enforce_options, int_in, nonempty_path, worker_count
 from cgmt.cli_errors import debug_requested, run_command
 from empirical.files import atomic_write_text, read_json, refuse_overwriting_inputs
 from empirical.llm import datasets
@@ -65,6 +65,16 @@ SECTION_SECONDS = {"theory": 60, "stability": 20, "spectral": 560, "steering_tex
 def _dir_path(text) -> Path:
     """A non-empty, non-blank directory path (``cgmt.cli_args.nonempty_path``)."""
     return Path(nonempty_path(text))
+
+
+#: which options apply in which mode and which exclude each other (enforced by cgmt.cli_args.enforce_options)
+OPTIONS = {
+    "excludes": [("--results-only", "--force"), ("--results-only", "--only"), ("--results-only", "--quick"),
+                 ("--results-only", "--datasets")],
+    "needs": {"--allow-mixed-commits": "--publish", "--allow-partial": "--publish"},
+    "distinct": ["--only", "--datasets"],
+    "nonempty": ["--model"],
+}
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -111,6 +121,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--no-progress", action="store_true", help="no progress display (nothing but the final paths)")
     p.add_argument("--debug", action="store_true",
                    help="show the full traceback of an error (also: environment variable RAPTOR_DEBUG=1)")
+    add_version(p)
     return p
 
 
@@ -177,6 +188,7 @@ def main(argv=None) -> int:
     stderr and exit code 2; ``--debug`` or ``RAPTOR_DEBUG=1`` shows the traceback instead."""
     parser = build_parser()
     args = parser.parse_args(argv)
+    enforce_options(parser, args, OPTIONS)
     return run_command(lambda: _run(args), "python -m paper_figures",
                        debug=debug_requested(args.debug, "RAPTOR_DEBUG"),
                        interrupted="interrupted (every finished step is saved; a re-run resumes)")

@@ -39,6 +39,7 @@ from empirical.probes import (
 from empirical.probes.real_embedding import real_embedding_stability, theory_lambda
 from empirical.probes.registry import get_method, method_names
 from empirical.probes.structure import delta_sweep
+from empirical.validation import error_context
 
 from . import empirical_plots
 from .claims import EQUAL_DATA_METHOD, PAPER_SPLIT_SEED, STABILITY_DATASETS
@@ -383,8 +384,9 @@ def _layers_for_seed(out, steps, name, H, y, split, seed, methods, scale, n_jobs
                 seed_split = grouped_split(y, groups, random_state=seed)
             else:
                 seed_split = split if paper else paper_split(y, random_state=seed)
-            tab = layer_table(name, H, y, seed_split, methods, False, n_jobs=n_jobs,
-                              vectors_out=Path(out) / "tables" if paper and groups is None else None)
+            with error_context(dataset=name, split_seed=seed):  # errors from the fits name where they happened
+                tab = layer_table(name, H, y, seed_split, methods, False, n_jobs=n_jobs,
+                                  vectors_out=Path(out) / "tables" if paper and groups is None else None)
             save_table(tab, out, table_name)
     return tab.assign(seed=seed)
 
@@ -434,7 +436,8 @@ def _raptor_vectors(out, name, H, y, split, progress):
     run's accuracy table predates that file)."""
     path = vectors_path(out, name, "RAPTOR")
     if not Path(f"{path}.json").exists():
-        fit = fit_layers(H, y, layers=range(1, len(H)), split=split, progress=progress)
+        with error_context(dataset=name, split_seed=PAPER_SPLIT_SEED):
+            fit = fit_layers(H, y, layers=range(1, len(H)), split=split, progress=progress)
         save_concept_vectors(path, fit.concept_vectors(metadata=dict(dataset=name)))
     return load_concept_vectors(path)
 

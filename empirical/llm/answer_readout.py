@@ -122,7 +122,8 @@ def answer_token_ids(tokenizer, answer_words) -> tuple:
     -------
     (list of int, list of int)
         The concept's token ids and the opposite's, disjoint; ``ValueError`` when a word has no one-token
-        variant or the two share a token.
+        variant, is a special token (``<pad>``, ``<eos>``, any of ``tokenizer.all_special_tokens``) or the two
+        share a token.
 
     Examples
     --------
@@ -132,8 +133,16 @@ def answer_token_ids(tokenizer, answer_words) -> tuple:
     [['yes'], ['no']]
     """
     unk = getattr(tokenizer, "unk_token_id", None)
+    special_tokens = set(getattr(tokenizer, "all_special_tokens", None) or ())
+    special_ids = set(getattr(tokenizer, "all_special_ids", None) or ()) - {unk}  # unknown: no variant, below
     out = []
     for word in answer_words:
+        if word.strip() in special_tokens or any(
+                set(tokenizer(v, add_special_tokens=False)["input_ids"]) & special_ids
+                and len(tokenizer(v, add_special_tokens=False)["input_ids"]) == 1 for v in answer_word_variants(word)):
+            raise ValueError(f"answer word {word!r} (--answer-words) is a special token of this tokenizer "
+                             f"({sorted(special_tokens)}); the read-out compares words the model says, not padding "
+                             "or end-of-sequence")
         ids = []
         for variant in answer_word_variants(word):
             enc = tokenizer(variant, add_special_tokens=False)["input_ids"]

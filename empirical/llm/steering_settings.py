@@ -132,9 +132,16 @@ def named_setting(name: str) -> "SteeringSetting":
     for setting in sweep_settings(positions=POSITIONS):
         if setting.name == name:
             return setting
-    raise ValueError(f"--setting must be a preset ({', '.join(sorted(PRESETS))}) or a sweep setting such as "
-                     f"'additive-best-k0.2-answer' (kind-layers-strength-positions, as steer_metrics.csv names "
-                     f"them), got {name!r}")
+    sweep = sweep_settings(positions=POSITIONS)
+
+    def values(kind, field):
+        return "/".join(dict.fromkeys(f"{getattr(s, field):g}" if field == "strength" else str(getattr(s, field))
+                                      for s in sweep if s.kind == kind))
+    kinds = "; ".join(f"{kind}: layers {values(kind, 'layers')}, strength {values(kind, 'strength')}"
+                      for kind in dict.fromkeys(s.kind for s in sweep))
+    raise ValueError(f"--setting must be a preset ({', '.join(sorted(PRESETS))}) or a sweep setting "
+                     f"kind-layers-strength-positions as steer_metrics.csv names them, e.g. "
+                     f"'additive-best-k0.2-answer' ({kinds}; positions {'/'.join(POSITIONS)}), got {name!r}")
 
 
 def sweep_settings(k_grid=(0.05, 0.1, 0.2, 0.4, 0.8), p_grid=(0.9, 0.99, P_TOWARDS),

@@ -83,6 +83,12 @@ class DifferenceOfMeans(LinearConceptProbe):
         return self
 
 
+#: predicted floating-point operations above which :class:`LogRegCVProbe` warns before fitting: its worst case is
+#: ``len(Cs) * max_iter * n_features * (n_rows + 20)`` (L-BFGS: one gradient over the rows plus its 10-pair history
+#: per iteration, every C); 1e12 is minutes on one core (a 1000 x 2048 layer with the 100 default Cs: 2e11)
+LOGREGCV_WORK_BUDGET = 1e12
+
+
 class LogRegCVProbe(LinearConceptProbe):
     """scikit-learn ``LogisticRegressionCV`` with a ``PredefinedSplit`` equal to the given train/val split,
     on train-standardized features (refit on train+val at the selected C), folded back exactly.
@@ -151,6 +157,12 @@ class LogRegCVProbe(LinearConceptProbe):
         if X_val is None:
             train, val = stratified_split(ypm, float(self.val_fraction), self.random_state)
             X, ypm, Xv, yvpm = X[train], ypm[train], X[val], ypm[val]
+        predicted = len(Cs) * int(self.max_iter) * X.shape[1] * (len(X) + len(Xv) + 20)
+        if predicted > LOGREGCV_WORK_BUDGET:
+            warnings.warn(f"LogRegCVProbe: predicted worst-case cost {predicted:.1e} floating-point operations "
+                          f"({len(Cs)} Cs x max_iter {self.max_iter} x {X.shape[1]} features x "
+                          f"{len(X) + len(Xv)} rows) exceeds LOGREGCV_WORK_BUDGET = {LOGREGCV_WORK_BUDGET:.0e}; "
+                          "pass fewer Cs, a smaller max_iter or fewer features", UserWarning, stacklevel=2)
         mu, s = standardize_stats(X)
         Xa = (np.vstack([X, Xv]) - mu) / s
         ya = np.concatenate([ypm, yvpm])

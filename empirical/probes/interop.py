@@ -51,6 +51,8 @@ def _scaled_directions(vectors: ConceptVectors, scale, layers) -> dict:
     if not isinstance(vectors, ConceptVectors):
         raise ValueError(f"vectors must be ConceptVectors, got {type(vectors).__name__}")
     chosen = vectors.layers if layers is None else [int(layer) for layer in layers]
+    if not chosen:
+        raise ValueError("nothing to export: no layer selected (an artefact with no direction is refused)")
     missing = sorted(set(chosen) - set(vectors.layers))
     if missing:
         raise ValueError(f"layers {missing} are not in the concept vectors (layers {vectors.layers})")
@@ -143,6 +145,18 @@ def _block_index(text: str) -> int | None:
     return int(text) if re.fullmatch(r"0|[1-9][0-9]*", text, flags=re.ASCII) else None
 
 
+def _float_vector(path, name: str, data: np.ndarray, stored: str | None = None) -> np.ndarray:
+    """The one dtype rule of both importers: a 1-D tensor of a floating dtype, as float64; otherwise a
+    ``ValueError`` naming the file, the tensor and its dtype (bool, integer or quantized data is not a
+    direction)."""
+    if not np.issubdtype(data.dtype, np.floating) or (stored is not None and stored not in ("F32", "F16", "F64")):
+        raise ValueError(f"{str(path)!r}: tensor {name!r} must be a 1-D floating-point vector, got dtype "
+                         f"{stored or data.dtype}")
+    if data.ndim != 1:
+        raise ValueError(f"{str(path)!r}: tensor {name!r} must be a 1-D floating-point vector, got shape {data.shape}")
+    return data.astype(np.float64)
+
+
 def import_control_vector(path) -> ConceptVectors:
     """Read a llama.cpp / repeng control vector (GGUF) as bare concept directions.
 
@@ -164,7 +178,7 @@ def import_control_vector(path) -> ConceptVectors:
     ------
     ValueError
         Naming the file when it is not a readable GGUF control vector (no ``direction.N`` tensors, a
-        non-F32 or non-1-D tensor, ``N < 1``, mixed sizes).
+        non-floating or non-1-D tensor, ``N < 1``, mixed sizes).
     """
     import gguf  # the [llm] extra
 
@@ -189,12 +203,8 @@ def import_control_vector(path) -> ConceptVectors:
                              "no leading zero)")
         if int(index) + 1 in directions:
             raise ValueError(f"{str(path)!r}: tensor {tensor.name!r} appears twice")
-        data = np.asarray(tensor.data)
-        if tensor.tensor_type != gguf.GGMLQuantizationType.F32 or data.ndim != 1:
-            raise ValueError(f"{str(path)!r}: tensor {tensor.name!r} must be a 1-D F32 vector "
-                             f"(got {tensor.tensor_type.name}, shape {data.shape})")
+        vector = _float_vector(path, tensor.name, np.asarray(tensor.data), tensor.tensor_type.name)
         layer = int(index) + 1
-        vector = data.astype(np.float64)
         norm = safe_norm(vector)
         if not np.all(np.isfinite(vector)) or norm == 0:
             raise ValueError(f"{str(path)!r}: tensor {tensor.name!r} is zero or not finite")
@@ -291,7 +301,7 @@ def import_directions(path) -> ConceptVectors:
         if _block_index(key) is None:
             raise ValueError(f"{str(path)!r}: key {key!r} is not a 0-based block index (ASCII digits, no leading zero: "
                              "'01' and '1' would be the same block)")
-        vector = np.asarray(array, dtype=np.float64)
+        vector = _float_vector(path, key, np.asarray(array))
         if vector.ndim != 1 or not np.all(np.isfinite(vector)) or not np.any(vector):
             raise ValueError(f"{str(path)!r}: tensor {key!r} must be a finite non-zero 1-D vector, got shape "
                              f"{vector.shape}")

@@ -17,7 +17,7 @@ from sklearn.base import clone
 from sklearn.model_selection import StratifiedGroupKFold
 from tqdm.auto import tqdm
 
-from ..validation import check_binary_labels, check_matrix, stratified_split
+from ..validation import check_binary_labels, check_matrix, error_context, stratified_split
 from .concept_vectors import DEFAULT_LAYER_CONVENTION, ConceptVectors, LinearProbe
 from .raptor import RaptorProbe
 
@@ -196,7 +196,12 @@ def _check_direction(estimator, n_features: int, layer) -> None:
         raise ValueError(f"method {what} fitted at layer {layer}: its concept_vector_ is zero (no concept direction)")
 
 
-def _fit_one(estimator, X, y, split, layer):
+def _fit_one(estimator, X, y, split, layer, seed=None, dataset=None):
+    with error_context(dataset=dataset, layer=layer, split_seed=seed):
+        return _fit_one_unlabelled(estimator, X, y, split, layer)
+
+
+def _fit_one_unlabelled(estimator, X, y, split, layer):
     train, val, test = split
     X = check_matrix(X, f"H[{layer}]")  # names the layer of a bad stack (NaN, overflow)
     started = time.perf_counter()
@@ -291,8 +296,10 @@ def fit_layers(H, y, *, layers=None, estimator=None, split=None, fractions=(0.6,
     elif probe_params:
         raise ValueError(f"probe parameters {sorted(probe_params)} go with the default RaptorProbe; "
                          "set them on the estimator instead")
+    given_split = split
     split = paper_split(y, fractions, random_state) if split is None else _check_split(split, first[0])
-    jobs = (delayed(_fit_one)(clone(estimator), H[layer], y, split, layer) for layer in layers)
+    seed = random_state if given_split is None else None  # a given split: the caller names its seed
+    jobs = (delayed(_fit_one)(clone(estimator), H[layer], y, split, layer, seed) for layer in layers)
     results = Parallel(n_jobs=n_jobs)(tqdm(jobs, desc="layers", total=len(layers), disable=not progress))
     summary = pd.DataFrame([row for _, row in results])
     best = int(summary["layer"].iloc[int(np.nanargmax(summary["val_accuracy"].to_numpy()))]) \

@@ -441,7 +441,8 @@ def load_concept_vectors(path) -> ConceptVectors:
     st_path = file_pair(path)[0]
     js_path = file_pair(path)[1]
     layers = _field(meta, "layers", js_path, lambda v: isinstance(v, list) and v and all(map(_is_int, v))
-                    and len(set(v)) == len(v), "a non-empty list of distinct integer layer indices")
+                    and len(set(v)) == len(v) and min(v) >= 0,
+                    "a non-empty list of distinct non-negative integer layer indices")
     if meta["format_version"] == 1:
         directions = arrays.get("vectors")
         if directions is None or list(directions.shape) != meta.get("shape"):
