@@ -235,6 +235,8 @@ def program_version(distribution: str = "raptor-probes") -> str:
     >>> isinstance(program_version(), str)
     True
     """
+    if not isinstance(distribution, str) or not distribution.strip():
+        raise TypeError(f"distribution must be a non-blank distribution name, got {distribution!r}")
     try:
         return metadata.version(distribution)
     except metadata.PackageNotFoundError:
