@@ -29,6 +29,8 @@ from __future__ import annotations
 import argparse
 import contextlib
 import hashlib
+import importlib
+import importlib.util
 import inspect
 import io
 import math
@@ -527,7 +529,11 @@ def test_contract_full(key, monkeypatch, request):
 
 def test_exceptions_name_real_entries():
     """Each entry of EXCEPTIONS names a public callable (or one of its parameters): the list cannot go stale."""
+    enumerated = {key.split(":")[0] for key in ENTRIES}
+    llm_extra = importlib.util.find_spec("transformers") is not None
     for item in EXCEPTIONS:
+        if not llm_extra and item.split(":")[0] not in enumerated:
+            continue  # the floors environment runs without the [llm] extra: those modules are not enumerated
         key, _, name = item.rpartition(".") if item not in ENTRIES else (item, "", "")
         assert key in ENTRIES, item
         assert not name or name in ENTRIES[key].params, item

@@ -366,6 +366,7 @@ def test_check_provenance_refuses_another_model_and_hidden_size_and_warns_on_ano
 
 def test_given_vectors_refuses_vectors_of_another_hidden_size():
     pytest.importorskip("torch")
+    pytest.importorskip("transformers")  # empirical.llm.steering_eval needs the [llm] extra
     from empirical.llm.steering_eval import given_vectors
 
     H, y = np.zeros((3, 10, 16)), np.repeat([0, 1], 5)
