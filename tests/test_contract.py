@@ -108,6 +108,9 @@ EXCEPTIONS: dict[str, str] = {
     "cgmt.reference:accuracy":
         "finding: OverflowError (1e300, huge); TypeError not naming it (complex, datetime64, list, object); "
         "ValueError not naming it (blank, nan)",
+    "cgmt.reference:expectations":
+        "finding: ZeroDivisionError (inf); TypeError not naming it (list, object, complex, datetime64); ValueError "
+        "not naming it (blank); no answer in 10 s (string, -inf, bool)",
     "cgmt.reference:kernels":
         "finding: OverflowError (1e300, huge); ZeroDivisionError (-inf, inf, negative, zero); TypeError not "
         "naming it (complex, datetime64, list, object); ValueError not naming it (blank, nan)",
@@ -228,6 +231,9 @@ EXCEPTIONS: dict[str, str] = {
         "finding: UFuncTypeError (datetime64); ZeroDivisionError (empty); TypeError not naming it (blank, "
         "complex, object, string); ValueError not naming it (1e300, 2.5, blank, bool, complex, datetime64, "
         "huge, nan, negative, object, scalar, string, zero)",
+    "paper_figures.stability:plot_stability_vs_lambda":
+        "finding: ValueError / TypeError not naming settings (blank, complex, datetime64, duplicated, empty, float, "
+        "mapping); its base call takes 3-4 s, so it is driven only on a fast run",
     "sims.compare:theory_values":
         "finding: ZeroDivisionError (huge); no answer in 10 s (huge)",
     "sims.data:replicate_seeds":
@@ -472,15 +478,20 @@ _BASE: dict[str, str] = {}
 def _base_ok(entry):
     """Whether the valid base call runs (once per entry); the reason otherwise."""
     if entry.key not in _BASE:
-        try:
-            with warnings.catch_warnings(), _limit(BASE_SECONDS), contextlib.redirect_stdout(io.StringIO()):
-                warnings.simplefilter("ignore")
-                entry.call()
-            _BASE[entry.key] = ""
-        except Timeout:
-            _BASE[entry.key] = f"base call runs past {BASE_SECONDS:g} s"
-        except Exception as exc:  # noqa: BLE001
-            _BASE[entry.key] = f"base call fails: {type(exc).__name__}: {exc}"[:200]
+        # twice when the first call is slow: the first may pay a cold start (numba compilation, imports) that
+        # another test already paid in the same worker, so that the driven set does not depend on test order
+        for attempt in range(2):
+            try:
+                with warnings.catch_warnings(), _limit(BASE_SECONDS), contextlib.redirect_stdout(io.StringIO()):
+                    warnings.simplefilter("ignore")
+                    entry.call()
+                _BASE[entry.key] = ""
+                break
+            except Timeout:
+                _BASE[entry.key] = f"base call runs past {BASE_SECONDS:g} s"
+            except Exception as exc:  # noqa: BLE001
+                _BASE[entry.key] = f"base call fails: {type(exc).__name__}: {exc}"[:200]
+                break
     return _BASE[entry.key]
 
 
