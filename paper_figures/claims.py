@@ -465,7 +465,8 @@ def steering_text_claim(summary) -> list:
                                    signed=True)
         part = f"{r.dataset} {r.direction} {r.setting}: shift {r.answer_logodds_shift:+.2f}"
         if ranked:
-            tests.append(Test("permutation rank", float(r.null_p), float(r.null_p_opposite)))
+            tests.append(Test("permutation rank", float(r.null_p), float(r.null_p_opposite),
+                              min_p=1.0 / (1.0 + float(r.n_random))))  # N draws cannot give p below 1/(N + 1)
             part += f", rank {int(r.null_rank)} of {int(r.n_random) + 1}, p = {r.null_p:.3g}"
         part += f"; per prompt vs random mean {interval} (random {r.random_control_shift:+.2f})"
         vader = getattr(r, "vader_shift", np.nan)

@@ -33,7 +33,8 @@ The kinds:
   way") is a union, so its p-value is the smallest of theirs times the number of settings (Bonferroni)
   (:func:`every_setting`).
 - **Permutation rank** (steering): the claim's statistic ranked among ``N`` draws of the null, p = (1 + #{null >=
-  statistic}) / (1 + N) (:func:`rank_test`).
+  statistic}) / (1 + N) (computed by :func:`empirical.llm.steering_eval.rank_p_value`; its Test carries
+  ``min_p = 1 / (1 + N)``).
 
 Rows that cannot fail (true by construction, guaranteed by the data's size, ordinary CLT behaviour) and
 descriptions get the verdict ``--`` and no p-value.
@@ -45,7 +46,7 @@ from dataclasses import dataclass
 import numpy as np
 from scipy import stats
 
-from cgmt.validation import check_int, check_real_array, check_scalar
+from cgmt.validation import check_int, check_scalar
 
 LEVEL = 0.95
 #: One-sided significance level of every rule: a 95 % two-sided interval lies above the null exactly when the
@@ -67,7 +68,7 @@ FAMILIES = {"paper": "the paper's claims on the paper's grid and protocol (prima
                          "the two-replica theory (extensions)"}
 
 __all__ = ["seed_interval", "mean_interval", "wilson_interval", "TEST_TRAIN_RATIO", "Test", "superiority",
-           "non_inferiority", "majority", "every_setting", "rank_test", "holm", "apply_holm", "sign_test_mde",
+           "non_inferiority", "majority", "every_setting", "holm", "apply_holm", "sign_test_mde",
            "t_test_from_interval", "MARGINS", "LEVEL", "ALPHA", "POWER", "FAMILIES", "HOLDS", "FAILS",
            "INCONCLUSIVE", "UNTESTED"]
 
@@ -442,40 +443,6 @@ def majority(successes: int, n: int, share: float = 0.5, opposite: int | None = 
     # the opposite: the share of settings going the other way is above 1 - share
     p_opp = float(stats.binomtest(against, n, 1.0 - share, alternative="greater").pvalue) if against else 1.0
     return Test(rule, p, p_opp, min_p=float(share ** n), mde=sign_test_mde(n, share), mde_kind="share")
-
-
-def rank_test(statistic: float, null) -> Test:
-    """The claim "``statistic`` is larger than the null draws": a permutation-style rank test with p =
-    (1 + #{null >= statistic}) / (1 + N) and, for the opposite, (1 + #{null <= statistic}) / (1 + N).
-
-    Parameters
-    ----------
-    statistic : float
-        The claim's statistic (e.g. the concept direction's shift).
-    null : array-like of shape (N,)
-        The statistic under N draws of the null (e.g. N random directions); non-finite draws are an error.
-
-    Returns
-    -------
-    Test
-        Rule ``"permutation rank (N draws)"`` with ``min_p = 1 / (N + 1)``; ``mde`` is the null's
-        (1 - ALPHA) quantile, the value the statistic must exceed.
-
-    Examples
-    --------
-    >>> t = rank_test(3.0, [0.1, -0.2, 0.5] * 20)
-    >>> round(t.p, 4), t.verdict
-    (0.0164, 'holds')
-    """
-    statistic = check_scalar(statistic, "statistic")
-    draws = np.ravel(check_real_array(null, "null"))
-    if not draws.size:
-        raise ValueError("null must hold at least one draw (finite), got none")
-    n = draws.size
-    p = (1.0 + np.sum(draws >= statistic)) / (1.0 + n)
-    p_opp = (1.0 + np.sum(draws <= statistic)) / (1.0 + n)
-    return Test(f"permutation rank ({n} draws)", float(p), float(p_opp), min_p=1.0 / (1.0 + n),
-                mde=float(np.quantile(draws, 1.0 - ALPHA)))
 
 
 def every_setting(tests) -> Test:

@@ -177,11 +177,7 @@ def test_undecidable_rows_get_no_verdict_and_do_not_count_in_their_family():
     assert v == ["--", HOLDS] and np.isnan(adjusted[0]) and adjusted[1] == pytest.approx(0.02)
 
 
-def test_rank_test_counts_ties_against_the_claim():
-    t = verdicts.rank_test(1.0, [1.0, 0.0, 2.0, -1.0])
-    assert t.p == pytest.approx(3 / 5) and t.p_opposite == pytest.approx(4 / 5) and t.min_p == pytest.approx(0.2)
-    assert not t.decidable  # four draws cannot reach 0.025
-    top = verdicts.rank_test(5.0, np.linspace(-1, 1, 99))
-    assert top.p == pytest.approx(0.01) and top.verdict == HOLDS
-    with pytest.raises(ValueError, match="null must not contain NaN"):
-        verdicts.rank_test(1.0, [0.0, np.nan])
+def test_a_permutation_test_with_too_few_draws_cannot_decide():
+    """The steering claim's Test carries min_p = 1 / (N + 1): fewer than 39 draws cannot reach 0.025."""
+    assert not verdicts.Test("permutation rank", 1 / 21, 1.0, min_p=1 / 21).decidable
+    assert verdicts.Test("permutation rank", 1 / 101, 1.0, min_p=1 / 101).verdict == HOLDS
