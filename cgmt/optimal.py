@@ -19,6 +19,9 @@ from .validation import check_delta, check_int, check_kappa, check_lam, check_sc
 __all__ = ["optimal_lambda"]
 
 
+#: Most points of :func:`optimal_lambda`'s bracketing grid (each is one fixed-point solve, ~1 ms).
+MAX_GRID = 100_000
+
 def optimal_lambda(delta, kappa, *, bounds=(1e-6, 1e3), n_grid=19, xatol=1e-6,
                    quad_order=DEFAULT_ORDER) -> OptimizeResult:
     """Maximizer of the asymptotic test accuracy over lam in ``bounds`` (log-scale search).
@@ -56,7 +59,8 @@ def optimal_lambda(delta, kappa, *, bounds=(1e-6, 1e3), n_grid=19, xatol=1e-6,
         raise ValueError("kappa must be > 0 for optimal_lambda (at kappa = 0 the accuracy is 1/2 for every lam)")
     lo = check_lam(bounds[0], name="bounds[0]")
     hi = check_scalar(check_lam(bounds[1], name="bounds[1]"), "bounds[1]", low=lo, low_open=True)
-    n_grid = check_int(n_grid, "n_grid", minimum=3)  # a bracket needs a point on each side of the best
+    # a bracket needs a point on each side of the best
+    n_grid = check_int(n_grid, "n_grid", minimum=3, maximum=MAX_GRID)
     xatol = check_scalar(xatol, "xatol", low=0.0, low_open=True)
     grid = np.exp(np.linspace(math.log(hi), math.log(lo), n_grid))
     sols = []

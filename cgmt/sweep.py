@@ -16,7 +16,7 @@ from tqdm.auto import tqdm
 from .quadrature import DEFAULT_ORDER
 from .result import ConvergenceError, quiet
 from .solver import solve
-from .validation import check_lams, check_positive_array
+from .validation import check_delta, check_int, check_kappa, check_lams, check_n_jobs, check_positive_array
 
 __all__ = ["sweep", "COLUMNS"]
 
@@ -136,9 +136,17 @@ def sweep(deltas, lams, kappas, *, n_jobs=1, progress=True, tol=1e-10, quad_orde
     >>> table.shape, bool(table["success"].all())
     ((4, 15), True)
     """
-    d = np.unique(check_positive_array(deltas, "deltas"))
+    d = check_positive_array(deltas, "deltas").ravel()
+    k = check_positive_array(kappas, "kappas", allow_zero=True).ravel()
+    for name, values, check in (("deltas", d, check_delta), ("kappas", k, check_kappa)):  # the theory's domain
+        for i, v in enumerate(values.tolist()):
+            check(v, f"{name}[{i}]")
+    d, k = np.unique(d), np.unique(k)
     lm = np.unique(check_lams(lams))
-    k = np.unique(check_positive_array(kappas, "kappas", allow_zero=True))
+    n_jobs = check_n_jobs(n_jobs)
+    maxiter = check_int(maxiter, "maxiter")
+    if max_points is not None:
+        max_points = check_int(max_points, "max_points")
     check_grid_size(d.size * lm.size * k.size, max_points, "the sweep grid (deltas x lams x kappas)")
     tasks = list(itertools.product(d.tolist(), k.tolist()))
     lam_list = lm.tolist()

@@ -25,11 +25,13 @@ __all__ = [
     "DELTA_MAX",
     "check_fraction",
     "check_int",
+    "MAX_COUNT",
     "check_real_array",
     "check_positive_array",
     "as_generator",
     "available_cores",
     "check_threads",
+    "check_n_jobs",
 ]
 
 
@@ -320,8 +322,13 @@ def check_quad_order(value, name: str = "quad_order", *, factor: int = 1) -> int
     return order
 
 
-def check_int(value, name: str, minimum: int = 1) -> int:
-    """An integer >= ``minimum`` (an integral float such as 3.0 is accepted; bools are not).
+#: The largest count :func:`check_int` accepts by default (a C ``int``): iteration counts, grid sizes, replicates and
+#: sample sizes beyond it overflow the compiled kernels (numba, LAPACK) or ask for more memory than any machine has.
+MAX_COUNT = 2 ** 31 - 1
+
+
+def check_int(value, name: str, minimum: int = 1, maximum: int = MAX_COUNT) -> int:
+    """An integer in ``[minimum, maximum]`` (an integral float such as 3.0 is accepted; bools are not).
 
     Parameters
     ----------
@@ -331,6 +338,8 @@ def check_int(value, name: str, minimum: int = 1) -> int:
         The argument's name, used in the message.
     minimum : int, default=1
         Smallest value accepted.
+    maximum : int, default=MAX_COUNT
+        Largest value accepted (:data:`MAX_COUNT`, 2**31 - 1).
 
     Returns
     -------
@@ -340,7 +349,7 @@ def check_int(value, name: str, minimum: int = 1) -> int:
     Raises
     ------
     ValueError
-        A bool, a non-integral or non-finite number, or an integer below ``minimum``.
+        A bool, a non-integral or non-finite number, or an integer outside ``[minimum, maximum]``.
 
     Examples
     --------
@@ -355,6 +364,8 @@ def check_int(value, name: str, minimum: int = 1) -> int:
         (isinstance(value, (float, np.floating)) and math.isfinite(value) and float(value).is_integer())
     if isinstance(value, (bool, np.bool_)) or not integral or int(value) < minimum:
         raise ValueError(f"{name} must be an integer >= {minimum}, got {value!r}")
+    if int(value) > maximum:
+        raise ValueError(f"{name} must be an integer <= {maximum}, got {value!r}")
     return int(value)
 
 
@@ -552,3 +563,40 @@ def as_generator(rng, name: str = "rng") -> np.random.Generator:
             raise ValueError(f"{name} must be a non-negative integer seed, got {rng!r}")
         return np.random.default_rng(rng)
     raise ValueError(f"{name} must be an int seed, a numpy SeedSequence or Generator, got {rng!r}")
+
+
+def check_n_jobs(value, name: str = "n_jobs") -> int:
+    """A joblib worker count: a non-zero integer with ``|value| <=`` :data:`MAX_COUNT` (``-1``: every core,
+    ``-2``: all but one, as in joblib and scikit-learn).  Counts above the local cores are allowed (a backend
+    such as Dask may have more workers); the command lines bound theirs (:mod:`cgmt.cli_args`).
+
+    Parameters
+    ----------
+    value : int or integral float
+        The worker count to check.
+    name : str, default="n_jobs"
+        The argument's name, used in the message.
+
+    Returns
+    -------
+    int
+        ``int(value)``.
+
+    Raises
+    ------
+    ValueError
+        Not an integer, zero, or beyond ``MAX_COUNT`` in size.
+
+    Examples
+    --------
+    >>> check_n_jobs(-1)
+    -1
+    >>> check_n_jobs(0)
+    Traceback (most recent call last):
+    ...
+    ValueError: n_jobs must be a non-zero integer (-1: every core), got 0
+    """
+    count = check_int(value, name, minimum=-MAX_COUNT)
+    if count == 0:
+        raise ValueError(f"{name} must be a non-zero integer (-1: every core), got {value!r}")
+    return count

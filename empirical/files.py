@@ -24,7 +24,8 @@ from pathlib import Path
 __all__ = ["atomic_path", "atomic_write_bytes", "atomic_write_text", "write_json", "write_csv", "save_figure",
            "sha256_file", "write_checksum", "verify_checksum", "checksum_path", "ChecksumError", "cache_root",
            "refuse_overwriting_inputs", "check_write_target", "parse_json", "read_json", "json_ready",
-           "naming_write_errors", "env_path", "open_input", "read_input_bytes", "read_input_text", "check_input_file",
+           "naming_write_errors", "env_path", "check_path", "open_input", "read_input_bytes", "read_input_text",
+           "check_input_file",
            "MAX_JSON_BYTES", "MAX_TABLE_BYTES", "MAX_ARRAY_BYTES", "MAX_MODEL_FILE_BYTES"]
 
 MiB = 1 << 20
@@ -567,6 +568,46 @@ def verify_checksum(target) -> bool:
     return True
 
 
+def check_path(value, name: str) -> Path:
+    """``value`` as a path (``~`` expanded), if it is one: a ``str`` or path-like object that is not empty or blank
+    (``Path("")`` would silently mean the working directory).  The one check of a path argument of the API, as
+    :func:`cgmt.cli_args.nonempty_path` is the command lines' and :func:`env_path` the environment's.
+
+    Parameters
+    ----------
+    value : str or path-like
+        The argument.
+    name : str
+        The argument's name, used in the message.
+
+    Returns
+    -------
+    pathlib.Path
+        The path (not resolved; whether it exists is the caller's question).
+
+    Raises
+    ------
+    TypeError
+        Not a ``str`` or path-like object (bytes included: paths here are text).
+    ValueError
+        Empty or blank.
+
+    Examples
+    --------
+    >>> check_path("~/data", "data_dir") == Path.home() / "data"
+    True
+    >>> check_path(" ", "data_dir")
+    Traceback (most recent call last):
+    ...
+    ValueError: data_dir must be a non-empty path, got ' '
+    """
+    if not isinstance(value, (str, os.PathLike)) or isinstance(os.fspath(value), bytes):
+        raise TypeError(f"{name} must be a path (str or path-like), got {type(value).__name__} {value!r}"[:200])
+    if not str(os.fspath(value)).strip():
+        raise ValueError(f"{name} must be a non-empty path, got {os.fspath(value)!r}")
+    return Path(value).expanduser()
+
+
 def cache_root(cache_dir=None) -> Path:
     """The user cache directory: argument > ``$RAPTOR_CACHE`` (checked by :func:`env_path`) > ``~/.cache/raptor``.
 
@@ -586,9 +627,7 @@ def cache_root(cache_dir=None) -> Path:
     PosixPath('/tmp/my-cache')
     """
     if cache_dir is not None:
-        if not str(cache_dir).strip():  # Path("") is the working directory
-            raise ValueError(f"cache_dir must be a non-empty path, got {str(cache_dir)!r}")
-        return Path(cache_dir).expanduser()
+        return check_path(cache_dir, "cache_dir")
     env = env_path("RAPTOR_CACHE")
     return env if env is not None else Path.home() / ".cache" / "raptor"
 

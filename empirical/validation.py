@@ -12,8 +12,8 @@ import contextlib
 import numpy as np
 from sklearn.model_selection import train_test_split
 
-__all__ = ["error_context", "as_real_array", "check_matrix", "check_magnitude", "check_varying", "check_binary_labels",
-           "check_signed_labels", "check_grid",
+__all__ = ["error_context", "as_real_array", "check_matrix", "check_random_state", "MAX_SEED", "check_magnitude",
+           "check_varying", "check_binary_labels", "check_signed_labels", "check_grid",
            "check_min_per_class", "stratified_split", "standardize_stats", "safe_norm", "unit_vector",
            "MAX_MAGNITUDE", "MIN_MAGNITUDE", "C_MIN", "C_MAX", "TOL_MAX"]
 
@@ -41,7 +41,8 @@ def as_real_array(X, name: str = "X"):
     The one decision on containers and dtypes, used by every array check here (and by the estimators'
     ``fit``/``predict`` before scikit-learn's own checks): a **complex** array is refused (``np.asarray``
     would drop the imaginary part), and a **masked array** is refused when any entry is masked (its
-    placeholders would be used as data); a masked array without masked entries is accepted as its data.
+    placeholders would be used as data); a masked array without masked entries is accepted as its data.  Values
+    are not checked: NaN and infinite entries pass through to the caller's own check (:func:`check_matrix`).
 
     Parameters
     ----------
@@ -167,20 +168,26 @@ def check_magnitude(A: np.ndarray, name: str = "X") -> np.ndarray:
     return A
 
 
+def _rows_of(name: str) -> str:
+    """The matrix whose rows a label argument annotates: ``y`` -> ``X``, ``y_val`` -> ``X_val``, ``y_pool`` ->
+    ``X_pool`` (so a length mismatch names both arguments)."""
+    return "X" + name[1:] if name.startswith("y") and name[1:2] in ("", "_") else "X"
+
+
 def check_varying(X: np.ndarray, name: str = "X") -> np.ndarray:
     """Require at least one column of ``X`` to take two different values (else no direction separates anything).
 
     Parameters
     ----------
     X : ndarray (n, p)
-        The matrix (already checked by :func:`check_matrix`).
+        The matrix (checked by :func:`check_matrix` here: finite, 2-D, non-empty; a view when it is float64).
     name : str, default="X"
         The argument's name, used in messages.
 
     Returns
     -------
     ndarray
-        ``X`` itself.
+        ``X`` as float64.
 
     Examples
     --------
@@ -190,7 +197,8 @@ def check_varying(X: np.ndarray, name: str = "X") -> np.ndarray:
     ValueError: X_train must have at least one non-constant feature, got 2 constant columns (every row is the same
     point); there is no concept direction to fit
     """
-    if X.shape[0] > 0 and not np.any(X != X[:1]):
+    X = check_matrix(X, name)
+    if not np.any(X != X[:1]):
         raise ValueError(f"{name} must have at least one non-constant feature, got {X.shape[1]} constant columns "
                          "(every row is the same point); there is no concept direction to fit")
     return X
@@ -228,7 +236,8 @@ def check_binary_labels(y, n: int, name: str = "y", classes=None) -> tuple[np.nd
     if y.ndim != 1:
         raise ValueError(f"{name} must be 1-D, got shape {y.shape}")
     if y.shape[0] != n:
-        raise ValueError(f"{name} must have {n} entries (one per row of X), got {y.shape[0]} (mismatched lengths)")
+        raise ValueError(f"{name} must have {n} entries (one per row of {_rows_of(name)}), got {y.shape[0]} "
+                         "(mismatched lengths)")
     if y.dtype.kind == "f" and not np.all(np.isfinite(y)):
         raise ValueError(f"{name} must be finite, got NaN or infinite values")
     if classes is None:
@@ -278,7 +287,8 @@ def check_signed_labels(y, n: int, name: str = "y") -> np.ndarray:
     except (TypeError, ValueError):
         raise ValueError(f"{name} must be numeric labels in {{-1, +1}}, got {type(y).__name__}") from None
     if values.ndim != 1 or values.shape[0] != n:
-        raise ValueError(f"{name} must be 1-D with {n} entries (one per row of X), got shape {values.shape}")
+        raise ValueError(f"{name} must be 1-D with {n} entries (one per row of {_rows_of(name)}), got shape "
+                         f"{values.shape}")
     bad = values[(values != 1.0) & (values != -1.0)]
     if bad.size:
         raise ValueError(f"{name} must contain only -1 and +1 (code the classes as -1/+1), got values "
@@ -359,6 +369,44 @@ def check_min_per_class(y_pm, where: str, minimum: int = 2) -> None:
                              f"got {count} example(s) of a class")
 
 
+#: The largest seed scikit-learn's ``random_state`` accepts (numpy's legacy ``RandomState``).
+MAX_SEED = 2 ** 32 - 1
+
+
+def check_random_state(random_state, name: str = "random_state"):
+    """A scikit-learn ``random_state``: None, an int seed in ``[0, MAX_SEED]`` or a ``numpy.random.RandomState``,
+    returned as given (the callee seeds with it); ``ValueError`` naming ``name`` otherwise.
+
+    Parameters
+    ----------
+    random_state : None, int or numpy.random.RandomState
+        The seed.
+    name : str, default="random_state"
+        The argument's name, used in the message.
+
+    Returns
+    -------
+    None, int or numpy.random.RandomState
+        ``random_state`` (an integral numpy integer as ``int``).
+
+    Examples
+    --------
+    >>> check_random_state(42)
+    42
+    >>> check_random_state(2.5, "seed")
+    Traceback (most recent call last):
+    ...
+    ValueError: seed must be None, an integer seed in [0, 4294967295] or a numpy RandomState, got 2.5
+    """
+    if random_state is None or isinstance(random_state, np.random.RandomState):
+        return random_state
+    if isinstance(random_state, (int, np.integer)) and not isinstance(random_state, (bool, np.bool_)) \
+            and 0 <= int(random_state) <= MAX_SEED:
+        return int(random_state)
+    raise ValueError(f"{name} must be None, an integer seed in [0, {MAX_SEED}] or a numpy RandomState, got "
+                     f"{random_state!r}"[:300])
+
+
 def stratified_split(y, fraction: float, random_state, where=("train", "validation")) -> tuple[np.ndarray, np.ndarray]:
     """Stratified index split (scikit-learn ``train_test_split``); returns sorted ``(idx_a, idx_b)``
     with ``|idx_b| ~ fraction * len(y)``.
@@ -387,6 +435,10 @@ def stratified_split(y, fraction: float, random_state, where=("train", "validati
     """
     if not (0.0 < fraction < 1.0):
         raise ValueError(f"fraction must lie in (0, 1), got {fraction!r}")
+    random_state = check_random_state(random_state)
+    y = np.asarray(as_real_array(y, "y"))
+    if y.ndim != 1:
+        raise ValueError(f"y must be a 1-D array of labels, got shape {y.shape}")
     idx = np.arange(len(y))
     _, counts = np.unique(y, return_counts=True)
     if counts.min() < 2:
@@ -478,7 +530,7 @@ def standardize_stats(X) -> tuple[np.ndarray, np.ndarray]:
     Parameters
     ----------
     X : ndarray (n, p)
-        The (training) rows.
+        The (training) rows (checked by :func:`check_matrix`: finite, 2-D, non-empty).
 
     Returns
     -------
@@ -491,7 +543,8 @@ def standardize_stats(X) -> tuple[np.ndarray, np.ndarray]:
     >>> mean.tolist(), scale.tolist()
     ([2.0, 5.0], [1.0, 1.0])
     """
-    column_scale = _power_of_two_scale(np.max(np.abs(X), axis=0)) if X.size else np.ones(X.shape[1])
+    X = check_matrix(X, "X")
+    column_scale = _power_of_two_scale(np.max(np.abs(X), axis=0))
     scaled = X / column_scale
     mean = scaled.mean(axis=0) * column_scale
     scale = scaled.std(axis=0) * column_scale

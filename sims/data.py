@@ -57,6 +57,9 @@ class Sample:
 #: largest design (n x p entries) :func:`sample` draws: 2**31 float64 entries = 16 GiB
 MAX_ENTRIES = 2**31
 
+#: Most Monte Carlo replicates :func:`replicate_seeds` spawns (each is a full simulated fit).
+MAX_REPLICATES = 1_000_000
+
 def replicate_seeds(seed, replicates: int) -> list[np.random.SeedSequence]:
     """Independent child ``SeedSequence`` streams, one per replicate (``SeedSequence(seed).spawn``).
 
@@ -77,8 +80,10 @@ def replicate_seeds(seed, replicates: int) -> list[np.random.SeedSequence]:
     >>> len(replicate_seeds(0, 3))
     3
     """
-    replicates = check_int(replicates, "replicates")
-    ss = seed if isinstance(seed, np.random.SeedSequence) else np.random.SeedSequence(seed)
+    replicates = check_int(replicates, "replicates", maximum=MAX_REPLICATES)
+    if not isinstance(seed, np.random.SeedSequence):
+        seed = np.random.SeedSequence(check_int(seed, "seed", minimum=0, maximum=2 ** 128 - 1))
+    ss = seed
     return ss.spawn(replicates)
 
 
@@ -132,7 +137,11 @@ def sample(n: int, p: int, kappa: float, rng=None, *, beta_star: np.ndarray | No
     if beta_star is None:
         beta_star = random_teacher(p, kappa, gen)
     else:
-        beta_star = np.asarray(beta_star, dtype=float)
+        try:
+            beta_star = np.asarray(beta_star, dtype=float)
+        except (TypeError, ValueError):
+            raise ValueError(f"beta_star: must be a finite real vector of shape ({p},), got "
+                             f"{type(beta_star).__name__}") from None
         if beta_star.shape != (p,) or not np.all(np.isfinite(beta_star)):
             raise ValueError(f"beta_star: must be a finite vector of shape ({p},), got shape {beta_star.shape}")
         norm = np.linalg.norm(beta_star)

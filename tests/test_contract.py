@@ -10,7 +10,9 @@ from its numpydoc type, else from its default.
 
 Each (callable, parameter, value) must end in one of:
 
-- a ``ValueError`` / ``TypeError`` whose message names the parameter (or a documented alias, ``ALIASES``);
+- a ``ValueError`` / ``TypeError`` whose message names the parameter (or a documented alias, ``ALIASES``), or,
+  for a path, an ``OSError`` (``FileNotFoundError``, ``NotADirectoryError``, ...) that names it: the error vocabulary
+  every command line turns into one line (docs/errors_and_guarantees.md);
 - a normal return (the value was valid), whose result holds no NaN unless the docstring mentions NaN.
 
 Anything else fails: another exception type, a message that does not name the argument, a call running past
@@ -83,8 +85,6 @@ EXCEPTIONS: dict[str, str] = {
     "cgmt.newton:Problem":
         "finding: TypeError not naming it (complex, datetime64, list, object); ValueError not naming it "
         "(blank, strings)",
-    "cgmt.optimal:optimal_lambda":
-        "finding: ZeroDivisionError (huge); ValueError not naming it (1e300, huge)",
     "cgmt.prox:prox_logistic":
         "finding: TypeError not naming it (complex, object); ValueError not naming it (blank)",
     "cgmt.prox:prox_near":
@@ -117,27 +117,8 @@ EXCEPTIONS: dict[str, str] = {
     "cgmt.reference:prox":
         "finding: RecursionError (1e300, huge); TypeError not naming it (blank, complex, datetime64, list, "
         "object, string); ValueError not naming it (blank, nan)",
-    "cgmt.solver:solve":
-        "finding: OverflowError (1e300, huge); ZeroDivisionError (huge)",
-    "cgmt.stability:pair_stability":
-        "finding: ZeroDivisionError (huge)",
-    "cgmt.stability:stability":
-        "finding: ZeroDivisionError (huge)",
-    "cgmt.sweep:sweep":
-        "finding: OverflowError (1e300, huge); UFuncTypeError (datetime64); ZeroDivisionError (huge); "
-        "TypeError not naming it (blank, complex, datetime64, object, string)",
-    "empirical.files:cache_root":
-        "finding: TypeError not naming it (complex, datetime64, float, object)",
     "empirical.llm.answer_readout:read_out_validity":
         "finding: TypeError not naming it (object); ValueError not naming it (blank, strings)",
-    "empirical.llm.cache:ExtractionCache":
-        "finding: TypeError not naming it (complex, datetime64, float, object); ValueError not naming it "
-        "(/dev/zero, blank, empty)",
-    "empirical.llm.datasets:resolve_data_dir":
-        "finding: FileNotFoundError (/dev/zero, blank, fifo); TypeError not naming it (complex, datetime64, "
-        "float, object)",
-    "empirical.llm.prompts:split_halves":
-        "finding: ValueError not naming it (1e300, huge)",
     "empirical.llm.steering_cost:estimate_seconds":
         "finding: IndexError (datetime64); KeyError (blank, duplicated, mapping, nan, nan value); "
         "UFuncTypeError (datetime64); TypeError not naming it (blank, complex, datetime64, float, list, "
@@ -145,8 +126,6 @@ EXCEPTIONS: dict[str, str] = {
     "empirical.llm.steering_settings:sweep_settings":
         "finding: TypeError not naming it (complex, datetime64, float, object); ValueError not naming it "
         "(blank, duplicated, mapping, nan)",
-    "empirical.logistic.design:reduce_design":
-        "finding: AttributeError (blank, scalar); ValueError not naming it (empty)",
     "empirical.logistic.newton:direct_newton":
         "finding: AttributeError (blank, scalar); LinAlgError not naming it (-inf); UFuncTypeError (blank, "
         "datetime64, string, strings); no answer in 10 s (1e300, huge, nan); TypeError not naming it (blank, "
@@ -167,41 +146,10 @@ EXCEPTIONS: dict[str, str] = {
         "(blank, datetime64, strings); TypeError not naming it (blank, object); ValueError not naming it "
         "(blank, bool, complex, datetime64, empty, huge, inf, masked, nan, negative, object, scalar, strings,"
         " zero)",
-    "empirical.probes.baselines:GCSProbe":
-        "finding: ValueError not naming it (huge)",
-    "empirical.probes.baselines:XRFMProbe":
-        "finding: AssertionError (nan); RuntimeError (/dev/zero, blank, empty); no answer in 10 s (huge); "
-        "TypeError not naming it (empty); ValueError not naming it (mapping)",
-    "empirical.probes.concept_vectors:LinearProbe":
-        "finding: TypeError not naming it (complex, datetime64, object); ValueError not naming it (blank, "
-        "strings)",
-    "empirical.probes.layers:grouped_split":
-        "finding: ValueError not naming it (1e300, 2.5, blank, complex, datetime64, huge, nan, negative, "
-        "object, string)",
-    "empirical.probes.layers:paper_split":
-        "finding: TypeError not naming it (blank, scalar); ValueError not naming it (complex)",
     "empirical.probes.real_embedding:estimate_kappa":
         "finding: ZeroDivisionError (zero); TypeError not naming it (complex, datetime64, list, object); "
         "ValueError not naming it (-inf, blank, bool, complex, datetime64, huge, inf, list, nan, negative, "
         "object, string, zero)",
-    "empirical.probes.real_embedding:participation_ratio":
-        "finding: AxisError not naming it (scalar); ValueError not naming it (blank, strings)",
-    "empirical.probes.real_embedding:theory_lambda":
-        "finding: ZeroDivisionError (zero); returned NaN (nan); TypeError not naming it (complex, datetime64,"
-        " object); ValueError not naming it (blank)",
-    "empirical.probes.registry:method_names":
-        "finding: TypeError not naming it (list)",
-    "empirical.probes.registry:methods":
-        "finding: TypeError not naming it (list)",
-    "empirical.probes.separability:separability":
-        "finding: InvalidParameterError not naming it (negative); OverflowError (1e300, huge); TypeError not "
-        "naming it (complex, datetime64, object); ValueError not naming it (2.5, blank, bool, nan, string)",
-    "empirical.probes.separability:separability_lp":
-        "finding: TypeError not naming it (complex, datetime64, list, object); ValueError not naming it "
-        "(blank)",
-    "empirical.probes.separability:shuffled_label_control":
-        "finding: TypeError not naming it (1e300, 2.5, blank, complex, datetime64, nan, object, string); "
-        "ValueError not naming it (negative)",
     "empirical.probes.spectral_evaluation:evaluate_split":
         "finding: UFuncTypeError (datetime64); no answer in 10 s (huge); TypeError not naming it (1e300, 2.5,"
         " blank, bool, complex, datetime64, float, huge, inf, list, masked, nan, negative, object, scalar, "
@@ -215,18 +163,6 @@ EXCEPTIONS: dict[str, str] = {
         "finding: LinAlgError not naming it (bool, complex, datetime64, empty, huge, inf, masked, nan, "
         "negative, object, scalar, zero); UFuncTypeError (datetime64); TypeError not naming it (blank, "
         "complex, list, object, string); ValueError not naming it (blank, strings)",
-    "empirical.probes.structure:fixed_C":
-        "finding: ValueError not naming it (bool, datetime64, negative, zero)",
-    "empirical.probes.structure:stratified_subsample":
-        "finding: TypeError not naming it (1e300, 2.5, blank, complex, datetime64, nan, object, string); "
-        "ValueError not naming it (blank, empty, negative, scalar)",
-    "empirical.validation:as_real_array":
-        "finding: returned NaN (nan)",
-    "empirical.validation:check_varying":
-        "finding: AttributeError (blank, scalar); returned NaN (nan)",
-    "empirical.validation:standardize_stats":
-        "finding: AttributeError (blank, scalar); UFuncTypeError (datetime64, strings); TypeError not naming "
-        "it (object)",
     "paper_figures.learning_curves:fixed_test_rows":
         "finding: UFuncTypeError (datetime64); ZeroDivisionError (empty); TypeError not naming it (blank, "
         "complex, object, string); ValueError not naming it (1e300, 2.5, blank, bool, complex, datetime64, "
@@ -234,13 +170,6 @@ EXCEPTIONS: dict[str, str] = {
     "paper_figures.stability:plot_stability_vs_lambda":
         "finding: ValueError / TypeError not naming settings (blank, complex, datetime64, duplicated, empty, float, "
         "mapping); its base call takes 3-4 s, so it is driven only on a fast run",
-    "sims.compare:theory_values":
-        "finding: ZeroDivisionError (huge); no answer in 10 s (huge)",
-    "sims.data:replicate_seeds":
-        "finding: OverflowError (1e300, huge); TypeError not naming it (1e300, 2.5, blank, complex, "
-        "datetime64, nan, object, string); ValueError not naming it (negative)",
-    "sims.data:sample":
-        "finding: ValueError not naming it (blank, strings)",
     "sims.fit:objective_gradient":
         "finding: AttributeError (blank, scalar); UFuncTypeError (blank, datetime64, strings); returned NaN "
         "(nan); TypeError not naming it (blank, list, object, string); ValueError not naming it (bool, "
@@ -451,7 +380,7 @@ def check(entry, name, label):
             result = entry.call(**{name: value})
     except Timeout:
         return f"{name}={label}: no answer in {CALL_SECONDS:g} s"
-    except (ValueError, TypeError) as exc:
+    except (ValueError, TypeError, OSError) as exc:
         if _names(entry, name, str(exc)):
             return ""
         return f"{name}={label}: {type(exc).__name__} not naming it: {exc}"[:300]

@@ -26,6 +26,13 @@ BAD_INPUTS = {
     "threshold kappa negative": (lambda: cgmt.separability_threshold(-1.0), r"kappa must lie in"),
     "optimal bounds reversed": (lambda: cgmt.optimal_lambda(1.0, 1.0, bounds=(10.0, 1.0)), r"bounds"),
     "optimal n_grid": (lambda: cgmt.optimal_lambda(1.0, 1.0, n_grid=1), r"n_grid must be an integer >= 3"),
+    # counts have an upper bound too (check_int's maximum): a huge one is refused, not an overflow or a hang
+    "optimal n_grid huge": (lambda: cgmt.optimal_lambda(1.0, 1.0, n_grid=10**300), r"n_grid must be an integer <="),
+    "solve maxiter huge": (lambda: cgmt.solve(1.0, 1.0, 1.0, maxiter=10**300), r"maxiter must be a positive"),
+    "sweep n_jobs 0": (lambda: cgmt.sweep([1.0], [1.0], [1.0], n_jobs=0, progress=False), r"n_jobs must be a non-zero"),
+    "sweep deltas beyond the domain": (lambda: cgmt.sweep([1.0, 1e300], [1.0], [1.0], progress=False),
+                                       r"deltas\[1\] must lie in"),
+    "replicate seeds text": (lambda: sims.replicate_seeds("3", 2), r"seed must be an integer"),
     "stability protocol": (lambda: cgmt.stability(1.0, 1.0, 1.0, protocol="bootstrap"), r"protocol"),
     "stability drop 1": (lambda: cgmt.stability(1.0, 1.0, 1.0, drop=1.0), r"drop must lie in"),
     "accuracy margin NaN": (lambda: cgmt.accuracy_from_margin(NAN, 1.0), r"m must not contain NaN"),

@@ -70,7 +70,7 @@ BAD_INPUTS = {
     "stability n_boot 0": (lambda: stability(DifferenceOfMeans(), X, Y, K=2, n_boot=0),
                            r"n_boot must be an integer >= 1"),
     "stability n_boot 1e12": (lambda: stability(DifferenceOfMeans(), X, Y, K=2, n_boot=10**12),
-                              r"n_boot must be at most"),
+                              r"n_boot must be an integer <= 1000000"),
     "stability level 1.5": (lambda: stability(DifferenceOfMeans(), X, Y, K=2, level=1.5), r"level must lie in"),
     "stability K 1": (lambda: stability(DifferenceOfMeans(), X, Y, K=1), r"K must be an integer >= 2"),
     "stability K text": (lambda: stability(DifferenceOfMeans(), X, Y, K="many"), r"K must be an integer >= 2"),

@@ -333,7 +333,7 @@ def _generate(max_new_tokens):
 LLM_CASES = {
     "hidden_states max_length=2.5": (_hidden(max_length=2.5), "max_length must be an integer >= 1, got 2.5"),
     "hidden_states batch_size=2.5": (_hidden(batch_size=2.5), "batch_size must be an integer"),
-    "hidden_states cache=''": (_hidden(cache=""), "cache directory must be a non-empty path"),
+    "hidden_states cache=''": (_hidden(cache=""), r"the cache directory\) must be a non-empty path"),
     "hidden_states num_threads=100000": (_hidden(num_threads=100000), "num_threads must be at most the"),
     "generate max_new_tokens=100000": (_generate(100000), r"max_new_tokens must be at most the model's 256 positions"),
     "generate max_new_tokens=2.5": (_generate(2.5), "max_new_tokens must be an integer"),

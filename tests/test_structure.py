@@ -106,7 +106,7 @@ def test_stratified_subsample():
     idx = stratified_subsample(y, 100, 3)
     assert len(idx) == 100 and len(np.unique(idx)) == 100 and np.sum(y[idx] == 1) == 30
     assert not np.array_equal(idx, stratified_subsample(y, 100, 4))
-    with pytest.raises(ValueError, match="fractions"):
+    with pytest.raises(ValueError, match="n must be an integer >= 2"):
         stratified_subsample(y, 1, 0)
 
 

@@ -27,7 +27,7 @@ from pathlib import Path
 
 import numpy as np
 
-from ..files import atomic_path, atomic_write_text, cache_root, naming_write_errors, read_json, sha256_file
+from ..files import atomic_path, atomic_write_text, cache_root, check_path, naming_write_errors, read_json, sha256_file
 
 FORMAT = 1
 DIGEST_BYTES = 32
@@ -233,11 +233,9 @@ class ExtractionCache:
     def __init__(self, root=None, verify: bool = True):
         if root is None:
             root = cache_root() / "hidden"
-        if not str(root).strip():  # Path("") is the working directory
-            raise ValueError(f"cache directory must be a non-empty path, got {str(root)!r}")
-        self.root = Path(root).expanduser()
+        self.root = check_path(root, "root (the cache directory)")
         if self.root.exists() and not self.root.is_dir():
-            raise ValueError(f"cache directory {str(self.root)!r} is not a directory")
+            raise ValueError(f"root (the cache directory) {str(self.root)!r} is not a directory")
         self.verify = verify
 
     def entry(self, label: str, meta: dict, shape: tuple) -> CacheEntry:

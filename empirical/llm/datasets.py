@@ -27,7 +27,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from ..files import MAX_TABLE_BYTES, check_input_file, env_path, parse_json, read_input_text, sha256_file
+from ..files import MAX_TABLE_BYTES, check_input_file, check_path, env_path, parse_json, read_input_text, sha256_file
 
 __all__ = [
     "ConceptDataset",
@@ -153,7 +153,7 @@ def resolve_data_dir(data_dir=None) -> Path:
         An existing directory (``FileNotFoundError`` naming the source otherwise).
     """
     if data_dir is not None:
-        p = Path(data_dir).expanduser()
+        p = check_path(data_dir, "data_dir")
         if not p.is_dir():
             raise FileNotFoundError(f"data_dir {str(p)!r} is not a directory. {_WHERE}")
         return p

@@ -5,6 +5,11 @@ from __future__ import annotations
 
 import numpy as np
 
+from cgmt.validation import check_int
+
+#: Most prompts :func:`split_halves` splits (a steering evaluation reads each one through the model).
+MAX_PROMPTS = 10_000_000
+
 __all__ = ["select_prompts", "split_halves"]
 
 
@@ -69,4 +74,5 @@ def split_halves(n: int) -> np.ndarray:
     >>> split_halves(6).tolist()
     ['selection', 'selection', 'report', 'report', 'selection', 'selection']
     """
+    n = check_int(n, "n", minimum=0, maximum=MAX_PROMPTS)
     return np.where((np.arange(n) // 2) % 2 == 0, "selection", "report")

@@ -16,6 +16,8 @@ import numpy as np
 from scipy import linalg
 from scipy.linalg import lapack
 
+from ..validation import check_matrix
+
 __all__ = ["ReducedDesign", "reduce_design", "extend_design"]
 
 
@@ -168,6 +170,7 @@ def reduce_design(X, Xv=None, *, K=None, KvT=None) -> ReducedDesign:
     >>> d.rank, bool(np.allclose(d.Z @ d.Z.T, X @ X.T))
     (4, True)
     """
+    X = check_matrix(X, "X")
     n, p = X.shape
     if Xv is None:
         Xv = np.empty((0, p))

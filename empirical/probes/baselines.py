@@ -23,10 +23,17 @@ from sklearn.metrics import roc_auc_score
 from sklearn.model_selection import PredefinedSplit
 from sklearn.utils._param_validation import Interval
 
+from cgmt.validation import check_positive_array
+
 from ..logistic import fit_l2_logistic_rows
 from ..validation import C_MAX, C_MIN, TOL_MAX, check_grid, standardize_stats, stratified_split, unit_vector
 from .base import ConceptProbe, LinearConceptProbe, orient_to_positive_class
 from .raptor import DEFAULT_CS
+
+#: Most probes :class:`GCSProbe` fits (the reference uses 1,000; its weights are ``n_probes x p`` floats).
+MAX_PROBES = 100_000
+#: Most RFM iterations :class:`XRFMProbe` runs (the reference uses 5).
+MAX_RFM_ITERS = 1_000
 
 __all__ = ["DifferenceOfMeans", "LogRegCVProbe", "GCSProbe", "XRFMProbe"]
 
@@ -226,7 +233,7 @@ class GCSProbe(LinearConceptProbe):
     """
 
     _parameter_constraints = {
-        "n_probes": [Interval(Integral, 1, None, closed="left")],
+        "n_probes": [Interval(Integral, 1, MAX_PROBES, closed="both")],
         "n_samples": [Interval(Integral, 2, None, closed="left"), None],
         "C": [Interval(Real, C_MIN, C_MAX, closed="both")],
         "random_state": ["random_state"],
@@ -310,7 +317,7 @@ class XRFMProbe(ConceptProbe):
         "bandwidths": ["array-like"],
         "center_grads": ["array-like"],
         "reg": [Interval(Real, 0, None, closed="left")],
-        "iters": [Interval(Integral, 1, None, closed="left")],
+        "iters": [Interval(Integral, 1, MAX_RFM_ITERS, closed="both")],
         "device": [str],
     }
 
@@ -330,6 +337,17 @@ class XRFMProbe(ConceptProbe):
         from xrfm.rfm_src.class_conversion import ClassificationConverter
 
         t0 = time.perf_counter()
+        bandwidths = check_positive_array(self.bandwidths, "bandwidths").ravel()  # finite, positive
+        if bandwidths.size == 0:
+            raise ValueError("bandwidths must name at least one kernel bandwidth, got none")
+        center_grads = list(self.center_grads)
+        if not center_grads or any(not isinstance(c, (bool, np.bool_)) for c in center_grads):
+            raise ValueError(f"center_grads must be a non-empty sequence of bools, got {self.center_grads!r}")
+        try:
+            device = torch.device(self.device)
+        except (RuntimeError, TypeError) as exc:
+            raise ValueError(f"device must be a torch device such as 'cpu' or 'cuda', got {self.device!r} ({exc})") \
+                from None
         X, ypm, Xv, yvpm = self._validate_fit_data(X, y, X_val, y_val)
         if len(Xv) == 0 or np.unique(yvpm).size < 2:
             raise ValueError("XRFMProbe needs a validation split containing both classes (AUC selection)")
@@ -339,9 +357,9 @@ class XRFMProbe(ConceptProbe):
         ty = torch.as_tensor((ypm > 0).astype(np.float32)[:, None])
         tyv = torch.as_tensor((yvpm > 0).astype(np.float32)[:, None])
         best = None
-        for bw in self.bandwidths:
-            for cg in self.center_grads:
-                model = RFM(kernel="l2_high_dim", bandwidth=float(bw), iters=int(self.iters), device=self.device,
+        for bw in bandwidths:
+            for cg in center_grads:
+                model = RFM(kernel="l2_high_dim", bandwidth=float(bw), iters=int(self.iters), device=device,
                             verbose=False, tuning_metric="auc",
                             class_converter=ClassificationConverter(mode="zero_one", n_classes=2))
                 model.fit((tX, ty), (tXv, tyv), reg=float(self.reg), center_grads=bool(cg),

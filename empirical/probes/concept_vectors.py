@@ -22,6 +22,8 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from cgmt.validation import check_scalar
+
 from ..validation import as_real_array, check_magnitude, check_matrix, safe_norm
 
 __all__ = ["LinearProbe", "ConceptVectors", "DEFAULT_LAYER_CONVENTION"]
@@ -31,7 +33,12 @@ DEFAULT_LAYER_CONVENTION = "output of decoder block l (0 = token embeddings)"
 
 
 def _finite_vector(value, name: str, size: int | None = None) -> np.ndarray:
-    vector = np.asarray(as_real_array(value, name), dtype=np.float64).ravel()
+    try:
+        vector = np.asarray(as_real_array(value, name), dtype=np.float64).ravel()
+    except (TypeError, ValueError) as exc:
+        if name in str(exc):
+            raise
+        raise ValueError(f"{name} must be a vector of real numbers, got {type(value).__name__} ({exc})") from None
     if size is not None and vector.shape != (size,):
         raise ValueError(f"{name} must be a vector of length {size}, got shape {np.shape(value)}")
     if vector.size == 0 or not np.all(np.isfinite(vector)):
@@ -43,12 +50,9 @@ def _finite_vector(value, name: str, size: int | None = None) -> np.ndarray:
 def _optional_float(value, name: str, low: float = -math.inf, high: float = math.inf) -> float | None:
     if value is None:
         return None
-    number = float(np.ravel(value)[0]) if np.ndim(value) else float(value)
-    if not math.isfinite(number):
-        raise ValueError(f"{name} must be finite, got {number!r}")
-    if not (low <= number <= high):
-        raise ValueError(f"{name} must lie in [{low}, {high}], got {number!r}")
-    return number
+    if isinstance(value, np.ndarray) and value.size == 1:  # a fitted estimator's intercept_ of shape (1,)
+        value = value.reshape(())
+    return check_scalar(value, name, low=None if math.isinf(low) else low, high=None if math.isinf(high) else high)
 
 
 @dataclass(frozen=True)

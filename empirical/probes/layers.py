@@ -17,7 +17,7 @@ from sklearn.base import clone
 from sklearn.model_selection import StratifiedGroupKFold
 from tqdm.auto import tqdm
 
-from ..validation import check_binary_labels, check_matrix, error_context, stratified_split
+from ..validation import check_binary_labels, check_matrix, check_random_state, error_context, stratified_split
 from .concept_vectors import DEFAULT_LAYER_CONVENTION, ConceptVectors, LinearProbe
 from .raptor import RaptorProbe
 
@@ -95,6 +95,7 @@ def grouped_split(y, groups, fractions=(0.6, 0.2, 0.2), random_state=42) -> tupl
     fr = np.asarray(fractions, dtype=float)
     if fr.shape != (3,) or np.any(fr <= 0) or not np.isclose(fr.sum(), 1.0):
         raise ValueError(f"fractions must be three positive numbers summing to 1; got {fractions!r}")
+    random_state = check_random_state(random_state)
     y, groups = np.asarray(y), np.asarray(groups)
     if groups.shape != y.shape:
         raise ValueError(f"groups must have one entry per label: shape {groups.shape} vs y {y.shape}")

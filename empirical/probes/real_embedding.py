@@ -25,6 +25,7 @@ from tqdm.auto import tqdm
 
 import cgmt
 from cgmt.stability import stability as predicted_stability
+from cgmt.validation import check_int, check_positive_array, check_scalar
 
 from ..logistic import fit_l2_logistic
 from ..validation import check_binary_labels, check_matrix, standardize_stats
@@ -56,7 +57,10 @@ def theory_lambda(C, n_train) -> float | np.ndarray:
     >>> theory_lambda(0.01, 400)
     0.25
     """
-    return 1.0 / (np.asarray(C, dtype=float) * float(n_train)) if np.ndim(C) else 1.0 / (float(C) * float(n_train))
+    n_train = check_int(n_train, "n_train")
+    if np.ndim(C):
+        return 1.0 / (check_positive_array(C, "C") * n_train)
+    return 1.0 / (check_scalar(C, "C", low=0.0, low_open=True) * n_train)
 
 
 def cross_validated_path(X, y, lambdas, folds=5, random_state=0, *, per_row=False) -> tuple:
@@ -138,10 +142,9 @@ def participation_ratio(X) -> float:
     >>> round(participation_ratio(X), 1)  # ~ p / (1 + p/n) for isotropic features
     19.1
     """
-    X = np.asarray(X, dtype=float)
-    sd = X.std(0)
-    sd[sd == 0] = 1.0
-    Z = (X - X.mean(0)) / sd
+    X = check_matrix(X, "X")
+    mu, sd = standardize_stats(X)
+    Z = (X - mu) / sd
     n = Z.shape[0]
     G = (Z @ Z.T) / n if n < Z.shape[1] else (Z.T @ Z) / n
     return float(np.trace(G) ** 2 / np.sum(G * G))

@@ -269,7 +269,7 @@ def methods(comparison: str | None = None) -> tuple:
     ValueError
         An unknown comparison.
     """
-    if comparison is not None and comparison not in COMPARISONS:
+    if comparison is not None and (not isinstance(comparison, str) or comparison not in COMPARISONS):
         raise ValueError(f"unknown comparison {comparison!r}; known: {', '.join(COMPARISONS)}")
     return tuple(m for m in _REGISTRY.values() if comparison is None or comparison in m.comparisons)
 

@@ -24,9 +24,16 @@ from scipy.optimize import OptimizeResult, linprog
 from sklearn.exceptions import ConvergenceWarning
 from sklearn.svm import LinearSVC
 
-from cgmt.validation import check_int
+from cgmt.validation import check_int, check_scalar
 
-from ..validation import check_binary_labels, check_grid, check_matrix, check_signed_labels, standardize_stats
+from ..validation import (
+    check_binary_labels,
+    check_grid,
+    check_matrix,
+    check_random_state,
+    check_signed_labels,
+    standardize_stats,
+)
 
 __all__ = ["separability", "separability_lp", "shuffled_label_control", "perceptron", "SeparabilityResult"]
 
@@ -165,8 +172,8 @@ def separability(X, y, Cs=(1e4, 1e6, 1e8), perceptron_epochs: int = 2000, svm_ma
     X = check_matrix(X, "X")
     _, ypm = check_binary_labels(y, X.shape[0], "y")
     Cs = check_grid(Cs)
-    if int(perceptron_epochs) < 1:
-        raise ValueError(f"perceptron_epochs must be >= 1, got {perceptron_epochs!r}")
+    perceptron_epochs = check_int(perceptron_epochs, "perceptron_epochs")
+    svm_max_iter = check_int(svm_max_iter, "svm_max_iter")
     mu, s = standardize_stats(X)
     Xs = (X - mu) / s
     svm_rows = []
@@ -228,7 +235,7 @@ def separability_lp(X, y, tol: float = 1e-7) -> OptimizeResult:
     """
     X = check_matrix(X, "X")
     _, ypm = check_binary_labels(y, X.shape[0], "y")
-    tol = float(tol)
+    tol = check_scalar(tol, "tol")
     if not 0.0 < tol <= 1e-2:
         raise ValueError(f"tol must be in (0, 0.01], got {tol!r}")
     mu, sd = standardize_stats(X)
@@ -295,6 +302,7 @@ def shuffled_label_control(X, y, random_state=0, test=None, **kwargs):
     X = check_matrix(X, "X")
     y = np.asarray(y)
     check_binary_labels(y, X.shape[0], "y")
+    random_state = check_random_state(random_state)
     permuted = np.random.default_rng(random_state).permutation(y)
     if test is None or test is separability:
         return separability(X, permuted, random_state=random_state, **kwargs)

@@ -165,9 +165,7 @@ def stability(estimator, X_pool, y_pool, K: int = 20, drop: float = 0.2, val_fra
     y = np.asarray(y_pool)
     check_binary_labels(y, X.shape[0], "y_pool")
     K = check_int(K, "K", minimum=2)
-    n_boot = check_int(n_boot, "n_boot", minimum=1)
-    if n_boot > MAX_BOOTSTRAP:
-        raise ValueError(f"n_boot must be at most {MAX_BOOTSTRAP} (each resample costs a K x K average), got {n_boot}")
+    n_boot = check_int(n_boot, "n_boot", minimum=1, maximum=MAX_BOOTSTRAP)  # each resample costs a K x K average
     level = check_scalar(level, "level", low=0.0, high=1.0, low_open=True, high_open=True)
     drop, val_fraction = check_fraction(drop, "drop"), check_fraction(val_fraction, "val_fraction")
     make_estimator = _estimator_maker(estimator)

@@ -65,9 +65,9 @@ from sklearn.model_selection import StratifiedKFold
 from tqdm.auto import tqdm
 
 import cgmt
-from cgmt.validation import check_int
+from cgmt.validation import as_generator, check_int
 
-from ..validation import check_binary_labels, check_grid, check_matrix
+from ..validation import as_real_array, check_binary_labels, check_grid, check_matrix
 from .raptor import RaptorProbe
 
 __all__ = ["delta_sweep", "StructureResult", "predicted_accuracy", "calibrate_scores", "fixed_C", "fit_power_law",
@@ -259,11 +259,14 @@ def stratified_subsample(y, n: int, rng) -> np.ndarray:
     >>> stratified_subsample(np.array([0, 0, 0, 0, 1, 1, 1, 1]), 4, 0).size
     4
     """
-    y = np.asarray(y)
-    gen = np.random.default_rng(rng)
+    y = np.asarray(as_real_array(y, "y"))
+    if y.ndim != 1 or y.size < 2:
+        raise ValueError(f"y must be a 1-D array of at least 2 labels, got shape {y.shape}")
+    gen = as_generator(rng)
     classes, counts = np.unique(y, return_counts=True)
-    if not 2 <= n <= y.size:
-        raise ValueError(f"fractions: subsample size must be in [2, {y.size}], got {n}")
+    n = check_int(n, "n", minimum=2)
+    if n > y.size:
+        raise ValueError(f"n (the subsample size) must be at most the {y.size} labels of y, got {n}")
     exact = counts * n / y.size
     take = np.maximum(np.floor(exact).astype(int), 1)
     while take.sum() < n:
@@ -532,6 +535,9 @@ def delta_sweep(X_pool, y_pool, X_test, y_test, *, fractions=DEFAULT_FRACTIONS, 
     tasks = []
     for i, frac in enumerate(fractions):
         n = int(round(frac * X_pool.shape[0]))
+        if n < 2:
+            raise ValueError(f"fractions: {frac} of the {X_pool.shape[0]} pool rows is {n} rows; a subsample needs "
+                             "at least 2")
         for s in range(int(seeds)):
             idx = stratified_subsample(y_pool, n, children[i * int(seeds) + s])
             tasks.append((X_pool, y_pool, X_test, y_test, U_pool, U_test, classes, frac, s, idx, Cs, probe,
