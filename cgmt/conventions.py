@@ -21,18 +21,20 @@ from __future__ import annotations
 
 import math
 
+from .validation import check_scalar
+
+#: Largest magnitude of a parameter the converters accept (its square, in the overlaps, stays finite).
+PARAMETER_MAX = 1e100
+
 __all__ = [
     "to_sur_candes", "from_sur_candes", "to_salehi", "from_salehi", "to_gcm", "from_gcm",
 ]
 
 
-def _need(d, keys, who):
-    missing = [k for k in keys if k not in d]
-    if missing:
-        raise ValueError(f"{who}: missing parameter(s) {missing}")
-    for k in keys:
-        if not math.isfinite(float(d[k])):
-            raise ValueError(f"{who}: parameter {k} must be finite, got {d[k]!r}")
+def _reals(**params) -> list:
+    """The parameters (a converter's ``locals()`` at entry: its arguments in order) as finite floats of magnitude
+    at most :data:`PARAMETER_MAX`, in order (ValueError naming one)."""
+    return [check_scalar(v, k, low=-PARAMETER_MAX, high=PARAMETER_MAX) for k, v in params.items()]
 
 
 def to_sur_candes(delta, kappa, alpha, sigma, gamma) -> dict:
@@ -56,8 +58,7 @@ def to_sur_candes(delta, kappa, alpha, sigma, gamma) -> dict:
     >>> {k: round(v, 4) for k, v in to_sur_candes(5.0, 5 ** 0.5, r.alpha, r.sigma, r.gamma).items()}
     {'kappa_sc': 0.2, 'gamma_sc': 2.2361, 'alpha_sc': 1.4994, 'sigma_sc': 4.7436, 'lambda_sc': 3.0269}
     """
-    _need(dict(delta=delta, kappa=kappa, alpha=alpha, sigma=sigma, gamma=gamma),
-          ["delta", "kappa", "alpha", "sigma", "gamma"], "to_sur_candes")
+    delta, kappa, alpha, sigma, gamma = _reals(**locals())  # the arguments, checked, in order
     if kappa <= 0 or delta <= 0:
         raise ValueError("to_sur_candes: kappa must be in (0, inf) and delta in (0, inf)")
     k_sc = 1.0 / delta
@@ -84,8 +85,7 @@ def from_sur_candes(kappa_sc, gamma_sc, alpha_sc, sigma_sc, lambda_sc) -> dict:
     >>> round(out["delta"], 4), round(out["alpha"], 4)
     (5.0, 3.3526)
     """
-    _need(dict(kappa_sc=kappa_sc, gamma_sc=gamma_sc, alpha_sc=alpha_sc, sigma_sc=sigma_sc, lambda_sc=lambda_sc),
-          ["kappa_sc", "gamma_sc", "alpha_sc", "sigma_sc", "lambda_sc"], "from_sur_candes")
+    kappa_sc, gamma_sc, alpha_sc, sigma_sc, lambda_sc = _reals(**locals())  # the arguments, checked, in order
     if kappa_sc <= 0:
         raise ValueError("from_sur_candes: kappa_sc must be in (0, inf)")
     return dict(delta=1.0 / kappa_sc, kappa=gamma_sc, alpha=alpha_sc * gamma_sc,
@@ -110,6 +110,7 @@ def to_salehi(delta, lam, kappa, alpha, sigma, gamma) -> dict:
     >>> round(to_salehi(2.0, 0.1, 2.0, 0.927, 0.9863, 1.0)["alpha_s"], 4)
     0.4635
     """
+    delta, lam, kappa, alpha, sigma, gamma = _reals(**locals())  # the arguments, checked, in order
     if kappa <= 0:
         raise ValueError("to_salehi: kappa must be in (0, inf) (alpha_s = alpha/kappa)")
     return dict(delta=delta, lam=lam, kappa=kappa, alpha_s=alpha / kappa, sigma=sigma, gamma=gamma)
@@ -134,6 +135,7 @@ def from_salehi(delta, lam, kappa, alpha_s, sigma, gamma) -> dict:
     >>> from_salehi(2.0, 0.1, 2.0, 0.4635, 0.9863, 1.0)["alpha"]
     0.927
     """
+    delta, lam, kappa, alpha_s, sigma, gamma = _reals(**locals())  # the arguments, checked, in order
     return dict(delta=delta, lam=lam, kappa=kappa, alpha=alpha_s * kappa, sigma=sigma, gamma=gamma)
 
 
@@ -155,6 +157,7 @@ def to_gcm(delta, lam, kappa, alpha, sigma, gamma) -> dict:
     >>> {k: round(v, 4) for k, v in to_gcm(2.0, 0.1, 2.0, 0.927, 0.9863, 1.0).items()}
     {'alpha_gcm': 2.0, 'lam_gcm': 0.2, 'rho': 4.0, 'm': 1.854, 'q': 1.8321, 'V': 1.0}
     """
+    delta, lam, kappa, alpha, sigma, gamma = _reals(**locals())  # the arguments, checked, in order
     return dict(alpha_gcm=delta, lam_gcm=delta * lam, rho=kappa ** 2, m=kappa * alpha,
                 q=alpha ** 2 + sigma ** 2, V=gamma)
 
@@ -178,6 +181,7 @@ def from_gcm(alpha_gcm, lam_gcm, rho, m, q, V) -> dict:
     >>> round(out["alpha"], 4), round(out["lam"], 4)
     (0.927, 0.1)
     """
+    alpha_gcm, lam_gcm, rho, m, q, V = _reals(**locals())  # the arguments, checked, in order
     if alpha_gcm <= 0 or rho <= 0:
         raise ValueError("from_gcm: alpha_gcm and rho must be in (0, inf)")
     kappa = math.sqrt(rho)

@@ -35,11 +35,13 @@ from numba import njit
 
 from .prox import prox_near
 from .quadrature import DEFAULT_ORDER, MAX_PANEL, TRUNCATION, build_edges, fill_rule, gauss_hermite, gauss_legendre
-from .validation import check_quad_order
+from .validation import check_delta, check_kappa, check_lam, check_quad_order, check_scalar
 
-__all__ = ["prox_branch_points", "expectation_terms", "stein_gradients", "residuals", "residual_and_jacobian",
-           "expectations", "spectral_sums_into", "spectral_res_jac_y", "problem_res_jac_y", "SPECTRAL_SUMS",
-           "quadrature_rule", "N_TERMS"]
+#: The API: Python-level evaluations that check their arguments.  The Numba kernels (``prox_branch_points``,
+#: ``expectation_terms``, ``stein_gradients``, ``spectral_sums_into``, ``spectral_res_jac_y``, ``problem_res_jac_y``,
+#: ``res_jac_y``) are compiled for the solvers' inner loops, take already checked floats and are not API.
+__all__ = ["residuals", "residual_and_jacobian", "expectations", "conditional_kernels", "SPECTRAL_SUMS",
+           "quadrature_rule", "N_TERMS", "ORDER_MAX"]
 
 N_TERMS = 12
 # Gauss-Hermite tiers: 2 x order nodes where the integrand is analytic in |Im| < pi / 0.5,
@@ -608,6 +610,20 @@ def _quadrature_rule(quad_order):
 
 
 
+#: Largest magnitude of an order parameter (alpha, sigma, gamma) the Python-level evaluations accept: the fixed
+#: point's parameters are O(1) to O(1/lam) in the supported domain, and products of larger values overflow.
+ORDER_MAX = 1e100
+
+
+def _check_order_parameters(alpha, sigma, gamma=None):
+    """``(alpha, sigma[, gamma])`` as floats: alpha real, sigma and gamma positive, all at most ORDER_MAX in size."""
+    out = [check_scalar(alpha, "alpha", low=-ORDER_MAX, high=ORDER_MAX),
+           check_scalar(sigma, "sigma", low=0.0, high=ORDER_MAX, low_open=True)]
+    if gamma is not None:
+        out.append(check_scalar(gamma, "gamma", low=0.0, high=ORDER_MAX, low_open=True))
+    return out
+
+
 def residual_and_jacobian(alpha, sigma, gamma, delta, lam, kappa, quad_order=DEFAULT_ORDER):
     """Relative residuals r (3,) and their Jacobian d r / d(alpha, sigma, gamma) (3, 3).
 
@@ -627,11 +643,12 @@ def residual_and_jacobian(alpha, sigma, gamma, delta, lam, kappa, quad_order=DEF
     jac : ndarray of shape (3, 3)
         d r / d (alpha, sigma, gamma).
     """
+    alpha, sigma, gamma = _check_order_parameters(alpha, sigma, gamma)
+    delta, lam, kappa = check_delta(delta), check_lam(lam), check_kappa(kappa)
     rule = quadrature_rule(quad_order)
     r = np.empty(3)
     jac = np.empty((3, 3))
-    _res_jac(float(alpha), float(sigma), float(gamma), float(delta), float(lam), float(kappa),
-             rule, TRUNCATION, MAX_PANEL, r, jac)
+    _res_jac(alpha, sigma, gamma, delta, lam, kappa, rule, TRUNCATION, MAX_PANEL, r, jac)
     return r, jac
 
 
@@ -679,14 +696,36 @@ def expectations(alpha, sigma, gamma, kappa, quad_order=DEFAULT_ORDER):
     E1, E2, E3c : float
         The three expectations of the fixed-point equations (module docstring).
     """
+    alpha, sigma, gamma = _check_order_parameters(alpha, sigma, gamma)
+    kappa = check_kappa(kappa)
     t = np.empty(N_TERMS)
-    expectation_terms(float(alpha), float(sigma), float(gamma), float(kappa), *quadrature_rule(quad_order),
+    expectation_terms(alpha, sigma, gamma, kappa, *quadrature_rule(quad_order),
                       TRUNCATION, MAX_PANEL, t)
     return float(t[0]), float(t[1]), float(t[2])
 
 
 def conditional_kernels(u, alpha, sigma, kappa, quad_order=DEFAULT_ORDER):
-    """(K_A, K_B, K_C) = E[(s(-kappa Z1), s'(kappa Z1), s''(kappa Z1)) | V = tau u] by the fast rule."""
+    """(K_A, K_B, K_C) = E[(s(-kappa Z1), s'(kappa Z1), s''(kappa Z1)) | V = tau u] by the fast rule.
+
+    Parameters
+    ----------
+    u : float
+        The standardised value of V = alpha Z1 + sigma Z2 (``V = tau u``, ``tau = hypot(alpha, sigma)``).
+    alpha, sigma : float
+        The order parameters (sigma > 0).
+    kappa : float
+        Signal strength.
+    quad_order : int, default=DEFAULT_ORDER
+        Gauss-Legendre nodes per quadrature panel.
+
+    Returns
+    -------
+    K_A, K_B, K_C : float
+        The three conditional expectations.
+    """
+    alpha, sigma = _check_order_parameters(alpha, sigma)
+    kappa = check_kappa(kappa)
+    u = check_scalar(u, "u")
     xg, wg, gz1, gw1, gz2, gw2 = quadrature_rule(quad_order)
     tau = math.hypot(alpha, sigma)
     a, b = alpha / tau, sigma / tau

@@ -19,16 +19,12 @@ import math
 import numpy as np
 from numba import njit
 
-__all__ = [
-    "sigmoid",
-    "sigmoid_d1",
-    "sigmoid_d2",
-    "sigmoid_d3",
-    "prox_scalar",
-    "prox_near",
-    "prox_logistic",
-    "prox_with_derivatives",
-]
+from .validation import check_real_array
+
+#: The API: :func:`prox_logistic` (vectorised, checks its arguments).  The scalar Numba kernels (``sigmoid``,
+#: ``sigmoid_d1`` .. ``sigmoid_d3``, ``prox_scalar``, ``prox_near``, ``prox_with_derivatives``) are compiled for
+#: the solvers' inner loops, take already checked floats (a NaN in gives a NaN out) and are not API.
+__all__ = ["prox_logistic"]
 
 _EPS = 2.220446049250313e-16
 
@@ -284,12 +280,8 @@ def prox_logistic(v, gamma):
     >>> prox_logistic([0.5, 3.0], 0.0)
     array([0.5, 3. ])
     """
-    va = np.asarray(v, dtype=float)
-    ga = np.asarray(gamma, dtype=float)
-    if not np.all(np.isfinite(va)):
-        raise ValueError("v must be finite")
-    if not np.all(np.isfinite(ga)) or np.any(ga < 0):
-        raise ValueError("gamma must be finite and >= 0")
+    va = check_real_array(v, "v")
+    ga = check_real_array(gamma, "gamma", low=0.0)
     vb, gb = np.broadcast_arrays(va, ga)
     vf = np.ascontiguousarray(vb, dtype=float).ravel()
     gf = np.ascontiguousarray(gb, dtype=float).ravel()

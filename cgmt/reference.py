@@ -16,7 +16,26 @@ from __future__ import annotations
 import mpmath as mp
 import numpy as np
 
+from .validation import check_int, check_scalar
+
+#: Most working digits the reference accepts (mpmath's cost grows as dps^1.6; 10,000 digits take minutes).
+MAX_DPS = 10_000
+
 __all__ = ["prox", "expectations", "kernels", "accuracy", "gauss_expect"]
+
+
+def _real(value, name, **bounds):
+    """A finite real (float or mpf) within ``bounds`` (:func:`cgmt.validation.check_scalar`'s), kept as an mpf."""
+    if isinstance(value, mp.mpf):
+        if not mp.isfinite(value):
+            raise ValueError(f"{name} must be finite, got {value!r}")
+        check_scalar(float(value), name, **bounds)
+        return value
+    return mp.mpf(check_scalar(value, name, **bounds))
+
+
+def _digits(dps):
+    return check_int(dps, "dps", minimum=5, maximum=MAX_DPS)
 
 
 def _sig(x):
@@ -49,6 +68,7 @@ def prox(v, gamma, dps=40):
     >>> abs(float(prox(3.0, 2.0)) - prox_logistic(3.0, 2.0)) < 1e-14
     True
     """
+    v, gamma, dps = _real(v, "v"), _real(gamma, "gamma", low=0.0), _digits(dps)
     with mp.workdps(dps + 10):
         v = mp.mpf(v)
         g = mp.mpf(gamma)
@@ -118,6 +138,8 @@ def expectations(alpha, sigma, gamma, kappa, dps=20):
     E1, E2, E3c : mpf
         The expectations of the module docstring (what :func:`cgmt.equations.expectations` computes fast).
     """
+    alpha, sigma = _real(alpha, "alpha"), _real(sigma, "sigma", low=0.0, low_open=True)
+    gamma, kappa, dps = _real(gamma, "gamma", low=0.0), _real(kappa, "kappa", low=0.0), _digits(dps)
     with mp.workdps(dps):
         al, sg, g, k = (mp.mpf(t) for t in (alpha, sigma, gamma, kappa))
         tau = mp.sqrt(al * al + sg * sg)
@@ -173,6 +195,8 @@ def kernels(u, alpha, sigma, kappa, dps=30):
     K_A, K_B, K_C : mpf
         The three conditional expectations (the kernels of :mod:`cgmt.equations`), W ~ N(0, 1).
     """
+    u, alpha = _real(u, "u"), _real(alpha, "alpha")
+    sigma, kappa, dps = _real(sigma, "sigma", low=0.0, low_open=True), _real(kappa, "kappa", low=0.0), _digits(dps)
     with mp.workdps(dps):
         u, al, sg, k = (mp.mpf(t) for t in (u, alpha, sigma, kappa))
         tau = mp.sqrt(al * al + sg * sg)
@@ -214,6 +238,7 @@ def accuracy(m, kappa, dps=30):
     >>> float(accuracy(0.0, 2.0))
     0.5
     """
+    m, kappa, dps = _real(m, "m", low=-1e100, high=1e100), _real(kappa, "kappa", low=0.0), _digits(dps)
     with mp.workdps(dps):
         m, k = mp.mpf(m), mp.mpf(kappa)
         return 2 * gauss_expect(lambda z: _sig(k * z) * mp.ncdf(m * z), dps=dps, points=(-8, -1, 0, 1, 8))
