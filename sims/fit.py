@@ -12,19 +12,45 @@ import numpy as np
 from scipy.optimize import OptimizeResult
 from scipy.special import expit
 
-from cgmt.validation import check_lam
+from cgmt.validation import check_lam, check_scalar
 from empirical.logistic import fit_l2_logistic  # the project's one exact solver
-from empirical.validation import check_matrix
+from empirical.validation import check_matrix, check_signed_labels
 
 
 def _check_xy(X, y):
     X = check_matrix(X, "X")
-    y = np.asarray(y, dtype=float)
-    if y.shape != (X.shape[0],):
-        raise ValueError(f"y must have shape ({X.shape[0]},) to match X, got {y.shape}")
-    if not np.all((y == 1.0) | (y == -1.0)):
-        raise ValueError("y must contain only the labels -1 and +1 (the theory's convention)")
-    return X, y
+    return X, check_signed_labels(y, X.shape[0], "y")
+
+
+def check_fit_point(X, y, beta, lam) -> tuple:
+    """``(X, y, beta, lam)`` checked: a finite design, labels in {-1, +1}, a finite ``beta`` of shape (p,) and
+    ``lam >= 0`` in the theory's domain (:func:`cgmt.validation.check_lam`); ValueError naming the argument.
+
+    Parameters
+    ----------
+    X : ndarray of shape (n, p)
+        Design.
+    y : ndarray of shape (n,)
+        Labels in {-1, +1}.
+    beta : ndarray of shape (p,)
+        Coefficients.
+    lam : float
+        Ridge strength (0: the MLE).
+
+    Returns
+    -------
+    tuple
+        ``(X, y, beta, lam)`` as float64 arrays and a float.
+    """
+    X, y = _check_xy(X, y)
+    try:
+        beta = np.asarray(beta, dtype=np.float64)
+    except (TypeError, ValueError):
+        raise ValueError(f"beta must be a finite real vector of shape ({X.shape[1]},), got "
+                         f"{type(beta).__name__}") from None
+    if beta.shape != (X.shape[1],) or not np.all(np.isfinite(beta)):
+        raise ValueError(f"beta must be a finite vector of shape ({X.shape[1]},), got shape {beta.shape}")
+    return X, y, beta, check_lam(lam, allow_zero=True)
 
 
 def objective_gradient(X, y, beta, lam) -> np.ndarray:
@@ -52,6 +78,7 @@ def objective_gradient(X, y, beta, lam) -> np.ndarray:
     >>> objective_gradient(X, y, np.zeros(2), 0.1)
     array([-0.25,  0.25])
     """
+    X, y, beta, lam = check_fit_point(X, y, beta, lam)
     n, p = X.shape
     margins = y * (X @ beta)
     return -(X.T @ (y * expit(-margins))) / n + (lam / p) * beta
@@ -96,6 +123,7 @@ def fit_ridge_logistic(X, y, lam, *, w0=None, tol: float = 1e-10, raise_on_failu
     """
     X, y = _check_xy(X, y)
     lam = check_lam(lam)
+    tol = check_scalar(tol, "tol", low=0.0, low_open=True)
     n, p = X.shape
     C = p / (lam * n)  # = 1 / (delta lam)
     # The solver's tolerance is on its own gradient, p/lam times ours: ask for the stricter of both.

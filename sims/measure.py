@@ -17,7 +17,7 @@ from cgmt.ablation import ablation_split
 from cgmt.validation import as_generator
 
 from .data import sample
-from .fit import fit_ridge_logistic
+from .fit import check_fit_point, fit_ridge_logistic
 from .renamed import ReplicateRecord
 
 #: quantities measured by :func:`measure_replicate`, in table order
@@ -63,7 +63,7 @@ def loo_gamma(X, y, beta, lam) -> float:
     >>> round(loo_gamma(data.X, data.y, fit.coef, 0.1), 4)
     0.7448
     """
-    X = np.asarray(X, dtype=float)
+    X, y, beta, lam = check_fit_point(X, y, beta, lam)
     n, p = X.shape
     s = X @ beta
     w = expit(s) * expit(-s)

@@ -25,7 +25,7 @@ ALLOWED = {
     "cgmt": {"cgmt"},
     # the command line (an application, not the library) writes through the one atomic writer
     "cgmt.__main__": {"cgmt", "empirical.files"},
-    "empirical.logistic": {"empirical.logistic", "empirical.validation"},
+    "empirical.logistic": {"empirical.logistic", "empirical.validation", "cgmt.validation"},
     "empirical.validation": set(),
     "empirical.files": set(),
     "empirical.reporting": {"empirical.files"},

@@ -71,21 +71,6 @@ EXCEPTIONS: dict[str, str] = {
     "empirical.llm.steering_settings:sweep_settings":
         "finding: TypeError not naming it (complex, datetime64, float, object); ValueError not naming it "
         "(blank, duplicated, mapping, nan)",
-    "empirical.logistic.newton:direct_newton":
-        "finding: AttributeError (blank, scalar); LinAlgError not naming it (-inf); UFuncTypeError (blank, "
-        "datetime64, string, strings); no answer in 10 s (1e300, huge, nan); TypeError not naming it (blank, "
-        "complex, list, object, string); ValueError not naming it (blank, bool, complex, datetime64, empty, "
-        "huge, inf, list, masked, nan, negative, object, scalar, strings, zero)",
-    "empirical.logistic.newton:loss_terms":
-        "finding: UFuncTypeError (datetime64); TypeError not naming it (blank, strings); ValueError not "
-        "naming it (bool, complex, empty, huge, inf, masked, nan, negative, object, zero)",
-    "empirical.logistic.pcg:PathContext":
-        "finding: AttributeError (blank, scalar); TypeError not naming it (datetime64, object, strings); "
-        "ValueError not naming it (blank, scalar, strings)",
-    "empirical.logistic.solver:logistic_objective":
-        "finding: UFuncTypeError (blank, datetime64, string, strings); returned NaN (-inf, inf, nan); "
-        "TypeError not naming it (blank, complex, list, object, string); ValueError not naming it (bool, "
-        "complex, empty, huge, inf, masked, nan, negative, object, scalar, zero)",
     "empirical.probes.base:orient_to_positive_class":
         "finding: IndexError (bool, complex, empty, huge, inf, masked, nan, negative, zero); UFuncTypeError "
         "(blank, datetime64, strings); TypeError not naming it (blank, object); ValueError not naming it "
@@ -115,15 +100,6 @@ EXCEPTIONS: dict[str, str] = {
     "paper_figures.stability:plot_stability_vs_lambda":
         "finding: ValueError / TypeError not naming settings (blank, complex, datetime64, duplicated, empty, float, "
         "mapping); its base call takes 3-4 s, so it is driven only on a fast run",
-    "sims.fit:objective_gradient":
-        "finding: AttributeError (blank, scalar); UFuncTypeError (blank, datetime64, strings); returned NaN "
-        "(nan); TypeError not naming it (blank, list, object, string); ValueError not naming it (bool, "
-        "complex, empty, huge, inf, masked, nan, negative, object, scalar, zero)",
-    "sims.measure:loo_gamma":
-        "finding: LinAlgError not naming it (negative); UFuncTypeError (blank, complex, datetime64, strings);"
-        " returned NaN (empty, huge); TypeError not naming it (blank, list, object, string); ValueError not "
-        "naming it (-inf, blank, bool, complex, empty, huge, inf, masked, nan, negative, object, scalar, "
-        "strings, zero)",
 }
 #: other names a message may use for a parameter
 ALIASES: dict[str, tuple[str, ...]] = {}
@@ -204,8 +180,9 @@ def _rng():
     return np.random.default_rng(0)
 
 
-def _valid(name: str, kind: str | None, type_text: str):
-    """A valid value for a required parameter, or raise LookupError."""
+def _valid(name: str, kind: str | None, type_text: str, signed: bool = False):
+    """A valid value for a required parameter, or raise LookupError (``signed``: labels coded -1/+1, as the
+    docstring says)."""
     t = type_text.lower()
     if kind == "float":
         return 1.0
@@ -215,7 +192,7 @@ def _valid(name: str, kind: str | None, type_text: str):
         return False
     if kind == "array":
         if name.startswith("y") or "label" in t:
-            return np.tile([0, 1], 20)
+            return np.tile([-1.0, 1.0], 20) if signed else np.tile([0, 1], 20)
         if "(n, p)" in t or "(n,p)" in t or name in {"X", "H", "X_train"}:
             return _rng().standard_normal((40, 3))
         if "(p,)" in t or "(n,)" in t or "(p)" in t or "(n)" in t:
@@ -274,7 +251,8 @@ class Entry:
             kind = _kind(self.types.get(p.name, ""), default)
             if p.default is p.empty:
                 try:
-                    self.required[p.name] = _valid(p.name, kind, self.types.get(p.name, ""))
+                    self.required[p.name] = _valid(p.name, kind, self.types.get(p.name, ""),
+                                                   signed="{-1, +1}" in self.doc)
                 except LookupError as exc:
                     self.skip = f"required argument {exc}"
                     return

@@ -23,8 +23,17 @@ from scipy import linalg
 from scipy.linalg import lapack
 from scipy.special import expit
 
-__all__ = ["STATUS_MESSAGES", "loss_terms", "armijo_backtrack", "direct_newton", "newton_dual", "dual_start",
-           "dual_inverse", "principal_solver"]
+from cgmt.validation import check_int, check_scalar
+
+from ..validation import C_MAX, C_MIN, TOL_MAX, check_matrix, check_signed_labels
+
+#: The API: the independent reference solver and its status messages.  The other functions (``loss_terms``,
+#: ``armijo_backtrack``, ``newton_dual``, ``dual_start``, ``dual_inverse``, ``principal_solver``) are the kernels
+#: of the solvers' inner loops: they take inputs their callers checked (:func:`check_problem`) and are not API.
+__all__ = ["STATUS_MESSAGES", "direct_newton", "check_problem", "MAX_ITER"]
+
+#: Most Newton iterations a solver of this family accepts (each is a factorization; 100 is the default).
+MAX_ITER = 100_000
 
 #: status -> message of every solver of this family (fit_l2_logistic, newton_pcg, direct_newton, refit)
 STATUS_MESSAGES = {
@@ -404,6 +413,56 @@ def newton_dual(K, y, C, alpha, b, fit_intercept=True, tol=1e-10, max_iter=100):
     return alpha, b, nit, gnorm, status, f
 
 
+def check_problem(X, y, C, tol, max_iter, w0=None, b0=0.0) -> tuple:
+    """The checked inputs of a ridge-logistic fit: the one validation of :func:`direct_newton` and
+    :func:`empirical.logistic.fit_l2_logistic`.
+
+    Parameters
+    ----------
+    X : array-like (n, p)
+        Design (:func:`empirical.validation.check_matrix`).
+    y : array-like (n,)
+        Labels in {-1, +1}.
+    C : float
+        Inverse ridge strength in ``[C_MIN, C_MAX]``.
+    tol : float
+        Gradient tolerance in ``(0, TOL_MAX]``.
+    max_iter : int
+        Newton steps, ``1 .. MAX_ITER``.
+    w0 : array-like (p,), optional
+        Warm start of the coefficients (finite).
+    b0 : float, default=0.0
+        Warm start of the intercept (finite).
+
+    Returns
+    -------
+    (X, y, C, tol, max_iter, w0, b0)
+        float64 arrays and Python scalars (``w0`` None when not given).
+
+    Examples
+    --------
+    >>> check_problem(np.eye(2), [1, -1], 1.0, 1e-10, 0)
+    Traceback (most recent call last):
+    ...
+    ValueError: max_iter must be an integer >= 1, got 0
+    """
+    X = check_matrix(X, "X")
+    y = check_signed_labels(y, X.shape[0], "y")
+    C = check_scalar(C, "C", low=C_MIN, high=C_MAX)
+    tol = check_scalar(tol, "tol", low=0.0, high=TOL_MAX, low_open=True)
+    max_iter = check_int(max_iter, "max_iter", maximum=MAX_ITER)
+    if w0 is not None:
+        try:
+            w0 = np.asarray(w0, dtype=np.float64)
+        except (TypeError, ValueError):
+            raise ValueError(f"w0 must be a finite real array of shape ({X.shape[1]},), got "
+                             f"{type(w0).__name__}") from None
+        if w0.shape != (X.shape[1],) or not np.all(np.isfinite(w0)):
+            raise ValueError(f"w0 must be a finite array of shape ({X.shape[1]},); got shape {w0.shape}")
+    b0 = check_scalar(b0, "b0")
+    return X, y, C, tol, max_iter, w0, b0
+
+
 def direct_newton(X, y, C, w0=None, b0=0.0, *, fit_intercept=True, tol=1e-10, max_iter=100, form=None) -> tuple:
     """Direct Newton (fresh factorization every step, Armijo backtracking): the independent reference.
 
@@ -440,6 +499,9 @@ def direct_newton(X, y, C, w0=None, b0=0.0, *, fit_intercept=True, tol=1e-10, ma
     >>> status, bool(grad_norm <= 1e-10)
     (0, True)
     """
+    X, y, C, tol, max_iter, w0, b0 = check_problem(X, y, C, tol, max_iter, w0, b0)
+    if form not in (None, "primal", "dual"):
+        raise ValueError(f"form must be 'primal', 'dual' or None, got {form!r}")
     n, p = X.shape
     form = form or ("primal" if n >= p else "dual")
     if form == "primal":

@@ -26,7 +26,9 @@ from scipy.special import expit
 
 from .newton import STATUS_MESSAGES, loss_terms
 
-__all__ = ["PathContext", "newton_pcg"]
+#: The API: :func:`newton_pcg`.  :class:`PathContext` is the path solvers' cache of one design's products, built
+#: from designs they checked: not API.
+__all__ = ["newton_pcg"]
 
 
 class _Precond:

@@ -38,9 +38,20 @@ import numpy as np
 from scipy import linalg
 from scipy.optimize import OptimizeResult
 
+from cgmt.validation import check_scalar
+
 from ..validation import check_matrix, check_signed_labels
 from .design import reduce_design
-from .newton import STATUS_MESSAGES, direct_newton, dual_inverse, dual_start, loss_terms, newton_dual, principal_solver
+from .newton import (
+    STATUS_MESSAGES,
+    check_problem,
+    direct_newton,
+    dual_inverse,
+    dual_start,
+    loss_terms,
+    newton_dual,
+    principal_solver,
+)
 from .pcg import PathContext, newton_pcg
 
 __all__ = ["fit_l2_logistic", "fit_l2_logistic_rows", "logistic_objective"]
@@ -54,7 +65,7 @@ def logistic_objective(X, y, C, w, b=0.0) -> float:
     X : ndarray of shape (n, p)
         The design.
     y : ndarray of shape (n,)
-        Labels in {-1, +1} (not checked here).
+        Labels in {-1, +1}.
     C : float
         Weight of the summed loss (C = 1/lambda for sum loss + lambda/2 ||w||^2).
     w : ndarray of shape (p,)
@@ -72,20 +83,18 @@ def logistic_objective(X, y, C, w, b=0.0) -> float:
     >>> round(logistic_objective(np.eye(2), np.array([1.0, -1.0]), 1.0, np.zeros(2)), 6)
     1.386294
     """
-    m = y * (X @ w + b)
-    return float(C * np.logaddexp(0.0, -m).sum() + 0.5 * w @ w)
-
-
-def _check_inputs(X, y, C, tol, max_iter):
     X = check_matrix(X, "X")
     y = check_signed_labels(y, X.shape[0], "y")
-    if not (np.isfinite(C) and C > 0):
-        raise ValueError(f"C must be a finite positive number, got {C!r}")
-    if not (tol > 0):
-        raise ValueError(f"tol must be positive, got {tol!r}")
-    if int(max_iter) < 1:
-        raise ValueError(f"max_iter must be >= 1, got {max_iter!r}")
-    return X, y
+    C = check_scalar(C, "C", low=0.0)
+    b = check_scalar(b, "b")
+    try:
+        w = np.asarray(w, dtype=np.float64)
+    except (TypeError, ValueError):
+        raise ValueError(f"w must be a finite real array of shape ({X.shape[1]},), got {type(w).__name__}") from None
+    if w.shape != (X.shape[1],) or not np.all(np.isfinite(w)):
+        raise ValueError(f"w must be a finite array of shape ({X.shape[1]},); got shape {w.shape}")
+    m = y * (X @ w + b)
+    return float(C * np.logaddexp(0.0, -m).sum() + 0.5 * w @ w)
 
 
 def _result(w, b, nit, gnorm, status, fun):
@@ -178,17 +187,11 @@ def fit_l2_logistic(X, y, C, *, fit_intercept=False, w0=None, b0=0.0, tol=1e-10,
     >>> res.success, bool(res.grad_norm <= 1e-10), res.coef.shape
     (True, True, (4,))
     """
-    X, y = _check_inputs(X, y, C, tol, max_iter)
+    X, y, C, tol, max_iter, w0, b0 = check_problem(X, y, C, tol, max_iter, w0, b0)
     n, p = X.shape
     if method not in ("auto", "primal", "dual", "direct"):
         raise ValueError(f"method must be 'auto', 'primal', 'dual' or 'direct'; got {method!r}")
-    if w0 is not None:
-        w0 = np.asarray(w0, dtype=np.float64)
-        if w0.shape != (p,) or not np.all(np.isfinite(w0)):
-            raise ValueError(f"w0 must be a finite array of shape ({p},); got shape {w0.shape}")
-    b0 = float(b0) if fit_intercept else 0.0
-    C = float(C)
-    max_iter = int(max_iter)
+    b0 = b0 if fit_intercept else 0.0
     nit0 = 0
     if method == "auto":
         try:
@@ -282,9 +285,8 @@ def fit_l2_logistic_rows(X, y, C, rows, *, gram=None, fit_intercept=True, tol=1e
     >>> bool(np.allclose(fast[0].coef, slow.coef, atol=1e-8)), fast[0].success
     (True, True)
     """
-    X, y = _check_inputs(X, y, C, tol, max_iter)
+    X, y, C, tol, max_iter, _, _ = check_problem(X, y, C, tol, max_iter)
     n, p = X.shape
-    C, max_iter = float(C), int(max_iter)
     subsets = [np.asarray(r, dtype=np.intp) for r in rows]
     for r in subsets:
         if r.ndim != 1 or r.size < 1 or r.min() < 0 or r.max() >= n:

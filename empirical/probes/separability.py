@@ -24,7 +24,7 @@ from scipy.optimize import OptimizeResult, linprog
 from sklearn.exceptions import ConvergenceWarning
 from sklearn.svm import LinearSVC
 
-from cgmt.validation import check_int, check_scalar
+from cgmt.validation import as_generator, check_int, check_scalar
 
 from ..validation import (
     check_binary_labels,
@@ -122,7 +122,7 @@ def perceptron(X, y_pm, max_epochs: int = 2000, random_state=0) -> OptimizeResul
     X = check_matrix(X, "X")
     y_pm = check_signed_labels(y_pm, X.shape[0], "y_pm")
     max_epochs = check_int(max_epochs, "max_epochs", minimum=1)
-    rng = np.random.default_rng(random_state)
+    rng = as_generator(random_state, "random_state")
     order = rng.permutation(X.shape[0]).astype(np.int64)
     w, b, epochs, errs = _perceptron_kernel(np.ascontiguousarray(X, dtype=np.float64),
                                              np.ascontiguousarray(y_pm, dtype=np.float64), order, int(max_epochs))
