@@ -204,7 +204,8 @@ def check_varying(X: np.ndarray, name: str = "X") -> np.ndarray:
     return X
 
 
-def check_binary_labels(y, n: int, name: str = "y", classes=None) -> tuple[np.ndarray, np.ndarray]:
+def check_binary_labels(y, n: int, name: str = "y", classes=None, *, rows: str | None = None
+                        ) -> tuple[np.ndarray, np.ndarray]:
     """Validate binary labels; returns ``(classes, y_pm)`` with ``y_pm`` in {-1, +1} (``classes[1]`` -> +1).
 
     Parameters
@@ -217,6 +218,9 @@ def check_binary_labels(y, n: int, name: str = "y", classes=None) -> tuple[np.nd
         The argument's name, used in messages.
     classes : array of two labels, optional
         The training classes (for validation or test labels): other values are an error.
+    rows : str, optional
+        The name of the matrix whose rows the labels annotate, for the length message (default: ``X`` with
+        ``name``'s suffix, ``y_val`` -> ``X_val``).
 
     Returns
     -------
@@ -236,7 +240,7 @@ def check_binary_labels(y, n: int, name: str = "y", classes=None) -> tuple[np.nd
     if y.ndim != 1:
         raise ValueError(f"{name} must be 1-D, got shape {y.shape}")
     if y.shape[0] != n:
-        raise ValueError(f"{name} must have {n} entries (one per row of {_rows_of(name)}), got {y.shape[0]} "
+        raise ValueError(f"{name} must have {n} entries (one per row of {rows or _rows_of(name)}), got {y.shape[0]} "
                          "(mismatched lengths)")
     if y.dtype.kind == "f" and not np.all(np.isfinite(y)):
         raise ValueError(f"{name} must be finite, got NaN or infinite values")
@@ -512,7 +516,12 @@ def unit_vector(v, name: str = "vector") -> np.ndarray:
     >>> unit_vector([0.0, 2e-200])
     array([0., 1.])
     """
-    v = np.asarray(v, dtype=np.float64)
+    try:
+        v = np.asarray(as_real_array(v, name), dtype=np.float64)
+    except (TypeError, ValueError) as exc:
+        if name in str(exc):
+            raise
+        raise ValueError(f"{name} must be a real vector, got {type(v).__name__} ({exc})") from None
     norm = safe_norm(v)
     if not np.isfinite(norm) or norm == 0.0:
         raise ValueError(f"{name} is {'zero' if norm == 0.0 else 'not finite'}; there is no direction "

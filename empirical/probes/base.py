@@ -28,6 +28,7 @@ from ..validation import (
     check_magnitude,
     check_matrix,
     check_min_per_class,
+    check_signed_labels,
     check_varying,
     unit_vector,
 )
@@ -63,7 +64,13 @@ def orient_to_positive_class(vector: np.ndarray, X: np.ndarray, y_pm: np.ndarray
     >>> orient_to_positive_class(np.array([0.0, -2.0]), X, np.array([1.0, -1.0])) + 0.0  # + 0.0: no -0.
     array([0., 1.])
     """
-    unit = unit_vector(vector, "the fitted direction")
+    unit = unit_vector(vector, "vector (the fitted direction)")
+    X = check_matrix(X, "X")
+    y_pm = check_signed_labels(y_pm, X.shape[0], "y_pm")
+    if unit.shape != (X.shape[1],):
+        raise ValueError(f"vector must have one entry per column of X ({X.shape[1]}), got shape {unit.shape}")
+    if not (np.any(y_pm > 0) and np.any(y_pm < 0)):
+        raise ValueError("y_pm must contain both classes (-1 and +1) to orient the direction")
     projection = X @ unit
     return -unit if projection[y_pm > 0].mean() < projection[y_pm < 0].mean() else unit
 

@@ -25,10 +25,10 @@ from tqdm.auto import tqdm
 
 import cgmt
 from cgmt.stability import stability as predicted_stability
-from cgmt.validation import check_int, check_positive_array, check_scalar
+from cgmt.validation import check_delta, check_int, check_kappa, check_lam, check_positive_array, check_scalar
 
 from ..logistic import fit_l2_logistic
-from ..validation import check_binary_labels, check_matrix, standardize_stats
+from ..validation import as_real_array, check_binary_labels, check_matrix, check_random_state, standardize_stats
 
 __all__ = ["theory_lambda", "cross_validated_path", "estimate_kappa", "participation_ratio", "real_embedding_stability",
            "RealStabilityResult"]
@@ -195,12 +195,20 @@ def estimate_kappa(X, y, lam, *, folds=5, seed=0, kappa_max=20.0, p_eff=None) ->
     (1.34, 0.695, 16.0)
     """
     X = check_matrix(X, "X")
-    _, y = check_binary_labels(np.asarray(y).ravel(), X.shape[0], "y")
-    accs, _, n_fit = cross_validated_path(X, y, [float(lam)], folds, seed)
+    _, y = check_binary_labels(np.asarray(as_real_array(y, "y")).ravel(), X.shape[0], "y")
+    lam = check_lam(lam)
+    folds = check_int(folds, "folds", minimum=2, maximum=X.shape[0])
+    seed = check_random_state(seed, "seed")
+    kappa_max = check_kappa(kappa_max, "kappa_max")
+    if kappa_max == 0.0:
+        raise ValueError("kappa_max must be positive (the upper end of the kappa search), got 0.0")
+    p_th = X.shape[1] if p_eff is None else check_scalar(p_eff, "p_eff", low=1.0)
+    accs, _, n_fit = cross_validated_path(X, y, [lam], folds, seed)
     acc = float(accs[0])
-    p_th = X.shape[1] if p_eff is None else float(p_eff)
     d_fit = n_fit / p_th
-    lam_th = float(lam) * p_th / X.shape[1]
+    lam_th = lam * p_th / X.shape[1]
+    check_delta(d_fit, "delta_fit = n_fit / p_eff (p_eff too small)")
+    check_lam(lam_th, name="lam p_eff / p (the theory's lambda)")
     if acc <= 0.5:
         return 0.0, acc, d_fit
 

@@ -24,10 +24,10 @@ import numpy as np
 import cgmt
 from cgmt.ablation import ablation_split, protocol_fractions
 from cgmt.spectral import Spectrum
-from cgmt.validation import check_int
+from cgmt.validation import check_fraction, check_int, check_real_array
 
 from ..logistic import fit_l2_logistic, logistic_path
-from ..validation import check_binary_labels, check_grid, check_matrix, standardize_stats
+from ..validation import MAX_SEED, check_binary_labels, check_grid, check_matrix, standardize_stats
 from .layers import paper_split
 from .raptor import DEFAULT_CS, RaptorProbe, select_C
 from .real_embedding import cross_validated_path, estimate_kappa
@@ -155,6 +155,21 @@ def _predictions(model, n_train, Cs, fractions, C_star, stability, drop, val_fra
     return pred
 
 
+#: Most repeats (``sweep_repeats``) and ablation runs (``K``) of one :func:`evaluate_split` (each is a fit).
+MAX_REPEATS = 10_000
+
+
+def _names_in(values, name, known) -> tuple:
+    """``values`` (a name or a sequence of names) as a non-empty tuple of names from ``known``."""
+    values = (values,) if isinstance(values, str) else values
+    try:
+        values = tuple(values)
+    except TypeError:
+        values = (values,)
+    if not values or any(not isinstance(v, str) or v not in known for v in values):
+        raise ValueError(f"{name} must be a non-empty sequence of {known}, got {values!r}"[:300])
+    return values
+
 def evaluate_split(H, y, seed=0, *, Cs=PATH_CS, fractions=DEFAULT_FRACTIONS, sweep_repeats=3, K=20, drop=0.2,
                    val_fraction=0.2, stability=True, stability_protocol="subsample", teachers=TEACHERS,
                    covariances=COVARIANCES, pool_cv=True) -> dict:
@@ -204,9 +219,18 @@ def evaluate_split(H, y, seed=0, *, Cs=PATH_CS, fractions=DEFAULT_FRACTIONS, swe
         (same rows) at the fixed C* (``RaptorProbe(Cs=[C*])``), the protocol the theories model.
     """
     H = check_matrix(H, "H")
-    _, ypm = check_binary_labels(y, H.shape[0], "y")
+    _, ypm = check_binary_labels(y, H.shape[0], "y", rows="H")
     Cs = check_grid(Cs)
-    if stability_protocol not in STABILITY_PROTOCOLS:
+    seed = check_int(seed, "seed", minimum=0, maximum=MAX_SEED)
+    fractions = check_real_array(fractions, "fractions").ravel()
+    if fractions.size == 0 or np.any(fractions <= 0) or np.any(fractions > 1):
+        raise ValueError(f"fractions must be a non-empty list of shares of the pool in (0, 1], got {fractions!r}")
+    sweep_repeats = check_int(sweep_repeats, "sweep_repeats", maximum=MAX_REPEATS)
+    K = check_int(K, "K", minimum=2, maximum=MAX_REPEATS)
+    drop, val_fraction = check_fraction(drop, "drop"), check_fraction(val_fraction, "val_fraction")
+    teachers, covariances = (_names_in(v, name, known) for v, name, known in
+                             ((teachers, "teachers", TEACHERS), (covariances, "covariances", COVARIANCES)))
+    if not isinstance(stability_protocol, str) or stability_protocol not in STABILITY_PROTOCOLS:
         raise ValueError(f"stability_protocol must be one of {sorted(STABILITY_PROTOCOLS)}, got {stability_protocol!r}")
     tr, va, te = paper_split(ypm, random_state=seed)
     pool = np.concatenate([tr, va])
