@@ -25,7 +25,8 @@ import numpy as np
 from numba import njit
 
 from .equations import problem_res_jac_y, quadrature_rule
-from .validation import check_quad_order
+from .validation import (check_delta, check_kappa, check_lam, check_positive_array, check_quad_order,
+                         check_real_array)
 
 __all__ = ["Problem", "damped_newton", "march_lambda", "continuation", "improves", "DEFAULT_TOL", "DEFAULT_MAXITER",
            "PATH_TOL", "POLISH_TOL", "POLISH_STEPS", "ARMIJO", "MAX_BACKTRACKS", "TRUST_LOG", "DIRECT_TRIES"]
@@ -94,11 +95,17 @@ class Problem:
     """
 
     def __init__(self, delta, lam, kappa, quad_order, eigenvalues=None, teacher_weights=None):
-        self.delta, self.lam, self.kappa = float(delta), float(lam), float(kappa)
+        self.delta, self.lam = check_delta(delta), check_lam(lam, allow_zero=True)
+        self.kappa = check_kappa(kappa)
         self.quad_order = check_quad_order(quad_order)
         self.rule = quadrature_rule(self.quad_order)
-        self.omega = _EMPTY if eigenvalues is None else np.ascontiguousarray(eigenvalues, dtype=float)
-        self.t = _EMPTY if teacher_weights is None else np.ascontiguousarray(teacher_weights, dtype=float)
+        self.omega = _EMPTY if eigenvalues is None else np.ascontiguousarray(
+            check_positive_array(eigenvalues, "eigenvalues", allow_zero=True).ravel())
+        self.t = _EMPTY if teacher_weights is None else np.ascontiguousarray(
+            check_real_array(teacher_weights, "teacher_weights", low=0.0).ravel())
+        if self.t.size != self.omega.size:
+            raise ValueError(f"teacher_weights must have one entry per entry of eigenvalues ({self.omega.size}), got "
+                             f"{self.t.size}")
         self.n_extra = 1 if self.omega.size == 0 else 3
         self.nfev = 0
 

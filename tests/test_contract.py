@@ -55,9 +55,6 @@ SEED = os.environ.get("CONTRACT_SEED", "0")
 #: sims.measure) whose array arguments their callers check; remove an entry once its callable keeps the contract
 #: (``-m contract_full`` then checks it).
 EXCEPTIONS: dict[str, str] = {
-    "cgmt.newton:Problem":
-        "finding: TypeError not naming it (complex, datetime64, list, object); ValueError not naming it "
-        "(blank, strings)",
     "cgmt.quadrature:gaussian_rule":
         "finding: OverflowError (-inf, inf); UFuncTypeError (datetime64); ZeroDivisionError (zero); TypeError"
         " not naming it (blank, complex, datetime64, duplicated, float, list, nan, object, string); "
@@ -71,20 +68,6 @@ EXCEPTIONS: dict[str, str] = {
     "empirical.llm.steering_settings:sweep_settings":
         "finding: TypeError not naming it (complex, datetime64, float, object); ValueError not naming it "
         "(blank, duplicated, mapping, nan)",
-    "empirical.probes.base:orient_to_positive_class":
-        "finding: IndexError (bool, complex, empty, huge, inf, masked, nan, negative, zero); UFuncTypeError "
-        "(blank, datetime64, strings); TypeError not naming it (blank, object); ValueError not naming it "
-        "(blank, bool, complex, datetime64, empty, huge, inf, masked, nan, negative, object, scalar, strings,"
-        " zero)",
-    "empirical.probes.real_embedding:estimate_kappa":
-        "finding: ZeroDivisionError (zero); TypeError not naming it (complex, datetime64, list, object); "
-        "ValueError not naming it (-inf, blank, bool, complex, datetime64, huge, inf, list, nan, negative, "
-        "object, string, zero)",
-    "empirical.probes.spectral_evaluation:evaluate_split":
-        "finding: UFuncTypeError (datetime64); no answer in 10 s (huge); TypeError not naming it (1e300, 2.5,"
-        " blank, bool, complex, datetime64, float, huge, inf, list, masked, nan, negative, object, scalar, "
-        "string, strings, zero); ValueError not naming it (1e300, 2.5, blank, bool, complex, datetime64, "
-        "duplicated, empty, huge, mapping, nan, negative, object, string, zero)",
     "empirical.probes.spectral_prediction:estimate_pool_model":
         "finding: IndexError (scalar); no answer in 10 s (datetime64); ValueError not naming it (1e300, 2.5, "
         "blank, bool, complex, datetime64, empty, huge, inf, masked, nan, negative, object, string, strings, "
