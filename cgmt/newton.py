@@ -25,8 +25,7 @@ import numpy as np
 from numba import njit
 
 from .equations import problem_res_jac_y, quadrature_rule
-from .validation import (check_delta, check_kappa, check_lam, check_positive_array, check_quad_order,
-                         check_real_array)
+from .validation import check_delta, check_kappa, check_lam, check_positive_array, check_quad_order, check_real_array
 
 __all__ = ["Problem", "damped_newton", "march_lambda", "continuation", "improves", "DEFAULT_TOL", "DEFAULT_MAXITER",
            "PATH_TOL", "POLISH_TOL", "POLISH_STEPS", "ARMIJO", "MAX_BACKTRACKS", "TRUST_LOG", "DIRECT_TRIES"]
