@@ -12,8 +12,8 @@ import contextlib
 import numpy as np
 from sklearn.model_selection import train_test_split
 
-__all__ = ["error_context", "as_real_array", "check_matrix", "check_random_state", "MAX_SEED", "check_magnitude",
-           "check_varying", "check_binary_labels", "check_signed_labels", "check_grid",
+__all__ = ["error_context", "as_real_array", "check_vector", "check_matrix", "check_random_state", "MAX_SEED",
+           "check_magnitude", "check_varying", "check_binary_labels", "check_signed_labels", "check_grid",
            "check_min_per_class", "stratified_split", "standardize_stats", "safe_norm", "unit_vector",
            "MAX_MAGNITUDE", "MIN_MAGNITUDE", "C_MIN", "C_MAX", "TOL_MAX"]
 
@@ -83,6 +83,49 @@ def as_real_array(X, name: str = "X"):
         raise ValueError(f"{name} must be real: Complex data not supported (converting it would drop the imaginary "
                          "part); pass its .real or .imag explicitly")
     return X
+
+
+def check_vector(v, name: str, size: int | None = None) -> np.ndarray:
+    """A finite, non-empty, 1-D float64 array from ``v`` (a column ``(n, 1)`` is flattened); ``ValueError``
+    naming ``name`` otherwise.
+
+    Parameters
+    ----------
+    v : array-like of shape (n,)
+        The values to check.
+    name : str
+        The argument's name, used in messages.
+    size : int, optional
+        Required length.
+
+    Returns
+    -------
+    ndarray (n,), float64
+        The values.
+
+    Examples
+    --------
+    >>> check_vector([1, 2], "mass").tolist()
+    [1.0, 2.0]
+    >>> check_vector(["a"], "mass")
+    Traceback (most recent call last):
+    ...
+    ValueError: mass must be a vector of real numbers, got list
+    """
+    v = as_real_array(v, name)
+    try:
+        values = np.asarray(v, dtype=np.float64)
+    except (TypeError, ValueError):
+        raise ValueError(f"{name} must be a vector of real numbers, got {type(v).__name__}") from None
+    if values.ndim == 2 and values.shape[1] == 1:
+        values = values[:, 0]
+    if values.ndim != 1 or values.size == 0:
+        raise ValueError(f"{name} must be a non-empty 1-D vector, got shape {values.shape}")
+    if size is not None and values.size != size:
+        raise ValueError(f"{name} must have {size} entries, got {values.size} (mismatched lengths)")
+    if not np.all(np.isfinite(values)):
+        raise ValueError(f"{name} must be finite, got NaN or infinite values")
+    return values
 
 
 def check_matrix(X, name: str = "X", n_rows: int | None = None) -> np.ndarray:

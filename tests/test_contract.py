@@ -59,8 +59,6 @@ EXCEPTIONS: dict[str, str] = {
         "finding: OverflowError (-inf, inf); UFuncTypeError (datetime64); ZeroDivisionError (zero); TypeError"
         " not naming it (blank, complex, datetime64, duplicated, float, list, nan, object, string); "
         "ValueError not naming it (blank, huge, mapping, nan)",
-    "empirical.llm.answer_readout:read_out_validity":
-        "finding: TypeError not naming it (object); ValueError not naming it (blank, strings)",
     "empirical.llm.steering_cost:estimate_seconds":
         "finding: IndexError (datetime64); KeyError (blank, duplicated, mapping, nan, nan value); "
         "UFuncTypeError (datetime64); TypeError not naming it (blank, complex, datetime64, float, list, "
@@ -72,10 +70,6 @@ EXCEPTIONS: dict[str, str] = {
         "finding: IndexError (scalar); no answer in 10 s (datetime64); ValueError not naming it (1e300, 2.5, "
         "blank, bool, complex, datetime64, empty, huge, inf, masked, nan, negative, object, string, strings, "
         "zero)",
-    "empirical.probes.structure:calibrate_scores":
-        "finding: LinAlgError not naming it (bool, complex, datetime64, empty, huge, inf, masked, nan, "
-        "negative, object, scalar, zero); UFuncTypeError (datetime64); TypeError not naming it (blank, "
-        "complex, list, object, string); ValueError not naming it (blank, strings)",
     "paper_figures.learning_curves:fixed_test_rows":
         "finding: UFuncTypeError (datetime64); ZeroDivisionError (empty); TypeError not naming it (blank, "
         "complex, object, string); ValueError not naming it (1e300, 2.5, blank, bool, complex, datetime64, "

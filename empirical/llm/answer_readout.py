@@ -24,6 +24,7 @@ import torch
 from scipy import stats
 from sklearn.metrics import roc_auc_score
 
+from ..validation import check_vector
 from .datasets import answer_pairs
 
 __all__ = ["ANSWER_STEM", "MIN_AUC", "MIN_MASS", "MAX_AUC_P", "MIN_MASS_STEM", "check_answer_words",
@@ -283,7 +284,9 @@ def read_out_validity(logodds, labels, mass) -> tuple:
     >>> read_out_validity([0.5, 0.6, 0.4, 0.5] * 10, [0, 1, 1, 0] * 10, [0.3] * 40)[3]
     False
     """
-    logodds, labels, mass = np.asarray(logodds, float), np.asarray(labels), np.asarray(mass, float)
+    logodds = check_vector(logodds, "logodds")
+    labels = check_vector(labels, "labels", size=logodds.size)
+    mass = check_vector(mass, "mass", size=logodds.size)
     mean_mass = float(mass.mean()) if mass.size else math.nan
     if len(np.unique(labels)) != 2:
         return math.nan, math.nan, mean_mass, False

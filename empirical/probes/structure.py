@@ -65,9 +65,9 @@ from sklearn.model_selection import StratifiedKFold
 from tqdm.auto import tqdm
 
 import cgmt
-from cgmt.validation import as_generator, check_int
+from cgmt.validation import as_generator, check_int, check_scalar
 
-from ..validation import as_real_array, check_binary_labels, check_grid, check_matrix
+from ..validation import as_real_array, check_binary_labels, check_grid, check_matrix, check_vector
 from .raptor import RaptorProbe
 
 __all__ = ["delta_sweep", "StructureResult", "predicted_accuracy", "calibrate_scores", "fixed_C", "fit_power_law",
@@ -339,7 +339,9 @@ def calibrate_scores(S, U, sigma_floor: float = 1e-3) -> tuple[float, float, flo
     >>> round(a, 6), round(abs(b), 6)
     (2.0, 0.0)
     """
-    S, U = np.asarray(S, float), np.asarray(U, float)
+    S = check_vector(S, "S")
+    U = check_vector(U, "U", size=S.size)
+    sigma_floor = check_scalar(sigma_floor, "sigma_floor", low=0.0)
     A = np.column_stack([U, np.ones_like(U)])
     (a, b), *_ = np.linalg.lstsq(A, S, rcond=None)
     resid = S - (a * U + b)
