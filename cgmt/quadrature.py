@@ -25,7 +25,7 @@ from functools import lru_cache
 import numpy as np
 from numba import njit
 
-from .validation import check_quad_order
+from .validation import check_quad_order, check_real_array, check_scalar
 
 __all__ = [
     "TRUNCATION",
@@ -40,6 +40,8 @@ __all__ = [
 
 TRUNCATION = 9.0
 MAX_PANEL = 1.5
+#: Largest truncation :func:`gaussian_rule` accepts (the N(0, 1) density at 40 is 1e-348: zero in float64).
+MAX_TRUNCATION = 40.0
 DEFAULT_ORDER = 10
 _INV_SQRT_2PI = 1.0 / math.sqrt(2.0 * math.pi)
 
@@ -245,11 +247,20 @@ def gaussian_rule(features=(), order=DEFAULT_ORDER, L=TRUNCATION, hmax=MAX_PANEL
     >>> round(float(w.sum()), 12), round(float(w @ z ** 2), 12)
     (1.0, 1.0)
     """
-    feats = list(features)
-    c = np.array([f[0] for f in feats], dtype=float)
-    w = np.array([max(float(f[1]), 1e-12) for f in feats], dtype=float)
+    try:
+        feats = check_real_array(list(features), "features")
+    except TypeError:
+        raise ValueError(f"features must be an iterable of (center, scale) pairs, got {features!r}"[:200]) from None
+    if feats.size and (feats.ndim != 2 or feats.shape[1] != 2):
+        raise ValueError(f"features must be (center, scale) pairs, got an array of shape {feats.shape}")
+    feats = feats.reshape(-1, 2)
+    L = check_scalar(L, "L", low=0.0, high=MAX_TRUNCATION, low_open=True)
+    hmax = check_scalar(hmax, "hmax", low=0.0, high=2 * MAX_TRUNCATION, low_open=True)
+    order = check_quad_order(order, "order")
+    c = feats[:, 0].copy()
+    w = np.maximum(feats[:, 1], 1e-12)
     buf = np.empty(edge_capacity(len(feats), 2 * L))
-    ne = build_edges(-float(L), float(L), float(hmax), c, w, buf)
+    ne = build_edges(-L, L, hmax, c, w, buf)
     xg, wg = gauss_legendre(order)
     nodes = np.empty((ne - 1) * len(xg))
     weights = np.empty_like(nodes)

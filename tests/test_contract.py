@@ -55,10 +55,6 @@ SEED = os.environ.get("CONTRACT_SEED", "0")
 #: sims.measure) whose array arguments their callers check; remove an entry once its callable keeps the contract
 #: (``-m contract_full`` then checks it).
 EXCEPTIONS: dict[str, str] = {
-    "cgmt.quadrature:gaussian_rule":
-        "finding: OverflowError (-inf, inf); UFuncTypeError (datetime64); ZeroDivisionError (zero); TypeError"
-        " not naming it (blank, complex, datetime64, duplicated, float, list, nan, object, string); "
-        "ValueError not naming it (blank, huge, mapping, nan)",
     "empirical.llm.steering_cost:estimate_seconds":
         "finding: IndexError (datetime64); KeyError (blank, duplicated, mapping, nan, nan value); "
         "UFuncTypeError (datetime64); TypeError not naming it (blank, complex, datetime64, float, list, "
