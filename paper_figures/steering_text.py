@@ -283,7 +283,8 @@ def plot(table: pd.DataFrame, out):
     naming the kind, layer choice and positions within the method; vertical bars are the concept-specific
     shift's per-prompt 95 % interval, horizontal bars the perplexity ratio's (tables that have it). Points that
     fail a gate on the report half (answer mass, perplexity ratio > 1.5 or distinct-2) are drawn hollow and faded
-    in their method's colour and annotated "gated" (:func:`plot_points`).
+    in their method's colour and annotated "gated" (:func:`plot_points`); points without a perplexity ratio (no
+    continuation measured) cannot be placed and are counted in the panel instead.
 
     Parameters
     ----------
@@ -334,6 +335,10 @@ def plot(table: pd.DataFrame, out):
             ax.grid(alpha=0.3)
             if not len(d):
                 ax.text(0.5, 0.5, "no operating point", transform=ax.transAxes, ha="center", color="0.5")
+            unplaced = int(d["perplexity_ratio"].isna().sum())
+            if unplaced:  # no continuation measured (no x position): said, not silently dropped
+                ax.text(0.02, 0.97, f"{unplaced} point(s) without generated text not shown", fontsize=7,
+                        transform=ax.transAxes, va="top", color=GATED_COLOR)
         axes[i, 0].set_ylabel("concept-specific shift of the\nanswer log-odds (95 % CI over prompts)")
     if points["gated"].any():
         handles["hollow, 'gated': fails a gate on the report half"] = Line2D(
