@@ -261,8 +261,11 @@ def plot_structure(out):
 
 
 def plot_all(out) -> list:
-    """Every empirical figure whose tables exist; returns the written PNG paths."""
+    """Every empirical figure whose tables exist (with ``steering_text.png``: :func:`paper_figures.steering_text.redraw`);
+    returns the written PNG paths."""
+    from .steering_text import redraw as plot_steering_text
+
     out = Path(out)
     made = [f(out) for f in (plot_layerwise, plot_accuracy_differences, plot_cost, plot_stability, plot_steering,
-                             plot_structure)]
+                             plot_structure, plot_steering_text)]
     return [p for p in made if p is not None]

@@ -42,8 +42,10 @@ FIGURES = (
     ("steering_text", "Steering measured by the model's answer",
      "Concept-specific shift of the answer log-odds (the steered shift minus that of random directions of the same "
      "|alpha| per layer and position) against the perplexity ratio of generated text, on the held-out report half, "
-     "one curve per method, kind, layer choice and edited positions over the strengths that passed the gates on the "
-     "selection half; upper left is best (docs/steering.md). The table lists each group's operating point chosen on "
+     "towards and away in separate panels: one point per operating point that passed the gates on the selection "
+     "half, coloured by method, its marker naming kind, layer choice and edited positions; bars are 95 % intervals "
+     "over prompts; hollow grey points fail a gate (answer mass, perplexity ratio, distinct-2) on the report half; "
+     "upper left is best (docs/steering.md). The table lists each group's operating point chosen on "
      "the selection half and measured on the report half."),
     ("structure_scatter", "The delta-sweep structure predictor",
      "Predicted accuracy (from the labelled pool: its labels train the oracle) against true test accuracy "

@@ -10,7 +10,7 @@ shifts: :func:`default_table`), ``tables/steering_text_null.csv`` (the per-draw 
 every row, the directions-as-unit test: ``dataset, method, setting, direction, half, stream, draw, sign, shift``,
 :data:`empirical.llm.steering_eval.NULL_COLUMNS`; per dataset ``steering_text_null_<dataset>.csv``),
 ``tables/steering_text_timing.csv`` and ``figures/steering_text.png`` (concept-specific shift vs perplexity ratio,
-one curve per method). Resumable per dataset.
+report half, towards and away apart: :func:`plot`). Resumable per dataset.
 """
 from __future__ import annotations
 
@@ -30,13 +30,16 @@ from .verdicts import holm
 DATASETS = ("stsa", "cities", "common", "counterfact", "hateeval", "sarcasm", "coinflip")
 METHODS = ("RAPTOR", "DiffMeans", "GCS", "xRFM")
 #: The full run: 100 held-out prompts (50 per class; selection and report halves of 50), 64 generation prompts of
-#: 32 new tokens, the two best screened settings per method and direction go to stage 2, where RAPTOR's best
-#: one is also measured at prompt and at all positions (the baselines at the answer positions: docs/steering.md);
-#: 100 null directions (50 antithetic pairs, the report half's stream) for the tested point of each method and
-#: direction (the rank test), 10 (``N_RANDOM_SELECTION``) as the random control everywhere else.
+#: 32 new tokens (32 greedy continuations per half, the fluency and repetition gates' sample), the best screened
+#: setting per method and direction goes to stage 2 (``n_candidates`` = 1), every setting at the answer positions
+#: (no prompt / all-position twins: a twin that is the tested point re-runs the prompt for each of its 100 null
+#: directions, 76 of the 190 minutes the timing model gave the earlier design, docs/steering.md, Cost); 100 null
+#: directions (50 antithetic pairs, the report half's stream) for the tested point of each method and direction (the
+#: rank test), 10 (``N_RANDOM_SELECTION``) as the random control everywhere else. Upper bound of the timing model:
+#: :func:`full_run_seconds` (<= 60 min on two cores, a test).
 FULL = dict(datasets=DATASETS, methods=METHODS, n_prompts=100, n_generate=64, max_new_tokens=32, gcs_probes=100,
             n_random=100, n_random_selection=10,
-            n_candidates=2, stage2_positions=("prompt", "all"), twin_methods=("RAPTOR",))
+            n_candidates=1, stage2_positions=(), twin_methods=())
 #: ``--quick``: a look at the pipeline, not a measurement (one dataset, RAPTOR, 8 prompts, every stage; 40 null
 #: directions for the tested points, the least whose rank p can reach 0.025; 4 as the control).
 QUICK = dict(datasets=("stsa",), methods=("RAPTOR",), n_prompts=8, n_generate=2, max_new_tokens=8, gcs_probes=20,
@@ -49,26 +52,86 @@ PROMPT_TOKENS = dict(stsa=55.0, cities=19.5, common=22.8, counterfact=19.4, hate
                      coinflip=89.3)
 
 
-def full_run_seconds(scale=None, measurable=None, tested_twins=True) -> float:
-    """The timing model's seconds for the section (:func:`empirical.llm.steering_cost.estimate_seconds`, an upper
-    bound: every dataset measurable unless ``measurable`` names those that are, every candidate passing, RAPTOR's
-    tested point a prompt / all-position twin unless ``tested_twins`` is False)."""
+#: The datasets whose answer read-out passed the validity test (Holm over the 7) in the committed run
+#: (``docs/results/tables/steering_text_summary.csv``, a test checks it): the others stop after the unsteered
+#: read-out, which is what :func:`full_run_seconds` assumes by default.
+MEASURABLE = ("stsa", "sarcasm")
+
+
+def stage_seconds(scale=None, measurable=MEASURABLE, tested_twins=True) -> dict:
+    """The timing model's seconds for the section per stage, summed over the scale's datasets
+    (:func:`empirical.llm.steering_cost.estimate_seconds`, an upper bound: every candidate passing every gate, the
+    concept vectors fitted rather than loaded, RAPTOR's tested point a prompt / all-position twin where the scale
+    has twins unless ``tested_twins`` is False).
+
+    Parameters
+    ----------
+    scale : dict, optional
+        :data:`FULL` (default) or :data:`QUICK`, or a dict with their keys.
+    measurable : sequence of str or None
+        The datasets whose read-out is valid (they run every stage; the others only the validity read-out);
+        default :data:`MEASURABLE`, None: every dataset.
+    tested_twins : bool
+        As for :func:`empirical.llm.steering_cost.estimate_seconds`.
+
+    Returns
+    -------
+    dict
+        Seconds on two idle cores (:data:`empirical.llm.steering_cost.COST_SECONDS`) per stage and ``total``.
+    """
     from empirical.llm.steering_cost import estimate_seconds
 
     scale = scale or FULL
+    if not isinstance(tested_twins, bool):
+        raise TypeError(f"tested_twins must be a bool, got {tested_twins!r}")
+    unknown = sorted(set(measurable or ()) - set(PROMPT_TOKENS)) if not isinstance(measurable, str) else [measurable]
+    if unknown:
+        raise ValueError(f"measurable must be a sequence of known dataset names {sorted(PROMPT_TOKENS)}, "
+                         f"got {unknown}")
     grid = settings(scale is QUICK)
     n_settings = sum(len([s for s in grid if m != "xRFM" or s.kind == "additive"]) for m in scale["methods"])
-    total = 0.0
+    out = {}
     for name in scale["datasets"]:
-        total += estimate_seconds(
+        one = estimate_seconds(
             n_prompts=scale["n_prompts"], prompt_tokens=PROMPT_TOKENS[name], n_settings=n_settings,
             methods=scale["methods"], n_candidates=scale["n_candidates"],
             n_twin_positions=len(scale["stage2_positions"]),
             n_generate=scale["n_generate"], max_new_tokens=scale["max_new_tokens"],
             twin_methods=scale["twin_methods"], n_random=scale["n_random"],
             n_random_selection=scale["n_random_selection"], tested_twins=tested_twins,
-            measurable=measurable is None or name in measurable)["total"]
-    return total
+            measurable=measurable is None or name in measurable)
+        for stage, seconds in one.items():
+            out[stage] = out.get(stage, 0.0) + seconds
+    return out
+
+
+def full_run_seconds(scale=None, measurable=MEASURABLE, tested_twins=True) -> float:
+    """The timing model's seconds for the whole section (``total`` of :func:`stage_seconds`, same parameters): the
+    upper bound ``paper_figures.__main__.SECTION_SECONDS["steering_text"]`` is computed from."""
+    return stage_seconds(scale, measurable, tested_twins)["total"]
+
+
+#: The design before the 60-minute limit (issue 36): two candidates per method and direction, RAPTOR's best with
+#: prompt and all-position twins (the timing model's comparison row in :func:`cost_block`).
+EARLIER = dict(FULL, n_candidates=2, stage2_positions=("prompt", "all"), twin_methods=("RAPTOR",))
+COST_START, COST_END = "<!-- steering-cost:start -->", "<!-- steering-cost:end -->"
+
+
+def cost_block() -> str:
+    """The timing model's table of docs/steering.md (between :data:`COST_START` and :data:`COST_END`; a test
+    checks that the document holds this text): minutes per stage, summed over the datasets, for :data:`FULL` and
+    :data:`EARLIER` with :data:`MEASURABLE` read-outs valid, and for :data:`FULL` with every read-out valid."""
+    stages = ("validity", "fit", "screen", "candidate", "generate", "report", "null")
+    runs = [("full (this design), " + " + ".join(MEASURABLE) + " measurable", stage_seconds(FULL)),
+            ("earlier design (2 candidates, RAPTOR twins tested)", stage_seconds(EARLIER)),
+            ("earlier design, tested points at the answer positions", stage_seconds(EARLIER, tested_twins=False)),
+            ("full (this design), every dataset measurable", stage_seconds(FULL, measurable=None))]
+    lines = [COST_START, "| run (timing model, minutes on 2 cores, upper bound) | " + " | ".join(stages) + " | total |",
+             "|---" * (len(stages) + 2) + "|"]
+    for label, sec in runs:
+        lines.append(f"| {label} | " + " | ".join(f"{sec.get(s, 0.0) / 60:.1f}" for s in stages)
+                     + f" | **{sec['total'] / 60:.1f}** |")
+    return "\n".join(lines + [COST_END])
 
 
 def settings(quick: bool = False) -> list:
@@ -171,41 +234,130 @@ def timing(table: pd.DataFrame) -> pd.DataFrame:
     return per
 
 
-def plot(table: pd.DataFrame, out):
-    """Concept-specific shift vs perplexity ratio on the report half (the settings that passed both gates on the
-    selection half; towards and away averaged), one curve per method, kind, layer choice and positions over the
-    strengths."""
-    import matplotlib.pyplot as plt
+#: Marker of each (kind, layer choice, positions) series of a method in :func:`plot` (the colour is the method's).
+MARKERS = ("o", "s", "D", "^", "v", "P", "X", "*", "<", ">")
+#: Colour of the legend entry of the points that fail a gate on the report half (each such point is drawn hollow in
+#: its method's colour, faded, and annotated "gated", so that the method can still be told).
+GATED_COLOR = "0.55"
 
-    report = table[(table.half == "report") & table.measurable.astype(bool)]
-    names = list(dict.fromkeys(report.dataset)) or ["none measurable"]
-    fig, axes = plt.subplots(1, len(names), figsize=(5.2 * len(names), 4.4), squeeze=False)
-    for ax, name in zip(axes[0], names):
-        d = report[report.dataset == name]
-        mean = d.groupby(["method", "kind", "layer_choice", "positions", "strength"], as_index=False)[
-            ["concept_specific_shift", "perplexity_ratio"]].mean()
-        for (method, kind, layers, positions), g in mean.groupby(["method", "kind", "layer_choice", "positions"]):
-            g = g.sort_values("strength")
-            style = dict(color=method_color(method), marker="o" if kind == "additive" else "^",
-                         ls={"answer": "-", "prompt": ":", "all": "--"}.get(positions, "-"))
-            ax.plot(g.perplexity_ratio, g.concept_specific_shift, label=f"{method} {kind} {layers} {positions}", ms=4,
-                    **style)
-        ax.axhline(0, color="0.6", lw=0.8)
-        ax.axvline(1.5, color="0.6", lw=0.8, ls="--")
-        ax.set_title(name, fontsize=11)
-        ax.set_xlabel("perplexity ratio, steered / unsteered (gate 1.5)")
-        ax.grid(alpha=0.3)
-    axes[0, 0].set_ylabel("concept-specific shift of the answer log-odds\n(concept - random direction)")
+
+def plot_points(table: pd.DataFrame) -> pd.DataFrame:
+    """The points of :func:`plot`: the report-half rows of the measurable datasets, one per method, setting and
+    direction, with their series label (``method kind layers positions``), their marker and whether they pass every
+    gate on the report half (``gated`` = True when the answer mass, the perplexity ratio or distinct-2 fails:
+    :func:`empirical.llm.steering_eval.passes_gates`).
+
+    Parameters
+    ----------
+    table : pandas.DataFrame
+        Metric rows of one or more datasets (``steering_text_<dataset>.csv``).
+
+    Returns
+    -------
+    pandas.DataFrame
+        The report-half rows with ``series``, ``marker`` and ``gated`` added.
+    """
+    from empirical.llm.steering_eval import passes_gates
+
+    required = {"dataset", "method", "kind", "layer_choice", "positions", "direction", "half", "measurable",
+                "concept_specific_shift", "perplexity_ratio", "answer_mass_steered", "answer_mass_unsteered"}
+    missing = sorted(required - set(table.columns))
+    if missing:
+        raise ValueError(f"table lacks the columns {missing} of steer_metrics.csv")
+    report = table[(table["half"] == "report") & table["measurable"].astype(bool)].copy()
+    report["series"] = (report["method"] + " " + report["kind"] + " " + report["layer_choice"].astype(str) + " "
+                        + report["positions"])
+    markers = {}
+    for method, series in report.groupby("method", sort=False)["series"]:
+        for i, name in enumerate(dict.fromkeys(series)):
+            markers[name] = MARKERS[i % len(MARKERS)]
+    report["marker"] = report["series"].map(markers)
+    report["gated"] = ~passes_gates(report).to_numpy(dtype=bool)
+    return report
+
+
+def plot(table: pd.DataFrame, out):
+    """Concept-specific shift against perplexity ratio on the report half: one row of panels per measurable
+    dataset, one column per direction (towards, away). Each point is an operating point (a setting that passed
+    the gates on the selection half), coloured by method (:func:`paper_figures.style.method_color`), its marker
+    naming the kind, layer choice and positions within the method; vertical bars are the concept-specific
+    shift's per-prompt 95 % interval, horizontal bars the perplexity ratio's (tables that have it). Points that
+    fail a gate on the report half (answer mass, perplexity ratio > 1.5 or distinct-2) are drawn hollow and faded
+    in their method's colour and annotated "gated" (:func:`plot_points`); points without a perplexity ratio (no
+    continuation measured) cannot be placed and are counted in the panel instead.
+
+    Parameters
+    ----------
+    table : pandas.DataFrame
+        Metric rows of one or more datasets (the columns :func:`plot_points` needs).
+    out : str or pathlib.Path
+        Output directory (the figure goes to ``figures/steering_text.png``).
+
+    Returns
+    -------
+    pathlib.Path
+        The PNG written (:func:`paper_figures.output.save_figure`).
+    """
+    import matplotlib.pyplot as plt
+    from matplotlib.lines import Line2D
+
+    from empirical.llm.steering_eval import PERPLEXITY_GATE
+
+    points = plot_points(table)
+    names = list(dict.fromkeys(points["dataset"])) or ["none measurable"]
+    directions = ("towards", "away")
+    fig, axes = plt.subplots(len(names), 2, figsize=(10.4, 3.9 * len(names)), squeeze=False, sharey="row")
+    order = {m: i for i, m in enumerate(METHODS)}
+    points = points.sort_values("method", key=lambda m: m.map(order).fillna(len(order)), kind="stable")
     handles = {}
-    for ax in axes[0]:  # one legend for every panel: a curve may exist on one dataset only
-        for handle, label in zip(*ax.get_legend_handles_labels()):
-            handles.setdefault(label, handle)
+    for i, name in enumerate(names):
+        for j, direction in enumerate(directions):
+            ax = axes[i, j]
+            d = points[(points["dataset"] == name) & (points["direction"] == direction)]
+            for r in d.itertuples():
+                y, x = r.concept_specific_shift, r.perplexity_ratio
+                yerr = [[y - r.concept_specific_low], [r.concept_specific_high - y]] \
+                    if hasattr(r, "concept_specific_low") and pd.notna(r.concept_specific_low) else None
+                xerr = [[x - r.perplexity_ratio_low], [r.perplexity_ratio_high - x]] \
+                    if hasattr(r, "perplexity_ratio_low") and pd.notna(r.perplexity_ratio_low) else None
+                color = method_color(r.method)
+                ax.errorbar(x, y, yerr=yerr, xerr=xerr, fmt=r.marker, ms=7, color=color, ecolor=color, elinewidth=1,
+                            capsize=2, mfc="none" if r.gated else color, mec=color, mew=1.3,
+                            alpha=0.55 if r.gated else 1.0)
+                if r.gated:
+                    ax.annotate("gated", (x, y), xytext=(5, -9), textcoords="offset points", fontsize=6,
+                                color=GATED_COLOR)
+                handles.setdefault(r.series, Line2D([], [], ls="", marker=r.marker, ms=7, color=color))
+            ax.axhline(0, color="0.6", lw=0.8)
+            ax.axvline(PERPLEXITY_GATE, color="0.6", lw=0.8, ls="--")
+            ax.set_title(f"{name}, {direction}", fontsize=10)
+            ax.set_xlabel(f"perplexity ratio, steered / unsteered (gate {PERPLEXITY_GATE:g})")
+            ax.grid(alpha=0.3)
+            if not len(d):
+                ax.text(0.5, 0.5, "no operating point", transform=ax.transAxes, ha="center", color="0.5")
+            unplaced = int(d["perplexity_ratio"].isna().sum())
+            if unplaced:  # no continuation measured (no x position): said, not silently dropped
+                ax.text(0.02, 0.97, f"{unplaced} point(s) without generated text not shown", fontsize=7,
+                        transform=ax.transAxes, va="top", color=GATED_COLOR)
+        axes[i, 0].set_ylabel("concept-specific shift of the\nanswer log-odds (95 % CI over prompts)")
+    if points["gated"].any():
+        handles["hollow, 'gated': fails a gate on the report half"] = Line2D(
+            [], [], ls="", marker="o", ms=7, color=GATED_COLOR, mfc="none")
     if handles:
         fig.legend(list(handles.values()), list(handles), fontsize=7, loc="lower center",
-                   ncol=min(4, len(handles)), frameon=False)
-    fig.suptitle("Steering: answer log-odds beyond random directions vs fluency (upper left is best)", fontsize=11)
-    fig.tight_layout(rect=(0, 0.06 + 0.03 * ((len(handles) - 1) // 4), 1, 1))
+                   ncol=min(3, len(handles)), frameon=False)
+    fig.suptitle("Steering, report half: answer log-odds beyond random directions vs fluency (upper left is best)",
+                 fontsize=10)
+    fig.tight_layout(rect=(0, 0.04 + 0.035 * ((len(handles) + 2) // 3) / len(names), 1, 1))
     return save_figure(fig, out, "steering_text")
+
+
+def redraw(out):
+    """Redraw ``figures/steering_text.png`` from the saved per-dataset tables (``steering_text_<dataset>.csv`` of
+    :data:`DATASETS`; ``python -m paper_figures --results-only``). Returns the PNG's path, or None when no table
+    exists."""
+    tables = [t for t in (load_table(out, f"steering_text_{name}") for name in DATASETS) if t is not None]
+    return plot(pd.concat(tables, ignore_index=True), out) if tables else None
 
 
 def run(out, *, model="smollm2", data_dir=None, max_per_class=500, quick=False, progress=True, n_jobs=1, names=None):

@@ -202,7 +202,7 @@ METRIC_COLUMNS = [
     "answer_mass_unsteered", "answer_mass_steered", "random_control_shift", "random_control_se", "n_random",
     "concept_specific_shift", "concept_specific_se", "concept_specific_low", "concept_specific_high",
     "opposite_sign_shift", "kl_answer", "alpha_median", "alpha_max", "n_generated", "perplexity_unsteered",
-    "perplexity_steered", "perplexity_ratio", "perplexity_ratio_random", "distinct2_unsteered", "distinct2_steered",
+    "perplexity_steered", "perplexity_ratio", "perplexity_ratio_low", "perplexity_ratio_high", "perplexity_ratio_random", "distinct2_unsteered", "distinct2_steered",
     "distinct2_random", "vader_shift", "vader_se", "vader_random_shift",
     "auc_unsteered", "auc_p_value", "measurable", "stem", "null_rank", "null_p", "null_p_opposite", "null_mean",
     "null_sd", "null_stream"]
@@ -666,8 +666,11 @@ class _Measurement:
         if not sel.any():
             return dict(n_generated=0)
         ppl0, ppl1, ppl_r = (np.exp(x["nll"][sel]) for x in (u, s, r))
+        # the ratio of geometric means is exp of the mean per-prompt log ratio: its 95 % interval over prompts
+        low, high = np.exp(_t_interval(s["nll"][sel] - u["nll"][sel]))
         row = dict(n_generated=int(sel.sum()), perplexity_unsteered=_gmean(ppl0), perplexity_steered=_gmean(ppl1),
-                   perplexity_ratio=_gmean(ppl1) / _gmean(ppl0), perplexity_ratio_random=_gmean(ppl_r) / _gmean(ppl0),
+                   perplexity_ratio=_gmean(ppl1) / _gmean(ppl0), perplexity_ratio_low=float(low),
+                   perplexity_ratio_high=float(high), perplexity_ratio_random=_gmean(ppl_r) / _gmean(ppl0),
                    distinct2_unsteered=float(u["distinct2"][sel].mean()),
                    distinct2_steered=float(s["distinct2"][sel].mean()),
                    distinct2_random=float(r["distinct2"][sel].mean()))

@@ -1,0 +1,96 @@
+"""The steering_text section's design (issue 36, §1 and Time) and its figure (§6): the full scale keeps the
+issue's minimums inside the 60-minute timing bound, the cost table of docs/steering.md is the timing model's, and
+``steering_text.png`` separates towards from away, marks gated points and is redrawn from the saved tables."""
+from pathlib import Path
+
+import pandas as pd
+import pytest
+
+from empirical.llm import steering_eval as SE
+from paper_figures import steering_text as ST
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def test_full_scale_keeps_the_minimums_of_the_rank_test_and_the_gates():
+    full = ST.FULL
+    assert full["n_random"] >= 100 and full["n_random"] % 2 == 0  # antithetic report-half draws of the rank test
+    assert full["n_random_selection"] >= SE.MIN_CONTROL and full["n_random_selection"] % 2 == 0
+    # greedy continuations per half (the gates read the selection half's, the report rows the report half's)
+    assert full["n_generate"] // 2 >= 32
+    assert SE.NULL_STREAMS["selection"] != SE.NULL_STREAMS["report"]  # drawn afresh for the report half
+    assert set(ST.DATASETS) == set(ST.PROMPT_TOKENS)  # the Holm family of the validity test is every dataset
+
+
+def test_full_section_fits_an_hour_by_the_timing_model_and_main_uses_it():
+    from paper_figures.__main__ import SECTION_SECONDS
+
+    seconds = ST.full_run_seconds()
+    assert seconds <= 3600
+    assert SECTION_SECONDS["steering_text"] == round(seconds)
+    stages = ST.stage_seconds()
+    assert stages["total"] == pytest.approx(sum(v for k, v in stages.items() if k != "total"))
+    # the design it replaced was over the limit (the model is not trivially small)
+    assert ST.full_run_seconds(ST.EARLIER) > 3 * 3600 / 2
+    # every dataset through every stage costs more than the measurable two
+    assert ST.full_run_seconds(measurable=None) > seconds
+    with pytest.raises(ValueError, match="measurable"):
+        ST.full_run_seconds(measurable=("nope",))
+    with pytest.raises(ValueError, match="measurable"):
+        ST.full_run_seconds(measurable="stsa")
+
+
+def test_measurable_datasets_are_the_committed_runs():
+    summary = pd.read_csv(ROOT / "docs" / "results" / "tables" / "steering_text_summary.csv")
+    valid = summary.groupby("dataset")["measurable"].agg(lambda m: m.astype(str).eq("True").any())
+    assert set(valid[valid].index) == set(ST.MEASURABLE)
+
+
+def test_docs_cost_table_is_the_timing_models():
+    text = (ROOT / "docs" / "steering.md").read_text()
+    assert ST.cost_block() in text
+    assert f"{ST.full_run_seconds() / 60:.1f}" in ST.cost_block()
+    # the numbers the prose repeats are the model's too
+    assert f"margin of the bound ({ST.full_run_seconds() / 60:.1f} min" in text
+    assert f"gives {ST.full_run_seconds(dict(ST.FULL, n_random_selection=6)) / 60:.1f} min by the model" in text
+
+
+def _row(direction, method, setting, positions, shift, ratio, half="report", distinct=0.9, **kw):
+    return dict(dataset="stsa", method=method, setting=setting, kind="additive", layer_choice="best", strength=0.4,
+                positions=positions, direction=direction, half=half, n_prompts=50, concept_specific_shift=shift,
+                concept_specific_low=shift - 0.1, concept_specific_high=shift + 0.1, perplexity_ratio=ratio,
+                perplexity_ratio_low=ratio - 0.05, perplexity_ratio_high=ratio + 0.05, answer_mass_unsteered=0.2,
+                answer_mass_steered=0.2, distinct2_unsteered=0.9, distinct2_steered=distinct, measurable=True, **kw)
+
+
+def test_figure_points_separate_directions_mark_gated_and_tell_series_apart(tmp_path):
+    rows = [_row("towards", "RAPTOR", "a", "answer", 1.0, 1.1), _row("away", "RAPTOR", "a", "answer", 0.5, 1.2),
+            _row("towards", "RAPTOR", "b", "all", 2.0, 1.1), _row("towards", "DiffMeans", "a", "answer", 0.3, 1.9),
+            _row("away", "DiffMeans", "a", "answer", 0.3, 1.1, distinct=0.3),  # repetitive: fails distinct-2
+            _row("towards", "RAPTOR", "a", "answer", 9.0, 1.0, half="selection")]
+    table = pd.DataFrame(rows + [dict(rows[0], dataset="coinflip", measurable=False)])
+    points = ST.plot_points(table)
+    assert set(points["half"]) == {"report"} and set(points["dataset"]) == {"stsa"}
+    assert sorted(points["direction"]) == ["away", "away", "towards", "towards", "towards"]
+    gated = points.set_index(["method", "direction", "positions"])["gated"]
+    assert gated[("DiffMeans", "towards", "answer")] and gated[("DiffMeans", "away", "answer")]
+    assert not gated[("RAPTOR", "towards", "answer")] and not gated[("RAPTOR", "away", "answer")]
+    raptor = points[points["method"] == "RAPTOR"].drop_duplicates("series")
+    assert raptor["marker"].nunique() == len(raptor) == 2  # answer vs all positions: different markers
+    with pytest.raises(ValueError, match="perplexity_ratio"):
+        ST.plot_points(table.drop(columns=["perplexity_ratio"]))
+
+    import matplotlib
+    matplotlib.use("Agg")
+    path = ST.plot(table, tmp_path)
+    assert path.is_file() and path.stat().st_size > 10_000
+
+
+def test_results_only_redraw_covers_the_steering_text_figure(tmp_path):
+    from paper_figures import empirical_plots
+    from paper_figures.output import save_table
+
+    assert ST.redraw(tmp_path) is None  # no table, no figure
+    save_table(pd.DataFrame([_row("towards", "RAPTOR", "a", "answer", 1.0, 1.1)]), tmp_path, "steering_text_stsa")
+    made = empirical_plots.plot_all(tmp_path)
+    assert tmp_path / "figures" / "steering_text.png" in [Path(p) for p in made]
