@@ -15,7 +15,8 @@ datasets, every fourth layer, the best layer on five split seeds; the evaluation
 docs/steering.md), ``learning_curves`` (accuracy at 2-8x more labels predicted from pools of 200-800 labels, the
 spectral theory against a power-law learning curve and "no gain", docs/learning_curves.md).
 Default: every section but ``steering_text`` (under an hour on two cores after the empirical section, by its
-timing model's upper bound ``SECTION_SECONDS["steering_text"]``: docs/steering.md, Cost) and ``learning_curves`` (extractions at the Concept-Depth sizes, hours of fits); add them with ``--only``.
+timing model's upper bound ``SECTION_SECONDS["steering_text"]``: docs/steering.md, Cost) and
+``learning_curves`` (extractions at the Concept-Depth sizes, hours of fits); add them with ``--only``.
 Outputs: ``OUT/RESULTS.md`` (the paper's claims checked, with 95 % intervals, and every figure explained),
 ``OUT/figures/*.png|pdf``, ``OUT/tables/*.csv|md`` (the numbers behind every figure) and an index
 ``OUT/README.md``.  Hidden states are cached (see ``empirical.llm.extract``) and every step's table is saved
@@ -55,7 +56,8 @@ from .results import write_results
 
 SECTIONS = ("theory", "stability", "empirical", "spectral", "steering_text", "learning_curves")
 #: What a plain ``python -m paper_figures`` runs (``steering_text`` takes up to ``SECTION_SECONDS["steering_text"]``
-#: more on two cores (its timing model: docs/steering.md), ``learning_curves`` needs the large extractions; ask for them with ``--only``).
+#: more on two cores (its timing model: docs/steering.md), ``learning_curves`` needs the large extractions; ask for
+#: them with ``--only``).
 DEFAULT_SECTIONS = ("theory", "stability", "empirical", "spectral")
 #: Expected seconds of the sections other than ``empirical`` on two cores (the progress ETA; ``steering_text``:
 #: computed by ``paper_figures.steering_text.full_run_seconds()``, the timing model's upper bound).

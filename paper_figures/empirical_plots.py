@@ -261,8 +261,8 @@ def plot_structure(out):
 
 
 def plot_all(out) -> list:
-    """Every empirical figure whose tables exist (with ``steering_text.png``: :func:`paper_figures.steering_text.redraw`);
-    returns the written PNG paths."""
+    """Every empirical figure whose tables exist (with ``steering_text.png``:
+    :func:`paper_figures.steering_text.redraw`); returns the written PNG paths."""
     from .steering_text import redraw as plot_steering_text
 
     out = Path(out)

@@ -202,7 +202,8 @@ METRIC_COLUMNS = [
     "answer_mass_unsteered", "answer_mass_steered", "random_control_shift", "random_control_se", "n_random",
     "concept_specific_shift", "concept_specific_se", "concept_specific_low", "concept_specific_high",
     "opposite_sign_shift", "kl_answer", "alpha_median", "alpha_max", "n_generated", "perplexity_unsteered",
-    "perplexity_steered", "perplexity_ratio", "perplexity_ratio_low", "perplexity_ratio_high", "perplexity_ratio_random", "distinct2_unsteered", "distinct2_steered",
+    "perplexity_steered", "perplexity_ratio", "perplexity_ratio_low", "perplexity_ratio_high",
+    "perplexity_ratio_random", "distinct2_unsteered", "distinct2_steered",
     "distinct2_random", "vader_shift", "vader_se", "vader_random_shift",
     "auc_unsteered", "auc_p_value", "measurable", "stem", "null_rank", "null_p", "null_p_opposite", "null_mean",
     "null_sd", "null_stream"]
