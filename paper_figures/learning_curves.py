@@ -13,14 +13,18 @@ set is fixed per dataset: ``TEST_ROWS`` stratified rows (Counterfact: the test p
 :func:`empirical.probes.grouped_split` by subject, 20 %, so no subject is on both sides), at least 800 rows, so the
 truth's standard error is <= 0.017.  A pool is drawn stratified from the other rows; the training set at n = k x pool
 is the pool plus n - pool further rows of a random order of the other rows (nested), so the truth at every target
-extends the same pool.  The truth is the best test accuracy over the C grid ``PLAN_CS`` of a probe fitted on the
-train-standardized rows (the quantity predicted).  Targets that need more rows than the dataset has outside its test
+extends the same pool.  The truth (primary) is what a user gets: the test accuracy of the probe refitted on the n
+training rows at the C that a stratified validation split of them (``VAL_FRACTION``, RAPTOR's) selects on the grid
+``PLAN_CS`` (:func:`truth_accuracies`); the best test accuracy over the grid (the test-best C, optimistic) is kept as
+the secondary truth ``truth_test_best``.  The predictors predict the best-C accuracy (the theory's maximum over the
+grid); they are scored against both truths, the primary one first.  Targets that need more rows than the dataset has outside its test
 set are skipped (STSA and Counterfact at 8 x 800; Cities at most pools and multiples), and the table says how many
 settings each cell has.  The intervals include the binomial noise of the test set (``n_test``), so their coverage of
 the measured accuracy is what a 90 % interval promises.
 
 Outputs: ``tables/learning_curves.csv|md`` (per dataset, pool size, multiple and method: ``mae``, ``bias``,
-``coverage`` of the 90 % interval, ``settings``, and the best-layer agreement: ``best_layer_within_1pt``, the share
+``coverage`` of the 90 % interval against the primary truth, the same against the test-best one (``*_test_best``),
+``selection_gap``, ``settings``, and the best-layer agreement: ``best_layer_within_1pt``, the share
 of pool draws whose predicted best layer is within 0.01 of the true best layer's accuracy, and ``best_layer_regret``,
 its mean accuracy shortfall) and ``figures/learning_curves.png|pdf`` (MAE against the multiple, one panel per
 dataset, pool of 400 or the middle pool size run).  Every evaluation of a (dataset, layer, pool, draw) is saved as it
@@ -48,14 +52,14 @@ from empirical.probes.layers import grouped_split  # noqa: E402
 from empirical.probes.learning_curves import PLAN_CS, no_gain_curve, power_law_curve, predict_learning_curve  # noqa: E402
 from empirical.probes.spectral_prediction import estimate_pool_models  # noqa: E402
 from empirical.probes.structure import stratified_subsample  # noqa: E402
-from empirical.validation import standardize_stats, stratified_split  # noqa: E402
+from empirical.validation import check_grid, standardize_stats, stratified_split  # noqa: E402
 
 from .output import save_figure, save_table  # noqa: E402
 from .style import series_color  # noqa: E402
 from .verdicts import mean_interval  # noqa: E402
 
 __all__ = ["run", "load_hidden", "fixed_test_rows", "evaluate_setting", "summary_table", "by_draw_table",
-           "plot_summary", "DATASETS", "POOLS", "DRAWS", "MULTIPLES", "LAYER_STEP", "TEST_ROWS", "TEACHERS", "QUICK",
+           "plot_summary", "truth_accuracies", "DATASETS", "POOLS", "DRAWS", "MULTIPLES", "LAYER_STEP", "TEST_ROWS", "TEACHERS", "QUICK",
            "LEVEL", "SCALES", "GOAL_POOL", "GOAL_MULTIPLE"]
 
 DATASETS = ("common", "hateeval", "sarcasm", "counterfact", "stsa", "cities")
@@ -141,11 +145,65 @@ def fixed_test_rows(y, groups=None, n_test=TEST_ROWS, seed=0) -> np.ndarray:
     return stratified_split(y, fraction, seed, where=("pool", "test"))[1]
 
 
-def _best_C_accuracy(H, y, train, test, Cs):
+#: share of a training set held out to select C for the truth (RAPTOR's default ``val_fraction``)
+VAL_FRACTION = 0.2
+
+
+def _path_accuracy(H, y, train, test, Cs):
+    """Test accuracy along ``Cs`` (in the order given) of probes fitted on the train-standardized ``train`` rows."""
     mu, s = standardize_stats(H[train])
     order = np.argsort(Cs)
-    return float(np.max(logistic_path((H[train] - mu) / s, y[train], (H[test] - mu) / s, y[test], Cs[order],
-                                      certify=False).val_accuracy))
+    acc = np.empty(len(Cs))
+    acc[order] = logistic_path((H[train] - mu) / s, y[train], (H[test] - mu) / s, y[test], Cs[order],
+                               certify=False).val_accuracy
+    return acc
+
+
+def truth_accuracies(H, y, train, test, Cs=PLAN_CS, seed=0) -> dict:
+    """The measured test accuracy of a probe trained on ``train``: at the validation-selected C (what a user of
+    RAPTOR gets, the primary truth) and at the test-best C (optimistic, secondary).
+
+    The selection is RAPTOR's: a stratified ``VAL_FRACTION`` of the training rows is held out, the probe is fitted
+    on the rest along ``Cs`` (train-standardized), the C with the best validation accuracy is chosen (ties: the
+    most regularized, :func:`empirical.probes.raptor.select_C`), and the probe refitted on every training row at
+    that C is tested on ``test``.
+
+    Parameters
+    ----------
+    H : ndarray (n, p)
+        One layer's hidden states (all rows).
+    y : array (n,)
+        Labels in {-1, +1}.
+    train, test : array of int
+        Training rows (at least 2 per class in the validation part) and test rows.
+    Cs : array of float
+        The C grid (scikit-learn convention on standardized features).
+    seed : int
+        Seed of the validation split.
+
+    Returns
+    -------
+    dict
+        ``truth`` (test accuracy at the validation-selected C), ``truth_test_best`` (best test accuracy over
+        ``Cs``) and ``C_selected``.
+
+    Examples
+    --------
+    >>> rng = np.random.default_rng(0)
+    >>> y = np.tile([-1.0, 1.0], 200)
+    >>> H = rng.standard_normal((400, 5)) + np.outer(y, [1, 0, 0, 0, 0])
+    >>> t = truth_accuracies(H, y, np.arange(300), np.arange(300, 400))
+    >>> bool(0.5 < t["truth"] <= t["truth_test_best"])
+    True
+    """
+    from empirical.probes.raptor import select_C
+
+    train, test = np.asarray(train, dtype=int), np.asarray(test, dtype=int)
+    Cs = np.asarray(check_grid(Cs), dtype=float)
+    fit, val = stratified_split(y[train], VAL_FRACTION, seed, where=("training part", "validation part"))
+    k = select_C(Cs, _path_accuracy(H, y, train[fit], train[val], Cs))
+    on_test = _path_accuracy(H, y, train, test, Cs)
+    return dict(truth=float(on_test[k]), truth_test_best=float(on_test.max()), C_selected=float(Cs[k]))
 
 
 def evaluate_setting(H, y, test, pool_size, draw, *, multiples=MULTIPLES, teachers=TEACHERS, n_boot=200,
@@ -176,7 +234,8 @@ def evaluate_setting(H, y, test, pool_size, draw, *, multiples=MULTIPLES, teache
     Returns
     -------
     list of dict
-        One row per (target, method): ``multiple``, ``n``, ``truth``, ``method``, ``accuracy``, ``low``, ``high``.
+        One row per (target, method): ``multiple``, ``n``, ``truth``, ``truth_test_best``, ``C_selected``
+        (:func:`truth_accuracies`), ``method``, ``accuracy``, ``low``, ``high``.
     """
     rest = np.setdiff1d(np.arange(y.size), test)
     rng = np.random.default_rng(draw)
@@ -195,9 +254,9 @@ def evaluate_setting(H, y, test, pool_size, draw, *, multiples=MULTIPLES, teache
     curves.append(power_law_curve(H[pool], y[pool], targets, Cs=Cs, n_test=n_test, n_boot=n_boot, random_state=draw))
     rows = []
     for i, (m, n) in enumerate(zip(kept, targets)):
-        truth = _best_C_accuracy(H, y, order[:n], test, Cs)
+        truth = truth_accuracies(H, y, order[:n], test, Cs, seed=draw)
         for curve in curves:
-            rows.append(dict(multiple=m, n=n, truth=truth, method=curve.method, accuracy=float(curve.accuracy[i]),
+            rows.append(dict(multiple=m, n=n, **truth, method=curve.method, accuracy=float(curve.accuracy[i]),
                              low=float(curve.low[i]), high=float(curve.high[i])))
     return rows
 
@@ -219,8 +278,19 @@ def _evaluate_cached(raw_dir, name, layer, pool_size, draw, H, y, test, kw):
     return rows
 
 
+def _errors(raw: pd.DataFrame) -> pd.DataFrame:
+    """``raw`` with the error and coverage against the primary truth (validation-selected C) and the secondary one
+    (test-best C)."""
+    return raw.assign(error=raw.accuracy - raw.truth, covered=((raw.low <= raw.truth) & (raw.truth <= raw.high)),
+                      error_test_best=raw.accuracy - raw.truth_test_best,
+                      covered_test_best=((raw.low <= raw.truth_test_best) & (raw.truth_test_best <= raw.high)),
+                      selection_gap=raw.truth_test_best - raw.truth)
+
+
 def summary_table(raw: pd.DataFrame) -> pd.DataFrame:
-    """Per (dataset, pool, multiple, method): MAE, bias, interval coverage, settings, best-layer agreement.
+    """Per (dataset, pool, multiple, method): MAE, bias and interval coverage against the truth at the
+    validation-selected C (primary), the same against the test-best C (``*_test_best``, secondary), the mean
+    selection gap (test-best minus validation-selected truth), settings, best-layer agreement.
 
     Parameters
     ----------
@@ -231,10 +301,14 @@ def summary_table(raw: pd.DataFrame) -> pd.DataFrame:
     -------
     DataFrame
     """
-    raw = raw.assign(error=raw.accuracy - raw.truth, covered=(raw.low <= raw.truth) & (raw.truth <= raw.high))
+    raw = _errors(raw)
     keys = ["dataset", "pool", "multiple", "method"]
     table = raw.groupby(keys).agg(mae=("error", lambda e: float(np.mean(np.abs(e)))), bias=("error", "mean"),
-                                  coverage=("covered", "mean"), settings=("error", "size")).reset_index()
+                                  coverage=("covered", "mean"),
+                                  mae_test_best=("error_test_best", lambda e: float(np.mean(np.abs(e)))),
+                                  bias_test_best=("error_test_best", "mean"),
+                                  coverage_test_best=("covered_test_best", "mean"),
+                                  selection_gap=("selection_gap", "mean"), settings=("error", "size")).reset_index()
     best = []
     for key, g in raw.groupby([*keys, "draw"]):
         if g.layer.nunique() < 2:
@@ -250,8 +324,9 @@ def summary_table(raw: pd.DataFrame) -> pd.DataFrame:
 
 
 def by_draw_table(raw: pd.DataFrame) -> pd.DataFrame:
-    """Per (dataset, pool, multiple, draw, method): the mean absolute error over the layers, the share of layers
-    whose interval covers the truth, and the layers; the units of the paired comparisons of
+    """Per (dataset, pool, multiple, draw, method): the mean absolute error over the layers and the share of layers
+    whose interval covers the truth, against the validation-selected truth (``mae``, ``coverage``) and the test-best
+    one (``mae_test_best``, ``coverage_test_best``), and the layers; the units of the paired comparisons of
     :mod:`paper_figures.predictor_claims` (pool draws are independent; the layers of one draw are not).
 
     Parameters
@@ -262,12 +337,15 @@ def by_draw_table(raw: pd.DataFrame) -> pd.DataFrame:
     Returns
     -------
     DataFrame
-        Columns ``dataset, pool, multiple, draw, method, mae, coverage, layers``.
+        Columns ``dataset, pool, multiple, draw, method, mae, coverage, mae_test_best, coverage_test_best,
+        layers``.
     """
-    raw = raw.assign(error=(raw.accuracy - raw.truth).abs(),
-                     covered=((raw.low <= raw.truth) & (raw.truth <= raw.high)).astype(float))
+    raw = _errors(raw)
+    raw = raw.assign(error=raw.error.abs(), covered=raw.covered.astype(float),
+                     error_test_best=raw.error_test_best.abs(), covered_test_best=raw.covered_test_best.astype(float))
     return (raw.groupby(["dataset", "pool", "multiple", "draw", "method"], sort=False)
-            .agg(mae=("error", "mean"), coverage=("covered", "mean"), layers=("layer", "nunique")).reset_index())
+            .agg(mae=("error", "mean"), coverage=("covered", "mean"), mae_test_best=("error_test_best", "mean"),
+                 coverage_test_best=("covered_test_best", "mean"), layers=("layer", "nunique")).reset_index())
 
 
 def plot_summary(table: pd.DataFrame, out: Path, pool=None, by_draw: pd.DataFrame | None = None) -> Path:
@@ -350,7 +428,8 @@ def run(out, hidden, *, pools=POOLS, draws=DRAWS, multiples=MULTIPLES, layer_ste
     raw_dir = Path(out) / "learning_curves" / "raw"
     raw_dir.mkdir(parents=True, exist_ok=True)
     kw = dict(multiples=tuple(multiples), teachers=tuple(teachers), n_boot=int(n_boot))
-    kw["signature"] = dict(kw, n_test=int(n_test), cs=[float(c) for c in PLAN_CS])
+    kw["signature"] = dict(kw, n_test=int(n_test), cs=[float(c) for c in PLAN_CS], truth="validation-selected C",
+                           val_fraction=VAL_FRACTION)
     jobs = []
     for name, (H, labels, groups) in hidden.items():
         y = np.where(np.asarray(labels) > 0, 1.0, -1.0)
