@@ -107,6 +107,40 @@ def test_no_signal_predicts_chance(population):
     assert unshrunk.chance_factor == 1.0 and unshrunk.kappa >= model.kappa
 
 
+def _weak_population(kappa, p=100, rows=20000):
+    base = Spectrum.power_law(p, exponent=1.0, kappa=kappa, teacher_exponent=0.5)
+    U = np.linalg.qr(np.random.default_rng(5).standard_normal((p, p)))[0]
+    s = Spectrum.from_eigenpairs(base.eigenvalues, U, U @ (base.teacher_coordinates * np.sqrt(p)))
+    X, y = sample_spectral(rows, s, 1)
+    return X, (y > 0).astype(int), s
+
+
+def test_weak_concept_interval_has_width_and_covers_the_weak_gain():
+    """A weak but real concept (population best-C accuracy 0.55 at 1,200 labels, p = 100) seen through pools of 300
+    whose out-of-fold accuracy is near chance: the no-signal shrinkage puts the point at chance, and the delta-method
+    interval alone has (almost) zero width there and misses the truth; the profile bounds give it width and cover
+    the weak gain in at least 8 of 10 pools (a 90 % interval; the delta-method one alone covers it in 3 here)."""
+    X, y, s = _weak_population(0.3)
+    truth = max(r.accuracy for r in s.solve_path(1200 / 100, 1.0 / (PLAN_CS * 1200)))
+    assert 0.53 < truth < 0.57
+    covered, covered_delta, shrunk = [], [], 0
+    for seed in range(10):
+        idx = np.random.default_rng(seed).permutation(y.size)
+        model = estimate_pool_model(X[idx[:300]], y[idx[:300]], teacher="calibrated", H_unlabeled=X[idx[300:3000]],
+                                    random_state=seed, n_boot=100)
+        shrunk += model.chance_factor < 0.5
+        curve = predict_learning_curve(model, [1200])
+        delta = predict_learning_curve(model, [1200], profile=False)
+        assert curve.low[0] <= delta.low[0] and curve.high[0] >= delta.high[0]  # the profile only widens
+        assert curve.high[0] - curve.low[0] > 0.03
+        covered.append(curve.low[0] <= truth <= curve.high[0])
+        covered_delta.append(delta.low[0] <= truth <= delta.high[0])
+    assert shrunk >= 3  # the case of the issue: pools that the shrinkage puts at chance
+    assert np.mean(covered) >= 0.8 and np.mean(covered_delta) <= 0.5
+    with pytest.raises(ValueError, match="profile"):
+        predict_learning_curve(model, [1200], profile="yes")
+
+
 def test_baselines_and_best_layer(population):
     H, y, truth = population
     Hp, yp, _ = _draw(H, y, 300, 1, 7)
