@@ -27,7 +27,10 @@ Outputs: ``tables/learning_curves.csv|md`` (per dataset, pool size, multiple and
 ``selection_gap``, ``settings``, and the best-layer agreement: ``best_layer_within_1pt``, the share
 of pool draws whose predicted best layer is within 0.01 of the true best layer's accuracy, and ``best_layer_regret``,
 its mean accuracy shortfall) and ``figures/learning_curves.png|pdf`` (MAE against the multiple, one panel per
-dataset, pool of 400 or the middle pool size run).  Every evaluation of a (dataset, layer, pool, draw) is saved as it
+dataset, pool of 400 or the middle pool size run); and separability where it can be decided
+(:func:`separability_rows`: real and shuffled labels on 2.5 (p + 1) non-test rows at the layers evaluated,
+``tables/separability_large_<dataset>`` and ``tables/separability_large_summary``, which the separability claim
+uses when present).  Every evaluation of a (dataset, layer, pool, draw) is saved as it
 finishes (``OUT/learning_curves/raw/*.json``, checksummed), so an interrupted run resumes.
 """
 from __future__ import annotations
@@ -54,12 +57,12 @@ from empirical.probes.spectral_prediction import estimate_pool_models  # noqa: E
 from empirical.probes.structure import stratified_subsample  # noqa: E402
 from empirical.validation import check_grid, standardize_stats, stratified_split  # noqa: E402
 
-from .output import save_figure, save_table  # noqa: E402
+from .output import load_table, save_figure, save_table  # noqa: E402
 from .style import series_color  # noqa: E402
 from .verdicts import mean_interval  # noqa: E402
 
 __all__ = ["run", "load_hidden", "fixed_test_rows", "evaluate_setting", "summary_table", "by_draw_table",
-           "plot_summary", "truth_accuracies", "DATASETS", "POOLS", "DRAWS", "MULTIPLES", "LAYER_STEP", "TEST_ROWS", "TEACHERS", "QUICK",
+           "plot_summary", "truth_accuracies", "separability_rows", "DATASETS", "POOLS", "DRAWS", "MULTIPLES", "LAYER_STEP", "TEST_ROWS", "TEACHERS", "QUICK",
            "LEVEL", "SCALES", "GOAL_POOL", "GOAL_MULTIPLE"]
 
 DATASETS = ("common", "hateeval", "sarcasm", "counterfact", "stsa", "cities")
@@ -78,6 +81,11 @@ GOAL_POOL, GOAL_MULTIPLE = 400, 8
 #: (``full``: the module's defaults; ``goal``: the pool of 400 only, every draw, multiple and layer of the full
 #: protocol, a third of its evaluations; ``quick``: :data:`QUICK`)
 SCALES = {"full": {}, "goal": dict(pools=(GOAL_POOL,)), "quick": QUICK}
+#: separability is tested on n = SEPARABILITY_RATIO (p + 1) non-test rows (all of them if fewer): beyond Cover's
+#: 2 (p + 1), where random labels separate with probability P(Bin(n - 1, 1/2) <= p), about 1e-11 at p = 576, so the
+#: test can fail.  The exact LP (:func:`empirical.probes.separability_lp`) takes ~11 s per layer there at p = 576 for
+#: random labels on one core and ~240 s on every one of 5,200 non-test rows (measured), hence not all rows.
+SEPARABILITY_RATIO = 2.5
 #: best-layer agreement: the predicted best layer's true accuracy within this of the true best
 BEST_LAYER_TOLERANCE = 0.01
 
@@ -261,6 +269,55 @@ def evaluate_setting(H, y, test, pool_size, draw, *, multiples=MULTIPLES, teache
     return rows
 
 
+def separability_rows(name, H, y, test, layers, seed=0, n_jobs=1) -> pd.DataFrame:
+    """Separability where it can be decided: the exact LP test with real and shuffled labels (the shuffled-label
+    control of :func:`paper_figures.empirical_figures.separability_control_table`) on
+    ``SEPARABILITY_RATIO`` (p + 1) stratified non-test rows (all of them if fewer), at ``layers``.
+
+    Parameters
+    ----------
+    name : str
+        Dataset name (a column of the table).
+    H : ndarray (L + 1, n, p)
+        Hidden states of every layer.
+    y : array (n,)
+        Labels in {-1, +1}.
+    test : array of int
+        The fixed test rows (left out).
+    layers : sequence of int
+        Layers to test.
+    seed : int
+        Seed of the row subsample and (plus the layer) of the label permutation.
+    n_jobs : int
+        Parallel LP tests.
+
+    Returns
+    -------
+    DataFrame
+        One row per (layer, labels): ``dataset, layer, labels, rows ("non-test"), n, p, n_over_p, separable,
+        decided, min_total_slack``.
+    """
+    from .empirical_figures import _control_row  # imported here: empirical_figures imports claims, which imports us
+
+    rest = np.setdiff1d(np.arange(y.size), test)
+    size = min(rest.size, int(np.ceil(SEPARABILITY_RATIO * (H.shape[2] + 1))))
+    rows = rest if size == rest.size else rest[stratified_subsample(y[rest], size, np.random.default_rng(seed))]
+    jobs = (delayed(_control_row)(name, layer, np.asarray(H[layer][rows], dtype=np.float64), y[rows], labels,
+                                  "non-test", seed + layer)
+            for layer in layers for labels in ("real", "shuffled"))
+    with threadpool_limits(1):
+        return pd.DataFrame(Parallel(n_jobs=n_jobs)(jobs))
+
+
+def _separability_cached(out, name, H, y, test, layers, n_jobs):
+    table = load_table(out, f"separability_large_{name}")
+    if table is not None and sorted(set(table.layer)) == sorted(layers):
+        return table
+    table = separability_rows(name, H, y, test, layers, n_jobs=n_jobs)
+    save_table(table, out, f"separability_large_{name}")
+    return table
+
+
 def _evaluate_cached(raw_dir, name, layer, pool_size, draw, H, y, test, kw):
     path = raw_dir / f"{name}_L{layer:02d}_P{pool_size}_d{draw}.json"
     try:
@@ -403,7 +460,7 @@ def plot_summary(table: pd.DataFrame, out: Path, pool=None, by_draw: pd.DataFram
 
 
 def run(out, hidden, *, pools=POOLS, draws=DRAWS, multiples=MULTIPLES, layer_step=LAYER_STEP, teachers=TEACHERS,
-        n_boot=200, n_test=TEST_ROWS, n_jobs=1, progress=False) -> pd.DataFrame:
+        n_boot=200, n_test=TEST_ROWS, n_jobs=1, progress=False, separability=True) -> pd.DataFrame:
     """Evaluate every (dataset, layer, pool size, draw), save the table and figure; returns the summary table.
 
     Parameters
@@ -419,6 +476,10 @@ def run(out, hidden, *, pools=POOLS, draws=DRAWS, multiples=MULTIPLES, layer_ste
         Parallel evaluations (each single-threaded).
     progress : bool
         Accepted but not used (the evaluations show no progress bar).
+    separability : bool
+        Also test separability at the layers evaluated where it can be decided (:func:`separability_rows`;
+        tables ``separability_large_<dataset>`` and ``separability_large_summary``, read by the separability
+        claim).
 
     Returns
     -------
@@ -430,10 +491,13 @@ def run(out, hidden, *, pools=POOLS, draws=DRAWS, multiples=MULTIPLES, layer_ste
     kw = dict(multiples=tuple(multiples), teachers=tuple(teachers), n_boot=int(n_boot))
     kw["signature"] = dict(kw, n_test=int(n_test), cs=[float(c) for c in PLAN_CS], truth="validation-selected C",
                            val_fraction=VAL_FRACTION)
-    jobs = []
+    jobs, separable = [], []
     for name, (H, labels, groups) in hidden.items():
         y = np.where(np.asarray(labels) > 0, 1.0, -1.0)
         test = fixed_test_rows(y, groups, n_test)
+        if separability:
+            separable.append(_separability_cached(out, name, H, y, test, list(range(1, H.shape[0], layer_step)),
+                                                  n_jobs))
         for layer in range(1, H.shape[0], layer_step):
             for pool_size in pools:
                 for draw in range(draws):
@@ -448,6 +512,11 @@ def run(out, hidden, *, pools=POOLS, draws=DRAWS, multiples=MULTIPLES, layer_ste
     save_table(table, out, "learning_curves")
     by_draw = by_draw_table(raw)
     save_table(by_draw, out, "learning_curves_by_draw")
+    if separable:
+        from .empirical_figures import separability_control_summary
+
+        save_table(separability_control_summary(pd.concat(separable, ignore_index=True)), out,
+                   "separability_large_summary")
     goal = table[(table["pool"] == GOAL_POOL) & (table["multiple"] == GOAL_MULTIPLE)]
     if len(goal):
         save_table(goal, out, "learning_curves_goal")

@@ -94,6 +94,10 @@ OTHER_TABLES = (
      "The same test with the labels randomly permuted (class counts kept), on the training rows and on every row "
      "of the dataset, at the stability layers: separability says something about the concept only where shuffled "
      "labels do not separate (random labels separate n points in p dimensions while n < 2 (p + 1))."),
+    ("separability_large_summary", "Linear separability where it can be decided",
+     "The exact LP test with real and shuffled labels on 2.5 (p + 1) non-test rows of the learning-curve section's "
+     "extractions (beyond Cover's 2 (p + 1), where random labels separate with negligible probability), at the "
+     "layers that section evaluates; the separability claim is decided on this table when it is present."),
     ("raptor_best_layer", "RAPTOR's best layer",
      "Per dataset on the paper's split: the layer with the best test accuracy, its selected ridge and "
      "validation accuracy."),

@@ -35,8 +35,14 @@ def test_section_writes_its_table_and_figure_and_resumes(tmp_path, hidden, monke
     assert (raw.truth > 0.5).all() and (raw.truth <= raw.truth_test_best).all() and (raw.low <= raw.accuracy).all() and (raw.accuracy <= raw.high).all()
     # the truth at 4x extends the pool of 2x: a nested, larger training set, on the same test rows
     assert raw.groupby(["dataset", "layer", "draw", "multiple"]).truth.nunique().eq(1).all()
+    # separability where it can be decided: n = 2.5 (p + 1) non-test rows, real and shuffled labels, every layer run
+    sep = pd.read_csv(tmp_path / "tables" / "separability_large_summary.csv")
+    assert set(sep.labels) == {"real", "shuffled"} and (sep.rows == "non-test").all() and (sep.layers == 2).all()
+    assert (sep.n == int(np.ceil(2.5 * 13))).all() and (sep.n_over_p > 2).all()
+    assert (sep[sep.labels == "shuffled"].separable == 0).all()  # beyond Cover's 2 (p + 1): random labels fail
     # resume: a second run reads every saved evaluation instead of fitting again
     monkeypatch.setattr(learning_curves, "evaluate_setting", lambda *a, **k: pytest.fail("recomputed"))
+    monkeypatch.setattr(learning_curves, "separability_rows", lambda *a, **k: pytest.fail("recomputed"))
     again = learning_curves.run(tmp_path, hidden, **kw)
     pd.testing.assert_frame_equal(again, table)
 
