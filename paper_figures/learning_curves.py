@@ -405,9 +405,12 @@ def by_draw_table(raw: pd.DataFrame) -> pd.DataFrame:
                  coverage_test_best=("covered_test_best", "mean"), layers=("layer", "nunique")).reset_index())
 
 
-def plot_summary(table: pd.DataFrame, out: Path, pool=None, by_draw: pd.DataFrame | None = None) -> Path:
+def plot_summary(table: pd.DataFrame, out: Path, pool=None, by_draw: pd.DataFrame | None = None,
+                 raw: pd.DataFrame | None = None) -> Path:
     """MAE against the multiple, one panel per dataset, at one pool size (default: 400 if run, else the middle),
-    with 95 % intervals over the pool draws when ``by_draw`` is given.
+    with 95 % intervals over the pool draws when ``by_draw`` is given; with ``raw``, a second row of panels shows
+    the accuracies themselves: the primary truth (validation-selected C, black), the test-best truth (grey,
+    dashed) and each method's prediction with its 90 % interval (means over layers and draws).
 
     Parameters
     ----------
@@ -420,6 +423,8 @@ def plot_summary(table: pd.DataFrame, out: Path, pool=None, by_draw: pd.DataFram
     by_draw : pandas.DataFrame, optional
         :func:`by_draw_table`: the MAE per pool draw, for a t interval over the draws at each point (the draws'
         pools overlap, so the interval is a lower bound on the uncertainty).
+    raw : pandas.DataFrame, optional
+        Rows of :func:`evaluate_setting` (``evaluations.csv``): the accuracy panels.
 
     Returns
     -------
@@ -432,7 +437,9 @@ def plot_summary(table: pd.DataFrame, out: Path, pool=None, by_draw: pd.DataFram
     pool = pool if pool is not None else (400 if 400 in pools else pools[len(pools) // 2])
     names = list(dict.fromkeys(table.dataset))
     methods = list(dict.fromkeys(table.method))
-    fig, axes = plt.subplots(1, len(names), figsize=(2.6 * len(names) + 0.6, 2.8), squeeze=False, sharey=True)
+    fig, axes = plt.subplots(1 if raw is None else 2, len(names), figsize=(2.6 * len(names) + 0.6,
+                                                                            2.8 if raw is None else 5.6),
+                             squeeze=False, sharey="row")
     for ax, name in zip(axes[0], names):
         part = table[(table.dataset == name) & (table.pool == pool)]
         for k, (method, g) in enumerate(part.groupby("method", sort=False)):
@@ -454,6 +461,24 @@ def plot_summary(table: pd.DataFrame, out: Path, pool=None, by_draw: pd.DataFram
         ax.xaxis.set_minor_formatter(NullFormatter())
     axes[0][0].set_ylabel(f"MAE of the predicted accuracy (pool {pool})")
     axes[0][-1].legend(fontsize=7)
+    if raw is not None:
+        for ax, name in zip(axes[1], names):
+            part = raw[(raw.dataset == name) & (raw.pool == pool)]
+            truth = part.drop_duplicates(["layer", "draw", "multiple"]).groupby("multiple")
+            ax.plot(truth.truth.mean().index, truth.truth.mean(), "k-", lw=1.5, label="truth (validation-selected C)")
+            ax.plot(truth.truth_test_best.mean().index, truth.truth_test_best.mean(), "--", color="0.6", lw=1,
+                    label="truth (test-best C)")
+            for k, (method, g) in enumerate(part.groupby("method", sort=False)):
+                m = g.groupby("multiple")[["accuracy", "low", "high"]].mean()
+                shift = 1.0 + 0.04 * (k - (len(methods) - 1) / 2)
+                ax.errorbar(m.index * shift, m.accuracy, yerr=[m.accuracy - m.low, m.high - m.accuracy], fmt="o",
+                            ms=3, capsize=2, color=series_color(methods.index(method)), label=method)
+            ax.set(xlabel="target n / pool", xscale="log", xticks=sorted(part.multiple.unique()))
+            ax.set_xticklabels([f"{m}x" for m in sorted(part.multiple.unique())])
+            ax.xaxis.set_minor_locator(NullLocator())
+            ax.xaxis.set_minor_formatter(NullFormatter())
+        axes[1][0].set_ylabel("test accuracy (mean; bars: mean 90 % interval)")
+        axes[1][-1].legend(fontsize=6)
     if by_draw is not None:
         fig.suptitle("bars: 95 % t intervals over the pool draws", fontsize=8, y=1.04)
     return save_figure(fig, out, "learning_curves")
@@ -520,5 +545,5 @@ def run(out, hidden, *, pools=POOLS, draws=DRAWS, multiples=MULTIPLES, layer_ste
     goal = table[(table["pool"] == GOAL_POOL) & (table["multiple"] == GOAL_MULTIPLE)]
     if len(goal):
         save_table(goal, out, "learning_curves_goal")
-    plot_summary(table, out, by_draw=by_draw)
+    plot_summary(table, out, by_draw=by_draw, raw=raw)
     return table

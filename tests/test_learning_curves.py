@@ -115,28 +115,32 @@ def _weak_population(kappa, p=100, rows=20000):
     return X, (y > 0).astype(int), s
 
 
-def test_weak_concept_interval_has_width_and_covers_the_weak_gain():
-    """A weak but real concept (population best-C accuracy 0.55 at 1,200 labels, p = 100) seen through pools of 300
-    whose out-of-fold accuracy is near chance: the no-signal shrinkage puts the point at chance, and the delta-method
-    interval alone has (almost) zero width there and misses the truth; the profile bounds give it width and cover
-    the weak gain in at least 8 of 10 pools (a 90 % interval; the delta-method one alone covers it in 3 here)."""
-    X, y, s = _weak_population(0.3)
-    truth = max(r.accuracy for r in s.solve_path(1200 / 100, 1.0 / (PLAN_CS * 1200)))
-    assert 0.53 < truth < 0.57
-    covered, covered_delta, shrunk = [], [], 0
-    for seed in range(10):
-        idx = np.random.default_rng(seed).permutation(y.size)
-        model = estimate_pool_model(X[idx[:300]], y[idx[:300]], teacher="calibrated", H_unlabeled=X[idx[300:3000]],
-                                    random_state=seed, n_boot=100)
-        shrunk += model.chance_factor < 0.5
-        curve = predict_learning_curve(model, [1200])
-        delta = predict_learning_curve(model, [1200], profile=False)
-        assert curve.low[0] <= delta.low[0] and curve.high[0] >= delta.high[0]  # the profile only widens
-        assert curve.high[0] - curve.low[0] > 0.03
-        covered.append(curve.low[0] <= truth <= curve.high[0])
-        covered_delta.append(delta.low[0] <= truth <= delta.high[0])
-    assert shrunk >= 3  # the case of the issue: pools that the shrinkage puts at chance
-    assert np.mean(covered) >= 0.8 and np.mean(covered_delta) <= 0.5
+def test_intervals_are_honest_90_percent_ones_from_weak_to_clear_concepts():
+    """Teacher-student data at p = 100, pools of 300 predicted at 1,200 labels, 10 pools for each of three
+    teachers whose population best-C accuracy there is about 0.55 (weak: pools near chance), 0.60 and 0.72.
+    The 90 % interval must cover the truth in 23-29 of the 30 pools (binomial at 0.9 puts ~93 % of its mass
+    there: too narrow and too wide both fail) and never have zero width.  At the weak teacher the no-signal
+    shrinkage puts some pools at chance, where the delta-method interval alone (``profile=False``) has almost no
+    width and covers the weak gain in at most half the pools: the profile bounds are what cover it."""
+    covered, weak_delta, shrunk = [], [], 0
+    for kappa, lo, hi in ((0.3, 0.53, 0.57), (0.6, 0.58, 0.62), (1.5, 0.70, 0.74)):
+        X, y, s = _weak_population(kappa)
+        truth = max(r.accuracy for r in s.solve_path(1200 / 100, 1.0 / (PLAN_CS * 1200)))
+        assert lo < truth < hi
+        for seed in range(10):
+            idx = np.random.default_rng(seed).permutation(y.size)
+            model = estimate_pool_model(X[idx[:300]], y[idx[:300]], teacher="calibrated",
+                                        H_unlabeled=X[idx[300:3000]], random_state=seed, n_boot=100)
+            curve = predict_learning_curve(model, [1200])
+            assert curve.high[0] - curve.low[0] > 0.03
+            covered.append(curve.low[0] <= truth <= curve.high[0])
+            if kappa == 0.3:
+                shrunk += model.chance_factor < 0.5
+                delta = predict_learning_curve(model, [1200], profile=False)
+                assert curve.low[0] <= delta.low[0] and curve.high[0] >= delta.high[0]  # the profile only widens
+                weak_delta.append(delta.low[0] <= truth <= delta.high[0])
+    assert 23 <= sum(covered) <= 29
+    assert shrunk >= 3 and np.mean(weak_delta) <= 0.5  # the case of the issue: pools the shrinkage puts at chance
     with pytest.raises(ValueError, match="profile"):
         predict_learning_curve(model, [1200], profile="yes")
 
