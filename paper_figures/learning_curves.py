@@ -27,7 +27,7 @@ Outputs: ``tables/learning_curves.csv|md`` (per dataset, pool size, multiple and
 ``selection_gap``, ``settings``, and the best-layer agreement: ``best_layer_within_1pt``, the share
 of pool draws whose predicted best layer is within 0.01 of the true best layer's accuracy, and ``best_layer_regret``,
 its mean accuracy shortfall) and ``figures/learning_curves.png|pdf`` (MAE against the multiple, one panel per
-dataset, pool of 400 or the middle pool size run); and separability where it can be decided
+dataset, pool of 400 or the middle pool size run; below, the mean truths and predictions with their intervals); and separability where it can be decided
 (:func:`separability_rows`: real and shuffled labels on 2.5 (p + 1) non-test rows at the layers evaluated,
 ``tables/separability_large_<dataset>`` and ``tables/separability_large_summary``, which the separability claim
 uses when present).  Every evaluation of a (dataset, layer, pool, draw) is saved as it
