@@ -52,7 +52,8 @@ from empirical import files  # noqa: E402
 from empirical.llm import datasets  # noqa: E402
 from empirical.logistic import logistic_path  # noqa: E402
 from empirical.probes.layers import grouped_split  # noqa: E402
-from empirical.probes.learning_curves import PLAN_CS, no_gain_curve, power_law_curve, predict_learning_curve  # noqa: E402
+from empirical.probes.learning_curves import (PLAN_CS, no_gain_curve, pool_backtest_errors, power_law_curve,  # noqa: E402
+                                              predict_learning_curve)
 from empirical.probes.spectral_prediction import estimate_pool_models  # noqa: E402
 from empirical.probes.structure import stratified_subsample  # noqa: E402
 from empirical.validation import check_grid, standardize_stats, stratified_split  # noqa: E402
@@ -255,9 +256,11 @@ def evaluate_setting(H, y, test, pool_size, draw, *, multiples=MULTIPLES, teache
         return []
     targets = [m * pool_size for m in kept]
     n_test = int(test.size)
-    curves = [predict_learning_curve(model, targets, n_test=n_test, seed=draw)
-              for model in estimate_pool_models(H[pool], y[pool], teachers=teachers, H_unlabeled=H[others],
-                                                random_state=draw, n_boot=n_boot).values()]
+    models = estimate_pool_models(H[pool], y[pool], teachers=teachers, H_unlabeled=H[others], random_state=draw,
+                                  n_boot=n_boot)
+    errors = pool_backtest_errors(models, H[pool], y[pool], H_unlabeled=H[others], random_state=draw)
+    curves = [predict_learning_curve(model, targets, n_test=n_test, seed=draw, model_error=errors[teacher])
+              for teacher, model in models.items()]
     curves.append(no_gain_curve(H[pool], y[pool], targets, n_test=n_test, random_state=draw))
     curves.append(power_law_curve(H[pool], y[pool], targets, Cs=Cs, n_test=n_test, n_boot=n_boot, random_state=draw))
     rows = []
@@ -437,7 +440,7 @@ def plot_summary(table: pd.DataFrame, out: Path, pool=None, by_draw: pd.DataFram
     pool = pool if pool is not None else (400 if 400 in pools else pools[len(pools) // 2])
     names = list(dict.fromkeys(table.dataset))
     methods = list(dict.fromkeys(table.method))
-    fig, axes = plt.subplots(1 if raw is None else 2, len(names), figsize=(2.6 * len(names) + 0.6,
+    fig, axes = plt.subplots(1 if raw is None else 2, len(names), figsize=(max(2.6 * len(names) + 0.6, 4.5),
                                                                             2.8 if raw is None else 5.6),
                              squeeze=False, sharey="row")
     for ax, name in zip(axes[0], names):
@@ -459,7 +462,7 @@ def plot_summary(table: pd.DataFrame, out: Path, pool=None, by_draw: pd.DataFram
         ax.set_xticklabels([f"{m}x" for m in sorted(part.multiple.unique())])
         ax.xaxis.set_minor_locator(NullLocator())  # no "3 x 10^0" minor labels between 2x, 4x and 8x
         ax.xaxis.set_minor_formatter(NullFormatter())
-    axes[0][0].set_ylabel(f"MAE of the predicted accuracy (pool {pool})")
+    axes[0][0].set_ylabel(f"MAE (pool {pool})")
     axes[0][-1].legend(fontsize=7)
     if raw is not None:
         for ax, name in zip(axes[1], names):
@@ -477,7 +480,7 @@ def plot_summary(table: pd.DataFrame, out: Path, pool=None, by_draw: pd.DataFram
             ax.set_xticklabels([f"{m}x" for m in sorted(part.multiple.unique())])
             ax.xaxis.set_minor_locator(NullLocator())
             ax.xaxis.set_minor_formatter(NullFormatter())
-        axes[1][0].set_ylabel("test accuracy (mean; bars: mean 90 % interval)")
+        axes[1][0].set_ylabel("test accuracy (bars: 90 % interval)")
         axes[1][-1].legend(fontsize=6)
     if by_draw is not None:
         fig.suptitle("bars: 95 % t intervals over the pool draws", fontsize=8, y=1.04)

@@ -18,7 +18,7 @@ from tqdm.auto import tqdm
 
 from cgmt.validation import check_int
 
-from .learning_curves import labels_needed, predict_learning_curve
+from .learning_curves import backtest_error, labels_needed, predict_learning_curve
 from .spectral_prediction import estimate_pool_model
 from .structure import stratified_subsample
 
@@ -38,7 +38,9 @@ class LabelPlan:
     ----------
     table : pandas.DataFrame
         One row per layer: ``layer``, ``labels``, ``unlabeled``, ``pool_cv_accuracy``, ``target_n``,
-        ``predicted_accuracy``, ``low``, ``high``, ``C_star``, ``kappa``, ``chance_factor``, ``teacher``, ``level``
+        ``predicted_accuracy``, ``low``, ``high`` (the interval with the pool's backtest error,
+        :func:`~empirical.probes.learning_curves.backtest_error`), ``C_star``, ``kappa``, ``chance_factor``,
+        ``model_error`` (that error per doubling of the labels), ``teacher``, ``level``
         and, with a target accuracy, ``target_accuracy``, ``labels_needed`` (and its ``_optimistic`` /
         ``_pessimistic`` ends; inf when not reached within ``reachable_within``).
     best_layer : int
@@ -172,12 +174,14 @@ def plan_labels(H, y, pool, target_n: int, *, layers=None, teacher: str = "calib
         X = np.asarray(H[layer], dtype=np.float64)
         pool_model = estimate_pool_model(X[pool], y[pool], teacher=teacher, H_unlabeled=X[rest],
                                          random_state=random_state, n_boot=n_boot, folds=folds)
-        curve = predict_learning_curve(pool_model, grid, level=level)
+        error = backtest_error(pool_model, X[pool], y[pool], H_unlabeled=X[rest], folds=folds,
+                               random_state=random_state)
+        curve = predict_learning_curve(pool_model, grid, level=level, model_error=error)
         row = dict(layer=layer, labels=len(pool), unlabeled=rest.size,
                    pool_cv_accuracy=float(pool_model.cv_accuracy.max()), target_n=target_n,
                    predicted_accuracy=float(curve.accuracy[at]), low=float(curve.low[at]),
                    high=float(curve.high[at]), C_star=float(curve.C_star[at]), kappa=pool_model.kappa,
-                   chance_factor=pool_model.chance_factor, teacher=teacher, level=level)
+                   chance_factor=pool_model.chance_factor, model_error=error, teacher=teacher, level=level)
         if target_accuracy is not None:
             need = labels_needed(curve, target_accuracy)
             row.update(target_accuracy=target_accuracy, labels_needed=need["n"],
