@@ -56,7 +56,13 @@ from empirical.probes.learning_curves import (PLAN_CS, no_gain_curve, pool_backt
                                               predict_learning_curve)
 from empirical.probes.spectral_prediction import estimate_pool_models  # noqa: E402
 from empirical.probes.structure import stratified_subsample  # noqa: E402
-from empirical.validation import check_grid, standardize_stats, stratified_split  # noqa: E402
+from empirical.validation import (  # noqa: E402
+    check_binary_labels,
+    check_grid,
+    check_matrix,
+    standardize_stats,
+    stratified_split,
+)
 
 from .output import load_table, save_figure, save_table  # noqa: E402
 from .style import series_color  # noqa: E402
@@ -168,6 +174,13 @@ def _path_accuracy(H, y, train, test, Cs):
     return acc
 
 
+def _check_rows(rows, name, n):
+    idx = np.asarray(rows)
+    if idx.ndim != 1 or idx.size == 0 or not np.issubdtype(idx.dtype, np.integer) or idx.min() < 0 or idx.max() >= n:
+        raise ValueError(f"{name} must be a non-empty 1-D array of row indices in [0, {n}), got {rows!r:.80}")
+    return idx
+
+
 def truth_accuracies(H, y, train, test, Cs=PLAN_CS, seed=0) -> dict:
     """The measured test accuracy of a probe trained on ``train``: at the validation-selected C (what a user of
     RAPTOR gets, the primary truth) and at the test-best C (optimistic, secondary).
@@ -207,7 +220,9 @@ def truth_accuracies(H, y, train, test, Cs=PLAN_CS, seed=0) -> dict:
     """
     from empirical.probes.raptor import select_C
 
-    train, test = np.asarray(train, dtype=int), np.asarray(test, dtype=int)
+    H = check_matrix(H, "H")
+    _, y = check_binary_labels(y, H.shape[0], "y")
+    train, test = (_check_rows(rows, name, H.shape[0]) for rows, name in ((train, "train"), (test, "test")))
     Cs = np.asarray(check_grid(Cs), dtype=float)
     fit, val = stratified_split(y[train], VAL_FRACTION, seed, where=("training part", "validation part"))
     k = select_C(Cs, _path_accuracy(H, y, train[fit], train[val], Cs))

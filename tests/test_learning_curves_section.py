@@ -83,6 +83,10 @@ def test_truth_is_the_test_accuracy_at_the_validation_selected_C(hidden):
     assert t["truth_test_best"] == path.max() >= t["truth"] > 0.5
     with pytest.raises(ValueError, match="Cs"):
         learning_curves.truth_accuracies(H[2], ypm, train, test, Cs=[-1.0])
+    with pytest.raises(ValueError, match="test"):
+        learning_curves.truth_accuracies(H[2], ypm, train, np.array([700]))
+    with pytest.raises(ValueError, match="H"):
+        learning_curves.truth_accuracies(np.full((700, 12), np.nan), ypm, train, test)
 
 
 def test_section_is_not_a_default_section():
