@@ -17,7 +17,9 @@ extends the same pool.  The truth (primary) is what a user gets: the test accura
 training rows at the C that a stratified validation split of them (``VAL_FRACTION``, RAPTOR's) selects on the grid
 ``PLAN_CS`` (:func:`truth_accuracies`); the best test accuracy over the grid (the test-best C, optimistic) is kept as
 the secondary truth ``truth_test_best``.  The predictors predict the best-C accuracy (the theory's maximum over the
-grid); they are scored against both truths, the primary one first.  Targets that need more rows than the dataset has outside its test
+grid); they are scored against both truths, the primary one first.  The spectral predictions' intervals are
+the ones ``raptor plan`` prints: the profile bounds widened by the pool's own backtest error
+(:func:`empirical.probes.learning_curves.pool_backtest_errors`, ``model_error``).  Targets that need more rows than the dataset has outside its test
 set are skipped (STSA and Counterfact at 8 x 800; Cities at most pools and multiples), and the table says how many
 settings each cell has.  The intervals include the binomial noise of the test set (``n_test``), so their coverage of
 the measured accuracy is what a 90 % interval promises.
@@ -248,7 +250,8 @@ def evaluate_setting(H, y, test, pool_size, draw, *, multiples=MULTIPLES, teache
         Targets n = multiple x pool_size (skipped when the rows outside the test set do not suffice).
     teachers : sequence of str
         Teacher estimators of the spectral prediction
-        (:data:`empirical.probes.spectral_prediction.TEACHERS`).
+        (:data:`empirical.probes.spectral_prediction.TEACHERS`); each interval carries its pool's backtest error
+        (:func:`empirical.probes.learning_curves.pool_backtest_errors`), as ``raptor plan``'s does.
     n_boot : int
         Bootstrap replicates of the pool model and of the power-law baseline (their intervals).
     Cs : array of float
@@ -533,7 +536,7 @@ def run(out, hidden, *, pools=POOLS, draws=DRAWS, multiples=MULTIPLES, layer_ste
     raw_dir.mkdir(parents=True, exist_ok=True)
     kw = dict(multiples=tuple(multiples), teachers=tuple(teachers), n_boot=int(n_boot))
     kw["signature"] = dict(kw, n_test=int(n_test), cs=[float(c) for c in PLAN_CS], truth="validation-selected C",
-                           val_fraction=VAL_FRACTION)
+                           val_fraction=VAL_FRACTION, interval="profile + pool backtest")
     jobs, separable = [], []
     for name, (H, labels, groups) in hidden.items():
         y = np.where(np.asarray(labels) > 0, 1.0, -1.0)

@@ -7,13 +7,15 @@ from cgmt.spectral import Spectrum
 from empirical.probes.learning_curves import (
     PLAN_CS,
     LearningCurve,
+    backtest_error,
     labels_needed,
     no_gain_curve,
     power_law_curve,
     predict_best_layer,
+    pool_backtest_errors,
     predict_learning_curve,
 )
-from empirical.probes.spectral_prediction import estimate_pool_model
+from empirical.probes.spectral_prediction import estimate_pool_model, estimate_pool_models
 from sims.spectral import sample_spectral
 
 P = 40
@@ -121,8 +123,10 @@ def test_intervals_are_honest_90_percent_ones_from_weak_to_clear_concepts():
     The 90 % interval must cover the truth in 23-29 of the 30 pools (binomial at 0.9 puts ~93 % of its mass
     there: too narrow and too wide both fail) and never have zero width.  At the weak teacher the no-signal
     shrinkage puts some pools at chance, where the delta-method interval alone (``profile=False``) has almost no
-    width and covers the weak gain in at most half the pools: the profile bounds are what cover it."""
-    covered, weak_delta, shrunk = [], [], 0
+    width and covers the weak gain in at most half the pools: the profile bounds are what cover it.  The interval
+    is the one ``raptor plan`` prints: with the pool's backtest error (``model_error``), which on this exact model
+    must stay 0 in at least half the pools (it measured 20 of 30: its noise correction works)."""
+    covered, weak_delta, shrunk, no_error = [], [], 0, 0
     for kappa, lo, hi in ((0.3, 0.53, 0.57), (0.6, 0.58, 0.62), (1.5, 0.70, 0.74)):
         X, y, s = _weak_population(kappa)
         truth = max(r.accuracy for r in s.solve_path(1200 / 100, 1.0 / (PLAN_CS * 1200)))
@@ -131,7 +135,11 @@ def test_intervals_are_honest_90_percent_ones_from_weak_to_clear_concepts():
             idx = np.random.default_rng(seed).permutation(y.size)
             model = estimate_pool_model(X[idx[:300]], y[idx[:300]], teacher="calibrated",
                                         H_unlabeled=X[idx[300:3000]], random_state=seed, n_boot=100)
-            curve = predict_learning_curve(model, [1200])
+            error = backtest_error(model, X[idx[:300]], y[idx[:300]], H_unlabeled=X[idx[300:3000]], random_state=seed)
+            no_error += error == 0
+            curve = predict_learning_curve(model, [1200], model_error=error)
+            bare = predict_learning_curve(model, [1200])
+            assert curve.low[0] <= bare.low[0] and curve.high[0] >= bare.high[0]  # the backtest only widens
             assert curve.high[0] - curve.low[0] > 0.03
             covered.append(curve.low[0] <= truth <= curve.high[0])
             if kappa == 0.3:
@@ -143,6 +151,34 @@ def test_intervals_are_honest_90_percent_ones_from_weak_to_clear_concepts():
     assert shrunk >= 3 and np.mean(weak_delta) <= 0.5  # the case of the issue: pools the shrinkage puts at chance
     with pytest.raises(ValueError, match="profile"):
         predict_learning_curve(model, [1200], profile="yes")
+    assert no_error >= 15
+
+
+def test_backtest_widens_by_the_doublings_and_checks_its_input(population):
+    """``model_error`` widens the half-widths in quadrature by z x error x log2(n / fold size): more at 8x than at
+    2x; bad input names its argument."""
+    H, y, _ = population
+    model = estimate_pool_model(H[:300], y[:300], teacher="calibrated", n_boot=50)
+    bare = predict_learning_curve(model, [600, 2400])
+    wide = predict_learning_curve(model, [600, 2400], model_error=0.02)
+    added = (wide.high - wide.low) - (bare.high - bare.low)
+    assert 0 < added[0] < added[1]
+    half = (wide.high[1] - wide.accuracy[1], bare.high[1] - bare.accuracy[1])
+    assert half[0] == pytest.approx(np.hypot(half[1], 1.6448536 * 0.02 * np.log2(2400 / 240)), abs=1e-6)
+    for bad in (-0.1, np.nan, "x"):
+        with pytest.raises(ValueError, match="model_error"):
+            predict_learning_curve(model, [600], model_error=bad)
+    with pytest.raises(ValueError, match="H_pool"):
+        backtest_error(model, H[:200], y[:200])
+    with pytest.raises(ValueError, match="model"):
+        backtest_error("model", H[:300], y[:300])
+    with pytest.raises(ValueError, match="y_pool"):
+        backtest_error(model, H[:300], np.r_[np.ones(295), np.zeros(5)])
+    with pytest.raises(ValueError, match="models"):
+        pool_backtest_errors({}, H[:300], y[:300])
+    models = estimate_pool_models(H[:300], y[:300], teachers=("calibrated", "deconvolved"), n_boot=0)
+    errors = pool_backtest_errors(models, H[:300], y[:300])
+    assert set(errors) == {"calibrated", "deconvolved"} and all(e >= 0 for e in errors.values())
 
 
 def test_baselines_and_best_layer(population):
