@@ -61,7 +61,9 @@ FIGURES = (
      "(docs/learning_curves.md; `python -m paper_figures --only learning_curves`). The truth is the test accuracy "
      "at the C a validation split of the training rows selects (what a user gets; `mae`, `bias`, `coverage`); the "
      "test-best C's accuracy, an optimistic truth, is the secondary `*_test_best` columns, and `selection_gap` is "
-     "their difference. The table is the goal cell (pool 400, 8x): MAE, bias, coverage of the 90 % interval and "
+     "their difference. The spectral intervals are the ones `raptor plan` prints: the bootstrap, widened to the "
+     "profile bounds and by the pool's own backtest error (half the pool forecasting the pool, per doubling of the "
+     "labels). The table is the goal cell (pool 400, 8x): MAE, bias, coverage of the 90 % interval and "
      "best-layer agreement."),
     ("theory_accuracy", "Theory: accuracy versus lambda",
      "The corrected fixed point (lines) against Monte Carlo simulation (markers, 2 standard errors)."),
