@@ -327,3 +327,20 @@ def test_plan_labels_and_label_pool_refuse_bad_sizes():
         label_pool(np.r_[np.zeros(76, int), np.ones(4, int)], 40, seed=0)
     with pytest.raises(ValueError, match="--target-n 20 must be larger than --labels 20"):
         plan_labels(np.zeros((2, 80, 3)), y, label_pool(y, 20), 20)
+
+
+def test_plan_prints_the_backtested_interval_and_says_when_it_cannot():
+    """``raptor plan``'s table carries the backtest error it widened the interval with; a pool with fewer than
+    2 x folds rows of a class cannot be backtested: a warning, ``model_error`` NaN, the profile interval alone."""
+    from empirical.probes.planning import plan_labels
+    from empirical.testing import synthetic_hidden_states
+
+    H, y, _, _ = synthetic_hidden_states(400, 0, 10, shift=1.0, seed=0)
+    Hs = np.stack([H, H])
+    pool = np.r_[np.flatnonzero(y == 1)[:40], np.flatnonzero(y != 1)[:40]]
+    table = plan_labels(Hs, y, pool, 400, layers=[1], n_boot=20).table
+    assert np.isfinite(table.model_error[0]) and table.model_error[0] >= 0
+    small = np.r_[np.flatnonzero(y == 1)[:7], np.flatnonzero(y != 1)[:30]]
+    with pytest.warns(RuntimeWarning, match="backtest"):
+        table = plan_labels(Hs, y, small, 200, layers=[1], n_boot=20).table
+    assert np.isnan(table.model_error[0]) and table.high[0] > table.low[0]
