@@ -60,9 +60,15 @@ SECTIONS = ("theory", "stability", "empirical", "spectral", "steering_text", "le
 #: them with ``--only``).
 DEFAULT_SECTIONS = ("theory", "stability", "empirical", "spectral")
 #: Expected seconds of the sections other than ``empirical`` on two cores (the progress ETA; ``steering_text``:
-#: computed by ``paper_figures.steering_text.full_run_seconds()``, the timing model's upper bound).
+#: computed by ``paper_figures.steering_text.full_run_seconds()``, the timing model's upper bound; ``learning_curves``:
+#: the earlier 14,400 s plus the validation-selected truth and the profile bounds, ~7 % of an evaluation (58 s, of
+#: which 3.7 s profile and 0.7 s validation paths, measured at p = 576 on a shared core), and the separability LPs,
+#: 60 layers x 2 at ~14 s each on 1,443 rows: 14,400 x 1.07 + 1,700 ~ 17,100 s), then the pools' backtests
+#: (``pool_backtest_errors``: 33 of 110 CPU s of the evaluations of 10 Common layers at pool 400, i.e. x 1.43 on the
+#: evaluations): 14,400 x 1.07 x 1.43 + 1,700 ~ 23,700 s; ``--learning-scale goal`` runs a third of the
+#: evaluations, ~9,000 s (was ~6,800 without the backtests).
 SECTION_SECONDS = {"theory": 60, "stability": 20, "spectral": 560,
-                   "steering_text": round(steering_text.full_run_seconds()), "learning_curves": 14400}
+                   "steering_text": round(steering_text.full_run_seconds()), "learning_curves": 23700}
 
 
 def _dir_path(text) -> Path:

@@ -359,26 +359,43 @@ def _cost_claim(layers) -> list:
                  test=rules.every_setting(tests))]
 
 
-def _separability_claim(sep_summary, control) -> list:
+def _count_comparison(k_real, n_real, k_shuf, n_shuf) -> str:
+    """How the real labels' separable share compares with the shuffled ones', read from the counts."""
+    real, shuf = k_real / max(n_real, 1), k_shuf / max(n_shuf, 1)
+    if real == shuf:
+        return "as often as"
+    return "less often than" if real < shuf else "more often than"
+
+
+def _separability_claim(sep_summary, control, large=None) -> list:
     """Separability is evidence only where random labels of the same size do not separate: the claim is tested
     (majority of layers, sign test) at the row sets where the shuffled-label control fails, and carries no
-    verdict where random labels separate too (Cover: n < 2 (p + 1))."""
-    overall = sep_summary[sep_summary.dataset == "Overall"]
-    if not len(overall):
+    verdict where random labels separate too (Cover: n < 2 (p + 1)).  ``large`` (the learning-curve section's
+    ``separability_large_summary``: n = 2.5 (p + 1) non-test rows) is where the claim can be decided: when present,
+    the test uses it alone (the other row sets are shown)."""
+    overall = None if sep_summary is None else sep_summary[sep_summary.dataset == "Overall"]
+    has_large = large is not None and len(large)
+    if (overall is None or not len(overall)) and not has_large:
         return []
-    r = overall.iloc[0]
-    share, lo, hi = wilson_interval(int(r.separable), int(r.layers))
-    per = sep_summary[sep_summary.dataset != "Overall"]
-    n_over_p = (f" at n/p = {per.n_over_p.min():.2f}-{per.n_over_p.max():.2f}" if "n_over_p" in per
-                and per.n_over_p.notna().any() else "")
-    ours = (f"real labels: {int(r.separable)}/{int(r.layers)} layers = {100 * share:.1f} % [{100 * lo:.1f}, "
-            f"{100 * hi:.1f}]{n_over_p}")
+    ours = ""
+    per = sep_summary[sep_summary.dataset != "Overall"] if sep_summary is not None else None
+    if overall is not None and len(overall):
+        r = overall.iloc[0]
+        share, lo, hi = wilson_interval(int(r.separable), int(r.layers))
+        n_over_p = (f" at n/p = {per.n_over_p.min():.2f}-{per.n_over_p.max():.2f}" if "n_over_p" in per
+                    and per.n_over_p.notna().any() else "")
+        ours = (f"real labels (LinearSVC ladder): {int(r.separable)}/{int(r.layers)} layers = {100 * share:.1f} % "
+                f"[{100 * lo:.1f}, {100 * hi:.1f}]{n_over_p}; ")
+    names = set(per.dataset) if per is not None else set()
+    if has_large:
+        names |= set(large.dataset)
     claim = dict(area="separability", claim="hidden states are (nearly) linearly separable at most layers",
-                 datasets=str(len(per)), paper="90.5 % of layers (22/28 to 28/28 per dataset)")
-    if control is None or not len(control):
-        return [dict(claim, ours=ours + "; no shuffled-label control in this run: not tested", test=None)]
+                 datasets=str(len(names)), paper="90.5 % of layers (22/28 to 28/28 per dataset)")
+    tables = [t for t in (control, large) if t is not None and len(t)]
+    if not tables:
+        return [dict(claim, ours=ours + "no shuffled-label control in this run: not tested", test=None)]
     parts, informative = [], []
-    for rows_name, g in control.groupby("rows", sort=False):
+    for rows_name, g in pd.concat(tables, ignore_index=True).groupby("rows", sort=False):
         real, shuf = g[g.labels == "real"], g[g.labels == "shuffled"]
         if not (len(real) and len(shuf)):
             continue
@@ -388,10 +405,13 @@ def _separability_claim(sep_summary, control) -> list:
         k_shuf, n_shuf = int(shuf.separable.sum()), int((shuf.layers - undecided).sum())
         ratio = (f"{g.n_over_p.min():.2f}" if g.n_over_p.nunique() == 1
                  else f"{g.n_over_p.min():.2f}-{g.n_over_p.max():.2f}")
-        parts.append(f"{rows_name} rows (n/p {ratio}): real {k_real}/{n_real}, shuffled {k_shuf}/{n_shuf}")
-        if k_shuf < 0.5 * n_shuf:  # random labels mostly fail here: real-label separability is informative
+        parts.append(f"{rows_name} rows (n/p {ratio}): real {k_real}/{n_real}, shuffled {k_shuf}/{n_shuf} (real "
+                     f"labels separate {_count_comparison(k_real, n_real, k_shuf, n_shuf)} shuffled ones)")
+        # random labels mostly fail here: real-label separability is informative; with the large row set present
+        # the claim is decided there alone
+        if k_shuf < 0.5 * n_shuf and (not has_large or rows_name == "non-test"):
             informative.append((k_real, n_real))
-    ours += "; control layers (exact LP test, real and shuffled labels), " + "; ".join(parts)
+    ours += "control layers (exact LP test, real and shuffled labels), " + "; ".join(parts)
     if not informative:
         return [dict(claim, ours=ours + ". Shuffled labels separate at most layers at every n this run has, so the "
                      "claim cannot fail here (not tested)", test=None)]
@@ -721,8 +741,9 @@ def claim_rows(out) -> list:
     if layers is not None:
         claims += _cost_claim(layers)
     sep = _read(tables, "separability_summary")
-    if sep is not None:
-        claims += _separability_claim(sep, _read(tables, "separability_control_summary"))
+    large = _read(tables, "separability_large_summary")
+    if sep is not None or large is not None:
+        claims += _separability_claim(sep, _read(tables, "separability_control_summary"), large)
     claims += _steering_claims(_read(tables, "steering_summary"), _read(tables, "steering_pairs"))
     claims += steering_text_claim(_read(tables, "steering_text_summary"))
     claims += predictor_claims(tables)

@@ -13,17 +13,26 @@ set is fixed per dataset: ``TEST_ROWS`` stratified rows (Counterfact: the test p
 :func:`empirical.probes.grouped_split` by subject, 20 %, so no subject is on both sides), at least 800 rows, so the
 truth's standard error is <= 0.017.  A pool is drawn stratified from the other rows; the training set at n = k x pool
 is the pool plus n - pool further rows of a random order of the other rows (nested), so the truth at every target
-extends the same pool.  The truth is the best test accuracy over the C grid ``PLAN_CS`` of a probe fitted on the
-train-standardized rows (the quantity predicted).  Targets that need more rows than the dataset has outside its test
+extends the same pool.  The truth (primary) is what a user gets: the test accuracy of the probe refitted on the n
+training rows at the C that a stratified validation split of them (``VAL_FRACTION``, RAPTOR's) selects on the grid
+``PLAN_CS`` (:func:`truth_accuracies`); the best test accuracy over the grid (the test-best C, optimistic) is kept as
+the secondary truth ``truth_test_best``.  The predictors predict the best-C accuracy (the theory's maximum over the
+grid); they are scored against both truths, the primary one first.  The spectral predictions' intervals are
+the ones ``raptor plan`` prints: the profile bounds widened by the pool's own backtest error
+(:func:`empirical.probes.learning_curves.pool_backtest_errors`, ``model_error``).  Targets that need more rows than the dataset has outside its test
 set are skipped (STSA and Counterfact at 8 x 800; Cities at most pools and multiples), and the table says how many
 settings each cell has.  The intervals include the binomial noise of the test set (``n_test``), so their coverage of
 the measured accuracy is what a 90 % interval promises.
 
 Outputs: ``tables/learning_curves.csv|md`` (per dataset, pool size, multiple and method: ``mae``, ``bias``,
-``coverage`` of the 90 % interval, ``settings``, and the best-layer agreement: ``best_layer_within_1pt``, the share
+``coverage`` of the 90 % interval against the primary truth, the same against the test-best one (``*_test_best``),
+``selection_gap``, ``settings``, and the best-layer agreement: ``best_layer_within_1pt``, the share
 of pool draws whose predicted best layer is within 0.01 of the true best layer's accuracy, and ``best_layer_regret``,
 its mean accuracy shortfall) and ``figures/learning_curves.png|pdf`` (MAE against the multiple, one panel per
-dataset, pool of 400 or the middle pool size run).  Every evaluation of a (dataset, layer, pool, draw) is saved as it
+dataset, pool of 400 or the middle pool size run; below, the mean truths and predictions with their intervals); and separability where it can be decided
+(:func:`separability_rows`: real and shuffled labels on 2.5 (p + 1) non-test rows at the layers evaluated,
+``tables/separability_large_<dataset>`` and ``tables/separability_large_summary``, which the separability claim
+uses when present).  Every evaluation of a (dataset, layer, pool, draw) is saved as it
 finishes (``OUT/learning_curves/raw/*.json``, checksummed), so an interrupted run resumes.
 """
 from __future__ import annotations
@@ -45,17 +54,23 @@ from empirical import files  # noqa: E402
 from empirical.llm import datasets  # noqa: E402
 from empirical.logistic import logistic_path  # noqa: E402
 from empirical.probes.layers import grouped_split  # noqa: E402
-from empirical.probes.learning_curves import PLAN_CS, no_gain_curve, power_law_curve, predict_learning_curve  # noqa: E402
+from empirical.probes.learning_curves import (  # noqa: E402
+    PLAN_CS,
+    no_gain_curve,
+    pool_backtest_errors,
+    power_law_curve,
+    predict_learning_curve,
+)
 from empirical.probes.spectral_prediction import estimate_pool_models  # noqa: E402
 from empirical.probes.structure import stratified_subsample  # noqa: E402
-from empirical.validation import standardize_stats, stratified_split  # noqa: E402
+from empirical.validation import check_binary_labels, check_grid, check_matrix, standardize_stats, stratified_split  # noqa: E402
 
-from .output import save_figure, save_table  # noqa: E402
+from .output import load_table, save_figure, save_table  # noqa: E402
 from .style import series_color  # noqa: E402
 from .verdicts import mean_interval  # noqa: E402
 
 __all__ = ["run", "load_hidden", "fixed_test_rows", "evaluate_setting", "summary_table", "by_draw_table",
-           "plot_summary", "DATASETS", "POOLS", "DRAWS", "MULTIPLES", "LAYER_STEP", "TEST_ROWS", "TEACHERS", "QUICK",
+           "plot_summary", "truth_accuracies", "separability_rows", "DATASETS", "POOLS", "DRAWS", "MULTIPLES", "LAYER_STEP", "TEST_ROWS", "TEACHERS", "QUICK",
            "LEVEL", "SCALES", "GOAL_POOL", "GOAL_MULTIPLE"]
 
 DATASETS = ("common", "hateeval", "sarcasm", "counterfact", "stsa", "cities")
@@ -74,6 +89,11 @@ GOAL_POOL, GOAL_MULTIPLE = 400, 8
 #: (``full``: the module's defaults; ``goal``: the pool of 400 only, every draw, multiple and layer of the full
 #: protocol, a third of its evaluations; ``quick``: :data:`QUICK`)
 SCALES = {"full": {}, "goal": dict(pools=(GOAL_POOL,)), "quick": QUICK}
+#: separability is tested on n = SEPARABILITY_RATIO (p + 1) non-test rows (all of them if fewer): beyond Cover's
+#: 2 (p + 1), where random labels separate with probability P(Bin(n - 1, 1/2) <= p), about 1e-11 at p = 576, so the
+#: test can fail.  The exact LP (:func:`empirical.probes.separability_lp`) takes ~11 s per layer there at p = 576 for
+#: random labels on one core and ~240 s on every one of 5,200 non-test rows (measured), hence not all rows.
+SEPARABILITY_RATIO = 2.5
 #: best-layer agreement: the predicted best layer's true accuracy within this of the true best
 BEST_LAYER_TOLERANCE = 0.01
 
@@ -141,11 +161,74 @@ def fixed_test_rows(y, groups=None, n_test=TEST_ROWS, seed=0) -> np.ndarray:
     return stratified_split(y, fraction, seed, where=("pool", "test"))[1]
 
 
-def _best_C_accuracy(H, y, train, test, Cs):
+#: share of a training set held out to select C for the truth (RAPTOR's default ``val_fraction``)
+VAL_FRACTION = 0.2
+
+
+def _path_accuracy(H, y, train, test, Cs):
+    """Test accuracy along ``Cs`` (in the order given) of probes fitted on the train-standardized ``train`` rows."""
     mu, s = standardize_stats(H[train])
     order = np.argsort(Cs)
-    return float(np.max(logistic_path((H[train] - mu) / s, y[train], (H[test] - mu) / s, y[test], Cs[order],
-                                      certify=False).val_accuracy))
+    acc = np.empty(len(Cs))
+    acc[order] = logistic_path((H[train] - mu) / s, y[train], (H[test] - mu) / s, y[test], Cs[order],
+                               certify=False).val_accuracy
+    return acc
+
+
+def _check_rows(rows, name, n):
+    idx = np.asarray(rows)
+    if idx.ndim != 1 or idx.size == 0 or not np.issubdtype(idx.dtype, np.integer) or idx.min() < 0 or idx.max() >= n:
+        raise ValueError(f"{name} must be a non-empty 1-D array of row indices in [0, {n}), got {rows!r:.80}")
+    return idx
+
+
+def truth_accuracies(H, y, train, test, Cs=PLAN_CS, seed=0) -> dict:
+    """The measured test accuracy of a probe trained on ``train``: at the validation-selected C (what a user of
+    RAPTOR gets, the primary truth) and at the test-best C (optimistic, secondary).
+
+    The selection is RAPTOR's: a stratified ``VAL_FRACTION`` of the training rows is held out, the probe is fitted
+    on the rest along ``Cs`` (train-standardized), the C with the best validation accuracy is chosen (ties: the
+    most regularized, :func:`empirical.probes.raptor.select_C`), and the probe refitted on every training row at
+    that C is tested on ``test``.
+
+    Parameters
+    ----------
+    H : ndarray (n, p)
+        One layer's hidden states (all rows).
+    y : array (n,)
+        Labels in {-1, +1}.
+    train, test : array of int
+        Training rows (at least 2 per class in the validation part) and test rows.
+    Cs : array of float
+        The C grid (scikit-learn convention on standardized features).
+    seed : int
+        Seed of the validation split.
+
+    Returns
+    -------
+    dict
+        ``truth`` (test accuracy at the validation-selected C), ``truth_test_best`` (best test accuracy over
+        ``Cs``) and ``C_selected``.
+
+    Examples
+    --------
+    >>> rng = np.random.default_rng(0)
+    >>> y = np.tile([-1.0, 1.0], 200)
+    >>> H = rng.standard_normal((400, 5)) + np.outer(y, [1, 0, 0, 0, 0])
+    >>> t = truth_accuracies(H, y, np.arange(300), np.arange(300, 400))
+    >>> bool(0.5 < t["truth"] <= t["truth_test_best"])
+    True
+    """
+    from empirical.probes.raptor import select_C
+
+    H = check_matrix(H, "H")
+    _, y = check_binary_labels(y, H.shape[0], "y")
+    train, test = (_check_rows(rows, name, H.shape[0]) for rows, name in ((train, "train"), (test, "test")))
+    Cs = np.asarray(check_grid(Cs), dtype=float)
+    fit, val = stratified_split(y[train], VAL_FRACTION, seed, where=("training part", "validation part"))
+    k = select_C(Cs, _path_accuracy(H, y, train[fit], train[val], Cs))
+    on_test = _path_accuracy(H, y, train, test, Cs)
+    return dict(truth=float(on_test[k]), truth_test_best=float(on_test.max()), C_selected=float(Cs[k]))
 
 
 def evaluate_setting(H, y, test, pool_size, draw, *, multiples=MULTIPLES, teachers=TEACHERS, n_boot=200,
@@ -166,7 +249,8 @@ def evaluate_setting(H, y, test, pool_size, draw, *, multiples=MULTIPLES, teache
         Targets n = multiple x pool_size (skipped when the rows outside the test set do not suffice).
     teachers : sequence of str
         Teacher estimators of the spectral prediction
-        (:data:`empirical.probes.spectral_prediction.TEACHERS`).
+        (:data:`empirical.probes.spectral_prediction.TEACHERS`); each interval carries its pool's backtest error
+        (:func:`empirical.probes.learning_curves.pool_backtest_errors`), as ``raptor plan``'s does.
     n_boot : int
         Bootstrap replicates of the pool model and of the power-law baseline (their intervals).
     Cs : array of float
@@ -176,7 +260,8 @@ def evaluate_setting(H, y, test, pool_size, draw, *, multiples=MULTIPLES, teache
     Returns
     -------
     list of dict
-        One row per (target, method): ``multiple``, ``n``, ``truth``, ``method``, ``accuracy``, ``low``, ``high``.
+        One row per (target, method): ``multiple``, ``n``, ``truth``, ``truth_test_best``, ``C_selected``
+        (:func:`truth_accuracies`), ``method``, ``accuracy``, ``low``, ``high``.
     """
     rest = np.setdiff1d(np.arange(y.size), test)
     rng = np.random.default_rng(draw)
@@ -188,18 +273,69 @@ def evaluate_setting(H, y, test, pool_size, draw, *, multiples=MULTIPLES, teache
         return []
     targets = [m * pool_size for m in kept]
     n_test = int(test.size)
-    curves = [predict_learning_curve(model, targets, n_test=n_test, seed=draw)
-              for model in estimate_pool_models(H[pool], y[pool], teachers=teachers, H_unlabeled=H[others],
-                                                random_state=draw, n_boot=n_boot).values()]
+    models = estimate_pool_models(H[pool], y[pool], teachers=teachers, H_unlabeled=H[others], random_state=draw,
+                                  n_boot=n_boot)
+    errors = pool_backtest_errors(models, H[pool], y[pool], H_unlabeled=H[others], random_state=draw)
+    curves = [predict_learning_curve(model, targets, n_test=n_test, seed=draw, model_error=errors[teacher])
+              for teacher, model in models.items()]
     curves.append(no_gain_curve(H[pool], y[pool], targets, n_test=n_test, random_state=draw))
     curves.append(power_law_curve(H[pool], y[pool], targets, Cs=Cs, n_test=n_test, n_boot=n_boot, random_state=draw))
     rows = []
     for i, (m, n) in enumerate(zip(kept, targets)):
-        truth = _best_C_accuracy(H, y, order[:n], test, Cs)
+        truth = truth_accuracies(H, y, order[:n], test, Cs, seed=draw)
         for curve in curves:
-            rows.append(dict(multiple=m, n=n, truth=truth, method=curve.method, accuracy=float(curve.accuracy[i]),
+            rows.append(dict(multiple=m, n=n, **truth, method=curve.method, accuracy=float(curve.accuracy[i]),
                              low=float(curve.low[i]), high=float(curve.high[i])))
     return rows
+
+
+def separability_rows(name, H, y, test, layers, seed=0, n_jobs=1) -> pd.DataFrame:
+    """Separability where it can be decided: the exact LP test with real and shuffled labels (the shuffled-label
+    control of :func:`paper_figures.empirical_figures.separability_control_table`) on
+    ``SEPARABILITY_RATIO`` (p + 1) stratified non-test rows (all of them if fewer), at ``layers``.
+
+    Parameters
+    ----------
+    name : str
+        Dataset name (a column of the table).
+    H : ndarray (L + 1, n, p)
+        Hidden states of every layer.
+    y : array (n,)
+        Labels in {-1, +1}.
+    test : array of int
+        The fixed test rows (left out).
+    layers : sequence of int
+        Layers to test.
+    seed : int
+        Seed of the row subsample and (plus the layer) of the label permutation.
+    n_jobs : int
+        Parallel LP tests.
+
+    Returns
+    -------
+    DataFrame
+        One row per (layer, labels): ``dataset, layer, labels, rows ("non-test"), n, p, n_over_p, separable,
+        decided, min_total_slack``.
+    """
+    from .empirical_figures import _control_row  # imported here: empirical_figures imports claims, which imports us
+
+    rest = np.setdiff1d(np.arange(y.size), test)
+    size = min(rest.size, int(np.ceil(SEPARABILITY_RATIO * (H.shape[2] + 1))))
+    rows = rest if size == rest.size else rest[stratified_subsample(y[rest], size, np.random.default_rng(seed))]
+    jobs = (delayed(_control_row)(name, layer, np.asarray(H[layer][rows], dtype=np.float64), y[rows], labels,
+                                  "non-test", seed + layer)
+            for layer in layers for labels in ("real", "shuffled"))
+    with threadpool_limits(1):
+        return pd.DataFrame(Parallel(n_jobs=n_jobs)(jobs))
+
+
+def _separability_cached(out, name, H, y, test, layers, n_jobs):
+    table = load_table(out, f"separability_large_{name}")
+    if table is not None and sorted(set(table.layer)) == sorted(layers):
+        return table
+    table = separability_rows(name, H, y, test, layers, n_jobs=n_jobs)
+    save_table(table, out, f"separability_large_{name}")
+    return table
 
 
 def _evaluate_cached(raw_dir, name, layer, pool_size, draw, H, y, test, kw):
@@ -219,8 +355,19 @@ def _evaluate_cached(raw_dir, name, layer, pool_size, draw, H, y, test, kw):
     return rows
 
 
+def _errors(raw: pd.DataFrame) -> pd.DataFrame:
+    """``raw`` with the error and coverage against the primary truth (validation-selected C) and the secondary one
+    (test-best C)."""
+    return raw.assign(error=raw.accuracy - raw.truth, covered=((raw.low <= raw.truth) & (raw.truth <= raw.high)),
+                      error_test_best=raw.accuracy - raw.truth_test_best,
+                      covered_test_best=((raw.low <= raw.truth_test_best) & (raw.truth_test_best <= raw.high)),
+                      selection_gap=raw.truth_test_best - raw.truth)
+
+
 def summary_table(raw: pd.DataFrame) -> pd.DataFrame:
-    """Per (dataset, pool, multiple, method): MAE, bias, interval coverage, settings, best-layer agreement.
+    """Per (dataset, pool, multiple, method): MAE, bias and interval coverage against the truth at the
+    validation-selected C (primary), the same against the test-best C (``*_test_best``, secondary), the mean
+    selection gap (test-best minus validation-selected truth), settings, best-layer agreement.
 
     Parameters
     ----------
@@ -231,10 +378,14 @@ def summary_table(raw: pd.DataFrame) -> pd.DataFrame:
     -------
     DataFrame
     """
-    raw = raw.assign(error=raw.accuracy - raw.truth, covered=(raw.low <= raw.truth) & (raw.truth <= raw.high))
+    raw = _errors(raw)
     keys = ["dataset", "pool", "multiple", "method"]
     table = raw.groupby(keys).agg(mae=("error", lambda e: float(np.mean(np.abs(e)))), bias=("error", "mean"),
-                                  coverage=("covered", "mean"), settings=("error", "size")).reset_index()
+                                  coverage=("covered", "mean"),
+                                  mae_test_best=("error_test_best", lambda e: float(np.mean(np.abs(e)))),
+                                  bias_test_best=("error_test_best", "mean"),
+                                  coverage_test_best=("covered_test_best", "mean"),
+                                  selection_gap=("selection_gap", "mean"), settings=("error", "size")).reset_index()
     best = []
     for key, g in raw.groupby([*keys, "draw"]):
         if g.layer.nunique() < 2:
@@ -250,8 +401,9 @@ def summary_table(raw: pd.DataFrame) -> pd.DataFrame:
 
 
 def by_draw_table(raw: pd.DataFrame) -> pd.DataFrame:
-    """Per (dataset, pool, multiple, draw, method): the mean absolute error over the layers, the share of layers
-    whose interval covers the truth, and the layers; the units of the paired comparisons of
+    """Per (dataset, pool, multiple, draw, method): the mean absolute error over the layers and the share of layers
+    whose interval covers the truth, against the validation-selected truth (``mae``, ``coverage``) and the test-best
+    one (``mae_test_best``, ``coverage_test_best``), and the layers; the units of the paired comparisons of
     :mod:`paper_figures.predictor_claims` (pool draws are independent; the layers of one draw are not).
 
     Parameters
@@ -262,17 +414,23 @@ def by_draw_table(raw: pd.DataFrame) -> pd.DataFrame:
     Returns
     -------
     DataFrame
-        Columns ``dataset, pool, multiple, draw, method, mae, coverage, layers``.
+        Columns ``dataset, pool, multiple, draw, method, mae, coverage, mae_test_best, coverage_test_best,
+        layers``.
     """
-    raw = raw.assign(error=(raw.accuracy - raw.truth).abs(),
-                     covered=((raw.low <= raw.truth) & (raw.truth <= raw.high)).astype(float))
+    raw = _errors(raw)
+    raw = raw.assign(error=raw.error.abs(), covered=raw.covered.astype(float),
+                     error_test_best=raw.error_test_best.abs(), covered_test_best=raw.covered_test_best.astype(float))
     return (raw.groupby(["dataset", "pool", "multiple", "draw", "method"], sort=False)
-            .agg(mae=("error", "mean"), coverage=("covered", "mean"), layers=("layer", "nunique")).reset_index())
+            .agg(mae=("error", "mean"), coverage=("covered", "mean"), mae_test_best=("error_test_best", "mean"),
+                 coverage_test_best=("covered_test_best", "mean"), layers=("layer", "nunique")).reset_index())
 
 
-def plot_summary(table: pd.DataFrame, out: Path, pool=None, by_draw: pd.DataFrame | None = None) -> Path:
+def plot_summary(table: pd.DataFrame, out: Path, pool=None, by_draw: pd.DataFrame | None = None,
+                 raw: pd.DataFrame | None = None) -> Path:
     """MAE against the multiple, one panel per dataset, at one pool size (default: 400 if run, else the middle),
-    with 95 % intervals over the pool draws when ``by_draw`` is given.
+    with 95 % intervals over the pool draws when ``by_draw`` is given; with ``raw``, a second row of panels shows
+    the accuracies themselves: the primary truth (validation-selected C, black), the test-best truth (grey,
+    dashed) and each method's prediction with its 90 % interval (means over layers and draws).
 
     Parameters
     ----------
@@ -285,6 +443,8 @@ def plot_summary(table: pd.DataFrame, out: Path, pool=None, by_draw: pd.DataFram
     by_draw : pandas.DataFrame, optional
         :func:`by_draw_table`: the MAE per pool draw, for a t interval over the draws at each point (the draws'
         pools overlap, so the interval is a lower bound on the uncertainty).
+    raw : pandas.DataFrame, optional
+        Rows of :func:`evaluate_setting` (``evaluations.csv``): the accuracy panels.
 
     Returns
     -------
@@ -297,7 +457,9 @@ def plot_summary(table: pd.DataFrame, out: Path, pool=None, by_draw: pd.DataFram
     pool = pool if pool is not None else (400 if 400 in pools else pools[len(pools) // 2])
     names = list(dict.fromkeys(table.dataset))
     methods = list(dict.fromkeys(table.method))
-    fig, axes = plt.subplots(1, len(names), figsize=(2.6 * len(names) + 0.6, 2.8), squeeze=False, sharey=True)
+    fig, axes = plt.subplots(1 if raw is None else 2, len(names), figsize=(max(2.6 * len(names) + 0.6, 4.5),
+                                                                            2.8 if raw is None else 5.6),
+                             squeeze=False, sharey="row")
     for ax, name in zip(axes[0], names):
         part = table[(table.dataset == name) & (table.pool == pool)]
         for k, (method, g) in enumerate(part.groupby("method", sort=False)):
@@ -317,15 +479,33 @@ def plot_summary(table: pd.DataFrame, out: Path, pool=None, by_draw: pd.DataFram
         ax.set_xticklabels([f"{m}x" for m in sorted(part.multiple.unique())])
         ax.xaxis.set_minor_locator(NullLocator())  # no "3 x 10^0" minor labels between 2x, 4x and 8x
         ax.xaxis.set_minor_formatter(NullFormatter())
-    axes[0][0].set_ylabel(f"MAE of the predicted accuracy (pool {pool})")
+    axes[0][0].set_ylabel(f"MAE (pool {pool})")
     axes[0][-1].legend(fontsize=7)
+    if raw is not None:
+        for ax, name in zip(axes[1], names):
+            part = raw[(raw.dataset == name) & (raw.pool == pool)]
+            truth = part.drop_duplicates(["layer", "draw", "multiple"]).groupby("multiple")
+            ax.plot(truth.truth.mean().index, truth.truth.mean(), "k-", lw=1.5, label="truth (validation-selected C)")
+            ax.plot(truth.truth_test_best.mean().index, truth.truth_test_best.mean(), "--", color="0.6", lw=1,
+                    label="truth (test-best C)")
+            for k, (method, g) in enumerate(part.groupby("method", sort=False)):
+                m = g.groupby("multiple")[["accuracy", "low", "high"]].mean()
+                shift = 1.0 + 0.04 * (k - (len(methods) - 1) / 2)
+                ax.errorbar(m.index * shift, m.accuracy, yerr=[m.accuracy - m.low, m.high - m.accuracy], fmt="o",
+                            ms=3, capsize=2, color=series_color(methods.index(method)), label=method)
+            ax.set(xlabel="target n / pool", xscale="log", xticks=sorted(part.multiple.unique()))
+            ax.set_xticklabels([f"{m}x" for m in sorted(part.multiple.unique())])
+            ax.xaxis.set_minor_locator(NullLocator())
+            ax.xaxis.set_minor_formatter(NullFormatter())
+        axes[1][0].set_ylabel("test accuracy (bars: 90 % interval)")
+        axes[1][-1].legend(fontsize=6)
     if by_draw is not None:
         fig.suptitle("bars: 95 % t intervals over the pool draws", fontsize=8, y=1.04)
     return save_figure(fig, out, "learning_curves")
 
 
 def run(out, hidden, *, pools=POOLS, draws=DRAWS, multiples=MULTIPLES, layer_step=LAYER_STEP, teachers=TEACHERS,
-        n_boot=200, n_test=TEST_ROWS, n_jobs=1, progress=False) -> pd.DataFrame:
+        n_boot=200, n_test=TEST_ROWS, n_jobs=1, progress=False, separability=True) -> pd.DataFrame:
     """Evaluate every (dataset, layer, pool size, draw), save the table and figure; returns the summary table.
 
     Parameters
@@ -341,6 +521,10 @@ def run(out, hidden, *, pools=POOLS, draws=DRAWS, multiples=MULTIPLES, layer_ste
         Parallel evaluations (each single-threaded).
     progress : bool
         Accepted but not used (the evaluations show no progress bar).
+    separability : bool
+        Also test separability at the layers evaluated where it can be decided (:func:`separability_rows`;
+        tables ``separability_large_<dataset>`` and ``separability_large_summary``, read by the separability
+        claim).
 
     Returns
     -------
@@ -350,11 +534,15 @@ def run(out, hidden, *, pools=POOLS, draws=DRAWS, multiples=MULTIPLES, layer_ste
     raw_dir = Path(out) / "learning_curves" / "raw"
     raw_dir.mkdir(parents=True, exist_ok=True)
     kw = dict(multiples=tuple(multiples), teachers=tuple(teachers), n_boot=int(n_boot))
-    kw["signature"] = dict(kw, n_test=int(n_test), cs=[float(c) for c in PLAN_CS])
-    jobs = []
+    kw["signature"] = dict(kw, n_test=int(n_test), cs=[float(c) for c in PLAN_CS], truth="validation-selected C",
+                           val_fraction=VAL_FRACTION, interval="profile + pool backtest")
+    jobs, separable = [], []
     for name, (H, labels, groups) in hidden.items():
         y = np.where(np.asarray(labels) > 0, 1.0, -1.0)
         test = fixed_test_rows(y, groups, n_test)
+        if separability:
+            separable.append(_separability_cached(out, name, H, y, test, list(range(1, H.shape[0], layer_step)),
+                                                  n_jobs))
         for layer in range(1, H.shape[0], layer_step):
             for pool_size in pools:
                 for draw in range(draws):
@@ -369,8 +557,13 @@ def run(out, hidden, *, pools=POOLS, draws=DRAWS, multiples=MULTIPLES, layer_ste
     save_table(table, out, "learning_curves")
     by_draw = by_draw_table(raw)
     save_table(by_draw, out, "learning_curves_by_draw")
+    if separable:
+        from .empirical_figures import separability_control_summary
+
+        save_table(separability_control_summary(pd.concat(separable, ignore_index=True)), out,
+                   "separability_large_summary")
     goal = table[(table["pool"] == GOAL_POOL) & (table["multiple"] == GOAL_MULTIPLE)]
     if len(goal):
         save_table(goal, out, "learning_curves_goal")
-    plot_summary(table, out, by_draw=by_draw)
+    plot_summary(table, out, by_draw=by_draw, raw=raw)
     return table

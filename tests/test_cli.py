@@ -244,7 +244,7 @@ WRITTEN = {
                                              "Acc_pred", "a", "b", "sigma", "cv_accuracy", "n_cv", "Acc_baseline",
                                              "Acc_theory"]},
     "plan": {"plan_reviews.csv": ["layer", "labels", "unlabeled", "pool_cv_accuracy", "target_n", "predicted_accuracy",
-                                  "low", "high", "C_star", "kappa", "chance_factor", "teacher", "level",
+                                  "low", "high", "C_star", "kappa", "chance_factor", "model_error", "teacher", "level",
                                   "target_accuracy", "labels_needed", "labels_needed_optimistic",
                                   "labels_needed_pessimistic"],
              "plan_reviews.json": None, "plan_reviews.png": None},

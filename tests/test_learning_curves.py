@@ -7,13 +7,15 @@ from cgmt.spectral import Spectrum
 from empirical.probes.learning_curves import (
     PLAN_CS,
     LearningCurve,
+    backtest_error,
     labels_needed,
     no_gain_curve,
+    pool_backtest_errors,
     power_law_curve,
     predict_best_layer,
     predict_learning_curve,
 )
-from empirical.probes.spectral_prediction import estimate_pool_model
+from empirical.probes.spectral_prediction import estimate_pool_model, estimate_pool_models
 from sims.spectral import sample_spectral
 
 P = 40
@@ -105,6 +107,78 @@ def test_no_signal_predicts_chance(population):
     assert predict_learning_curve(model, [2400]).accuracy[0] < 0.52
     unshrunk = estimate_pool_model(Hp, y, teacher="calibrated", n_boot=0, chance_z=0)
     assert unshrunk.chance_factor == 1.0 and unshrunk.kappa >= model.kappa
+
+
+def _weak_population(kappa, p=100, rows=20000):
+    base = Spectrum.power_law(p, exponent=1.0, kappa=kappa, teacher_exponent=0.5)
+    U = np.linalg.qr(np.random.default_rng(5).standard_normal((p, p)))[0]
+    s = Spectrum.from_eigenpairs(base.eigenvalues, U, U @ (base.teacher_coordinates * np.sqrt(p)))
+    X, y = sample_spectral(rows, s, 1)
+    return X, (y > 0).astype(int), s
+
+
+def test_intervals_are_honest_90_percent_ones_from_weak_to_clear_concepts():
+    """Teacher-student data at p = 100, pools of 300 predicted at 1,200 labels, 10 pools for each of three
+    teachers whose population best-C accuracy there is about 0.55 (weak: pools near chance), 0.60 and 0.72.
+    The 90 % interval must cover the truth in 23-29 of the 30 pools (binomial at 0.9 puts ~93 % of its mass
+    there: too narrow and too wide both fail) and never have zero width.  At the weak teacher the no-signal
+    shrinkage puts some pools at chance, where the delta-method interval alone (``profile=False``) has almost no
+    width and covers the weak gain in at most half the pools: the profile bounds are what cover it.  The interval
+    is the one ``raptor plan`` prints: with the pool's backtest error (``model_error``), which on this exact model
+    must stay 0 in at least half the pools (it measured 20 of 30: its noise correction works)."""
+    covered, weak_delta, shrunk, no_error = [], [], 0, 0
+    for kappa, lo, hi in ((0.3, 0.53, 0.57), (0.6, 0.58, 0.62), (1.5, 0.70, 0.74)):
+        X, y, s = _weak_population(kappa)
+        truth = max(r.accuracy for r in s.solve_path(1200 / 100, 1.0 / (PLAN_CS * 1200)))
+        assert lo < truth < hi
+        for seed in range(10):
+            idx = np.random.default_rng(seed).permutation(y.size)
+            model = estimate_pool_model(X[idx[:300]], y[idx[:300]], teacher="calibrated",
+                                        H_unlabeled=X[idx[300:3000]], random_state=seed, n_boot=100)
+            error = backtest_error(model, X[idx[:300]], y[idx[:300]], H_unlabeled=X[idx[300:3000]], random_state=seed)
+            no_error += error == 0
+            curve = predict_learning_curve(model, [1200], model_error=error)
+            bare = predict_learning_curve(model, [1200])
+            assert curve.low[0] <= bare.low[0] and curve.high[0] >= bare.high[0]  # the backtest only widens
+            assert curve.high[0] - curve.low[0] > 0.03
+            covered.append(curve.low[0] <= truth <= curve.high[0])
+            if kappa == 0.3:
+                shrunk += model.chance_factor < 0.5
+                delta = predict_learning_curve(model, [1200], profile=False)
+                assert curve.low[0] <= delta.low[0] and curve.high[0] >= delta.high[0]  # the profile only widens
+                weak_delta.append(delta.low[0] <= truth <= delta.high[0])
+    assert 23 <= sum(covered) <= 29
+    assert shrunk >= 3 and np.mean(weak_delta) <= 0.5  # the case of the issue: pools the shrinkage puts at chance
+    with pytest.raises(ValueError, match="profile"):
+        predict_learning_curve(model, [1200], profile="yes")
+    assert no_error >= 15
+
+
+def test_backtest_widens_by_the_doublings_and_checks_its_input(population):
+    """``model_error`` widens the half-widths in quadrature by z x error x log2(n / fold size): more at 8x than at
+    2x; bad input names its argument."""
+    H, y, _ = population
+    model = estimate_pool_model(H[:300], y[:300], teacher="calibrated", n_boot=50)
+    bare = predict_learning_curve(model, [600, 2400])
+    wide = predict_learning_curve(model, [600, 2400], model_error=0.02)
+    added = (wide.high - wide.low) - (bare.high - bare.low)
+    assert 0 < added[0] < added[1]
+    half = (wide.high[1] - wide.accuracy[1], bare.high[1] - bare.accuracy[1])
+    assert half[0] == pytest.approx(np.hypot(half[1], 1.6448536 * 0.02 * np.log2(2400 / 240)), abs=1e-6)
+    for bad in (-0.1, np.nan, "x"):
+        with pytest.raises(ValueError, match="model_error"):
+            predict_learning_curve(model, [600], model_error=bad)
+    with pytest.raises(ValueError, match="H_pool"):
+        backtest_error(model, H[:200], y[:200])
+    with pytest.raises(ValueError, match="model"):
+        backtest_error("model", H[:300], y[:300])
+    with pytest.raises(ValueError, match="y_pool"):
+        backtest_error(model, H[:300], np.r_[np.ones(295), np.zeros(5)])
+    with pytest.raises(ValueError, match="models"):
+        pool_backtest_errors({}, H[:300], y[:300])
+    models = estimate_pool_models(H[:300], y[:300], teachers=("calibrated", "deconvolved"), n_boot=0)
+    errors = pool_backtest_errors(models, H[:300], y[:300])
+    assert set(errors) == {"calibrated", "deconvolved"} and all(e >= 0 for e in errors.values())
 
 
 def test_baselines_and_best_layer(population):
@@ -253,3 +327,20 @@ def test_plan_labels_and_label_pool_refuse_bad_sizes():
         label_pool(np.r_[np.zeros(76, int), np.ones(4, int)], 40, seed=0)
     with pytest.raises(ValueError, match="--target-n 20 must be larger than --labels 20"):
         plan_labels(np.zeros((2, 80, 3)), y, label_pool(y, 20), 20)
+
+
+def test_plan_prints_the_backtested_interval_and_says_when_it_cannot():
+    """``raptor plan``'s table carries the backtest error it widened the interval with; a pool with fewer than
+    2 x folds rows of a class cannot be backtested: a warning, ``model_error`` NaN, the profile interval alone."""
+    from empirical.probes.planning import plan_labels
+    from empirical.testing import synthetic_hidden_states
+
+    H, y, _, _ = synthetic_hidden_states(400, 0, 10, shift=1.0, seed=0)
+    Hs = np.stack([H, H])
+    pool = np.r_[np.flatnonzero(y == 1)[:40], np.flatnonzero(y != 1)[:40]]
+    table = plan_labels(Hs, y, pool, 400, layers=[1], n_boot=20).table
+    assert np.isfinite(table.model_error[0]) and table.model_error[0] >= 0
+    small = np.r_[np.flatnonzero(y == 1)[:7], np.flatnonzero(y != 1)[:30]]
+    with pytest.warns(RuntimeWarning, match="backtest"):
+        table = plan_labels(Hs, y, small, 200, layers=[1], n_boot=20).table
+    assert np.isnan(table.model_error[0]) and table.high[0] > table.low[0]

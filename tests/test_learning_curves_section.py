@@ -32,11 +32,17 @@ def test_section_writes_its_table_and_figure_and_resumes(tmp_path, hidden, monke
     assert (table.settings == 2).all() and table.coverage.between(0, 1).all() and (table.mae >= 0).all()
     assert table.best_layer_within_1pt.between(0, 1).all() and (table.best_layer_regret >= 0).all()
     raw = pd.read_csv(tmp_path / "learning_curves" / "evaluations.csv")
-    assert (raw.truth > 0.5).all() and (raw.low <= raw.accuracy).all() and (raw.accuracy <= raw.high).all()
+    assert (raw.truth > 0.5).all() and (raw.truth <= raw.truth_test_best).all() and (raw.low <= raw.accuracy).all() and (raw.accuracy <= raw.high).all()
     # the truth at 4x extends the pool of 2x: a nested, larger training set, on the same test rows
     assert raw.groupby(["dataset", "layer", "draw", "multiple"]).truth.nunique().eq(1).all()
+    # separability where it can be decided: n = 2.5 (p + 1) non-test rows, real and shuffled labels, every layer run
+    sep = pd.read_csv(tmp_path / "tables" / "separability_large_summary.csv")
+    assert set(sep.labels) == {"real", "shuffled"} and (sep.rows == "non-test").all() and (sep.layers == 2).all()
+    assert (sep.n == int(np.ceil(2.5 * 13))).all() and (sep.n_over_p > 2).all()
+    assert (sep[sep.labels == "shuffled"].separable == 0).all()  # beyond Cover's 2 (p + 1): random labels fail
     # resume: a second run reads every saved evaluation instead of fitting again
     monkeypatch.setattr(learning_curves, "evaluate_setting", lambda *a, **k: pytest.fail("recomputed"))
+    monkeypatch.setattr(learning_curves, "separability_rows", lambda *a, **k: pytest.fail("recomputed"))
     again = learning_curves.run(tmp_path, hidden, **kw)
     pd.testing.assert_frame_equal(again, table)
 
@@ -55,10 +61,32 @@ def test_targets_beyond_the_data_are_skipped_and_grouped_test_rows_keep_groups(h
 
 def test_summary_counts_best_layer_agreement():
     raw = pd.DataFrame(dict(dataset="d", pool=100, multiple=2, method="m", draw=0, layer=[1, 2, 3],
-                            truth=[0.70, 0.80, 0.795], accuracy=[0.9, 0.7, 0.6], low=0.0, high=1.0))
+                            truth=[0.70, 0.80, 0.795], truth_test_best=[0.72, 0.80, 0.85],
+                            accuracy=[0.9, 0.7, 0.6], low=0.0, high=0.82))
     row = learning_curves.summary_table(raw).iloc[0]
     assert row.best_layer_regret == pytest.approx(0.10) and row.best_layer_within_1pt == 0.0
     assert row.coverage == 1.0 and row.mae == pytest.approx(np.mean([0.2, 0.1, 0.195]))
+    # the test-best truth is the secondary column, with its own error and coverage
+    assert row.mae_test_best == pytest.approx(np.mean([0.18, 0.1, 0.25])) and row.coverage_test_best == pytest.approx(2 / 3)
+    assert row.selection_gap == pytest.approx(np.mean([0.02, 0.0, 0.055]))
+
+
+def test_truth_is_the_test_accuracy_at_the_validation_selected_C(hidden):
+    """The primary truth is the refit's test accuracy at the C a validation split of the training rows selects:
+    at most the test-best accuracy, equal to the test accuracy along the grid at ``C_selected``."""
+    H, y, _ = hidden["plain"]
+    ypm = np.where(y > 0, 1.0, -1.0)
+    train, test = np.arange(400), np.arange(400, 700)
+    t = learning_curves.truth_accuracies(H[2], ypm, train, test)
+    path = learning_curves._path_accuracy(H[2], ypm, train, test, learning_curves.PLAN_CS)
+    assert t["truth"] == path[list(learning_curves.PLAN_CS).index(t["C_selected"])]
+    assert t["truth_test_best"] == path.max() >= t["truth"] > 0.5
+    with pytest.raises(ValueError, match="Cs"):
+        learning_curves.truth_accuracies(H[2], ypm, train, test, Cs=[-1.0])
+    with pytest.raises(ValueError, match="test"):
+        learning_curves.truth_accuracies(H[2], ypm, train, np.array([700]))
+    with pytest.raises(ValueError, match="H"):
+        learning_curves.truth_accuracies(np.full((700, 12), np.nan), ypm, train, test)
 
 
 def test_section_is_not_a_default_section():

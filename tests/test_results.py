@@ -372,6 +372,26 @@ def test_separability_without_a_failing_control_carries_no_verdict(tmp_path):
     assert row.verdict == "--" and "cannot fail" in row.ours
 
 
+def test_separability_is_decided_on_the_learning_curve_rows_when_present(tmp_path):
+    """With the learning-curve section's table (n = 2.5 (p + 1), where shuffled labels fail) the claim is tested
+    there alone, and the text compares the counts as they are: real labels separating less often than shuffled ones
+    are not "as often"."""
+    _fake_run(tmp_path)
+    control = output.load_table(tmp_path, "separability_control_summary").assign(separable=[20, 20, 17, 20])
+    output.save_table(control, tmp_path, "separability_control_summary")
+    large = pd.DataFrame(dict(dataset="stsa", rows="non-test", labels=["real", "shuffled"], layers=10,
+                              separable=[3, 0], undecided=0, n=1443, p=576)).assign(n_over_p=lambda d: d.n / d.p)
+    row = claims.claims_table(tmp_path).set_index("claim").loc[
+        "hidden states are (nearly) linearly separable at most layers"]
+    assert "all rows (n/p 1.74): real 17/20, shuffled 20/20 (real labels separate less often than shuffled" in row.ours
+    assert row.verdict == "--" and "cannot fail" in row.ours  # no informative row set without the large table
+    output.save_table(large, tmp_path, "separability_large_summary")
+    row = claims.claims_table(tmp_path).set_index("claim").loc[
+        "hidden states are (nearly) linearly separable at most layers"]
+    assert "non-test rows (n/p 2.51): real 3/10, shuffled 0/10 (real labels separate more often than" in row.ours
+    assert "3/10" in row.ours and row.verdict not in ("--", "holds")  # 3 of 10 layers: not a majority
+
+
 #: Every claim a complete run must produce (a claim missing from a run is a bug, not a silent drop).
 EVERY_CLAIM = (
     "RAPTOR beats GCS on mean-over-layers accuracy in every setting", "RAPTOR beats or ties GCS on best-layer accuracy",

@@ -10,6 +10,7 @@ test rows; sizes are labelled rows. docs/learning_curves.md.
 """
 from __future__ import annotations
 
+import warnings
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -18,7 +19,7 @@ from tqdm.auto import tqdm
 
 from cgmt.validation import check_int
 
-from .learning_curves import labels_needed, predict_learning_curve
+from .learning_curves import backtest_error, labels_needed, predict_learning_curve
 from .spectral_prediction import estimate_pool_model
 from .structure import stratified_subsample
 
@@ -38,7 +39,10 @@ class LabelPlan:
     ----------
     table : pandas.DataFrame
         One row per layer: ``layer``, ``labels``, ``unlabeled``, ``pool_cv_accuracy``, ``target_n``,
-        ``predicted_accuracy``, ``low``, ``high``, ``C_star``, ``kappa``, ``chance_factor``, ``teacher``, ``level``
+        ``predicted_accuracy``, ``low``, ``high`` (the interval with the pool's backtest error,
+        :func:`~empirical.probes.learning_curves.backtest_error`), ``C_star``, ``kappa``, ``chance_factor``,
+        ``model_error`` (that error per doubling of the labels; NaN, with a warning, when a class of the pool
+        has fewer than 2 x ``folds`` rows), ``teacher``, ``level``
         and, with a target accuracy, ``target_accuracy``, ``labels_needed`` (and its ``_optimistic`` /
         ``_pessimistic`` ends; inf when not reached within ``reachable_within``).
     best_layer : int
@@ -159,6 +163,7 @@ def plan_labels(H, y, pool, target_n: int, *, layers=None, teacher: str = "calib
     y = np.asarray(y)
     pool = np.asarray(pool, dtype=int)
     target_n = check_int(target_n, "target_n", minimum=2)
+    folds = check_int(folds, "folds", minimum=2)
     if target_n <= len(pool):
         raise ValueError(f"--target-n {target_n} must be larger than --labels {len(pool)} (the pool's own accuracy is "
                          "measured, not predicted)")
@@ -167,17 +172,27 @@ def plan_labels(H, y, pool, target_n: int, *, layers=None, teacher: str = "calib
     rest = np.setdiff1d(np.arange(n_rows), pool)
     grid = np.unique(np.r_[np.geomspace(len(pool), reach * target_n, 25), target_n])
     at = int(np.flatnonzero(grid == target_n)[0])
+    # the backtest cross-validates each half of the pool: each class needs 2 x folds labelled rows
+    backtested = int(np.unique(y[pool], return_counts=True)[1].min()) >= 2 * folds
+    error = np.nan
+    if not backtested:
+        warnings.warn(f"--labels {len(pool)}: the pool has fewer than {2 * folds} rows of a class, too few for the "
+                      "backtest of the intervals (backtest_error); the intervals leave out the theory's error on "
+                      "these features (model_error NaN)", RuntimeWarning, stacklevel=2)
     rows = []
     for layer in tqdm(layers, desc="plan layers", disable=not progress, leave=False):
         X = np.asarray(H[layer], dtype=np.float64)
         pool_model = estimate_pool_model(X[pool], y[pool], teacher=teacher, H_unlabeled=X[rest],
                                          random_state=random_state, n_boot=n_boot, folds=folds)
-        curve = predict_learning_curve(pool_model, grid, level=level)
+        if backtested:
+            error = backtest_error(pool_model, X[pool], y[pool], H_unlabeled=X[rest], folds=folds,
+                                   random_state=random_state)
+        curve = predict_learning_curve(pool_model, grid, level=level, model_error=0.0 if np.isnan(error) else error)
         row = dict(layer=layer, labels=len(pool), unlabeled=rest.size,
                    pool_cv_accuracy=float(pool_model.cv_accuracy.max()), target_n=target_n,
                    predicted_accuracy=float(curve.accuracy[at]), low=float(curve.low[at]),
                    high=float(curve.high[at]), C_star=float(curve.C_star[at]), kappa=pool_model.kappa,
-                   chance_factor=pool_model.chance_factor, teacher=teacher, level=level)
+                   chance_factor=pool_model.chance_factor, model_error=error, teacher=teacher, level=level)
         if target_accuracy is not None:
             need = labels_needed(curve, target_accuracy)
             row.update(target_accuracy=target_accuracy, labels_needed=need["n"],
