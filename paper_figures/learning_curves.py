@@ -19,7 +19,8 @@ training rows at the C that a stratified validation split of them (``VAL_FRACTIO
 the secondary truth ``truth_test_best``.  The predictors predict the best-C accuracy (the theory's maximum over the
 grid); they are scored against both truths, the primary one first.  The spectral predictions' intervals are
 the ones ``raptor plan`` prints: the profile bounds widened by the pool's own backtest error
-(:func:`empirical.probes.learning_curves.pool_backtest_errors`, ``model_error``).  Targets that need more rows than the dataset has outside its test
+(:func:`empirical.probes.learning_curves.pool_backtest_errors`, ``model_error``).  Targets that need more rows than the
+dataset has outside its test
 set are skipped (STSA and Counterfact at 8 x 800; Cities at most pools and multiples), and the table says how many
 settings each cell has.  The intervals include the binomial noise of the test set (``n_test``), so their coverage of
 the measured accuracy is what a 90 % interval promises.
@@ -29,7 +30,8 @@ Outputs: ``tables/learning_curves.csv|md`` (per dataset, pool size, multiple and
 ``selection_gap``, ``settings``, and the best-layer agreement: ``best_layer_within_1pt``, the share
 of pool draws whose predicted best layer is within 0.01 of the true best layer's accuracy, and ``best_layer_regret``,
 its mean accuracy shortfall) and ``figures/learning_curves.png|pdf`` (MAE against the multiple, one panel per
-dataset, pool of 400 or the middle pool size run; below, the mean truths and predictions with their intervals); and separability where it can be decided
+dataset, pool of 400 or the middle pool size run; below, the mean truths and predictions with their intervals); and
+separability where it can be decided
 (:func:`separability_rows`: real and shuffled labels on 2.5 (p + 1) non-test rows at the layers evaluated,
 ``tables/separability_large_<dataset>`` and ``tables/separability_large_summary``, which the separability claim
 uses when present).  Every evaluation of a (dataset, layer, pool, draw) is saved as it
@@ -70,7 +72,8 @@ from .style import series_color  # noqa: E402
 from .verdicts import mean_interval  # noqa: E402
 
 __all__ = ["run", "load_hidden", "fixed_test_rows", "evaluate_setting", "summary_table", "by_draw_table",
-           "plot_summary", "truth_accuracies", "separability_rows", "DATASETS", "POOLS", "DRAWS", "MULTIPLES", "LAYER_STEP", "TEST_ROWS", "TEACHERS", "QUICK",
+           "plot_summary", "truth_accuracies", "separability_rows", "DATASETS", "POOLS", "DRAWS", "MULTIPLES",
+           "LAYER_STEP", "TEST_ROWS", "TEACHERS", "QUICK",
            "LEVEL", "SCALES", "GOAL_POOL", "GOAL_MULTIPLE"]
 
 DATASETS = ("common", "hateeval", "sarcasm", "counterfact", "stsa", "cities")

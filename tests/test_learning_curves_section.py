@@ -32,7 +32,10 @@ def test_section_writes_its_table_and_figure_and_resumes(tmp_path, hidden, monke
     assert (table.settings == 2).all() and table.coverage.between(0, 1).all() and (table.mae >= 0).all()
     assert table.best_layer_within_1pt.between(0, 1).all() and (table.best_layer_regret >= 0).all()
     raw = pd.read_csv(tmp_path / "learning_curves" / "evaluations.csv")
-    assert (raw.truth > 0.5).all() and (raw.truth <= raw.truth_test_best).all() and (raw.low <= raw.accuracy).all() and (raw.accuracy <= raw.high).all()
+    assert (raw.truth > 0.5).all()
+    assert (raw.truth <= raw.truth_test_best).all()
+    assert (raw.low <= raw.accuracy).all()
+    assert (raw.accuracy <= raw.high).all()
     # the truth at 4x extends the pool of 2x: a nested, larger training set, on the same test rows
     assert raw.groupby(["dataset", "layer", "draw", "multiple"]).truth.nunique().eq(1).all()
     # separability where it can be decided: n = 2.5 (p + 1) non-test rows, real and shuffled labels, every layer run
@@ -67,7 +70,8 @@ def test_summary_counts_best_layer_agreement():
     assert row.best_layer_regret == pytest.approx(0.10) and row.best_layer_within_1pt == 0.0
     assert row.coverage == 1.0 and row.mae == pytest.approx(np.mean([0.2, 0.1, 0.195]))
     # the test-best truth is the secondary column, with its own error and coverage
-    assert row.mae_test_best == pytest.approx(np.mean([0.18, 0.1, 0.25])) and row.coverage_test_best == pytest.approx(2 / 3)
+    assert row.mae_test_best == pytest.approx(np.mean([0.18, 0.1, 0.25]))
+    assert row.coverage_test_best == pytest.approx(2 / 3)
     assert row.selection_gap == pytest.approx(np.mean([0.02, 0.0, 0.055]))
 
 

@@ -129,8 +129,8 @@ def _learning(tmp_path, gain_power, gain_none, theory_mae=0.015, noise=0.002):
                                         ("no_gain", theory_mae + gain_none + noise * rng.standard_normal())):
                         acc = truth + err * rng.choice([-1, 1])
                         raw.append(dict(dataset=dataset, layer=layer, pool=pool, draw=draw, multiple=multiple,
-                                        n=pool * multiple, truth=truth, truth_test_best=truth + 0.005, method=method, accuracy=acc,
-                                        low=acc - 0.03, high=acc + 0.03))
+                                        n=pool * multiple, truth=truth, truth_test_best=truth + 0.005, method=method,
+                                        accuracy=acc, low=acc - 0.03, high=acc + 0.03))
     output.save_table(by_draw_table(pd.DataFrame(raw)), tmp_path, "learning_curves_by_draw")
 
 

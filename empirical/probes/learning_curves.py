@@ -68,7 +68,8 @@ from .spectral_prediction import CV_LAMBDAS, KAPPA_BOUNDS, PoolModel, _spectrum_
 from .structure import fit_power_law, stratified_subsample
 
 __all__ = ["LearningCurve", "BestLayer", "predict_learning_curve", "predict_best_layer", "labels_needed",
-           "no_gain_curve", "power_law_curve", "backtest_error", "pool_backtest_errors", "check_targets", "PLAN_CS", "POWER_LAW_FRACTIONS"]
+           "no_gain_curve", "power_law_curve", "backtest_error", "pool_backtest_errors", "check_targets", "PLAN_CS",
+           "POWER_LAW_FRACTIONS"]
 
 #: the C grid of the best-C accuracy: RAPTOR's range (1e-4 .. 1e2), two points per decade
 PLAN_CS = np.logspace(-4, 2, 13)
