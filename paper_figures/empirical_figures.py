@@ -20,7 +20,6 @@ from pathlib import Path
 
 import numpy as np
 import pandas as pd
-from joblib import Parallel, delayed
 from tqdm.auto import tqdm
 
 from empirical.llm import datasets
@@ -31,9 +30,6 @@ from empirical.probes import (
     load_concept_vectors,
     paper_split,
     save_concept_vectors,
-    separability,
-    separability_lp,
-    shuffled_label_control,
     stability,
 )
 from empirical.probes.real_embedding import real_embedding_stability, theory_lambda
@@ -45,6 +41,7 @@ from . import empirical_plots
 from .claims import EQUAL_DATA_METHOD, PAPER_SPLIT_SEED, STABILITY_DATASETS
 from .output import load_table, save_figure, save_json, save_table, vectors_path
 from .progress import RunProgress
+from .separability_tables import separability_control_summary, separability_control_table, separability_table
 from .stability import plot_real_embedding_stability
 
 STEER_SETTINGS = (("counterfact", "away", 0.7), ("counterfact", "towards", 0.7), ("hateeval", "towards", None),
@@ -134,53 +131,6 @@ def accuracy_by_seed(layers: pd.DataFrame) -> pd.DataFrame:
     best_idx = layers.loc[g["test_accuracy"].idxmax()].set_index(["dataset", "method", "seed"])
     return pd.DataFrame({"best": g["test_accuracy"].max(), "mean": g["test_accuracy"].mean(),
                          "best_layer": best_idx["layer"]}).reset_index()
-
-
-def _separability_row(name, layer, X, y) -> dict:
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore")  # counted in the result and reported in the table
-        r = separability(X, y, stop_when_separated=True)  # same verdict; the later C are not run
-    return dict(dataset=name, layer=layer, separable=bool(r.separable), perc_zero=bool(r.perc_zero),
-                convergence_warnings=int(r.n_convergence_warnings))
-
-
-def separability_table(name, H, y, split, progress=True, n_jobs=1) -> pd.DataFrame:
-    """Per layer: LinearSVC zero training error at some C in {1e4, 1e6, 1e8} (tried in that order, stopping at the
-    first that separates; convergence warnings count the C tried); perceptron within 2000 epochs
-    (:func:`empirical.probes.separability` on the training split; ``n_jobs`` layers in parallel)."""
-    tr = split[0]
-    jobs = (delayed(_separability_row)(name, layer, np.asarray(H[layer][tr], dtype=np.float64), y[tr])
-            for layer in range(1, H.shape[0]))
-    rows = Parallel(n_jobs=n_jobs)(tqdm(jobs, desc=f"{name}: separability", total=H.shape[0] - 1,
-                                        disable=not progress, leave=False))
-    return pd.DataFrame(rows)
-
-
-def _control_row(name, layer, X, y, labels, rows, seed) -> dict:
-    r = separability_lp(X, y) if labels == "real" else shuffled_label_control(X, y, random_state=seed,
-                                                                              test=separability_lp)
-    return dict(dataset=name, layer=layer, labels=labels, rows=rows, n=int(X.shape[0]), p=int(X.shape[1]),
-                n_over_p=X.shape[0] / X.shape[1], separable=bool(r.separable), decided=bool(r.success),
-                min_total_slack=float(r.fun))
-
-
-def separability_control_table(name, H, y, split, layers, seed=0, progress=True, n_jobs=1) -> pd.DataFrame:
-    """The shuffled-label control of the separability claim on ``layers``, with the exact LP test
-    (:func:`empirical.probes.separability_lp`) for all four cases: real and shuffled labels (a permutation, class
-    counts kept; :func:`empirical.probes.shuffled_label_control`) on the training rows, and on every row of the
-    dataset (train + validation + test: the largest n this run has), so separability is read against what random
-    labels of the same size do, with one test.  (The paper's LinearSVC ladder needs 60-75 s per barely separable
-    layer at n = 1,000; the LP 2-4 s.)  Columns: dataset, layer, labels (real/shuffled), rows (train/all), n, p,
-    n_over_p, separable, decided (the LP finished), min_total_slack."""
-    tr = split[0]
-    every = np.arange(len(y))
-    cases = [("real", "train", tr), ("shuffled", "train", tr), ("real", "all", every), ("shuffled", "all", every)]
-    jobs = (delayed(_control_row)(name, layer, np.asarray(H[layer][idx], dtype=np.float64), y[idx], labels, rows,
-                                  seed + layer)
-            for layer in layers for labels, rows, idx in cases)
-    rows = Parallel(n_jobs=n_jobs)(tqdm(jobs, desc=f"{name}: separability control", total=len(cases) * len(layers),
-                                        disable=not progress, leave=False))
-    return pd.DataFrame(rows)
 
 
 def stability_table(name, H, y, split, layers, methods, K, progress=True, n_jobs=1) -> pd.DataFrame:
@@ -389,15 +339,6 @@ def _layers_for_seed(out, steps, name, H, y, split, seed, methods, scale, n_jobs
                                   vectors_out=Path(out) / "tables" if paper and groups is None else None)
             save_table(tab, out, table_name)
     return tab.assign(seed=seed)
-
-
-def separability_control_summary(rows: pd.DataFrame) -> pd.DataFrame:
-    """Per dataset, row set (train / all) and labels (real / shuffled): layers tested, separable layers, layers
-    the LP left undecided, n, p and n/p, from the per-layer control rows (one exact test for all four cases)."""
-    g = rows.groupby(["dataset", "rows", "labels"])
-    return g.agg(layers=("layer", "size"), separable=("separable", "sum"),
-                 undecided=("decided", lambda d: int((~d.astype(bool)).sum())), n=("n", "first"),
-                 p=("p", "first")).reset_index().assign(n_over_p=lambda d: d.n / d.p)
 
 
 def _stability_theory(out, data, stab, layers, progress):

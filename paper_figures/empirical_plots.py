@@ -16,6 +16,7 @@ from empirical.probes.registry import method_names
 
 from . import claims
 from .output import load_table, save_figure, save_table
+from .steering_text import redraw as plot_steering_text
 from .style import method_color, series_color
 
 MODEL_LABEL = "SmolLM2-135M-Instruct"
@@ -263,7 +264,6 @@ def plot_structure(out):
 def plot_all(out) -> list:
     """Every empirical figure whose tables exist (with ``steering_text.png``:
     :func:`paper_figures.steering_text.redraw`); returns the written PNG paths."""
-    from .steering_text import redraw as plot_steering_text
 
     out = Path(out)
     made = [f(out) for f in (plot_layerwise, plot_accuracy_differences, plot_cost, plot_stability, plot_steering,

@@ -63,11 +63,13 @@ from empirical.probes.learning_curves import (  # noqa: E402
     power_law_curve,
     predict_learning_curve,
 )
+from empirical.probes.raptor import select_C  # noqa: E402
 from empirical.probes.spectral_prediction import estimate_pool_models  # noqa: E402
 from empirical.probes.structure import stratified_subsample  # noqa: E402
 from empirical.validation import check_binary_labels, check_grid, check_matrix, standardize_stats, stratified_split  # noqa: E402
 
 from .output import load_table, save_figure, save_table  # noqa: E402
+from .separability_tables import control_row, separability_control_summary  # noqa: E402
 from .style import series_color  # noqa: E402
 from .verdicts import mean_interval  # noqa: E402
 
@@ -222,7 +224,6 @@ def truth_accuracies(H, y, train, test, Cs=PLAN_CS, seed=0) -> dict:
     >>> bool(0.5 < t["truth"] <= t["truth_test_best"])
     True
     """
-    from empirical.probes.raptor import select_C
 
     H = check_matrix(H, "H")
     _, y = check_binary_labels(y, H.shape[0], "y")
@@ -320,12 +321,10 @@ def separability_rows(name, H, y, test, layers, seed=0, n_jobs=1) -> pd.DataFram
         One row per (layer, labels): ``dataset, layer, labels, rows ("non-test"), n, p, n_over_p, separable,
         decided, min_total_slack``.
     """
-    from .empirical_figures import _control_row  # imported here: empirical_figures imports claims, which imports us
-
     rest = np.setdiff1d(np.arange(y.size), test)
     size = min(rest.size, int(np.ceil(SEPARABILITY_RATIO * (H.shape[2] + 1))))
     rows = rest if size == rest.size else rest[stratified_subsample(y[rest], size, np.random.default_rng(seed))]
-    jobs = (delayed(_control_row)(name, layer, np.asarray(H[layer][rows], dtype=np.float64), y[rows], labels,
+    jobs = (delayed(control_row)(name, layer, np.asarray(H[layer][rows], dtype=np.float64), y[rows], labels,
                                   "non-test", seed + layer)
             for layer in layers for labels in ("real", "shuffled"))
     with threadpool_limits(1):
@@ -561,8 +560,6 @@ def run(out, hidden, *, pools=POOLS, draws=DRAWS, multiples=MULTIPLES, layer_ste
     by_draw = by_draw_table(raw)
     save_table(by_draw, out, "learning_curves_by_draw")
     if separable:
-        from .empirical_figures import separability_control_summary
-
         save_table(separability_control_summary(pd.concat(separable, ignore_index=True)), out,
                    "separability_large_summary")
     goal = table[(table["pool"] == GOAL_POOL) & (table["multiple"] == GOAL_MULTIPLE)]

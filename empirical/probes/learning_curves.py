@@ -64,7 +64,7 @@ from cgmt.validation import DELTA_MAX, check_int, check_scalar
 from ..logistic import logistic_path
 from ..validation import check_binary_labels, check_grid, check_matrix, check_min_per_class, standardize_stats
 from .real_embedding import cross_validated_path
-from .spectral_prediction import CV_LAMBDAS, KAPPA_BOUNDS, PoolModel, _spectrum_from, _theory_path, estimate_pool_models
+from .spectral_prediction import CV_LAMBDAS, KAPPA_BOUNDS, PoolModel, estimate_pool_models, spectrum_from, theory_path
 from .structure import fit_power_law, stratified_subsample
 
 __all__ = ["LearningCurve", "BestLayer", "predict_learning_curve", "predict_best_layer", "labels_needed",
@@ -222,7 +222,7 @@ def _at_kappa(model, log_kappa):
     """The model's unshrunk spectrum with log kappa replaced (the tilt, if any, kept)."""
     theta = model.parameters.copy()
     theta[0] = log_kappa
-    return _spectrum_from(model.base_spectrum, theta)
+    return spectrum_from(model.base_spectrum, theta)
 
 
 def _pool_accuracy_band(model, level):
@@ -230,7 +230,7 @@ def _pool_accuracy_band(model, level):
     cross-validation path) and the ``level`` band a -/+ z sqrt(a (1 - a) / N) of an accuracy measured on the pool's
     N out-of-fold rows."""
     delta = model.cv_train_size / model.p
-    fitted = float(np.max(_theory_path(_at_kappa(model, model.parameters[0]), delta, model.cv_lambdas)))
+    fitted = float(np.max(theory_path(_at_kappa(model, model.parameters[0]), delta, model.cv_lambdas)))
     z = norm.ppf(0.5 + level / 2)
     half = z * math.sqrt(max(fitted * (1 - fitted), 0.25 / model.n_pool) / model.n_pool)
     return fitted, fitted - half, fitted + half
@@ -243,7 +243,7 @@ def _kappa_for(model, target):
     lo, hi = (math.log(k) for k in KAPPA_BOUNDS)
 
     def gap(log_kappa):
-        return float(np.max(_theory_path(_at_kappa(model, log_kappa), delta, model.cv_lambdas))) - target
+        return float(np.max(theory_path(_at_kappa(model, log_kappa), delta, model.cv_lambdas))) - target
 
     g_lo, g_hi = gap(lo), gap(hi)
     if g_lo >= 0:
@@ -394,7 +394,7 @@ def _backtest(models, H, ypm, U, folds, chance_z, random_state):
                                     folds=folds, random_state=random_state, cv_lambdas=first.cv_lambdas,
                                     H_unlabeled=np.vstack([H[rest], U]), n_boot=0, chance_z=chance_z)
         for teacher, sub in subs.items():
-            errors[teacher].append(a - float(np.max(_theory_path(sub.spectrum, delta, first.cv_lambdas))))
+            errors[teacher].append(a - float(np.max(theory_path(sub.spectrum, delta, first.cv_lambdas))))
     noise = 2.0 * a * (1.0 - a) / H.shape[0]
     return {teacher: math.sqrt(max(float(np.mean(e)) ** 2 - noise, 0.0) / 2.0) for teacher, e in errors.items()}
 

@@ -143,7 +143,7 @@ class PoolModel:
             raise ValueError(f"parameters: expected {self.parameters.size} values, got shape {theta.shape}")
         if self.base_spectrum is None or theta.size == 0:
             return self.spectrum
-        return _shrunk(_spectrum_from(self.base_spectrum, theta), self.chance_factor)
+        return _shrunk(spectrum_from(self.base_spectrum, theta), self.chance_factor)
 
     @property
     def p(self) -> int:
@@ -156,11 +156,12 @@ class PoolModel:
         return self.spectrum.kappa
 
 
-def _theory_path(spectrum, delta, lambdas):
+def theory_path(spectrum, delta, lambdas):
+    """The spectral theory's test accuracy of ``spectrum`` at sample ratio ``delta`` along ``lambdas``."""
     return np.array([r.accuracy for r in spectrum.solve_path(delta, lambdas)])
 
 
-def _spectrum_from(base, theta):
+def spectrum_from(base, theta):
     """The teacher of parameters theta = (log kappa[, log c]) on the pool fit's spectrum ``base``."""
     lo, hi = math.log(KAPPA_BOUNDS[0]), math.log(KAPPA_BOUNDS[1])
     kappa = math.exp(min(max(float(theta[0]), lo), hi))
@@ -176,12 +177,12 @@ def _shrunk(spectrum, factor):
 
 def _path_jacobian(base, theta, delta, lambdas):
     """Forward-difference derivative of the theory path in the log parameters."""
-    g0 = _theory_path(_spectrum_from(base, theta), delta, lambdas)
+    g0 = theory_path(spectrum_from(base, theta), delta, lambdas)
     jac = np.empty((lambdas.size, theta.size))
     for j in range(theta.size):
         step = np.array(theta, dtype=float)
         step[j] += _STEP
-        jac[:, j] = (_theory_path(_spectrum_from(base, step), delta, lambdas) - g0) / _STEP
+        jac[:, j] = (theory_path(spectrum_from(base, step), delta, lambdas) - g0) / _STEP
     return jac
 
 
@@ -267,7 +268,7 @@ def estimate_pool_models(H_pool, y_pool, *, teachers=TEACHERS, covariance="sampl
         if teacher == "calibrated":
 
             def misfit(log_kappa):
-                path = _theory_path(pool_fit.scaled(math.exp(log_kappa)), delta_fold, lambdas)
+                path = theory_path(pool_fit.scaled(math.exp(log_kappa)), delta_fold, lambdas)
                 return float(np.sum((path - acc) ** 2))
 
             best = minimize_scalar(misfit, bounds=tuple(math.log(k) for k in KAPPA_BOUNDS), method="bounded",
@@ -278,7 +279,7 @@ def estimate_pool_models(H_pool, y_pool, *, teachers=TEACHERS, covariance="sampl
         else:
             theta = np.zeros(0)
         if theta.size:
-            spectrum = _shrunk(_spectrum_from(pool_fit, theta), factor)
+            spectrum = _shrunk(spectrum_from(pool_fit, theta), factor)
             jac = _path_jacobian(pool_fit, theta, delta_fold, lambdas)
             # one Gauss-Newton step of the calibration per bootstrap replicate of the out-of-fold path
             gain = np.linalg.pinv(jac, rcond=1e-4)
@@ -354,7 +355,7 @@ def _deconvolved(spectrum, delta_fold, lambdas, acc):
 
     def misfit(theta):
         try:
-            return float(np.sum((_theory_path(_spectrum_from(spectrum, np.clip(theta, lo, hi)), delta_fold, lambdas)
+            return float(np.sum((theory_path(spectrum_from(spectrum, np.clip(theta, lo, hi)), delta_fold, lambdas)
                                  - acc) ** 2))
         except (ValueError, cgmt.ConvergenceError):
             return 1e3
@@ -388,7 +389,7 @@ def predict_path(model: PoolModel, n_train, Cs) -> np.ndarray:
         Predicted test accuracy (a fraction in [0, 1]) at each C, in the order of ``Cs``.
     """
     Cs = check_grid(Cs)
-    return _theory_path(model.spectrum, n_train / model.p, 1.0 / (Cs * n_train))
+    return theory_path(model.spectrum, n_train / model.p, 1.0 / (Cs * n_train))
 
 
 def predict_lambda_star(Cs, predicted_accuracy, tolerance=1e-3) -> float:
