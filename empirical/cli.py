@@ -571,10 +571,31 @@ def cmd_export(args):
 
 # --------------------------------------------------------------------------- parser
 #: per subcommand: which options apply in which mode and which exclude each other (cgmt.cli_args.enforce_options)
+#: The data options every command with a data group shares (``_add_common``): a table or a built-in dataset, the
+#: table's columns only with ``--table``, the built-in files' options only with ``--dataset``, and one size cap.
+DATA_OPTIONS = {"excludes": [("--dataset", "--table"), ("--quick", "--max-per-class")],
+                "needs": {"--text-column": "--table", "--label-column": "--table", "--positive-label": "--table",
+                          "--no-verify": "--dataset", "--data-dir": "--dataset"}}
+
+
+def _with_data(table: dict) -> dict:
+    """``table`` with :data:`DATA_OPTIONS` added."""
+    return {"excludes": [*DATA_OPTIONS["excludes"], *table.get("excludes", ())],
+            "needs": {**DATA_OPTIONS["needs"], **table.get("needs", {})},
+            **{k: v for k, v in table.items() if k not in ("excludes", "needs")}}
+
+
+#: Every subcommand declares its table (an empty one: no option depends on or excludes another), so that a new
+#: subcommand or option is a decision, not an omission (tests/test_options_and_degenerate_work.py walks them).
 OPTIONS = {
-    "probe": {"distinct": ["--baselines"]},
-    "steer": {"excludes": [("--setting", "--sweep")], "needs": {"--strengths": "--sweep"},
-              "distinct": ["--methods"], "nonempty": ["--setting"]},
+    "extract": _with_data({}),
+    "probe": _with_data({"distinct": ["--baselines"]}),
+    "stability": _with_data({}),
+    "steer": _with_data({"excludes": [("--setting", "--sweep")], "needs": {"--strengths": "--sweep"},
+                         "distinct": ["--methods"], "nonempty": ["--setting"]}),
+    "sweep": _with_data({}),
+    "plan": _with_data({}),
+    "export": {"nonempty": ["--model-hint"]},
 }
 
 

@@ -2,6 +2,7 @@
 and success is never reported for empty or degenerate work.  Grouped by pattern, named by subject."""
 from __future__ import annotations
 
+import argparse
 import json
 
 import numpy as np
@@ -104,7 +105,8 @@ def _sample(parser, option):
     if action.choices:
         values = [c for c in action.choices if c != action.default and [c] != action.default][:1]
         return [option, *map(str, values)]
-    return [option, {"--strengths": "0.3", "--datasets": "sentiment"}.get(option, "x")]
+    return [option, {"--strengths": "0.3", "--datasets": "sentiment", "--quick": "5",
+                     "--max-per-class": "10"}.get(option, "x")]
 
 
 def _cases():
@@ -142,6 +144,17 @@ def test_each_option_alone_passes_the_table(prog, main, build, command, options,
     mode = [table["needs"][options[0]]] if len(options) == 1 else []
     argv = [t for o in [*mode, options[0]] for t in _sample(parser, o)]
     enforce_options(parser, parser.parse_args(argv), table)  # no SystemExit: the right combination is accepted
+
+
+def test_every_raptor_subcommand_declares_its_option_table():
+    """A new subcommand is a decision about its options' relations (an empty table says: none), not an omission."""
+    parser = cli.build_parser()
+    commands = next(a for a in parser._actions if isinstance(a, argparse._SubParsersAction)).choices
+    assert sorted(cli.OPTIONS) == sorted(commands)
+    for command in commands:  # a subcommand with the data group has the shared data relations
+        options = {o for a in cli._subparser(parser, command)._actions for o in a.option_strings}
+        if "--table" in options:
+            assert set(cli.DATA_OPTIONS["needs"]) <= set(cli.OPTIONS[command]["needs"]), command
 
 
 def test_every_table_names_only_real_options():
