@@ -228,7 +228,8 @@ def gaussian_rule(features=(), order=DEFAULT_ORDER, L=TRUNCATION, hmax=MAX_PANEL
     ----------
     features : iterable of (float, float), default=()
         (center, scale) pairs where f changes fast (scale = distance of the nearest complex singularity from
-        the real axis; floored at 1e-12); the panels are refined geometrically towards each center.
+        the real axis; floored at 1e-12; inf: no refinement); the panels are refined geometrically towards each
+        center.
     order : int, default=DEFAULT_ORDER
         Gauss-Legendre nodes per panel.
     L : float, default=TRUNCATION
@@ -248,12 +249,15 @@ def gaussian_rule(features=(), order=DEFAULT_ORDER, L=TRUNCATION, hmax=MAX_PANEL
     (1.0, 1.0)
     """
     try:
-        feats = check_real_array(list(features), "features")
+        feats = check_real_array(list(features), "features", allow_inf=True)  # scale inf: a smooth feature
     except TypeError:
         raise ValueError(f"features must be an iterable of (center, scale) pairs, got {features!r}"[:200]) from None
     if feats.size and (feats.ndim != 2 or feats.shape[1] != 2):
         raise ValueError(f"features must be (center, scale) pairs, got an array of shape {feats.shape}")
     feats = feats.reshape(-1, 2)
+    if not np.all(np.isfinite(feats[:, 0])) or np.any(feats[:, 1] < 0):
+        raise ValueError("features must have finite centers and scales >= 0 (inf: no refinement), got "
+                         f"{feats.tolist()!r}"[:200])
     L = check_scalar(L, "L", low=0.0, high=MAX_TRUNCATION, low_open=True)
     hmax = check_scalar(hmax, "hmax", low=0.0, high=2 * MAX_TRUNCATION, low_open=True)
     order = check_quad_order(order, "order")
