@@ -14,7 +14,7 @@ from scipy.special import expit
 
 from cgmt.validation import check_lam, check_scalar
 from empirical.logistic import fit_l2_logistic  # the project's one exact solver
-from empirical.validation import check_matrix, check_signed_labels
+from empirical.validation import check_matrix, check_signed_labels, check_vector
 
 
 def _check_xy(X, y):
@@ -43,13 +43,7 @@ def check_fit_point(X, y, beta, lam) -> tuple:
         ``(X, y, beta, lam)`` as float64 arrays and a float.
     """
     X, y = _check_xy(X, y)
-    try:
-        beta = np.asarray(beta, dtype=np.float64)
-    except (TypeError, ValueError):
-        raise ValueError(f"beta must be a finite real vector of shape ({X.shape[1]},), got "
-                         f"{type(beta).__name__}") from None
-    if beta.shape != (X.shape[1],) or not np.all(np.isfinite(beta)):
-        raise ValueError(f"beta must be a finite vector of shape ({X.shape[1]},), got shape {beta.shape}")
+    beta = check_vector(beta, "beta", size=X.shape[1])
     return X, y, beta, check_lam(lam, allow_zero=True)
 
 

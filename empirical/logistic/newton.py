@@ -25,7 +25,7 @@ from scipy.special import expit
 
 from cgmt.validation import check_int, check_scalar
 
-from ..validation import C_MAX, C_MIN, TOL_MAX, check_matrix, check_signed_labels
+from ..validation import C_MAX, C_MIN, TOL_MAX, check_matrix, check_signed_labels, check_vector
 
 #: The API: the independent reference solver and its status messages.  The other functions (``loss_terms``,
 #: ``armijo_backtrack``, ``newton_dual``, ``dual_start``, ``dual_inverse``, ``principal_solver``) are the kernels
@@ -452,13 +452,7 @@ def check_problem(X, y, C, tol, max_iter, w0=None, b0=0.0) -> tuple:
     tol = check_scalar(tol, "tol", low=0.0, high=TOL_MAX, low_open=True)
     max_iter = check_int(max_iter, "max_iter", maximum=MAX_ITER)
     if w0 is not None:
-        try:
-            w0 = np.asarray(w0, dtype=np.float64)
-        except (TypeError, ValueError):
-            raise ValueError(f"w0 must be a finite real array of shape ({X.shape[1]},), got "
-                             f"{type(w0).__name__}") from None
-        if w0.shape != (X.shape[1],) or not np.all(np.isfinite(w0)):
-            raise ValueError(f"w0 must be a finite array of shape ({X.shape[1]},); got shape {w0.shape}")
+        w0 = check_vector(w0, "w0", size=X.shape[1])
     b0 = check_scalar(b0, "b0")
     return X, y, C, tol, max_iter, w0, b0
 

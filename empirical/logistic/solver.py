@@ -40,7 +40,7 @@ from scipy.optimize import OptimizeResult
 
 from cgmt.validation import check_scalar
 
-from ..validation import check_matrix, check_signed_labels
+from ..validation import check_matrix, check_signed_labels, check_vector
 from .design import reduce_design
 from .newton import (
     STATUS_MESSAGES,
@@ -87,12 +87,7 @@ def logistic_objective(X, y, C, w, b=0.0) -> float:
     y = check_signed_labels(y, X.shape[0], "y")
     C = check_scalar(C, "C", low=0.0)
     b = check_scalar(b, "b")
-    try:
-        w = np.asarray(w, dtype=np.float64)
-    except (TypeError, ValueError):
-        raise ValueError(f"w must be a finite real array of shape ({X.shape[1]},), got {type(w).__name__}") from None
-    if w.shape != (X.shape[1],) or not np.all(np.isfinite(w)):
-        raise ValueError(f"w must be a finite array of shape ({X.shape[1]},); got shape {w.shape}")
+    w = check_vector(w, "w", size=X.shape[1])
     m = y * (X @ w + b)
     return float(C * np.logaddexp(0.0, -m).sum() + 0.5 * w @ w)
 
