@@ -15,7 +15,7 @@ datasets, every fourth layer, the best layer on five split seeds; the evaluation
 docs/steering.md), ``learning_curves`` (accuracy at 2-8x more labels predicted from pools of 200-800 labels, the
 spectral theory against a power-law learning curve and "no gain", docs/learning_curves.md).
 Default: every section but ``steering_text`` (under an hour on two cores after the empirical section, by its
-timing model's upper bound ``SECTION_SECONDS["steering_text"]``: docs/steering.md, Cost) and
+timing model's upper bound ``section_seconds("steering_text")``: docs/steering.md, Cost) and
 ``learning_curves`` (extractions at the Concept-Depth sizes, hours of fits); add them with ``--only``.
 Outputs: ``OUT/RESULTS.md`` (the paper's claims checked, with 95 % intervals, and every figure explained),
 ``OUT/figures/*.png|pdf``, ``OUT/tables/*.csv|md`` (the numbers behind every figure) and an index
@@ -55,7 +55,7 @@ from .publish import publish, sync_readme
 from .results import write_results
 
 SECTIONS = ("theory", "stability", "empirical", "spectral", "steering_text", "learning_curves")
-#: What a plain ``python -m paper_figures`` runs (``steering_text`` takes up to ``SECTION_SECONDS["steering_text"]``
+#: What a plain ``python -m paper_figures`` runs (``steering_text`` takes up to ``section_seconds("steering_text")``
 #: more on two cores (its timing model: docs/steering.md), ``learning_curves`` needs the large extractions; ask for
 #: them with ``--only``).
 DEFAULT_SECTIONS = ("theory", "stability", "empirical", "spectral")
@@ -67,8 +67,15 @@ DEFAULT_SECTIONS = ("theory", "stability", "empirical", "spectral")
 #: (``pool_backtest_errors``: 33 of 110 CPU s of the evaluations of 10 Common layers at pool 400, i.e. x 1.43 on the
 #: evaluations): 14,400 x 1.07 x 1.43 + 1,700 ~ 23,700 s; ``--learning-scale goal`` runs a third of the
 #: evaluations, ~9,000 s (was ~6,800 without the backtests).
-SECTION_SECONDS = {"theory": 60, "stability": 20, "spectral": 560,
-                   "steering_text": round(steering_text.full_run_seconds()), "learning_curves": 23700}
+SECTION_SECONDS = {"theory": 60, "stability": 20, "spectral": 560, "learning_curves": 23700}
+
+
+def section_seconds(section: str) -> float:
+    """Expected seconds of ``section`` on two cores (:data:`SECTION_SECONDS`; ``steering_text``: its timing model,
+    computed when asked, since the model imports the LLM stack, which a run without the ``[llm]`` extra lacks)."""
+    if section == "steering_text":
+        return round(steering_text.full_run_seconds())
+    return SECTION_SECONDS[section]
 
 
 def _dir_path(text) -> Path:
@@ -186,7 +193,7 @@ def _total_seconds(args, cap) -> float:
         if section == "empirical":
             total += empirical_figures.plan(args.quick, cap)
         else:
-            total += SECTION_SECONDS[section] * (0.2 if args.quick else 1.0)
+            total += section_seconds(section) * (0.2 if args.quick else 1.0)
     return total
 
 
@@ -263,18 +270,18 @@ def _run(args) -> int:
             t0 = time.perf_counter()
             if section == "theory":
                 with steps.step("theory: fixed point vs simulation",
-                                SECTION_SECONDS["theory"] * (0.2 if args.quick else 1)):
+                                section_seconds("theory") * (0.2 if args.quick else 1)):
                     theory.run(out, quick=args.quick, progress=False, n_jobs=args.n_jobs)
             elif section == "stability":
                 with steps.step("stability theory vs simulation",
-                                SECTION_SECONDS["stability"] * (0.2 if args.quick else 1)):
+                                section_seconds("stability") * (0.2 if args.quick else 1)):
                     stability.run(out, quick=args.quick, progress=False, n_jobs=args.n_jobs)
             elif section == "empirical":
                 empirical_figures.run(out, model=args.model, data_dir=args.data_dir, max_per_class=cap,
                                       quick=args.quick, steps=steps, n_jobs=args.n_jobs)
             elif section == "spectral":
                 with steps.step("spectral theory on real probes",
-                                SECTION_SECONDS["spectral"] * (0.2 if args.quick else 1)):
+                                section_seconds("spectral") * (0.2 if args.quick else 1)):
                     names = empirical_figures.STABILITY_DATASETS
                     hidden = spectral_figures.load_hidden(args.model, args.data_dir, cap, progress=False,
                                                           names=names[:1] if args.quick else names)
@@ -288,12 +295,12 @@ def _run(args) -> int:
                                          n_jobs=args.n_jobs)
             elif section == "steering_text":
                 with steps.step("steering: generated text",
-                                SECTION_SECONDS["steering_text"] * (0.2 if args.quick else 1)):
+                                section_seconds("steering_text") * (0.2 if args.quick else 1)):
                     steering_text.run(out, model=args.model, data_dir=args.data_dir, max_per_class=cap,
                                       quick=args.quick, progress=False, n_jobs=args.n_jobs, names=args.datasets)
             elif section == "learning_curves":
                 with steps.step("learning curves from small pools",
-                                SECTION_SECONDS["learning_curves"] * (0.2 if args.quick else 1)):
+                                section_seconds("learning_curves") * (0.2 if args.quick else 1)):
                     hidden = learning_curves.load_hidden(
                         args.model, args.data_dir, progress=False, names=args.datasets or learning_curves.DATASETS,
                         max_per_class="reference" if args.max_per_class is None else args.max_per_class)

@@ -107,7 +107,7 @@ def stage_seconds(scale=None, measurable=MEASURABLE, tested_twins=True) -> dict:
 
 def full_run_seconds(scale=None, measurable=MEASURABLE, tested_twins=True) -> float:
     """The timing model's seconds for the whole section (``total`` of :func:`stage_seconds`, same parameters): the
-    upper bound ``paper_figures.__main__.SECTION_SECONDS["steering_text"]`` is computed from."""
+    upper bound ``paper_figures.__main__.section_seconds("steering_text")`` is computed from."""
     return stage_seconds(scale, measurable, tested_twins)["total"]
 
 

@@ -400,9 +400,9 @@ def test_the_timing_model_counts_the_work():
                                costs=dict(costs, fit=dict(RAPTOR=0.0, GCS=0.0)),
                                twin_methods=("RAPTOR",))["candidate"] == base["candidate"]  # GCS: no twins
     assert set(SC.estimate_seconds(measurable=False)) == {"validity", "total"}  # nothing fitted
-    from paper_figures.__main__ import SECTION_SECONDS
+    from paper_figures.__main__ import section_seconds
     from paper_figures.steering_text import full_run_seconds
-    assert SECTION_SECONDS["steering_text"] == round(full_run_seconds())
+    assert section_seconds("steering_text") == round(full_run_seconds())
 
 
 def test_read_out_validity_needs_an_auc_above_chance_not_only_above_the_threshold():
