@@ -6,8 +6,10 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
-from empirical.llm import steering_eval as SE
-from paper_figures import steering_text as ST
+pytest.importorskip("transformers")  # the steering evaluation needs the [llm] extra
+
+from empirical.llm import steering_eval as SE  # noqa: E402
+from paper_figures import steering_text as ST  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[1]
 
