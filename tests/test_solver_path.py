@@ -2,6 +2,7 @@
 import numpy as np
 import pytest
 from hypothesis import given, settings, strategies as st
+from scipy.special import expit
 
 from empirical.logistic import fit_l2_logistic, logistic_path, reduce_design, refit
 from empirical.logistic.design import extend_design
@@ -123,3 +124,28 @@ def test_extended_design_declines_dependent_validation_rows():
     X = rng.standard_normal((10, 30))
     Xv = X[:3] * 2.0  # inside the train row span
     assert extend_design(reduce_design(X, Xv), X, Xv) is None
+
+
+# ------------------------------------------------------------------ the documented C domain is what the solver can do
+@pytest.mark.filterwarnings("error::sklearn.exceptions.ConvergenceWarning")
+@pytest.mark.parametrize("C", [1e10, 1e12, 1e14, 1e16])
+def test_raptor_probe_solves_separable_data_at_every_C_of_the_domain(C):
+    """Up to ``C_MAX`` on separable data with n <= 2p (where the float32 preconditioner cannot hold the Hessian
+    and Newton starts far from the optimum): no error, no warning, every row separated, and the refit's
+    gradient, recomputed here from the returned (w, b), is zero to the tolerance."""
+    from empirical.probes import RaptorProbe
+    from empirical.validation import C_MAX
+
+    assert C <= C_MAX
+    for n, p in [(20, 20), (30, 60), (40, 30), (50, 25), (60, 100), (200, 120)]:
+        for seed in range(2):
+            rng = np.random.default_rng(seed)
+            X = rng.standard_normal((n, p)) * rng.uniform(0.1, 10, p) + rng.standard_normal(p)
+            y = (X @ rng.standard_normal(p) > 0).astype(int)
+            probe = RaptorProbe(Cs=[C]).fit(X, y)
+            assert probe.score(X, y) == 1.0, (n, p, seed)
+            Xs = (X - probe.scaler_mean_) / probe.scaler_scale_
+            w, b, ypm = probe.coef_std_, probe.intercept_std_, 2.0 * y - 1
+            r = -ypm * expit(-ypm * (Xs @ w + b))
+            grad = np.append(w + C * Xs.T @ r, C * r.sum())
+            assert np.linalg.norm(grad) / max(1.0, np.linalg.norm(w)) <= 1e-8, (n, p, seed)

@@ -196,7 +196,12 @@ def refit(X, y, Xv, yv, C, design, a0, b0, *, fit_intercept=True, tol=1e-10, max
         full = reduce_design(Xf, K=K)
         a_start = full.project(np.concatenate([design.Z @ a0, design.Zv @ a0]))
     ctx = PathContext(full.Z)
-    res = newton_pcg(ctx, yf, C, a_start, b0, fit_intercept=fit_intercept, tol=tol, max_iter=max_iter)
+    z0 = full.Z @ a_start + b0
+    if C * np.logaddexp(0.0, -yf * z0).sum() + 0.5 * a_start @ a_start > C * n * np.log(2.0):
+        # the train-only solution misclassifies validation rows by so much (large C) that zero is the better
+        # start: Newton's quadratic model is poor where the loss is linear
+        a_start, b0, z0 = np.zeros_like(a_start), 0.0, np.zeros(n)
+    res = newton_pcg(ctx, yf, C, a_start, b0, fit_intercept=fit_intercept, tol=tol, max_iter=max_iter, z0=z0)
     return OptimizeResult(coef=full.back(res.coef), intercept=res.intercept, nit=res.nit, grad_norm=res.grad_norm,
                           success=res.status == 0, status=res.status, message=res.message)
 

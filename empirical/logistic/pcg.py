@@ -20,7 +20,7 @@ from __future__ import annotations
 import numpy as np
 from scipy import linalg
 from scipy.linalg import lapack
-from scipy.linalg.blas import ssyrk, strsv
+from scipy.linalg.blas import dtrsv, ssyrk, strsv
 from scipy.optimize import OptimizeResult
 from scipy.special import expit
 
@@ -31,10 +31,15 @@ from .newton import STATUS_MESSAGES, loss_terms
 __all__ = ["newton_pcg"]
 
 
+#: a Schur complement below this fraction of C sum d has lost its digits to cancellation in float32
+_SCHUR_FLOOR = 1e-4
+
+
 class _Precond:
     """Cholesky factor of the Hessian I + C Z'DZ (+ intercept, via its Schur complement) at some (C, D).
 
-    Formed from float32 products and factored in float32; each application is two float32 triangular
+    Formed from float32 products and factored in float32 (in float64, by a QR that never forms the Hessian,
+    when float32 cannot hold it: large C on separable data); each application is two triangular
     solves (one pass over r^2 numbers each).  Forming an explicit inverse (potri) costs twice the
     factorization and saves less than that over a factor's lifetime (measured at r = 576 and 2400).
     It is only a preconditioner and the metric of the certificate's estimate (with a safety factor), so
@@ -50,18 +55,50 @@ class _Precond:
         H = ssyrk(1.0, S.T, trans=0, lower=0)  # upper triangle of S'S (half the flops of S.T @ S)
         H[np.diag_indices(r)] += 1.0
         U, info = lapack.spotrf(H, lower=0, clean=0, overwrite_a=1)
-        if info != 0:
-            raise linalg.LinAlgError("preconditioner factorization failed")
-        self.U = np.asfortranarray(U)  # H = U'U (upper triangle)
+        #: a float64 factor of the Hessian itself (the QR route), exact to float64 rounding: no CG needed
+        self.exact = False
+        if info == 0:
+            self.U = np.asfortranarray(U)  # H = U'U (upper triangle)
+            if fit_intercept:
+                self.h = C * (Z.T @ d)
+                self.u = self.solve_w(self.h)
+                self.s = C * d.sum() - self.h @ self.u  # Schur complement of the intercept
+        if info != 0 or (fit_intercept and not self.s > _SCHUR_FLOOR * C * d.sum()):
+            self._factor_by_qr(Z, d, C, fit_intercept, r)
         if fit_intercept:
-            h = C * (Z.T @ d)
-            self.u = self.solve_w(h)
-            self.s = max(C * d.sum() - h @ self.u, 1e-300)
-            self.h = h
+            # a numerically singular intercept block (every d underflowed, or the constant lies in the span of
+            # C D Z): regularize the preconditioner, and never certify with it (see _val_norm)
+            floor = 1e-12 * max(1.0, C * d.sum())
+            self.singular = not self.s >= floor
+            self.s = max(self.s, floor)
 
+    def _factor_by_qr(self, Z, d, C, fit_intercept, r):
+        """The same factor in float64 without forming the Hessian: float32 cannot hold I + C Z'DZ when C d spans
+        more than ~7 decades (large C on separable data, where most d underflow), and the Schur complement
+        C sum d - h'H^-1 h then cancels.  R of the QR of [sqrt(C D) (Z, 1); (I, 0)] has R'R = the Hessian of
+        (w, b); its leading block R11 factors the w-block, and u = R11^-1 r12, s = r22^2 are exact."""
+        sqrt_cd = np.sqrt(C * d)
+        top = np.asarray(Z, dtype=np.float64) * sqrt_cd[:, None]
+        if fit_intercept:
+            top = np.hstack([top, sqrt_cd[:, None]])
+        bottom = np.eye(r, top.shape[1])
+        R = linalg.qr(np.vstack([top, bottom]), mode="r", overwrite_a=True, check_finite=False)[0][:top.shape[1]]
+        if not np.all(np.isfinite(R)):
+            raise linalg.LinAlgError("preconditioner factorization failed: the Hessian is not finite")
+        R = R * np.where(np.diag(R) < 0, -1.0, 1.0)[:, None]
+        self.U = np.asfortranarray(R[:r, :r])
+        self.exact = True
+        if fit_intercept:
+            r12 = R[:r, r]
+            self.h = self.U.T @ r12
+            self.u = linalg.solve_triangular(self.U, r12, lower=False, check_finite=False)
+            self.s = R[r, r] ** 2
     def solve_w(self, v):
-        y = strsv(self.U, v.astype(np.float32), trans=1, lower=0)
-        return strsv(self.U, y, trans=0, lower=0, overwrite_x=1).astype(np.float64)
+        if self.U.dtype == np.float64:
+            return dtrsv(self.U, dtrsv(self.U, v, trans=1, lower=0), trans=0, lower=0, overwrite_x=1)
+        v32, scale = _unit(v)
+        y = strsv(self.U, v32, trans=1, lower=0)
+        return scale * strsv(self.U, y, trans=0, lower=0, overwrite_x=1).astype(np.float64)
 
     def solve(self, vw, vb):
         xw0 = self.solve_w(vw)
@@ -83,10 +120,19 @@ class _DiagPrec:
         return self.inv_w * vw, self.inv_b * vb
 
 
+def _unit(v):
+    """``v`` divided by its largest magnitude (1 for a zero vector), as float32, and that magnitude: float32
+    products of the unit vector neither overflow nor underflow whatever the scale of ``v`` (large C)."""
+    scale = float(np.max(np.abs(v), initial=0.0)) or 1.0
+    return (v / scale).astype(np.float32), scale
+
+
 def _hessvec(Z, d, C, vw, vb):
     if Z.dtype == np.float32:
-        t = d * ((Z @ vw.astype(np.float32)) + vb)
-        return vw + C * (Z.T @ t.astype(np.float32)), C * t.sum()
+        v32, scale = _unit(np.append(vw, vb))
+        t = d * (Z @ v32[:-1] + v32[-1]).astype(np.float64)
+        t32, t_scale = _unit(t)
+        return vw + (C * scale * t_scale) * (Z.T @ t32).astype(np.float64), C * scale * t.sum()
     t = d * (Z @ vw + vb)
     return vw + C * (Z.T @ t), C * t.sum()
 
@@ -101,12 +147,14 @@ def _pcg(Z, d, C, gw, gb, prec, fit_intercept, rtol, maxit, atol=0.0):
     zw, zb = prec.solve(rw, rb)
     pw, pb = zw.copy(), zb
     rz = rw @ zw + rb * zb
-    g2 = np.sqrt(gw @ gw + gb * gb)
+    g2 = rn = np.sqrt(gw @ gw + gb * gb)
     for it in range(1, maxit + 1):
         Hw, Hb = _hessvec(Z, d, C, pw, pb)
         if not fit_intercept:
             Hb = 0.0
         pHp = pw @ Hw + pb * Hb
+        if not (np.isfinite(pHp) and pHp > 0.0 and np.isfinite(rz)):  # float32 products lost the curvature
+            return xw, xb, it, False, rn
         alpha = rz / pHp
         xw += alpha * pw
         xb += alpha * pb
@@ -178,6 +226,8 @@ def _val_norm(ctx, C, fit_intercept):
     if not fit_intercept:
         return ctx.zv_norm
     prec = ctx.prec
+    if prec.singular:
+        return np.full_like(ctx.zv_norm, np.inf)
     un = np.sqrt(prec.u @ prec.u)
     return np.sqrt(ctx.zv_norm**2 + (1.0 + un * ctx.zv_norm) ** 2 / (prec.s * C / prec.C))
 
@@ -250,12 +300,19 @@ def newton_pcg(ctx, y, C, a, b, *, fit_intercept=True, tol=1e-10, max_iter=100, 
     status = 1
     val_logits = Zv @ a + b if (yv is not None) else None
     loss, residuals, d = loss_terms(z, y)
+    exact_z = z0 is None  # z = Z a + b as computed, not updated step by step (rounding drift)
     while True:
         gw = a + C * (Z.T @ residuals)
         gb = C * residuals.sum() if fit_intercept else 0.0
         w_norm = np.sqrt(a @ a)
         gnorm = np.sqrt(gw @ gw + gb * gb) / max(1.0, w_norm)
         if gnorm <= tol:
+            if not exact_z:
+                # success is decided on logits recomputed from (a, b): after steps of very different sizes
+                # (large C far from the optimum) the updated z can drift from Z a + b by more than tol
+                z, exact_z = Z @ a + b, True
+                loss, residuals, d = loss_terms(z, y)
+                continue
             status = 0
             break
         if yv is not None and ctx.prec is not None:
@@ -267,6 +324,10 @@ def newton_pcg(ctx, y, C, a, b, *, fit_intercept=True, tol=1e-10, max_iter=100, 
             if ctx.R * decrement <= 0.1 and (nit >= min_newton or decrement <= 1e-7 * max(1.0, w_norm)):
                 val_norm = _val_norm(ctx, C, fit_intercept)
                 if np.all(np.abs(val_logits) > safety * 1.3 * decrement * val_norm):
+                    if not exact_z:  # the decrement too is taken at the recomputed logits
+                        z, exact_z = Z @ a + b, True
+                        loss, residuals, d = loss_terms(z, y)
+                        continue
                     certified = True
                     status = 3
                     break
@@ -287,9 +348,11 @@ def newton_pcg(ctx, y, C, a, b, *, fit_intercept=True, tol=1e-10, max_iter=100, 
                 if not factor:
                     status = 4
                     break
+        fresh = False
         if ctx.prec is None and not use_matrix_free:
             ctx.prec = _Precond(Z, d, C, fit_intercept, ctx.Z32)
             n_fact += 1
+            fresh = True
         # CG accuracy: enough for the certificate (residual well below the smallest validation margin
         # over its norm bound) but never looser than an inexact-Newton forcing term of 0.1
         atol = 0.0
@@ -297,14 +360,21 @@ def newton_pcg(ctx, y, C, a, b, *, fit_intercept=True, tol=1e-10, max_iter=100, 
             vmax = float(np.max(_val_norm(ctx, C, fit_intercept))) if len(val_logits) else 1.0
             atol = min(0.1 * gnorm * max(1.0, w_norm), 0.05 * np.min(np.abs(val_logits)) / (safety * 1.3 * vmax))
         if not use_matrix_free:
-            dw, db, its, ok, rnorm = _pcg(ctx.Z32, d, C, gw, gb, ctx.prec, fit_intercept, pcg_rtol, max_pcg, atol)
-            n_cg += its
+            if fresh and ctx.prec.exact:  # a float64 factor of this very Hessian: the exact Newton step
+                (dw, db), ok = ctx.prec.solve(gw, gb), True
+            else:
+                dw, db, its, ok, rnorm = _pcg(ctx.Z32, d, C, gw, gb, ctx.prec, fit_intercept, pcg_rtol, max_pcg,
+                                              atol)
+                n_cg += its
         if not ok:
             ctx.prec = _Precond(Z, d, C, fit_intercept, ctx.Z32)
             n_fact += 1
-            dw, db, its, ok, rnorm = _pcg(ctx.Z32, d, C, gw, gb, ctx.prec, fit_intercept, pcg_rtol, 4 * max_pcg + 20,
-                                          atol)
-            n_cg += its
+            if ctx.prec.exact:
+                dw, db = ctx.prec.solve(gw, gb)
+            else:
+                dw, db, its, ok, rnorm = _pcg(ctx.Z32, d, C, gw, gb, ctx.prec, fit_intercept, pcg_rtol,
+                                              4 * max_pcg + 20, atol)
+                n_cg += its
         nu2 = max(gw @ dw + gb * db, 0.0)
         nu = np.sqrt(nu2)
         dz = Z @ dw + db
@@ -321,6 +391,7 @@ def newton_pcg(ctx, y, C, a, b, *, fit_intercept=True, tol=1e-10, max_iter=100, 
                 break
             t *= 0.5
         a, b, z, loss, residuals, d = a_new, b - t * db, z_new, loss_new, r_new, d_new
+        exact_z = False
         nit += 1
         if yv is not None:
             val_logits = Zv @ a + b
