@@ -19,7 +19,7 @@ from scipy.optimize import OptimizeResult
 from sklearn.exceptions import ConvergenceWarning
 
 __all__ = ["CGMTResult", "ConvergenceError", "ConvergenceWarning", "STATUS_MESSAGES", "REMOVAL_VERSION",
-           "outcome", "report", "quiet", "warn_deprecated", "moved_names"]
+           "outcome", "within_limits", "report", "quiet", "warn_deprecated", "moved_names"]
 
 #: the one status table of ``cgmt`` (code -> meaning); ``status`` of every cgmt result is a key.
 #: (``empirical.logistic`` has its own table, :data:`empirical.logistic.newton.STATUS_MESSAGES`: the two packages
@@ -30,6 +30,7 @@ STATUS_MESSAGES = {
     2: "no further progress (line search failed)",
     3: "continuation in lambda failed",
     4: "cross fixed point not converged",
+    5: "the answer breaks its limits (accuracy outside [1/2, Bayes accuracy], or a scale not positive)",
 }
 
 #: the release that removes the deprecated names (``CGMTResult.converged``/``.iterations``, sims' ``converged``)
@@ -197,11 +198,42 @@ class CGMTResult(OptimizeResult):
     __str__ = __repr__
 
 
-def outcome(r, status: int, nit: int, tol: float) -> tuple[float, bool, int, str]:
+#: slack on the accuracy limits of :func:`within_limits` (the quadrature's accuracy is ~1e-12)
+LIMIT_SLACK = 1e-9
+
+
+def within_limits(accuracy: float, bayes: float, sigma: float, gamma: float) -> bool:
+    """Whether a fixed point's answer respects the limits every solution has: ``1/2 <= accuracy <= bayes``
+    (a ridge estimator is never worse than chance on a symmetric teacher, nor better than the Bayes rule),
+    ``sigma > 0`` and ``gamma > 0``; each to :data:`LIMIT_SLACK`.
+
+    Parameters
+    ----------
+    accuracy : float
+        The solution's test accuracy.
+    bayes : float
+        The Bayes accuracy of its teacher (:func:`cgmt.accuracy.bayes_accuracy`).
+    sigma, gamma : float
+        The solution's noise scale and prox step.
+
+    Returns
+    -------
+    bool
+
+    Examples
+    --------
+    >>> within_limits(0.81, 0.83, 0.5, 1.0), within_limits(0.84, 0.83, 0.5, 1.0)
+    (True, False)
+    """
+    return bool(0.5 - LIMIT_SLACK <= accuracy <= bayes + LIMIT_SLACK and sigma > 0 and gamma > 0)
+
+
+def outcome(r, status: int, nit: int, tol: float, *, limits=None) -> tuple[float, bool, int, str]:
     """The verdict of a Newton-type solve: (residual, success, status, message).
 
-    Success is decided here and only here: max |r| <= tol.  A solver status 0 whose residual is above ``tol``
-    becomes 1 (iteration limit); a converged residual overrides any failure status.
+    Success is decided here and only here: max |r| <= tol, and the answer within its limits.  A solver status 0
+    whose residual is above ``tol`` becomes 1 (iteration limit); a converged residual overrides any failure
+    status; a converged answer outside its limits (:func:`within_limits`) is status 5.
 
     Parameters
     ----------
@@ -213,6 +245,8 @@ def outcome(r, status: int, nit: int, tol: float) -> tuple[float, bool, int, str
         Newton iterations, for the message.
     tol : float
         Largest max |r| accepted as converged.
+    limits : bool, optional
+        Whether the answer is within its limits (:func:`within_limits`); None: not checked.
 
     Returns
     -------
@@ -235,6 +269,8 @@ def outcome(r, status: int, nit: int, tol: float) -> tuple[float, bool, int, str
     res = float(np.max(np.abs(r)))
     success = bool(np.isfinite(res) and res <= tol)
     status = 0 if success else (1 if status == 0 else int(status))
+    if success and limits is False:
+        success, status = False, 5
     message = STATUS_MESSAGES[status] + f" (max relative residual {res:.3e}, tol {tol:.1e}, {nit} Newton iterations)"
     return res, success, status, message
 

@@ -26,7 +26,7 @@ from functools import lru_cache
 import numpy as np
 from scipy.optimize import OptimizeResult, brentq
 
-from .accuracy import accuracy_from_margin
+from .accuracy import accuracy_from_margin, bayes_accuracy
 from .newton import (
     DEFAULT_MAXITER,
     DEFAULT_TOL,
@@ -39,7 +39,7 @@ from .newton import (
     march_lambda,
 )
 from .quadrature import DEFAULT_ORDER, gaussian_rule
-from .result import STATUS_MESSAGES, CGMTResult, ConvergenceError, outcome, report
+from .result import STATUS_MESSAGES, CGMTResult, ConvergenceError, outcome, report, within_limits
 from .threshold import separability_threshold
 from .validation import check_delta, check_int, check_kappa, check_lam, check_scalar
 
@@ -153,12 +153,14 @@ def _finish(system, y, r, extra, nit, status, tol, quad_order):
     alpha, sigma, gamma = (float(t) for t in system.to_x(y))
     e2 = float(extra[0])
     delta, lam, kappa = system.delta, system.lam, system.kappa
-    res, success, status, msg = outcome(r, status, nit, tol)
     tau = math.hypot(alpha, sigma)
     m = alpha / sigma
+    accuracy = float(accuracy_from_margin(m, kappa))
+    limits = within_limits(accuracy, bayes_accuracy(kappa), sigma, gamma)
+    res, success, status, msg = outcome(r, status, nit, tol, limits=limits)
     return CGMTResult(
         alpha=alpha, sigma=sigma, gamma=gamma, margin=m,
-        accuracy=float(accuracy_from_margin(m, kappa)),
+        accuracy=accuracy,
         alignment=alpha / tau, stability=(alpha / tau) ** 2,
         alpha_salehi=alpha / kappa if kappa > 0 else -2.0 * delta * e2,
         delta=delta, lam=lam, kappa=kappa,

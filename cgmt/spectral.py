@@ -32,7 +32,7 @@ import math
 
 import numpy as np
 
-from .accuracy import accuracy_from_margin
+from .accuracy import accuracy_from_margin, bayes_accuracy
 from .equations import SPECTRAL_SUMS, spectral_sums_into
 from .newton import (
     DEFAULT_MAXITER,
@@ -47,7 +47,7 @@ from .newton import (
     improves,
 )
 from .quadrature import DEFAULT_ORDER
-from .result import CGMTResult, outcome, quiet, report
+from .result import CGMTResult, outcome, quiet, report, within_limits
 from .solver import solve, start_point
 from .validation import check_delta, check_int, check_lam, check_real_array, check_scalar
 
@@ -199,10 +199,12 @@ def _large_lambda_start(system, lam):
 def _finish(system, y, r, hats, nit, status, tol, quad_order):
     alpha, sigma, gamma = (float(v) for v in system.to_x(y))
     qh, mh, vh = (float(v) for v in hats)
-    res, success, status, msg = outcome(r, status, nit, tol)
     kappa = system.kappa
     tau = math.hypot(alpha, sigma)
     margin = alpha / sigma
+    accuracy = float(accuracy_from_margin(margin, kappa))
+    limits = within_limits(accuracy, bayes_accuracy(kappa), sigma, gamma)
+    res, success, status, msg = outcome(r, status, nit, tol, limits=limits)
     # Euclidean overlaps from the effective estimator (L + Vh Sigma)^{-1} (mh Sigma beta* + Sigma^{1/2} zeta)
     omega, t = system.omega, system.t
     d = system.delta * system.lam + vh * omega
@@ -211,7 +213,7 @@ def _finish(system, y, r, hats, nit, status, tol, quad_order):
     teacher_norm2 = float(t.sum())
     return CGMTResult(
         alpha=alpha, sigma=sigma, gamma=gamma, margin=margin,
-        accuracy=float(accuracy_from_margin(margin, kappa)),
+        accuracy=accuracy,
         alignment=alpha / tau, stability=(alpha / tau) ** 2, alpha_salehi=alpha / kappa,
         m=alpha * kappa, q=tau * tau, V=gamma, m_hat=mh, q_hat=qh, V_hat=vh, rho=system.rho,
         euclidean_alignment=w_dot_teacher / math.sqrt(w_norm2 * teacher_norm2),

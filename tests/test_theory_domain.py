@@ -62,6 +62,49 @@ def test_accuracy_is_non_decreasing_in_kappa(delta, lam, k1, k2):
     assert b.accuracy >= a.accuracy - 1e-9
 
 
+@settings(max_examples=20, deadline=None)
+@given(log_lam=st.floats(-30.0, 30.0), kappa=st.floats(0.1, 50.0))
+def test_delta_limit_reaches_the_bayes_accuracy_at_every_lam(log_lam, kappa):
+    """delta -> infinity at any ridge strength: by the teacher's symmetry the population minimizer is along the
+    teacher, so the accuracy tends to the Bayes accuracy (an independent quadrature) from below."""
+    r = cgmt.solve(DELTA_MAX, 10.0 ** log_lam, kappa)
+    gap = _bayes_accuracy(kappa) - r.accuracy
+    assert r.success and -1e-9 <= gap <= 1e-5  # measured: at most 8e-6 (kappa = 50, lam >= 1e4)
+
+
+@settings(max_examples=20, deadline=None)
+@given(delta=st.floats(0.05, 100.0), log_lam=st.floats(-4.0, 4.0))
+def test_kappa_limit_is_the_noiseless_answer(delta, log_lam):
+    """kappa -> infinity: labels are sign(x'beta*), the accuracy is 1 - angle / pi of the estimator's alignment,
+    and the domain's edge holds the limit that kappa = 1e4 already reached."""
+    lam = 10.0 ** log_lam
+    edge, inside = cgmt.solve(delta, lam, KAPPA_MAX), cgmt.solve(delta, lam, 1e4)
+    assert edge.success and inside.success
+    assert edge.accuracy == pytest.approx(1.0 - np.arccos(edge.alignment) / np.pi, abs=1e-12)
+    assert edge.accuracy >= inside.accuracy - 1e-9 and edge.accuracy - inside.accuracy <= 1e-4
+
+
+@settings(max_examples=30, deadline=None)
+@given(log_delta=st.floats(-2.0, 6.0), log_lam=st.floats(-30.0, 30.0), log_kappa=st.floats(-3.0, 8.0))
+def test_every_converged_answer_is_within_its_limits(log_delta, log_lam, log_kappa):
+    """Over the whole domain: success, and 1/2 <= accuracy <= Bayes accuracy, sigma > 0, gamma > 0."""
+    r = cgmt.solve(10.0 ** log_delta, 10.0 ** log_lam, 10.0 ** log_kappa)
+    assert r.success
+    assert 0.5 - 1e-9 <= r.accuracy <= _bayes_accuracy(r.kappa) + 1e-9 and r.sigma > 0 and r.gamma > 0
+
+
+def test_success_needs_the_answer_within_its_limits():
+    """A converged residual is not enough: an answer outside its limits is status 5, success False."""
+    from cgmt.result import STATUS_MESSAGES, outcome, within_limits
+
+    assert outcome([0.0, 0.0, 0.0], 0, 3, 1e-10, limits=True)[1:3] == (True, 0)
+    assert outcome([0.0, 0.0, 0.0], 0, 3, 1e-10, limits=False)[1:3] == (False, 5)
+    assert "limits" in STATUS_MESSAGES[5]
+    assert not within_limits(0.49, 0.8, 1.0, 1.0) and not within_limits(0.81, 0.8, 1.0, 1.0)
+    assert not within_limits(0.7, 0.8, 0.0, 1.0) and not within_limits(0.7, 0.8, 1.0, -1.0)
+    assert not within_limits(float("nan"), 0.8, 1.0, 1.0)
+
+
 # --------------------------------------------------------------------------------------------------------------
 # success is never reported for degenerate work: a validation split that cannot select C
 # --------------------------------------------------------------------------------------------------------------
