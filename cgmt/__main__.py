@@ -17,7 +17,7 @@ import numpy as np
 
 from empirical.files import atomic_path, check_write_target
 
-from .cli_args import add_version, int_in, nonempty_path, number_in, worker_count
+from .cli_args import add_version, enforce_options, int_in, nonempty_path, number_in, subparser, worker_count
 from .cli_errors import debug_requested, run_command
 from .solver import mle, solve
 from .sweep import MAX_POINTS, sweep
@@ -75,6 +75,14 @@ def _check_writable(option: str, path: str) -> Path:
     return target
 
 
+#: per subcommand: which options apply in which mode and which exclude each other (cgmt.cli_args.enforce_options);
+#: every subcommand has one (an empty table says: no relations)
+OPTIONS = {
+    "solve": {"excludes": [("--mle", "--lam")]},  # the MLE is lam = 0
+    "sweep": {"distinct": ["--deltas", "--lams", "--kappas"]},  # a repeated grid value is not a second point
+}
+
+
 def _parser():
     p = argparse.ArgumentParser(prog="cgmt",
                                 description="CGMT fixed point of ridge logistic regression.\n\n" + _CONVENTION,
@@ -108,8 +116,7 @@ def main(argv=None):
     interrupted; :mod:`cgmt.cli_errors`)."""
     parser = _parser()
     args = parser.parse_args(argv)
-    if args.cmd == "solve" and args.mle and args.lam is not None:
-        parser.error(f"--lam {args.lam:g} contradicts --mle (the MLE is lam = 0): give one of them")
+    enforce_options(subparser(parser, args.cmd), args, OPTIONS[args.cmd])
     return run_command(lambda: _run(args), "cgmt", debug=debug_requested(args.debug, "CGMT_DEBUG"))
 
 

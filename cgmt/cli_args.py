@@ -18,7 +18,7 @@ from importlib import metadata
 from .validation import available_cores
 
 __all__ = ["add_version", "available_cores", "enforce_options", "int_in", "number_in", "number_list", "nonempty_path",
-           "program_version", "worker_count"]
+           "program_version", "subparser", "worker_count"]
 
 
 def _named(parse, name: str):
@@ -274,6 +274,31 @@ def _given(parser, args, option: str) -> bool:
     raise KeyError(f"{option} is not an option of {parser.prog}")  # a table naming an unknown option is a bug
 
 
+def subparser(parser, name: str):
+    """The subparser of command ``name`` in ``parser`` (``raptor NAME``, ``cgmt NAME``).
+
+    Parameters
+    ----------
+    parser : argparse.ArgumentParser
+        A parser with subcommands.
+    name : str
+        The subcommand.
+
+    Returns
+    -------
+    argparse.ArgumentParser
+
+    Examples
+    --------
+    >>> import argparse
+    >>> parser = argparse.ArgumentParser(prog="demo")
+    >>> _ = parser.add_subparsers(dest="cmd").add_parser("run")
+    >>> subparser(parser, "run").prog
+    'demo run'
+    """
+    return next(a for a in parser._actions if isinstance(a, argparse._SubParsersAction)).choices[name]
+
+
 def enforce_options(parser, args, table: dict) -> None:
     """Enforce a command's option table after ``parse_args`` (exit 2, one line naming the options).
 
@@ -311,7 +336,8 @@ def enforce_options(parser, args, table: dict) -> None:
         if _given(parser, args, first) and _given(parser, args, second):
             parser.error(f"{first} and {second} exclude each other: give one of them")
     for option in table.get("distinct", ()):
-        values = getattr(args, option.lstrip("-").replace("-", "_"), None) or []
+        values = getattr(args, option.lstrip("-").replace("-", "_"), None)
+        values = [] if values is None else list(values)
         repeated = sorted({v for i, v in enumerate(values) if v in values[:i]}, key=str)
         if repeated:
             parser.error(f"{option} lists {', '.join(map(str, repeated))} more than once")

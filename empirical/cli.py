@@ -20,7 +20,8 @@ import numpy as np
 import pandas as pd
 from tqdm.auto import tqdm
 
-from cgmt.cli_args import add_version, enforce_options, int_in, nonempty_path, number_in, number_list, worker_count
+from cgmt.cli_args import (add_version, enforce_options, int_in, nonempty_path, number_in, number_list, subparser,
+                           worker_count)
 from cgmt.cli_errors import debug_requested, run_command
 
 from .files import check_write_target, refuse_overwriting_inputs, write_csv, write_json
@@ -599,11 +600,6 @@ OPTIONS = {
 }
 
 
-def _subparser(parser, name):
-    """The ``raptor NAME`` subparser of :func:`build_parser`'s parser."""
-    return next(a for a in parser._actions if isinstance(a, argparse._SubParsersAction)).choices[name]
-
-
 def build_parser():
     ap = argparse.ArgumentParser(prog="raptor", description=__doc__,
                                  formatter_class=argparse.RawDescriptionHelpFormatter)
@@ -743,7 +739,7 @@ def main(argv=None):
     stderr and exit code 2; ``--debug`` or ``RAPTOR_DEBUG=1`` shows the traceback instead."""
     parser = build_parser()
     args = parser.parse_args(argv)
-    enforce_options(_subparser(parser, args.command), args, OPTIONS.get(args.command, {}))
+    enforce_options(subparser(parser, args.command), args, OPTIONS.get(args.command, {}))
     return run_command(lambda: args.func(args), f"raptor {args.command}",
                        debug=debug_requested(getattr(args, "debug", False), "RAPTOR_DEBUG"),
                        interrupted="interrupted (hidden states extracted so far stay in the cache; a re-run resumes)")

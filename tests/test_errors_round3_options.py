@@ -208,7 +208,7 @@ def _run_cli(module, argv, capsys):
 THEORY_SWEEP = ["sweep", "--deltas", "2", "--lams", "1", "--kappas", "1"]
 CLI_CASES = {
     "cgmt solve --mle --lam": ("cgmt.__main__", ["solve", "--mle", "--lam", "0.1", "--delta", "3", "--kappa", "1"],
-                               "--lam 0.1 contradicts --mle"),
+                               "--mle and --lam exclude each other"),
     "cgmt solve --lam 1e300": ("cgmt.__main__", ["solve", "--lam", "1e300", "--delta", "2", "--kappa", "1"],
                                r"argument --lam: expected a number in \[1e-30, 1e\+30\]"),
     "cgmt solve --delta nan": ("cgmt.__main__", ["solve", "--lam", "1", "--delta", "nan", "--kappa", "1"],

@@ -9,6 +9,8 @@ import numpy as np
 import pytest
 from safetensors.numpy import save_file
 
+import cgmt.__main__ as cgmt_cli
+from cgmt.cli_args import subparser
 from empirical import cli
 from empirical.files import MAX_JSON_DEPTH, json_ready
 from empirical.probes import ConceptVectors, save_concept_vectors
@@ -95,6 +97,7 @@ def _tables():
     import paper_figures.__main__ as pf
     yield "raptor", cli.build_parser, cli.OPTIONS, cli.main
     yield "paper_figures", pf.build_parser, {None: pf.OPTIONS}, pf.main
+    yield "cgmt", cgmt_cli._parser, cgmt_cli.OPTIONS, cgmt_cli.main
 
 
 def _sample(parser, option):
@@ -105,8 +108,15 @@ def _sample(parser, option):
     if action.choices:
         values = [c for c in action.choices if c != action.default and [c] != action.default][:1]
         return [option, *map(str, values)]
-    return [option, {"--strengths": "0.3", "--datasets": "sentiment", "--quick": "5",
-                     "--max-per-class": "10"}.get(option, "x")]
+    return [option, {"--strengths": "0.3", "--datasets": "sentiment", "--quick": "5", "--max-per-class": "10",
+                     "--lam": "0.1", "--delta": "2", "--kappa": "1", "--deltas": "1", "--lams": "1",
+                     "--kappas": "1"}.get(option, "x")]
+
+
+def _required(parser, given):
+    """argv tokens for the required options of ``parser`` not in ``given``."""
+    return [t for a in parser._actions if a.required and a.option_strings and a.option_strings[0] not in given
+            for t in _sample(parser, a.option_strings[0])]
 
 
 def _cases():
@@ -122,13 +132,14 @@ def _cases():
 
 def _parser_for(build, command):
     parser = build()
-    return parser if command is None else cli._subparser(parser, command)
+    return parser if command is None else subparser(parser, command)
 
 
 @pytest.mark.parametrize("prog, main, build, command, options, message", list(_cases()))
 def test_option_table_is_enforced(prog, main, build, command, options, message, capsys):
     parser = _parser_for(build, command)
     argv = ([] if command is None else [command]) + [t for o in options for t in _sample(parser, o)]
+    argv += _required(parser, options)
     with pytest.raises(SystemExit) as exc:
         main(argv)
     assert exc.value.code == 2
@@ -143,7 +154,20 @@ def test_each_option_alone_passes_the_table(prog, main, build, command, options,
     table = next(tables[command] for name, _, tables, _ in _tables() if name == prog)
     mode = [table["needs"][options[0]]] if len(options) == 1 else []
     argv = [t for o in [*mode, options[0]] for t in _sample(parser, o)]
+    argv += _required(parser, [*mode, options[0]])
     enforce_options(parser, parser.parse_args(argv), table)  # no SystemExit: the right combination is accepted
+
+
+def test_every_cgmt_subcommand_declares_its_option_table():
+    parser = cgmt_cli._parser()
+    commands = next(a for a in parser._actions if isinstance(a, argparse._SubParsersAction)).choices
+    assert sorted(cgmt_cli.OPTIONS) == sorted(commands)
+
+
+def test_a_repeated_cgmt_grid_value_is_refused(capsys):
+    with pytest.raises(SystemExit) as exc:
+        cgmt_cli.main(["sweep", "--deltas", "1,1", "--lams", "1", "--kappas", "1", "--out", "x.csv"])
+    assert exc.value.code == 2 and "--deltas lists 1.0 more than once" in capsys.readouterr().err
 
 
 def test_every_raptor_subcommand_declares_its_option_table():
@@ -152,7 +176,7 @@ def test_every_raptor_subcommand_declares_its_option_table():
     commands = next(a for a in parser._actions if isinstance(a, argparse._SubParsersAction)).choices
     assert sorted(cli.OPTIONS) == sorted(commands)
     for command in commands:  # a subcommand with the data group has the shared data relations
-        options = {o for a in cli._subparser(parser, command)._actions for o in a.option_strings}
+        options = {o for a in subparser(parser, command)._actions for o in a.option_strings}
         if "--table" in options:
             assert set(cli.DATA_OPTIONS["needs"]) <= set(cli.OPTIONS[command]["needs"]), command
 
