@@ -185,6 +185,45 @@ def test_resume_after_interruption(tok, tmp_path, monkeypatch):
     assert not list(tmp_path.glob("r-*.partial.npy")) and not list(tmp_path.glob("r-*.rows.npz"))
 
 
+def test_a_stop_while_publishing_an_entry_loses_no_rows(tok, tmp_path, monkeypatch):
+    """An entry is published as one unit: stopped between its metadata and its array, the next run finds every
+    row done in the partial file and publishes it without running the model on any prompt."""
+    from empirical.llm import cache as C
+
+    model = tiny_model("gpt2", seed=5)
+    real_os, real_write = C.os, C.atomic_write_text
+    steps = []
+
+    def step(write, *args):
+        steps.append(args[0])
+        if len(steps) == 2:  # kill -9 after the first of the entry's two writes, whichever it is
+            raise KeyboardInterrupt
+        return write(*args)
+
+    class StopAtPublish:
+        def __getattr__(self, name):
+            return getattr(real_os, name)
+
+        def replace(self, src, dst):
+            return step(real_os.replace, src, dst) if str(src).endswith(".partial.npy") else real_os.replace(src, dst)
+
+    monkeypatch.setattr(C, "os", StopAtPublish())
+    monkeypatch.setattr(C, "atomic_write_text", lambda *a: step(real_write, *a))
+    with pytest.raises(KeyboardInterrupt):
+        E.hidden_states(model, tok, PROMPTS, batch_size=2, cache=tmp_path, label="u", progress=False)
+    monkeypatch.setattr(C, "os", real_os)
+    monkeypatch.setattr(C, "atomic_write_text", real_write)
+    assert list(tmp_path.glob("u-*.partial.npy")) and list(tmp_path.glob("u-*.rows.npz"))
+    rows = []
+    h = decoder_blocks(model)[0].register_forward_pre_hook(
+        lambda m, a, kw: rows.append((a[0] if a else kw["hidden_states"]).shape[0]), with_kwargs=True)
+    A = E.hidden_states(model, tok, PROMPTS, layers="all", batch_size=2, cache=tmp_path, label="u", progress=False)
+    h.remove()
+    assert sum(rows[1:]) == 0  # no prompt recomputed (at most the shared-prefix pass)
+    np.testing.assert_allclose(A, E.hidden_states(model, tok, PROMPTS, layers="all", progress=False), atol=1e-5)
+    assert not list(tmp_path.glob("u-*.partial.npy")) and not list(tmp_path.glob("u-*.rows.npz"))
+
+
 def test_threads_restored_and_errors(tok):
     model = tiny_model("gemma", seed=6)
     before = torch.get_num_threads()

@@ -196,10 +196,14 @@ class CacheEntry:
                                        "them")
         del mm
         digest = sha256_file(self.partial_path)
-        with naming_write_errors(self.path):
-            os.replace(self.partial_path, self.path)
+        # one unit: the metadata (with the array's sum) first, then the array.  Stopped between the two, the entry
+        # is incomplete (no array) while the partial file and its row record remain, so the next run resumes with
+        # every row done and only publishes; the other order left an array without metadata, and the next run
+        # recomputed every row
         info = {"key": self.key, "meta": self.meta, "shape": list(self.shape), "dtype": "float32", "sha256": digest}
         atomic_write_text(self.meta_path, json.dumps(info, indent=1))
+        with naming_write_errors(self.path):
+            os.replace(self.partial_path, self.path)
         self.rows_path.unlink(missing_ok=True)
 
 
