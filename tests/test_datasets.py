@@ -137,3 +137,33 @@ def test_fingerprint_tracks_content():
     c = D.ConceptDataset("x", ["a", "b"], [1, 0], "Q: {text}")
     assert len({a.fingerprint(), b.fingerprint(), c.fingerprint()}) == 3
     assert a.fingerprint() == D.ConceptDataset("x", ["a", "b"], [0, 1], "Q: {text}").fingerprint()
+
+
+# a built-in dataset file whose field has the wrong type: refused naming the file, the row and the field
+FIELD_CASES = {
+    "empty statement": ("cities", "cities.csv", "statement,label\nParis is in France.,1\n,0\nRome is in Peru.,0\n",
+                        r"row 1 field 'text' must be non-blank text, got ''"),
+    "missing subject": ("counterfact", "counterfact.csv",
+                        "statement,label,subject\nA is B.,1,A\nC is D.,0,\nE is F.,1,E\n",
+                        r"row 1 field 'subject' must be non-blank text"),
+    "number question": ("coinflip", "coin_flip.json",
+                        json.dumps({"examples": [{"question": "Heads?", "answer": "yes"},
+                                                 {"question": 3, "answer": "no"}]}),
+                        r"examples\[1\]\.question must be a string, got 3 \(int\)"),
+    "boolean answer": ("coinflip", "coin_flip.json",
+                       json.dumps({"examples": [{"question": "Heads?", "answer": True}]}),
+                       r"examples\[0\]\.answer must be a string, got True \(bool\)"),
+    "empty review": ("stsa", "stsa.binary.train", "1 a fine film\n0 \n1 good\n",
+                     r"row 1 field 'text' must be non-blank text"),
+    "blank hate text": ("hateeval", "hateeval.tsv", "id\ttext\tHS\n1\thello\t0\n2\t  \t1\n",
+                        r"row 1 field 'text' must be non-blank text"),
+}
+
+
+@pytest.mark.parametrize("case", sorted(FIELD_CASES))
+def test_builtin_readers_refuse_a_field_of_the_wrong_type(case, tmp_path):
+    name, fname, content, message = FIELD_CASES[case]
+    (tmp_path / fname).write_text(content)
+    with pytest.raises(ValueError, match=message) as exc:
+        D.load(name, tmp_path, verify=False, max_per_class=None)
+    assert fname in str(exc.value)

@@ -287,8 +287,11 @@ def _read_jsonl(path: Path) -> pd.DataFrame:
 
 
 def _read_delimited(path: Path, **kwargs) -> pd.DataFrame:
-    """``pandas.read_csv`` with errors that name the file (the file checked by the one reader first)."""
+    """``pandas.read_csv`` with errors that name the file (the file checked by the one reader first).  Every cell
+    is read as the string the file holds (``dtype=str``, no NaN for an empty cell): a field's type is decided by
+    the reader that knows the column, never converted behind the user's back."""
     check_input_file(path, MAX_TABLE_BYTES, "dataset file")
+    kwargs = {"dtype": str, "keep_default_na": False, **kwargs}
     try:
         return pd.read_csv(path, encoding="utf-8", **kwargs)
     except pd.errors.EmptyDataError:
@@ -602,7 +605,12 @@ def read_coinflip(path: Path) -> pd.DataFrame:
     ex = document.get("examples") if isinstance(document, dict) else None
     if not isinstance(ex, list) or not all(isinstance(e, dict) and {"question", "answer"} <= set(e) for e in ex):
         raise ValueError(f"{str(path)!r} must hold {{'examples': [{{'question': ..., 'answer': ...}}, ...]}}")
-    answers = [str(e["answer"]).strip().lower() for e in ex]
+    for i, e in enumerate(ex):
+        for field in ("question", "answer"):
+            if not isinstance(e[field], str):
+                raise ValueError(f"{str(path)!r}: examples[{i}].{field} must be a string, got {e[field]!r:.60} "
+                                 f"({type(e[field]).__name__})")
+    answers = [e["answer"].strip().lower() for e in ex]
     bad = sorted(set(answers) - {"yes", "no"})
     if bad:
         raise ValueError(f"{str(path)!r}: answers must be yes/no, found {bad[:5]}")
@@ -625,10 +633,22 @@ def _read_named(spec: DatasetSpec, root: Path, verify: bool, split: str = "train
     bad = labels[~labels.isin([0, 1])]
     if len(bad):
         raise ValueError(f"{where}: labels must be 0/1 (1 = concept present), found {sorted(map(str, set(bad)))[:5]}")
+    texts = _text_field(table["text"], where, "text")
     groups = None
     if spec.group_column is not None:
-        groups = _column(table, spec.group_column, paths[0]).astype(str).to_numpy()
-    return [str(t) for t in table["text"]], labels.astype(int).tolist(), files, groups
+        groups = np.array(_text_field(_column(table, spec.group_column, paths[0]), where, spec.group_column))
+    return texts, labels.astype(int).tolist(), files, groups
+
+
+def _text_field(values, where: str, field: str) -> list:
+    """The values of a text field as they are: each must be a non-blank string (an empty cell, a number or a
+    missing value is refused, naming the file, the row and the field, never turned into ``'nan'`` or ``'3'``)."""
+    values = list(values)
+    for i, value in enumerate(values):
+        if not isinstance(value, str) or not value.strip():
+            raise ValueError(f"{where}: row {i} field {field!r} must be non-blank text, got {value!r:.60} "
+                             f"({type(value).__name__})")
+    return values
 
 
 # The seven benchmark datasets, in the order every table lists them.  Templates are the Concept-Depth prompts.
