@@ -18,6 +18,8 @@ import numpy as np
 from scipy.optimize import OptimizeResult
 from sklearn.exceptions import ConvergenceWarning
 
+from .validation import check_scalar
+
 __all__ = ["CGMTResult", "ConvergenceError", "ConvergenceWarning", "STATUS_MESSAGES", "REMOVAL_VERSION",
            "outcome", "within_limits", "report", "quiet", "warn_deprecated", "moved_names"]
 
@@ -225,6 +227,8 @@ def within_limits(accuracy: float, bayes: float, sigma: float, gamma: float) -> 
     >>> within_limits(0.81, 0.83, 0.5, 1.0), within_limits(0.84, 0.83, 0.5, 1.0)
     (True, False)
     """
+    accuracy, bayes, sigma, gamma = (check_scalar(v, k, allow_nan=True) for k, v in
+                                     dict(accuracy=accuracy, bayes=bayes, sigma=sigma, gamma=gamma).items())
     return bool(0.5 - LIMIT_SLACK <= accuracy <= bayes + LIMIT_SLACK and sigma > 0 and gamma > 0)
 
 

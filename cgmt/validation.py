@@ -10,6 +10,7 @@ from __future__ import annotations
 import math
 import numbers
 import os
+from collections.abc import Mapping
 
 import numpy as np
 
@@ -32,6 +33,9 @@ __all__ = [
     "available_cores",
     "check_threads",
     "check_n_jobs",
+    "check_bool",
+    "check_choice",
+    "check_sequence",
 ]
 
 
@@ -211,6 +215,8 @@ def check_lams(lams, name: str = "lams") -> np.ndarray:
     and the simulated fits leave float64 range), got 1e-300
     """
     arr = check_positive_array(lams, name)
+    if arr.ndim != 1:
+        raise ValueError(f"{name} must be a 1-D array of ridge strengths, got shape {arr.shape}")
     for value in arr:
         check_lam(float(value), name=name)
     return arr
@@ -372,6 +378,13 @@ def check_int(value, name: str, minimum: int = 1, maximum: int = MAX_COUNT) -> i
 def _float_array(value, name):
     if isinstance(value, np.ma.MaskedArray) or np.iscomplexobj(value):  # np.asarray drops the mask or imaginary part
         raise ValueError(f"{name} must be a real number or an array of reals (not complex, not masked), got {value!r}")
+    try:
+        kind = np.asarray(value).dtype.kind
+    except (TypeError, ValueError):
+        kind = ""
+    if kind in "MmUS" and kind:  # dates, durations and text: numpy would turn them into numbers silently
+        raise ValueError(f"{name} must be a real number or an array of reals (not dates, durations or text), got "
+                         f"{value!r:.60}")
     try:
         return np.asarray(value, dtype=float)
     except (TypeError, ValueError):
@@ -600,3 +613,119 @@ def check_n_jobs(value, name: str = "n_jobs") -> int:
     if count == 0:
         raise ValueError(f"{name} must be a non-zero integer (-1: every core), got {value!r}")
     return count
+
+
+def check_bool(value, name: str) -> bool:
+    """A flag: ``True`` or ``False`` (numpy's bool too), never a number, string or None read as one.
+
+    Parameters
+    ----------
+    value : bool
+        The value to check.
+    name : str
+        The argument's name, used in the message.
+
+    Returns
+    -------
+    bool
+
+    Raises
+    ------
+    TypeError
+        Not a bool.
+
+    Examples
+    --------
+    >>> check_bool(np.True_, "measurable")
+    True
+    """
+    if not isinstance(value, (bool, np.bool_)):
+        raise TypeError(f"{name} must be True or False, got {value!r:.60} ({type(value).__name__})")
+    return bool(value)
+
+
+def check_choice(value, name: str, choices) -> str:
+    """One of the strings ``choices``.
+
+    Parameters
+    ----------
+    value : str
+        The value to check.
+    name : str
+        The argument's name, used in the message.
+    choices : iterable of str
+        The accepted values.
+
+    Returns
+    -------
+    str
+
+    Raises
+    ------
+    TypeError
+        Not a string.
+    ValueError
+        Not one of ``choices``.
+
+    Examples
+    --------
+    >>> check_choice("answer", "positions", ("prompt", "answer", "all"))
+    'answer'
+    """
+    choices = tuple(choices)
+    if not isinstance(value, str):
+        raise TypeError(f"{name} must be one of {choices}, got {value!r:.60} ({type(value).__name__})")
+    if value not in choices:
+        raise ValueError(f"{name} must be one of {choices}, got {value!r:.60}")
+    return value
+
+
+def check_sequence(values, name: str, item=None, *, distinct: bool = True, allow_empty: bool = False) -> tuple:
+    """A sequence argument (list, tuple or 1-D array; not a string, a mapping, a set or a scalar), its items
+    checked one by one and, by default, non-empty and without repeats.
+
+    Parameters
+    ----------
+    values : sequence
+        The value to check.
+    name : str
+        The argument's name, used in the messages (an item is ``name[i]``).
+    item : callable, optional
+        ``item(value, "name[i]")`` checks one item and returns it normalised (e.g. :func:`check_choice`).
+    distinct : bool, default=True
+        Refuse an item given twice (a repeated grid value or method is not a second one).
+    allow_empty : bool, default=False
+        Accept an empty sequence.
+
+    Returns
+    -------
+    tuple
+        The checked items.
+
+    Raises
+    ------
+    TypeError
+        Not a sequence.
+    ValueError
+        Empty, an item repeated, or an item refused by ``item``.
+
+    Examples
+    --------
+    >>> check_sequence(["a", "b"], "methods", lambda v, n: check_choice(v, n, "abc"))
+    ('a', 'b')
+    """
+    if isinstance(values, (str, bytes, Mapping, set, frozenset)) or not (
+            isinstance(values, (list, tuple)) or (isinstance(values, np.ndarray) and values.ndim == 1)):
+        raise TypeError(f"{name} must be a sequence (a list or tuple), got {values!r:.60} ({type(values).__name__})")
+    items = list(values)
+    if not items and not allow_empty:
+        raise ValueError(f"{name} must not be empty")
+    if item is not None:
+        items = [item(v, f"{name}[{i}]") for i, v in enumerate(items)]
+    if distinct:
+        seen = []
+        for v in items:
+            if v in seen:
+                raise ValueError(f"{name} lists {v!r:.60} more than once")
+            seen.append(v)
+    return tuple(items)

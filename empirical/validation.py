@@ -35,12 +35,13 @@ C_MAX = 1e16
 TOL_MAX = 0.1
 
 
-def as_real_array(X, name: str = "X"):
+def as_real_array(X, name: str = "X", *, labels: bool = False):
     """``X`` itself, unless converting it to a float array would silently change its values.
 
     The one decision on containers and dtypes, used by every array check here (and by the estimators'
     ``fit``/``predict`` before scikit-learn's own checks): a **complex** array is refused (``np.asarray``
-    would drop the imaginary part), and a **masked array** is refused when any entry is masked (its
+    would drop the imaginary part), so are **dates, durations and text** (numpy turns them into day counts and
+    parsed numbers), and a **masked array** is refused when any entry is masked (its
     placeholders would be used as data); a masked array without masked entries is accepted as its data.  Values
     are not checked: NaN and infinite entries pass through to the caller's own check (:func:`check_matrix`).
 
@@ -50,6 +51,9 @@ def as_real_array(X, name: str = "X"):
         The input to check.
     name : str, default="X"
         The argument's name, used in messages.
+    labels : bool, default=False
+        ``X`` holds class labels: any values are categories, so text and dates are accepted (complex and masked
+        entries are still refused).
 
     Returns
     -------
@@ -82,7 +86,15 @@ def as_real_array(X, name: str = "X"):
     if kind == "c":
         raise ValueError(f"{name} must be real: Complex data not supported (converting it would drop the imaginary "
                          "part); pass its .real or .imag explicitly")
+    if kind in _NOT_NUMBERS and not labels:
+        raise ValueError(f"{name} must hold numbers, got {_NOT_NUMBERS[kind]} (numpy would convert them to numbers "
+                         "silently)")
     return X
+
+
+#: array kinds that numpy converts to floats without being numbers (dates to day counts, text to its value)
+_NOT_NUMBERS = {"M": "dates (datetime64)", "m": "durations (timedelta64)", "U": "text (strings)",
+                "S": "bytes (strings)"}
 
 
 def check_vector(v, name: str, size: int | None = None) -> np.ndarray:
@@ -110,7 +122,7 @@ def check_vector(v, name: str, size: int | None = None) -> np.ndarray:
     >>> check_vector(["a"], "mass")
     Traceback (most recent call last):
     ...
-    ValueError: mass must be a vector of real numbers, got list
+    ValueError: mass must hold numbers, got text (strings) (numpy would convert them to numbers silently)
     """
     v = as_real_array(v, name)
     try:
@@ -277,7 +289,7 @@ def check_binary_labels(y, n: int, name: str = "y", classes=None, *, rows: str |
     >>> classes.tolist(), y_pm.tolist()
     (['no', 'yes'], [-1.0, 1.0, 1.0])
     """
-    y = np.asarray(as_real_array(y, name))
+    y = np.asarray(as_real_array(y, name, labels=True))
     if y.ndim == 2 and y.shape[1] == 1:
         y = y[:, 0]
     if y.ndim != 1:
@@ -483,7 +495,7 @@ def stratified_split(y, fraction: float, random_state, where=("train", "validati
     if not (0.0 < fraction < 1.0):
         raise ValueError(f"fraction must lie in (0, 1), got {fraction!r}")
     random_state = check_random_state(random_state)
-    y = np.asarray(as_real_array(y, "y"))
+    y = np.asarray(as_real_array(y, "y", labels=True))
     if y.ndim != 1:
         raise ValueError(f"y must be a 1-D array of labels, got shape {y.shape}")
     idx = np.arange(len(y))

@@ -52,6 +52,7 @@ import pandas as pd  # noqa: E402
 from joblib import Parallel, delayed  # noqa: E402
 from threadpoolctl import threadpool_limits  # noqa: E402
 
+from cgmt.validation import check_int  # noqa: E402
 from empirical import files  # noqa: E402
 from empirical.llm import datasets  # noqa: E402
 from empirical.logistic import logistic_path  # noqa: E402
@@ -66,7 +67,9 @@ from empirical.probes.learning_curves import (  # noqa: E402
 from empirical.probes.raptor import select_C  # noqa: E402
 from empirical.probes.spectral_prediction import estimate_pool_models  # noqa: E402
 from empirical.probes.structure import stratified_subsample  # noqa: E402
-from empirical.validation import check_binary_labels, check_grid, check_matrix, standardize_stats, stratified_split  # noqa: E402
+from empirical.validation import (  # noqa: E402
+    MAX_SEED, as_real_array, check_binary_labels, check_grid, check_matrix, standardize_stats, stratified_split,
+)
 
 from .output import load_table, save_figure, save_table  # noqa: E402
 from .separability_tables import control_row, separability_control_summary  # noqa: E402
@@ -159,9 +162,12 @@ def fixed_test_rows(y, groups=None, n_test=TEST_ROWS, seed=0) -> np.ndarray:
     ndarray of int
         Indices of the test rows.
     """
-    y = np.asarray(y)
+    y = np.asarray(as_real_array(y, "y", labels=True))
+    y = check_binary_labels(y, y.shape[0] if y.ndim else 1, "y")[1]
+    seed = check_int(seed, "seed", minimum=0, maximum=MAX_SEED)
     if groups is not None:
         return grouped_split(y, groups, random_state=seed)[2]
+    n_test = check_int(n_test, "n_test", minimum=2)
     fraction = min(n_test, y.size // 2) / y.size
     return stratified_split(y, fraction, seed, where=("pool", "test"))[1]
 

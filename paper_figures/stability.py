@@ -30,6 +30,7 @@ from tqdm.auto import tqdm
 import sims
 from cgmt.ablation import ablation_split
 from cgmt.stability import stability
+from cgmt.validation import check_delta, check_kappa, check_lams, check_sequence
 
 from .output import load_finished_step, save_figure, save_table
 from .style import THEORY_COLOR, method_color, series_color
@@ -199,6 +200,13 @@ def simulate_stability(delta, kappa, lams, p, replicates, *, runs=3, seed=0, dro
 # ---------------------------------------------------------------------------------------------
 # figure 1: theory vs simulation against lambda
 # ---------------------------------------------------------------------------------------------
+def _setting(value, name):
+    """One (delta, kappa) panel of :func:`plot_stability_vs_lambda`, each in its theory domain."""
+    if not isinstance(value, (tuple, list)) or len(value) != 2:
+        raise TypeError(f"{name} must be a (delta, kappa) pair, got {value!r:.60}")
+    return check_delta(value[0], f"{name} delta"), check_kappa(value[1], f"{name} kappa")
+
+
 def plot_stability_vs_lambda(settings=DEFAULT_SETTINGS, lams=None, *, sim: pd.DataFrame | None = None,
                              drop=0.2, val_fraction=0.2, axes=None, theory: pd.DataFrame | None = None):
     """One panel per (delta, kappa): theory cosine of the three protocols against lambda (lines),
@@ -233,7 +241,8 @@ def plot_stability_vs_lambda(settings=DEFAULT_SETTINGS, lams=None, *, sim: pd.Da
     import matplotlib.pyplot as plt
     from matplotlib.lines import Line2D
 
-    lams = np.logspace(-2, 1, 13) if lams is None else np.asarray(lams, dtype=float)
+    settings = check_sequence(settings, "settings", _setting)
+    lams = np.logspace(-2, 1, 13) if lams is None else check_lams(lams, "lams")
     own = axes is None
     if own:
         fig, axes = plt.subplots(1, len(settings), figsize=(4.2 * len(settings), 3.8), sharey=True, squeeze=False)

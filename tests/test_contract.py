@@ -54,26 +54,7 @@ SEED = os.environ.get("CONTRACT_SEED", "0")
 #: the values named by the keys of ``HOSTILE``.  Most are low-level solver kernels (empirical.logistic, sims.fit,
 #: sims.measure) whose array arguments their callers check; remove an entry once its callable keeps the contract
 #: (``-m contract_full`` then checks it).
-EXCEPTIONS: dict[str, str] = {
-    "empirical.llm.steering_cost:estimate_seconds":
-        "finding: IndexError (datetime64); KeyError (blank, duplicated, mapping, nan, nan value); "
-        "UFuncTypeError (datetime64); TypeError not naming it (blank, complex, datetime64, float, list, "
-        "object, sequence, string)",
-    "empirical.llm.steering_settings:sweep_settings":
-        "finding: TypeError not naming it (complex, datetime64, float, object); ValueError not naming it "
-        "(blank, duplicated, mapping, nan)",
-    "empirical.probes.spectral_prediction:estimate_pool_model":
-        "finding: IndexError (scalar); no answer in 10 s (datetime64); ValueError not naming it (1e300, 2.5, "
-        "blank, bool, complex, datetime64, empty, huge, inf, masked, nan, negative, object, string, strings, "
-        "zero)",
-    "paper_figures.learning_curves:fixed_test_rows":
-        "finding: UFuncTypeError (datetime64); ZeroDivisionError (empty); TypeError not naming it (blank, "
-        "complex, object, string); ValueError not naming it (1e300, 2.5, blank, bool, complex, datetime64, "
-        "huge, nan, negative, object, scalar, string, zero)",
-    "paper_figures.stability:plot_stability_vs_lambda":
-        "finding: ValueError / TypeError not naming settings (blank, complex, datetime64, duplicated, empty, float, "
-        "mapping); its base call takes 3-4 s, so it is driven only on a fast run",
-}
+EXCEPTIONS: dict[str, str] = {}
 #: other names a message may use for a parameter
 ALIASES: dict[str, tuple[str, ...]] = {}
 

@@ -3,8 +3,13 @@ default model (:data:`COST_SECONDS`, docs/steering.md, Cost).
 """
 from __future__ import annotations
 
-# --------------------------------------------------------------------------------------------- cost
+from collections.abc import Mapping
+
+from cgmt.validation import check_bool, check_choice, check_int, check_scalar, check_sequence
+
 from .steering_eval import N_GENERATE, N_RANDOM, N_RANDOM_SELECTION
+
+# --------------------------------------------------------------------------------------------- cost
 
 __all__ = ["COST_SECONDS", "estimate_seconds"]
 
@@ -91,7 +96,21 @@ def estimate_seconds(n_prompts: int = 100, prompt_tokens: float = 55.0, stem_tok
     >>> round(t["screen"], 1), round(t["total"], 1)
     (12.6, 1681.5)
     """
-    costs = costs or COST_SECONDS
+    costs = _check_costs(COST_SECONDS if costs is None else costs)
+    counts = dict(n_prompts=(n_prompts, 2), stem_tokens=(stem_tokens, 0), n_settings=(n_settings, 1),
+                  n_directions=(n_directions, 1), n_random=(n_random, 1), n_candidates=(n_candidates, 1),
+                  n_twins=(n_twins, 0), n_twin_positions=(n_twin_positions, 0), n_generate=(n_generate, 0),
+                  max_new_tokens=(max_new_tokens, 1), n_random_selection=(n_random_selection, 0))
+    (n_prompts, stem_tokens, n_settings, n_directions, n_random, n_candidates, n_twins, n_twin_positions,
+     n_generate, max_new_tokens, n_random_selection) = (check_int(v, k, minimum=m) for k, (v, m) in counts.items())
+    if n_random_selection > n_random:
+        raise ValueError(f"n_random_selection must be at most n_random ({n_random}), got {n_random_selection}")
+    prompt_tokens = check_scalar(prompt_tokens, "prompt_tokens", low=0.0, high=1e9, low_open=True)
+    measurable, tested_twins = check_bool(measurable, "measurable"), check_bool(tested_twins, "tested_twins")
+    methods = check_sequence(methods, "methods", lambda v, n: check_choice(v, n, costs["fit"]))
+    if twin_methods is not None:
+        twin_methods = check_sequence(twin_methods, "twin_methods", lambda v, n: check_choice(v, n, methods),
+                                      allow_empty=True)
     token, step = costs["token"], costs["step"]
     T, h, E = prompt_tokens + stem_tokens, n_prompts / 2, 1 + n_random_selection
     N = n_random - n_random_selection + 1
@@ -110,3 +129,19 @@ def estimate_seconds(n_prompts: int = 100, prompt_tokens: float = 55.0, stem_tok
                    null=(len(methods) * n_directions - P) * N * h * step + P * N * h * T * token)
     out["total"] = float(sum(out.values()))
     return out
+
+
+def _check_costs(costs) -> dict:
+    """``costs`` as :func:`estimate_seconds` documents it: ``token`` and ``step`` seconds and ``fit`` seconds per
+    method, each finite and >= 0 (ValueError / TypeError naming ``costs[...]``)."""
+    if not isinstance(costs, Mapping) or not {"token", "step", "fit"} <= set(costs):
+        raise TypeError(f"costs must be a mapping with the keys 'token', 'step' and 'fit', got {costs!r:.80}")
+    fit = costs["fit"]
+    if not isinstance(fit, Mapping) or not fit:
+        raise TypeError(f"costs['fit'] must be a non-empty mapping of method name to seconds, got {fit!r:.80}")
+    for method in fit:
+        if not isinstance(method, str) or not method.strip():
+            raise ValueError(f"costs['fit'] keys must be method names, got {method!r:.60}")
+    return dict(token=check_scalar(costs["token"], "costs['token']", low=0.0, high=1e9),
+                step=check_scalar(costs["step"], "costs['step']", low=0.0, high=1e9),
+                fit={m: check_scalar(v, f"costs['fit'][{m!r}]", low=0.0, high=1e9) for m, v in fit.items()})

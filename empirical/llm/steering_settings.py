@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from cgmt.validation import check_scalar
+from cgmt.validation import check_choice, check_int, check_scalar, check_sequence
 
 from ..probes.concept_vectors import ConceptVectors
 from .edits import P_TOWARDS, steerable_layers
@@ -173,10 +173,24 @@ def sweep_settings(k_grid=(0.05, 0.1, 0.2, 0.4, 0.8), p_grid=(0.9, 0.99, P_TOWAR
     ...                                 additive_layers=("best",))]
     ['gcav-best-p0.99-answer', 'additive-best-k0.1-answer']
     """
+    k_grid = check_sequence(k_grid, "k_grid", lambda v, n: check_scalar(v, n, low=0.0, high=MAX_STRENGTH,
+                                                                        low_open=True))
+    p_grid = check_sequence(p_grid, "p_grid", lambda v, n: check_scalar(v, n, low=0.5, high=1.0, low_open=True,
+                                                                        high_open=True))
+    gcav_layers = check_sequence(gcav_layers, "gcav_layers", _layer_choice, allow_empty=True)
+    additive_layers = check_sequence(additive_layers, "additive_layers", _layer_choice, allow_empty=True)
+    positions = check_sequence(positions, "positions", lambda v, n: check_choice(v, n, POSITIONS))
     out = [SteeringSetting("gcav", layers, p, pos) for pos in positions for layers in gcav_layers for p in p_grid]
     out += [SteeringSetting("additive", layers, k, pos) for pos in positions for layers in additive_layers
             for k in k_grid]
     return out
+
+
+def _layer_choice(value, name):
+    """One layer choice of :func:`sweep_settings`: a name of :data:`LAYER_CHOICES` or a tuple of layer indices."""
+    if isinstance(value, tuple):
+        return check_sequence(value, name, lambda v, n: check_int(v, n, minimum=0))
+    return check_choice(value, name, LAYER_CHOICES)
 
 
 # --------------------------------------------------------------------------------------------- layers

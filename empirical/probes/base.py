@@ -105,7 +105,7 @@ class ConceptProbe(ClassifierMixin, BaseEstimator):
         Returns ``(X, y_pm, X_val, y_val_pm)`` as float64 arrays with labels in {-1, +1}
         (``classes_[1]`` -> +1); an absent validation split is returned empty."""
         self._reset_fitted()
-        X, y = validate_data(self, as_real_array(X, "X"), as_real_array(y, "y"), dtype=np.float64,
+        X, y = validate_data(self, as_real_array(X, "X"), as_real_array(y, "y", labels=True), dtype=np.float64,
                              ensure_all_finite=True)
         check_magnitude(X, "X")
         check_classification_targets(y)

@@ -195,7 +195,7 @@ def estimate_kappa(X, y, lam, *, folds=5, seed=0, kappa_max=20.0, p_eff=None) ->
     (1.34, 0.695, 16.0)
     """
     X = check_matrix(X, "X")
-    _, y = check_binary_labels(np.asarray(as_real_array(y, "y")).ravel(), X.shape[0], "y")
+    _, y = check_binary_labels(np.asarray(as_real_array(y, "y", labels=True)).ravel(), X.shape[0], "y")
     lam = check_lam(lam)
     folds = check_int(folds, "folds", minimum=2, maximum=X.shape[0])
     seed = check_random_state(seed, "seed")

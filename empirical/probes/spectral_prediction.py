@@ -55,10 +55,11 @@ import cgmt
 from cgmt.ablation import protocol_fractions
 from cgmt.spectral import Spectrum
 from cgmt.spectral_stability import spectral_stability
-from cgmt.validation import check_int, check_scalar
+from cgmt.validation import check_choice, check_int, check_lams, check_scalar, check_sequence
 
 from ..logistic import fit_l2_logistic
-from ..validation import check_binary_labels, check_grid, check_matrix, check_min_per_class, standardize_stats
+from ..validation import (MAX_SEED, check_binary_labels, check_grid, check_matrix, check_min_per_class,
+                          standardize_stats)
 from .real_embedding import cross_validated_path
 
 __all__ = ["PoolModel", "estimate_pool_model", "estimate_pool_models", "predict_path", "predict_lambda_star",
@@ -233,17 +234,17 @@ def estimate_pool_models(H_pool, y_pool, *, teachers=TEACHERS, covariance="sampl
         teacher -> PoolModel.
     """
     H = check_matrix(H_pool, "H_pool")
-    _, ypm = check_binary_labels(y_pool, H.shape[0], "y_pool")
-    bad = [t for t in teachers if t not in TEACHERS]
-    if bad or not len(teachers):
-        raise ValueError(f"teacher must be one of {TEACHERS}, got {list(teachers)!r}")
-    if covariance not in COVARIANCES:
-        raise ValueError(f"covariance must be one of {COVARIANCES}, got {covariance!r}")
+    _, ypm = check_binary_labels(y_pool, H.shape[0], "y_pool", rows="H_pool")
+    teachers = check_sequence(teachers, "teachers", lambda v, n: check_choice(v, n, TEACHERS))
+    covariance = check_choice(covariance, "covariance", COVARIANCES)
     n_boot = check_int(n_boot, "n_boot", minimum=0)
-    chance_z = check_scalar(chance_z, "chance_z", low=0.0)
+    chance_z = check_scalar(chance_z, "chance_z", low=0.0, high=1e3)
     folds = check_int(folds, "folds", minimum=2)
+    random_state = check_int(random_state, "random_state", minimum=0, maximum=MAX_SEED)
     check_min_per_class(ypm, "y_pool (labelled pool)", minimum=folds)
-    lambdas = np.asarray(cv_lambdas, dtype=float)
+    lambdas = check_lams(cv_lambdas, "cv_lambdas")
+    if len(np.unique(lambdas)) != len(lambdas):
+        raise ValueError("cv_lambdas must not repeat a value")
     N, p = H.shape
     U = _check_unlabeled(H_unlabeled, p)
     H_all = np.vstack([H, U]) if U.shape[0] else H
@@ -335,8 +336,7 @@ def estimate_pool_model(H_pool, y_pool, *, teacher="deconvolved", covariance="sa
     >>> model.p, model.kappa > 0, model.parameter_draws.shape
     (30, True, (20, 2))
     """
-    if teacher not in TEACHERS:
-        raise ValueError(f"teacher must be one of {TEACHERS}, got {teacher!r}")
+    teacher = check_choice(teacher, "teacher", TEACHERS)
     return estimate_pool_models(H_pool, y_pool, teachers=(teacher,), covariance=covariance, folds=folds,
                                 random_state=random_state, cv_lambdas=cv_lambdas, H_unlabeled=H_unlabeled,
                                 n_boot=n_boot, chance_z=chance_z)[teacher]

@@ -259,7 +259,7 @@ def stratified_subsample(y, n: int, rng) -> np.ndarray:
     >>> stratified_subsample(np.array([0, 0, 0, 0, 1, 1, 1, 1]), 4, 0).size
     4
     """
-    y = np.asarray(as_real_array(y, "y"))
+    y = np.asarray(as_real_array(y, "y", labels=True))
     if y.ndim != 1 or y.size < 2:
         raise ValueError(f"y must be a 1-D array of at least 2 labels, got shape {y.shape}")
     gen = as_generator(rng)
