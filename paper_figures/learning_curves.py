@@ -52,7 +52,7 @@ import pandas as pd  # noqa: E402
 from joblib import Parallel, delayed  # noqa: E402
 from threadpoolctl import threadpool_limits  # noqa: E402
 
-from cgmt.validation import check_int  # noqa: E402
+from cgmt.validation import check_int, check_n_jobs  # noqa: E402
 from empirical import files  # noqa: E402
 from empirical.llm import datasets  # noqa: E402
 from empirical.logistic import logistic_path  # noqa: E402
@@ -327,6 +327,7 @@ def separability_rows(name, H, y, test, layers, seed=0, n_jobs=1) -> pd.DataFram
         One row per (layer, labels): ``dataset, layer, labels, rows ("non-test"), n, p, n_over_p, separable,
         decided, min_total_slack``.
     """
+    n_jobs = check_n_jobs(n_jobs)
     rest = np.setdiff1d(np.arange(y.size), test)
     size = min(rest.size, int(np.ceil(SEPARABILITY_RATIO * (H.shape[2] + 1))))
     rows = rest if size == rest.size else rest[stratified_subsample(y[rest], size, np.random.default_rng(seed))]
@@ -539,6 +540,7 @@ def run(out, hidden, *, pools=POOLS, draws=DRAWS, multiples=MULTIPLES, layer_ste
     DataFrame
         :func:`summary_table`.
     """
+    n_jobs = check_n_jobs(n_jobs)
     raw_dir = Path(out) / "learning_curves" / "raw"
     raw_dir.mkdir(parents=True, exist_ok=True)
     kw = dict(multiples=tuple(multiples), teachers=tuple(teachers), n_boot=int(n_boot))

@@ -12,6 +12,7 @@ import pandas as pd
 from joblib import Parallel, delayed
 from tqdm.auto import tqdm
 
+from cgmt.validation import check_n_jobs
 from empirical.probes import separability, separability_lp, shuffled_label_control
 
 __all__ = ["separability_row", "separability_table", "control_row", "separability_control_table",
@@ -70,6 +71,7 @@ def separability_table(name, H, y, split, progress=True, n_jobs=1) -> pd.DataFra
     pandas.DataFrame
         One :func:`separability_row` per layer.
     """
+    n_jobs = check_n_jobs(n_jobs)
     tr = split[0]
     jobs = (delayed(separability_row)(name, layer, np.asarray(H[layer][tr], dtype=np.float64), y[tr])
             for layer in range(1, H.shape[0]))
@@ -143,6 +145,7 @@ def separability_control_table(name, H, y, split, layers, seed=0, progress=True,
     pandas.DataFrame
         One :func:`control_row` per layer and case.
     """
+    n_jobs = check_n_jobs(n_jobs)
     tr = split[0]
     every = np.arange(len(y))
     cases = [("real", "train", tr), ("shuffled", "train", tr), ("real", "all", every), ("shuffled", "all", every)]

@@ -41,6 +41,7 @@ from threadpoolctl import threadpool_limits  # noqa: E402
 from tqdm.auto import tqdm  # noqa: E402
 
 from cgmt.spectral import Spectrum  # noqa: E402
+from cgmt.validation import check_n_jobs  # noqa: E402
 from empirical import files  # noqa: E402
 from empirical.llm import datasets  # noqa: E402
 from empirical.probes.layers import paper_split  # noqa: E402
@@ -138,6 +139,7 @@ def evaluate_all(out, hidden, layers, extra_seeds=4, seed_layers=(), progress=Tr
         name -> {"layers": {layer: record} (paper's split), "best": layer, "seeds": {seed: {layer: record}},
         "best_seeds": [best layer's record at every seed, paper's split first]}.
     """
+    n_jobs = check_n_jobs(n_jobs)
     raw = Path(out) / "spectral" / "raw"
     raw.mkdir(parents=True, exist_ok=True)
     results = {}
@@ -479,6 +481,7 @@ def semi_synthetic_table(hidden, results, *, repeats=5, progress=True, n_jobs=1)
         One row per dataset: the semi-synthetic MAE, standard error and Spearman along lambda, and the same
         theory's MAE and Spearman on the real labels.
     """
+    n_jobs = check_n_jobs(n_jobs)
     names = list(hidden)
     jobs = (delayed(_semi_synthetic_row)(hidden, results, name, repeats) for name in names)
     return pd.DataFrame(Parallel(n_jobs=min(n_jobs, len(names)))(
@@ -555,6 +558,7 @@ def run(out, hidden, *, layers=None, extra_seeds=4, seed_layers=(), progress=Tru
     pandas.DataFrame
         The agreement table (:func:`agreement_table`), also saved as ``spectral_agreement``.
     """
+    n_jobs = check_n_jobs(n_jobs)
     out = Path(out)
     n_layers = next(iter(hidden.values()))[0].shape[0]
     layers = list(range(1, n_layers)) if layers is None else list(layers)

@@ -30,7 +30,7 @@ from tqdm.auto import tqdm
 import sims
 from cgmt.ablation import ablation_split
 from cgmt.stability import stability
-from cgmt.validation import check_delta, check_kappa, check_lams, check_sequence
+from cgmt.validation import check_delta, check_kappa, check_lams, check_n_jobs, check_sequence
 
 from .output import load_finished_step, save_figure, save_table
 from .style import THEORY_COLOR, method_color, series_color
@@ -174,6 +174,7 @@ def simulate_stability(delta, kappa, lams, p, replicates, *, runs=3, seed=0, dro
         One row per lam: ``delta``, ``kappa``, ``lam``, ``p``, ``replicates`` and ``mc_<protocol>``,
         ``se_<protocol>`` for the three protocols.
     """
+    n_jobs = check_n_jobs(n_jobs)
     if int(replicates) != replicates or replicates < 2:
         raise ValueError(f"replicates: must be an integer >= 2 (standard errors), got {replicates}")
     root = np.random.SeedSequence(seed)
@@ -369,6 +370,7 @@ def make_stability_figures(out, *, settings=DEFAULT_SETTINGS, lams=None, p=400, 
     pandas.DataFrame
         The simulation table (:func:`simulate_stability`, all settings).
     """
+    n_jobs = check_n_jobs(n_jobs)
     lams = np.logspace(-2, 1, 7) if lams is None else np.asarray(lams, dtype=float)
     sim = pd.concat([simulate_stability(d, k, lams, p, replicates, runs=runs, seed=[seed, i], n_jobs=n_jobs,
                                         progress=progress) for i, (d, k) in enumerate(settings)],
@@ -402,6 +404,7 @@ def run(out, *, quick=False, progress=True, n_jobs=1):
     pandas.DataFrame
         The simulation table (loaded from ``out`` when the section is already finished).
     """
+    n_jobs = check_n_jobs(n_jobs)
     p, replicates = (200, 3) if quick else (400, 6)
     saved = load_finished_step(out, {"stability_vs_lambda": {"p": {p}, "replicates": {replicates}},
                                      "stability_vs_lambda_theory": {}}, figures=("stability_vs_lambda",))

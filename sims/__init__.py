@@ -7,6 +7,8 @@ z = beta/sqrt(p), v = beta*/||beta*||, alpha = <z_hat, v>, sigma = ||z_hat - alp
 Main entry points: :func:`sample`, :func:`fit_ridge_logistic`, :func:`measure_replicate`,
 :func:`compare`, :func:`compare_grid`, :func:`agreement`, :func:`finite_size_study`.
 """
+from cgmt.validation import check_n_jobs
+
 from .compare import THEORY_FIELD, agreement, compare, compare_grid, summarize, theory_values
 from .data import Sample, replicate_seeds, sample
 from .finite_size import HARD_POINTS, analyze as analyze_finite_size, loglog_slope, simulate_raw
@@ -31,6 +33,7 @@ def finite_size_study(points=HARD_POINTS, ps=(250, 500, 1000, 2000, 4000), repli
     (raw, table, slopes) : (DataFrame, DataFrame, DataFrame)
         The replicate rows of :func:`simulate_raw` and the two tables of :func:`analyze_finite_size`.
     """
+    n_jobs = check_n_jobs(n_jobs)
     raw = simulate_raw(points, ps, replicates, seed, n_jobs=n_jobs, progress=progress, **measure_kwargs)
     table, slopes = analyze_finite_size(raw)
     return raw, table, slopes

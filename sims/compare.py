@@ -14,7 +14,7 @@ from tqdm.auto import tqdm
 
 import cgmt
 from cgmt.sweep import check_grid_size
-from cgmt.validation import check_int, check_lam, check_lams, check_positive_array
+from cgmt.validation import check_int, check_lam, check_lams, check_n_jobs, check_positive_array
 
 from .measure import QUANTITIES, measure_replicate
 from .renamed import ResultTable
@@ -140,6 +140,7 @@ def compare_grid(deltas, lams, kappas, p: int, replicates: int, seed=0, *, n_job
         The concatenated tables (a :class:`sims.renamed.ResultTable`); it warns
         ``sklearn.exceptions.ConvergenceWarning`` for a point whose fits did not all converge.
     """
+    n_jobs = check_n_jobs(n_jobs)
     deltas = check_positive_array(deltas, "deltas")
     lams = check_lams(lams)
     kappas = check_positive_array(kappas, "kappas", allow_zero=True)
@@ -212,6 +213,7 @@ def compare(delta, lam, kappa, p: int, replicates: int, seed=0, *, n_jobs: int =
     >>> list(table.columns[:6]), len(table)
     (['kappa', 'delta', 'lam', 'p', 'quantity', 'mean'], 9)
     """
+    n_jobs = check_n_jobs(n_jobs)
     return compare_grid([delta], [check_lam(lam)], [kappa], p, replicates, seed, n_jobs=n_jobs, progress=progress,
                         theory=theory, **measure_kwargs)
 

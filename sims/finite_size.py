@@ -16,6 +16,8 @@ import pandas as pd
 from joblib import Parallel, delayed
 from tqdm.auto import tqdm
 
+from cgmt.validation import check_n_jobs
+
 from .compare import run_replicate, theory_values
 from .renamed import ResultTable
 
@@ -56,6 +58,7 @@ def simulate_raw(points=HARD_POINTS, ps=DEFAULT_PS, replicates: int = 8, seed=0,
         One row per (point, p, replicate): ``delta``, ``lam``, ``kappa``, ``p``, ``replicate`` and the measured
         quantities of :func:`sims.measure_replicate`, sorted by kappa, delta, lam, p, replicate.
     """
+    n_jobs = check_n_jobs(n_jobs)
     measure_kwargs.setdefault("stability", False)
     measure_kwargs.setdefault("subsample", False)
     pairs = list(itertools.product([tuple(map(float, pt)) for pt in points], [int(p) for p in ps]))

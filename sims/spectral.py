@@ -27,7 +27,7 @@ import cgmt
 from cgmt.ablation import ablation_split
 from cgmt.spectral_stability import spectral_stability
 from cgmt.spectrum import Spectrum
-from cgmt.validation import as_generator, check_int
+from cgmt.validation import as_generator, check_int, check_n_jobs
 
 from .fit import fit_ridge_logistic
 from .measure import cosine
@@ -221,6 +221,7 @@ def compare_spectral(delta, lam, spectrum: Spectrum, replicates, seed=0, *, feat
     >>> list(t.columns[:5])
     ['spectrum', 'delta', 'lam', 'p', 'quantity']
     """
+    n_jobs = check_n_jobs(n_jobs)
     replicates = check_int(replicates, "replicates", minimum=2)
     seeds = (seed if isinstance(seed, np.random.SeedSequence) else np.random.SeedSequence(seed)).spawn(replicates)
 

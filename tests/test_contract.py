@@ -428,3 +428,25 @@ def test_cli_option_values(option, capsys):
         if code != 2 or len(lines) != 1 or flag not in lines[0]:
             failures.append(f"{flag}={value!r}: exit {code}, {lines}")
     assert not failures, "\n".join(failures)
+
+
+# --------------------------------------------------------------------------- shared arguments: one check each
+SHARED_CHECKS = {"n_jobs": "check_n_jobs("}
+
+
+@pytest.mark.parametrize("argument", sorted(SHARED_CHECKS))
+def test_every_public_callable_checks_a_shared_argument_with_its_one_check(argument):
+    """A worker count means one thing everywhere: every public function or method taking ``n_jobs`` checks it with
+    :func:`cgmt.validation.check_n_jobs` itself (joblib's own errors name it only for some values, and a callable
+    added later is covered without editing this test)."""
+    missing = []
+    for (module, qualname), obj in public_objects().items():
+        for name, member in ([(qualname, obj)] if not inspect.isclass(obj) else
+                             [(f"{qualname}.{m}", f) for m, f in vars(obj).items() if inspect.isfunction(f)]):
+            try:
+                parameters = inspect.signature(member).parameters
+            except (TypeError, ValueError):
+                continue
+            if argument in parameters and SHARED_CHECKS[argument] not in inspect.getsource(member):
+                missing.append(f"{module}:{name}")
+    assert not missing, f"{argument} not checked with {SHARED_CHECKS[argument]}...): {missing}"

@@ -51,7 +51,7 @@ from scipy.special import expit
 from tqdm.auto import tqdm
 
 from cgmt.result import moved_names
-from cgmt.validation import check_int, check_real_array
+from cgmt.validation import check_int, check_n_jobs, check_real_array
 
 from ..probes import fit_layers, get_method, method_names, paper_split
 from ..probes.concept_vectors import ConceptVectors
@@ -1050,6 +1050,7 @@ def method_vectors(H, y, split, methods=("RAPTOR", "DiffMeans", "GCS", "xRFM"), 
     (dict of str to ConceptVectors, dict of str to dict of int to float)
         Per method its concept vectors, and its validation accuracy per layer.
     """
+    n_jobs = check_n_jobs(n_jobs)
     layers = list(range(1, H.shape[0])) if layers is None else list(layers)
     estimators = {m: get_method(m).estimator(**({"n_probes": gcs_probes} if m == "GCS" else {}))
                   for m in methods if m in method_names("steering")}  # the registry's steering comparison
@@ -1164,6 +1165,7 @@ def evaluate_dataset(model, tokenizer, dataset, H, settings, *, eval_dataset=Non
     (pandas.DataFrame, dict)
         As :func:`evaluate_steering`.
     """
+    n_jobs = check_n_jobs(n_jobs)
     words = check_answer_words(dataset.name, answer_words)
     n_prompts = check_int(n_prompts, "n_prompts (--n-prompts)", minimum=2)
     n_generate = check_int(n_generate, "n_generate (--generate)", minimum=0)

@@ -17,6 +17,8 @@ from sklearn.base import clone
 from sklearn.model_selection import StratifiedGroupKFold
 from tqdm.auto import tqdm
 
+from cgmt.validation import check_n_jobs
+
 from ..validation import check_binary_labels, check_matrix, check_random_state, error_context, stratified_split
 from .concept_vectors import DEFAULT_LAYER_CONVENTION, ConceptVectors, LinearProbe
 from .raptor import RaptorProbe
@@ -268,6 +270,7 @@ def fit_layers(H, y, *, layers=None, estimator=None, split=None, fractions=(0.6,
     >>> fit.concept_vectors().layers
     [0, 1]
     """
+    n_jobs = check_n_jobs(n_jobs)
     if isinstance(H, np.ndarray) and H.ndim != 3:
         raise ValueError(f"H must have shape (L, n, p), got {H.shape}")
     n_layers = len(H)

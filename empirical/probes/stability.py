@@ -22,7 +22,7 @@ from sklearn.base import clone
 from tqdm.auto import tqdm
 
 from cgmt.ablation import ablation_split
-from cgmt.validation import check_fraction, check_int, check_scalar
+from cgmt.validation import check_fraction, check_int, check_n_jobs, check_scalar
 
 from ..validation import as_real_array, check_binary_labels, check_matrix, safe_norm, unit_vector
 
@@ -161,6 +161,7 @@ def stability(estimator, X_pool, y_pool, K: int = 20, drop: float = 0.2, val_fra
     >>> result.vectors.shape, result.robust > 0.9
     ((4, 5), True)
     """
+    n_jobs = check_n_jobs(n_jobs)
     X = check_matrix(X_pool, "X_pool")
     y = np.asarray(y_pool)
     check_binary_labels(y, X.shape[0], "y_pool")

@@ -65,7 +65,7 @@ from sklearn.model_selection import StratifiedKFold
 from tqdm.auto import tqdm
 
 import cgmt
-from cgmt.validation import as_generator, check_int, check_scalar
+from cgmt.validation import as_generator, check_int, check_n_jobs, check_scalar
 
 from ..validation import as_real_array, check_binary_labels, check_grid, check_matrix, check_vector
 from .raptor import RaptorProbe
@@ -508,6 +508,7 @@ def delta_sweep(X_pool, y_pool, X_test, y_test, *, fractions=DEFAULT_FRACTIONS, 
     StructureResult
         The per-subsample table, the per-C summary, the row at the fixed C and the oracle's diagnostics.
     """
+    n_jobs = check_n_jobs(n_jobs)
     X_pool, y_pool, X_test, y_test, classes = _check_inputs(X_pool, y_pool, X_test, y_test)
     fractions = [float(f) for f in fractions]
     if len(set(fractions)) < 3 or not all(0 < f <= 1 for f in fractions):
