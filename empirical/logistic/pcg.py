@@ -31,6 +31,10 @@ from .newton import STATUS_MESSAGES, loss_terms
 __all__ = ["newton_pcg"]
 
 
+_EPS = np.finfo(np.float64).eps
+#: step-by-step updated logits are recomputed before a verdict when their rounding drift exceeds this many times
+#: the rounding of one fresh computation (eps x their magnitude): only after steps far larger than the logits
+_DRIFT_FACTOR = 1e3
 #: a Schur complement below this fraction of C sum d has lost its digits to cancellation in float32
 _SCHUR_FLOOR = 1e-4
 
@@ -219,6 +223,10 @@ def _line_min(z, dz, y, C, a, dw, iters=20):
     return t
 
 
+def _drifted(drift, z) -> bool:
+    return drift > _DRIFT_FACTOR * _EPS * (1.0 + float(np.max(np.abs(z), initial=0.0)))
+
+
 def _val_norm(ctx, C, fit_intercept):
     """Estimate of ||(z_v, 1)||_{H^-1} for every validation row: ||z_v||^2 + (1 + ||u|| ||z_v||)^2 / s,
     with u = H_ww^-1 h and s the intercept's Schur complement taken from the stale factor (s rescaled
@@ -300,17 +308,20 @@ def newton_pcg(ctx, y, C, a, b, *, fit_intercept=True, tol=1e-10, max_iter=100, 
     status = 1
     val_logits = Zv @ a + b if (yv is not None) else None
     loss, residuals, d = loss_terms(z, y)
-    exact_z = z0 is None  # z = Z a + b as computed, not updated step by step (rounding drift)
+    # bound on |z - (Z a + b)| from updating z step by step (rounding: eps x the magnitudes added); z is recomputed
+    # before a verdict only when the bound could matter (steps of very different sizes: large C far from the
+    # optimum), so the common path keeps the saving of the extrapolated / updated logits
+    drift = 0.0 if z0 is None else 16 * _EPS * float(np.max(np.abs(z0), initial=0.0))  # extrapolated logits
     while True:
         gw = a + C * (Z.T @ residuals)
         gb = C * residuals.sum() if fit_intercept else 0.0
         w_norm = np.sqrt(a @ a)
         gnorm = np.sqrt(gw @ gw + gb * gb) / max(1.0, w_norm)
         if gnorm <= tol:
-            if not exact_z:
+            if _drifted(drift, z):
                 # success is decided on logits recomputed from (a, b): after steps of very different sizes
-                # (large C far from the optimum) the updated z can drift from Z a + b by more than tol
-                z, exact_z = Z @ a + b, True
+                # the updated z can drift from Z a + b by more than tol
+                z, drift = Z @ a + b, 0.0
                 loss, residuals, d = loss_terms(z, y)
                 continue
             status = 0
@@ -324,8 +335,8 @@ def newton_pcg(ctx, y, C, a, b, *, fit_intercept=True, tol=1e-10, max_iter=100, 
             if ctx.R * decrement <= 0.1 and (nit >= min_newton or decrement <= 1e-7 * max(1.0, w_norm)):
                 val_norm = _val_norm(ctx, C, fit_intercept)
                 if np.all(np.abs(val_logits) > safety * 1.3 * decrement * val_norm):
-                    if not exact_z:  # the decrement too is taken at the recomputed logits
-                        z, exact_z = Z @ a + b, True
+                    if _drifted(drift, z):  # the decrement too is taken at the recomputed logits
+                        z, drift = Z @ a + b, 0.0
                         loss, residuals, d = loss_terms(z, y)
                         continue
                     certified = True
@@ -391,7 +402,7 @@ def newton_pcg(ctx, y, C, a, b, *, fit_intercept=True, tol=1e-10, max_iter=100, 
                 break
             t *= 0.5
         a, b, z, loss, residuals, d = a_new, b - t * db, z_new, loss_new, r_new, d_new
-        exact_z = False
+        drift += _EPS * (np.max(np.abs(z_new), initial=0.0) + t * np.max(np.abs(dz), initial=0.0))
         nit += 1
         if yv is not None:
             val_logits = Zv @ a + b
