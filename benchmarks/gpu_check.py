@@ -1,6 +1,6 @@
 """GPU checks: what no CPU run of the test suite covers (needs a CUDA device; skips cleanly without one).
 
-Three sections, figures written to ``$OUT`` (or ``--out``) as ``gpu_check.json`` and ``gpu_check.md``:
+Four sections, figures written to ``$OUT`` (or ``--out``) as ``gpu_check.json`` and ``gpu_check.md``:
 
 1. ``agreement``: a tiny random Llama (built from a config, saved, loaded back with
    :func:`empirical.llm.models.load_model`) extracted with :func:`empirical.llm.extract.hidden_states`
@@ -22,6 +22,11 @@ Three sections, figures written to ``$OUT`` (or ``--out``) as ``gpu_check.json``
    (Gram matrix, weighted Hessian, Cholesky) timed in float64 with numpy on the CPU and with torch on
    the GPU: the probe path itself is numpy/scipy on the CPU (RaptorProbe never uses torch; in
    ``empirical.probes`` only the optional xRFM baseline does).
+
+4. ``engine``: the batched exact path engine (:func:`empirical.probes.fit_layers` with ``device``) on CUDA against
+   the per-layer numpy ``RaptorProbe`` on the CPU, L layers at (n_train, n_val) = ``--engine-shape`` for
+   p = 4096 and 8192 (``benchmarks/probe_layers.py``): seconds per layer, ratio, and the exactness columns (layers
+   with another C, grid points with another validation accuracy, largest relative coefficient difference).
 
 Medians over ``--repeats``. Usage (the device machine of this workplace, or any CUDA host)::
 
@@ -495,7 +500,27 @@ def _markdown(res):
         lines += ["", "kernels (float64): " + "; ".join(f"n={r['n']}: " + ", ".join(
             f"{k} {v:.4g}" if isinstance(v, float) else f"{k} {v}" for k, v in r["kernels"].items())
             for r in pr["sizes"]), ""]
+    if "engine" in res:
+        rows = res["engine"]
+        lines += ["## Batched engine (every layer of a model)", "",
+                  "| " + " | ".join(rows[0]) + " |", "|" + "---|" * len(rows[0])]
+        lines += ["| " + " | ".join(f"{v:.3g}" if isinstance(v, float) else str(v) for v in r.values()) + " |"
+                  for r in rows]
+        lines.append("")
     return "\n".join(lines)
+
+
+def check_engine(device, quick, repeats, layers, shape, widths):
+    """Rows of ``benchmarks/probe_layers.py`` (engine on ``device`` against numpy per layer) for each width."""
+    from probe_layers import run as run_layers
+
+    if quick:
+        return run_layers(2, (200, 60, 128), device, 1, 1, paper=False)
+    rows = []
+    for p in widths:
+        rows += run_layers(layers, (*shape, p), device, repeats, 1, paper=False)
+        print("  ", rows[-1], flush=True)
+    return rows
 
 
 def main(argv=None):
@@ -508,7 +533,10 @@ def main(argv=None):
     ap.add_argument("--cpu-sample", type=int, default=32, help="prompts of the CPU throughput sample")
     ap.add_argument("--sizes", default="2000,8000", help="probe sample sizes n (train + validation)")
     ap.add_argument("--p", type=int, default=4096)
-    ap.add_argument("--sections", default="agreement,throughput,probe")
+    ap.add_argument("--sections", default="agreement,throughput,probe,engine")
+    ap.add_argument("--engine-layers", type=int, default=4, help="layers of the engine check")
+    ap.add_argument("--engine-shape", default="3600,1200", help="n_train,n_val of the engine check")
+    ap.add_argument("--engine-widths", default="4096,8192", help="hidden sizes p of the engine check")
     args = ap.parse_args(argv)
     try:
         import torch
@@ -536,6 +564,11 @@ def main(argv=None):
             print("probe:", flush=True)
             sizes = [int(s) for s in args.sizes.split(",")]
             res["probe"] = check_probe(args.device, args.quick, args.repeats, sizes, args.p, 2.56, 2000)
+        if "engine" in sections:
+            print("engine:", flush=True)
+            res["engine"] = check_engine(args.device, args.quick, min(args.repeats, 2), args.engine_layers,
+                                         tuple(int(v) for v in args.engine_shape.split(",")),
+                                         [int(v) for v in args.engine_widths.split(",")])
     write_json(out_dir / "gpu_check.json", res)
     atomic_write_text(out_dir / "gpu_check.md", _markdown(res))
     print(_markdown(res))

@@ -121,7 +121,10 @@ def _add_common(p, multi_dataset=False):
     d.add_argument("--no-verify", action="store_true", help="skip the SHA256SUMS check")
     m = p.add_argument_group("model")
     m.add_argument("--model", default="smollm2", help="'smollm2' (default) or a local model directory / hub id")
-    m.add_argument("--device", help="cpu, cuda, ... (default: cuda if available)")
+    m.add_argument("--device", type=nonempty_path,
+                   help="cpu, cuda, cuda:N, auto (default: the model on cuda if available); given to 'raptor "
+                        "probe' as a CUDA device, the probes are fitted there too, all layers at once on the batched "
+                        "engine (on the CPU the numpy solver is faster, measured in docs/probe.md)")
     m.add_argument("--dtype", help="float32 (default), bfloat16, float16, float64")
     m.add_argument("--batch-size", type=int_in(1), default=32)
     m.add_argument("--threads", type=worker_count("torch threads"),
@@ -254,6 +257,14 @@ def cmd_extract(args):
     return 0
 
 
+def probe_device(device):
+    """Where ``raptor probe`` fits its probes: the batched engine on a CUDA ``--device``; the numpy solver
+    otherwise (None), which is faster than the engine on the CPU (docs/probe.md, "The batched engine")."""
+    if device is None:
+        return None
+    return device if _llm()[1].resolve_device(device).type == "cuda" else None
+
+
 def cmd_probe(args):
     dsets = _load_datasets(args, args.dataset)
     baselines = _baselines(args.baselines)
@@ -267,7 +278,7 @@ def cmd_probe(args):
         L = H.shape[0] - 1
         layers = _select_layers(args.layers, L, list(range(1, L + 1)))
         fit = fit_layers(H, ds.labels, layers=layers, random_state=SPLIT_SEED, n_jobs=args.jobs,
-                         progress=not args.no_progress)
+                         progress=not args.no_progress, device=probe_device(args.device))
         table = _probe_table(fit)
         val_best = fit.best_layer
         if baselines:

@@ -16,7 +16,8 @@ PACKAGES = ("cgmt", "sims", "empirical", "paper_figures")
 TORCH_SIDE = {"empirical.llm", "empirical.llm.extract", "empirical.llm.models", "empirical.llm.steering",
               "empirical.llm.steering_eval", "empirical.llm.edits", "empirical.llm.generation",
               "empirical.llm.answer_readout", "empirical.llm.steering_settings", "empirical.llm.steering_selection",
-              "empirical.llm.steering_cost", "empirical.llm.prompts", "empirical.llm.cached_passes"}
+              "empirical.llm.steering_cost", "empirical.llm.prompts", "empirical.llm.cached_passes",
+              "empirical.logistic.batched"}
 #: optional heavy dependencies that a function may import on purpose (deferred)
 DEFERRED_OK = {"torch", "transformers", "xrfm", "gguf", "accelerate", "matplotlib", "tokenizers", "dask",
                "distributed", "vaderSentiment", "jinja2"}
@@ -31,8 +32,9 @@ ALLOWED = {
     "empirical.reporting": {"empirical.files"},
     "empirical.testing": {"empirical.logistic", "empirical.validation"},
     "empirical.probes": {"empirical.probes", "empirical.logistic", "empirical.validation", "empirical.files", "cgmt"},
+    # empirical.logistic.batched: the one torch device resolver (the engine and model loading)
     "empirical.llm": {"empirical.llm", "empirical.probes", "empirical.validation", "empirical.files",
-                      "cgmt.validation", "cgmt.result"},
+                      "cgmt.validation", "cgmt.result", "empirical.logistic.batched"},
     "empirical": {"empirical", "cgmt"},
     "sims": {"sims", "cgmt", "empirical.logistic", "empirical.validation"},
     "paper_figures": {"paper_figures", "empirical", "cgmt", "sims"},

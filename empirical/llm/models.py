@@ -36,6 +36,7 @@ from ..files import (
     read_json,
     sha256_file,
 )
+from ..logistic.batched import resolve_device
 from .chat_templates import render_chat_template
 from .hooks import ENCODER_TYPES, LAYER_CONVENTION, decoder_blocks, num_layers
 
@@ -79,20 +80,7 @@ def _torch_dtype(dtype):
 
 
 def _device(device):
-    if device is None:
-        return torch.device("cuda" if torch.cuda.is_available() else "cpu")
-    try:
-        dev = torch.device(device)
-    except (RuntimeError, TypeError) as exc:
-        raise ValueError(f"device must be a torch device such as 'cpu', 'cuda' or 'cuda:1', "
-                         f"got {device!r} ({exc})") from None
-    available = {"cuda": torch.cuda.is_available, "mps": lambda: torch.backends.mps.is_available()}
-    if dev.type in available and not available[dev.type]():
-        raise ValueError(f"device {device!r} is not available on this machine (use 'cpu')")
-    if dev.type == "cuda" and dev.index is not None and dev.index >= torch.cuda.device_count():
-        raise ValueError(f"device {device!r} does not exist: "
-                         f"this machine has {torch.cuda.device_count()} CUDA device(s)")
-    return dev
+    return resolve_device("auto" if device is None else device, kinds=("cpu", "cuda", "mps"))
 
 
 def _wheel_is_genuine(path: Path) -> bool:

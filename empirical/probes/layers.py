@@ -21,7 +21,7 @@ from cgmt.validation import check_n_jobs
 
 from ..validation import check_binary_labels, check_matrix, check_random_state, error_context, stratified_split
 from .concept_vectors import DEFAULT_LAYER_CONVENTION, ConceptVectors, LinearProbe
-from .raptor import RaptorProbe
+from .raptor import RaptorProbe, fit_on_engine
 
 __all__ = ["fit_layers", "paper_split", "grouped_split", "PerLayerFit"]
 
@@ -212,7 +212,35 @@ def _fit_one_unlabelled(estimator, X, y, split, layer):
         estimator.fit(X[train], y[train], X[val], y[val])
     else:
         estimator.fit(X[train], y[train])
-    seconds = getattr(estimator, "fit_time_", time.perf_counter() - started)
+    return _layer_row(estimator, X, y, split, layer, getattr(estimator, "fit_time_", time.perf_counter() - started))
+
+
+def _fit_batch_on_engine(estimator, H, y, split, layers, seed, device):
+    """Clones of a RaptorProbe fitted on ``layers`` by one batched engine pass (:func:`fit_on_engine`)."""
+    train, val, _ = split
+    probes, prepared, stacks = [], [], []
+    for layer in layers:
+        with error_context(layer=layer, split_seed=seed):
+            X = check_matrix(H[layer], f"H[{layer}]")
+            probe = clone(estimator)
+            prepared.append(probe._prepare(X[train], y[train], X[val], y[val]))
+            probes.append(probe)
+            stacks.append(X)
+    started = time.perf_counter()
+    with error_context(layer=f"{layers[0]}-{layers[-1]}", split_seed=seed):
+        fit_on_engine(probes, prepared, device)
+    seconds = (time.perf_counter() - started) / len(layers)
+    out = []
+    for probe, X, layer in zip(probes, stacks, layers):
+        probe.fit_time_ = seconds
+        with error_context(layer=layer, split_seed=seed):
+            out.append(_layer_row(probe, X, y, split, layer, seconds))
+    return out
+
+
+def _layer_row(estimator, X, y, split, layer, seconds):
+    """(estimator, summary row) of a fitted layer probe: validation and test accuracy, C, fit time."""
+    _, val, test = split
     _check_direction(estimator, X.shape[1], layer)
     nan = float("nan")
     C = float(getattr(estimator, "C_", nan))
@@ -225,7 +253,7 @@ def _fit_one_unlabelled(estimator, X, y, split, layer):
 
 
 def fit_layers(H, y, *, layers=None, estimator=None, split=None, fractions=(0.6, 0.2, 0.2), random_state=42,
-               n_jobs=1, progress=True, **probe_params) -> PerLayerFit:
+               n_jobs=1, progress=True, device=None, **probe_params) -> PerLayerFit:
     """Fit one probe per layer of a hidden-state stack, on one split shared by all layers.
 
     Parameters
@@ -250,6 +278,11 @@ def fit_layers(H, y, *, layers=None, estimator=None, split=None, fractions=(0.6,
         joblib workers (switch the backend, e.g. to Dask, with ``joblib.parallel_config``).
     progress : bool, default=True
         Show a progress bar.
+    device : {None, "auto", "cpu", "cuda", "cuda:N"}, default None
+        Fit the default RaptorProbe (or a given one) on the batched torch engine on this device: every layer's
+        certified path, selection and refit in batched passes of as many layers as fit in 2 GB
+        (:func:`empirical.logistic.batched.layer_batches`), with the numpy solver's results.  None: one numpy fit
+        per layer (``n_jobs`` workers).
     **probe_params
         Parameters of the default :class:`RaptorProbe` (not allowed together with ``estimator``).
 
@@ -300,11 +333,25 @@ def fit_layers(H, y, *, layers=None, estimator=None, split=None, fractions=(0.6,
     elif probe_params:
         raise ValueError(f"probe parameters {sorted(probe_params)} go with the default RaptorProbe; "
                          "set them on the estimator instead")
+    if device is not None:
+        if not isinstance(estimator, RaptorProbe) or estimator.solver != "exact":
+            raise ValueError(f"device={device!r} runs the exact RaptorProbe solver; the estimator is "
+                             f"{estimator!r}")
+        estimator = clone(estimator).set_params(device=device)
     given_split = split
     split = paper_split(y, fractions, random_state) if split is None else _check_split(split, first[0])
     seed = random_state if given_split is None else None  # a given split: the caller names its seed
-    jobs = (delayed(_fit_one)(clone(estimator), H[layer], y, split, layer, seed) for layer in layers)
-    results = Parallel(n_jobs=n_jobs)(tqdm(jobs, desc="layers", total=len(layers), disable=not progress))
+    if device is not None and len(split[1]):
+        from ..logistic.batched import layer_batches  # torch: only with a device
+        rows, width = len(split[0]) + len(split[1]), first[1]
+        results = []
+        with tqdm(total=len(layers), desc="layers", disable=not progress) as bar:
+            for batch in layer_batches(len(layers), rows, width):
+                results += _fit_batch_on_engine(estimator, H, y, split, [layers[i] for i in batch], seed, device)
+                bar.update(len(batch))
+    else:
+        jobs = (delayed(_fit_one)(clone(estimator), H[layer], y, split, layer, seed) for layer in layers)
+        results = Parallel(n_jobs=n_jobs)(tqdm(jobs, desc="layers", total=len(layers), disable=not progress))
     summary = pd.DataFrame([row for _, row in results])
     best = int(summary["layer"].iloc[int(np.nanargmax(summary["val_accuracy"].to_numpy()))]) \
         if summary["val_accuracy"].notna().any() else layers[0]

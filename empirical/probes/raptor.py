@@ -19,6 +19,7 @@ import warnings
 from numbers import Integral, Real
 
 import numpy as np
+from scipy.optimize import OptimizeResult
 from sklearn.base import _fit_context
 from sklearn.exceptions import ConvergenceWarning
 from sklearn.linear_model import LogisticRegression
@@ -26,10 +27,11 @@ from sklearn.utils._param_validation import Interval, StrOptions
 from sklearn.utils.validation import check_is_fitted
 
 from ..logistic import fit_l2_logistic, logistic_path, reduce_design, refit
+from ..logistic.newton import STATUS_MESSAGES
 from ..validation import TOL_MAX, check_grid, check_min_per_class, standardize_stats, stratified_split
 from .base import LinearConceptProbe, orient_to_positive_class
 
-__all__ = ["RaptorProbe", "DEFAULT_CS", "select_C"]
+__all__ = ["RaptorProbe", "DEFAULT_CS", "select_C", "fit_on_engine"]
 
 DEFAULT_CS = np.logspace(-4, 2, 100)
 
@@ -119,6 +121,11 @@ class RaptorProbe(LinearConceptProbe):
         Refit on train + validation at the selected C (the paper's algorithm).  False keeps the fit on the
         training split alone, so the probe sees exactly the rows a baseline that uses validation only for
         selection sees (the equal-data comparisons of ``paper_figures``).
+    device : {None, "auto", "cpu", "cuda", "cuda:N"}, default None
+        None: the numpy path solver.  Otherwise the exact solver runs on the batched torch engine
+        (:mod:`empirical.logistic.batched`) on that device (``"auto"``: CUDA when available): the same certified
+        path, selection and refit, in float64 (needs torch, the ``[llm]`` extra).  :func:`empirical.probes.fit_layers`
+        with ``device`` fits all layers in one batched pass.
 
     Attributes
     ----------
@@ -176,10 +183,11 @@ class RaptorProbe(LinearConceptProbe):
         "tol": [Interval(Real, 0, TOL_MAX, closed="right")],
         "max_iter": [Interval(Integral, 1, None, closed="left")],
         "refit": ["boolean"],
+        "device": [str, None],
     }
 
     def __init__(self, Cs=None, val_fraction=0.2, random_state=42, tie_break="most_regularized",
-                 fold_back="exact", solver="exact", tol=1e-10, max_iter=100, refit=True):
+                 fold_back="exact", solver="exact", tol=1e-10, max_iter=100, refit=True, device=None):
         self.Cs = Cs
         self.val_fraction = val_fraction
         self.random_state = random_state
@@ -189,6 +197,7 @@ class RaptorProbe(LinearConceptProbe):
         self.tol = tol
         self.max_iter = max_iter
         self.refit = refit
+        self.device = device
 
     # ------------------------------------------------------------------ fit
     @_fit_context(prefer_skip_nested_validation=True)
@@ -222,6 +231,16 @@ class RaptorProbe(LinearConceptProbe):
             A grid point neither certified nor converged, or the refit did not reach ``tol``.
         """
         t0 = time.perf_counter()
+        prepared = self._prepare(X, y, X_val, y_val)
+        if self.device is not None and self.solver == "exact" and not self.fallback_:
+            fit_on_engine([self], [prepared], self.device)
+        else:
+            self._solve(prepared)
+        self.fit_time_ = time.perf_counter() - t0
+        return self
+
+    def _prepare(self, X, y, X_val, y_val) -> dict:
+        """Validate, split and standardize: the inputs of a solver (``Xtr, ytr, Xs, Xvs, yvpm, mu, s, Cs``)."""
         Cs = check_grid(DEFAULT_CS if self.Cs is None else self.Cs)
         X, ypm, Xv, yvpm = self._validate_fit_data(X, y, X_val, y_val)
         if X_val is not None:
@@ -235,12 +254,15 @@ class RaptorProbe(LinearConceptProbe):
         if len(yvpm):  # a one-class (or one-row) validation split cannot select C: every C ties or the grid's end wins
             check_min_per_class(yvpm, "validation (X_val, y_val)", minimum=1)
         mu, s = standardize_stats(Xtr)
-        Xs = (Xtr - mu) / s
-        Xvs = (Xv - mu) / s
-        self.fallback_ = Xvs.shape[0] == 0
+        self.fallback_ = Xv.shape[0] == 0
+        return dict(Xtr=Xtr, ytr=ytr, Xs=(Xtr - mu) / s, Xvs=(Xv - mu) / s, yvpm=yvpm, mu=mu, s=s, Cs=Cs)
+
+    def _solve(self, prepared) -> None:
+        """The numpy solvers: the paper's fallback, the paper's loop, or the exact path, selection and refit."""
+        Xs, ytr, Xvs, yvpm, Cs = (prepared[k] for k in ("Xs", "ytr", "Xvs", "yvpm", "Cs"))
         if self.fallback_:
             warnings.warn("RaptorProbe: no validation split; following the paper's fallback (C = 1 fitted on "
-                          "train only)", UserWarning, stacklevel=2)
+                          "train only)", UserWarning, stacklevel=3)
             C, acc, nits = 1.0, np.full(len(Cs), np.nan), np.zeros(len(Cs), dtype=int)
             w, b = self._fit_single(Xs, ytr, C)
         elif self.solver == "paper":
@@ -255,11 +277,7 @@ class RaptorProbe(LinearConceptProbe):
             path = logistic_path(Xs, ytr, Xvs, yvpm, Cs, design=design, tol=self.tol, max_iter=self.max_iter)
             acc, nits = path.val_accuracy, path.nit
             if not path.success:
-                bad = np.flatnonzero(~path.certified & ~(path.grad_norm <= self.tol))  # NaN norms count too
-                warnings.warn(f"RaptorProbe path: {bad.size} grid point(s) neither certified nor converged "
-                              f"(max relative gradient norm {path.grad_norm[bad].max():.2e} after "
-                              f"{path.nit[bad].max()} Newton steps); their validation accuracy may be "
-                              "inexact", ConvergenceWarning, stacklevel=2)
+                self._warn_path(path.certified, path.grad_norm, path.nit)
             self.path_certified_ = path.certified
             k = select_C(Cs, acc, self.tie_break)
             C = float(Cs[k])
@@ -267,29 +285,40 @@ class RaptorProbe(LinearConceptProbe):
             if self.refit:
                 res = refit(Xs, ytr, Xvs, yvpm, C, design, path.coef_reduced[k], path.intercept[k], tol=self.tol,
                             max_iter=self.max_iter)
-                if not res.success:
-                    warnings.warn(f"RaptorProbe refit did not reach tol: {res.message}", ConvergenceWarning,
-                                  stacklevel=2)
+                self._record_refit(res)
                 w, b = res.coef, res.intercept
-                self.refit_result_ = res
-                self.n_iter_ = np.array([res.nit])
             else:
                 w, b = self._fit_single(Xs, ytr, C)
         if self.fallback_ or not self.refit:
             self._before_refit = (w, b)
         elif self.solver == "paper":  # the paper's loop keeps no train-only fit at C*
             self._before_refit = None
-        self._set_fold_back(w, b, mu, s, Xtr, ytr)
+        self._finish(prepared, w, b, C, acc, nits)
+
+    def _warn_path(self, certified, grad_norm, nit) -> None:
+        bad = np.flatnonzero(~certified & ~(grad_norm <= self.tol))  # NaN norms count too
+        warnings.warn(f"RaptorProbe path: {bad.size} grid point(s) neither certified nor converged "
+                      f"(max relative gradient norm {grad_norm[bad].max():.2e} after "
+                      f"{nit[bad].max()} Newton steps); their validation accuracy may be "
+                      "inexact", ConvergenceWarning, stacklevel=4)
+
+    def _record_refit(self, res) -> None:
+        if not res.success:
+            warnings.warn(f"RaptorProbe refit did not reach tol: {res.message}", ConvergenceWarning, stacklevel=4)
+        self.refit_result_ = res
+        self.n_iter_ = np.array([res.nit])
+
+    def _finish(self, prepared, w, b, C, acc, nits) -> None:
+        """Fold the standardized fit back to raw coordinates and set the fitted attributes."""
+        self._set_fold_back(w, b, prepared["mu"], prepared["s"], prepared["Xtr"], prepared["ytr"])
         self.C_ = C
         self.lambda_ = 1.0 / C
-        self.Cs_ = Cs
+        self.Cs_ = prepared["Cs"]
         self.path_val_accuracy_ = acc
         self.path_n_iter_ = nits
         self.best_val_accuracy_ = float(np.nanmax(acc)) if not self.fallback_ else float("nan")
         self.coef_std_ = w
         self.intercept_std_ = b
-        self.fit_time_ = time.perf_counter() - t0
-        return self
 
     def score_before_refit(self, X, y) -> float:
         """Accuracy of the probe fitted on the training rows alone at the selected C, before the refit on train +
@@ -343,3 +372,66 @@ class RaptorProbe(LinearConceptProbe):
         self.scaler_scale_ = s
         # ValueError if omega is 0 (constant train rows)
         self.concept_vector_ = orient_to_positive_class(omega, Xtr, ytr)
+
+
+def fit_on_engine(probes, prepared, device) -> None:
+    """Fit exact-solver :class:`RaptorProbe` s on the batched torch engine (:mod:`empirical.logistic.batched`): one
+    batched certified path over all of them, each probe's own selection, one batched refit.
+
+    Parameters
+    ----------
+    probes : sequence of RaptorProbe
+        Probes with the same ``tol``, ``max_iter`` and ``refit`` (e.g. one per layer of a model).
+    prepared : sequence of dict
+        Their validated, split and standardized inputs (``RaptorProbe._prepare``): the same labels, grid and
+        shapes for all.
+    device : str or torch.device
+        Where the engine runs (:func:`empirical.logistic.batched.resolve_device`).
+
+    Returns
+    -------
+    None
+        The probes are fitted in place.
+    """
+    try:
+        from ..logistic.batched import batched_path, batched_refit, resolve_device
+    except ModuleNotFoundError as exc:
+        raise ValueError(f"device={device!r} needs torch ({exc.name} is not installed: pip install "
+                         "'raptor-probes[llm]'), or use device=None for the numpy solver") from None
+    resolve_device(device)  # a ValueError naming the device before any work
+    first, lead = prepared[0], probes[0]
+    for probe, q in zip(probes, prepared):
+        same = (np.array_equal(q["ytr"], first["ytr"]) and np.array_equal(q["yvpm"], first["yvpm"])
+                and np.array_equal(q["Cs"], first["Cs"]) and q["Xs"].shape == first["Xs"].shape
+                and (probe.tol, probe.max_iter, probe.refit) == (lead.tol, lead.max_iter, lead.refit))
+        if not same:
+            raise ValueError("fit_on_engine: the probes must share their labels, grid, shapes, tol, max_iter and refit")
+    Cs = first["Cs"]
+    path = batched_path(np.stack([q["Xs"] for q in prepared]), first["ytr"], np.stack([q["Xvs"] for q in prepared]),
+                        first["yvpm"], Cs, device=device, tol=lead.tol, max_iter=lead.max_iter)
+    ks = []
+    for i, probe in enumerate(probes):
+        if not (path.certified[i] | (path.grad_norm[i] <= probe.tol)).all():
+            probe._warn_path(path.certified[i], path.grad_norm[i], path.nit[i])
+        probe.path_certified_ = path.certified[i]
+        ks.append(select_C(Cs, path.val_accuracy[i], probe.tie_break))
+        probe._before_refit = (path.coef[i, ks[-1]], float(path.intercept[i, ks[-1]]))
+    rows = np.arange(len(probes))
+    if lead.refit:
+        Xf = np.stack([np.vstack([q["Xs"], q["Xvs"]]) for q in prepared])
+        res = batched_refit(Xf, np.concatenate([first["ytr"], first["yvpm"]]), Cs[ks], path.coef[rows, ks],
+                            path.intercept[rows, ks], device=device, tol=lead.tol, max_iter=lead.max_iter)
+    for i, (probe, q, k) in enumerate(zip(probes, prepared, ks)):
+        C = float(Cs[k])
+        if lead.refit:
+            status = int(res.status[i])
+            one = OptimizeResult(coef=res.coef[i], intercept=float(res.intercept[i]), nit=int(res.nit[i]),
+                                 grad_norm=float(res.grad_norm[i]), success=bool(res.success[i]), status=status,
+                                 message=f"{STATUS_MESSAGES[status]}; grad_norm={res.grad_norm[i]:.3e}, "
+                                         f"nit={int(res.nit[i])}")
+            probe._record_refit(one)
+            w, b = one.coef, one.intercept
+        else:
+            w, b = probe._fit_single(q["Xs"], q["ytr"], C)
+            probe._before_refit = (w, b)
+        probe._finish(q, w, b, C, path.val_accuracy[i], path.nit[i])

@@ -1,0 +1,419 @@
+"""The batched exact path engine: the certified ridge-logistic path, selection inputs and refit of many layers at
+once, on torch (CUDA when asked for, else the CPU).
+
+Problem per layer and grid value C, as in :mod:`empirical.logistic.path` (scikit-learn convention, intercept
+unpenalized, y in {-1, +1})::
+
+    min_{w, b}  C * sum_i log(1 + exp(-y_i (x_i' w + b))) + 0.5 ||w||^2
+
+The layers of one dataset share their rows (n training, m validation) and their width p, so their designs stack
+into ``(B, n, p)`` tensors and every step below is one batched tensor operation over the B layers:
+
+1. **Reduction.**  When n < p the minimizer lies in the row span: the QR factorization ``X' = Q R`` gives the
+   isometric design ``Z = R'`` (n x n) with ``w = Q a`` and ``||w|| = ||a||``; validation rows map to ``Xv Q``.
+2. **Predictor.**  Each C starts from the Lagrange extrapolation in ``log C`` of the previous solutions (as the
+   numpy path).
+3. **Corrector.**  Exact Newton steps: the Hessian ``diag(1, .., 1, 0) + C Z1' D Z1`` of ``(a, b)`` (``Z1`` the
+   design with a column of ones) is formed and factored by a batched Cholesky; a step is a full Newton step inside
+   the self-concordance region (``R nu <= 0.1``, ``R`` the largest row norm of ``Z1``) and an exact line
+   minimization along the Newton direction outside it.
+4. **Certification.**  With the exact Newton decrement ``nu`` (a factor of the current Hessian, not a stale one) a
+   grid point is finished as soon as every validation logit's sign is certified:
+   ``|z_v| > safety * 1.3 * nu * ||(z_v, 1)||_{H^-1}`` (the rule of :mod:`empirical.logistic.path`, with the
+   ``H^-1`` norms computed exactly from the factor); otherwise Newton runs on to ``tol``.
+
+Everything runs in float64: the certificate compares logits with bounds of order ``nu`` (float32's 6e-8 relative
+precision is not enough near tol), and the Hessian's condition number reaches ``C`` times the largest eigenvalue
+of ``Z'Z`` (1e6-1e8 at the grid's top), beyond float32.  Memory: the designs take ``8 B (n + m) min(n, p)`` bytes
+and the Hessians ``8 B (r + 1)^2``; callers bound B (:func:`layer_batches`).
+
+The numpy path (:func:`empirical.logistic.logistic_path`, :func:`empirical.logistic.refit`) stays the reference
+and the default; tests compare the two on every shape (n < p, n > p, separable, a tiny class).
+"""
+from __future__ import annotations
+
+import numpy as np
+import torch
+from scipy.optimize import OptimizeResult
+
+from cgmt.validation import check_int, check_scalar
+
+from ..validation import TOL_MAX, check_grid, check_matrix, check_signed_labels
+
+__all__ = ["resolve_device", "batched_path", "batched_refit", "layer_batches"]
+
+#: dtype of every tensor of the engine (module docstring)
+DTYPE = torch.float64
+#: the certificate's safety factor and self-concordance radius, as :func:`empirical.logistic.pcg.newton_pcg`
+SAFETY, RADIUS = 10.0, 0.1
+#: Armijo fraction and halvings of the backtracking that guards each step
+ARMIJO, HALVINGS = 1e-4, 60
+
+
+def resolve_device(device, *, kinds=("cpu", "cuda")) -> torch.device:
+    """The one resolver of torch devices (the engine; model loading with ``kinds`` including ``"mps"``):
+    ``"auto"`` (CUDA when available, else the CPU), ``"cpu"``, ``"cuda"``, ``"cuda:1"`` or a :class:`torch.device`;
+    ``ValueError`` naming ``device`` when it is malformed, of another kind, or not on this machine.
+
+    Parameters
+    ----------
+    device : str or torch.device
+        The device.
+    kinds : tuple of str, default=("cpu", "cuda")
+        Device types accepted (the engine computes in float64, which MPS does not have).
+
+    Returns
+    -------
+    torch.device
+
+    Examples
+    --------
+    >>> resolve_device("cpu")
+    device(type='cpu')
+    """
+    if isinstance(device, str) and device.strip() == "auto":
+        return torch.device("cuda" if torch.cuda.is_available() else "cpu")
+    try:
+        dev = torch.device(device)
+    except (RuntimeError, TypeError, ValueError) as exc:
+        raise ValueError(f"device must be a torch device such as 'auto', 'cpu', 'cuda' or 'cuda:1', got "
+                         f"{device!r:.60} ({exc})") from None
+    if dev.type not in kinds:
+        raise ValueError(f"device must be one of the kinds {kinds}, got {device!r:.60}")
+    available = {"cuda": torch.cuda.is_available, "mps": lambda: torch.backends.mps.is_available()}
+    if dev.type in available and not available[dev.type]():
+        raise ValueError(f"device {device!r} is not available on this machine (use 'cpu' or 'auto')")
+    if dev.type == "cuda" and dev.index is not None and dev.index >= torch.cuda.device_count():
+        raise ValueError(f"device {device!r} does not exist: this machine has {torch.cuda.device_count()} CUDA "
+                         "device(s)")
+    return dev
+
+
+def layer_batches(n_layers: int, rows: int, width: int, budget_bytes: float = 2e9) -> list:
+    """Consecutive batches of layer positions whose designs and Hessians fit in ``budget_bytes``.
+
+    Parameters
+    ----------
+    n_layers : int
+        Layers to fit.
+    rows : int
+        Training plus validation rows (n + m).
+    width : int
+        Hidden size p.
+    budget_bytes : float, default=2e9
+        Device memory the engine may hold at once (the raw layers, their reduced designs, the Hessians).
+
+    Returns
+    -------
+    list of range
+        Batches covering ``range(n_layers)``.
+
+    Examples
+    --------
+    >>> layer_batches(5, 100, 10, budget_bytes=4e5)
+    [range(0, 2), range(2, 4), range(4, 5)]
+    """
+    n_layers, rows, width = (check_int(v, k) for k, v in dict(n_layers=n_layers, rows=rows, width=width).items())
+    budget_bytes = check_scalar(budget_bytes, "budget_bytes", low=0.0, high=1e18, low_open=True)
+    r = min(rows, width) + 1
+    per_layer = 8.0 * (2 * rows * width + rows * r + 3 * r * r)
+    size = max(1, int(budget_bytes // per_layer))
+    return [range(i, min(i + size, n_layers)) for i in range(0, n_layers, size)]
+
+
+class _Designs:
+    """Reduced designs of B layers with a column of ones: ``Z1`` (B, n, r + 1), ``Zv1`` (B, m, r + 1), the basis
+    ``Q`` (B, p, r) when reduced (else None), row bounds ``R`` (B,)."""
+
+    def __init__(self, X, Xv):
+        B, n, p = X.shape
+        if n < p:
+            Q, Rt = torch.linalg.qr(X.transpose(1, 2))  # X' = Q R: X = R' Q', so X Q a = R' a
+            Z, Zv = Rt.transpose(1, 2), Xv @ Q
+        else:
+            Q, Z, Zv = None, X, Xv
+        self.Q = Q
+        self.Z1 = torch.cat([Z, torch.ones(B, n, 1, dtype=DTYPE, device=X.device)], dim=2)
+        self.Zv1 = torch.cat([Zv, torch.ones(B, Xv.shape[1], 1, dtype=DTYPE, device=X.device)], dim=2)
+        self.R = torch.sqrt((Z * Z).sum(dim=2).amax(dim=1) + 1.0) if n else torch.ones(B, dtype=DTYPE)
+
+    def back(self, theta):
+        """Weights (B, p) of coordinates ``theta`` (B, r + 1) (the intercept, last, is dropped)."""
+        a = theta[:, :-1]
+        return a if self.Q is None else (self.Q @ a.unsqueeze(2)).squeeze(2)
+
+
+def _terms(z, y):
+    """Per-row loss, residual (dl/dz) and curvature of logits ``z`` (B, n) for labels ``y`` (n,)."""
+    m = y * z
+    s = torch.sigmoid(-m)
+    return torch.nn.functional.softplus(-m), -y * s, s * (1.0 - s)
+
+
+def _objective(z, theta, y, C):
+    loss = _terms(z, y)[0].sum(dim=1)
+    a = theta[:, :-1]
+    return C * loss + 0.5 * (a * a).sum(dim=1)
+
+
+def _line_min(z, dz, theta, dtheta, y, C, iters=30):
+    """argmin_t of the objective along ``theta - t dtheta`` for each layer (convex in t): safeguarded 1-D Newton."""
+    ydz = y * dz
+    a, da = theta[:, :-1], dtheta[:, :-1]
+    adw, dw2 = (a * da).sum(dim=1), (da * da).sum(dim=1)
+    lo = torch.zeros_like(C)
+    hi = torch.full_like(C, float("inf"))
+    t = torch.ones_like(C)
+    for _ in range(iters):
+        s = torch.sigmoid(-(y * z - t[:, None] * ydz))
+        g1 = C * (s * ydz).sum(dim=1) - adw + t * dw2
+        g2 = C * (s * (1.0 - s) * ydz * ydz).sum(dim=1) + dw2
+        hi = torch.where(g1 > 0, t, hi)
+        lo = torch.where(g1 > 0, lo, t)
+        t_new = torch.where(g2 > 0, t - g1 / g2, torch.full_like(t, float("inf")))
+        inside = (t_new > lo) & (t_new < hi)
+        t_new = torch.where(inside, t_new, torch.where(torch.isfinite(hi), 0.5 * (lo + hi), 2.0 * torch.clamp(t, 1.0)))
+        if bool(((t_new - t).abs() <= 1e-9 * torch.clamp(t, min=1.0)).all()):
+            return t_new
+        t = t_new
+    return t
+
+
+def _newton(d: _Designs, y, C, theta, *, tol, max_iter, yv=None, min_newton=1, index=None):
+    """Newton on the layers ``index`` of ``d`` (default all) at per-layer ``C`` from ``theta`` (both len(index)).
+
+    Returns (theta, nit, grad_norm, certified, status) with status 0 converged, 3 certified, 1 iteration limit."""
+    index = torch.arange(d.Z1.shape[0], device=theta.device) if index is None else index
+    k = d.Z1.shape[2]
+    pen = torch.ones(k, dtype=DTYPE, device=theta.device)
+    pen[-1] = 0.0
+    theta = theta.clone()
+    count = theta.shape[0]
+    nit = torch.zeros(count, dtype=torch.long, device=theta.device)
+    gnorm = torch.full((count,), float("nan"), dtype=DTYPE, device=theta.device)
+    certified = torch.zeros(count, dtype=torch.bool, device=theta.device)
+    status = torch.ones(count, dtype=torch.long, device=theta.device)
+    active = torch.arange(count, device=theta.device)
+    eye = torch.eye(k, dtype=DTYPE, device=theta.device)
+    while active.numel():
+        layers = index[active]
+        Z1, th, Ca = d.Z1[layers], theta[active], C[active]
+        z = (Z1 @ th.unsqueeze(2)).squeeze(2)
+        loss, res, curv = _terms(z, y)
+        g = pen * th + Ca[:, None] * (Z1.transpose(1, 2) @ res.unsqueeze(2)).squeeze(2)
+        w_norm = th[:, :-1].norm(dim=1)
+        gn = g.norm(dim=1) / torch.clamp(w_norm, min=1.0)
+        H = torch.diag_embed(pen.expand(len(active), k)) + Ca[:, None, None] * (
+            Z1.transpose(1, 2) @ (Z1 * curv.unsqueeze(2)))
+        L, info = torch.linalg.cholesky_ex(H)
+        if bool((info != 0).any()):  # an intercept block with every curvature underflowed: regularize it
+            L, _ = torch.linalg.cholesky_ex(H + 1e-12 * torch.clamp(Ca, min=1.0)[:, None, None] * eye)
+        step = torch.cholesky_solve(g.unsqueeze(2), L).squeeze(2)
+        nu = torch.sqrt(torch.clamp((g * step).sum(dim=1), min=0.0))
+        converged = gn <= tol
+        cert = torch.zeros_like(converged)
+        if yv is not None:
+            Zv1 = d.Zv1[layers]
+            zv = (Zv1 @ th.unsqueeze(2)).squeeze(2)
+            vnorm = torch.linalg.solve_triangular(L, Zv1.transpose(1, 2), upper=False).norm(dim=1)  # (., m)
+            region = (d.R[layers] * nu <= RADIUS) & ((nit[active] >= min_newton) |
+                                                      (nu <= 1e-7 * torch.clamp(w_norm, min=1.0)))
+            cert = region & (zv.abs() > SAFETY * 1.3 * nu[:, None] * vnorm).all(dim=1) & ~converged
+        limit = nit[active] >= max_iter
+        finished = converged | cert | limit
+        gnorm[active] = gn
+        certified[active] = cert
+        status[active] = torch.where(converged, 0, torch.where(cert, 3, 1))
+        go = ~finished
+        if not bool(go.any()):
+            break
+        # one step for the layers that go on
+        Z1, th, Ca, z, step, nu = Z1[go], th[go], Ca[go], z[go], step[go], nu[go]
+        dz = (Z1 @ step.unsqueeze(2)).squeeze(2)
+        damped = d.R[layers[go]] * nu > RADIUS
+        t = torch.ones_like(Ca)
+        if bool(damped.any()):
+            t = torch.where(damped, _line_min(z, dz, th, step, y, Ca), t)
+        f0 = _objective(z, th, y, Ca)
+        for _ in range(HALVINGS):
+            new = th - t[:, None] * step
+            f1 = _objective(z - t[:, None] * dz, new, y, Ca)
+            ok = (f1 <= f0 - ARMIJO * t * nu * nu) | (f1 - f0 <= 1e-14 * torch.clamp(f0.abs(), min=1.0))
+            if bool(ok.all()):
+                break
+            t = torch.where(ok, t, 0.5 * t)
+        moving = active[go]
+        theta[moving] = th - t[:, None] * step
+        nit[moving] += 1
+        active = moving
+    return theta, nit, gnorm, certified, status
+
+
+def _as_tensor(a, device):
+    return torch.as_tensor(np.ascontiguousarray(a), dtype=DTYPE, device=device)
+
+
+def _check_layers(X, name, width=None) -> np.ndarray:
+    """A finite (B, n, p) float64 stack, each layer checked by :func:`empirical.validation.check_matrix`."""
+    if np.ndim(X) != 3 or 0 in np.shape(X):
+        raise ValueError(f"{name} must be a non-empty (layers, rows, features) array, got shape {np.shape(X)}")
+    for i, layer in enumerate(X):
+        check_matrix(layer, f"{name}[{i}]")
+    stack = np.ascontiguousarray(X, dtype=np.float64)
+    if width is not None and stack.shape[2] != width:
+        raise ValueError(f"{name} must have the {width} features of X, got {stack.shape[2]}")
+    return stack
+
+
+def _check_solver(tol, max_iter):
+    return (check_scalar(tol, "tol", low=0.0, high=TOL_MAX, low_open=True),
+            check_int(max_iter, "max_iter", maximum=10_000))
+
+
+def batched_path(X, y, Xv, yv, Cs, *, device="cpu", tol=1e-10, max_iter=100, order=3,
+                 min_newton=1) -> OptimizeResult:
+    """Validation accuracy of the exact ridge-logistic minimizer at every C of ``Cs``, for B layers at once.
+
+    Parameters
+    ----------
+    X : array of shape (B, n, p)
+        Training rows of each layer (standardized by the caller).
+    y : array of shape (n,)
+        Training labels in {-1, +1} (shared by the layers).
+    Xv : array of shape (B, m, p)
+        Validation rows of each layer (m >= 1).
+    yv : array of shape (m,)
+        Validation labels in {-1, +1}.
+    Cs : array of float
+        The grid of C = 1/lambda (distinct, in ``[C_MIN, C_MAX]``); solved in ascending order, reported in the
+        order given.
+    device : str or torch.device, default="cpu"
+        Where to run (:func:`resolve_device`).
+    tol : float, default=1e-10
+        Relative gradient norm ``||grad|| / max(1, ||w||)`` of a converged point (one not certified first).
+    max_iter : int, default=100
+        Newton steps per grid point.
+    order : int, default=3
+        Points of the log C extrapolation.
+    min_newton : int, default=1
+        Newton steps per grid point before certification is tried.
+
+    Returns
+    -------
+    OptimizeResult
+        ``val_accuracy``, ``certified``, ``grad_norm``, ``nit`` (each (B, K) numpy arrays, K = len(Cs), in the
+        order of ``Cs``), ``coef`` (B, K, p) standardized weights and ``intercept`` (B, K) of the iterates,
+        ``success`` (every point certified or converged), ``status``, ``message``.
+
+    Examples
+    --------
+    >>> rng = np.random.default_rng(0)
+    >>> X = rng.standard_normal((2, 80, 5))
+    >>> y = np.where(X[0, :, 0] + rng.standard_normal(80) > 0, 1.0, -1.0)
+    >>> path = batched_path(X[:, :60], y[:60], X[:, 60:], y[60:], [0.01, 0.1, 1.0])
+    >>> path.success, path.val_accuracy.shape
+    (True, (2, 3))
+    """
+    dev = resolve_device(device)
+    Cs = check_grid(Cs)
+    tol, max_iter = _check_solver(tol, max_iter)
+    order, min_newton = check_int(order, "order", maximum=10), check_int(min_newton, "min_newton", minimum=0,
+                                                                         maximum=10_000)
+    X = _check_layers(X, "X")
+    y = check_signed_labels(y, X.shape[1], "y")
+    Xv = _check_layers(Xv, "Xv", width=X.shape[2])
+    if Xv.shape[0] != X.shape[0]:
+        raise ValueError(f"Xv must have the {X.shape[0]} layers of X, got {Xv.shape[0]}")
+    yv = check_signed_labels(yv, Xv.shape[1], "yv")
+    Xt, Xvt = _as_tensor(X, dev), _as_tensor(Xv, dev)
+    yt, yvt = _as_tensor(y, dev), _as_tensor(yv, dev)
+    B = Xt.shape[0]
+    d = _Designs(Xt, Xvt)
+    k = d.Z1.shape[2]
+    order_idx = np.argsort(Cs)
+    logC = np.log(Cs[order_idx])
+    K = len(Cs)
+    acc, cert, gnorm = np.empty((B, K)), np.zeros((B, K), dtype=bool), np.empty((B, K))
+    nits = np.zeros((B, K), dtype=int)
+    coef, intercept = np.empty((B, K, Xt.shape[2])), np.empty((B, K))
+    hist_t, hist = [], []
+    theta = torch.zeros(B, k, dtype=DTYPE, device=dev)
+    for j, idx in enumerate(order_idx):
+        t = logC[j]
+        if hist_t:  # Lagrange extrapolation in log C of the last `order` solutions
+            m = min(len(hist_t), order)
+            ts = hist_t[-m:]
+            wts = [np.prod([(t - ts[q]) / (ts[i] - ts[q]) for q in range(m) if q != i]) for i in range(m)]
+            theta = sum(float(w) * h for w, h in zip(wts, hist[-m:]))
+        C = torch.full((B,), float(Cs[idx]), dtype=DTYPE, device=dev)
+        theta, nit, gn, ce, _ = _newton(d, yt, C, theta, tol=tol, max_iter=max_iter, yv=yvt, min_newton=min_newton)
+        hist_t.append(t)
+        hist.append(theta)
+        hist_t, hist = hist_t[-order:], hist[-order:]
+        zv = (d.Zv1 @ theta.unsqueeze(2)).squeeze(2)
+        acc[:, idx] = (torch.where(zv > 0, 1.0, -1.0) == yvt).to(DTYPE).mean(dim=1).cpu().numpy()
+        cert[:, idx], gnorm[:, idx], nits[:, idx] = ce.cpu().numpy(), gn.cpu().numpy(), nit.cpu().numpy()
+        coef[:, idx] = d.back(theta).cpu().numpy()
+        intercept[:, idx] = theta[:, -1].cpu().numpy()
+    done = cert | (gnorm <= tol)
+    message = ("every grid point certified or converged" if done.all() else
+               f"{int((~done).sum())} (layer, grid point) pair(s) neither certified nor converged")
+    return OptimizeResult(val_accuracy=acc, certified=cert, grad_norm=gnorm, nit=nits, coef=coef,
+                          intercept=intercept, success=bool(done.all()), status=0 if done.all() else 1,
+                          message=message)
+
+
+def batched_refit(X, y, C, coef0, intercept0, *, device="cpu", tol=1e-10, max_iter=100) -> OptimizeResult:
+    """Tightly converged fits of B layers, each at its own C, warm-started (the refit on train + validation).
+
+    Parameters
+    ----------
+    X : array of shape (B, n, p)
+        Rows of each layer (standardized by the caller).
+    y : array of shape (n,)
+        Labels in {-1, +1}.
+    C : array of shape (B,)
+        Each layer's C.
+    coef0 : array of shape (B, p)
+        Warm starts of the weights (standardized coordinates).
+    intercept0 : array of shape (B,)
+        Warm starts of the intercepts.
+    device : str or torch.device, default="cpu"
+        Where to run (:func:`resolve_device`).
+    tol, max_iter
+        As for :func:`empirical.logistic.fit_l2_logistic`.
+
+    Returns
+    -------
+    OptimizeResult
+        ``coef`` (B, p), ``intercept`` (B,), ``grad_norm``, ``nit``, ``success`` (B,) numpy arrays, and
+        ``status`` (B,): 0 converged, 1 not.
+    """
+    dev = resolve_device(device)
+    tol, max_iter = _check_solver(tol, max_iter)
+    X = _check_layers(X, "X")
+    B, n, p = X.shape
+    y = check_signed_labels(y, n, "y")
+    C = np.asarray([float(check_grid(c, f"C[{i}]")[0]) for i, c in enumerate(np.atleast_1d(np.asarray(C, dtype=object)))])
+    if C.shape != (B,):
+        raise ValueError(f"C must have one value per layer ({B}), got {C.size}")
+    coef0 = np.asarray(check_matrix(coef0, "coef0"))
+    if coef0.shape != (B, p):
+        raise ValueError(f"coef0 must have shape ({B}, {p}), got {coef0.shape}")
+    intercept0 = np.asarray(intercept0, dtype=float) if np.ndim(intercept0) == 1 else None
+    if intercept0 is None or intercept0.shape != (B,) or not np.all(np.isfinite(intercept0)):
+        raise ValueError(f"intercept0 must be {B} finite numbers")
+    Xt, yt = _as_tensor(X, dev), _as_tensor(y, dev)
+    d = _Designs(Xt, Xt[:, :0])
+    w0 = _as_tensor(coef0, dev)
+    a0 = w0 if d.Q is None else (d.Q.transpose(1, 2) @ w0.unsqueeze(2)).squeeze(2)  # w0 in the row span
+    theta = torch.cat([a0, _as_tensor(intercept0, dev)[:, None]], dim=1)
+    Ct = _as_tensor(C, dev)
+    z0 = (d.Z1 @ theta.unsqueeze(2)).squeeze(2)
+    worse = _objective(z0, theta, yt, Ct) > Ct * n * np.log(2.0)  # zero is the better start (as refit)
+    theta[worse] = 0.0
+    theta, nit, gn, _, status = _newton(d, yt, Ct, theta, tol=tol, max_iter=max_iter)
+    st = status.cpu().numpy()
+    return OptimizeResult(coef=d.back(theta).cpu().numpy(), intercept=theta[:, -1].cpu().numpy(),
+                          grad_norm=gn.cpu().numpy(), nit=nit.cpu().numpy(), success=st == 0,
+                          status=np.where(st == 0, 0, 1))

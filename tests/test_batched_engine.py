@@ -1,0 +1,124 @@
+"""The batched exact path engine (empirical.logistic.batched, issue "Probes at our users' scale"): the same
+certified path, selection and refit as the numpy solver, on every shape, for one layer or many."""
+import numpy as np
+import pytest
+
+torch = pytest.importorskip("torch")
+
+from empirical.logistic import fit_l2_logistic, logistic_path  # noqa: E402
+from empirical.logistic.batched import batched_path, batched_refit, layer_batches, resolve_device  # noqa: E402
+from empirical.probes import RaptorProbe, fit_layers  # noqa: E402
+
+CS = np.logspace(-4, 2, 25)
+
+
+def _layers(shape, seed, B=3, separable=False, tiny_class=False):
+    """B standardized layers (train n, validation m, width p) sharing their labels."""
+    n, m, p = shape
+    rng = np.random.default_rng(seed)
+    X = rng.standard_normal((B, n + m, p)) * rng.uniform(0.3, 3.0, p)
+    w = rng.standard_normal(p) * 3 / np.sqrt(p)
+    noise = 0.0 if separable else rng.logistic(size=n + m)
+    y = np.where(X[0] @ w + noise > 0, 1.0, -1.0)
+    if tiny_class:  # two positives in train, one in validation
+        y[:] = -1.0
+        y[[0, 1, n]] = 1.0
+    mu, s = X[:, :n].mean(axis=1, keepdims=True), X[:, :n].std(axis=1, keepdims=True)
+    Xs = (X - mu) / s
+    return Xs[:, :n], y[:n], Xs[:, n:], y[n:]
+
+
+SHAPES = {"n < p": ((60, 20, 150), {}), "n > p": ((300, 100, 30), {}), "n = p": ((80, 30, 80), {}),
+          "separable": ((40, 20, 60), dict(separable=True)), "tiny class": ((80, 30, 40), dict(tiny_class=True))}
+
+
+@pytest.mark.parametrize("case", sorted(SHAPES))
+def test_path_matches_the_numpy_path(case):
+    shape, kw = SHAPES[case]
+    X, y, Xv, yv = _layers(shape, seed=len(case), **kw)
+    path = batched_path(X, y, Xv, yv, CS)
+    assert path.success
+    for b in range(X.shape[0]):
+        ref = logistic_path(X[b], y, Xv[b], yv, CS)
+        np.testing.assert_array_equal(path.val_accuracy[b], ref.val_accuracy)
+        # every point is certified or converged, and its validation signs are those of a tight reference
+        for k in (0, len(CS) // 2, len(CS) - 1):
+            tight = fit_l2_logistic(X[b], y, CS[k], fit_intercept=True, tol=1e-12, method="direct")
+            signs = np.sign(Xv[b] @ path.coef[b, k] + path.intercept[b, k])
+            np.testing.assert_array_equal(signs, np.sign(Xv[b] @ tight.coef + tight.intercept))
+
+
+@pytest.mark.parametrize("case", sorted(SHAPES))
+def test_refit_is_tightly_converged(case):
+    shape, kw = SHAPES[case]
+    X, y, Xv, yv = _layers(shape, seed=7, **kw)
+    Xf, yf = np.concatenate([X, Xv], axis=1), np.concatenate([y, yv])
+    C = np.array([0.01, 1.0, 30.0])
+    res = batched_refit(Xf, yf, C, np.zeros((3, X.shape[2])), np.zeros(3))
+    assert res.success.all()
+    for b in range(3):
+        ref = fit_l2_logistic(Xf[b], yf, C[b], fit_intercept=True, tol=1e-12, method="direct")
+        scale = max(1.0, np.linalg.norm(ref.coef))
+        assert np.linalg.norm(res.coef[b] - ref.coef) / scale < 1e-8 and abs(res.intercept[b] - ref.intercept) < 1e-8
+
+
+@pytest.mark.parametrize("shape", [(100, 200), (400, 40), (150, 150)])
+def test_raptor_probe_on_the_engine_is_the_numpy_probe(shape):
+    n, p = shape
+    rng = np.random.default_rng(n)
+    X = rng.standard_normal((n, p)) * rng.uniform(0.5, 3, p) + rng.standard_normal(p)
+    y = (X @ rng.standard_normal(p) * 3 / np.sqrt(p) + rng.logistic(size=n) > 0).astype(int)
+    numpy_probe, engine_probe = RaptorProbe().fit(X, y), RaptorProbe(device="cpu").fit(X, y)
+    assert engine_probe.C_ == numpy_probe.C_
+    np.testing.assert_array_equal(engine_probe.path_val_accuracy_, numpy_probe.path_val_accuracy_)
+    np.testing.assert_allclose(engine_probe.coef_, numpy_probe.coef_, rtol=0, atol=1e-8 * np.abs(numpy_probe.coef_).max())
+    assert engine_probe.refit_result_.success and engine_probe.refit_result_.grad_norm <= 1e-10
+    assert engine_probe.score(X, y) == numpy_probe.score(X, y)
+
+
+def test_fit_layers_on_the_engine_fits_every_layer_in_batches_with_the_numpy_results(monkeypatch):
+    from empirical.logistic import batched
+
+    rng = np.random.default_rng(2)
+    L, n, p = 5, 200, 60
+    y = np.arange(n) % 2
+    H = np.stack([rng.standard_normal((n, p)) + 0.15 * layer * np.outer(2 * y - 1, rng.standard_normal(p))
+                  for layer in range(L)])
+    calls = []
+    monkeypatch.setattr(batched, "layer_batches",
+                        lambda *a, **k: calls.append(a) or [range(0, 2), range(2, 4), range(4, 5)])
+    reference, engine = fit_layers(H, y, progress=False), fit_layers(H, y, progress=False, device="cpu")
+    assert len(calls) == 1  # three batched passes
+    columns = ["layer", "val_accuracy", "test_accuracy", "C", "best"]
+    assert reference.summary[columns].equals(engine.summary[columns])
+    for layer in range(L):
+        a, b = reference.probes[layer].coef_, engine.probes[layer].coef_
+        assert np.abs(a - b).max() <= 1e-8 * np.abs(a).max()
+
+
+@pytest.mark.parametrize("device, message", [("bogus", "device must be a torch device"),
+                                             ("mps", "device must be one of the kinds"),
+                                             ("cuda:7", "not available|does not exist")])
+def test_a_bad_device_is_refused_naming_it(device, message):
+    with pytest.raises(ValueError, match=message):
+        resolve_device(device)
+    with pytest.raises(ValueError, match=message):
+        RaptorProbe(device=device).fit(np.random.default_rng(0).standard_normal((40, 3)), np.arange(40) % 2)
+
+
+def test_layer_batches_bound_the_memory():
+    batches = layer_batches(80, 4800, 8192, budget_bytes=2e9)
+    assert [i for batch in batches for i in batch] == list(range(80))
+    per_layer = 8.0 * (2 * 4800 * 8192 + 4800 * 4801 + 3 * 4801 ** 2)
+    assert all(len(batch) * per_layer <= 2e9 for batch in batches) or all(len(batch) == 1 for batch in batches)
+
+
+def test_probe_device_rule_of_the_command_line():
+    """``raptor probe --device``: the engine on CUDA, the numpy solver on the CPU (faster there, docs/probe.md)."""
+    from empirical.cli import probe_device
+
+    assert probe_device(None) is None and probe_device("cpu") is None
+    if not torch.cuda.is_available():
+        assert probe_device("auto") is None
+        with pytest.raises(ValueError, match="not available"):
+            probe_device("cuda")
