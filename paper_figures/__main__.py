@@ -247,7 +247,8 @@ def _run(args) -> int:
     output.force_recompute(time.time() if args.force else None)
     default_cap = empirical_figures.QUICK_MAX_PER_CLASS if args.quick else 500
     cap = args.max_per_class if args.max_per_class is not None else default_cap
-    steps = RunProgress(_total_seconds(args, cap), enabled=not args.no_progress)
+    steps = RunProgress(_total_seconds(args, cap), enabled=not args.no_progress,
+                        on_step=lambda: record("interrupted"))  # every finished step is in the record at once
     t_start = time.perf_counter()
     timings = {}
     earlier = _earlier_invocations(out)  # a resumed run keeps what the earlier ones measured

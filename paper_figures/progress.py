@@ -28,6 +28,9 @@ class RunProgress:
         Show the bar (False: silent; the steps still run and are timed).
     refresh_seconds : float
         How often the elapsed time and ETA are redrawn while a long step runs.
+    on_step : callable, optional
+        Called with no argument after every finished step (the run record is saved there, so that an invocation
+        killed midway keeps the timings of the steps it finished).
 
     Attributes
     ----------
@@ -38,8 +41,9 @@ class RunProgress:
     #: a step shorter than this (seconds) that was expected to take 10x longer counts as resumed
     instant_seconds = 2.0
 
-    def __init__(self, total: float, enabled: bool = True, refresh_seconds: float = 1.0):
+    def __init__(self, total: float, enabled: bool = True, refresh_seconds: float = 1.0, on_step=None):
         self.enabled = bool(enabled)
+        self._on_step = on_step
         self.timings: dict = {}
         self._done_steps = 0
         self._total = max(float(total), 1e-9)  # kept here too: a disabled tqdm bar does not count
@@ -78,6 +82,8 @@ class RunProgress:
                 step = min(float(weight), self._total - self._done)
                 self._done += step
                 self._bar.update(step)
+            if self._on_step is not None:
+                self._on_step()
 
     @property
     def total(self) -> float:

@@ -685,3 +685,30 @@ def test_claims_table_families_power_and_undecidable_designs_on_a_planted_run(tm
     six = table.loc[("RAPTOR beats xRFM on mean-over-layers accuracy", "6")]
     assert six.verdict_per_claim == "does not hold" and six.verdict == "inconclusive"
     assert "RAPTOR ahead on 0/6 datasets (interval above 0), the other way on 6" in six.ours
+
+
+def test_a_run_killed_midway_keeps_the_steps_it_finished_in_its_record(tmp_path, monkeypatch):
+    """The record is saved after every step, not only after every section: a kill inside a long section leaves the
+    timings of the steps it finished (the empirical section's extraction and fits used to vanish)."""
+    from paper_figures import empirical_figures
+
+    def one_step_then_killed(out, *, steps, **kwargs):
+        with steps.step("stsa: extraction", 1.0):
+            pass
+        raise KeyboardInterrupt  # stands in for the kill: nothing after this point runs
+
+    monkeypatch.setattr(empirical_figures, "run", one_step_then_killed)
+    assert main(["--out", str(tmp_path), "--only", "empirical", "--quick", "--no-progress", "--n-jobs", "1"]) == 130
+    info = json.loads((tmp_path / "tables" / "run_info.json").read_text())
+    assert info["status"] == "interrupted" and "stsa: extraction" in info["step_seconds"]
+
+
+def test_every_finished_step_calls_back():
+    calls = []
+    steps = RunProgress(10, enabled=False, on_step=lambda: calls.append(dict(steps.timings)))
+    with steps.step("a", 5):
+        pass
+    with steps.step("b", 5):
+        pass
+    steps.close()
+    assert [sorted(c) for c in calls] == [["a"], ["a", "b"]]
