@@ -67,8 +67,8 @@ def run(L, shape, device, repeats, threads, paper):
         reference = fits["numpy RaptorProbe (per layer)"]
         for name, fit in fits.items():
             diff_C = sum(fit.probes[layer].C_ != reference.probes[layer].C_ for layer in range(L))
-            diff_acc = sum(int(np.sum(fit.probes[layer].path_val_accuracy_ != reference.probes[layer].path_val_accuracy_))
-                           for layer in range(L))
+            diff_acc = sum(int(np.sum(fit.probes[layer].path_val_accuracy_
+                                      != reference.probes[layer].path_val_accuracy_)) for layer in range(L))
             coef = max(float(np.abs(fit.probes[layer].coef_ - reference.probes[layer].coef_).max()
                              / np.abs(reference.probes[layer].coef_).max()) for layer in range(L))
             rows.append(dict(method=name, layers=L, n_train=n_train, n_val=n_val, p=p, threads=threads,

@@ -20,8 +20,16 @@ import numpy as np
 import pandas as pd
 from tqdm.auto import tqdm
 
-from cgmt.cli_args import (add_version, enforce_options, int_in, nonempty_path, number_in, number_list, subparser,
-                           worker_count)
+from cgmt.cli_args import (
+    add_version,
+    enforce_options,
+    int_in,
+    nonempty_path,
+    number_in,
+    number_list,
+    subparser,
+    worker_count,
+)
 from cgmt.cli_errors import debug_requested, run_command
 
 from .files import check_write_target, refuse_overwriting_inputs, write_csv, write_json

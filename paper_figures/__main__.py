@@ -42,6 +42,7 @@ from empirical.llm.datasets import resolve_data_dir
 from . import (
     empirical_figures,
     empirical_plots,
+    grid,
     learning_curves,
     output,
     spectral_figures,
@@ -86,9 +87,9 @@ def _dir_path(text) -> Path:
 #: which options apply in which mode and which exclude each other (enforced by cgmt.cli_args.enforce_options)
 OPTIONS = {
     "excludes": [("--results-only", "--force"), ("--results-only", "--only"), ("--results-only", "--quick"),
-                 ("--results-only", "--datasets")],
+                 ("--results-only", "--datasets"), ("--model", "--models"), ("--results-only", "--models")],
     "needs": {"--allow-mixed-commits": "--publish", "--allow-partial": "--publish"},
-    "distinct": ["--only", "--datasets"],
+    "distinct": ["--only", "--datasets", "--models"],
     "nonempty": ["--model"],
 }
 
@@ -102,6 +103,11 @@ def build_parser() -> argparse.ArgumentParser:
                    help=f"sections to run (default: {' '.join(DEFAULT_SECTIONS)})")
     p.add_argument("--quick", action="store_true", help="small caps and few replicates for a fast look")
     p.add_argument("--model", default="smollm2", help="model name or path (default: smollm2)")
+    p.add_argument("--models", nargs="+", default=None, metavar="MODEL",
+                   help="the paper's grid: run the empirical section on each model (names or paths, loaded one at a "
+                        "time) into OUT/models/<model>/ and write the grid's tables and figures (accuracy table, "
+                        "differences, cost, claims counted over model x dataset settings) to OUT; the other "
+                        "sections run on the first model")
     p.add_argument("--data-dir", type=nonempty_path, default=None,
                    help="dataset directory (default: $RAPTOR_DATA or ../shared/datasets)")
     p.add_argument("--max-per-class", type=int_in(1), default=None,
@@ -191,7 +197,7 @@ def _total_seconds(args, cap) -> float:
     total = 0.0
     for section in args.only:
         if section == "empirical":
-            total += empirical_figures.plan(args.quick, cap)
+            total += empirical_figures.plan(args.quick, cap) * len(args.models or [args.model])
         else:
             total += section_seconds(section) * (0.2 if args.quick else 1.0)
     return total
@@ -229,15 +235,23 @@ def _run(args) -> int:
     _refuse_writing_into_the_data(args)
     for name in args.datasets or ():  # an unknown name fails before any work, listing the known ones
         datasets.get_dataset(name)
+    if args.models and (len(args.models) < 2 or "empirical" not in args.only):
+        raise ValueError("--models runs the empirical section on two or more models: give at least two and keep "
+                         "'empirical' in --only")
+    for model in args.models or ():  # a blank name fails before any work
+        grid.model_slug(model)
     out = args.out
     if args.results_only and not any((out / "tables").glob("*.csv")):
         raise ValueError(f"--results-only: {str(out / 'tables')!r} holds no tables of an earlier run; run the "
                          "sections first (without --results-only) or give the --out of that run")
     (out / "figures").mkdir(parents=True, exist_ok=True)
     (out / "tables").mkdir(parents=True, exist_ok=True)
+    if args.models:
+        args.model = args.models[0]  # the sections other than the grid's empirical one run on the first model
     if args.results_only:
         style.apply()
         empirical_plots.plot_all(out)  # redrawn from the saved tables (seconds)
+        grid.plot_grid(out)
         print(f"[paper_figures] results: {write_results(out)}; index: {write_index(out)}")
         if args.publish is not None:
             _publish(out, args.publish, args.allow_mixed_commits, args.allow_partial)
@@ -277,6 +291,9 @@ def _run(args) -> int:
                 with steps.step("stability theory vs simulation",
                                 section_seconds("stability") * (0.2 if args.quick else 1)):
                     stability.run(out, quick=args.quick, progress=False, n_jobs=args.n_jobs)
+            elif section == "empirical" and args.models:
+                grid.run(out, args.models, data_dir=args.data_dir, max_per_class=cap, quick=args.quick, steps=steps,
+                         n_jobs=args.n_jobs)
             elif section == "empirical":
                 empirical_figures.run(out, model=args.model, data_dir=args.data_dir, max_per_class=cap,
                                       quick=args.quick, steps=steps, n_jobs=args.n_jobs)

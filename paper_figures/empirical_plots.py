@@ -15,11 +15,18 @@ from empirical.llm.datasets import dataset_names
 from empirical.probes.registry import method_names
 
 from . import claims
-from .output import load_table, save_figure, save_table
+from .output import load_json, load_table, save_figure, save_table
 from .steering_text import redraw as plot_steering_text
 from .style import method_color, series_color
 
 MODEL_LABEL = "SmolLM2-135M-Instruct"
+
+
+def model_label(out) -> str:
+    """The model a run's empirical figures are about: :data:`MODEL_LABEL` for the default model, else the name or
+    the folder name of the path its ``empirical_setup.json`` records (the model grid runs other models)."""
+    model = (load_json(out, "empirical_setup") or {}).get("model", "smollm2")
+    return MODEL_LABEL if model == "smollm2" else Path(str(model)).name or str(model)
 
 
 def _layers_all_seeds(out) -> pd.DataFrame | None:
@@ -69,7 +76,7 @@ def plot_layerwise(out):
     n_seeds = int(tab.n_seeds.max())
     seeds = (f"mean over {n_seeds} split seeds, band = min-max" if n_seeds > 1
              else "the paper's split (seed 42)")
-    fig.suptitle(f"Probe accuracy per layer, {MODEL_LABEL}: {seeds}; dotted = chance", fontsize=10)
+    fig.suptitle(f"Probe accuracy per layer, {model_label(out)}: {seeds}; dotted = chance", fontsize=10)
     fig.tight_layout()
     return save_figure(fig, out, "layerwise_accuracy")
 
@@ -113,7 +120,7 @@ def plot_accuracy_differences(out):
                 ax.tick_params(labelleft=False)
     handles, labels = axes[0][0].get_legend_handles_labels()
     fig.legend(handles, labels, loc="lower center", ncol=len(labels), frameon=False)
-    fig.suptitle(f"RAPTOR minus baseline, {MODEL_LABEL}: mean over split seeds with 95 % intervals "
+    fig.suptitle(f"RAPTOR minus baseline, {model_label(out)}: mean over split seeds with 95 % intervals "
                  "(right of 0 = RAPTOR better; the datasets outside the averages on their own axes)", fontsize=10)
     fig.tight_layout(rect=(0, 0.05, 1, 1))
     return save_figure(fig, out, "accuracy_differences")
@@ -140,7 +147,7 @@ def plot_cost(out):
     ax.set_yticks(yy, med.index)
     ax.set_xscale("log")
     ax.set_xlabel("median seconds per layer (fit incl. tuning, one CPU core)")
-    ax.set_title(f"Training cost per layer, {MODEL_LABEL}")
+    ax.set_title(f"Training cost per layer, {model_label(out)}")
     ax.legend(loc="upper center", bbox_to_anchor=(0.5, -0.16), ncol=4, frameon=False)  # off the points
     return save_figure(fig, out, "cost_dumbbell")
 
@@ -181,7 +188,7 @@ def plot_stability(out):
     fig.legend(handles, labels, loc="lower center", ncol=len(labels), frameon=False)  # off the points
     K = int(stab.K.iloc[0])
     fig.suptitle(f"Concept-vector stability under 20 % training ablations (K = {K} runs; bars: bootstrap 95 % "
-                 f"intervals), {MODEL_LABEL}; RAPTOR under the paper's protocol (refit on train + validation) and "
+                 f"intervals), {model_label(out)}; RAPTOR under the paper's protocol (refit on train + validation) and "
                  "at equal data (dashed)", fontsize=9)
     fig.tight_layout(rect=(0, 0.07, 1, 1))
     return save_figure(fig, out, "stability_by_layer")
@@ -220,7 +227,7 @@ def plot_steering(out):
         ax.set_xlabel("steered layer")
         ax.legend(fontsize=7)
     axes[0, 1].set_ylabel(ylabel)
-    fig.suptitle(f"Adaptive GCAV steering with RAPTOR concept vectors, {MODEL_LABEL}", fontsize=10)
+    fig.suptitle(f"Adaptive GCAV steering with RAPTOR concept vectors, {model_label(out)}", fontsize=10)
     fig.tight_layout()
     return save_figure(fig, out, "steering_metrics")
 
@@ -256,7 +263,7 @@ def plot_structure(out):
     ax.set_ylim(lo, hi)
     ax.set_xlabel("true test accuracy")
     ax.set_ylabel("predicted accuracy (pool labels, test features)")
-    ax.set_title(f"delta-sweep predictor along delta = n/p, {MODEL_LABEL}")
+    ax.set_title(f"delta-sweep predictor along delta = n/p, {model_label(out)}")
     ax.legend(fontsize=7)
     return save_figure(fig, out, "structure_scatter")
 

@@ -68,7 +68,13 @@ from empirical.probes.raptor import select_C  # noqa: E402
 from empirical.probes.spectral_prediction import estimate_pool_models  # noqa: E402
 from empirical.probes.structure import stratified_subsample  # noqa: E402
 from empirical.validation import (  # noqa: E402
-    MAX_SEED, as_real_array, check_binary_labels, check_grid, check_matrix, standardize_stats, stratified_split,
+    MAX_SEED,
+    as_real_array,
+    check_binary_labels,
+    check_grid,
+    check_matrix,
+    standardize_stats,
+    stratified_split,
 )
 
 from .output import load_table, save_figure, save_table  # noqa: E402

@@ -14,7 +14,7 @@ import pandas as pd
 from empirical.files import atomic_write_text
 from empirical.probes.registry import methods
 
-from . import claims, verdicts
+from . import claims, grid, verdicts
 from .output import load_json, load_table, to_markdown
 
 #: Figures in reading order: (file stem, heading, what it shows).
@@ -473,6 +473,7 @@ def write_results(out) -> Path:
     if len(table):
         lines += _plain_words(table, _facts(out))
     lines += _accuracy_table(out)
+    lines += grid.grid_markdown(out)
     lines += ["## Figures", ""] + _figure_section(out)
     path = out / "RESULTS.md"
     atomic_write_text(path, "\n".join(lines) + "\n")

@@ -606,10 +606,10 @@ def read_coinflip(path: Path) -> pd.DataFrame:
     if not isinstance(ex, list) or not all(isinstance(e, dict) and {"question", "answer"} <= set(e) for e in ex):
         raise ValueError(f"{str(path)!r} must hold {{'examples': [{{'question': ..., 'answer': ...}}, ...]}}")
     for i, e in enumerate(ex):
-        for field in ("question", "answer"):
-            if not isinstance(e[field], str):
-                raise ValueError(f"{str(path)!r}: examples[{i}].{field} must be a string, got {e[field]!r:.60} "
-                                 f"({type(e[field]).__name__})")
+        for key in ("question", "answer"):
+            if not isinstance(e[key], str):
+                raise ValueError(f"{str(path)!r}: examples[{i}].{key} must be a string, got {e[key]!r:.60} "
+                                 f"({type(e[key]).__name__})")
     answers = [e["answer"].strip().lower() for e in ex]
     bad = sorted(set(answers) - {"yes", "no"})
     if bad:

@@ -110,7 +110,7 @@ def layer_batches(n_layers: int, rows: int, width: int, budget_bytes: float = 2e
 
     Examples
     --------
-    >>> layer_batches(5, 100, 10, budget_bytes=4e5)
+    >>> layer_batches(5, 100, 10, budget_bytes=6e4)
     [range(0, 2), range(2, 4), range(4, 5)]
     """
     n_layers, rows, width = (check_int(v, k) for k, v in dict(n_layers=n_layers, rows=rows, width=width).items())
@@ -394,7 +394,8 @@ def batched_refit(X, y, C, coef0, intercept0, *, device="cpu", tol=1e-10, max_it
     X = _check_layers(X, "X")
     B, n, p = X.shape
     y = check_signed_labels(y, n, "y")
-    C = np.asarray([float(check_grid(c, f"C[{i}]")[0]) for i, c in enumerate(np.atleast_1d(np.asarray(C, dtype=object)))])
+    C = np.asarray([float(check_grid(c, f"C[{i}]")[0])
+                    for i, c in enumerate(np.atleast_1d(np.asarray(C, dtype=object)))])
     if C.shape != (B,):
         raise ValueError(f"C must have one value per layer ({B}), got {C.size}")
     coef0 = np.asarray(check_matrix(coef0, "coef0"))

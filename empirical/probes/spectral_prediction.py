@@ -58,8 +58,7 @@ from cgmt.spectral_stability import spectral_stability
 from cgmt.validation import check_choice, check_int, check_lams, check_scalar, check_sequence
 
 from ..logistic import fit_l2_logistic
-from ..validation import (MAX_SEED, check_binary_labels, check_grid, check_matrix, check_min_per_class,
-                          standardize_stats)
+from ..validation import MAX_SEED, check_binary_labels, check_grid, check_matrix, check_min_per_class, standardize_stats
 from .real_embedding import cross_validated_path
 
 __all__ = ["PoolModel", "estimate_pool_model", "estimate_pool_models", "predict_path", "predict_lambda_star",
