@@ -15,7 +15,8 @@ Four sections, figures written to ``$OUT`` (or ``--out``) as ``gpu_check.json`` 
    of 512), the plain base-model forward on the same batches (no hooks, no copies) for the overhead,
    CUDA float32, and the device's CPU in float32 on a small sample, for the ratio. The warm-up covers
    only the first batches, so the first timed pass (reported too) meets most (batch, length) shapes for
-   the first time: with PyTorch's cuDNN attention each new shape costs a one-off graph build.
+   the first time: with PyTorch's cuDNN attention each new shape costs a one-off graph build; the default length
+   buckets (:func:`empirical.llm.extract.bucket_length`) against exact lengths, first pass included.
 3. ``probe``: :class:`empirical.probes.RaptorProbe` at p = 4096 on Gaussian two-class data (fit time,
    test accuracy), against scikit-learn ``LogisticRegression`` on the same objective at the selected C
    and at C = 1 (coefficients, objective values, accuracy), and the probe's dominant dense kernels
@@ -277,13 +278,19 @@ def check_throughput(device, quick, repeats, layers, cpu_sample):
         print(f"  {what:<22} {dtype:<9} {where:<5} bs={bs:<4} mbt={mbt:<6} {row['tokens_per_s']:>10.0f} tok/s "
               f"({row['model_tflops']:.1f} TFLOP/s)", flush=True)
 
-    def extraction(m, the_prompts, bs, mbt, reps):
-        hidden_states(m, tok, the_prompts[: 2 * bs], batch_size=bs, max_batch_tokens=mbt, progress=False)  # warm-up
+    def extraction(m, the_prompts, bs, mbt, reps, bucket=None):
+        hidden_states(m, tok, the_prompts[: 2 * bs], batch_size=bs, max_batch_tokens=mbt, progress=False,
+                      bucket_lengths=bucket)  # warm-up
         _, times, H = _median_time(lambda: hidden_states(m, tok, the_prompts, batch_size=bs, max_batch_tokens=mbt,
-                                                         progress=False), reps)
+                                                         progress=False, bucket_lengths=bucket), reps)
         assert H.shape == (cfg.num_hidden_layers, len(the_prompts), cfg.hidden_size) and np.isfinite(H).all()
         return times
 
+    # the first pass meets most (batch, length) shapes for the first time: exact lengths (one shape per batch)
+    # against the default length buckets (a handful of shapes), each on a fresh prompt set of the same lengths
+    record("hidden_states, exact lengths", "bfloat16", device, 8, 8 * max_len,
+           extraction(model, _prompts(np.random.default_rng(2), n_prompts, 63, 127), 8, 8 * max_len, repeats,
+                      bucket=False), ntok)
     for bs in (8, 32, 128):
         record("hidden_states", "bfloat16", device, bs, bs * max_len, extraction(model, prompts, bs, bs * max_len,
                                                                                  repeats), ntok)

@@ -310,9 +310,9 @@ def test_default_token_budget_follows_the_models_device(monkeypatch):
     seen = []
     real = E.length_batches
 
-    def spy(order, token_ids, batch_size, max_batch_tokens, offset):
+    def spy(order, token_ids, batch_size, max_batch_tokens, offset, pad=None):
         seen.append(max_batch_tokens)
-        return real(order, token_ids, batch_size, max_batch_tokens, offset)
+        return real(order, token_ids, batch_size, max_batch_tokens, offset, pad)
 
     monkeypatch.setattr(E, "length_batches", spy)
     model, tok = tiny_model("llama", seed=0, n_layers=2), tiny_tokenizer()
@@ -323,3 +323,26 @@ def test_default_token_budget_follows_the_models_device(monkeypatch):
     assert seen == [512, 16384, 7]
     with pytest.raises(ValueError, match="max_batch_tokens"):
         E.hidden_states(model, tok, PROMPTS[:3], progress=False, max_batch_tokens=0)
+
+
+@pytest.mark.parametrize("kind", ["llama", "gpt2", "bert"])
+def test_length_buckets_give_the_same_states_with_few_shapes(tok, kind):
+    """Batches padded to the bucket ladder (the accelerator default) give the exact-length states up to float
+    rounding, and a dataset then meets a handful of (batch, length) shapes instead of one per batch."""
+    from empirical.testing import tiny_encoder
+
+    model = tiny_encoder(seed=8) if kind == "bert" else tiny_model(kind, seed=8)
+    prompts = [" ".join(PROMPTS[k % len(PROMPTS)] for k in range(1 + i % 5)) for i in range(24)]
+
+    def run(bucket):
+        shapes = []
+        h = decoder_blocks(model)[0].register_forward_pre_hook(
+            lambda m, a, kw: shapes.append((a[0] if a else kw["hidden_states"]).shape[1]), with_kwargs=True)
+        H = E.hidden_states(model, tok, prompts, layers="all", batch_size=4, progress=False, bucket_lengths=bucket)
+        h.remove()
+        return H, set(shapes[1:] if kind != "bert" else shapes)  # a decoder's first pass is the shared prefix
+
+    (exact, exact_lengths), (bucketed, lengths) = run(False), run(True)
+    np.testing.assert_allclose(bucketed, exact, atol=2e-5)
+    assert all(E.bucket_length(length) == length for length in lengths)
+    assert len(lengths) < len(exact_lengths)

@@ -32,7 +32,7 @@ import torch
 from tqdm.auto import tqdm
 from transformers import DynamicCache
 
-from cgmt.validation import check_int, check_threads
+from cgmt.validation import check_bool, check_int, check_threads
 
 from .cache import ExtractionCache
 from .hooks import (
@@ -174,10 +174,31 @@ def check_positions(model, token_ids, what: str = "prompt") -> None:
                          f"max_length={limit} (keeps each prompt's last tokens)")
 
 
-def pad_right(batch_ids, pad_id, device):
+def bucket_length(T: int) -> int:
+    """The padded length of a batch whose longest prompt has ``T`` tokens, on a ladder of few values: multiples of
+    8 up to 32, then 48, 64, 96, 128, 192, 256, ... (ratio at most 1.5).  An accelerator pays a one-off kernel
+    build for every new (batch, length) shape (cuDNN attention on an H100: a first pass 20x slower than a warm one
+    over exact lengths, docs/gpu.md); padded to the ladder, a dataset meets a handful of shapes.
+
+    Examples
+    --------
+    >>> [bucket_length(t) for t in (1, 9, 33, 49, 65, 200)]
+    [8, 16, 48, 64, 96, 256]
+    """
+    T = check_int(T, "T")
+    if T <= 32:
+        return -(-T // 8) * 8
+    v = 32
+    while v < T:
+        v = v * 3 // 2 if v & (v - 1) == 0 else v * 4 // 3
+    return v
+
+
+def pad_right(batch_ids, pad_id, device, length=None):
     """Right-pad token id lists into ``(ids, attention_mask, last_index)`` tensors on ``device``.
 
-    ``last_index[i]`` is the position of row i's last real token.
+    ``last_index[i]`` is the position of row i's last real token; ``length`` pads every row to that many tokens
+    (at least the longest row's; default: the longest row's).
 
     Examples
     --------
@@ -186,7 +207,7 @@ def pad_right(batch_ids, pad_id, device):
     ([[5, 6, 7], [8, 0, 0]], [[1, 1, 1], [1, 0, 0]], [2, 0])
     """
     lengths = torch.tensor([len(x) for x in batch_ids])
-    T = int(lengths.max())
+    T = max(int(lengths.max()), length or 0)
     ids = torch.full((len(batch_ids), T), pad_id, dtype=torch.long)
     mask = torch.zeros((len(batch_ids), T), dtype=torch.long)
     for i, x in enumerate(batch_ids):
@@ -223,10 +244,10 @@ def common_prefix_length(token_ids) -> int:
     return max(P, 0)
 
 
-def length_batches(order, token_ids, batch_size, max_batch_tokens, offset):
+def length_batches(order, token_ids, batch_size, max_batch_tokens, offset, pad=None):
     """Consecutive groups of the length-sorted ``order``: at most ``batch_size`` prompts and
     ``max_batch_tokens`` padded tokens (a single longer prompt still forms its own batch); lengths are
-    counted from token ``offset`` on (after a shared prefix).
+    counted from token ``offset`` on (after a shared prefix) and padded by ``pad`` (e.g. :func:`bucket_length`).
 
     Examples
     --------
@@ -234,12 +255,13 @@ def length_batches(order, token_ids, batch_size, max_batch_tokens, offset):
     >>> list(length_batches([0, 1, 2], ids, batch_size=2, max_batch_tokens=100, offset=0))
     [[0, 1], [2]]
     """
+    pad = pad or (lambda t: t)
     batch, width = [], 0
     for i in order:
-        width = max(width if batch else 0, len(token_ids[i]) - offset)
+        width = max(width if batch else 0, pad(len(token_ids[i]) - offset))
         if batch and (len(batch) >= batch_size or width * (len(batch) + 1) > max_batch_tokens):
             yield batch
-            batch, width = [], len(token_ids[i]) - offset
+            batch, width = [], pad(len(token_ids[i]) - offset)
         batch.append(i)
     if batch:
         yield batch
@@ -274,7 +296,7 @@ def _pool(h, pooling, last, mask):
 
 
 def _run(model, token_ids, layers, batch_size, sink, todo, progress, desc, share_prefix=True, max_batch_tokens=512,
-         pooling="last"):
+         pooling="last", bucket=False):
     """Run the length-sorted batches over indices ``todo``; ``sink(indices, buf)`` gets (n_layers, B, p).
 
     With ``share_prefix`` the token prefix common to all prompts is run once and its key/value
@@ -324,8 +346,10 @@ def _run(model, token_ids, layers, batch_size, sink, todo, progress, desc, share
                     kv = _prefix_kv(core, model, token_ids[0][:P], device)
                 if kv is None:
                     P = 0
-            for idx in length_batches(order, token_ids, batch_size, max_batch_tokens, P):
-                ids, mask, last = pad_right([token_ids[i][P:] for i in idx], 0, device)
+            pad = bucket_length if bucket else None
+            for idx in length_batches(order, token_ids, batch_size, max_batch_tokens, P, pad):
+                rows = [token_ids[i][P:] for i in idx]
+                ids, mask, last = pad_right(rows, 0, device, pad(max(map(len, rows))) if pad else None)
                 B, T = ids.shape
                 kw = {}
                 if kv is not None:
@@ -424,6 +448,7 @@ def hidden_states(
     progress: bool = True,
     label: str | None = None,
     meta: dict | None = None,
+    bucket_lengths: bool | None = None,
 ) -> np.ndarray:
     """Pooled (default: last-token) hidden states, float32 array ``(len(layers), len(prompts), hidden_size)``.
 
@@ -471,6 +496,10 @@ def hidden_states(
         File-name label of the cache entry (e.g. the dataset name).
     meta : dict, optional
         Extra key material of the cache entry (JSON data).
+    bucket_lengths : bool, optional
+        Pad each batch to a length of the ladder of :func:`bucket_length` (few distinct shapes: no first-pass
+        penalty on an accelerator; the same states up to float rounding, since padding is masked and after the
+        pooled token).  Default: on an accelerator, not on the CPU (where padding only costs).
 
     Returns
     -------
@@ -491,6 +520,9 @@ def hidden_states(
         max_batch_tokens = default_max_batch_tokens(input_device(model))
     max_batch_tokens = check_int(max_batch_tokens, "max_batch_tokens")
     max_length = None if max_length is None else check_int(max_length, "max_length")
+    if bucket_lengths is None:
+        bucket_lengths = input_device(model).type != "cpu"
+    bucket_lengths = check_bool(bucket_lengths, "bucket_lengths")
     if pooling is None:
         pooling = "mean" if model_kind(model) == "encoder" else "last"
     if pooling not in POOLINGS:
@@ -512,7 +544,7 @@ def hidden_states(
                     out[:, idx, :] = buf
 
                 _run(model, token_ids, sel, batch_size, sink, range(n), progress, label or "extract",
-                     share_prefix, max_batch_tokens, pooling)
+                     share_prefix, max_batch_tokens, pooling, bucket_lengths)
                 return out
             store = cache if isinstance(cache, ExtractionCache) else ExtractionCache(None if cache is True else cache)
             extra = {"max_length": max_length, "add_special_tokens": bool(add_special_tokens), **(meta or {})}
@@ -525,7 +557,7 @@ def hidden_states(
                     arr = entry.load(verify=store.verify)  # another process may have finished it meanwhile
                     if arr is None:
                         arr = _fill_entry(entry, model, token_ids, L, batch_size, progress, label, share_prefix,
-                                          max_batch_tokens, n, pooling)
+                                          max_batch_tokens, n, pooling, bucket_lengths)
             if sel == list(range(sel[0], sel[-1] + 1)):
                 return arr[sel[0]: sel[-1] + 1]
             return np.ascontiguousarray(arr[sel])
@@ -533,7 +565,8 @@ def hidden_states(
         model.train(was_training)
 
 
-def _fill_entry(entry, model, token_ids, L, batch_size, progress, label, share_prefix, max_batch_tokens, n, pooling):
+def _fill_entry(entry, model, token_ids, L, batch_size, progress, label, share_prefix, max_batch_tokens, n, pooling,
+                bucket_lengths=False):
     """Compute the missing rows of a cache entry (resuming a partial one) and publish it."""
     mm, rows = entry.open_partial()
     last_ckpt = [time.perf_counter()]
@@ -549,7 +582,7 @@ def _fill_entry(entry, model, token_ids, L, batch_size, progress, label, share_p
         desc = f"{label or 'extract'} ({n - len(todo)}/{n} cached)" if len(todo) < n else label or "extract"
         try:
             _run(model, token_ids, list(range(L + 1)), batch_size, sink, todo, progress, desc, share_prefix,
-                 max_batch_tokens, pooling)
+                 max_batch_tokens, pooling, bucket_lengths)
         finally:
             entry.checkpoint(mm, rows)
     entry.finish(mm, rows)
