@@ -346,3 +346,32 @@ def test_length_buckets_give_the_same_states_with_few_shapes(tok, kind):
     np.testing.assert_allclose(bucketed, exact, atol=2e-5)
     assert all(E.bucket_length(length) == length for length in lengths)
     assert len(lengths) < len(exact_lengths)
+
+
+def test_float16_cache_storage_halves_the_entry_and_keeps_the_states_to_float16_rounding(tok, tmp_path):
+    model = tiny_model("llama", seed=9)
+    exact = E.hidden_states(model, tok, PROMPTS, layers="all", progress=False)
+    half = ExtractionCache(tmp_path, storage="float16")
+    H = E.hidden_states(model, tok, PROMPTS, layers="all", cache=half, label="h", progress=False)
+    assert H.dtype == np.float16
+    np.testing.assert_allclose(H.astype(np.float32), exact, rtol=2 ** -10, atol=1e-6)
+    full = E.hidden_states(model, tok, PROMPTS, layers="all", cache=ExtractionCache(tmp_path), label="h",
+                           progress=False)
+    assert full.dtype == np.float32  # another key: the two storages never share an entry
+    sizes = sorted(p.stat().st_size for p in tmp_path.glob("h-*.npy"))
+    assert len(sizes) == 2 and sizes[0] < 0.6 * sizes[1]
+    again = E.hidden_states(model, tok, PROMPTS, layers="all", cache=half, label="h", progress=False)
+    np.testing.assert_array_equal(again, H)  # reloaded, checksum verified
+    with pytest.raises(ValueError, match="storage must be one of"):
+        ExtractionCache(tmp_path, storage="bfloat16")
+
+
+def test_float16_storage_refuses_states_beyond_its_range(tok, tmp_path):
+    import torch
+
+    model = tiny_model("llama", seed=9)
+    with torch.no_grad():
+        model.model.embed_tokens.weight.mul_(1e9)  # embeddings (layer 0) far beyond 65504
+    with pytest.raises(ValueError, match="beyond float16's range.*float32"):
+        E.hidden_states(model, tok, PROMPTS, layers="all", cache=ExtractionCache(tmp_path, storage="float16"),
+                        label="big", progress=False)

@@ -505,7 +505,7 @@ def hidden_states(
     -------
     ndarray (len(layers), len(prompts), hidden_size), float32
         ``H[k, i]`` is prompt i's pooled state at the k-th requested layer (a read-only memory map when it
-        comes from the cache and the layers are contiguous).
+        comes from the cache and the layers are contiguous; float16 from a cache that stores float16).
 
     Examples
     --------
