@@ -415,7 +415,10 @@ def time_table(info: dict) -> pd.DataFrame:
     Returns
     -------
     pandas.DataFrame
-        Columns ``phase, steps, minutes``, in the order of :data:`TIME_PHASES`, and a ``total`` row.
+        Columns ``phase, steps, minutes, not_measured``, in the order of :data:`TIME_PHASES`, and a ``total`` row.
+        ``not_measured`` counts the steps no recorded invocation computed (every record below
+        :data:`RESUMED_SECONDS`: cached before this run, or computed by an invocation killed before it recorded
+        them): their time is not in ``minutes``, so a row with such steps is a lower bound.
     """
     runs = [*info.get("earlier_invocations", []), {k: v for k, v in info.items() if k != "earlier_invocations"}]
     recorded = [{name: float(sec) for name, sec in (run.get("step_seconds") or {}).items()} for run in runs]
@@ -428,18 +431,21 @@ def time_table(info: dict) -> pd.DataFrame:
         for name, seconds in record.items():
             if seconds >= max(RESUMED_SECONDS, RESUMED_FRACTION * longest[name]) or name not in latest:
                 latest[name] = seconds
-    minutes, steps = {}, {}
+    minutes, steps, unmeasured = {}, {}, {}
     for name, seconds in latest.items():
         phase = next((label for label, pattern in TIME_PHASES if re.search(pattern, name)), "other")
         minutes[phase] = minutes.get(phase, 0.0) + seconds / 60
         steps[phase] = steps.get(phase, 0) + 1
+        unmeasured[phase] = unmeasured.get(phase, 0) + int(longest[name] < RESUMED_SECONDS)
     order = [label for label, _ in TIME_PHASES if label in minutes] + (["other"] if "other" in minutes else [])
-    rows = [dict(phase=p, steps=steps[p], minutes=round(minutes[p], 1)) for p in order]
+    rows = [dict(phase=p, steps=steps[p], minutes=round(minutes[p], 1), not_measured=unmeasured[p]) for p in order]
     if any(p in OPTIONAL_PHASES for p in order):
         default = [p for p in order if p not in OPTIONAL_PHASES]
         rows.append(dict(phase="total of the default sections (python -m paper_figures)",
-                         steps=sum(steps[p] for p in default), minutes=round(sum(minutes[p] for p in default), 1)))
-    rows.append(dict(phase="total", steps=sum(steps.values()), minutes=round(sum(minutes.values()), 1)))
+                         steps=sum(steps[p] for p in default), minutes=round(sum(minutes[p] for p in default), 1),
+                         not_measured=sum(unmeasured[p] for p in default)))
+    rows.append(dict(phase="total", steps=sum(steps.values()), minutes=round(sum(minutes.values()), 1),
+                     not_measured=sum(unmeasured.values())))
     return pd.DataFrame(rows)
 
 
@@ -464,9 +470,16 @@ def write_results(out) -> Path:
     if info:
         lines += _run_lines(info)
         if any(r.get("step_seconds") for r in [info, *info.get("earlier_invocations", [])]):
+            times = time_table(info)
             lines += ["Time per phase of one complete run (each progress step once, as measured by the invocation "
                       "that computed it; docs/results.md#time says what each costs and why):", "",
-                      to_markdown(time_table(info), floatfmt=".1f"), ""]
+                      to_markdown(times, floatfmt=".1f"), ""]
+            missing = int(times.not_measured.iloc[-1])
+            if missing:
+                lines += [f"{missing} of the {int(times.steps.iloc[-1])} steps were not measured by any recorded "
+                          "invocation (`not_measured`: cached before this run, or computed by an invocation killed "
+                          "before it recorded them), so the minutes of their rows and of the totals are lower bounds, "
+                          "not the cost of a complete run.", ""]
     lines += _glossary_lines() + _protocol_lines(setup) + _rules_lines()
     lines += ["## The paper's claims", "", to_markdown(_format_claims(table)) if len(table) else "(no claims: the "
               "empirical section has not run)", ""]

@@ -578,6 +578,8 @@ def test_time_table_takes_the_latest_invocation_that_computed_a_step():
                                               "minutes"] == pytest.approx(43.1)
     only_resumed = time_table(dict(step_seconds={"stsa: separability": 0.2})).set_index("phase")
     assert only_resumed.loc["total", "minutes"] == 0.0 and only_resumed.loc["total", "steps"] == 1
+    # no recorded invocation computed it: its time is missing, and the table says so
+    assert only_resumed.loc["total", "not_measured"] == 1 and t.loc["total", "not_measured"] == 0
 
 
 @pytest.mark.parametrize("equal_gain,tuning_gain,expected", [(0.03, 0.02, ("holds", "holds")),
