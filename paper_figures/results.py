@@ -356,6 +356,10 @@ def _ordinal(k) -> str:
     return f"{k}{suffix}"
 
 
+#: how a run line marks an interrupted invocation (its record stops at its last save, not at its end)
+INTERRUPTED = " (interrupted: its wall time runs to its last record, not to its end)"
+
+
 def _run_lines(info: dict) -> list:
     """One line per invocation that produced this run's tables (a resumed run keeps the earlier ones)."""
     runs = [*info.get("earlier_invocations", []), {k: v for k, v in info.items() if k != "earlier_invocations"}]
@@ -365,9 +369,10 @@ def _run_lines(info: dict) -> list:
                      f"{r.get('minutes', float('nan')):.1f} min wall time on {r.get('cpus')} CPU core(s), "
                      f"{r.get('n_jobs')} worker(s), git commit {str(r.get('git_commit', 'unknown'))[:12]}"
                      f"{' (uncommitted changes)' if r.get('git_dirty') else ''}"
-                     f"{' (interrupted)' if r.get('status') == 'interrupted' else ''}")
+                     f"{INTERRUPTED if r.get('status') == 'interrupted' else ''}")
     total = sum(float(r.get("minutes", 0) or 0) for r in runs)
-    return ["Run:", ""] + lines + [f"- total wall time {total:.1f} min", ""]
+    bound = "at least " if any(r.get("status") == "interrupted" for r in runs) else ""
+    return ["Run:", ""] + lines + [f"- total wall time {bound}{total:.1f} min", ""]
 
 
 #: The phases of the time table: (phase, pattern of the progress steps' names), first match wins.
