@@ -670,12 +670,12 @@ def build_parser():
                    help="skip layers whose probe validation accuracy is below tau (in [0, 1]; the paper reads test "
                         "accuracy, but the steering prompts come from the test split)")
     p.add_argument("--setting",
-                   help="steering setting (docs/steering.md): default gcav-all-p0.9999-answer (GCAV at every "
-                        "layer, p*=0.9999, at the answer positions: the setting with the largest held-out "
-                        "concept-specific shift under the fluency gate in the full measurement); a preset: paper (the "
-                        "paper's protocol), all-0.99, top3-0.99, best-0.9999, best-0.99, best-0.9 (best = "
-                        "validation-best layer), additive-0.1, additive-0.3 (k x median hidden-state norm); or any "
-                        "sweep setting by name, e.g. additive-best-k0.2-answer")
+                   help="steering setting (docs/steering.md): default paper (the paper's protocol: the published "
+                        "full measurement found no RAPTOR setting that beats random directions on every measurable "
+                        "dataset and direction; a test keeps this text equal to DEFAULT_SETTING); a preset: paper, "
+                        "all-0.99, top3-0.99, best-0.9999, "
+                        "best-0.99, best-0.9 (best = validation-best layer), additive-0.1, additive-0.3 (k x median "
+                        "hidden-state norm); or any sweep setting by name, e.g. additive-best-k0.2-answer")
     p.add_argument("--sweep", action="store_true",
                    help="measure the strength sweep (GCAV p* 0.9/0.99/0.9999 on all/best/top3 layers, additive "
                         "--strengths on best/top3) and select the operating point on half of the prompts")

@@ -52,9 +52,11 @@ PROMPT_TOKENS = dict(stsa=55.0, cities=19.5, common=22.8, counterfact=19.4, hate
                      coinflip=89.3)
 
 
-#: The datasets whose answer read-out passed the validity test (Holm over the 7) in the committed run
-#: (``docs/results/tables/steering_text_summary.csv``, a test checks it): the others stop after the unsteered
-#: read-out, which is what :func:`full_run_seconds` assumes by default.
+#: The datasets the committed run measured past the validity stage (``docs/results/tables/steering_text_timing.csv``,
+#: a test checks it): the others stop after the unsteered read-out, which is what :func:`full_run_seconds` assumes by
+#: default.  The section gates each dataset on its own read-out test as it reaches it; the claims then apply Holm
+#: over the 7 (at 9a33f49 Sarcasm passed its own test, p = 0.011, and not Holm's, so its 19 min of measurement are
+#: reported as not measurable).
 MEASURABLE = ("stsa", "sarcasm")
 
 

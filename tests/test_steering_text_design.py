@@ -43,9 +43,13 @@ def test_full_section_fits_an_hour_by_the_timing_model_and_main_uses_it():
 
 
 def test_measurable_datasets_are_the_committed_runs():
+    """The timing model's measured datasets are those the committed run measured past the validity stage (its
+    per-dataset timing table); the claims' measurability is stricter (Holm over the 7 read-out tests)."""
+    timing = pd.read_csv(ROOT / "docs" / "results" / "tables" / "steering_text_timing.csv")
+    assert set(timing[timing.screen.notna()].dataset) == set(ST.MEASURABLE)
     summary = pd.read_csv(ROOT / "docs" / "results" / "tables" / "steering_text_summary.csv")
     valid = summary.groupby("dataset")["measurable"].agg(lambda m: m.astype(str).eq("True").any())
-    assert set(valid[valid].index) == set(ST.MEASURABLE)
+    assert set(valid[valid].index) <= set(ST.MEASURABLE)
 
 
 def test_docs_cost_table_is_the_timing_models():

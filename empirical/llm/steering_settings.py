@@ -5,7 +5,7 @@ additive edit ``k x`` the layer's median hidden-state norm, on the layers ``all`
 ``best`` or ``top3`` (ranked by *validation* accuracy, never test data: :func:`choose_layers`), at the
 ``positions`` ``prompt``, ``answer`` or ``all`` (:data:`POSITIONS`). :func:`sweep_settings` builds the grid that
 :mod:`empirical.llm.steering_eval` measures; :data:`PAPER_SETTING` is the paper's protocol and
-:data:`DEFAULT_SETTING` the one the measurement chose (docs/steering.md).
+:data:`DEFAULT_SETTING` the one the published measurement chose, else the paper's (docs/steering.md).
 """
 from __future__ import annotations
 
@@ -104,7 +104,7 @@ PAPER_SETTING = "paper"
 #: The default of ``raptor steer``: the setting :func:`default_setting` chose from the full measurement
 #: (``paper_figures --only steering_text``: ``docs/results/tables/steering_text_default.csv``; a test keeps the two
 #: equal).
-DEFAULT_SETTING = "gcav-all-p0.9999-answer"
+DEFAULT_SETTING = PAPER_SETTING
 
 
 def named_setting(name: str) -> "SteeringSetting":
