@@ -24,14 +24,22 @@ MAX_DPS = 10_000
 __all__ = ["prox", "expectations", "kernels", "accuracy", "gauss_expect"]
 
 
-def _real(value, name, **bounds):
-    """A finite real (float or mpf) within ``bounds`` (:func:`cgmt.validation.check_scalar`'s), kept as an mpf."""
-    if isinstance(value, mp.mpf):
-        if not mp.isfinite(value):
-            raise ValueError(f"{name} must be finite, got {value!r}")
-        check_scalar(float(value), name, **bounds)
-        return value
-    return mp.mpf(check_scalar(value, name, **bounds))
+def _real(value, name, low=None, high=None, low_open=False, high_open=False):
+    """A finite real (float or mpf) within the bounds (:func:`cgmt.validation.check_scalar`'s), kept as an mpf.  An
+    mpf is compared as an mpf: the integrands evaluate points beyond float range (a huge ``alpha`` times a
+    quadrature node), which are valid here."""
+    bounds = dict(low=low, high=high, low_open=low_open, high_open=high_open)
+    if not isinstance(value, mp.mpf):
+        return mp.mpf(check_scalar(value, name, **bounds))
+    if not mp.isfinite(value):
+        raise ValueError(f"{name} must be finite, got {value!r}")
+    below = low is not None and (value <= low if low_open else value < low)
+    above = high is not None and (value >= high if high_open else value > high)
+    if below or above:
+        left, right = ("(" if low_open or low is None else "["), (")" if high_open or high is None else "]")
+        raise ValueError(f"{name} must lie in {left}{'-inf' if low is None else low}, "
+                         f"{'inf' if high is None else high}{right}, got {mp.nstr(value, 8)}")
+    return value
 
 
 def _digits(dps):

@@ -28,6 +28,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
+from cgmt.validation import check_n_jobs
 from empirical.probes.registry import method_names
 
 from . import claims, empirical_figures, verdicts
@@ -101,6 +102,7 @@ def run(out, models, *, data_dir=None, max_per_class=500, quick=False, steps=Non
     dict
         The grid tables (:func:`grid_tables`).
     """
+    n_jobs = check_n_jobs(n_jobs)
     models = list(models)
     if len(models) < 2 or len(set(map(model_slug, models))) != len(models):
         raise ValueError(f"--models must name at least two distinct models, got {models}")
