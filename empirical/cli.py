@@ -273,7 +273,9 @@ def probe_device(device):
     otherwise (None), which is faster than the engine on the CPU (docs/probe.md, "The batched engine")."""
     if device is None:
         return None
-    return device if _llm()[1].resolve_device(device).type == "cuda" else None
+    from .logistic.batched import resolve_device  # torch, not the rest of the [llm] extra
+
+    return device if resolve_device(device).type == "cuda" else None
 
 
 def cmd_probe(args):
