@@ -138,18 +138,25 @@ def plot_cost(out):
     med = layers.groupby(["dataset", "method"])["fit_time_s"].median().unstack("method")
     save_table(med.reset_index(), out, "cost_median_fit_time_s")
     fig, ax = plt.subplots(figsize=(7, 0.45 * len(med) + 1.4))
-    yy = np.arange(len(med))
-    for other in [m for m in med.columns if m != "RAPTOR"]:
-        for i, ds in enumerate(med.index):
-            ax.plot([med.loc[ds, "RAPTOR"], med.loc[ds, other]], [i, i], color="0.8", lw=1, zorder=0)
-    for m in [m for m in method_names() if m in med.columns]:
-        ax.scatter(med[m], yy, label=m, s=30, zorder=2, color=method_color(m))
-    ax.set_yticks(yy, med.index)
-    ax.set_xscale("log")
+    dumbbell(ax, med, list(med.index))
     ax.set_xlabel("median seconds per layer (fit incl. tuning, one CPU core)")
     ax.set_title(f"Training cost per layer, {model_label(out)}")
     ax.legend(loc="upper center", bbox_to_anchor=(0.5, -0.16), ncol=4, frameon=False)  # off the points
     return save_figure(fig, out, "cost_dumbbell")
+
+
+def dumbbell(ax, wide: pd.DataFrame, labels, size: float = 30) -> None:
+    """The cost dumbbell on ``ax``: a row per setting of ``wide`` (columns: methods' median seconds), a point per
+    method in its colour, a grey line from RAPTOR to each other method, log x (:func:`plot_cost`, the model grid's
+    :func:`paper_figures.grid.plot_grid`)."""
+    yy = np.arange(len(wide))
+    for other in [m for m in wide.columns if m != "RAPTOR"]:
+        for y, (_, values) in zip(yy, wide.iterrows()):
+            ax.plot([values.get("RAPTOR"), values[other]], [y, y], color="0.8", lw=1, zorder=0)
+    for m in [m for m in method_names() if m in wide.columns]:
+        ax.scatter(wide[m], yy, label=m, s=size, zorder=2, color=method_color(m))
+    ax.set_yticks(yy, labels)
+    ax.set_xscale("log")
 
 
 def plot_stability(out):

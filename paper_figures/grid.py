@@ -29,11 +29,10 @@ import numpy as np
 import pandas as pd
 
 from cgmt.validation import check_n_jobs
-from empirical.probes.registry import method_names
 
 from . import claims, empirical_figures, verdicts
+from .empirical_plots import dumbbell
 from .output import load_table, save_figure, save_table, to_markdown
-from .style import method_color
 
 __all__ = ["model_slug", "model_dir", "run", "grid_tables", "grid_claims", "plot_grid", "grid_markdown"]
 
@@ -257,14 +256,8 @@ def plot_grid(out) -> list:
         fig, ax = plt.subplots(figsize=(7.5, 0.32 * len(settings) + 1.6))
         wide = cost.pivot_table(index=["model", "dataset"], columns="method", values="median_fit_time_s",
                                 sort=False).reindex(settings)
-        yy = np.arange(len(settings))[::-1]
-        for other in [m for m in wide.columns if m != "RAPTOR"]:
-            for y, (_, values) in zip(yy, wide.iterrows()):
-                ax.plot([values.get("RAPTOR"), values[other]], [y, y], color="0.85", lw=1, zorder=0)
-        for method in [m for m in method_names() if m in wide.columns]:
-            ax.scatter(wide[method], yy, s=24, zorder=2, color=method_color(method), label=method)
-        ax.set_yticks(yy, [f"{m} | {d}" for m, d in settings], fontsize=8)
-        ax.set_xscale("log")
+        dumbbell(ax, wide, [f"{m} | {d}" for m, d in settings], size=24)
+        ax.tick_params(axis="y", labelsize=8)
         ax.set_xlabel("median seconds per layer (fit incl. tuning)")
         ax.set_title("Training cost per layer across the grid")
         ax.legend(loc="upper center", bbox_to_anchor=(0.5, -0.12), ncol=4, frameon=False, fontsize=8)

@@ -38,14 +38,14 @@ from scipy.optimize import OptimizeResult
 
 from cgmt.validation import check_int, check_scalar
 
-from ..validation import TOL_MAX, check_grid, check_matrix, check_signed_labels
+from ..validation import C_MAX, C_MIN, TOL_MAX, check_grid, check_matrix, check_signed_labels, check_vector
+from .path import lagrange_weights
+from .pcg import DISTANCE, RADIUS, SAFETY
 
 __all__ = ["resolve_device", "batched_path", "batched_refit", "layer_batches"]
 
 #: dtype of every tensor of the engine (module docstring)
 DTYPE = torch.float64
-#: the certificate's safety factor and self-concordance radius, as :func:`empirical.logistic.pcg.newton_pcg`
-SAFETY, RADIUS = 10.0, 0.1
 #: Armijo fraction and halvings of the backtracking that guards each step
 ARMIJO, HALVINGS = 1e-4, 60
 
@@ -218,7 +218,7 @@ def _newton(d: _Designs, y, C, theta, *, tol, max_iter, yv=None, min_newton=1, i
             vnorm = torch.linalg.solve_triangular(L, Zv1.transpose(1, 2), upper=False).norm(dim=1)  # (., m)
             region = (d.R[layers] * nu <= RADIUS) & ((nit[active] >= min_newton) |
                                                       (nu <= 1e-7 * torch.clamp(w_norm, min=1.0)))
-            cert = region & (zv.abs() > SAFETY * 1.3 * nu[:, None] * vnorm).all(dim=1) & ~converged
+            cert = region & (zv.abs() > SAFETY * DISTANCE * nu[:, None] * vnorm).all(dim=1) & ~converged
         limit = nit[active] >= max_iter
         finished = converged | cert | limit
         gnorm[active] = gn
@@ -342,8 +342,7 @@ def batched_path(X, y, Xv, yv, Cs, *, device="cpu", tol=1e-10, max_iter=100, ord
         t = logC[j]
         if hist_t:  # Lagrange extrapolation in log C of the last `order` solutions
             m = min(len(hist_t), order)
-            ts = hist_t[-m:]
-            wts = [np.prod([(t - ts[q]) / (ts[i] - ts[q]) for q in range(m) if q != i]) for i in range(m)]
+            wts = lagrange_weights(hist_t[-m:], t)
             theta = sum(float(w) * h for w, h in zip(wts, hist[-m:]))
         C = torch.full((B,), float(Cs[idx]), dtype=DTYPE, device=dev)
         theta, nit, gn, ce, _ = _newton(d, yt, C, theta, tol=tol, max_iter=max_iter, yv=yvt, min_newton=min_newton)
@@ -394,16 +393,11 @@ def batched_refit(X, y, C, coef0, intercept0, *, device="cpu", tol=1e-10, max_it
     X = _check_layers(X, "X")
     B, n, p = X.shape
     y = check_signed_labels(y, n, "y")
-    C = np.asarray([float(check_grid(c, f"C[{i}]")[0])
-                    for i, c in enumerate(np.atleast_1d(np.asarray(C, dtype=object)))])
-    if C.shape != (B,):
-        raise ValueError(f"C must have one value per layer ({B}), got {C.size}")
-    coef0 = np.asarray(check_matrix(coef0, "coef0"))
-    if coef0.shape != (B, p):
-        raise ValueError(f"coef0 must have shape ({B}, {p}), got {coef0.shape}")
-    intercept0 = np.asarray(intercept0, dtype=float) if np.ndim(intercept0) == 1 else None
-    if intercept0 is None or intercept0.shape != (B,) or not np.all(np.isfinite(intercept0)):
-        raise ValueError(f"intercept0 must be {B} finite numbers")
+    C = np.array([check_scalar(c, f"C[{i}]", low=C_MIN, high=C_MAX) for i, c in enumerate(check_vector(C, "C", B))])
+    coef0 = check_matrix(coef0, "coef0", n_rows=B)
+    if coef0.shape[1] != p:
+        raise ValueError(f"coef0 must have the {p} features of X, got {coef0.shape[1]}")
+    intercept0 = check_vector(intercept0, "intercept0", B)
     Xt, yt = _as_tensor(X, dev), _as_tensor(y, dev)
     d = _Designs(Xt, Xt[:, :0])
     w0 = _as_tensor(coef0, dev)

@@ -32,6 +32,24 @@ from .pcg import PathContext, newton_pcg
 __all__ = ["logistic_path", "refit"]
 
 
+def lagrange_weights(ts, t) -> np.ndarray:
+    """Weights ``w`` with ``sum_i w_i f(ts_i)`` the value at ``t`` of the polynomial through the points ``ts``
+    (the path's predictor: solutions extrapolated in log C; also :mod:`empirical.logistic.batched`'s).
+
+    Examples
+    --------
+    >>> lagrange_weights(np.array([0.0, 1.0]), 2.0).tolist()
+    [-1.0, 2.0]
+    """
+    ts = np.asarray(ts, dtype=float)
+    wts = np.ones(ts.size)
+    for i in range(ts.size):
+        for j in range(ts.size):
+            if i != j:
+                wts[i] *= (t - ts[j]) / (ts[i] - ts[j])
+    return wts
+
+
 def logistic_path(X, y, Xv, yv, Cs, *, fit_intercept=True, tol=1e-10, max_iter=100, design=None,
                   certify=True, order=3, min_newton=1) -> OptimizeResult:
     """Validation accuracy of the exact ridge-logistic minimizer at every C in ``Cs``.
@@ -109,12 +127,7 @@ def logistic_path(X, y, Xv, yv, Cs, *, fit_intercept=True, tol=1e-10, max_iter=1
             ts = np.array(hist_t[-m:])
             A = np.array(hist_a[-m:])
             B = np.array(hist_b[-m:])
-            # Lagrange extrapolation in log C
-            wts = np.ones(m)
-            for i in range(m):
-                for j in range(m):
-                    if i != j:
-                        wts[i] *= (t - ts[j]) / (ts[i] - ts[j])
+            wts = lagrange_weights(ts, t)  # extrapolation in log C
             a = wts @ A
             b = float(wts @ B)
             # the train logits are linear in (a, b): extrapolate them too (saves one pass over Z)

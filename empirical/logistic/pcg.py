@@ -32,6 +32,10 @@ __all__ = ["newton_pcg"]
 
 
 _EPS = np.finfo(np.float64).eps
+#: The validation-sign certificate (shared with the batched engine, :mod:`empirical.logistic.batched`): inside the
+#: self-concordance region ``R nu <= RADIUS`` the minimizer lies within ``DISTANCE x nu`` (Hessian norm) of the
+#: iterate, and a sign is certified when its logit exceeds ``SAFETY x DISTANCE x nu x ||(z_v, 1)||_{H^-1}``.
+RADIUS, DISTANCE, SAFETY = 0.1, 1.3, 10.0
 #: step-by-step updated logits are recomputed before a verdict when their rounding drift exceeds this many times
 #: the rounding of one fresh computation (eps x their magnitude): only after steps far larger than the logits
 _DRIFT_FACTOR = 1e3
@@ -241,7 +245,7 @@ def _val_norm(ctx, C, fit_intercept):
 
 
 def newton_pcg(ctx, y, C, a, b, *, fit_intercept=True, tol=1e-10, max_iter=100, pcg_rtol=1e-3, max_pcg=None,
-               yv=None, safety=10.0, matrix_free=False, factor=True, z0=None, min_newton=1) -> OptimizeResult:
+               yv=None, safety=SAFETY, matrix_free=False, factor=True, z0=None, min_newton=1) -> OptimizeResult:
     """Newton with stale-Cholesky preconditioned CG on the (reduced) design of ``ctx``.
 
     Parameters
@@ -332,9 +336,9 @@ def newton_pcg(ctx, y, C, a, b, *, fit_intercept=True, tol=1e-10, max_iter=100, 
             # ~1.3 nu (Hessian norm), so each validation logit moves by at most 1.3 nu ||(z_v,1)||_{H^-1}
             pw, pb = ctx.prec.solve(gw, gb)
             decrement = np.sqrt(max(gw @ pw + gb * pb, 0.0))
-            if ctx.R * decrement <= 0.1 and (nit >= min_newton or decrement <= 1e-7 * max(1.0, w_norm)):
+            if ctx.R * decrement <= RADIUS and (nit >= min_newton or decrement <= 1e-7 * max(1.0, w_norm)):
                 val_norm = _val_norm(ctx, C, fit_intercept)
-                if np.all(np.abs(val_logits) > safety * 1.3 * decrement * val_norm):
+                if np.all(np.abs(val_logits) > safety * DISTANCE * decrement * val_norm):
                     if _drifted(drift, z):  # the decrement too is taken at the recomputed logits
                         z, drift = Z @ a + b, 0.0
                         loss, residuals, d = loss_terms(z, y)
@@ -369,7 +373,7 @@ def newton_pcg(ctx, y, C, a, b, *, fit_intercept=True, tol=1e-10, max_iter=100, 
         atol = 0.0
         if yv is not None:
             vmax = float(np.max(_val_norm(ctx, C, fit_intercept))) if len(val_logits) else 1.0
-            atol = min(0.1 * gnorm * max(1.0, w_norm), 0.05 * np.min(np.abs(val_logits)) / (safety * 1.3 * vmax))
+            atol = min(0.1 * gnorm * max(1.0, w_norm), 0.05 * np.min(np.abs(val_logits)) / (safety * DISTANCE * vmax))
         if not use_matrix_free:
             if fresh and ctx.prec.exact:  # a float64 factor of this very Hessian: the exact Newton step
                 (dw, db), ok = ctx.prec.solve(gw, gb), True
@@ -391,7 +395,7 @@ def newton_pcg(ctx, y, C, a, b, *, fit_intercept=True, tol=1e-10, max_iter=100, 
         dz = Z @ dw + db
         f = C * loss + 0.5 * w_norm * w_norm
         t = 1.0
-        if ctx.R * nu > 0.1:  # damped phase: exact line search along the Newton direction
+        if ctx.R * nu > RADIUS:  # damped phase: exact line search along the Newton direction
             t = _line_min(z, dz, y, C, a, dw)
         for _ in range(50):
             a_new = a - t * dw
