@@ -273,7 +273,8 @@ def _run(args) -> int:
                     status=status, **git_state, cpus=os.cpu_count(),
                     machine=f"{platform.machine()}, {platform.python_implementation()} {platform.python_version()}",
                     minutes=round((time.perf_counter() - t_start) / 60, 2), section_seconds=dict(timings),
-                    step_seconds={k: round(v, 1) for k, v in steps.timings.items()}, earlier_invocations=earlier)
+                    step_seconds={k: round(v, 1) for k, v in steps.timings.items()}, current_step=steps.current,
+                    unfinished_step=steps.unfinished, earlier_invocations=earlier)
         output.save_json(info, out, "run_info")
 
     git_state = _git_state()

@@ -29,13 +29,18 @@ class RunProgress:
     refresh_seconds : float
         How often the elapsed time and ETA are redrawn while a long step runs.
     on_step : callable, optional
-        Called with no argument after every finished step (the run record is saved there, so that an invocation
-        killed midway keeps the timings of the steps it finished).
+        Called with no argument when a step starts, when it finishes and when it is interrupted (the run record is
+        saved there, so that an invocation killed midway keeps the timings of the steps it finished and names the
+        step it was in).
 
     Attributes
     ----------
     timings : dict
-        Measured seconds per finished step name.
+        Measured seconds per finished step name (an interrupted step is not here: its time covers part of its work).
+    current : str or None
+        The step in progress.
+    unfinished : dict or None
+        ``{"name", "seconds"}`` of a step that an exception (Ctrl-C included) ended before it finished.
     """
 
     #: a step shorter than this (seconds) that was expected to take 10x longer counts as resumed
@@ -45,6 +50,8 @@ class RunProgress:
         self.enabled = bool(enabled)
         self._on_step = on_step
         self.timings: dict = {}
+        self.current = None
+        self.unfinished = None
         self._done_steps = 0
         self._total = max(float(total), 1e-9)  # kept here too: a disabled tqdm bar does not count
         self._done = 0.0
@@ -65,11 +72,20 @@ class RunProgress:
     def step(self, name: str, weight: float = 1.0):
         """Run one step: shows ``name`` as the current step, then advances the bar by ``weight``."""
         self._bar.set_description_str(f"{self._done_steps} steps done | now: {name} |", refresh=True)
+        self.current = name
+        if self._on_step is not None:
+            self._on_step()
         t0 = time.perf_counter()
         try:
             yield self
-        finally:
+        except BaseException:
+            self.current, self.unfinished = None, {"name": name, "seconds": round(time.perf_counter() - t0, 1)}
+            if self._on_step is not None:
+                self._on_step()
+            raise
+        else:
             seconds = time.perf_counter() - t0
+            self.current = None
             self.timings[name] = seconds
             self._done_steps += 1
             if seconds < self.instant_seconds and weight > 10 * seconds:

@@ -397,6 +397,35 @@ TIME_PHASES = (
 )
 
 
+#: The section a progress step belongs to (pattern of its name, first match wins; anything else: ``empirical``).
+STEP_SECTIONS = ((r"^theory: ", "theory"), (r"^stability theory vs simulation$", "stability"),
+                 (r"^spectral theory", "spectral"), (r"^steering: generated text$", "steering_text"),
+                 (r"^learning curves", "learning_curves"))
+
+
+def step_section(name: str) -> str:
+    """The ``python -m paper_figures`` section that runs the progress step ``name`` (:data:`STEP_SECTIONS`)."""
+    return next((section for pattern, section in STEP_SECTIONS if re.search(pattern, name)), "empirical")
+
+
+def _resumed_midway(runs: list, supplier: dict) -> set:
+    """The steps an interrupted invocation was inside when it stopped and a later invocation finished.
+
+    A record that names its step (``unfinished_step`` or ``current_step``) gives it; an older record gives every step
+    of its sections that it did not record and a later invocation did (one of them was in progress).  Such a step's
+    recorded time is the remainder only, and its earlier part was never recorded."""
+    found = set()
+    for i, run in enumerate(runs):
+        if run.get("status") != "interrupted":
+            continue
+        named = (run.get("unfinished_step") or {}).get("name") or run.get("current_step")
+        own = set(run.get("step_seconds") or {})
+        sections = set(run.get("sections") or [])
+        found |= {name for name, j in supplier.items() if j > i and (
+            name == named if named else name not in own and step_section(name) in sections)}
+    return found
+
+
 #: Phases of the sections a plain ``python -m paper_figures`` leaves out (added with ``--only``).
 OPTIONAL_PHASES = ("behavioural steering (steering_text)", "learning curves")
 
@@ -420,10 +449,12 @@ def time_table(info: dict) -> pd.DataFrame:
     Returns
     -------
     pandas.DataFrame
-        Columns ``phase, steps, minutes, not_measured``, in the order of :data:`TIME_PHASES`, and a ``total`` row.
-        ``not_measured`` counts the steps no recorded invocation computed (every record below
+        Columns ``phase, steps, minutes, not_measured, resumed_midway``, in the order of :data:`TIME_PHASES`, and a
+        ``total`` row.  ``not_measured`` counts the steps no recorded invocation computed (every record below
         :data:`RESUMED_SECONDS`: cached before this run, or computed by an invocation killed before it recorded
-        them): their time is not in ``minutes``, so a row with such steps is a lower bound.
+        them): their time is not in ``minutes``.  ``resumed_midway`` counts the steps an interrupted invocation was
+        inside when it stopped and a later one finished (:func:`_resumed_midway`): only the later part is in
+        ``minutes``.  A row with either is a lower bound.
     """
     runs = [*info.get("earlier_invocations", []), {k: v for k, v in info.items() if k != "earlier_invocations"}]
     recorded = [{name: float(sec) for name, sec in (run.get("step_seconds") or {}).items()} for run in runs]
@@ -431,26 +462,29 @@ def time_table(info: dict) -> pd.DataFrame:
     for record in recorded:
         for name, seconds in record.items():
             longest[name] = max(longest.get(name, 0.0), seconds)
-    latest = {}
-    for record in recorded:  # oldest first: a later invocation that computed the step replaces an earlier one
+    latest, supplier = {}, {}
+    for i, record in enumerate(recorded):  # oldest first: a later invocation that computed the step replaces one
         for name, seconds in record.items():
             if seconds >= max(RESUMED_SECONDS, RESUMED_FRACTION * longest[name]) or name not in latest:
-                latest[name] = seconds
-    minutes, steps, unmeasured = {}, {}, {}
+                latest[name], supplier[name] = seconds, i
+    midway = _resumed_midway(runs, supplier)
+    minutes, steps, unmeasured, partial = {}, {}, {}, {}
     for name, seconds in latest.items():
         phase = next((label for label, pattern in TIME_PHASES if re.search(pattern, name)), "other")
         minutes[phase] = minutes.get(phase, 0.0) + seconds / 60
         steps[phase] = steps.get(phase, 0) + 1
         unmeasured[phase] = unmeasured.get(phase, 0) + int(longest[name] < RESUMED_SECONDS)
+        partial[phase] = partial.get(phase, 0) + int(name in midway and longest[name] >= RESUMED_SECONDS)
     order = [label for label, _ in TIME_PHASES if label in minutes] + (["other"] if "other" in minutes else [])
-    rows = [dict(phase=p, steps=steps[p], minutes=round(minutes[p], 1), not_measured=unmeasured[p]) for p in order]
+
+    def row(phase, among):
+        return dict(phase=phase, steps=sum(steps[p] for p in among), minutes=round(sum(minutes[p] for p in among), 1),
+                    not_measured=sum(unmeasured[p] for p in among), resumed_midway=sum(partial[p] for p in among))
+    rows = [row(p, [p]) for p in order]
     if any(p in OPTIONAL_PHASES for p in order):
-        default = [p for p in order if p not in OPTIONAL_PHASES]
-        rows.append(dict(phase="total of the default sections (python -m paper_figures)",
-                         steps=sum(steps[p] for p in default), minutes=round(sum(minutes[p] for p in default), 1),
-                         not_measured=sum(unmeasured[p] for p in default)))
-    rows.append(dict(phase="total", steps=sum(steps.values()), minutes=round(sum(minutes.values()), 1),
-                     not_measured=sum(unmeasured.values())))
+        rows.append(row("total of the default sections (python -m paper_figures)",
+                        [p for p in order if p not in OPTIONAL_PHASES]))
+    rows.append(row("total", order))
     return pd.DataFrame(rows)
 
 
@@ -479,12 +513,17 @@ def write_results(out) -> Path:
             lines += ["Time per phase of one complete run (each progress step once, as measured by the invocation "
                       "that computed it; docs/results.md#time says what each costs and why):", "",
                       to_markdown(times, floatfmt=".1f"), ""]
-            missing = int(times.not_measured.iloc[-1])
+            missing, midway = int(times.not_measured.iloc[-1]), int(times.resumed_midway.iloc[-1])
             if missing:
                 lines += [f"{missing} of the {int(times.steps.iloc[-1])} steps were not measured by any recorded "
                           "invocation (`not_measured`: cached before this run, or computed by an invocation killed "
                           "before it recorded them), so the minutes of their rows and of the totals are lower bounds, "
                           "not the cost of a complete run.", ""]
+            if midway:
+                lines += [f"{midway} step(s) were finished by an invocation that resumed the work of an interrupted "
+                          "one (`resumed_midway`; where the interrupted record does not name its step, every step of "
+                          "its sections that a later invocation finished counts): only the resumed part is in the "
+                          "minutes, so their rows and the totals are lower bounds.", ""]
     lines += _glossary_lines() + _protocol_lines(setup) + _rules_lines()
     lines += ["## The paper's claims", "", to_markdown(_format_claims(table)) if len(table) else "(no claims: the "
               "empirical section has not run)", ""]

@@ -705,12 +705,57 @@ def test_a_run_killed_midway_keeps_the_steps_it_finished_in_its_record(tmp_path,
     assert info["status"] == "interrupted" and "stsa: extraction" in info["step_seconds"]
 
 
-def test_every_finished_step_calls_back():
+def test_every_step_calls_back_when_it_starts_and_ends_and_an_interrupted_one_is_not_a_timing():
     calls = []
-    steps = RunProgress(10, enabled=False, on_step=lambda: calls.append(dict(steps.timings)))
+    steps = RunProgress(10, enabled=False,
+                        on_step=lambda: calls.append((sorted(steps.timings), steps.current, steps.unfinished)))
     with steps.step("a", 5):
         pass
-    with steps.step("b", 5):
-        pass
+    with pytest.raises(KeyboardInterrupt), steps.step("b", 5):
+        raise KeyboardInterrupt
     steps.close()
-    assert [sorted(c) for c in calls] == [["a"], ["a", "b"]]
+    assert [c[:2] for c in calls] == [([], "a"), (["a"], None), (["a"], "b"), (["a"], None)]
+    assert calls[-1][2]["name"] == "b" and "b" not in steps.timings  # its time covers part of its work
+
+
+def test_the_record_names_the_step_a_killed_invocation_was_in(tmp_path, monkeypatch):
+    from paper_figures import empirical_figures
+    from paper_figures.__main__ import main
+
+    def killed_inside_a_step(out, *, steps, **_):
+        with steps.step("stsa: extraction"):
+            pass
+        with steps.step("stsa: probes per layer, split seed 42"):
+            raise KeyboardInterrupt
+
+    monkeypatch.setattr(empirical_figures, "run", killed_inside_a_step)
+    assert main(["--out", str(tmp_path), "--only", "empirical", "--quick", "--no-progress", "--n-jobs", "1"]) == 130
+    info = json.loads((tmp_path / "tables" / "run_info.json").read_text())
+    assert info["unfinished_step"]["name"] == "stsa: probes per layer, split seed 42"
+    assert "stsa: probes per layer, split seed 42" not in info["step_seconds"]
+
+
+def test_time_table_marks_the_steps_an_interrupted_invocation_left_midway():
+    from paper_figures.results import time_table
+
+    # a killed invocation that names its step: only that step, finished later, is a lower bound
+    named = dict(status="interrupted", sections=["empirical", "learning_curves"],
+                 step_seconds={"stsa: separability": 18.0}, unfinished_step={"name": "learning curves from small "
+                                                                             "pools", "seconds": 900.0})
+    later = dict(status="complete", sections=["empirical", "learning_curves"],
+                 step_seconds={"learning curves from small pools": 600.0, "stsa: directional stability": 60.0,
+                               "stsa: separability": 0.1})
+    t = time_table(dict(later, earlier_invocations=[named])).set_index("phase")
+    assert t.loc["learning curves", "resumed_midway"] == 1 and t.loc["learning curves", "minutes"] == 10.0
+    assert t.loc["directional stability (paper's protocol)", "resumed_midway"] == 0
+    assert t.loc["total", "resumed_midway"] == 1
+    # an older record names no step: every step of its sections that it did not record and a later one did
+    old = dict(named, unfinished_step=None)
+    t = time_table(dict(later, earlier_invocations=[old])).set_index("phase")
+    assert t.loc["learning curves", "resumed_midway"] == 1
+    assert t.loc["directional stability (paper's protocol)", "resumed_midway"] == 1
+    assert t.loc["separability (paper's test)", "resumed_midway"] == 0  # the killed one recorded it
+    # a section the killed invocation did not run, and a complete earlier invocation, mark nothing
+    t = time_table(dict(later, earlier_invocations=[dict(old, sections=["theory"]),
+                                                    dict(later, status="complete")])).set_index("phase")
+    assert t.loc["total", "resumed_midway"] == 0
