@@ -31,7 +31,7 @@ from .results import write_results
 
 #: Figures the README shows (file stems in ``OUT/figures``).
 KEY_FIGURES = ("accuracy_differences", "stability_by_layer", "spectral_stsa", "steering_metrics", "steering_text",
-               "learning_curves")
+               "steering_text_null", "learning_curves")
 #: Width of a published figure in pixels.
 WIDTH = 900
 #: Markers around the claims table that :func:`sync_readme` writes into the README.

@@ -54,9 +54,10 @@ PROMPT_TOKENS = dict(stsa=55.0, cities=19.5, common=22.8, counterfact=19.4, hate
 
 #: The datasets the committed run measured past the validity stage (``docs/results/tables/steering_text_timing.csv``,
 #: a test checks it): the others stop after the unsteered read-out, which is what :func:`full_run_seconds` assumes by
-#: default.  The section gates each dataset on its own read-out test as it reaches it; the claims then apply Holm
-#: over the 7 (at 9a33f49 Sarcasm passed its own test, p = 0.011, and not Holm's, so its 19 min of measurement are
-#: reported as not measurable).
+#: default.  At 9a33f49 the section gated each dataset on its own read-out test as it reached it, and the claims then
+#: applied Holm over the 7: Sarcasm passed its own test (p = 0.011) and not Holm's (0.064), so its 19 min of
+#: measurement were reported as not measurable.  The section now applies Holm before it measures (:func:`run`), so a
+#: rerun measures STSA alone; the timing model keeps both, an upper bound.
 MEASURABLE = ("stsa", "sarcasm")
 
 
@@ -148,11 +149,13 @@ def settings(quick: bool = False) -> list:
 
 
 def dataset_table(name, mdl, tok, H, ds, *, data_dir=None, quick=False, progress=False, n_jobs=1,
-                  out=None) -> tuple:
+                  out=None, validity_only=False, auc_p_adjusted=None) -> tuple:
     """Every method and setting of one dataset, measured in stages (``steer_metrics.csv``'s columns), and the
     per-draw null shifts of its rows (:data:`~empirical.llm.steering_eval.NULL_COLUMNS`). The concept
     vectors are the ones the empirical section saved in ``out`` for the same rows and the paper's split
-    (:func:`paper_figures.output.load_saved_vectors`), else fitted here after the validity stage."""
+    (:func:`paper_figures.output.load_saved_vectors`), else fitted here after the validity stage.
+    ``validity_only`` and ``auc_p_adjusted``: as for :func:`empirical.llm.steering_eval.evaluate_staged` (the
+    section's two passes, :func:`run`)."""
     from empirical.llm.steering_eval import evaluate_dataset
 
     scale = QUICK if quick else FULL
@@ -166,7 +169,8 @@ def dataset_table(name, mdl, tok, H, ds, *, data_dir=None, quick=False, progress
                                 n_random=scale["n_random"], n_random_selection=scale["n_random_selection"],
                                 progress=progress, staged=True, n_candidates=scale["n_candidates"], n_jobs=n_jobs,
                                 stage2_positions=scale["stage2_positions"], twin_methods=scale["twin_methods"],
-                                on_stage=lambda stage, entries, idx: marks.append((stage, time.perf_counter())))
+                                on_stage=lambda stage, entries, idx: marks.append((stage, time.perf_counter())),
+                                validity_only=validity_only, auc_p_adjusted=auc_p_adjusted)
     marks.append(("end", time.perf_counter()))
     seconds = {}
     for (stage, t0), (_, t1) in zip(marks[:-1], marks[1:]):
@@ -174,6 +178,25 @@ def dataset_table(name, mdl, tok, H, ds, *, data_dir=None, quick=False, progress
     table = table.assign(**{f"seconds_{stage}": round(t, 1) for stage, t in seconds.items()},
                          vectors="loaded" if saved is not None else "fitted")
     return table, per_prompt["null"]
+
+
+def holm_validity(table: pd.DataFrame) -> pd.DataFrame:
+    """``table`` with each dataset's read-out validity decided over every dataset it holds: the one-sided
+    Mann-Whitney p of the unsteered read-out (``auc_p_value``) Holm-corrected over the datasets
+    (:func:`paper_figures.verdicts.holm`, column ``auc_p_holm``), and ``measurable`` true only when the dataset's own
+    test passed and its adjusted p is at most :data:`~empirical.llm.answer_readout.MAX_AUC_P`. Idempotent; a table
+    without ``auc_p_value`` (an earlier run) keeps its per-dataset verdict. The one home of this rule (the summary,
+    the default setting, the figures and the section's gate before it measures)."""
+    from empirical.llm.answer_readout import MAX_AUC_P
+
+    if "auc_p_value" not in table or "auc_p_holm" in table or not len(table):  # an earlier run, or decided
+        return table
+    raw = table.groupby("dataset", sort=False)["auc_p_value"].first()
+    own = table.groupby("dataset", sort=False)["measurable"].first().astype(bool)
+    adjusted = pd.Series(holm(raw.to_numpy(dtype=float)), index=raw.index)
+    keep = own & (adjusted <= MAX_AUC_P)
+    return table.assign(auc_p_holm=table["dataset"].map(adjusted),
+                        measurable=table["dataset"].map(keep).astype(bool))
 
 
 def summary(table: pd.DataFrame) -> pd.DataFrame:
@@ -185,17 +208,17 @@ def summary(table: pd.DataFrame) -> pd.DataFrame:
     its adjusted p is at most :data:`~empirical.llm.answer_readout.MAX_AUC_P` as well (tables without
     ``auc_p_value`` keep their per-dataset verdict). The datasets that are not measurable get one row each
     (``setting`` = 'not measurable'); their operating points are left out."""
-    from empirical.llm.answer_readout import MAX_AUC_P
     from empirical.llm.steering_selection import select_operating_points
 
+    table = holm_validity(table)
     chosen = select_operating_points(table)
     columns = [c for c in ("auc_unsteered", "auc_p_value", "answer_mass_unsteered", "measurable") if c in table]
     validity = table.groupby("dataset")[columns].first()
     measurable = validity.measurable.astype(bool)
-    if "auc_p_value" in validity:
-        validity["auc_p_holm"] = holm(validity["auc_p_value"].to_numpy(dtype=float))
-        measurable &= validity["auc_p_holm"] <= MAX_AUC_P
-        chosen = chosen.merge(validity[["auc_p_holm"]], left_on="dataset", right_index=True, how="left")
+    if "auc_p_holm" in table:
+        validity["auc_p_holm"] = table.groupby("dataset")["auc_p_holm"].first()
+        chosen = chosen.drop(columns=["auc_p_holm"], errors="ignore").merge(
+            validity[["auc_p_holm"]], left_on="dataset", right_index=True, how="left")
     chosen = chosen[chosen["dataset"].isin(measurable[measurable].index)]
     missing = validity[~measurable].assign(measurable=False).reset_index()
     return pd.concat([chosen, missing.assign(method="--", setting="not measurable")], ignore_index=True)
@@ -210,6 +233,7 @@ def default_table(table: pd.DataFrame) -> pd.DataFrame:
     copy)."""
     from empirical.llm.steering_selection import default_setting
 
+    table = holm_validity(table)
     choice = default_setting(table)
     head = dict(setting=choice["setting"], beats_random=choice["beats_random"], mean_shift=choice["shift"],
                 reason=choice["reason"])
@@ -266,6 +290,7 @@ def plot_points(table: pd.DataFrame) -> pd.DataFrame:
     missing = sorted(required - set(table.columns))
     if missing:
         raise ValueError(f"table lacks the columns {missing} of steer_metrics.csv")
+    table = holm_validity(table)
     report = table[(table["half"] == "report") & table["measurable"].astype(bool)].copy()
     report["series"] = (report["method"] + " " + report["kind"] + " " + report["layer_choice"].astype(str) + " "
                         + report["positions"])
@@ -350,34 +375,164 @@ def plot(table: pd.DataFrame, out):
                    ncol=min(3, len(handles)), frameon=False)
     fig.suptitle("Steering, report half: answer log-odds beyond random directions vs fluency (upper left is best)",
                  fontsize=10)
-    fig.tight_layout(rect=(0, 0.04 + 0.035 * ((len(handles) + 2) // 3) / len(names), 1, 1))
+    note = not_measurable_note(table)
+    if note:
+        fig.text(0.01, 0.005, note, fontsize=7, color="0.3", wrap=True)
+    fig.tight_layout(rect=(0, 0.04 + 0.035 * ((len(handles) + 2) // 3 + bool(note)) / len(names), 1, 1))
     return save_figure(fig, out, "steering_text")
 
 
+def not_measurable_note(table: pd.DataFrame) -> str:
+    """The figures' footnote: the datasets whose read-out is not measurable after Holm (:func:`holm_validity`), each
+    with its adjusted p ('' when every dataset is measurable)."""
+    table = holm_validity(table)
+    if not len(table):
+        return ""
+    validity = table.groupby("dataset", sort=False)[[c for c in ("auc_p_holm", "measurable") if c in table]].first()
+    dropped = validity[~validity["measurable"].astype(bool)]
+    if not len(dropped):
+        return ""
+    names = [f"{n} (p_holm {r.auc_p_holm:.2g})" if "auc_p_holm" in dropped else n for n, r in dropped.iterrows()]
+    return f"Not measurable (read-out validity, Holm over the {len(validity)} datasets): {', '.join(names)}"
+
+
+def tested_points(table: pd.DataFrame) -> pd.DataFrame:
+    """The report-half rows that carry a rank test (a finite ``null_p``: the tested point of each method and
+    direction, :func:`empirical.llm.steering_eval.rank_test_points`) of the datasets measurable after Holm
+    (:func:`holm_validity`), with ``gated`` as in :func:`plot_points`."""
+    from empirical.llm.steering_eval import passes_gates
+
+    table = holm_validity(table)
+    if "null_p" not in table:
+        return table.iloc[:0]
+    rows = table[(table["half"] == "report") & table["measurable"].astype(bool)
+                 & pd.to_numeric(table["null_p"], errors="coerce").notna()].copy()
+    rows["gated"] = ~passes_gates(rows).to_numpy(dtype=bool) if len(rows) else []
+    return rows
+
+
+def plot_null(table: pd.DataFrame, null: pd.DataFrame, out):
+    """The directions-as-unit test drawn: for every tested point (:func:`tested_points`), the answer log-odds shift
+    of each of its random directions (grey, one dot per draw: norm-matched, antithetic, drawn for the report half)
+    and the concept direction's shift (the method's colour), with its rank among them and the rank p = (1 + #{null
+    >= concept}) / (1 + N). One panel per measurable dataset and direction; the datasets whose read-out is not
+    measurable after Holm are named under the figure with their adjusted p.
+
+    Parameters
+    ----------
+    table : pandas.DataFrame
+        Metric rows (``steering_text_<dataset>.csv``).
+    null : pandas.DataFrame
+        Per-draw null shifts (``steering_text_null.csv``, :data:`empirical.llm.steering_eval.NULL_COLUMNS`).
+    out : str or pathlib.Path
+        Output directory (``figures/steering_text_null.png``).
+
+    Returns
+    -------
+    pathlib.Path
+        The PNG written.
+    """
+    import matplotlib.pyplot as plt
+    import numpy as np
+
+    table = holm_validity(table)
+    points = tested_points(table)
+    panels = list(dict.fromkeys(zip(points["dataset"], points["direction"]))) or [("none measurable", "")]
+    order = {m: i for i, m in enumerate(METHODS)}
+    fig, axes = plt.subplots(len(panels), 1, figsize=(8.0, 1.2 + 0.75 * max(
+        [int(((points["dataset"] == d) & (points["direction"] == r)).sum()) for d, r in panels] + [1])
+        * len(panels)), squeeze=False)
+    rng = np.random.default_rng(0)  # vertical jitter of the grey dots only
+    for ax, (name, direction) in zip(axes[:, 0], panels):
+        d = points[(points["dataset"] == name) & (points["direction"] == direction)]
+        d = d.sort_values("method", key=lambda m: m.map(order).fillna(len(order)), kind="stable")
+        labels = []
+        for y, r in enumerate(d.itertuples()):
+            draws = null[(null["dataset"] == name) & (null["method"] == r.method) & (null["setting"] == r.setting)
+                         & (null["direction"] == direction) & (null["half"] == "report")]["shift"].to_numpy(float)
+            ax.scatter(draws, y + rng.uniform(-0.18, 0.18, draws.size), s=7, color="0.6", lw=0, zorder=2)
+            color = method_color(r.method)
+            ax.scatter([r.answer_logodds_shift], [y], s=70, marker="D", color="none" if r.gated else color,
+                       edgecolor=color, lw=1.5, zorder=3)
+            ax.annotate(f"rank {int(r.null_rank)}/{len(draws) + 1}, p = {r.null_p:.3g}"
+                        + (" (gated)" if r.gated else ""), (r.answer_logodds_shift, y), xytext=(7, 5),
+                        textcoords="offset points", fontsize=7, color=color)
+            labels.append(f"{r.method}\n{r.setting}")
+        ax.set_yticks(range(len(labels)), labels, fontsize=7)
+        ax.set_ylim(-0.6, max(len(labels), 1) - 0.4)
+        ax.margins(x=0.18)  # room for the rank labels right of the diamonds
+        ax.axvline(0, color="0.6", lw=0.8)
+        ax.set_title(f"{name}, {direction}" if direction else name, fontsize=9)
+        ax.grid(alpha=0.3, axis="x")
+        if not len(d):
+            ax.text(0.5, 0.5, "no tested point", transform=ax.transAxes, ha="center", color="0.5")
+    axes[-1, 0].set_xlabel("answer log-odds shift towards the target, mean over the report half's prompts (nats)")
+    note = not_measurable_note(table)
+    fig.suptitle("Steering, report half: each tested concept direction (diamond; hollow = fails a gate) among "
+                 "norm-matched random directions (grey)", fontsize=9)
+    fig.text(0.01, 0.005, note, fontsize=7, color="0.3", wrap=True)
+    fig.tight_layout(rect=(0, 0.04 if note else 0, 1, 1))
+    return save_figure(fig, out, "steering_text_null")
+
+
 def redraw(out):
-    """Redraw ``figures/steering_text.png`` from the saved per-dataset tables (``steering_text_<dataset>.csv`` of
-    :data:`DATASETS`; ``python -m paper_figures --results-only``). Returns the PNG's path, or None when no table
-    exists."""
+    """Redraw ``figures/steering_text.png`` and ``figures/steering_text_null.png`` from the saved per-dataset tables
+    (``steering_text_<dataset>.csv`` of :data:`DATASETS` and ``steering_text_null.csv``; ``python -m paper_figures
+    --results-only``). Returns the main PNG's path, or None when no table exists."""
     tables = [t for t in (load_table(out, f"steering_text_{name}") for name in DATASETS) if t is not None]
-    return plot(pd.concat(tables, ignore_index=True), out) if tables else None
+    if not tables:
+        return None
+    table = pd.concat(tables, ignore_index=True)
+    null = load_table(out, "steering_text_null")
+    if null is not None:
+        plot_null(table, null, out)
+    return plot(table, out)
 
 
 def run(out, *, model="smollm2", data_dir=None, max_per_class=500, quick=False, progress=True, n_jobs=1, names=None):
     """Every dataset's table (``names``, default the scale's datasets; resumed when its checksummed table exists),
-    the summary, the timing table and the figure."""
+    the summary, the timing table and the figures.
+
+    Two passes, so that the multiplicity correction decides what is measured: first the unsteered read-out of every
+    dataset (``tables/steering_text_validity_<dataset>.csv``, resumable), then Holm over their validity tests
+    (:func:`holm_validity`), then the measurement of the datasets that stay measurable, gated on their adjusted p
+    (``auc_p_adjusted``). A dataset that fails keeps its validity row as its table and no null draws."""
     from empirical.llm.extract import extract_dataset
     from empirical.llm.models import load_model
+    from empirical.llm.steering_eval import NULL_COLUMNS
 
     out = Path(out)
     mdl, tok = load_model(model)
+    names = list(names or (QUICK if quick else FULL)["datasets"])
+
+    def hidden(name):
+        ds = datasets.load(name, data_dir, max_per_class=max_per_class)
+        return ds, extract_dataset(mdl, tok, ds, layers="all", progress=progress)
+
+    validity = {}
+    for name in names:  # pass 1: the validity read-out of every dataset
+        done = load_table(out, f"steering_text_{name}")
+        first = done if done is not None and load_table(out, f"steering_text_null_{name}") is not None else \
+            load_table(out, f"steering_text_validity_{name}")
+        if first is None:
+            ds, H = hidden(name)
+            first, _ = dataset_table(name, mdl, tok, H, ds, data_dir=data_dir, quick=quick, progress=progress,
+                                     n_jobs=n_jobs, out=out, validity_only=True)
+            save_table(first, out, f"steering_text_validity_{name}")
+        validity[name] = first.iloc[:1]
+    decided = holm_validity(pd.concat(validity.values(), ignore_index=True)).set_index("dataset")
     tables, nulls = [], []
-    for name in names or (QUICK if quick else FULL)["datasets"]:
+    for name in names:  # pass 2: the measurement of the datasets measurable after Holm
         table, null = load_table(out, f"steering_text_{name}"), load_table(out, f"steering_text_null_{name}")
         if table is None or null is None:
-            ds = datasets.load(name, data_dir, max_per_class=max_per_class)
-            H = extract_dataset(mdl, tok, ds, layers="all", progress=progress)
-            table, null = dataset_table(name, mdl, tok, H, ds, data_dir=data_dir, quick=quick, progress=progress,
-                                        n_jobs=n_jobs, out=out)
+            row = decided.loc[name]
+            if bool(row["measurable"]):
+                ds, H = hidden(name)
+                table, null = dataset_table(name, mdl, tok, H, ds, data_dir=data_dir, quick=quick,
+                                            progress=progress, n_jobs=n_jobs, out=out,
+                                            auc_p_adjusted=float(row.get("auc_p_holm", row["auc_p_value"])))
+            else:
+                table, null = validity[name], pd.DataFrame(columns=NULL_COLUMNS)
             save_table(null, out, f"steering_text_null_{name}")
             save_table(table, out, f"steering_text_{name}")
         tables.append(table)
@@ -388,4 +543,5 @@ def run(out, *, model="smollm2", data_dir=None, max_per_class=500, quick=False, 
     save_table(timing(table), out, "steering_text_timing")
     save_table(default_table(table), out, "steering_text_default")
     plot(table, out)
+    plot_null(table, pd.concat(nulls, ignore_index=True), out)
     return table

@@ -247,6 +247,9 @@ def _published_run(tmp_path):
     fig, ax = plt.subplots()  # the behavioural steering figure (its own section draws it)
     ax.plot([0, 1], [1, 0])
     output.save_figure(fig, run, "steering_text")
+    fig, ax = plt.subplots()  # its test: the concept directions among random ones
+    ax.plot([0, 1], [0.5, 0.5])
+    output.save_figure(fig, run, "steering_text_null")
     fig, ax = plt.subplots()  # and the learning-curve figure (its own section draws it)
     ax.plot([2, 4, 8], [0.01, 0.02, 0.03])
     output.save_figure(fig, run, "learning_curves")

@@ -198,3 +198,33 @@ def test_only_the_tested_points_carry_the_rank_null(model_tok, monkeypatch):
     assert set(map(tuple, best[keys].to_numpy())) == tested_keys
     (claim,) = steering_text_claim(s)
     assert claim["test"] is not None and f"of {N + 1}, p = " in claim["ours"]
+
+
+@pytest.mark.llm
+def test_the_validity_gate_takes_the_callers_adjusted_p_and_can_stop_after_validity(model_tok, monkeypatch):
+    """``validity_only`` returns the validity row whatever its outcome (the first pass of a multi-dataset run);
+    ``auc_p_adjusted`` replaces the own p in the gate: an own p of 0.001 adjusted to 0.03 stops at validity (the row
+    keeps the own p), adjusted to 0.01 it is measured."""
+    monkeypatch.setattr(SE, "read_out_validity", lambda ld, labels, mass: (0.8, 0.001, 0.2, True))
+    model, tok = model_tok
+    head = model.get_output_embeddings().weight.detach().double().numpy()
+    good, bad = (AR.answer_token_ids(tok, WORDS)[i][0] for i in (0, 1))
+    vectors = {"RAPTOR": ConceptVectors({L: LinearProbe(head[good] - head[bad], 0.0, test_accuracy=0.9)})}
+    settings = [SS.SteeringSetting("additive", "all", 1.0, "answer")]
+
+    def staged(**kw):
+        stages = []
+        table, _ = SE.evaluate_staged(model, tok, PROMPTS, LABELS, vectors, {"RAPTOR": {L: 0.9}}, {L: 5.0}, settings,
+                                      answer_words=WORDS, stem=STEM, n_random=N, n_random_selection=4, batch_size=8,
+                                      n_candidates=1, n_twins=0, stage2_positions=(),
+                                      on_stage=lambda stage, entries, idx: stages.append(stage), **kw)
+        return table, stages
+
+    table, stages = staged(validity_only=True)
+    assert stages == ["validity"] and len(table) == 1 and bool(table.measurable[0]) and table.auc_p_value[0] == 0.001
+    table, stages = staged(auc_p_adjusted=0.03)
+    assert stages == ["validity"] and not table.measurable[0] and table.auc_p_value[0] == 0.001
+    table, stages = staged(auc_p_adjusted=0.01)
+    assert "screen" in stages and table.measurable.all()
+    with pytest.raises(ValueError, match="auc_p_adjusted"):
+        staged(auc_p_adjusted=1.5)

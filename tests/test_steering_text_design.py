@@ -100,3 +100,78 @@ def test_results_only_redraw_covers_the_steering_text_figure(tmp_path):
     save_table(pd.DataFrame([_row("towards", "RAPTOR", "a", "answer", 1.0, 1.1)]), tmp_path, "steering_text_stsa")
     made = empirical_plots.plot_all(tmp_path)
     assert tmp_path / "figures" / "steering_text.png" in [Path(p) for p in made]
+
+
+#: the committed run's validity p-values (steering_text_summary.csv, auc_p_value): Sarcasm passes its own test
+#: (0.011 <= 0.025) and not Holm's over the 7 (0.064)
+RAW_P = dict(stsa=0.00037, cities=0.452, common=0.615, counterfact=0.1787, hateeval=0.830, sarcasm=0.01075,
+             coinflip=0.6375)
+
+
+def test_the_section_measures_only_the_datasets_measurable_after_holm(tmp_path, monkeypatch):
+    """Two passes: the validity read-out of all 7 datasets first, then Holm, then the measurement of those that
+    stay measurable, gated on their adjusted p. Sarcasm (measurable alone, not after Holm) is never measured; a
+    rerun resumes from the saved tables and measures nothing."""
+    import types
+
+    from empirical.llm import extract, models
+    from paper_figures.output import load_table
+
+    calls = []
+
+    def fake_table(name, mdl, tok, H, ds, *, validity_only=False, auc_p_adjusted=None, **kw):
+        calls.append((name, validity_only, auc_p_adjusted))
+        p = RAW_P[name]
+        head = dict(dataset=name, auc_unsteered=0.7, auc_p_value=p, measurable=p <= 0.025)
+        if validity_only:
+            return pd.DataFrame([dict(head, method="--", setting="unsteered", half="all", stage="validity")]), None
+        rows = [dict(_row("towards", "RAPTOR", "additive-best-k0.4-answer", "answer", 1.0, 1.1, half=half), **head,
+                     answer_logodds_shift=1.2, null_rank=1 if half == "report" else None,
+                     null_p=0.0099 if half == "report" else None) for half in ("selection", "report")]
+        null = pd.DataFrame([dict(dataset=name, method="RAPTOR", setting="additive-best-k0.4-answer",
+                                  direction="towards", half="report", stream=1, draw=d, sign=1 - 2 * (d % 2),
+                                  shift=0.01 * d) for d in range(100)], columns=SE.NULL_COLUMNS)
+        return pd.DataFrame(rows), null
+
+    monkeypatch.setattr(ST, "dataset_table", fake_table)
+    monkeypatch.setattr(models, "load_model", lambda model: (None, None))
+    monkeypatch.setattr(extract, "extract_dataset", lambda *a, **k: None)
+    monkeypatch.setattr(ST.datasets, "load", lambda name, data_dir, max_per_class: types.SimpleNamespace())
+    import matplotlib
+    matplotlib.use("Agg")
+    ST.run(tmp_path, progress=False)
+    first = [c for c in calls if c[1]]
+    assert [c[0] for c in first] == list(ST.DATASETS) and calls[:len(first)] == first  # every validity first
+    measured = [c for c in calls if not c[1]]
+    assert [c[0] for c in measured] == ["stsa"] and measured[0][2] == pytest.approx(7 * RAW_P["stsa"])
+    sarcasm = load_table(tmp_path, "steering_text_sarcasm")
+    assert len(sarcasm) == 1 and sarcasm.stage[0] == "validity"
+    assert len(load_table(tmp_path, "steering_text_null_sarcasm")) == 0
+    summary = load_table(tmp_path, "steering_text_summary").set_index("dataset")
+    assert summary.loc["sarcasm", "setting"] == "not measurable" and summary.loc["sarcasm", "auc_p_holm"] > 0.025
+    assert (tmp_path / "figures" / "steering_text_null.png").is_file()
+    calls.clear()
+    ST.run(tmp_path, progress=False)  # resumed: nothing is read or measured again
+    assert calls == []
+
+
+def test_the_null_figure_draws_the_tested_points_and_names_the_datasets_that_are_not_measurable(tmp_path):
+    import matplotlib
+    matplotlib.use("Agg")
+    rows = [dict(_row("towards", "RAPTOR", "a", "answer", 1.0, 1.1), answer_logodds_shift=1.0, null_rank=3,
+                 null_p=0.0297, auc_p_value=0.001),
+            dict(_row("towards", "RAPTOR", "b", "answer", 1.0, 1.1), answer_logodds_shift=0.5, auc_p_value=0.001),
+            dict(_row("towards", "RAPTOR", "a", "answer", 1.0, 1.1), dataset="sarcasm", answer_logodds_shift=2.0,
+                 null_rank=1, null_p=0.0099, auc_p_value=0.015),
+            dict(_row("towards", "RAPTOR", "a", "answer", 1.0, 1.1), dataset="common", auc_p_value=0.5,
+                 measurable=False)]
+    table = pd.DataFrame(rows)
+    tested = ST.tested_points(table)
+    # one tested point: sarcasm passes its own test (0.015) and not Holm's over 3 (2 x 0.015 = 0.03)
+    assert list(tested.setting) == ["a"] and list(tested.dataset) == ["stsa"]
+    assert ST.not_measurable_note(table) == "Not measurable (read-out validity, Holm over the 3 datasets): " \
+                                            "sarcasm (p_holm 0.03), common (p_holm 0.5)"
+    null = pd.DataFrame([dict(dataset="stsa", method="RAPTOR", setting="a", direction="towards", half="report",
+                              stream=1, draw=d, sign=1, shift=0.1 * d) for d in range(100)])
+    path = ST.plot_null(table, null, tmp_path)
+    assert path.is_file() and path.stat().st_size > 10_000

@@ -28,6 +28,7 @@ from ..validation import check_vector
 from .datasets import answer_pairs
 
 __all__ = ["ANSWER_STEM", "MIN_AUC", "MIN_MASS", "MAX_AUC_P", "MIN_MASS_STEM", "check_answer_words",
+           "validity_decision",
            "answer_word_variants", "answer_token_ids", "answer_logodds", "distinct_ngram_ratio", "vader_scores",
            "check_answer_mass", "read_out_validity"]
 
@@ -293,5 +294,17 @@ def read_out_validity(logodds, labels, mass) -> tuple:
     test = stats.mannwhitneyu(logodds[labels == 1], logodds[labels == 0], alternative="greater")
     auc = float(roc_auc_score(labels, logodds))
     p_value = float(test.pvalue)
-    measurable = bool(auc >= MIN_AUC and p_value <= MAX_AUC_P and mean_mass >= MIN_MASS)
-    return auc, p_value, mean_mass, measurable
+    return auc, p_value, mean_mass, validity_decision(auc, p_value, mean_mass)
+
+
+def validity_decision(auc: float, p_value: float, mean_mass: float) -> bool:
+    """The read-out validity rule: AUC at least :data:`MIN_AUC`, p at most :data:`MAX_AUC_P` and mean mass at least
+    :data:`MIN_MASS` (NaN fails). ``p_value`` is the test's own p or, over several datasets, its multiplicity-adjusted
+    p (``paper_figures.steering_text.holm_validity``).
+
+    Examples
+    --------
+    >>> validity_decision(0.8, 0.001, 0.2), validity_decision(0.8, 0.03, 0.2)
+    (True, False)
+    """
+    return bool(auc >= MIN_AUC and p_value <= MAX_AUC_P and mean_mass >= MIN_MASS)

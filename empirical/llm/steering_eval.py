@@ -51,7 +51,7 @@ from scipy.special import expit
 from tqdm.auto import tqdm
 
 from cgmt.result import moved_names
-from cgmt.validation import check_int, check_n_jobs, check_real_array
+from cgmt.validation import check_bool, check_int, check_n_jobs, check_real_array, check_scalar
 
 from ..probes import fit_layers, get_method, method_names, paper_split
 from ..probes.concept_vectors import ConceptVectors
@@ -65,6 +65,7 @@ from .answer_readout import (
     distinct_ngram_ratio,
     read_out_validity,
     vader_scores,
+    validity_decision,
 )
 from .cached_passes import (
     Batch,
@@ -880,7 +881,8 @@ def evaluate_staged(model, tokenizer, prompts, labels, vectors: dict, validation
                     sentiment: bool = False, batch_size: int = 16, dataset: str = "dataset", progress: bool = False,
                     n_random_selection: int = N_RANDOM_SELECTION, n_candidates: int = 2, n_twins: int = 1,
                     stage2_positions=("prompt", "all"),
-                    twin_methods=None, on_stage=None) -> tuple:
+                    twin_methods=None, on_stage=None, validity_only: bool = False,
+                    auc_p_adjusted: float | None = None) -> tuple:
     """A strength sweep measured in stages (as AxBench and CAA screen before they generate).
 
     0. **Validity**: the unsteered read-out of every prompt; a dataset whose read-out does not track the concept
@@ -937,6 +939,13 @@ def evaluate_staged(model, tokenizer, prompts, labels, vectors: dict, validation
         Methods whose candidates get twins (default: every method).
     on_stage : callable, optional
         ``on_stage(stage, entries, prompt_indices)``, called before each stage (see above).
+    validity_only : bool, default=False
+        Stop after the validity stage whatever its outcome (its one row; ``measurable`` is the dataset's own test):
+        the first pass of a caller that corrects the validity tests of several datasets before it measures any.
+    auc_p_adjusted : float in [0, 1], optional
+        The dataset's validity p after the caller's multiplicity correction: the gate then compares it, not the
+        dataset's own p, with :data:`~empirical.llm.answer_readout.MAX_AUC_P`
+        (:func:`~empirical.llm.answer_readout.validity_decision`); the row still records the own p.
 
     Returns
     -------
@@ -952,6 +961,9 @@ def evaluate_staged(model, tokenizer, prompts, labels, vectors: dict, validation
             raise ValueError(f"stage2_positions must be among 'prompt', 'all', got {p!r}")
     n_candidates = check_int(n_candidates, "n_candidates", minimum=1)
     n_twins = check_int(n_twins, "n_twins", minimum=0)
+    validity_only = check_bool(validity_only, "validity_only")
+    if auc_p_adjusted is not None:
+        auc_p_adjusted = check_scalar(auc_p_adjusted, "auc_p_adjusted", low=0.0, high=1.0)
     lazy = callable(vectors)
     m = _Measurement(model, tokenizer, prompts, labels, {} if lazy else vectors, validation_accuracy, norms, settings,
                      answer_words=answer_words, stem=stem, directions=directions, n_random=n_random, seed=seed,
@@ -963,10 +975,12 @@ def evaluate_staged(model, tokenizer, prompts, labels, vectors: dict, validation
     notify("validity", [], np.arange(len(m.halves)))
     m.readouts([], np.arange(len(m.halves)))
     auc, mass, measurable = m.validity()
-    if not measurable:
+    if auc_p_adjusted is not None:
+        measurable = validity_decision(auc, auc_p_adjusted, mass)
+    if validity_only or not measurable:
         return _table([dict(dataset=dataset, method="--", setting="unsteered", half="all", stage="validity",
                             n_prompts=len(m.halves), answer_mass_unsteered=mass, auc_unsteered=auc,
-                            auc_p_value=m.auc_p, measurable=False,
+                            auc_p_value=m.auc_p, measurable=measurable,
                             stem=stem, n_random=m.n_random, n_generated=0)]), m.per_prompt(_table([]))
     if lazy:
         notify("fit", [], np.arange(0))
@@ -981,7 +995,7 @@ def evaluate_staged(model, tokenizer, prompts, labels, vectors: dict, validation
     keys = _keys(chosen)
     candidates = [e for e in screen if _key(e) in keys]
     twin_from = screened if twin_methods is None else screened[screened["method"].isin(list(twin_methods))]
-    best = _keys(screen_candidates(twin_from, min(n_twins, n_candidates)))
+    best = _keys(screen_candidates(twin_from, min(n_twins, n_candidates))) if n_twins else set()
     twins = [(method, SteeringSetting(s.kind, s.layers, s.strength, p), layers, d)
              for method, s, layers, d in candidates if _key((method, s, layers, d)) in best for p in stage2_positions]
     kept = []
@@ -1114,7 +1128,8 @@ def evaluate_dataset(model, tokenizer, dataset, H, settings, *, eval_dataset=Non
                      n_generate: int = N_GENERATE, max_new_tokens: int = 32, batch_size: int = 16, split_seed: int = 42,
                      gcs_probes: int = 50, progress: bool = False, staged: bool = False,
                      n_candidates: int = 2, n_jobs: int = 1, stage2_positions=("prompt", "all"),
-                     twin_methods=None, on_stage=None, n_random_selection: int = N_RANDOM_SELECTION) -> tuple:
+                     twin_methods=None, on_stage=None, n_random_selection: int = N_RANDOM_SELECTION,
+                     validity_only: bool = False, auc_p_adjusted: float | None = None) -> tuple:
     """Steering of one dataset, end to end: answer words checked first, concept vectors fitted on the
     train/validation split of ``H`` (unless ``vectors`` = (vectors, validation accuracies) is given), held-out
     prompts (``eval_dataset``'s rows, e.g. ``stsa.binary.test``, else the test split; classes alternating), median
@@ -1157,7 +1172,7 @@ def evaluate_dataset(model, tokenizer, dataset, H, settings, *, eval_dataset=Non
         As for :func:`method_vectors` (``progress`` also shows the measurement's bars).
     staged : bool
         Run :func:`evaluate_staged` instead of :func:`evaluate_steering`.
-    n_candidates, stage2_positions, twin_methods, on_stage, n_random_selection
+    n_candidates, stage2_positions, twin_methods, on_stage, n_random_selection, validity_only, auc_p_adjusted
         As for :func:`evaluate_staged` (only with ``staged``).
 
     Returns
@@ -1166,6 +1181,8 @@ def evaluate_dataset(model, tokenizer, dataset, H, settings, *, eval_dataset=Non
         As :func:`evaluate_steering`.
     """
     n_jobs = check_n_jobs(n_jobs)
+    if not staged and (validity_only is not False or auc_p_adjusted is not None):  # a declared option conflict
+        raise ValueError("validity_only and auc_p_adjusted gate a staged measurement: pass staged=True")
     words = check_answer_words(dataset.name, answer_words)
     n_prompts = check_int(n_prompts, "n_prompts (--n-prompts)", minimum=2)
     n_generate = check_int(n_generate, "n_generate (--generate)", minimum=0)
@@ -1204,5 +1221,6 @@ def evaluate_dataset(model, tokenizer, dataset, H, settings, *, eval_dataset=Non
         return evaluate_staged(model, tokenizer, prompts, labels, given, accuracy, norms, settings,
                                n_candidates=n_candidates, stage2_positions=stage2_positions,
                                twin_methods=twin_methods, on_stage=on_stage,
-                               n_random_selection=n_random_selection, **kw)
+                               n_random_selection=n_random_selection, validity_only=validity_only,
+                               auc_p_adjusted=auc_p_adjusted, **kw)
     return evaluate_steering(model, tokenizer, prompts, labels, *vectors, norms, settings, **kw)
