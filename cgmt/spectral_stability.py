@@ -27,7 +27,7 @@ import numpy as np
 from scipy.optimize import OptimizeResult, brentq
 
 from .ablation import protocol_fractions
-from .result import STATUS_MESSAGES, ConvergenceError, quiet
+from .result import STATUS_MESSAGES, ConvergenceError, quiet, report
 from .spectral import solve_spectral
 from .spectrum import Spectrum
 from .stability import CROSS_FAILED, DEFAULT_ORDER, RESIDUAL_TOL, cross_expectation
@@ -81,7 +81,8 @@ def spectral_pair_stability(delta1, delta2, delta12, lam, spectrum, *, feature_s
     order : int, default=DEFAULT_ORDER
         Quadrature order of the cross expectation.
     strict : bool, default=False
-        Raise :class:`cgmt.ConvergenceError` if the cross fixed point is not solved.  (A replica whose
+        Raise :class:`cgmt.ConvergenceError` if the cross fixed point is not solved; otherwise that failure warns
+        :class:`cgmt.ConvergenceWarning` (:func:`cgmt.result.report`) and ``success`` is False.  (A replica whose
         :func:`cgmt.solve_spectral` fails raises ``ConvergenceError`` whatever ``strict`` is.)
     **solve_options
         Passed to :func:`cgmt.solve_spectral`.
@@ -186,9 +187,8 @@ def spectral_pair_stability(delta1, delta2, delta12, lam, spectrum, *, feature_s
         independent_cosine_raw=ind.get("raw"),
         q_hat12=qh12, s12=s12, fit1=f1, fit2=f2, delta1=delta1, delta2=delta2, delta12=delta12, lam=lam,
         kappa=kappa, success=ok, status=status, message=message, residual=residual, nfev=nfev)
-    if strict and not ok:
-        raise ConvergenceError(message, res)
-    return res
+    return report(res, strict, "cgmt.spectral_pair_stability", delta1=delta1, delta2=delta2, delta12=delta12,
+                  lam=lam)
 
 
 def spectral_stability(delta, lam, spectrum, protocol="subsample", *, drop=0.2, val_fraction=0.2,

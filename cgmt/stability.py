@@ -38,7 +38,7 @@ from .ablation import protocol_fractions
 from .equations import prox_branch_points
 from .prox import prox_scalar, sigmoid, sigmoid_d1
 from .quadrature import MAX_PANEL, TRUNCATION, build_edges, edge_capacity, fill_rule, gauss_legendre
-from .result import STATUS_MESSAGES, ConvergenceError, quiet
+from .result import STATUS_MESSAGES, ConvergenceError, quiet, report
 from .solver import solve
 from .validation import check_delta, check_int, check_kappa, check_lam, check_scalar
 
@@ -331,9 +331,10 @@ def pair_stability(delta1: float, delta2: float, delta12: float, lam: float, kap
     order : int
         Gauss-Legendre points per panel of the cross expectation's rules.
     strict : bool, default=False
-        Raise :class:`cgmt.ConvergenceError` instead of returning ``success=False`` when the cross fixed point
-        fails.  (A single-estimator solve that fails raises ``ConvergenceError`` whatever ``strict`` is: there
-        is no cosine without it.)
+        Raise :class:`cgmt.ConvergenceError` when the cross fixed point fails; otherwise that failure warns
+        :class:`cgmt.ConvergenceWarning` and the result has ``success=False`` (:func:`cgmt.result.report`, the one
+        failure convention).  (A single-estimator solve that fails raises ``ConvergenceError`` whatever
+        ``strict`` is: there is no cosine without it.)
     **solve_options
         Passed to :func:`cgmt.solve` for the two single-estimator solutions.
 
@@ -370,20 +371,20 @@ def pair_stability(delta1: float, delta2: float, delta12: float, lam: float, kap
     # answer exactly symmetric in the arguments.
     first, second = (x1, x2) if delta1 >= delta2 else (x2, x1)
     cross = cross_noise_covariance(first, second, delta12, kappa, order=order)
-    if strict and not cross.success:
-        raise ConvergenceError(cross.message, cross)
     s12 = cross.sigma12
     a1, s1, g1 = x1
     a2, s2, g2 = x2
     t1, t2 = math.hypot(a1, s1), math.hypot(a2, s2)
     cos = (a1 * a2 + s12) / (t1 * t2)
-    return OptimizeResult(cosine=float(min(1.0, cos)), sigma12=s12,
+    result = OptimizeResult(cosine=float(min(1.0, cos)), sigma12=s12,
                           noise_correlation=s12 / (s1 * s2) if s1 * s2 > 0 else 0.0,
                           independent_formula=a1 * a2 / (t1 * t2),
                           alpha1=a1, sigma1=s1, gamma1=g1, alpha2=a2, sigma2=s2, gamma2=g2,
                           delta1=delta1, delta2=delta2, delta12=delta12, lam=lam, kappa=kappa,
                           success=cross.success, status=cross.status, message=cross.message, nit=cross.nit,
                           nfev=cross.nfev, residual=cross.residual)
+    return report(result, strict, "cgmt.pair_stability", delta1=delta1, delta2=delta2, delta12=delta12, lam=lam,
+                  kappa=kappa)
 
 
 def stability(delta: float, lam: float, kappa: float, protocol: str = "subsample", *, drop: float = 0.2,

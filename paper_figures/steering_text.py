@@ -17,6 +17,7 @@ from __future__ import annotations
 import time
 from pathlib import Path
 
+import numpy as np
 import pandas as pd
 
 from empirical.llm import datasets
@@ -433,7 +434,6 @@ def plot_null(table: pd.DataFrame, null: pd.DataFrame, out):
         The PNG written.
     """
     import matplotlib.pyplot as plt
-    import numpy as np
 
     table = holm_validity(table)
     points = tested_points(table)

@@ -12,7 +12,8 @@ import numpy as np
 from scipy.optimize import OptimizeResult
 from scipy.special import expit
 
-from cgmt.validation import check_lam, check_scalar
+from cgmt.result import report
+from cgmt.validation import check_bool, check_lam, check_scalar
 from empirical.logistic import fit_l2_logistic  # the project's one exact solver
 from empirical.validation import check_matrix, check_signed_labels, check_vector
 
@@ -78,7 +79,7 @@ def objective_gradient(X, y, beta, lam) -> np.ndarray:
     return -(X.T @ (y * expit(-margins))) / n + (lam / p) * beta
 
 
-def fit_ridge_logistic(X, y, lam, *, w0=None, tol: float = 1e-10, raise_on_failure: bool = False) -> OptimizeResult:
+def fit_ridge_logistic(X, y, lam, *, w0=None, tol: float = 1e-10, strict: bool = False) -> OptimizeResult:
     """Fit the theory's ridge-logistic estimator exactly (no intercept), y in {-1, +1}.
 
     Returns an ``OptimizeResult`` with ``coef`` (beta_hat, shape (p,)), ``z`` (= beta_hat / sqrt(p)),
@@ -98,8 +99,10 @@ def fit_ridge_logistic(X, y, lam, *, w0=None, tol: float = 1e-10, raise_on_failu
         Warm start.
     tol : float, default=1e-10
         Required ``grad_norm``.
-    raise_on_failure : bool, default=False
-        Raise ``RuntimeError`` instead of returning ``success=False``.
+    strict : bool, default=False
+        Raise :class:`cgmt.ConvergenceError` when the fit fails; otherwise a failure warns
+        :class:`cgmt.ConvergenceWarning` and the result has ``success=False`` (:func:`cgmt.result.report`; callers
+        that read ``success`` themselves wrap the call in :func:`cgmt.result.quiet`).
 
     Returns
     -------
@@ -138,9 +141,8 @@ def fit_ridge_logistic(X, y, lam, *, w0=None, tol: float = 1e-10, raise_on_failu
     message = (f"converged: gradient norm {gnorm:.3g} <= {tol:.1g}" if success else
                f"not converged: gradient norm {gnorm:.3g} > {tol:.1g} after {res.nit} iterations "
                f"(solver: {getattr(res, 'message', '')})")
-    if raise_on_failure and not success:
-        raise RuntimeError(message)
-    return OptimizeResult(coef=beta, z=beta / np.sqrt(p), grad_norm=gnorm,
-                          solver_grad_norm=float(getattr(res, "grad_norm", np.nan)),
-                          nit=int(getattr(res, "nit", -1)), success=success, status=0 if success else 1,
-                          message=message, C=C, lam=lam)
+    result = OptimizeResult(coef=beta, z=beta / np.sqrt(p), grad_norm=gnorm,
+                            solver_grad_norm=float(getattr(res, "grad_norm", np.nan)),
+                            nit=int(getattr(res, "nit", -1)), success=success, status=0 if success else 1,
+                            message=message, C=C, lam=lam)
+    return report(result, check_bool(strict, "strict"), "sims.fit_ridge_logistic", n=n, p=p, lam=lam)

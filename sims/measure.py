@@ -14,6 +14,7 @@ from scipy.special import expit
 
 import cgmt
 from cgmt.ablation import ablation_split
+from cgmt.result import quiet
 from cgmt.validation import as_generator
 
 from .data import sample
@@ -110,6 +111,7 @@ def _test_accuracy(beta_star, beta_hat, n_test, gen, chunk=2048) -> float:
     return correct / n_test
 
 
+@quiet()  # the replicate reports its fits' success itself (``success``, ``max_grad_norm``)
 def measure_replicate(delta, lam, kappa, p, seed, *, n_test: int = 4000, stability: bool = True,
                       subsample: bool = True, gamma: bool = True, drop: float = 0.2, val_fraction: float = 0.2,
                       tol: float = 1e-10) -> dict:

@@ -25,6 +25,7 @@ from tqdm.auto import tqdm
 
 import cgmt
 from cgmt.ablation import ablation_split
+from cgmt.result import quiet
 from cgmt.spectral_stability import spectral_stability
 from cgmt.spectrum import Spectrum
 from cgmt.validation import as_generator, check_int, check_n_jobs
@@ -76,6 +77,7 @@ def sample_spectral(n, spectrum: Spectrum, rng=None, *, teacher=None):
     return X, y
 
 
+@quiet()  # the replicate reports its fits' success itself (``success``)
 def measure_spectral_replicate(delta, lam, spectrum: Spectrum, seed, *, subsample=True, feature_scale=None,
                                drop=0.2, val_fraction=0.2, tol=1e-9) -> dict:
     """One replicate: fit on n = round(delta p) samples and measure :data:`SPECTRAL_QUANTITIES`.

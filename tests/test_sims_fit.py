@@ -106,3 +106,22 @@ def test_bad_data():
     X[0, 0] = np.nan
     with pytest.raises(ValueError, match="X"):
         fit_ridge_logistic(X, d.y, 1.0)
+
+
+def test_a_fit_that_misses_its_tolerance_warns_or_raises_and_the_replicate_reads_it_quietly():
+    """sims.fit_ridge_logistic follows the one failure convention (cgmt.result.report): ConvergenceWarning and
+    success=False, or ConvergenceError with strict=True; measure_replicate reads ``success`` itself, quietly."""
+    import warnings
+
+    from cgmt.result import ConvergenceError, ConvergenceWarning
+    from sims import measure_replicate, sample
+
+    data = sample(200, 50, 2.0, 0)
+    with pytest.warns(ConvergenceWarning, match="sims.fit_ridge_logistic"):
+        assert not fit_ridge_logistic(data.X, data.y, 0.1, tol=1e-300).success  # below the round-off floor
+    with pytest.raises(ConvergenceError):
+        fit_ridge_logistic(data.X, data.y, 0.1, tol=1e-300, strict=True)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", ConvergenceWarning)
+        rec = measure_replicate(2.0, 0.1, 2.0, 50, 0, tol=1e-300, stability=False, subsample=False, gamma=False)
+    assert rec["success"] is False

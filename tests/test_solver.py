@@ -266,3 +266,17 @@ def test_fit_on_row_subsets_rejects_bad_rows():
     X, y = np.ones((5, 3)), np.array([1.0, -1, 1, -1, 1])
     with pytest.raises(ValueError, match="rows"):
         fit_l2_logistic_rows(X, y, 1.0, [np.array([0, 7])])
+
+
+def test_newton_pcg_stops_with_status_2_when_no_step_decreases_the_objective(monkeypatch):
+    """The line search's failure exit: with no step length to try, newton_pcg stops at once with status 2 (the
+    round-off floor, as direct_newton) and success False, instead of repeating a null step until max_iter."""
+    from empirical.logistic import pcg
+
+    rng = np.random.default_rng(0)
+    Z = rng.standard_normal((40, 3))
+    y = np.sign(Z[:, 0] + 0.3 * rng.standard_normal(40))
+    assert pcg.newton_pcg(pcg.PathContext(Z), y, 1.0, np.zeros(3), 0.0).success
+    monkeypatch.setattr(pcg, "HALVINGS", 0)
+    res = pcg.newton_pcg(pcg.PathContext(Z), y, 1.0, np.zeros(3), 0.0, max_iter=100)
+    assert res.status == 2 and not res.success and res.nit == 0 and np.all(res.coef == 0.0)

@@ -324,3 +324,38 @@ def test_participation_ratio():
     assert 3.0 < participation_ratio(F) < 8.0
     with pytest.raises(ValueError, match="dimension"):
         real_embedding_stability([F], np.r_[np.zeros(75), np.ones(75)], [0.5], 0.1, dimension="pca", progress=False)
+
+
+
+def _pair(strict):
+    from cgmt.stability import pair_stability
+    return pair_stability(1.28, 1.28, 0.8192, 0.1, 1.0, strict=strict)
+
+
+def _protocol(strict):
+    return cgmt.stability(2.0, 0.1, 1.0, "subsample", strict=strict)
+
+
+def _spectral_pair(strict):
+    from cgmt.spectral_stability import spectral_pair_stability
+    return spectral_pair_stability(1.28, 1.28, 0.8192, 0.1, cgmt.Spectrum.isotropic(400, 1.0), strict=strict)
+
+
+@pytest.mark.parametrize("module, solve", [("cgmt.stability", _pair), ("cgmt.stability", _protocol),
+                                           ("cgmt.spectral_stability", _spectral_pair)])
+def test_a_failed_cross_fixed_point_warns_or_raises_never_silent(module, solve, monkeypatch):
+    """The one failure convention (cgmt.result.report): a cross fixed point that misses its tolerance warns
+    ConvergenceWarning with success=False, and raises ConvergenceError under strict=True."""
+    import importlib
+    import warnings
+
+    from cgmt.result import ConvergenceError, ConvergenceWarning
+
+    assert solve(False).success  # the point converges normally
+    monkeypatch.setattr(importlib.import_module(module), "RESIDUAL_TOL", -1.0)  # now no residual is accepted
+    with pytest.warns(ConvergenceWarning, match="did not converge"):
+        assert not solve(False).success
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", ConvergenceWarning)  # strict raises; it does not warn first
+        with pytest.raises(ConvergenceError):
+            solve(True)

@@ -39,6 +39,7 @@ from scipy.optimize import OptimizeResult
 from cgmt.validation import check_int, check_scalar
 
 from ..validation import C_MAX, C_MIN, TOL_MAX, check_grid, check_matrix, check_signed_labels, check_vector
+from .newton import ARMIJO, HALVINGS
 from .path import lagrange_weights
 from .pcg import DISTANCE, RADIUS, SAFETY
 
@@ -46,8 +47,6 @@ __all__ = ["resolve_device", "batched_path", "batched_refit", "layer_batches"]
 
 #: dtype of every tensor of the engine (module docstring)
 DTYPE = torch.float64
-#: Armijo fraction and halvings of the backtracking that guards each step
-ARMIJO, HALVINGS = 1e-4, 60
 
 
 def resolve_device(device, *, kinds=("cpu", "cuda")) -> torch.device:

@@ -43,8 +43,9 @@ STATUS_MESSAGES = {
     3: "validation signs certified before reaching tol",
     4: "matrix-free CG needed too many iterations (continue with a factorized preconditioner)",
 }
-#: sufficient-decrease constant of the Armijo rule
-ARMIJO = 1e-4
+#: sufficient-decrease constant of the Armijo rule, and the step lengths a backtracking tries (1, 1/2, ...; every
+#: solver of the family: :func:`armijo_backtrack`, :func:`empirical.logistic.pcg.newton_pcg`, the batched engine)
+ARMIJO, HALVINGS = 1e-4, 60
 
 
 def loss_terms(z, y):
@@ -74,7 +75,7 @@ def loss_terms(z, y):
     return loss, r, d
 
 
-def armijo_backtrack(f, slope, trial, grad_norm2, max_halvings=60):
+def armijo_backtrack(f, slope, trial, grad_norm2, max_halvings=HALVINGS):
     """Backtracking (Armijo) line search shared by the direct Newton methods.
 
     ``trial(t)`` returns ``(f_new, state, grad_norm2_new)`` at step length ``t`` (``grad_norm2_new`` a

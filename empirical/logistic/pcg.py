@@ -24,7 +24,7 @@ from scipy.linalg.blas import dtrsv, ssyrk, strsv
 from scipy.optimize import OptimizeResult
 from scipy.special import expit
 
-from .newton import STATUS_MESSAGES, loss_terms
+from .newton import ARMIJO, HALVINGS, STATUS_MESSAGES, loss_terms
 
 #: The API: :func:`newton_pcg`.  :class:`PathContext` is the path solvers' cache of one design's products, built
 #: from designs they checked: not API.
@@ -397,14 +397,17 @@ def newton_pcg(ctx, y, C, a, b, *, fit_intercept=True, tol=1e-10, max_iter=100, 
         t = 1.0
         if ctx.R * nu > RADIUS:  # damped phase: exact line search along the Newton direction
             t = _line_min(z, dz, y, C, a, dw)
-        for _ in range(50):
+        for _ in range(HALVINGS):
             a_new = a - t * dw
             z_new = z - t * dz
             loss_new, r_new, d_new = loss_terms(z_new, y)
             f_new = C * loss_new + 0.5 * a_new @ a_new
-            if f_new <= f - 1e-4 * t * nu2 or f_new - f <= 1e-14 * max(1.0, abs(f)):
+            if f_new <= f - ARMIJO * t * nu2 or f_new - f <= 1e-14 * max(1.0, abs(f)):
                 break
             t *= 0.5
+        else:  # no step decreases the objective: the round-off floor (status 2, as for direct_newton)
+            status = 2
+            break
         a, b, z, loss, residuals, d = a_new, b - t * db, z_new, loss_new, r_new, d_new
         drift += _EPS * (np.max(np.abs(z_new), initial=0.0) + t * np.max(np.abs(dz), initial=0.0))
         nit += 1
