@@ -37,7 +37,7 @@ from .llm import datasets
 from .llm.cache import STORAGES, ExtractionCache
 from .probes.concept_vectors import ConceptVectors
 from .probes.interop import export_control_vector, export_directions
-from .probes.layers import fit_layers, paper_split
+from .probes.layers import PAPER_SPLIT_SEED, fit_layers, paper_split
 from .probes.persistence import file_pair, load_concept_vectors, save_concept_vectors
 from .probes.planning import PLAN_FOLDS, label_pool, plan_labels
 from .probes.raptor import RaptorProbe
@@ -50,7 +50,6 @@ from .validation import C_MAX, C_MIN
 #: Largest --target-n (labelled rows): beyond any dataset, and n/p inside the theory's domain for p >= 100.
 TARGET_N_MAX = 10 ** 8
 
-SPLIT_SEED = 42
 #: most layers a --layers range may name (a typo such as '1-1000000000' is refused, not allocated)
 MAX_LAYER_RANGE = 10_000
 #: most refits ``raptor stability --K`` runs (the interval of the mean |cos| is stable long before)
@@ -290,7 +289,7 @@ def cmd_probe(args):
         H = _hidden(args, model, tok, ds)
         L = H.shape[0] - 1
         layers = _select_layers(args.layers, L, list(range(1, L + 1)))
-        fit = fit_layers(H, ds.labels, layers=layers, random_state=SPLIT_SEED, n_jobs=args.jobs,
+        fit = fit_layers(H, ds.labels, layers=layers, random_state=PAPER_SPLIT_SEED, n_jobs=args.jobs,
                          progress=not args.no_progress, device=probe_device(args.device))
         table = _probe_table(fit)
         val_best = fit.best_layer
@@ -355,7 +354,7 @@ def cmd_stability(args):
         H = _hidden(args, model, tok, ds)
         L = H.shape[0] - 1
         layers = _select_layers(args.layers, L, list(range(max(1, L // 4), L + 1, max(1, L // 4))))
-        tr, va, te = paper_split(ds.labels, random_state=SPLIT_SEED)
+        tr, va, te = paper_split(ds.labels, random_state=PAPER_SPLIT_SEED)
         pool = np.sort(np.r_[tr, va])
         rows = []
         for layer in tqdm(layers, desc="stability layers", disable=args.no_progress, leave=False):
@@ -405,7 +404,7 @@ def _given_vectors(evaluation, probes, H, labels, layers):
                          f"{layers[0]}..{layers[-1]}")
     vectors = ConceptVectors(within, method=probes.method, model=probes.model,
                              layer_convention=probes.layer_convention, metadata=probes.metadata)
-    return evaluation.given_vectors(vectors, H, labels, paper_split(labels, random_state=SPLIT_SEED))
+    return evaluation.given_vectors(vectors, H, labels, paper_split(labels, random_state=PAPER_SPLIT_SEED))
 
 
 def cmd_steer(args):
@@ -435,7 +434,7 @@ def cmd_steer(args):
             probes_given.check_provenance(f"--probe-file {args.probe_file!r}", dataset=ds.name)  # a warning
             vectors = _given_vectors(evaluation, probes_given, H, ds.labels, layers)
         else:
-            vectors = evaluation.method_vectors(H, ds.labels, paper_split(ds.labels, random_state=SPLIT_SEED),
+            vectors = evaluation.method_vectors(H, ds.labels, paper_split(ds.labels, random_state=PAPER_SPLIT_SEED),
                                                 methods=args.methods, layers=layers, progress=not args.no_progress)
         vectors = _tau_filter(vectors, args.tau)
         # a dataset with its own held-out file (stsa.binary.test) is steered on it
@@ -496,7 +495,7 @@ def cmd_sweep(args):
         layer = args.layer if args.layer is not None else max(1, L // 2)
         if not 1 <= layer <= L:
             raise ValueError(f"--layer must be in 1..{L} for this model, got {layer}")
-        tr, va, te = paper_split(ds.labels, random_state=SPLIT_SEED)
+        tr, va, te = paper_split(ds.labels, random_state=PAPER_SPLIT_SEED)
         pool = np.sort(np.r_[tr, va])
         X = np.asarray(H[layer], dtype=np.float64)
         kw = dict(seeds=args.seeds, n_jobs=args.jobs, progress=not args.no_progress)

@@ -15,7 +15,12 @@ from sklearn.model_selection import train_test_split
 __all__ = ["error_context", "as_real_array", "check_vector", "check_matrix", "check_random_state", "MAX_SEED",
            "check_magnitude", "check_varying", "check_binary_labels", "check_signed_labels", "check_grid",
            "check_min_per_class", "stratified_split", "standardize_stats", "safe_norm", "unit_vector",
-           "MAX_MAGNITUDE", "MIN_MAGNITUDE", "C_MIN", "C_MAX", "TOL_MAX"]
+           "MAX_MAGNITUDE", "MIN_MAGNITUDE", "C_MIN", "C_MAX", "TOL_MAX", "PAPER_SPLIT_SEED"]
+
+#: The paper's seed 42, its one name: the seed of the fixed train/validation/test split
+#: (:func:`empirical.probes.paper_split`, the tools' and the main job's split; the main job's repeats add more
+#: seeds) and the default seed of the estimators' own validation splits.
+PAPER_SPLIT_SEED = 42
 
 #: Largest entry magnitude accepted for data matrices: products of two such numbers (Gram matrices,
 #: logits) stay finite in float64 (max ~1.8e308).

@@ -35,8 +35,6 @@ from .output import load_json, load_table
 from .predictor_claims import predictor_claims
 from .verdicts import MARGINS, Test, mean_interval, seed_interval, wilson_interval
 
-#: The split seed of the paper's fixed split (the other steps use it; the repeats add more seeds).
-PAPER_SPLIT_SEED = 42
 #: The paper's six-dataset grid (its averages leave Coinflip out): the registered datasets marked ``in_paper_grid``
 #: (:func:`empirical.llm.datasets.register_dataset`).
 PAPER_DATASETS = dataset_names(paper_grid=True)

@@ -24,6 +24,7 @@ from tqdm.auto import tqdm
 
 from empirical.llm import datasets
 from empirical.probes import (
+    PAPER_SPLIT_SEED,
     RaptorProbe,
     fit_layers,
     grouped_split,
@@ -38,7 +39,7 @@ from empirical.probes.structure import delta_sweep
 from empirical.validation import error_context
 
 from . import empirical_plots
-from .claims import EQUAL_DATA_METHOD, PAPER_SPLIT_SEED, STABILITY_DATASETS
+from .claims import EQUAL_DATA_METHOD, STABILITY_DATASETS
 from .output import load_table, save_figure, save_json, save_table, vectors_path
 from .progress import RunProgress
 from .separability_tables import separability_control_summary, separability_control_table, separability_table

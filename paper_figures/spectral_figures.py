@@ -44,7 +44,7 @@ from cgmt.spectral import Spectrum  # noqa: E402
 from cgmt.validation import check_n_jobs  # noqa: E402
 from empirical import files  # noqa: E402
 from empirical.llm import datasets  # noqa: E402
-from empirical.probes.layers import paper_split  # noqa: E402
+from empirical.probes.layers import PAPER_SPLIT_SEED, paper_split  # noqa: E402
 from empirical.probes.spectral_evaluation import PATH_CS, evaluate_split, semi_synthetic_path  # noqa: E402
 from empirical.probes.spectral_prediction import estimate_pool_model  # noqa: E402
 from empirical.probes.structure import delta_sweep  # noqa: E402
@@ -62,7 +62,6 @@ __all__ = ["run", "evaluate_all", "agreement_by_seed", "agreement_table", "plot_
 THEORIES = ("spectral/deconvolved/sample", "spectral/calibrated/sample", "spectral/pool_fit/sample", "isotropic")
 #: every predictor of the tables: the theories and the trivial predictor (no stability prediction)
 PREDICTORS = THEORIES + ("pool_cv",)
-PAPER_SEED = 42
 #: the measured stability: the protocol of RESULTS.md's stability tables (``evaluate_split``'s ``"raptor"``)
 STABILITY_PROTOCOL = "raptor"
 #: what the ``protocol`` column of the agreement tables says about each measured stability protocol
@@ -113,7 +112,7 @@ def _evaluate_single_threaded(*args):
 
 def evaluate_all(out, hidden, layers, extra_seeds=4, seed_layers=(), progress=True, n_jobs=1) -> dict:
     """Evaluate every (dataset, layer) at the paper's split, then the best layer and ``seed_layers`` at
-    ``extra_seeds`` more split seeds (``PAPER_SEED + 1, ...``).
+    ``extra_seeds`` more split seeds (``PAPER_SPLIT_SEED + 1, ...``).
 
     Parameters
     ----------
@@ -145,16 +144,16 @@ def evaluate_all(out, hidden, layers, extra_seeds=4, seed_layers=(), progress=Tr
     results = {}
     for name, (H, y) in hidden.items():
         it = tqdm(layers, desc=f"spectral {name}", disable=not progress, leave=False)
-        done = Parallel(n_jobs=n_jobs)(delayed(_evaluate_single_threaded)(raw, name, layer, PAPER_SEED,
+        done = Parallel(n_jobs=n_jobs)(delayed(_evaluate_single_threaded)(raw, name, layer, PAPER_SPLIT_SEED,
                                                                           np.asarray(H[layer]), y) for layer in it)
         recs = dict(zip(layers, done))
         best = max(recs, key=lambda layer: max(recs[layer]["val_path"]))
-        extra = [PAPER_SEED + k for k in range(1, extra_seeds + 1)]
+        extra = [PAPER_SPLIT_SEED + k for k in range(1, extra_seeds + 1)]
         seeded = [layer for layer in seed_layers if layer in recs]
         jobs = [(seed, layer) for seed in extra for layer in sorted({best, *seeded})]
         more = Parallel(n_jobs=n_jobs)(delayed(_evaluate_single_threaded)(raw, name, layer, seed, np.asarray(H[layer]),
                                                                           y) for seed, layer in jobs)
-        by_seed = {PAPER_SEED: recs}
+        by_seed = {PAPER_SPLIT_SEED: recs}
         for (seed, layer), rec in zip(jobs, more):
             by_seed.setdefault(seed, {})[layer] = rec
         results[name] = {"layers": recs, "best": best, "seeds": by_seed,
@@ -399,7 +398,7 @@ def _layer_model(hidden, name, layer):
     H, y = hidden[name]
     Hl = np.asarray(H[layer])
     # the pool of the paper's split (train + val); the teacher is the deconvolved estimate
-    tr, va, _ = paper_split(y, random_state=PAPER_SEED)
+    tr, va, _ = paper_split(y, random_state=PAPER_SPLIT_SEED)
     pool = np.concatenate([tr, va])
     return Hl, y, pool, estimate_pool_model(Hl[pool], y[pool], teacher="deconvolved")
 
@@ -517,7 +516,7 @@ def paper_predictor_table(hidden, results, *, seeds=3, progress=True) -> pd.Data
         rec = results[name]["best_seeds"][0]
         H, y = hidden[name]
         Hl = np.asarray(H[best])
-        tr, va, te = paper_split(y, random_state=PAPER_SEED)
+        tr, va, te = paper_split(y, random_state=PAPER_SPLIT_SEED)
         pool = np.concatenate([tr, va])
         res = delta_sweep(Hl[pool], y[pool], Hl[te], y[te], C=rec["C_star"], seeds=seeds,
                           fractions=tuple(rec["fractions"]), theory=False, progress=False)

@@ -21,8 +21,8 @@ import numpy as np
 import pandas as pd
 
 from empirical.llm import datasets
+from empirical.probes.layers import PAPER_SPLIT_SEED
 
-from .claims import PAPER_SPLIT_SEED
 from .output import load_saved_vectors, load_table, save_figure, save_table
 from .style import method_color
 from .verdicts import holm

@@ -132,11 +132,11 @@ def test_probe_and_steer_fit(setup):
 
 def test_split_is_stratified_and_fixed():
     y = np.r_[np.zeros(50, int), np.ones(30, int)]
-    tr, va, te = paper_split(y, random_state=cli.SPLIT_SEED)
+    tr, va, te = paper_split(y, random_state=cli.PAPER_SPLIT_SEED)
     assert len(tr) == 48 and len(va) == 16 and len(te) == 16
     assert len(np.intersect1d(tr, te)) == 0 and len(np.union1d(np.union1d(tr, va), te)) == 80
     assert y[te].sum() == 6 and y[va].sum() == 6
-    np.testing.assert_array_equal(te, paper_split(y, random_state=cli.SPLIT_SEED)[2])
+    np.testing.assert_array_equal(te, paper_split(y, random_state=cli.PAPER_SPLIT_SEED)[2])
 
 
 def test_sweep_wiring(setup, monkeypatch):

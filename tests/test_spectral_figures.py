@@ -37,7 +37,7 @@ def test_section_runs_resumes_and_detects_damaged_files(tmp_path):
     assert {"power_law_baseline_mae_delta", "pool_cv_mae_delta"} <= set(paper.columns)
     # one row per split seed and predictor, the trivial predictor included; the summary has seed intervals
     by_seed = pd.read_csv(tmp_path / "tables" / "spectral_agreement_by_seed.csv")
-    assert sorted(set(by_seed.seed)) == [spectral_figures.PAPER_SEED, spectral_figures.PAPER_SEED + 1]
+    assert sorted(set(by_seed.seed)) == [spectral_figures.PAPER_SPLIT_SEED, spectral_figures.PAPER_SPLIT_SEED + 1]
     assert len(by_seed) == 2 * len(spectral_figures.PREDICTORS) and by_seed.protocol.str.contains("RESULTS.md").all()
     assert (table.seeds == 2).all() and {"mae_lambda_low", "mae_gain_vs_pool_cv_delta_high"} <= set(table.columns)
     assert np.allclose(table[table.predictor == "pool_cv"].mae_gain_vs_pool_cv_lambda, 0)

@@ -53,7 +53,7 @@ from tqdm.auto import tqdm
 from cgmt.result import moved_names
 from cgmt.validation import check_bool, check_int, check_n_jobs, check_real_array, check_scalar
 
-from ..probes import fit_layers, get_method, method_names, paper_split
+from ..probes import PAPER_SPLIT_SEED, fit_layers, get_method, method_names, paper_split
 from ..probes.concept_vectors import ConceptVectors
 from .answer_readout import (
     ANSWER_STEM,
@@ -1125,7 +1125,8 @@ def given_vectors(probes: ConceptVectors, H, y, split, method: str = "RAPTOR") -
 def evaluate_dataset(model, tokenizer, dataset, H, settings, *, eval_dataset=None, n_prompts: int = 100,
                      methods=("RAPTOR", "DiffMeans", "GCS", "xRFM"), vectors=None, answer_words=None,
                      stem: str = ANSWER_STEM, directions=("towards", "away"), n_random: int = N_RANDOM, seed: int = 0,
-                     n_generate: int = N_GENERATE, max_new_tokens: int = 32, batch_size: int = 16, split_seed: int = 42,
+                     n_generate: int = N_GENERATE, max_new_tokens: int = 32, batch_size: int = 16,
+                     split_seed: int = PAPER_SPLIT_SEED,
                      gcs_probes: int = 50, progress: bool = False, staged: bool = False,
                      n_candidates: int = 2, n_jobs: int = 1, stage2_positions=("prompt", "all"),
                      twin_methods=None, on_stage=None, n_random_selection: int = N_RANDOM_SELECTION,

@@ -9,7 +9,7 @@ predictor of real probes (:mod:`empirical.probes.spectral_prediction`).
 """
 from .baselines import DifferenceOfMeans, GCSProbe, LogRegCVProbe, XRFMProbe
 from .concept_vectors import ConceptVectors, LinearProbe
-from .layers import PerLayerFit, fit_layers, grouped_split, paper_split
+from .layers import PAPER_SPLIT_SEED, PerLayerFit, fit_layers, grouped_split, paper_split
 from .persistence import load_concept_vectors, load_probe, save_concept_vectors, save_probe
 from .raptor import DEFAULT_CS, RaptorProbe, select_C
 from .registry import ProbeMethod, get_method, method_names, register_method, unregister_method
@@ -25,7 +25,8 @@ from .spectral_prediction import (
 from .stability import mean_abs_pairwise_cosine, stability
 
 __all__ = [
-    "RaptorProbe", "DEFAULT_CS", "select_C", "fit_layers", "paper_split", "grouped_split", "PerLayerFit", "stability",
+    "RaptorProbe", "DEFAULT_CS", "select_C", "fit_layers", "paper_split", "grouped_split", "PerLayerFit",
+    "PAPER_SPLIT_SEED", "stability",
     "mean_abs_pairwise_cosine", "DifferenceOfMeans", "LogRegCVProbe", "GCSProbe", "XRFMProbe", "separability",
     "separability_lp", "shuffled_label_control",
     "perceptron", "ConceptVectors", "LinearProbe", "save_probe", "load_probe", "save_concept_vectors",

@@ -26,7 +26,16 @@ from sklearn.utils._param_validation import Interval
 from cgmt.validation import check_positive_array
 
 from ..logistic import fit_l2_logistic_rows
-from ..validation import C_MAX, C_MIN, TOL_MAX, check_grid, standardize_stats, stratified_split, unit_vector
+from ..validation import (
+    C_MAX,
+    C_MIN,
+    PAPER_SPLIT_SEED,
+    TOL_MAX,
+    check_grid,
+    standardize_stats,
+    stratified_split,
+    unit_vector,
+)
 from .base import ConceptProbe, LinearConceptProbe, orient_to_positive_class
 from .raptor import DEFAULT_CS
 
@@ -147,7 +156,8 @@ class LogRegCVProbe(LinearConceptProbe):
         "random_state": ["random_state"],
     }
 
-    def __init__(self, Cs=None, tol=1e-4, max_iter=1000, solver="lbfgs", val_fraction=0.2, random_state=42):
+    def __init__(self, Cs=None, tol=1e-4, max_iter=1000, solver="lbfgs", val_fraction=0.2,
+                 random_state=PAPER_SPLIT_SEED):
         self.Cs = Cs
         self.tol = tol
         self.max_iter = max_iter

@@ -19,14 +19,22 @@ from tqdm.auto import tqdm
 
 from cgmt.validation import check_n_jobs
 
-from ..validation import check_binary_labels, check_matrix, check_random_state, error_context, stratified_split
+from ..validation import (
+    PAPER_SPLIT_SEED,
+    check_binary_labels,
+    check_matrix,
+    check_random_state,
+    error_context,
+    stratified_split,
+)
 from .concept_vectors import DEFAULT_LAYER_CONVENTION, ConceptVectors, LinearProbe
 from .raptor import RaptorProbe, fit_on_engine
 
-__all__ = ["fit_layers", "paper_split", "grouped_split", "PerLayerFit"]
+__all__ = ["fit_layers", "paper_split", "grouped_split", "PerLayerFit", "PAPER_SPLIT_SEED"]
 
 
-def paper_split(y, fractions=(0.6, 0.2, 0.2), random_state=42) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+def paper_split(y, fractions=(0.6, 0.2, 0.2),
+                random_state=PAPER_SPLIT_SEED) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """The paper's fixed stratified train/val/test split (default 0.6/0.2/0.2, seed 42).
 
     Parameters
@@ -35,7 +43,7 @@ def paper_split(y, fractions=(0.6, 0.2, 0.2), random_state=42) -> tuple[np.ndarr
         Labels (stratification).
     fractions : three positive floats summing to 1, default=(0.6, 0.2, 0.2)
         Train, validation and test fractions.
-    random_state : int, default=42
+    random_state : int, default=PAPER_SPLIT_SEED (42)
         Seed of both stratified cuts.
 
     Returns
@@ -58,7 +66,8 @@ def paper_split(y, fractions=(0.6, 0.2, 0.2), random_state=42) -> tuple[np.ndarr
     return trval[a], trval[b], te
 
 
-def grouped_split(y, groups, fractions=(0.6, 0.2, 0.2), random_state=42) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+def grouped_split(y, groups, fractions=(0.6, 0.2, 0.2),
+                  random_state=PAPER_SPLIT_SEED) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """A stratified train/val/test split that keeps every group on one side (e.g. Counterfact's subject).
 
     Counterfact states each subject once truly and once falsely; the paper's random split
@@ -76,7 +85,7 @@ def grouped_split(y, groups, fractions=(0.6, 0.2, 0.2), random_state=42) -> tupl
         Group of every row (any hashable values); rows of one group never straddle two parts.
     fractions : three positive floats summing to 1, default=(0.6, 0.2, 0.2)
         Target train, validation and test fractions.
-    random_state : int, default=42
+    random_state : int, default=PAPER_SPLIT_SEED (42)
         Seed of the fold assignment.
 
     Returns
@@ -252,8 +261,8 @@ def _layer_row(estimator, X, y, split, layer, seconds):
     return estimator, row
 
 
-def fit_layers(H, y, *, layers=None, estimator=None, split=None, fractions=(0.6, 0.2, 0.2), random_state=42,
-               n_jobs=1, progress=True, device=None, **probe_params) -> PerLayerFit:
+def fit_layers(H, y, *, layers=None, estimator=None, split=None, fractions=(0.6, 0.2, 0.2),
+               random_state=PAPER_SPLIT_SEED, n_jobs=1, progress=True, device=None, **probe_params) -> PerLayerFit:
     """Fit one probe per layer of a hidden-state stack, on one split shared by all layers.
 
     Parameters
@@ -272,7 +281,7 @@ def fit_layers(H, y, *, layers=None, estimator=None, split=None, fractions=(0.6,
         Default: the paper's fixed stratified split (:func:`paper_split` with ``fractions``, ``random_state``).
     fractions : three positive floats summing to 1, default=(0.6, 0.2, 0.2)
         Train, validation and test fractions of the default split (ignored with ``split``).
-    random_state : int, default=42
+    random_state : int, default=PAPER_SPLIT_SEED (42)
         Seed of the default split (ignored with ``split``; the estimators keep their own seeds).
     n_jobs : int, default=1
         joblib workers (switch the backend, e.g. to Dask, with ``joblib.parallel_config``).

@@ -28,7 +28,7 @@ from sklearn.utils.validation import check_is_fitted
 
 from ..logistic import fit_l2_logistic, logistic_path, reduce_design, refit
 from ..logistic.newton import STATUS_MESSAGES
-from ..validation import TOL_MAX, check_grid, check_min_per_class, standardize_stats, stratified_split
+from ..validation import PAPER_SPLIT_SEED, TOL_MAX, check_grid, check_min_per_class, standardize_stats, stratified_split
 from .base import LinearConceptProbe, orient_to_positive_class
 
 __all__ = ["RaptorProbe", "DEFAULT_CS", "select_C", "fit_on_engine"]
@@ -186,7 +186,7 @@ class RaptorProbe(LinearConceptProbe):
         "device": [str, None],
     }
 
-    def __init__(self, Cs=None, val_fraction=0.2, random_state=42, tie_break="most_regularized",
+    def __init__(self, Cs=None, val_fraction=0.2, random_state=PAPER_SPLIT_SEED, tie_break="most_regularized",
                  fold_back="exact", solver="exact", tol=1e-10, max_iter=100, refit=True, device=None):
         self.Cs = Cs
         self.val_fraction = val_fraction

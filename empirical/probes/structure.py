@@ -67,7 +67,7 @@ from tqdm.auto import tqdm
 import cgmt
 from cgmt.validation import as_generator, check_int, check_n_jobs, check_scalar
 
-from ..validation import as_real_array, check_binary_labels, check_grid, check_matrix, check_vector
+from ..validation import PAPER_SPLIT_SEED, as_real_array, check_binary_labels, check_grid, check_matrix, check_vector
 from .raptor import RaptorProbe
 
 __all__ = ["delta_sweep", "StructureResult", "predicted_accuracy", "calibrate_scores", "fixed_C", "fit_power_law",
@@ -199,7 +199,7 @@ def fit_power_law(n, accuracy, *, c_max: float = 3.0) -> PowerLaw:
     return PowerLaw(a=a, b=b, c=c, n_scale=scale)
 
 
-def fixed_C(X_pool, y_pool, *, random_state: int = 42) -> float:
+def fixed_C(X_pool, y_pool, *, random_state: int = PAPER_SPLIT_SEED) -> float:
     """The C the structure predictor is reported at: RAPTOR's validation-selected C on the pool.
 
     ``RaptorProbe(random_state=random_state)`` is fitted on the pool (its own stratified 80/20
