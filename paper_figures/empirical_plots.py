@@ -13,6 +13,7 @@ import pandas as pd
 
 from empirical.llm.datasets import dataset_names
 from empirical.probes.registry import method_names
+from empirical.validation import PAPER_SPLIT_SEED
 
 from . import claims
 from .output import load_json, load_table, save_figure, save_table
@@ -36,7 +37,7 @@ def _layers_all_seeds(out) -> pd.DataFrame | None:
     frames = []
     for name in by_seed.dataset.unique():
         for seed in sorted(by_seed.seed.unique()):
-            t = load_table(out, f"layers_{name}" if seed == claims.PAPER_SPLIT_SEED else f"layers_{name}_seed{seed}")
+            t = load_table(out, f"layers_{name}" if seed == PAPER_SPLIT_SEED else f"layers_{name}_seed{seed}")
             if t is not None:
                 frames.append(t.assign(seed=seed))
     return pd.concat(frames, ignore_index=True) if frames else None

@@ -302,6 +302,20 @@ def validity_decision(auc: float, p_value: float, mean_mass: float) -> bool:
     :data:`MIN_MASS` (NaN fails). ``p_value`` is the test's own p or, over several datasets, its multiplicity-adjusted
     p (``paper_figures.steering_text.holm_validity``).
 
+    Parameters
+    ----------
+    auc : float
+        AUC of the unsteered answer log-odds against the labels.
+    p_value : float
+        The one-sided Mann-Whitney p of the read-out (own or adjusted).
+    mean_mass : float
+        Mean unsteered answer mass.
+
+    Returns
+    -------
+    bool
+        Whether the read-out is valid (the dataset is measurable).
+
     Examples
     --------
     >>> validity_decision(0.8, 0.001, 0.2), validity_decision(0.8, 0.03, 0.2)
