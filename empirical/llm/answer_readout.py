@@ -24,6 +24,8 @@ import torch
 from scipy import stats
 from sklearn.metrics import roc_auc_score
 
+from cgmt.validation import check_scalar
+
 from ..validation import check_vector
 from .datasets import answer_pairs
 
@@ -304,11 +306,11 @@ def validity_decision(auc: float, p_value: float, mean_mass: float) -> bool:
 
     Parameters
     ----------
-    auc : float
+    auc : float in [0, 1] or NaN
         AUC of the unsteered answer log-odds against the labels.
-    p_value : float
+    p_value : float in [0, 1] or NaN
         The one-sided Mann-Whitney p of the read-out (own or adjusted).
-    mean_mass : float
+    mean_mass : float >= 0 or NaN
         Mean unsteered answer mass.
 
     Returns
@@ -321,4 +323,7 @@ def validity_decision(auc: float, p_value: float, mean_mass: float) -> bool:
     >>> validity_decision(0.8, 0.001, 0.2), validity_decision(0.8, 0.03, 0.2)
     (True, False)
     """
+    auc = check_scalar(auc, "auc", low=0.0, high=1.0, allow_nan=True)
+    p_value = check_scalar(p_value, "p_value", low=0.0, high=1.0, allow_nan=True)
+    mean_mass = check_scalar(mean_mass, "mean_mass", low=0.0, allow_nan=True)
     return bool(auc >= MIN_AUC and p_value <= MAX_AUC_P and mean_mass >= MIN_MASS)
