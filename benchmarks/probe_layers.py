@@ -40,6 +40,18 @@ def model_layers(L, n_train, n_val, p, seed=0):
     return np.stack(H), y, (train, val, np.arange(0))
 
 
+def exactness(fit, reference) -> tuple:
+    """Two ``fit_layers`` results compared layer by layer: (layers whose selected C differs, grid points whose
+    validation accuracy differs, largest |coef difference| / max |reference coef| over the layers)."""
+    layers = sorted(reference.probes)
+    other_C = sum(fit.probes[k].C_ != reference.probes[k].C_ for k in layers)
+    other_acc = sum(int(np.sum(fit.probes[k].path_val_accuracy_ != reference.probes[k].path_val_accuracy_))
+                    for k in layers)
+    coef = max(float(np.abs(fit.probes[k].coef_ - reference.probes[k].coef_).max()
+                     / np.abs(reference.probes[k].coef_).max()) for k in layers)
+    return int(other_C), int(other_acc), coef
+
+
 def _timed(fn):
     t0 = time.perf_counter()
     out = fn()
@@ -66,11 +78,7 @@ def run(L, shape, device, repeats, threads, paper):
                 times[name].append(seconds)
         reference = fits["numpy RaptorProbe (per layer)"]
         for name, fit in fits.items():
-            diff_C = sum(fit.probes[layer].C_ != reference.probes[layer].C_ for layer in range(L))
-            diff_acc = sum(int(np.sum(fit.probes[layer].path_val_accuracy_
-                                      != reference.probes[layer].path_val_accuracy_)) for layer in range(L))
-            coef = max(float(np.abs(fit.probes[layer].coef_ - reference.probes[layer].coef_).max()
-                             / np.abs(reference.probes[layer].coef_).max()) for layer in range(L))
+            diff_C, diff_acc, coef = exactness(fit, reference)
             rows.append(dict(method=name, layers=L, n_train=n_train, n_val=n_val, p=p, threads=threads,
                              seconds_per_layer=float(np.median(times[name])) / L,
                              ratio_to_numpy=float(np.median(times["numpy RaptorProbe (per layer)"])

@@ -20,6 +20,7 @@ import json
 import time
 
 import numpy as np
+from probe_layers import exactness  # the exactness columns of benchmarks/probe_layers.py
 from threadpoolctl import threadpool_limits
 
 from empirical.probes import fit_layers, paper_split
@@ -40,13 +41,7 @@ def compare(H, y, device, threads):
         t1 = time.perf_counter()
         engine = fit_layers(H, y, split=split, progress=False, device=device)
         t2 = time.perf_counter()
-    layers = sorted(reference.probes)
-    other_C = sum(engine.probes[k].C_ != reference.probes[k].C_ for k in layers)
-    other_acc = sum(int(np.sum(engine.probes[k].path_val_accuracy_ != reference.probes[k].path_val_accuracy_))
-                    for k in layers)
-    coef = max(float(np.abs(engine.probes[k].coef_ - reference.probes[k].coef_).max()
-                     / np.abs(reference.probes[k].coef_).max()) for k in layers)
-    return t1 - t0, t2 - t1, len(layers), int(other_C), int(other_acc), coef
+    return (t1 - t0, t2 - t1, len(reference.probes), *exactness(engine, reference))
 
 
 def main(argv=None):
