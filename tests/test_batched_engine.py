@@ -123,3 +123,26 @@ def test_probe_device_rule_of_the_command_line():
         assert probe_device("auto") is None
         with pytest.raises(ValueError, match="not available"):
             probe_device("cuda")
+
+
+def test_a_line_search_that_finds_no_decrease_stops_with_status_2(monkeypatch):
+    """The backtracking's failure exit: a layer whose trial points never decrease the objective stops at its last
+    iterate with status 2 (STATUS_MESSAGES), reported by the path, the refit and the probe, instead of looping."""
+    import empirical.logistic.batched as engine
+    from empirical.logistic.newton import STATUS_MESSAGES
+
+    true_objective, calls = engine._objective, [0]
+
+    def rising(z, theta, y, C):  # every later evaluation is larger: no trial point ever passes the Armijo test
+        calls[0] += 1
+        return true_objective(z, theta, y, C) + 1e6 * calls[0]
+
+    monkeypatch.setattr(engine, "_objective", rising)
+    X, y, Xv, yv = _layers((60, 20, 30), seed=3, B=2)
+    Xf, yf = np.concatenate([X, Xv], axis=1), np.concatenate([y, yv])
+    res = batched_refit(Xf, yf, np.array([1.0, 1.0]), np.zeros((2, 30)), np.zeros(2))
+    assert list(res.status) == [2, 2] and not res.success.any()
+    assert list(res.nit) == [1, 1]  # one failed step each, then stopped
+    path = batched_path(X, y, Xv, yv, CS[:5])
+    assert path.status == 2 and not path.success and "line search" in path.message
+    assert 2 in STATUS_MESSAGES

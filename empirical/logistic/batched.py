@@ -181,7 +181,9 @@ def _line_min(z, dz, theta, dtheta, y, C, iters=30):
 def _newton(d: _Designs, y, C, theta, *, tol, max_iter, yv=None, min_newton=1, index=None):
     """Newton on the layers ``index`` of ``d`` (default all) at per-layer ``C`` from ``theta`` (both len(index)).
 
-    Returns (theta, nit, grad_norm, certified, status) with status 0 converged, 3 certified, 1 iteration limit."""
+    Returns (theta, nit, grad_norm, certified, status) with the statuses of
+    :data:`empirical.logistic.newton.STATUS_MESSAGES`: 0 converged, 3 certified, 1 iteration limit, 2 the
+    backtracking found no decrease in ``HALVINGS`` halvings (that layer stops at its last iterate)."""
     index = torch.arange(d.Z1.shape[0], device=theta.device) if index is None else index
     k = d.Z1.shape[2]
     pen = torch.ones(k, dtype=DTYPE, device=theta.device)
@@ -242,9 +244,10 @@ def _newton(d: _Designs, y, C, theta, *, tol, max_iter, yv=None, min_newton=1, i
                 break
             t = torch.where(ok, t, 0.5 * t)
         moving = active[go]
-        theta[moving] = th - t[:, None] * step
+        theta[moving[ok]] = th[ok] - t[ok, None] * step[ok]
         nit[moving] += 1
-        active = moving
+        status[moving[~ok]] = 2  # no decrease: stop there (as the numpy solvers do), never loop on
+        active = moving[ok]
     return theta, nit, gnorm, certified, status
 
 
@@ -302,7 +305,9 @@ def batched_path(X, y, Xv, yv, Cs, *, device="cpu", tol=1e-10, max_iter=100, ord
     OptimizeResult
         ``val_accuracy``, ``certified``, ``grad_norm``, ``nit`` (each (B, K) numpy arrays, K = len(Cs), in the
         order of ``Cs``), ``coef`` (B, K, p) standardized weights and ``intercept`` (B, K) of the iterates,
-        ``success`` (every point certified or converged), ``status``, ``message``.
+        ``success`` (every point certified or converged), ``status`` (0 every point certified or converged, 2
+        some point's line search found no decrease, 1 some point reached ``max_iter``; the codes of
+        :data:`empirical.logistic.newton.STATUS_MESSAGES`), ``message``.
 
     Examples
     --------
@@ -334,6 +339,7 @@ def batched_path(X, y, Xv, yv, Cs, *, device="cpu", tol=1e-10, max_iter=100, ord
     K = len(Cs)
     acc, cert, gnorm = np.empty((B, K)), np.zeros((B, K), dtype=bool), np.empty((B, K))
     nits = np.zeros((B, K), dtype=int)
+    line_failed = np.zeros((B, K), dtype=bool)
     coef, intercept = np.empty((B, K, Xt.shape[2])), np.empty((B, K))
     hist_t, hist = [], []
     theta = torch.zeros(B, k, dtype=DTYPE, device=dev)
@@ -344,7 +350,8 @@ def batched_path(X, y, Xv, yv, Cs, *, device="cpu", tol=1e-10, max_iter=100, ord
             wts = lagrange_weights(hist_t[-m:], t)
             theta = sum(float(w) * h for w, h in zip(wts, hist[-m:]))
         C = torch.full((B,), float(Cs[idx]), dtype=DTYPE, device=dev)
-        theta, nit, gn, ce, _ = _newton(d, yt, C, theta, tol=tol, max_iter=max_iter, yv=yvt, min_newton=min_newton)
+        theta, nit, gn, ce, st = _newton(d, yt, C, theta, tol=tol, max_iter=max_iter, yv=yvt, min_newton=min_newton)
+        line_failed[:, idx] = (st == 2).cpu().numpy()
         hist_t.append(t)
         hist.append(theta)
         hist_t, hist = hist_t[-order:], hist[-order:]
@@ -354,11 +361,13 @@ def batched_path(X, y, Xv, yv, Cs, *, device="cpu", tol=1e-10, max_iter=100, ord
         coef[:, idx] = d.back(theta).cpu().numpy()
         intercept[:, idx] = theta[:, -1].cpu().numpy()
     done = cert | (gnorm <= tol)
+    status = 0 if done.all() else 2 if line_failed[~done].any() else 1
     message = ("every grid point certified or converged" if done.all() else
-               f"{int((~done).sum())} (layer, grid point) pair(s) neither certified nor converged")
+               f"{int((~done).sum())} (layer, grid point) pair(s) neither certified nor converged"
+               + (f", {int(line_failed[~done].sum())} of them because the line search found no decrease"
+                  if status == 2 else ""))
     return OptimizeResult(val_accuracy=acc, certified=cert, grad_norm=gnorm, nit=nits, coef=coef,
-                          intercept=intercept, success=bool(done.all()), status=0 if done.all() else 1,
-                          message=message)
+                          intercept=intercept, success=bool(done.all()), status=status, message=message)
 
 
 def batched_refit(X, y, C, coef0, intercept0, *, device="cpu", tol=1e-10, max_iter=100) -> OptimizeResult:
@@ -385,7 +394,8 @@ def batched_refit(X, y, C, coef0, intercept0, *, device="cpu", tol=1e-10, max_it
     -------
     OptimizeResult
         ``coef`` (B, p), ``intercept`` (B,), ``grad_norm``, ``nit``, ``success`` (B,) numpy arrays, and
-        ``status`` (B,): 0 converged, 1 not.
+        ``status`` (B,): 0 converged, 1 iteration limit, 2 no decrease found by the line search
+        (:data:`empirical.logistic.newton.STATUS_MESSAGES`).
     """
     dev = resolve_device(device)
     tol, max_iter = _check_solver(tol, max_iter)
@@ -409,5 +419,4 @@ def batched_refit(X, y, C, coef0, intercept0, *, device="cpu", tol=1e-10, max_it
     theta, nit, gn, _, status = _newton(d, yt, Ct, theta, tol=tol, max_iter=max_iter)
     st = status.cpu().numpy()
     return OptimizeResult(coef=d.back(theta).cpu().numpy(), intercept=theta[:, -1].cpu().numpy(),
-                          grad_norm=gn.cpu().numpy(), nit=nit.cpu().numpy(), success=st == 0,
-                          status=np.where(st == 0, 0, 1))
+                          grad_norm=gn.cpu().numpy(), nit=nit.cpu().numpy(), success=st == 0, status=st)
