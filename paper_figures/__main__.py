@@ -68,7 +68,7 @@ DEFAULT_SECTIONS = ("theory", "stability", "empirical", "spectral")
 #: (``pool_backtest_errors``: 33 of 110 CPU s of the evaluations of 10 Common layers at pool 400, i.e. x 1.43 on the
 #: evaluations): 14,400 x 1.07 x 1.43 + 1,700 ~ 23,700 s; ``--learning-scale goal`` runs a third of the
 #: evaluations, ~9,000 s (was ~6,800 without the backtests).
-SECTION_SECONDS = {"theory": 60, "stability": 20, "spectral": 560, "learning_curves": 23700}
+SECTION_SECONDS = {"theory": 60, "stability": 20, "spectral": 1100, "learning_curves": 23700}
 
 
 def section_seconds(section: str) -> float:
@@ -305,13 +305,13 @@ def _run(args) -> int:
                     hidden = spectral_figures.load_hidden(args.model, args.data_dir, cap, progress=False,
                                                           names=names[:1] if args.quick else names)
                     n_layers = next(iter(hidden.values()))[0].shape[0]
-                    # every 4th layer on the paper's split; the best layer on 4 more split seeds (5 in all),
-                    # so that the agreement statistics get seed intervals (--quick: the first dataset's middle layer on
-                    # the paper's split)
-                    spectral_figures.run(out, hidden,
-                                         layers=[n_layers // 2] if args.quick else range(1, n_layers, 4),
-                                         extra_seeds=0 if args.quick else 4, progress=False, monte_carlo=False,
-                                         n_jobs=args.n_jobs)
+                    # every 4th layer on the paper's split and on 4 more split seeds (5 in all), so that the
+                    # agreement statistics, the across-layer ones included, get seed intervals (--quick: the first
+                    # dataset's middle layer on the paper's split)
+                    layers = [n_layers // 2] if args.quick else list(range(1, n_layers, 4))
+                    spectral_figures.run(out, hidden, layers=layers, extra_seeds=0 if args.quick else 4,
+                                         seed_layers=() if args.quick else layers, progress=False,
+                                         monte_carlo=False, n_jobs=args.n_jobs)
             elif section == "steering_text":
                 with steps.step("steering: generated text",
                                 section_seconds("steering_text") * (0.2 if args.quick else 1)):

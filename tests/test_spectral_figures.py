@@ -55,6 +55,23 @@ def test_section_runs_resumes_and_detects_damaged_files(tmp_path):
     assert np.allclose(again["mae_lambda"], table["mae_lambda"])
 
 
+
+def test_seed_layers_give_every_seed_its_across_layer_statistics(tmp_path):
+    """With ``seed_layers`` every layer is evaluated at the extra seeds too, so the across-layer statistics (the
+    stability comparison's Spearman and MAE) have one value per seed and the summary an interval over seeds; without
+    it they exist at the paper's seed only."""
+    hidden = _hidden(n=200)
+    spectral_figures.run(tmp_path, hidden, layers=[0, 1, 2], extra_seeds=1, seed_layers=[0, 1, 2], progress=False,
+                         monte_carlo=False)
+    by_seed = pd.read_csv(tmp_path / "tables" / "spectral_agreement_by_seed.csv")
+    assert (by_seed.layers == 3).all()
+    assert set(by_seed.seed) == {spectral_figures.PAPER_SPLIT_SEED, spectral_figures.PAPER_SPLIT_SEED + 1}
+    has = by_seed.pivot(index="predictor", columns="seed", values="mae_stability_layers").notna()
+    assert has.any().all() and (has.nunique(axis=1) == 1).all()  # every predictor with a stability prediction
+    # has one at both seeds (pool_cv predicts no stability)
+    assert len(sorted((tmp_path / "spectral" / "raw").glob("*.json"))) == 6  # 3 layers x 2 seeds
+
+
 def _record(rng, offsets, stability=0.8):
     """A fake evaluate_split record whose predictors sit at known offsets from the truth."""
     Cs = np.logspace(-2, 1, 5)
