@@ -44,7 +44,11 @@ __all__ = ["predictor_claims", "paired_interval", "mean_interval", "bootstrap_me
 SPECTRAL = "spectral/deconvolved/sample"
 
 
-def paired_interval(frame: pd.DataFrame, column: str, level: float = LEVEL) -> tuple:
+#: the range of a correlation (the bounds of its intervals)
+CORRELATION = (-1.0, 1.0)
+
+
+def paired_interval(frame: pd.DataFrame, column: str, level: float = LEVEL, bounds=(None, None)) -> tuple:
     """Mean of ``column`` over (dataset, seed) cells and its interval, stratified by dataset (module doc).
 
     Parameters
@@ -56,6 +60,9 @@ def paired_interval(frame: pd.DataFrame, column: str, level: float = LEVEL) -> t
         The paired quantity (e.g. a baseline's error minus the predictor's).
     level : float
         Confidence level (default :data:`paper_figures.verdicts.LEVEL`, 0.95).
+    bounds : (float or None, float or None), default=(None, None)
+        The range of ``column`` (``(-1, 1)`` for a correlation): the bounds are clipped to it
+        (:func:`paper_figures.verdicts.clip_interval`).
 
     Returns
     -------
@@ -69,14 +76,15 @@ def paired_interval(frame: pd.DataFrame, column: str, level: float = LEVEL) -> t
     if not groups:
         return np.nan, np.nan, np.nan, 0
     if all(g.size == 1 for g in groups):
-        return (*mean_interval([g[0] for g in groups], level), len(groups))
+        mean, low, high = mean_interval([g[0] for g in groups], level)
+        return (mean, *rules.clip_interval(low, high, bounds), len(groups))
     if any(g.size < 2 for g in groups):  # mixed: datasets with one seed have no within-dataset variance
         return float(np.mean([g.mean() for g in groups])), np.nan, np.nan, int(sum(g.size for g in groups))
     means = np.array([g.mean() for g in groups])
     var = np.array([g.var(ddof=1) * (1.0 / g.size + TEST_TRAIN_RATIO) for g in groups])
     mean = float(means.mean())
     half = stats.t.ppf(0.5 + level / 2, sum(g.size - 1 for g in groups)) * np.sqrt(var.sum()) / len(groups)
-    return mean, float(mean - half), float(mean + half), int(sum(g.size for g in groups))
+    return mean, *rules.clip_interval(mean - half, mean + half, bounds), int(sum(g.size for g in groups))
 
 
 def bootstrap_median(values, n_boot: int = 2000, level: float = LEVEL, seed: int = 0) -> tuple:
@@ -157,7 +165,7 @@ def _stability_row(by_seed, predictor):
     d = by_seed[(by_seed.predictor == predictor)].set_index(["dataset", "seed"])
     if "spearman_stability_layers" not in d or not d.spearman_stability_layers.notna().any():
         return []
-    rho, rlo, rhi, cells = paired_interval(d.reset_index(), "spearman_stability_layers")
+    rho, rlo, rhi, cells = paired_interval(d.reset_index(), "spearman_stability_layers", bounds=CORRELATION)
     protocol = f"; protocol: {d.protocol.dropna().iloc[0]}" if "protocol" in d and d.protocol.notna().any() else ""
     ours = (f"Spearman across layers {rho:.2f} [{rlo:.2f}, {rhi:.2f}], stability MAE "
             f"{d.mae_stability_layers.mean():.3f} "
@@ -187,7 +195,7 @@ def _isotropic_stability_row(by_seed) -> list:
     iso = by_seed[by_seed.predictor == "isotropic"]
     if not len(iso) or "spearman_stability_layers" not in iso or not iso.spearman_stability_layers.notna().any():
         return []
-    rho, rlo, rhi, cells = paired_interval(iso, "spearman_stability_layers")
+    rho, rlo, rhi, cells = paired_interval(iso, "spearman_stability_layers", bounds=CORRELATION)
     return [dict(area="theory (ours)", claim="the isotropic theory predicts real per-layer stability (shown beside "
                  "the spectral row; not a separate test)", datasets=str(iso.dataset.nunique()), paper="--",
                  ours=f"Spearman across layers {rho:.2f} [{rlo:.2f}, {rhi:.2f}], stability MAE "

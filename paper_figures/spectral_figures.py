@@ -50,9 +50,9 @@ from empirical.probes.spectral_prediction import estimate_pool_model  # noqa: E4
 from empirical.probes.structure import delta_sweep  # noqa: E402
 from sims.spectral import compare_spectral  # noqa: E402
 
-from .claims import seed_interval  # noqa: E402
 from .output import save_figure, save_table  # noqa: E402
 from .style import method_color, series_color  # noqa: E402
+from .verdicts import clip_interval, seed_interval  # noqa: E402
 
 __all__ = ["run", "evaluate_all", "agreement_by_seed", "agreement_table", "plot_dataset", "monte_carlo_table",
            "semi_synthetic_table", "paper_predictor_table", "dataset_curves", "PREDICTORS", "THEORIES",
@@ -280,9 +280,7 @@ def agreement_table(results, by_seed=None) -> pd.DataFrame:
             mean, low, high = seed_interval(g[metric].to_numpy(float))
             # a correlation lies in [-1, 1], an error or a share is >= 0 (the gains are differences: not clipped)
             bounds = (-1.0, 1.0) if metric.startswith("spearman") else (None, None) if "gain" in metric else (0.0, None)
-            # np.clip(x, None, None) is an error before numpy 2.1 (the declared floor is 1.26)
-            interval = np.asarray([low, high]) if bounds == (None, None) else np.clip([low, high], *bounds)
-            row[metric], row[f"{metric}_low"], row[f"{metric}_high"] = mean, *interval
+            row[metric], row[f"{metric}_low"], row[f"{metric}_high"] = mean, *clip_interval(low, high, bounds)
         rows.append(row)
     return pd.DataFrame(rows)
 

@@ -67,8 +67,8 @@ FAMILIES = {"paper": "the paper's claims on the paper's grid and protocol (prima
             "extension": "the project's own claims: the spectral theory, learning curves, behavioural steering, "
                          "the two-replica theory (extensions)"}
 
-__all__ = ["seed_interval", "mean_interval", "wilson_interval", "TEST_TRAIN_RATIO", "Test", "superiority",
-           "non_inferiority", "majority", "every_setting", "holm", "apply_holm", "sign_test_mde",
+__all__ = ["seed_interval", "mean_interval", "clip_interval", "wilson_interval", "TEST_TRAIN_RATIO", "Test",
+           "superiority", "non_inferiority", "majority", "every_setting", "holm", "apply_holm", "sign_test_mde",
            "t_test_from_interval", "MARGINS", "LEVEL", "ALPHA", "POWER", "FAMILIES", "HOLDS", "FAILS",
            "INCONCLUSIVE", "UNTESTED"]
 
@@ -194,6 +194,35 @@ def mean_interval(values, level: float = LEVEL) -> tuple:
     (2.0, -0.484, 4.484)
     """
     return seed_interval(values, level, test_train_ratio=0.0)
+
+
+def clip_interval(low: float, high: float, bounds=(None, None)) -> tuple:
+    """An interval's bounds clipped to the range its quantity can take: (low, high).
+
+    A t-interval of a bounded quantity (a correlation in [-1, 1], an error or a share >= 0) can reach past the
+    range with few cells; the part outside is impossible, so it is cut off (the coverage of the interval is
+    unchanged).
+
+    Parameters
+    ----------
+    low, high : float
+        The interval (NaN stays NaN).
+    bounds : (float or None, float or None), default=(None, None)
+        The quantity's range; None for no bound on that side.
+
+    Returns
+    -------
+    (low, high) : floats
+
+    Examples
+    --------
+    >>> clip_interval(-0.89, 1.75, (-1.0, 1.0))
+    (-0.89, 1.0)
+    """
+    lo_bound, hi_bound = bounds
+    low = low if lo_bound is None or not np.isfinite(low) else max(low, lo_bound)
+    high = high if hi_bound is None or not np.isfinite(high) else min(high, hi_bound)
+    return float(low), float(high)
 
 
 def wilson_interval(successes: int, n: int, level: float = LEVEL) -> tuple:

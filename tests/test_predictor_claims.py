@@ -154,3 +154,16 @@ def test_learning_curve_claim_is_named_when_the_section_did_not_run(tmp_path):
     rows = _rows(tmp_path)
     row = _find(rows, "its two baselines (learning curves)")
     assert _verdict(row) == "--" and row["ours"].startswith("not tested here")
+
+
+def test_a_correlations_interval_stays_in_its_range():
+    """Three cells of Spearman correlations give a t-interval past 1; the bounds are clipped to [-1, 1], with and
+    without several seeds per dataset (the row once read 0.43 [-0.89, 1.75])."""
+    one_each = pd.DataFrame({"dataset": ["a", "b", "c"], "rho": [0.95, -0.2, 0.55]})
+    mean, low, high, cells = paired_interval(one_each, "rho")
+    assert high > 1  # the plain interval
+    mean_c, low_c, high_c, _ = paired_interval(one_each, "rho", bounds=(-1.0, 1.0))
+    assert (mean_c, low_c, high_c) == (mean, max(low, -1.0), 1.0) and cells == 3
+    seeds = pd.DataFrame({"dataset": list("aabbcc"), "rho": [1.0, 0.9, 0.95, 0.6, -0.9, 1.0]})
+    _, low_s, high_s, cells = paired_interval(seeds, "rho", bounds=(-1.0, 1.0))
+    assert -1.0 <= low_s <= high_s <= 1.0 and cells == 6
