@@ -1,8 +1,9 @@
 """``--publish DIR``: a small, committable copy of a run that rebuilds itself.
 
 The copy has the run's own layout: ``RESULTS.md`` (verbatim), ``claims.csv``, ``tables/`` with every table and
-record RESULTS.md and the claims table read (each with its checksum sidecar, so that a rebuild trusts them) and
-``figures/`` with every figure RESULTS.md cites, downscaled.  So ``python -m paper_figures --results-only --out COPY``
+record RESULTS.md and the claims table read (each with its checksum sidecar, so that a rebuild trusts them), and
+``figures/`` with every figure RESULTS.md cites, downscaled, each with the table of its numbers (``tables/<figure>.csv``)
+where the run wrote one.  So ``python -m paper_figures --results-only --out COPY``
 on a copy gives back the same ``claims.csv`` and ``RESULTS.md``, byte for byte (a test checks it).
 
 A run is published only when it comes from one commit on a clean tree: every invocation recorded in
@@ -159,18 +160,21 @@ def publish(out, target, *, allow_mixed_commits: bool = False, allow_partial: bo
     missing = [stem for stem in figures if not (out / "figures" / f"{stem}.png").is_file()]
     if missing:
         raise ValueError(f"RESULTS.md of {str(out)!r} cites figures the run does not have: {', '.join(missing)}")
+    # a published figure comes with the numbers behind it (its table of the same name, where the run wrote one),
+    # so that a text citing a figure's table cites a committed file
+    tables = set(cited) | {f"{stem}.csv" for stem in figures if (out / "tables" / f"{stem}.csv").is_file()}
     written = []
     for old in (*(target / f"{stem}.png" for stem in KEY_FIGURES), target / "run_info.json"):
         old.unlink(missing_ok=True)  # the earlier, flat layout: figures and the run record now live in subfolders
     for sub in ("tables", "figures"):  # an earlier publication's files that this one does not cite go
-        keep = set(cited) if sub == "tables" else {f"{stem}.png" for stem in figures}
+        keep = tables if sub == "tables" else {f"{stem}.png" for stem in figures}
         for old in sorted((target / sub).glob("*")) if (target / sub).is_dir() else ():
             if old.is_file() and old.name not in keep and not old.name.startswith("."):
                 old.unlink()
                 checksum_path(old).unlink(missing_ok=True)
     (target / "tables").mkdir(parents=True, exist_ok=True)
     (target / "figures").mkdir(parents=True, exist_ok=True)
-    for name in sorted(cited):
+    for name in sorted(tables):
         source = out / "tables" / name
         with atomic_path(target / "tables" / name, suffix=source.suffix) as tmp:
             shutil.copyfile(source, tmp)

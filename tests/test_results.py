@@ -275,6 +275,8 @@ def test_publish_writes_a_small_committable_copy(tmp_path):
     tables = {p.name for p in (tmp_path / "docs" / "tables").glob("*") if not p.name.startswith(".")}
     assert {"accuracy_by_seed.csv", "layers_stsa.csv", "run_info.json"} <= tables  # what the claims read
     assert "long_unread.csv" not in tables  # nothing that is not read
+    for stem in re.findall(r"\(figures/([^)]+)\.png\)", text):  # a figure comes with the table of its numbers
+        assert f"{stem}.csv" in tables or not (run / "tables" / f"{stem}.csv").is_file(), stem
     for table in tables:
         assert files.checksum_path(tmp_path / "docs" / "tables" / table).exists(), table
     from PIL import Image
