@@ -459,7 +459,8 @@ def steering_text_claim(summary) -> list:
     concept minus the random mean (secondary) and, where measured, the text-level check (VADER of open-ended
     continuations against the random control). A summary without the rank columns (a table written before the
     test existed) is shown without a verdict; datasets whose read-out does not track the concept are named, not
-    tested."""
+    tested. A measurable dataset and direction where no RAPTOR setting passes the gates is named and enters the
+    intersection with p = 1 (the claim is not shown there)."""
     claim = dict(area="steering", claim="steering with RAPTOR's concept vectors moves the model's answer beyond "
                  "random directions of the same strength (answer log-odds, held-out half)", paper="--",
                  family="extension")
@@ -477,6 +478,13 @@ def steering_text_claim(summary) -> list:
                      + tail, test=None)]
     best = raptor.loc[raptor.groupby(["dataset", "direction"])["selection_shift"].idxmax()]
     ranked = "null_p" in best.columns and bool(best["null_p"].notna().all())
+    # every measurable dataset is measured in both directions: a direction where no RAPTOR setting passes the gates
+    # is a setting of the claim where RAPTOR's vectors did not steer, named and counted (p = 1: no evidence for it)
+    measurable = summary.loc[summary["setting"] != "not measurable"]
+    directions = sorted(measurable["direction"].dropna().unique())
+    have = set(zip(best["dataset"], best["direction"]))
+    unsteered = [(d, r) for d in sorted(measurable["dataset"].unique()) for r in directions if (d, r) not in have]
+    claim["datasets"] = str(measurable["dataset"].nunique())
     tests, parts = [], []
     for r in best.itertuples():
         interval = format_estimate(r.concept_specific_shift, r.concept_specific_low, r.concept_specific_high,
@@ -491,6 +499,10 @@ def steering_text_claim(summary) -> list:
         if pd.notna(vader):
             part += (f"; text: VADER {vader:+.2f} ± {r.vader_se:.2f} vs random {r.vader_random_shift:+.2f}")
         parts.append(part + f"; perplexity x{r.perplexity_ratio:.2f}")
+    for name, direction in unsteered:
+        parts.append(f"{name} {direction}: no RAPTOR setting passes the gates (answer mass, fluency, repetition), "
+                     "counted as not shown")
+        tests.append(Test("permutation rank", 1.0, float("nan")))
     if not ranked:
         return [dict(claim, ours="; ".join(parts) + tail + "; the directions-as-unit test (rank among >= 40 random "
                      "directions drawn afresh for the report half) has not run on this table: no verdict",

@@ -2,9 +2,9 @@
 
 The copy has the run's own layout: ``RESULTS.md`` (verbatim), ``claims.csv``, ``tables/`` with every table and
 record RESULTS.md and the claims table read (each with its checksum sidecar, so that a rebuild trusts them), and
-``figures/`` with every figure RESULTS.md cites, downscaled, each with the table of its numbers (``tables/<figure>.csv``)
-where the run wrote one.  So ``python -m paper_figures --results-only --out COPY``
-on a copy gives back the same ``claims.csv`` and ``RESULTS.md``, byte for byte (a test checks it).
+``figures/`` with every figure RESULTS.md cites, downscaled, each with the table of its numbers
+(``tables/<figure>.csv``) where the run wrote one.  So ``python -m paper_figures --results-only --out COPY`` on a
+copy gives back the same ``claims.csv`` and ``RESULTS.md``, byte for byte (a test checks it).
 
 A run is published only when it comes from one commit on a clean tree: every invocation recorded in
 ``tables/run_info.json`` ran at the same git commit without uncommitted changes (resumed and interrupted invocations

@@ -257,6 +257,11 @@ def test_paper_figures_summary_figure_and_claim(tmp_path):
     assert claim["test"].rule == "every setting (permutation rank, 1 settings)"
     assert "shift +0.16, rank 1 of 101, p = 0.0099" in claim["ours"]
     assert "text: VADER -0.02 ± 0.10 vs random +0.28" in claim["ours"]
+    # a measurable direction where no RAPTOR setting passes the gates (only xRFM steers away) is named and counted
+    away = table[(table.method == "xRFM") & (table.dataset == "stsa")].assign(direction="away")
+    (both,) = steering_text_claim(summary(pd.concat([table, away], ignore_index=True)))
+    assert "stsa away: no RAPTOR setting passes the gates" in both["ours"]
+    assert both["test"].rule == "every setting (permutation rank, 2 settings)" and both["test"].verdict != "holds"
     (ranked_low,) = steering_text_claim(s.assign(null_rank=60, null_p=0.6, null_p_opposite=0.41))
     assert ranked_low["test"].verdict == "inconclusive"  # the rank decides, not the per-prompt interval
     (old,) = steering_text_claim(s.drop(columns=["null_rank", "null_p", "null_p_opposite"]))
