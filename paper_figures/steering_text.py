@@ -338,6 +338,9 @@ def plot(table: pd.DataFrame, out):
     order = {m: i for i, m in enumerate(METHODS)}
     points = points.sort_values("method", key=lambda m: m.map(order).fillna(len(order)), kind="stable")
     handles = {}
+    rows = table[table["method"].isin(METHODS)] if "method" in table else table.iloc[:0]
+    measured = {name: sorted(set(rows.loc[rows["dataset"] == name, "method"]), key=lambda m: order.get(m, len(order)))
+                for name in names}
     for i, name in enumerate(names):
         for j, direction in enumerate(directions):
             ax = axes[i, j]
@@ -363,6 +366,11 @@ def plot(table: pd.DataFrame, out):
             ax.grid(alpha=0.3)
             if not len(d):
                 ax.text(0.5, 0.5, "no operating point", transform=ax.transAxes, ha="center", color="0.5")
+            else:  # a method measured on this dataset without a point here is named, not silently absent
+                absent = [m for m in measured.get(name, []) if m not in set(d["method"])]
+                if absent:
+                    ax.text(0.98, 0.03, "no setting within the gates: " + ", ".join(absent), fontsize=7,
+                            transform=ax.transAxes, ha="right", va="bottom", color=GATED_COLOR)
             unplaced = int(d["perplexity_ratio"].isna().sum())
             if unplaced:  # no continuation measured (no x position): said, not silently dropped
                 ax.text(0.02, 0.97, f"{unplaced} point(s) without generated text not shown", fontsize=7,
@@ -371,15 +379,20 @@ def plot(table: pd.DataFrame, out):
     if points["gated"].any():
         handles["hollow, 'gated': fails a gate on the report half"] = Line2D(
             [], [], ls="", marker="o", ms=7, color=GATED_COLOR, mfc="none")
-    if handles:
-        fig.legend(list(handles.values()), list(handles), fontsize=7, loc="lower center",
-                   ncol=min(3, len(handles)), frameon=False)
-    fig.suptitle("Steering, report half: answer log-odds beyond random directions vs fluency (upper left is best)",
-                 fontsize=10)
+    # bottom up: the not-measurable note, the legend above it, then the panels (figure fractions; one text line
+    # of the 7-point legend is ~0.035 of a one-row figure)
+    line = 0.035 / len(names)
     note = not_measurable_note(table)
+    note_height = line * (1 + len(note) // 190) if note else 0.0  # the note wraps at ~190 characters
     if note:
         fig.text(0.01, 0.005, note, fontsize=7, color="0.3", wrap=True)
-    fig.tight_layout(rect=(0, 0.04 + 0.035 * ((len(handles) + 2) // 3 + bool(note)) / len(names), 1, 1))
+    legend_rows = (len(handles) + 2) // 3
+    if handles:
+        fig.legend(list(handles.values()), list(handles), fontsize=7, loc="lower center",
+                   bbox_to_anchor=(0.5, note_height + 0.005), ncol=min(3, len(handles)), frameon=False)
+    fig.suptitle("Steering, report half: answer log-odds beyond random directions vs fluency (upper left is best)",
+                 fontsize=10)
+    fig.tight_layout(rect=(0, note_height + line * (1.3 * legend_rows + 0.4) + 0.01, 1, 1))
     return save_figure(fig, out, "steering_text")
 
 
