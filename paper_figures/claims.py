@@ -450,6 +450,35 @@ def _steering_claims(summary, pairs) -> list:
     return claims
 
 
+def rank_test_mde(null_mean: float, null_sd: float, shift_se: float) -> float:
+    """The minimal detectable shift of the directions-as-unit test: the answer log-odds shift (nats) a concept
+    direction needs to rank above the null's one-sided ``1 - ALPHA`` quantile with probability ``POWER``, i.e. the
+    quantile (normal approximation of the null of antithetic random directions: mean + z_(1-ALPHA) sd) plus
+    z_POWER times the concept shift's own per-prompt standard error.
+
+    Parameters
+    ----------
+    null_mean, null_sd : float
+        Mean and standard deviation of the random directions' shifts (the summary's ``null_mean``, ``null_sd``).
+    shift_se : float
+        Standard error of the concept direction's shift over prompts (``answer_logodds_shift_se``).
+
+    Returns
+    -------
+    float
+        The shift in nats (NaN when an input is missing).
+
+    Examples
+    --------
+    >>> round(rank_test_mde(0.0, 1.0, 0.0), 3)  # the null's 97.5 % quantile
+    1.96
+    """
+    values = np.array([null_mean, null_sd, shift_se], dtype=float)
+    if not np.all(np.isfinite(values)):
+        return float("nan")
+    return float(null_mean + stats.norm.ppf(1.0 - rules.ALPHA) * null_sd + stats.norm.ppf(rules.POWER) * shift_se)
+
+
 def steering_text_claim(summary) -> list:
     """The steering row's verdict from the answer read-out (docs/steering.md), with random directions as the unit of
     inference: RAPTOR's selected operating point (report half) per measurable dataset and direction is ranked among
@@ -492,7 +521,9 @@ def steering_text_claim(summary) -> list:
         part = f"{r.dataset} {r.direction} {r.setting}: shift {r.answer_logodds_shift:+.2f}"
         if ranked:
             tests.append(Test("permutation rank", float(r.null_p), float(r.null_p_opposite),
-                              min_p=1.0 / (1.0 + float(r.n_random))))  # N draws cannot give p below 1/(N + 1)
+                              min_p=1.0 / (1.0 + float(r.n_random)),  # N draws cannot give p below 1/(N + 1)
+                              mde=rank_test_mde(*(getattr(r, c, np.nan) for c in (
+                                  "null_mean", "null_sd", "answer_logodds_shift_se")))))
             part += f", rank {int(r.null_rank)} of {int(r.n_random) + 1}, p = {r.null_p:.3g}"
         part += f"; per prompt vs random mean {interval} (random {r.random_control_shift:+.2f})"
         vader = getattr(r, "vader_shift", np.nan)
@@ -507,7 +538,7 @@ def steering_text_claim(summary) -> list:
         return [dict(claim, ours="; ".join(parts) + tail + "; the directions-as-unit test (rank among >= 40 random "
                      "directions drawn afresh for the report half) has not run on this table: no verdict",
                      test=None)]
-    return [dict(claim, ours="; ".join(parts) + tail, test=rules.every_setting(tests))]
+    return [dict(claim, ours="; ".join(parts) + tail, test=rules.every_setting(tests), mde_unit="nats")]
 
 
 def _coverage(inside: int, n: int) -> Test:
@@ -725,7 +756,7 @@ def mde_text(test, unit: str = "") -> str:
         return f"true share {test.mde:.2f} of settings"
     if unit == "pts":
         return f"{100 * test.mde:+.1f} pts"
-    return f"{test.mde:+.3g}"
+    return f"{test.mde:+.3g} {unit}".rstrip()
 
 
 def claim_rows(out) -> list:

@@ -3,7 +3,8 @@
 From a labelled pool of 200, 400 or 800 rows (``POOLS``, each drawn ``DRAWS`` times) of a layer, predict the best-C
 test accuracy of a probe trained on 2, 4 and 8 times as many labelled rows (``MULTIPLES``) and compare it with the
 measured one, for the spectral theory (:func:`empirical.probes.learning_curves.predict_learning_curve`, teachers
-``calibrated`` and ``deconvolved``, Sigma from the pool and the other non-test rows as unlabelled rows) and the two
+``calibrated`` and ``deconvolved``, Sigma from the pool and the other non-test rows as unlabelled rows), the isotropic
+theory beside it (``isotropic``: :func:`empirical.probes.learning_curves.isotropic_curve`), and the two
 baselines with the same inputs (``no_gain``: the pool's cross-validated accuracy; ``power_law``: a power law fitted to
 the pool's subsample accuracies).
 
@@ -59,6 +60,7 @@ from empirical.logistic import logistic_path  # noqa: E402
 from empirical.probes.layers import grouped_split  # noqa: E402
 from empirical.probes.learning_curves import (  # noqa: E402
     PLAN_CS,
+    isotropic_curve,
     no_gain_curve,
     pool_backtest_errors,
     power_law_curve,
@@ -294,6 +296,7 @@ def evaluate_setting(H, y, test, pool_size, draw, *, multiples=MULTIPLES, teache
     errors = pool_backtest_errors(models, H[pool], y[pool], H_unlabeled=H[others], random_state=draw)
     curves = [predict_learning_curve(model, targets, n_test=n_test, seed=draw, model_error=errors[teacher])
               for teacher, model in models.items()]
+    curves.append(isotropic_curve(H[pool], y[pool], targets, Cs=Cs, n_test=n_test, random_state=draw))
     curves.append(no_gain_curve(H[pool], y[pool], targets, n_test=n_test, random_state=draw))
     curves.append(power_law_curve(H[pool], y[pool], targets, Cs=Cs, n_test=n_test, n_boot=n_boot, random_state=draw))
     rows = []
@@ -551,7 +554,8 @@ def run(out, hidden, *, pools=POOLS, draws=DRAWS, multiples=MULTIPLES, layer_ste
     raw_dir.mkdir(parents=True, exist_ok=True)
     kw = dict(multiples=tuple(multiples), teachers=tuple(teachers), n_boot=int(n_boot))
     kw["signature"] = dict(kw, n_test=int(n_test), cs=[float(c) for c in PLAN_CS], truth="validation-selected C",
-                           val_fraction=VAL_FRACTION, interval="profile + pool backtest")
+                           val_fraction=VAL_FRACTION, interval="profile + pool backtest",
+                           methods=["spectral", "isotropic", "no_gain", "power_law"])  # an older record lacks one
     jobs, separable = [], []
     for name, (H, labels, groups) in hidden.items():
         y = np.where(np.asarray(labels) > 0, 1.0, -1.0)

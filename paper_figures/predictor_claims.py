@@ -247,6 +247,19 @@ def _learning_curve_rows(by_draw, summary=None, pool=LEARNING_POOL, multiple=LEA
                                                           "beats it; the power law is the baseline that counts)"),
                          datasets=str(both.dataset.nunique()), paper="--", ours=ours,
                          test=rules.superiority(gain, lo, hi, _pooled_df(both, "gain")) if tested else None))
+    # the isotropic theory beside the spectral one (a description: what the covariance adds)
+    iso_claim = f"the isotropic theory's forecast {what} (shown beside the spectral rows; not a separate test)"
+    if "isotropic" in wide:
+        both = wide.assign(gain=wide["isotropic"] - wide[predictor])
+        gain, lo, hi, cells = paired_interval(both, "gain")
+        per = ", ".join(f"{name} {g['isotropic'].mean():.3f}" for name, g in both.groupby("dataset", sort=False))
+        rows.append(dict(area="theory (ours)", claim=iso_claim, datasets=str(both.dataset.nunique()), paper="--",
+                         ours=f"MAE {per}; isotropic - {predictor} {gain:+.4f} [{lo:+.4f}, {hi:+.4f}] over {cells} "
+                              "(dataset, draw) cells", test=None))
+    else:
+        rows.append(dict(area="theory (ours)", claim=iso_claim, datasets="--", paper="--", test=None,
+                         ours="not in this run: its learning-curve tables have no isotropic forecast (the section "
+                              "forecasts it since this run; `python -m paper_figures --only learning_curves`)"))
     mae = cell.groupby(["dataset", "method"]).mae.mean().unstack()
     coverage = cell[cell.method == predictor].groupby("dataset").coverage.mean()
     low_mae = int((mae[predictor] <= LEARNING_MAE_GOAL).sum())

@@ -8,6 +8,7 @@ from empirical.probes.learning_curves import (
     PLAN_CS,
     LearningCurve,
     backtest_error,
+    isotropic_curve,
     labels_needed,
     no_gain_curve,
     pool_backtest_errors,
@@ -195,6 +196,31 @@ def test_baselines_and_best_layer(population):
     best = predict_best_layer(models, 2400)
     assert best.layer == "clean" and len(best.table) == 2 and best.C_star in PLAN_CS
     assert best.accuracy == pytest.approx(best.table.set_index("layer").loc["clean", "accuracy"])
+
+
+def test_isotropic_curve_is_the_isotropic_theory_on_isotropic_data():
+    """On isotropic Gaussian features the isotropic curve recovers the fixed point at the true kappa (its best-C
+    accuracy at 4x the pool): the error falls with the pool, and the 90 % interval with the test noise of 2,000 rows
+    covers the theory at every pool."""
+    import cgmt
+
+    p, kappa = 40, 2.0
+    X, y = sample_spectral(20000, Spectrum.power_law(p, exponent=0.0, kappa=kappa, teacher_exponent=0.0), 1)
+
+    def theory(n):
+        return max(cgmt.solve(n / p, 1.0 / (C * n), kappa).accuracy for C in PLAN_CS)
+
+    errors = {}
+    for N in (160, 1280):
+        errs = []
+        for seed in range(3):
+            idx = np.random.default_rng(seed).permutation(X.shape[0])[:N]
+            curve = isotropic_curve(X[idx], y[idx] > 0, [4 * N], n_test=2000, random_state=seed)
+            assert curve.method == "isotropic" and curve.C_star[0] in PLAN_CS
+            assert curve.low[0] <= theory(4 * N) <= curve.high[0]
+            errs.append(abs(curve.accuracy[0] - theory(4 * N)))
+        errors[N] = np.mean(errs)
+    assert errors[1280] < 0.02 and errors[1280] < errors[160]
 
 
 def test_labels_needed_reads_the_curve():

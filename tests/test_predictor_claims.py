@@ -112,7 +112,7 @@ def test_paired_interval_is_stratified_by_dataset():
     assert (m, n) == (2.0, 3) and lo < 1 and hi > 3
 
 
-def _learning(tmp_path, gain_power, gain_none, theory_mae=0.015, noise=0.002):
+def _learning(tmp_path, gain_power, gain_none, theory_mae=0.015, noise=0.002, gain_isotropic=None):
     """learning_curves_by_draw at the goal cell (pool 400, 8x) and another cell, 4 datasets x 5 draws; the theory's
     MAE is ``theory_mae``, each baseline's is larger by its gain (plus noise)."""
     from paper_figures.learning_curves import by_draw_table
@@ -124,9 +124,12 @@ def _learning(tmp_path, gain_power, gain_none, theory_mae=0.015, noise=0.002):
             for layer in (1, 4, 7):
                 truth = 0.8 + 0.01 * layer
                 for pool, multiple in ((400, 8), (200, 2)):
-                    for method, err in (("spectral/calibrated", theory_mae),
-                                        ("power_law", theory_mae + gain_power + noise * rng.standard_normal()),
-                                        ("no_gain", theory_mae + gain_none + noise * rng.standard_normal())):
+                    methods = [("spectral/calibrated", theory_mae),
+                               ("power_law", theory_mae + gain_power + noise * rng.standard_normal()),
+                               ("no_gain", theory_mae + gain_none + noise * rng.standard_normal())]
+                    if gain_isotropic is not None:
+                        methods.append(("isotropic", theory_mae + gain_isotropic + noise * rng.standard_normal()))
+                    for method, err in methods:
                         acc = truth + err * rng.choice([-1, 1])
                         raw.append(dict(dataset=dataset, layer=layer, pool=pool, draw=draw, multiple=multiple,
                                         n=pool * multiple, truth=truth, truth_test_best=truth + 0.005, method=method,
@@ -147,6 +150,16 @@ def test_learning_curve_claims_against_both_baselines(tmp_path, gains, expected)
     assert _verdict(goal) == "--" and "on 4/4 datasets" in goal["ours"]  # theory MAE 0.015 <= 0.02 everywhere
     by_draw = pd.read_csv(tmp_path / "tables" / "learning_curves_by_draw.csv")
     assert set(by_draw.layers) == {3} and by_draw.coverage.between(0, 1).all()
+
+
+def test_the_isotropic_forecast_is_shown_beside_the_spectral_rows(tmp_path):
+    _learning(tmp_path, 0.01, 0.02)  # a run from before the section forecast it: said, not silently absent
+    row = _find(_rows(tmp_path), "isotropic theory's forecast", shown=True)
+    assert _verdict(row) == "--" and row["ours"].startswith("not in this run")
+    _learning(tmp_path, 0.01, 0.02, gain_isotropic=0.03)
+    row = _find(_rows(tmp_path), "isotropic theory's forecast", shown=True)
+    assert _verdict(row) == "--" and "isotropic - spectral/calibrated +0.03" in row["ours"]
+    assert "common 0.045" in row["ours"]  # its MAE per dataset: 0.015 + 0.03
 
 
 def test_learning_curve_claim_is_named_when_the_section_did_not_run(tmp_path):

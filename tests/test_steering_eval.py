@@ -262,6 +262,10 @@ def test_paper_figures_summary_figure_and_claim(tmp_path):
     (both,) = steering_text_claim(summary(pd.concat([table, away], ignore_index=True)))
     assert "stsa away: no RAPTOR setting passes the gates" in both["ours"]
     assert both["test"].rule == "every setting (permutation rank, 2 settings)" and both["test"].verdict != "holds"
+    # the minimal detectable shift: the null's 97.5 % quantile plus z_0.8 x the concept shift's own se (nats)
+    (powered,) = steering_text_claim(s.assign(null_mean=0.1, null_sd=0.5, answer_logodds_shift_se=0.02))
+    assert powered["test"].mde == pytest.approx(0.1 + 1.959964 * 0.5 + 0.841621 * 0.02, abs=1e-5)
+    assert powered["mde_unit"] == "nats"
     (ranked_low,) = steering_text_claim(s.assign(null_rank=60, null_p=0.6, null_p_opposite=0.41))
     assert ranked_low["test"].verdict == "inconclusive"  # the rank decides, not the per-prompt interval
     (old,) = steering_text_claim(s.drop(columns=["null_rank", "null_p", "null_p_opposite"]))

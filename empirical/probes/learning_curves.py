@@ -36,6 +36,9 @@ test accuracy a probe will reach when it is trained on n > N labelled rows:
 * :func:`predict_best_layer`: which layer wins at n, with every layer's predicted accuracy.
 * :func:`labels_needed`: the labels a curve needs to reach a target accuracy (with the range its interval
   gives).
+* :func:`isotropic_curve`: the isotropic theory beside the spectral one (kappa from the pool's cross-validated
+  accuracy, :func:`empirical.probes.real_embedding.kappa_from_accuracy`; no covariance), so that a reader sees what
+  the spectral model adds.
 * Two baselines with the same inputs (the pool's hidden states and labels) and the same result type:
   :func:`no_gain_curve`, the pool's own cross-validated best-C accuracy at every n ("more labels change
   nothing"), and :func:`power_law_curve`, the standard practice of fitting a power-law learning curve
@@ -63,13 +66,13 @@ from cgmt.validation import DELTA_MAX, check_int, check_scalar
 
 from ..logistic import logistic_path
 from ..validation import check_binary_labels, check_grid, check_matrix, check_min_per_class, standardize_stats
-from .real_embedding import cross_validated_path
+from .real_embedding import cross_validated_path, kappa_from_accuracy
 from .spectral_prediction import CV_LAMBDAS, KAPPA_BOUNDS, PoolModel, estimate_pool_models, spectrum_from, theory_path
 from .structure import fit_power_law, stratified_subsample
 
 __all__ = ["LearningCurve", "BestLayer", "predict_learning_curve", "predict_best_layer", "labels_needed",
-           "no_gain_curve", "power_law_curve", "backtest_error", "pool_backtest_errors", "check_targets", "PLAN_CS",
-           "POWER_LAW_FRACTIONS"]
+           "no_gain_curve", "power_law_curve", "isotropic_curve", "backtest_error", "pool_backtest_errors",
+           "check_targets", "PLAN_CS", "POWER_LAW_FRACTIONS"]
 
 #: the C grid of the best-C accuracy: RAPTOR's range (1e-4 .. 1e2), two points per decade
 PLAN_CS = np.logspace(-4, 2, 13)
@@ -96,7 +99,7 @@ class LearningCurve:
     level : float
         Coverage the interval aims at.
     method : str
-        ``"spectral/<teacher>"``, ``"no_gain"`` or ``"power_law"``.
+        ``"spectral/<teacher>"``, ``"isotropic"``, ``"no_gain"`` or ``"power_law"``.
     n_pool : int
         Labelled rows the prediction used.
     draws : ndarray (n_draws, len(n))
@@ -636,6 +639,82 @@ def no_gain_curve(H_pool, y_pool, n_values, *, level=0.9, n_test=None, folds=5, 
     return LearningCurve(n=n, accuracy=point, low=np.clip(point - z * math.sqrt(var), 0, 1),
                          high=np.clip(point + z * math.sqrt(var), 0, 1), C_star=np.full(n.size, np.nan), level=level,
                          method="no_gain", n_pool=H.shape[0], n_test=n_test)
+
+
+def isotropic_curve(H_pool, y_pool, n_values, *, Cs=None, level=0.9, n_test=None, folds=5, cv_lambdas=CV_LAMBDAS,
+                    random_state=0) -> LearningCurve:
+    """The isotropic theory's learning curve (no covariance): shown beside the spectral one.
+
+    kappa is the one at which the isotropic fixed point (:func:`cgmt.solve`) reproduces the pool's best
+    cross-validated accuracy a (at the fold size and the cross-validation path's best ridge,
+    :func:`empirical.probes.real_embedding.kappa_from_accuracy`); at each n the prediction is the best-C accuracy of
+    :func:`cgmt.solve` at delta = n / p over ``Cs``.  The interval maps the band a -/+ z sqrt(a (1 - a) / N) of an
+    accuracy measured on N rows through kappa (the accuracy is increasing in kappa), plus, with ``n_test``, the
+    test noise in quadrature.
+
+    Parameters
+    ----------
+    H_pool : ndarray (N, p)
+        Hidden states of the labelled pool (raw; each fold standardizes with its own training statistics).
+    y_pool : array (N,)
+        Binary labels of the pool (any two values).
+    n_values : array of float >= N
+        Training sizes to predict at.
+    Cs : array of float, optional
+        The C grid of the best-C accuracy (default :data:`PLAN_CS`).
+    level : float in (0, 1)
+        Interval coverage.
+    n_test : int, optional
+        As in :func:`predict_learning_curve`.
+    folds : int
+        Stratified cross-validation folds (>= 2; each class needs at least that many rows).
+    cv_lambdas : array of float
+        Ridge grid of the cross-validation path (theory convention, as :func:`no_gain_curve`).
+    random_state : int
+        Seed of the stratified folds.
+
+    Returns
+    -------
+    LearningCurve
+        ``method`` ``"isotropic"``; ``C_star`` the theory's best C at each n.
+
+    Examples
+    --------
+    >>> from empirical.testing import synthetic_hidden_states
+    >>> H, y, _, _ = synthetic_hidden_states(200, 0, 10, shift=1.0, seed=0)
+    >>> c = isotropic_curve(H, y, [200, 800])
+    >>> c.method, bool(c.accuracy[1] >= c.accuracy[0]), bool(np.all(c.low <= c.accuracy))
+    ('isotropic', True, True)
+    """
+    import cgmt
+
+    folds = check_int(folds, "folds", minimum=2)
+    H, ypm = _check_pool(H_pool, y_pool, folds)
+    N, p = H.shape
+    n = check_targets(n_values, N)
+    Cs = PLAN_CS if Cs is None else check_grid(Cs)
+    level = _check_level(level)
+    n_test = _check_n_test(n_test)
+    lambdas = np.asarray(cv_lambdas, dtype=float)
+    path, _, n_fit = cross_validated_path(H, ypm, lambdas, folds, random_state)
+    best = int(np.argmax(path))
+    acc, lam = float(path[best]), float(lambdas[best])
+    z = norm.ppf(0.5 + level / 2)
+    half = z * math.sqrt(acc * (1 - acc) / N)
+    kappas = [kappa_from_accuracy(min(max(a, 0.0), 1.0), n_fit / p, lam) for a in (acc, acc - half, acc + half)]
+
+    def best_C(kappa, size):
+        accs = np.array([cgmt.solve(size / p, 1.0 / (C * size), kappa).accuracy for C in Cs])
+        return float(accs.max()), float(Cs[int(np.argmax(accs))])
+
+    point, low, high, C_star = (np.empty(n.size) for _ in range(4))
+    for i, size in enumerate(n):
+        (point[i], C_star[i]), (lo, _), (hi, _) = (best_C(k, size) for k in kappas)
+        test_var = point[i] * (1 - point[i]) / n_test if n_test else 0.0
+        low[i] = point[i] - math.sqrt((point[i] - lo) ** 2 + z * z * test_var)
+        high[i] = point[i] + math.sqrt((hi - point[i]) ** 2 + z * z * test_var)
+    return LearningCurve(n=n, accuracy=point, low=np.clip(low, 0, 1), high=np.clip(high, 0, 1), C_star=C_star,
+                         level=level, method="isotropic", n_pool=N, n_test=n_test)
 
 
 def _subsample_paths(H, ypm, sizes, repeats, Cs, rng):

@@ -30,8 +30,8 @@ from cgmt.validation import check_delta, check_int, check_kappa, check_lam, chec
 from ..logistic import fit_l2_logistic
 from ..validation import as_real_array, check_binary_labels, check_matrix, check_random_state, standardize_stats
 
-__all__ = ["theory_lambda", "cross_validated_path", "estimate_kappa", "participation_ratio", "real_embedding_stability",
-           "RealStabilityResult"]
+__all__ = ["theory_lambda", "cross_validated_path", "estimate_kappa", "kappa_from_accuracy", "participation_ratio",
+           "real_embedding_stability", "RealStabilityResult"]
 
 
 def theory_lambda(C, n_train) -> float | np.ndarray:
@@ -209,15 +209,46 @@ def estimate_kappa(X, y, lam, *, folds=5, seed=0, kappa_max=20.0, p_eff=None) ->
     lam_th = lam * p_th / X.shape[1]
     check_delta(d_fit, "delta_fit = n_fit / p_eff (p_eff too small)")
     check_lam(lam_th, name="lam p_eff / p (the theory's lambda)")
-    if acc <= 0.5:
-        return 0.0, acc, d_fit
+    return kappa_from_accuracy(acc, d_fit, lam_th, kappa_max=kappa_max), acc, d_fit
+
+
+def kappa_from_accuracy(accuracy, delta, lam, *, kappa_max=20.0) -> float:
+    """The kappa at which the isotropic theory's test accuracy at (``delta``, ``lam``) equals ``accuracy``.
+
+    The accuracy of :func:`cgmt.solve` is increasing in kappa, so the root is unique: ``accuracy <= 1/2`` gives 0,
+    an accuracy above the theory's at ``kappa_max`` gives ``kappa_max``.
+
+    Parameters
+    ----------
+    accuracy : float in [0, 1]
+        The accuracy to match (e.g. a cross-validated one).
+    delta, lam : float
+        The theory's n/p and ridge strength (RAPTOR's per-sample convention).
+    kappa_max : float, default=20.0
+        Cap of the answer.
+
+    Returns
+    -------
+    float
+
+    Examples
+    --------
+    >>> k = kappa_from_accuracy(0.8, 2.0, 0.1)
+    >>> round(float(cgmt.solve(2.0, 0.1, k).accuracy), 6)
+    0.8
+    """
+    accuracy = check_scalar(accuracy, "accuracy", low=0.0, high=1.0)
+    delta, lam = check_delta(delta), check_lam(lam)
+    kappa_max = check_kappa(kappa_max, "kappa_max")
+    if accuracy <= 0.5 or kappa_max == 0.0:
+        return 0.0
 
     def f(k):
-        return float(cgmt.solve(d_fit, lam_th, k).accuracy) - acc
+        return float(cgmt.solve(delta, lam, k).accuracy) - accuracy
 
     if f(kappa_max) <= 0:
-        return float(kappa_max), acc, d_fit
-    return float(brentq(f, 0.0, kappa_max, xtol=1e-6)), acc, d_fit
+        return float(kappa_max)
+    return float(brentq(f, 0.0, kappa_max, xtol=1e-6))
 
 
 @dataclass
