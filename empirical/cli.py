@@ -688,7 +688,7 @@ def build_parser():
     p.add_argument("--positions", choices=["prompt", "answer", "all"], help="override the setting's edited positions")
     p.add_argument("--answer-words", help="concept word and its opposite, e.g. 'Yes,No' (default: the dataset's pair)")
     p.add_argument("--stem", default="\n\nThe answer is:", help="answer stem appended to each prompt")
-    p.add_argument("--n-random", type=int_in(40, 1000), default=100,  # steering_eval.MIN_RANDOM, N_RANDOM
+    p.add_argument("--n-random", type=int_in(40, 1000), default=100,  # steering_protocol.MIN_RANDOM, N_RANDOM
                    help="null (random) directions per setting, direction and half, even: antithetic pairs "
                         "(40..1000; 40 is the least whose rank p can reach 0.025)")
     p.add_argument("--seed", type=int_in(0, MAX_SEED), default=0, help="seed of the random directions")

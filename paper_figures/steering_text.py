@@ -21,6 +21,10 @@ import numpy as np
 import pandas as pd
 
 from empirical.llm import datasets
+from empirical.llm.steering_cost import estimate_seconds
+from empirical.llm.steering_protocol import PERPLEXITY_GATE, passes_gates
+from empirical.llm.steering_selection import default_setting, select_operating_points
+from empirical.llm.steering_settings import sweep_settings
 from empirical.probes.layers import PAPER_SPLIT_SEED
 
 from .output import load_saved_vectors, load_table, save_figure, save_table
@@ -83,7 +87,6 @@ def stage_seconds(scale=None, measurable=MEASURABLE, tested_twins=True) -> dict:
     dict
         Seconds on two idle cores (:data:`empirical.llm.steering_cost.COST_SECONDS`) per stage and ``total``.
     """
-    from empirical.llm.steering_cost import estimate_seconds
 
     scale = scale or FULL
     if not isinstance(tested_twins, bool):
@@ -142,7 +145,6 @@ def settings(quick: bool = False) -> list:
     """The screened settings (stage 1, answer positions; stage 2 adds the candidates' prompt and all-position
     twins): GCAV p* in {0.9, 0.99, 0.9999} on all / best / top-3 layers and additive k in a grid on best / top-3
     layers (``--quick``: three)."""
-    from empirical.llm.steering_settings import sweep_settings
 
     if quick:
         return sweep_settings(k_grid=(0.2, 0.8), p_grid=(0.99,), gcav_layers=("best",), additive_layers=("best",))
@@ -209,7 +211,6 @@ def summary(table: pd.DataFrame) -> pd.DataFrame:
     its adjusted p is at most :data:`~empirical.llm.answer_readout.MAX_AUC_P` as well (tables without
     ``auc_p_value`` keep their per-dataset verdict). The datasets that are not measurable get one row each
     (``setting`` = 'not measurable'); their operating points are left out."""
-    from empirical.llm.steering_selection import select_operating_points
 
     table = holm_validity(table)
     chosen = select_operating_points(table)
@@ -232,7 +233,6 @@ def default_table(table: pd.DataFrame) -> pd.DataFrame:
     naming the paper's setting and the reason when no setting beats the random control. ``raptor steer``'s
     :data:`~empirical.llm.steering_settings.DEFAULT_SETTING` must equal its ``setting`` (a test reads the published
     copy)."""
-    from empirical.llm.steering_selection import default_setting
 
     table = holm_validity(table)
     choice = default_setting(table)
@@ -272,7 +272,7 @@ def plot_points(table: pd.DataFrame) -> pd.DataFrame:
     """The points of :func:`plot`: the report-half rows of the measurable datasets, one per method, setting and
     direction, with their series label (``method kind layers positions``), their marker and whether they pass every
     gate on the report half (``gated`` = True when the answer mass, the perplexity ratio or distinct-2 fails:
-    :func:`empirical.llm.steering_eval.passes_gates`).
+    :func:`empirical.llm.steering_protocol.passes_gates`).
 
     Parameters
     ----------
@@ -284,7 +284,6 @@ def plot_points(table: pd.DataFrame) -> pd.DataFrame:
     pandas.DataFrame
         The report-half rows with ``series``, ``marker`` and ``gated`` added.
     """
-    from empirical.llm.steering_eval import passes_gates
 
     required = {"dataset", "method", "kind", "layer_choice", "positions", "direction", "half", "measurable",
                 "concept_specific_shift", "perplexity_ratio", "answer_mass_steered", "answer_mass_unsteered"}
@@ -329,7 +328,6 @@ def plot(table: pd.DataFrame, out):
     import matplotlib.pyplot as plt
     from matplotlib.lines import Line2D
 
-    from empirical.llm.steering_eval import PERPLEXITY_GATE
 
     points = plot_points(table)
     names = list(dict.fromkeys(points["dataset"])) or ["none measurable"]
@@ -414,7 +412,6 @@ def tested_points(table: pd.DataFrame) -> pd.DataFrame:
     """The report-half rows that carry a rank test (a finite ``null_p``: the tested point of each method and
     direction, :func:`empirical.llm.steering_eval.rank_test_points`) of the datasets measurable after Holm
     (:func:`holm_validity`), with ``gated`` as in :func:`plot_points`."""
-    from empirical.llm.steering_eval import passes_gates
 
     table = holm_validity(table)
     if "null_p" not in table:

@@ -15,8 +15,7 @@ PACKAGES = ("cgmt", "sims", "empirical", "paper_figures")
 #: the torch side of the pipeline, which the CLI and the main job import only when a command needs it
 TORCH_SIDE = {"empirical.llm", "empirical.llm.extract", "empirical.llm.models", "empirical.llm.steering",
               "empirical.llm.steering_eval", "empirical.llm.edits", "empirical.llm.generation",
-              "empirical.llm.answer_readout", "empirical.llm.steering_settings", "empirical.llm.steering_selection",
-              "empirical.llm.steering_cost", "empirical.llm.prompts", "empirical.llm.cached_passes",
+              "empirical.llm.answer_readout", "empirical.llm.prompts", "empirical.llm.cached_passes",
               "empirical.logistic.batched"}
 #: optional heavy dependencies that a function may import on purpose (deferred)
 DEFERRED_OK = {"torch", "transformers", "xrfm", "gguf", "accelerate", "matplotlib", "tokenizers", "dask",
@@ -194,6 +193,9 @@ def test_kernel_modules_keep_their_jobs():
 @pytest.mark.parametrize("modules", [
     "cgmt, sims, empirical, empirical.probes, empirical.logistic",
     "empirical.llm.datasets, empirical.llm.cache, empirical.files, empirical.validation",
+    # choosing an operating point or estimating a run's time from a saved table needs no torch
+    "empirical.llm.steering_protocol, empirical.llm.steering_selection, empirical.llm.steering_cost, "
+    "empirical.llm.steering_settings, empirical.llm.gcav",
 ])
 def test_numpy_side_never_loads_torch(modules):
     code = f"import {modules}; import sys; assert 'torch' not in sys.modules, 'torch was imported'"
@@ -231,6 +233,9 @@ def test_steering_modules_keep_their_jobs():
 @pytest.mark.parametrize("module, name, home", [
     ("empirical.llm.steering", "additive_steering", "empirical.llm.edits"),
     ("empirical.llm.steering", "generate", "empirical.llm.generation"),
+    ("empirical.llm.steering", "gcav_alpha", "empirical.llm.gcav"),
+    ("empirical.llm.edits", "P_TOWARDS", "empirical.llm.gcav"),
+    ("empirical.llm.steering_eval", "PERPLEXITY_GATE", "empirical.llm.steering_protocol"),
     ("empirical.llm.steering", "select_prompts", "empirical.llm.prompts"),
     ("empirical.llm.steering_eval", "PRESETS", "empirical.llm.steering_settings"),
     ("empirical.llm.steering_eval", "default_setting", "empirical.llm.steering_selection"),

@@ -12,7 +12,7 @@ torch = pytest.importorskip("torch")
 pytest.importorskip("transformers")
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 
-from empirical.llm import edits as E, generation as G, prompts as PR, steering as S
+from empirical.llm import edits as E, gcav as GC, generation as G, prompts as PR, steering as S
 from empirical.llm.extract import hidden_states
 from empirical.llm.hooks import decoder_blocks
 from empirical.probes.concept_vectors import LinearProbe
@@ -38,7 +38,7 @@ def _probes(seed, p=32, layers=(1, 2, 3), bias=0.0, acc=None):
 def test_gcav_alpha_closed_form(g, s, p):
     gs = math.log(p) - math.log1p(-p)
     for direction in ("towards", "away"):
-        a = float(E.gcav_alpha(g, s, direction, p))
+        a = float(GC.gcav_alpha(g, s, direction, p))
         in_target = g >= gs if direction == "towards" else g <= gs
         if in_target:
             assert a == 0.0
@@ -48,16 +48,16 @@ def test_gcav_alpha_closed_form(g, s, p):
             root = brentq(lambda x: (g + x * s) - gs, -1e6, 1e6, xtol=1e-14, rtol=1e-14)
             assert math.isclose(a, root, rel_tol=1e-9, abs_tol=1e-9)
             assert (a > 0) == (direction == "towards")
-    assert float(E.gcav_alpha(g, -s, "towards", p)) == 0.0 and float(E.gcav_alpha(g, 0.0, "away", p)) == 0.0
+    assert float(GC.gcav_alpha(g, -s, "towards", p)) == 0.0 and float(GC.gcav_alpha(g, 0.0, "away", p)) == 0.0
 
 
 def test_gcav_alpha_errors():
     with pytest.raises(ValueError, match="direction"):
-        E.gcav_alpha(0.0, 1.0, "up")
+        GC.gcav_alpha(0.0, 1.0, "up")
     with pytest.raises(ValueError, match="p_target"):
-        E.gcav_alpha(0.0, 1.0, "towards", 1.0)
+        GC.gcav_alpha(0.0, 1.0, "towards", 1.0)
     with pytest.raises(ValueError, match="finite"):
-        E.gcav_alpha(np.nan, 1.0, "towards")
+        GC.gcav_alpha(np.nan, 1.0, "towards")
     with pytest.raises(ValueError, match="zero"):
         LinearProbe(np.zeros(3), 0.0)
     with pytest.raises(ValueError, match="finite"):

@@ -20,8 +20,9 @@ from tqdm.auto import tqdm
 
 from cgmt.result import moved_names
 
-from .edits import SteerState, check_direction, gcav_steering, target_logit
+from .edits import SteerState, gcav_steering
 from .extract import check_positions, length_batches, pad_right, tokenize_prompts
+from .gcav import check_direction, target_logit
 from .hooks import input_device
 
 __all__ = ["steer_prompts", "steering_metrics", "hard_layers"]
@@ -29,8 +30,9 @@ __all__ = ["steer_prompts", "steering_metrics", "hard_layers"]
 #: names that lived here before the module was split by job and are not used here (importing them warns,
 #: removed in 0.3)
 __getattr__ = moved_names("empirical.llm.steering", {
-    **dict.fromkeys(("P_TOWARDS", "P_AWAY", "gcav_alpha", "additive_steering", "steerable_layers", "describe_skipped",
-                     "NoLayerSteeredWarning"), "empirical.llm.edits"),
+    **dict.fromkeys(("additive_steering", "NoLayerSteeredWarning"), "empirical.llm.edits"),
+    **dict.fromkeys(("P_TOWARDS", "P_AWAY", "gcav_alpha", "steerable_layers", "describe_skipped"),
+                    "empirical.llm.gcav"),
     **dict.fromkeys(("generate", "generate_ids", "compare_generations"), "empirical.llm.generation"),
     "select_prompts": "empirical.llm.prompts"})
 

@@ -7,7 +7,7 @@ from collections.abc import Mapping
 
 from cgmt.validation import check_bool, check_choice, check_int, check_scalar, check_sequence
 
-from .steering_eval import N_GENERATE, N_RANDOM, N_RANDOM_SELECTION
+from .steering_protocol import N_GENERATE, N_RANDOM, N_RANDOM_SELECTION
 
 # --------------------------------------------------------------------------------------------- cost
 

@@ -81,13 +81,21 @@ from .edits import model_positions
 from .extract import check_prompts, tokenize_prompts
 from .hooks import base_model, decoder_blocks, input_device, position_limit, require_decoder
 from .prompts import select_prompts, split_halves
+from .steering_protocol import (  # the protocol's constants and gates (torch-free home)
+    MASS_GATE,
+    MIN_CONTROL,
+    MIN_RANDOM,
+    N_GENERATE,
+    N_RANDOM,
+    N_RANDOM_SELECTION,
+    NULL_STREAMS,
+    passes_gates,
+)
 from .steering_settings import POSITIONS, SteeringSetting, check_settings, choose_layers, edit_strengths
 
-__all__ = ["NEUTRAL_PROMPTS", "SENTIMENT_DATASETS", "MIN_RANDOM", "N_RANDOM", "N_RANDOM_SELECTION", "MIN_CONTROL",
-           "NULL_STREAMS", "NULL_COLUMNS", "NULL_ALPHA", "MASS_GATE", "PERPLEXITY_GATE", "DISTINCT2_GATE", "N_GENERATE",
-           "rank_p_value", "null_units", "METRIC_COLUMNS", "passes_gates", "random_units", "evaluate_steering",
-           "screen_candidates", "rank_test_points", "evaluate_staged", "method_vectors", "given_vectors",
-           "evaluate_dataset"]
+__all__ = ["NEUTRAL_PROMPTS", "SENTIMENT_DATASETS", "NULL_COLUMNS", "rank_p_value", "null_units",
+           "METRIC_COLUMNS", "random_units", "evaluate_steering", "screen_candidates", "rank_test_points",
+           "evaluate_staged", "method_vectors", "given_vectors", "evaluate_dataset"]
 
 #: names that lived here before the module was split by job and are not used here (importing them warns, removed
 #: in 0.3); the ones this module imports for its own use stay importable from it
@@ -95,7 +103,8 @@ __getattr__ = moved_names("empirical.llm.steering_eval", {
     **dict.fromkeys(("PRESETS", "PAPER_SETTING", "DEFAULT_SETTING", "sweep_settings"),
                     "empirical.llm.steering_settings"),
     **dict.fromkeys(("select_operating_points", "default_setting"), "empirical.llm.steering_selection"),
-    **dict.fromkeys(("estimate_seconds", "COST_SECONDS"), "empirical.llm.steering_cost")})
+    **dict.fromkeys(("estimate_seconds", "COST_SECONDS"), "empirical.llm.steering_cost"),
+    **dict.fromkeys(("NULL_ALPHA", "PERPLEXITY_GATE", "DISTINCT2_GATE"), "empirical.llm.steering_protocol")})
 
 #: Datasets whose concept an offline scorer (VADER) reads in open-ended text.
 SENTIMENT_DATASETS = frozenset({"stsa"})
@@ -166,35 +175,8 @@ NEUTRAL_PROMPTS = (
     "Write one sentence about a village.",
     "Write one sentence about an office.",
 )
-#: Null (random) directions per (setting, direction, half), at least: the rank p-value 1 / (N + 1) can reach
-#: 0.025 only with N >= 39, and the directions come in antithetic pairs (+r, -r), so N >= 40 and even.
-MIN_RANDOM = 40
-#: Null directions of the rank test by default (50 antithetic pairs; smallest p = 1/101): in a staged run only the
-#: tested points (:func:`rank_test_points`) get them, on the report half; :func:`evaluate_steering` reads them for
-#: every setting and both halves.
-N_RANDOM = 100
-#: Random directions of the control elsewhere in a staged run (the selection half's screen and candidates, the
-#: report half's rows that are not tested: the first ones of the report stream): the random mean that the
-#: concept-specific shift subtracts and the gates read, not a test (no rank p); antithetic, even, at least
-#: :data:`MIN_CONTROL`.
-N_RANDOM_SELECTION = 10
-#: The least number of control directions (one antithetic pair).
-MIN_CONTROL = 2
-#: One-sided level of the rank test (a concept direction beats the null when its rank p is below it).
-NULL_ALPHA = 0.025
-#: Seed streams of the null directions: the selection half and the report half draw different directions.
-NULL_STREAMS = {"selection": 0, "report": 1}
 #: Rows of one stacked pass of the null directions (a batch of B prompts runs in chunks of STACK_ROWS // B draws).
 STACK_ROWS = 512
-#: Gates of the operating point: steered mass >= MASS_GATE x unsteered mass, perplexity ratio <= PERPLEXITY_GATE
-#: and (repetition) steered distinct-2 >= DISTINCT2_GATE x unsteered distinct-2, the last two where generated.
-MASS_GATE = 0.5
-#: see :data:`MASS_GATE`
-PERPLEXITY_GATE = 1.5
-#: see :data:`MASS_GATE` (a continuation repeating its bigrams, "good good good ...", has distinct-2 near 0)
-DISTINCT2_GATE = 0.8
-#: Generation prompts of a measurement by default (the fluency gates read the selection half's 32 continuations).
-N_GENERATE = 64
 
 #: The columns of ``steer_metrics.csv`` in order.
 METRIC_COLUMNS = [
@@ -780,31 +762,6 @@ def evaluate_steering(model, tokenizer, prompts, labels, vectors: dict, validati
     rows = [row for entry in entries for half in ("selection", "report") for row in m.rows([entry], half, "all")]
     table = _table(rows)
     return table, m.per_prompt(table)
-
-
-def passes_gates(rows: pd.DataFrame) -> pd.Series:
-    """The gates of an operating point on table rows: answer mass and, where generated, fluency (perplexity ratio)
-    and repetition (distinct-2); a row passes only when every gate passes.
-
-    Parameters
-    ----------
-    rows : pandas.DataFrame
-        Metric rows (:data:`METRIC_COLUMNS`).
-
-    Returns
-    -------
-    pandas.Series of bool
-        Steered answer mass >= :data:`MASS_GATE` x the unsteered one, perplexity ratio <=
-        :data:`PERPLEXITY_GATE` and steered distinct-2 >= :data:`DISTINCT2_GATE` x the unsteered one where they
-        were measured (NaN passes; tables without the distinct-2 columns pass that gate).
-    """
-    ratio = rows["perplexity_ratio"]
-    passed = (rows["answer_mass_steered"] >= MASS_GATE * rows["answer_mass_unsteered"]) & \
-        (ratio.isna() | (ratio <= PERPLEXITY_GATE))
-    if {"distinct2_steered", "distinct2_unsteered"} <= set(rows.columns):
-        steered, unsteered = rows["distinct2_steered"], rows["distinct2_unsteered"]
-        passed &= steered.isna() | unsteered.isna() | (steered >= DISTINCT2_GATE * unsteered)
-    return passed
 
 
 def screen_candidates(table: pd.DataFrame, n_candidates: int = 2,

@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from cgmt.validation import check_choice, check_int, check_scalar, check_sequence
 
 from ..probes.concept_vectors import ConceptVectors
-from .edits import P_TOWARDS, steerable_layers
+from .gcav import P_TOWARDS, steerable_layers
 
 __all__ = ["POSITIONS", "LAYER_CHOICES", "MAX_STRENGTH", "SteeringSetting", "PRESETS", "PAPER_SETTING",
            "DEFAULT_SETTING", "named_setting", "sweep_settings", "choose_layers", "check_settings",

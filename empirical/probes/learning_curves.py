@@ -62,6 +62,7 @@ import pandas as pd
 from scipy.optimize import brentq
 from scipy.stats import norm
 
+import cgmt
 from cgmt.validation import DELTA_MAX, check_int, check_scalar
 
 from ..logistic import logistic_path
@@ -686,8 +687,6 @@ def isotropic_curve(H_pool, y_pool, n_values, *, Cs=None, level=0.9, n_test=None
     >>> c.method, bool(c.accuracy[1] >= c.accuracy[0]), bool(np.all(c.low <= c.accuracy))
     ('isotropic', True, True)
     """
-    import cgmt
-
     folds = check_int(folds, "folds", minimum=2)
     H, ypm = _check_pool(H_pool, y_pool, folds)
     N, p = H.shape

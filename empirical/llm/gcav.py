@@ -1,0 +1,208 @@
+"""GCAV's rules without torch: the target probabilities, the per-sample strength and the layers it may edit.
+
+The paper's steer-towards algorithm in probe coordinates (raw-space probe ``g(h) = w.h + b``, concept vector ``v``,
+``s = w.v``): the target logit ``g* = logit(p*)`` (:func:`target_logit`; towards ``p* = P_TOWARDS``, away
+``P_AWAY``), the strength ``alpha = (g* - g(h)) / s`` outside the target region, else 0 (:func:`gcav_alpha`), and
+the layers it edits: probe test accuracy at least ``tau`` and ``s > 0`` (:func:`steerable_layers`,
+:func:`describe_skipped`).  The hooks that apply it are :mod:`empirical.llm.edits` (torch); the settings and the
+selection of a measurement read these rules without importing torch.
+"""
+from __future__ import annotations
+
+import math
+
+import numpy as np
+
+from cgmt.validation import check_scalar
+
+from ..probes.concept_vectors import LinearProbe
+from ..validation import as_real_array
+
+__all__ = ["P_TOWARDS", "P_AWAY", "target_logit", "check_direction", "gcav_alpha", "steerable_layers",
+           "describe_skipped"]
+
+P_TOWARDS = 0.9999
+
+
+P_AWAY = 0.0001
+
+
+def target_logit(p: float) -> float:
+    """The GCAV target logit g* = log(p / (1 - p)), accurate near 0 and 1.
+
+    Parameters
+    ----------
+    p : float in (0, 1)
+        The target probability p*.
+
+    Returns
+    -------
+    float
+        g* in nats.
+
+    Examples
+    --------
+    >>> round(target_logit(0.9999), 4)
+    9.2102
+    """
+    p = check_scalar(p, "p", low=0.0, high=1.0)
+    if not 0.0 < p < 1.0:
+        raise ValueError(f"p must lie in (0, 1), got {p}")
+    return math.log(p) - math.log1p(-p)
+
+
+def check_direction(direction, p_target) -> float:
+    """The target probability of a steering direction, checked.
+
+    Parameters
+    ----------
+    direction : {"towards", "away"}
+        Push the probe probability above or below the target.
+    p_target : float in (0, 1) or None
+        The target; None takes :data:`P_TOWARDS` (towards) or :data:`P_AWAY` (away).
+
+    Returns
+    -------
+    float
+        The target probability.
+
+    Raises
+    ------
+    ValueError
+        An unknown direction or a target outside (0, 1), naming the argument.
+    """
+    if not isinstance(direction, str) or direction not in ("towards", "away"):
+        raise ValueError(f"direction must be 'towards' or 'away', got {direction!r}")
+    if p_target is None:
+        p_target = P_TOWARDS if direction == "towards" else P_AWAY
+    p_target = check_scalar(p_target, "p_target", low=0.0, high=1.0)
+    if not 0.0 < p_target < 1.0:
+        raise ValueError(f"p_target must lie in (0, 1), got {p_target}")
+    return p_target
+
+
+def gcav_alpha(g, slope, direction="towards", p_target=None) -> np.ndarray:
+    """Minimal strength moving logit ``g`` to ``logit(p_target)`` along a direction of slope ``s = w.v``.
+
+    Returns 0 where the state already is in the target region (towards: ``g >= g*``; away:
+    ``g <= g*``) and where ``slope <= 0`` (the layer is skipped).
+
+    Parameters
+    ----------
+    g : float or ndarray
+        Probe logits ``w.h + b`` before the edit.
+    slope : float
+        ``s = w.v``, the change of the logit per unit of alpha.
+    direction : {"towards", "away"}
+        Push the probe probability up to ``p_target`` (towards) or down to it (away).
+    p_target : float in (0, 1), optional
+        Target probability (default 0.9999 towards, 0.0001 away).
+
+    Returns
+    -------
+    ndarray
+        alpha per logit, so that ``g + alpha s = logit(p_target)`` where an edit is needed.
+
+    Examples
+    --------
+    >>> gcav_alpha(np.array([0.0, 20.0]), 2.0).round(4)  # logit(0.9999) = 9.2102
+    array([4.6051, 0.    ])
+    """
+    p_target = check_direction(direction, p_target)
+    g = np.asarray(as_real_array(g, "probe logits"), dtype=np.float64)
+    g_star = target_logit(p_target)
+    if not np.all(np.isfinite(g)):
+        raise ValueError("probe logits must be finite")
+    slope = check_scalar(slope, "slope")
+    if slope <= 0:
+        return np.zeros_like(g)
+    need = g < g_star if direction == "towards" else g > g_star
+    return np.where(need, (g_star - g) / slope, 0.0)
+
+
+def steerable_layers(probes, tau, L: int) -> tuple[list, dict]:
+    """The layers GCAV steering edits, and why the others are skipped.
+
+    Parameters
+    ----------
+    probes : ConceptVectors or mapping of int to LinearProbe
+        Probes with ``coef`` and ``intercept`` (layer l = output of decoder block l, 1..L).
+    tau : float in [0, 1] or None
+        Reliability threshold on the probes' ``test_accuracy``.
+    L : int
+        Number of decoder blocks of the model.
+
+    Returns
+    -------
+    (list of int, dict of int to str)
+        Active layers (ascending) and ``{skipped layer: reason}``.
+
+    Examples
+    --------
+    >>> from empirical.probes import LinearProbe
+    >>> steerable_layers({1: LinearProbe([1.0], 0.0, test_accuracy=0.6),
+    ...                   2: LinearProbe([1.0], 0.0, test_accuracy=0.9)}, tau=0.8, L=4)
+    ([2], {1: 'test accuracy below tau'})
+    """
+    if tau is not None:
+        tau = check_scalar(tau, "tau", low=0.0, high=1.0)
+    if not hasattr(probes, "items") or not len(probes):
+        raise ValueError(f"probes must be a non-empty ConceptVectors or mapping {{layer: LinearProbe}}, got {probes!r}")
+    active, skipped = [], {}
+    for layer in sorted(probes):
+        pr = probes[layer]
+        if not isinstance(pr, LinearProbe):
+            raise ValueError(f"probes[{layer}] must be a LinearProbe (see ConceptVectors), got {type(pr).__name__}")
+        if pr.coef is None:
+            raise ValueError(f"probes[{layer}] holds only a direction; GCAV steering needs the probe's coef and "
+                             "intercept (fit them, e.g. fit_layers(...).concept_vectors())")
+        if not 1 <= int(layer) <= L:
+            raise ValueError(f"probe layer must be in 1..{L}, got {layer}")
+        if tau is not None:
+            if pr.test_accuracy is None:
+                raise ValueError(f"tau={tau} needs test_accuracy for every probe; layer {layer} has none")
+            if pr.test_accuracy < tau:
+                skipped[layer] = "test accuracy below tau"
+                continue
+        if pr.slope <= 0:
+            skipped[layer] = "w.v <= 0"
+            continue
+        active.append(int(layer))
+    return active, skipped
+
+
+def describe_skipped(probes, tau, skipped: dict) -> str:
+    """One phrase on why layers were skipped (``skipped`` from :func:`steerable_layers`), for warnings and the CLI.
+
+    Parameters
+    ----------
+    probes : ConceptVectors or mapping of int to LinearProbe
+        The probes the layers were chosen from (their ``test_accuracy`` is quoted).
+    tau : float or None
+        The reliability threshold that was applied.
+    skipped : dict of int to str
+        ``{skipped layer: reason}`` as returned by :func:`steerable_layers`.
+
+    Returns
+    -------
+    str
+        The reasons joined by "; " (layers below ``tau``, with the best skipped probe's accuracy; layers with
+        ``w.v <= 0``), or ``"no probe given"`` when ``skipped`` has neither.
+
+    Examples
+    --------
+    >>> from empirical.probes import LinearProbe
+    >>> probes = {1: LinearProbe([1.0], 0.0, test_accuracy=0.6)}
+    >>> describe_skipped(probes, 0.8, steerable_layers(probes, 0.8, L=2)[1])
+    'tau=0.8 excludes 1 layer(s) (the best probe test accuracy is 0.600, at layer 1)'
+    """
+    below = [layer for layer, why in skipped.items() if why == "test accuracy below tau"]
+    parts = []
+    if below:
+        best = max(below, key=lambda layer: probes[layer].test_accuracy)
+        parts.append(f"tau={tau:g} excludes {len(below)} layer(s) (the best probe test accuracy is "
+                     f"{probes[best].test_accuracy:.3f}, at layer {best})")
+    flat = [layer for layer, why in skipped.items() if why == "w.v <= 0"]
+    if flat:
+        parts.append(f"{len(flat)} layer(s) have w.v <= 0")
+    return "; ".join(parts) or "no probe given"
