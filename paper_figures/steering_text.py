@@ -25,6 +25,7 @@ from empirical.llm.steering_cost import estimate_seconds
 from empirical.llm.steering_protocol import PERPLEXITY_GATE, passes_gates
 from empirical.llm.steering_selection import default_setting, select_operating_points
 from empirical.llm.steering_settings import sweep_settings
+from empirical.probes import get_method
 from empirical.probes.layers import PAPER_SPLIT_SEED
 
 from .output import load_saved_vectors, load_table, save_figure, save_table
@@ -96,7 +97,7 @@ def stage_seconds(scale=None, measurable=MEASURABLE, tested_twins=True) -> dict:
         raise ValueError(f"measurable must be a sequence of known dataset names {sorted(PROMPT_TOKENS)}, "
                          f"got {unknown}")
     grid = settings(scale is QUICK)
-    n_settings = sum(len([s for s in grid if m != "xRFM" or s.kind == "additive"]) for m in scale["methods"])
+    n_settings = sum(len([s for s in grid if get_method(m).gcav or s.kind == "additive"]) for m in scale["methods"])
     out = {}
     for name in scale["datasets"]:
         one = estimate_seconds(
@@ -162,7 +163,9 @@ def dataset_table(name, mdl, tok, H, ds, *, data_dir=None, quick=False, progress
     from empirical.llm.steering_eval import evaluate_dataset
 
     scale = QUICK if quick else FULL
-    test = datasets.load("stsa", data_dir, max_per_class=None, split="test") if name == "stsa" else None
+    # a dataset with its own held-out file steers on it (the registry's test_files: STSA)
+    test = datasets.load(name, data_dir, max_per_class=None, split="test") if datasets.get_dataset(name).test_files \
+        else None
     saved = None if out is None else load_saved_vectors(out, name, scale["methods"], len(ds.labels), PAPER_SPLIT_SEED)
     marks = [("start", time.perf_counter())]
     table, per_prompt = evaluate_dataset(mdl, tok, ds, H, settings(quick), eval_dataset=test,

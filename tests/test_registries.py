@@ -117,6 +117,8 @@ def test_the_shipped_entries():
     gcs = methods_registry.get_method("GCS")
     assert gcs.estimator().n_probes == 100 and gcs.estimator(quick=True).n_probes == 20
     assert gcs.estimator(n_probes=7).n_probes == 7
+    # GCAV steers with a logistic probe: every method but the direction-only xRFM (read from the estimator's class)
+    assert [m for m in methods_registry.method_names() if not methods_registry.get_method(m).gcav] == ["xRFM"]
     assert datasets.dataset_names() == ("stsa", "cities", "common", "counterfact", "hateeval", "sarcasm", "coinflip")
     assert datasets.dataset_names(paper_grid=False) == ("coinflip",)
     assert datasets.get_dataset("counterfact").group_column == "subject"

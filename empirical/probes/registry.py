@@ -28,6 +28,7 @@ import re
 from dataclasses import dataclass, field
 from typing import Callable, Mapping
 
+from .base import LinearConceptProbe
 from .baselines import DifferenceOfMeans, GCSProbe, LogRegCVProbe, XRFMProbe
 from .raptor import RaptorProbe
 
@@ -78,6 +79,13 @@ class ProbeMethod:
     color: str = DEFAULT_COLOR
     description: str = ""
     data: tuple | None = None
+
+    @property
+    def gcav(self) -> bool:
+        """Whether GCAV can steer with its concept vectors: its estimator is a
+        :class:`~empirical.probes.base.LinearConceptProbe` (a logistic probe with ``coef_`` and ``intercept_``);
+        a direction-only method (xRFM) is steered with additive settings alone."""
+        return isinstance(self.estimator(), LinearConceptProbe)
 
     def estimator(self, quick: bool = False, **params):
         """A new unfitted estimator: ``factory()`` with :attr:`quick_params` (when ``quick``) and ``params`` set."""
