@@ -88,6 +88,7 @@ def test_register_method_refuses_bad_entries(kwargs, message):
     (dict(name="new", answer_words=("Yes", "yes")), "answer_words of dataset 'new' must be two different words"),
     (dict(name="new", reference_cap=0), "reference_cap of dataset 'new' must be a positive int"),
     (dict(name="new", sha256={"x.csv": "abc"}), "sha256 of dataset 'new' must map file names to 64"),
+    (dict(name="new", sentiment="yes"), "sentiment of dataset 'new' must be a bool"),
 ])
 def test_register_dataset_refuses_bad_entries(kwargs, message):
     args = dict(files="x.csv", reader=_read_toy) | kwargs
@@ -122,6 +123,7 @@ def test_the_shipped_entries():
     assert datasets.dataset_names() == ("stsa", "cities", "common", "counterfact", "hateeval", "sarcasm", "coinflip")
     assert datasets.dataset_names(paper_grid=False) == ("coinflip",)
     assert datasets.get_dataset("counterfact").group_column == "subject"
+    assert [n for n in datasets.dataset_names() if datasets.get_dataset(n).sentiment] == ["stsa"]  # VADER reads it
     assert datasets.answer_pairs()["stsa"] == ("Positive", "Negative")
 
 

@@ -350,6 +350,9 @@ class DatasetSpec:
         The dataset's own held-out file(s) (``load(..., split="test")``).
     sha256 : mapping
         Reference sha256 of the files (used when the data directory has no ``SHA256SUMS``).
+    sentiment : bool
+        The concept is a sentiment that an offline scorer (VADER) reads in open-ended text: steering is then also
+        measured on continuations of neutral prompts (``vader_shift``).
     """
 
     name: str
@@ -362,6 +365,7 @@ class DatasetSpec:
     group_column: str | None = None
     test_files: tuple = ()
     sha256: dict = field(default_factory=dict)
+    sentiment: bool = False
 
 
 _REGISTRY: dict = {}
@@ -377,7 +381,7 @@ def _file_names(value, what, name) -> tuple:
 
 def register_dataset(name: str, files, reader, *, template: str = PLACEHOLDER, answer_words=None,
                      reference_cap: int | None = None, in_paper_grid: bool = False, group_column: str | None = None,
-                     test_files=(), sha256=None, replace: bool = False) -> DatasetSpec:
+                     test_files=(), sha256=None, sentiment: bool = False, replace: bool = False) -> DatasetSpec:
     """Register a named dataset (fields: :class:`DatasetSpec`); returns its entry.
 
     Parameters
@@ -402,6 +406,8 @@ def register_dataset(name: str, files, reader, *, template: str = PLACEHOLDER, a
         The dataset's own held-out file(s).
     sha256 : mapping, optional
         Reference sha256 (64 lower-case hex digits) per file name.
+    sentiment : bool, default=False
+        The concept is a sentiment VADER reads in open-ended text (steering also scores continuations).
     replace : bool, default=False
         Redefine a dataset of the same name.
 
@@ -452,6 +458,8 @@ def register_dataset(name: str, files, reader, *, template: str = PLACEHOLDER, a
     if reference_cap is not None and (isinstance(reference_cap, bool) or not isinstance(reference_cap, int)
                                       or reference_cap < 1):
         raise ValueError(f"reference_cap of dataset {name!r} must be a positive int or None, got {reference_cap!r}")
+    if not isinstance(sentiment, bool):
+        raise ValueError(f"sentiment of dataset {name!r} must be a bool, got {sentiment!r}")
     sums = dict(sha256 or {})
     bad = {f: d for f, d in sums.items() if not (isinstance(d, str) and re.fullmatch(r"[0-9a-f]{64}", d))}
     if bad:
@@ -466,7 +474,7 @@ def register_dataset(name: str, files, reader, *, template: str = PLACEHOLDER, a
         raise ValueError(f"sha256 of dataset {name!r} gives {sorted(clash)} another checksum than dataset "
                          f"{sorted(set(clash.values()))} does (one file, one reference sum)")
     spec = DatasetSpec(name, files, reader, template, answer_words, reference_cap, bool(in_paper_grid),
-                       group_column, test_files, sums)
+                       group_column, test_files, sums, sentiment)
     _REGISTRY[name] = spec
     return spec
 
@@ -654,7 +662,7 @@ def _text_field(values, where: str, field: str) -> list:
 # The seven benchmark datasets, in the order every table lists them.  Templates are the Concept-Depth prompts.
 register_dataset(
     "stsa", "stsa.binary.train", read_stsa, test_files="stsa.binary.test", answer_words=("Positive", "Negative"),
-    in_paper_grid=True,
+    in_paper_grid=True, sentiment=True,
     template="{text} The sentence above is a movie review and reflects the writer's overall intention for this "
              "review. According to the sentence, judge whether the emotion is Positive or Negative.",
     sha256={"stsa.binary.train": "71c04bcc41291fa47454dd670df701b14ee9249156babeaac404cfe2c8d74338",

@@ -50,11 +50,12 @@ from scipy import stats
 from scipy.special import expit
 from tqdm.auto import tqdm
 
-from cgmt.result import moved_names
+from cgmt.result import moved_names, warn_deprecated
 from cgmt.validation import check_bool, check_int, check_n_jobs, check_real_array, check_scalar
 
 from ..probes import PAPER_SPLIT_SEED, fit_layers, get_method, method_names, paper_split
 from ..probes.concept_vectors import ConceptVectors
+from . import datasets
 from .answer_readout import (
     ANSWER_STEM,
     answer_logodds,
@@ -93,21 +94,29 @@ from .steering_protocol import (  # the protocol's constants and gates (torch-fr
 )
 from .steering_settings import POSITIONS, SteeringSetting, check_settings, choose_layers, edit_strengths
 
-__all__ = ["NEUTRAL_PROMPTS", "SENTIMENT_DATASETS", "NULL_COLUMNS", "rank_p_value", "null_units",
+__all__ = ["NEUTRAL_PROMPTS", "NULL_COLUMNS", "rank_p_value", "null_units",
            "METRIC_COLUMNS", "random_units", "evaluate_steering", "screen_candidates", "rank_test_points",
            "evaluate_staged", "method_vectors", "given_vectors", "evaluate_dataset"]
 
 #: names that lived here before the module was split by job and are not used here (importing them warns, removed
 #: in 0.3); the ones this module imports for its own use stay importable from it
-__getattr__ = moved_names("empirical.llm.steering_eval", {
+_moved = moved_names("empirical.llm.steering_eval", {
     **dict.fromkeys(("PRESETS", "PAPER_SETTING", "DEFAULT_SETTING", "sweep_settings"),
                     "empirical.llm.steering_settings"),
     **dict.fromkeys(("select_operating_points", "default_setting"), "empirical.llm.steering_selection"),
     **dict.fromkeys(("estimate_seconds", "COST_SECONDS"), "empirical.llm.steering_cost"),
     **dict.fromkeys(("NULL_ALPHA", "PERPLEXITY_GATE", "DISTINCT2_GATE"), "empirical.llm.steering_protocol")})
 
-#: Datasets whose concept an offline scorer (VADER) reads in open-ended text.
-SENTIMENT_DATASETS = frozenset({"stsa"})
+
+def __getattr__(name: str):
+    """Moved names (:func:`cgmt.result.moved_names`) and ``SENTIMENT_DATASETS``, now the dataset registry's
+    ``sentiment`` field (warns ``DeprecationWarning``, removed in 0.3)."""
+    if name == "SENTIMENT_DATASETS":
+        warn_deprecated("empirical.llm.steering_eval.SENTIMENT_DATASETS",
+                        "empirical.llm.datasets.get_dataset(name).sentiment")
+        return frozenset(n for n in datasets.dataset_names() if datasets.get_dataset(n).sentiment)
+    return _moved(name)
+
 #: Neutral open-ended prompts without label words (sentiment steering is scored on their continuations).
 NEUTRAL_PROMPTS = (
     "Write one sentence about a film you saw.",
@@ -1162,7 +1171,8 @@ def evaluate_dataset(model, tokenizer, dataset, H, settings, *, eval_dataset=Non
         source, candidates = dataset, split[2]
     chosen = select_prompts(source.labels, candidates, n_prompts)
     prompts = [source.prompts[i] for i in chosen]
-    sentiment = dataset.name in SENTIMENT_DATASETS
+    # a registered sentiment concept (the dataset registry's ``sentiment``; a user table is not one)
+    sentiment = dataset.name in datasets.dataset_names() and datasets.get_dataset(dataset.name).sentiment
     if sentiment and n_generate > len(NEUTRAL_PROMPTS):
         raise ValueError(f"n_generate (--generate) must be at most the {len(NEUTRAL_PROMPTS)} neutral prompts of a "
                          f"sentiment dataset, got {n_generate}")
