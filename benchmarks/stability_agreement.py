@@ -38,8 +38,8 @@ LAMS = (0.01, 0.1, 1.0, 10.0)
 
 
 def simulate_replicate(delta, lam, kappa, p, seed, runs=3, drop=0.2, val_fraction=0.2):
-    """One replicate (``paper_figures.stability.simulate_stability_replicate``)."""
-    from paper_figures.stability import simulate_stability_replicate
+    """One replicate (``sims.simulate_stability_replicate``)."""
+    from sims import simulate_stability_replicate
 
     return simulate_stability_replicate(delta, lam, kappa, p, seed, runs=runs, drop=drop, val_fraction=val_fraction)
 

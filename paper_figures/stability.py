@@ -9,7 +9,7 @@ lambda and scikit-learn's C is 1/(n lam).  ``delta`` is always the pool ratio N/
 Public functions
 ----------------
 - :func:`stability_curves` -- theory table (three protocols + the paper's formula) along a lambda grid;
-- :func:`simulate_stability_replicate` / :func:`simulate_stability` -- Monte Carlo with ``sims``;
+- :func:`simulate_stability` -- Monte Carlo with ``sims`` (one replicate: :func:`sims.simulate_stability_replicate`);
 - :func:`plot_stability_vs_lambda` -- predicted vs simulated cosine against lambda at a few (delta, kappa);
 - :func:`plot_real_embedding_stability` -- measured versus predicted stability per layer (the
   methodology, ``estimate_kappa`` and ``real_embedding_stability``, lives in
@@ -18,7 +18,6 @@ Public functions
 """
 from __future__ import annotations
 
-import itertools
 import math
 
 import numpy as np
@@ -28,15 +27,18 @@ from threadpoolctl import threadpool_limits
 from tqdm.auto import tqdm
 
 import sims
-from cgmt.ablation import ablation_split
+from cgmt.result import moved_names
 from cgmt.stability import stability
 from cgmt.validation import check_delta, check_kappa, check_lams, check_n_jobs, check_sequence
 
 from .output import load_finished_step, save_figure, save_table
 from .style import THEORY_COLOR, method_color, series_color
 
-__all__ = ["stability_curves", "simulate_stability_replicate", "simulate_stability", "plot_stability_vs_lambda",
+__all__ = ["stability_curves", "simulate_stability", "plot_stability_vs_lambda",
            "plot_real_embedding_stability", "make_stability_figures", "run", "DEFAULT_SETTINGS"]
+
+#: the Monte Carlo replicate lives in :mod:`sims` (importing it from here warns, removed in 0.3)
+__getattr__ = moved_names("paper_figures.stability", {"simulate_stability_replicate": "sims"})
 
 PROTOCOLS = ("independent", "subsample", "full_vs_subsample")
 #: (delta, kappa) panels of the default figure
@@ -94,55 +96,6 @@ def stability_curves(delta, kappa, lams, *, drop=0.2, val_fraction=0.2) -> pd.Da
     return pd.DataFrame(rows)
 
 
-def _cos(a, b):
-    return float(a @ b / (np.linalg.norm(a) * np.linalg.norm(b)))
-
-
-def simulate_stability_replicate(delta, lam, kappa, p, seed, *, runs=3, drop=0.2, val_fraction=0.2) -> dict:
-    """One Monte Carlo replicate with ``sims``: a pool of n = delta p points, its full fit, a fit on an
-    independent pool (same teacher), and ``runs`` ablation runs (:func:`cgmt.ablation.ablation_split`, training part).
-
-    Parameters
-    ----------
-    delta, lam, kappa : float
-        The point (theory convention).
-    p : int
-        Dimension.
-    seed : int or SeedSequence
-        The replicate's stream (children: pool, independent pool, one per run).
-    runs : int, default=3
-        Ablation runs (at least 2).
-    drop, val_fraction : float, default=0.2
-        The ablation protocol.
-
-    Returns
-    -------
-    dict
-        ``cos_independent``, ``cos_subsample`` (mean over the runs' pairs, i.e. the paper's mean absolute
-        pairwise cosine without the absolute value, which is immaterial here: all cosines are > 0),
-        ``cos_full_subsample`` (mean over runs) and ``max_grad_norm``, the largest gradient norm of the fits.
-    """
-    if runs < 2:
-        raise ValueError(f"runs: need at least 2 ablation runs, got {runs}")
-    ss = seed if isinstance(seed, np.random.SeedSequence) else np.random.SeedSequence(seed)
-    s_pool, s_ind, *s_runs = ss.spawn(2 + runs)
-    n = int(round(delta * p))
-    pool = sims.sample(n, p, kappa, s_pool)
-    other = sims.sample(n, p, kappa, s_ind, beta_star=pool.beta_star)
-    fits = [sims.fit_ridge_logistic(pool.X, pool.y, lam), sims.fit_ridge_logistic(other.X, other.y, lam)]
-    zr = []
-    for s in s_runs:
-        idx, _ = ablation_split(pool.y, s, drop=drop, val_fraction=val_fraction)
-        f = sims.fit_ridge_logistic(pool.X[idx], pool.y[idx], lam)
-        fits.append(f)
-        zr.append(f.z)
-    z0 = fits[0].z
-    return dict(cos_independent=_cos(z0, fits[1].z),
-                cos_subsample=float(np.mean([_cos(a, b) for a, b in itertools.combinations(zr, 2)])),
-                cos_full_subsample=float(np.mean([_cos(z0, z) for z in zr])),
-                max_grad_norm=float(max(f.grad_norm for f in fits)))
-
-
 def simulate_stability(delta, kappa, lams, p, replicates, *, runs=3, seed=0, drop=0.2, val_fraction=0.2,
                        n_jobs=1, progress=True) -> pd.DataFrame:
     """Monte Carlo table: per lam, mean and standard error over ``replicates`` of the three cosines.
@@ -182,7 +135,7 @@ def simulate_stability(delta, kappa, lams, p, replicates, *, runs=3, seed=0, dro
 
     def one(lam, s):
         with threadpool_limits(1):
-            return dict(lam=lam, **simulate_stability_replicate(delta, lam, kappa, p, s, runs=runs, drop=drop,
+            return dict(lam=lam, **sims.simulate_stability_replicate(delta, lam, kappa, p, s, runs=runs, drop=drop,
                                                                 val_fraction=val_fraction))
 
     gen = Parallel(n_jobs=n_jobs, return_as="generator")(delayed(one)(lam, s) for lam, s in tasks)

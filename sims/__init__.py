@@ -13,7 +13,7 @@ from .compare import THEORY_FIELD, agreement, compare, compare_grid, summarize, 
 from .data import Sample, replicate_seeds, sample
 from .finite_size import HARD_POINTS, analyze as analyze_finite_size, loglog_slope, simulate_raw
 from .fit import fit_ridge_logistic, objective_gradient
-from .measure import QUANTITIES, loo_gamma, measure_replicate
+from .measure import QUANTITIES, ablation_run_fits, loo_gamma, measure_replicate, simulate_stability_replicate
 from .spectral import SPECTRAL_QUANTITIES, compare_spectral, measure_spectral_replicate, sample_spectral
 
 measure = measure_replicate
@@ -41,6 +41,7 @@ def finite_size_study(points=HARD_POINTS, ps=(250, 500, 1000, 2000, 4000), repli
 
 __all__ = ["SPECTRAL_QUANTITIES", "compare_spectral", "measure_spectral_replicate", "sample_spectral", "Sample",
            "sample", "replicate_seeds", "fit_ridge_logistic", "objective_gradient", "loo_gamma",
-           "measure_replicate", "measure", "QUANTITIES", "THEORY_FIELD",
+           "measure_replicate", "measure", "simulate_stability_replicate", "ablation_run_fits", "QUANTITIES",
+           "THEORY_FIELD",
            "theory_values", "summarize", "compare", "compare_grid", "agreement", "simulate_raw",
            "analyze_finite_size", "loglog_slope", "finite_size_study", "HARD_POINTS"]

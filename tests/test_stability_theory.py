@@ -21,12 +21,7 @@ from cgmt.prox import prox_scalar
 from cgmt.stability import cross_expectation, cross_noise_covariance, pair_stability, stability
 from empirical.probes.real_embedding import participation_ratio, real_embedding_stability
 from paper_figures import style
-from paper_figures.stability import (
-    make_stability_figures,
-    plot_stability_vs_lambda,
-    simulate_stability_replicate,
-    stability_curves,
-)
+from paper_figures.stability import make_stability_figures, plot_stability_vs_lambda, stability_curves
 
 deltas = st.floats(0.3, 5.0)
 lams = st.floats(0.02, 10.0)
@@ -200,7 +195,7 @@ MC_POINTS = [(2.0, 0.1, 2.0), (1.0, 1.0, 1.0), (2.0, 0.03, 1.0)]
 def mc_table():
     out = {}
     for i, (d, lam, k) in enumerate(MC_POINTS):
-        reps = [simulate_stability_replicate(d, lam, k, 300, np.random.SeedSequence([7, i, r]), runs=3)
+        reps = [sims.simulate_stability_replicate(d, lam, k, 300, np.random.SeedSequence([7, i, r]), runs=3)
                 for r in range(6)]
         out[(d, lam, k)] = {q: np.array([r[q] for r in reps])
                           for q in ("cos_subsample", "cos_full_subsample", "cos_independent")}
