@@ -101,7 +101,8 @@ def test_separability_lp_agrees_with_covers_threshold_and_with_scipy_feasibility
     below = separability_lp(rng.standard_normal((30, p)), np.arange(30) % 2)
     assert below.separable and below.status == 0 and below.fun <= 1e-9 and below.train_errors == 0
     above = separability_lp(rng.standard_normal((120, p)), np.arange(120) % 2)
-    assert not above.separable and above.status == 1 and above.fun > 1.0 and above.train_errors > 0
+    assert not above.separable and above.status == 0 and above.success and above.fun > 1.0 and above.train_errors > 0
+    assert above.message.startswith("not linearly separable")  # a decided answer is a finished solve: status 0
     # the certificate: the returned hyperplane (on standardized rows) separates the rows
     X = rng.standard_normal((30, p))
     y = rng.integers(0, 2, 30)
@@ -156,3 +157,19 @@ def test_shuffled_label_control_with_the_lp_test_permutes_the_labels_reproducibl
     assert not a.separable and a.fun == b.fun
     with pytest.raises(TypeError, match="test"):
         shuffled_label_control(X, y, test="lp")
+
+
+@pytest.mark.parametrize("highs_status, status", [(1, 1), (4, 2)])
+def test_an_lp_that_does_not_finish_is_undecided_with_the_solvers_status(monkeypatch, highs_status, status):
+    """The status is the solve's (0 finished, 1 iteration limit, 2 no usable optimum), never the answer: an
+    unfinished LP is success=False and separable=False, with a message that says it is undecided."""
+    import importlib
+
+    from scipy.optimize import OptimizeResult
+
+    sep = importlib.import_module("empirical.probes.separability")  # the package's name is the function
+
+    monkeypatch.setattr(sep, "linprog", lambda *a, **k: OptimizeResult(status=highs_status, x=None, nit=3,
+                                                                       message="stopped"))
+    r = sep.separability_lp([[0.0, 1.0], [1.0, 2.0], [0.0, -1.0], [1.0, -3.0]], [1, 1, 0, 0])
+    assert (r.success, r.status, r.separable) == (False, status, False) and r.message.startswith("undecided")

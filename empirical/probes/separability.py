@@ -45,7 +45,8 @@ class SeparabilityResult:
     Attributes
     ----------
     svm : list of dict
-        One dict per SVM C: ``C``, ``train_errors``, ``converged``, ``warnings`` (messages).
+        One dict per SVM C: ``C``, ``train_errors``, ``success`` (LinearSVC converged without a warning),
+        ``warnings`` (messages).
     separable : bool
         Some C reached zero training error.
     perceptron : OptimizeResult
@@ -183,7 +184,7 @@ def separability(X, y, Cs=(1e4, 1e6, 1e8), perceptron_epochs: int = 2000, svm_ma
             clf = LinearSVC(C=float(C), max_iter=int(svm_max_iter), random_state=random_state).fit(Xs, ypm)
         msgs = [str(w.message) for w in caught if issubclass(w.category, ConvergenceWarning)]
         errs = int(np.sum(clf.predict(Xs) != ypm))
-        svm_rows.append(dict(C=float(C), train_errors=errs, converged=not msgs, warnings=msgs))
+        svm_rows.append(dict(C=float(C), train_errors=errs, success=not msgs, warnings=msgs))
         if stop_when_separated and errs == 0:
             break
     perc = perceptron(Xs, ypm, perceptron_epochs, random_state)
@@ -195,10 +196,14 @@ def separability(X, y, Cs=(1e4, 1e6, 1e8), perceptron_epochs: int = 2000, svm_ma
                               perc_zero=bool(perc.success), n_convergence_warnings=n_warn)
 
 
-#: status -> message of :func:`separability_lp`
-LP_MESSAGES = {0: "strictly separable (the returned hyperplane has zero training errors)",
-               1: "not linearly separable (the smallest total slack is positive)",
-               2: "undecided: the LP solver did not finish"}
+#: status -> message of :func:`separability_lp`; the status is the solve's, as every solver of the project reports it
+#: (0 finished, 1 iteration limit, 2 no further progress), and the answer is ``separable`` (:data:`LP_ANSWERS`)
+LP_MESSAGES = {0: "decided: the LP finished",
+               1: "undecided: the LP solver reached its iteration limit",
+               2: "undecided: the LP solver did not finish (numerical difficulties)"}
+#: the decided answer of :func:`separability_lp` (``separable`` -> message)
+LP_ANSWERS = {True: "strictly separable (the returned hyperplane has zero training errors)",
+              False: "not linearly separable (the smallest total slack is positive)"}
 
 
 def separability_lp(X, y, tol: float = 1e-7) -> OptimizeResult:
@@ -221,8 +226,9 @@ def separability_lp(X, y, tol: float = 1e-7) -> OptimizeResult:
     Returns
     -------
     OptimizeResult
-        ``separable`` (bool), ``success`` (the LP finished), ``status`` (0 separable, 1 not separable,
-        2 undecided; :data:`LP_MESSAGES`), ``message``, ``fun`` (the smallest total slack; 0 when separable),
+        ``separable`` (bool; False when undecided), ``success`` (the LP finished: the answer is decided),
+        ``status`` (0 finished, 1 iteration limit, 2 not finished; :data:`LP_MESSAGES`), ``message`` (the answer,
+        :data:`LP_ANSWERS`, or why it is undecided), ``fun`` (the smallest total slack; 0 when separable),
         ``x`` (the weights on standardized rows), ``intercept``, ``train_errors`` (of that hyperplane), ``nit``.
 
     Examples
@@ -247,15 +253,15 @@ def separability_lp(X, y, tol: float = 1e-7) -> OptimizeResult:
     res = linprog(cost, A_ub=A, b_ub=-np.ones(n), bounds=[(None, None)] * (p + 1) + [(0.0, None)] * n,
                   method="highs")
     if res.status != 0 or res.x is None:
-        return OptimizeResult(separable=False, success=False, status=2, fun=np.nan, x=None, intercept=np.nan,
+        status = 1 if res.status == 1 else 2  # HiGHS: 1 iteration limit; otherwise no usable optimum
+        return OptimizeResult(separable=False, success=False, status=status, fun=np.nan, x=None, intercept=np.nan,
                               train_errors=-1, nit=int(getattr(res, "nit", 0)),
-                              message=f"{LP_MESSAGES[2]}: {res.message}")
+                              message=f"{LP_MESSAGES[status]}: {res.message}")
     w, b = res.x[:p], float(res.x[p])
     errors = int(np.sum(ypm * (Xs @ w + b) <= 0.0))
     separable = bool(res.fun <= tol * n and errors == 0)
-    status = 0 if separable else 1
-    return OptimizeResult(separable=separable, success=True, status=status, fun=float(res.fun), x=w, intercept=b,
-                          train_errors=errors, nit=int(res.nit), message=LP_MESSAGES[status])
+    return OptimizeResult(separable=separable, success=True, status=0, fun=float(res.fun), x=w, intercept=b,
+                          train_errors=errors, nit=int(res.nit), message=LP_ANSWERS[separable])
 
 
 def shuffled_label_control(X, y, random_state=0, test=None, **kwargs):
