@@ -13,10 +13,12 @@ see docs/stability_theory.md; its helpers live in the module ``cgmt.stability``,
 ``from cgmt.stability import ...``); modules prox (Numba logistic prox), quadrature
 (rules), equations (residuals, Jacobian), conventions (converters), reference (mpmath).
 """
+from empirical.common.failures import ConvergenceError
+
 from . import conventions, equations, prox, quadrature
 from .accuracy import accuracy_from_margin, bayes_accuracy
 from .optimal import optimal_lambda
-from .result import CGMTResult, ConvergenceError
+from .result import CGMTResult
 from .solver import mle, solve
 from .spectral import solve_spectral, solve_spectral_path
 from .spectral_stability import spectral_stability

@@ -6,7 +6,7 @@ log gamma): the isotropic system of :func:`cgmt.solve` (``omega`` empty) or the 
 :func:`cgmt.equations.problem_res_jac_y`, so one compiled Newton loop (:func:`_newton_core`) serves both.
 
 Stages (each returns ``(y, r, extra, nit, status)`` with ``status`` a key of
-:data:`cgmt.result.STATUS_MESSAGES`):
+:data:`empirical.common.failures.STATUS_MESSAGES`):
 
 - :func:`damped_newton`: Newton on the relative residuals with trust limits (sigma and gamma change by at
   most e^TRUST_LOG per step, alpha/sigma by max(1, |alpha/sigma|)), an Armijo backtracking line search on

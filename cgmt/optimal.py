@@ -11,8 +11,9 @@ import math
 import numpy as np
 from scipy.optimize import OptimizeResult, minimize_scalar
 
+from empirical.common.failures import quiet
+
 from .quadrature import DEFAULT_ORDER
-from .result import quiet
 from .solver import solve
 from .validation import check_delta, check_int, check_kappa, check_lam, check_scalar
 

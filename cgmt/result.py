@@ -1,4 +1,4 @@
-"""What every ``cgmt`` solver returns: :class:`CGMTResult`, the one status table, the failure conventions.
+"""What every ``cgmt`` solver returns: :class:`CGMTResult`, and the verdict of a fixed-point solve (:func:`outcome`).
 
 Every fixed-point solver of the package (:func:`cgmt.solve`, :func:`cgmt.mle`, :func:`cgmt.solve_spectral`,
 the cross fixed points of :mod:`cgmt.stability` and :mod:`cgmt.spectral_stability`) reports a SciPy
@@ -6,117 +6,23 @@ the cross fixed points of :mod:`cgmt.stability` and :mod:`cgmt.spectral_stabilit
 (except the cross fixed point of :mod:`cgmt.spectral_stability`, which reports ``nfev`` and no ``nit``).
 On failure it either raises :class:`ConvergenceError` (``strict=True``) or returns ``success=False`` after
 warning :class:`sklearn.exceptions.ConvergenceWarning` (:func:`report`).  Names kept for old code warn
-``DeprecationWarning`` naming :data:`REMOVAL_VERSION` (:func:`warn_deprecated`).
+``DeprecationWarning`` naming :data:`REMOVAL_VERSION` (:func:`warn_deprecated`).  The status table, the failure
+convention and the deprecation helpers are the project's (:mod:`empirical.common.failures`,
+:mod:`empirical.common.deprecation`).
 """
 from __future__ import annotations
 
-import importlib
-import warnings
-from contextlib import contextmanager
-
 import numpy as np
 from scipy.optimize import OptimizeResult
-from sklearn.exceptions import ConvergenceWarning
+
+# the failure vocabulary and the deprecation helpers live on the ground floor (empirical.common); cgmt's solvers
+# use them from there, and they stay importable from here
+from empirical.common.deprecation import REMOVAL_VERSION, moved_names, warn_deprecated  # noqa: F401
+from empirical.common.failures import STATUS_MESSAGES, ConvergenceError, ConvergenceWarning, quiet, report  # noqa: F401
 
 from .validation import check_scalar
 
-__all__ = ["CGMTResult", "ConvergenceError", "ConvergenceWarning", "STATUS_MESSAGES", "REMOVAL_VERSION",
-           "outcome", "within_limits", "report", "quiet", "warn_deprecated", "moved_names"]
-
-#: the one status table of ``cgmt`` (code -> meaning); ``status`` of every cgmt result is a key.
-#: (``empirical.logistic`` has its own table, :data:`empirical.logistic.newton.STATUS_MESSAGES`: the two packages
-#: do not share codes.)
-STATUS_MESSAGES = {
-    0: "converged",
-    1: "iteration limit reached",
-    2: "no further progress (line search failed)",
-    3: "continuation in lambda failed",
-    4: "cross fixed point not converged",
-    5: "the answer breaks its limits (accuracy outside [1/2, Bayes accuracy], or a scale not positive)",
-}
-
-#: the release that removes the deprecated names (``CGMTResult.converged``/``.iterations``, sims' ``converged``)
-REMOVAL_VERSION = "0.3"
-
-
-def warn_deprecated(old: str, new: str, *, stacklevel: int = 3) -> None:
-    """Warn ``DeprecationWarning``: ``old`` is deprecated, use ``new``; removed in :data:`REMOVAL_VERSION`.
-
-    Parameters
-    ----------
-    old, new : str
-        The deprecated name and its replacement.
-    stacklevel : int, default=3
-        As for :func:`warnings.warn` (the default points at the caller of the function that warns).
-
-    Examples
-    --------
-    >>> import warnings
-    >>> with warnings.catch_warnings(record=True) as caught:
-    ...     warnings.simplefilter("always")
-    ...     warn_deprecated("old_name", "new_name")
-    >>> print(caught[0].category.__name__, caught[0].message)
-    DeprecationWarning old_name is deprecated and will be removed in 0.3; use new_name
-    """
-    warnings.warn(f"{old} is deprecated and will be removed in {REMOVAL_VERSION}; use {new}", DeprecationWarning,
-                  stacklevel=stacklevel)
-
-
-def moved_names(module: str, moved: dict):
-    """A module ``__getattr__`` (PEP 562) that keeps moved names importable from ``module``, with a warning.
-
-    Parameters
-    ----------
-    module : str
-        The module whose names moved (for the messages).
-    moved : dict of str to str
-        Name -> the module it lives in now.
-
-    Returns
-    -------
-    callable
-        ``__getattr__(name)``: the name from its new module after :func:`warn_deprecated` (``module.name`` ->
-        ``new_module.name``); ``AttributeError`` for any other name.
-
-    Examples
-    --------
-    >>> import warnings
-    >>> getattr_ = moved_names("old_module", {"sqrt": "math"})
-    >>> with warnings.catch_warnings(record=True) as caught:
-    ...     warnings.simplefilter("always")
-    ...     getattr_("sqrt")(4.0)
-    2.0
-    >>> print(caught[0].message)
-    old_module.sqrt is deprecated and will be removed in 0.3; use math.sqrt
-    """
-    def __getattr__(name: str):
-        new_module = moved.get(name)
-        if new_module is None:
-            raise AttributeError(f"module {module!r} has no attribute {name!r}")
-        warn_deprecated(f"{module}.{name}", f"{new_module}.{name}")
-        return getattr(importlib.import_module(new_module), name)
-    return __getattr__
-
-
-class ConvergenceError(RuntimeError):
-    """Raised by the ``strict=True`` mode of a cgmt solver when the fixed point is not found to tolerance.
-
-    Parameters
-    ----------
-    message : str
-        What did not converge, and why (the result's message).
-    result : OptimizeResult, optional
-        The unconverged result (``.result``).
-
-    Attributes
-    ----------
-    result : OptimizeResult or None
-        The unconverged result, for a caller that wants to inspect it.
-    """
-
-    def __init__(self, message, result=None):
-        super().__init__(message)
-        self.result = result
+__all__ = ["CGMTResult", "outcome", "within_limits"]
 
 
 class CGMTResult(OptimizeResult):
@@ -277,58 +183,3 @@ def outcome(r, status: int, nit: int, tol: float, *, limits=None) -> tuple[float
         success, status = False, 5
     message = STATUS_MESSAGES[status] + f" (max relative residual {res:.3e}, tol {tol:.1e}, {nit} Newton iterations)"
     return res, success, status, message
-
-
-def report(result, strict: bool, call: str, **arguments):
-    """Apply the failure convention to a finished ``result``: raise (strict) or warn, then return it.
-
-    Parameters
-    ----------
-    result : OptimizeResult
-        With ``success`` and ``message``.
-    strict : bool
-        Raise :class:`ConvergenceError` instead of warning.
-    call : str
-        The solver's name, for the message (e.g. ``"cgmt.solve"``).
-    **arguments
-        The arguments that identify the point, for the message (formatted only on failure).
-
-    Returns
-    -------
-    OptimizeResult
-        ``result`` unchanged.
-
-    Raises
-    ------
-    ConvergenceError
-        ``strict`` and not ``result.success``.
-    """
-    if not result.success:
-        what = f"{call}({', '.join(f'{k}={v}' for k, v in arguments.items())})"
-        text = f"{what} did not converge: {result.message}"
-        if strict:
-            raise ConvergenceError(text, result)
-        warnings.warn(text + " (the result has success=False)", ConvergenceWarning, stacklevel=3)
-    return result
-
-
-@contextmanager
-def quiet():
-    """Silence :class:`ConvergenceWarning` inside: for callers that read ``success`` themselves (a retry, a sweep).
-
-    Yields
-    ------
-    None
-        Inside the ``with`` block, ConvergenceWarning is ignored; the warning filters are restored after it.
-
-    Examples
-    --------
-    >>> import warnings
-    >>> with warnings.catch_warnings():
-    ...     warnings.simplefilter("error")
-    ...     with quiet():
-    ...         warnings.warn("not converged", ConvergenceWarning)
-    """
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore", ConvergenceWarning)
-        yield

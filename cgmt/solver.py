@@ -26,6 +26,8 @@ from functools import lru_cache
 import numpy as np
 from scipy.optimize import OptimizeResult, brentq
 
+from empirical.common.failures import STATUS_MESSAGES, ConvergenceError, report  # noqa: F401 (kept importable)
+
 from .accuracy import accuracy_from_margin, bayes_accuracy
 from .newton import (
     DEFAULT_MAXITER,
@@ -39,12 +41,11 @@ from .newton import (
     march_lambda,
 )
 from .quadrature import DEFAULT_ORDER, gaussian_rule
-from .result import STATUS_MESSAGES, CGMTResult, ConvergenceError, outcome, report, within_limits
+from .result import CGMTResult, outcome, within_limits
 from .threshold import separability_threshold
 from .validation import check_delta, check_int, check_kappa, check_lam, check_scalar
 
-__all__ = ["CGMTResult", "ConvergenceError", "STATUS_MESSAGES", "solve", "mle", "damped_newton", "march_lambda",
-           "start_point"]
+__all__ = ["CGMTResult", "solve", "mle", "damped_newton", "march_lambda", "start_point"]
 
 
 @lru_cache(maxsize=256)
@@ -243,7 +244,7 @@ def solve(delta, lam, kappa, *, strict=False, x0=None, tol=DEFAULT_TOL, maxiter=
         Signal strength >= 0, ||beta*||^2 = p kappa^2.
     strict : bool, default=False
         Raise :class:`ConvergenceError` instead of returning success=False (which warns
-        :class:`sklearn.exceptions.ConvergenceWarning`; :func:`cgmt.result.report`).
+        :class:`sklearn.exceptions.ConvergenceWarning`; :func:`empirical.common.failures.report`).
     x0 : (alpha, sigma, gamma) or CGMTResult, optional
         Warm start (e.g. the solution at a nearby lam); without one the solver starts from the large-lam
         asymptotics and continues in lam.

@@ -32,6 +32,8 @@ import math
 
 import numpy as np
 
+from empirical.common.failures import quiet, report
+
 from .accuracy import accuracy_from_margin, bayes_accuracy
 from .equations import SPECTRAL_SUMS, spectral_sums_into
 from .newton import (
@@ -47,7 +49,7 @@ from .newton import (
     improves,
 )
 from .quadrature import DEFAULT_ORDER
-from .result import CGMTResult, outcome, quiet, report, within_limits
+from .result import CGMTResult, outcome, within_limits
 from .solver import solve, start_point
 from .validation import check_delta, check_int, check_lam, check_real_array, check_scalar
 

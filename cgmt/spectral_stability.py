@@ -26,8 +26,9 @@ import math
 import numpy as np
 from scipy.optimize import OptimizeResult, brentq
 
+from empirical.common.failures import STATUS_MESSAGES, ConvergenceError, quiet, report
+
 from .ablation import protocol_fractions
-from .result import STATUS_MESSAGES, ConvergenceError, quiet, report
 from .spectral import solve_spectral
 from .spectrum import Spectrum
 from .stability import CROSS_FAILED, DEFAULT_ORDER, RESIDUAL_TOL, cross_expectation
@@ -82,8 +83,8 @@ def spectral_pair_stability(delta1, delta2, delta12, lam, spectrum, *, feature_s
         Quadrature order of the cross expectation.
     strict : bool, default=False
         Raise :class:`cgmt.ConvergenceError` if the cross fixed point is not solved; otherwise that failure warns
-        :class:`cgmt.ConvergenceWarning` (:func:`cgmt.result.report`) and ``success`` is False.  (A replica whose
-        :func:`cgmt.solve_spectral` fails raises ``ConvergenceError`` whatever ``strict`` is.)
+        :class:`cgmt.ConvergenceWarning` (:func:`empirical.common.failures.report`) and ``success`` is False.  (A
+        replica whose :func:`cgmt.solve_spectral` fails raises ``ConvergenceError`` whatever ``strict`` is.)
     **solve_options
         Passed to :func:`cgmt.solve_spectral`.
 
@@ -95,8 +96,8 @@ def spectral_pair_stability(delta1, delta2, delta12, lam, spectrum, *, feature_s
         with qh_12 = 0, i.e. independent training sets), ``q_hat12``, ``s12``, the two replica solutions
         ``fit1``, ``fit2``, the inputs ``delta1``, ``delta2``, ``delta12``, ``lam``, ``kappa`` (the replicas in
         canonical order: ``fit1`` / ``delta1`` is the larger training set), and ``success``, ``status`` (0 ok,
-        4 cross fixed point not converged; :data:`cgmt.result.STATUS_MESSAGES`), ``message``, ``residual``,
-        ``nfev``.
+        4 cross fixed point not converged; :data:`empirical.common.failures.STATUS_MESSAGES`), ``message``,
+        ``residual``, ``nfev``.
 
     Examples
     --------

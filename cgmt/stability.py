@@ -34,11 +34,12 @@ import numpy as np
 from numba import njit
 from scipy.optimize import OptimizeResult, brentq
 
+from empirical.common.failures import STATUS_MESSAGES, ConvergenceError, quiet, report
+
 from .ablation import protocol_fractions
 from .equations import prox_branch_points
 from .prox import prox_scalar, sigmoid, sigmoid_d1
 from .quadrature import MAX_PANEL, TRUNCATION, build_edges, edge_capacity, fill_rule, gauss_legendre
-from .result import STATUS_MESSAGES, ConvergenceError, quiet, report
 from .solver import solve
 from .validation import check_delta, check_int, check_kappa, check_lam, check_scalar
 
@@ -47,7 +48,6 @@ __all__ = [
     "pair_stability",
     "cross_noise_covariance",
     "cross_expectation",
-    "STATUS_MESSAGES",
 ]
 
 #: Gauss-Legendre points per panel of the composite rules (the answer changes by < 1e-9 when doubled;
@@ -223,7 +223,7 @@ def cross_expectation(sol1, sol2, sigma12: float, kappa: float, *, order: int = 
 # the cross fixed point
 # --------------------------------------------------------------------------------------------
 #: status of the cross fixed point (:func:`cross_noise_covariance`, :func:`pair_stability`, :func:`stability`):
-#: 0 or CROSS_FAILED, keys of the one cgmt table :data:`cgmt.result.STATUS_MESSAGES` (re-exported here)
+#: 0 or CROSS_FAILED, keys of the project's one table :data:`empirical.common.failures.STATUS_MESSAGES`
 CROSS_FAILED = 4
 #: relative residual |F(sigma_12) - sigma_12| / (sigma_1 sigma_2) accepted as converged
 RESIDUAL_TOL = 1e-9
@@ -332,9 +332,9 @@ def pair_stability(delta1: float, delta2: float, delta12: float, lam: float, kap
         Gauss-Legendre points per panel of the cross expectation's rules.
     strict : bool, default=False
         Raise :class:`cgmt.ConvergenceError` when the cross fixed point fails; otherwise that failure warns
-        :class:`cgmt.ConvergenceWarning` and the result has ``success=False`` (:func:`cgmt.result.report`, the one
-        failure convention).  (A single-estimator solve that fails raises ``ConvergenceError`` whatever
-        ``strict`` is: there is no cosine without it.)
+        :class:`cgmt.ConvergenceWarning` and the result has ``success=False``
+        (:func:`empirical.common.failures.report`, the one failure convention).  (A single-estimator solve that
+        fails raises ``ConvergenceError`` whatever ``strict`` is: there is no cosine without it.)
     **solve_options
         Passed to :func:`cgmt.solve` for the two single-estimator solutions.
 

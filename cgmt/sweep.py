@@ -13,8 +13,9 @@ import pandas as pd
 from joblib import Parallel, delayed
 from tqdm.auto import tqdm
 
+from empirical.common.failures import ConvergenceError, quiet
+
 from .quadrature import DEFAULT_ORDER
-from .result import ConvergenceError, quiet
 from .solver import solve
 from .validation import check_delta, check_int, check_kappa, check_lams, check_n_jobs, check_positive_array
 

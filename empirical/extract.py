@@ -2,7 +2,7 @@
 
 Deprecated: importing it warns ``DeprecationWarning``; it is removed in 0.3.
 """
-from cgmt.result import warn_deprecated
+from empirical.common.deprecation import warn_deprecated
 
 from .llm.extract import *  # noqa: F401,F403
 from .llm.extract import __all__  # noqa: F401

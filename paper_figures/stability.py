@@ -27,9 +27,9 @@ from threadpoolctl import threadpool_limits
 from tqdm.auto import tqdm
 
 import sims
-from cgmt.result import moved_names
 from cgmt.stability import stability
 from cgmt.validation import check_delta, check_kappa, check_lams, check_n_jobs, check_sequence
+from empirical.common.deprecation import moved_names
 
 from .output import load_finished_step, save_figure, save_table
 from .style import THEORY_COLOR, method_color, series_color

@@ -12,8 +12,8 @@ import numpy as np
 from scipy.optimize import OptimizeResult
 from scipy.special import expit
 
-from cgmt.result import report
 from cgmt.validation import check_bool, check_lam, check_scalar
+from empirical.common.failures import report
 from empirical.logistic import fit_l2_logistic  # the project's one exact solver
 from empirical.validation import check_matrix, check_signed_labels, check_vector
 
@@ -101,14 +101,15 @@ def fit_ridge_logistic(X, y, lam, *, w0=None, tol: float = 1e-10, strict: bool =
         Required ``grad_norm``.
     strict : bool, default=False
         Raise :class:`cgmt.ConvergenceError` when the fit fails; otherwise a failure warns
-        :class:`cgmt.ConvergenceWarning` and the result has ``success=False`` (:func:`cgmt.result.report`; callers
-        that read ``success`` themselves wrap the call in :func:`cgmt.result.quiet`).
+        :class:`cgmt.ConvergenceWarning` and the result has ``success=False``
+        (:func:`empirical.common.failures.report`; callers that read ``success`` themselves wrap the call in
+        :func:`empirical.common.failures.quiet`).
 
     Returns
     -------
     OptimizeResult
         The fields listed above, plus ``status`` (0 on success, else 1; the codes of
-        :data:`cgmt.result.STATUS_MESSAGES`) and ``lam``.
+        :data:`empirical.common.failures.STATUS_MESSAGES`) and ``lam``.
 
     Examples
     --------

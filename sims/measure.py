@@ -16,8 +16,8 @@ from scipy.special import expit
 
 import cgmt
 from cgmt.ablation import ablation_split
-from cgmt.result import quiet
 from cgmt.validation import as_generator
+from empirical.common.failures import quiet
 
 from .data import sample
 from .fit import check_fit_point, fit_ridge_logistic

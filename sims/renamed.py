@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import pandas as pd
 
-from cgmt.result import warn_deprecated
+from empirical.common.deprecation import warn_deprecated
 
 __all__ = ["RENAMED", "ReplicateRecord", "ResultTable"]
 

@@ -25,10 +25,10 @@ from tqdm.auto import tqdm
 
 import cgmt
 from cgmt.ablation import ablation_split
-from cgmt.result import quiet
 from cgmt.spectral_stability import spectral_stability
 from cgmt.spectrum import Spectrum
 from cgmt.validation import as_generator, check_int, check_n_jobs
+from empirical.common.failures import quiet
 
 from .fit import fit_ridge_logistic
 from .measure import cosine

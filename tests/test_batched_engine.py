@@ -129,7 +129,7 @@ def test_a_line_search_that_finds_no_decrease_stops_with_status_2(monkeypatch):
     """The backtracking's failure exit: a layer whose trial points never decrease the objective stops at its last
     iterate with status 2 (STATUS_MESSAGES), reported by the path, the refit and the probe, instead of looping."""
     import empirical.logistic.batched as engine
-    from empirical.logistic.newton import STATUS_MESSAGES
+    from empirical.common.failures import STATUS_MESSAGES
 
     true_objective, calls = engine._objective, [0]
 

@@ -14,9 +14,10 @@ import cgmt.result
 import cgmt.spectral
 from cgmt.equations import problem_res_jac_y, quadrature_rule
 from cgmt.newton import Problem
-from cgmt.result import REMOVAL_VERSION, STATUS_MESSAGES
 from cgmt.spectral_stability import spectral_pair_stability
 from cgmt.stability import CROSS_FAILED, STATUS_MESSAGES as STABILITY_STATUS
+from empirical.common.deprecation import REMOVAL_VERSION
+from empirical.common.failures import STATUS_MESSAGES
 
 SPECTRUM = cgmt.Spectrum.power_law(40, exponent=1.0, kappa=2.0)
 

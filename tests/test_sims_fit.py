@@ -109,11 +109,12 @@ def test_bad_data():
 
 
 def test_a_fit_that_misses_its_tolerance_warns_or_raises_and_the_replicate_reads_it_quietly():
-    """sims.fit_ridge_logistic follows the one failure convention (cgmt.result.report): ConvergenceWarning and
-    success=False, or ConvergenceError with strict=True; measure_replicate reads ``success`` itself, quietly."""
+    """sims.fit_ridge_logistic follows the one failure convention (empirical.common.failures.report):
+    ConvergenceWarning and success=False, or ConvergenceError with strict=True; measure_replicate reads ``success``
+    itself, quietly."""
     import warnings
 
-    from cgmt.result import ConvergenceError, ConvergenceWarning
+    from empirical.common.failures import ConvergenceError, ConvergenceWarning
     from sims import measure_replicate, sample
 
     data = sample(200, 50, 2.0, 0)

@@ -339,12 +339,12 @@ def _spectral_pair(strict):
 @pytest.mark.parametrize("module, solve", [("cgmt.stability", _pair), ("cgmt.stability", _protocol),
                                            ("cgmt.spectral_stability", _spectral_pair)])
 def test_a_failed_cross_fixed_point_warns_or_raises_never_silent(module, solve, monkeypatch):
-    """The one failure convention (cgmt.result.report): a cross fixed point that misses its tolerance warns
-    ConvergenceWarning with success=False, and raises ConvergenceError under strict=True."""
+    """The one failure convention (empirical.common.failures.report): a cross fixed point that misses its tolerance
+    warns ConvergenceWarning with success=False, and raises ConvergenceError under strict=True."""
     import importlib
     import warnings
 
-    from cgmt.result import ConvergenceError, ConvergenceWarning
+    from empirical.common.failures import ConvergenceError, ConvergenceWarning
 
     assert solve(False).success  # the point converges normally
     monkeypatch.setattr(importlib.import_module(module), "RESIDUAL_TOL", -1.0)  # now no residual is accepted

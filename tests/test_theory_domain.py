@@ -95,7 +95,8 @@ def test_every_converged_answer_is_within_its_limits(log_delta, log_lam, log_kap
 
 def test_success_needs_the_answer_within_its_limits():
     """A converged residual is not enough: an answer outside its limits is status 5, success False."""
-    from cgmt.result import STATUS_MESSAGES, outcome, within_limits
+    from cgmt.result import outcome, within_limits
+    from empirical.common.failures import STATUS_MESSAGES
 
     assert outcome([0.0, 0.0, 0.0], 0, 3, 1e-10, limits=True)[1:3] == (True, 0)
     assert outcome([0.0, 0.0, 0.0], 0, 3, 1e-10, limits=False)[1:3] == (False, 5)

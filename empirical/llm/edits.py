@@ -35,8 +35,8 @@ from collections.abc import Iterator
 import numpy as np
 import torch
 
-from cgmt.result import moved_names
 from cgmt.validation import check_scalar
+from empirical.common.deprecation import moved_names
 
 from ..probes.concept_vectors import LinearProbe
 from ..validation import as_real_array

@@ -18,7 +18,7 @@ import torch
 from scipy.special import expit
 from tqdm.auto import tqdm
 
-from cgmt.result import moved_names
+from empirical.common.deprecation import moved_names
 
 from .edits import SteerState, gcav_steering
 from .extract import check_positions, length_batches, pad_right, tokenize_prompts

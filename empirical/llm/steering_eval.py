@@ -50,8 +50,8 @@ from scipy import stats
 from scipy.special import expit
 from tqdm.auto import tqdm
 
-from cgmt.result import moved_names, warn_deprecated
 from cgmt.validation import check_bool, check_int, check_n_jobs, check_real_array, check_scalar
+from empirical.common.deprecation import moved_names, warn_deprecated
 
 from ..probes import PAPER_SPLIT_SEED, fit_layers, get_method, method_names, paper_split
 from ..probes.concept_vectors import ConceptVectors
@@ -109,8 +109,8 @@ _moved = moved_names("empirical.llm.steering_eval", {
 
 
 def __getattr__(name: str):
-    """Moved names (:func:`cgmt.result.moved_names`) and ``SENTIMENT_DATASETS``, now the dataset registry's
-    ``sentiment`` field (warns ``DeprecationWarning``, removed in 0.3)."""
+    """Moved names (:func:`empirical.common.deprecation.moved_names`) and ``SENTIMENT_DATASETS``, now the dataset
+    registry's ``sentiment`` field (warns ``DeprecationWarning``, removed in 0.3)."""
     if name == "SENTIMENT_DATASETS":
         warn_deprecated("empirical.llm.steering_eval.SENTIMENT_DATASETS",
                         "empirical.llm.datasets.get_dataset(name).sentiment")

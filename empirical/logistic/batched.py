@@ -182,7 +182,7 @@ def _newton(d: _Designs, y, C, theta, *, tol, max_iter, yv=None, min_newton=1, i
     """Newton on the layers ``index`` of ``d`` (default all) at per-layer ``C`` from ``theta`` (both len(index)).
 
     Returns (theta, nit, grad_norm, certified, status) with the statuses of
-    :data:`empirical.logistic.newton.STATUS_MESSAGES`: 0 converged, 3 certified, 1 iteration limit, 2 the
+    :data:`empirical.common.failures.STATUS_MESSAGES`: 0 converged, 6 certified, 1 iteration limit, 2 the
     backtracking found no decrease in ``HALVINGS`` halvings (that layer stops at its last iterate)."""
     index = torch.arange(d.Z1.shape[0], device=theta.device) if index is None else index
     k = d.Z1.shape[2]
@@ -224,7 +224,7 @@ def _newton(d: _Designs, y, C, theta, *, tol, max_iter, yv=None, min_newton=1, i
         finished = converged | cert | limit
         gnorm[active] = gn
         certified[active] = cert
-        status[active] = torch.where(converged, 0, torch.where(cert, 3, 1))
+        status[active] = torch.where(converged, 0, torch.where(cert, 6, 1))
         go = ~finished
         if not bool(go.any()):
             break
@@ -307,7 +307,7 @@ def batched_path(X, y, Xv, yv, Cs, *, device="cpu", tol=1e-10, max_iter=100, ord
         order of ``Cs``), ``coef`` (B, K, p) standardized weights and ``intercept`` (B, K) of the iterates,
         ``success`` (every point certified or converged), ``status`` (0 every point certified or converged, 2
         some point's line search found no decrease, 1 some point reached ``max_iter``; the codes of
-        :data:`empirical.logistic.newton.STATUS_MESSAGES`), ``message``.
+        :data:`empirical.common.failures.STATUS_MESSAGES`), ``message``.
 
     Examples
     --------
@@ -395,7 +395,7 @@ def batched_refit(X, y, C, coef0, intercept0, *, device="cpu", tol=1e-10, max_it
     OptimizeResult
         ``coef`` (B, p), ``intercept`` (B,), ``grad_norm``, ``nit``, ``success`` (B,) numpy arrays, and
         ``status`` (B,): 0 converged, 1 iteration limit, 2 no decrease found by the line search
-        (:data:`empirical.logistic.newton.STATUS_MESSAGES`).
+        (:data:`empirical.common.failures.STATUS_MESSAGES`).
     """
     dev = resolve_device(device)
     tol, max_iter = _check_solver(tol, max_iter)

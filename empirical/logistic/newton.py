@@ -10,11 +10,13 @@ Problem (scikit-learn convention, intercept unpenalized, y in {-1, +1})::
   Its dual step (:func:`_dual_direction`) also drives :func:`empirical.logistic.fit_l2_logistic_rows`,
   with a start step from a point outside the row span (:func:`dual_start`) whose system may come
   from a shared inverse (:func:`principal_solver`); those fits are tested against the primal solvers.
-- shared by every solver of the family: the status table :data:`STATUS_MESSAGES`, the loss terms
-  (:func:`loss_terms`) and the Armijo rule (:func:`armijo_backtrack`).
+- shared by every solver of the family: the loss terms (:func:`loss_terms`) and the Armijo rule
+  (:func:`armijo_backtrack`); the statuses are the project's one table
+  (:data:`empirical.common.failures.STATUS_MESSAGES`).
 
 The fast path's kernel, Newton with preconditioned conjugate gradients (:func:`empirical.logistic.pcg.newton_pcg`),
-is in :mod:`empirical.logistic.pcg`.  Every solver of the family reports a ``status`` from :data:`STATUS_MESSAGES`.
+is in :mod:`empirical.logistic.pcg`.  Every solver of the family reports a ``status`` from
+:data:`empirical.common.failures.STATUS_MESSAGES`.
 """
 from __future__ import annotations
 
@@ -24,25 +26,21 @@ from scipy.linalg import lapack
 from scipy.special import expit
 
 from cgmt.validation import check_int, check_scalar
+from empirical.common.deprecation import moved_names
 
 from ..validation import C_MAX, C_MIN, TOL_MAX, check_matrix, check_signed_labels, check_vector
 
-#: The API: the independent reference solver and its status messages.  The other functions (``loss_terms``,
+#: The API: the independent reference solver.  The other functions (``loss_terms``,
 #: ``armijo_backtrack``, ``newton_dual``, ``dual_start``, ``dual_inverse``, ``principal_solver``) are the kernels
 #: of the solvers' inner loops: they take inputs their callers checked (:func:`check_problem`) and are not API.
-__all__ = ["STATUS_MESSAGES", "direct_newton", "check_problem", "MAX_ITER"]
+__all__ = ["direct_newton", "check_problem", "MAX_ITER"]
+
+#: the family's status table is the project's one (importing it from here warns, removed in 0.3)
+__getattr__ = moved_names("empirical.logistic.newton", {"STATUS_MESSAGES": "empirical.common.failures"})
 
 #: Most Newton iterations a solver of this family accepts (each is a factorization; 100 is the default).
 MAX_ITER = 100_000
 
-#: status -> message of every solver of this family (fit_l2_logistic, newton_pcg, direct_newton, refit)
-STATUS_MESSAGES = {
-    0: "converged: relative gradient norm <= tol",
-    1: "maximum number of Newton iterations reached",
-    2: "line search could not decrease the objective (round-off floor reached)",
-    3: "validation signs certified before reaching tol",
-    4: "matrix-free CG needed too many iterations (continue with a factorized preconditioner)",
-}
 #: sufficient-decrease constant of the Armijo rule, and the step lengths a backtracking tries (1, 1/2, ...; every
 #: solver of the family: :func:`armijo_backtrack`, :func:`empirical.logistic.pcg.newton_pcg`, the batched engine)
 ARMIJO, HALVINGS = 1e-4, 60

@@ -186,7 +186,7 @@ def refit(X, y, Xv, yv, C, design, a0, b0, *, fit_intercept=True, tol=1e-10, max
     -------
     OptimizeResult
         With ``coef`` (p,) in the original coordinates, ``intercept``, ``nit``, ``grad_norm``, ``success``,
-        ``status`` (:data:`empirical.logistic.newton.STATUS_MESSAGES`) and ``message``.
+        ``status`` (:data:`empirical.common.failures.STATUS_MESSAGES`) and ``message``.
     """
     y, yv = check_signed_labels(y, len(X), "y"), check_signed_labels(yv, len(Xv), "yv")
     C = float(check_grid(C, "C")[0])

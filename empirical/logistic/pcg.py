@@ -12,7 +12,7 @@ Problem as in :mod:`empirical.logistic.newton` (scikit-learn convention, interce
   optional certification of validation signs (see :mod:`empirical.logistic.path`).
 
 It drives :func:`empirical.logistic.fit_l2_logistic`, :func:`empirical.logistic.logistic_path` and
-:func:`empirical.logistic.refit`, reports a ``status`` from :data:`empirical.logistic.newton.STATUS_MESSAGES`
+:func:`empirical.logistic.refit`, reports a ``status`` from :data:`empirical.common.failures.STATUS_MESSAGES`
 and is tested against :func:`empirical.logistic.newton.direct_newton`.
 """
 from __future__ import annotations
@@ -24,7 +24,9 @@ from scipy.linalg.blas import dtrsv, ssyrk, strsv
 from scipy.optimize import OptimizeResult
 from scipy.special import expit
 
-from .newton import ARMIJO, HALVINGS, STATUS_MESSAGES, loss_terms
+from empirical.common.failures import STATUS_MESSAGES, SUCCESS
+
+from .newton import ARMIJO, HALVINGS, loss_terms
 
 #: The API: :func:`newton_pcg`.  :class:`PathContext` is the path solvers' cache of one design's products, built
 #: from designs they checked: not API.
@@ -270,13 +272,13 @@ def newton_pcg(ctx, y, C, a, b, *, fit_intercept=True, tol=1e-10, max_iter=100, 
         CG iterations before the stale preconditioner is refactored at the current Hessian (default 8
         when n >= 2r, else 12: a factorization costs ~r^3/3 flops, a CG iteration ~4nr).
     yv : ndarray (m,), optional
-        Validation labels: stop as soon as every validation logit's sign is certified (status 3).
+        Validation labels: stop as soon as every validation logit's sign is certified (status 6).
     safety : float
         Factor on the certification bound (validation logit error <= safety * decrement * ||(z_v, 1)||_{H^-1}).
     matrix_free : bool
         (only without ``yv``) solve the Newton systems by Jacobi-preconditioned CG, O(nr) per iteration
         and no factorization; on the first CG failure switch to the stale Cholesky preconditioner or,
-        with ``factor=False``, stop with status 4 (the caller continues with a factorization).
+        with ``factor=False``, stop with status 7 (the caller continues with a factorization).
     factor : bool
         Allow factorizing a preconditioner.
     z0 : ndarray (n,), optional
@@ -287,7 +289,8 @@ def newton_pcg(ctx, y, C, a, b, *, fit_intercept=True, tol=1e-10, max_iter=100, 
     Returns
     -------
     OptimizeResult
-        ``coef`` (r,), ``intercept``, ``nit``, ``grad_norm``, ``success`` (status 0 or 3), ``status`` and
+        ``coef`` (r,), ``intercept``, ``nit``, ``grad_norm``, ``success`` (status 0 or 6:
+        :data:`~empirical.common.failures.SUCCESS`), ``status`` and
         ``message`` (:data:`STATUS_MESSAGES`), ``certified``, ``val_logits`` (at the certified iterate),
         ``logits`` (train), ``n_factorizations``, ``n_cg``.
 
@@ -344,7 +347,7 @@ def newton_pcg(ctx, y, C, a, b, *, fit_intercept=True, tol=1e-10, max_iter=100, 
                         loss, residuals, d = loss_terms(z, y)
                         continue
                     certified = True
-                    status = 3
+                    status = 6
                     break
         if nit >= max_iter:
             status = 1
@@ -361,7 +364,7 @@ def newton_pcg(ctx, y, C, a, b, *, fit_intercept=True, tol=1e-10, max_iter=100, 
                 ctx.matrix_free_failed = True
                 use_matrix_free = False
                 if not factor:
-                    status = 4
+                    status = 7
                     break
         fresh = False
         if ctx.prec is None and not use_matrix_free:
@@ -413,6 +416,6 @@ def newton_pcg(ctx, y, C, a, b, *, fit_intercept=True, tol=1e-10, max_iter=100, 
         nit += 1
         if yv is not None:
             val_logits = Zv @ a + b
-    return OptimizeResult(coef=a, intercept=float(b), nit=nit, grad_norm=float(gnorm), success=status in (0, 3),
+    return OptimizeResult(coef=a, intercept=float(b), nit=nit, grad_norm=float(gnorm), success=status in SUCCESS,
                           status=status, message=f"{STATUS_MESSAGES[status]}; grad_norm={gnorm:.3e}, nit={nit}",
                           n_factorizations=n_fact, n_cg=n_cg, certified=certified, val_logits=val_logits, logits=z)

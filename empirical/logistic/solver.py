@@ -39,19 +39,11 @@ from scipy import linalg
 from scipy.optimize import OptimizeResult
 
 from cgmt.validation import check_scalar
+from empirical.common.failures import STATUS_MESSAGES
 
 from ..validation import check_matrix, check_signed_labels, check_vector
 from .design import reduce_design
-from .newton import (
-    STATUS_MESSAGES,
-    check_problem,
-    direct_newton,
-    dual_inverse,
-    dual_start,
-    loss_terms,
-    newton_dual,
-    principal_solver,
-)
+from .newton import check_problem, direct_newton, dual_inverse, dual_start, loss_terms, newton_dual, principal_solver
 from .pcg import PathContext, newton_pcg
 
 __all__ = ["fit_l2_logistic", "fit_l2_logistic_rows", "logistic_objective"]
@@ -170,8 +162,8 @@ def fit_l2_logistic(X, y, C, *, fit_intercept=False, w0=None, b0=0.0, tol=1e-10,
     scipy.optimize.OptimizeResult
         With ``coef`` (p,), ``intercept`` (float; 0.0 without intercept), ``x`` (coef and intercept
         concatenated), ``fun`` (the objective), ``nit``, ``grad_norm``, ``success``, ``status`` (0 converged,
-        1 max_iter reached, 2 round-off floor reached before tol; ``STATUS_MESSAGES`` of
-        :mod:`empirical.logistic.newton`) and ``message``.
+        1 max_iter reached, 2 round-off floor reached before tol; the project's
+        :data:`empirical.common.failures.STATUS_MESSAGES`) and ``message``.
 
     Examples
     --------

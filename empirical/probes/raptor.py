@@ -26,8 +26,8 @@ from sklearn.linear_model import LogisticRegression
 from sklearn.utils._param_validation import Interval, StrOptions
 from sklearn.utils.validation import check_is_fitted
 
+from ..common.failures import STATUS_MESSAGES
 from ..logistic import fit_l2_logistic, logistic_path, reduce_design, refit
-from ..logistic.newton import STATUS_MESSAGES
 from ..validation import PAPER_SPLIT_SEED, TOL_MAX, check_grid, check_min_per_class, standardize_stats, stratified_split
 from .base import LinearConceptProbe, orient_to_positive_class
 

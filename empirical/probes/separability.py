@@ -25,6 +25,7 @@ from sklearn.exceptions import ConvergenceWarning
 from sklearn.svm import LinearSVC
 
 from cgmt.validation import as_generator, check_int, check_scalar
+from empirical.common.failures import STATUS_MESSAGES
 
 from ..validation import (
     check_binary_labels,
@@ -64,8 +65,6 @@ class SeparabilityResult:
     n_convergence_warnings: int
 
 
-#: status -> message of :func:`perceptron`
-PERCEPTRON_MESSAGES = {0: "zero training error", 1: "not separated within the epoch limit"}
 
 
 @numba.njit(cache=True)
@@ -110,7 +109,8 @@ def perceptron(X, y_pm, max_epochs: int = 2000, random_state=0) -> OptimizeResul
     -------
     OptimizeResult
         ``x`` (the weights), ``intercept``, ``nit`` (epochs run), ``success`` (zero training error),
-        ``status`` (0 separated, 1 epoch limit), ``message``, ``train_errors`` (mistakes of the final
+        ``status`` (0 separated, 1 epoch limit: the project's :data:`~empirical.common.failures.STATUS_MESSAGES`),
+        ``message``, ``train_errors`` (mistakes of the final
         weights).
 
     Examples
@@ -131,8 +131,8 @@ def perceptron(X, y_pm, max_epochs: int = 2000, random_state=0) -> OptimizeResul
     separated = final_err == 0
     return OptimizeResult(x=w, intercept=float(b), nit=int(epochs), train_errors=final_err, success=separated,
                           status=0 if separated else 1,
-                          message=PERCEPTRON_MESSAGES[0] if separated else
-                          f"{PERCEPTRON_MESSAGES[1]} after {epochs} epochs ({final_err} training errors)")
+                          message=f"{STATUS_MESSAGES[0]}: zero training error" if separated else
+                          f"{STATUS_MESSAGES[1]}: not separated after {epochs} epochs ({final_err} training errors)")
 
 
 def separability(X, y, Cs=(1e4, 1e6, 1e8), perceptron_epochs: int = 2000, svm_max_iter: int = 10000,
@@ -196,11 +196,6 @@ def separability(X, y, Cs=(1e4, 1e6, 1e8), perceptron_epochs: int = 2000, svm_ma
                               perc_zero=bool(perc.success), n_convergence_warnings=n_warn)
 
 
-#: status -> message of :func:`separability_lp`; the status is the solve's, as every solver of the project reports it
-#: (0 finished, 1 iteration limit, 2 no further progress), and the answer is ``separable`` (:data:`LP_ANSWERS`)
-LP_MESSAGES = {0: "decided: the LP finished",
-               1: "undecided: the LP solver reached its iteration limit",
-               2: "undecided: the LP solver did not finish (numerical difficulties)"}
 #: the decided answer of :func:`separability_lp` (``separable`` -> message)
 LP_ANSWERS = {True: "strictly separable (the returned hyperplane has zero training errors)",
               False: "not linearly separable (the smallest total slack is positive)"}
@@ -227,7 +222,8 @@ def separability_lp(X, y, tol: float = 1e-7) -> OptimizeResult:
     -------
     OptimizeResult
         ``separable`` (bool; False when undecided), ``success`` (the LP finished: the answer is decided),
-        ``status`` (0 finished, 1 iteration limit, 2 not finished; :data:`LP_MESSAGES`), ``message`` (the answer,
+        ``status`` (0 finished, 1 iteration limit, 2 no usable optimum; the project's
+        :data:`~empirical.common.failures.STATUS_MESSAGES`), ``message`` (the answer,
         :data:`LP_ANSWERS`, or why it is undecided), ``fun`` (the smallest total slack; 0 when separable),
         ``x`` (the weights on standardized rows), ``intercept``, ``train_errors`` (of that hyperplane), ``nit``.
 
@@ -256,12 +252,13 @@ def separability_lp(X, y, tol: float = 1e-7) -> OptimizeResult:
         status = 1 if res.status == 1 else 2  # HiGHS: 1 iteration limit; otherwise no usable optimum
         return OptimizeResult(separable=False, success=False, status=status, fun=np.nan, x=None, intercept=np.nan,
                               train_errors=-1, nit=int(getattr(res, "nit", 0)),
-                              message=f"{LP_MESSAGES[status]}: {res.message}")
+                              message=f"undecided: {STATUS_MESSAGES[status]} ({res.message})")
     w, b = res.x[:p], float(res.x[p])
     errors = int(np.sum(ypm * (Xs @ w + b) <= 0.0))
     separable = bool(res.fun <= tol * n and errors == 0)
     return OptimizeResult(separable=separable, success=True, status=0, fun=float(res.fun), x=w, intercept=b,
-                          train_errors=errors, nit=int(res.nit), message=LP_ANSWERS[separable])
+                          train_errors=errors, nit=int(res.nit),
+                          message=f"{STATUS_MESSAGES[0]}: {LP_ANSWERS[separable]}")
 
 
 def shuffled_label_control(X, y, random_state=0, test=None, **kwargs):

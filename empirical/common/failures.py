@@ -1,0 +1,107 @@
+"""The failure vocabulary of every solver of the project: one status table, one switch, one reporting function.
+
+Every iterative solver (the ``cgmt`` fixed points, the ``empirical.logistic`` Newton solvers and the batched engine,
+the separability tests) returns a SciPy ``OptimizeResult`` whose ``status`` is a key of :data:`STATUS_MESSAGES` and
+whose ``success`` is ``status in SUCCESS``.  A public solver that can fail takes ``strict`` (bool): on failure it
+either raises :class:`ConvergenceError` (``strict=True``) or warns :class:`ConvergenceWarning` and returns the result
+with ``success=False`` (:func:`report`, modelled on scikit-learn's ``_check_optimize_result``); a caller that reads
+``success`` itself silences the warnings with :func:`quiet`.
+"""
+from __future__ import annotations
+
+import warnings
+from contextlib import contextmanager
+
+from sklearn.exceptions import ConvergenceWarning
+
+__all__ = ["STATUS_MESSAGES", "SUCCESS", "ConvergenceError", "ConvergenceWarning", "report", "quiet"]
+
+#: the one status table (code -> meaning) of every solver of the project
+STATUS_MESSAGES = {
+    0: "converged",
+    1: "iteration limit reached",
+    2: "no further progress (line search failed: the round-off floor)",
+    3: "continuation in lambda failed",
+    4: "cross fixed point not converged",
+    5: "the answer breaks its limits (accuracy outside [1/2, Bayes accuracy], or a scale not positive)",
+    6: "validation signs certified before reaching tol",
+    7: "matrix-free CG needed too many iterations (continue with a factorized preconditioner)",
+}
+#: the statuses that are a success: converged, or (the exact path) every validation sign certified
+SUCCESS = frozenset({0, 6})
+
+
+class ConvergenceError(RuntimeError):
+    """Raised by the ``strict=True`` mode of a solver when the fixed point is not found to tolerance.
+
+    Parameters
+    ----------
+    message : str
+        What did not converge, and why (the result's message).
+    result : OptimizeResult, optional
+        The unconverged result (``.result``).
+
+    Attributes
+    ----------
+    result : OptimizeResult or None
+        The unconverged result, for a caller that wants to inspect it.
+    """
+
+    def __init__(self, message, result=None):
+        super().__init__(message)
+        self.result = result
+
+
+def report(result, strict: bool, call: str, **arguments):
+    """Apply the failure convention to a finished ``result``: raise (strict) or warn, then return it.
+
+    Parameters
+    ----------
+    result : OptimizeResult
+        With ``success`` and ``message``.
+    strict : bool
+        Raise :class:`ConvergenceError` instead of warning.
+    call : str
+        The solver's name, for the message (e.g. ``"cgmt.solve"``).
+    **arguments
+        The arguments that identify the point, for the message (formatted only on failure).
+
+    Returns
+    -------
+    OptimizeResult
+        ``result`` unchanged.
+
+    Raises
+    ------
+    ConvergenceError
+        ``strict`` and not ``result.success``.
+    """
+    if not result.success:
+        what = f"{call}({', '.join(f'{k}={v}' for k, v in arguments.items())})"
+        text = f"{what} did not converge: {result.message}"
+        if strict:
+            raise ConvergenceError(text, result)
+        warnings.warn(text + " (the result has success=False)", ConvergenceWarning, stacklevel=3)
+    return result
+
+
+@contextmanager
+def quiet():
+    """Silence :class:`ConvergenceWarning` inside: for callers that read ``success`` themselves (a retry, a sweep).
+
+    Yields
+    ------
+    None
+        Inside the ``with`` block, ConvergenceWarning is ignored; the warning filters are restored after it.
+
+    Examples
+    --------
+    >>> import warnings
+    >>> with warnings.catch_warnings():
+    ...     warnings.simplefilter("error")
+    ...     with quiet():
+    ...         warnings.warn("not converged", ConvergenceWarning)
+    """
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", ConvergenceWarning)
+        yield
