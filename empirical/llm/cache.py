@@ -32,6 +32,9 @@ from cgmt.validation import check_choice
 
 from ..files import atomic_path, atomic_write_text, cache_root, check_path, naming_write_errors, read_json, sha256_file
 
+#: The API (entries, partial rows and digests are the cache's internals)
+__all__ = ["ExtractionCache", "CacheCorruptionError", "STORAGES", "FORMAT"]
+
 FORMAT = 1
 DIGEST_BYTES = 32
 #: the dtypes an entry may be stored in (:class:`ExtractionCache`)

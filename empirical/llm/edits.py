@@ -43,6 +43,9 @@ from ..validation import as_real_array
 from .gcav import check_direction, describe_skipped, steerable_layers, target_logit
 from .hooks import HookSet, block_output_tensor, decoder_blocks, replace_block_output, require_decoder
 
+#: The API (the hook builders and ``model_positions`` are the internals of the two context managers)
+__all__ = ["additive_steering", "gcav_steering", "SteerState", "NoLayerSteeredWarning"]
+
 #: GCAV's torch-free rules moved to :mod:`empirical.llm.gcav` (importing the ones this module does not use warns,
 #: removed in 0.3)
 __getattr__ = moved_names("empirical.llm.edits", dict.fromkeys(("P_TOWARDS", "P_AWAY", "gcav_alpha"),

@@ -15,6 +15,11 @@ import inspect
 
 import torch
 
+#: The API: the layer convention and the block registry (the other functions are the package's internals: tensor
+#: plumbing of the hooks, devices, position limits)
+__all__ = ["LAYER_CONVENTION", "ENCODER_TYPES", "num_layers", "decoder_blocks", "register_block_path",
+           "unregister_block_path", "block_paths", "HookSet"]
+
 LAYER_CONVENTION = "block-output-v1"  # part of every cache key
 
 _BLOCK_PATHS = (
