@@ -15,10 +15,18 @@ from pathlib import Path
 
 import numpy as np
 
+from empirical.common.cli_args import (
+    add_version,
+    enforce_options,
+    int_in,
+    nonempty_path,
+    number_in,
+    subparser,
+    worker_count,
+)
+from empirical.common.cli_errors import debug_requested, run_command
 from empirical.files import atomic_path, check_write_target
 
-from .cli_args import add_version, enforce_options, int_in, nonempty_path, number_in, subparser, worker_count
-from .cli_errors import debug_requested, run_command
 from .solver import mle, solve
 from .sweep import MAX_POINTS, sweep
 from .validation import LAM_MAX, LAM_MIN
@@ -75,7 +83,8 @@ def _check_writable(option: str, path: str) -> Path:
     return target
 
 
-#: per subcommand: which options apply in which mode and which exclude each other (cgmt.cli_args.enforce_options);
+#: per subcommand: which options apply in which mode and which exclude each other
+#: (empirical.common.cli_args.enforce_options);
 #: every subcommand has one (an empty table says: no relations)
 OPTIONS = {
     "solve": {"excludes": [("--mle", "--lam")]},  # the MLE is lam = 0
@@ -113,7 +122,7 @@ def _parser():
 
 def main(argv=None):
     """Run the ``cgmt`` command; returns the exit code (0 success, 1 not converged, 2 bad input, 130
-    interrupted; :mod:`cgmt.cli_errors`)."""
+    interrupted; :mod:`empirical.common.cli_errors`)."""
     parser = _parser()
     args = parser.parse_args(argv)
     enforce_options(subparser(parser, args.cmd), args, OPTIONS[args.cmd])

@@ -23,7 +23,9 @@ import numpy as np
 from scipy.stats import hypergeom
 from sklearn.model_selection import train_test_split
 
-from .validation import as_generator, check_fraction, check_int
+from empirical.common.checks import as_generator, check_int
+
+from .validation import check_fraction
 
 __all__ = ["PROTOCOLS", "ablation_sizes", "ablation_split", "protocol_fractions", "expected_ablation_overlap"]
 

@@ -16,8 +16,10 @@ from functools import lru_cache
 import numpy as np
 from numba import njit
 
+from empirical.common.checks import check_real_array
+
 from .quadrature import DEFAULT_ORDER, MAX_PANEL, TRUNCATION, build_edges, edge_capacity, fill_rule, gauss_legendre
-from .validation import check_quad_order, check_real_array
+from .validation import check_quad_order
 
 __all__ = ["accuracy_from_margin", "bayes_accuracy"]
 

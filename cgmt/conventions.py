@@ -21,7 +21,7 @@ from __future__ import annotations
 
 import math
 
-from .validation import check_scalar
+from empirical.common.checks import check_scalar
 
 #: Largest magnitude of a parameter the converters accept (its square, in the overlaps, stays finite).
 PARAMETER_MAX = 1e100

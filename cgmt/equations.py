@@ -33,9 +33,11 @@ from functools import lru_cache
 import numpy as np
 from numba import njit
 
+from empirical.common.checks import check_scalar
+
 from .prox import prox_near
 from .quadrature import DEFAULT_ORDER, MAX_PANEL, TRUNCATION, build_edges, fill_rule, gauss_hermite, gauss_legendre
-from .validation import check_delta, check_kappa, check_lam, check_quad_order, check_scalar
+from .validation import check_delta, check_kappa, check_lam, check_quad_order
 
 #: The API: Python-level evaluations that check their arguments.  The Numba kernels (``prox_branch_points``,
 #: ``expectation_terms``, ``stein_gradients``, ``spectral_sums_into``, ``spectral_res_jac_y``, ``problem_res_jac_y``,

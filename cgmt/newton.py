@@ -24,8 +24,10 @@ import math
 import numpy as np
 from numba import njit
 
+from empirical.common.checks import check_positive_array, check_real_array
+
 from .equations import problem_res_jac_y, quadrature_rule
-from .validation import check_delta, check_kappa, check_lam, check_positive_array, check_quad_order, check_real_array
+from .validation import check_delta, check_kappa, check_lam, check_quad_order
 
 __all__ = ["Problem", "damped_newton", "march_lambda", "continuation", "improves", "DEFAULT_TOL", "DEFAULT_MAXITER",
            "PATH_TOL", "POLISH_TOL", "POLISH_STEPS", "ARMIJO", "MAX_BACKTRACKS", "TRUST_LOG", "DIRECT_TRIES"]

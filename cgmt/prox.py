@@ -19,7 +19,7 @@ import math
 import numpy as np
 from numba import njit
 
-from .validation import check_real_array
+from empirical.common.checks import check_real_array
 
 #: The API: :func:`prox_logistic` (vectorised, checks its arguments).  The scalar Numba kernels (``sigmoid``,
 #: ``sigmoid_d1`` .. ``sigmoid_d3``, ``prox_scalar``, ``prox_near``, ``prox_with_derivatives``) are compiled for

@@ -25,7 +25,9 @@ from functools import lru_cache
 import numpy as np
 from numba import njit
 
-from .validation import check_quad_order, check_real_array, check_scalar
+from empirical.common.checks import check_real_array, check_scalar
+
+from .validation import check_quad_order
 
 __all__ = [
     "TRUNCATION",

@@ -16,7 +16,7 @@ from __future__ import annotations
 import mpmath as mp
 import numpy as np
 
-from .validation import check_int, check_scalar
+from empirical.common.checks import check_int, check_scalar
 
 #: Most working digits the reference accepts (mpmath's cost grows as dps^1.6; 10,000 digits take minutes).
 MAX_DPS = 10_000

@@ -15,12 +15,12 @@ from __future__ import annotations
 import numpy as np
 from scipy.optimize import OptimizeResult
 
+from empirical.common.checks import check_scalar
+
 # the failure vocabulary and the deprecation helpers live on the ground floor (empirical.common); cgmt's solvers
 # use them from there, and they stay importable from here
 from empirical.common.deprecation import REMOVAL_VERSION, moved_names, warn_deprecated  # noqa: F401
 from empirical.common.failures import STATUS_MESSAGES, ConvergenceError, ConvergenceWarning, quiet, report  # noqa: F401
-
-from .validation import check_scalar
 
 __all__ = ["CGMTResult", "outcome", "within_limits"]
 

@@ -26,6 +26,7 @@ from functools import lru_cache
 import numpy as np
 from scipy.optimize import OptimizeResult, brentq
 
+from empirical.common.checks import check_int, check_scalar
 from empirical.common.failures import STATUS_MESSAGES, ConvergenceError, report  # noqa: F401 (kept importable)
 
 from .accuracy import accuracy_from_margin, bayes_accuracy
@@ -43,7 +44,7 @@ from .newton import (
 from .quadrature import DEFAULT_ORDER, gaussian_rule
 from .result import CGMTResult, outcome, within_limits
 from .threshold import separability_threshold
-from .validation import check_delta, check_int, check_kappa, check_lam, check_scalar
+from .validation import check_delta, check_kappa, check_lam
 
 __all__ = ["CGMTResult", "solve", "mle", "damped_newton", "march_lambda", "start_point"]
 

@@ -32,6 +32,7 @@ import math
 
 import numpy as np
 
+from empirical.common.checks import check_int, check_real_array, check_scalar
 from empirical.common.failures import quiet, report
 
 from .accuracy import accuracy_from_margin, bayes_accuracy
@@ -51,7 +52,7 @@ from .newton import (
 from .quadrature import DEFAULT_ORDER
 from .result import CGMTResult, outcome, within_limits
 from .solver import solve, start_point
-from .validation import check_delta, check_int, check_lam, check_real_array, check_scalar
+from .validation import check_delta, check_lam
 
 __all__ = ["solve_spectral", "solve_spectral_path", "check_spectrum", "spectral_sums"]
 

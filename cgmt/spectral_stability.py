@@ -26,13 +26,14 @@ import math
 import numpy as np
 from scipy.optimize import OptimizeResult, brentq
 
+from empirical.common.checks import check_scalar
 from empirical.common.failures import STATUS_MESSAGES, ConvergenceError, quiet, report
 
 from .ablation import protocol_fractions
 from .spectral import solve_spectral
 from .spectrum import Spectrum
 from .stability import CROSS_FAILED, DEFAULT_ORDER, RESIDUAL_TOL, cross_expectation
-from .validation import check_delta, check_lam, check_scalar
+from .validation import check_delta, check_lam
 
 __all__ = ["spectral_pair_stability", "spectral_stability"]
 

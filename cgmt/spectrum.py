@@ -11,8 +11,9 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from empirical.common.checks import check_int, check_scalar
+
 from .spectral import check_spectrum, solve_spectral, solve_spectral_path
-from .validation import check_int, check_scalar
 
 __all__ = ["Spectrum", "EIGEN_ROUNDING"]
 

@@ -34,6 +34,7 @@ import numpy as np
 from numba import njit
 from scipy.optimize import OptimizeResult, brentq
 
+from empirical.common.checks import check_int, check_scalar
 from empirical.common.failures import STATUS_MESSAGES, ConvergenceError, quiet, report
 
 from .ablation import protocol_fractions
@@ -41,7 +42,7 @@ from .equations import prox_branch_points
 from .prox import prox_scalar, sigmoid, sigmoid_d1
 from .quadrature import MAX_PANEL, TRUNCATION, build_edges, edge_capacity, fill_rule, gauss_legendre
 from .solver import solve
-from .validation import check_delta, check_int, check_kappa, check_lam, check_scalar
+from .validation import check_delta, check_kappa, check_lam
 
 __all__ = [
     "stability",

@@ -13,11 +13,13 @@ import pandas as pd
 from joblib import Parallel, delayed
 from tqdm.auto import tqdm
 
+from empirical.common.checks import check_int, check_positive_array
 from empirical.common.failures import ConvergenceError, quiet
+from empirical.common.resources import check_n_jobs
 
 from .quadrature import DEFAULT_ORDER
 from .solver import solve
-from .validation import check_delta, check_int, check_kappa, check_lams, check_n_jobs, check_positive_array
+from .validation import check_delta, check_kappa, check_lams
 
 __all__ = ["sweep", "COLUMNS"]
 

@@ -1,18 +1,30 @@
-"""Parameter checks of the theory packages (``cgmt`` and ``sims``): one module, one message style.
+"""The theory's domain checks (``cgmt`` and ``sims``): delta, lam, kappa, fractions, quadrature orders.
 
 Every check returns the normalised value or raises ``ValueError`` with the message
 ``"<argument> must <requirement>, got <value!r>"``, naming the argument, so a bad input never turns
-into a NaN or a hang inside a numerical kernel.  (Arrays of data and labels are checked by
-:mod:`empirical.validation`.)
+into a NaN or a hang inside a numerical kernel.  The generic checks (scalars, integers, choices, sequences, arrays,
+generators) and the resource checks are the ground floor's (:mod:`empirical.common.checks`,
+:mod:`empirical.common.resources`), used here and importable from here; arrays of data and labels are checked by
+:mod:`empirical.validation`.
 """
 from __future__ import annotations
 
-import math
-import numbers
-import os
-from collections.abc import Mapping
-
 import numpy as np
+
+# the project-wide checks and resource helpers live on the ground floor; the theory's checks use them, and they stay
+# importable from here
+from empirical.common.checks import (  # noqa: F401
+    MAX_COUNT,
+    as_generator,
+    check_bool,
+    check_choice,
+    check_int,
+    check_positive_array,
+    check_real_array,
+    check_scalar,
+    check_sequence,
+)
+from empirical.common.resources import available_cores, check_n_jobs, check_threads  # noqa: F401
 
 __all__ = [
     "check_scalar",
@@ -25,17 +37,8 @@ __all__ = [
     "KAPPA_MAX",
     "DELTA_MAX",
     "check_fraction",
-    "check_int",
-    "MAX_COUNT",
-    "check_real_array",
-    "check_positive_array",
-    "as_generator",
-    "available_cores",
-    "check_threads",
-    "check_n_jobs",
-    "check_bool",
-    "check_choice",
-    "check_sequence",
+    "check_quad_order",
+    "MAX_QUAD_ORDER",
 ]
 
 
@@ -47,64 +50,6 @@ __all__ = [
 LAM_MIN = 1e-30
 #: see :data:`LAM_MIN`
 LAM_MAX = 1e30
-
-
-def _interval(low, high, low_open, high_open) -> str:
-    left = "(" if low_open or low is None else "["
-    right = ")" if high_open or high is None else "]"
-    return f"{left}{'-inf' if low is None else low}, {'inf' if high is None else high}{right}"
-
-
-def check_scalar(value, name: str, *, low: float | None = None, high: float | None = None,
-                 low_open: bool = False, high_open: bool = False, allow_nan: bool = False) -> float:
-    """``float(value)`` if it is a finite real number in the interval; ``ValueError`` naming ``name`` otherwise.
-
-    Parameters
-    ----------
-    value : real number or 0-d array
-        The argument to check (bools and complex numbers are rejected).
-    name : str
-        The argument's name, used in the message.
-    low, high : float, optional
-        Bounds of the interval (None: unbounded on that side).
-    low_open, high_open : bool, default=False
-        Whether the bound itself is excluded.
-    allow_nan : bool, default=False
-        Accept NaN as "not available" (returned as is; statistics that propagate a missing value).
-
-    Returns
-    -------
-    float
-        ``float(value)``.
-
-    Raises
-    ------
-    ValueError
-        ``value`` is not a real number, not finite (NaN allowed with ``allow_nan``), or outside the interval.
-
-    Examples
-    --------
-    >>> check_scalar(2, "delta", low=0.0, low_open=True)
-    2.0
-    >>> check_scalar(-1.0, "delta", low=0.0, low_open=True)
-    Traceback (most recent call last):
-    ...
-    ValueError: delta must lie in (0.0, inf), got -1.0
-    """
-    if isinstance(value, (bool, np.bool_)) or not isinstance(value, (numbers.Real, np.floating, np.integer)):
-        arr = np.asarray(value) if isinstance(value, np.ndarray) else None
-        if arr is None or arr.ndim != 0 or not np.issubdtype(arr.dtype, np.number) or np.iscomplexobj(arr):
-            raise ValueError(f"{name} must be a real number, got {value!r}")
-        value = arr.item()
-    x = float(value)
-    if allow_nan and math.isnan(x):
-        return x
-    if not math.isfinite(x):
-        raise ValueError(f"{name} must be finite, got {x!r}")
-    if (low is not None and (x < low or (low_open and x == low))) or \
-            (high is not None and (x > high or (high_open and x == high))):
-        raise ValueError(f"{name} must lie in {_interval(low, high, low_open, high_open)}, got {x!r}")
-    return x
 
 
 #: The supported domain of the sample ratio ``delta = n/p``: ``(0, DELTA_MAX]``.  Measured (cgmt.solve at kappa 2 and
@@ -322,410 +267,9 @@ def check_quad_order(value, name: str = "quad_order", *, factor: int = 1) -> int
     >>> check_quad_order(10)
     10
     """
-    order = check_int(value, name)
+    order, factor = check_int(value, name), check_int(factor, "factor")
     if order > factor * MAX_QUAD_ORDER:
         raise ValueError(f"{name} must be at most {factor * MAX_QUAD_ORDER}, got {order}")
     return order
 
 
-#: The largest count :func:`check_int` accepts by default (a C ``int``): iteration counts, grid sizes, replicates and
-#: sample sizes beyond it overflow the compiled kernels (numba, LAPACK) or ask for more memory than any machine has.
-MAX_COUNT = 2 ** 31 - 1
-
-
-def check_int(value, name: str, minimum: int = 1, maximum: int = MAX_COUNT) -> int:
-    """An integer in ``[minimum, maximum]`` (an integral float such as 3.0 is accepted; bools are not).
-
-    Parameters
-    ----------
-    value : int or integral float
-        The value to check.
-    name : str
-        The argument's name, used in the message.
-    minimum : int, default=1
-        Smallest value accepted.
-    maximum : int, default=MAX_COUNT
-        Largest value accepted (:data:`MAX_COUNT`, 2**31 - 1).
-
-    Returns
-    -------
-    int
-        ``int(value)``.
-
-    Raises
-    ------
-    ValueError
-        A bool, a non-integral or non-finite number, or an integer outside ``[minimum, maximum]``.
-
-    Examples
-    --------
-    >>> check_int(8.0, "replicates", minimum=2)
-    8
-    >>> check_int(1, "replicates", minimum=2)
-    Traceback (most recent call last):
-    ...
-    ValueError: replicates must be an integer >= 2, got 1
-    """
-    integral = isinstance(value, (numbers.Integral, np.integer)) or \
-        (isinstance(value, (float, np.floating)) and math.isfinite(value) and float(value).is_integer())
-    if isinstance(value, (bool, np.bool_)) or not integral or int(value) < minimum:
-        raise ValueError(f"{name} must be an integer >= {minimum}, got {value!r}")
-    if int(value) > maximum:
-        raise ValueError(f"{name} must be an integer <= {maximum}, got {value!r}")
-    return int(value)
-
-
-def _float_array(value, name):
-    if isinstance(value, np.ma.MaskedArray) or np.iscomplexobj(value):  # np.asarray drops the mask or imaginary part
-        raise ValueError(f"{name} must be a real number or an array of reals (not complex, not masked), got {value!r}")
-    try:
-        kind = np.asarray(value).dtype.kind
-    except (TypeError, ValueError):
-        kind = ""
-    if kind in "MmUS" and kind:  # dates, durations and text: numpy would turn them into numbers silently
-        raise ValueError(f"{name} must be a real number or an array of reals (not dates, durations or text), got "
-                         f"{value!r:.60}")
-    try:
-        return np.asarray(value, dtype=float)
-    except (TypeError, ValueError):
-        raise ValueError(f"{name} must be a real number or an array of reals, got {value!r}") from None
-
-
-def check_real_array(value, name: str, *, low: float | None = None, allow_inf: bool = False) -> np.ndarray:
-    """A float array without NaN (and without +-inf unless ``allow_inf``), all entries >= ``low``.
-
-    Parameters
-    ----------
-    value : float or array_like
-        The values to check (any shape; complex and masked arrays are rejected).
-    name : str
-        The argument's name, used in the message.
-    low : float, optional
-        Smallest value accepted (None: no bound).
-    allow_inf : bool, default=False
-        Accept +-inf entries.
-
-    Returns
-    -------
-    ndarray
-        ``np.asarray(value, dtype=float)`` (same shape).
-
-    Raises
-    ------
-    ValueError
-        Not convertible to a real array, or an entry that is NaN, infinite (without ``allow_inf``) or below
-        ``low``.
-
-    Examples
-    --------
-    >>> check_real_array([0.5, np.inf], "m", allow_inf=True)
-    array([0.5, inf])
-    >>> check_real_array([1.0, -1.0], "kappa", low=0.0)
-    Traceback (most recent call last):
-    ...
-    ValueError: kappa must lie in [0.0, inf), got -1.0
-    """
-    arr = _float_array(value, name)
-    if np.any(np.isnan(arr)):
-        raise ValueError(f"{name} must not contain NaN, got {value!r}")
-    if not allow_inf and not np.all(np.isfinite(arr)):
-        raise ValueError(f"{name} must be finite, got {value!r}")
-    if low is not None and np.any(arr < low):
-        raise ValueError(f"{name} must lie in [{low}, inf), got {float(arr[arr < low].flat[0])!r}")
-    return arr
-
-
-def check_positive_array(value, name: str, *, allow_zero: bool = False) -> np.ndarray:
-    """A non-empty float array (a scalar becomes one entry) of finite reals > 0 (>= 0 with ``allow_zero``).
-
-    Parameters
-    ----------
-    value : float or array_like
-        The values to check.
-    name : str
-        The argument's name, used in the message.
-    allow_zero : bool, default=False
-        Accept entries equal to 0.
-
-    Returns
-    -------
-    ndarray
-        The values as floats (a scalar as shape (1,); an array keeps its shape).
-
-    Raises
-    ------
-    ValueError
-        Empty, or an entry that is not finite or not > 0 (>= 0 with ``allow_zero``).
-
-    Examples
-    --------
-    >>> check_positive_array(2, "deltas")
-    array([2.])
-    >>> check_positive_array([1.0, 0.0], "lams")
-    Traceback (most recent call last):
-    ...
-    ValueError: lams must lie in (0, inf), got 0.0
-    """
-    arr = _float_array(value, name)
-    if arr.ndim == 0:
-        arr = arr.reshape(1)
-    if arr.size == 0:
-        raise ValueError(f"{name} must be non-empty, got {value!r}")
-    if not np.all(np.isfinite(arr)):
-        raise ValueError(f"{name} must be finite, got {value!r}")
-    bad = arr < 0 if allow_zero else arr <= 0
-    if np.any(bad):
-        interval = "[0, inf)" if allow_zero else "(0, inf)"
-        raise ValueError(f"{name} must lie in {interval}, got {float(arr[bad].flat[0])!r}")
-    return arr
-
-
-def available_cores() -> int:
-    """The CPU cores this process may run on (its affinity mask where the platform has one).
-
-    Returns
-    -------
-    int
-        The number of cores in the affinity mask, else ``os.cpu_count()`` (1 if unknown).
-
-    Examples
-    --------
-    >>> available_cores() >= 1
-    True
-    """
-    try:
-        return len(os.sched_getaffinity(0))
-    except AttributeError:  # macOS, Windows
-        return os.cpu_count() or 1
-
-
-def check_threads(value, name: str = "num_threads") -> int:
-    """A thread count of this process: an integer in ``[1, available_cores()]`` (more threads than cores only
-    slow a run down, and huge counts abort inside the OpenMP runtime).  Worker counts ``n_jobs`` of joblib are
-    not bounded here (a backend such as Dask may have more workers than local cores); the command lines bound
-    theirs (:mod:`cgmt.cli_args`).
-
-    Parameters
-    ----------
-    value : int or integral float
-        The thread count to check.
-    name : str, default="num_threads"
-        The argument's name, used in the message.
-
-    Returns
-    -------
-    int
-        ``int(value)``.
-
-    Raises
-    ------
-    ValueError
-        Not an integer >= 1, or more than :func:`available_cores`.
-
-    Examples
-    --------
-    >>> check_threads(1)
-    1
-    >>> check_threads(2.5)
-    Traceback (most recent call last):
-    ...
-    ValueError: num_threads must be an integer >= 1, got 2.5
-    """
-    value = check_int(value, name)
-    if value > available_cores():
-        raise ValueError(f"{name} must be at most the {available_cores()} CPU cores available, got {value}")
-    return value
-
-
-def as_generator(rng, name: str = "rng") -> np.random.Generator:
-    """A numpy ``Generator`` from a ``Generator`` (returned as is), a ``SeedSequence``, an int seed >= 0 or None.
-
-    Parameters
-    ----------
-    rng : numpy.random.Generator, numpy.random.SeedSequence, int or None
-        The source of randomness (None: fresh entropy from the operating system).
-    name : str, default="rng"
-        The argument's name, used in the message.
-
-    Returns
-    -------
-    numpy.random.Generator
-        ``rng`` itself if it is a Generator, else ``np.random.default_rng(rng)``.
-
-    Raises
-    ------
-    ValueError
-        A negative seed, a bool or any other type.
-
-    Examples
-    --------
-    >>> gen = as_generator(np.random.SeedSequence(0))
-    >>> int(gen.integers(100)) == int(as_generator(0).integers(100))
-    True
-    >>> as_generator("seed")
-    Traceback (most recent call last):
-    ...
-    ValueError: rng must be an int seed, a numpy SeedSequence or Generator, got 'seed'
-    """
-    if isinstance(rng, np.random.Generator):
-        return rng
-    if isinstance(rng, np.random.SeedSequence):
-        return np.random.default_rng(rng)
-    if rng is None or (isinstance(rng, (int, np.integer)) and not isinstance(rng, bool)):
-        if rng is not None and int(rng) < 0:
-            raise ValueError(f"{name} must be a non-negative integer seed, got {rng!r}")
-        return np.random.default_rng(rng)
-    raise ValueError(f"{name} must be an int seed, a numpy SeedSequence or Generator, got {rng!r}")
-
-
-def check_n_jobs(value, name: str = "n_jobs") -> int:
-    """A joblib worker count: a non-zero integer with ``|value| <=`` :data:`MAX_COUNT` (``-1``: every core,
-    ``-2``: all but one, as in joblib and scikit-learn).  Counts above the local cores are allowed (a backend
-    such as Dask may have more workers); the command lines bound theirs (:mod:`cgmt.cli_args`).
-
-    Parameters
-    ----------
-    value : int or integral float
-        The worker count to check.
-    name : str, default="n_jobs"
-        The argument's name, used in the message.
-
-    Returns
-    -------
-    int
-        ``int(value)``.
-
-    Raises
-    ------
-    ValueError
-        Not an integer, zero, or beyond ``MAX_COUNT`` in size.
-
-    Examples
-    --------
-    >>> check_n_jobs(-1)
-    -1
-    >>> check_n_jobs(0)
-    Traceback (most recent call last):
-    ...
-    ValueError: n_jobs must be a non-zero integer (-1: every core), got 0
-    """
-    count = check_int(value, name, minimum=-MAX_COUNT)
-    if count == 0:
-        raise ValueError(f"{name} must be a non-zero integer (-1: every core), got {value!r}")
-    return count
-
-
-def check_bool(value, name: str) -> bool:
-    """A flag: ``True`` or ``False`` (numpy's bool too), never a number, string or None read as one.
-
-    Parameters
-    ----------
-    value : bool
-        The value to check.
-    name : str
-        The argument's name, used in the message.
-
-    Returns
-    -------
-    bool
-
-    Raises
-    ------
-    TypeError
-        Not a bool.
-
-    Examples
-    --------
-    >>> check_bool(np.True_, "measurable")
-    True
-    """
-    if not isinstance(value, (bool, np.bool_)):
-        raise TypeError(f"{name} must be True or False, got {value!r:.60} ({type(value).__name__})")
-    return bool(value)
-
-
-def check_choice(value, name: str, choices) -> str:
-    """One of the strings ``choices``.
-
-    Parameters
-    ----------
-    value : str
-        The value to check.
-    name : str
-        The argument's name, used in the message.
-    choices : iterable of str
-        The accepted values.
-
-    Returns
-    -------
-    str
-
-    Raises
-    ------
-    TypeError
-        Not a string.
-    ValueError
-        Not one of ``choices``.
-
-    Examples
-    --------
-    >>> check_choice("answer", "positions", ("prompt", "answer", "all"))
-    'answer'
-    """
-    choices = tuple(choices)
-    if not isinstance(value, str):
-        raise TypeError(f"{name} must be one of {choices}, got {value!r:.60} ({type(value).__name__})")
-    if value not in choices:
-        raise ValueError(f"{name} must be one of {choices}, got {value!r:.60}")
-    return value
-
-
-def check_sequence(values, name: str, item=None, *, distinct: bool = True, allow_empty: bool = False) -> tuple:
-    """A sequence argument (list, tuple or 1-D array; not a string, a mapping, a set or a scalar), its items
-    checked one by one and, by default, non-empty and without repeats.
-
-    Parameters
-    ----------
-    values : sequence
-        The value to check.
-    name : str
-        The argument's name, used in the messages (an item is ``name[i]``).
-    item : callable, optional
-        ``item(value, "name[i]")`` checks one item and returns it normalised (e.g. :func:`check_choice`).
-    distinct : bool, default=True
-        Refuse an item given twice (a repeated grid value or method is not a second one).
-    allow_empty : bool, default=False
-        Accept an empty sequence.
-
-    Returns
-    -------
-    tuple
-        The checked items.
-
-    Raises
-    ------
-    TypeError
-        Not a sequence.
-    ValueError
-        Empty, an item repeated, or an item refused by ``item``.
-
-    Examples
-    --------
-    >>> check_sequence(["a", "b"], "methods", lambda v, n: check_choice(v, n, "abc"))
-    ('a', 'b')
-    """
-    if isinstance(values, (str, bytes, Mapping, set, frozenset)) or not (
-            isinstance(values, (list, tuple)) or (isinstance(values, np.ndarray) and values.ndim == 1)):
-        raise TypeError(f"{name} must be a sequence (a list or tuple), got {values!r:.60} ({type(values).__name__})")
-    items = list(values)
-    if not items and not allow_empty:
-        raise ValueError(f"{name} must not be empty")
-    if item is not None:
-        items = [item(v, f"{name}[{i}]") for i, v in enumerate(items)]
-    if distinct:
-        seen = []
-        for v in items:
-            if v in seen:
-                raise ValueError(f"{name} lists {v!r:.60} more than once")
-            seen.append(v)
-    return tuple(items)

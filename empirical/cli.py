@@ -20,7 +20,7 @@ import numpy as np
 import pandas as pd
 from tqdm.auto import tqdm
 
-from cgmt.cli_args import (
+from empirical.common.cli_args import (
     add_version,
     enforce_options,
     int_in,
@@ -30,7 +30,7 @@ from cgmt.cli_args import (
     subparser,
     worker_count,
 )
-from cgmt.cli_errors import debug_requested, run_command
+from empirical.common.cli_errors import debug_requested, run_command
 
 from .files import check_write_target, refuse_overwriting_inputs, write_csv, write_json
 from .llm import datasets
@@ -594,7 +594,8 @@ def cmd_export(args):
 
 
 # --------------------------------------------------------------------------- parser
-#: per subcommand: which options apply in which mode and which exclude each other (cgmt.cli_args.enforce_options)
+#: per subcommand: which options apply in which mode and which exclude each other
+#: (empirical.common.cli_args.enforce_options)
 #: The data options every command with a data group shares (``_add_common``): a table or a built-in dataset, the
 #: table's columns only with ``--table``, the built-in files' options only with ``--dataset``, one size cap, and the
 #: cache's dtype only with a cache.

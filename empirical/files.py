@@ -571,7 +571,7 @@ def verify_checksum(target) -> bool:
 def check_path(value, name: str) -> Path:
     """``value`` as a path (``~`` expanded), if it is one: a ``str`` or path-like object that is not empty or blank
     (``Path("")`` would silently mean the working directory).  The one check of a path argument of the API, as
-    :func:`cgmt.cli_args.nonempty_path` is the command lines' and :func:`env_path` the environment's.
+    :func:`empirical.common.cli_args.nonempty_path` is the command lines' and :func:`env_path` the environment's.
 
     Parameters
     ----------

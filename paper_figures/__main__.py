@@ -33,8 +33,8 @@ import time
 import warnings
 from pathlib import Path
 
-from cgmt.cli_args import add_version, available_cores, enforce_options, int_in, nonempty_path, worker_count
-from cgmt.cli_errors import debug_requested, run_command
+from empirical.common.cli_args import add_version, available_cores, enforce_options, int_in, nonempty_path, worker_count
+from empirical.common.cli_errors import debug_requested, run_command
 from empirical.files import atomic_write_text, read_json, refuse_overwriting_inputs
 from empirical.llm import datasets
 from empirical.llm.datasets import resolve_data_dir
@@ -80,11 +80,12 @@ def section_seconds(section: str) -> float:
 
 
 def _dir_path(text) -> Path:
-    """A non-empty, non-blank directory path (``cgmt.cli_args.nonempty_path``)."""
+    """A non-empty, non-blank directory path (``empirical.common.cli_args.nonempty_path``)."""
     return Path(nonempty_path(text))
 
 
-#: which options apply in which mode and which exclude each other (enforced by cgmt.cli_args.enforce_options)
+#: which options apply in which mode and which exclude each other
+#: (enforced by empirical.common.cli_args.enforce_options)
 OPTIONS = {
     "excludes": [("--results-only", "--force"), ("--results-only", "--only"), ("--results-only", "--quick"),
                  ("--results-only", "--datasets"), ("--model", "--models"), ("--results-only", "--models")],

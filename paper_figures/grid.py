@@ -28,7 +28,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from cgmt.validation import check_n_jobs
+from empirical.common.resources import check_n_jobs
 
 from . import claims, empirical_figures, verdicts
 from .empirical_plots import dumbbell

@@ -53,8 +53,9 @@ import pandas as pd  # noqa: E402
 from joblib import Parallel, delayed  # noqa: E402
 from threadpoolctl import threadpool_limits  # noqa: E402
 
-from cgmt.validation import check_int, check_n_jobs  # noqa: E402
 from empirical import files  # noqa: E402
+from empirical.common.checks import check_int
+from empirical.common.resources import check_n_jobs
 from empirical.llm import datasets  # noqa: E402
 from empirical.logistic import logistic_path  # noqa: E402
 from empirical.probes.layers import grouped_split  # noqa: E402

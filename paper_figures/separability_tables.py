@@ -12,7 +12,7 @@ import pandas as pd
 from joblib import Parallel, delayed
 from tqdm.auto import tqdm
 
-from cgmt.validation import check_n_jobs
+from empirical.common.resources import check_n_jobs
 from empirical.probes import separability, separability_lp, shuffled_label_control
 
 __all__ = ["separability_row", "separability_table", "control_row", "separability_control_table",

@@ -41,8 +41,8 @@ from threadpoolctl import threadpool_limits  # noqa: E402
 from tqdm.auto import tqdm  # noqa: E402
 
 from cgmt.spectral import Spectrum  # noqa: E402
-from cgmt.validation import check_n_jobs  # noqa: E402
 from empirical import files  # noqa: E402
+from empirical.common.resources import check_n_jobs
 from empirical.llm import datasets  # noqa: E402
 from empirical.probes.layers import PAPER_SPLIT_SEED, paper_split  # noqa: E402
 from empirical.probes.spectral_evaluation import PATH_CS, evaluate_split, semi_synthetic_path  # noqa: E402

@@ -28,8 +28,10 @@ from tqdm.auto import tqdm
 
 import sims
 from cgmt.stability import stability
-from cgmt.validation import check_delta, check_kappa, check_lams, check_n_jobs, check_sequence
+from cgmt.validation import check_delta, check_kappa, check_lams
+from empirical.common.checks import check_sequence
 from empirical.common.deprecation import moved_names
+from empirical.common.resources import check_n_jobs
 
 from .output import load_finished_step, save_figure, save_table
 from .style import THEORY_COLOR, method_color, series_color

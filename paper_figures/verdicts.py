@@ -46,7 +46,7 @@ from dataclasses import dataclass
 import numpy as np
 from scipy import stats
 
-from cgmt.validation import check_int, check_scalar
+from empirical.common.checks import check_int, check_scalar
 
 LEVEL = 0.95
 #: One-sided significance level of every rule: a 95 % two-sided interval lies above the null exactly when the

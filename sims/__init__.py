@@ -7,7 +7,7 @@ z = beta/sqrt(p), v = beta*/||beta*||, alpha = <z_hat, v>, sigma = ||z_hat - alp
 Main entry points: :func:`sample`, :func:`fit_ridge_logistic`, :func:`measure_replicate`,
 :func:`compare`, :func:`compare_grid`, :func:`agreement`, :func:`finite_size_study`.
 """
-from cgmt.validation import check_n_jobs
+from empirical.common.resources import check_n_jobs
 
 from .compare import THEORY_FIELD, agreement, compare, compare_grid, summarize, theory_values
 from .data import Sample, replicate_seeds, sample

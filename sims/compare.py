@@ -14,7 +14,9 @@ from tqdm.auto import tqdm
 
 import cgmt
 from cgmt.sweep import check_grid_size
-from cgmt.validation import check_int, check_lam, check_lams, check_n_jobs, check_positive_array
+from cgmt.validation import check_lam, check_lams
+from empirical.common.checks import check_int, check_positive_array
+from empirical.common.resources import check_n_jobs
 
 from .measure import QUANTITIES, measure_replicate
 from .renamed import ResultTable

@@ -10,7 +10,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from cgmt.validation import as_generator, check_int, check_kappa
+from cgmt.validation import check_kappa
+from empirical.common.checks import as_generator, check_int
 
 
 @dataclass(frozen=True)

@@ -16,7 +16,7 @@ import pandas as pd
 from joblib import Parallel, delayed
 from tqdm.auto import tqdm
 
-from cgmt.validation import check_n_jobs
+from empirical.common.resources import check_n_jobs
 
 from .compare import run_replicate, theory_values
 from .renamed import ResultTable

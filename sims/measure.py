@@ -16,7 +16,7 @@ from scipy.special import expit
 
 import cgmt
 from cgmt.ablation import ablation_split
-from cgmt.validation import as_generator
+from empirical.common.checks import as_generator
 from empirical.common.failures import quiet
 
 from .data import sample

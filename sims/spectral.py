@@ -27,8 +27,9 @@ import cgmt
 from cgmt.ablation import ablation_split
 from cgmt.spectral_stability import spectral_stability
 from cgmt.spectrum import Spectrum
-from cgmt.validation import as_generator, check_int, check_n_jobs
+from empirical.common.checks import as_generator, check_int
 from empirical.common.failures import quiet
+from empirical.common.resources import check_n_jobs
 
 from .fit import fit_ridge_logistic
 from .measure import cosine

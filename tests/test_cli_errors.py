@@ -1,9 +1,9 @@
-"""The one error convention of the command lines (cgmt.cli_errors): bad input -> one line and exit 2,
+"""The one error convention of the command lines (empirical.common.cli_errors): bad input -> one line and exit 2,
 the traceback only on request, Ctrl-C -> one line and exit 130."""
 import pytest
 
 from cgmt import __main__ as cgmt_cli
-from cgmt.cli_errors import debug_requested, run_command
+from empirical.common.cli_errors import debug_requested, run_command
 
 
 def _fail(exc):

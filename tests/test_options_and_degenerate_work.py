@@ -10,8 +10,8 @@ import pytest
 from safetensors.numpy import save_file
 
 import cgmt.__main__ as cgmt_cli
-from cgmt.cli_args import subparser
 from empirical import cli
+from empirical.common.cli_args import subparser
 from empirical.files import MAX_JSON_DEPTH, json_ready
 from empirical.probes import ConceptVectors, save_concept_vectors
 from empirical.probes.interop import export_control_vector, export_directions, import_directions
@@ -149,7 +149,7 @@ def test_option_table_is_enforced(prog, main, build, command, options, message, 
 
 @pytest.mark.parametrize("prog, main, build, command, options, message", list(_cases()))
 def test_each_option_alone_passes_the_table(prog, main, build, command, options, message):
-    from cgmt.cli_args import enforce_options
+    from empirical.common.cli_args import enforce_options
     parser = _parser_for(build, command)
     table = next(tables[command] for name, _, tables, _ in _tables() if name == prog)
     mode = [table["needs"][options[0]]] if len(options) == 1 else []

@@ -24,7 +24,7 @@ import torch
 from scipy import stats
 from sklearn.metrics import roc_auc_score
 
-from cgmt.validation import check_scalar
+from empirical.common.checks import check_scalar
 
 from ..validation import check_vector
 from .datasets import answer_pairs

@@ -28,7 +28,7 @@ from pathlib import Path
 
 import numpy as np
 
-from cgmt.validation import check_choice
+from empirical.common.checks import check_choice
 
 from ..files import atomic_path, atomic_write_text, cache_root, check_path, naming_write_errors, read_json, sha256_file
 

@@ -35,7 +35,7 @@ from collections.abc import Iterator
 import numpy as np
 import torch
 
-from cgmt.validation import check_scalar
+from empirical.common.checks import check_scalar
 from empirical.common.deprecation import moved_names
 
 from ..probes.concept_vectors import LinearProbe

@@ -32,7 +32,8 @@ import torch
 from tqdm.auto import tqdm
 from transformers import DynamicCache
 
-from cgmt.validation import check_bool, check_int, check_threads
+from empirical.common.checks import check_bool, check_int
+from empirical.common.resources import check_threads
 
 from .cache import ExtractionCache
 from .hooks import (

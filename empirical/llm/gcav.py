@@ -13,7 +13,7 @@ import math
 
 import numpy as np
 
-from cgmt.validation import check_scalar
+from empirical.common.checks import check_scalar
 
 from ..probes.concept_vectors import LinearProbe
 from ..validation import as_real_array

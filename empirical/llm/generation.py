@@ -9,7 +9,7 @@ from __future__ import annotations
 import torch
 from tqdm.auto import tqdm
 
-from cgmt.validation import check_int
+from empirical.common.checks import check_int
 
 from .edits import SteerState, gcav_steering, model_positions
 from .extract import check_prompts

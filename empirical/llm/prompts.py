@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from cgmt.validation import check_int
+from empirical.common.checks import check_int
 
 #: Most prompts :func:`split_halves` splits (a steering evaluation reads each one through the model).
 MAX_PROMPTS = 10_000_000

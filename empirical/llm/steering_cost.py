@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 
-from cgmt.validation import check_bool, check_choice, check_int, check_scalar, check_sequence
+from empirical.common.checks import check_bool, check_choice, check_int, check_scalar, check_sequence
 
 from .steering_protocol import N_GENERATE, N_RANDOM, N_RANDOM_SELECTION
 

@@ -50,8 +50,9 @@ from scipy import stats
 from scipy.special import expit
 from tqdm.auto import tqdm
 
-from cgmt.validation import check_bool, check_int, check_n_jobs, check_real_array, check_scalar
+from empirical.common.checks import check_bool, check_int, check_real_array, check_scalar
 from empirical.common.deprecation import moved_names, warn_deprecated
+from empirical.common.resources import check_n_jobs
 
 from ..probes import PAPER_SPLIT_SEED, fit_layers, get_method, method_names, paper_split
 from ..probes.concept_vectors import ConceptVectors

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from cgmt.validation import check_choice, check_int, check_scalar, check_sequence
+from empirical.common.checks import check_choice, check_int, check_scalar, check_sequence
 
 from ..probes.concept_vectors import ConceptVectors
 from .gcav import P_TOWARDS, steerable_layers

@@ -36,7 +36,7 @@ import numpy as np
 import torch
 from scipy.optimize import OptimizeResult
 
-from cgmt.validation import check_int, check_scalar
+from empirical.common.checks import check_int, check_scalar
 
 from ..validation import C_MAX, C_MIN, TOL_MAX, check_grid, check_matrix, check_signed_labels, check_vector
 from .newton import ARMIJO, HALVINGS

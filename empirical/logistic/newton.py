@@ -25,7 +25,7 @@ from scipy import linalg
 from scipy.linalg import lapack
 from scipy.special import expit
 
-from cgmt.validation import check_int, check_scalar
+from empirical.common.checks import check_int, check_scalar
 from empirical.common.deprecation import moved_names
 
 from ..validation import C_MAX, C_MIN, TOL_MAX, check_matrix, check_signed_labels, check_vector

@@ -38,7 +38,7 @@ import numpy as np
 from scipy import linalg
 from scipy.optimize import OptimizeResult
 
-from cgmt.validation import check_scalar
+from empirical.common.checks import check_scalar
 from empirical.common.failures import STATUS_MESSAGES
 
 from ..validation import check_matrix, check_signed_labels, check_vector

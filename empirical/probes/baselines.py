@@ -23,7 +23,7 @@ from sklearn.metrics import roc_auc_score
 from sklearn.model_selection import PredefinedSplit
 from sklearn.utils._param_validation import Interval
 
-from cgmt.validation import check_positive_array
+from empirical.common.checks import check_positive_array
 
 from ..logistic import fit_l2_logistic_rows
 from ..validation import (

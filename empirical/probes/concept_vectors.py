@@ -22,7 +22,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from cgmt.validation import check_scalar
+from empirical.common.checks import check_scalar
 
 from ..validation import as_real_array, check_magnitude, check_matrix, safe_norm
 

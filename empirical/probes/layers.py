@@ -17,7 +17,7 @@ from sklearn.base import clone
 from sklearn.model_selection import StratifiedGroupKFold
 from tqdm.auto import tqdm
 
-from cgmt.validation import check_n_jobs
+from empirical.common.resources import check_n_jobs
 
 from ..validation import (
     PAPER_SPLIT_SEED,

@@ -63,7 +63,8 @@ from scipy.optimize import brentq
 from scipy.stats import norm
 
 import cgmt
-from cgmt.validation import DELTA_MAX, check_int, check_scalar
+from cgmt.validation import DELTA_MAX
+from empirical.common.checks import check_int, check_scalar
 
 from ..logistic import logistic_path
 from ..validation import check_binary_labels, check_grid, check_matrix, check_min_per_class, standardize_stats

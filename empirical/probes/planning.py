@@ -17,7 +17,7 @@ import numpy as np
 import pandas as pd
 from tqdm.auto import tqdm
 
-from cgmt.validation import check_int
+from empirical.common.checks import check_int
 
 from .learning_curves import backtest_error, labels_needed, predict_learning_curve
 from .spectral_prediction import estimate_pool_model

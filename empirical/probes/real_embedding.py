@@ -25,7 +25,8 @@ from tqdm.auto import tqdm
 
 import cgmt
 from cgmt.stability import stability as predicted_stability
-from cgmt.validation import check_delta, check_int, check_kappa, check_lam, check_positive_array, check_scalar
+from cgmt.validation import check_delta, check_kappa, check_lam
+from empirical.common.checks import check_int, check_positive_array, check_scalar
 
 from ..logistic import fit_l2_logistic
 from ..validation import as_real_array, check_binary_labels, check_matrix, check_random_state, standardize_stats

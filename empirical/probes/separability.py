@@ -24,7 +24,7 @@ from scipy.optimize import OptimizeResult, linprog
 from sklearn.exceptions import ConvergenceWarning
 from sklearn.svm import LinearSVC
 
-from cgmt.validation import as_generator, check_int, check_scalar
+from empirical.common.checks import as_generator, check_int, check_scalar
 from empirical.common.failures import STATUS_MESSAGES
 
 from ..validation import (

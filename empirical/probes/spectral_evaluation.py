@@ -24,7 +24,8 @@ import numpy as np
 import cgmt
 from cgmt.ablation import ablation_split, protocol_fractions
 from cgmt.spectral import Spectrum
-from cgmt.validation import check_fraction, check_int, check_real_array
+from cgmt.validation import check_fraction
+from empirical.common.checks import check_int, check_real_array
 
 from ..logistic import fit_l2_logistic, logistic_path
 from ..validation import MAX_SEED, check_binary_labels, check_grid, check_matrix, standardize_stats

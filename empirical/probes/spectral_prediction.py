@@ -55,7 +55,8 @@ import cgmt
 from cgmt.ablation import protocol_fractions
 from cgmt.spectral import Spectrum
 from cgmt.spectral_stability import spectral_stability
-from cgmt.validation import check_choice, check_int, check_lams, check_scalar, check_sequence
+from cgmt.validation import check_lams
+from empirical.common.checks import check_choice, check_int, check_scalar, check_sequence
 
 from ..logistic import fit_l2_logistic
 from ..validation import MAX_SEED, check_binary_labels, check_grid, check_matrix, check_min_per_class, standardize_stats

@@ -22,7 +22,9 @@ from sklearn.base import clone
 from tqdm.auto import tqdm
 
 from cgmt.ablation import ablation_split
-from cgmt.validation import check_fraction, check_int, check_n_jobs, check_scalar
+from cgmt.validation import check_fraction
+from empirical.common.checks import check_int, check_scalar
+from empirical.common.resources import check_n_jobs
 
 from ..validation import as_real_array, check_binary_labels, check_matrix, safe_norm, unit_vector
 

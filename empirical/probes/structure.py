@@ -65,7 +65,8 @@ from sklearn.model_selection import StratifiedKFold
 from tqdm.auto import tqdm
 
 import cgmt
-from cgmt.validation import as_generator, check_int, check_n_jobs, check_scalar
+from empirical.common.checks import as_generator, check_int, check_scalar
+from empirical.common.resources import check_n_jobs
 
 from ..validation import PAPER_SPLIT_SEED, as_real_array, check_binary_labels, check_grid, check_matrix, check_vector
 from .raptor import RaptorProbe
