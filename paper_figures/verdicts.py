@@ -206,7 +206,7 @@ def clip_interval(low: float, high: float, bounds=(None, None)) -> tuple:
     Parameters
     ----------
     low, high : float
-        The interval (NaN stays NaN).
+        The interval, ``low <= high`` (NaN stays NaN).
     bounds : (float or None, float or None), default=(None, None)
         The quantity's range; None for no bound on that side.
 
@@ -219,7 +219,12 @@ def clip_interval(low: float, high: float, bounds=(None, None)) -> tuple:
     >>> clip_interval(-0.89, 1.75, (-1.0, 1.0))
     (-0.89, 1.0)
     """
-    lo_bound, hi_bound = bounds
+    low, high = check_scalar(low, "low", allow_nan=True), check_scalar(high, "high", allow_nan=True)
+    if not isinstance(bounds, (tuple, list)) or len(bounds) != 2:
+        raise ValueError(f"bounds must be a pair (lower or None, upper or None), got {bounds!r}")
+    lo_bound, hi_bound = (None if b is None else check_scalar(b, f"bounds[{i}]") for i, b in enumerate(bounds))
+    if low > high:
+        raise ValueError(f"low must be at most high, got low={low} > high={high}")
     low = low if lo_bound is None or not np.isfinite(low) else max(low, lo_bound)
     high = high if hi_bound is None or not np.isfinite(high) else min(high, hi_bound)
     return float(low), float(high)
