@@ -72,7 +72,9 @@ def load_table(out: Path, name: str) -> pd.DataFrame | None:
     if path.exists():
         _record_read(path)
     try:
-        return pd.read_csv(path) if files.verify_checksum(path) else None
+        # round-trip float parsing: a saved table reads back to the very floats it was written from, whatever the
+        # pandas version (its default parser may be off by an ulp, which flips a rounding tie in RESULTS.md)
+        return pd.read_csv(path, float_precision="round_trip") if files.verify_checksum(path) else None
     except files.ChecksumError as exc:
         warnings.warn(f"{exc}; recomputing it", RuntimeWarning, stacklevel=2)
         return None
