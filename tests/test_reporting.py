@@ -37,6 +37,7 @@ def test_every_figure_is_tested():
 def test_figure_written_from_a_table(name, tmp_path):
     table, labels = TABLES[name]
     target = tmp_path / f"{name}.png"
+    plt.close("all")  # figures another test of this worker left open are not this function's (xdist order)
     path = getattr(reporting, name)(table, target, **labels)
     assert path == target and target.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
     assert list(tmp_path.iterdir()) == [target]  # the atomic write left no temporary file
