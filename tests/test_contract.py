@@ -161,7 +161,20 @@ class Timeout(BaseException):
 
 @contextlib.contextmanager
 def _limit(seconds):
+    """Raise ``Timeout`` in the main thread after ``seconds``, but never inside numba's compiler.
+
+    An exception raised while numba compiles (or loads a cached overload) can kill one of the generators numba's
+    target context keeps for its registries; every later compilation in the process then fails with
+    ``RuntimeError: generator raised StopIteration``.  One CI run lost 92 tests of one xdist worker that way, after a
+    cold compile ran past ``BASE_SECONDS``.  While numba's compiler lock is held the alarm is re-armed instead, so
+    the limit lands just after the compilation.
+    """
+    from numba.core.compiler_lock import global_compiler_lock
+
     def _raise(*_):
+        if global_compiler_lock.is_locked():
+            signal.setitimer(signal.ITIMER_REAL, 0.05)
+            return
         raise Timeout
     old = signal.signal(signal.SIGALRM, _raise)
     signal.setitimer(signal.ITIMER_REAL, seconds)
@@ -360,6 +373,29 @@ def test_exceptions_name_real_entries():
         key, _, name = item.rpartition(".") if item not in ENTRIES else (item, "", "")
         assert key in ENTRIES, item
         assert not name or name in ENTRIES[key].params, item
+
+
+def test_the_call_limit_never_interrupts_numba_compilation():
+    """A limit that expires while numba's compiler lock is held lands after the lock is released, and numba still
+    compiles afterwards (an exception inside the compiler can leave the process unable to compile anything again)."""
+    import time
+
+    import numba
+    from numba.core.compiler_lock import global_compiler_lock
+
+    reached = []
+    with pytest.raises(Timeout), _limit(1e-3):
+        with global_compiler_lock:  # what numba holds while it compiles or loads a cached overload
+            time.sleep(0.3)
+            reached.append("end of the locked section")
+        time.sleep(5)
+    assert reached == ["end of the locked section"]
+
+    @numba.njit(cache=False)
+    def fresh(x):
+        return x * 2.0 - 1.0
+
+    assert fresh(1.5) == 2.0
 
 
 def test_report_coverage(capsys):
