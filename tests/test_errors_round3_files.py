@@ -248,15 +248,16 @@ def test_import_directions_refuses_block_indices_that_normalise_to_one(tmp_path,
 
 
 def test_sha256sums_listing_a_file_twice_or_with_dot_slash(tmp_path):
-    from empirical.llm import datasets
+    from empirical.files import sha256_file
+    from empirical.llm.datasets import _registry
 
     (tmp_path / "cities.csv").write_text("statement,label\na,1\nb,0\n")
-    digest = datasets.sha256_file(tmp_path / "cities.csv")
+    digest = sha256_file(tmp_path / "cities.csv")
     (tmp_path / "SHA256SUMS").write_text(f"{digest}  ./cities.csv\n")
-    assert datasets._check_file(tmp_path, "cities.csv", verify=True)[1] == digest
+    assert _registry._check_file(tmp_path, "cities.csv", verify=True)[1] == digest
     (tmp_path / "SHA256SUMS").write_text(f"{digest}  cities.csv\n{'0' * 64}  cities.csv\n")
     with pytest.raises(ValueError, match="listed twice with different sums"):
-        datasets._check_file(tmp_path, "cities.csv", verify=True)
+        _registry._check_file(tmp_path, "cities.csv", verify=True)
 
 
 # ----------------------------------------------------------------------------- A5 every file error names the file
@@ -599,7 +600,7 @@ def test_max_length_keeps_a_long_prompt_within_the_positions():
 
 
 def test_default_data_directory_is_found_from_any_working_directory(tmp_path):
-    from empirical.llm import datasets
+    from empirical.llm.datasets import _files
 
     expected = (ROOT / ".." / "shared" / "datasets").resolve()
     if not expected.is_dir():
@@ -609,14 +610,15 @@ def test_default_data_directory_is_found_from_any_working_directory(tmp_path):
     proc = subprocess.run([sys.executable, "-c", code], cwd=tmp_path, capture_output=True, text=True,
                           env=dict(env, PYTHONPATH=str(ROOT)), timeout=60)
     assert proc.returncode == 0 and proc.stdout.strip() == str(expected), proc.stderr
-    assert datasets._repo_root() == ROOT
+    assert _files._repo_root() == ROOT
 
 
 def test_missing_default_data_directory_names_the_paths_tried(tmp_path, monkeypatch):
     from empirical.llm import datasets
+    from empirical.llm.datasets import _files
 
     monkeypatch.delenv("RAPTOR_DATA", raising=False)
-    monkeypatch.setattr(datasets, "_repo_root", lambda: tmp_path / "repo")
+    monkeypatch.setattr(_files, "_repo_root", lambda: tmp_path / "repo")
     monkeypatch.chdir(tmp_path)
     with pytest.raises(FileNotFoundError) as info:
         datasets.resolve_data_dir()

@@ -76,11 +76,11 @@ def test_dataset_table_that_is_a_fifo_is_refused(tmp_path, name):
 
 
 def test_sha256sums_that_is_a_fifo_is_refused_not_skipped(tmp_path):
-    from empirical.llm import datasets
+    from empirical.llm.datasets import _registry
 
     _fifo(tmp_path / "SHA256SUMS")
     with pytest.raises(ValueError, match="SHA256SUMS.*FIFO.*verify=False"):
-        datasets._expected_sums(tmp_path)
+        _registry._expected_sums(tmp_path)
 
 
 def test_imported_directions_file_linked_to_dev_zero_is_refused(tmp_path):
@@ -227,11 +227,12 @@ def test_chat_template_output_is_bounded():
 def test_register_dataset_refuses_a_sum_of_another_datasets_file():
     """K01: a sum for cities.csv from another dataset would replace the built-in reference sum."""
     from empirical.llm import datasets
+    from empirical.llm.datasets import _registry
 
-    before = datasets._known_sums()["cities.csv"]
+    before = _registry._known_sums()["cities.csv"]
     with pytest.raises(ValueError, match=r"sha256 of dataset 'mine' names \['cities.csv'\], which are not its files"):
         datasets.register_dataset("mine", "mine.csv", lambda paths: None, sha256={"cities.csv": "0" * 64})
-    assert "mine" not in datasets.dataset_names() and datasets._known_sums()["cities.csv"] == before
+    assert "mine" not in datasets.dataset_names() and _registry._known_sums()["cities.csv"] == before
 
 
 def test_register_dataset_refuses_another_sum_for_a_file_already_summed():
