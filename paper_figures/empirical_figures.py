@@ -40,7 +40,7 @@ from empirical.validation import error_context
 
 from . import empirical_plots
 from .claims import EQUAL_DATA_METHOD, STABILITY_DATASETS
-from .output import load_table, save_figure, save_json, save_table, vectors_path
+from .output import load_table, save_figure, save_json, save_table, table_or_compute, vectors_path
 from .progress import RunProgress
 from .separability_tables import separability_control_summary, separability_control_table, separability_table
 from .stability import plot_real_embedding_stability
@@ -271,15 +271,12 @@ def run(out, *, model="smollm2", data_dir=None, max_per_class=500, quick=False, 
     for name in STABILITY_DATASETS:
         ds, H, y, split = data[name]
         with steps.step(f"{name}: directional stability (K={K})", scale * STEP_SECONDS["stability"]):
-            tab = load_table(out, f"stability_{name}")
-            if tab is None:
-                tab = stability_table(name, H, y, split, stab_layers, methods, K, False, n_jobs=n_jobs)
-                save_table(tab, out, f"stability_{name}")
+            tab = table_or_compute(out, f"stability_{name}", lambda: stability_table(
+                name, H, y, split, stab_layers, methods, K, False, n_jobs=n_jobs))
         with steps.step(f"{name}: stability, equal data", scale * STEP_SECONDS["stability_equal_data"]):
-            if load_table(out, f"stability_equal_data_{name}") is None:
-                save_table(stability_table(name, H, y, split, stab_layers,
-                                           {EQUAL_DATA_METHOD: RaptorProbe(refit=False)},
-                                           K, False, n_jobs=n_jobs), out, f"stability_equal_data_{name}")
+            table_or_compute(out, f"stability_equal_data_{name}", lambda: stability_table(
+                name, H, y, split, stab_layers, {EQUAL_DATA_METHOD: RaptorProbe(refit=False)}, K, False,
+                n_jobs=n_jobs))
         stabs.append(tab)
     stab = pd.concat(stabs, ignore_index=True)
     equal = [t for t in (load_table(out, f"stability_equal_data_{n}") for n in STABILITY_DATASETS) if t is not None]
@@ -290,10 +287,8 @@ def run(out, *, model="smollm2", data_dir=None, max_per_class=500, quick=False, 
     seps = []
     for name, (ds, H, y, split) in data.items():
         with steps.step(f"{name}: separability", scale * STEP_SECONDS["separability"]):
-            sep = load_table(out, f"separability_{name}")
-            if sep is None:
-                sep = separability_table(name, H, y, split, False, n_jobs=n_jobs)
-                save_table(sep, out, f"separability_{name}")
+            sep = table_or_compute(out, f"separability_{name}",
+                                   lambda: separability_table(name, H, y, split, False, n_jobs=n_jobs))
         seps.append(sep)
     sep = pd.concat(seps, ignore_index=True)
     st = sep.groupby("dataset").agg(layers=("layer", "size"), separable=("separable", "sum"),
@@ -309,10 +304,8 @@ def run(out, *, model="smollm2", data_dir=None, max_per_class=500, quick=False, 
     for name, (ds, H, y, split) in data.items():
         with steps.step(f"{name}: separability control (shuffled labels)",
                         scale * STEP_SECONDS["separability_control"]):
-            ctl = load_table(out, f"separability_control_{name}")
-            if ctl is None:
-                ctl = separability_control_table(name, H, y, split, stab_layers, progress=False, n_jobs=n_jobs)
-                save_table(ctl, out, f"separability_control_{name}")
+            ctl = table_or_compute(out, f"separability_control_{name}", lambda: separability_control_table(
+                name, H, y, split, stab_layers, progress=False, n_jobs=n_jobs))
         controls.append(ctl)
     save_table(separability_control_summary(pd.concat(controls, ignore_index=True)), out,
                "separability_control_summary")
@@ -329,16 +322,16 @@ def _layers_for_seed(out, steps, name, H, y, split, seed, methods, scale, n_jobs
     paper = seed == PAPER_SPLIT_SEED
     table_name = f"layers_{name}" if paper else f"layers_{name}_seed{seed}"
     with steps.step(f"{name}: probes per layer, split seed {seed}", scale * STEP_SECONDS["layers"]):
-        tab = load_table(out, table_name)
-        if tab is None:
+        def compute():
             if groups is not None:
                 seed_split = grouped_split(y, groups, random_state=seed)
             else:
                 seed_split = split if paper else paper_split(y, random_state=seed)
             with error_context(dataset=name, split_seed=seed):  # errors from the fits name where they happened
-                tab = layer_table(name, H, y, seed_split, methods, False, n_jobs=n_jobs,
-                                  vectors_out=Path(out) / "tables" if paper and groups is None else None)
-            save_table(tab, out, table_name)
+                return layer_table(name, H, y, seed_split, methods, False, n_jobs=n_jobs,
+                                   vectors_out=Path(out) / "tables" if paper and groups is None else None)
+
+        tab = table_or_compute(out, table_name, compute)
     return tab.assign(seed=seed)
 
 

@@ -80,7 +80,7 @@ from empirical.validation import (  # noqa: E402
     stratified_split,
 )
 
-from .output import load_table, save_figure, save_table  # noqa: E402
+from .output import save_figure, save_table, table_or_compute  # noqa: E402
 from .separability_tables import control_row, separability_control_summary  # noqa: E402
 from .style import series_color  # noqa: E402
 from .verdicts import mean_interval  # noqa: E402
@@ -349,12 +349,9 @@ def separability_rows(name, H, y, test, layers, seed=0, n_jobs=1) -> pd.DataFram
 
 
 def _separability_cached(out, name, H, y, test, layers, n_jobs):
-    table = load_table(out, f"separability_large_{name}")
-    if table is not None and sorted(set(table.layer)) == sorted(layers):
-        return table
-    table = separability_rows(name, H, y, test, layers, n_jobs=n_jobs)
-    save_table(table, out, f"separability_large_{name}")
-    return table
+    return table_or_compute(out, f"separability_large_{name}",
+                            lambda: separability_rows(name, H, y, test, layers, n_jobs=n_jobs),
+                            valid=lambda table: sorted(set(table.layer)) == sorted(layers))
 
 
 def _evaluate_cached(raw_dir, name, layer, pool_size, draw, H, y, test, kw):

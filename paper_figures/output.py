@@ -80,6 +80,35 @@ def load_table(out: Path, name: str) -> pd.DataFrame | None:
         return None
 
 
+def table_or_compute(out: Path, name: str, compute, *, valid=None) -> pd.DataFrame:
+    """The resumable step of a run: the table ``name`` an earlier run saved (:func:`load_table`, so checksums and
+    ``--force`` apply), else ``compute()``, saved under that name (:func:`save_table`).
+
+    Parameters
+    ----------
+    out : path
+        The run's output directory.
+    name : str
+        The table's name (``tables/NAME.csv``).
+    compute : callable
+        ``compute()`` -> DataFrame; called only when no usable saved table exists.
+    valid : callable, optional
+        ``valid(table)`` -> bool: whether a saved table was made with this step's settings (say, the same layers);
+        one it rejects is recomputed.
+
+    Returns
+    -------
+    pandas.DataFrame
+        The saved or the freshly computed table.
+    """
+    table = load_table(out, name)
+    if table is not None and (valid is None or valid(table)):
+        return table
+    table = compute()
+    save_table(table, out, name)
+    return table
+
+
 def load_finished_step(out: Path, tables: dict, figures=()) -> dict | None:
     """The tables of a step an earlier run finished, to resume it without recomputing.
 

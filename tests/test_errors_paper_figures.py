@@ -6,7 +6,7 @@ import pandas as pd
 import pytest
 
 from empirical import files
-from paper_figures.output import load_table, save_table
+from paper_figures.output import load_table, save_table, table_or_compute
 
 
 def test_a_saved_table_is_resumed_when_intact(tmp_path):
@@ -14,6 +14,30 @@ def test_a_saved_table_is_resumed_when_intact(tmp_path):
     save_table(table, tmp_path, "layers_toy")
     pd.testing.assert_frame_equal(load_table(tmp_path, "layers_toy"), table)
     assert load_table(tmp_path, "absent") is None
+
+
+
+def test_a_resumable_step_computes_once_and_redoes_a_damaged_or_mismatched_table(tmp_path):
+    """``table_or_compute``, the one resumable step of a run: computed and saved the first time, read back after,
+    recomputed when the saved table fails its checksum or was made with other settings (``valid``)."""
+    calls = []
+
+    def compute(layers=(1, 2)):
+        calls.append(layers)
+        return pd.DataFrame({"layer": list(layers), "test_accuracy": [0.75] * len(layers)})
+
+    first = table_or_compute(tmp_path, "layers_toy", compute)
+    again = table_or_compute(tmp_path, "layers_toy", compute)
+    pd.testing.assert_frame_equal(first, again)
+    assert calls == [(1, 2)] and load_table(tmp_path, "layers_toy") is not None
+    other = table_or_compute(tmp_path, "layers_toy", lambda: compute((1, 2, 3)),
+                             valid=lambda t: sorted(t.layer) == [1, 2, 3])
+    assert calls == [(1, 2), (1, 2, 3)] and sorted(other.layer) == [1, 2, 3]
+    path = tmp_path / "tables" / "layers_toy.csv"
+    path.write_text(path.read_text().replace("0.75", "0.95"))
+    with pytest.warns(RuntimeWarning, match="recomputing it"):
+        redone = table_or_compute(tmp_path, "layers_toy", compute)
+    assert calls[-1] == (1, 2) and redone.test_accuracy.tolist() == [0.75, 0.75]
 
 
 @pytest.mark.parametrize("damage", ["edit a number", "truncate", "remove the checksum"])
