@@ -35,6 +35,7 @@ from empirical.common.cli_errors import debug_requested, run_command
 from .files import check_write_target, refuse_overwriting_inputs, write_csv, write_json
 from .llm import datasets
 from .llm.cache import STORAGES, ExtractionCache
+from .llm.gcav import below_tau, reliable_layers
 from .probes.concept_vectors import ConceptVectors
 from .probes.interop import export_control_vector, export_directions
 from .probes.layers import PAPER_SPLIT_SEED, fit_layers, paper_split
@@ -471,12 +472,12 @@ def _tau_filter(vectors, tau):
     vecs, accuracy = vectors
     kept_vectors, kept_accuracy = {}, {}
     for method, cv in vecs.items():
-        acc = {layer: a for layer, a in accuracy[method].items() if layer in cv.layers}
-        kept = {layer: p for layer, p in cv.items() if acc.get(layer, -np.inf) >= tau}
+        acc = {layer: accuracy[method].get(layer) for layer in cv.layers}
+        reliable, below = reliable_layers(acc, tau, what="validation accuracy")
+        kept = {layer: cv[layer] for layer in reliable}
         if not kept:
-            best = max(acc, key=acc.get)
-            raise ValueError(f"no layer can be steered for {method}: tau={tau:g} excludes {len(acc)} layer(s) (the "
-                             f"best validation accuracy is {acc[best]:.3f}, at layer {best}); lower --tau")
+            raise ValueError(f"no layer can be steered for {method}: "
+                             f"{below_tau(acc, tau, below, what='validation accuracy')}; lower --tau")
         kept_vectors[method] = ConceptVectors(kept, method=cv.method, model=cv.model,
                                               layer_convention=cv.layer_convention, metadata=cv.metadata)
         kept_accuracy[method] = {layer: acc[layer] for layer in kept}

@@ -51,6 +51,26 @@ def test_gcav_alpha_closed_form(g, s, p):
     assert float(GC.gcav_alpha(g, -s, "towards", p)) == 0.0 and float(GC.gcav_alpha(g, 0.0, "away", p)) == 0.0
 
 
+@given(acc=st.dictionaries(st.integers(1, 6), st.floats(0, 1), min_size=1), tau=st.floats(0, 1))
+def test_one_reliability_rule_for_gcav_and_the_cli(acc, tau):
+    """The reliability threshold is one rule (``gcav.reliable_layers``): GCAV's layer choice (probe test accuracy)
+    and ``raptor steer --tau`` (validation accuracy) keep exactly the layers it keeps for the same accuracies."""
+    from empirical.cli import _tau_filter
+    from empirical.probes.concept_vectors import ConceptVectors
+
+    kept, below = GC.reliable_layers(acc, tau)
+    assert sorted(kept + below) == sorted(acc) and all(acc[k] >= tau for k in kept) and all(acc[b] < tau for b in below)
+    probes = {layer: LinearProbe(np.eye(4)[0] * 2.0, 0.0, direction=np.eye(4)[0], test_accuracy=a)
+              for layer, a in acc.items()}  # w.v > 0: only the threshold skips a layer
+    assert GC.steerable_layers(probes, tau, L=6)[0] == kept
+    vectors = ({"RAPTOR": ConceptVectors(probes, method="RAPTOR")}, {"RAPTOR": dict(acc)})
+    if kept:
+        assert sorted(_tau_filter(vectors, tau)[0]["RAPTOR"].layers) == kept
+    else:
+        with pytest.raises(ValueError, match="no layer can be steered for RAPTOR"):
+            _tau_filter(vectors, tau)
+
+
 def test_gcav_alpha_errors():
     with pytest.raises(ValueError, match="direction"):
         GC.gcav_alpha(0.0, 1.0, "up")

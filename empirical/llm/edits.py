@@ -40,7 +40,7 @@ from empirical.common.deprecation import moved_names
 
 from ..probes.concept_vectors import LinearProbe
 from ..validation import as_real_array
-from .gcav import check_direction, describe_skipped, steerable_layers, target_logit
+from .gcav import check_direction, describe_skipped, gcav_alpha, steerable_layers, target_logit
 from .hooks import HookSet, block_output_tensor, decoder_blocks, replace_block_output, require_decoder
 
 #: The API (the hook builders and ``model_positions`` are the internals of the two context managers)
@@ -48,7 +48,7 @@ __all__ = ["additive_steering", "gcav_steering", "SteerState", "NoLayerSteeredWa
 
 #: GCAV's torch-free rules moved to :mod:`empirical.llm.gcav` (importing the ones this module does not use warns,
 #: removed in 0.3)
-__getattr__ = moved_names("empirical.llm.edits", dict.fromkeys(("P_TOWARDS", "P_AWAY", "gcav_alpha"),
+__getattr__ = moved_names("empirical.llm.edits", dict.fromkeys(("P_TOWARDS", "P_AWAY"),
                                                                "empirical.llm.gcav"))
 
 
@@ -188,17 +188,21 @@ class NoLayerSteeredWarning(UserWarning):
     """Steering was requested but no layer qualifies (tau, or w.v <= 0 everywhere): nothing is edited."""
 
 
-def gcav_hook(layer: int, probe: LinearProbe, g_star: float, direction: str, positions: str, state: SteerState):
+def _gcav_hook(layer: int, probe: LinearProbe, p_target: float, direction: str, positions: str, state: SteerState):
     """Forward hook of GCAV steering at one layer: moves the probe logit of the edited positions to
-    ``g_star`` along the probe's direction when it is outside the target region, and records the pair."""
-    slope = probe.slope
+    ``logit(p_target)`` along the probe's direction when it is outside the target region, and records the pair."""
+    slope, g_star = probe.slope, target_logit(p_target)
     weights = torch.as_tensor(probe.coef, dtype=torch.float64)
     direction_vector = torch.as_tensor(probe.direction, dtype=torch.float64)
     intercept = probe.intercept
 
     def strength(logits):
-        need = logits < g_star if direction == "towards" else logits > g_star
-        return torch.where(need, (g_star - logits) / slope, torch.zeros_like(logits))
+        """GCAV's strength per logit: the one formula, :func:`empirical.llm.gcav.gcav_alpha` (float64 on the host)."""
+        if not bool(torch.isfinite(logits).all()):
+            raise ValueError(f"probe logits at layer {layer} are not finite (the hidden states or the probe weights "
+                             "overflow float64); steering cannot compute a strength")
+        alpha = gcav_alpha(logits.detach().cpu().numpy(), slope, direction, p_target)
+        return torch.as_tensor(alpha, dtype=torch.float64, device=logits.device)
 
     def hook(module, args, output):
         hidden = block_output_tensor(output)
@@ -221,9 +225,6 @@ def gcav_hook(layer: int, probe: LinearProbe, g_star: float, direction: str, pos
             all_alpha = strength(all_logits)
             edited = (hidden64 + all_alpha[..., None] * v).to(hidden.dtype)
             logits, alpha = all_logits[rows, last], all_alpha[rows, last]
-        if not bool(torch.isfinite(logits).all()):
-            raise ValueError(f"probe logits at layer {layer} are not finite (the hidden states or the probe weights "
-                             "overflow float64); steering cannot compute a strength")
         if state.recording:
             stored = edited[rows, last].to(torch.float64)
             logits_after = stored @ w + intercept
@@ -270,7 +271,6 @@ def gcav_steering(model, probes, direction="towards", p_target=None, tau=None, p
     p_target = check_direction(direction, p_target)
     if positions not in ("last", "all"):
         raise ValueError(f"positions must be 'last' or 'all', got {positions!r}")
-    g_star = target_logit(p_target)
     blocks = decoder_blocks(model)
     active, skipped = steerable_layers(probes, tau, len(blocks))
     if not active:
@@ -281,7 +281,7 @@ def gcav_steering(model, probes, direction="towards", p_target=None, tau=None, p
     hooks = HookSet()
     try:
         for layer in active:
-            hook = gcav_hook(layer, probes[layer], g_star, direction, positions, state)
+            hook = _gcav_hook(layer, probes[layer], p_target, direction, positions, state)
             hooks.add(blocks[layer - 1].register_forward_hook(hook))
         yield state
     finally:

@@ -4,8 +4,11 @@ The paper's steer-towards algorithm in probe coordinates (raw-space probe ``g(h)
 ``s = w.v``): the target logit ``g* = logit(p*)`` (:func:`target_logit`; towards ``p* = P_TOWARDS``, away
 ``P_AWAY``), the strength ``alpha = (g* - g(h)) / s`` outside the target region, else 0 (:func:`gcav_alpha`), and
 the layers it edits: probe test accuracy at least ``tau`` and ``s > 0`` (:func:`steerable_layers`,
-:func:`describe_skipped`).  The hooks that apply it are :mod:`empirical.llm.edits` (torch); the settings and the
-selection of a measurement read these rules without importing torch.
+:func:`describe_skipped`).  The reliability threshold itself is one rule, :func:`reliable_layers`, which every
+caller applies to the accuracy it documents (GCAV's hooks: the probes' test accuracy, as in the paper; ``raptor
+steer --tau``: the validation accuracy, because its steering prompts come from the test split).  The hooks that
+apply it are :mod:`empirical.llm.edits` (torch); the settings and the selection of a measurement read these rules
+without importing torch.
 """
 from __future__ import annotations
 
@@ -18,8 +21,8 @@ from empirical.common.checks import check_scalar
 from ..probes.concept_vectors import LinearProbe
 from ..validation import as_real_array
 
-__all__ = ["P_TOWARDS", "P_AWAY", "target_logit", "check_direction", "gcav_alpha", "steerable_layers",
-           "describe_skipped"]
+__all__ = ["P_TOWARDS", "P_AWAY", "target_logit", "check_direction", "gcav_alpha", "reliable_layers",
+           "steerable_layers", "describe_skipped"]
 
 P_TOWARDS = 0.9999
 
@@ -120,6 +123,67 @@ def gcav_alpha(g, slope, direction="towards", p_target=None) -> np.ndarray:
     return np.where(need, (g_star - g) / slope, 0.0)
 
 
+def reliable_layers(accuracy, tau, *, what: str = "probe test accuracy") -> tuple[list, list]:
+    """The paper's reliability threshold: the layers whose probe accuracy reaches ``tau``, and those below it.
+
+    Parameters
+    ----------
+    accuracy : mapping of int to float
+        Each layer's probe accuracy in [0, 1] (which accuracy is the caller's documented choice, ``what``).
+    tau : float in [0, 1] or None
+        The threshold; None keeps every layer.
+    what : str, default="probe test accuracy"
+        The accuracy's name, for the messages.
+
+    Returns
+    -------
+    (list of int, list of int)
+        The layers kept (accuracy >= ``tau``) and those below ``tau``, each ascending.
+
+    Raises
+    ------
+    ValueError
+        For a ``tau`` outside [0, 1], or a layer without an accuracy when ``tau`` is given.
+
+    Examples
+    --------
+    >>> reliable_layers({1: 0.6, 2: 0.9, 3: 0.8}, 0.8)
+    ([2, 3], [1])
+    """
+    if tau is None:
+        return sorted(int(layer) for layer in accuracy), []
+    tau = check_scalar(tau, "tau", low=0.0, high=1.0)
+    missing = [layer for layer in sorted(accuracy) if accuracy[layer] is None]
+    if missing:
+        raise ValueError(f"tau={tau} needs {what} for every probe; layer {missing[0]} has none")
+    kept = [int(layer) for layer in sorted(accuracy) if accuracy[layer] >= tau]
+    return kept, [int(layer) for layer in sorted(accuracy) if accuracy[layer] < tau]
+
+
+def below_tau(accuracy, tau, below, *, what: str = "probe test accuracy") -> str:
+    """One phrase on the layers :func:`reliable_layers` put below ``tau`` (with the best of them), for messages.
+
+    Parameters
+    ----------
+    accuracy : mapping of int to float
+        The accuracies the threshold read.
+    tau : float
+        The threshold.
+    below : sequence of int
+        The layers below it (non-empty).
+    what : str, default="probe test accuracy"
+        The accuracy's name.
+
+    Returns
+    -------
+    str
+        ``"tau=T excludes N layer(s) (the best WHAT is A, at layer L)"``.
+    """
+    best = max(below, key=lambda layer: accuracy[layer])
+    return (f"tau={tau:g} excludes {len(below)} layer(s) (the best {what} is {accuracy[best]:.3f}, at layer "
+            f"{best})")
+
+
 def steerable_layers(probes, tau, L: int) -> tuple[list, dict]:
     """The layers GCAV steering edits, and why the others are skipped.
 
@@ -148,7 +212,6 @@ def steerable_layers(probes, tau, L: int) -> tuple[list, dict]:
         tau = check_scalar(tau, "tau", low=0.0, high=1.0)
     if not hasattr(probes, "items") or not len(probes):
         raise ValueError(f"probes must be a non-empty ConceptVectors or mapping {{layer: LinearProbe}}, got {probes!r}")
-    active, skipped = [], {}
     for layer in sorted(probes):
         pr = probes[layer]
         if not isinstance(pr, LinearProbe):
@@ -158,17 +221,14 @@ def steerable_layers(probes, tau, L: int) -> tuple[list, dict]:
                              "intercept (fit them, e.g. fit_layers(...).concept_vectors())")
         if not 1 <= int(layer) <= L:
             raise ValueError(f"probe layer must be in 1..{L}, got {layer}")
-        if tau is not None:
-            if pr.test_accuracy is None:
-                raise ValueError(f"tau={tau} needs test_accuracy for every probe; layer {layer} has none")
-            if pr.test_accuracy < tau:
-                skipped[layer] = "test accuracy below tau"
-                continue
-        if pr.slope <= 0:
+    reliable, below = reliable_layers({layer: probes[layer].test_accuracy for layer in probes}, tau,
+                                      what="test_accuracy")
+    skipped = dict.fromkeys(below, "test accuracy below tau")
+    for layer in reliable:
+        if probes[layer].slope <= 0:
             skipped[layer] = "w.v <= 0"
-            continue
-        active.append(int(layer))
-    return active, skipped
+    active = [layer for layer in reliable if layer not in skipped]
+    return active, dict(sorted(skipped.items()))
 
 
 def describe_skipped(probes, tau, skipped: dict) -> str:
@@ -199,9 +259,7 @@ def describe_skipped(probes, tau, skipped: dict) -> str:
     below = [layer for layer, why in skipped.items() if why == "test accuracy below tau"]
     parts = []
     if below:
-        best = max(below, key=lambda layer: probes[layer].test_accuracy)
-        parts.append(f"tau={tau:g} excludes {len(below)} layer(s) (the best probe test accuracy is "
-                     f"{probes[best].test_accuracy:.3f}, at layer {best})")
+        parts.append(below_tau({layer: probes[layer].test_accuracy for layer in below}, tau, below))
     flat = [layer for layer, why in skipped.items() if why == "w.v <= 0"]
     if flat:
         parts.append(f"{len(flat)} layer(s) have w.v <= 0")
