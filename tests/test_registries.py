@@ -245,6 +245,33 @@ def test_a_model_family_added_through_the_hooks_module_alone():
     assert "trunk.layers" not in hooks.block_paths()
 
 
+def test_an_encoder_family_added_through_the_hooks_module_alone():
+    """An encoder family the package does not know is one ``register_encoder_type`` call: the one rule
+    (``hooks.config_kind``) then calls it an encoder for ``load_model(kind="auto")`` and for steering, which refuses
+    it; a causal-LM architecture of the same family stays a decoder."""
+    pytest.importorskip("torch")
+    from types import SimpleNamespace
+
+    from empirical.llm import hooks
+    from empirical.llm.models import _kind_from_config
+
+    config = SimpleNamespace(model_type="toy-encoder", architectures=["ToyEncoderModel"])
+    model = SimpleNamespace(config=config)
+    assert hooks.config_kind(config) == _kind_from_config(config, "auto") == hooks.model_kind(model) == "decoder"
+    hooks.register_encoder_type("toy-encoder")
+    try:
+        assert hooks.config_kind(config) == _kind_from_config(config, "auto") == hooks.model_kind(model) == "encoder"
+        with pytest.raises(ValueError, match="steering needs a decoder"):
+            hooks.require_decoder(model, "steering")
+        causal = SimpleNamespace(model_type="toy-encoder", architectures=["ToyEncoderForCausalLM"])
+        assert hooks.config_kind(causal) == "decoder"
+    finally:
+        hooks.unregister_encoder_type("toy-encoder")
+    assert hooks.config_kind(config) == "decoder"
+    with pytest.raises(ValueError, match="model_type must be a non-blank string"):
+        hooks.register_encoder_type("  ")
+
+
 @pytest.mark.parametrize("path", ["", "trunk..layers", "trunk.0layers", 3])
 def test_register_block_path_refuses_a_bad_path(path):
     pytest.importorskip("torch")

@@ -18,7 +18,8 @@ import torch
 #: The API: the layer convention and the block registry (the other functions are the package's internals: tensor
 #: plumbing of the hooks, devices, position limits)
 __all__ = ["LAYER_CONVENTION", "ENCODER_TYPES", "num_layers", "decoder_blocks", "register_block_path",
-           "unregister_block_path", "block_paths", "HookSet"]
+           "unregister_block_path", "block_paths", "register_encoder_type", "unregister_encoder_type", "config_kind",
+           "HookSet"]
 
 LAYER_CONVENTION = "block-output-v1"  # part of every cache key
 
@@ -40,23 +41,95 @@ _BLOCK_PATHS = (
 #: paths added by :func:`register_block_path` (a family this package does not know), tried first
 _REGISTERED_PATHS: list = []
 
-#: ``config.model_type`` of encoder-only families (bidirectional attention: no prefix sharing, no steering)
+#: ``config.model_type`` of the encoder-only families this package knows (bidirectional attention: no prefix
+#: sharing, no steering); :func:`register_encoder_type` adds one
 ENCODER_TYPES = frozenset({"bert", "roberta", "xlm-roberta", "distilbert", "electra", "deberta", "deberta-v2",
                            "mpnet", "albert", "camembert", "modernbert", "nomic_bert"})
+#: encoder families added by :func:`register_encoder_type`
+_REGISTERED_ENCODERS: set = set()
+_CAUSAL_ARCHITECTURES = ("ForCausalLM", "LMHeadModel", "ForConditionalGeneration")
+
+
+def register_encoder_type(model_type: str) -> None:
+    """Teach :func:`config_kind` that the family ``config.model_type == model_type`` is an encoder (bidirectional
+    attention): extraction and probes work on it, steering and generation refuse it.
+
+    Parameters
+    ----------
+    model_type : str
+        The family's ``config.model_type`` (non-blank).
+
+    Raises
+    ------
+    ValueError
+        ``model_type`` is not a non-blank string.
+
+    Examples
+    --------
+    >>> from types import SimpleNamespace
+    >>> register_encoder_type("my-encoder")
+    >>> config_kind(SimpleNamespace(model_type="my-encoder"))
+    'encoder'
+    >>> unregister_encoder_type("my-encoder")
+    """
+    if not isinstance(model_type, str) or not model_type.strip():
+        raise ValueError(f"model_type must be a non-blank string such as 'bert', got {model_type!r}")
+    _REGISTERED_ENCODERS.add(model_type)
+
+
+def unregister_encoder_type(model_type: str) -> None:
+    """Remove a family added by :func:`register_encoder_type` (the built-in :data:`ENCODER_TYPES` stay).
+
+    Parameters
+    ----------
+    model_type : str
+        A registered ``model_type``.
+
+    Raises
+    ------
+    ValueError
+        ``model_type`` was not registered.
+    """
+    if model_type not in _REGISTERED_ENCODERS:
+        raise ValueError(f"model_type {model_type!r} is not registered; registered: {sorted(_REGISTERED_ENCODERS)}")
+    _REGISTERED_ENCODERS.discard(model_type)
+
+
+def config_kind(config) -> str:
+    """``"decoder"`` or ``"encoder"`` from a model config: the one rule.
+
+    A config that says ``is_decoder``, or names a causal-LM architecture (``...ForCausalLM``, ``...LMHeadModel``,
+    ``...ForConditionalGeneration``), is a decoder; otherwise an encoder-only family (:data:`ENCODER_TYPES` and those
+    added with :func:`register_encoder_type`) is an encoder, and anything else a decoder.
+
+    Parameters
+    ----------
+    config : transformers config or None
+        Read for ``is_decoder``, ``architectures`` and ``model_type``.
+
+    Returns
+    -------
+    str
+        ``"decoder"`` or ``"encoder"``.
+    """
+    if getattr(config, "is_decoder", False):
+        return "decoder"
+    architectures = getattr(config, "architectures", None) or []
+    if any(str(a).endswith(_CAUSAL_ARCHITECTURES) for a in architectures):
+        return "decoder"
+    model_type = getattr(config, "model_type", None)
+    return "encoder" if model_type in ENCODER_TYPES or model_type in _REGISTERED_ENCODERS else "decoder"
 
 
 def model_kind(model) -> str:
     """``"encoder"`` (bidirectional, e.g. BERT) or ``"decoder"`` (causal LM).
 
     :func:`empirical.llm.models.load_model` records it as ``model.raptor_kind``; otherwise it is read
-    from the config (``is_decoder``, ``model_type``)."""
+    from the config (:func:`config_kind`)."""
     kind = getattr(model, "raptor_kind", None)
     if kind in ("encoder", "decoder"):
         return kind
-    config = getattr(model, "config", None)
-    if getattr(config, "is_decoder", False):
-        return "decoder"
-    return "encoder" if getattr(config, "model_type", None) in ENCODER_TYPES else "decoder"
+    return config_kind(getattr(model, "config", None))
 
 
 def require_decoder(model, what: str) -> None:

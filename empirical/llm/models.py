@@ -38,7 +38,7 @@ from ..files import (
 )
 from ..logistic.batched import resolve_device
 from .chat_templates import render_chat_template
-from .hooks import ENCODER_TYPES, LAYER_CONVENTION, decoder_blocks, num_layers
+from .hooks import LAYER_CONVENTION, config_kind, decoder_blocks, num_layers
 
 __all__ = [
     "SMOLLM2",
@@ -246,16 +246,12 @@ def smollm2_dir(cache_dir=None, progress=True) -> Path:
 
 
 def _kind_from_config(config, kind: str) -> str:
-    """``"decoder"`` or ``"encoder"`` for ``kind="auto"``: a causal-LM architecture is a decoder; an
-    encoder-only family (``hooks.ENCODER_TYPES``) or a base/task-head architecture of one is an encoder."""
+    """``kind`` itself, or for ``kind="auto"`` the config's (:func:`empirical.llm.hooks.config_kind`)."""
     if kind in ("decoder", "encoder"):
         return kind
     if kind != "auto":
         raise ValueError(f"kind must be 'auto', 'decoder' or 'encoder', got {kind!r}")
-    architectures = getattr(config, "architectures", None) or []
-    if any(a.endswith(("ForCausalLM", "LMHeadModel", "ForConditionalGeneration")) for a in architectures):
-        return "decoder"
-    return "encoder" if getattr(config, "model_type", None) in ENCODER_TYPES else "decoder"
+    return config_kind(config)
 
 
 def load_model(name_or_path="smollm2", device=None, dtype=None, *, cache_dir=None, revision=None, kind="auto",
