@@ -51,7 +51,7 @@ def lagrange_weights(ts, t) -> np.ndarray:
 
 
 def logistic_path(X, y, Xv, yv, Cs, *, fit_intercept=True, tol=1e-10, max_iter=100, design=None,
-                  certify=True, order=3, min_newton=1) -> OptimizeResult:
+                  certify=True, order=3, min_newton=1, check_input=True) -> OptimizeResult:
     """Validation accuracy of the exact ridge-logistic minimizer at every C in ``Cs``.
 
     The grid is solved in ascending C (each point warm-started from the previous ones); the results are in
@@ -81,6 +81,10 @@ def logistic_path(X, y, Xv, yv, Cs, *, fit_intercept=True, tol=1e-10, max_iter=1
         Points of the log C extrapolation.
     min_newton : int, default=1
         Newton steps per grid point before certification is tried.
+    check_input : bool, default=True
+        Validate the arrays and the grid.  A caller that has validated them already (an estimator's ``fit``: the
+        data are checked once, at the boundary) passes False, as scikit-learn's ``check_input``; the arrays must
+        then be float64 with labels in {-1, +1} and ``Cs`` a valid grid.
 
     Returns
     -------
@@ -100,9 +104,12 @@ def logistic_path(X, y, Xv, yv, Cs, *, fit_intercept=True, tol=1e-10, max_iter=1
     >>> path.success, path.val_accuracy.shape, path.nit.shape
     (True, (3,), (3,))
     """
-    Cs = check_grid(Cs)
-    X, Xv = check_matrix(X, "X"), check_matrix(Xv, "Xv") if len(Xv) else np.asarray(Xv, dtype=np.float64)
-    y, yv = check_signed_labels(y, X.shape[0], "y"), check_signed_labels(yv, len(Xv), "yv")
+    if check_input:
+        Cs = check_grid(Cs)
+        X, Xv = check_matrix(X, "X"), check_matrix(Xv, "Xv") if len(Xv) else np.asarray(Xv, dtype=np.float64)
+        y, yv = check_signed_labels(y, X.shape[0], "y"), check_signed_labels(yv, len(Xv), "yv")
+    else:
+        Cs, Xv = np.asarray(Cs, dtype=np.float64), np.asarray(Xv, dtype=np.float64)
     if design is None:
         design = reduce_design(X, Xv)
     ctx = PathContext(design.Z, design.Zv)
@@ -161,7 +168,8 @@ def logistic_path(X, y, Xv, yv, Cs, *, fit_intercept=True, tol=1e-10, max_iter=1
 
 
 
-def refit(X, y, Xv, yv, C, design, a0, b0, *, fit_intercept=True, tol=1e-10, max_iter=100) -> OptimizeResult:
+def refit(X, y, Xv, yv, C, design, a0, b0, *, fit_intercept=True, tol=1e-10, max_iter=100,
+          check_input=True) -> OptimizeResult:
     """Tightly converged fit on train+validation rows at one C, warm-started from a train-only
     solution ``(a0, b0)`` in the reduced coordinates of ``design`` (the train design).
 
@@ -181,6 +189,8 @@ def refit(X, y, Xv, yv, C, design, a0, b0, *, fit_intercept=True, tol=1e-10, max
         As for :func:`fit_l2_logistic` (note the different default).
     tol, max_iter
         As for :func:`fit_l2_logistic`.
+    check_input : bool, default=True
+        Validate the labels and ``C`` (False: the caller has, as for :func:`logistic_path`).
 
     Returns
     -------
@@ -188,8 +198,9 @@ def refit(X, y, Xv, yv, C, design, a0, b0, *, fit_intercept=True, tol=1e-10, max
         With ``coef`` (p,) in the original coordinates, ``intercept``, ``nit``, ``grad_norm``, ``success``,
         ``status`` (:data:`empirical.common.failures.STATUS_MESSAGES`) and ``message``.
     """
-    y, yv = check_signed_labels(y, len(X), "y"), check_signed_labels(yv, len(Xv), "yv")
-    C = float(check_grid(C, "C")[0])
+    if check_input:
+        y, yv = check_signed_labels(y, len(X), "y"), check_signed_labels(yv, len(Xv), "yv")
+        C = float(check_grid(C, "C")[0])
     Xf = np.vstack([X, Xv])
     yf = np.concatenate([y, yv])
     n, p = Xf.shape

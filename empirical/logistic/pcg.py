@@ -334,15 +334,15 @@ def newton_pcg(ctx, y, C, a, b, *, fit_intercept=True, tol=1e-10, max_iter=100, 
             status = 0
             break
         if yv is not None and ctx.prec is not None:
-            # certificate: nu~ = ||g||_{P^-1} (stale preconditioner P ~ Hessian) estimates the Newton
+            # certificate: nu_stale = ||g||_{P^-1} (stale preconditioner P ~ Hessian) estimates the Newton
             # decrement; inside the self-concordance region (R nu <= 0.1) the minimizer lies within
             # ~1.3 nu (Hessian norm), so each validation logit moves by at most 1.3 nu ||(z_v,1)||_{H^-1}
             pw, pb = ctx.prec.solve(gw, gb)
-            decrement = np.sqrt(max(gw @ pw + gb * pb, 0.0))
-            if ctx.R * decrement <= RADIUS and (nit >= min_newton or decrement <= 1e-7 * max(1.0, w_norm)):
+            nu_stale = np.sqrt(max(gw @ pw + gb * pb, 0.0))
+            if ctx.R * nu_stale <= RADIUS and (nit >= min_newton or nu_stale <= 1e-7 * max(1.0, w_norm)):
                 val_norm = _val_norm(ctx, C, fit_intercept)
-                if np.all(np.abs(val_logits) > safety * DISTANCE * decrement * val_norm):
-                    if _drifted(drift, z):  # the decrement too is taken at the recomputed logits
+                if np.all(np.abs(val_logits) > safety * DISTANCE * nu_stale * val_norm):
+                    if _drifted(drift, z):  # nu_stale too is taken at the recomputed logits
                         z, drift = Z @ a + b, 0.0
                         loss, residuals, d = loss_terms(z, y)
                         continue

@@ -258,53 +258,71 @@ class RaptorProbe(LinearConceptProbe):
         return dict(Xtr=Xtr, ytr=ytr, Xs=(Xtr - mu) / s, Xvs=(Xv - mu) / s, yvpm=yvpm, mu=mu, s=s, Cs=Cs)
 
     def _solve(self, prepared) -> None:
-        """The numpy solvers: the paper's fallback, the paper's loop, or the exact path, selection and refit."""
-        Xs, ytr, Xvs, yvpm, Cs = (prepared[k] for k in ("Xs", "ytr", "Xvs", "yvpm", "Cs"))
+        """The numpy solvers: the paper's fallback (no validation rows), the paper's loop, or the exact path; each
+        returns ``(w, b, C, acc, nits)`` in standardized coordinates and sets ``_before_refit``."""
         if self.fallback_:
-            warnings.warn("RaptorProbe: no validation split; following the paper's fallback (C = 1 fitted on "
-                          "train only)", UserWarning, stacklevel=3)
-            C, acc, nits = 1.0, np.full(len(Cs), np.nan), np.zeros(len(Cs), dtype=int)
-            w, b = self._fit_single(Xs, ytr, C)
+            solved = self._solve_fallback(prepared)
         elif self.solver == "paper":
-            acc, nits = _paper_path(Xs, ytr, Xvs, yvpm, Cs)
-            C = float(Cs[select_C(Cs, acc, self.tie_break)])
-            Xfit, yfit = (np.vstack([Xs, Xvs]), np.concatenate([ytr, yvpm])) if self.refit else (Xs, ytr)
-            clf = LogisticRegression(C=C).fit(Xfit, yfit)
-            w, b = clf.coef_[0].copy(), float(clf.intercept_[0])
-            self.n_iter_ = clf.n_iter_
+            solved = self._solve_paper(prepared)
         else:
-            design = reduce_design(Xs, Xvs)
-            path = logistic_path(Xs, ytr, Xvs, yvpm, Cs, design=design, tol=self.tol, max_iter=self.max_iter)
-            acc, nits = path.val_accuracy, path.nit
-            if not path.success:
-                self._warn_path(path.certified, path.grad_norm, path.nit)
-            self.path_certified_ = path.certified
-            k = select_C(Cs, acc, self.tie_break)
-            C = float(Cs[k])
-            self._before_refit = (design.back(path.coef_reduced[k]), float(path.intercept[k]))
-            if self.refit:
-                res = refit(Xs, ytr, Xvs, yvpm, C, design, path.coef_reduced[k], path.intercept[k], tol=self.tol,
-                            max_iter=self.max_iter)
-                self._record_refit(res)
-                w, b = res.coef, res.intercept
-            else:
-                w, b = self._fit_single(Xs, ytr, C)
-        if self.fallback_ or not self.refit:
-            self._before_refit = (w, b)
-        elif self.solver == "paper":  # the paper's loop keeps no train-only fit at C*
-            self._before_refit = None
-        self._finish(prepared, w, b, C, acc, nits)
+            solved = self._solve_exact(prepared)
+        self._finish(prepared, *solved)
 
-    def _warn_path(self, certified, grad_norm, nit) -> None:
+    def _solve_fallback(self, prepared) -> tuple:
+        """No validation split: the paper's fallback, C = 1 fitted on the training rows."""
+        Cs = prepared["Cs"]
+        warnings.warn("RaptorProbe: no validation split; following the paper's fallback (C = 1 fitted on "
+                      "train only)", UserWarning, stacklevel=4)
+        w, b = self._fit_single(prepared["Xs"], prepared["ytr"], 1.0)
+        self._before_refit = (w, b)
+        return w, b, 1.0, np.full(len(Cs), np.nan), np.zeros(len(Cs), dtype=int)
+
+    def _solve_paper(self, prepared) -> tuple:
+        """The paper's loop: scikit-learn's lbfgs at every C, then the refit on train + validation."""
+        Xs, ytr, Xvs, yvpm, Cs = (prepared[k] for k in ("Xs", "ytr", "Xvs", "yvpm", "Cs"))
+        acc, nits = _paper_path(Xs, ytr, Xvs, yvpm, Cs)
+        C = float(Cs[select_C(Cs, acc, self.tie_break)])
+        Xfit, yfit = (np.vstack([Xs, Xvs]), np.concatenate([ytr, yvpm])) if self.refit else (Xs, ytr)
+        clf = LogisticRegression(C=C).fit(Xfit, yfit)
+        w, b = clf.coef_[0].copy(), float(clf.intercept_[0])
+        self.n_iter_ = clf.n_iter_
+        self._before_refit = None if self.refit else (w, b)  # the paper's loop keeps no train-only fit at C*
+        return w, b, C, acc, nits
+
+    def _solve_exact(self, prepared) -> tuple:
+        """The exact path over the grid (validated once, in ``fit``), the selection of C, and the refit."""
+        Xs, ytr, Xvs, yvpm, Cs = (prepared[k] for k in ("Xs", "ytr", "Xvs", "yvpm", "Cs"))
+        design = reduce_design(Xs, Xvs)
+        path = logistic_path(Xs, ytr, Xvs, yvpm, Cs, design=design, tol=self.tol, max_iter=self.max_iter,
+                             check_input=False)
+        acc, nits = path.val_accuracy, path.nit
+        if not path.success:
+            self._warn_path(path.certified, path.grad_norm, path.nit, stacklevel=5)
+        self.path_certified_ = path.certified
+        k = select_C(Cs, acc, self.tie_break)
+        C = float(Cs[k])
+        self._before_refit = (design.back(path.coef_reduced[k]), float(path.intercept[k]))
+        if self.refit:
+            res = refit(Xs, ytr, Xvs, yvpm, C, design, path.coef_reduced[k], path.intercept[k], tol=self.tol,
+                        max_iter=self.max_iter, check_input=False)
+            self._record_refit(res, stacklevel=5)
+            w, b = res.coef, res.intercept
+        else:
+            w, b = self._fit_single(Xs, ytr, C)
+            self._before_refit = (w, b)
+        return w, b, C, acc, nits
+
+    def _warn_path(self, certified, grad_norm, nit, stacklevel=4) -> None:
         bad = np.flatnonzero(~certified & ~(grad_norm <= self.tol))  # NaN norms count too
         warnings.warn(f"RaptorProbe path: {bad.size} grid point(s) neither certified nor converged "
                       f"(max relative gradient norm {grad_norm[bad].max():.2e} after "
                       f"{nit[bad].max()} Newton steps); their validation accuracy may be "
-                      "inexact", ConvergenceWarning, stacklevel=4)
+                      "inexact", ConvergenceWarning, stacklevel=stacklevel)
 
-    def _record_refit(self, res) -> None:
+    def _record_refit(self, res, stacklevel=4) -> None:
         if not res.success:
-            warnings.warn(f"RaptorProbe refit did not reach tol: {res.message}", ConvergenceWarning, stacklevel=4)
+            warnings.warn(f"RaptorProbe refit did not reach tol: {res.message}", ConvergenceWarning,
+                          stacklevel=stacklevel)
         self.refit_result_ = res
         self.n_iter_ = np.array([res.nit])
 
