@@ -16,7 +16,7 @@ import time
 import numpy as np
 from threadpoolctl import threadpool_limits
 
-from cgmt.spectral import Spectrum
+from cgmt.spectrum import Spectrum
 from empirical.probes.learning_curves import predict_learning_curve
 from empirical.probes.spectral_prediction import estimate_pool_model
 from sims.spectral import sample_spectral

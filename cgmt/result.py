@@ -18,11 +18,17 @@ from scipy.optimize import OptimizeResult
 from empirical.common.checks import check_scalar
 
 # the failure vocabulary and the deprecation helpers live on the ground floor (empirical.common); cgmt's solvers
-# use them from there, and they stay importable from here
-from empirical.common.deprecation import REMOVAL_VERSION, moved_names, warn_deprecated  # noqa: F401
-from empirical.common.failures import STATUS_MESSAGES, ConvergenceError, ConvergenceWarning, quiet, report  # noqa: F401
+# use them from there
+from empirical.common.deprecation import moved_names, warn_deprecated
+from empirical.common.failures import STATUS_MESSAGES
 
 __all__ = ["CGMTResult", "outcome", "within_limits"]
+
+#: the failure vocabulary and the deprecation helpers moved to the ground floor (importing them from here warns,
+#: removed in 0.3)
+__getattr__ = moved_names("cgmt.result", {
+    **dict.fromkeys(("REMOVAL_VERSION",), "empirical.common.deprecation"),
+    **dict.fromkeys(("ConvergenceError", "ConvergenceWarning", "quiet", "report"), "empirical.common.failures")})
 
 
 class CGMTResult(OptimizeResult):

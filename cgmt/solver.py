@@ -27,7 +27,8 @@ import numpy as np
 from scipy.optimize import OptimizeResult, brentq
 
 from empirical.common.checks import check_int, check_scalar
-from empirical.common.failures import STATUS_MESSAGES, ConvergenceError, report  # noqa: F401 (kept importable)
+from empirical.common.deprecation import moved_names
+from empirical.common.failures import report
 
 from .accuracy import accuracy_from_margin, bayes_accuracy
 from .newton import (
@@ -47,6 +48,10 @@ from .threshold import separability_threshold
 from .validation import check_delta, check_kappa, check_lam
 
 __all__ = ["CGMTResult", "solve", "mle", "damped_newton", "march_lambda", "start_point"]
+
+#: the failure vocabulary moved to :mod:`empirical.common.failures` (importing it from here warns, removed in 0.3)
+__getattr__ = moved_names("cgmt.solver", dict.fromkeys(("STATUS_MESSAGES", "ConvergenceError"),
+                                                       "empirical.common.failures"))
 
 
 @lru_cache(maxsize=256)

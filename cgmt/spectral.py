@@ -27,12 +27,12 @@ quadratic overlap (``euclidean_alignment``; the two-replica theory in :mod:`cgmt
 """
 from __future__ import annotations
 
-import importlib
 import math
 
 import numpy as np
 
 from empirical.common.checks import check_int, check_real_array, check_scalar
+from empirical.common.deprecation import moved_names
 from empirical.common.failures import quiet, report
 
 from .accuracy import accuracy_from_margin, bayes_accuracy
@@ -56,18 +56,9 @@ from .validation import check_delta, check_lam
 
 __all__ = ["solve_spectral", "solve_spectral_path", "check_spectrum", "spectral_sums"]
 
-#: names kept importable from here after they moved to :mod:`cgmt.spectrum` (loaded on first use, PEP 562:
+#: names moved to :mod:`cgmt.spectrum` (importing them from here warns, removed in 0.3; loaded on first use, PEP 562:
 #: ``cgmt.spectrum`` imports this module for ``Spectrum.solve``)
-_MOVED = {"Spectrum": "cgmt.spectrum", "EIGEN_ROUNDING": "cgmt.spectrum"}
-
-
-def __getattr__(name: str):
-    module = _MOVED.get(name)
-    if module is None:
-        raise AttributeError(f"module 'cgmt.spectral' has no attribute {name!r}")
-    value = getattr(importlib.import_module(module), name)
-    globals()[name] = value  # later look-ups skip this function
-    return value
+__getattr__ = moved_names("cgmt.spectral", dict.fromkeys(("Spectrum", "EIGEN_ROUNDING"), "cgmt.spectrum"))
 
 
 # --------------------------------------------------------------------------------------------

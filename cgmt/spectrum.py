@@ -2,7 +2,8 @@
 
 Conventions of :mod:`cgmt.spectral` (docs/spectral_theory.md): rows x ~ N(0, Sigma/p), Sigma = U diag(omega) U',
 teacher weights t_i = (u_i'beta*)^2 / p, kappa^2 = sum omega_i t_i.  Solve with :meth:`Spectrum.solve`
-(:func:`cgmt.solve_spectral`).  (Also importable as ``cgmt.spectral.Spectrum``, its home before.)
+(:func:`cgmt.solve_spectral`).  (``cgmt.spectral.Spectrum``, its home before, still imports with a
+``DeprecationWarning`` until 0.3.)
 """
 from __future__ import annotations
 

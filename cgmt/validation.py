@@ -11,23 +11,12 @@ from __future__ import annotations
 
 import numpy as np
 
-# the project-wide checks and resource helpers live on the ground floor; the theory's checks use them, and they stay
-# importable from here
-from empirical.common.checks import (  # noqa: F401
-    MAX_COUNT,
-    as_generator,
-    check_bool,
-    check_choice,
-    check_int,
-    check_positive_array,
-    check_real_array,
-    check_scalar,
-    check_sequence,
-)
-from empirical.common.resources import available_cores, check_n_jobs, check_threads  # noqa: F401
+# the project-wide checks and resource helpers live on the ground floor (empirical.common); the theory's checks use
+# them from there
+from empirical.common.checks import check_int, check_positive_array, check_scalar
+from empirical.common.deprecation import moved_names
 
 __all__ = [
-    "check_scalar",
     "check_delta",
     "check_lam",
     "check_lams",
@@ -40,6 +29,13 @@ __all__ = [
     "check_quad_order",
     "MAX_QUAD_ORDER",
 ]
+
+#: the project-wide checks and resource helpers moved to the ground floor (importing them from here warns, removed
+#: in 0.3)
+__getattr__ = moved_names("cgmt.validation", {
+    **dict.fromkeys(("MAX_COUNT", "as_generator", "check_bool", "check_choice", "check_real_array", "check_sequence",
+                     "check_scalar"), "empirical.common.checks"),
+    **dict.fromkeys(("available_cores", "check_n_jobs", "check_threads"), "empirical.common.resources")})
 
 
 #: The supported domain of the ridge strength ``lam`` (theory, sweeps, simulations): ``[LAM_MIN, LAM_MAX]``, and

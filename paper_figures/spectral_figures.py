@@ -40,7 +40,7 @@ from scipy.stats import spearmanr  # noqa: E402
 from threadpoolctl import threadpool_limits  # noqa: E402
 from tqdm.auto import tqdm  # noqa: E402
 
-from cgmt.spectral import Spectrum  # noqa: E402
+from cgmt.spectrum import Spectrum  # noqa: E402
 from empirical import files  # noqa: E402
 from empirical.common.resources import check_n_jobs
 from empirical.llm import datasets  # noqa: E402

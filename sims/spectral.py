@@ -50,7 +50,7 @@ def sample_spectral(n, spectrum: Spectrum, rng=None, *, teacher=None):
     ----------
     n : int
         Number of rows, >= 1.
-    spectrum : cgmt.spectral.Spectrum
+    spectrum : cgmt.spectrum.Spectrum
         Sigma and the teacher.
     rng : int, SeedSequence or Generator, optional
         Randomness (None: fresh entropy).

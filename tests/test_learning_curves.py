@@ -3,7 +3,7 @@ truth is the spectral fixed point of the standardized population (exact as p gro
 import numpy as np
 import pytest
 
-from cgmt.spectral import Spectrum
+from cgmt.spectrum import Spectrum
 from empirical.probes.learning_curves import (
     PLAN_CS,
     LearningCurve,

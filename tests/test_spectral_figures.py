@@ -5,7 +5,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from cgmt.spectral import Spectrum
+from cgmt.spectrum import Spectrum
 from empirical import files
 from paper_figures import spectral_figures
 from sims.spectral import sample_spectral

@@ -2,7 +2,7 @@
 import numpy as np
 import pytest
 
-from cgmt.spectral import Spectrum
+from cgmt.spectrum import Spectrum
 from empirical.probes.spectral_evaluation import evaluate_split
 from empirical.probes.spectral_prediction import (
     estimate_pool_model,

@@ -4,9 +4,10 @@ import pytest
 from hypothesis import HealthCheck, given, settings, strategies as st
 
 import cgmt
-from cgmt.spectral import Spectrum, solve_spectral, solve_spectral_path
+from cgmt.spectral import solve_spectral, solve_spectral_path
 from cgmt.spectral_reference import solve_spectral_loops
 from cgmt.spectral_stability import spectral_pair_stability, spectral_stability
+from cgmt.spectrum import Spectrum
 from sims.spectral import compare_spectral
 
 SLOW = settings(max_examples=15, deadline=None, suppress_health_check=[HealthCheck.too_slow])

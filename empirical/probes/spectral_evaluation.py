@@ -23,7 +23,7 @@ import numpy as np
 
 import cgmt
 from cgmt.ablation import ablation_split, protocol_fractions
-from cgmt.spectral import Spectrum
+from cgmt.spectrum import Spectrum
 from cgmt.validation import check_fraction
 from empirical.common.checks import check_int, check_real_array
 

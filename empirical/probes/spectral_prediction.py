@@ -53,8 +53,8 @@ from sklearn.covariance import LedoitWolf
 
 import cgmt
 from cgmt.ablation import protocol_fractions
-from cgmt.spectral import Spectrum
 from cgmt.spectral_stability import spectral_stability
+from cgmt.spectrum import Spectrum
 from cgmt.validation import check_lams
 from empirical.common.checks import check_choice, check_int, check_scalar, check_sequence
 
@@ -86,7 +86,7 @@ class PoolModel:
 
     Attributes
     ----------
-    spectrum : cgmt.spectral.Spectrum
+    spectrum : cgmt.spectrum.Spectrum
         Sigma of the standardized pool features and the teacher beta* (theory coordinates).
     feature_scale : ndarray (p,)
         The pool's per-feature standard deviations (raw-space concept vectors are w / s).
@@ -115,7 +115,7 @@ class PoolModel:
         Derivative of the calibrated theory path with respect to ``parameters``.
     chance_factor : float
         The no-signal shrinkage factor of kappa (1: the pool is clearly above chance).
-    base_spectrum : cgmt.spectral.Spectrum
+    base_spectrum : cgmt.spectrum.Spectrum
         The pool fit's spectrum, from which :meth:`spectrum_at` builds the model at other parameters.
     """
 
