@@ -36,6 +36,7 @@ from .files import check_write_target, refuse_overwriting_inputs, write_csv, wri
 from .llm import datasets
 from .llm.cache import STORAGES, ExtractionCache
 from .llm.gcav import below_tau, reliable_layers
+from .llm.steering_protocol import MIN_RANDOM, SteeringProtocol
 from .probes.concept_vectors import ConceptVectors
 from .probes.interop import export_control_vector, export_directions
 from .probes.layers import PAPER_SPLIT_SEED, fit_layers, paper_split
@@ -57,6 +58,9 @@ MAX_LAYER_RANGE = 10_000
 MAX_REFITS = 1000
 #: largest ``--seed`` (numpy seeds are 32-bit here)
 MAX_SEED = 2**32 - 1
+
+#: ``raptor steer``'s defaults are the protocol's (a new steering option is one SteeringProtocol field)
+STEER_DEFAULTS = SteeringProtocol()
 
 
 def _llm():
@@ -415,6 +419,10 @@ def cmd_steer(args):
     probes_given = load_concept_vectors(args.probe_file) if args.probe_file else None  # a bad file fails first
     words = {ds.name: readout.check_answer_words(ds.name, args.answer_words) for ds in dsets}
     settings = _steer_settings(args, steering.settings)
+    protocol = SteeringProtocol(stem=args.stem, directions=("towards", "away") if args.direction == "both"
+                                else (args.direction,), n_random=args.n_random, seed=args.seed,
+                                n_generate=args.generate, max_new_tokens=args.max_new_tokens,
+                                batch_size=args.batch_size)  # an invalid combination fails before the model loads
     out = _out(args, ["steer_metrics.csv", "steer_selected.csv"])
     model, tok = _load_model(args)
     if probes_given is not None:  # another model's vectors are refused before any extraction
@@ -442,10 +450,8 @@ def cmd_steer(args):
         eval_ds = datasets.load(ds.name, args.data_dir, max_per_class=None, verify=not args.no_verify, split="test") \
             if not args.table and datasets.get_dataset(ds.name).test_files else None
         table, _ = evaluation.evaluate_dataset(
-            model, tok, ds, H, settings, eval_dataset=eval_ds, n_prompts=args.n_prompts, vectors=vectors,
-            answer_words=words[ds.name], stem=args.stem, directions=["towards", "away"] if args.direction == "both"
-            else [args.direction], n_random=args.n_random, seed=args.seed, n_generate=args.generate,
-            max_new_tokens=args.max_new_tokens, batch_size=args.batch_size, progress=not args.no_progress)
+            model, tok, ds, H, settings, protocol=protocol, eval_dataset=eval_ds, n_prompts=args.n_prompts,
+            vectors=vectors, answer_words=words[ds.name], progress=not args.no_progress)
         tables.append(table)
     table = pd.concat(tables, ignore_index=True)
     write_csv(out / "steer_metrics.csv", table)
@@ -689,17 +695,18 @@ def build_parser():
                    help="concept vectors compared (xRFM: additive settings only)")
     p.add_argument("--positions", choices=["prompt", "answer", "all"], help="override the setting's edited positions")
     p.add_argument("--answer-words", help="concept word and its opposite, e.g. 'Yes,No' (default: the dataset's pair)")
-    p.add_argument("--stem", default="\n\nThe answer is:", help="answer stem appended to each prompt")
-    p.add_argument("--n-random", type=int_in(40, 1000), default=100,  # steering_protocol.MIN_RANDOM, N_RANDOM
-                   help="null (random) directions per setting, direction and half, even: antithetic pairs "
-                        "(40..1000; 40 is the least whose rank p can reach 0.025)")
-    p.add_argument("--seed", type=int_in(0, MAX_SEED), default=0, help="seed of the random directions")
+    p.add_argument("--stem", default=STEER_DEFAULTS.stem, help="answer stem appended to each prompt")
+    p.add_argument("--n-random", type=int_in(MIN_RANDOM, 1000), default=STEER_DEFAULTS.n_random,
+                   help=f"null (random) directions per setting, direction and half, even: antithetic pairs "
+                        f"({MIN_RANDOM}..1000; {MIN_RANDOM} is the least whose rank p can reach 0.025)")
+    p.add_argument("--seed", type=int_in(0, MAX_SEED), default=STEER_DEFAULTS.seed,
+                   help="seed of the random directions")
     p.add_argument("--n-prompts", type=int_in(2), default=100, help="held-out prompts (classes alternating)")
     p.add_argument("--probe-file", type=nonempty_path,
                    help="concept vectors written by 'raptor probe' (probes_<dataset>.json; skips fitting)")
-    p.add_argument("--generate", type=int_in(0), default=64,
+    p.add_argument("--generate", type=int_in(0), default=STEER_DEFAULTS.n_generate,
                    help="prompts continued per setting for perplexity / distinct-2 (sentiment: VADER); 0 = none")
-    p.add_argument("--max-new-tokens", type=int_in(1), default=32,
+    p.add_argument("--max-new-tokens", type=int_in(1), default=STEER_DEFAULTS.max_new_tokens,
                    help="tokens generated per prompt (at most the model's positions minus the prompt's length)")
     p.set_defaults(func=cmd_steer)
 

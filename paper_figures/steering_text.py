@@ -22,7 +22,7 @@ import pandas as pd
 
 from empirical.llm import datasets
 from empirical.llm.steering_cost import estimate_seconds
-from empirical.llm.steering_protocol import PERPLEXITY_GATE, passes_gates
+from empirical.llm.steering_protocol import PERPLEXITY_GATE, SteeringProtocol, passes_gates
 from empirical.llm.steering_selection import default_setting, select_operating_points
 from empirical.llm.steering_settings import sweep_settings
 from empirical.probes import get_method
@@ -163,20 +163,21 @@ def dataset_table(name, mdl, tok, H, ds, *, data_dir=None, quick=False, progress
     from empirical.llm.steering_eval import evaluate_dataset
 
     scale = QUICK if quick else FULL
+    protocol = SteeringProtocol(n_generate=scale["n_generate"], max_new_tokens=scale["max_new_tokens"], batch_size=50,
+                                n_random=scale["n_random"], n_random_selection=scale["n_random_selection"],
+                                n_candidates=scale["n_candidates"], stage2_positions=scale["stage2_positions"],
+                                twin_methods=scale["twin_methods"])
     # a dataset with its own held-out file steers on it (the registry's test_files: STSA)
     test = datasets.load(name, data_dir, max_per_class=None, split="test") if datasets.get_dataset(name).test_files \
         else None
     saved = None if out is None else load_saved_vectors(out, name, scale["methods"], len(ds.labels), PAPER_SPLIT_SEED)
     marks = [("start", time.perf_counter())]
-    table, per_prompt = evaluate_dataset(mdl, tok, ds, H, settings(quick), eval_dataset=test,
-                                n_prompts=scale["n_prompts"], vectors=saved, split_seed=PAPER_SPLIT_SEED,
-                                methods=scale["methods"], n_generate=scale["n_generate"],
-                                max_new_tokens=scale["max_new_tokens"], gcs_probes=scale["gcs_probes"], batch_size=50,
-                                n_random=scale["n_random"], n_random_selection=scale["n_random_selection"],
-                                progress=progress, staged=True, n_candidates=scale["n_candidates"], n_jobs=n_jobs,
-                                stage2_positions=scale["stage2_positions"], twin_methods=scale["twin_methods"],
-                                on_stage=lambda stage, entries, idx: marks.append((stage, time.perf_counter())),
-                                validity_only=validity_only, auc_p_adjusted=auc_p_adjusted)
+    table, per_prompt = evaluate_dataset(mdl, tok, ds, H, settings(quick), protocol=protocol, eval_dataset=test,
+                                         n_prompts=scale["n_prompts"], vectors=saved, split_seed=PAPER_SPLIT_SEED,
+                                         methods=scale["methods"], gcs_probes=scale["gcs_probes"], progress=progress,
+                                         staged=True, n_jobs=n_jobs, on_stage=lambda stage, entries, idx:
+                                         marks.append((stage, time.perf_counter())),
+                                         validity_only=validity_only, auc_p_adjusted=auc_p_adjusted)
     marks.append(("end", time.perf_counter()))
     seconds = {}
     for (stage, t0), (_, t1) in zip(marks[:-1], marks[1:]):

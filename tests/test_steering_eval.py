@@ -3,6 +3,7 @@ unembedding direction raises its log-odds), a zero edit gives exactly 0, random 
 batching does not change the read-out, selection reads only the selection half, and bad input fails early."""
 from __future__ import annotations
 
+import dataclasses
 import math
 import os
 
@@ -22,6 +23,7 @@ from empirical.llm import (
     steering_selection as SEL,  # noqa: E402
     steering_settings as SS,  # noqa: E402
 )
+from empirical.llm.steering_protocol import SteeringProtocol  # noqa: E402
 from empirical.probes import ConceptVectors, LinearProbe  # noqa: E402
 from empirical.testing import tiny_model, tiny_tokenizer  # noqa: E402
 
@@ -46,13 +48,22 @@ def setup():
     return model, tok, probes, accuracy
 
 
+def _protocol(**fields):
+    """The tests' protocol: the short stem, 4 prompts a batch, the fewest null directions of a rank test."""
+    return SteeringProtocol(**{"stem": STEM, "batch_size": 4, "n_random": SE.MIN_RANDOM, **fields})
+
+
 def _run(setup, settings, vectors=None, norms=None, n=8, measure=None, **kw):
+    """A measurement of the first ``n`` prompts; keywords that are protocol fields build its SteeringProtocol."""
     model, tok, probes, accuracy = setup
     vectors = vectors or {"RAPTOR": probes}
-    kw = {"answer_words": WORDS, "stem": STEM, "batch_size": 4, "n_random": SE.MIN_RANDOM, **kw}
+    fields = {f.name for f in dataclasses.fields(SteeringProtocol)}
+    protocol = _protocol(**{k: v for k, v in kw.items() if k in fields})
+    rest = {"answer_words": WORDS, **{k: v for k, v in kw.items() if k not in fields}}
     return (measure or SE.evaluate_steering)(model, tok, PROMPTS[:n], LABELS[:n], vectors,
                                              {m: accuracy["RAPTOR"] for m in vectors},
-                                             norms or {layer: 1.0 for layer in range(1, L + 1)}, settings, **kw)
+                                             norms or {layer: 1.0 for layer in range(1, L + 1)}, settings,
+                                             protocol=protocol, **rest)
 
 
 def test_answer_words_cover_case_and_space_variants():
@@ -220,10 +231,11 @@ def test_bad_input_fails_before_model_work(setup, monkeypatch):
     long = ["review : " + "good " * 300]
     with pytest.raises(ValueError, match=r"prompt 0 has 303 tokens plus 3 of the stem.*--stem"):
         SE.evaluate_steering(gpt2, tok, long, [1], {"R": probes}, {"R": {1: 0.9}}, {1: 1.0}, setting,
-                             answer_words=WORDS, stem=STEM)
+                             answer_words=WORDS, protocol=SteeringProtocol(stem=STEM))
     with pytest.raises(ValueError, match=r"max_new_tokens \(--max-new-tokens\) must be at most the model's 256"):
         SE.evaluate_steering(gpt2, tok, PROMPTS, LABELS, {"R": probes}, {"R": {1: 0.9}}, {1: 1.0}, setting,
-                             answer_words=WORDS, stem=STEM, generation_prompts=PROMPTS[:1], max_new_tokens=500)
+                             answer_words=WORDS, protocol=SteeringProtocol(stem=STEM, max_new_tokens=500),
+                             generation_prompts=PROMPTS[:1])
     assert not calls
     monkeypatch.setattr(AR, "MIN_MASS_STEM", 0.9)  # no stem gives the words 90 % of the mass on a random model
     with pytest.raises(ValueError,
@@ -342,10 +354,9 @@ def test_staged_fits_the_vectors_only_for_a_valid_read_out(setup, monkeypatch):
         return {"RAPTOR": probes}, accuracy
 
     def run():
-        return SE.evaluate_staged(model, tok, PROMPTS, LABELS, fit, None, {layer: 1.0 for layer in range(1, L + 1)},
+        return SE.evaluate_staged(model, tok, PROMPTS, LABELS, None, None, {layer: 1.0 for layer in range(1, L + 1)},
                                   [SS.SteeringSetting("additive", "best", 0.5, "answer")], answer_words=WORDS,
-                                  stem=STEM, batch_size=4, n_candidates=1, stage2_positions=("all",),
-                                  n_random=SE.MIN_RANDOM)
+                                  fit_vectors=fit, protocol=_protocol(n_candidates=1, stage2_positions=("all",)))
 
     monkeypatch.setattr(AR, "MIN_AUC", 1.01)  # nothing is measurable: nothing is fitted
     table, _ = run()
@@ -443,9 +454,9 @@ def test_stacked_random_controls_equal_one_pass_per_draw(setup):
     results = []
     for stacked in (True, False):
         m = SE._Measurement(model, tok, PROMPTS, LABELS, {"RAPTOR": probes}, accuracy, {k: 1.0 for k in (1, 2, 3)},
-                            settings, answer_words=WORDS, stem=STEM, directions=("towards", "away"), n_random=40,
-                            seed=2, generation_prompts=None, max_new_tokens=4, sentiment=False, batch_size=3,
-                            dataset="d", progress=False)
+                            settings, answer_words=WORDS, dataset="d",
+                            protocol=_protocol(directions=("towards", "away"), n_random=40, seed=2, max_new_tokens=4,
+                                               batch_size=3))
         m.stack_controls = stacked
         m.readouts(m.entries(), np.arange(len(PROMPTS)))
         results.append(m.results)
@@ -492,9 +503,8 @@ def test_evaluate_dataset_uses_given_vectors_and_fits_nothing(setup, monkeypatch
     stages = []
     table, _ = SE.evaluate_dataset(model, tok, ds, H, [SS.SteeringSetting("additive", "best", 0.5, "answer")],
                                    vectors=({"RAPTOR": probes}, accuracy), methods=("RAPTOR",), answer_words=WORDS,
-                                   stem=STEM, n_prompts=4, n_generate=0, batch_size=4, staged=staged, n_candidates=1,
-                                   stage2_positions=("all",),
-                                   n_random=SE.MIN_RANDOM,
+                                   n_prompts=4, staged=staged,
+                                   protocol=_protocol(n_generate=0, n_candidates=1, stage2_positions=("all",)),
                                    on_stage=lambda stage, entries, idx: stages.append(stage))
     assert set(table.method) == {"RAPTOR"} and table.answer_logodds_shift.notna().any()
     if staged:

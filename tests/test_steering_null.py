@@ -18,6 +18,7 @@ from empirical.llm import (
     steering_eval as SE,  # noqa: E402
     steering_settings as SS,  # noqa: E402
 )
+from empirical.llm.steering_protocol import SteeringProtocol  # noqa: E402
 from empirical.probes import ConceptVectors, LinearProbe  # noqa: E402
 from empirical.testing import tiny_model, tiny_tokenizer  # noqa: E402
 
@@ -65,8 +66,8 @@ def _measure(model_tok, direction, seed=0, half_table=False):
     vectors = {"RAPTOR": ConceptVectors({L: LinearProbe(direction, 0.0, test_accuracy=0.9)})}
     setting = SS.SteeringSetting("additive", "all", 2.0, "answer")
     return SE.evaluate_steering(model, tok, PROMPTS, LABELS, vectors, {"RAPTOR": {L: 0.9}}, {L: 5.0}, [setting],
-                                answer_words=WORDS, stem=STEM, directions=("towards",), n_random=N, seed=seed,
-                                batch_size=8)
+                                answer_words=WORDS, protocol=SteeringProtocol(stem=STEM, directions=("towards",),
+                                                                              n_random=N, seed=seed, batch_size=8))
 
 
 @pytest.mark.llm
@@ -172,8 +173,9 @@ def test_only_the_tested_points_carry_the_rank_null(model_tok, monkeypatch):
     calls = []
     table, per_prompt = SE.evaluate_staged(
         model, tok, PROMPTS, LABELS, vectors, {"RAPTOR": {L: 0.9}}, {L: 5.0}, settings, answer_words=WORDS,
-        stem=STEM, n_random=N, n_random_selection=4, seed=0, batch_size=8, n_candidates=2, n_twins=1,
-        stage2_positions=("all",), on_stage=lambda stage, entries, idx: calls.append((stage, len(entries))))
+        protocol=SteeringProtocol(stem=STEM, n_random=N, n_random_selection=4, seed=0, batch_size=8, n_candidates=2,
+                                  n_twins=1, stage2_positions=("all",)),
+        on_stage=lambda stage, entries, idx: calls.append((stage, len(entries))))
     keys = ["method", "setting", "direction"]
     tested = SE.rank_test_points(table)
     assert len(tested) >= 1 and ("null", len(tested)) in calls
@@ -215,8 +217,10 @@ def test_the_validity_gate_takes_the_callers_adjusted_p_and_can_stop_after_valid
     def staged(**kw):
         stages = []
         table, _ = SE.evaluate_staged(model, tok, PROMPTS, LABELS, vectors, {"RAPTOR": {L: 0.9}}, {L: 5.0}, settings,
-                                      answer_words=WORDS, stem=STEM, n_random=N, n_random_selection=4, batch_size=8,
-                                      n_candidates=1, n_twins=0, stage2_positions=(),
+                                      answer_words=WORDS,
+                                      protocol=SteeringProtocol(stem=STEM, n_random=N, n_random_selection=4,
+                                                                batch_size=8, n_candidates=1, n_twins=0,
+                                                                stage2_positions=()),
                                       on_stage=lambda stage, entries, idx: stages.append(stage), **kw)
         return table, stages
 

@@ -1,7 +1,8 @@
 """Reading what the model says: the answer log-odds read-out, its validity, and text metrics of generations.
 
-* **Answer log-odds.** Each held-out prompt gets a fixed answer stem (:data:`ANSWER_STEM`, e.g.
-  ``"\\n\\nThe answer is:"``); the next-token distribution after it gives
+* **Answer log-odds.** Each held-out prompt gets a fixed answer stem
+  (:data:`empirical.llm.steering_protocol.ANSWER_STEM`, e.g. ``"\\n\\nThe answer is:"``); the next-token
+  distribution after it gives
   ``LD = logsumexp log P(concept words) - logsumexp log P(opposite words)`` (:func:`answer_logodds`), the words
   being the dataset's answer pair (its ``answer_words`` in :mod:`empirical.llm.datasets`,
   :func:`check_answer_words`) in every single-token case and leading-space variant (:func:`answer_token_ids`).
@@ -25,17 +26,19 @@ from scipy import stats
 from sklearn.metrics import roc_auc_score
 
 from empirical.common.checks import check_scalar
+from empirical.common.deprecation import moved_names
 
 from ..validation import check_vector
 from .datasets import answer_pairs
 
-__all__ = ["ANSWER_STEM", "MIN_AUC", "MIN_MASS", "MAX_AUC_P", "MIN_MASS_STEM", "check_answer_words",
+__all__ = ["MIN_AUC", "MIN_MASS", "MAX_AUC_P", "MIN_MASS_STEM", "check_answer_words",
            "validity_decision",
            "answer_word_variants", "answer_token_ids", "answer_logodds", "distinct_ngram_ratio", "vader_scores",
            "check_answer_mass", "read_out_validity"]
 
-#: The answer stem appended to every prompt (SmolLM2 answers "The answer is ..."; the pilot's stem).
-ANSWER_STEM = "\n\nThe answer is:"
+#: The answer stem lives with the rest of the protocol (:class:`empirical.llm.steering_protocol.SteeringProtocol`);
+#: importing it from here warns, removed in 0.3
+__getattr__ = moved_names("empirical.llm.answer_readout", {"ANSWER_STEM": "empirical.llm.steering_protocol"})
 
 
 #: A dataset's read-out is measurable when the AUC of the unsteered LD is at least this and the mass at least MIN_MASS.

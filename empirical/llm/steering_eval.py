@@ -58,7 +58,6 @@ from ..probes import PAPER_SPLIT_SEED, fit_layers, get_method, method_names, pap
 from ..probes.concept_vectors import ConceptVectors
 from . import datasets
 from .answer_readout import (
-    ANSWER_STEM,
     answer_logodds,
     answer_token_ids,
     answer_word_variants,
@@ -83,17 +82,14 @@ from .edits import model_positions
 from .extract import check_prompts, tokenize_prompts
 from .hooks import base_model, decoder_blocks, input_device, position_limit, require_decoder
 from .prompts import select_prompts, split_halves
-from .steering_protocol import (  # the protocol's constants and gates (torch-free home)
+from .steering_protocol import (  # the protocol object, its constants and gates (torch-free home)
     MASS_GATE,
-    MIN_CONTROL,
     MIN_RANDOM,
-    N_GENERATE,
-    N_RANDOM,
-    N_RANDOM_SELECTION,
     NULL_STREAMS,
+    SteeringProtocol,
     passes_gates,
 )
-from .steering_settings import POSITIONS, SteeringSetting, check_settings, choose_layers, edit_strengths
+from .steering_settings import SteeringSetting, check_settings, choose_layers, edit_strengths
 
 __all__ = ["NEUTRAL_PROMPTS", "NULL_COLUMNS", "rank_p_value", "null_units",
            "METRIC_COLUMNS", "random_units", "evaluate_steering", "screen_candidates", "rank_test_points",
@@ -106,7 +102,9 @@ _moved = moved_names("empirical.llm.steering_eval", {
                     "empirical.llm.steering_settings"),
     **dict.fromkeys(("select_operating_points", "default_setting"), "empirical.llm.steering_selection"),
     **dict.fromkeys(("estimate_seconds", "COST_SECONDS"), "empirical.llm.steering_cost"),
-    **dict.fromkeys(("NULL_ALPHA", "PERPLEXITY_GATE", "DISTINCT2_GATE"), "empirical.llm.steering_protocol")})
+    **dict.fromkeys(("NULL_ALPHA", "PERPLEXITY_GATE", "DISTINCT2_GATE", "ANSWER_STEM", "N_GENERATE", "N_RANDOM",
+                     "N_RANDOM_SELECTION", "MIN_CONTROL"), "empirical.llm.steering_protocol"),
+    "POSITIONS": "empirical.llm.steering_settings"})
 
 
 def __getattr__(name: str):
@@ -345,29 +343,23 @@ class _Measurement:
     into table rows. :func:`evaluate_steering` measures everything, :func:`evaluate_staged` in stages."""
 
     def __init__(self, model, tokenizer, prompts, labels, vectors, validation_accuracy, norms, settings, *,
-                 answer_words, stem, directions, n_random, seed, generation_prompts, max_new_tokens, sentiment,
-                 batch_size, dataset, progress, n_random_selection=None):
+                 answer_words, protocol, generation_prompts=None, sentiment=False, dataset="dataset", progress=False,
+                 staged=False):
         require_decoder(model, "steering")
+        if not isinstance(protocol, SteeringProtocol):
+            raise ValueError(f"protocol must be a SteeringProtocol, got {type(protocol).__name__}")
         prompts = check_prompts(prompts)
         labels = np.asarray(labels)
         if labels.shape != (len(prompts),) or not np.all(np.isin(labels, (0, 1))):
             raise ValueError(f"labels must be {len(prompts)} values in {{0, 1}}, one per prompt")
         settings = check_settings(settings)
-        self.n_random = check_int(n_random, "n_random (--n-random)", minimum=MIN_RANDOM)
-        if self.n_random % 2:
-            raise ValueError(f"n_random (--n-random) must be even (antithetic pairs +r, -r), got {self.n_random}")
+        self.protocol = protocol
+        self.n_random = protocol.n_random
         #: control directions of the selection half (the report half's control: the first ones of its stream)
-        self.n_control = self.n_random if n_random_selection is None else check_int(
-            n_random_selection, "n_random_selection (the selection half's control, not a test)", minimum=MIN_CONTROL)
-        if self.n_control % 2 or self.n_control > self.n_random:
-            raise ValueError("n_random_selection (the selection half's control, not a test) must be even (antithetic "
-                             f"pairs) and at most n_random (--n-random) = {self.n_random}, got {self.n_control}")
-        self.batch_size = check_int(batch_size, "batch_size")
-        for d in directions:
-            if d not in ("towards", "away"):
-                raise ValueError(f"direction must be 'towards' or 'away', got {d!r}")
-        if not isinstance(stem, str) or not stem.strip():
-            raise ValueError("stem (--stem) must be a non-empty answer stem such as '\\n\\nThe answer is:'")
+        self.n_control = protocol.n_control(staged=staged)
+        self.batch_size = protocol.batch_size
+        stem, directions, max_new_tokens, seed = protocol.stem, protocol.directions, protocol.max_new_tokens, \
+            protocol.seed
         self.concept_ids, self.opposite_ids = answer_token_ids(tokenizer, answer_words)
         self.prompt_ids = tokenize_prompts(tokenizer, prompts)
         stem_ids = tokenizer(stem, add_special_tokens=False)["input_ids"]
@@ -376,7 +368,6 @@ class _Measurement:
         limit = position_limit(model) or model_positions(model)
         self.gen_ids = None
         if generation_prompts is not None:
-            max_new_tokens = check_int(max_new_tokens, "max_new_tokens (--max-new-tokens)")
             self.gen_ids = tokenize_prompts(tokenizer, check_prompts(generation_prompts, "generation_prompts"))
         if limit:
             longest = max(range(len(prompts)), key=lambda i: len(self.prompt_ids[i]))
@@ -704,10 +695,8 @@ def _table(rows) -> pd.DataFrame:
 
 
 def evaluate_steering(model, tokenizer, prompts, labels, vectors: dict, validation_accuracy: dict, norms: dict,
-                      settings, *, answer_words, stem: str = ANSWER_STEM, directions=("towards", "away"),
-                      n_random: int = N_RANDOM, seed: int = 0, generation_prompts=None, max_new_tokens: int = 32,
-                      sentiment: bool = False, batch_size: int = 16, dataset: str = "dataset",
-                      progress: bool = False) -> tuple:
+                      settings, *, answer_words, protocol: SteeringProtocol | None = None, generation_prompts=None,
+                      sentiment: bool = False, dataset: str = "dataset", progress: bool = False) -> tuple:
     """Measure every (method, setting, direction) on every prompt, both halves (see the module docstring;
     :func:`evaluate_staged` measures a sweep in stages).
 
@@ -730,24 +719,17 @@ def evaluate_steering(model, tokenizer, prompts, labels, vectors: dict, validati
         The ways to steer (e.g. :func:`sweep_settings`).
     answer_words : (str, str)
         The concept word and its opposite (the dataset's ``answer_words``).
-    stem : str
-        The answer stem appended to each prompt.
-    directions : tuple of {"towards", "away"}
-        Steering directions measured; each gets its own rows.
-    n_random : int >= 40, even
-        Null (random) directions per setting, direction and half (:data:`N_RANDOM`; antithetic pairs, drawn anew
-        for each half: :func:`null_units`).
-    seed : int
-        Seed of the null directions.
+    protocol : SteeringProtocol, optional
+        The read-out stem, directions, random directions (``n_random`` null directions per setting, direction and
+        half, antithetic, drawn anew for each half: :func:`null_units`; here they are also the control, and
+        ``n_random_selection`` is not used), seed, generation length and batch size (default:
+        ``SteeringProtocol()``).  Each direction gets its own rows; ``max_new_tokens`` must leave the longest
+        generation prompt within the model's positions.
     generation_prompts : list of str, optional
         Prompts continued greedily (perplexity, distinct-2, VADER; each also under the first random direction);
         None: no generation. Even-indexed ones belong to the selection half, odd ones to the report half.
-    max_new_tokens : int
-        Tokens generated per continuation (at most the model's positions minus the longest generation prompt).
     sentiment : bool
         Score the continuations with VADER (answer words masked).
-    batch_size : int
-        Prompts per forward pass.
     dataset : str
         Name written into the table.
     progress : bool
@@ -762,9 +744,8 @@ def evaluate_steering(model, tokenizer, prompts, labels, vectors: dict, validati
         null shifts of every table row, :data:`NULL_COLUMNS`).
     """
     m = _Measurement(model, tokenizer, prompts, labels, vectors, validation_accuracy, norms, settings,
-                     answer_words=answer_words, stem=stem, directions=directions, n_random=n_random, seed=seed,
-                     generation_prompts=generation_prompts, max_new_tokens=max_new_tokens, sentiment=sentiment,
-                     batch_size=batch_size, dataset=dataset, progress=progress)
+                     answer_words=answer_words, protocol=SteeringProtocol() if protocol is None else protocol,
+                     generation_prompts=generation_prompts, sentiment=sentiment, dataset=dataset, progress=progress)
     entries = m.entries()
     m.readouts(entries, m.prompts_of(None))
     if m.gen_ids is not None:
@@ -842,14 +823,10 @@ def _keys(rows: pd.DataFrame) -> set:
     return set(zip(rows["method"], rows["setting"], rows["direction"]))
 
 
-def evaluate_staged(model, tokenizer, prompts, labels, vectors: dict, validation_accuracy: dict, norms: dict,
-                    settings, *, answer_words, stem: str = ANSWER_STEM, directions=("towards", "away"),
-                    n_random: int = N_RANDOM, seed: int = 0, generation_prompts=None, max_new_tokens: int = 32,
-                    sentiment: bool = False, batch_size: int = 16, dataset: str = "dataset", progress: bool = False,
-                    n_random_selection: int = N_RANDOM_SELECTION, n_candidates: int = 2, n_twins: int = 1,
-                    stage2_positions=("prompt", "all"),
-                    twin_methods=None, on_stage=None, validity_only: bool = False,
-                    auc_p_adjusted: float | None = None) -> tuple:
+def evaluate_staged(model, tokenizer, prompts, labels, vectors, validation_accuracy, norms: dict, settings, *,
+                    answer_words, protocol: SteeringProtocol | None = None, fit_vectors=None, generation_prompts=None,
+                    sentiment: bool = False, dataset: str = "dataset", progress: bool = False, on_stage=None,
+                    validity_only: bool = False, auc_p_adjusted: float | None = None) -> tuple:
     """A strength sweep measured in stages (as AxBench and CAA screen before they generate).
 
     0. **Validity**: the unsteered read-out of every prompt; a dataset whose read-out does not track the concept
@@ -868,42 +845,35 @@ def evaluate_staged(model, tokenizer, prompts, labels, vectors: dict, validation
     4. **Null** (report half, ``on_stage`` 'null'): the tested points (:func:`rank_test_points`, chosen on the
        selection half) get the rest of the report stream's ``n_random`` null directions and a rank p.
 
-    Random directions: the screen and candidates read ``n_random_selection`` (:data:`N_RANDOM_SELECTION`) draws of
-    the selection stream, the report half's rows the first ``n_random_selection`` of the report stream (a control:
-    its mean, no rank p) and the tested points all ``n_random`` of it (the rank test).
+    Random directions: the screen and candidates read ``protocol.n_random_selection`` (:data:`N_RANDOM_SELECTION`)
+    draws of the selection stream, the report half's rows the first ``n_random_selection`` of the report stream (a
+    control: its mean, no rank p) and the tested points all ``n_random`` of it (the rank test).
 
-    No report-half prompt is read before stage 3. Parameters as :func:`evaluate_steering`; ``settings`` must edit
-    the answer positions; ``vectors`` may also be a function returning (vectors, validation_accuracy), called
-    only when the read-out is valid (a dataset that stops at validity fits nothing); ``twin_methods`` limits the
-    stage-2 position twins to those methods (default: every method); ``on_stage(stage, entries,
-    prompt_indices)`` is called before each measurement and before the lazy fit (stage ``fit``; a hook for progress,
-    timing and tests).
+    No report-half prompt is read before stage 3. ``settings`` must edit the answer positions; the concept vectors
+    are given (``vectors``, ``validation_accuracy``) or fitted by ``fit_vectors()``, called only when the read-out is
+    valid (a dataset that stops at validity fits nothing); ``on_stage(stage, entries, prompt_indices)`` is called
+    before each measurement and before the lazy fit (stage ``fit``; a hook for progress, timing and tests).
 
     Parameters
     ----------
     model, tokenizer, prompts, labels, norms
         As for :func:`evaluate_steering`.
-    vectors : mapping of str to ConceptVectors, or callable
-        As for :func:`evaluate_steering`, or a function of no argument returning ``(vectors,
-        validation_accuracy)``, called only when the read-out is valid.
+    vectors : mapping of str to ConceptVectors, or None
+        As for :func:`evaluate_steering`; None with ``fit_vectors``.
     validation_accuracy : mapping of str to (mapping of int to float) or None
-        As for :func:`evaluate_steering` (ignored when ``vectors`` is callable).
+        As for :func:`evaluate_steering`; None with ``fit_vectors``.
     settings : iterable of SteeringSetting
         The sweep; every setting must edit the ``"answer"`` positions.
-    answer_words, stem, directions, n_random, seed, generation_prompts
+    answer_words, generation_prompts, sentiment, dataset, progress
         As for :func:`evaluate_steering`.
-    max_new_tokens, sentiment, batch_size, dataset, progress
-        As for :func:`evaluate_steering`.
-    n_random_selection : int >= 2, even, <= n_random
-        Control directions of the selection half and of the report rows that are not tested (not a test).
-    n_candidates : int >= 1
-        Candidates kept per method and direction after the screen (:func:`screen_candidates`).
-    n_twins : int >= 0
-        How many of the best candidates (at most ``n_candidates``) also run at ``stage2_positions``.
-    stage2_positions : sequence of {"prompt", "all"}
-        Positions of the stage-2 twins.
-    twin_methods : sequence of str, optional
-        Methods whose candidates get twins (default: every method).
+    protocol : SteeringProtocol, optional
+        As for :func:`evaluate_steering`, and the sweep's stages: ``n_random_selection`` (the control),
+        ``n_candidates`` (kept per method and direction after the screen, :func:`screen_candidates`), ``n_twins``
+        (how many of the best candidates, at most ``n_candidates``, also run at ``stage2_positions``) and
+        ``twin_methods`` (whose candidates get twins; default every method).
+    fit_vectors : callable, optional
+        A function of no argument returning ``(vectors, validation_accuracy)``, called only when the read-out is
+        valid; give it or ``vectors``, not both.
     on_stage : callable, optional
         ``on_stage(stage, entries, prompt_indices)``, called before each stage (see above).
     validity_only : bool, default=False
@@ -919,24 +889,27 @@ def evaluate_staged(model, tokenizer, prompts, labels, vectors: dict, validation
     (pandas.DataFrame, dict)
         As :func:`evaluate_steering`; a setting screened out has only its selection-half 'screen' row.
     """
+    protocol = SteeringProtocol() if protocol is None else protocol
+    if not isinstance(protocol, SteeringProtocol):
+        raise ValueError(f"protocol must be a SteeringProtocol, got {type(protocol).__name__}")
+    stage2_positions, twin_methods = protocol.stage2_positions, protocol.twin_methods
+    n_candidates, n_twins = protocol.n_candidates, protocol.n_twins
     other = [s.name for s in check_settings(settings) if s.positions != "answer"]
     if other:
         raise ValueError(f"staged settings must edit the answer positions (stage 2 adds {tuple(stage2_positions)}), "
                          f"got {other[:3]}")
-    for p in stage2_positions:
-        if p not in POSITIONS or p == "answer":
-            raise ValueError(f"stage2_positions must be among 'prompt', 'all', got {p!r}")
-    n_candidates = check_int(n_candidates, "n_candidates", minimum=1)
-    n_twins = check_int(n_twins, "n_twins", minimum=0)
+    lazy = fit_vectors is not None
+    if lazy == (vectors is not None) or (lazy and validation_accuracy is not None):  # a declared option conflict
+        raise ValueError("give the concept vectors (vectors, validation_accuracy) or fit_vectors, not both")
+    if lazy and not callable(fit_vectors):
+        raise ValueError(f"fit_vectors must be a function returning (vectors, validation_accuracy), got "
+                         f"{type(fit_vectors).__name__}")
     validity_only = check_bool(validity_only, "validity_only")
     if auc_p_adjusted is not None:
         auc_p_adjusted = check_scalar(auc_p_adjusted, "auc_p_adjusted", low=0.0, high=1.0)
-    lazy = callable(vectors)
     m = _Measurement(model, tokenizer, prompts, labels, {} if lazy else vectors, validation_accuracy, norms, settings,
-                     answer_words=answer_words, stem=stem, directions=directions, n_random=n_random, seed=seed,
-                     generation_prompts=generation_prompts, max_new_tokens=max_new_tokens, sentiment=sentiment,
-                     batch_size=batch_size, dataset=dataset, progress=progress,
-                     n_random_selection=n_random_selection)
+                     answer_words=answer_words, protocol=protocol, generation_prompts=generation_prompts,
+                     sentiment=sentiment, dataset=dataset, progress=progress, staged=True)
     notify = on_stage or (lambda stage, entries, idx: None)
     selection, report = m.prompts_of("selection"), m.prompts_of("report")
     notify("validity", [], np.arange(len(m.halves)))
@@ -948,10 +921,10 @@ def evaluate_staged(model, tokenizer, prompts, labels, vectors: dict, validation
         return _table([dict(dataset=dataset, method="--", setting="unsteered", half="all", stage="validity",
                             n_prompts=len(m.halves), answer_mass_unsteered=mass, auc_unsteered=auc,
                             auc_p_value=m.auc_p, measurable=measurable,
-                            stem=stem, n_random=m.n_random, n_generated=0)]), m.per_prompt(_table([]))
+                            stem=protocol.stem, n_random=m.n_random, n_generated=0)]), m.per_prompt(_table([]))
     if lazy:
         notify("fit", [], np.arange(0))
-        m.set_vectors(*vectors(), norms, settings)
+        m.set_vectors(*fit_vectors(), norms, settings)
     # stage 1: the whole grid at the answer position, selection half
     screen = m.entries()
     notify("screen", screen, selection)
@@ -1089,24 +1062,19 @@ def given_vectors(probes: ConceptVectors, H, y, split, method: str = "RAPTOR") -
     return {method: probes}, {method: accuracy}
 
 
-def evaluate_dataset(model, tokenizer, dataset, H, settings, *, eval_dataset=None, n_prompts: int = 100,
-                     methods=("RAPTOR", "DiffMeans", "GCS", "xRFM"), vectors=None, answer_words=None,
-                     stem: str = ANSWER_STEM, directions=("towards", "away"), n_random: int = N_RANDOM, seed: int = 0,
-                     n_generate: int = N_GENERATE, max_new_tokens: int = 32, batch_size: int = 16,
-                     split_seed: int = PAPER_SPLIT_SEED,
-                     gcs_probes: int = 50, progress: bool = False, staged: bool = False,
-                     n_candidates: int = 2, n_jobs: int = 1, stage2_positions=("prompt", "all"),
-                     twin_methods=None, on_stage=None, n_random_selection: int = N_RANDOM_SELECTION,
+def evaluate_dataset(model, tokenizer, dataset, H, settings, *, protocol: SteeringProtocol | None = None,
+                     eval_dataset=None, n_prompts: int = 100, methods=("RAPTOR", "DiffMeans", "GCS", "xRFM"),
+                     vectors=None, answer_words=None, split_seed: int = PAPER_SPLIT_SEED, gcs_probes: int = 50,
+                     progress: bool = False, staged: bool = False, n_jobs: int = 1, on_stage=None,
                      validity_only: bool = False, auc_p_adjusted: float | None = None) -> tuple:
     """Steering of one dataset, end to end: answer words checked first, concept vectors fitted on the
     train/validation split of ``H`` (unless ``vectors`` = (vectors, validation accuracies) is given), held-out
     prompts (``eval_dataset``'s rows, e.g. ``stsa.binary.test``, else the test split; classes alternating), median
     state norms of train + validation, then :func:`evaluate_steering`. Generation: the neutral prompts for
-    sentiment datasets (VADER), else the first ``n_generate`` held-out prompts; ``n_generate=0`` skips it.
-    ``staged`` runs :func:`evaluate_staged` (a sweep: ``paper_figures --only steering_text``) with
-    ``n_candidates``, ``stage2_positions`` and ``twin_methods`` (the vectors are fitted after the validity stage,
-    only for a valid read-out; ``on_stage`` as there), else :func:`evaluate_steering`; ``n_jobs`` fits the layers in
-    parallel.
+    sentiment datasets (VADER), else the first ``protocol.n_generate`` held-out prompts; ``n_generate=0`` skips it.
+    ``staged`` runs :func:`evaluate_staged` (a sweep: ``paper_figures --only steering_text``; the vectors are
+    fitted after the validity stage, only for a valid read-out; ``on_stage`` as there), else
+    :func:`evaluate_steering`; ``n_jobs`` fits the layers in parallel.
 
     Parameters
     ----------
@@ -1130,17 +1098,16 @@ def evaluate_dataset(model, tokenizer, dataset, H, settings, *, eval_dataset=Non
         empirical section saved: :func:`paper_figures.output.load_saved_vectors`); nothing is fitted then.
     answer_words : str or pair of str, optional
         As for :func:`check_answer_words` (default: the dataset's).
-    stem, directions, n_random, seed, max_new_tokens, batch_size
-        As for :func:`evaluate_steering`.
-    n_generate : int >= 0
-        Generation prompts (0: no generation).
+    protocol : SteeringProtocol, optional
+        How the measurement is made (default ``SteeringProtocol()``): as for :func:`evaluate_steering` or, with
+        ``staged``, :func:`evaluate_staged`; ``n_generate`` generation prompts (0: no generation).
     split_seed : int
         Seed of :func:`empirical.probes.paper_split`.
     gcs_probes, progress, n_jobs
         As for :func:`method_vectors` (``progress`` also shows the measurement's bars).
     staged : bool
         Run :func:`evaluate_staged` instead of :func:`evaluate_steering`.
-    n_candidates, stage2_positions, twin_methods, on_stage, n_random_selection, validity_only, auc_p_adjusted
+    on_stage, validity_only, auc_p_adjusted
         As for :func:`evaluate_staged` (only with ``staged``).
 
     Returns
@@ -1149,20 +1116,20 @@ def evaluate_dataset(model, tokenizer, dataset, H, settings, *, eval_dataset=Non
         As :func:`evaluate_steering`.
     """
     n_jobs = check_n_jobs(n_jobs)
+    protocol = SteeringProtocol() if protocol is None else protocol
+    if not isinstance(protocol, SteeringProtocol):
+        raise ValueError(f"protocol must be a SteeringProtocol, got {type(protocol).__name__}")
     if not staged and (validity_only is not False or auc_p_adjusted is not None):  # a declared option conflict
         raise ValueError("validity_only and auc_p_adjusted gate a staged measurement: pass staged=True")
     words = check_answer_words(dataset.name, answer_words)
     n_prompts = check_int(n_prompts, "n_prompts (--n-prompts)", minimum=2)
-    n_generate = check_int(n_generate, "n_generate (--generate)", minimum=0)
+    n_generate = protocol.n_generate
     answer_token_ids(tokenizer, words)  # before any model work
     y = np.asarray(dataset.labels)
     split = paper_split(y, random_state=split_seed)
-    if vectors is None:
-        def fit():
-            return method_vectors(H, y, split, methods=methods, gcs_probes=gcs_probes, progress=progress,
-                                  n_jobs=n_jobs)
+    def fit():
+        return method_vectors(H, y, split, methods=methods, gcs_probes=gcs_probes, progress=progress, n_jobs=n_jobs)
 
-        vectors = fit if staged else fit()  # staged: fitted only when the read-out is valid
     pool = np.sort(np.r_[split[0], split[1]])
     norms = {layer: float(np.median(np.linalg.norm(np.asarray(H[layer][pool], dtype=np.float32), axis=1)))
              for layer in range(1, H.shape[0])}
@@ -1181,15 +1148,13 @@ def evaluate_dataset(model, tokenizer, dataset, H, settings, *, eval_dataset=Non
     if n_generate:
         generation = list(NEUTRAL_PROMPTS[:n_generate]) if sentiment else prompts[:n_generate]
     settings = check_settings(settings)
-    kw = dict(answer_words=words, stem=stem, directions=directions, n_random=n_random, seed=seed,
-              generation_prompts=generation, max_new_tokens=max_new_tokens, sentiment=sentiment, batch_size=batch_size,
+    kw = dict(answer_words=words, protocol=protocol, generation_prompts=generation, sentiment=sentiment,
               dataset=dataset.name, progress=progress)
     labels = np.asarray(source.labels)[chosen]
-    if staged:  # a fit function (called after a valid read-out) or the given (vectors, accuracy) pair
-        given, accuracy = (vectors, None) if callable(vectors) else vectors
+    if staged:  # without given vectors, they are fitted only when the read-out is valid
+        given, accuracy = (None, None) if vectors is None else vectors
         return evaluate_staged(model, tokenizer, prompts, labels, given, accuracy, norms, settings,
-                               n_candidates=n_candidates, stage2_positions=stage2_positions,
-                               twin_methods=twin_methods, on_stage=on_stage,
-                               n_random_selection=n_random_selection, validity_only=validity_only,
-                               auc_p_adjusted=auc_p_adjusted, **kw)
-    return evaluate_steering(model, tokenizer, prompts, labels, *vectors, norms, settings, **kw)
+                               fit_vectors=fit if vectors is None else None, on_stage=on_stage,
+                               validity_only=validity_only, auc_p_adjusted=auc_p_adjusted, **kw)
+    return evaluate_steering(model, tokenizer, prompts, labels, *(fit() if vectors is None else vectors), norms,
+                             settings, **kw)

@@ -1,5 +1,10 @@
-"""The steering measurement's protocol constants and gates, without torch (docs/steering.md).
+"""The steering measurement's protocol, without torch (docs/steering.md): one object, :class:`SteeringProtocol`, and
+the constants and gates it rests on.
 
+:class:`SteeringProtocol` groups, validated once, every choice of a measurement that is not the model, the data or
+the concept vectors: the read-out (the answer stem), the directions, the random controls and the rank test, the
+generation, and the staged sweep; the measurement (:func:`empirical.llm.steering_eval.evaluate_dataset`,
+``evaluate_steering``, ``evaluate_staged``) and ``raptor steer`` take it (a new steering option is one field here).
 What a measurement counts as a test and as an acceptable operating point: the number of null (random) directions
 of the directions-as-unit rank test and of the control (:data:`N_RANDOM`, :data:`MIN_RANDOM`,
 :data:`N_RANDOM_SELECTION`, :data:`MIN_CONTROL`), its level (:data:`NULL_ALPHA`) and seed streams
@@ -10,10 +15,14 @@ from here, so that choosing an operating point from a saved table never imports 
 """
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 import pandas as pd
 
-__all__ = ["MIN_RANDOM", "N_RANDOM", "N_RANDOM_SELECTION", "MIN_CONTROL", "NULL_ALPHA", "NULL_STREAMS", "MASS_GATE",
-           "PERPLEXITY_GATE", "DISTINCT2_GATE", "N_GENERATE", "passes_gates"]
+from empirical.common.checks import check_int
+
+__all__ = ["SteeringProtocol", "ANSWER_STEM", "MIN_RANDOM", "N_RANDOM", "N_RANDOM_SELECTION", "MIN_CONTROL",
+           "NULL_ALPHA", "NULL_STREAMS", "MASS_GATE", "PERPLEXITY_GATE", "DISTINCT2_GATE", "N_GENERATE", "passes_gates"]
 
 #: Null (random) directions per (setting, direction, half), at least: the rank p-value 1 / (N + 1) can reach
 #: 0.025 only with N >= 39, and the directions come in antithetic pairs (+r, -r), so N >= 40 and even.
@@ -42,6 +51,124 @@ PERPLEXITY_GATE = 1.5
 DISTINCT2_GATE = 0.8
 #: Generation prompts of a measurement by default (the fluency gates read the selection half's 32 continuations).
 N_GENERATE = 64
+#: The answer stem appended to every held-out prompt; the answer is read at its last token
+#: (:mod:`empirical.llm.answer_readout`).
+ANSWER_STEM = "\n\nThe answer is:"
+#: Where the stage-2 twins of a staged sweep edit (the candidates themselves edit the answer positions).
+TWIN_POSITIONS = ("prompt", "all")
+
+
+@dataclass(frozen=True)
+class SteeringProtocol:
+    """How a steering measurement is made, apart from the model, the data and the concept vectors (validated on
+    construction; errors name the field and its ``raptor steer`` option).
+
+    The gates of an operating point are constants of the protocol (:data:`MASS_GATE`, :data:`PERPLEXITY_GATE`,
+    :data:`DISTINCT2_GATE`, :func:`passes_gates`), as are the level of the rank test (:data:`NULL_ALPHA`) and its seed
+    streams (:data:`NULL_STREAMS`).
+
+    Parameters
+    ----------
+    stem : str, default="\\n\\nThe answer is:"
+        The read-out: the answer stem appended to every held-out prompt (``--stem``); the answer log-odds are read
+        at its last token.
+    directions : tuple of {"towards", "away"}, default=("towards", "away")
+        The directions measured (``--direction``).
+    n_random : int, default=N_RANDOM
+        Null (random) directions of the rank test per (setting, direction, half), even (antithetic pairs +r, -r),
+        at least :data:`MIN_RANDOM` (``--n-random``).
+    n_random_selection : int, default=N_RANDOM_SELECTION
+        Control directions of a staged sweep's selection half and of its report rows that are not tested (a control,
+        not a test); even, at least :data:`MIN_CONTROL`, at most ``n_random``.  A measurement that is not staged
+        reads ``n_random`` everywhere.
+    seed : int, default=0
+        Seed of the random directions (``--seed``).
+    n_generate : int, default=N_GENERATE
+        Prompts continued per setting for the fluency and repetition gates and VADER (``--generate``; 0: none).
+    max_new_tokens : int, default=32
+        Tokens generated per continuation (``--max-new-tokens``).
+    batch_size : int, default=16
+        Prompts per forward pass.
+    n_candidates : int, default=2
+        A staged sweep's candidates per method and direction after the screen.
+    n_twins : int, default=1
+        How many of the best candidates also run at ``stage2_positions`` (at most ``n_candidates`` are used).
+    stage2_positions : tuple of {"prompt", "all"}, default=("prompt", "all")
+        Positions of the stage-2 twins.
+    twin_methods : tuple of str, optional
+        Methods whose candidates get twins (default: every method; ``()``: none).
+
+    Examples
+    --------
+    >>> SteeringProtocol(n_random=40, directions=("towards",)).n_control(staged=False)
+    40
+    >>> SteeringProtocol(n_random=41)
+    Traceback (most recent call last):
+    ...
+    ValueError: n_random (--n-random) must be even (antithetic pairs +r, -r), got 41
+    """
+
+    stem: str = ANSWER_STEM
+    directions: tuple = ("towards", "away")
+    n_random: int = N_RANDOM
+    n_random_selection: int = N_RANDOM_SELECTION
+    seed: int = 0
+    n_generate: int = N_GENERATE
+    max_new_tokens: int = 32
+    batch_size: int = 16
+    n_candidates: int = 2
+    n_twins: int = 1
+    stage2_positions: tuple = TWIN_POSITIONS
+    twin_methods: tuple | None = None
+
+    def __post_init__(self):
+        if not isinstance(self.stem, str) or not self.stem.strip():
+            raise ValueError("stem (--stem) must be a non-empty answer stem such as '\\n\\nThe answer is:'")
+        directions = (self.directions,) if isinstance(self.directions, str) else tuple(self.directions)
+        if not directions or any(d not in ("towards", "away") for d in directions):
+            raise ValueError(f"directions (--direction) must be 'towards' and/or 'away', got {self.directions!r}")
+        n_random = check_int(self.n_random, "n_random (--n-random)", minimum=MIN_RANDOM)
+        if n_random % 2:
+            raise ValueError(f"n_random (--n-random) must be even (antithetic pairs +r, -r), got {n_random}")
+        n_control = check_int(self.n_random_selection, "n_random_selection (the selection half's control, not a test)",
+                              minimum=MIN_CONTROL)
+        if n_control % 2 or n_control > n_random:
+            raise ValueError("n_random_selection (the selection half's control, not a test) must be even (antithetic "
+                             f"pairs) and at most n_random (--n-random) = {n_random}, got {n_control}")
+        stage2 = (self.stage2_positions,) if isinstance(self.stage2_positions, str) else tuple(self.stage2_positions)
+        for position in stage2:
+            if position not in TWIN_POSITIONS:
+                raise ValueError(f"stage2_positions must be among 'prompt', 'all', got {position!r}")
+        twin_methods = self.twin_methods
+        if twin_methods is not None:
+            twin_methods = (twin_methods,) if isinstance(twin_methods, str) else tuple(twin_methods)
+            if not all(isinstance(m, str) and m for m in twin_methods):  # () : no method gets twins
+                raise ValueError(f"twin_methods must be method names (or None: every method), got "
+                                 f"{self.twin_methods!r}")
+        fields = dict(directions=directions, n_random=n_random, n_random_selection=n_control,
+                      seed=check_int(self.seed, "seed (--seed)", minimum=0),
+                      n_generate=check_int(self.n_generate, "n_generate (--generate)", minimum=0),
+                      max_new_tokens=check_int(self.max_new_tokens, "max_new_tokens (--max-new-tokens)"),
+                      batch_size=check_int(self.batch_size, "batch_size"),
+                      n_candidates=check_int(self.n_candidates, "n_candidates", minimum=1),
+                      n_twins=check_int(self.n_twins, "n_twins", minimum=0), stage2_positions=stage2,
+                      twin_methods=twin_methods)
+        for name, value in fields.items():
+            object.__setattr__(self, name, value)
+
+    def n_control(self, *, staged: bool) -> int:
+        """Control directions outside the rank test: ``n_random_selection`` in a staged sweep, else ``n_random``.
+
+        Parameters
+        ----------
+        staged : bool
+            Whether the measurement is a staged sweep.
+
+        Returns
+        -------
+        int
+        """
+        return self.n_random_selection if staged else self.n_random
 
 
 def passes_gates(rows: pd.DataFrame) -> pd.Series:
