@@ -174,7 +174,8 @@ def dataset_table(name, mdl, tok, H, ds, *, data_dir=None, quick=False, progress
     marks = [("start", time.perf_counter())]
     table, per_prompt = evaluate_dataset(mdl, tok, ds, H, settings(quick), protocol=protocol, eval_dataset=test,
                                          n_prompts=scale["n_prompts"], vectors=saved, split_seed=PAPER_SPLIT_SEED,
-                                         methods=scale["methods"], gcs_probes=scale["gcs_probes"], progress=progress,
+                                         methods=scale["methods"], progress=progress,
+                                         method_params={"GCS": {"n_probes": scale["gcs_probes"]}},
                                          staged=True, n_jobs=n_jobs, on_stage=lambda stage, entries, idx:
                                          marks.append((stage, time.perf_counter())),
                                          validity_only=validity_only, auc_p_adjusted=auc_p_adjusted)

@@ -975,7 +975,12 @@ def evaluate_staged(model, tokenizer, prompts, labels, vectors, validation_accur
 
 
 # --------------------------------------------------------------------------------------------- one dataset
-def method_vectors(H, y, split, methods=("RAPTOR", "DiffMeans", "GCS", "xRFM"), layers=None, gcs_probes: int = 50,
+#: Estimator parameters of the steering comparison's methods where they differ from the registry's defaults (GCS:
+#: 50 probes instead of 100, half the cost; the paper's steering section passes its own).
+STEERING_METHOD_PARAMS = {"GCS": {"n_probes": 50}}
+
+
+def method_vectors(H, y, split, methods=("RAPTOR", "DiffMeans", "GCS", "xRFM"), layers=None, method_params=None,
                    progress: bool = False, n_jobs: int = 1) -> tuple:
     """Concept vectors and validation accuracies per method on ``layers`` (default 1..L) of hidden states ``H``
     (L+1, n, p), fitted on the split's train/validation rows (xRFM: directions only, it has no linear probe).
@@ -992,8 +997,9 @@ def method_vectors(H, y, split, methods=("RAPTOR", "DiffMeans", "GCS", "xRFM"), 
         Steering methods of the registry (``method_names("steering")``).
     layers : iterable of int, optional
         Layers to fit (default 1..L).
-    gcs_probes : int
-        ``n_probes`` of the GCS estimator.
+    method_params : mapping of str to dict, optional
+        Estimator parameters per method name (default :data:`STEERING_METHOD_PARAMS`); a method not named gets its
+        registry defaults.
     progress : bool
         Show RAPTOR's progress bar.
     n_jobs : int
@@ -1006,16 +1012,17 @@ def method_vectors(H, y, split, methods=("RAPTOR", "DiffMeans", "GCS", "xRFM"), 
     """
     n_jobs = check_n_jobs(n_jobs)
     layers = list(range(1, H.shape[0])) if layers is None else list(layers)
-    estimators = {m: get_method(m).estimator(**({"n_probes": gcs_probes} if m == "GCS" else {}))
-                  for m in methods if m in method_names("steering")}  # the registry's steering comparison
-    unknown = [m for m in methods if m not in estimators]
+    unknown = [m for m in methods if m not in method_names("steering")]  # the registry's steering comparison
     if unknown:
         raise ValueError(f"methods must be among {sorted(method_names('steering'))}, got {unknown}")
+    params = STEERING_METHOD_PARAMS if method_params is None else method_params
+    if not hasattr(params, "get") or not all(isinstance(v, dict) for v in params.values()):
+        raise ValueError(f"method_params must map method names to dicts of estimator parameters, got {params!r}")
     vectors, accuracy = {}, {}
     for method in methods:
-        estimator = estimators[method]
+        estimator = get_method(method).estimator(**params.get(method, {}))
         fit = fit_layers(H, y, layers=layers, split=split, progress=progress and method == "RAPTOR", n_jobs=n_jobs,
-                         **({} if estimator is None else {"estimator": estimator}))
+                         estimator=estimator)
         accuracy[method] = dict(zip(fit.summary["layer"].astype(int), fit.summary["val_accuracy"].astype(float)))
         vectors[method] = fit.concept_vectors(method=method.lower())  # xRFM: its direction only (no linear probe)
     return vectors, accuracy
@@ -1064,7 +1071,7 @@ def given_vectors(probes: ConceptVectors, H, y, split, method: str = "RAPTOR") -
 
 def evaluate_dataset(model, tokenizer, dataset, H, settings, *, protocol: SteeringProtocol | None = None,
                      eval_dataset=None, n_prompts: int = 100, methods=("RAPTOR", "DiffMeans", "GCS", "xRFM"),
-                     vectors=None, answer_words=None, split_seed: int = PAPER_SPLIT_SEED, gcs_probes: int = 50,
+                     vectors=None, answer_words=None, split_seed: int = PAPER_SPLIT_SEED, method_params=None,
                      progress: bool = False, staged: bool = False, n_jobs: int = 1, on_stage=None,
                      validity_only: bool = False, auc_p_adjusted: float | None = None) -> tuple:
     """Steering of one dataset, end to end: answer words checked first, concept vectors fitted on the
@@ -1103,7 +1110,7 @@ def evaluate_dataset(model, tokenizer, dataset, H, settings, *, protocol: Steeri
         ``staged``, :func:`evaluate_staged`; ``n_generate`` generation prompts (0: no generation).
     split_seed : int
         Seed of :func:`empirical.probes.paper_split`.
-    gcs_probes, progress, n_jobs
+    method_params, progress, n_jobs
         As for :func:`method_vectors` (``progress`` also shows the measurement's bars).
     staged : bool
         Run :func:`evaluate_staged` instead of :func:`evaluate_steering`.
@@ -1128,7 +1135,8 @@ def evaluate_dataset(model, tokenizer, dataset, H, settings, *, protocol: Steeri
     y = np.asarray(dataset.labels)
     split = paper_split(y, random_state=split_seed)
     def fit():
-        return method_vectors(H, y, split, methods=methods, gcs_probes=gcs_probes, progress=progress, n_jobs=n_jobs)
+        return method_vectors(H, y, split, methods=methods, method_params=method_params, progress=progress,
+                              n_jobs=n_jobs)
 
     pool = np.sort(np.r_[split[0], split[1]])
     norms = {layer: float(np.median(np.linalg.norm(np.asarray(H[layer][pool], dtype=np.float32), axis=1)))
