@@ -29,8 +29,10 @@ from empirical.common.checks import check_positive_array, check_real_array
 from .equations import problem_res_jac_y, quadrature_rule
 from .validation import check_delta, check_kappa, check_lam, check_quad_order
 
-__all__ = ["Problem", "damped_newton", "march_lambda", "continuation", "improves", "DEFAULT_TOL", "DEFAULT_MAXITER",
-           "PATH_TOL", "POLISH_TOL", "POLISH_STEPS", "ARMIJO", "MAX_BACKTRACKS", "TRUST_LOG", "DIRECT_TRIES"]
+__all__ = ["Problem", "damped_newton", "march_lambda", "continuation", "DEFAULT_TOL", "DEFAULT_MAXITER", "PATH_TOL",
+           "POLISH_TOL"]
+# not API (the drivers' own tuning and helpers, importable for cgmt's solvers): improves, ARMIJO, MAX_BACKTRACKS,
+# TRUST_LOG, DIRECT_TRIES, POLISH_STEPS
 
 #: default largest relative residual accepted at the answer
 DEFAULT_TOL = 1e-10

@@ -22,7 +22,7 @@ from empirical.common.checks import check_scalar
 from empirical.common.deprecation import moved_names, warn_deprecated
 from empirical.common.failures import STATUS_MESSAGES
 
-__all__ = ["CGMTResult", "outcome", "within_limits"]
+__all__ = ["CGMTResult"]  # outcome, within_limits: the solvers' helpers, not API
 
 #: the failure vocabulary and the deprecation helpers moved to the ground floor (importing them from here warns,
 #: removed in 0.3)

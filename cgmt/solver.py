@@ -31,27 +31,18 @@ from empirical.common.deprecation import moved_names
 from empirical.common.failures import report
 
 from .accuracy import accuracy_from_margin, bayes_accuracy
-from .newton import (
-    DEFAULT_MAXITER,
-    DEFAULT_TOL,
-    PATH_TOL,
-    POLISH_TOL,
-    Problem,
-    continuation,
-    damped_newton,
-    improves,
-    march_lambda,
-)
+from .newton import DEFAULT_MAXITER, DEFAULT_TOL, PATH_TOL, POLISH_TOL, Problem, continuation, damped_newton, improves
 from .quadrature import DEFAULT_ORDER, gaussian_rule
 from .result import CGMTResult, outcome, within_limits
 from .threshold import separability_threshold
 from .validation import check_delta, check_kappa, check_lam
 
-__all__ = ["CGMTResult", "solve", "mle", "damped_newton", "march_lambda", "start_point"]
+__all__ = ["solve", "mle", "start_point"]  # CGMTResult: cgmt.result; damped_newton, march_lambda: cgmt.newton
 
 #: the failure vocabulary moved to :mod:`empirical.common.failures` (importing it from here warns, removed in 0.3)
-__getattr__ = moved_names("cgmt.solver", dict.fromkeys(("STATUS_MESSAGES", "ConvergenceError"),
-                                                       "empirical.common.failures"))
+__getattr__ = moved_names("cgmt.solver", {**dict.fromkeys(("STATUS_MESSAGES", "ConvergenceError"),
+                                                          "empirical.common.failures"),
+                                          "march_lambda": "cgmt.newton"})
 
 
 @lru_cache(maxsize=256)
