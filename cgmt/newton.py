@@ -13,7 +13,9 @@ Stages (each returns ``(y, r, extra, nit, status)`` with ``status`` a key of
   max |r| and a least-squares step where the Jacobian is singular;
 - :func:`march_lambda`: continuation in log lam with a secant predictor and an adaptive step;
 - :func:`continuation`: a large-lam start marched down to the target (optionally after a few direct Newton
-  steps from a guess at the target).
+  steps from a guess at the target);
+- :func:`drive`: the stage order every solver of the package uses (given starts, continuation, a fallback
+  iteration, a polish), written once; a solver only says which stages its problem takes.
 
 All constants of the driver are the module constants below; the solvers choose none of their own.
 """
@@ -23,16 +25,18 @@ import math
 
 import numpy as np
 from numba import njit
+from scipy.optimize import brentq
 
 from empirical.common.checks import check_positive_array, check_real_array
 
 from .equations import problem_res_jac_y, quadrature_rule
 from .validation import check_delta, check_kappa, check_lam, check_quad_order
 
-__all__ = ["Problem", "damped_newton", "march_lambda", "continuation", "DEFAULT_TOL", "DEFAULT_MAXITER", "PATH_TOL",
-           "POLISH_TOL"]
-# not API (the drivers' own tuning and helpers, importable for cgmt's solvers): improves, ARMIJO, MAX_BACKTRACKS,
-# TRUST_LOG, DIRECT_TRIES, POLISH_STEPS
+__all__ = ["Problem", "drive", "damped_newton", "march_lambda", "continuation", "DEFAULT_TOL", "DEFAULT_MAXITER",
+           "PATH_TOL", "POLISH_TOL"]
+# not API (the driver's own tuning and helpers, importable for cgmt's solvers): improves, path_order, bracketed_root,
+# ARMIJO,
+# MAX_BACKTRACKS, TRUST_LOG, DIRECT_TRIES, POLISH_STEPS, PATH_ORDER_RATIO, ISOTROPIC_START_KAPPA_MAX
 
 #: default largest relative residual accepted at the answer
 DEFAULT_TOL = 1e-10
@@ -63,6 +67,12 @@ EASY_STEP_NIT = 3
 START_LAMBDA = 20.0
 #: smallest lam a march reaches when the target is lam = 0 (the MLE), which is then solved directly
 LAMBDA_FLOOR = 1e-12
+#: warm starts and continuation of a problem solved with ``coarse=True`` (:func:`drive`) run on a quadrature rule of
+#: this fraction of the target's order (at least 4 points per panel), then Newton polishes on the full rule
+PATH_ORDER_RATIO = 0.5
+#: a spectrum (:func:`cgmt.solve_spectral`) whose kappa is at most this starts from the isotropic solution at the
+#: same (delta, lam, kappa); above it the isotropic solve itself is hard and the start is rarely close
+ISOTROPIC_START_KAPPA_MAX = 50.0
 
 _EMPTY = np.empty(0)
 
@@ -410,3 +420,158 @@ def continuation(problem, tol, maxiter, start, direct_guess=None):
         y, r, extra, nit, status = damped_newton(problem, y, tol, maxiter, lam=0.0)
         return y, r, extra, total + nit, status
     return y, r, extra, total, 0
+
+
+def path_order(quad_order) -> int:
+    """The coarse rule's order for a target rule of ``quad_order`` points per panel (:data:`PATH_ORDER_RATIO`).
+
+    Parameters
+    ----------
+    quad_order : int
+        The target's Gauss-Legendre points per panel.
+
+    Returns
+    -------
+    int
+        At least 4.
+    """
+    return max(4, int(round(PATH_ORDER_RATIO * quad_order)))
+
+
+def drive(problem, tol, maxiter, *, start, starts=(), start_iters=None, direct_guess=None, coarse=False,
+          fallback=None, polish=False):
+    """Solve ``problem`` at its lam: the one stage order of every fixed point of ``cgmt``.
+
+    1. **Given starts** (a warm start, or an approximate solution such as the isotropic one for a spectrum): Newton
+       from each until one converges (with ``coarse``, first to :data:`PATH_TOL` on the coarse rule, then on the
+       full rule from that iterate, or from the start if the coarse solve failed).
+    2. **Continuation** (:func:`continuation`) when no start converged: from ``start`` at a large lam (after a few
+       direct Newton steps from ``direct_guess`` at the target, if given); with ``coarse``, on the coarse rule to
+       :data:`PATH_TOL`, then Newton on the full rule.
+    3. **Fallback** when still not converged: ``fallback(problem, y, tol, maxiter)`` (a damped fixed-point
+       iteration) from the best iterate, then Newton from the best iterate.
+    4. **Polish** (``polish``): :data:`POLISH_STEPS` more Newton steps towards :data:`POLISH_TOL` from a converged
+       answer, kept when they lower the residual.
+
+    Each stage's result replaces the best so far when it converged or has a smaller residual (:func:`improves`).
+
+    Parameters
+    ----------
+    problem : Problem
+        The fixed point (its ``nfev`` counts every evaluation, those on the coarse rule included).
+    tol : float
+        Largest relative residual accepted.
+    maxiter : int
+        Newton iterations per stage.
+    start : callable
+        ``start(lam) -> y`` at a large lam, where continuation begins.
+    starts : sequence of ndarray, default=()
+        Starts tried first, in the solver variables y.
+    start_iters : int, optional
+        Newton iterations from each start (default ``maxiter``).
+    direct_guess : callable, optional
+        As for :func:`continuation`.
+    coarse : bool, default=False
+        Run the starts and the continuation on the coarse rule (:func:`path_order`) first.
+    fallback : callable, optional
+        ``fallback(problem, y0, tol, maxiter) -> (y, r, extra, nit, status)``: the last resort.
+    polish : bool, default=False
+        Polish a converged answer.
+
+    Returns
+    -------
+    tuple
+        (y, r, extra, nit, status) of the best stage, ``nit`` the Newton (and fallback) iterations of every stage.
+
+    Examples
+    --------
+    >>> problem = Problem(2.0, 0.1, 2.0, 10)
+    >>> y, r, extra, nit, status = drive(problem, 1e-10, 100, start=lambda lam: Problem.to_y(0.1 / lam, 0.1 / lam,
+    ...                                                                                        0.5 / lam))
+    >>> status, round(float(Problem.to_x(y)[0]), 4)
+    (0, 0.927)
+    """
+    iters = maxiter if start_iters is None else start_iters
+    nit_total, best = 0, None
+
+    def coarse_stage(run):
+        """``run(coarse problem)`` on a fresh coarse rule, its evaluations counted on ``problem``."""
+        nonlocal nit_total
+        cheap = problem.with_order(path_order(problem.quad_order))
+        y, r, extra, nit, status = run(cheap)
+        nit_total += nit
+        problem.nfev += cheap.nfev
+        return y, r, extra, nit, status
+
+    for y0 in starts:
+        if coarse:
+            y1, _, _, _, status = coarse_stage(lambda cheap: damped_newton(cheap, y0, PATH_TOL, maxiter))
+            y0 = y1 if status == 0 else y0
+        y, r, extra, nit, status = damped_newton(problem, y0, tol, iters)
+        nit_total += nit
+        if improves((y, r, extra, status), best):
+            best = (y, r, extra, status)
+        if status == 0:
+            break
+    if best is None or best[3] != 0:
+        if coarse:
+            y, r, extra, _, status = coarse_stage(lambda cheap: continuation(cheap, PATH_TOL, maxiter, start,
+                                                                              direct_guess=direct_guess))
+            if status == 0:
+                y, r, extra, nit, status = damped_newton(problem, y, tol, maxiter)
+                nit_total += nit
+        else:
+            y, r, extra, nit, status = continuation(problem, tol, maxiter, start, direct_guess=direct_guess)
+            nit_total += nit
+        if improves((y, r, extra, status), best):
+            best = (y, r, extra, status)
+    if best[3] != 0 and fallback is not None:
+        for stage in (fallback, damped_newton):  # the fixed-point iteration, then Newton from its iterate
+            if best[3] == 0:
+                break
+            y, r, extra, nit, status = stage(problem, best[0], tol, maxiter)
+            nit_total += nit
+            if improves((y, r, extra, status), best):
+                best = (y, r, extra, status)
+    if polish and best[3] == 0:  # a few more Newton steps towards rounding level (quadratic convergence)
+        y, r, extra, nit, _ = damped_newton(problem, best[0], min(tol, POLISH_TOL), POLISH_STEPS)
+        nit_total += nit
+        if np.max(np.abs(r)) < np.max(np.abs(best[1])):
+            best = (y, r, extra, 0)
+    return best[0], best[1], best[2], nit_total, best[3]
+
+
+def bracketed_root(f, lo, hi, *, xtol, rtol=8.881784197001252e-16, maxiter=100) -> tuple:
+    """The root of a scalar equation inside a sign-changing bracket: the one root finder of ``cgmt``'s
+    one-dimensional stages (the fixed-point fallback's gamma, the stability theories' cross covariance, the
+    separability threshold), SciPy's Brent method.
+
+    Parameters
+    ----------
+    f : callable
+        ``f(x) -> float``; ``f(lo)`` and ``f(hi)`` must differ in sign.
+    lo, hi : float
+        The bracket.
+    xtol, rtol : float
+        Brent's absolute and relative tolerances (``rtol`` defaults to SciPy's, 4 machine epsilons).
+    maxiter : int, default=100
+        Most iterations.
+
+    Returns
+    -------
+    (float, int, bool)
+        The root, the iterations made and whether Brent's method converged.
+
+    Raises
+    ------
+    ValueError
+        When ``f(lo)`` and ``f(hi)`` have the same sign (SciPy's message).
+
+    Examples
+    --------
+    >>> root, nit, converged = bracketed_root(lambda x: x * x - 2.0, 0.0, 2.0, xtol=1e-15)
+    >>> round(root, 12), converged
+    (1.414213562373, True)
+    """
+    root, info = brentq(f, lo, hi, xtol=xtol, rtol=rtol, maxiter=maxiter, full_output=True, disp=False)
+    return root, info.iterations, info.converged

@@ -12,7 +12,7 @@ off, so y stays well scaled.  Algorithm:
    gamma ~ 1/(delta lam) are accurate, marching down in log lam with a secant predictor and an
    adaptive step;
 3. a damped fixed-point iteration (sigma^2 <- 2 delta E1, alpha <- -2 kappa delta E2, gamma from
-   eq. (3) by bracketing) as last resort.
+   the third residual, the gamma equation of docs/theory.md, by bracketing) as last resort.
 
 The Newton, continuation and constants are those of :mod:`cgmt.newton` (shared with
 :func:`cgmt.solve_spectral`); the result type, status table and failure convention those of
@@ -24,18 +24,18 @@ import math
 from functools import lru_cache
 
 import numpy as np
-from scipy.optimize import OptimizeResult, brentq
+from scipy.optimize import OptimizeResult
 
-from empirical.common.checks import check_int, check_scalar
+from empirical.common.checks import check_scalar
 from empirical.common.deprecation import moved_names
 from empirical.common.failures import report
 
 from .accuracy import accuracy_from_margin, bayes_accuracy
-from .newton import DEFAULT_MAXITER, DEFAULT_TOL, PATH_TOL, POLISH_TOL, Problem, continuation, damped_newton, improves
+from .newton import DEFAULT_MAXITER, DEFAULT_TOL, POLISH_TOL, Problem, bracketed_root, damped_newton, drive
 from .quadrature import DEFAULT_ORDER, gaussian_rule
 from .result import CGMTResult, outcome, within_limits
 from .threshold import separability_threshold
-from .validation import check_delta, check_kappa, check_lam
+from .validation import check_delta, check_kappa, check_lam, check_solver_counts
 
 __all__ = ["solve", "mle", "start_point"]  # CGMTResult: cgmt.result; damped_newton, march_lambda: cgmt.newton
 
@@ -65,7 +65,8 @@ class _System(Problem):
 
 
 def _fixed_point(system, y0, tol, maxiter, damping=0.5):
-    """Damped fixed-point iteration (fallback): sigma, alpha from eqs. (1)-(2), gamma from eq. (3)."""
+    """Damped fixed-point iteration (fallback): sigma and alpha from the sigma and alpha equations, gamma from the
+    gamma equation (the three residuals of :mod:`cgmt.equations`, in that order)."""
     alpha, sigma, gamma = system.to_x(y0)
 
     def r3(lg):
@@ -86,7 +87,7 @@ def _fixed_point(system, y0, tol, maxiter, damping=0.5):
                 break
             hi += 2.0
         try:
-            gamma = math.exp(brentq(r3, lo, hi, xtol=1e-14))
+            gamma = math.exp(bracketed_root(r3, lo, hi, xtol=1e-14)[0])
         except ValueError:
             return system.to_y(alpha, sigma, gamma), r, e2, it, 2
         y = system.to_y(alpha, sigma, gamma)
@@ -101,18 +102,11 @@ def _fixed_point(system, y0, tol, maxiter, damping=0.5):
     return system.to_y(alpha, sigma, gamma), r, e2, maxiter, 1
 
 
-PATH_ORDER_RATIO = 0.5  # continuation / warm-start predictor rule: this fraction of quad_order
-
-
-def _path_order(quad_order):
-    return max(4, int(round(PATH_ORDER_RATIO * quad_order)))
-
-
-def _continuation(system, tol, maxiter):
-    """:func:`cgmt.newton.continuation` from the large-lam asymptotics, tried first at the target itself."""
+def _large_lambda_start(system):
+    """``start(lam)``: the large-lam asymptotics of :func:`large_lambda_guess` in the solver variables."""
     def guess(lam):
         return system.to_y(*large_lambda_guess(system.delta, lam, system.kappa))
-    return continuation(system, tol, maxiter, guess, direct_guess=guess)
+    return guess
 
 
 def start_point(x0):
@@ -167,57 +161,17 @@ def _finish(system, y, r, extra, nit, status, tol, quad_order):
     )
 
 
-def _check_counts(maxiter, quad_order):
-    """``maxiter`` a positive integer, ``quad_order`` an integer in [2, 200] (ValueError naming them)."""
-    try:
-        maxiter = check_int(maxiter, "maxiter")
-    except ValueError:
-        raise ValueError(f"maxiter must be a positive integer, got {maxiter!r}") from None
-    if check_int(quad_order, "quad_order") > 200 or quad_order < 2:
-        raise ValueError(f"quad_order must be an integer in [2, 200], got {quad_order!r}")
-    return maxiter, int(quad_order)
-
-
 def _solve(delta, lam, kappa, *, x0, tol, maxiter, quad_order, check_quadrature=False):
     system = _System(delta, lam, kappa, quad_order)
     y0 = start_point(x0)
-    nit_total = 0
-    best = None
-    if y0 is not None:
-        # warm start: Newton on the half-order rule to PATH_TOL, then polish at full order
-        path = system.with_order(_path_order(quad_order))
-        y1, r, e2, nit, status = damped_newton(path, y0, PATH_TOL, maxiter)
-        nit_total += nit
-        system.nfev += path.nfev
-        y, r, e2, nit, status = damped_newton(system, y1 if status == 0 else y0, tol, maxiter)
-        nit_total += nit
-        best = (y, r, e2, status)
-    if best is None or best[3] != 0:
-        # continuation on a cheaper rule (intermediate points need only PATH_TOL), then polish
-        path = system.with_order(_path_order(quad_order))
-        y, r, e2, nit, status = _continuation(path, PATH_TOL, maxiter)
-        nit_total += nit
-        system.nfev += path.nfev
-        if status == 0:
-            y, r, e2, nit, status = damped_newton(system, y, tol, maxiter)
-            nit_total += nit
-        if improves((y, r, e2, status), best):
-            best = (y, r, e2, status)
-    if best[3] != 0:
-        y, r, e2, nit, status = _fixed_point(system, best[0], tol, maxiter)
-        nit_total += nit
-        if improves((y, r, e2, status), best):
-            best = (y, r, e2, status)
-        if best[3] != 0:  # polish with Newton from the fixed-point iterate
-            y, r, e2, nit, status = damped_newton(system, best[0], tol, maxiter)
-            nit_total += nit
-            if improves((y, r, e2, status), best):
-                best = (y, r, e2, status)
-    out = _finish(system, best[0], best[1], best[2], nit_total, best[3], tol, quad_order)
+    guess = _large_lambda_start(system)  # also the direct guess at the target, before continuation
+    y, r, e2, nit, status = drive(system, tol, maxiter, start=guess, direct_guess=guess,
+                                  starts=() if y0 is None else (y0,), coarse=True, fallback=_fixed_point)
+    out = _finish(system, y, r, e2, nit, status, tol, quad_order)
     if check_quadrature:
         # re-solve on the rule with twice the order, to rounding-level residual, from this solution
         fine = system.with_order(2 * quad_order)
-        yf, rf, _, _, stf = damped_newton(fine, best[0], POLISH_TOL, maxiter)
+        yf, rf, _, _, _ = damped_newton(fine, y, POLISH_TOL, maxiter)
         xf = np.array(fine.to_x(yf))
         scale = np.array([max(abs(out.alpha), out.sigma), out.sigma, out.gamma])
         out["quadrature_change"] = float(np.max(np.abs(xf - out.x) / scale))
@@ -284,7 +238,7 @@ def solve(delta, lam, kappa, *, strict=False, x0=None, tol=DEFAULT_TOL, maxiter=
                 f"lam must lie in (0, inf) here: lam = 0 is the MLE, which does not exist for "
                 f"delta <= delta*(kappa={kappa}) = {dstar:.6g} (got delta={delta})")
     tol = check_scalar(tol, "tol", low=0.0, low_open=True)
-    maxiter, quad_order = _check_counts(maxiter, quad_order)
+    maxiter, quad_order = check_solver_counts(maxiter, quad_order)
     out = _solve(delta, lam, kappa, x0=x0, tol=tol, maxiter=maxiter, quad_order=quad_order,
                  check_quadrature=bool(check_quadrature))
     return report(out, strict, "cgmt.solve", delta=delta, lam=lam, kappa=kappa)
@@ -323,6 +277,6 @@ def mle(delta, kappa, *, strict=False, tol=DEFAULT_TOL, maxiter=DEFAULT_MAXITER,
         raise ValueError(
             f"the MLE does not exist: for kappa={kappa} the data are separable when delta <= "
             f"delta*={dstar:.6g} (got delta={delta}); use cgmt.solve with lam > 0")
-    maxiter, quad_order = _check_counts(maxiter, quad_order)
+    maxiter, quad_order = check_solver_counts(maxiter, quad_order)
     out = _solve(delta, 0.0, kappa, x0=None, tol=tol, maxiter=maxiter, quad_order=quad_order)
     return report(out, strict, "cgmt.mle", delta=delta, kappa=kappa)

@@ -31,28 +31,17 @@ import math
 
 import numpy as np
 
-from empirical.common.checks import check_int, check_real_array, check_scalar
+from empirical.common.checks import check_real_array, check_scalar
 from empirical.common.deprecation import moved_names
 from empirical.common.failures import quiet, report
 
 from .accuracy import accuracy_from_margin, bayes_accuracy
 from .equations import SPECTRAL_SUMS, spectral_sums_into
-from .newton import (
-    DEFAULT_MAXITER,
-    DEFAULT_TOL,
-    DIRECT_TRIES,
-    PATH_TOL,
-    POLISH_STEPS,
-    POLISH_TOL,
-    Problem,
-    continuation,
-    damped_newton,
-    improves,
-)
+from .newton import DEFAULT_MAXITER, DEFAULT_TOL, DIRECT_TRIES, ISOTROPIC_START_KAPPA_MAX, PATH_TOL, Problem, drive
 from .quadrature import DEFAULT_ORDER
 from .result import CGMTResult, outcome, within_limits
 from .solver import solve, start_point
-from .validation import check_delta, check_lam
+from .validation import check_delta, check_lam, check_solver_counts
 
 __all__ = ["solve_spectral", "solve_spectral_path", "check_spectrum", "spectral_sums"]
 
@@ -271,37 +260,21 @@ def solve_spectral(delta, lam, eigenvalues, teacher_weights, *, x0=None, strict=
     lam = check_lam(lam)
     omega, t = check_spectrum(eigenvalues, teacher_weights)
     tol = check_scalar(tol, "tol", low=0.0, low_open=True)
-    maxiter = check_int(maxiter, "maxiter")
-    quad_order = check_int(quad_order, "quad_order", minimum=2)
+    maxiter, quad_order = check_solver_counts(maxiter, quad_order)
     system = _SpectralSystem(delta, lam, omega, t, quad_order)
-    best = None
     starts = []
     if x0 is not None:
         starts.append(start_point(x0))
-    else:
+    elif system.kappa <= ISOTROPIC_START_KAPPA_MAX:
         # the isotropic solution at the same (delta, lam, kappa) is a good start unless Sigma is very anisotropic
         with quiet():  # a failed start only means continuation
-            iso = solve(delta, lam, system.kappa, tol=PATH_TOL) if system.kappa <= 50 else None
-        if iso is not None and iso.success:
+            iso = solve(delta, lam, system.kappa, tol=PATH_TOL)
+        if iso.success:
             starts.append(system.to_y(iso.alpha, iso.sigma, iso.gamma * float(omega.mean())))
-    nit_total = 0
-    for y0 in starts:
-        y, r, hats, nit, status = damped_newton(system, y0, tol, maxiter if x0 is not None else DIRECT_TRIES)
-        nit_total += nit
-        best = (y, r, hats, status)
-        if status == 0:
-            break
-    if best is None or best[3] != 0:
-        y, r, hats, nit, status = continuation(system, tol, maxiter, lambda lm: _large_lambda_start(system, lm))
-        nit_total += nit
-        if improves((y, r, hats, status), best):
-            best = (y, r, hats, status)
-    if best[3] == 0:  # polish: a few more Newton steps towards rounding level (quadratic convergence)
-        y, r, hats, nit, _ = damped_newton(system, best[0], min(tol, POLISH_TOL), POLISH_STEPS)
-        nit_total += nit
-        if np.max(np.abs(r)) < np.max(np.abs(best[1])):
-            best = (y, r, hats, 0)
-    out = _finish(system, *best[:3], nit_total, best[3], tol, quad_order)
+    y, r, hats, nit, status = drive(system, tol, maxiter, start=lambda lm: _large_lambda_start(system, lm),
+                                    starts=starts, start_iters=maxiter if x0 is not None else DIRECT_TRIES,
+                                    polish=True)
+    out = _finish(system, y, r, hats, nit, status, tol, quad_order)
     return report(out, strict, "cgmt.solve_spectral", delta=delta, lam=lam, p=omega.size)
 
 

@@ -24,12 +24,13 @@ from __future__ import annotations
 import math
 
 import numpy as np
-from scipy.optimize import OptimizeResult, brentq
+from scipy.optimize import OptimizeResult
 
 from empirical.common.checks import check_scalar
 from empirical.common.failures import STATUS_MESSAGES, ConvergenceError, quiet, report
 
 from .ablation import protocol_fractions
+from .newton import bracketed_root
 from .spectral import solve_spectral
 from .spectrum import Spectrum
 from .stability import CROSS_FAILED, DEFAULT_ORDER, RESIDUAL_TOL, cross_expectation
@@ -155,7 +156,10 @@ def spectral_pair_stability(delta1, delta2, delta12, lam, spectrum, *, feature_s
             lo = -hi
             g_lo = gap(lo)
             ok = g_lo > 0
-            s12 = brentq(gap, lo, hi, xtol=1e-13 * hi, rtol=1e-15) if ok else float("nan")
+            if ok:
+                s12, _, ok = bracketed_root(gap, lo, hi, xtol=1e-13 * hi, rtol=1e-15)
+            else:
+                s12 = float("nan")
         qh12 = q_hat12(s12) if ok else float("nan")
     residual = abs(signal + s2 * qh12 - s12) / hi if ok and delta12 > 0 else 0.0
     ok = ok and residual <= 10 * RESIDUAL_TOL

@@ -32,13 +32,14 @@ import math
 
 import numpy as np
 from numba import njit
-from scipy.optimize import OptimizeResult, brentq
+from scipy.optimize import OptimizeResult
 
 from empirical.common.checks import check_int, check_scalar
 from empirical.common.failures import STATUS_MESSAGES, ConvergenceError, quiet, report
 
 from .ablation import protocol_fractions
 from .equations import prox_branch_points
+from .newton import bracketed_root
 from .prox import prox_scalar, sigmoid, sigmoid_d1
 from .quadrature import MAX_PANEL, TRUNCATION, build_edges, edge_capacity, fill_rule, gauss_legendre
 from .solver import solve
@@ -297,9 +298,8 @@ def cross_noise_covariance(sol1, sol2, delta12: float, kappa: float, *, order: i
     if gap_at_top >= -RESIDUAL_TOL * hi:
         return _cross_result(hi, abs(gap_at_top) / hi, True, 0, nfev, f0)
     if f0 > 0:
-        root, info = brentq(lambda s: rhs(s) - s, 0.0, hi, xtol=xtol * max(hi, 1e-300), rtol=1e-15,
-                            full_output=True, disp=False)
-        nit, root_found = info.iterations, info.converged
+        root, nit, root_found = bracketed_root(lambda s: rhs(s) - s, 0.0, hi, xtol=xtol * max(hi, 1e-300),
+                                               rtol=1e-15)
     else:
         root, nit, root_found = 0.0, 0, True
     residual = abs(rhs(root) - root) / hi

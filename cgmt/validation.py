@@ -28,6 +28,8 @@ __all__ = [
     "check_fraction",
     "check_quad_order",
     "MAX_QUAD_ORDER",
+    "check_solver_counts",
+    "SOLVER_ORDER_MAX",
 ]
 
 #: the project-wide checks and resource helpers moved to the ground floor (importing them from here warns, removed
@@ -269,3 +271,47 @@ def check_quad_order(value, name: str = "quad_order", *, factor: int = 1) -> int
     return order
 
 
+
+
+#: Largest ``quad_order`` of the fixed-point solvers (:func:`cgmt.solve`, :func:`cgmt.mle`,
+#: :func:`cgmt.solve_spectral`): their quadrature check doubles the order, and the default is 10.
+SOLVER_ORDER_MAX = 200
+
+
+def check_solver_counts(maxiter, quad_order) -> tuple:
+    """The budget of a fixed-point solver, checked one way for every solver: ``maxiter`` a positive integer,
+    ``quad_order`` an integer in ``[2, SOLVER_ORDER_MAX]``.
+
+    Parameters
+    ----------
+    maxiter : int
+        Newton iterations per stage.
+    quad_order : int
+        Gauss-Legendre points per panel.
+
+    Returns
+    -------
+    (int, int)
+        ``(maxiter, quad_order)``.
+
+    Raises
+    ------
+    ValueError
+        Naming the argument.
+
+    Examples
+    --------
+    >>> check_solver_counts(100, 10)
+    (100, 10)
+    """
+    try:
+        maxiter = check_int(maxiter, "maxiter")
+    except ValueError:
+        raise ValueError(f"maxiter must be a positive integer, got {maxiter!r}") from None
+    try:
+        order = check_int(quad_order, "quad_order", minimum=2)
+    except ValueError:
+        order = None
+    if order is None or order > SOLVER_ORDER_MAX:
+        raise ValueError(f"quad_order must be an integer in [2, {SOLVER_ORDER_MAX}], got {quad_order!r}")
+    return maxiter, order

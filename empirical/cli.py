@@ -100,7 +100,8 @@ def _layers_arg(spec):
     return sorted(out)
 
 
-def _cap_arg(v):
+def _max_per_class(v):
+    """``--max-per-class``: 'reference', 'all' or a positive int."""
     if v in ("reference", "all"):
         return v
     try:
@@ -126,7 +127,7 @@ def _add_common(p, multi_dataset=False):
     d.add_argument("--template", help="prompt template with {text} (default: the dataset's own / plain text)")
     d.add_argument("--data-dir", type=nonempty_path,
                    help="dataset directory (default $RAPTOR_DATA, then ../shared/datasets)")
-    d.add_argument("--max-per-class", type=_cap_arg, default="reference",
+    d.add_argument("--max-per-class", type=_max_per_class, default="reference",
                    help="'reference' (Concept-Depth caps, default), 'all', or N first examples per class")
     d.add_argument("--quick", type=int_in(1), nargs="?", const=100, metavar="N",
                    help="fast look: at most N examples per class (default N=100)")
