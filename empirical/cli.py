@@ -366,7 +366,7 @@ def cmd_stability(args):
         for layer in tqdm(layers, desc="stability layers", disable=args.no_progress, leave=False):
             X = np.asarray(H[layer], dtype=np.float64)
             res = stability(RaptorProbe(), X[pool], ds.labels[pool], K=args.K, drop=args.drop, seed=args.seed)
-            rows.append(dict(layer=layer, mean_abs_cos=float(res.robust), ci_low=float(res.ci[0]),
+            rows.append(dict(layer=layer, mean_abs_cos=float(res.mean_abs_cos), ci_low=float(res.ci[0]),
                              ci_high=float(res.ci[1]), median_fit_time_s=float(np.median(res.fit_times)),
                              K=args.K, drop=args.drop))
         table = pd.DataFrame(rows)

@@ -146,7 +146,7 @@ def stability_table(name, H, y, split, layers, methods, K, progress=True, n_jobs
             if method in method_names() and method not in method_names("stability"):
                 continue
             r = stability(estimator, X, y[pool], K=K, seed=0, n_jobs=n_jobs)
-            rows.append(dict(dataset=name, layer=layer, method=method, robust=float(r.robust),
+            rows.append(dict(dataset=name, layer=layer, method=method, robust=float(r.mean_abs_cos),
                              ci_low=float(r.ci[0]), ci_high=float(r.ci[1]), K=K,
                              median_fit_time_s=float(np.median(r.fit_times))))
     return pd.DataFrame(rows)

@@ -278,7 +278,7 @@ def test_b7_failed_plot_keeps_the_table_and_warns(cli_setup, capsys, monkeypatch
                                              (DifferenceOfMeans(), 57)])  # rounding put robust outside before
 def test_b7_stability_interval_contains_the_estimate(estimator, seed):
     res = stability(estimator, X, Y, K=2, seed=seed)
-    assert res.ci[0] <= res.robust <= res.ci[1]
+    assert res.ci[0] <= res.mean_abs_cos <= res.ci[1]
 
 
 def test_b7_fit_layers_refuses_repeated_layers_before_fitting():

@@ -175,7 +175,7 @@ def test_layer_table_separability_and_stability_on_synthetic_states():
     from empirical import stability
     pool = np.sort(np.r_[split[0], split[1]])
     direct = stability(RaptorProbe(Cs=np.logspace(-3, 1, 9)), H[3][pool], y[pool], K=4, seed=0)
-    assert robust.loc[3] == pytest.approx(direct.robust, rel=1e-12)
+    assert robust.loc[3] == pytest.approx(direct.mean_abs_cos, rel=1e-12)
 
 
 def test_theory_and_stability_sections_resume_only_a_matching_finished_run(tmp_path, monkeypatch):

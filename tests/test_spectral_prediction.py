@@ -141,9 +141,9 @@ def test_raptor_protocol_is_the_reported_stability(gaussian_pool):
     tr, va, _ = paper_split(np.where(y > 0, 1.0, -1.0), random_state=0)
     pool = np.concatenate([tr, va])
     # exactly RESULTS.md's measurement: stability(RaptorProbe(), pool, K, seed=0) on the pool of the split
-    assert r["stability"] == stability(RaptorProbe(), H[pool], y[pool], K=3, seed=0, n_boot=1).robust
+    assert r["stability"] == stability(RaptorProbe(), H[pool], y[pool], K=3, seed=0, n_boot=1).mean_abs_cos
     assert r["stability_protocol"] == "raptor" and "pool_cv" not in r["pred"]
     # and the same runs at the split's fixed C*, the protocol the theory models
     assert r["stability_fixed_C"] == stability(RaptorProbe(Cs=[r["C_star"]]), H[pool], y[pool], K=3, seed=0,
-                                               n_boot=1).robust
+                                               n_boot=1).mean_abs_cos
     assert abs(r["pred"]["spectral/calibrated/sample"]["stability"] - r["stability"]) < 0.1

@@ -27,8 +27,8 @@ def test_stability_protocol_raptor_and_dom():
     res = stability(lambda: RaptorProbe(Cs=np.logspace(-3, 1, 8)), X, y, K=5, seed=3, n_boot=200)
     assert res.vectors.shape == (5, p)
     np.testing.assert_allclose(np.linalg.norm(res.vectors, axis=1), 1.0)
-    assert 0.8 < res.robust <= 1.0
-    assert res.ci[0] <= res.robust + 1e-12 and res.robust - 1e-12 <= res.ci[1]
+    assert 0.8 < res.mean_abs_cos <= 1.0
+    assert res.ci[0] <= res.mean_abs_cos + 1e-12 and res.mean_abs_cos - 1e-12 <= res.ci[1]
     again = stability(lambda: RaptorProbe(Cs=np.logspace(-3, 1, 8)), X, y, K=5, seed=3, n_boot=200)
     np.testing.assert_array_equal(res.vectors, again.vectors)  # seeded
     # no ablation (drop=0) with a deterministic method on identical splits -> identical vectors -> 1

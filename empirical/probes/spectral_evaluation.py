@@ -256,13 +256,13 @@ def evaluate_split(H, y, seed=0, *, Cs=PATH_CS, fractions=DEFAULT_FRACTIONS, swe
         out["stability"] = _train_only_stability(H[pool], ypm[pool], C_star, K, rng, drop, val_fraction)
     elif stability and stability_protocol == "subsample_refit":
         out["stability"] = ablation_stability(RaptorProbe(Cs=[C_star]), H[pool], ypm[pool], K=K, drop=drop,
-                                              val_fraction=val_fraction, seed=seed, n_boot=1).robust
+                                              val_fraction=val_fraction, seed=seed, n_boot=1).mean_abs_cos
     elif stability:  # "raptor": exactly the runs of RESULTS.md's stability tables (seed 0 of the protocol)
         out["stability"] = ablation_stability(RaptorProbe(), H[pool], ypm[pool], K=K, drop=drop,
-                                              val_fraction=val_fraction, seed=0, n_boot=1).robust
+                                              val_fraction=val_fraction, seed=0, n_boot=1).mean_abs_cos
         # the same runs at the fixed C*: what the theory models; the difference is the cost of re-selecting C
         out["stability_fixed_C"] = ablation_stability(RaptorProbe(Cs=[C_star]), H[pool], ypm[pool], K=K, drop=drop,
-                                                      val_fraction=val_fraction, seed=0, n_boot=1).robust
+                                                      val_fraction=val_fraction, seed=0, n_boot=1).mean_abs_cos
     theory_protocol = STABILITY_PROTOCOLS[stability_protocol]
     if pool_cv:
         out["pred"]["pool_cv"] = pool_cv_prediction(H[pool], ypm[pool], tr.size, Cs, fractions, C_star,

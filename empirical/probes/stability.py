@@ -24,6 +24,7 @@ from tqdm.auto import tqdm
 from cgmt.ablation import ablation_split
 from cgmt.validation import check_fraction
 from empirical.common.checks import check_int, check_scalar
+from empirical.common.deprecation import warn_deprecated
 from empirical.common.resources import check_n_jobs
 
 from ..validation import as_real_array, check_binary_labels, check_matrix, safe_norm, unit_vector
@@ -39,10 +40,11 @@ class StabilityResult:
     ----------
     vectors : ndarray of shape (K, p)
         The runs' unit concept vectors.
-    robust : float
-        Mean absolute pairwise cosine of the runs.
+    mean_abs_cos : float
+        Mean absolute pairwise cosine of the runs (the paper's stability; ``robust`` before 0.2, which still reads
+        with a ``DeprecationWarning`` until 0.3; the stability tables keep the column name ``robust``).
     ci : (float, float)
-        Bootstrap percentile interval of ``robust`` (resampling runs); it always contains ``robust``.
+        Bootstrap percentile interval of ``mean_abs_cos`` (resampling runs); it always contains it.
     fit_times : ndarray of shape (K,)
         Seconds per fit (NaN where the estimator reports no ``fit_time_``).
     seed : int
@@ -52,11 +54,17 @@ class StabilityResult:
     """
 
     vectors: np.ndarray
-    robust: float
+    mean_abs_cos: float
     ci: tuple
     fit_times: np.ndarray
     seed: int
     K: int
+
+    @property
+    def robust(self) -> float:
+        """Deprecated name of :attr:`mean_abs_cos` (removed in 0.3)."""
+        warn_deprecated("StabilityResult.robust", "StabilityResult.mean_abs_cos")
+        return self.mean_abs_cos
 
 
 #: most bootstrap resamples :func:`stability` draws (a percentile interval is stable long before)
@@ -160,7 +168,7 @@ def stability(estimator, X_pool, y_pool, K: int = 20, drop: float = 0.2, val_fra
     >>> y = np.arange(120) % 2
     >>> X = rng.standard_normal((120, 5)) + 2.0 * y[:, None] * np.eye(5)[0]
     >>> result = stability(DifferenceOfMeans(), X, y, K=4, n_boot=100)
-    >>> result.vectors.shape, result.robust > 0.9
+    >>> result.vectors.shape, result.mean_abs_cos > 0.9
     ((4, 5), True)
     """
     n_jobs = check_n_jobs(n_jobs)
@@ -183,5 +191,5 @@ def stability(estimator, X_pool, y_pool, K: int = 20, drop: float = 0.2, val_fra
     lo, hi = _bootstrap_ci(np.abs(V @ V.T), n_boot, level, np.random.default_rng(seed + 1))
     # the bootstrap means and ``robust`` are computed differently: rounding may put ``robust`` 1e-16 outside
     ci = (min(lo, robust), max(hi, robust)) if np.isfinite(robust) else (lo, hi)
-    return StabilityResult(vectors=V, robust=robust, ci=ci, fit_times=np.array(times),
+    return StabilityResult(vectors=V, mean_abs_cos=robust, ci=ci, fit_times=np.array(times),
                            seed=seed, K=K)
