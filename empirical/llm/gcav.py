@@ -150,14 +150,27 @@ def reliable_layers(accuracy, tau, *, what: str = "probe test accuracy") -> tupl
     >>> reliable_layers({1: 0.6, 2: 0.9, 3: 0.8}, 0.8)
     ([2, 3], [1])
     """
+    accuracy = _layer_accuracies(accuracy)
     if tau is None:
-        return sorted(int(layer) for layer in accuracy), []
+        return sorted(accuracy), []
     tau = check_scalar(tau, "tau", low=0.0, high=1.0)
     missing = [layer for layer in sorted(accuracy) if accuracy[layer] is None]
     if missing:
         raise ValueError(f"tau={tau} needs {what} for every probe; layer {missing[0]} has none")
-    kept = [int(layer) for layer in sorted(accuracy) if accuracy[layer] >= tau]
-    return kept, [int(layer) for layer in sorted(accuracy) if accuracy[layer] < tau]
+    kept = [layer for layer in sorted(accuracy) if accuracy[layer] >= tau]
+    return kept, [layer for layer in sorted(accuracy) if accuracy[layer] < tau]
+
+
+def _layer_accuracies(accuracy) -> dict:
+    """``{int layer: float accuracy in [0, 1] or None}``; ValueError naming ``accuracy`` for anything else."""
+    if not hasattr(accuracy, "items"):
+        raise ValueError(f"accuracy must be a mapping of layer to accuracy in [0, 1], got {accuracy!r:.80}")
+    out = {}
+    for layer, value in accuracy.items():
+        if isinstance(layer, bool) or not isinstance(layer, (int, np.integer)):
+            raise ValueError(f"accuracy must be keyed by integer layers, got {layer!r:.40}")
+        out[int(layer)] = None if value is None else check_scalar(value, f"accuracy[{layer}]", low=0.0, high=1.0)
+    return out
 
 
 def below_tau(accuracy, tau, below, *, what: str = "probe test accuracy") -> str:
@@ -179,6 +192,11 @@ def below_tau(accuracy, tau, below, *, what: str = "probe test accuracy") -> str
     str
         ``"tau=T excludes N layer(s) (the best WHAT is A, at layer L)"``.
     """
+    accuracy, tau = _layer_accuracies(accuracy), check_scalar(tau, "tau", low=0.0, high=1.0)
+    layers = list(below) if hasattr(below, "__iter__") and not isinstance(below, str) else []
+    if not layers or any(accuracy.get(layer) is None for layer in layers):
+        raise ValueError(f"below must name layers of accuracy, got {below!r:.80}")
+    below = layers
     best = max(below, key=lambda layer: accuracy[layer])
     return (f"tau={tau:g} excludes {len(below)} layer(s) (the best {what} is {accuracy[best]:.3f}, at layer "
             f"{best})")

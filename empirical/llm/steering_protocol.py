@@ -58,6 +58,19 @@ ANSWER_STEM = "\n\nThe answer is:"
 TWIN_POSITIONS = ("prompt", "all")
 
 
+def _as_tuple(value, name: str) -> tuple:
+    """A string or a sequence of them as a tuple; ValueError naming ``name`` for anything else."""
+    if isinstance(value, str):
+        return (value,)
+    try:
+        items = tuple(value)
+    except TypeError:
+        raise ValueError(f"{name} must be a sequence of names, got {value!r}") from None
+    if not all(isinstance(item, str) for item in items):
+        raise ValueError(f"{name} must be a sequence of names, got {value!r}")
+    return items
+
+
 @dataclass(frozen=True)
 class SteeringProtocol:
     """How a steering measurement is made, apart from the model, the data and the concept vectors (validated on
@@ -124,7 +137,7 @@ class SteeringProtocol:
     def __post_init__(self):
         if not isinstance(self.stem, str) or not self.stem.strip():
             raise ValueError("stem (--stem) must be a non-empty answer stem such as '\\n\\nThe answer is:'")
-        directions = (self.directions,) if isinstance(self.directions, str) else tuple(self.directions)
+        directions = _as_tuple(self.directions, "directions (--direction)")
         if not directions or any(d not in ("towards", "away") for d in directions):
             raise ValueError(f"directions (--direction) must be 'towards' and/or 'away', got {self.directions!r}")
         n_random = check_int(self.n_random, "n_random (--n-random)", minimum=MIN_RANDOM)
@@ -135,13 +148,13 @@ class SteeringProtocol:
         if n_control % 2 or n_control > n_random:
             raise ValueError("n_random_selection (the selection half's control, not a test) must be even (antithetic "
                              f"pairs) and at most n_random (--n-random) = {n_random}, got {n_control}")
-        stage2 = (self.stage2_positions,) if isinstance(self.stage2_positions, str) else tuple(self.stage2_positions)
+        stage2 = _as_tuple(self.stage2_positions, "stage2_positions")
         for position in stage2:
             if position not in TWIN_POSITIONS:
                 raise ValueError(f"stage2_positions must be among 'prompt', 'all', got {position!r}")
         twin_methods = self.twin_methods
         if twin_methods is not None:
-            twin_methods = (twin_methods,) if isinstance(twin_methods, str) else tuple(twin_methods)
+            twin_methods = _as_tuple(twin_methods, "twin_methods")
             if not all(isinstance(m, str) and m for m in twin_methods):  # () : no method gets twins
                 raise ValueError(f"twin_methods must be method names (or None: every method), got "
                                  f"{self.twin_methods!r}")
