@@ -40,7 +40,7 @@ from empirical.validation import error_context
 
 from . import empirical_plots
 from .claims import EQUAL_DATA_METHOD, STABILITY_DATASETS
-from .output import load_table, save_figure, save_json, save_table, table_or_compute, vectors_path
+from .output import draws_figures, load_table, save_figure, save_json, save_table, table_or_compute, vectors_path
 from .progress import RunProgress
 from .separability_tables import separability_control_summary, separability_control_table, separability_table
 from .stability import plot_real_embedding_stability
@@ -335,6 +335,7 @@ def _layers_for_seed(out, steps, name, H, y, split, seed, methods, scale, n_jobs
     return tab.assign(seed=seed)
 
 
+@draws_figures
 def _stability_theory(out, data, stab, layers, progress):
     """Predicted (two-replica CGMT) vs measured RAPTOR stability across layers."""
     import matplotlib.pyplot as plt

@@ -16,7 +16,7 @@ from empirical.probes.registry import method_names
 from empirical.validation import PAPER_SPLIT_SEED
 
 from . import claims
-from .output import load_json, load_table, save_figure, save_table
+from .output import draws_figures, load_json, load_table, save_figure, save_table
 from .steering_text import redraw as plot_steering_text
 from .style import method_color, series_color
 
@@ -43,6 +43,7 @@ def _layers_all_seeds(out) -> pd.DataFrame | None:
     return pd.concat(frames, ignore_index=True) if frames else None
 
 
+@draws_figures
 def plot_layerwise(out):
     """Test accuracy per layer and method: mean over split seeds, band = min..max over seeds."""
     import matplotlib.pyplot as plt
@@ -82,6 +83,7 @@ def plot_layerwise(out):
     return save_figure(fig, out, "layerwise_accuracy")
 
 
+@draws_figures
 def plot_accuracy_differences(out):
     """The paper's Figure 2 analogue: RAPTOR minus each baseline, best layer and mean over layers, per
     dataset, with 95 % intervals over split seeds (paired, corrected resampled t)."""
@@ -127,6 +129,7 @@ def plot_accuracy_differences(out):
     return save_figure(fig, out, "accuracy_differences")
 
 
+@draws_figures
 def plot_cost(out):
     """The paper's cost figure (dumbbell): median per-layer training time, log scale."""
     import matplotlib.pyplot as plt
@@ -160,6 +163,7 @@ def dumbbell(ax, wide: pd.DataFrame, labels, size: float = 30) -> None:
     ax.set_xscale("log")
 
 
+@draws_figures
 def plot_stability(out):
     """Directional stability (mean |pairwise cosine| over K ablation runs) per layer and method, with the
     bootstrap 95 % interval of each layer."""
@@ -202,6 +206,7 @@ def plot_stability(out):
     return save_figure(fig, out, "stability_by_layer")
 
 
+@draws_figures
 def plot_steering(out):
     """Steering: the intervention rate per setting (left; the success rate is 1 by construction and not drawn) and
     the |alpha| each layer needs, as the median over prompts where steering was applied relative to the median norm of
@@ -240,6 +245,7 @@ def plot_steering(out):
     return save_figure(fig, out, "steering_metrics")
 
 
+@draws_figures
 def plot_structure(out):
     """The delta-sweep predictor: predicted versus true test accuracy along the sweep (mean over seeds,
     at each setting's C fixed in advance), one colour per (dataset, layer)."""

@@ -32,7 +32,7 @@ from empirical.common.resources import check_n_jobs
 
 from . import claims, empirical_figures, verdicts
 from .empirical_plots import dumbbell
-from .output import load_table, save_figure, save_table, to_markdown
+from .output import draws_figures, load_table, save_figure, save_table, to_markdown
 
 __all__ = ["model_slug", "model_dir", "run", "grid_tables", "grid_claims", "plot_grid", "grid_markdown"]
 
@@ -205,6 +205,7 @@ def grid_claims(diffs: pd.DataFrame) -> pd.DataFrame:
     return pd.DataFrame(rows)
 
 
+@draws_figures
 def plot_grid(out) -> list:
     """``grid_accuracy_differences.png`` and ``grid_cost_dumbbell.png`` from the grid tables (module docstring).
 

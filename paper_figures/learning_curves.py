@@ -80,7 +80,7 @@ from empirical.validation import (  # noqa: E402
     stratified_split,
 )
 
-from .output import save_figure, save_table, table_or_compute  # noqa: E402
+from .output import draws_figures, save_figure, save_table, table_or_compute  # noqa: E402
 from .separability_tables import control_row, separability_control_summary  # noqa: E402
 from .style import series_color  # noqa: E402
 from .verdicts import mean_interval  # noqa: E402
@@ -441,6 +441,7 @@ def by_draw_table(raw: pd.DataFrame) -> pd.DataFrame:
                  coverage_test_best=("covered_test_best", "mean"), layers=("layer", "nunique")).reset_index())
 
 
+@draws_figures
 def plot_summary(table: pd.DataFrame, out: Path, pool=None, by_draw: pd.DataFrame | None = None,
                  raw: pd.DataFrame | None = None) -> Path:
     """MAE against the multiple, one panel per dataset, at one pool size (default: 400 if run, else the middle),

@@ -5,6 +5,7 @@ temporary file and ``os.replace``, so an interrupted run never leaves a half-wri
 """
 from __future__ import annotations
 
+import functools
 import json
 import warnings
 from contextlib import contextmanager
@@ -155,6 +156,39 @@ def to_markdown(df: pd.DataFrame, *, floatfmt: str = ".4g") -> str:
     for row in df.itertuples(index=False):
         lines.append("| " + " | ".join(fmt(v) for v in row) + " |")
     return "\n".join(lines)
+
+
+def draws_figures(func):
+    """Decorator of every function that opens pyplot figures: when it raises, the figures it opened are closed
+    (pyplot keeps open figures in a process-wide registry, so a failed drawing would leave its figure to the
+    next caller: memory, and a wrong ``plt.gcf()``); on success :func:`save_figure` closes them.
+    ``tests/test_architecture.py`` checks that every function of ``paper_figures`` calling ``plt.subplots`` or
+    ``plt.figure`` carries it.
+
+    Parameters
+    ----------
+    func : callable
+        The drawing function.
+
+    Returns
+    -------
+    callable
+        The same function, closing its own figures when it raises.
+    """
+    @functools.wraps(func)
+    def drawing(*args, **kwargs):
+        import matplotlib.pyplot as plt
+
+        before = set(plt.get_fignums())
+        try:
+            return func(*args, **kwargs)
+        except BaseException:
+            for number in set(plt.get_fignums()) - before:
+                plt.close(number)
+            raise
+
+    drawing.draws_figures = True
+    return drawing
 
 
 def save_figure(fig, out: Path, name: str, *, dpi: int = 130) -> Path:

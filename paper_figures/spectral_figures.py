@@ -50,7 +50,7 @@ from empirical.probes.spectral_prediction import estimate_pool_model  # noqa: E4
 from empirical.probes.structure import delta_sweep  # noqa: E402
 from sims.spectral import compare_spectral  # noqa: E402
 
-from .output import save_figure, save_table  # noqa: E402
+from .output import draws_figures, save_figure, save_table  # noqa: E402
 from .style import method_color, series_color  # noqa: E402
 from .verdicts import clip_interval, seed_interval  # noqa: E402
 
@@ -342,6 +342,7 @@ def dataset_curves(name, res) -> pd.DataFrame:
     return pd.concat(frames, ignore_index=True)
 
 
+@draws_figures
 def plot_dataset(name, res, out):
     """Accuracy vs lambda and vs delta at the best layer; stability across layers.  Saves the figure
     ``spectral_<name>`` and its numbers (:func:`dataset_curves`) as the table of the same name.

@@ -33,7 +33,7 @@ from empirical.common.checks import check_sequence
 from empirical.common.deprecation import moved_names
 from empirical.common.resources import check_n_jobs
 
-from .output import load_finished_step, save_figure, save_table
+from .output import draws_figures, load_finished_step, save_figure, save_table
 from .style import THEORY_COLOR, method_color, series_color
 
 __all__ = ["stability_curves", "simulate_stability", "plot_stability_vs_lambda",
@@ -163,6 +163,7 @@ def _setting(value, name):
     return check_delta(value[0], f"{name} delta"), check_kappa(value[1], f"{name} kappa")
 
 
+@draws_figures
 def plot_stability_vs_lambda(settings=DEFAULT_SETTINGS, lams=None, *, sim: pd.DataFrame | None = None,
                              drop=0.2, val_fraction=0.2, axes=None, theory: pd.DataFrame | None = None):
     """One panel per (delta, kappa): theory cosine of the three protocols against lambda (lines),
@@ -245,6 +246,7 @@ def plot_stability_vs_lambda(settings=DEFAULT_SETTINGS, lams=None, *, sim: pd.Da
 # ---------------------------------------------------------------------------------------------
 # real embeddings (methodology in empirical.probes.real_embedding)
 # ---------------------------------------------------------------------------------------------
+@draws_figures
 def plot_real_embedding_stability(result, ax=None, measured_ci=None):
     """Measured versus predicted stability per layer (and the paper's formula), with the identity line.
 

@@ -28,7 +28,7 @@ from empirical.llm.steering_settings import sweep_settings
 from empirical.probes import get_method
 from empirical.probes.layers import PAPER_SPLIT_SEED
 
-from .output import load_saved_vectors, load_table, save_figure, save_table
+from .output import draws_figures, load_saved_vectors, load_table, save_figure, save_table
 from .style import method_color
 from .verdicts import holm
 
@@ -308,6 +308,7 @@ def plot_points(table: pd.DataFrame) -> pd.DataFrame:
     return report
 
 
+@draws_figures
 def plot(table: pd.DataFrame, out):
     """Concept-specific shift against perplexity ratio on the report half: one row of panels per measurable
     dataset, one column per direction (towards, away). Each point is an operating point (a setting that passed
@@ -427,6 +428,7 @@ def tested_points(table: pd.DataFrame) -> pd.DataFrame:
     return rows
 
 
+@draws_figures
 def plot_null(table: pd.DataFrame, null: pd.DataFrame, out):
     """The directions-as-unit test drawn: for every tested point (:func:`tested_points`), the answer log-odds shift
     of each of its random directions (grey, one dot per draw: norm-matched, antithetic, drawn for the report half)

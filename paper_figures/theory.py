@@ -24,7 +24,7 @@ from tqdm.auto import tqdm
 import cgmt
 import sims
 
-from .output import load_finished_step, save_figure, save_table
+from .output import draws_figures, load_finished_step, save_figure, save_table
 from .style import THEORY_COLOR, series_color
 
 KAPPAS = (1.0, 2.0, 4.0)
@@ -51,6 +51,7 @@ LAMBDA_LABEL = "ridge strength λ (dimensionless)"
 DELTA_LABEL = "δ = n/p (dimensionless)"
 
 
+@draws_figures
 def _panel_grid(kappas):
     import matplotlib.pyplot as plt
 
@@ -64,6 +65,7 @@ def _sim_caption(sims_tab) -> str:
     return f"simulation, p = {int(sims_tab['p'].iloc[0])}, {int(sims_tab['replicates'].iloc[0])} replicates"
 
 
+@draws_figures
 def plot_quantity(out, sweep: pd.DataFrame, sims_tab: pd.DataFrame | None, quantity: str, name: str,
                   ylabel: str, *, bayes: bool = False, title: str | None = None):
     """One panel per kappa: theory curves over lam for each delta (lines), simulation means +- 2 se (markers,
@@ -99,6 +101,7 @@ def plot_quantity(out, sweep: pd.DataFrame, sims_tab: pd.DataFrame | None, quant
     return save_figure(fig, out, name)
 
 
+@draws_figures
 def phase_and_optimum(out, *, kappas=np.linspace(0.0, 8.0, 33), deltas=np.logspace(-1, 2, 25),
                       opt_kappas=KAPPAS, progress=True):
     """Separability threshold delta*(kappa) and the accuracy-optimal lambda(delta); figure + tables
@@ -243,6 +246,7 @@ def _reference(ax, ps, anchor_p, anchor_y, slope, **kw):
     ax.plot(ps, anchor_y * (ps / anchor_p) ** slope, color=THEORY_COLOR, lw=1, **kw)
 
 
+@draws_figures
 def plot_finite_size(table: pd.DataFrame, slopes: pd.DataFrame):
     """Three log-log panels (alpha, sigma, accuracy): the std across replicates and |mean - theory| against p,
     with the p^(-1/2) and p^(-1) reference slopes and :data:`RESOLVED_SE` standard errors of the mean (the noise

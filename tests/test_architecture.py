@@ -300,3 +300,42 @@ def test_one_cgmt_driver():
                if m != "cgmt.newton" and names & {"continuation", "march_lambda", "brentq"}}
     assert outside == {}
     assert "drive" in calls["cgmt.solver"] and "drive" in calls["cgmt.spectral"]
+
+
+def test_every_pyplot_drawing_closes_its_figures_when_it_fails():
+    """Every function of paper_figures that opens a pyplot figure (plt.subplots, plt.figure) carries
+    paper_figures.output.draws_figures, which closes the figures it opened when it raises: a failed drawing leaves
+    no open figure in pyplot's process-wide registry (one CI run failed on figures another test left open)."""
+    missing = []
+    for module, path in MODULES.items():
+        if not module.startswith("paper_figures"):
+            continue
+        for node in ast.walk(ast.parse(path.read_text())):
+            if not isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
+                continue
+            opens = any(isinstance(n, ast.Call) and isinstance(n.func, ast.Attribute)
+                        and n.func.attr in ("subplots", "figure") and isinstance(n.func.value, ast.Name)
+                        and n.func.value.id == "plt" for n in ast.walk(node))
+            decorated = any(getattr(d, "id", getattr(d, "attr", None)) == "draws_figures" for d in node.decorator_list)
+            if opens and not decorated:
+                missing.append(f"{module}.{node.name}")
+    assert missing == []
+
+
+def test_a_failed_drawing_leaves_no_open_figure():
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    from paper_figures.output import draws_figures
+
+    @draws_figures
+    def fails():
+        plt.subplots()
+        raise ValueError("drawing failed")
+
+    before = set(plt.get_fignums())
+    with pytest.raises(ValueError, match="drawing failed"):
+        fails()
+    assert set(plt.get_fignums()) == before
