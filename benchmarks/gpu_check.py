@@ -553,7 +553,7 @@ def main(argv=None):
     if torch.device(args.device).type == "cuda" and not torch.cuda.is_available():
         print("gpu_check: skipped (no CUDA device; `--device cpu --quick` runs a CPU smoke test)")
         return 0
-    from empirical.files import atomic_write_text, write_json
+    from empirical.common.files import atomic_write_text, write_json
 
     out_dir = Path(args.out or os.environ.get("OUT") or "gpu_check_out")
     sections = [s.strip() for s in args.sections.split(",") if s.strip()]

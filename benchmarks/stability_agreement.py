@@ -30,7 +30,7 @@ import pandas as pd
 from threadpoolctl import threadpool_limits
 from tqdm.auto import tqdm
 
-from empirical.files import atomic_path
+from empirical.common.files import atomic_path
 
 KAPPAS = (1.0, 2.0, 4.0)
 DELTAS = (0.5, 1.0, 2.0, 4.0)

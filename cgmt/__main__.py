@@ -25,7 +25,7 @@ from empirical.common.cli_args import (
     worker_count,
 )
 from empirical.common.cli_errors import debug_requested, run_command
-from empirical.files import atomic_path, check_write_target
+from empirical.common.files import atomic_path, check_write_target
 
 from .solver import mle, solve
 from .sweep import MAX_POINTS, sweep

@@ -5,7 +5,7 @@ Every check returns the normalised value or raises ``ValueError`` with the messa
 into a NaN or a hang inside a numerical kernel.  The generic checks (scalars, integers, choices, sequences, arrays,
 generators) and the resource checks are the ground floor's (:mod:`empirical.common.checks`,
 :mod:`empirical.common.resources`), used here and importable from here; arrays of data and labels are checked by
-:mod:`empirical.validation`.
+:mod:`empirical.common.arrays`.
 """
 from __future__ import annotations
 
@@ -13,7 +13,7 @@ import numpy as np
 
 # the project-wide checks and resource helpers live on the ground floor (empirical.common); the theory's checks use
 # them from there
-from empirical.common.checks import check_int, check_positive_array, check_scalar
+from empirical.common import checks as _checks
 from empirical.common.deprecation import moved_names
 
 __all__ = [
@@ -36,7 +36,7 @@ __all__ = [
 #: in 0.3)
 __getattr__ = moved_names("cgmt.validation", {
     **dict.fromkeys(("MAX_COUNT", "as_generator", "check_bool", "check_choice", "check_real_array", "check_sequence",
-                     "check_scalar"), "empirical.common.checks"),
+                     "check_int", "check_scalar", "check_positive_array"), "empirical.common.checks"),
     **dict.fromkeys(("available_cores", "check_n_jobs", "check_threads"), "empirical.common.resources")})
 
 
@@ -44,7 +44,7 @@ __getattr__ = moved_names("cgmt.validation", {
 #: ``lam = 0`` for the MLE where allowed.  The fixed point's scales go as ``1/lam`` (``gamma``) and as ``lam`` for
 #: large ``lam``; outside this range the finite-sample fits of :mod:`sims` overflow (``lam < 1e-30``) and the solver
 #: divides by numbers that underflow (``lam > 1e100``).  The practical range (the paper's) is 1e-6 .. 1e3.
-#: Estimators use ``C = 1/lambda`` in their own domain (:data:`empirical.validation.C_MIN`, ``C_MAX``).
+#: Estimators use ``C = 1/lambda`` in their own domain (:data:`empirical.common.arrays.C_MIN`, ``C_MAX``).
 LAM_MIN = 1e-30
 #: see :data:`LAM_MIN`
 LAM_MAX = 1e30
@@ -83,7 +83,7 @@ def check_delta(delta, name: str = "delta") -> float:
     >>> check_delta(0.5)
     0.5
     """
-    return check_scalar(delta, name, low=0.0, low_open=True, high=DELTA_MAX)
+    return _checks.check_scalar(delta, name, low=0.0, low_open=True, high=DELTA_MAX)
 
 
 def check_lam(lam, *, allow_zero: bool = False, name: str = "lam") -> float:
@@ -122,7 +122,7 @@ def check_lam(lam, *, allow_zero: bool = False, name: str = "lam") -> float:
     ValueError: lam must lie in [1e-30, 1e+30] (the supported domain of the ridge strength: outside it the fixed point
     and the simulated fits leave float64 range), got 1e+300
     """
-    lam = check_scalar(lam, name, low=0.0, low_open=not allow_zero)
+    lam = _checks.check_scalar(lam, name, low=0.0, low_open=not allow_zero)
     if (lam != 0.0 or not allow_zero) and not LAM_MIN <= lam <= LAM_MAX:
         raise ValueError(f"{name} must lie in [{LAM_MIN:g}, {LAM_MAX:g}] (the supported domain of the ridge strength: "
                          f"outside it the fixed point and the simulated fits leave float64 range), got {lam!r}")
@@ -157,7 +157,7 @@ def check_lams(lams, name: str = "lams") -> np.ndarray:
     ValueError: lams must lie in [1e-30, 1e+30] (the supported domain of the ridge strength: outside it the fixed point
     and the simulated fits leave float64 range), got 1e-300
     """
-    arr = check_positive_array(lams, name)
+    arr = _checks.check_positive_array(lams, name)
     if arr.ndim != 1:
         raise ValueError(f"{name} must be a 1-D array of ridge strengths, got shape {arr.shape}")
     for value in arr:
@@ -198,7 +198,7 @@ def check_kappa(kappa, name: str = "kappa") -> float:
     >>> check_kappa(3)
     3.0
     """
-    return check_scalar(kappa, name, low=0.0, high=KAPPA_MAX)
+    return _checks.check_scalar(kappa, name, low=0.0, high=KAPPA_MAX)
 
 
 def check_fraction(value, name: str) -> float:
@@ -230,7 +230,7 @@ def check_fraction(value, name: str) -> float:
     ...
     ValueError: drop must lie in [0.0, 1.0), got 1.0
     """
-    return check_scalar(value, name, low=0.0, high=1.0, high_open=True)
+    return _checks.check_scalar(value, name, low=0.0, high=1.0, high_open=True)
 
 
 #: Largest quadrature order (nodes per panel) accepted: ``quad_order`` of the solvers, ``order`` of the Gauss rules
@@ -265,7 +265,7 @@ def check_quad_order(value, name: str = "quad_order", *, factor: int = 1) -> int
     >>> check_quad_order(10)
     10
     """
-    order, factor = check_int(value, name), check_int(factor, "factor")
+    order, factor = _checks.check_int(value, name), _checks.check_int(factor, "factor")
     if order > factor * MAX_QUAD_ORDER:
         raise ValueError(f"{name} must be at most {factor * MAX_QUAD_ORDER}, got {order}")
     return order
@@ -305,11 +305,11 @@ def check_solver_counts(maxiter, quad_order) -> tuple:
     (100, 10)
     """
     try:
-        maxiter = check_int(maxiter, "maxiter")
+        maxiter = _checks.check_int(maxiter, "maxiter")
     except ValueError:
         raise ValueError(f"maxiter must be a positive integer, got {maxiter!r}") from None
     try:
-        order = check_int(quad_order, "quad_order", minimum=2)
+        order = _checks.check_int(quad_order, "quad_order", minimum=2)
     except ValueError:
         order = None
     if order is None or order > SOLVER_ORDER_MAX:

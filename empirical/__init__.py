@@ -8,8 +8,10 @@ Subpackages (dependencies point downwards only; see ``docs/architecture.md``):
   the optional xRFM baseline, :class:`~empirical.probes.XRFMProbe`);
 - :mod:`empirical.llm`: models, hooks, cached extraction, datasets, steering (torch, transformers);
 - :mod:`empirical.reporting`: the figures of the ``raptor`` command (:mod:`empirical.cli`), one function each;
-- shared plumbing: :mod:`empirical.files` (atomic writes, checksums, cache root),
-  :mod:`empirical.validation` (array and label checks), :mod:`empirical.testing` (fixtures).
+- :mod:`empirical.common`: the ground floor every package imports (the status table and failure convention,
+  argument and array checks, atomic writes and checked reads, command-line plumbing, deprecation);
+- :mod:`empirical.numerics` (the paper's split seed, stratified splits, overflow-safe norms and standardization),
+  :mod:`empirical.testing` (fixtures).
 
 The names below are loaded on first use (PEP 562), so ``import empirical.logistic`` does not import
 the probe toolkit, and importing :mod:`empirical.probes` does not import torch (only ``XRFMProbe.fit`` and

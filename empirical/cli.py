@@ -32,7 +32,8 @@ from empirical.common.cli_args import (
 )
 from empirical.common.cli_errors import debug_requested, run_command
 
-from .files import check_write_target, refuse_overwriting_inputs, write_csv, write_json
+from .common.arrays import C_MAX, C_MIN
+from .common.files import check_write_target, refuse_overwriting_inputs, write_csv, write_json
 from .llm import datasets
 from .llm.cache import STORAGES, ExtractionCache
 from .llm.gcav import below_tau, reliable_layers
@@ -47,7 +48,6 @@ from .probes.registry import get_method, method_names, methods
 from .probes.stability import stability
 from .probes.structure import MAX_SEEDS, delta_sweep
 from .reporting import plot_delta_sweep, plot_plan, plot_probe_accuracy, plot_stability
-from .validation import C_MAX, C_MIN
 
 #: Largest --target-n (labelled rows): beyond any dataset, and n/p inside the theory's domain for p >= 100.
 TARGET_N_MAX = 10 ** 8
@@ -197,7 +197,7 @@ def _hidden(args, model, tok, ds, layers="all"):
 
 def _input_files(args) -> list:
     """The files a command reads that a user names (``--table``, both files of ``--probe-file``), as
-    ``(option, path)`` for :func:`empirical.files.refuse_overwriting_inputs`."""
+    ``(option, path)`` for :func:`empirical.common.files.refuse_overwriting_inputs`."""
     inputs = []
     if getattr(args, "table", None):
         inputs.append(("--table", args.table))

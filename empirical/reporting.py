@@ -2,7 +2,7 @@
 
 Each function takes the command's table (a DataFrame with the columns of its CSV file) and a few labels, draws
 the figure on a matplotlib :class:`~matplotlib.figure.Figure` of its own (no pyplot state, so the caller's
-backend is left alone), saves it as PNG atomically (:func:`empirical.files.save_figure`) and returns the path.
+backend is left alone), saves it as PNG atomically (:func:`empirical.common.files.save_figure`) and returns the path.
 A drawing or saving error is raised; ``raptor`` turns it into a warning, so a failed plot never loses the
 tables written before it.  Layer l is the output of decoder block l (layer 0: the embeddings).
 """
@@ -14,7 +14,7 @@ import numpy as np
 import pandas as pd
 from scipy import stats
 
-from .files import save_figure
+from .common.files import save_figure
 
 __all__ = ["plot_probe_accuracy", "plot_stability", "plot_delta_sweep", "plot_plan"]
 

@@ -13,7 +13,7 @@ from __future__ import annotations
 import numpy as np
 
 from .logistic import fit_l2_logistic
-from .validation import standardize_stats
+from .numerics import standardize_stats
 
 ARCHS = ("llama", "qwen2", "gpt2", "gemma")
 

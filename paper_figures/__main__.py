@@ -35,7 +35,7 @@ from pathlib import Path
 
 from empirical.common.cli_args import add_version, available_cores, enforce_options, int_in, nonempty_path, worker_count
 from empirical.common.cli_errors import debug_requested, run_command
-from empirical.files import atomic_write_text, read_json, refuse_overwriting_inputs
+from empirical.common.files import atomic_write_text, read_json, refuse_overwriting_inputs
 from empirical.llm import datasets
 from empirical.llm.datasets import resolve_data_dir
 

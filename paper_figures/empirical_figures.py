@@ -22,6 +22,7 @@ import numpy as np
 import pandas as pd
 from tqdm.auto import tqdm
 
+from empirical.common.checks import error_context
 from empirical.llm import datasets
 from empirical.probes import (
     PAPER_SPLIT_SEED,
@@ -36,7 +37,6 @@ from empirical.probes import (
 from empirical.probes.real_embedding import real_embedding_stability, theory_lambda
 from empirical.probes.registry import get_method, method_names
 from empirical.probes.structure import delta_sweep
-from empirical.validation import error_context
 
 from . import empirical_plots
 from .claims import EQUAL_DATA_METHOD, STABILITY_DATASETS

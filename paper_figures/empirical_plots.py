@@ -12,8 +12,8 @@ import numpy as np
 import pandas as pd
 
 from empirical.llm.datasets import dataset_names
+from empirical.numerics import PAPER_SPLIT_SEED
 from empirical.probes.registry import method_names
-from empirical.validation import PAPER_SPLIT_SEED
 
 from . import claims
 from .output import draws_figures, load_json, load_table, save_figure, save_table

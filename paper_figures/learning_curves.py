@@ -53,11 +53,13 @@ import pandas as pd  # noqa: E402
 from joblib import Parallel, delayed  # noqa: E402
 from threadpoolctl import threadpool_limits  # noqa: E402
 
-from empirical import files  # noqa: E402
-from empirical.common.checks import check_int
+from empirical.common import files  # noqa: E402
+from empirical.common.arrays import as_real_array, check_binary_labels, check_grid, check_matrix
+from empirical.common.checks import MAX_SEED, check_int
 from empirical.common.resources import check_n_jobs
 from empirical.llm import datasets  # noqa: E402
 from empirical.logistic import logistic_path  # noqa: E402
+from empirical.numerics import standardize_stats, stratified_split
 from empirical.probes.layers import grouped_split  # noqa: E402
 from empirical.probes.learning_curves import (  # noqa: E402
     PLAN_CS,
@@ -70,15 +72,6 @@ from empirical.probes.learning_curves import (  # noqa: E402
 from empirical.probes.raptor import select_C  # noqa: E402
 from empirical.probes.spectral_prediction import estimate_pool_models  # noqa: E402
 from empirical.probes.structure import stratified_subsample  # noqa: E402
-from empirical.validation import (  # noqa: E402
-    MAX_SEED,
-    as_real_array,
-    check_binary_labels,
-    check_grid,
-    check_matrix,
-    standardize_stats,
-    stratified_split,
-)
 
 from .output import draws_figures, save_figure, save_table, table_or_compute  # noqa: E402
 from .separability_tables import control_row, separability_control_summary  # noqa: E402

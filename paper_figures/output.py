@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pandas as pd
 
-from empirical import files
+from empirical.common import files
 from empirical.probes import load_concept_vectors
 from empirical.probes.registry import get_method
 

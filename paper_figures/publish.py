@@ -25,7 +25,7 @@ from pathlib import Path
 import pandas as pd
 from PIL import Image
 
-from empirical.files import atomic_path, atomic_write_text, checksum_path, refuse_overwriting_inputs
+from empirical.common.files import atomic_path, atomic_write_text, checksum_path, refuse_overwriting_inputs
 
 from . import claims, output
 from .results import write_results

@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pandas as pd
 
-from empirical.files import atomic_write_text
+from empirical.common.files import atomic_write_text
 from empirical.probes.registry import methods
 
 from . import claims, grid, verdicts

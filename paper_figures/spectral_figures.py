@@ -41,7 +41,7 @@ from threadpoolctl import threadpool_limits  # noqa: E402
 from tqdm.auto import tqdm  # noqa: E402
 
 from cgmt.spectrum import Spectrum  # noqa: E402
-from empirical import files  # noqa: E402
+from empirical.common import files  # noqa: E402
 from empirical.common.resources import check_n_jobs
 from empirical.llm import datasets  # noqa: E402
 from empirical.probes.layers import PAPER_SPLIT_SEED, paper_split  # noqa: E402

@@ -13,10 +13,10 @@ from scipy.optimize import OptimizeResult
 from scipy.special import expit
 
 from cgmt.validation import check_lam
+from empirical.common.arrays import check_matrix, check_signed_labels, check_vector
 from empirical.common.checks import check_bool, check_scalar
 from empirical.common.failures import report
 from empirical.logistic import fit_l2_logistic  # the project's one exact solver
-from empirical.validation import check_matrix, check_signed_labels, check_vector
 
 
 def _check_xy(X, y):

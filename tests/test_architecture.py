@@ -25,19 +25,19 @@ ALLOWED = {
     # the ground floor imports no part of the project; every package may import it
     "empirical.common": {"empirical.common"},
     "cgmt": {"cgmt", "empirical.common"},
-    # the command line (an application, not the library) writes through the one atomic writer
-    "cgmt.__main__": {"cgmt", "empirical.files", "empirical.common"},
-    "empirical.logistic": {"empirical.logistic", "empirical.validation", "cgmt.validation", "empirical.common"},
+    "empirical.logistic": {"empirical.logistic", "empirical.numerics", "cgmt.validation", "empirical.common"},
+    "empirical.numerics": set(),
+    # old import paths (deprecated shims: moved_names only)
     "empirical.validation": set(),
     "empirical.files": set(),
-    "empirical.reporting": {"empirical.files"},
-    "empirical.testing": {"empirical.logistic", "empirical.validation"},
-    "empirical.probes": {"empirical.probes", "empirical.logistic", "empirical.validation", "empirical.files", "cgmt"},
+    "empirical.reporting": set(),
+    "empirical.testing": {"empirical.logistic", "empirical.numerics"},
+    "empirical.probes": {"empirical.probes", "empirical.logistic", "empirical.numerics", "cgmt"},
     # empirical.logistic.batched: the one torch device resolver (the engine and model loading)
-    "empirical.llm": {"empirical.llm", "empirical.probes", "empirical.validation", "empirical.files",
-                      "cgmt.validation", "cgmt.result", "empirical.logistic.batched"},
+    "empirical.llm": {"empirical.llm", "empirical.probes", "empirical.numerics", "cgmt.validation", "cgmt.result",
+                      "empirical.logistic.batched"},
     "empirical": {"empirical", "cgmt"},
-    "sims": {"sims", "cgmt", "empirical.logistic", "empirical.validation"},
+    "sims": {"sims", "cgmt", "empirical.logistic", "empirical.numerics"},
     "paper_figures": {"paper_figures", "empirical", "cgmt", "sims"},
 }
 # every package may import the ground floor (docs/architecture.md, "The ground floor")
@@ -188,11 +188,11 @@ def test_function_level_imports_only_for_deferred_heavy_dependencies():
 
 def test_empirical_draws_only_in_its_reporting_module():
     """The ``raptor`` CLI parses arguments, calls library functions and writes outputs: its figures are drawn by
-    ``empirical.reporting`` (and saved by ``empirical.files.save_figure``), no other module of ``empirical`` imports
-    matplotlib."""
+    ``empirical.reporting`` (and saved by ``empirical.common.files.save_figure``), no other module of ``empirical``
+    imports matplotlib."""
     drawing = {module for module in MODULES if module.split(".")[0] == "empirical"
                and any(target.split(".")[0] == "matplotlib" for target, _, _ in _imports(module))}
-    assert drawing == {"empirical.reporting", "empirical.files"}
+    assert drawing == {"empirical.reporting", "empirical.common.files"}
 
 
 def test_kernel_modules_keep_their_jobs():
@@ -206,7 +206,7 @@ def test_kernel_modules_keep_their_jobs():
 
 @pytest.mark.parametrize("modules", [
     "cgmt, sims, empirical, empirical.probes, empirical.logistic",
-    "empirical.llm.datasets, empirical.llm.cache, empirical.files, empirical.validation",
+    "empirical.llm.datasets, empirical.llm.cache, empirical.common.files, empirical.common.arrays, empirical.numerics",
     # choosing an operating point or estimating a run's time from a saved table needs no torch
     "empirical.llm.steering_protocol, empirical.llm.steering_selection, empirical.llm.steering_cost, "
     "empirical.llm.steering_settings, empirical.llm.gcav",
@@ -267,6 +267,42 @@ def test_moved_steering_names_warn_and_name_their_home(module, name, home):
     assert value is getattr(importlib.import_module(home), name)
     with pytest.raises(AttributeError, match="no attribute 'not_a_name'"):
         old.not_a_name
+
+
+def _old_homes():
+    """(module, name, new home) for every name an old home keeps through ``moved_names`` (its ``__getattr__``)."""
+    import importlib
+    out = []
+    for module, path in MODULES.items():
+        if "moved_names(" not in path.read_text() or module == "empirical.common.deprecation":
+            continue
+        moved = getattr(getattr(importlib.import_module(module), "__getattr__", None), "moved", None)
+        assert moved, f"{module} uses moved_names but its __getattr__ does not say what moved"
+        out += [(module, name, home) for name, home in sorted(moved.items())]
+    return out
+
+
+def test_every_old_home_warns_and_gives_the_same_object():
+    """The one deprecation mechanism, for every module that uses it (cgmt.cli_args, empirical.files,
+    empirical.validation, ...): each moved name warns DeprecationWarning naming its new home and the removal version,
+    and is the very object of the new home; an unknown name is an AttributeError."""
+    import importlib
+    import warnings
+
+    homes = _old_homes()
+    modules = {module for module, _, _ in homes}
+    assert {"cgmt.cli_args", "cgmt.cli_errors", "empirical.files", "empirical.validation"} <= modules
+    for module, name, home in homes:
+        old = importlib.import_module(module)
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always")
+            value = getattr(old, name)
+        assert [str(w.message) for w in caught if w.category is DeprecationWarning] == [
+            f"{module}.{name} is deprecated and will be removed in 0.3; use {home}.{name}"], (module, name)
+        assert value is getattr(importlib.import_module(home), name), (module, name)
+    for module in modules:
+        with pytest.raises(AttributeError, match="no attribute 'not_a_name'"):
+            importlib.import_module(module).not_a_name
 
 
 def test_non_convergence_warns_convergence_warning_not_runtime_warning():

@@ -1,11 +1,11 @@
-"""empirical.files: complete-or-untouched writes with ordinary file permissions."""
+"""empirical.common.files: complete-or-untouched writes with ordinary file permissions."""
 import os
 import stat
 
 import numpy as np
 import pytest
 
-from empirical.files import atomic_path, atomic_write_text
+from empirical.common.files import atomic_path, atomic_write_text
 
 
 def test_replaces_target_and_leaves_no_temporary(tmp_path):

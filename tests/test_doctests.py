@@ -47,7 +47,7 @@ def test_public_api_has_examples():
     missing = []
     for name in ("empirical.probes.raptor", "empirical.probes.layers", "empirical.probes.stability",
                  "empirical.probes.persistence", "empirical.probes.concept_vectors", "empirical.probes.baselines",
-                 "empirical.validation"):
+                 "empirical.common.arrays", "empirical.numerics"):
         module = importlib.import_module(name)
         tests = doctest.DocTestFinder().find(module)
         if not any(t.examples for t in tests):

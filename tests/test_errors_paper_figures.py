@@ -5,7 +5,7 @@ from __future__ import annotations
 import pandas as pd
 import pytest
 
-from empirical import files
+from empirical.common import files
 from paper_figures.output import load_table, save_table, table_or_compute
 
 

@@ -23,7 +23,8 @@ torch = pytest.importorskip("torch")
 pytest.importorskip("transformers")
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 
-from empirical import cli, files
+from empirical import cli
+from empirical.common import files
 from empirical.probes.concept_vectors import ConceptVectors, LinearProbe
 from empirical.probes.persistence import load_concept_vectors, save_concept_vectors
 
@@ -248,7 +249,7 @@ def test_import_directions_refuses_block_indices_that_normalise_to_one(tmp_path,
 
 
 def test_sha256sums_listing_a_file_twice_or_with_dot_slash(tmp_path):
-    from empirical.files import sha256_file
+    from empirical.common.files import sha256_file
     from empirical.llm.datasets import _registry
 
     (tmp_path / "cities.csv").write_text("statement,label\na,1\nb,0\n")
@@ -385,8 +386,9 @@ def _limited(body, tmp_path, *args):
 @pytest.mark.parametrize("writer", ["atomic_write_bytes", "write_csv", "save_concept_vectors"])
 def test_a_failed_write_names_the_file_being_written(tmp_path, writer):
     body = {
-        "atomic_write_bytes": "from empirical.files import atomic_write_bytes as w; w(sys.argv[1], b'x' * 100000)",
-        "write_csv": "import pandas as pd; from empirical.files import write_csv as w; "
+        "atomic_write_bytes": "from empirical.common.files import atomic_write_bytes as w; "
+                              "w(sys.argv[1], b'x' * 100000)",
+        "write_csv": "import pandas as pd; from empirical.common.files import write_csv as w; "
                      "w(sys.argv[1], pd.DataFrame({'a': range(100000)}))",
         "save_concept_vectors": "import numpy as np; from empirical.probes.persistence import save_concept_vectors as "
                                 "w; "

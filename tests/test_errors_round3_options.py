@@ -18,6 +18,7 @@ import numpy as np
 import pytest
 from sklearn.base import clone
 
+from empirical.common.arrays import check_binary_labels, check_grid, check_matrix
 from empirical.probes.baselines import DifferenceOfMeans, GCSProbe, LogRegCVProbe, XRFMProbe
 from empirical.probes.concept_vectors import LinearProbe
 from empirical.probes.layers import fit_layers
@@ -25,7 +26,6 @@ from empirical.probes.raptor import RaptorProbe
 from empirical.probes.separability import separability
 from empirical.probes.stability import mean_abs_pairwise_cosine, stability
 from empirical.probes.structure import delta_sweep
-from empirical.validation import check_binary_labels, check_grid, check_matrix
 
 RNG = np.random.default_rng(0)
 X = RNG.standard_normal((60, 5))
@@ -350,7 +350,7 @@ def test_b4_b5_llm_integers_paths_and_counts(case, tiny, tmp_path, monkeypatch):
 
 
 def test_b4_cache_root_refuses_an_empty_path():
-    from empirical.files import cache_root
+    from empirical.common.files import cache_root
 
     with pytest.raises(ValueError, match="cache_dir must be a non-empty path"):
         cache_root("")

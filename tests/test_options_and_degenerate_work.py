@@ -12,7 +12,7 @@ from safetensors.numpy import save_file
 import cgmt.__main__ as cgmt_cli
 from empirical import cli
 from empirical.common.cli_args import subparser
-from empirical.files import MAX_JSON_DEPTH, json_ready
+from empirical.common.files import MAX_JSON_DEPTH, json_ready
 from empirical.probes import ConceptVectors, save_concept_vectors
 from empirical.probes.interop import export_control_vector, export_directions, import_directions
 
@@ -249,7 +249,7 @@ def test_fit_layers_error_names_the_layer_and_split_seed():
 
 
 def test_error_context_prefixes_once():
-    from empirical.validation import error_context
+    from empirical.common.checks import error_context
     with pytest.raises(ValueError, match=r"^dataset toy, layer 2: zero$"):
         with error_context(dataset="toy", layer=2):
             with error_context(dataset="toy", layer=2):

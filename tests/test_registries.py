@@ -8,7 +8,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from empirical.files import sha256_file
+from empirical.common.files import sha256_file
 from empirical.llm import datasets
 from empirical.probes import DifferenceOfMeans, registry as methods_registry
 

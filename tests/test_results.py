@@ -14,7 +14,7 @@ import pytest
 from hypothesis import given, settings, strategies as st
 from scipy import stats
 
-from empirical import files
+from empirical.common import files
 from paper_figures import claims, empirical_plots, output, verdicts
 from paper_figures.__main__ import main
 from paper_figures.progress import RunProgress, silence_libraries

@@ -133,8 +133,8 @@ def test_raptor_probe_solves_separable_data_at_every_C_of_the_domain(C):
     """Up to ``C_MAX`` on separable data with n <= 2p (where the float32 preconditioner cannot hold the Hessian
     and Newton starts far from the optimum): no error, no warning, every row separated, and the refit's
     gradient, recomputed here from the returned (w, b), is zero to the tolerance."""
+    from empirical.common.arrays import C_MAX
     from empirical.probes import RaptorProbe
-    from empirical.validation import C_MAX
 
     assert C <= C_MAX
     for n, p in [(20, 20), (30, 60), (40, 30), (50, 25), (60, 100), (200, 120)]:

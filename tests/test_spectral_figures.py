@@ -6,7 +6,7 @@ import pandas as pd
 import pytest
 
 from cgmt.spectrum import Spectrum
-from empirical import files
+from empirical.common import files
 from paper_figures import spectral_figures
 from sims.spectral import sample_spectral
 

@@ -7,8 +7,8 @@ import time
 import numpy as np
 import pytest
 
-from empirical import files
-from empirical.files import MAX_JSON_BYTES, check_input_file, read_input_bytes, read_json
+from empirical.common import files
+from empirical.common.files import MAX_JSON_BYTES, check_input_file, read_input_bytes, read_json
 
 
 def _fifo(path):
@@ -328,7 +328,7 @@ def test_empty_cache_variable_means_unset(monkeypatch):
 
 
 def test_every_environment_variable_is_read_through_one_rule():
-    """The pattern where it lives: only empirical.files.env_path reads a path variable; the debug flags strip."""
+    """The pattern where it lives: only empirical.common.files.env_path reads a path variable; the debug flags strip."""
     from pathlib import Path
 
     root = Path(__file__).resolve().parents[1]
@@ -339,7 +339,7 @@ def test_every_environment_variable_is_read_through_one_rule():
                 if ("os.environ.get(" in line or "os.getenv(" in line) and not line.lstrip().startswith("#"):
                     readers.append(f"{path.relative_to(root)}:{number}")
     # env_path; debug_requested (a flag: blank is off)
-    allowed = {"empirical/files.py", "empirical/common/cli_errors.py"}
+    allowed = {"empirical/common/files.py", "empirical/common/cli_errors.py"}
     assert {r.split(":")[0] for r in readers} <= allowed, readers
 
 

@@ -1,18 +1,18 @@
 """One write path (docs/errors_and_guarantees.md, "What survives interruption"): every package writes through
-``empirical.files``; a write never replaces a device or FIFO; a multi-file artefact is written as one unit; a partial
-run is never published over a complete one.  Grouped by pattern, named by subject."""
+``empirical.common.files``; a write never replaces a device or FIFO; a multi-file artefact is written as one unit; a
+partial run is never published over a complete one.  Grouped by pattern, named by subject."""
 import os
 import stat
 
 import pytest
 
 from cgmt.__main__ import main as cgmt_main
-from empirical.files import atomic_write_text, check_write_target
+from empirical.common.files import atomic_write_text, check_write_target
 
 SWEEP = ["sweep", "--deltas", "1", "--lams", "1", "--kappas", "1", "--no-progress"]
 
 
-# --- one writer: cgmt's command line writes through empirical.files (ordinary permissions) -------------------------
+# --- one writer: cgmt's command line writes through empirical.common.files (ordinary permissions) ---------------
 
 def test_cgmt_sweep_output_has_the_permissions_of_every_other_write(tmp_path, capsys):
     old = os.umask(0o022)
@@ -26,7 +26,7 @@ def test_cgmt_sweep_output_has_the_permissions_of_every_other_write(tmp_path, ca
 def test_cgmt_has_no_writer_of_its_own():
     import cgmt.__main__ as entry
 
-    assert not hasattr(entry, "_atomic") and entry.atomic_path.__module__ == "empirical.files"
+    assert not hasattr(entry, "_atomic") and entry.atomic_path.__module__ == "empirical.common.files"
 
 
 # --- W01: an existing target that is not a regular file is refused, never replaced ----------------------------------
@@ -88,8 +88,9 @@ def _vectors(seed, model="tiny-a"):
 
 
 def _failing_replace(monkeypatch, fail_on: str):
-    """Make ``os.replace`` (as empirical.files calls it) fail when it renames onto a target ending in ``fail_on``."""
-    import empirical.files as files
+    """Make ``os.replace`` (as empirical.common.files calls it) fail when it renames onto a target ending in
+    ``fail_on``."""
+    import empirical.common.files as files
 
     real = os.replace
 

@@ -4,11 +4,13 @@ Every check returns the normalised value or raises ``ValueError`` with the messa
 ``"<argument> must <requirement>, got <value!r>"``, naming the argument, so a bad input never turns into a NaN or a
 hang inside a numerical kernel: scalars (:func:`check_scalar`, :func:`check_int`, :func:`check_bool`), choices and
 sequences (:func:`check_choice`, :func:`check_sequence`), real arrays (:func:`check_real_array`,
-:func:`check_positive_array`) and random generators (:func:`as_generator`).  The theory's own domains (delta, lam,
-kappa, ...) are :mod:`cgmt.validation`; data matrices and labels :mod:`empirical.validation`.
+:func:`check_positive_array`) and random generators and seeds (:func:`as_generator`, :func:`check_random_state`);
+:func:`error_context` prefixes a message with where it arose.  The theory's own domains (delta, lam, kappa, ...) are
+:mod:`cgmt.validation`; data matrices, labels and C grids :mod:`empirical.common.arrays`.
 """
 from __future__ import annotations
 
+import contextlib
 import math
 import numbers
 from collections.abc import Mapping
@@ -16,7 +18,7 @@ from collections.abc import Mapping
 import numpy as np
 
 __all__ = ["check_scalar", "check_int", "MAX_COUNT", "check_real_array", "check_positive_array", "check_bool",
-           "check_choice", "check_sequence", "as_generator"]
+           "check_choice", "check_sequence", "as_generator", "check_random_state", "MAX_SEED", "error_context"]
 
 
 def _interval(low, high, low_open, high_open) -> str:
@@ -384,3 +386,70 @@ def check_sequence(values, name: str, item=None, *, distinct: bool = True, allow
                 raise ValueError(f"{name} lists {v!r:.60} more than once")
             seen.append(v)
     return tuple(items)
+
+
+#: The largest seed scikit-learn's ``random_state`` accepts (numpy's legacy ``RandomState``).
+MAX_SEED = 2 ** 32 - 1
+
+def check_random_state(random_state, name: str = "random_state"):
+    """A scikit-learn ``random_state``: None, an int seed in ``[0, MAX_SEED]`` or a ``numpy.random.RandomState``,
+    returned as given (the callee seeds with it); ``ValueError`` naming ``name`` otherwise.
+
+    Parameters
+    ----------
+    random_state : None, int or numpy.random.RandomState
+        The seed.
+    name : str, default="random_state"
+        The argument's name, used in the message.
+
+    Returns
+    -------
+    None, int or numpy.random.RandomState
+        ``random_state`` (an integral numpy integer as ``int``).
+
+    Examples
+    --------
+    >>> check_random_state(42)
+    42
+    >>> check_random_state(2.5, "seed")
+    Traceback (most recent call last):
+    ...
+    ValueError: seed must be None, an integer seed in [0, 4294967295] or a numpy RandomState, got 2.5
+    """
+    if random_state is None or isinstance(random_state, np.random.RandomState):
+        return random_state
+    if isinstance(random_state, (int, np.integer)) and not isinstance(random_state, (bool, np.bool_)) \
+            and 0 <= int(random_state) <= MAX_SEED:
+        return int(random_state)
+    raise ValueError(f"{name} must be None, an integer seed in [0, {MAX_SEED}] or a numpy RandomState, got "
+                     f"{random_state!r}"[:300])
+
+@contextlib.contextmanager
+def error_context(**where):
+    """Prefix a ``ValueError`` raised inside with where it happened (``dataset sst2, layer 3, split seed 42: ...``).
+
+    Parameters
+    ----------
+    **where
+        Names and values to name (``None`` values are left out); underscores become spaces.
+
+    Yields
+    ------
+    None
+
+    Examples
+    --------
+    >>> try:
+    ...     with error_context(dataset="toy", layer=3, split_seed=42):
+    ...         raise ValueError("the fitted direction is zero")
+    ... except ValueError as exc:
+    ...     print(exc)
+    dataset toy, layer 3, split seed 42: the fitted direction is zero
+    """
+    prefix = ", ".join(f"{name.replace('_', ' ')} {value}" for name, value in where.items() if value is not None)
+    try:
+        yield
+    except ValueError as exc:
+        if not prefix or str(exc).startswith(prefix):
+            raise
+        raise ValueError(f"{prefix}: {exc}") from exc

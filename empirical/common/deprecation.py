@@ -51,7 +51,8 @@ def moved_names(module: str, moved: dict):
     -------
     callable
         ``__getattr__(name)``: the name from its new module after :func:`warn_deprecated` (``module.name`` ->
-        ``new_module.name``); ``AttributeError`` for any other name.
+        ``new_module.name``); ``AttributeError`` for any other name.  Its attribute ``moved`` is a copy of
+        ``moved``.
 
     Examples
     --------
@@ -70,4 +71,5 @@ def moved_names(module: str, moved: dict):
             raise AttributeError(f"module {module!r} has no attribute {name!r}")
         warn_deprecated(f"{module}.{name}", f"{new_module}.{name}")
         return getattr(importlib.import_module(new_module), name)
+    __getattr__.moved = dict(moved)  # what moved where (read by the tests of every old home)
     return __getattr__

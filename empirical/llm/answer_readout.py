@@ -28,7 +28,7 @@ from sklearn.metrics import roc_auc_score
 from empirical.common.checks import check_scalar
 from empirical.common.deprecation import moved_names
 
-from ..validation import check_vector
+from ..common.arrays import check_vector
 from .datasets import answer_pairs
 
 __all__ = ["MIN_AUC", "MIN_MASS", "MAX_AUC_P", "MIN_MASS_STEM", "check_answer_words",

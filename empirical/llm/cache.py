@@ -30,7 +30,15 @@ import numpy as np
 
 from empirical.common.checks import check_choice
 
-from ..files import atomic_path, atomic_write_text, cache_root, check_path, naming_write_errors, read_json, sha256_file
+from ..common.files import (
+    atomic_path,
+    atomic_write_text,
+    cache_root,
+    check_path,
+    naming_write_errors,
+    read_json,
+    sha256_file,
+)
 
 #: The API (entries, partial rows and digests are the cache's internals)
 __all__ = ["ExtractionCache", "CacheCorruptionError", "STORAGES", "FORMAT"]
@@ -230,7 +238,7 @@ class ExtractionCache:
     ----------
     root : str or path-like, optional
         The directory (``~`` expanded; created when the first entry is written); default
-        ``cache_root() / "hidden"`` (:func:`empirical.files.cache_root`).  An empty path, or an existing
+        ``cache_root() / "hidden"`` (:func:`empirical.common.files.cache_root`).  An empty path, or an existing
         file, is a ``ValueError``.
     verify : bool, default=True
         Check a finished entry's sha256 every time extraction loads it (a full read of the file); False trusts

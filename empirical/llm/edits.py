@@ -38,8 +38,8 @@ import torch
 from empirical.common.checks import check_scalar
 from empirical.common.deprecation import moved_names
 
+from ..common.arrays import as_real_array
 from ..probes.concept_vectors import LinearProbe
-from ..validation import as_real_array
 from .gcav import check_direction, describe_skipped, gcav_alpha, steerable_layers, target_logit
 from .hooks import HookSet, block_output_tensor, decoder_blocks, replace_block_output, require_decoder
 

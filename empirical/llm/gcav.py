@@ -18,8 +18,8 @@ import numpy as np
 
 from empirical.common.checks import check_scalar
 
+from ..common.arrays import as_real_array
 from ..probes.concept_vectors import LinearProbe
-from ..validation import as_real_array
 
 __all__ = ["P_TOWARDS", "P_AWAY", "target_logit", "check_direction", "gcav_alpha", "reliable_layers",
            "steerable_layers", "describe_skipped"]

@@ -26,7 +26,7 @@ from pathlib import Path
 import torch
 from safetensors import SafetensorError
 
-from ..files import (
+from ..common.files import (
     MAX_JSON_BYTES,
     MAX_MODEL_FILE_BYTES,
     cache_root,
@@ -270,7 +270,7 @@ def load_model(name_or_path="smollm2", device=None, dtype=None, *, cache_dir=Non
     device, dtype : optional
         torch device and dtype (name or ``torch.dtype``).
     cache_dir : str or path-like, optional
-        Cache root (default :func:`empirical.files.cache_root`).
+        Cache root (default :func:`empirical.common.files.cache_root`).
     revision : str, optional
         Hub revision.
     kind : {"auto", "decoder", "encoder"}

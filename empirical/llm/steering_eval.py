@@ -116,6 +116,9 @@ def __getattr__(name: str):
         return frozenset(n for n in datasets.dataset_names() if datasets.get_dataset(n).sentiment)
     return _moved(name)
 
+
+__getattr__.moved = _moved.moved
+
 #: Neutral open-ended prompts without label words (sentiment steering is scored on their continuations).
 NEUTRAL_PROMPTS = (
     "Write one sentence about a film you saw.",

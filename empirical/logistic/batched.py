@@ -38,7 +38,7 @@ from scipy.optimize import OptimizeResult
 
 from empirical.common.checks import check_int, check_scalar
 
-from ..validation import C_MAX, C_MIN, TOL_MAX, check_grid, check_matrix, check_signed_labels, check_vector
+from ..common.arrays import C_MAX, C_MIN, TOL_MAX, check_grid, check_matrix, check_signed_labels, check_vector
 from .newton import ARMIJO, HALVINGS
 from .path import lagrange_weights
 from .pcg import DISTANCE, RADIUS, SAFETY
@@ -256,7 +256,7 @@ def _as_tensor(a, device):
 
 
 def _check_layers(X, name, width=None) -> np.ndarray:
-    """A finite (B, n, p) float64 stack, each layer checked by :func:`empirical.validation.check_matrix`."""
+    """A finite (B, n, p) float64 stack, each layer checked by :func:`empirical.common.arrays.check_matrix`."""
     if np.ndim(X) != 3 or 0 in np.shape(X):
         raise ValueError(f"{name} must be a non-empty (layers, rows, features) array, got shape {np.shape(X)}")
     for i, layer in enumerate(X):

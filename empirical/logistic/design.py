@@ -16,7 +16,7 @@ import numpy as np
 from scipy import linalg
 from scipy.linalg import lapack
 
-from ..validation import check_matrix
+from ..common.arrays import check_matrix
 
 __all__ = ["ReducedDesign", "reduce_design", "extend_design"]
 

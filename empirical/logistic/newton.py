@@ -28,7 +28,7 @@ from scipy.special import expit
 from empirical.common.checks import check_int, check_scalar
 from empirical.common.deprecation import moved_names
 
-from ..validation import C_MAX, C_MIN, TOL_MAX, check_matrix, check_signed_labels, check_vector
+from ..common.arrays import C_MAX, C_MIN, TOL_MAX, check_matrix, check_signed_labels, check_vector
 
 #: The API: the independent reference solver.  The other functions (``loss_terms``,
 #: ``armijo_backtrack``, ``newton_dual``, ``dual_start``, ``dual_inverse``, ``principal_solver``) are the kernels
@@ -419,7 +419,7 @@ def check_problem(X, y, C, tol, max_iter, w0=None, b0=0.0) -> tuple:
     Parameters
     ----------
     X : array-like (n, p)
-        Design (:func:`empirical.validation.check_matrix`).
+        Design (:func:`empirical.common.arrays.check_matrix`).
     y : array-like (n,)
         Labels in {-1, +1}.
     C : float

@@ -25,7 +25,7 @@ from __future__ import annotations
 import numpy as np
 from scipy.optimize import OptimizeResult
 
-from ..validation import check_grid, check_matrix, check_signed_labels
+from ..common.arrays import check_grid, check_matrix, check_signed_labels
 from .design import extend_design, reduce_design
 from .pcg import PathContext, newton_pcg
 
@@ -68,7 +68,7 @@ def logistic_path(X, y, Xv, yv, Cs, *, fit_intercept=True, tol=1e-10, max_iter=1
     yv : ndarray of shape (m,)
         Validation labels in {-1, +1}.
     Cs : array of float > 0
-        The grid of C = 1/lambda (distinct values in ``[C_MIN, C_MAX]``, :func:`empirical.validation.check_grid`).
+        The grid of C = 1/lambda (distinct values in ``[C_MIN, C_MAX]``, :func:`empirical.common.arrays.check_grid`).
     fit_intercept : bool, default=True
         As for :func:`fit_l2_logistic` (note the different default).
     tol, max_iter

@@ -41,7 +41,7 @@ from scipy.optimize import OptimizeResult
 from empirical.common.checks import check_scalar
 from empirical.common.failures import STATUS_MESSAGES
 
-from ..validation import check_matrix, check_signed_labels, check_vector
+from ..common.arrays import check_matrix, check_signed_labels, check_vector
 from .design import reduce_design
 from .newton import check_problem, direct_newton, dual_inverse, dual_start, loss_terms, newton_dual, principal_solver
 from .pcg import PathContext, newton_pcg
@@ -131,7 +131,7 @@ def fit_l2_logistic(X, y, C, *, fit_intercept=False, w0=None, b0=0.0, tol=1e-10,
     Parameters
     ----------
     X : ndarray of shape (n, p)
-        The design (finite; checked by :func:`empirical.validation.check_matrix`).
+        The design (finite; checked by :func:`empirical.common.arrays.check_matrix`).
     y : ndarray of shape (n,)
         Labels in {-1, +1}.
     C : float

@@ -22,7 +22,7 @@ from sklearn.base import BaseEstimator, ClassifierMixin
 from sklearn.utils.multiclass import check_classification_targets, type_of_target
 from sklearn.utils.validation import check_is_fitted, validate_data
 
-from ..validation import (
+from ..common.arrays import (
     as_real_array,
     check_binary_labels,
     check_magnitude,
@@ -30,8 +30,8 @@ from ..validation import (
     check_min_per_class,
     check_signed_labels,
     check_varying,
-    unit_vector,
 )
+from ..numerics import unit_vector
 
 __all__ = ["ConceptProbe", "LinearConceptProbe", "orient_to_positive_class"]
 

@@ -25,17 +25,9 @@ from sklearn.utils._param_validation import Interval
 
 from empirical.common.checks import check_positive_array
 
+from ..common.arrays import C_MAX, C_MIN, TOL_MAX, check_grid
 from ..logistic import fit_l2_logistic_rows
-from ..validation import (
-    C_MAX,
-    C_MIN,
-    PAPER_SPLIT_SEED,
-    TOL_MAX,
-    check_grid,
-    standardize_stats,
-    stratified_split,
-    unit_vector,
-)
+from ..numerics import PAPER_SPLIT_SEED, standardize_stats, stratified_split, unit_vector
 from .base import ConceptProbe, LinearConceptProbe, orient_to_positive_class
 from .raptor import DEFAULT_CS
 
@@ -114,7 +106,7 @@ class LogRegCVProbe(LinearConceptProbe):
     Cs : array-like of distinct floats in [C_MIN, C_MAX] = [1e-8, 1e16], optional
         Grid of inverse ridge strengths C = 1/lambda (default: RAPTOR's ``DEFAULT_CS``).
     tol : float in (0, 0.1], default 1e-4
-        ``LogisticRegressionCV`` tolerance (:data:`empirical.validation.TOL_MAX`).
+        ``LogisticRegressionCV`` tolerance (:data:`empirical.common.arrays.TOL_MAX`).
     max_iter : int, default 1000
         ``LogisticRegressionCV`` iteration cap.
     solver : str, default "lbfgs"
@@ -217,7 +209,7 @@ class GCSProbe(LinearConceptProbe):
     n_samples : int, optional
         Rows per probe (even; half per class).
     C : float in [C_MIN, C_MAX] = [1e-8, 1e16], default 1.0
-        Inverse ridge strength of every probe (the domain: :data:`empirical.validation.C_MIN`).
+        Inverse ridge strength of every probe (the domain: :data:`empirical.common.arrays.C_MIN`).
     random_state : int, default 0
         Seed of the subsets.
 

@@ -24,7 +24,8 @@ import numpy as np
 
 from empirical.common.checks import check_scalar
 
-from ..validation import as_real_array, check_magnitude, check_matrix, safe_norm
+from ..common.arrays import as_real_array, check_magnitude, check_matrix
+from ..numerics import safe_norm
 
 __all__ = ["LinearProbe", "ConceptVectors", "DEFAULT_LAYER_CONVENTION"]
 

@@ -34,8 +34,9 @@ import numpy as np
 from safetensors import SafetensorError
 from safetensors.numpy import load as load_safetensors, save as save_safetensors
 
-from ..files import MAX_ARRAY_BYTES, atomic_path, atomic_write_bytes, check_input_file, read_input_bytes
-from ..validation import check_magnitude, safe_norm
+from ..common.arrays import check_magnitude
+from ..common.files import MAX_ARRAY_BYTES, atomic_path, atomic_write_bytes, check_input_file, read_input_bytes
+from ..numerics import safe_norm
 from .concept_vectors import DEFAULT_LAYER_CONVENTION, ConceptVectors
 
 __all__ = ["export_control_vector", "import_control_vector", "export_directions", "import_directions",

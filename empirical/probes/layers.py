@@ -19,14 +19,9 @@ from tqdm.auto import tqdm
 
 from empirical.common.resources import check_n_jobs
 
-from ..validation import (
-    PAPER_SPLIT_SEED,
-    check_binary_labels,
-    check_matrix,
-    check_random_state,
-    error_context,
-    stratified_split,
-)
+from ..common.arrays import check_binary_labels, check_matrix
+from ..common.checks import check_random_state, error_context
+from ..numerics import PAPER_SPLIT_SEED, stratified_split
 from .concept_vectors import DEFAULT_LAYER_CONVENTION, ConceptVectors, LinearProbe
 from .raptor import RaptorProbe, fit_on_engine
 

@@ -66,8 +66,9 @@ import cgmt
 from cgmt.validation import DELTA_MAX
 from empirical.common.checks import check_int, check_scalar
 
+from ..common.arrays import check_binary_labels, check_grid, check_matrix, check_min_per_class
 from ..logistic import logistic_path
-from ..validation import check_binary_labels, check_grid, check_matrix, check_min_per_class, standardize_stats
+from ..numerics import standardize_stats
 from .real_embedding import cross_validated_path, kappa_from_accuracy
 from .spectral_prediction import CV_LAMBDAS, KAPPA_BOUNDS, PoolModel, estimate_pool_models, spectrum_from, theory_path
 from .structure import fit_power_law, stratified_subsample

@@ -27,7 +27,7 @@ import scipy
 import sklearn
 from safetensors.numpy import load as load_safetensors, save as save_safetensors
 
-from ..files import (
+from ..common.files import (
     MAX_ARRAY_BYTES,
     MAX_JSON_BYTES,
     atomic_path,
@@ -37,7 +37,7 @@ from ..files import (
     read_input_bytes,
     read_json,
 )
-from ..validation import safe_norm, unit_vector
+from ..numerics import safe_norm, unit_vector
 from .concept_vectors import DEFAULT_LAYER_CONVENTION, ConceptVectors, LinearProbe
 from .raptor import RaptorProbe
 

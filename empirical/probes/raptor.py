@@ -26,9 +26,10 @@ from sklearn.linear_model import LogisticRegression
 from sklearn.utils._param_validation import Interval, StrOptions
 from sklearn.utils.validation import check_is_fitted
 
+from ..common.arrays import TOL_MAX, check_grid, check_min_per_class
 from ..common.failures import STATUS_MESSAGES
 from ..logistic import fit_l2_logistic, logistic_path, reduce_design, refit
-from ..validation import PAPER_SPLIT_SEED, TOL_MAX, check_grid, check_min_per_class, standardize_stats, stratified_split
+from ..numerics import PAPER_SPLIT_SEED, standardize_stats, stratified_split
 from .base import LinearConceptProbe, orient_to_positive_class
 
 __all__ = ["RaptorProbe", "DEFAULT_CS", "select_C", "fit_on_engine"]
@@ -98,7 +99,7 @@ class RaptorProbe(LinearConceptProbe):
     Parameters
     ----------
     Cs : array-like of distinct floats in [C_MIN, C_MAX] = [1e-8, 1e16], optional
-        Grid of C = 1/lambda values (the domain: :data:`empirical.validation.C_MIN`); None means
+        Grid of C = 1/lambda values (the domain: :data:`empirical.common.arrays.C_MIN`); None means
         ``DEFAULT_CS = np.logspace(-4, 2, 100)``.
     val_fraction : float in [0, 1), default 0.2
         Fraction of ``fit(X, y)`` rows held out (stratified) for validation when no ``X_val`` is given;
@@ -114,7 +115,7 @@ class RaptorProbe(LinearConceptProbe):
         ``"exact"``: the certified path solver; ``"paper"``: scikit-learn's lbfgs warm-start loop at default
         tolerance and a default-tolerance refit (reproduces the paper; not converged).
     tol : float in (0, 0.1], default 1e-10
-        Relative gradient-norm tolerance of the exact solver (:data:`empirical.validation.TOL_MAX`).
+        Relative gradient-norm tolerance of the exact solver (:data:`empirical.common.arrays.TOL_MAX`).
     max_iter : int >= 1, default 100
         Newton-step cap per grid point (exact solver).
     refit : bool, default True

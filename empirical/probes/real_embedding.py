@@ -28,8 +28,10 @@ from cgmt.stability import stability as predicted_stability
 from cgmt.validation import check_delta, check_kappa, check_lam
 from empirical.common.checks import check_int, check_positive_array, check_scalar
 
+from ..common.arrays import as_real_array, check_binary_labels, check_matrix
+from ..common.checks import check_random_state
 from ..logistic import fit_l2_logistic
-from ..validation import as_real_array, check_binary_labels, check_matrix, check_random_state, standardize_stats
+from ..numerics import standardize_stats
 
 __all__ = ["theory_lambda", "cross_validated_path", "estimate_kappa", "kappa_from_accuracy", "participation_ratio",
            "real_embedding_stability", "RealStabilityResult"]

@@ -27,14 +27,9 @@ from sklearn.svm import LinearSVC
 from empirical.common.checks import as_generator, check_int, check_scalar
 from empirical.common.failures import STATUS_MESSAGES
 
-from ..validation import (
-    check_binary_labels,
-    check_grid,
-    check_matrix,
-    check_random_state,
-    check_signed_labels,
-    standardize_stats,
-)
+from ..common.arrays import check_binary_labels, check_grid, check_matrix, check_signed_labels
+from ..common.checks import check_random_state
+from ..numerics import standardize_stats
 
 __all__ = ["separability", "separability_lp", "shuffled_label_control", "perceptron", "SeparabilityResult"]
 

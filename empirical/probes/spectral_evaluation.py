@@ -27,8 +27,10 @@ from cgmt.spectrum import Spectrum
 from cgmt.validation import check_fraction
 from empirical.common.checks import check_int, check_real_array
 
+from ..common.arrays import check_binary_labels, check_grid, check_matrix
+from ..common.checks import MAX_SEED
 from ..logistic import fit_l2_logistic, logistic_path
-from ..validation import MAX_SEED, check_binary_labels, check_grid, check_matrix, standardize_stats
+from ..numerics import standardize_stats
 from .layers import paper_split
 from .raptor import DEFAULT_CS, RaptorProbe, select_C
 from .real_embedding import cross_validated_path, estimate_kappa

@@ -58,8 +58,10 @@ from cgmt.spectrum import Spectrum
 from cgmt.validation import check_lams
 from empirical.common.checks import check_choice, check_int, check_scalar, check_sequence
 
+from ..common.arrays import check_binary_labels, check_grid, check_matrix, check_min_per_class
+from ..common.checks import MAX_SEED
 from ..logistic import fit_l2_logistic
-from ..validation import MAX_SEED, check_binary_labels, check_grid, check_matrix, check_min_per_class, standardize_stats
+from ..numerics import standardize_stats
 from .real_embedding import cross_validated_path
 
 __all__ = ["PoolModel", "estimate_pool_model", "estimate_pool_models", "predict_path", "predict_lambda_star",

@@ -27,7 +27,8 @@ from empirical.common.checks import check_int, check_scalar
 from empirical.common.deprecation import warn_deprecated
 from empirical.common.resources import check_n_jobs
 
-from ..validation import as_real_array, check_binary_labels, check_matrix, safe_norm, unit_vector
+from ..common.arrays import as_real_array, check_binary_labels, check_matrix
+from ..numerics import safe_norm, unit_vector
 
 __all__ = ["stability", "mean_abs_pairwise_cosine", "StabilityResult"]
 

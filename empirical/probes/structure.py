@@ -68,7 +68,8 @@ import cgmt
 from empirical.common.checks import as_generator, check_int, check_scalar
 from empirical.common.resources import check_n_jobs
 
-from ..validation import PAPER_SPLIT_SEED, as_real_array, check_binary_labels, check_grid, check_matrix, check_vector
+from ..common.arrays import as_real_array, check_binary_labels, check_grid, check_matrix, check_vector
+from ..numerics import PAPER_SPLIT_SEED
 from .raptor import RaptorProbe
 
 __all__ = ["delta_sweep", "StructureResult", "predicted_accuracy", "calibrate_scores", "fixed_C", "fit_power_law",

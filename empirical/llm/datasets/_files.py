@@ -8,7 +8,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from ...files import MAX_TABLE_BYTES, check_input_file, check_path, env_path, parse_json, read_input_text
+from ...common.files import MAX_TABLE_BYTES, check_input_file, check_path, env_path, parse_json, read_input_text
 
 _WHERE = (
     "Get the files from the Concept-Depth repository (https://github.com/Luckfort/CD, folder "

@@ -9,7 +9,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from ...files import MAX_TABLE_BYTES, check_input_file, read_input_text, sha256_file
+from ...common.files import MAX_TABLE_BYTES, check_input_file, read_input_text, sha256_file
 from ._concept import PLACEHOLDER, ConceptDataset, _cap_index, _check_two_classes, _resolve_cap
 from ._files import _WHERE, _column, _text_field, resolve_data_dir
 

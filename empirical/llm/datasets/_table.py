@@ -8,7 +8,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from ...files import MAX_TABLE_BYTES, check_input_file, sha256_file
+from ...common.files import MAX_TABLE_BYTES, check_input_file, sha256_file
 from ._concept import PLACEHOLDER, ConceptDataset, _cap_per_class, _check_two_classes, _resolve_cap
 from ._files import _read_delimited, _read_json, _read_jsonl, _read_text
 

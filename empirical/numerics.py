@@ -1,0 +1,162 @@
+"""Small numerical helpers shared by the probes, ``sims`` and the LLM pipeline: the paper's split seed and the
+stratified split, overflow-safe norms and unit vectors, overflow-safe standardization.
+"""
+from __future__ import annotations
+
+import numpy as np
+from sklearn.model_selection import train_test_split
+
+from .common.arrays import as_real_array, check_matrix
+from .common.checks import check_random_state
+
+__all__ = ["PAPER_SPLIT_SEED", "stratified_split", "safe_norm", "unit_vector", "standardize_stats"]
+
+#: The paper's seed 42, its one name: the seed of the fixed train/validation/test split
+#: (:func:`empirical.probes.paper_split`, the tools' and the main job's split; the main job's repeats add more
+#: seeds) and the default seed of the estimators' own validation splits.
+PAPER_SPLIT_SEED = 42
+
+def stratified_split(y, fraction: float, random_state, where=("train", "validation")) -> tuple[np.ndarray, np.ndarray]:
+    """Stratified index split (scikit-learn ``train_test_split``); returns sorted ``(idx_a, idx_b)``
+    with ``|idx_b| ~ fraction * len(y)``.
+
+    Parameters
+    ----------
+    y : array (n,)
+        Labels (stratification).
+    fraction : float in (0, 1)
+        Share of the second part.
+    random_state : int, RandomState instance or None
+        As for scikit-learn's ``train_test_split``.
+    where : (str, str), default=("train", "validation")
+        Names of the two parts, used in messages.
+
+    Returns
+    -------
+    (idx_a, idx_b) : sorted ndarrays of int
+        Indices into ``y`` of the two parts (disjoint, covering every row).
+
+    Examples
+    --------
+    >>> a, b = stratified_split(np.arange(10) % 2, 0.2, random_state=0)
+    >>> len(a), len(b)
+    (8, 2)
+    """
+    if not (0.0 < fraction < 1.0):
+        raise ValueError(f"fraction must lie in (0, 1), got {fraction!r}")
+    random_state = check_random_state(random_state)
+    y = np.asarray(as_real_array(y, "y", labels=True))
+    if y.ndim != 1:
+        raise ValueError(f"y must be a 1-D array of labels, got shape {y.shape}")
+    idx = np.arange(len(y))
+    _, counts = np.unique(y, return_counts=True)
+    if counts.min() < 2:
+        raise ValueError(f"y must have at least 2 examples of each class for a stratified {where[0]}/{where[1]} "
+                         f"split, got {counts.min()}")
+    try:
+        a, b = train_test_split(idx, test_size=fraction, stratify=y, random_state=random_state)
+    except ValueError as exc:
+        raise ValueError(f"cannot make a stratified {where[0]}/{where[1]} split: {exc}") from None
+    return np.sort(a), np.sort(b)
+
+def _power_of_two_scale(largest: np.ndarray) -> np.ndarray:
+    """Powers of two ``c`` with ``largest / c`` in [1, 2) (1 where ``largest`` is 0): dividing by them is exact."""
+    exponent = np.frexp(largest)[1]
+    return np.where(largest > 0, np.ldexp(1.0, exponent - 1), 1.0)
+
+def safe_norm(v) -> float:
+    """Euclidean norm of a vector without overflow or underflow (exact power-of-two prescaling).
+
+    ``np.linalg.norm`` squares the entries, so it returns ``inf`` for entries ~1e200 and 0 for ~1e-200.
+
+    Parameters
+    ----------
+    v : array-like
+        The vector (flattened).
+
+    Returns
+    -------
+    float
+        ``||v||_2``; 0.0 for an empty or zero vector, NaN or inf when ``v`` has such entries.
+
+    Examples
+    --------
+    >>> safe_norm(np.array([3e200, 4e200])) / 1e200, float(np.linalg.norm(np.array([3.0, 4.0])))
+    (5.0, 5.0)
+    """
+    v = np.asarray(v, dtype=np.float64).ravel()
+    if v.size == 0:
+        return 0.0
+    largest = float(np.max(np.abs(v)))
+    if not np.isfinite(largest) or largest == 0.0:
+        return largest
+    scale = float(_power_of_two_scale(np.array(largest)))
+    return float(np.linalg.norm(v / scale)) * scale
+
+def unit_vector(v, name: str = "vector") -> np.ndarray:
+    """``v / ||v||`` (computed by :func:`safe_norm`); ``ValueError`` naming ``name`` when ``v`` is zero or not finite.
+
+    Parameters
+    ----------
+    v : array-like
+        The vector.
+    name : str, default="vector"
+        Its name, used in the message.
+
+    Returns
+    -------
+    ndarray
+        The unit vector, float64, of the shape of ``v``.
+
+    Raises
+    ------
+    ValueError
+        ``v`` is zero or has a non-finite norm.
+
+    Examples
+    --------
+    >>> unit_vector([0.0, 2e-200])
+    array([0., 1.])
+    """
+    try:
+        v = np.asarray(as_real_array(v, name), dtype=np.float64)
+    except (TypeError, ValueError) as exc:
+        if name in str(exc):
+            raise
+        raise ValueError(f"{name} must be a real vector, got {type(v).__name__} ({exc})") from None
+    norm = safe_norm(v)
+    if not np.isfinite(norm) or norm == 0.0:
+        raise ValueError(f"{name} is {'zero' if norm == 0.0 else 'not finite'}; there is no direction "
+                         "(constant or degenerate features?)")
+    return v / norm
+
+def standardize_stats(X) -> tuple[np.ndarray, np.ndarray]:
+    """Per-feature mean and population standard deviation of ``X`` (zero std replaced by 1).
+
+    Computed on columns divided by a power of two near their largest magnitude (exact), so the
+    squares inside the standard deviation neither overflow nor underflow; results are bit-identical
+    to ``X.mean(0), X.std(0)`` wherever those do not.
+
+    Parameters
+    ----------
+    X : ndarray (n, p)
+        The (training) rows (checked by :func:`check_matrix`: finite, 2-D, non-empty).
+
+    Returns
+    -------
+    (mean, scale) : (ndarray (p,), ndarray (p,))
+        Column means and standard deviations (ddof=0), a zero standard deviation replaced by 1.
+
+    Examples
+    --------
+    >>> mean, scale = standardize_stats(np.array([[1.0, 5.0], [3.0, 5.0]]))
+    >>> mean.tolist(), scale.tolist()
+    ([2.0, 5.0], [1.0, 1.0])
+    """
+    X = check_matrix(X, "X")
+    column_scale = _power_of_two_scale(np.max(np.abs(X), axis=0))
+    scaled = X / column_scale
+    mean = scaled.mean(axis=0) * column_scale
+    scale = scaled.std(axis=0) * column_scale
+    scale = np.where(scale > 0, scale, 1.0)
+    return mean, scale
