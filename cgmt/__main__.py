@@ -28,8 +28,8 @@ from empirical.common.cli_errors import debug_requested, run_command
 from empirical.common.files import atomic_path, check_write_target
 
 from .solver import mle, solve
-from .sweep import MAX_POINTS, sweep
-from .validation import LAM_MAX, LAM_MIN
+from .sweep import sweep
+from .validation import LAM_MAX, LAM_MIN, MAX_POINTS
 
 _CONVENTION = __doc__.split("\n\n", 1)[1]
 

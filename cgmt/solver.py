@@ -27,7 +27,6 @@ import numpy as np
 from scipy.optimize import OptimizeResult
 
 from empirical.common.checks import check_scalar
-from empirical.common.deprecation import moved_names
 from empirical.common.failures import report
 
 from .accuracy import accuracy_from_margin, bayes_accuracy
@@ -38,12 +37,6 @@ from .threshold import separability_threshold
 from .validation import check_delta, check_kappa, check_lam, check_solver_counts
 
 __all__ = ["solve", "mle", "start_point"]  # CGMTResult: cgmt.result; damped_newton, march_lambda: cgmt.newton
-
-#: the failure vocabulary moved to :mod:`empirical.common.failures` (importing it from here warns, removed in 0.3)
-__getattr__ = moved_names("cgmt.solver", {**dict.fromkeys(("STATUS_MESSAGES", "ConvergenceError"),
-                                                          "empirical.common.failures"),
-                                          "march_lambda": "cgmt.newton"})
-
 
 @lru_cache(maxsize=256)
 def _mean_sprime(kappa):

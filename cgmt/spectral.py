@@ -32,7 +32,6 @@ import math
 import numpy as np
 
 from empirical.common.checks import check_real_array, check_scalar
-from empirical.common.deprecation import moved_names
 from empirical.common.failures import quiet, report
 
 from .accuracy import accuracy_from_margin, bayes_accuracy
@@ -44,11 +43,6 @@ from .solver import solve, start_point
 from .validation import check_delta, check_lam, check_solver_counts
 
 __all__ = ["solve_spectral", "solve_spectral_path", "check_spectrum", "spectral_sums"]
-
-#: names moved to :mod:`cgmt.spectrum` (importing them from here warns, removed in 0.3; loaded on first use, PEP 562:
-#: ``cgmt.spectrum`` imports this module for ``Spectrum.solve``)
-__getattr__ = moved_names("cgmt.spectral", dict.fromkeys(("Spectrum", "EIGEN_ROUNDING"), "cgmt.spectrum"))
-
 
 # --------------------------------------------------------------------------------------------
 # input checks

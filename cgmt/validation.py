@@ -29,6 +29,8 @@ __all__ = [
     "check_quad_order",
     "MAX_QUAD_ORDER",
     "check_solver_counts",
+    "check_grid_size",
+    "MAX_POINTS",
     "SOLVER_ORDER_MAX",
 ]
 
@@ -315,3 +317,49 @@ def check_solver_counts(maxiter, quad_order) -> tuple:
     if order is None or order > SOLVER_ORDER_MAX:
         raise ValueError(f"quad_order must be an integer in [2, {SOLVER_ORDER_MAX}], got {quad_order!r}")
     return maxiter, order
+
+
+#: most grid points :func:`sweep` solves unless told otherwise (~1 ms each: about half an hour on one core)
+MAX_POINTS = 1_000_000
+
+
+def check_grid_size(n_points: int, max_points: int | None = MAX_POINTS, what: str = "grid",
+                    override: str = "max_points=..., --max-points") -> int:
+    """Refuse a grid of more than ``max_points`` points (None: no limit) with a message giving both numbers
+    and how to raise the limit (``override``).
+
+    Parameters
+    ----------
+    n_points : int
+        Points (or fits) the grid needs.
+    max_points : int or None, default=MAX_POINTS
+        The limit; None: no limit.
+    what : str, default="grid"
+        What the grid is, for the message.
+    override : str, default="max_points=..., --max-points"
+        How the caller raises the limit, for the message.
+
+    Returns
+    -------
+    int
+        ``n_points``.
+
+    Raises
+    ------
+    ValueError
+        ``n_points > max_points``.
+
+    Examples
+    --------
+    >>> check_grid_size(10, 100)
+    10
+    >>> check_grid_size(10**9, 100, "sweep grid")
+    Traceback (most recent call last):
+    ...
+    ValueError: sweep grid has 1000000000 points, more than the limit 100; use a coarser grid or raise the limit
+    (max_points=..., --max-points)
+    """
+    if max_points is not None and n_points > max_points:
+        raise ValueError(f"{what} has {n_points} points, more than the limit {max_points}; use a coarser grid or "
+                         f"raise the limit ({override})")
+    return n_points

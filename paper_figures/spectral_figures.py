@@ -40,7 +40,7 @@ from scipy.stats import spearmanr  # noqa: E402
 from threadpoolctl import threadpool_limits  # noqa: E402
 from tqdm.auto import tqdm  # noqa: E402
 
-from cgmt.spectrum import Spectrum  # noqa: E402
+from cgmt import Spectrum  # noqa: E402
 from empirical.common import files  # noqa: E402
 from empirical.common.resources import check_n_jobs
 from empirical.llm import datasets  # noqa: E402
@@ -48,7 +48,7 @@ from empirical.probes.layers import PAPER_SPLIT_SEED, paper_split  # noqa: E402
 from empirical.probes.spectral_evaluation import PATH_CS, evaluate_split, semi_synthetic_path  # noqa: E402
 from empirical.probes.spectral_prediction import estimate_pool_model  # noqa: E402
 from empirical.probes.structure import delta_sweep  # noqa: E402
-from sims.spectral import compare_spectral  # noqa: E402
+from sims import compare_spectral  # noqa: E402
 
 from .output import draws_figures, save_figure, save_table  # noqa: E402
 from .style import method_color, series_color  # noqa: E402

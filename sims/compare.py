@@ -13,8 +13,7 @@ from threadpoolctl import threadpool_limits
 from tqdm.auto import tqdm
 
 import cgmt
-from cgmt.sweep import check_grid_size
-from cgmt.validation import check_lam, check_lams
+from cgmt.validation import check_grid_size, check_lam, check_lams
 from empirical.common.checks import check_int, check_positive_array
 from empirical.common.resources import check_n_jobs
 

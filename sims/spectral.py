@@ -24,9 +24,8 @@ from threadpoolctl import threadpool_limits
 from tqdm.auto import tqdm
 
 import cgmt
+from cgmt import Spectrum, spectral_stability
 from cgmt.ablation import ablation_split
-from cgmt.spectral_stability import spectral_stability
-from cgmt.spectrum import Spectrum
 from empirical.common.checks import as_generator, check_int
 from empirical.common.failures import quiet
 from empirical.common.resources import check_n_jobs

@@ -249,7 +249,6 @@ def test_steering_modules_keep_their_jobs():
     ("empirical.llm.steering", "generate", "empirical.llm.generation"),
     ("empirical.llm.steering", "gcav_alpha", "empirical.llm.gcav"),
     ("empirical.llm.edits", "P_TOWARDS", "empirical.llm.gcav"),
-    ("empirical.logistic.newton", "STATUS_MESSAGES", "empirical.common.failures"),
     ("empirical.llm.steering_eval", "PERPLEXITY_GATE", "empirical.llm.steering_protocol"),
     ("empirical.llm.steering", "select_prompts", "empirical.llm.prompts"),
     ("empirical.llm.steering_eval", "PRESETS", "empirical.llm.steering_settings"),

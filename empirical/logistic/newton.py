@@ -26,7 +26,6 @@ from scipy.linalg import lapack
 from scipy.special import expit
 
 from empirical.common.checks import check_int, check_scalar
-from empirical.common.deprecation import moved_names
 
 from ..common.arrays import C_MAX, C_MIN, TOL_MAX, check_matrix, check_signed_labels, check_vector
 
@@ -34,9 +33,6 @@ from ..common.arrays import C_MAX, C_MIN, TOL_MAX, check_matrix, check_signed_la
 #: ``armijo_backtrack``, ``newton_dual``, ``dual_start``, ``dual_inverse``, ``principal_solver``) are the kernels
 #: of the solvers' inner loops: they take inputs their callers checked (:func:`check_problem`) and are not API.
 __all__ = ["direct_newton", "check_problem", "MAX_ITER"]
-
-#: the family's status table is the project's one (importing it from here warns, removed in 0.3)
-__getattr__ = moved_names("empirical.logistic.newton", {"STATUS_MESSAGES": "empirical.common.failures"})
 
 #: Most Newton iterations a solver of this family accepts (each is a factorization; 100 is the default).
 MAX_ITER = 100_000

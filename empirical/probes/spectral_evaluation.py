@@ -22,8 +22,8 @@ from __future__ import annotations
 import numpy as np
 
 import cgmt
+from cgmt import Spectrum
 from cgmt.ablation import ablation_split, protocol_fractions
-from cgmt.spectrum import Spectrum
 from cgmt.validation import check_fraction
 from empirical.common.checks import check_int, check_real_array
 

@@ -52,9 +52,8 @@ from scipy.optimize import minimize, minimize_scalar
 from sklearn.covariance import LedoitWolf
 
 import cgmt
+from cgmt import Spectrum, spectral_stability
 from cgmt.ablation import protocol_fractions
-from cgmt.spectral_stability import spectral_stability
-from cgmt.spectrum import Spectrum
 from cgmt.validation import check_lams
 from empirical.common.checks import check_choice, check_int, check_scalar, check_sequence
 
