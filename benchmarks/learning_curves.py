@@ -16,10 +16,10 @@ import time
 import numpy as np
 from threadpoolctl import threadpool_limits
 
-from cgmt.spectrum import Spectrum
+from cgmt._spectrum import Spectrum
 from empirical.probes.learning_curves import predict_learning_curve
 from empirical.probes.spectral_prediction import estimate_pool_model
-from sims.spectral import sample_spectral
+from sims._spectral import sample_spectral
 
 GOAL_SECONDS = 2.0
 

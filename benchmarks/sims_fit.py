@@ -1,4 +1,4 @@
-"""Replicate fits per second: our exact solver (``sims.fit_ridge_logistic`` -> ``empirical.logistic.solver``)
+"""Replicate fits per second: our exact solver (``sims.fit_ridge_logistic`` -> ``empirical.logistic._solver``)
 against scikit-learn ``LogisticRegression(C=1/(delta*lam), fit_intercept=False)`` on the same data,
 in the same run, at (n, p) in {(500, 1000), (2000, 1000), (4000, 2000)}.
 
@@ -23,8 +23,8 @@ from sklearn.linear_model import LogisticRegression
 from threadpoolctl import threadpool_limits
 from timing import median_time
 
-from sims.data import sample
-from sims.fit import fit_ridge_logistic, objective_gradient
+from sims._data import sample
+from sims._fit import fit_ridge_logistic, objective_gradient
 
 SIZES = [(500, 1000), (2000, 1000), (4000, 2000)]
 

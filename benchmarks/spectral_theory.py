@@ -18,8 +18,8 @@ import time
 
 import numpy as np
 
+from cgmt._spectrum import Spectrum
 from cgmt.spectral_reference import solve_spectral_loops
-from cgmt.spectrum import Spectrum
 
 
 def main(argv=None):

@@ -10,22 +10,24 @@ bayes_accuracy, CGMTResult, ConvergenceError, solve_spectral / solve_spectral_pa
 spectral_stability (the same estimator on anisotropic Gaussian features x ~ N(0, Sigma/p), see
 docs/spectral_theory.md), stability (two-replica ablation-stability theory,
 see docs/stability_theory.md; its helpers live in the module ``cgmt.stability``, import them with
-``from cgmt.stability import ...``); modules prox (Numba logistic prox), quadrature
-(rules), equations (residuals, Jacobian), conventions (converters), reference (mpmath).
+``from cgmt.stability import ...``); public modules prox (Numba logistic prox), quadrature
+(rules), equations (residuals, Jacobian), conventions (converters), reference (mpmath), spectral_reference,
+ablation (the ablation protocol), validation (the theory's domains), result (the result type).  Modules with a
+leading underscore are the implementation (not API; their names are exported here).
 """
 from empirical.common.failures import ConvergenceError
 
 from . import conventions, equations, prox, quadrature
-from .accuracy import accuracy_from_margin, bayes_accuracy
-from .optimal import optimal_lambda
+from ._accuracy import accuracy_from_margin, bayes_accuracy
+from ._optimal import optimal_lambda
+from ._solver import mle, solve
+from ._spectral import solve_spectral, solve_spectral_path
+from ._spectral_stability import spectral_stability
+from ._spectrum import Spectrum
+from ._sweep import sweep
+from ._threshold import separability_threshold
 from .result import CGMTResult
-from .solver import mle, solve
-from .spectral import solve_spectral, solve_spectral_path
-from .spectral_stability import spectral_stability
-from .spectrum import Spectrum
 from .stability import stability  # the function shadows the submodule attribute on purpose
-from .sweep import sweep
-from .threshold import separability_threshold
 
 __all__ = [
     "solve",

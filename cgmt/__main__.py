@@ -27,8 +27,8 @@ from empirical.common.cli_args import (
 from empirical.common.cli_errors import debug_requested, run_command
 from empirical.common.files import atomic_path, check_write_target
 
-from .solver import mle, solve
-from .sweep import sweep
+from ._solver import mle, solve
+from ._sweep import sweep
 from .validation import LAM_MAX, LAM_MIN, MAX_POINTS
 
 _CONVENTION = __doc__.split("\n\n", 1)[1]

@@ -401,7 +401,7 @@ def _res_jac(alpha, sigma, gamma, delta, lam, kappa, rule, L, H, r, jac):
 def res_jac_y(y, delta, lam, kappa, xg, wg, gz1, gw1, gz2, gw2, L, H, r, jy):
     """Residuals and Jacobian in y = (m, log sigma, log gamma), alpha = m sigma; returns E2.
 
-    Fills r (3,) and jy (3, 3).  (The solver's variables; see :mod:`cgmt.solver`.)
+    Fills r (3,) and jy (3, 3).  (The solver's variables; see :mod:`cgmt._solver`.)
     """
     sigma = math.exp(y[1])
     alpha = y[0] * sigma
@@ -425,7 +425,7 @@ def spectral_sums_into(L, v_hat, omega, t, out):
 
     With a_i = omega_i / (L + Vh omega_i), tw_i = t_i omega_i: V = mean(a), A1 = sum tw a, B2 = mean(a^2),
     C = sum tw (a - A1/rho)^2 (no cancellation), rho = sum tw, and the derivatives dX/dVh
-    (see :func:`cgmt.spectral.spectral_sums`).
+    (see :func:`cgmt._spectral.spectral_sums`).
 
     Parameters
     ----------
@@ -434,7 +434,7 @@ def spectral_sums_into(L, v_hat, omega, t, out):
     v_hat : float
         The conjugate Vh.
     omega : ndarray of shape (p,)
-        Eigenvalues of the feature covariance (:class:`cgmt.spectrum.Spectrum`), > 0.
+        Eigenvalues of the feature covariance (:class:`cgmt.Spectrum`), > 0.
     t : ndarray of shape (p,)
         Teacher weights on the eigenvectors (the spectrum's ``teacher_weights``).
     out : ndarray of shape (9,)
@@ -478,7 +478,7 @@ def spectral_sums_into(L, v_hat, omega, t, out):
 
 @njit(cache=True)
 def spectral_res_jac_y(y, delta, lam, kappa, omega, t, xg, wg, gz1, gw1, gz2, gw2, L, H, r, jy, hats):
-    """Residuals and Jacobian of the anisotropic fixed point (:mod:`cgmt.spectral`) in y = (m, log sigma, log gamma).
+    """Residuals and Jacobian of the anisotropic fixed point (:mod:`cgmt._spectral`) in y = (m, log sigma, log gamma).
 
     r1 = sigma'^2/sigma^2 - 1, r2 = (alpha' - alpha)/tau, r3 = gamma/V' - 1, where (alpha', sigma', V') are the
     spectral maps of the conjugates computed from the channel at (alpha, sigma, gamma).  Fills r (3,), jy (3, 3)
@@ -558,7 +558,7 @@ def spectral_res_jac_y(y, delta, lam, kappa, omega, t, xg, wg, gz1, gw1, gz2, gw
 def problem_res_jac_y(y, lam, delta, kappa, omega, t, xg, wg, gz1, gw1, gz2, gw2, r, jy, extra):
     """The residuals of one cgmt problem: isotropic (``omega`` empty; extra[0] = E2) or spectral (extra = hats).
 
-    The single entry point of the Newton driver (:mod:`cgmt.newton`), so one compiled loop serves both.
+    The single entry point of the Newton driver (:mod:`cgmt._newton`), so one compiled loop serves both.
 
     Parameters
     ----------

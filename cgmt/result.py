@@ -1,9 +1,9 @@
 """What every ``cgmt`` solver returns: :class:`CGMTResult`, and the verdict of a fixed-point solve (:func:`outcome`).
 
 Every fixed-point solver of the package (:func:`cgmt.solve`, :func:`cgmt.mle`, :func:`cgmt.solve_spectral`,
-the cross fixed points of :mod:`cgmt.stability` and :mod:`cgmt.spectral_stability`) reports a SciPy
+the cross fixed points of :mod:`cgmt.stability` and :mod:`cgmt._spectral_stability`) reports a SciPy
 ``OptimizeResult`` with ``success``, ``status`` (a key of :data:`STATUS_MESSAGES`), ``message`` and ``nit``
-(except the cross fixed point of :mod:`cgmt.spectral_stability`, which reports ``nfev`` and no ``nit``).
+(except the cross fixed point of :mod:`cgmt._spectral_stability`, which reports ``nfev`` and no ``nit``).
 On failure it either raises :class:`ConvergenceError` (``strict=True``) or returns ``success=False`` after
 warning :class:`sklearn.exceptions.ConvergenceWarning` (:func:`report`).  Names kept for old code warn
 ``DeprecationWarning`` naming :data:`REMOVAL_VERSION` (:func:`warn_deprecated`).  The status table, the failure
@@ -126,7 +126,7 @@ def within_limits(accuracy: float, bayes: float, sigma: float, gamma: float) -> 
     accuracy : float
         The solution's test accuracy.
     bayes : float
-        The Bayes accuracy of its teacher (:func:`cgmt.accuracy.bayes_accuracy`).
+        The Bayes accuracy of its teacher (:func:`cgmt.bayes_accuracy`).
     sigma, gamma : float
         The solution's noise scale and prox step.
 

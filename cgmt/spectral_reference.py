@@ -3,7 +3,7 @@
 Written the way the GCM paper's public code (IdePHICS/GCMProject) iterates its state evolution:
 a damped fixed-point iteration of the overlaps (V, m, q) and their conjugates, the spectral sums as
 Python loops over the eigenvalues, and the channel integrals on a tensor Gauss-Hermite grid with a
-vectorised Newton prox.  It shares no code with :mod:`cgmt.spectral` (which uses Newton's method,
+vectorised Newton prox.  It shares no code with :mod:`cgmt._spectral` (which uses Newton's method,
 vectorised spectral sums and the adaptive composite quadrature of :mod:`cgmt.equations`), so the two
 agreeing is a check of both; ``benchmarks/spectral_theory.py`` times one against the other.
 Accuracy: ~1e-7 relative for kappa <= 3 and V <= 3 at the default 96 x 96 nodes.  Outside, the poles of
@@ -20,7 +20,7 @@ import math
 import numpy as np
 from scipy.special import expit
 
-from .accuracy import accuracy_from_margin
+from ._accuracy import accuracy_from_margin
 
 __all__ = ["solve_spectral_loops"]
 

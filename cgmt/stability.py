@@ -37,12 +37,12 @@ from scipy.optimize import OptimizeResult
 from empirical.common.checks import check_int, check_scalar
 from empirical.common.failures import STATUS_MESSAGES, ConvergenceError, quiet, report
 
+from ._newton import bracketed_root
+from ._solver import solve
 from .ablation import protocol_fractions
 from .equations import prox_branch_points
-from .newton import bracketed_root
 from .prox import prox_scalar, sigmoid, sigmoid_d1
 from .quadrature import MAX_PANEL, TRUNCATION, build_edges, edge_capacity, fill_rule, gauss_legendre
-from .solver import solve
 from .validation import check_delta, check_kappa, check_lam
 
 __all__ = [

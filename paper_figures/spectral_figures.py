@@ -424,7 +424,7 @@ def monte_carlo_table(hidden, *, replicates=8, p=1000, dataset="stsa", layer=16,
     Returns
     -------
     pandas.DataFrame
-        :func:`sims.spectral.compare_spectral`'s rows for each spectrum at (delta, lam) = (0.5, 0.1) and
+        :func:`sims.compare_spectral`'s rows for each spectrum at (delta, lam) = (0.5, 0.1) and
         (1.5, 0.01).
     """
     Hl, y, pool, model = _layer_model(hidden, dataset, layer)

@@ -5,16 +5,17 @@ delta = n/p, beta_hat = argmin (1/n) sum log(1+exp(-y x'beta)) + lam/(2p)||beta|
 z = beta/sqrt(p), v = beta*/||beta*||, alpha = <z_hat, v>, sigma = ||z_hat - alpha v||, m = alpha/sigma.
 
 Main entry points: :func:`sample`, :func:`fit_ridge_logistic`, :func:`measure_replicate`,
-:func:`compare`, :func:`compare_grid`, :func:`agreement`, :func:`finite_size_study`.
+:func:`compare`, :func:`compare_grid`, :func:`agreement`, :func:`finite_size_study`.  The API is this package's
+``__all__``; its modules have a leading underscore (implementation, not API).
 """
 from empirical.common.resources import check_n_jobs
 
-from .compare import THEORY_FIELD, agreement, compare, compare_grid, summarize, theory_values
-from .data import Sample, replicate_seeds, sample
-from .finite_size import HARD_POINTS, analyze as analyze_finite_size, loglog_slope, simulate_raw
-from .fit import fit_ridge_logistic, objective_gradient
-from .measure import QUANTITIES, ablation_run_fits, loo_gamma, measure_replicate, simulate_stability_replicate
-from .spectral import SPECTRAL_QUANTITIES, compare_spectral, measure_spectral_replicate, sample_spectral
+from ._compare import THEORY_FIELD, agreement, compare, compare_grid, summarize, theory_values
+from ._data import Sample, replicate_seeds, sample
+from ._finite_size import HARD_POINTS, analyze as analyze_finite_size, loglog_slope, simulate_raw
+from ._fit import fit_ridge_logistic, objective_gradient
+from ._measure import QUANTITIES, ablation_run_fits, loo_gamma, measure_replicate, simulate_stability_replicate
+from ._spectral import SPECTRAL_QUANTITIES, compare_spectral, measure_spectral_replicate, sample_spectral
 
 measure = measure_replicate
 

@@ -9,12 +9,12 @@ import pytest
 from sklearn.exceptions import ConvergenceWarning
 
 import cgmt
-import cgmt.newton
+import cgmt._newton
+import cgmt._spectral
 import cgmt.result
-import cgmt.spectral
+from cgmt._newton import Problem
+from cgmt._spectral_stability import spectral_pair_stability
 from cgmt.equations import problem_res_jac_y, quadrature_rule
-from cgmt.newton import Problem
-from cgmt.spectral_stability import spectral_pair_stability
 from cgmt.stability import CROSS_FAILED, STATUS_MESSAGES as STABILITY_STATUS
 from empirical.common.deprecation import REMOVAL_VERSION
 from empirical.common.failures import STATUS_MESSAGES
@@ -76,11 +76,11 @@ def test_callers_that_read_success_do_not_warn():
 def test_one_set_of_driver_constants():
     # the spectral module has no tolerances of its own: it uses the driver's
     for name in ("_TOL_PATH", "PATH_TOL"):
-        assert name not in vars(cgmt.spectral) or vars(cgmt.spectral)[name] is cgmt.newton.PATH_TOL
-    assert not hasattr(cgmt.spectral, "_TOL_PATH") and not hasattr(cgmt.solver, "_TOL_PATH")
-    assert cgmt.solve.__kwdefaults__["tol"] == cgmt.solve_spectral.__kwdefaults__["tol"] == cgmt.newton.DEFAULT_TOL
+        assert name not in vars(cgmt._spectral) or vars(cgmt._spectral)[name] is cgmt._newton.PATH_TOL
+    assert not hasattr(cgmt._spectral, "_TOL_PATH") and not hasattr(cgmt._solver, "_TOL_PATH")
+    assert cgmt.solve.__kwdefaults__["tol"] == cgmt.solve_spectral.__kwdefaults__["tol"] == cgmt._newton.DEFAULT_TOL
     assert (cgmt.solve.__kwdefaults__["maxiter"] == cgmt.solve_spectral.__kwdefaults__["maxiter"]
-            == cgmt.newton.DEFAULT_MAXITER)
+            == cgmt._newton.DEFAULT_MAXITER)
 
 
 def test_spectral_jacobian_matches_finite_differences():
@@ -103,7 +103,7 @@ def test_isotropic_and_spectral_problems_share_the_driver_and_roots():
     iso = cgmt.solve(2.0, 0.1, 2.0)
     p = 64
     spectral = Problem(2.0, 0.1, 2.0, 10, np.ones(p), np.full(p, 4.0 / p))
-    y, r, hats, nit, status = cgmt.newton.damped_newton(spectral, Problem.to_y(*iso.x), 1e-12, 20)
+    y, r, hats, nit, status = cgmt._newton.damped_newton(spectral, Problem.to_y(*iso.x), 1e-12, 20)
     assert status == 0 and np.max(np.abs(r)) <= 1e-12
     np.testing.assert_allclose(Problem.to_x(y), iso.x, rtol=1e-9)
     # the isotropic entry point: extra is E2, as for alpha_salehi at kappa = 0
@@ -123,11 +123,11 @@ def test_deprecated_result_aliases_warn_with_the_removal_version():
 
 
 def test_spectrum_keeps_its_old_import_path():
-    from cgmt.spectrum import Spectrum, Spectrum as Home
+    from cgmt._spectrum import Spectrum, Spectrum as Home
 
     assert Spectrum is Home is cgmt.Spectrum
     with pytest.raises(AttributeError, match="no attribute 'nothing'"):
-        cgmt.spectral.nothing  # noqa: B018
+        cgmt._spectral.nothing  # noqa: B018
 
 
 def test_sims_success_replaces_converged_with_a_warning():

@@ -66,7 +66,7 @@ def test_check_quadrature_reports_small_change(args):
 
 
 def test_fixed_point_fallback_converges():
-    from cgmt.solver import _fixed_point, _System
+    from cgmt._solver import _fixed_point, _System
 
     ref = cgmt.solve(2.0, 0.1, 2.0)
     system = _System(2.0, 0.1, 2.0, 10)

@@ -51,7 +51,7 @@ SEED = os.environ.get("CONTRACT_SEED", "0")
 
 #: ``{"module:qualname" or "module:qualname.parameter": reason}``: the one list of entries the generator skips.
 #: Every entry is a finding the generator made and that is not fixed yet: "finding: <what happens> (<values>)",
-#: the values named by the keys of ``HOSTILE``.  Most are low-level solver kernels (empirical.logistic, sims.fit,
+#: the values named by the keys of ``HOSTILE``.  Most are low-level solver kernels (empirical.logistic, sims._fit,
 #: sims.measure) whose array arguments their callers check; remove an entry once its callable keeps the contract
 #: (``-m contract_full`` then checks it).
 EXCEPTIONS: dict[str, str] = {}

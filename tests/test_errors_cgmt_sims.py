@@ -7,7 +7,7 @@ import pytest
 
 import cgmt
 import sims
-from cgmt.sweep import MAX_POINTS
+from cgmt._sweep import MAX_POINTS
 
 NAN, INF = float("nan"), float("inf")
 SPECTRUM = cgmt.Spectrum.power_law(50, exponent=1.0, kappa=1.0)

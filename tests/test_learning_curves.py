@@ -3,7 +3,7 @@ truth is the spectral fixed point of the standardized population (exact as p gro
 import numpy as np
 import pytest
 
-from cgmt.spectrum import Spectrum
+from cgmt._spectrum import Spectrum
 from empirical.probes.learning_curves import (
     PLAN_CS,
     LearningCurve,
@@ -17,7 +17,7 @@ from empirical.probes.learning_curves import (
     predict_learning_curve,
 )
 from empirical.probes.spectral_prediction import estimate_pool_model, estimate_pool_models
-from sims.spectral import sample_spectral
+from sims._spectral import sample_spectral
 
 P = 40
 

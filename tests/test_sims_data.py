@@ -1,4 +1,4 @@
-"""sims.data: the teacher-student model and reproducibility (the ablation protocol: test_ablation_protocol.py)."""
+"""sims._data: the teacher-student model and reproducibility (the ablation protocol: test_ablation_protocol.py)."""
 import numpy as np
 import pytest
 

@@ -1,4 +1,4 @@
-"""sims.fit_ridge_logistic (via empirical.logistic.solver) against scikit-learn, and the leave-one-out gamma."""
+"""sims.fit_ridge_logistic (via empirical.logistic._solver) against scikit-learn, and the leave-one-out gamma."""
 import numpy as np
 import pytest
 from hypothesis import given, settings, strategies as st

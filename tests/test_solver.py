@@ -1,11 +1,11 @@
-"""Tests for empirical.logistic.solver.fit_l2_logistic (exact ridge-logistic Newton)."""
+"""Tests for empirical.logistic.fit_l2_logistic (exact ridge-logistic Newton)."""
 import numpy as np
 import pytest
 from hypothesis import given, settings, strategies as st
 from sklearn.linear_model import LogisticRegression
 
-from empirical.logistic import fit_l2_logistic, fit_l2_logistic_rows, logistic_objective, solver
-from empirical.logistic.newton import dual_inverse, dual_start, loss_terms, principal_solver
+from empirical.logistic import _solver as solver, fit_l2_logistic, fit_l2_logistic_rows, logistic_objective
+from empirical.logistic._newton import dual_inverse, dual_start, loss_terms, principal_solver
 
 
 def _data(n, p, seed, noise=0.5, separable=False):
@@ -271,7 +271,7 @@ def test_fit_on_row_subsets_rejects_bad_rows():
 def test_newton_pcg_stops_with_status_2_when_no_step_decreases_the_objective(monkeypatch):
     """The line search's failure exit: with no step length to try, newton_pcg stops at once with status 2 (the
     round-off floor, as direct_newton) and success False, instead of repeating a null step until max_iter."""
-    from empirical.logistic import pcg
+    from empirical.logistic import _pcg as pcg
 
     rng = np.random.default_rng(0)
     Z = rng.standard_normal((40, 3))

@@ -5,7 +5,7 @@ from hypothesis import given, settings, strategies as st
 from scipy.special import expit
 
 from empirical.logistic import fit_l2_logistic, logistic_path, reduce_design, refit
-from empirical.logistic.design import extend_design
+from empirical.logistic._design import extend_design
 from empirical.testing import synthetic_hidden_states
 
 

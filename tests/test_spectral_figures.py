@@ -5,10 +5,10 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from cgmt.spectrum import Spectrum
+from cgmt._spectrum import Spectrum
 from empirical.common import files
 from paper_figures import spectral_figures
-from sims.spectral import sample_spectral
+from sims._spectral import sample_spectral
 
 
 def _hidden(n=300, p=12, layers=3):

@@ -2,7 +2,7 @@
 import numpy as np
 import pytest
 
-from cgmt.spectrum import Spectrum
+from cgmt._spectrum import Spectrum
 from empirical.probes.spectral_evaluation import evaluate_split
 from empirical.probes.spectral_prediction import (
     estimate_pool_model,
@@ -11,7 +11,7 @@ from empirical.probes.spectral_prediction import (
     predict_stability,
     predict_sweep,
 )
-from sims.spectral import sample_spectral
+from sims._spectral import sample_spectral
 
 
 @pytest.fixture(scope="module")

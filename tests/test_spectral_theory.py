@@ -4,11 +4,11 @@ import pytest
 from hypothesis import HealthCheck, given, settings, strategies as st
 
 import cgmt
-from cgmt.spectral import solve_spectral, solve_spectral_path
+from cgmt._spectral import solve_spectral, solve_spectral_path
+from cgmt._spectral_stability import spectral_pair_stability, spectral_stability
+from cgmt._spectrum import Spectrum
 from cgmt.spectral_reference import solve_spectral_loops
-from cgmt.spectral_stability import spectral_pair_stability, spectral_stability
-from cgmt.spectrum import Spectrum
-from sims.spectral import compare_spectral
+from sims._spectral import compare_spectral
 
 SLOW = settings(max_examples=15, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 

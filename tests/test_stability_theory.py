@@ -332,7 +332,7 @@ def _protocol(strict):
 
 
 def _spectral_pair(strict):
-    from cgmt.spectral_stability import spectral_pair_stability
+    from cgmt._spectral_stability import spectral_pair_stability
     return spectral_pair_stability(1.28, 1.28, 0.8192, 0.1, cgmt.Spectrum.isotropic(400, 1.0), strict=strict)
 
 

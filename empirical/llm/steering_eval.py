@@ -33,7 +33,7 @@ The measurement (as CAA and ActAdd measure steering), per setting and direction,
   (the paper's h_T: the prompt's last token, the answer position, each generated token).
 
 The settings are :class:`~empirical.llm.steering_settings.SteeringSetting` (:mod:`empirical.llm.steering_settings`).
-:func:`evaluate_steering` measures them (the batched, cached passes of :mod:`empirical.llm.cached_passes`; the
+:func:`evaluate_steering` measures them (the batched, cached passes of :mod:`empirical.llm._cached_passes`; the
 prompt's key/value cache is shared by every answer-position setting), :func:`evaluate_staged` in stages (screen,
 candidates, generation), and :func:`evaluate_dataset` on one dataset from its hidden states. The operating point and
 the default are chosen from the table by :mod:`empirical.llm.steering_selection`; the timing model is
@@ -57,6 +57,16 @@ from empirical.common.resources import check_n_jobs
 from ..probes import PAPER_SPLIT_SEED, fit_layers, get_method, method_names, paper_split
 from ..probes.concept_vectors import ConceptVectors
 from . import datasets
+from ._cached_passes import (
+    Batch,
+    SettingEdit,
+    continuation_nll,
+    edited_passes,
+    forward_pass,
+    generate_greedy,
+    prompt_state,
+    read_answer,
+)
 from .answer_readout import (
     answer_logodds,
     answer_token_ids,
@@ -67,16 +77,6 @@ from .answer_readout import (
     read_out_validity,
     vader_scores,
     validity_decision,
-)
-from .cached_passes import (
-    Batch,
-    SettingEdit,
-    continuation_nll,
-    edited_passes,
-    forward_pass,
-    generate_greedy,
-    prompt_state,
-    read_answer,
 )
 from .edits import model_positions
 from .extract import check_prompts, tokenize_prompts

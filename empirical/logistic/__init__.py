@@ -9,17 +9,19 @@ numpy/scipy only.  Objective (scikit-learn's convention): ``C * sum_i log(1 + ex
 - :func:`logistic_path`: the whole C grid with validation accuracies, certified exact;
 - :func:`reduce_design`, :func:`refit`: the reduced basis used at n < p, and the refit on train + validation.
 
-Modules: :mod:`~empirical.logistic.design` (reduction), :mod:`~empirical.logistic.newton` (the direct primal and
-dual Newton oracle, and the family's status table, loss terms and Armijo rule), :mod:`~empirical.logistic.pcg` (the
+The names above are the API.  Implementation modules (a leading underscore, not API):
+:mod:`~empirical.logistic._design` (reduction), :mod:`~empirical.logistic._newton` (the direct primal and
+dual Newton oracle, and the family's status table, loss terms and Armijo rule), :mod:`~empirical.logistic._pcg` (the
 Newton-PCG kernel of the fast path: preconditioners, preconditioned CG, certification),
-:mod:`~empirical.logistic.path` (path and refit driver), :mod:`~empirical.logistic.solver` (one fit, and fits on
-row subsets).
+:mod:`~empirical.logistic._path` (path and refit driver), :mod:`~empirical.logistic._solver` (one fit, and fits on
+row subsets).  :mod:`empirical.logistic.batched` (torch, imported on demand) is the batched engine of
+``RaptorProbe(device=...)``.
 """
-from .design import ReducedDesign, reduce_design
-from .newton import direct_newton
-from .path import logistic_path, refit
-from .pcg import newton_pcg
-from .solver import fit_l2_logistic, fit_l2_logistic_rows, logistic_objective
+from ._design import ReducedDesign, reduce_design
+from ._newton import direct_newton
+from ._path import logistic_path, refit
+from ._pcg import newton_pcg
+from ._solver import fit_l2_logistic, fit_l2_logistic_rows, logistic_objective
 
 __all__ = ["fit_l2_logistic", "fit_l2_logistic_rows", "logistic_objective", "logistic_path", "reduce_design", "refit",
            "ReducedDesign", "newton_pcg", "direct_newton"]

@@ -1,7 +1,7 @@
 """The batched exact path engine: the certified ridge-logistic path, selection inputs and refit of many layers at
 once, on torch (CUDA when asked for, else the CPU).
 
-Problem per layer and grid value C, as in :mod:`empirical.logistic.path` (scikit-learn convention, intercept
+Problem per layer and grid value C, as in :mod:`empirical.logistic._path` (scikit-learn convention, intercept
 unpenalized, y in {-1, +1})::
 
     min_{w, b}  C * sum_i log(1 + exp(-y_i (x_i' w + b))) + 0.5 ||w||^2
@@ -19,7 +19,7 @@ into ``(B, n, p)`` tensors and every step below is one batched tensor operation 
    minimization along the Newton direction outside it.
 4. **Certification.**  With the exact Newton decrement ``nu`` (a factor of the current Hessian, not a stale one) a
    grid point is finished as soon as every validation logit's sign is certified:
-   ``|z_v| > safety * 1.3 * nu * ||(z_v, 1)||_{H^-1}`` (the rule of :mod:`empirical.logistic.path`, with the
+   ``|z_v| > safety * 1.3 * nu * ||(z_v, 1)||_{H^-1}`` (the rule of :mod:`empirical.logistic._path`, with the
    ``H^-1`` norms computed exactly from the factor); otherwise Newton runs on to ``tol``.
 
 Everything runs in float64: the certificate compares logits with bounds of order ``nu`` (float32's 6e-8 relative
@@ -39,9 +39,9 @@ from scipy.optimize import OptimizeResult
 from empirical.common.checks import check_int, check_scalar
 
 from ..common.arrays import C_MAX, C_MIN, TOL_MAX, check_grid, check_matrix, check_signed_labels, check_vector
-from .newton import ARMIJO, HALVINGS
-from .path import lagrange_weights
-from .pcg import DISTANCE, RADIUS, SAFETY
+from ._newton import ARMIJO, HALVINGS
+from ._path import lagrange_weights
+from ._pcg import DISTANCE, RADIUS, SAFETY
 
 __all__ = ["resolve_device", "batched_path", "batched_refit", "layer_batches"]
 

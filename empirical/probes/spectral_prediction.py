@@ -87,7 +87,7 @@ class PoolModel:
 
     Attributes
     ----------
-    spectrum : cgmt.spectrum.Spectrum
+    spectrum : cgmt.Spectrum
         Sigma of the standardized pool features and the teacher beta* (theory coordinates).
     feature_scale : ndarray (p,)
         The pool's per-feature standard deviations (raw-space concept vectors are w / s).
@@ -116,7 +116,7 @@ class PoolModel:
         Derivative of the calibrated theory path with respect to ``parameters``.
     chance_factor : float
         The no-signal shrinkage factor of kappa (1: the pool is clearly above chance).
-    base_spectrum : cgmt.spectrum.Spectrum
+    base_spectrum : cgmt.Spectrum
         The pool fit's spectrum, from which :meth:`spectrum_at` builds the model at other parameters.
     """
 

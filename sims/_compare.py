@@ -17,7 +17,7 @@ from cgmt.validation import check_grid_size, check_lam, check_lams
 from empirical.common.checks import check_int, check_positive_array
 from empirical.common.resources import check_n_jobs
 
-from .measure import QUANTITIES, measure_replicate
+from ._measure import QUANTITIES, measure_replicate
 from .renamed import ResultTable
 
 #: the ``cgmt.solve`` field that predicts each measured quantity (None: no prediction in the theory)
@@ -178,7 +178,7 @@ def compare(delta, lam, kappa, p: int, replicates: int, seed=0, *, n_jobs: int =
     measured, NaN in every replicate, has no row), with columns
     ``quantity``, ``mean``, ``se`` (standard error of the mean over replicates), ``theory`` (the
     ``cgmt`` prediction, NaN where none exists) and ``z = (mean - theory) / se``, plus the point.
-    ``measure_kwargs`` go to :func:`sims.measure.measure_replicate` (n_test, stability, subsample, ...).
+    ``measure_kwargs`` go to :func:`sims.measure_replicate` (n_test, stability, subsample, ...).
 
     Parameters
     ----------
@@ -197,7 +197,7 @@ def compare(delta, lam, kappa, p: int, replicates: int, seed=0, *, n_jobs: int =
     theory : callable
         (delta, lam, kappa, ...) -> dict of predictions (default :func:`theory_values`).
     **measure_kwargs
-        Passed to :func:`sims.measure.measure_replicate` (``n_test``, ``stability``, ``subsample``, ...).
+        Passed to :func:`sims.measure_replicate` (``n_test``, ``stability``, ``subsample``, ...).
 
     Returns
     -------

@@ -17,8 +17,8 @@ from empirical.common.checks import check_int, check_positive_array
 from empirical.common.failures import ConvergenceError, quiet
 from empirical.common.resources import check_n_jobs
 
+from ._solver import solve
 from .quadrature import DEFAULT_ORDER
-from .solver import solve
 from .validation import MAX_POINTS, check_delta, check_grid_size, check_kappa, check_lams
 
 __all__ = ["sweep", "COLUMNS"]

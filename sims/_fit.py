@@ -3,7 +3,7 @@
 beta_hat = argmin_beta (1/n) sum_i log(1 + exp(-y_i x_i' beta)) + lam / (2 p) ||beta||^2   (no intercept).
 
 Multiplying the objective by p / lam gives C sum_i log(1 + exp(-y_i x_i' beta)) + ||beta||^2 / 2 with
-C = p / (lam n) = 1 / (delta lam): the objective of ``empirical.logistic.solver.fit_l2_logistic`` (and of
+C = p / (lam n) = 1 / (delta lam): the objective of ``empirical.logistic.fit_l2_logistic`` (and of
 scikit-learn's ``LogisticRegression(C=1/(delta*lam), fit_intercept=False)``), which we call.
 """
 from __future__ import annotations

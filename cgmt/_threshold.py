@@ -20,7 +20,7 @@ from scipy.special import ndtr
 
 from empirical.common.failures import ConvergenceError
 
-from .newton import bracketed_root
+from ._newton import bracketed_root
 from .quadrature import gaussian_rule
 from .validation import check_kappa
 

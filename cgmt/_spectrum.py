@@ -1,8 +1,8 @@
 """The input of the spectral theory: :class:`Spectrum`, Sigma's eigen-decomposition and the teacher in it.
 
-Conventions of :mod:`cgmt.spectral` (docs/spectral_theory.md): rows x ~ N(0, Sigma/p), Sigma = U diag(omega) U',
+Conventions of :mod:`cgmt._spectral` (docs/spectral_theory.md): rows x ~ N(0, Sigma/p), Sigma = U diag(omega) U',
 teacher weights t_i = (u_i'beta*)^2 / p, kappa^2 = sum omega_i t_i.  Solve with :meth:`Spectrum.solve`
-(:func:`cgmt.solve_spectral`).  (``cgmt.spectral.Spectrum``, its home before, still imports with a
+(:func:`cgmt.solve_spectral`).  (``cgmt.Spectrum``, its home before, still imports with a
 ``DeprecationWarning`` until 0.3.)
 """
 from __future__ import annotations
@@ -14,7 +14,7 @@ import numpy as np
 
 from empirical.common.checks import check_int, check_scalar
 
-from .spectral import check_spectrum, solve_spectral, solve_spectral_path
+from ._spectral import check_spectrum, solve_spectral, solve_spectral_path
 
 __all__ = ["Spectrum", "EIGEN_ROUNDING"]
 

@@ -1,6 +1,6 @@
 """The Newton-PCG kernel of the ridge-logistic solver: Newton whose systems are solved by preconditioned CG.
 
-Problem as in :mod:`empirical.logistic.newton` (scikit-learn convention, intercept unpenalized, y in {-1, +1})::
+Problem as in :mod:`empirical.logistic._newton` (scikit-learn convention, intercept unpenalized, y in {-1, +1})::
 
     min_{w, b}  C * sum_i log(1 + exp(-y_i (x_i' w + b))) + 0.5 ||w||^2
 
@@ -9,11 +9,11 @@ Problem as in :mod:`empirical.logistic.newton` (scikit-learn convention, interce
 - :func:`newton_pcg`: Newton whose systems are solved by conjugate gradients, preconditioned with a
   *stale* float32 Cholesky factor of an earlier Hessian (refactored only when CG needs too many
   iterations) or, matrix-free, by the Hessian's diagonal; exact line minimization along the step;
-  optional certification of validation signs (see :mod:`empirical.logistic.path`).
+  optional certification of validation signs (see :mod:`empirical.logistic._path`).
 
 It drives :func:`empirical.logistic.fit_l2_logistic`, :func:`empirical.logistic.logistic_path` and
 :func:`empirical.logistic.refit`, reports a ``status`` from :data:`empirical.common.failures.STATUS_MESSAGES`
-and is tested against :func:`empirical.logistic.newton.direct_newton`.
+and is tested against :func:`empirical.logistic.direct_newton`.
 """
 from __future__ import annotations
 
@@ -26,7 +26,7 @@ from scipy.special import expit
 
 from empirical.common.failures import STATUS_MESSAGES, SUCCESS
 
-from .newton import ARMIJO, HALVINGS, loss_terms
+from ._newton import ARMIJO, HALVINGS, loss_terms
 
 #: The API: :func:`newton_pcg`.  :class:`PathContext` is the path solvers' cache of one design's products, built
 #: from designs they checked: not API.

@@ -5,7 +5,7 @@ Objective (scikit-learn convention, intercept unpenalized)::
     f(w, b) = C * sum_i log(1 + exp(-y_i (x_i' w + b))) + 0.5 * ||w||_2^2,   y_i in {-1, +1}
 
 Default method (``method="auto"``): Newton's method whose linear systems are solved inexactly by
-conjugate gradients (:func:`empirical.logistic.pcg.newton_pcg`, the project's one Newton-CG implementation),
+conjugate gradients (:func:`empirical.logistic.newton_pcg`, the project's one Newton-CG implementation),
 in up to three stages, each continuing from the previous iterate:
 
 1. matrix-free, Jacobi-preconditioned CG on X itself (O(np) per CG step, no factorization), while CG
@@ -42,9 +42,9 @@ from empirical.common.checks import check_scalar
 from empirical.common.failures import STATUS_MESSAGES
 
 from ..common.arrays import check_matrix, check_signed_labels, check_vector
-from .design import reduce_design
-from .newton import check_problem, direct_newton, dual_inverse, dual_start, loss_terms, newton_dual, principal_solver
-from .pcg import PathContext, newton_pcg
+from ._design import reduce_design
+from ._newton import check_problem, direct_newton, dual_inverse, dual_start, loss_terms, newton_dual, principal_solver
+from ._pcg import PathContext, newton_pcg
 
 __all__ = ["fit_l2_logistic", "fit_l2_logistic_rows", "logistic_objective"]
 
@@ -94,7 +94,7 @@ _PCG_MAX_ITER = 30  # Newton-PCG steps before falling back to direct Newton (it 
 
 
 def _fit_pcg(X, y, C, w0, b0, fit_intercept, tol, max_iter):
-    """Newton-CG (:func:`empirical.logistic.pcg.newton_pcg`): matrix-free first, then with a stale
+    """Newton-CG (:func:`empirical.logistic.newton_pcg`): matrix-free first, then with a stale
     Cholesky preconditioner on the reduced design.
 
     Returns (w, b, nit, gnorm, status, f); status 0 converged, 1 not (yet) converged."""
@@ -136,7 +136,7 @@ def fit_l2_logistic(X, y, C, *, fit_intercept=False, w0=None, b0=0.0, tol=1e-10,
         Labels in {-1, +1}.
     C : float
         Weight of the summed loss, finite and > 0 (C = 1/lambda for sum loss + lambda/2 ||w||^2; the theory's
-        per-sample convention (1/n) sum loss + lam/(2p) ||w||^2 has C = p / (lam n), see :mod:`sims.fit`).
+        per-sample convention (1/n) sum loss + lam/(2p) ||w||^2 has C = p / (lam n), see :mod:`sims._fit`).
     fit_intercept : bool, default=False
         Fit an unpenalized intercept ``b`` (False: b = 0).
     w0 : ndarray of shape (p,), optional
@@ -152,7 +152,7 @@ def fit_l2_logistic(X, y, C, *, fit_intercept=False, w0=None, b0=0.0, tol=1e-10,
     method : {"auto", "primal", "dual", "direct"}, default="auto"
         "auto" (the default and fastest: Newton whose systems are solved by conjugate gradients, matrix-free
         first, then preconditioned with a reused Cholesky factor of an earlier Hessian on the row-span-reduced
-        design when n < p, see :func:`empirical.logistic.pcg.newton_pcg`; falls back to direct Newton if it
+        design when n < p, see :func:`empirical.logistic.newton_pcg`; falls back to direct Newton if it
         has not converged after 30 steps), or direct Newton with a fresh factorization every step: "primal"
         ((p+1)-dimensional Hessian), "dual" (Woodbury with the Gram matrix) or "direct" (primal when
         n >= p, dual otherwise; the independent reference the path solver's tests compare against).
@@ -197,7 +197,7 @@ def fit_l2_logistic(X, y, C, *, fit_intercept=False, w0=None, b0=0.0, tol=1e-10,
 
 def _fit_rows_dual(X, y, C, K, z0, b0, fit_intercept, tol, max_iter, solve=None):
     """Dual Newton on one subset (rows ``X``, Gram block ``K``) from the start with logits ``z0 + b0``
-    (``solve``: the start's ``M^-1``, see :func:`empirical.logistic.newton.dual_start`); the answer is
+    (``solve``: the start's ``M^-1``, see :func:`empirical.logistic._newton.dual_start`); the answer is
     checked on the primal gradient.  Returns the result, or None if it misses ``tol``."""
     n = len(y)
     try:

@@ -1,7 +1,7 @@
 """Two-replica ablation stability for anisotropic Gaussian features (derivation: ``docs/spectral_theory.md``).
 
 Two ridge-logistic fits (same lam) on training sets of sizes delta_k p that share delta_12 p samples of
-one pool drawn from the model of :mod:`cgmt.spectral`.  Each fit is the effective ridge estimator
+one pool drawn from the model of :mod:`cgmt._spectral`.  Each fit is the effective ridge estimator
 beta_k = R_k (mh_k Sigma beta* + Sigma^{1/2} zeta_k), R_k = (delta_k lam + Vh_k Sigma)^{-1}, with
 Cov(zeta_1, zeta_2) = qh_12 I.  Only samples in both sets correlate the two noises:
 
@@ -29,10 +29,10 @@ from scipy.optimize import OptimizeResult
 from empirical.common.checks import check_scalar
 from empirical.common.failures import STATUS_MESSAGES, ConvergenceError, quiet, report
 
+from ._newton import bracketed_root
+from ._spectral import solve_spectral
+from ._spectrum import Spectrum
 from .ablation import protocol_fractions
-from .newton import bracketed_root
-from .spectral import solve_spectral
-from .spectrum import Spectrum
 from .stability import CROSS_FAILED, DEFAULT_ORDER, RESIDUAL_TOL, cross_expectation
 from .validation import check_delta, check_lam
 
@@ -77,7 +77,7 @@ def spectral_pair_stability(delta1, delta2, delta12, lam, spectrum, *, feature_s
     lam : float
         Common ridge strength (> 0), convention of :func:`cgmt.solve`.
     spectrum : Spectrum
-        Sigma and the teacher (:class:`cgmt.spectrum.Spectrum`).
+        Sigma and the teacher (:class:`cgmt.Spectrum`).
     feature_scale : array_like, shape (p,), optional
         Per-feature scales s: also report ``cosine_raw`` between beta_1/s and beta_2/s (needs the
         spectrum's eigenvectors, or the standard basis).
@@ -111,7 +111,7 @@ def spectral_pair_stability(delta1, delta2, delta12, lam, spectrum, *, feature_s
     (True, True)
     """
     if not isinstance(spectrum, Spectrum):
-        raise ValueError(f"spectrum must be a cgmt.spectrum.Spectrum, got {type(spectrum).__name__}")
+        raise ValueError(f"spectrum must be a cgmt.Spectrum, got {type(spectrum).__name__}")
     delta1 = check_delta(delta1, "delta1")
     delta2 = check_delta(delta2, "delta2")
     delta12 = check_scalar(delta12, "delta12", low=0.0)
@@ -211,7 +211,7 @@ def spectral_stability(delta, lam, spectrum, protocol="subsample", *, drop=0.2, 
     lam : float
         Ridge strength (> 0).
     spectrum : Spectrum
-        The feature covariance and teacher (:class:`cgmt.spectrum.Spectrum`).
+        The feature covariance and teacher (:class:`cgmt.Spectrum`).
     protocol : {"independent", "subsample", "full_vs_subsample", "subsample_refit"}, default="subsample"
         Which two fits are compared (:func:`cgmt.ablation.protocol_fractions`).
     drop, val_fraction : float in [0, 1), default=0.2

@@ -89,7 +89,7 @@ class Problem:
     quad_order : int
         Gauss-Legendre points per panel of the channel quadrature.
     eigenvalues, teacher_weights : ndarray, optional
-        The spectrum (:mod:`cgmt.spectral`); omitted for the isotropic problem.
+        The spectrum (:mod:`cgmt._spectral`); omitted for the isotropic problem.
 
     Attributes
     ----------

@@ -18,7 +18,7 @@ from tqdm.auto import tqdm
 
 from empirical.common.resources import check_n_jobs
 
-from .compare import run_replicate, theory_values
+from ._compare import run_replicate, theory_values
 from .renamed import ResultTable
 
 #: hard points (near separability, small lambda, large kappa) used by default

@@ -14,8 +14,8 @@ from scipy.optimize import OptimizeResult, minimize_scalar
 from empirical.common.checks import check_int, check_scalar
 from empirical.common.failures import quiet
 
+from ._solver import solve
 from .quadrature import DEFAULT_ORDER
-from .solver import solve
 from .validation import check_delta, check_kappa, check_lam
 
 __all__ = ["optimal_lambda"]

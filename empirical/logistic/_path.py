@@ -6,10 +6,10 @@ Problem at each grid value C (scikit-learn convention, intercept unpenalized, y 
 
 Method (see docs/probe.md for the full description):
 
-1. **Reduction** (:mod:`empirical.logistic.design`).  The minimizer lies in the span of the training
+1. **Reduction** (:mod:`empirical.logistic._design`).  The minimizer lies in the span of the training
    rows, so the problem is solved in ``r = rank(X) <= min(n, p)`` coordinates.
 2. **Predictor.**  Each C starts from a polynomial extrapolation in ``log C`` of the previous solutions.
-3. **Corrector** (:func:`empirical.logistic.pcg.newton_pcg`).  Newton steps whose linear systems are solved by
+3. **Corrector** (:func:`empirical.logistic.newton_pcg`).  Newton steps whose linear systems are solved by
    conjugate gradients preconditioned with a *stale* Cholesky factor of an earlier Hessian (refactored only when CG
    needs too many iterations), a float32 Cholesky factor applied by two triangular solves.
 4. **Certification.**  A grid point is finished as soon as every validation logit's sign is certified:
@@ -26,8 +26,8 @@ import numpy as np
 from scipy.optimize import OptimizeResult
 
 from ..common.arrays import check_grid, check_matrix, check_signed_labels
-from .design import extend_design, reduce_design
-from .pcg import PathContext, newton_pcg
+from ._design import extend_design, reduce_design
+from ._pcg import PathContext, newton_pcg
 
 __all__ = ["logistic_path", "refit"]
 

@@ -14,7 +14,7 @@ off, so y stays well scaled.  Algorithm:
 3. a damped fixed-point iteration (sigma^2 <- 2 delta E1, alpha <- -2 kappa delta E2, gamma from
    the third residual, the gamma equation of docs/theory.md, by bracketing) as last resort.
 
-The Newton, continuation and constants are those of :mod:`cgmt.newton` (shared with
+The Newton, continuation and constants are those of :mod:`cgmt._newton` (shared with
 :func:`cgmt.solve_spectral`); the result type, status table and failure convention those of
 :mod:`cgmt.result`.  The result is reported as converged only if max |r_i| <= tol.
 """
@@ -29,14 +29,14 @@ from scipy.optimize import OptimizeResult
 from empirical.common.checks import check_scalar
 from empirical.common.failures import report
 
-from .accuracy import accuracy_from_margin, bayes_accuracy
-from .newton import DEFAULT_MAXITER, DEFAULT_TOL, POLISH_TOL, Problem, bracketed_root, damped_newton, drive
+from ._accuracy import accuracy_from_margin, bayes_accuracy
+from ._newton import DEFAULT_MAXITER, DEFAULT_TOL, POLISH_TOL, Problem, bracketed_root, damped_newton, drive
+from ._threshold import separability_threshold
 from .quadrature import DEFAULT_ORDER, gaussian_rule
 from .result import CGMTResult, outcome, within_limits
-from .threshold import separability_threshold
 from .validation import check_delta, check_kappa, check_lam, check_solver_counts
 
-__all__ = ["solve", "mle", "start_point"]  # CGMTResult: cgmt.result; damped_newton, march_lambda: cgmt.newton
+__all__ = ["solve", "mle", "start_point"]  # CGMTResult: cgmt.result; damped_newton, march_lambda: cgmt._newton
 
 @lru_cache(maxsize=256)
 def _mean_sprime(kappa):
@@ -51,7 +51,7 @@ def large_lambda_guess(delta, lam, kappa):
 
 
 class _System(Problem):
-    """The isotropic problem of :func:`solve`: a :class:`cgmt.newton.Problem` without a spectrum."""
+    """The isotropic problem of :func:`solve`: a :class:`cgmt._newton.Problem` without a spectrum."""
 
     def __init__(self, delta, lam, kappa, quad_order):
         super().__init__(delta, lam, kappa, quad_order)

@@ -1,7 +1,7 @@
 """Monte Carlo checks of the spectral (Gaussian covariate) theory: x ~ N(0, Sigma/p), logistic teacher.
 
-Conventions as in :mod:`cgmt.spectral`: rows x = U diag(sqrt(omega)) g / sqrt(p), g ~ N(0, I_p);
-P(y = +1 | x) = sigmoid(x'beta*); the estimator of :func:`sims.fit.fit_ridge_logistic` (exact, no
+Conventions as in :mod:`cgmt._spectral`: rows x = U diag(sqrt(omega)) g / sqrt(p), g ~ N(0, I_p);
+P(y = +1 | x) = sigmoid(x'beta*); the estimator of :func:`sims.fit_ridge_logistic` (exact, no
 intercept).  Measured per replicate, for a fixed beta_hat and Gaussian x the test scores are exactly
 jointly Gaussian, so with m = beta_hat'Sigma beta*/p and q = beta_hat'Sigma beta_hat/p:
 
@@ -30,8 +30,8 @@ from empirical.common.checks import as_generator, check_int
 from empirical.common.failures import quiet
 from empirical.common.resources import check_n_jobs
 
-from .fit import fit_ridge_logistic
-from .measure import cosine
+from ._fit import fit_ridge_logistic
+from ._measure import cosine
 from .renamed import ReplicateRecord
 
 __all__ = ["SPECTRAL_QUANTITIES", "sample_spectral", "measure_spectral_replicate", "spectral_theory_values",
@@ -49,7 +49,7 @@ def sample_spectral(n, spectrum: Spectrum, rng=None, *, teacher=None):
     ----------
     n : int
         Number of rows, >= 1.
-    spectrum : cgmt.spectrum.Spectrum
+    spectrum : cgmt.Spectrum
         Sigma and the teacher.
     rng : int, SeedSequence or Generator, optional
         Randomness (None: fresh entropy).

@@ -23,7 +23,7 @@ three equations of :func:`cgmt.solve`.
 
 The estimator is distributed as the effective ridge solution
 beta_hat = (L + Vh Sigma)^{-1} (mh Sigma beta* + Sigma^{1/2} zeta), zeta ~ N(0, qh I_p), which gives every
-quadratic overlap (``euclidean_alignment``; the two-replica theory in :mod:`cgmt.spectral_stability`).
+quadratic overlap (``euclidean_alignment``; the two-replica theory in :mod:`cgmt._spectral_stability`).
 """
 from __future__ import annotations
 
@@ -34,12 +34,12 @@ import numpy as np
 from empirical.common.checks import check_real_array, check_scalar
 from empirical.common.failures import quiet, report
 
-from .accuracy import accuracy_from_margin, bayes_accuracy
+from ._accuracy import accuracy_from_margin, bayes_accuracy
+from ._newton import DEFAULT_MAXITER, DEFAULT_TOL, DIRECT_TRIES, ISOTROPIC_START_KAPPA_MAX, PATH_TOL, Problem, drive
+from ._solver import solve, start_point
 from .equations import SPECTRAL_SUMS, spectral_sums_into
-from .newton import DEFAULT_MAXITER, DEFAULT_TOL, DIRECT_TRIES, ISOTROPIC_START_KAPPA_MAX, PATH_TOL, Problem, drive
 from .quadrature import DEFAULT_ORDER
 from .result import CGMTResult, outcome, within_limits
-from .solver import solve, start_point
 from .validation import check_delta, check_lam, check_solver_counts
 
 __all__ = ["solve_spectral", "solve_spectral_path", "check_spectrum", "spectral_sums"]
@@ -146,7 +146,7 @@ def spectral_sums(L: float, v_hat: float, eigenvalues, teacher_weights) -> dict:
 
 
 class _SpectralSystem(Problem):
-    """The anisotropic problem: a :class:`cgmt.newton.Problem` with a spectrum (residuals:
+    """The anisotropic problem: a :class:`cgmt._newton.Problem` with a spectrum (residuals:
     :func:`cgmt.equations.spectral_res_jac_y`; ``extra`` = (q_hat, m_hat, V_hat))."""
 
     def __init__(self, delta, lam, omega, t, quad_order):

@@ -19,8 +19,8 @@ from cgmt.ablation import ablation_split
 from empirical.common.checks import as_generator
 from empirical.common.failures import quiet
 
-from .data import sample
-from .fit import check_fit_point, fit_ridge_logistic
+from ._data import sample
+from ._fit import check_fit_point, fit_ridge_logistic
 from .renamed import ReplicateRecord
 
 #: quantities measured by :func:`measure_replicate`, in table order
