@@ -1,9 +1,10 @@
 """The one damped-Newton / continuation driver of ``cgmt``: every fixed point of the package is solved here.
 
 A *problem* (:class:`Problem`) is a three-equation fixed point in the variables y = (alpha/sigma, log sigma,
-log gamma): the isotropic system of :func:`cgmt.solve` (``omega`` empty) or the anisotropic one of
-:func:`cgmt.solve_spectral` (eigenvalues ``omega``, teacher weights ``t``).  Both are evaluated by
-:func:`cgmt.equations.problem_res_jac_y`, so one compiled Newton loop (:func:`_newton_core`) serves both.
+log gamma): the isotropic system of :func:`cgmt.solve` or the anisotropic one of :func:`cgmt.solve_spectral`
+(eigenvalues ``omega``, teacher weights ``t``).  Both are evaluated by :func:`cgmt.equations.problem_res_jac_y`
+as ``fn(y, args)`` (optimistix's form; ``args`` is :meth:`Problem.args`, whose first entry says which problem), so
+one compiled Newton loop (:func:`_newton_core`) serves both.
 
 Stages (each returns ``(y, r, extra, nit, status)`` with ``status`` a key of
 :data:`empirical.common.failures.STATUS_MESSAGES`):
@@ -29,7 +30,7 @@ from scipy.optimize import brentq
 
 from empirical.common.checks import check_positive_array, check_real_array
 
-from .equations import problem_res_jac_y, quadrature_rule
+from .equations import ISOTROPIC, SPECTRAL, problem_res_jac_y, quadrature_rule
 from .validation import check_delta, check_kappa, check_lam, check_quad_order
 
 __all__ = ["Problem", "drive", "damped_newton", "march_lambda", "continuation", "DEFAULT_TOL", "DEFAULT_MAXITER",
@@ -119,13 +120,19 @@ class Problem:
         if self.t.size != self.omega.size:
             raise ValueError(f"teacher_weights must have one entry per entry of eigenvalues ({self.omega.size}), got "
                              f"{self.t.size}")
-        self.n_extra = 1 if self.omega.size == 0 else 3
+        self.kind = ISOTROPIC if eigenvalues is None else SPECTRAL
+        self.n_extra = 1 if self.kind == ISOTROPIC else 3
         self.nfev = 0
 
     def with_order(self, quad_order) -> "Problem":
         """The same problem on another quadrature rule (fresh evaluation count)."""
         return Problem(self.delta, self.lam, self.kappa, quad_order,
-                       None if self.omega.size == 0 else self.omega, None if self.omega.size == 0 else self.t)
+                       None if self.kind == ISOTROPIC else self.omega, None if self.kind == ISOTROPIC else self.t)
+
+    def args(self, lam=None) -> tuple:
+        """The ``args`` of :func:`cgmt.equations.problem_res_jac_y` at ``lam`` (default the problem's)."""
+        return (self.kind, self.lam if lam is None else float(lam), self.delta, self.kappa, self.omega, self.t,
+                *self.rule)
 
     @staticmethod
     def to_x(y):
@@ -143,14 +150,13 @@ class Problem:
         r = np.empty(3)
         jy = np.empty((3, 3))
         extra = np.zeros(self.n_extra)
-        problem_res_jac_y(np.asarray(y, dtype=float), self.lam if lam is None else float(lam), self.delta,
-                          self.kappa, self.omega, self.t, *self.rule, r, jy, extra)
+        problem_res_jac_y(np.asarray(y, dtype=float), self.args(lam), r, jy, extra)
         self.nfev += 1
         return r, jy, extra
 
     def start_lambda(self) -> float:
         """Where continuation starts: large enough for the large-lam asymptotics."""
-        top = float(self.omega.max()) if self.omega.size else 1.0
+        top = float(self.omega.max()) if self.kind == SPECTRAL else 1.0
         return START_LAMBDA * max(1.0, 1.0 / self.delta) * max(1.0, top)
 
 
@@ -195,8 +201,9 @@ def _solve3(a, b, out):
 
 
 @njit(cache=True)
-def _newton_core(y, lam, delta, kappa, omega, t, xg, wg, gz1, gw1, gz2, gw2, tol, maxiter, r, jy, extra):
-    """The damped Newton loop in one compiled call; y, r, jy, extra updated in place.
+def _newton_core(y, args, tol, maxiter, r, jy, extra):
+    """The damped Newton loop in one compiled call on ``fn(y, args)`` (:func:`cgmt.equations.problem_res_jac_y`);
+    y, r, jy, extra updated in place.
 
     Returns (nit, status, nfev) with status 0 (converged), 1 (iteration limit) or 2 (no further progress).
     """
@@ -205,7 +212,7 @@ def _newton_core(y, lam, delta, kappa, omega, t, xg, wg, gz1, gw1, gz2, gw2, tol
     et = np.empty(extra.size)
     yt = np.empty(3)
     step = np.empty(3)
-    problem_res_jac_y(y, lam, delta, kappa, omega, t, xg, wg, gz1, gw1, gz2, gw2, r, jy, extra)
+    problem_res_jac_y(y, args, r, jy, extra)
     nfev = 1
     nrm = _max_abs(r)
     if not math.isfinite(nrm):
@@ -228,7 +235,7 @@ def _newton_core(y, lam, delta, kappa, omega, t, xg, wg, gz1, gw1, gz2, gw2, tol
         for _ in range(MAX_BACKTRACKS):
             for i in range(3):
                 yt[i] = y[i] + s * step[i]
-            problem_res_jac_y(yt, lam, delta, kappa, omega, t, xg, wg, gz1, gw1, gz2, gw2, rt, jt, et)
+            problem_res_jac_y(yt, args, rt, jt, et)
             nfev += 1
             nt = _max_abs(rt)
             if math.isfinite(nt) and nt <= (1.0 - ARMIJO * s) * nrm:
@@ -288,8 +295,7 @@ def damped_newton(problem, y0, tol, maxiter, lam=None):
     r = np.empty(3)
     jy = np.empty((3, 3))
     extra = np.zeros(problem.n_extra)
-    nit, status, nfev = _newton_core(y, problem.lam if lam is None else float(lam), problem.delta, problem.kappa,
-                                     problem.omega, problem.t, *problem.rule, float(tol), int(maxiter), r, jy, extra)
+    nit, status, nfev = _newton_core(y, problem.args(lam), float(tol), int(maxiter), r, jy, extra)
     problem.nfev += nfev
     return y, r, extra, nit, status
 

@@ -554,9 +554,14 @@ def spectral_res_jac_y(y, delta, lam, kappa, omega, t, xg, wg, gz1, gw1, gz2, gw
     hats[2] = vh
 
 
+#: the kinds of fixed point (the first entry of :func:`problem_res_jac_y`'s ``args``)
+ISOTROPIC, SPECTRAL = 0, 1
+
+
 @njit(cache=True)
-def problem_res_jac_y(y, lam, delta, kappa, omega, t, xg, wg, gz1, gw1, gz2, gw2, r, jy, extra):
-    """The residuals of one cgmt problem: isotropic (``omega`` empty; extra[0] = E2) or spectral (extra = hats).
+def problem_res_jac_y(y, args, r, jy, extra):
+    """The residuals of one cgmt problem, ``fn(y, args)`` in optimistix's form: isotropic (extra[0] = E2) or spectral
+    (extra = hats).
 
     The single entry point of the Newton driver (:mod:`cgmt._newton`), so one compiled loop serves both.
 
@@ -564,12 +569,11 @@ def problem_res_jac_y(y, lam, delta, kappa, omega, t, xg, wg, gz1, gw1, gz2, gw2
     ----------
     y : ndarray of shape (3,)
         The solver variables (alpha / sigma, log sigma, log gamma).
-    lam, delta, kappa : float
-        Ridge strength, n / p, signal strength (note the order: ``lam`` first).
-    omega, t : ndarray of shape (p,) or (0,)
-        Eigenvalues and teacher weights of the spectrum; empty for the isotropic problem.
-    xg, wg, gz1, gw1, gz2, gw2 : ndarray
-        The quadrature rule of :func:`quadrature_rule`.
+    args : tuple
+        ``(kind, lam, delta, kappa, omega, t, xg, wg, gz1, gw1, gz2, gw2)`` (:meth:`cgmt._newton.Problem.args`):
+        the kind (:data:`ISOTROPIC` or :data:`SPECTRAL`); ridge strength, n / p, signal strength (floats); the
+        eigenvalues and teacher weights of the spectrum (float arrays of shape (p,), empty for the isotropic
+        problem); the quadrature rule of :func:`quadrature_rule`.
     r : ndarray of shape (3,)
         Overwritten with the relative residuals.
     jy : ndarray of shape (3, 3)
@@ -577,7 +581,8 @@ def problem_res_jac_y(y, lam, delta, kappa, omega, t, xg, wg, gz1, gw1, gz2, gw2
     extra : ndarray of shape (1,) or (3,)
         Overwritten with E2 (isotropic) or (q_hat, m_hat, V_hat) (spectral).
     """
-    if omega.size == 0:
+    kind, lam, delta, kappa, omega, t, xg, wg, gz1, gw1, gz2, gw2 = args
+    if kind == ISOTROPIC:
         extra[0] = res_jac_y(y, delta, lam, kappa, xg, wg, gz1, gw1, gz2, gw2, TRUNCATION, MAX_PANEL, r, jy)
     else:
         spectral_res_jac_y(y, delta, lam, kappa, omega, t, xg, wg, gz1, gw1, gz2, gw2, TRUNCATION, MAX_PANEL,

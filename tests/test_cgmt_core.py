@@ -14,7 +14,7 @@ import cgmt._spectral
 import cgmt.result
 from cgmt._newton import Problem
 from cgmt._spectral_stability import spectral_pair_stability
-from cgmt.equations import problem_res_jac_y, quadrature_rule
+from cgmt.equations import ISOTROPIC, problem_res_jac_y, quadrature_rule
 from cgmt.stability import CROSS_FAILED, STATUS_MESSAGES as STABILITY_STATUS
 from empirical.common.deprecation import REMOVAL_VERSION
 from empirical.common.failures import STATUS_MESSAGES
@@ -108,7 +108,7 @@ def test_isotropic_and_spectral_problems_share_the_driver_and_roots():
     np.testing.assert_allclose(Problem.to_x(y), iso.x, rtol=1e-9)
     # the isotropic entry point: extra is E2, as for alpha_salehi at kappa = 0
     rr, jy, extra = np.empty(3), np.empty((3, 3)), np.empty(1)
-    problem_res_jac_y(Problem.to_y(*iso.x), 0.1, 2.0, 2.0, np.empty(0), np.empty(0), *quadrature_rule(10),
+    problem_res_jac_y(Problem.to_y(*iso.x), (ISOTROPIC, 0.1, 2.0, 2.0, np.empty(0), np.empty(0), *quadrature_rule(10)),
                       rr, jy, extra)
     assert np.max(np.abs(rr)) <= 1e-10 and extra[0] == pytest.approx(-iso.alpha / (2 * 2.0 * 2.0), rel=1e-9)
 
