@@ -146,3 +146,25 @@ def test_a_line_search_that_finds_no_decrease_stops_with_status_2(monkeypatch):
     path = batched_path(X, y, Xv, yv, CS[:5])
     assert path.status == 2 and not path.success and "line search" in path.message
     assert 2 in STATUS_MESSAGES
+
+
+def test_a_probe_on_the_engine_validates_its_data_once(monkeypatch):
+    """scikit-learn's check_input: RaptorProbe(device=...) checks the data and the grid at its boundary, and the engine
+    it calls checks nothing again (check_input=False), with the same results as a checked call."""
+    import empirical.logistic.batched as batched
+
+    calls = []
+    for name in ("check_grid", "check_signed_labels", "check_matrix", "_check_layers", "batched_path", "batched_refit"):
+        real = getattr(batched, name)
+        monkeypatch.setattr(batched, name,
+                            lambda *a, _real=real, _name=name, **k: calls.append(_name) or _real(*a, **k))
+    X, y, Xv, yv = _layers((60, 20, 40), seed=3, B=1)
+    H, labels = np.concatenate([X[0], Xv[0]]), np.concatenate([y, yv])
+    probe = RaptorProbe(Cs=CS, device="cpu").fit(H, labels)
+    assert calls == ["batched_path", "batched_refit"]  # the engine ran, and checked nothing again
+    calls.clear()
+    checked = batched_path(X, y, Xv, yv, CS)
+    unchecked = batched_path(X, y, Xv, yv, CS, check_input=False)
+    assert calls and np.array_equal(checked.val_accuracy, unchecked.val_accuracy)
+    np.testing.assert_array_equal(checked.coef, unchecked.coef)
+    assert probe.C_ in CS

@@ -273,7 +273,7 @@ def _check_solver(tol, max_iter):
 
 
 def batched_path(X, y, Xv, yv, Cs, *, device="cpu", tol=1e-10, max_iter=100, order=3,
-                 min_newton=1) -> OptimizeResult:
+                 min_newton=1, check_input=True) -> OptimizeResult:
     """Validation accuracy of the exact ridge-logistic minimizer at every C of ``Cs``, for B layers at once.
 
     Parameters
@@ -299,6 +299,11 @@ def batched_path(X, y, Xv, yv, Cs, *, device="cpu", tol=1e-10, max_iter=100, ord
         Points of the log C extrapolation.
     min_newton : int, default=1
         Newton steps per grid point before certification is tried.
+    check_input : bool, default=True
+        Validate the arrays, the grid and the solver settings.  A caller that has validated them already
+        (:func:`empirical.probes.raptor.fit_on_engine`: each probe's ``fit`` checked its data at the boundary) passes
+        False, as for :func:`empirical.logistic.logistic_path`; the stacks must then be float64 with labels in
+        {-1, +1} and ``Cs`` a valid grid.
 
     Returns
     -------
@@ -319,16 +324,19 @@ def batched_path(X, y, Xv, yv, Cs, *, device="cpu", tol=1e-10, max_iter=100, ord
     (True, (2, 3))
     """
     dev = resolve_device(device)
-    Cs = check_grid(Cs)
-    tol, max_iter = _check_solver(tol, max_iter)
-    order, min_newton = check_int(order, "order", maximum=10), check_int(min_newton, "min_newton", minimum=0,
-                                                                         maximum=10_000)
-    X = _check_layers(X, "X")
-    y = check_signed_labels(y, X.shape[1], "y")
-    Xv = _check_layers(Xv, "Xv", width=X.shape[2])
-    if Xv.shape[0] != X.shape[0]:
-        raise ValueError(f"Xv must have the {X.shape[0]} layers of X, got {Xv.shape[0]}")
-    yv = check_signed_labels(yv, Xv.shape[1], "yv")
+    if check_input:
+        Cs = check_grid(Cs)
+        tol, max_iter = _check_solver(tol, max_iter)
+        order, min_newton = check_int(order, "order", maximum=10), check_int(min_newton, "min_newton", minimum=0,
+                                                                             maximum=10_000)
+        X = _check_layers(X, "X")
+        y = check_signed_labels(y, X.shape[1], "y")
+        Xv = _check_layers(Xv, "Xv", width=X.shape[2])
+        if Xv.shape[0] != X.shape[0]:
+            raise ValueError(f"Xv must have the {X.shape[0]} layers of X, got {Xv.shape[0]}")
+        yv = check_signed_labels(yv, Xv.shape[1], "yv")
+    else:
+        Cs = np.asarray(Cs, dtype=np.float64)
     Xt, Xvt = _as_tensor(X, dev), _as_tensor(Xv, dev)
     yt, yvt = _as_tensor(y, dev), _as_tensor(yv, dev)
     B = Xt.shape[0]
@@ -370,7 +378,8 @@ def batched_path(X, y, Xv, yv, Cs, *, device="cpu", tol=1e-10, max_iter=100, ord
                           intercept=intercept, success=bool(done.all()), status=status, message=message)
 
 
-def batched_refit(X, y, C, coef0, intercept0, *, device="cpu", tol=1e-10, max_iter=100) -> OptimizeResult:
+def batched_refit(X, y, C, coef0, intercept0, *, device="cpu", tol=1e-10, max_iter=100,
+                  check_input=True) -> OptimizeResult:
     """Tightly converged fits of B layers, each at its own C, warm-started (the refit on train + validation).
 
     Parameters
@@ -389,6 +398,8 @@ def batched_refit(X, y, C, coef0, intercept0, *, device="cpu", tol=1e-10, max_it
         Where to run (:func:`resolve_device`).
     tol, max_iter
         As for :func:`empirical.logistic.fit_l2_logistic`.
+    check_input : bool, default=True
+        As for :func:`batched_path` (False: the arrays are float64, ``C`` in the estimators' domain).
 
     Returns
     -------
@@ -398,15 +409,20 @@ def batched_refit(X, y, C, coef0, intercept0, *, device="cpu", tol=1e-10, max_it
         (:data:`empirical.common.failures.STATUS_MESSAGES`).
     """
     dev = resolve_device(device)
-    tol, max_iter = _check_solver(tol, max_iter)
-    X = _check_layers(X, "X")
+    if check_input:
+        tol, max_iter = _check_solver(tol, max_iter)
+        X = _check_layers(X, "X")
     B, n, p = X.shape
-    y = check_signed_labels(y, n, "y")
-    C = np.array([check_scalar(c, f"C[{i}]", low=C_MIN, high=C_MAX) for i, c in enumerate(check_vector(C, "C", B))])
-    coef0 = check_matrix(coef0, "coef0", n_rows=B)
-    if coef0.shape[1] != p:
-        raise ValueError(f"coef0 must have the {p} features of X, got {coef0.shape[1]}")
-    intercept0 = check_vector(intercept0, "intercept0", B)
+    if check_input:
+        y = check_signed_labels(y, n, "y")
+        C = np.array([check_scalar(c, f"C[{i}]", low=C_MIN, high=C_MAX)
+                      for i, c in enumerate(check_vector(C, "C", B))])
+        coef0 = check_matrix(coef0, "coef0", n_rows=B)
+        if coef0.shape[1] != p:
+            raise ValueError(f"coef0 must have the {p} features of X, got {coef0.shape[1]}")
+        intercept0 = check_vector(intercept0, "intercept0", B)
+    else:
+        C = np.asarray(C, dtype=np.float64)
     Xt, yt = _as_tensor(X, dev), _as_tensor(y, dev)
     d = _Designs(Xt, Xt[:, :0])
     w0 = _as_tensor(coef0, dev)

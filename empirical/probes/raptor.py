@@ -427,7 +427,7 @@ def fit_on_engine(probes, prepared, device) -> None:
             raise ValueError("fit_on_engine: the probes must share their labels, grid, shapes, tol, max_iter and refit")
     Cs = first["Cs"]
     path = batched_path(np.stack([q["Xs"] for q in prepared]), first["ytr"], np.stack([q["Xvs"] for q in prepared]),
-                        first["yvpm"], Cs, device=device, tol=lead.tol, max_iter=lead.max_iter)
+                        first["yvpm"], Cs, device=device, tol=lead.tol, max_iter=lead.max_iter, check_input=False)
     ks = []
     for i, probe in enumerate(probes):
         if not (path.certified[i] | (path.grad_norm[i] <= probe.tol)).all():
@@ -439,7 +439,8 @@ def fit_on_engine(probes, prepared, device) -> None:
     if lead.refit:
         Xf = np.stack([np.vstack([q["Xs"], q["Xvs"]]) for q in prepared])
         res = batched_refit(Xf, np.concatenate([first["ytr"], first["yvpm"]]), Cs[ks], path.coef[rows, ks],
-                            path.intercept[rows, ks], device=device, tol=lead.tol, max_iter=lead.max_iter)
+                            path.intercept[rows, ks], device=device, tol=lead.tol, max_iter=lead.max_iter,
+                            check_input=False)
     for i, (probe, q, k) in enumerate(zip(probes, prepared, ks)):
         C = float(Cs[k])
         if lead.refit:
