@@ -1,5 +1,9 @@
 """The one error convention of the command lines (empirical.common.cli_errors): bad input -> one line and exit 2,
-the traceback only on request, Ctrl-C -> one line and exit 130."""
+the traceback only on request, Ctrl-C -> one line and exit 130, SIGTERM -> the same clean-up and exit 143."""
+import os
+import signal
+import time
+
 import pytest
 
 from cgmt import __main__ as cgmt_cli
@@ -31,6 +35,26 @@ def test_ctrl_c_is_exit_130_and_the_code_passes_through(capsys):
     assert run_command(_fail(KeyboardInterrupt()), "prog", interrupted="interrupted (cache kept)") == 130
     assert capsys.readouterr().err == "prog: interrupted (cache kept)\n"
     assert run_command(lambda: 0, "prog") == 0 and run_command(lambda: 1, "prog") == 1
+
+
+def test_sigterm_is_handled_like_ctrl_c_with_exit_143_and_the_handler_is_restored(capsys):
+    """A scheduler's stop (SLURM's time limit, ``kill``) runs the same clean-up as Ctrl-C (``finally`` blocks, the
+    main job's run record), instead of killing the process where it stands."""
+    before = signal.getsignal(signal.SIGTERM)
+    cleaned = []
+
+    def command():
+        try:
+            os.kill(os.getpid(), signal.SIGTERM)
+            time.sleep(5)  # the signal lands here
+            return 0
+        finally:
+            cleaned.append(True)
+
+    assert run_command(command, "prog", interrupted="interrupted (cache kept)") == 143
+    assert cleaned == [True]
+    assert capsys.readouterr().err == "prog: terminated (SIGTERM); interrupted (cache kept)\n"
+    assert signal.getsignal(signal.SIGTERM) is before
 
 
 @pytest.mark.parametrize("flag, value, expected", [(False, None, False), (True, None, True), (False, "1", True),

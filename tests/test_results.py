@@ -710,6 +710,29 @@ def test_a_run_killed_midway_keeps_the_steps_it_finished_in_its_record(tmp_path,
     assert info["status"] == "interrupted" and "stsa: extraction" in info["step_seconds"]
 
 
+def test_a_run_stopped_by_sigterm_records_its_steps_and_its_stop(tmp_path, monkeypatch):
+    """A scheduler's stop (SIGTERM) is recorded as Ctrl-C is: the invocation is "interrupted", with the steps it
+    finished, and the record is written at the stop, not only at the last finished step."""
+    import os
+    import signal
+    import time
+
+    from paper_figures import empirical_figures
+
+    def one_step_then_terminated(out, *, steps, **kwargs):
+        with steps.step("stsa: extraction", 1.0):
+            pass
+        with steps.step("stsa: fits", 1.0):
+            os.kill(os.getpid(), signal.SIGTERM)
+            time.sleep(5)
+
+    monkeypatch.setattr(empirical_figures, "run", one_step_then_terminated)
+    assert main(["--out", str(tmp_path), "--only", "empirical", "--quick", "--no-progress", "--n-jobs", "1"]) == 143
+    info = json.loads((tmp_path / "tables" / "run_info.json").read_text())
+    assert info["status"] == "interrupted" and "stsa: extraction" in info["step_seconds"]
+    assert "stsa: fits" not in info["step_seconds"]  # a step cut short is not a timing
+
+
 def test_every_step_calls_back_when_it_starts_and_ends_and_an_interrupted_one_is_not_a_timing():
     calls = []
     steps = RunProgress(10, enabled=False,

@@ -3,15 +3,28 @@
 
 A ``ValueError`` or ``OSError`` (bad input, missing or damaged file) becomes one line
 ``PROG: error: MESSAGE`` on stderr and exit code 2, or the full traceback as well when the user asks
-for it (``--debug`` or a debug environment variable); Ctrl-C becomes one line and exit code 130.
+for it (``--debug`` or a debug environment variable); Ctrl-C becomes one line and exit code 130, and a
+termination request (SIGTERM: ``kill``, a scheduler's stop or time limit, e.g. SLURM's) is handled the same way, with
+exit code 143, so that the program's clean-up runs (the main job records how long its invocation ran).
 """
 from __future__ import annotations
 
 import os
+import signal
 import sys
+import threading
 import traceback
 
-__all__ = ["debug_requested", "run_command"]
+__all__ = ["debug_requested", "run_command", "Terminated"]
+
+
+class Terminated(KeyboardInterrupt):
+    """Raised in the main thread when the process receives SIGTERM during :func:`run_command` (a
+    ``KeyboardInterrupt``, so every clean-up that handles Ctrl-C handles it too)."""
+
+
+def _raise_terminated(signum, frame):
+    raise Terminated(f"signal {signum}")
 
 
 def debug_requested(flag: bool, env_var: str) -> bool:
@@ -56,8 +69,11 @@ def run_command(command, prog: str, *, debug: bool = False, interrupted: str = "
     Returns
     -------
     int
-        The command's code, 2 after a ``ValueError`` / ``OSError``, 130 after Ctrl-C.
+        The command's code, 2 after a ``ValueError`` / ``OSError``, 130 after Ctrl-C, 143 after SIGTERM (received
+        while the command runs in the main thread; the previous handler is restored afterwards).
     """
+    main = threading.current_thread() is threading.main_thread()
+    previous = signal.signal(signal.SIGTERM, _raise_terminated) if main else None
     try:
         return command()
     except (ValueError, OSError) as exc:
@@ -65,6 +81,12 @@ def run_command(command, prog: str, *, debug: bool = False, interrupted: str = "
             traceback.print_exc()
         print(f"{prog}: error: {exc}", file=sys.stderr)
         return 2
+    except Terminated:
+        print(f"{prog}: terminated (SIGTERM); {interrupted}", file=sys.stderr)
+        return 143
     except KeyboardInterrupt:
         print(f"{prog}: {interrupted}", file=sys.stderr)
         return 130
+    finally:
+        if main:
+            signal.signal(signal.SIGTERM, previous)
