@@ -347,17 +347,17 @@ def _gaussian(rng, n, p, delta):
     return rng.standard_normal((n, p)) + np.outer(2 * y - 1, u) * (delta / 2), y, u
 
 
-def _objective(X, ypm, w, b, C):
-    return float(C * np.logaddexp(0.0, -ypm * (X @ w + b)).sum() + 0.5 * w @ w)
+def _objective(X, y_signed, w, b, C):
+    return float(C * np.logaddexp(0.0, -y_signed * (X @ w + b)).sum() + 0.5 * w @ w)
 
 
-def _sklearn_fit(X, ypm, C, solver, tol):
+def _sklearn_fit(X, y_signed, C, solver, tol):
     from sklearn.linear_model import LogisticRegression
 
     t0 = time.perf_counter()
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
-        clf = LogisticRegression(C=C, solver=solver, tol=tol, max_iter=10_000).fit(X, ypm)
+        clf = LogisticRegression(C=C, solver=solver, tol=tol, max_iter=10_000).fit(X, y_signed)
     return clf.coef_[0].copy(), float(clf.intercept_[0]), time.perf_counter() - t0, int(np.max(clf.n_iter_))
 
 

@@ -47,16 +47,16 @@ def tight_reference(Htr, ytr, Hv, yv, Cs, C_refit=None):
     mu, s = Htr.mean(0), Htr.std(0)
     s[s == 0] = 1
     X, Xv = (Htr - mu) / s, (Hv - mu) / s
-    ypm, yvpm = 2.0 * ytr - 1, 2.0 * yv - 1
+    y_signed, yv_signed = 2.0 * ytr - 1, 2.0 * yv - 1
     acc, w, b = [], None, 0.0
     for C in Cs:
-        r = fit_l2_logistic(X, ypm, C, fit_intercept=True, w0=w, b0=b, tol=1e-10, method="direct")
+        r = fit_l2_logistic(X, y_signed, C, fit_intercept=True, w0=w, b0=b, tol=1e-10, method="direct")
         w, b = r.coef, r.intercept
-        acc.append(np.mean(np.where(Xv @ w + b > 0, 1.0, -1.0) == yvpm))
+        acc.append(np.mean(np.where(Xv @ w + b > 0, 1.0, -1.0) == yv_signed))
     acc = np.array(acc)
     best = np.flatnonzero(acc == acc.max())[0]
     C_ref = Cs[best] if C_refit is None else C_refit
-    r = fit_l2_logistic(np.vstack([X, Xv]), np.r_[ypm, yvpm], C_ref, fit_intercept=True, tol=1e-10,
+    r = fit_l2_logistic(np.vstack([X, Xv]), np.r_[y_signed, yv_signed], C_ref, fit_intercept=True, tol=1e-10,
                          method="direct")
     return acc, Cs[best], r.coef
 

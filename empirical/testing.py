@@ -111,8 +111,8 @@ def gcs_per_probe_reference(X, y, n_probes, C=1.0, random_state=0):
 
     Returns ``(W, B)``: the probes' raw-space weights, shape (n_probes, p), and intercepts, shape (n_probes,).
     """
-    ypm = np.where(y > 0, 1.0, -1.0)
-    pos, neg = np.flatnonzero(ypm > 0), np.flatnonzero(ypm < 0)
+    y_signed = np.where(y > 0, 1.0, -1.0)
+    pos, neg = np.flatnonzero(y_signed > 0), np.flatnonzero(y_signed < 0)
     half = min(2000, 2 * int(0.8 * min(len(pos), len(neg)))) // 2
     mu, s = standardize_stats(X)
     Xs = (X - mu) / s
@@ -120,7 +120,7 @@ def gcs_per_probe_reference(X, y, n_probes, C=1.0, random_state=0):
     W, B = np.empty((n_probes, X.shape[1])), np.empty(n_probes)
     for k in range(n_probes):
         idx = np.concatenate([rng.choice(pos, half, replace=False), rng.choice(neg, half, replace=False)])
-        res = fit_l2_logistic(Xs[idx], ypm[idx], C, fit_intercept=True, tol=1e-8)
+        res = fit_l2_logistic(Xs[idx], y_signed[idx], C, fit_intercept=True, tol=1e-8)
         W[k] = res.coef / s
         B[k] = res.intercept - W[k] @ mu
     return W, B

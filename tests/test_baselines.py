@@ -66,11 +66,11 @@ def test_gcs_mean_of_folded_back_probes():
     np.testing.assert_allclose(g.mean_, g.weights_.mean(0))
     # first probe reproduced independently: same class-balanced subset, exact C=1 fit, fold-back
     rng = np.random.default_rng(3)
-    ypm = np.where(y == 1, 1.0, -1.0)
-    pos, neg = np.flatnonzero(ypm > 0), np.flatnonzero(ypm < 0)
+    y_signed = np.where(y == 1, 1.0, -1.0)
+    pos, neg = np.flatnonzero(y_signed > 0), np.flatnonzero(y_signed < 0)
     idx = np.concatenate([rng.choice(pos, 20, replace=False), rng.choice(neg, 20, replace=False)])
     mu, s = X.mean(0), X.std(0)
-    r = fit_l2_logistic((X[idx] - mu) / s, ypm[idx], 1.0, fit_intercept=True)
+    r = fit_l2_logistic((X[idx] - mu) / s, y_signed[idx], 1.0, fit_intercept=True)
     np.testing.assert_allclose(g.weights_[0], r.coef / s, rtol=1e-6, atol=1e-9)
 
 

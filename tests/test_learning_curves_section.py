@@ -54,13 +54,13 @@ def test_section_writes_its_table_and_figure_and_resumes(tmp_path, hidden, monke
 
 def test_targets_beyond_the_data_are_skipped_and_grouped_test_rows_keep_groups(hidden):
     H, y, groups = hidden["grouped"]
-    ypm = np.where(y > 0, 1.0, -1.0)
-    test = learning_curves.fixed_test_rows(ypm, groups)
+    y_signed = np.where(y > 0, 1.0, -1.0)
+    test = learning_curves.fixed_test_rows(y_signed, groups)
     assert not set(groups[test]) & set(np.delete(groups, test))
-    rows = learning_curves.evaluate_setting(H[2], ypm, test, 200, 0, multiples=(2, 8), teachers=("calibrated",),
+    rows = learning_curves.evaluate_setting(H[2], y_signed, test, 200, 0, multiples=(2, 8), teachers=("calibrated",),
                                             n_boot=10)
     assert {row["multiple"] for row in rows} == {2}  # 8 x 200 rows do not exist outside the test set
-    assert learning_curves.evaluate_setting(H[2], ypm, test, 200, 0, multiples=(8,), teachers=("calibrated",),
+    assert learning_curves.evaluate_setting(H[2], y_signed, test, 200, 0, multiples=(8,), teachers=("calibrated",),
                                             n_boot=0) == []
 
 
@@ -81,18 +81,18 @@ def test_truth_is_the_test_accuracy_at_the_validation_selected_C(hidden):
     """The primary truth is the refit's test accuracy at the C a validation split of the training rows selects:
     at most the test-best accuracy, equal to the test accuracy along the grid at ``C_selected``."""
     H, y, _ = hidden["plain"]
-    ypm = np.where(y > 0, 1.0, -1.0)
+    y_signed = np.where(y > 0, 1.0, -1.0)
     train, test = np.arange(400), np.arange(400, 700)
-    t = learning_curves.truth_accuracies(H[2], ypm, train, test)
-    path = learning_curves._path_accuracy(H[2], ypm, train, test, learning_curves.PLAN_CS)
+    t = learning_curves.truth_accuracies(H[2], y_signed, train, test)
+    path = learning_curves._path_accuracy(H[2], y_signed, train, test, learning_curves.PLAN_CS)
     assert t["truth"] == path[list(learning_curves.PLAN_CS).index(t["C_selected"])]
     assert t["truth_test_best"] == path.max() >= t["truth"] > 0.5
     with pytest.raises(ValueError, match="Cs"):
-        learning_curves.truth_accuracies(H[2], ypm, train, test, Cs=[-1.0])
+        learning_curves.truth_accuracies(H[2], y_signed, train, test, Cs=[-1.0])
     with pytest.raises(ValueError, match="test"):
-        learning_curves.truth_accuracies(H[2], ypm, train, np.array([700]))
+        learning_curves.truth_accuracies(H[2], y_signed, train, np.array([700]))
     with pytest.raises(ValueError, match="H"):
-        learning_curves.truth_accuracies(np.full((700, 12), np.nan), ypm, train, test)
+        learning_curves.truth_accuracies(np.full((700, 12), np.nan), y_signed, train, test)
 
 
 def test_section_is_not_a_default_section():

@@ -37,18 +37,18 @@ def tight_reference(Xtr, ytr, Xv, yv, Cs):
 @pytest.mark.parametrize("n,p,shift", [(150, 20, 1.0), (100, 120, 1.5), (100, 60, 6.0)])
 def test_matches_tight_reference_and_sklearn_refit(n, p, shift):
     H, y = raw_states(n, p, shift, seed=p)
-    ypm = 2.0 * y - 1
+    y_signed = 2.0 * y - 1
     tr, va = np.arange(0, int(0.75 * n)), np.arange(int(0.75 * n), n)
     Cs = np.logspace(-4, 2, 30)
     probe = RaptorProbe(Cs=Cs).fit(H[tr], y[tr], X_val=H[va], y_val=y[va])
-    acc, mu, s = tight_reference(H[tr], ypm[tr], H[va], ypm[va], Cs)
+    acc, mu, s = tight_reference(H[tr], y_signed[tr], H[va], y_signed[va], Cs)
     np.testing.assert_array_equal(probe.path_val_accuracy_, acc)
     ties = np.flatnonzero(acc == acc.max())
     assert probe.C_ == Cs[ties[0]] and probe.lambda_ == 1 / probe.C_
     # refit on train+val with train-only scaler, against scikit-learn at a tight tolerance
     A = (np.vstack([H[tr], H[va]]) - mu) / s
     sk = LogisticRegression(C=probe.C_, solver="newton-cholesky", tol=1e-14, max_iter=1000)
-    sk.fit(A, np.r_[ypm[tr], ypm[va]])
+    sk.fit(A, np.r_[y_signed[tr], y_signed[va]])
     np.testing.assert_allclose(probe.coef_std_, sk.coef_[0], rtol=0, atol=1e-6 * np.linalg.norm(sk.coef_[0]))
     np.testing.assert_allclose(probe.scaler_mean_, mu)
     np.testing.assert_allclose(probe.scaler_scale_, s)

@@ -15,8 +15,8 @@ def hidden_states(n_tr, n_val, p, shift, seed, rank=8, n_out=2):
     H, y = np.vstack([Htr, Hv]), np.r_[ytr, yv]
     mu, s = H[:n_tr].mean(0), H[:n_tr].std(0)
     X = (H - mu) / s
-    ypm = 2.0 * y - 1
-    return X[:n_tr], ypm[:n_tr], X[n_tr:], ypm[n_tr:]
+    y_signed = 2.0 * y - 1
+    return X[:n_tr], y_signed[:n_tr], X[n_tr:], y_signed[n_tr:]
 
 
 def tight_path(X, y, Xv, yv, Cs):
@@ -145,7 +145,7 @@ def test_raptor_probe_solves_separable_data_at_every_C_of_the_domain(C):
             probe = RaptorProbe(Cs=[C]).fit(X, y)
             assert probe.score(X, y) == 1.0, (n, p, seed)
             Xs = (X - probe.scaler_mean_) / probe.scaler_scale_
-            w, b, ypm = probe.coef_std_, probe.intercept_std_, 2.0 * y - 1
-            r = -ypm * expit(-ypm * (Xs @ w + b))
+            w, b, y_signed = probe.coef_std_, probe.intercept_std_, 2.0 * y - 1
+            r = -y_signed * expit(-y_signed * (Xs @ w + b))
             grad = np.append(w + C * Xs.T @ r, C * r.sum())
             assert np.linalg.norm(grad) / max(1.0, np.linalg.norm(w)) <= 1e-8, (n, p, seed)

@@ -13,10 +13,10 @@ from sims._spectral import sample_spectral
 
 def _hidden(n=300, p=12, layers=3):
     """Layers share the labels of a Gaussian-covariate draw; deeper layers add independent noise features."""
-    X, ypm = sample_spectral(n, Spectrum.power_law(p, 1.0, 3.0, teacher_exponent=0.5), 0)
+    X, y_signed = sample_spectral(n, Spectrum.power_law(p, 1.0, 3.0, teacher_exponent=0.5), 0)
     noise = np.random.default_rng(1).standard_normal((layers, n, p))
     H = [X * np.sqrt(p) * np.linspace(1, 3, p) + 0.5 * layer * noise[layer] for layer in range(layers)]
-    return {"toy": (np.array(H), (ypm > 0).astype(int))}
+    return {"toy": (np.array(H), (y_signed > 0).astype(int))}
 
 
 def test_section_runs_resumes_and_detects_damaged_files(tmp_path):

@@ -254,7 +254,7 @@ def check_varying(X: np.ndarray, name: str = "X") -> np.ndarray:
 
 def check_binary_labels(y, n: int, name: str = "y", classes=None, *, rows: str | None = None
                         ) -> tuple[np.ndarray, np.ndarray]:
-    """Validate binary labels; returns ``(classes, y_pm)`` with ``y_pm`` in {-1, +1} (``classes[1]`` -> +1).
+    """Validate binary labels; returns ``(classes, y_signed)`` with ``y_signed`` in {-1, +1} (``classes[1]`` -> +1).
 
     Parameters
     ----------
@@ -272,14 +272,14 @@ def check_binary_labels(y, n: int, name: str = "y", classes=None, *, rows: str |
 
     Returns
     -------
-    (classes, y_pm) : (ndarray of the two labels, ndarray of float in {-1, +1})
+    (classes, y_signed) : (ndarray of the two labels, ndarray of float in {-1, +1})
         The sorted classes (or ``classes`` as given) and the labels coded -1 / +1, ``classes[1]`` as +1 (the
         positive class every concept vector points to).
 
     Examples
     --------
-    >>> classes, y_pm = check_binary_labels(["no", "yes", "yes"], 3)
-    >>> classes.tolist(), y_pm.tolist()
+    >>> classes, y_signed = check_binary_labels(["no", "yes", "yes"], 3)
+    >>> classes.tolist(), y_signed.tolist()
     (['no', 'yes'], [-1.0, 1.0, 1.0])
     """
     y = np.asarray(as_real_array(y, name, labels=True))
@@ -305,8 +305,8 @@ def check_binary_labels(y, n: int, name: str = "y", classes=None, *, rows: str |
         if extra.size:
             raise ValueError(f"{name} must only contain the training classes {classes.tolist()}, "
                              f"got labels {extra.tolist()} not among them")
-    y_pm = np.where(y == classes[1], 1.0, -1.0)
-    return classes, y_pm
+    y_signed = np.where(y == classes[1], 1.0, -1.0)
+    return classes, y_signed
 
 def check_signed_labels(y, n: int, name: str = "y") -> np.ndarray:
     """Labels already coded in {-1, +1} (the solvers' convention), as float64; ``ValueError`` naming ``name``.
@@ -387,12 +387,12 @@ def check_grid(Cs, name: str = "Cs") -> np.ndarray:
         raise ValueError(f"{name} must not repeat a value, got {values[counts > 1].tolist()} more than once")
     return grid
 
-def check_min_per_class(y_pm, where: str, minimum: int = 2) -> None:
+def check_min_per_class(y_signed, where: str, minimum: int = 2) -> None:
     """Require ``minimum`` examples of each class in {-1, +1} labels of the ``where`` split.
 
     Parameters
     ----------
-    y_pm : ndarray of float in {-1, +1}
+    y_signed : ndarray of float in {-1, +1}
         The split's labels.
     where : str
         The split's name, used in messages.
@@ -412,7 +412,7 @@ def check_min_per_class(y_pm, where: str, minimum: int = 2) -> None:
     ValueError: the train split must have at least 2 examples of each class, got 1 example(s) of a class
     """
     for label in (-1.0, 1.0):
-        count = int(np.sum(y_pm == label))
+        count = int(np.sum(y_signed == label))
         if count < minimum:
             raise ValueError(f"the {where} split must have at least {minimum} examples of each class, "
                              f"got {count} example(s) of a class")

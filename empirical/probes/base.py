@@ -36,8 +36,8 @@ from ..numerics import unit_vector
 __all__ = ["ConceptProbe", "LinearConceptProbe", "orient_to_positive_class"]
 
 
-def orient_to_positive_class(vector: np.ndarray, X: np.ndarray, y_pm: np.ndarray) -> np.ndarray:
-    """Unit ``vector`` with the sign that gives the positive rows (``y_pm > 0``) the larger mean projection.
+def orient_to_positive_class(vector: np.ndarray, X: np.ndarray, y_signed: np.ndarray) -> np.ndarray:
+    """Unit ``vector`` with the sign that gives the positive rows (``y_signed > 0``) the larger mean projection.
 
     Parameters
     ----------
@@ -45,7 +45,7 @@ def orient_to_positive_class(vector: np.ndarray, X: np.ndarray, y_pm: np.ndarray
         A fitted direction (any non-zero scale, either sign).
     X : ndarray of shape (n, p)
         Rows in the space of ``vector`` (the training rows).
-    y_pm : ndarray of shape (n,)
+    y_signed : ndarray of shape (n,)
         Their labels in {-1, +1} (+1: the positive class, ``classes_[1]``).
 
     Returns
@@ -66,13 +66,13 @@ def orient_to_positive_class(vector: np.ndarray, X: np.ndarray, y_pm: np.ndarray
     """
     unit = unit_vector(vector, "vector (the fitted direction)")
     X = check_matrix(X, "X")
-    y_pm = check_signed_labels(y_pm, X.shape[0], "y_pm")
+    y_signed = check_signed_labels(y_signed, X.shape[0], "y_signed")
     if unit.shape != (X.shape[1],):
         raise ValueError(f"vector must have one entry per column of X ({X.shape[1]}), got shape {unit.shape}")
-    if not (np.any(y_pm > 0) and np.any(y_pm < 0)):
-        raise ValueError("y_pm must contain both classes (-1 and +1) to orient the direction")
+    if not (np.any(y_signed > 0) and np.any(y_signed < 0)):
+        raise ValueError("y_signed must contain both classes (-1 and +1) to orient the direction")
     projection = X @ unit
-    return -unit if projection[y_pm > 0].mean() < projection[y_pm < 0].mean() else unit
+    return -unit if projection[y_signed > 0].mean() < projection[y_signed < 0].mean() else unit
 
 
 class ConceptProbe(ClassifierMixin, BaseEstimator):
@@ -102,7 +102,7 @@ class ConceptProbe(ClassifierMixin, BaseEstimator):
         """Validate a fit's inputs; forgets every attribute of an earlier fit, then sets ``classes_``,
         ``n_features_in_``.
 
-        Returns ``(X, y_pm, X_val, y_val_pm)`` as float64 arrays with labels in {-1, +1}
+        Returns ``(X, y_signed, X_val, y_val_pm)`` as float64 arrays with labels in {-1, +1}
         (``classes_[1]`` -> +1); an absent validation split is returned empty."""
         self._reset_fitted()
         X, y = validate_data(self, as_real_array(X, "X"), as_real_array(y, "y", labels=True), dtype=np.float64,
@@ -112,18 +112,18 @@ class ConceptProbe(ClassifierMixin, BaseEstimator):
         if type_of_target(y) == "multiclass":
             raise ValueError(f"Only binary classification is supported: y must have exactly two classes, "
                              f"got {np.unique(y).size}")
-        self.classes_, y_pm = check_binary_labels(y, X.shape[0], "y")
-        check_min_per_class(y_pm, "train")
+        self.classes_, y_signed = check_binary_labels(y, X.shape[0], "y")
+        check_min_per_class(y_signed, "train")
         check_varying(X, "X")
         if (X_val is None) != (y_val is None):
             raise ValueError("X_val and y_val must be given together")
         if X_val is None:
-            return X, y_pm, X[:0], y_pm[:0]
+            return X, y_signed, X[:0], y_signed[:0]
         X_val = check_matrix(X_val, "X_val")
         if X_val.shape[1] != X.shape[1]:
             raise ValueError(f"X_val must have the {X.shape[1]} features of X, got {X_val.shape[1]}")
         _, y_val_pm = check_binary_labels(y_val, X_val.shape[0], "y_val", classes=self.classes_)
-        return X, y_pm, X_val, y_val_pm
+        return X, y_signed, X_val, y_val_pm
 
     def _reset_fitted(self) -> None:
         """Delete the fitted attributes (public names ending in ``_``) of an earlier fit, so a refit with

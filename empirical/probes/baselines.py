@@ -77,16 +77,16 @@ class DifferenceOfMeans(LinearConceptProbe):
     def fit(self, X, y, X_val=None, y_val=None):
         """Fit on the training split (and, with ``use_validation``, the validation split); returns self."""
         t0 = time.perf_counter()
-        X, ypm, Xv, yvpm = self._validate_fit_data(X, y, X_val, y_val)
+        X, y_signed, Xv, yv_signed = self._validate_fit_data(X, y, X_val, y_val)
         if self.use_validation and len(Xv):
-            X, ypm = np.vstack([X, Xv]), np.concatenate([ypm, yvpm])
-        mp, mn = X[ypm > 0].mean(axis=0), X[ypm < 0].mean(axis=0)
+            X, y_signed = np.vstack([X, Xv]), np.concatenate([y_signed, yv_signed])
+        mp, mn = X[y_signed > 0].mean(axis=0), X[y_signed < 0].mean(axis=0)
         diff = mp - mn
         if not np.any(diff):
             raise ValueError("class means are identical; difference of means is zero")
         self.coef_ = diff
         self.intercept_ = -0.5 * float(diff @ (mp + mn))
-        self.concept_vector_ = orient_to_positive_class(diff, X, ypm)
+        self.concept_vector_ = orient_to_positive_class(diff, X, y_signed)
         self.fit_time_ = time.perf_counter() - t0
         return self
 
@@ -162,10 +162,10 @@ class LogRegCVProbe(LinearConceptProbe):
         """Select C on the validation split, refit on train + validation; returns self."""
         t0 = time.perf_counter()
         Cs = check_grid(DEFAULT_CS if self.Cs is None else self.Cs)
-        X, ypm, Xv, yvpm = self._validate_fit_data(X, y, X_val, y_val)
+        X, y_signed, Xv, yv_signed = self._validate_fit_data(X, y, X_val, y_val)
         if X_val is None:
-            train, val = stratified_split(ypm, float(self.val_fraction), self.random_state)
-            X, ypm, Xv, yvpm = X[train], ypm[train], X[val], ypm[val]
+            train, val = stratified_split(y_signed, float(self.val_fraction), self.random_state)
+            X, y_signed, Xv, yv_signed = X[train], y_signed[train], X[val], y_signed[val]
         predicted = len(Cs) * int(self.max_iter) * X.shape[1] * (len(X) + len(Xv) + 20)
         if predicted > LOGREGCV_WORK_BUDGET:
             warnings.warn(f"LogRegCVProbe: predicted worst-case cost {predicted:.1e} floating-point operations "
@@ -174,7 +174,7 @@ class LogRegCVProbe(LinearConceptProbe):
                           "pass fewer Cs, a smaller max_iter or fewer features", UserWarning, stacklevel=2)
         mu, s = standardize_stats(X)
         Xa = (np.vstack([X, Xv]) - mu) / s
-        ya = np.concatenate([ypm, yvpm])
+        ya = np.concatenate([y_signed, yv_signed])
         fold = np.r_[np.full(len(X), -1), np.zeros(len(Xv), dtype=int)]
         clf = LogisticRegressionCV(Cs=list(Cs), cv=PredefinedSplit(fold), scoring="accuracy", refit=True,
                                    tol=self.tol, max_iter=self.max_iter, solver=self.solver)
@@ -187,7 +187,7 @@ class LogRegCVProbe(LinearConceptProbe):
         self.intercept_ = float(clf.intercept_[0] - w @ mu)
         self.C_ = float(np.atleast_1d(clf.C_)[0])
         self.n_iter_ = np.asarray(clf.n_iter_)
-        self.concept_vector_ = orient_to_positive_class(w, X, ypm)
+        self.concept_vector_ = orient_to_positive_class(w, X, y_signed)
         self.fit_time_ = time.perf_counter() - t0
         return self
 
@@ -251,8 +251,8 @@ class GCSProbe(LinearConceptProbe):
     def fit(self, X, y, X_val=None, y_val=None):
         """Fit ``n_probes`` probes on class-balanced subsets of the training split (validation unused); returns self."""
         t0 = time.perf_counter()
-        X, ypm, _, _ = self._validate_fit_data(X, y, X_val, y_val)
-        pos, neg = np.flatnonzero(ypm > 0), np.flatnonzero(ypm < 0)
+        X, y_signed, _, _ = self._validate_fit_data(X, y, X_val, y_val)
+        pos, neg = np.flatnonzero(y_signed > 0), np.flatnonzero(y_signed < 0)
         m = min(len(pos), len(neg))
         half = (min(2000, 2 * int(0.8 * m)) if self.n_samples is None else int(self.n_samples)) // 2
         if half < 1 or half > m:
@@ -266,7 +266,8 @@ class GCSProbe(LinearConceptProbe):
         subsets = [np.concatenate([rng.choice(pos, half, replace=False), rng.choice(neg, half, replace=False)])
                    for _ in range(int(self.n_probes))]
         # one Gram matrix of the standardized train rows serves every probe (fit_l2_logistic_rows)
-        for k, res in enumerate(fit_l2_logistic_rows(Xs, ypm, float(self.C), subsets, fit_intercept=True, tol=1e-8)):
+        fits = fit_l2_logistic_rows(Xs, y_signed, float(self.C), subsets, fit_intercept=True, tol=1e-8)
+        for k, res in enumerate(fits):
             W[k] = res.coef / s
             B[k] = res.intercept - W[k] @ mu
         self.weights_ = W
@@ -274,7 +275,7 @@ class GCSProbe(LinearConceptProbe):
         self.var_ = W.var(axis=0)
         self.coef_ = self.mean_
         self.intercept_ = float(B.mean())
-        self.concept_vector_ = orient_to_positive_class(self.mean_, X, ypm)
+        self.concept_vector_ = orient_to_positive_class(self.mean_, X, y_signed)
         self.fit_time_ = time.perf_counter() - t0
         return self
 
@@ -350,14 +351,14 @@ class XRFMProbe(ConceptProbe):
         except (RuntimeError, TypeError) as exc:
             raise ValueError(f"device must be a torch device such as 'cpu' or 'cuda', got {self.device!r} ({exc})") \
                 from None
-        X, ypm, Xv, yvpm = self._validate_fit_data(X, y, X_val, y_val)
-        if len(Xv) == 0 or np.unique(yvpm).size < 2:
+        X, y_signed, Xv, yv_signed = self._validate_fit_data(X, y, X_val, y_val)
+        if len(Xv) == 0 or np.unique(yv_signed).size < 2:
             raise ValueError("XRFMProbe needs a validation split containing both classes (AUC selection)")
         mu, s = standardize_stats(X)
         tX = torch.as_tensor((X - mu) / s, dtype=torch.float32)
         tXv = torch.as_tensor((Xv - mu) / s, dtype=torch.float32)
-        ty = torch.as_tensor((ypm > 0).astype(np.float32)[:, None])
-        tyv = torch.as_tensor((yvpm > 0).astype(np.float32)[:, None])
+        ty = torch.as_tensor((y_signed > 0).astype(np.float32)[:, None])
+        tyv = torch.as_tensor((yv_signed > 0).astype(np.float32)[:, None])
         best = None
         for bw in bandwidths:
             for cg in center_grads:
@@ -367,7 +368,7 @@ class XRFMProbe(ConceptProbe):
                 model.fit((tX, ty), (tXv, tyv), reg=float(self.reg), center_grads=bool(cg),
                           get_agop_best_model=True)
                 pv = model.predict_proba(tXv)[:, 1].detach().cpu().numpy()
-                auc = roc_auc_score(yvpm > 0, pv)
+                auc = roc_auc_score(yv_signed > 0, pv)
                 if best is None or auc > best[0]:
                     best = (auc, bw, cg, model)
         auc, bw, cg, model = best
@@ -383,7 +384,7 @@ class XRFMProbe(ConceptProbe):
             v_std = evecs[:, -1]
         v = v_std / s
         proj = X @ v
-        if np.corrcoef(proj, ypm)[0, 1] < 0:
+        if np.corrcoef(proj, y_signed)[0, 1] < 0:
             v = -v
         self.concept_vector_ = unit_vector(v, "the xRFM direction")
         self.model_ = model

@@ -372,7 +372,7 @@ def pool_backtest_errors(models, H_pool, y_pool, *, H_unlabeled=None, folds=5, c
     if not hasattr(models, "items") or not len(models) or not all(isinstance(m, PoolModel) for m in models.values()):
         raise ValueError(f"models must be a non-empty mapping teacher -> PoolModel, got {models!r:.80}")
     folds = check_int(folds, "folds", minimum=2)
-    H, ypm = _check_pool(H_pool, y_pool, 2 * folds)
+    H, y_signed = _check_pool(H_pool, y_pool, 2 * folds)
     for model in models.values():
         if (model.n_pool, model.p) != H.shape:
             raise ValueError(f"H_pool must be the models' pool, shape ({model.n_pool}, {model.p}), got {H.shape}")
@@ -383,20 +383,20 @@ def pool_backtest_errors(models, H_pool, y_pool, *, H_unlabeled=None, folds=5, c
         raise ValueError(f"H_unlabeled must have the pool's {H.shape[1]} columns, got {U.shape[1]}")
     random_state = check_int(random_state, "random_state", minimum=0)
     chance_z = check_scalar(chance_z, "chance_z", low=0.0)
-    return _backtest(dict(models), H, ypm, U, folds, chance_z, random_state)
+    return _backtest(dict(models), H, y_signed, U, folds, chance_z, random_state)
 
 
-def _backtest(models, H, ypm, U, folds, chance_z, random_state):
+def _backtest(models, H, y_signed, U, folds, chance_z, random_state):
     """:func:`backtest_error` of several pool models of the same pool (teacher -> model, one covariance and path),
     sharing each half's cross-validation path and pool fit (checked inputs, labels in {-1, +1})."""
     first = next(iter(models.values()))
-    half = stratified_subsample(ypm, H.shape[0] // 2, np.random.default_rng(random_state))
+    half = stratified_subsample(y_signed, H.shape[0] // 2, np.random.default_rng(random_state))
     other = np.setdiff1d(np.arange(H.shape[0]), half)
     delta = first.cv_train_size / first.p
     a = float(np.max(first.cv_accuracy))
     errors = {teacher: [] for teacher in models}
     for part, rest in ((half, other), (other, half)):
-        subs = estimate_pool_models(H[part], ypm[part], teachers=tuple(models), covariance=first.covariance,
+        subs = estimate_pool_models(H[part], y_signed[part], teachers=tuple(models), covariance=first.covariance,
                                     folds=folds, random_state=random_state, cv_lambdas=first.cv_lambdas,
                                     H_unlabeled=np.vstack([H[rest], U]), n_boot=0, chance_z=chance_z)
         for teacher, sub in subs.items():
@@ -584,9 +584,9 @@ def labels_needed(curve: LearningCurve, target_accuracy) -> dict:
 # --------------------------------------------------------------------------- baselines
 def _check_pool(H_pool, y_pool, folds):
     H = check_matrix(H_pool, "H_pool")
-    _, ypm = check_binary_labels(y_pool, H.shape[0], "y_pool")
-    check_min_per_class(ypm, "y_pool (labelled pool)", minimum=folds)
-    return H, ypm
+    _, y_signed = check_binary_labels(y_pool, H.shape[0], "y_pool")
+    check_min_per_class(y_signed, "y_pool (labelled pool)", minimum=folds)
+    return H, y_signed
 
 
 def no_gain_curve(H_pool, y_pool, n_values, *, level=0.9, n_test=None, folds=5, cv_lambdas=CV_LAMBDAS,
@@ -631,11 +631,11 @@ def no_gain_curve(H_pool, y_pool, n_values, *, level=0.9, n_test=None, folds=5, 
     (True, True)
     """
     folds = check_int(folds, "folds", minimum=2)
-    H, ypm = _check_pool(H_pool, y_pool, folds)
+    H, y_signed = _check_pool(H_pool, y_pool, folds)
     n = check_targets(n_values, H.shape[0])
     level = _check_level(level)
     n_test = _check_n_test(n_test)
-    acc = float(np.max(cross_validated_path(H, ypm, np.asarray(cv_lambdas, dtype=float), folds, random_state)[0]))
+    acc = float(np.max(cross_validated_path(H, y_signed, np.asarray(cv_lambdas, dtype=float), folds, random_state)[0]))
     var = acc * (1 - acc) * (1.0 / H.shape[0] + (1.0 / n_test if n_test else 0.0))
     z = norm.ppf(0.5 + level / 2)
     point = np.full(n.size, acc)
@@ -690,14 +690,14 @@ def isotropic_curve(H_pool, y_pool, n_values, *, Cs=None, level=0.9, n_test=None
     ('isotropic', True, True)
     """
     folds = check_int(folds, "folds", minimum=2)
-    H, ypm = _check_pool(H_pool, y_pool, folds)
+    H, y_signed = _check_pool(H_pool, y_pool, folds)
     N, p = H.shape
     n = check_targets(n_values, N)
     Cs = PLAN_CS if Cs is None else check_grid(Cs)
     level = _check_level(level)
     n_test = _check_n_test(n_test)
     lambdas = np.asarray(cv_lambdas, dtype=float)
-    path, _, n_fit = cross_validated_path(H, ypm, lambdas, folds, random_state)
+    path, _, n_fit = cross_validated_path(H, y_signed, lambdas, folds, random_state)
     best = int(np.argmax(path))
     acc, lam = float(path[best]), float(lambdas[best])
     z = norm.ppf(0.5 + level / 2)
@@ -718,7 +718,7 @@ def isotropic_curve(H_pool, y_pool, n_values, *, Cs=None, level=0.9, n_test=None
                          level=level, method="isotropic", n_pool=N, n_test=n_test)
 
 
-def _subsample_paths(H, ypm, sizes, repeats, Cs, rng):
+def _subsample_paths(H, y_signed, sizes, repeats, Cs, rng):
     """Test accuracy along Cs of probes on stratified subsamples, tested on the pool rows they leave out:
     ndarray (len(sizes), repeats, len(Cs))."""
     N = H.shape[0]
@@ -726,10 +726,10 @@ def _subsample_paths(H, ypm, sizes, repeats, Cs, rng):
     order = np.argsort(Cs)
     for i, m in enumerate(sizes):
         for r in range(repeats):
-            sub = stratified_subsample(ypm, m, rng)
+            sub = stratified_subsample(y_signed, m, rng)
             rest = np.setdiff1d(np.arange(N), sub)
             mu, s = standardize_stats(H[sub])
-            path = logistic_path((H[sub] - mu) / s, ypm[sub], (H[rest] - mu) / s, ypm[rest], Cs[order],
+            path = logistic_path((H[sub] - mu) / s, y_signed[sub], (H[rest] - mu) / s, y_signed[rest], Cs[order],
                                  certify=False)
             out[i, r, order] = path.val_accuracy
     return out
@@ -783,7 +783,7 @@ def power_law_curve(H_pool, y_pool, n_values, *, fractions=POWER_LAW_FRACTIONS, 
     >>> c.method, bool(c.accuracy[1] >= c.accuracy[0])
     ('power_law', True)
     """
-    H, ypm = _check_pool(H_pool, y_pool, 2)
+    H, y_signed = _check_pool(H_pool, y_pool, 2)
     N = H.shape[0]
     n = check_targets(n_values, N)
     level = _check_level(level)
@@ -800,7 +800,7 @@ def power_law_curve(H_pool, y_pool, n_values, *, fractions=POWER_LAW_FRACTIONS, 
         raise ValueError(f"fractions must give at least 3 distinct subsample sizes of the {N}-row pool, got "
                          f"{sizes.tolist()}")
     rng = np.random.default_rng(random_state)
-    paths = _subsample_paths(H, ypm, sizes, repeats, Cs, rng)
+    paths = _subsample_paths(H, y_signed, sizes, repeats, Cs, rng)
     law = fit_power_law(sizes, paths.mean(axis=1).max(axis=1))
     acc = np.clip(law(n), 0, 1)
     draws = np.empty((n_boot, n.size))

@@ -241,22 +241,23 @@ class RaptorProbe(LinearConceptProbe):
         return self
 
     def _prepare(self, X, y, X_val, y_val) -> dict:
-        """Validate, split and standardize: the inputs of a solver (``Xtr, ytr, Xs, Xvs, yvpm, mu, s, Cs``)."""
+        """Validate, split and standardize: the inputs of a solver (``Xtr, ytr, Xs, Xvs, yv_signed, mu, s, Cs``)."""
         Cs = check_grid(DEFAULT_CS if self.Cs is None else self.Cs)
-        X, ypm, Xv, yvpm = self._validate_fit_data(X, y, X_val, y_val)
+        X, y_signed, Xv, yv_signed = self._validate_fit_data(X, y, X_val, y_val)
         if X_val is not None:
-            Xtr, ytr = X, ypm
+            Xtr, ytr = X, y_signed
         elif self.val_fraction > 0:
-            itr, iv = stratified_split(ypm, float(self.val_fraction), self.random_state)
-            Xtr, ytr, Xv, yvpm = X[itr], ypm[itr], X[iv], ypm[iv]
+            itr, iv = stratified_split(y_signed, float(self.val_fraction), self.random_state)
+            Xtr, ytr, Xv, yv_signed = X[itr], y_signed[itr], X[iv], y_signed[iv]
         else:
-            Xtr, ytr = X, ypm
+            Xtr, ytr = X, y_signed
         check_min_per_class(ytr, "train")
-        if len(yvpm):  # a one-class (or one-row) validation split cannot select C: every C ties or the grid's end wins
-            check_min_per_class(yvpm, "validation (X_val, y_val)", minimum=1)
+        # a one-class (or one-row) validation split cannot select C: every C ties or the grid's end wins
+        if len(yv_signed):
+            check_min_per_class(yv_signed, "validation (X_val, y_val)", minimum=1)
         mu, s = standardize_stats(Xtr)
         self.fallback_ = Xv.shape[0] == 0
-        return dict(Xtr=Xtr, ytr=ytr, Xs=(Xtr - mu) / s, Xvs=(Xv - mu) / s, yvpm=yvpm, mu=mu, s=s, Cs=Cs)
+        return dict(Xtr=Xtr, ytr=ytr, Xs=(Xtr - mu) / s, Xvs=(Xv - mu) / s, yv_signed=yv_signed, mu=mu, s=s, Cs=Cs)
 
     def _solve(self, prepared) -> None:
         """The numpy solvers: the paper's fallback (no validation rows), the paper's loop, or the exact path; each
@@ -280,10 +281,10 @@ class RaptorProbe(LinearConceptProbe):
 
     def _solve_paper(self, prepared) -> tuple:
         """The paper's loop: scikit-learn's lbfgs at every C, then the refit on train + validation."""
-        Xs, ytr, Xvs, yvpm, Cs = (prepared[k] for k in ("Xs", "ytr", "Xvs", "yvpm", "Cs"))
-        acc, nits = _paper_path(Xs, ytr, Xvs, yvpm, Cs)
+        Xs, ytr, Xvs, yv_signed, Cs = (prepared[k] for k in ("Xs", "ytr", "Xvs", "yv_signed", "Cs"))
+        acc, nits = _paper_path(Xs, ytr, Xvs, yv_signed, Cs)
         C = float(Cs[select_C(Cs, acc, self.tie_break)])
-        Xfit, yfit = (np.vstack([Xs, Xvs]), np.concatenate([ytr, yvpm])) if self.refit else (Xs, ytr)
+        Xfit, yfit = (np.vstack([Xs, Xvs]), np.concatenate([ytr, yv_signed])) if self.refit else (Xs, ytr)
         clf = LogisticRegression(C=C).fit(Xfit, yfit)
         w, b = clf.coef_[0].copy(), float(clf.intercept_[0])
         self.n_iter_ = clf.n_iter_
@@ -292,9 +293,9 @@ class RaptorProbe(LinearConceptProbe):
 
     def _solve_exact(self, prepared) -> tuple:
         """The exact path over the grid (validated once, in ``fit``), the selection of C, and the refit."""
-        Xs, ytr, Xvs, yvpm, Cs = (prepared[k] for k in ("Xs", "ytr", "Xvs", "yvpm", "Cs"))
+        Xs, ytr, Xvs, yv_signed, Cs = (prepared[k] for k in ("Xs", "ytr", "Xvs", "yv_signed", "Cs"))
         design = reduce_design(Xs, Xvs)
-        path = logistic_path(Xs, ytr, Xvs, yvpm, Cs, design=design, tol=self.tol, max_iter=self.max_iter,
+        path = logistic_path(Xs, ytr, Xvs, yv_signed, Cs, design=design, tol=self.tol, max_iter=self.max_iter,
                              check_input=False)
         acc, nits = path.val_accuracy, path.nit
         if not path.success:
@@ -304,7 +305,7 @@ class RaptorProbe(LinearConceptProbe):
         C = float(Cs[k])
         self._before_refit = (design.back(path.coef_reduced[k]), float(path.intercept[k]))
         if self.refit:
-            res = refit(Xs, ytr, Xvs, yvpm, C, design, path.coef_reduced[k], path.intercept[k], tol=self.tol,
+            res = refit(Xs, ytr, Xvs, yv_signed, C, design, path.coef_reduced[k], path.intercept[k], tol=self.tol,
                         max_iter=self.max_iter, check_input=False)
             self._record_refit(res, stacklevel=5)
             w, b = res.coef, res.intercept
@@ -420,14 +421,14 @@ def fit_on_engine(probes, prepared, device) -> None:
     resolve_device(device)  # a ValueError naming the device before any work
     first, lead = prepared[0], probes[0]
     for probe, q in zip(probes, prepared):
-        same = (np.array_equal(q["ytr"], first["ytr"]) and np.array_equal(q["yvpm"], first["yvpm"])
+        same = (np.array_equal(q["ytr"], first["ytr"]) and np.array_equal(q["yv_signed"], first["yv_signed"])
                 and np.array_equal(q["Cs"], first["Cs"]) and q["Xs"].shape == first["Xs"].shape
                 and (probe.tol, probe.max_iter, probe.refit) == (lead.tol, lead.max_iter, lead.refit))
         if not same:
             raise ValueError("fit_on_engine: the probes must share their labels, grid, shapes, tol, max_iter and refit")
     Cs = first["Cs"]
     path = batched_path(np.stack([q["Xs"] for q in prepared]), first["ytr"], np.stack([q["Xvs"] for q in prepared]),
-                        first["yvpm"], Cs, device=device, tol=lead.tol, max_iter=lead.max_iter, check_input=False)
+                        first["yv_signed"], Cs, device=device, tol=lead.tol, max_iter=lead.max_iter, check_input=False)
     ks = []
     for i, probe in enumerate(probes):
         if not (path.certified[i] | (path.grad_norm[i] <= probe.tol)).all():
@@ -438,7 +439,7 @@ def fit_on_engine(probes, prepared, device) -> None:
     rows = np.arange(len(probes))
     if lead.refit:
         Xf = np.stack([np.vstack([q["Xs"], q["Xvs"]]) for q in prepared])
-        res = batched_refit(Xf, np.concatenate([first["ytr"], first["yvpm"]]), Cs[ks], path.coef[rows, ks],
+        res = batched_refit(Xf, np.concatenate([first["ytr"], first["yv_signed"]]), Cs[ks], path.coef[rows, ks],
                             path.intercept[rows, ks], device=device, tol=lead.tol, max_iter=lead.max_iter,
                             check_input=False)
     for i, (probe, q, k) in enumerate(zip(probes, prepared, ks)):

@@ -86,14 +86,14 @@ def _perceptron_kernel(X, y, order, max_epochs):
     return w, b, max_epochs, errors
 
 
-def perceptron(X, y_pm, max_epochs: int = 2000, random_state=0) -> OptimizeResult:
+def perceptron(X, y_signed, max_epochs: int = 2000, random_state=0) -> OptimizeResult:
     """Run the classic perceptron (with bias) on (X, y in {-1, +1}); rows visited in one fixed random order.
 
     Parameters
     ----------
     X : array of shape (n, p)
         Rows (standardize them first for a scale-free run).
-    y_pm : array of shape (n,)
+    y_signed : array of shape (n,)
         Labels in {-1, +1}.
     max_epochs : int
         Passes over the data at most.
@@ -116,13 +116,13 @@ def perceptron(X, y_pm, max_epochs: int = 2000, random_state=0) -> OptimizeResul
     (True, 0)
     """
     X = check_matrix(X, "X")
-    y_pm = check_signed_labels(y_pm, X.shape[0], "y_pm")
+    y_signed = check_signed_labels(y_signed, X.shape[0], "y_signed")
     max_epochs = check_int(max_epochs, "max_epochs", minimum=1)
     rng = as_generator(random_state, "random_state")
     order = rng.permutation(X.shape[0]).astype(np.int64)
     w, b, epochs, errs = _perceptron_kernel(np.ascontiguousarray(X, dtype=np.float64),
-                                             np.ascontiguousarray(y_pm, dtype=np.float64), order, int(max_epochs))
-    final_err = int(np.sum(y_pm * (X @ w + b) <= 0))
+                                             np.ascontiguousarray(y_signed, dtype=np.float64), order, int(max_epochs))
+    final_err = int(np.sum(y_signed * (X @ w + b) <= 0))
     separated = final_err == 0
     return OptimizeResult(x=w, intercept=float(b), nit=int(epochs), train_errors=final_err, success=separated,
                           status=0 if separated else 1,
@@ -166,7 +166,7 @@ def separability(X, y, Cs=(1e4, 1e6, 1e8), perceptron_epochs: int = 2000, svm_ma
     (True, True)
     """
     X = check_matrix(X, "X")
-    _, ypm = check_binary_labels(y, X.shape[0], "y")
+    _, y_signed = check_binary_labels(y, X.shape[0], "y")
     Cs = check_grid(Cs)
     perceptron_epochs = check_int(perceptron_epochs, "perceptron_epochs")
     svm_max_iter = check_int(svm_max_iter, "svm_max_iter")
@@ -176,13 +176,13 @@ def separability(X, y, Cs=(1e4, 1e6, 1e8), perceptron_epochs: int = 2000, svm_ma
     for C in Cs:
         with warnings.catch_warnings(record=True) as caught:
             warnings.simplefilter("always", ConvergenceWarning)
-            clf = LinearSVC(C=float(C), max_iter=int(svm_max_iter), random_state=random_state).fit(Xs, ypm)
+            clf = LinearSVC(C=float(C), max_iter=int(svm_max_iter), random_state=random_state).fit(Xs, y_signed)
         msgs = [str(w.message) for w in caught if issubclass(w.category, ConvergenceWarning)]
-        errs = int(np.sum(clf.predict(Xs) != ypm))
+        errs = int(np.sum(clf.predict(Xs) != y_signed))
         svm_rows.append(dict(C=float(C), train_errors=errs, success=not msgs, warnings=msgs))
         if stop_when_separated and errs == 0:
             break
-    perc = perceptron(Xs, ypm, perceptron_epochs, random_state)
+    perc = perceptron(Xs, y_signed, perceptron_epochs, random_state)
     n_warn = sum(len(r["warnings"]) for r in svm_rows)
     if n_warn:
         warnings.warn(f"separability: LinearSVC raised {n_warn} convergence warning(s); the SVM test is a "
@@ -231,14 +231,14 @@ def separability_lp(X, y, tol: float = 1e-7) -> OptimizeResult:
     False
     """
     X = check_matrix(X, "X")
-    _, ypm = check_binary_labels(y, X.shape[0], "y")
+    _, y_signed = check_binary_labels(y, X.shape[0], "y")
     tol = check_scalar(tol, "tol")
     if not 0.0 < tol <= 1e-2:
         raise ValueError(f"tol must be in (0, 0.01], got {tol!r}")
     mu, sd = standardize_stats(X)
     Xs = (X - mu) / sd
     n, p = Xs.shape
-    margins = ypm[:, None] * np.c_[Xs, np.ones(n)]
+    margins = y_signed[:, None] * np.c_[Xs, np.ones(n)]
     A = sparse.hstack([sparse.csr_matrix(-margins), -sparse.eye(n, format="csr")], format="csr")
     cost = np.r_[np.zeros(p + 1), np.ones(n)]
     res = linprog(cost, A_ub=A, b_ub=-np.ones(n), bounds=[(None, None)] * (p + 1) + [(0.0, None)] * n,
@@ -249,7 +249,7 @@ def separability_lp(X, y, tol: float = 1e-7) -> OptimizeResult:
                               train_errors=-1, nit=int(getattr(res, "nit", 0)),
                               message=f"undecided: {STATUS_MESSAGES[status]} ({res.message})")
     w, b = res.x[:p], float(res.x[p])
-    errors = int(np.sum(ypm * (Xs @ w + b) <= 0.0))
+    errors = int(np.sum(y_signed * (Xs @ w + b) <= 0.0))
     separable = bool(res.fun <= tol * n and errors == 0)
     return OptimizeResult(separable=separable, success=True, status=0, fun=float(res.fun), x=w, intercept=b,
                           train_errors=errors, nit=int(res.nit),

@@ -122,7 +122,7 @@ def pool_cv_prediction(H_pool, y_pool, n_train, Cs, fractions, C, *, repeats=3, 
     (4, (2,), (2,))
     """
     H = check_matrix(H_pool, "H_pool")
-    _, ypm = check_binary_labels(y_pool, H.shape[0], "y_pool")
+    _, y_signed = check_binary_labels(y_pool, H.shape[0], "y_pool")
     N = H.shape[0]
     n_train = check_int(n_train, "n_train", minimum=1)
     if n_train >= N:
@@ -133,15 +133,15 @@ def pool_cv_prediction(H_pool, y_pool, n_train, Cs, fractions, C, *, repeats=3, 
         raise ValueError(f"fractions: the pool_cv predictor tests on the pool rows a subsample leaves out, so "
                          f"every fraction must be in (0, {1 - 1 / N:.4g}], got {fractions.tolist()}")
     folds = max(2, int(round(N / (N - n_train))))
-    path = cross_validated_path(H, ypm, 1.0 / (Cs * n_train), folds, seed)[0]
+    path = cross_validated_path(H, y_signed, 1.0 / (Cs * n_train), folds, seed)[0]
     rng = np.random.default_rng(seed)
     sweep = []
     for f in fractions:
         accs = []
         for _ in range(repeats):
-            sub = stratified_subsample(ypm, int(round(f * N)), rng)
+            sub = stratified_subsample(y_signed, int(round(f * N)), rng)
             rest = np.setdiff1d(np.arange(N), sub)
-            accs.append(_fit_accuracy(H[sub], ypm[sub], H[rest], ypm[rest], C))
+            accs.append(_fit_accuracy(H[sub], y_signed[sub], H[rest], y_signed[rest], C))
         sweep.append(np.mean(accs))
     return {"path": np.asarray(path), "C_star": predict_lambda_star(Cs, path), "kappa": float("nan"),
             "sweep": np.array(sweep), "folds": folds}
@@ -222,7 +222,7 @@ def evaluate_split(H, y, seed=0, *, Cs=PATH_CS, fractions=DEFAULT_FRACTIONS, swe
         (same rows) at the fixed C* (``RaptorProbe(Cs=[C*])``), the protocol the theories model.
     """
     H = check_matrix(H, "H")
-    _, ypm = check_binary_labels(y, H.shape[0], "y", rows="H")
+    _, y_signed = check_binary_labels(y, H.shape[0], "y", rows="H")
     Cs = check_grid(Cs)
     seed = check_int(seed, "seed", minimum=0, maximum=MAX_SEED)
     fractions = check_real_array(fractions, "fractions").ravel()
@@ -235,50 +235,51 @@ def evaluate_split(H, y, seed=0, *, Cs=PATH_CS, fractions=DEFAULT_FRACTIONS, swe
                              ((teachers, "teachers", TEACHERS), (covariances, "covariances", COVARIANCES)))
     if not isinstance(stability_protocol, str) or stability_protocol not in STABILITY_PROTOCOLS:
         raise ValueError(f"stability_protocol must be one of {sorted(STABILITY_PROTOCOLS)}, got {stability_protocol!r}")
-    tr, va, te = paper_split(ypm, random_state=seed)
+    tr, va, te = paper_split(y_signed, random_state=seed)
     pool = np.concatenate([tr, va])
     p = H.shape[1]
     rng = np.random.default_rng(seed)
     # ---- truth
     Xtr, Xva, Xte, _ = _std(H[tr], H[va], H[te])
-    test_path = logistic_path(Xtr, ypm[tr], Xte, ypm[te], Cs, certify=False).val_accuracy
-    val_path = logistic_path(Xtr, ypm[tr], Xva, ypm[va], Cs).val_accuracy
+    test_path = logistic_path(Xtr, y_signed[tr], Xte, y_signed[te], Cs, certify=False).val_accuracy
+    val_path = logistic_path(Xtr, y_signed[tr], Xva, y_signed[va], Cs).val_accuracy
     C_star = float(Cs[select_C(Cs, val_path)])
     sweep = []
     for f in fractions:
         accs = []
         for _ in range(sweep_repeats):
-            sub = pool[stratified_subsample(ypm[pool], int(round(f * pool.size)), rng)]
-            accs.append(_fit_accuracy(H[sub], ypm[sub], H[te], ypm[te], C_star))
+            sub = pool[stratified_subsample(y_signed[pool], int(round(f * pool.size)), rng)]
+            accs.append(_fit_accuracy(H[sub], y_signed[sub], H[te], y_signed[te], C_star))
         sweep.append(np.mean(accs))
     out = {"Cs": Cs, "fractions": np.asarray(fractions, dtype=float), "n_train": tr.size, "n_pool": pool.size,
            "p": p, "path": np.asarray(test_path), "val_path": np.asarray(val_path), "C_star": C_star,
            "sweep": np.array(sweep), "stability_protocol": stability_protocol, "pred": {}}
     if stability and stability_protocol == "subsample":
-        out["stability"] = _train_only_stability(H[pool], ypm[pool], C_star, K, rng, drop, val_fraction)
+        out["stability"] = _train_only_stability(H[pool], y_signed[pool], C_star, K, rng, drop, val_fraction)
     elif stability and stability_protocol == "subsample_refit":
-        out["stability"] = ablation_stability(RaptorProbe(Cs=[C_star]), H[pool], ypm[pool], K=K, drop=drop,
+        out["stability"] = ablation_stability(RaptorProbe(Cs=[C_star]), H[pool], y_signed[pool], K=K, drop=drop,
                                               val_fraction=val_fraction, seed=seed, n_boot=1).mean_abs_cos
     elif stability:  # "raptor": exactly the runs of RESULTS.md's stability tables (seed 0 of the protocol)
-        out["stability"] = ablation_stability(RaptorProbe(), H[pool], ypm[pool], K=K, drop=drop,
+        out["stability"] = ablation_stability(RaptorProbe(), H[pool], y_signed[pool], K=K, drop=drop,
                                               val_fraction=val_fraction, seed=0, n_boot=1).mean_abs_cos
         # the same runs at the fixed C*: what the theory models; the difference is the cost of re-selecting C
-        out["stability_fixed_C"] = ablation_stability(RaptorProbe(Cs=[C_star]), H[pool], ypm[pool], K=K, drop=drop,
+        out["stability_fixed_C"] = ablation_stability(RaptorProbe(Cs=[C_star]), H[pool], y_signed[pool], K=K, drop=drop,
                                                       val_fraction=val_fraction, seed=0, n_boot=1).mean_abs_cos
     theory_protocol = STABILITY_PROTOCOLS[stability_protocol]
     if pool_cv:
-        out["pred"]["pool_cv"] = pool_cv_prediction(H[pool], ypm[pool], tr.size, Cs, fractions, C_star,
+        out["pred"]["pool_cv"] = pool_cv_prediction(H[pool], y_signed[pool], tr.size, Cs, fractions, C_star,
                                                     repeats=sweep_repeats, seed=seed)
     # ---- predictions from the pool only
     for covariance in covariances:
-        models = estimate_pool_models(H[pool], ypm[pool], teachers=teachers, covariance=covariance, random_state=seed)
+        models = estimate_pool_models(H[pool], y_signed[pool], teachers=teachers, covariance=covariance,
+                                      random_state=seed)
         for teacher, model in models.items():
             out["pred"][f"spectral/{teacher}/{covariance}"] = _predictions(model, tr.size, Cs, fractions, C_star,
                                                                            stability, drop, val_fraction,
                                                                            theory_protocol)
     # isotropic theory, kappa-hat route (kappa from the pool's CV accuracy at the validation-selected ridge)
     lam_star = 1.0 / (C_star * tr.size)
-    kappa_hat = estimate_kappa(H[pool], ypm[pool], lam_star, seed=seed)[0]
+    kappa_hat = estimate_kappa(H[pool], y_signed[pool], lam_star, seed=seed)[0]
     iso_path = np.array([cgmt.solve(tr.size / p, 1.0 / (C * tr.size), kappa_hat).accuracy for C in Cs])
     iso = {"path": iso_path, "C_star": predict_lambda_star(Cs, iso_path), "kappa": kappa_hat,
            "sweep": np.array([cgmt.solve(f * pool.size / p, 1.0 / (C_star * f * pool.size), kappa_hat).accuracy

@@ -188,11 +188,11 @@ def _path_jacobian(base, theta, delta, lambdas):
     return jac
 
 
-def _bootstrap_paths(correct, ypm, n_boot, rng):
+def _bootstrap_paths(correct, y_signed, n_boot, rng):
     """Out-of-fold accuracy paths of ``n_boot`` stratified bootstrap replicates of the pool, minus the pool's."""
     if n_boot == 0:
         return np.zeros((0, correct.shape[1]))
-    groups = [np.flatnonzero(ypm == label) for label in (-1.0, 1.0)]
+    groups = [np.flatnonzero(y_signed == label) for label in (-1.0, 1.0)]
     draws = np.empty((n_boot, correct.shape[1]))
     for b in range(n_boot):
         rows = np.concatenate([rng.choice(g, g.size, replace=True) for g in groups])
@@ -200,10 +200,10 @@ def _bootstrap_paths(correct, ypm, n_boot, rng):
     return draws - correct.mean(axis=0)
 
 
-def _chance_factor(acc, ypm, chance_z):
+def _chance_factor(acc, y_signed, chance_z):
     """The no-signal shrinkage factor of kappa from the out-of-fold accuracy ``acc`` (module docstring)."""
-    chance = max(float(np.mean(ypm > 0)), float(np.mean(ypm < 0)))
-    se = 0.5 / math.sqrt(ypm.size)
+    chance = max(float(np.mean(y_signed > 0)), float(np.mean(y_signed < 0)))
+    se = 0.5 / math.sqrt(y_signed.size)
     if chance_z == 0:
         return 1.0
     return float(min(1.0, max((acc - chance) / (chance_z * se), _MIN_CHANCE_FACTOR)))
@@ -235,14 +235,14 @@ def estimate_pool_models(H_pool, y_pool, *, teachers=TEACHERS, covariance="sampl
         teacher -> PoolModel.
     """
     H = check_matrix(H_pool, "H_pool")
-    _, ypm = check_binary_labels(y_pool, H.shape[0], "y_pool", rows="H_pool")
+    _, y_signed = check_binary_labels(y_pool, H.shape[0], "y_pool", rows="H_pool")
     teachers = check_sequence(teachers, "teachers", lambda v, n: check_choice(v, n, TEACHERS))
     covariance = check_choice(covariance, "covariance", COVARIANCES)
     n_boot = check_int(n_boot, "n_boot", minimum=0)
     chance_z = check_scalar(chance_z, "chance_z", low=0.0, high=1e3)
     folds = check_int(folds, "folds", minimum=2)
     random_state = check_int(random_state, "random_state", minimum=0, maximum=MAX_SEED)
-    check_min_per_class(ypm, "y_pool (labelled pool)", minimum=folds)
+    check_min_per_class(y_signed, "y_pool (labelled pool)", minimum=folds)
     lambdas = check_lams(cv_lambdas, "cv_lambdas")
     if len(np.unique(lambdas)) != len(lambdas):
         raise ValueError("cv_lambdas must not repeat a value")
@@ -254,17 +254,17 @@ def estimate_pool_models(H_pool, y_pool, *, teachers=TEACHERS, covariance="sampl
     Z = Z_all[:N]
     cov = (LedoitWolf(assume_centered=True).fit(Z_all).covariance_ if covariance == "ledoit_wolf"
            else Z_all.T @ Z_all / Z_all.shape[0])
-    acc, loss, n_fold, correct = cross_validated_path(H, ypm, lambdas, folds, random_state, per_row=True)
+    acc, loss, n_fold, correct = cross_validated_path(H, y_signed, lambdas, folds, random_state, per_row=True)
     k_teacher = int(np.argmin(loss))
     lam_teacher = float(lambdas[k_teacher])
-    fit = fit_l2_logistic(Z, ypm, 1.0 / (N * lam_teacher), fit_intercept=True)
+    fit = fit_l2_logistic(Z, y_signed, 1.0 / (N * lam_teacher), fit_intercept=True)
     beta = math.sqrt(p) * fit.coef
     if not np.any(beta):
         raise ValueError("H_pool: the pool fit is zero (constant features?); no teacher direction to estimate")
     pool_fit = Spectrum.from_covariance(cov, beta)
     delta_fold = n_fold / p
-    factor = _chance_factor(acc[k_teacher], ypm, chance_z)
-    cv_draws = _bootstrap_paths(correct, ypm, n_boot, np.random.default_rng(random_state))
+    factor = _chance_factor(acc[k_teacher], y_signed, chance_z)
+    cv_draws = _bootstrap_paths(correct, y_signed, n_boot, np.random.default_rng(random_state))
     models = {}
     for teacher in teachers:
         if teacher == "calibrated":

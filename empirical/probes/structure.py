@@ -314,10 +314,10 @@ def cross_fit_oracle(X_pool, y_pool, X_test, oracle, *, folds: int = 5,
         raw_pool[te] = _decision(est, X_pool[te])
         raw_test += _decision(est, X_test) / folds
     classes = np.unique(y_pool)
-    ypm = _pm1(y_pool, classes)
-    platt = LogisticRegression(C=1e6, max_iter=10_000).fit(raw_pool[:, None], ypm)
+    y_signed = _pm1(y_pool, classes)
+    platt = LogisticRegression(C=1e6, max_iter=10_000).fit(raw_pool[:, None], y_signed)
     c, d = float(platt.coef_[0, 0]), float(platt.intercept_[0])
-    info = dict(c=c, d=d, oof_accuracy=float(np.mean(np.where(raw_pool >= 0, 1.0, -1.0) == ypm)))
+    info = dict(c=c, d=d, oof_accuracy=float(np.mean(np.where(raw_pool >= 0, 1.0, -1.0) == y_signed)))
     return c * raw_pool + d, c * raw_test + d, info
 
 
