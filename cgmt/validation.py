@@ -359,6 +359,9 @@ def check_grid_size(n_points: int, max_points: int | None = MAX_POINTS, what: st
     ValueError: sweep grid has 1000000000 points, more than the limit 100; use a coarser grid or raise the limit
     (max_points=..., --max-points)
     """
+    n_points = _checks.check_int(n_points, "n_points", minimum=0, maximum=2 ** 63 - 1)
+    if max_points is not None:
+        max_points = _checks.check_int(max_points, "max_points", maximum=2 ** 63 - 1)
     if max_points is not None and n_points > max_points:
         raise ValueError(f"{what} has {n_points} points, more than the limit {max_points}; use a coarser grid or "
                          f"raise the limit ({override})")
