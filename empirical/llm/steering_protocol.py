@@ -19,7 +19,7 @@ from dataclasses import dataclass
 
 import pandas as pd
 
-from empirical.common.checks import check_int
+from empirical.common.checks import check_int, check_sequence
 
 __all__ = ["SteeringProtocol", "ANSWER_STEM", "MIN_RANDOM", "N_RANDOM", "N_RANDOM_SELECTION", "MIN_CONTROL",
            "NULL_ALPHA", "NULL_STREAMS", "MASS_GATE", "PERPLEXITY_GATE", "DISTINCT2_GATE", "N_GENERATE", "passes_gates"]
@@ -59,16 +59,16 @@ TWIN_POSITIONS = ("prompt", "all")
 
 
 def _as_tuple(value, name: str) -> tuple:
-    """A string or a sequence of them as a tuple; ValueError naming ``name`` for anything else."""
+    """One name or a sequence of names as a tuple (the project's :func:`~empirical.common.checks.check_sequence`)."""
     if isinstance(value, str):
         return (value,)
-    try:
-        items = tuple(value)
-    except TypeError:
-        raise ValueError(f"{name} must be a sequence of names, got {value!r}") from None
-    if not all(isinstance(item, str) for item in items):
-        raise ValueError(f"{name} must be a sequence of names, got {value!r}")
-    return items
+    return check_sequence(value, name, item=_name, allow_empty=True)
+
+
+def _name(value, name: str) -> str:
+    if not isinstance(value, str):
+        raise ValueError(f"{name} must be a name (a string), got {value!r}")
+    return value
 
 
 @dataclass(frozen=True)
