@@ -337,7 +337,7 @@ def _spectral_pair(strict):
 
 
 @pytest.mark.parametrize("module, solve", [("cgmt.stability", _pair), ("cgmt.stability", _protocol),
-                                           ("cgmt.spectral_stability", _spectral_pair)])
+                                           ("cgmt._spectral_stability", _spectral_pair)])
 def test_a_failed_cross_fixed_point_warns_or_raises_never_silent(module, solve, monkeypatch):
     """The one failure convention (empirical.common.failures.report): a cross fixed point that misses its tolerance
     warns ConvergenceWarning with success=False, and raises ConvergenceError under strict=True."""
