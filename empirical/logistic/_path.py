@@ -111,9 +111,9 @@ def logistic_path(X, y, Xv, yv, Cs, *, fit_intercept=True, tol=1e-10, max_iter=1
     else:
         Cs, Xv = np.asarray(Cs, dtype=np.float64), np.asarray(Xv, dtype=np.float64)
     if design is None:
-        design = reduce_design(X, Xv)
-    ctx = PathContext(design.Z, design.Zv)
-    n, r = design.Z.shape
+        design = reduce_design(X, Xv, check_input=False)  # validated above, or by the caller
+    ctx = PathContext.from_design(design)
+    n, r = ctx.shape
     order_idx = np.argsort(Cs)
     logC = np.log(Cs[order_idx])
     hist_t, hist_a, hist_b, hist_z = [], [], [], []
@@ -190,7 +190,7 @@ def refit(X, y, Xv, yv, C, design, a0, b0, *, fit_intercept=True, tol=1e-10, max
     tol, max_iter
         As for :func:`fit_l2_logistic`.
     check_input : bool, default=True
-        Validate the labels and ``C`` (False: the caller has, as for :func:`logistic_path`).
+        Validate the rows, the labels and ``C`` (False: the caller has, as for :func:`logistic_path`).
 
     Returns
     -------
@@ -199,6 +199,7 @@ def refit(X, y, Xv, yv, C, design, a0, b0, *, fit_intercept=True, tol=1e-10, max
         ``status`` (:data:`empirical.common.failures.STATUS_MESSAGES`) and ``message``.
     """
     if check_input:
+        X, Xv = check_matrix(X, "X"), check_matrix(Xv, "Xv") if len(Xv) else np.asarray(Xv, dtype=np.float64)
         y, yv = check_signed_labels(y, len(X), "y"), check_signed_labels(yv, len(Xv), "yv")
         C = float(check_grid(C, "C")[0])
     Xf = np.vstack([X, Xv])
@@ -206,7 +207,7 @@ def refit(X, y, Xv, yv, C, design, a0, b0, *, fit_intercept=True, tol=1e-10, max
     n, p = Xf.shape
     if design.K is None or n >= p:
         w0 = design.back(a0)
-        full = reduce_design(Xf)
+        full = reduce_design(Xf, check_input=False)
         a_start = w0 if full.K is None else full.project(Xf @ w0)
     elif (full := extend_design(design, X, Xv)) is not None:
         a_start = np.concatenate([a0, np.zeros(full.rank - len(a0))])
@@ -217,10 +218,10 @@ def refit(X, y, Xv, yv, C, design, a0, b0, *, fit_intercept=True, tol=1e-10, max
         K[:m, m:] = design.KvT
         K[m:, :m] = design.KvT.T
         K[m:, m:] = Xv @ Xv.T
-        full = reduce_design(Xf, K=K)
+        full = reduce_design(Xf, K=K, check_input=False)
         a_start = full.project(np.concatenate([design.Z @ a0, design.Zv @ a0]))
-    ctx = PathContext(full.Z)
-    z0 = full.Z @ a_start + b0
+    ctx = PathContext.from_design(full, validation=False)
+    z0 = ctx.mul(a_start) + b0
     if C * np.logaddexp(0.0, -yf * z0).sum() + 0.5 * a_start @ a_start > C * n * np.log(2.0):
         # the train-only solution misclassifies validation rows by so much (large C) that zero is the better
         # start: Newton's quadratic model is poor where the loss is linear

@@ -56,25 +56,29 @@ class _Precond:
     its precision does not limit the exactness of the solutions.
     """
 
-    def __init__(self, Z, d, C, fit_intercept, Z32=None):
-        n, r = Z.shape
+    def __init__(self, ctx, d, C, fit_intercept):
+        n, r = ctx.shape
         self.C = C
         self.fit_intercept = fit_intercept
-        Zs = Z32 if Z32 is not None else Z.astype(np.float32)
-        S = Zs * np.sqrt(C * d).astype(np.float32)[:, None]
-        H = ssyrk(1.0, S.T, trans=0, lower=0)  # upper triangle of S'S (half the flops of S.T @ S)
+        #: the factor's triangle: H = U'U with U upper (lower=False), or H = L L' with L lower (lower=True)
+        self.lower = ctx.tri is not None
+        if self.lower:  # triangular design: lauum + rank-2 update, a third of the syrk's flops
+            H = ctx.tri.weighted_gram(C * d, ctx.T32)
+        else:
+            S = ctx.Z32 * np.sqrt(C * d).astype(np.float32)[:, None]
+            H = ssyrk(1.0, S.T, trans=0, lower=0)  # upper triangle of S'S (half the flops of S.T @ S)
         H[np.diag_indices(r)] += 1.0
-        U, info = lapack.spotrf(H, lower=0, clean=0, overwrite_a=1)
+        U, info = lapack.spotrf(H, lower=int(self.lower), clean=0, overwrite_a=1)
         #: a float64 factor of the Hessian itself (the QR route), exact to float64 rounding: no CG needed
         self.exact = False
         if info == 0:
-            self.U = np.asfortranarray(U)  # H = U'U (upper triangle)
+            self.U = np.asfortranarray(U)
             if fit_intercept:
-                self.h = C * (Z.T @ d)
+                self.h = C * ctx.rmul(d)
                 self.u = self.solve_w(self.h)
                 self.s = C * d.sum() - self.h @ self.u  # Schur complement of the intercept
         if info != 0 or (fit_intercept and not self.s > _SCHUR_FLOOR * C * d.sum()):
-            self._factor_by_qr(Z, d, C, fit_intercept, r)
+            self._factor_by_qr(ctx.Z, d, C, fit_intercept, r)  # the dense design, built on first use
         if fit_intercept:
             # a numerically singular intercept block (every d underflowed, or the constant lies in the span of
             # C D Z): regularize the preconditioner, and never certify with it (see _val_norm)
@@ -97,6 +101,7 @@ class _Precond:
             raise linalg.LinAlgError("preconditioner factorization failed: the Hessian is not finite")
         R = R * np.where(np.diag(R) < 0, -1.0, 1.0)[:, None]
         self.U = np.asfortranarray(R[:r, :r])
+        self.lower = False
         self.exact = True
         if fit_intercept:
             r12 = R[:r, r]
@@ -104,11 +109,13 @@ class _Precond:
             self.u = linalg.solve_triangular(self.U, r12, lower=False, check_finite=False)
             self.s = R[r, r] ** 2
     def solve_w(self, v):
+        first, second = (0, 1) if self.lower else (1, 0)  # L L' x = v, or U'U x = v
+        lower = int(self.lower)
         if self.U.dtype == np.float64:
-            return dtrsv(self.U, dtrsv(self.U, v, trans=1, lower=0), trans=0, lower=0, overwrite_x=1)
+            return dtrsv(self.U, dtrsv(self.U, v, trans=first, lower=lower), trans=second, lower=lower, overwrite_x=1)
         v32, scale = _unit(v)
-        y = strsv(self.U, v32, trans=1, lower=0)
-        return scale * strsv(self.U, y, trans=0, lower=0, overwrite_x=1).astype(np.float64)
+        y = strsv(self.U, v32, trans=first, lower=lower)
+        return scale * strsv(self.U, y, trans=second, lower=lower, overwrite_x=1).astype(np.float64)
 
     def solve(self, vw, vb):
         xw0 = self.solve_w(vw)
@@ -137,17 +144,15 @@ def _unit(v):
     return (v / scale).astype(np.float32), scale
 
 
-def _hessvec(Z, d, C, vw, vb):
-    if Z.dtype == np.float32:
-        v32, scale = _unit(np.append(vw, vb))
-        t = d * (Z @ v32[:-1] + v32[-1]).astype(np.float64)
-        t32, t_scale = _unit(t)
-        return vw + (C * scale * t_scale) * (Z.T @ t32).astype(np.float64), C * scale * t.sum()
-    t = d * (Z @ vw + vb)
-    return vw + C * (Z.T @ t), C * t.sum()
+def _hessvec(ctx, d, C, vw, vb):
+    """The Hessian times (vw, vb), with float32 products with the design (CG directions, not gradients)."""
+    v32, scale = _unit(np.append(vw, vb))
+    t = d * (ctx.mul32(v32[:-1]) + v32[-1]).astype(np.float64)
+    t32, t_scale = _unit(t)
+    return vw + (C * scale * t_scale) * ctx.rmul32(t32).astype(np.float64), C * scale * t.sum()
 
 
-def _pcg(Z, d, C, gw, gb, prec, fit_intercept, rtol, maxit, atol=0.0):
+def _pcg(ctx, d, C, gw, gb, prec, fit_intercept, rtol, maxit, atol=0.0):
     """Solve H x = g by preconditioned CG to ||residual|| <= max(rtol ||g||, atol).
 
     Returns (xw, xb, iterations, converged, residual norm)."""
@@ -159,7 +164,7 @@ def _pcg(Z, d, C, gw, gb, prec, fit_intercept, rtol, maxit, atol=0.0):
     rz = rw @ zw + rb * zb
     g2 = rn = np.sqrt(gw @ gw + gb * gb)
     for it in range(1, maxit + 1):
-        Hw, Hb = _hessvec(Z, d, C, pw, pb)
+        Hw, Hb = _hessvec(ctx, d, C, pw, pb)
         if not fit_intercept:
             Hb = 0.0
         pHp = pw @ Hw + pb * Hb
@@ -188,22 +193,62 @@ class PathContext:
 
     Parameters
     ----------
-    Z : ndarray (n, p)
-        Training design (float64) the solvers fit on.
+    Z : ndarray (n, p) or None
+        Training design (float64) the solvers fit on (None: given by ``tri``).
     Zv : ndarray (n_val, p), optional
         Validation design in the same coordinates (its row norms feed the validation-sign certificate).
+    tri : TriangularFactor, optional
+        The triangular structure of ``Z`` (:attr:`empirical.logistic.ReducedDesign.tri`): products with ``Z`` and
+        the preconditioner's Gram then read half the numbers.
     """
 
-    def __init__(self, Z, Zv=None):
-        self.Z = Z
+    def __init__(self, Z, Zv=None, tri=None):
+        self._Z = Z
         self.Zv = Zv
-        self.Z32 = Z.astype(np.float32)  # CG matrix-vector products only (directions, not gradients)
-        self.R = float(np.sqrt(np.max(np.einsum("ij,ij->i", Z, Z)) + 1.0)) if Z.shape[0] else 1.0
+        self.tri = tri
+        self.shape = Z.shape if tri is None else tri.shape
+        # float32 copies for CG products only (directions, not gradients)
+        if tri is None:
+            self.Z32, self.T32 = Z.astype(np.float32), None
+            row_norms = np.sqrt(np.einsum("ij,ij->i", Z, Z))
+        else:
+            self.Z32, self.T32 = None, np.asfortranarray(tri.T, dtype=np.float32)
+            row_norms = tri.row_norms()
+        self.R = float(np.sqrt(np.max(row_norms) ** 2 + 1.0)) if self.shape[0] else 1.0
         self.zv_norm = np.sqrt(np.einsum("ij,ij->i", Zv, Zv)) if Zv is not None else None
         self.prec = None
         self.Z2 = None  # squared float32 design (Jacobi preconditioner of matrix-free Newton-CG)
         self.matrix_free_failed = False  # matrix-free CG has needed more than matrix_free_max_cg iterations
         self.matrix_free_max_cg = 60  # about the cost of one preconditioner factorization when r is ~ 500+
+
+    @classmethod
+    def from_design(cls, design, validation=True):
+        """The context of a :class:`~empirical.logistic.ReducedDesign` (its triangular structure when it has one;
+        ``validation=False``: without its validation rows)."""
+        return cls(design.dense, design.Zv if validation else None, design.tri)
+
+    @property
+    def Z(self):
+        """The dense design (built from the triangular structure on first use: only the QR fallback needs it)."""
+        if self._Z is None:
+            self._Z = self.tri.dense()
+        return self._Z
+
+    def mul(self, a):
+        """``Z a`` (float64)."""
+        return self.Z @ a if self.tri is None else self.tri.matvec(a)
+
+    def rmul(self, t):
+        """``Z' t`` (float64)."""
+        return self.Z.T @ t if self.tri is None else self.tri.rmatvec(t)
+
+    def mul32(self, v):
+        """``Z v`` in float32 (``v`` float32)."""
+        return self.Z32 @ v if self.tri is None else self.tri.matvec(v, self.T32)
+
+    def rmul32(self, t):
+        """``Z' t`` in float32 (``t`` float32)."""
+        return self.Z32.T @ t if self.tri is None else self.tri.rmatvec(t, self.T32)
 
 
 def _line_min(z, dz, y, C, a, dw, iters=20):
@@ -303,13 +348,14 @@ def newton_pcg(ctx, y, C, a, b, *, fit_intercept=True, tol=1e-10, max_iter=100, 
     >>> res.status, bool(res.grad_norm <= 1e-10)
     (0, True)
     """
-    Z, Zv = ctx.Z, ctx.Zv
+    Zv = ctx.Zv
     if max_pcg is None:
         # CG iterations before refactoring the preconditioner: a factorization costs ~r^3/3 flops and a
         # CG iteration ~4 n r, so refactor sooner when n >> r (measured: 8 vs 12 saves ~25% of the path
-        # at n = 4 r, and costs up to 10% at n ~ r)
-        max_pcg = 8 if Z.shape[0] >= 2 * Z.shape[1] else 12
-    z = Z @ a + b if z0 is None else z0
+        # at n = 4 r, and costs up to 10% at n ~ r); a triangular design's factorization costs a third of the
+        # syrk (lauum), so 6 there (measured at (3600, 1200, 4096), three data models: 12-29% faster than 12)
+        max_pcg = 6 if ctx.tri is not None else 8 if ctx.shape[0] >= 2 * ctx.shape[1] else 12
+    z = ctx.mul(a) + b if z0 is None else z0
     nit = n_fact = n_cg = 0
     certified = False
     status = 1
@@ -320,7 +366,7 @@ def newton_pcg(ctx, y, C, a, b, *, fit_intercept=True, tol=1e-10, max_iter=100, 
     # optimum), so the common path keeps the saving of the extrapolated / updated logits
     drift = 0.0 if z0 is None else 16 * _EPS * float(np.max(np.abs(z0), initial=0.0))  # extrapolated logits
     while True:
-        gw = a + C * (Z.T @ residuals)
+        gw = a + C * ctx.rmul(residuals)
         gb = C * residuals.sum() if fit_intercept else 0.0
         w_norm = np.sqrt(a @ a)
         gnorm = np.sqrt(gw @ gw + gb * gb) / max(1.0, w_norm)
@@ -328,7 +374,7 @@ def newton_pcg(ctx, y, C, a, b, *, fit_intercept=True, tol=1e-10, max_iter=100, 
             if _drifted(drift, z):
                 # success is decided on logits recomputed from (a, b): after steps of very different sizes
                 # the updated z can drift from Z a + b by more than tol
-                z, drift = Z @ a + b, 0.0
+                z, drift = ctx.mul(a) + b, 0.0
                 loss, residuals, d = loss_terms(z, y)
                 continue
             status = 0
@@ -343,7 +389,7 @@ def newton_pcg(ctx, y, C, a, b, *, fit_intercept=True, tol=1e-10, max_iter=100, 
                 val_norm = _val_norm(ctx, C, fit_intercept)
                 if np.all(np.abs(val_logits) > safety * DISTANCE * nu_stale * val_norm):
                     if _drifted(drift, z):  # nu_stale too is taken at the recomputed logits
-                        z, drift = Z @ a + b, 0.0
+                        z, drift = ctx.mul(a) + b, 0.0
                         loss, residuals, d = loss_terms(z, y)
                         continue
                     certified = True
@@ -355,9 +401,10 @@ def newton_pcg(ctx, y, C, a, b, *, fit_intercept=True, tol=1e-10, max_iter=100, 
         use_matrix_free = matrix_free and yv is None and not ctx.matrix_free_failed
         if use_matrix_free:
             if ctx.Z2 is None:
-                ctx.Z2 = ctx.Z32 * ctx.Z32
+                Z32 = ctx.Z.astype(np.float32) if ctx.Z32 is None else ctx.Z32
+                ctx.Z2 = Z32 * Z32
             jac = _DiagPrec(ctx.Z2, d, C, fit_intercept)
-            dw, db, its, ok, rnorm = _pcg(ctx.Z32, d, C, gw, gb, jac, fit_intercept, pcg_rtol,
+            dw, db, its, ok, rnorm = _pcg(ctx, d, C, gw, gb, jac, fit_intercept, pcg_rtol,
                                           ctx.matrix_free_max_cg)
             n_cg += its
             if not ok:
@@ -368,7 +415,7 @@ def newton_pcg(ctx, y, C, a, b, *, fit_intercept=True, tol=1e-10, max_iter=100, 
                     break
         fresh = False
         if ctx.prec is None and not use_matrix_free:
-            ctx.prec = _Precond(Z, d, C, fit_intercept, ctx.Z32)
+            ctx.prec = _Precond(ctx, d, C, fit_intercept)
             n_fact += 1
             fresh = True
         # CG accuracy: enough for the certificate (residual well below the smallest validation margin
@@ -381,21 +428,21 @@ def newton_pcg(ctx, y, C, a, b, *, fit_intercept=True, tol=1e-10, max_iter=100, 
             if fresh and ctx.prec.exact:  # a float64 factor of this very Hessian: the exact Newton step
                 (dw, db), ok = ctx.prec.solve(gw, gb), True
             else:
-                dw, db, its, ok, rnorm = _pcg(ctx.Z32, d, C, gw, gb, ctx.prec, fit_intercept, pcg_rtol, max_pcg,
+                dw, db, its, ok, rnorm = _pcg(ctx, d, C, gw, gb, ctx.prec, fit_intercept, pcg_rtol, max_pcg,
                                               atol)
                 n_cg += its
         if not ok:
-            ctx.prec = _Precond(Z, d, C, fit_intercept, ctx.Z32)
+            ctx.prec = _Precond(ctx, d, C, fit_intercept)
             n_fact += 1
             if ctx.prec.exact:
                 dw, db = ctx.prec.solve(gw, gb)
             else:
-                dw, db, its, ok, rnorm = _pcg(ctx.Z32, d, C, gw, gb, ctx.prec, fit_intercept, pcg_rtol,
+                dw, db, its, ok, rnorm = _pcg(ctx, d, C, gw, gb, ctx.prec, fit_intercept, pcg_rtol,
                                               4 * max_pcg + 20, atol)
                 n_cg += its
         nu2 = max(gw @ dw + gb * db, 0.0)
         nu = np.sqrt(nu2)
-        dz = Z @ dw + db
+        dz = ctx.mul(dw) + db
         f = C * loss + 0.5 * w_norm * w_norm
         t = 1.0
         if ctx.R * nu > RADIUS:  # damped phase: exact line search along the Newton direction

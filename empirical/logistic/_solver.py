@@ -118,7 +118,7 @@ def _fit_pcg(X, y, C, w0, b0, fit_intercept, tol, max_iter):
         a = w0.copy()
     else:  # least-squares projection of w0 onto the row span (the minimizer lies there)
         a = design.project(X @ w0)
-    ctx = PathContext(design.Z)
+    ctx = PathContext.from_design(design, validation=False)
     res = newton_pcg(ctx, y, C, a, b0, fit_intercept=fit_intercept, tol=tol, max_iter=max_iter - nit0)
     f = float(C * np.logaddexp(0.0, -y * res.logits).sum() + 0.5 * res.coef @ res.coef)
     return design.back(res.coef), res.intercept, nit0 + res.nit, res.grad_norm, (0 if res.status == 0 else 1), f

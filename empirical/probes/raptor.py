@@ -294,7 +294,7 @@ class RaptorProbe(LinearConceptProbe):
     def _solve_exact(self, prepared) -> tuple:
         """The exact path over the grid (validated once, in ``fit``), the selection of C, and the refit."""
         Xs, ytr, Xvs, yv_signed, Cs = (prepared[k] for k in ("Xs", "ytr", "Xvs", "yv_signed", "Cs"))
-        design = reduce_design(Xs, Xvs)
+        design = reduce_design(Xs, Xvs, check_input=False)  # validated once, in fit
         path = logistic_path(Xs, ytr, Xvs, yv_signed, Cs, design=design, tol=self.tol, max_iter=self.max_iter,
                              check_input=False)
         acc, nits = path.val_accuracy, path.nit
