@@ -1,8 +1,15 @@
 """Benchmark: RAPTOR's certified exact path vs the paper's scikit-learn loop (same run, same data).
 
-For each (n_train, n_val, p) and case (noisy / separable) on synthetic hidden-state-like matrices
-(low-rank factors + isotropic noise + a few large-variance, offset outlier dimensions; class signal a
-mean shift along a random direction), it times
+For each (n_train, n_val, p) and data model it times (data models, ``--cases``):
+
+* ``noisy`` / ``separable``: synthetic hidden-state-like matrices (low-rank factors + isotropic noise + a few
+  large-variance, offset outlier dimensions; class signal a mean shift along a random direction, of norm 1 / 3);
+* ``factor``: a rank-32 factor model plus isotropic noise, labels drawn from a logistic teacher in the factor span;
+* ``spiked``: a spiked power-law covariance (eigenvalues ~ k^-1 plus three spikes, random eigenbasis), labels drawn
+  from a logistic teacher;
+* ``gauss``: two Gaussian classes N(+-mu/2, I) with ||mu|| = 1 (separation 1), balanced;
+
+the last three are the data models of the issue on probes at our users' scale.  It times
 
 * ``reference``: the paper's procedure - scikit-learn lbfgs ``warm_start`` loop over
   ``np.logspace(-4, 2, 100)`` at default tolerance + refit at the chosen C
@@ -21,6 +28,7 @@ Usage::
     python benchmarks/probe_path.py                 # all four shapes, both cases, 5 repeats, 1 thread
     python benchmarks/probe_path.py --quick         # small shapes, 2 repeats
     python benchmarks/probe_path.py --threads 2 --shapes 600,200,576
+    python benchmarks/probe_path.py --shapes 3600,1200,4096 --cases factor spiked gauss --repeats 3
 """
 from __future__ import annotations
 
@@ -38,9 +46,62 @@ from empirical.logistic import fit_l2_logistic
 from empirical.testing import synthetic_hidden_states
 
 SHAPES = [(600, 200, 576), (2400, 800, 576), (600, 200, 4096), (2400, 800, 4096)]
-CASES = {"noisy": 1.0, "separable": 3.0}  # norm of the class mean shift
 
 
+def _logistic_labels(rng, logits):
+    return (rng.random(len(logits)) < 1.0 / (1.0 + np.exp(-logits))).astype(int)
+
+
+def _split(X, y, n_train):
+    return X[:n_train], y[:n_train], X[n_train:], y[n_train:]
+
+
+def factor_teacher(n_train, n_val, p, seed=0, rank=32):
+    """Rank-32 factors (loadings of scale 3) plus unit isotropic noise; labels from a logistic teacher in the factor
+    span whose logits have unit root-mean-square times 2."""
+    rng = np.random.default_rng(seed)
+    n = n_train + n_val
+    loadings = 3.0 * rng.standard_normal((p, rank))
+    X = rng.standard_normal((n, rank)) @ loadings.T + rng.standard_normal((n, p))
+    beta = loadings @ rng.standard_normal(rank)
+    beta /= np.linalg.norm(X @ beta) / np.sqrt(n)
+    return _split(X, _logistic_labels(rng, 2.0 * (X @ beta)), n_train)
+
+
+def spiked_power_law_teacher(n_train, n_val, p, seed=0, alpha=1.0, spikes=(50.0, 20.0, 10.0)):
+    """Covariance with eigenvalues ~ k^-alpha (trace p) plus three spikes in a random orthonormal basis; labels from
+    a logistic teacher (random direction, logits of root-mean-square 3)."""
+    rng = np.random.default_rng(seed)
+    n = n_train + n_val
+    k = np.arange(1, p + 1, dtype=float)
+    eig = p * k**-alpha / np.sum(k**-alpha)
+    eig[:len(spikes)] += spikes
+    basis, _ = np.linalg.qr(rng.standard_normal((p, p)))
+    X = (rng.standard_normal((n, p)) * np.sqrt(eig)) @ basis.T
+    beta = rng.standard_normal(p)
+    beta /= np.linalg.norm(X @ beta) / np.sqrt(n)
+    return _split(X, _logistic_labels(rng, 3.0 * (X @ beta)), n_train)
+
+
+def two_gaussians(n_train, n_val, p, seed=0, separation=1.0):
+    """Two balanced classes N(+-mu/2, I_p), ||mu|| = separation."""
+    rng = np.random.default_rng(seed)
+    n = n_train + n_val
+    y = rng.permutation(np.arange(n) % 2)
+    mu = rng.standard_normal(p)
+    mu *= separation / np.linalg.norm(mu)
+    X = rng.standard_normal((n, p)) + np.outer(2 * y - 1, mu / 2)
+    return _split(X, y, n_train)
+
+
+#: data model name -> (n_train, n_val, p, seed) -> (H_train, y_train, H_val, y_val)
+CASES = {
+    "noisy": lambda n_train, n_val, p, seed: synthetic_hidden_states(n_train, n_val, p, 1.0, seed=seed),
+    "separable": lambda n_train, n_val, p, seed: synthetic_hidden_states(n_train, n_val, p, 3.0, seed=seed),
+    "factor": factor_teacher,
+    "spiked": spiked_power_law_teacher,
+    "gauss": two_gaussians,
+}
 
 
 def tight_reference(Htr, ytr, Hv, yv, Cs, C_refit=None):
@@ -74,7 +135,7 @@ def run(shapes, cases, repeats, threads, check, seed):
         print(f"BLAS/OpenMP pools (limited to {threads} thread(s)): {info}")
         for shape in shapes:
             for case in cases:
-                Htr, ytr, Hv, yv = synthetic_hidden_states(*shape, CASES[case], seed=seed)
+                Htr, ytr, Hv, yv = CASES[case](*shape, seed)
                 Hall = np.vstack([Htr, Hv])
                 t_ref, t_ours, t_gram = [], [], []
                 for _ in range(repeats):
@@ -118,12 +179,13 @@ def print_table(rows):
 def main(argv=None):
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--shapes", nargs="*", default=None, help="n_train,n_val,p triples")
-    ap.add_argument("--cases", nargs="*", default=list(CASES), choices=list(CASES))
+    ap.add_argument("--cases", nargs="*", default=["noisy", "separable"], choices=list(CASES), help="data models")
     ap.add_argument("--repeats", type=int, default=5)
     ap.add_argument("--threads", type=int, default=1, help="BLAS threads (threadpoolctl) for both methods")
     ap.add_argument("--no-check", action="store_true", help="skip the tight-reference exactness check")
     ap.add_argument("--quick", action="store_true", help="small shapes, 2 repeats")
     ap.add_argument("--seed", type=int, default=0)
+    ap.add_argument("--json", help="also write the rows to this JSON file")
     args = ap.parse_args(argv)
     shapes = SHAPES if not args.shapes else [tuple(int(v) for v in s.split(",")) for s in args.shapes]
     repeats = args.repeats
@@ -131,6 +193,9 @@ def main(argv=None):
         shapes, repeats = [(300, 100, 288), (300, 100, 1024)], 2
     rows = run(shapes, args.cases, repeats, args.threads, not args.no_check, args.seed)
     print_table(rows)
+    if args.json:
+        with open(args.json, "w") as fh:
+            json.dump(rows, fh, indent=1)
     return rows
 
 

@@ -96,34 +96,82 @@ def test_reduce_design_is_isometric(n, p, seed, centre, dup):
     np.testing.assert_allclose(Xv @ w, d.Zv @ a, atol=1e-8 * np.linalg.norm(a) * np.abs(Xv).max() * np.sqrt(p))
 
 
-@settings(max_examples=15)
-@given(n=st.integers(5, 40), m=st.integers(1, 20), seed=st.integers(0, 1000), centre=st.booleans())
-def test_extended_design_is_isometric(n, m, seed, centre):
+@settings(max_examples=20)
+@given(n=st.integers(5, 40), m=st.integers(1, 20), extra=st.integers(-25, 5), seed=st.integers(0, 1000),
+       centre=st.booleans(), dup=st.booleans())
+def test_extended_design_is_isometric(n, m, extra, seed, centre, dup):
     """The refit's block-Cholesky design of the stacked (train; validation) rows reproduces their
-    logits and the norm of w, and maps the train solution (a0, 0) to the train design's w."""
+    logits and the norm of w, and maps the train solution (a0, 0) to the train design's w - also when the
+    validation rows are dependent on the train rows (n < p < n + m, or a validation row repeating a train row)."""
     rng = np.random.default_rng(seed)
-    p = n + m + 5
+    p = max(n + 1, n + m + extra)
     X = rng.standard_normal((n, p))
     if centre:
         X -= X.mean(0)
     Xv = rng.standard_normal((m, p))
+    if dup:
+        Xv[0] = X[0]
     d = reduce_design(X, Xv)
     full = extend_design(d, X, Xv)
-    assert full is not None
+    Xf = np.vstack([X, Xv])
+    assert full.rank == np.linalg.matrix_rank(Xf)
     a = rng.standard_normal(full.rank)
     w = full.back(a)
-    Xf = np.vstack([X, Xv])
     assert np.isclose(np.linalg.norm(w), np.linalg.norm(a), rtol=1e-8)
     np.testing.assert_allclose(Xf @ w, full.Z @ a, atol=1e-8 * np.linalg.norm(a) * np.abs(Xf).max() * np.sqrt(p))
     a0 = rng.standard_normal(d.rank)
-    np.testing.assert_allclose(full.back(np.r_[a0, np.zeros(m)]), d.back(a0), atol=1e-10 * np.linalg.norm(a0))
+    np.testing.assert_allclose(full.back(np.r_[a0, np.zeros(full.rank - d.rank)]), d.back(a0),
+                               atol=1e-10 * np.linalg.norm(a0))
 
 
-def test_extended_design_declines_dependent_validation_rows():
+def test_extended_design_of_validation_rows_inside_the_train_span_adds_no_coordinate():
     rng = np.random.default_rng(0)
     X = rng.standard_normal((10, 30))
     Xv = X[:3] * 2.0  # inside the train row span
-    assert extend_design(reduce_design(X, Xv), X, Xv) is None
+    full = extend_design(reduce_design(X, Xv), X, Xv)
+    assert full.rank == 10
+    np.testing.assert_allclose(full.Z @ full.Z.T, np.vstack([X, Xv]) @ np.vstack([X, Xv]).T, atol=1e-9)
+
+
+def test_extend_design_refuses_an_unreduced_design():
+    X, Xv = np.ones((5, 3)), np.ones((2, 3))
+    with pytest.raises(ValueError, match="not reduced"):
+        extend_design(reduce_design(X, Xv), X, Xv)
+
+
+def _lower(G):
+    G = np.tril(np.asarray(G, dtype=np.float64))
+    return G + np.tril(G, -1).T
+
+
+@settings(max_examples=25)
+@given(n=st.integers(2, 30), m=st.integers(0, 12), extra=st.integers(-15, 10), seed=st.integers(0, 1000),
+       centre=st.booleans(), dtype=st.sampled_from([np.float64, np.float32]))
+def test_structured_designs_equal_their_dense_matrix(n, m, extra, seed, centre, dtype):
+    """The triangular (train) and stacked (train; validation) factors give the products, weighted Gram, row norms
+    and dense matrix of Z itself, in float64 to rounding and in float32 to float32 rounding."""
+    rng = np.random.default_rng(seed)
+    p = max(n + 1, n + m + extra)
+    X = rng.standard_normal((n, p)) * rng.uniform(0.1, 10.0)
+    if centre:
+        X -= X.mean(0)
+    Xv = rng.standard_normal((m, p))
+    d = reduce_design(X, Xv)
+    if d.tri is None:  # rank-deficient train rows: the pivoted factor has no triangular structure
+        return
+    designs = [d, extend_design(d, X, Xv)]
+    rtol = 1e-12 if dtype == np.float64 else 1e-5
+    for design in designs:
+        Z, tri = design.Z, design.tri.astype(dtype)
+        assert tri.shape == Z.shape
+        a, t = rng.standard_normal(Z.shape[1]), rng.standard_normal(Z.shape[0])
+        c = rng.uniform(0.0, 2.0, Z.shape[0])
+        scale = np.abs(Z).max() * max(Z.shape)
+        np.testing.assert_allclose(design.tri.dense(), Z, atol=1e-14 * scale)
+        np.testing.assert_allclose(tri.matvec(a), Z @ a, atol=rtol * scale * np.abs(a).max())
+        np.testing.assert_allclose(tri.rmatvec(t), Z.T @ t, atol=rtol * scale * np.abs(t).max())
+        np.testing.assert_allclose(_lower(tri.weighted_gram(c)), Z.T @ (c[:, None] * Z), atol=rtol * scale**2 * 2)
+        np.testing.assert_allclose(design.tri.row_norms(), np.linalg.norm(Z, axis=1), atol=1e-12 * scale)
 
 
 # ------------------------------------------------------------------ the documented C domain is what the solver can do

@@ -15,102 +15,12 @@ from functools import cached_property
 
 import numpy as np
 from scipy import linalg
-from scipy.linalg import blas, lapack
+from scipy.linalg import lapack
 
 from ..common.arrays import check_matrix
+from ._factors import StackedFactor, TriangularFactor
 
 __all__ = ["ReducedDesign", "reduce_design", "extend_design"]
-
-
-@dataclass(frozen=True)
-class TriangularFactor:
-    """The structure of a reduced design built from a Cholesky factor: ``Z = Q [0; T]``.
-
-    ``T`` (r, r) is lower triangular, ``[0; T]`` puts ``lead`` zero rows (0 or 1) above it, and
-    ``Q = I - beta v v'`` is the Householder reflector of the centring deflation (``beta = 0``: ``Q = I``).  Products
-    with ``Z`` then cost one triangular product (r^2 / 2 numbers read, half a dense product) and two dot products,
-    and the weighted Gram ``Z' D Z`` one triangular ``lauum`` (r^3 / 3 flops, a third of a ``syrk``) and a rank-2
-    update.
-
-    Examples
-    --------
-    >>> rng = np.random.default_rng(0)
-    >>> X = rng.standard_normal((6, 20))
-    >>> X -= X.mean(axis=0)
-    >>> design = reduce_design(X)
-    >>> a = rng.standard_normal(design.rank)
-    >>> bool(np.allclose(design.tri.matvec(a), design.Z @ a))
-    True
-    """
-
-    T: np.ndarray
-    v: np.ndarray
-    beta: float
-    lead: int
-
-    @property
-    def shape(self) -> tuple[int, int]:
-        """``Z``'s shape (n, r)."""
-        return (self.lead + self.T.shape[0], self.T.shape[1])
-
-    def dense(self) -> np.ndarray:
-        """``Z`` itself (n, r)."""
-        Z = np.zeros(self.shape)
-        Z[self.lead:] = self.T
-        if self.beta:
-            Z -= np.outer(self.v, self.beta * (self.v @ Z))
-        return Z
-
-    def row_norms(self) -> np.ndarray:
-        """The Euclidean norms of ``Z``'s rows, without forming it: row i of ``Q [0; T]`` is
-        ``m_i - beta v_i u`` with ``m_i`` the row of ``[0; T]`` and ``u = T' v``."""
-        sq = np.zeros(self.shape[0])
-        sq[self.lead:] = np.einsum("ij,ij->i", self.T, self.T)
-        if self.beta:
-            u = _tri_rt(self.T, self.v[self.lead:])
-            mu = np.zeros(self.shape[0])
-            mu[self.lead:] = blas.dtrmv(self.T, u, lower=1)
-            sq += -2.0 * self.beta * self.v * mu + (self.beta * self.v) ** 2 * (u @ u)
-        return np.sqrt(np.maximum(sq, 0.0))
-
-    def _reflect(self, t):
-        return t - (self.beta * (self.v @ t)) * self.v if self.beta else t
-
-    def matvec(self, a, T=None):
-        """``Z a`` (``T``: the factor in another precision, e.g. float32 for CG products)."""
-        T = self.T if T is None else T
-        u = (blas.strmv if T.dtype == np.float32 else blas.dtrmv)(T, np.asarray(a, dtype=T.dtype), lower=1)
-        if self.lead:
-            u = np.concatenate([np.zeros(self.lead, dtype=u.dtype), u])
-        return self._reflect(u)
-
-    def rmatvec(self, t, T=None):
-        """``Z' t``."""
-        return _tri_rt(self.T if T is None else T, self._reflect(t)[self.lead:])
-
-    def weighted_gram(self, c, T=None):
-        """The lower triangle of ``Z' diag(c) Z`` (c >= 0), in the precision of ``T`` (Fortran order).
-
-        ``Q diag(c) Q = diag(c) - beta (v g' + g v') + beta^2 (v'g) v v'`` with ``g = c v``, so the product is
-        ``T' diag(c_lead:) T`` (``lauum`` of the triangular ``diag(sqrt(c)) T``) plus a symmetric rank-2 term."""
-        T = self.T if T is None else T
-        lauum, syr2 = (lapack.slauum, blas.ssyr2) if T.dtype == np.float32 else (lapack.dlauum, blas.dsyr2)
-        S = np.asfortranarray(T * np.sqrt(c[self.lead:]).astype(T.dtype)[:, None])
-        G, info = lauum(S, lower=1, overwrite_c=1)
-        if info != 0:
-            raise linalg.LinAlgError(f"lauum failed (info {info})")
-        if self.beta:
-            g = c * self.v
-            tv, tg = _tri_rt(T, self.v[self.lead:]), _tri_rt(T, g[self.lead:])
-            m = tg - 0.5 * self.beta * float(self.v @ g) * tv
-            G = syr2(-self.beta, tv, m.astype(T.dtype), a=G, lower=1, overwrite_a=1)
-        return G
-
-
-def _tri_rt(T, u):
-    """``T' u`` for a lower-triangular ``T``."""
-    return (blas.strmv if T.dtype == np.float32 else blas.dtrmv)(T, np.ascontiguousarray(u, dtype=T.dtype),
-                                                                  lower=1, trans=1)
 
 
 @dataclass(frozen=True)
@@ -137,8 +47,9 @@ class ReducedDesign:
         Train logits ``X w`` (w in the row span) -> reduced coordinates ``a`` (when reduced).
     coef_map : callable or None
         ``a`` -> dual coefficients ``c`` with ``w = X' c`` (when reduced).
-    tri : TriangularFactor or None
-        The triangular structure of ``Z`` (when it came from a Cholesky factor): the solvers' products use it.
+    tri : TriangularFactor or StackedFactor or None
+        The structure of ``Z`` when it came from a Cholesky factor (:mod:`empirical.logistic._factors`): the solvers'
+        products use it.
 
     Examples
     --------
@@ -166,7 +77,7 @@ class ReducedDesign:
     @property
     def rank(self) -> int:
         """Dimension r of the reduced coordinates."""
-        return self.tri.T.shape[1] if self.dense is None else self.dense.shape[1]
+        return self.tri.shape[1] if self.dense is None else self.dense.shape[1]
 
 
 def _gram_factor(K, centred):
@@ -296,13 +207,15 @@ def reduce_design(X, Xv=None, *, K=None, KvT=None, check_input=True) -> ReducedD
 
 
 
-def extend_design(design: ReducedDesign, X, Xv) -> ReducedDesign | None:
+def extend_design(design: ReducedDesign, X, Xv) -> ReducedDesign:
     """Reduced design of the stacked rows (X; Xv) from the train design by a block Cholesky update.
 
-    With ``Z Z' = X X'`` and ``Zv Z' = Xv X'`` (the train design), ``[[Z, 0], [Zv, Lvv]]`` with
-    ``Lvv Lvv' = Xv Xv' - Zv Zv'`` (the validation rows' Gram outside the train row span) is an isometric
-    design of the stacked rows; a train solution ``a0`` is ``(a0, 0)`` in it.  Costs one m x m Gram
-    and Cholesky instead of refactoring all n + m rows.
+    With ``Z Z' = X X'`` and ``Zv Z' = Xv X'`` (the train design), ``[[Z, 0], [Zv, L]]`` with ``L L' = Xv Xv' -
+    Zv Zv'`` (the validation rows' Gram outside the train row span; ``L`` (m, k) from a pivoted Cholesky factor, k
+    its numerical rank: k < m when the validation rows are dependent on the train rows, e.g. n + m > p) is an
+    isometric design of the stacked rows; a train solution ``a0`` is ``(a0, 0)`` in it.  Costs one m x m Gram and
+    pivoted Cholesky factor instead of refactoring all n + m rows, and keeps the train design's triangular
+    structure (a :class:`~empirical.logistic._factors.StackedFactor`).
 
     Parameters
     ----------
@@ -316,9 +229,13 @@ def extend_design(design: ReducedDesign, X, Xv) -> ReducedDesign | None:
 
     Returns
     -------
-    ReducedDesign or None
-        The design of the n + m stacked rows (no validation rows of its own), or None when the validation
-        rows are (numerically) dependent on the train rows (then the caller refactors from scratch).
+    ReducedDesign
+        The design of the n + m stacked rows, of rank r + k (no validation rows of its own).
+
+    Raises
+    ------
+    ValueError
+        When ``design`` was not reduced (n >= p: it is ``X`` itself).
 
     Examples
     --------
@@ -327,36 +244,45 @@ def extend_design(design: ReducedDesign, X, Xv) -> ReducedDesign | None:
     >>> both = extend_design(reduce_design(X, Xv), X, Xv)
     >>> both.rank, bool(np.allclose(both.Z @ both.Z.T, np.vstack([X, Xv]) @ np.vstack([X, Xv]).T))
     (6, True)
+    >>> inside = extend_design(reduce_design(X, 2 * X[:2]), X, 2 * X[:2])   # rows in the train span: k = 0
+    >>> inside.rank
+    4
     """
+    if design.coef_map is None:
+        raise ValueError("extend_design: the design was not reduced (n >= p); fit on the stacked rows directly")
     Zv = design.Zv
+    n, r, m = X.shape[0], design.rank, Xv.shape[0]
     Kvv = Xv @ Xv.T
-    m = Kvv.shape[0]
     scale = max(np.trace(Kvv) / max(m, 1), 1e-300) if m else 1.0
     S = Kvv - Zv @ Zv.T
-    try:
-        Lvv = linalg.cholesky(S, lower=True, check_finite=False)
-    except linalg.LinAlgError:
-        return None
-    if m and np.min(np.abs(np.diag(Lvv))) <= 1e-7 * np.sqrt(scale):
-        return None
-    n, r = X.shape[0], design.rank
+    if m:
+        # a pivot of S below 1e-13 x the mean squared validation norm is rounding (the train factor's pivoted
+        # fallback uses the same), or below the rounding that an ill-conditioned train factor leaves in Zv Zv'
+        # (~ eps cond(K) relative, cond(K) estimated from the factor's diagonal); and there are at most p - r more
+        # coordinates
+        diag = np.abs(np.diag(design.tri.T)) if design.tri is not None and r else np.ones(1)
+        cond = (diag.max() / max(diag.min(), 1e-300)) ** 2
+        tol = max(1e-13, 100 * np.finfo(float).eps * cond) * scale
+        Lp, piv, k, _ = lapack.dpstrf(S, lower=1, tol=tol)
+        # (LAPACK's dpstrf always takes its first pivot, even below tol: count the pivots above it)
+        k = min(int(np.sum(np.diag(Lp)[:k] ** 2 > tol)), X.shape[1] - r)
+        idx = piv[:k] - 1
+        L = np.zeros((m, k))
+        L[piv - 1] = np.tril(Lp)[:, :k]  # S = L L' (rows back in the validation order)
+        L11 = L[idx]  # lower triangular (k, k)
+    else:
+        k, idx, L, L11 = 0, np.zeros(0, dtype=int), np.zeros((0, 0)), np.zeros((0, 0))
     coef_map = design.coef_map
 
     def back(a):
-        c2 = linalg.solve_triangular(Lvv, a[r:], trans="T", lower=True, check_finite=False)
+        c2 = np.zeros(m)
+        c2[idx] = linalg.solve_triangular(L11, a[r:], trans="T", lower=True, check_finite=False)
         return X.T @ coef_map(a[:r] - Zv.T @ c2) + Xv.T @ c2
 
-    if design.tri is not None:  # [[T, 0], [Zv, Lvv]] is lower triangular, and Q acts on the train rows only
-        t = design.tri
-        Tf = np.zeros((r + m, r + m), order="F")
-        Tf[:r, :r] = t.T
-        Tf[r:, :r] = Zv
-        Tf[r:, r:] = Lvv
-        tri = TriangularFactor(Tf, np.concatenate([t.v, np.zeros(m)]), t.beta, t.lead)
-        return ReducedDesign(None, np.empty((0, r + m)), back=back, tri=tri)
-    Zf = np.zeros((n + m, r + m))
+    E = np.hstack([Zv, L])
+    if design.tri is not None:
+        return ReducedDesign(None, np.empty((0, r + k)), back=back, tri=StackedFactor(design.tri, E))
+    Zf = np.zeros((n + m, r + k))
     Zf[:n, :r] = design.Z
-    Zf[n:, :r] = Zv
-    Zf[n:, r:] = Lvv
-    return ReducedDesign(Zf, np.empty((0, r + m)), back=back)
-
+    Zf[n:] = E
+    return ReducedDesign(Zf, np.empty((0, r + k)), back=back)

@@ -202,24 +202,14 @@ def refit(X, y, Xv, yv, C, design, a0, b0, *, fit_intercept=True, tol=1e-10, max
         X, Xv = check_matrix(X, "X"), check_matrix(Xv, "Xv") if len(Xv) else np.asarray(Xv, dtype=np.float64)
         y, yv = check_signed_labels(y, len(X), "y"), check_signed_labels(yv, len(Xv), "yv")
         C = float(check_grid(C, "C")[0])
-    Xf = np.vstack([X, Xv])
     yf = np.concatenate([y, yv])
-    n, p = Xf.shape
-    if design.K is None or n >= p:
-        w0 = design.back(a0)
-        full = reduce_design(Xf, check_input=False)
-        a_start = w0 if full.K is None else full.project(Xf @ w0)
-    elif (full := extend_design(design, X, Xv)) is not None:
-        a_start = np.concatenate([a0, np.zeros(full.rank - len(a0))])
+    n = len(yf)
+    if design.K is None:  # the train rows were not reduced (n >= p): neither are the stacked ones
+        full = reduce_design(np.vstack([X, Xv]), check_input=False)
+        a_start = design.back(a0)
     else:
-        K = np.empty((n, n))
-        m = X.shape[0]
-        K[:m, :m] = design.K
-        K[:m, m:] = design.KvT
-        K[m:, :m] = design.KvT.T
-        K[m:, m:] = Xv @ Xv.T
-        full = reduce_design(Xf, K=K, check_input=False)
-        a_start = full.project(np.concatenate([design.Z @ a0, design.Zv @ a0]))
+        full = extend_design(design, X, Xv)
+        a_start = np.concatenate([a0, np.zeros(full.rank - len(a0))])
     ctx = PathContext.from_design(full, validation=False)
     z0 = ctx.mul(a_start) + b0
     if C * np.logaddexp(0.0, -yf * z0).sum() + 0.5 * a_start @ a_start > C * n * np.log(2.0):

@@ -63,7 +63,7 @@ class _Precond:
         #: the factor's triangle: H = U'U with U upper (lower=False), or H = L L' with L lower (lower=True)
         self.lower = ctx.tri is not None
         if self.lower:  # triangular design: lauum + rank-2 update, a third of the syrk's flops
-            H = ctx.tri.weighted_gram(C * d, ctx.T32)
+            H = ctx.tri32.weighted_gram(C * d)
         else:
             S = ctx.Z32 * np.sqrt(C * d).astype(np.float32)[:, None]
             H = ssyrk(1.0, S.T, trans=0, lower=0)  # upper triangle of S'S (half the flops of S.T @ S)
@@ -197,9 +197,9 @@ class PathContext:
         Training design (float64) the solvers fit on (None: given by ``tri``).
     Zv : ndarray (n_val, p), optional
         Validation design in the same coordinates (its row norms feed the validation-sign certificate).
-    tri : TriangularFactor, optional
-        The triangular structure of ``Z`` (:attr:`empirical.logistic.ReducedDesign.tri`): products with ``Z`` and
-        the preconditioner's Gram then read half the numbers.
+    tri : TriangularFactor or StackedFactor, optional
+        The structure of ``Z`` (:attr:`empirical.logistic.ReducedDesign.tri`, :mod:`empirical.logistic._factors`):
+        products with ``Z`` and the preconditioner's Gram then read half the numbers.
     """
 
     def __init__(self, Z, Zv=None, tri=None):
@@ -209,10 +209,10 @@ class PathContext:
         self.shape = Z.shape if tri is None else tri.shape
         # float32 copies for CG products only (directions, not gradients)
         if tri is None:
-            self.Z32, self.T32 = Z.astype(np.float32), None
+            self.Z32, self.tri32 = Z.astype(np.float32), None
             row_norms = np.sqrt(np.einsum("ij,ij->i", Z, Z))
         else:
-            self.Z32, self.T32 = None, np.asfortranarray(tri.T, dtype=np.float32)
+            self.Z32, self.tri32 = None, tri.astype(np.float32)
             row_norms = tri.row_norms()
         self.R = float(np.sqrt(np.max(row_norms) ** 2 + 1.0)) if self.shape[0] else 1.0
         self.zv_norm = np.sqrt(np.einsum("ij,ij->i", Zv, Zv)) if Zv is not None else None
@@ -244,11 +244,11 @@ class PathContext:
 
     def mul32(self, v):
         """``Z v`` in float32 (``v`` float32)."""
-        return self.Z32 @ v if self.tri is None else self.tri.matvec(v, self.T32)
+        return self.Z32 @ v if self.tri is None else self.tri32.matvec(v)
 
     def rmul32(self, t):
         """``Z' t`` in float32 (``t`` float32)."""
-        return self.Z32.T @ t if self.tri is None else self.tri.rmatvec(t, self.T32)
+        return self.Z32.T @ t if self.tri is None else self.tri32.rmatvec(t)
 
 
 def _line_min(z, dz, y, C, a, dw, iters=20):
