@@ -27,6 +27,7 @@ from scipy.optimize import OptimizeResult
 
 from ..common.arrays import check_grid, check_matrix, check_signed_labels
 from ._design import extend_design, reduce_design
+from ._factors import gemv
 from ._pcg import PathContext, newton_pcg
 
 __all__ = ["logistic_path", "refit"]
@@ -154,7 +155,7 @@ def logistic_path(X, y, Xv, yv, Cs, *, fit_intercept=True, tol=1e-10, max_iter=1
             hist_t.pop(0), hist_a.pop(0), hist_b.pop(0), hist_z.pop(0)
         coefs[idx] = a
         intercepts[idx] = b
-        vl = res.val_logits if res.val_logits is not None else ctx.Zv @ a + b
+        vl = res.val_logits if res.val_logits is not None else gemv(ctx.Zv, a) + b
         acc[idx] = np.mean(np.where(vl > 0, 1.0, -1.0) == yv)
         nits[idx] = res.nit
         certified[idx] = res.certified
