@@ -197,11 +197,13 @@ def test_empirical_draws_only_in_its_reporting_module():
 
 def test_kernel_modules_keep_their_jobs():
     """The logistic kernel split by job: the direct Newton oracle in ``newton``, the Newton-PCG path kernel in ``pcg``
-    (which may take the family's loss terms and status table from ``newton``, never the reverse)."""
+    (which may take the family's loss terms and status table from ``newton``, never the reverse, and the structured
+    products from ``factors``, which import nothing of the family)."""
     graph = _graph()
     assert "empirical.logistic._pcg" not in graph["empirical.logistic._newton"]
     assert {m for m in graph["empirical.logistic._pcg"] if not m.startswith("empirical.common")} == {
-        "empirical.logistic._newton"}
+        "empirical.logistic._newton", "empirical.logistic._factors"}
+    assert not {m for m in graph["empirical.logistic._factors"] if m.startswith("empirical")}
 
 
 @pytest.mark.parametrize("modules", [

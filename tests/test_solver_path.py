@@ -197,3 +197,19 @@ def test_raptor_probe_solves_separable_data_at_every_C_of_the_domain(C):
             r = -y_signed * expit(-y_signed * (Xs @ w + b))
             grad = np.append(w + C * Xs.T @ r, C * r.sum())
             assert np.linalg.norm(grad) / max(1.0, np.linalg.norm(w)) <= 1e-8, (n, p, seed)
+
+
+@pytest.mark.parametrize("dtype", [np.float64, np.float32])
+@pytest.mark.parametrize("order", ["C", "F"])
+@pytest.mark.parametrize("shape", [(5, 3), (0, 3), (4, 0)])
+def test_one_library_gemv_equals_numpy(dtype, order, shape):
+    """The loop's products go through SciPy's BLAS without copying the matrix; they equal numpy's."""
+    from empirical.logistic._factors import gemv
+
+    rng = np.random.default_rng(0)
+    A = np.asarray(rng.standard_normal(shape), dtype=dtype, order=order)
+    x, t = rng.standard_normal(shape[1]), rng.standard_normal(shape[0])
+    rtol = 1e-12 if dtype == np.float64 else 1e-5
+    np.testing.assert_allclose(gemv(A, x), A @ x.astype(dtype), rtol=rtol, atol=rtol)
+    np.testing.assert_allclose(gemv(A, t, trans=True), A.T @ t.astype(dtype), rtol=rtol, atol=rtol)
+    assert gemv(A, x).dtype == dtype

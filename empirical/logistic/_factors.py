@@ -34,6 +34,26 @@ def gemv(A, x, trans=False):
     idle threads spin for a while after each call.  Interleaving the two libraries' multi-threaded calls made the
     path ~1.3x *slower* on 2 threads than on 1 (measured at (3600, 1200, 4096)), so every product in the loop goes
     through one library.
+
+    Parameters
+    ----------
+    A : ndarray of shape (n, r), float32 or float64
+        The matrix (C- or Fortran-ordered; neither is copied).
+    x : ndarray of shape (r,) (``trans``: (n,))
+        The vector, cast to ``A``'s precision.
+    trans : bool, default=False
+        Multiply by ``A.T``.
+
+    Returns
+    -------
+    ndarray
+        The product, in ``A``'s precision.
+
+    Examples
+    --------
+    >>> A = np.arange(6.0).reshape(2, 3)
+    >>> gemv(A, np.ones(3)), gemv(A, np.ones(2), trans=True)
+    (array([ 3., 12.]), array([3., 5., 7.]))
     """
     A = np.asarray(A)
     fn = blas.sgemv if A.dtype == np.float32 else blas.dgemv
@@ -55,6 +75,17 @@ def _trmv(T, u, trans=0):
 class TriangularFactor:
     """``Z = Q [0; T]``: ``T`` (r, r) lower triangular (Fortran order), ``lead`` (0 or 1) zero rows above it, and
     ``Q = I - beta v v'`` (``beta = 0``: ``Q = I``), so ``Z`` is (lead + r, r).
+
+    Parameters
+    ----------
+    T : ndarray of shape (r, r)
+        Lower-triangular factor (its strict upper triangle is ignored), float64 or float32.
+    v : ndarray of shape (lead + r,)
+        The reflector's vector (float64).
+    beta : float
+        The reflector's scale, ``2 / (v'v)``, or 0 for no reflector.
+    lead : int
+        Zero rows above ``T`` (1 after the centring deflation, else 0).
 
     Examples
     --------
@@ -140,6 +171,13 @@ class TriangularFactor:
 class StackedFactor:
     """``Z = [[Z_top, 0], [E]]``: the rows of a :class:`TriangularFactor` ``top`` (n, r), padded with zero
     columns, over dense rows ``E`` (m, r + k): the refit's design of the stacked (train; validation) rows.
+
+    Parameters
+    ----------
+    top : TriangularFactor
+        The train rows' design (n, r).
+    E : ndarray of shape (m, r + k)
+        The validation rows' design ``[Zv, L]`` (C-ordered), in the precision of ``top``.
 
     Examples
     --------
