@@ -24,12 +24,11 @@ from __future__ import annotations
 
 import argparse
 import json
-import statistics
-import time
 
 import numpy as np
 from scipy import linalg
 from threadpoolctl import threadpool_limits
+from timing import median_time
 
 from empirical.logistic import reduce_design
 from empirical.logistic._design import extend_design
@@ -41,12 +40,8 @@ GRID_POINTS = 100
 
 
 def _median(fn, repeats):
-    times = []
-    for _ in range(repeats):
-        t = time.perf_counter()
-        fn()
-        times.append(time.perf_counter() - t)
-    return statistics.median(times)
+    """Median seconds of `repeats` calls (the benchmarks' shared `timing.median_time`)."""
+    return median_time(fn, repeats)[0]
 
 
 def kernels(n_train, n_val, p, repeats=5, seed=0):

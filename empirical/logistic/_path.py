@@ -136,10 +136,10 @@ def logistic_path(X, y, Xv, yv, Cs, *, fit_intercept=True, tol=1e-10, max_iter=1
             A = np.array(hist_a[-m:])
             B = np.array(hist_b[-m:])
             wts = lagrange_weights(ts, t)  # extrapolation in log C
-            a = wts @ A
+            a = gemv(A, wts, trans=True)  # the loop's products go through one BLAS library (_factors.gemv)
             b = float(wts @ B)
             # the train logits are linear in (a, b): extrapolate them too (saves one pass over Z)
-            z0 = wts @ np.array(hist_z[-m:])
+            z0 = gemv(np.array(hist_z[-m:]), wts, trans=True)
         else:
             z0 = None
         res = newton_pcg(ctx, y, C, a, b, fit_intercept=fit_intercept, tol=tol, max_iter=max_iter,

@@ -131,7 +131,7 @@ class _DiagPrec:
 
     def __init__(self, Z2, d, C, fit_intercept):
         self.fit_intercept = fit_intercept
-        self.inv_w = 1.0 / (1.0 + C * (Z2.T @ d.astype(Z2.dtype)).astype(np.float64))
+        self.inv_w = 1.0 / (1.0 + C * gemv(Z2, d, trans=True).astype(np.float64))
         self.inv_b = 1.0 / max(C * d.sum(), 1e-300) if fit_intercept else 0.0
 
     def solve(self, vw, vb):
