@@ -286,11 +286,13 @@ def check_throughput(device, quick, repeats, layers, cpu_sample):
         assert H.shape == (cfg.num_hidden_layers, len(the_prompts), cfg.hidden_size) and np.isfinite(H).all()
         return times
 
-    # the first pass meets most (batch, length) shapes for the first time: exact lengths (one shape per batch)
-    # against the default length buckets (a handful of shapes), each on a fresh prompt set of the same lengths
-    record("hidden_states, exact lengths", "bfloat16", device, 8, 8 * max_len,
-           extraction(model, _prompts(np.random.default_rng(2), n_prompts, 63, 127), 8, 8 * max_len, repeats,
-                      bucket=False), ntok)
+    # the first pass meets most (batch, length) shapes for the first time: the default length buckets (a handful
+    # of shapes) first, then exact lengths (one shape per batch), each on a fresh prompt set of the same lengths
+    # (buckets first: the exact-length pass would also build the few bucket shapes and warm them)
+    for name, seed, bucket in (("hidden_states, length buckets", 2, None), ("hidden_states, exact lengths", 3, False)):
+        fresh = _prompts(np.random.default_rng(seed), n_prompts, 63, 127)
+        record(name, "bfloat16", device, 8, 8 * max_len, extraction(model, fresh, 8, 8 * max_len, repeats, bucket),
+               sum(len(x) for x in tokenize_prompts(tok, fresh)))
     for bs in (8, 32, 128):
         record("hidden_states", "bfloat16", device, bs, bs * max_len, extraction(model, prompts, bs, bs * max_len,
                                                                                  repeats), ntok)
@@ -321,7 +323,7 @@ def check_throughput(device, quick, repeats, layers, cpu_sample):
     sample_tok = sum(len(x) for x in ids[:cpu_sample])
     threads = torch.get_num_threads()
     out["cpu_threads"] = threads
-    for bs in (8, 32):
+    for bs in (8, 32) if cpu_sample else ():
         record("hidden_states", "float32", "cpu", bs, bs * max_len,
                extraction(model, sample, bs, bs * max_len, max(2, min(repeats, 3))), sample_tok)
     runs = {(r["what"], r["dtype"], r["device"], r["batch_size"], r["max_batch_tokens"]): r["tokens_per_s"]
@@ -329,8 +331,9 @@ def check_throughput(device, quick, repeats, layers, cpu_sample):
     if cuda:
         best_gpu = max(v for (w, d, dev, *_), v in runs.items() if w == "hidden_states" and d == "bfloat16"
                        and dev != "cpu")
-        best_cpu = max(v for (w, d, dev, *_), v in runs.items() if dev == "cpu")
-        out["gpu_bf16_over_cpu_fp32"] = best_gpu / best_cpu
+        cpu_rates = [v for (w, d, dev, *_), v in runs.items() if dev == "cpu"]
+        if cpu_rates:
+            out["gpu_bf16_over_cpu_fp32"] = best_gpu / max(cpu_rates)
         out["hidden_states_over_plain_forward_bs32"] = (
             runs[("hidden_states", "bfloat16", device, 32, 32 * max_len)]
             / runs[("plain forward (no hooks)", "bfloat16", device, 32, 32 * max_len)])
@@ -507,7 +510,7 @@ def _markdown(res):
         lines += ["", "kernels (float64): " + "; ".join(f"n={r['n']}: " + ", ".join(
             f"{k} {v:.4g}" if isinstance(v, float) else f"{k} {v}" for k, v in r["kernels"].items())
             for r in pr["sizes"]), ""]
-    if "engine" in res:
+    if res.get("engine"):
         rows = res["engine"]
         lines += ["## Batched engine (every layer of a model)", "",
                   "| " + " | ".join(rows[0]) + " |", "|" + "---|" * len(rows[0])]
@@ -517,15 +520,29 @@ def _markdown(res):
     return "\n".join(lines)
 
 
-def check_engine(device, quick, repeats, layers, shape, widths):
-    """Rows of ``benchmarks/probe_layers.py`` (engine on ``device`` against numpy per layer) for each width."""
-    from probe_layers import run as run_layers
+def check_engine(device, quick, layers, shape, widths, checked, budget_s, rows):
+    """Rows of ``benchmarks/probe_layers.py`` at scale (:func:`probe_layers.run_at_scale`): the engine on ``device``
+    over every layer, the numpy ``RaptorProbe`` on ``checked`` layers, for each width in ``widths`` with its layer
+    count in ``layers``, appended to ``rows`` as they finish.  A width whose projected time (the last width's
+    seconds per layer, scaled by the width) would overrun ``budget_s`` runs fewer layers (its row's ``layers``)."""
+    from probe_layers import run_at_scale
 
     if quick:
-        return run_layers(2, (200, 60, 128), device, 1, 1, paper=False)
-    rows = []
-    for p in widths:
-        rows += run_layers(layers, (*shape, p), device, repeats, 1, paper=False)
+        rows.append(run_at_scale(2, (200, 60, 128), device, checked=1))
+        return rows
+    started = time.perf_counter()
+    for p, L in zip(widths, layers):
+        if rows:
+            left = budget_s - (time.perf_counter() - started)
+            last = rows[-1]
+            per_layer = last["seconds_per_layer"] * p / last["p"] + 1.0  # + host work per layer (data, checks)
+            reference = checked * last["numpy_seconds_per_layer"] * p / last["p"]
+            fits = int((left - reference - 30.0) // per_layer)
+            if fits < L:
+                print(f"  p={p}: {L} layers projected at {per_layer * L + reference:.0f} s, {left:.0f} s left: "
+                      f"running {max(fits, 2)}", flush=True)
+                L = max(fits, 2)
+        rows.append(run_at_scale(L, (*shape, p), device, checked=checked, progress=True))
         print("  ", rows[-1], flush=True)
     return rows
 
@@ -537,11 +554,13 @@ def main(argv=None):
     ap.add_argument("--out", default=None, help="output folder (default $OUT, else ./gpu_check_out)")
     ap.add_argument("--repeats", type=int, default=5)
     ap.add_argument("--layers", type=int, default=4, help="blocks of the 7B-width model")
-    ap.add_argument("--cpu-sample", type=int, default=32, help="prompts of the CPU throughput sample")
+    ap.add_argument("--cpu-sample", type=int, default=32, help="prompts of the CPU throughput sample (0: none)")
     ap.add_argument("--sizes", default="2000,8000", help="probe sample sizes n (train + validation)")
     ap.add_argument("--p", type=int, default=4096)
     ap.add_argument("--sections", default="agreement,throughput,probe,engine")
-    ap.add_argument("--engine-layers", type=int, default=4, help="layers of the engine check")
+    ap.add_argument("--engine-layers", default="32,80", help="layers of the engine check, one count per width")
+    ap.add_argument("--engine-checked", type=int, default=3, help="layers the numpy reference fits per width")
+    ap.add_argument("--engine-budget", type=float, default=300.0, help="seconds the engine section may take")
     ap.add_argument("--engine-shape", default="3600,1200", help="n_train,n_val of the engine check")
     ap.add_argument("--engine-widths", default="4096,8192", help="hidden sizes p of the engine check")
     args = ap.parse_args(argv)
@@ -559,6 +578,12 @@ def main(argv=None):
     sections = [s.strip() for s in args.sections.split(",") if s.strip()]
     res = {"environment": environment(args.device), "command": " ".join(sys.argv)}
     print(res["environment"], flush=True)
+
+    def save():
+        write_json(out_dir / "gpu_check.json", res)
+        if any(k in res for k in ("agreement", "throughput", "probe")) or res.get("engine"):
+            atomic_write_text(out_dir / "gpu_check.md", _markdown(res))
+
     with tempfile.TemporaryDirectory() as tmp:
         if "agreement" in sections:
             print("agreement:", flush=True)
@@ -573,11 +598,15 @@ def main(argv=None):
             res["probe"] = check_probe(args.device, args.quick, args.repeats, sizes, args.p, 2.56, 2000)
         if "engine" in sections:
             print("engine:", flush=True)
-            res["engine"] = check_engine(args.device, args.quick, min(args.repeats, 2), args.engine_layers,
-                                         tuple(int(v) for v in args.engine_shape.split(",")),
-                                         [int(v) for v in args.engine_widths.split(",")])
-    write_json(out_dir / "gpu_check.json", res)
-    atomic_write_text(out_dir / "gpu_check.md", _markdown(res))
+            res["engine"] = []  # filled row by row: a run stopped at its time limit keeps the widths it finished
+            try:
+                check_engine(args.device, args.quick, [int(v) for v in args.engine_layers.split(",")],
+                             tuple(int(v) for v in args.engine_shape.split(",")),
+                             [int(v) for v in args.engine_widths.split(",")], args.engine_checked,
+                             args.engine_budget, res["engine"])
+            finally:
+                save()
+    save()
     print(_markdown(res))
     failed = [k for k, v in res.get("agreement", {}).get("checks", {}).items() if not v]
     if failed:

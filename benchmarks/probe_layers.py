@@ -28,16 +28,33 @@ from empirical.probes import RaptorProbe, fit_layers
 from empirical.testing import synthetic_hidden_states
 
 
+class ModelLayers:
+    """The L layers of a synthetic model, made one at a time on access (``H[layer]``, as a memory-mapped cache):
+    layer ``l`` is :func:`empirical.testing.synthetic_hidden_states` at ``shift = 0.5 + 2 l / (L - 1)`` with the
+    same seed, so the layers share their noise and labels and the class shift grows with depth.  That data is
+    affine in the shift, so two draws (shift 0 and 1) give every layer exactly, up to rounding: the host holds two
+    (n, p) arrays instead of L."""
+
+    def __init__(self, L, n_train, n_val, p, seed=0):
+        parts = [synthetic_hidden_states(n_train, n_val, p, shift=s, seed=seed) for s in (0.0, 1.0)]
+        (a_tr, y_tr, a_v, y_v), (b_tr, _, b_v, _) = parts
+        self.base = np.vstack([a_tr, a_v])
+        self.signal = np.vstack([b_tr, b_v]) - self.base
+        self.shifts = [0.5 + 2.0 * layer / max(L - 1, 1) for layer in range(L)]
+        self.y = np.concatenate([y_tr, y_v])
+
+    def __len__(self):
+        return len(self.shifts)
+
+    def __getitem__(self, layer):
+        return self.base + self.shifts[layer] * self.signal
+
+
 def model_layers(L, n_train, n_val, p, seed=0):
-    """(H (L, n, p), y (n,), split) of a synthetic model: the class shift grows with depth."""
-    H, y = [], None
-    for layer in range(L):
-        Htr, ytr, Hv, yv = synthetic_hidden_states(n_train, n_val, p, shift=0.5 + 2.0 * layer / max(L - 1, 1),
-                                                   seed=seed)
-        H.append(np.vstack([Htr, Hv]))
-        y = np.concatenate([ytr, yv])
+    """(H, y (n,), split) of a synthetic model (:class:`ModelLayers`, each layer an (n, p) array on access)."""
+    H = ModelLayers(L, n_train, n_val, p, seed)
     train, val = np.arange(n_train), np.arange(n_train, n_train + n_val)
-    return np.stack(H), y, (train, val, np.arange(0))
+    return H, H.y, (train, val, np.arange(0))
 
 
 def exactness(fit, reference) -> tuple:
@@ -86,6 +103,46 @@ def run(L, shape, device, repeats, threads, paper):
                              layers_with_other_C=int(diff_C), grid_points_other_accuracy=int(diff_acc),
                              max_rel_coef_diff=coef))
     return rows
+
+
+def _checked_layers(L, checked):
+    """``checked`` layer positions spread over ``range(L)`` (first and last included)."""
+    checked = max(1, min(checked, L))
+    return sorted({round(i * (L - 1) / max(checked - 1, 1)) for i in range(checked)})
+
+
+def run_at_scale(L, shape, device, checked=3, threads=None, progress=False):
+    """A whole model at scale: the engine on all ``L`` layers in one timed pass, the numpy ``RaptorProbe`` on
+    ``checked`` of them (spread over depth) for the ratio and the exactness columns.
+
+    One pass each (a whole model is minutes of numpy); a small engine fit first warms the device up (CUDA context,
+    library handles) and is reported apart.  ``threads`` None leaves the BLAS its default (every core)."""
+    import torch
+
+    n_train, n_val, p = shape
+    started = time.perf_counter()
+    H, y, split = model_layers(L, n_train, n_val, p)
+    data_s = time.perf_counter() - started
+    cuda = torch.device(device).type == "cuda"
+    with threadpool_limits(threads):
+        if threads is not None:
+            torch.set_num_threads(threads)
+        small, y_small, split_small = model_layers(2, 200, 60, 128, seed=1)
+        warm_s, _ = _timed(lambda: fit_layers(small, y_small, split=split_small, progress=False, device=device))
+        if cuda:
+            torch.cuda.synchronize()
+            torch.cuda.reset_peak_memory_stats()
+        engine_s, fit = _timed(lambda: fit_layers(H, y, split=split, progress=progress, device=device))
+        peak_gib = torch.cuda.max_memory_allocated() / 2**30 if cuda else float("nan")
+        sub = _checked_layers(L, checked)
+        numpy_s, reference = _timed(lambda: fit_layers(H, y, layers=sub, split=split, progress=False))
+    diff_C, diff_acc, coef = exactness(fit, reference)
+    return dict(method=f"engine ({device})", layers=L, n_train=n_train, n_val=n_val, p=p,
+                threads=threads if threads is not None else "default", engine_total_s=engine_s,
+                seconds_per_layer=engine_s / L, numpy_seconds_per_layer=numpy_s / len(sub),
+                ratio_to_numpy=(numpy_s / len(sub)) / (engine_s / L), layers_checked=len(sub),
+                layers_with_other_C=int(diff_C), grid_points_other_accuracy=int(diff_acc), max_rel_coef_diff=coef,
+                warm_up_s=warm_s, data_s=data_s, peak_device_memory_gib=peak_gib)
 
 
 def print_table(rows):

@@ -20,6 +20,18 @@ settings.register_profile("dev", max_examples=100, deadline=None)
 settings.load_profile(os.environ.get("HYPOTHESIS_PROFILE", "ci" if os.environ.get("CI") else "dev"))
 
 
+def pytest_addoption(parser):
+    parser.addoption("--engine-device", default="cpu",
+                     help="torch device of the batched engine's tests (tests/test_batched_engine.py): cpu, or cuda on "
+                          "a GPU machine (benchmarks/gpu_check.py, docs/gpu.md)")
+
+
+@pytest.fixture
+def engine_device(request):
+    """The device the batched engine's tests run it on (``--engine-device``, default ``cpu``)."""
+    return request.config.getoption("--engine-device")
+
+
 @pytest.fixture
 def shared_data_dir():
     """The benchmark datasets directory (``../shared/datasets`` or ``$RAPTOR_DATA``); skips when absent."""

@@ -33,10 +33,10 @@ SHAPES = {"n < p": ((60, 20, 150), {}), "n > p": ((300, 100, 30), {}), "n = p": 
 
 
 @pytest.mark.parametrize("case", sorted(SHAPES))
-def test_path_matches_the_numpy_path(case):
+def test_path_matches_the_numpy_path(case, engine_device):
     shape, kw = SHAPES[case]
     X, y, Xv, yv = _layers(shape, seed=len(case), **kw)
-    path = batched_path(X, y, Xv, yv, CS)
+    path = batched_path(X, y, Xv, yv, CS, device=engine_device)
     assert path.success
     for b in range(X.shape[0]):
         ref = logistic_path(X[b], y, Xv[b], yv, CS)
@@ -49,12 +49,12 @@ def test_path_matches_the_numpy_path(case):
 
 
 @pytest.mark.parametrize("case", sorted(SHAPES))
-def test_refit_is_tightly_converged(case):
+def test_refit_is_tightly_converged(case, engine_device):
     shape, kw = SHAPES[case]
     X, y, Xv, yv = _layers(shape, seed=7, **kw)
     Xf, yf = np.concatenate([X, Xv], axis=1), np.concatenate([y, yv])
     C = np.array([0.01, 1.0, 30.0])
-    res = batched_refit(Xf, yf, C, np.zeros((3, X.shape[2])), np.zeros(3))
+    res = batched_refit(Xf, yf, C, np.zeros((3, X.shape[2])), np.zeros(3), device=engine_device)
     assert res.success.all()
     for b in range(3):
         ref = fit_l2_logistic(Xf[b], yf, C[b], fit_intercept=True, tol=1e-12, method="direct")
@@ -63,12 +63,12 @@ def test_refit_is_tightly_converged(case):
 
 
 @pytest.mark.parametrize("shape", [(100, 200), (400, 40), (150, 150)])
-def test_raptor_probe_on_the_engine_is_the_numpy_probe(shape):
+def test_raptor_probe_on_the_engine_is_the_numpy_probe(shape, engine_device):
     n, p = shape
     rng = np.random.default_rng(n)
     X = rng.standard_normal((n, p)) * rng.uniform(0.5, 3, p) + rng.standard_normal(p)
     y = (X @ rng.standard_normal(p) * 3 / np.sqrt(p) + rng.logistic(size=n) > 0).astype(int)
-    numpy_probe, engine_probe = RaptorProbe().fit(X, y), RaptorProbe(device="cpu").fit(X, y)
+    numpy_probe, engine_probe = RaptorProbe().fit(X, y), RaptorProbe(device=engine_device).fit(X, y)
     assert engine_probe.C_ == numpy_probe.C_
     np.testing.assert_array_equal(engine_probe.path_val_accuracy_, numpy_probe.path_val_accuracy_)
     scale = np.abs(numpy_probe.coef_).max()
@@ -77,7 +77,7 @@ def test_raptor_probe_on_the_engine_is_the_numpy_probe(shape):
     assert engine_probe.score(X, y) == numpy_probe.score(X, y)
 
 
-def test_fit_layers_on_the_engine_fits_every_layer_in_batches_with_the_numpy_results(monkeypatch):
+def test_fit_layers_on_the_engine_fits_every_layer_in_batches_with_the_numpy_results(monkeypatch, engine_device):
     from empirical.logistic import batched
 
     rng = np.random.default_rng(2)
@@ -88,7 +88,7 @@ def test_fit_layers_on_the_engine_fits_every_layer_in_batches_with_the_numpy_res
     calls = []
     monkeypatch.setattr(batched, "layer_batches",
                         lambda *a, **k: calls.append(a) or [range(0, 2), range(2, 4), range(4, 5)])
-    reference, engine = fit_layers(H, y, progress=False), fit_layers(H, y, progress=False, device="cpu")
+    reference, engine = fit_layers(H, y, progress=False), fit_layers(H, y, progress=False, device=engine_device)
     assert len(calls) == 1  # three batched passes
     columns = ["layer", "val_accuracy", "test_accuracy", "C", "best"]
     assert reference.summary[columns].equals(engine.summary[columns])
@@ -125,7 +125,7 @@ def test_probe_device_rule_of_the_command_line():
             probe_device("cuda")
 
 
-def test_a_line_search_that_finds_no_decrease_stops_with_status_2(monkeypatch):
+def test_a_line_search_that_finds_no_decrease_stops_with_status_2(monkeypatch, engine_device):
     """The backtracking's failure exit: a layer whose trial points never decrease the objective stops at its last
     iterate with status 2 (STATUS_MESSAGES), reported by the path, the refit and the probe, instead of looping."""
     import empirical.logistic.batched as engine
@@ -140,15 +140,15 @@ def test_a_line_search_that_finds_no_decrease_stops_with_status_2(monkeypatch):
     monkeypatch.setattr(engine, "_objective", rising)
     X, y, Xv, yv = _layers((60, 20, 30), seed=3, B=2)
     Xf, yf = np.concatenate([X, Xv], axis=1), np.concatenate([y, yv])
-    res = batched_refit(Xf, yf, np.array([1.0, 1.0]), np.zeros((2, 30)), np.zeros(2))
+    res = batched_refit(Xf, yf, np.array([1.0, 1.0]), np.zeros((2, 30)), np.zeros(2), device=engine_device)
     assert list(res.status) == [2, 2] and not res.success.any()
     assert list(res.nit) == [1, 1]  # one failed step each, then stopped
-    path = batched_path(X, y, Xv, yv, CS[:5])
+    path = batched_path(X, y, Xv, yv, CS[:5], device=engine_device)
     assert path.status == 2 and not path.success and "line search" in path.message
     assert 2 in STATUS_MESSAGES
 
 
-def test_a_probe_on_the_engine_validates_its_data_once(monkeypatch):
+def test_a_probe_on_the_engine_validates_its_data_once(monkeypatch, engine_device):
     """scikit-learn's check_input: RaptorProbe(device=...) checks the data and the grid at its boundary, and the engine
     it calls checks nothing again (check_input=False), with the same results as a checked call."""
     import empirical.logistic.batched as batched
@@ -160,11 +160,11 @@ def test_a_probe_on_the_engine_validates_its_data_once(monkeypatch):
                             lambda *a, _real=real, _name=name, **k: calls.append(_name) or _real(*a, **k))
     X, y, Xv, yv = _layers((60, 20, 40), seed=3, B=1)
     H, labels = np.concatenate([X[0], Xv[0]]), np.concatenate([y, yv])
-    probe = RaptorProbe(Cs=CS, device="cpu").fit(H, labels)
+    probe = RaptorProbe(Cs=CS, device=engine_device).fit(H, labels)
     assert calls == ["batched_path", "batched_refit"]  # the engine ran, and checked nothing again
     calls.clear()
-    checked = batched_path(X, y, Xv, yv, CS)
-    unchecked = batched_path(X, y, Xv, yv, CS, check_input=False)
+    checked = batched_path(X, y, Xv, yv, CS, device=engine_device)
+    unchecked = batched_path(X, y, Xv, yv, CS, check_input=False, device=engine_device)
     assert calls and np.array_equal(checked.val_accuracy, unchecked.val_accuracy)
     np.testing.assert_array_equal(checked.coef, unchecked.coef)
     assert probe.C_ in CS
