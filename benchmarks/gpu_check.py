@@ -510,6 +510,14 @@ def _markdown(res):
         lines += ["", "kernels (float64): " + "; ".join(f"n={r['n']}: " + ", ".join(
             f"{k} {v:.4g}" if isinstance(v, float) else f"{k} {v}" for k, v in r["kernels"].items())
             for r in pr["sizes"]), ""]
+    if "kernels" in res:
+        kr = res["kernels"]
+        lines += [f"## The engine's kernels (n = {kr['n']}, m = {kr['m']}, k = {kr['k']}, {kr['layers']} layers)", "",
+                  "| kernel | ms |", "| --- | --- |"]
+        lines += [f"| {name} | {sec * 1e3:.2f} |" for name, sec in kr["seconds"].items()]
+        lines += ["", f"short path: {kr['short_path_s']:.2f} s, {kr['short_path_newton_steps']} Newton steps", ""]
+        if "profile" in kr:
+            lines += ["```", kr["profile"], "```", ""]
     if res.get("engine"):
         rows = res["engine"]
         lines += ["## Batched engine (every layer of a model)", "",
@@ -518,6 +526,74 @@ def _markdown(res):
                   for r in rows]
         lines.append("")
     return "\n".join(lines)
+
+
+def check_engine_kernels(device, quick, shape):
+    """The engine's kernels at one Newton step of (n, m) = ``shape`` rows (k = n + 1 coordinates), two layers:
+    forming the Hessian (batched matmul), its Cholesky factor, the Newton step and the validation rows' triangular
+    solve, each as one batched call and as one call per layer; then a profile of a short batched path (12 grid
+    points, 2 layers at p = n + 496): its top CUDA kernels and its Newton steps."""
+    import torch
+
+    from empirical.logistic import batched
+
+    n, m = (200, 60) if quick else shape
+    k, B = n + 1, 2
+    cuda = torch.device(device).type == "cuda"
+    sync = torch.cuda.synchronize if cuda else None
+    gen = torch.Generator(device=device).manual_seed(0)
+    Z1 = torch.randn(B, n, k, dtype=torch.float64, device=device, generator=gen) / np.sqrt(k)
+    Zv1 = torch.randn(B, m, k, dtype=torch.float64, device=device, generator=gen) / np.sqrt(k)
+    curv = torch.rand(B, n, dtype=torch.float64, device=device, generator=gen) * 0.25
+    g = torch.randn(B, k, 1, dtype=torch.float64, device=device, generator=gen)
+    eye = torch.eye(k, dtype=torch.float64, device=device)
+    out = {"n": n, "m": m, "k": k, "layers": B, "seconds": {}}
+
+    def form():
+        return eye + 10.0 * (Z1.transpose(1, 2) @ (Z1 * curv.unsqueeze(2)))
+    H = form()
+    L = torch.linalg.cholesky_ex(H)[0]
+
+    ops = {"form Hessian (bmm)": form,
+           "cholesky_ex batched": lambda: torch.linalg.cholesky_ex(H),
+           "cholesky_ex per layer": lambda: [torch.linalg.cholesky_ex(H[i:i + 1]) for i in range(B)],
+           "cholesky_solve batched (1 rhs)": lambda: torch.cholesky_solve(g, L),
+           "cholesky_solve per layer": lambda: [torch.cholesky_solve(g[i:i + 1], L[i:i + 1]) for i in range(B)],
+           "solve_triangular batched (m rhs)": lambda: torch.linalg.solve_triangular(L, Zv1.transpose(1, 2),
+                                                                                     upper=False),
+           "solve_triangular per layer": lambda: [
+               torch.linalg.solve_triangular(L[i:i + 1], Zv1[i:i + 1].transpose(1, 2), upper=False) for i in range(B)]}
+    for name, fn in ops.items():
+        fn()
+        if sync:
+            sync()
+        med, _, _ = _median_time(fn, 3 if quick else 5, sync)
+        out["seconds"][name] = med
+        print(f"  {name:<34} {med * 1e3:9.2f} ms", flush=True)
+    # a short path, profiled
+    rng = np.random.default_rng(0)
+    p = n + 496
+    X = rng.standard_normal((B, n + m, p))
+    y = np.where(X[0, :, 0] + 0.5 * rng.standard_normal(n + m) > 0, 1.0, -1.0)
+    X = (X - X[:, :n].mean(axis=1, keepdims=True)) / X[:, :n].std(axis=1, keepdims=True)
+    Cs = np.logspace(-4, -1, 12)
+    batched.batched_path(X[:, :n], y[:n], X[:, n:], y[n:], Cs[:2], device=device)  # warm
+    if sync:
+        sync()
+    t0 = time.perf_counter()
+    path = batched.batched_path(X[:, :n], y[:n], X[:, n:], y[n:], Cs, device=device)
+    out["short_path_s"] = time.perf_counter() - t0
+    out["short_path_newton_steps"] = int(path.nit.sum())
+    print(f"  short path: {out['short_path_s']:.2f} s, {out['short_path_newton_steps']} Newton steps "
+          f"({len(Cs)} grid points x {B} layers)", flush=True)
+    if cuda:
+        from torch.profiler import ProfilerActivity, profile
+        with profile(activities=[ProfilerActivity.CPU, ProfilerActivity.CUDA]) as prof:
+            batched.batched_path(X[:, :n], y[:n], X[:, n:], y[n:], Cs[:6], device=device)
+        table = prof.key_averages().table(sort_by="cuda_time_total", row_limit=18, max_name_column_width=60)
+        out["profile"] = table
+        print(table, flush=True)
+    return out
 
 
 def check_engine(device, quick, layers, shape, widths, checked, budget_s, rows):
@@ -596,6 +672,11 @@ def main(argv=None):
             print("probe:", flush=True)
             sizes = [int(s) for s in args.sizes.split(",")]
             res["probe"] = check_probe(args.device, args.quick, args.repeats, sizes, args.p, 2.56, 2000)
+        if "kernels" in sections:
+            print("kernels:", flush=True)
+            res["kernels"] = check_engine_kernels(args.device, args.quick,
+                                                  tuple(int(v) for v in args.engine_shape.split(",")))
+            save()
         if "engine" in sections:
             print("engine:", flush=True)
             res["engine"] = []  # filled row by row: a run stopped at its time limit keeps the widths it finished

@@ -97,6 +97,36 @@ def test_fit_layers_on_the_engine_fits_every_layer_in_batches_with_the_numpy_res
         assert np.abs(a - b).max() <= 1e-8 * np.abs(a).max()
 
 
+def test_factoring_one_layer_at_a_time_gives_the_batched_results(monkeypatch, engine_device):
+    """The large factorizations and triangular solves run one layer at a time on CUDA (batched cuSOLVER kernels are
+    built for small matrices): forced on any device, the path and the refit are those of the batched calls."""
+    import empirical.logistic.batched as batched
+
+    X, y, Xv, yv = _layers((60, 20, 150), seed=5)
+    Xf, yf = np.concatenate([X, Xv], axis=1), np.concatenate([y, yv])
+    runs = []
+    for forced in (False, True):
+        if forced:
+            monkeypatch.setattr(batched, "_one_layer_at_a_time", lambda t: t.shape[0] > 1)
+        runs.append((batched_path(X, y, Xv, yv, CS, device=engine_device),
+                     batched_refit(Xf, yf, np.array([0.01, 1.0, 30.0]), np.zeros((3, 150)), np.zeros(3),
+                                   device=engine_device)))
+    (path, refit), (path1, refit1) = runs
+    np.testing.assert_array_equal(path1.val_accuracy, path.val_accuracy)
+    np.testing.assert_array_equal(path1.certified, path.certified)
+    np.testing.assert_allclose(path1.coef, path.coef, rtol=0, atol=1e-9 * np.abs(path.coef).max())
+    np.testing.assert_allclose(refit1.coef, refit.coef, rtol=0, atol=1e-9 * np.abs(refit.coef).max())
+
+
+def test_validation_accuracy_is_the_count_over_m_as_numpy_divides_it(engine_device):
+    """The accuracies are counts divided on the host: a device mean that multiplies by 1/m is 1 ulp off for some
+    counts, and the selection of C compares accuracies exactly (measured on CUDA: 0.7000000000000001 against 0.7)."""
+    X, y, Xv, yv = _layers((60, 30, 150), seed=6, B=2)
+    path = batched_path(X, y, Xv, yv, CS, device=engine_device)
+    counts = np.rint(path.val_accuracy * 30).astype(int)
+    np.testing.assert_array_equal(path.val_accuracy, counts / 30)
+
+
 @pytest.mark.parametrize("device, message", [("bogus", "device must be a torch device"),
                                              ("mps", "device must be one of the kinds"),
                                              ("cuda:7", "not available|does not exist")])

@@ -142,6 +142,31 @@ class _Designs:
         return a if self.Q is None else (self.Q @ a.unsqueeze(2)).squeeze(2)
 
 
+#: matrices of at least this order are factored and solved one layer at a time on CUDA: for a batch of more than one,
+#: torch calls cuSOLVER's ``potrfBatched`` and cuBLAS's batched triangular solves, which are built for small matrices
+#: (docs/gpu.md: measured on an H100)
+LAYERWISE_FROM = 128
+
+
+def _layerwise(fn, *args):
+    """``fn(*args)`` on (B, k, .) tensors, as B calls on one layer each where that is faster (:data:`LAYERWISE_FROM`);
+    a tuple of results is concatenated part by part."""
+    if not _one_layer_at_a_time(args[0]):
+        return fn(*args)
+    outs = [fn(*(a[i:i + 1] for a in args)) for i in range(args[0].shape[0])]
+    if isinstance(outs[0], tuple):
+        return tuple(torch.cat(parts) for parts in zip(*outs))
+    return torch.cat(outs)
+
+
+def _one_layer_at_a_time(t) -> bool:
+    return t.device.type == "cuda" and t.shape[0] > 1 and t.shape[-1] >= LAYERWISE_FROM
+
+
+def _solve_lower(L, B):
+    return torch.linalg.solve_triangular(L, B, upper=False)
+
+
 def _terms(z, y):
     """Per-row loss, residual (dl/dz) and curvature of logits ``z`` (B, n) for labels ``y`` (n,)."""
     m = y * z
@@ -206,20 +231,21 @@ def _newton(d: _Designs, y, C, theta, *, tol, max_iter, yv=None, min_newton=1, i
         gn = g.norm(dim=1) / torch.clamp(w_norm, min=1.0)
         H = torch.diag_embed(pen.expand(len(active), k)) + Ca[:, None, None] * (
             Z1.transpose(1, 2) @ (Z1 * curv.unsqueeze(2)))
-        L, info = torch.linalg.cholesky_ex(H)
+        L, info = _layerwise(torch.linalg.cholesky_ex, H)
         if bool((info != 0).any()):  # an intercept block with every curvature underflowed: regularize it
-            L, _ = torch.linalg.cholesky_ex(H + 1e-12 * torch.clamp(Ca, min=1.0)[:, None, None] * eye)
-        step = torch.cholesky_solve(g.unsqueeze(2), L).squeeze(2)
+            L, _ = _layerwise(torch.linalg.cholesky_ex, H + 1e-12 * torch.clamp(Ca, min=1.0)[:, None, None] * eye)
+        step = _layerwise(torch.cholesky_solve, g.unsqueeze(2), L).squeeze(2)
         nu = torch.sqrt(torch.clamp((g * step).sum(dim=1), min=0.0))
         converged = gn <= tol
         cert = torch.zeros_like(converged)
         if yv is not None:
-            Zv1 = d.Zv1[layers]
-            zv = (Zv1 @ th.unsqueeze(2)).squeeze(2)
-            vnorm = torch.linalg.solve_triangular(L, Zv1.transpose(1, 2), upper=False).norm(dim=1)  # (., m)
             region = (d.R[layers] * nu <= RADIUS) & ((nit[active] >= min_newton) |
                                                       (nu <= 1e-7 * torch.clamp(w_norm, min=1.0)))
-            cert = region & (zv.abs() > SAFETY * DISTANCE * nu[:, None] * vnorm).all(dim=1) & ~converged
+            if bool(region.any()):  # the H^-1 norms of the m validation rows only where a certificate can hold
+                Zv1 = d.Zv1[layers]
+                zv = (Zv1 @ th.unsqueeze(2)).squeeze(2)
+                vnorm = _layerwise(_solve_lower, L, Zv1.transpose(1, 2)).norm(dim=1)  # (., m)
+                cert = region & (zv.abs() > SAFETY * DISTANCE * nu[:, None] * vnorm).all(dim=1) & ~converged
         limit = nit[active] >= max_iter
         finished = converged | cert | limit
         gnorm[active] = gn
@@ -364,7 +390,9 @@ def batched_path(X, y, Xv, yv, Cs, *, device="cpu", tol=1e-10, max_iter=100, ord
         hist.append(theta)
         hist_t, hist = hist_t[-order:], hist[-order:]
         zv = (d.Zv1 @ theta.unsqueeze(2)).squeeze(2)
-        acc[:, idx] = (torch.where(zv > 0, 1.0, -1.0) == yvt).to(DTYPE).mean(dim=1).cpu().numpy()
+        # counts, divided on the host as numpy's mean divides (a CUDA mean multiplies by 1/m: 1 ulp off, and ties in
+        # the selection of C would then break another way than the numpy path's)
+        acc[:, idx] = (torch.where(zv > 0, 1.0, -1.0) == yvt).sum(dim=1).cpu().numpy() / yvt.shape[0]
         cert[:, idx], gnorm[:, idx], nits[:, idx] = ce.cpu().numpy(), gn.cpu().numpy(), nit.cpu().numpy()
         coef[:, idx] = d.back(theta).cpu().numpy()
         intercept[:, idx] = theta[:, -1].cpu().numpy()
