@@ -118,6 +118,50 @@ def test_factoring_one_layer_at_a_time_gives_the_batched_results(monkeypatch, en
     np.testing.assert_allclose(refit1.coef, refit.coef, rtol=0, atol=1e-9 * np.abs(refit.coef).max())
 
 
+def test_large_systems_are_solved_one_layer_at_a_time_on_cuda_whatever_their_right_hand_side():
+    """The rule reads the system's order k from ``shape[-2]`` of the matrix or of the right-hand side: on the H100 a
+    (B, k, 1) right-hand side judged by its last dimension kept the 1-column Cholesky solve batched, 12x slower
+    than one call per layer (docs/gpu.md)."""
+    from types import SimpleNamespace
+
+    from empirical.logistic.batched import LAYERWISE_FROM, _one_layer_at_a_time
+
+    def tensor(kind, *shape):
+        return SimpleNamespace(device=SimpleNamespace(type=kind), shape=shape)
+
+    k = 3601
+    for shape in [(2, k, k), (2, k, 1), (2, k, 1200)]:
+        assert _one_layer_at_a_time(tensor("cuda", *shape))
+        assert not _one_layer_at_a_time(tensor("cpu", *shape))  # LAPACK on the CPU loops over the batch anyway
+        assert not _one_layer_at_a_time(tensor("cuda", 1, *shape[1:]))
+    small = LAYERWISE_FROM - 1
+    assert not _one_layer_at_a_time(tensor("cuda", 2, small, 1)) and not _one_layer_at_a_time(tensor("cuda", 2, small,
+                                                                                                       small))
+
+
+def test_certifying_with_the_previous_factor_changes_no_verdict_and_saves_factorizations(monkeypatch, engine_device):
+    """After a step the certificate is first tried with the last factor (a rigorous bound: curvatures move by at most
+    exp(|dz|)); where it holds the exact test would too, so the iterates and verdicts are those of certifying with a
+    fresh factor every time, with fewer factorizations."""
+    import empirical.logistic.batched as batched
+
+    X, y, Xv, yv = _layers((80, 30, 120), seed=8, B=2)
+    fast = batched_path(X, y, Xv, yv, CS, device=engine_device)
+    real = batched._certified
+
+    def never_with_an_old_factor(d, layers, th, nu, L, grow, *args):
+        if not bool((grow == 1).all()):  # the bound from the previous factor: refuse it, as before the change
+            return torch.zeros(len(layers), dtype=torch.bool, device=th.device)
+        return real(d, layers, th, nu, L, grow, *args)
+
+    monkeypatch.setattr(batched, "_certified", never_with_an_old_factor)
+    fresh = batched_path(X, y, Xv, yv, CS, device=engine_device)
+    for key in ("val_accuracy", "certified", "nit"):
+        np.testing.assert_array_equal(getattr(fast, key), getattr(fresh, key))
+    np.testing.assert_allclose(fast.coef, fresh.coef, rtol=0, atol=1e-12 * np.abs(fresh.coef).max())
+    assert fast.certified.sum() > len(CS) and fast.n_factorizations < fresh.n_factorizations
+
+
 def test_validation_accuracy_is_the_count_over_m_as_numpy_divides_it(engine_device):
     """The accuracies are counts divided on the host: a device mean that multiplies by 1/m is 1 ulp off for some
     counts, and the selection of C compares accuracies exactly (measured on CUDA: 0.7000000000000001 against 0.7)."""

@@ -14,13 +14,16 @@ into ``(B, n, p)`` tensors and every step below is one batched tensor operation 
 2. **Predictor.**  Each C starts from the Lagrange extrapolation in ``log C`` of the previous solutions (as the
    numpy path).
 3. **Corrector.**  Exact Newton steps: the Hessian ``diag(1, .., 1, 0) + C Z1' D Z1`` of ``(a, b)`` (``Z1`` the
-   design with a column of ones) is formed and factored by a batched Cholesky; a step is a full Newton step inside
-   the self-concordance region (``R nu <= 0.1``, ``R`` the largest row norm of ``Z1``) and an exact line
-   minimization along the Newton direction outside it.
-4. **Certification.**  With the exact Newton decrement ``nu`` (a factor of the current Hessian, not a stale one) a
-   grid point is finished as soon as every validation logit's sign is certified:
-   ``|z_v| > safety * 1.3 * nu * ||(z_v, 1)||_{H^-1}`` (the rule of :mod:`empirical.logistic._path`, with the
-   ``H^-1`` norms computed exactly from the factor); otherwise Newton runs on to ``tol``.
+   design with a column of ones) is formed and factored by Cholesky (batched over the layers; for large matrices
+   on CUDA one layer at a time, :data:`LAYERWISE_FROM`); a step is a full Newton step inside the self-concordance
+   region (``R nu <= 0.1``, ``R`` the largest row norm of ``Z1``) and an exact line minimization along the Newton
+   direction outside it.
+4. **Certification.**  With the exact Newton decrement ``nu`` a grid point is finished as soon as every
+   validation logit's sign is certified: ``|z_v| > safety * 1.3 * nu * ||(z_v, 1)||_{H^-1}`` (the rule of
+   :mod:`empirical.logistic._path`, with the ``H^-1`` norms computed from the factor); otherwise Newton runs on to
+   ``tol``.  After a step, ``nu`` and the norms are first bounded with the factor of the previous iterate's
+   Hessian (a rigorous bound, :func:`_newton`): where the bound certifies, the point is finished with one
+   factorization instead of two, and the verdict and the iterate are those of the exact test.
 
 Everything runs in float64: the certificate compares logits with bounds of order ``nu`` (float32's 6e-8 relative
 precision is not enough near tol), and the Hessian's condition number reaches ``C`` times the largest eigenvalue
@@ -160,7 +163,9 @@ def _layerwise(fn, *args):
 
 
 def _one_layer_at_a_time(t) -> bool:
-    return t.device.type == "cuda" and t.shape[0] > 1 and t.shape[-1] >= LAYERWISE_FROM
+    """Whether the system of ``t`` (a (B, k, k) matrix or a (B, k, r) right-hand side: its order k is
+    ``shape[-2]``) is solved one layer at a time."""
+    return t.device.type == "cuda" and t.shape[0] > 1 and t.shape[-2] >= LAYERWISE_FROM
 
 
 def _solve_lower(L, B):
@@ -203,12 +208,33 @@ def _line_min(z, dz, theta, dtheta, y, C, iters=30):
     return t
 
 
-def _newton(d: _Designs, y, C, theta, *, tol, max_iter, yv=None, min_newton=1, index=None):
+def _certified(d, layers, th, nu, L, grow, nits, min_newton, w_norm):
+    """The validation-sign certificate of layers ``layers`` at ``th``: inside the self-concordance region
+    (``R nu <= RADIUS``, after ``min_newton`` steps) every validation logit exceeds ``SAFETY * DISTANCE * nu`` times
+    its ``H^-1`` norm, computed from the factor ``L`` and multiplied by ``grow`` (1 for the factor of this very
+    Hessian; a bound when ``L`` factors an earlier one, :func:`_newton`)."""
+    region = (d.R[layers] * nu <= RADIUS) & ((nits >= min_newton) | (nu <= 1e-7 * torch.clamp(w_norm, min=1.0)))
+    if not bool(region.any()):  # the H^-1 norms of the m validation rows only where a certificate can hold
+        return region
+    Zv1 = d.Zv1[layers]
+    zv = (Zv1 @ th.unsqueeze(2)).squeeze(2)
+    vnorm = grow[:, None] * _layerwise(_solve_lower, L, Zv1.transpose(1, 2)).norm(dim=1)  # (., m)
+    return region & (zv.abs() > SAFETY * DISTANCE * nu[:, None] * vnorm).all(dim=1)
+
+
+def _newton(d: _Designs, y, C, theta, *, tol, max_iter, yv=None, min_newton=1, index=None, counts=None):
     """Newton on the layers ``index`` of ``d`` (default all) at per-layer ``C`` from ``theta`` (both len(index)).
+
+    After a step, the certificate is first tried with the factor of the previous iterate's Hessian ``H0``: a logit
+    that moves by ``dz`` changes its curvature ``s (1 - s)`` by at most a factor ``exp(|dz|)``, so ``H >= exp(-delta)
+    H0`` with ``delta`` the largest logit change, and the decrement and the ``H^-1`` norms are at most
+    ``exp(delta / 2)`` times those computed with ``H0``.  Where that bound certifies, the exact ones would too (same
+    iterate, same verdict), and the Hessian is neither formed nor factored again; elsewhere it is.
 
     Returns (theta, nit, grad_norm, certified, status) with the statuses of
     :data:`empirical.common.failures.STATUS_MESSAGES`: 0 converged, 6 certified, 1 iteration limit, 2 the
-    backtracking found no decrease in ``HALVINGS`` halvings (that layer stops at its last iterate)."""
+    backtracking found no decrease in ``HALVINGS`` halvings (that layer stops at its last iterate).  ``counts`` (a
+    dict), when given, accumulates ``"factorizations"`` (Hessians formed and factored, per layer)."""
     index = torch.arange(d.Z1.shape[0], device=theta.device) if index is None else index
     k = d.Z1.shape[2]
     pen = torch.ones(k, dtype=DTYPE, device=theta.device)
@@ -221,6 +247,7 @@ def _newton(d: _Designs, y, C, theta, *, tol, max_iter, yv=None, min_newton=1, i
     status = torch.ones(count, dtype=torch.long, device=theta.device)
     active = torch.arange(count, device=theta.device)
     eye = torch.eye(k, dtype=DTYPE, device=theta.device)
+    stale = None  # (factor of the previous iterate's Hessian, largest logit change since) of the active layers
     while active.numel():
         layers = index[active]
         Z1, th, Ca = d.Z1[layers], theta[active], C[active]
@@ -229,28 +256,40 @@ def _newton(d: _Designs, y, C, theta, *, tol, max_iter, yv=None, min_newton=1, i
         g = pen * th + Ca[:, None] * (Z1.transpose(1, 2) @ res.unsqueeze(2)).squeeze(2)
         w_norm = th[:, :-1].norm(dim=1)
         gn = g.norm(dim=1) / torch.clamp(w_norm, min=1.0)
-        H = torch.diag_embed(pen.expand(len(active), k)) + Ca[:, None, None] * (
-            Z1.transpose(1, 2) @ (Z1 * curv.unsqueeze(2)))
-        L, info = _layerwise(torch.linalg.cholesky_ex, H)
-        if bool((info != 0).any()):  # an intercept block with every curvature underflowed: regularize it
-            L, _ = _layerwise(torch.linalg.cholesky_ex, H + 1e-12 * torch.clamp(Ca, min=1.0)[:, None, None] * eye)
-        step = _layerwise(torch.cholesky_solve, g.unsqueeze(2), L).squeeze(2)
-        nu = torch.sqrt(torch.clamp((g * step).sum(dim=1), min=0.0))
         converged = gn <= tol
         cert = torch.zeros_like(converged)
-        if yv is not None:
-            region = (d.R[layers] * nu <= RADIUS) & ((nit[active] >= min_newton) |
-                                                      (nu <= 1e-7 * torch.clamp(w_norm, min=1.0)))
-            if bool(region.any()):  # the H^-1 norms of the m validation rows only where a certificate can hold
-                Zv1 = d.Zv1[layers]
-                zv = (Zv1 @ th.unsqueeze(2)).squeeze(2)
-                vnorm = _layerwise(_solve_lower, L, Zv1.transpose(1, 2)).norm(dim=1)  # (., m)
-                cert = region & (zv.abs() > SAFETY * DISTANCE * nu[:, None] * vnorm).all(dim=1) & ~converged
-        limit = nit[active] >= max_iter
-        finished = converged | cert | limit
+        if yv is not None and stale is not None:
+            L0, delta = stale
+            grow = torch.exp(0.5 * delta)
+            nu0 = torch.sqrt(torch.clamp((g * _layerwise(torch.cholesky_solve, g.unsqueeze(2), L0).squeeze(2))
+                                         .sum(dim=1), min=0.0))
+            cert = _certified(d, layers, th, grow * nu0, L0, grow, nit[active], min_newton, w_norm) & ~converged
         gnorm[active] = gn
         certified[active] = cert
         status[active] = torch.where(converged, 0, torch.where(cert, 6, 1))
+        if bool((converged | cert).any()):  # finished without a new factorization
+            keep = ~(converged | cert)
+            if not bool(keep.any()):
+                break
+            active, layers, Z1, th, Ca, z, curv, g, w_norm = (v[keep] for v in (active, layers, Z1, th, Ca, z, curv,
+                                                                               g, w_norm))
+        H = torch.diag_embed(pen.expand(len(active), k)) + Ca[:, None, None] * (
+            Z1.transpose(1, 2) @ (Z1 * curv.unsqueeze(2)))
+        L, info = _layerwise(torch.linalg.cholesky_ex, H)
+        regularized = info != 0
+        if bool(regularized.any()):  # an intercept block with every curvature underflowed: regularize it
+            L, _ = _layerwise(torch.linalg.cholesky_ex, H + 1e-12 * torch.clamp(Ca, min=1.0)[:, None, None] * eye)
+        if counts is not None:
+            counts["factorizations"] = counts.get("factorizations", 0) + len(active)
+        step = _layerwise(torch.cholesky_solve, g.unsqueeze(2), L).squeeze(2)
+        nu = torch.sqrt(torch.clamp((g * step).sum(dim=1), min=0.0))
+        cert = torch.zeros_like(regularized)
+        if yv is not None:
+            cert = _certified(d, layers, th, nu, L, torch.ones_like(nu), nit[active], min_newton, w_norm)
+        limit = nit[active] >= max_iter
+        finished = cert | limit
+        certified[active] = cert
+        status[active] = torch.where(cert, 6, 1)
         go = ~finished
         if not bool(go.any()):
             break
@@ -274,6 +313,9 @@ def _newton(d: _Designs, y, C, theta, *, tol, max_iter, yv=None, min_newton=1, i
         nit[moving] += 1
         status[moving[~ok]] = 2  # no decrease: stop there (as the numpy solvers do), never loop on
         active = moving[ok]
+        # the factor at the iterate just left bounds the next certificate (a regularized factor does not: inf)
+        delta = torch.where(regularized[go], float("inf"), t * dz.abs().amax(dim=1))
+        stale = (L[go][ok], delta[ok])
     return theta, nit, gnorm, certified, status
 
 
@@ -338,7 +380,8 @@ def batched_path(X, y, Xv, yv, Cs, *, device="cpu", tol=1e-10, max_iter=100, ord
         order of ``Cs``), ``coef`` (B, K, p) standardized weights and ``intercept`` (B, K) of the iterates,
         ``success`` (every point certified or converged), ``status`` (0 every point certified or converged, 2
         some point's line search found no decrease, 1 some point reached ``max_iter``; the codes of
-        :data:`empirical.common.failures.STATUS_MESSAGES`), ``message``.
+        :data:`empirical.common.failures.STATUS_MESSAGES`), ``message``, ``n_factorizations`` (Hessians formed and
+        factored, summed over the layers).
 
     Examples
     --------
@@ -376,6 +419,7 @@ def batched_path(X, y, Xv, yv, Cs, *, device="cpu", tol=1e-10, max_iter=100, ord
     line_failed = np.zeros((B, K), dtype=bool)
     coef, intercept = np.empty((B, K, Xt.shape[2])), np.empty((B, K))
     hist_t, hist = [], []
+    counts = {"factorizations": 0}
     theta = torch.zeros(B, k, dtype=DTYPE, device=dev)
     for j, idx in enumerate(order_idx):
         t = logC[j]
@@ -384,7 +428,8 @@ def batched_path(X, y, Xv, yv, Cs, *, device="cpu", tol=1e-10, max_iter=100, ord
             wts = lagrange_weights(hist_t[-m:], t)
             theta = sum(float(w) * h for w, h in zip(wts, hist[-m:]))
         C = torch.full((B,), float(Cs[idx]), dtype=DTYPE, device=dev)
-        theta, nit, gn, ce, st = _newton(d, yt, C, theta, tol=tol, max_iter=max_iter, yv=yvt, min_newton=min_newton)
+        theta, nit, gn, ce, st = _newton(d, yt, C, theta, tol=tol, max_iter=max_iter, yv=yvt, min_newton=min_newton,
+                                         counts=counts)
         line_failed[:, idx] = (st == 2).cpu().numpy()
         hist_t.append(t)
         hist.append(theta)
@@ -403,7 +448,8 @@ def batched_path(X, y, Xv, yv, Cs, *, device="cpu", tol=1e-10, max_iter=100, ord
                + (f", {int(line_failed[~done].sum())} of them because the line search found no decrease"
                   if status == 2 else ""))
     return OptimizeResult(val_accuracy=acc, certified=cert, grad_norm=gnorm, nit=nits, coef=coef,
-                          intercept=intercept, success=bool(done.all()), status=status, message=message)
+                          intercept=intercept, success=bool(done.all()), status=status, message=message,
+                          n_factorizations=counts["factorizations"])
 
 
 def batched_refit(X, y, C, coef0, intercept0, *, device="cpu", tol=1e-10, max_iter=100,
