@@ -59,6 +59,10 @@ def stratified_split(y, fraction: float, random_state, where=("train", "validati
         raise ValueError(f"cannot make a stratified {where[0]}/{where[1]} split: {exc}") from None
     return np.sort(a), np.sort(b)
 
+#: column magnitudes whose squares (and sums of n of them) stay normal float64 numbers: 2^-400 .. 2^400
+_SAFE_LOW, _SAFE_HIGH = 2.0 ** -400, 2.0 ** 400
+
+
 def _power_of_two_scale(largest: np.ndarray) -> np.ndarray:
     """Powers of two ``c`` with ``largest / c`` in [1, 2) (1 where ``largest`` is 0): dividing by them is exact."""
     exponent = np.frexp(largest)[1]
@@ -154,9 +158,14 @@ def standardize_stats(X) -> tuple[np.ndarray, np.ndarray]:
     ([2.0, 5.0], [1.0, 1.0])
     """
     X = check_matrix(X, "X")
-    column_scale = _power_of_two_scale(np.max(np.abs(X), axis=0))
-    scaled = X / column_scale
-    mean = scaled.mean(axis=0) * column_scale
-    scale = scaled.std(axis=0) * column_scale
+    largest = np.maximum(X.max(axis=0), -X.min(axis=0))  # no |X| copy
+    if np.all((largest == 0) | ((largest >= _SAFE_LOW) & (largest <= _SAFE_HIGH))):
+        # no square can overflow or underflow to zero: the prescaling would change no bit, and costs a copy of X
+        mean, scale = X.mean(axis=0), X.std(axis=0)
+    else:
+        column_scale = _power_of_two_scale(largest)
+        scaled = X / column_scale
+        mean = scaled.mean(axis=0) * column_scale
+        scale = scaled.std(axis=0) * column_scale
     scale = np.where(scale > 0, scale, 1.0)
     return mean, scale

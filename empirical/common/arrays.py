@@ -207,7 +207,7 @@ def check_magnitude(A: np.ndarray, name: str = "X") -> np.ndarray:
     ValueError: H must have entries of magnitude at most 1e+100 (float64 products of two entries must stay finite), got
     max |entry| = 1e+200; rescale it (e.g. divide by its standard deviation)
     """
-    largest = float(np.max(np.abs(A))) if A.size else 0.0
+    largest = max(float(np.max(A)), -float(np.min(A))) if A.size else 0.0  # two reductions, no |A| copy
     if largest > MAX_MAGNITUDE:
         raise ValueError(f"{name} must have entries of magnitude at most {MAX_MAGNITUDE:g} (float64 products of two "
                          f"entries must stay finite), got max |entry| = {largest:.3g}; rescale it (e.g. divide by "
