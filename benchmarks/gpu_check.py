@@ -1,6 +1,7 @@
 """GPU checks: what no CPU run of the test suite covers (needs a CUDA device; skips cleanly without one).
 
-Four sections, figures written to ``$OUT`` (or ``--out``) as ``gpu_check.json`` and ``gpu_check.md``:
+Five sections, figures written to ``$OUT`` (or ``--out``) as ``gpu_check.json`` and ``gpu_check.md`` (rewritten as
+each section finishes, so a call stopped at its time limit keeps what it measured):
 
 1. ``agreement``: a tiny random Llama (built from a config, saved, loaded back with
    :func:`empirical.llm.models.load_model`) extracted with :func:`empirical.llm.extract.hidden_states`
@@ -13,21 +14,26 @@ Four sections, figures written to ``$OUT`` (or ``--out``) as ``gpu_check.json`` 
    32 heads, ``--layers`` blocks, vocabulary 32000) through ``hidden_states``: tokens/s in bfloat16 on
    CUDA at several batch sizes (``max_batch_tokens`` raised to fit the batch, and the CPU-tuned default
    of 512), the plain base-model forward on the same batches (no hooks, no copies) for the overhead,
-   CUDA float32, and the device's CPU in float32 on a small sample, for the ratio. The warm-up covers
-   only the first batches, so the first timed pass (reported too) meets most (batch, length) shapes for
-   the first time: with PyTorch's cuDNN attention each new shape costs a one-off graph build; the default length
-   buckets (:func:`empirical.llm.extract.bucket_length`) against exact lengths, first pass included.
+   CUDA float32, and the device's CPU in float32 on a small sample (``--cpu-sample 0``: none), for the ratio.
+   The first pass of each run is reported apart: with PyTorch's cuDNN attention each new (batch, length) shape
+   costs a one-off graph build; the default length buckets (:func:`empirical.llm.extract.bucket_length`) run
+   first, then exact lengths, each on a fresh prompt set.
 3. ``probe``: :class:`empirical.probes.RaptorProbe` at p = 4096 on Gaussian two-class data (fit time,
    test accuracy), against scikit-learn ``LogisticRegression`` on the same objective at the selected C
    and at C = 1 (coefficients, objective values, accuracy), and the probe's dominant dense kernels
    (Gram matrix, weighted Hessian, Cholesky) timed in float64 with numpy on the CPU and with torch on
-   the GPU: the probe path itself is numpy/scipy on the CPU (RaptorProbe never uses torch; in
-   ``empirical.probes`` only the optional xRFM baseline does).
+   the GPU (the numpy solver on the CPU).
+4. ``kernels``: the batched engine's kernels at one Newton step of ``--engine-shape`` rows (Hessian, Cholesky,
+   Newton-step solve, the validation rows' triangular solve; batched and one layer at a time) and a profile of a
+   short batched path (its top CUDA kernels).
+5. ``engine``: the batched exact path engine (:func:`empirical.probes.fit_layers` with ``device``) on every layer
+   of a synthetic model, ``--engine-layers`` layers for each of ``--engine-widths`` at ``--engine-shape``
+   (default 32 x p = 4096 and 80 x p = 8192 at (3600, 1200)), against the numpy ``RaptorProbe`` on
+   ``--engine-checked`` of the layers (``benchmarks/probe_layers.py``'s ``run_at_scale``): seconds per layer,
+   ratio, the exactness columns, peak GPU memory; a width that would overrun ``--engine-budget`` seconds runs
+   fewer layers.
 
-4. ``engine``: the batched exact path engine (:func:`empirical.probes.fit_layers` with ``device``) on CUDA against
-   the per-layer numpy ``RaptorProbe`` on the CPU, L layers at (n_train, n_val) = ``--engine-shape`` for
-   p = 4096 and 8192 (``benchmarks/probe_layers.py``): seconds per layer, ratio, and the exactness columns (layers
-   with another C, grid points with another validation accuracy, largest relative coefficient difference).
+The engine's tests run on CUDA with ``pytest tests/test_batched_engine.py --engine-device cuda``.
 
 Medians over ``--repeats``. Usage (the device machine of this workplace, or any CUDA host)::
 
