@@ -639,7 +639,7 @@ def main(argv=None):
     ap.add_argument("--cpu-sample", type=int, default=32, help="prompts of the CPU throughput sample (0: none)")
     ap.add_argument("--sizes", default="2000,8000", help="probe sample sizes n (train + validation)")
     ap.add_argument("--p", type=int, default=4096)
-    ap.add_argument("--sections", default="agreement,throughput,probe,engine")
+    ap.add_argument("--sections", default="agreement,throughput,probe,kernels,engine")
     ap.add_argument("--engine-layers", default="32,80", help="layers of the engine check, one count per width")
     ap.add_argument("--engine-checked", type=int, default=3, help="layers the numpy reference fits per width")
     ap.add_argument("--engine-budget", type=float, default=300.0, help="seconds the engine section may take")

@@ -171,6 +171,60 @@ def test_validation_accuracy_is_the_count_over_m_as_numpy_divides_it(engine_devi
     np.testing.assert_array_equal(path.val_accuracy, counts / 30)
 
 
+def test_fit_layers_prepares_the_next_batch_while_the_engine_fits_this_one(monkeypatch, engine_device):
+    """The host's reading, validation and standardization of batch j + 1 overlaps the engine's pass on batch j (off
+    the main thread: preparing batch 1 waits until batch 0 is on the engine, which sequential code never reaches),
+    with the numpy fits' results."""
+    import threading
+
+    from empirical.logistic import batched
+    from empirical.probes import layers as layers_module
+
+    rng = np.random.default_rng(3)
+    L, n, p = 4, 160, 30
+    y = np.arange(n) % 2
+    H = np.stack([rng.standard_normal((n, p)) + 0.2 * layer * np.outer(2 * y - 1, rng.standard_normal(p))
+                  for layer in range(L)])
+    monkeypatch.setattr(batched, "layer_batches", lambda *a, **k: [range(0, 1), range(1, 2), range(2, 3), range(3, 4)])
+    events, lock, fitting = [], threading.Lock(), threading.Event()
+    real_prepare, real_fit = layers_module._prepare_batch, layers_module.fit_on_engine
+
+    def prepare(estimator, H_, y_, split, layers, seed):
+        if layers[0] == 1:  # batch 1 is prepared while batch 0 is on the engine
+            assert fitting.wait(10)
+        with lock:
+            events.append(("prepare", layers[0], threading.current_thread() is threading.main_thread()))
+        return real_prepare(estimator, H_, y_, split, layers, seed)
+
+    def fit(probes, prepared, device):
+        fitting.set()
+        with lock:
+            events.append(("fit", len(events)))
+        out = real_fit(probes, prepared, device)
+        fitting.clear()
+        return out
+
+    monkeypatch.setattr(layers_module, "_prepare_batch", prepare)
+    monkeypatch.setattr(layers_module, "fit_on_engine", fit)
+    engine = fit_layers(H, y, progress=False, device=engine_device)
+    reference = fit_layers(H, y, progress=False)
+    columns = ["layer", "val_accuracy", "test_accuracy", "C", "best"]
+    assert reference.summary[columns].equals(engine.summary[columns])
+    prepared = [e for e in events if e[0] == "prepare"]
+    assert [e[1] for e in prepared] == [0, 1, 2, 3] and not any(e[2] for e in prepared)  # off the main thread
+
+
+def test_an_error_in_a_later_batch_names_its_layer_on_the_engine(monkeypatch, engine_device):
+    from empirical.logistic import batched
+
+    rng = np.random.default_rng(4)
+    H = rng.standard_normal((3, 120, 20))
+    H[2, 5, 3] = np.nan
+    monkeypatch.setattr(batched, "layer_batches", lambda *a, **k: [range(0, 1), range(1, 2), range(2, 3)])
+    with pytest.raises(ValueError, match=r"layer 2.*finite"):
+        fit_layers(H, np.arange(120) % 2, progress=False, device=engine_device)
+
+
 @pytest.mark.parametrize("device, message", [("bogus", "device must be a torch device"),
                                              ("mps", "device must be one of the kinds"),
                                              ("cuda:7", "not available|does not exist")])

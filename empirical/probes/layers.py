@@ -8,6 +8,7 @@ are fitted in parallel with joblib: switch the backend (e.g. to a Dask cluster) 
 from __future__ import annotations
 
 import time
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 
 import numpy as np
@@ -219,8 +220,9 @@ def _fit_one_unlabelled(estimator, X, y, split, layer):
     return _layer_row(estimator, X, y, split, layer, getattr(estimator, "fit_time_", time.perf_counter() - started))
 
 
-def _fit_batch_on_engine(estimator, H, y, split, layers, seed, device):
-    """Clones of a RaptorProbe fitted on ``layers`` by one batched engine pass (:func:`fit_on_engine`)."""
+def _prepare_batch(estimator, H, y, split, layers, seed):
+    """The host's part of a batched engine pass: each layer read, validated and standardized by a clone of the
+    RaptorProbe (``(probes, prepared, stacks)``)."""
     train, val, _ = split
     probes, prepared, stacks = [], [], []
     for layer in layers:
@@ -230,6 +232,12 @@ def _fit_batch_on_engine(estimator, H, y, split, layers, seed, device):
             prepared.append(probe._prepare(X[train], y[train], X[val], y[val]))
             probes.append(probe)
             stacks.append(X)
+    return probes, prepared, stacks
+
+
+def _fit_prepared_on_engine(batch, y, split, layers, seed, device):
+    """Clones of a RaptorProbe fitted on ``layers`` by one batched engine pass (:func:`fit_on_engine`)."""
+    probes, prepared, stacks = batch
     started = time.perf_counter()
     with error_context(layer=f"{layers[0]}-{layers[-1]}", split_seed=seed):
         fit_on_engine(probes, prepared, device)
@@ -240,6 +248,22 @@ def _fit_batch_on_engine(estimator, H, y, split, layers, seed, device):
         with error_context(layer=layer, split_seed=seed):
             out.append(_layer_row(probe, X, y, split, layer, seconds))
     return out
+
+
+def _fit_on_engine_pipelined(estimator, H, y, split, batches, seed, device, bar):
+    """Every batch of layers on the engine, the next batch's host preparation (reading, validation,
+    standardization: ~0.6 s per layer at (4800, 4096) on one core) overlapping the device's work on this one.  At
+    most two batches are prepared on the host at once; an error in either part surfaces here, naming its layer."""
+    results = []
+    with ThreadPoolExecutor(max_workers=1) as pool:
+        upcoming = pool.submit(_prepare_batch, estimator, H, y, split, batches[0], seed)
+        for j, layers in enumerate(batches):
+            batch = upcoming.result()
+            if j + 1 < len(batches):
+                upcoming = pool.submit(_prepare_batch, estimator, H, y, split, batches[j + 1], seed)
+            results += _fit_prepared_on_engine(batch, y, split, layers, seed, device)
+            bar.update(len(layers))
+    return results
 
 
 def _layer_row(estimator, X, y, split, layer, seconds):
@@ -349,10 +373,9 @@ def fit_layers(H, y, *, layers=None, estimator=None, split=None, fractions=(0.6,
         from ..logistic.batched import layer_batches  # torch: only with a device
         rows, width = len(split[0]) + len(split[1]), first[1]
         results = []
+        batches = [[layers[i] for i in batch] for batch in layer_batches(len(layers), rows, width)]
         with tqdm(total=len(layers), desc="layers", disable=not progress) as bar:
-            for batch in layer_batches(len(layers), rows, width):
-                results += _fit_batch_on_engine(estimator, H, y, split, [layers[i] for i in batch], seed, device)
-                bar.update(len(batch))
+            results = _fit_on_engine_pipelined(estimator, H, y, split, batches, seed, device, bar)
     else:
         jobs = (delayed(_fit_one)(clone(estimator), H[layer], y, split, layer, seed) for layer in layers)
         results = Parallel(n_jobs=n_jobs)(tqdm(jobs, desc="layers", total=len(layers), disable=not progress))
