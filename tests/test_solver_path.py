@@ -77,6 +77,27 @@ def test_refit_matches_tight_reference(p):
     assert abs(r.intercept - ref.intercept) <= 1e-6 * max(1, abs(ref.intercept))
 
 
+def test_a_reduced_design_keeps_no_gram_matrix_and_its_deprecated_names_still_answer():
+    """The design held for a whole fit stores no n x n Gram matrix (104 MB at n = 3600); ``K``/``KvT`` (deprecated,
+    removed in 0.3) are computed on access, and ``reduce_design(K=, KvT=)`` still works, with a warning."""
+    import dataclasses
+
+    rng = np.random.default_rng(0)
+    X, Xv = rng.standard_normal((30, 50)), rng.standard_normal((8, 50))
+    d = reduce_design(X, Xv)
+    assert d.reduced and not reduce_design(rng.standard_normal((60, 50))).reduced
+    n = X.shape[0]
+    stored = [getattr(d, f.name) for f in dataclasses.fields(d)]
+    assert not any(isinstance(v, np.ndarray) and v.shape == (n, n) for v in stored)
+    with pytest.warns(DeprecationWarning, match="ReducedDesign.K is deprecated"):
+        np.testing.assert_array_equal(d.K, X @ X.T)
+    with pytest.warns(DeprecationWarning, match="ReducedDesign.KvT is deprecated"):
+        np.testing.assert_array_equal(d.KvT, X @ Xv.T)
+    with pytest.warns(DeprecationWarning, match=r"reduce_design\(K=, KvT=\)"):
+        old = reduce_design(X, Xv, K=X @ X.T, KvT=X @ Xv.T)
+    np.testing.assert_allclose(old.Zv, d.Zv, rtol=0, atol=1e-12 * np.abs(d.Zv).max())
+
+
 @settings(max_examples=15)
 @given(n=st.integers(5, 40), p=st.integers(41, 80), seed=st.integers(0, 1000), centre=st.booleans(),
        dup=st.booleans())

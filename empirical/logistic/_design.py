@@ -10,7 +10,7 @@ rows by a block Cholesky update (the refit on train + validation).
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from functools import cached_property
 
 import numpy as np
@@ -18,6 +18,7 @@ from scipy import linalg
 from scipy.linalg import lapack
 
 from ..common.arrays import check_matrix
+from ..common.deprecation import warn_deprecated
 from ._factors import StackedFactor, TriangularFactor
 
 __all__ = ["ReducedDesign", "reduce_design", "extend_design"]
@@ -39,10 +40,6 @@ class ReducedDesign:
         Reduced validation design.
     back : callable
         Reduced coordinates ``a`` (r,) -> weights ``w`` (p,).
-    K : ndarray or None
-        ``X X'`` when the design was reduced (n < p), else None (``Z`` is ``X`` itself).
-    KvT : ndarray or None
-        ``X Xv'`` when reduced with validation rows.
     project : callable or None
         Train logits ``X w`` (w in the row span) -> reduced coordinates ``a`` (when reduced).
     coef_map : callable or None
@@ -50,6 +47,12 @@ class ReducedDesign:
     tri : TriangularFactor or StackedFactor or None
         The structure of ``Z`` when it came from a Cholesky factor (:mod:`empirical.logistic._factors`): the solvers'
         products use it.
+    reduced : bool
+        Whether the rows were reduced (n < p, or stacked by :func:`extend_design`); False when ``Z`` is ``X``
+        itself.
+    rows : tuple of ndarray or None
+        ``(X, Xv)`` of a reduced design (references, not copies): what the deprecated :attr:`K` and :attr:`KvT` are
+        computed from.  The design no longer stores the n x n Gram matrix (104 MB at n = 3600) for the whole fit.
 
     Examples
     --------
@@ -63,11 +66,24 @@ class ReducedDesign:
     dense: np.ndarray | None
     Zv: np.ndarray
     back: Callable
-    K: np.ndarray | None = None
-    KvT: np.ndarray | None = None
     project: Callable | None = None
     coef_map: Callable | None = None
     tri: TriangularFactor | None = None
+    reduced: bool = False
+    rows: tuple | None = field(default=None, repr=False)
+
+    @property
+    def K(self) -> np.ndarray | None:
+        """Deprecated (removed in 0.3): ``X X'`` of a design made by :func:`reduce_design` from n < p rows,
+        computed on access; None otherwise.  Use :attr:`reduced` to ask whether the rows were reduced."""
+        warn_deprecated("ReducedDesign.K", "ReducedDesign.reduced (and X @ X.T where the Gram matrix is needed)")
+        return None if self.rows is None else self.rows[0] @ self.rows[0].T
+
+    @property
+    def KvT(self) -> np.ndarray | None:
+        """Deprecated (removed in 0.3): ``X Xv'`` of a reduced design with validation rows, computed on access."""
+        warn_deprecated("ReducedDesign.KvT", "X @ Xv.T")
+        return None if self.rows is None or not len(self.rows[1]) else self.rows[0] @ self.rows[1].T
 
     @cached_property
     def Z(self) -> np.ndarray:
@@ -167,7 +183,7 @@ def reduce_design(X, Xv=None, *, K=None, KvT=None, check_input=True) -> ReducedD
     Xv : ndarray (m, p), optional
         Validation rows, mapped into the same coordinates.
     K, KvT : ndarray, optional
-        ``X X'`` and ``X Xv'`` when already known.
+        Deprecated (removed in 0.3; warns): ``X X'`` and ``X Xv'`` when already known, used and not kept.
     check_input : bool, default=True
         Validate ``X``.  The path solvers, which validated their rows at their boundary, pass False (as
         scikit-learn's ``check_input``); ``X`` must then be a finite float64 matrix.
@@ -175,7 +191,7 @@ def reduce_design(X, Xv=None, *, K=None, KvT=None, check_input=True) -> ReducedD
     Returns
     -------
     ReducedDesign
-        When n >= p, ``X`` itself (``back`` is the identity, ``K`` is None).
+        When n >= p, ``X`` itself (``back`` is the identity, ``reduced`` is False).
 
     Examples
     --------
@@ -186,6 +202,8 @@ def reduce_design(X, Xv=None, *, K=None, KvT=None, check_input=True) -> ReducedD
     >>> d.rank, bool(np.allclose(d.Z @ d.Z.T, X @ X.T))
     (4, True)
     """
+    if K is not None or KvT is not None:
+        warn_deprecated("reduce_design(K=, KvT=)", "reduce_design(X, Xv) (the Gram blocks are computed inside)")
     X = check_matrix(X, "X") if check_input else X
     n, p = X.shape
     if Xv is None:
@@ -202,8 +220,8 @@ def reduce_design(X, Xv=None, *, K=None, KvT=None, check_input=True) -> ReducedD
         Zv = val_map(KvT)
     else:
         Zv = np.empty((0, Z.shape[1] if tri is None else tri.shape[1]))
-    return ReducedDesign(Z, Zv, back=lambda a: X.T @ coef_map(a), K=K, KvT=KvT, project=project,
-                         coef_map=coef_map, tri=tri)
+    return ReducedDesign(Z, Zv, back=lambda a: X.T @ coef_map(a), project=project, coef_map=coef_map, tri=tri,
+                         reduced=True, rows=(X, Xv))
 
 
 
@@ -281,8 +299,8 @@ def extend_design(design: ReducedDesign, X, Xv) -> ReducedDesign:
 
     E = np.hstack([Zv, L])
     if design.tri is not None:
-        return ReducedDesign(None, np.empty((0, r + k)), back=back, tri=StackedFactor(design.tri, E))
+        return ReducedDesign(None, np.empty((0, r + k)), back=back, tri=StackedFactor(design.tri, E), reduced=True)
     Zf = np.zeros((n + m, r + k))
     Zf[:n, :r] = design.Z
     Zf[n:] = E
-    return ReducedDesign(Zf, np.empty((0, r + k)), back=back)
+    return ReducedDesign(Zf, np.empty((0, r + k)), back=back, reduced=True)

@@ -205,7 +205,7 @@ def refit(X, y, Xv, yv, C, design, a0, b0, *, fit_intercept=True, tol=1e-10, max
         C = float(check_grid(C, "C")[0])
     yf = np.concatenate([y, yv])
     n = len(yf)
-    if design.K is None:  # the train rows were not reduced (n >= p): neither are the stacked ones
+    if not design.reduced:  # the train rows were not reduced (n >= p): neither are the stacked ones
         full = reduce_design(np.vstack([X, Xv]), check_input=False)
         a_start = design.back(a0)
     else:

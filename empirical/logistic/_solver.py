@@ -114,7 +114,7 @@ def _fit_pcg(X, y, C, w0, b0, fit_intercept, tol, max_iter):
     design = reduce_design(X)
     if w0 is None:
         a = np.zeros(design.rank)
-    elif design.K is None:
+    elif not design.reduced:
         a = w0.copy()
     else:  # least-squares projection of w0 onto the row span (the minimizer lies there)
         a = design.project(X @ w0)
