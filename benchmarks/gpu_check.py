@@ -1,6 +1,6 @@
 """GPU checks: what no CPU run of the test suite covers (needs a CUDA device; skips cleanly without one).
 
-Five sections, figures written to ``$OUT`` (or ``--out``) as ``gpu_check.json`` and ``gpu_check.md`` (rewritten as
+Six sections, figures written to ``$OUT`` (or ``--out``) as ``gpu_check.json`` and ``gpu_check.md`` (rewritten as
 each section finishes, so a call stopped at its time limit keeps what it measured):
 
 1. ``agreement``: a tiny random Llama (built from a config, saved, loaded back with
@@ -33,7 +33,9 @@ each section finishes, so a call stopped at its time limit keeps what it measure
    ratio, the exactness columns, peak GPU memory; a width that would overrun ``--engine-budget`` seconds runs
    fewer layers.
 
-The engine's tests run on CUDA with ``pytest tests/test_batched_engine.py --engine-device cuda``.
+0. ``tests``: the batched engine's tests on the device (``pytest tests/test_batched_engine.py --engine-device
+   cuda``) and the LLM tests with their tiny models on CUDA (this file as a pytest plugin, below), each in a
+   subprocess under ``--tests-budget`` seconds, whole logs kept beside the figures.
 
 Medians over ``--repeats``. Usage (the device machine of this workplace, or any CUDA host)::
 
@@ -516,6 +518,10 @@ def _markdown(res):
         lines += ["", "kernels (float64): " + "; ".join(f"n={r['n']}: " + ", ".join(
             f"{k} {v:.4g}" if isinstance(v, float) else f"{k} {v}" for k, v in r["kernels"].items())
             for r in pr["sizes"]), ""]
+    if "tests" in res:
+        lines += ["## Tests on the device", "", "| tests | summary | exit |", "| --- | --- | --- |"]
+        lines += [f"| {name} | {r['summary']} | {r['returncode']} |" for name, r in res["tests"].items()]
+        lines.append("")
     if "kernels" in res:
         kr = res["kernels"]
         lines += [f"## The engine's kernels (n = {kr['n']}, m = {kr['m']}, k = {kr['k']}, {kr['layers']} layers)", "",
@@ -532,6 +538,42 @@ def _markdown(res):
                   for r in rows]
         lines.append("")
     return "\n".join(lines)
+
+
+LLM_TEST_FILES = ("tests/test_extract.py", "tests/test_steering.py", "tests/test_steering_eval.py",
+                  "tests/test_encoders.py", "tests/test_scale_out.py", "tests/test_errors_llm.py",
+                  "tests/test_models.py", "tests/test_cli.py")
+
+
+def check_tests(device, quick, out_dir, budget_s):
+    """The test suite's device-relevant parts on ``device``: the batched engine's tests (``--engine-device``) and,
+    unless ``quick``, the LLM tests with their tiny models on CUDA (this file as a pytest plugin).  Each runs in a
+    subprocess with a time limit; its whole log goes to ``out_dir`` (``tests_engine.log``, ``tests_llm.log``) and
+    its summary line into the results."""
+    import subprocess
+
+    root = Path(__file__).resolve().parents[1]
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join([str(root), str(root / "benchmarks"),
+                                                       os.environ.get("PYTHONPATH", "")]))
+    runs = {"engine": ["tests/test_batched_engine.py", "--engine-device", device]}
+    if not quick:
+        runs["llm"] = ["-n", "8", "-p", "gpu_check", *LLM_TEST_FILES]
+    out, started = {}, time.perf_counter()
+    for name, args in runs.items():
+        left = budget_s - (time.perf_counter() - started)
+        cmd = [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", *args]
+        try:
+            proc = subprocess.run(cmd, cwd=root, env=env, capture_output=True, text=True, timeout=max(left, 1.0))
+            log, code = proc.stdout + proc.stderr, proc.returncode
+        except subprocess.TimeoutExpired as exc:
+            log, code = f"{exc.stdout or ''}{exc.stderr or ''}\n(stopped at the time limit)", None
+            log = log if isinstance(log, str) else log.decode(errors="replace")
+        out_dir.mkdir(parents=True, exist_ok=True)
+        (out_dir / f"tests_{name}.log").write_text(log)
+        summary = next((line for line in reversed(log.splitlines()) if " passed" in line or " failed" in line), "")
+        out[name] = {"command": " ".join(cmd), "returncode": code, "summary": summary.strip("= ")}
+        print(f"  {name}: {out[name]['summary'] or 'no summary'} (exit {code})", flush=True)
+    return out
 
 
 def check_engine_kernels(device, quick, shape):
@@ -639,11 +681,12 @@ def main(argv=None):
     ap.add_argument("--cpu-sample", type=int, default=32, help="prompts of the CPU throughput sample (0: none)")
     ap.add_argument("--sizes", default="2000,8000", help="probe sample sizes n (train + validation)")
     ap.add_argument("--p", type=int, default=4096)
-    ap.add_argument("--sections", default="agreement,throughput,probe,kernels,engine")
+    ap.add_argument("--sections", default="tests,agreement,throughput,probe,kernels,engine")
     ap.add_argument("--engine-layers", default="32,80", help="layers of the engine check, one count per width")
     ap.add_argument("--engine-checked", type=int, default=3, help="layers the numpy reference fits per width")
     ap.add_argument("--engine-budget", type=float, default=300.0, help="seconds the engine section may take")
     ap.add_argument("--engine-shape", default="3600,1200", help="n_train,n_val of the engine check")
+    ap.add_argument("--tests-budget", type=float, default=200.0, help="seconds the tests section may take")
     ap.add_argument("--engine-widths", default="4096,8192", help="hidden sizes p of the engine check")
     args = ap.parse_args(argv)
     try:
@@ -663,10 +706,13 @@ def main(argv=None):
 
     def save():
         write_json(out_dir / "gpu_check.json", res)
-        if any(k in res for k in ("agreement", "throughput", "probe")) or res.get("engine"):
-            atomic_write_text(out_dir / "gpu_check.md", _markdown(res))
+        atomic_write_text(out_dir / "gpu_check.md", _markdown(res))
 
     with tempfile.TemporaryDirectory() as tmp:
+        if "tests" in sections:
+            print("tests:", flush=True)
+            res["tests"] = check_tests(args.device, args.quick, out_dir, args.tests_budget)
+            save()
         if "agreement" in sections:
             print("agreement:", flush=True)
             res["agreement"] = check_agreement(args.device, tmp, args.quick)
