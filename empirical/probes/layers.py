@@ -372,7 +372,6 @@ def fit_layers(H, y, *, layers=None, estimator=None, split=None, fractions=(0.6,
     if device is not None and len(split[1]):
         from ..logistic.batched import layer_batches  # torch: only with a device
         rows, width = len(split[0]) + len(split[1]), first[1]
-        results = []
         batches = [[layers[i] for i in batch] for batch in layer_batches(len(layers), rows, width)]
         with tqdm(total=len(layers), desc="layers", disable=not progress) as bar:
             results = _fit_on_engine_pipelined(estimator, H, y, split, batches, seed, device, bar)
