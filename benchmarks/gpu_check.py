@@ -565,9 +565,10 @@ def check_tests(device, quick, out_dir, budget_s):
         try:
             proc = subprocess.run(cmd, cwd=root, env=env, capture_output=True, text=True, timeout=max(left, 1.0))
             log, code = proc.stdout + proc.stderr, proc.returncode
-        except subprocess.TimeoutExpired as exc:
-            log, code = f"{exc.stdout or ''}{exc.stderr or ''}\n(stopped at the time limit)", None
-            log = log if isinstance(log, str) else log.decode(errors="replace")
+        except subprocess.TimeoutExpired as exc:  # its output is bytes even with text=True
+            parts = [p.decode(errors="replace") if isinstance(p, bytes) else (p or "")
+                     for p in (exc.stdout, exc.stderr)]
+            log, code = "".join(parts) + "\n(stopped at the time limit)", None
         out_dir.mkdir(parents=True, exist_ok=True)
         (out_dir / f"tests_{name}.log").write_text(log)
         summary = next((line for line in reversed(log.splitlines()) if " passed" in line or " failed" in line), "")

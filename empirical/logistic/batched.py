@@ -313,9 +313,10 @@ def _newton(d: _Designs, y, C, theta, *, tol, max_iter, yv=None, min_newton=1, i
         nit[moving] += 1
         status[moving[~ok]] = 2  # no decrease: stop there (as the numpy solvers do), never loop on
         active = moving[ok]
-        # the factor at the iterate just left bounds the next certificate (a regularized factor does not: inf)
-        delta = torch.where(regularized[go], float("inf"), t * dz.abs().amax(dim=1))
-        stale = (L[go][ok], delta[ok])
+        if yv is not None:  # the factor at the iterate just left bounds the next certificate (a regularized one: inf)
+            delta = torch.where(regularized[go], float("inf"), t * dz.abs().amax(dim=1))
+            moved = go.nonzero().squeeze(1)[ok]
+            stale = (L if len(moved) == len(L) else L[moved], delta[ok])  # (B, k, k): no copy when every layer moved
     return theta, nit, gnorm, certified, status
 
 
