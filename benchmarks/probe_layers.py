@@ -116,7 +116,9 @@ def run_at_scale(L, shape, device, checked=3, threads=None, progress=False):
     ``checked`` of them (spread over depth) for the ratio and the exactness columns.
 
     One pass each (a whole model is minutes of numpy); a small engine fit first warms the device up (CUDA context,
-    library handles) and is reported apart.  ``threads`` None leaves the BLAS its default (every core)."""
+    library handles) and is reported apart.  The row ends with the engine's seconds by phase
+    (:attr:`empirical.probes.PerLayerFit.engine_seconds`, ``<phase>_s``).  ``threads`` None leaves the BLAS its
+    default (every core)."""
     import torch
 
     n_train, n_val, p = shape
@@ -142,7 +144,8 @@ def run_at_scale(L, shape, device, checked=3, threads=None, progress=False):
                 seconds_per_layer=engine_s / L, numpy_seconds_per_layer=numpy_s / len(sub),
                 ratio_to_numpy=(numpy_s / len(sub)) / (engine_s / L), layers_checked=len(sub),
                 layers_with_other_C=int(diff_C), grid_points_other_accuracy=int(diff_acc), max_rel_coef_diff=coef,
-                warm_up_s=warm_s, data_s=data_s, peak_device_memory_gib=peak_gib)
+                warm_up_s=warm_s, data_s=data_s, peak_device_memory_gib=peak_gib,
+                **{f"{phase}_s": s for phase, s in fit.engine_seconds.items()})
 
 
 def print_table(rows):

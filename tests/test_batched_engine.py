@@ -296,3 +296,60 @@ def test_a_probe_on_the_engine_validates_its_data_once(monkeypatch, engine_devic
     assert calls and np.array_equal(checked.val_accuracy, unchecked.val_accuracy)
     np.testing.assert_array_equal(checked.coef, unchecked.coef)
     assert probe.C_ in CS
+
+
+def test_rows_on_the_device_give_the_same_path_and_refit(engine_device):
+    """An unchecked caller may hand the engine its rows already on the device (stack_on_device): the same results as
+    from numpy arrays, and every result says where its seconds went."""
+    from empirical.logistic.batched import stack_on_device
+
+    dev = resolve_device(engine_device)
+    X, y, Xv, yv = _layers((60, 20, 150), seed=11)
+    Xt, Xvt = stack_on_device(list(X), dev), stack_on_device(list(Xv), dev)
+    assert Xt.device.type == dev.type and Xt.dtype == torch.float64 and torch.equal(Xt.cpu(), torch.from_numpy(X))
+    from_arrays = batched_path(X, y, Xv, yv, CS, device=engine_device)
+    from_tensors = batched_path(Xt, y, Xvt, yv, CS, device=engine_device, check_input=False)
+    np.testing.assert_array_equal(from_arrays.val_accuracy, from_tensors.val_accuracy)
+    np.testing.assert_array_equal(from_arrays.coef, from_tensors.coef)
+    assert list(from_tensors.seconds) == ["transfer", "reduction", "path"]
+    assert all(s >= 0 for s in from_tensors.seconds.values())
+    Xf, yf, C = np.concatenate([X, Xv], axis=1), np.concatenate([y, yv]), np.array([0.01, 1.0, 30.0])
+    a = batched_refit(Xf, yf, C, np.zeros((3, 150)), np.zeros(3), device=engine_device)
+    b = batched_refit(torch.cat([Xt, Xvt], dim=1), yf, C, np.zeros((3, 150)), np.zeros(3), device=engine_device,
+                      check_input=False)
+    np.testing.assert_array_equal(a.coef, b.coef)
+    assert list(b.seconds) == ["transfer", "reduction", "newton"]
+
+
+def test_the_refit_reuses_the_rows_on_the_device(monkeypatch, engine_device):
+    """fit_layers(device=...) copies each batch's standardized rows to the device once: the path and the refit both
+    read them there (no second host stack and transfer), and the fit reports its seconds by phase."""
+    import time
+
+    from empirical.logistic import batched
+
+    seen = []
+    real_path, real_refit = batched.batched_path, batched.batched_refit
+    monkeypatch.setattr(batched, "batched_path", lambda X, *a, **k: seen.append(("path", X)) or real_path(X, *a, **k))
+    monkeypatch.setattr(batched, "batched_refit",
+                        lambda X, *a, **k: seen.append(("refit", X)) or real_refit(X, *a, **k))
+    rng = np.random.default_rng(5)
+    y = np.arange(150) % 2
+    H = np.stack([rng.standard_normal((150, 40)) + 0.3 * np.outer(2 * y - 1, rng.standard_normal(40))
+                  for _ in range(3)])
+    started = time.perf_counter()
+    engine = fit_layers(H, y, Cs=CS, progress=False, device=engine_device)
+    wall = time.perf_counter() - started
+    assert [kind for kind, _ in seen] == ["path", "refit"]
+    dev = resolve_device(engine_device)
+    for kind, X in seen:
+        assert isinstance(X, torch.Tensor) and X.device.type == dev.type, kind
+    assert seen[1][1].shape == (3, len(engine.split[0]) + len(engine.split[1]), 40)
+    phases = engine.engine_seconds
+    assert list(phases) == ["prepare_wait", "to_device", "reduction", "path", "refit", "finish", "rows"]
+    assert all(s >= 0 for s in phases.values()) and sum(phases.values()) <= wall
+    reference = fit_layers(H, y, Cs=CS, progress=False)
+    assert reference.engine_seconds is None
+    for layer in range(3):
+        np.testing.assert_allclose(engine.probes[layer].coef_, reference.probes[layer].coef_, rtol=1e-8,
+                                   atol=1e-10 * np.abs(reference.probes[layer].coef_).max())

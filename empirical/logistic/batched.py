@@ -35,6 +35,8 @@ and the default; tests compare the two on every shape (n < p, n > p, separable, 
 """
 from __future__ import annotations
 
+import time
+
 import numpy as np
 import torch
 from scipy.optimize import OptimizeResult
@@ -46,7 +48,7 @@ from ._newton import ARMIJO, HALVINGS
 from ._path import lagrange_weights
 from ._pcg import DISTANCE, RADIUS, SAFETY
 
-__all__ = ["resolve_device", "batched_path", "batched_refit", "layer_batches"]
+__all__ = ["resolve_device", "batched_path", "batched_refit", "layer_batches", "stack_on_device", "PhaseClock"]
 
 #: dtype of every tensor of the engine (module docstring)
 DTYPE = torch.float64
@@ -121,6 +123,65 @@ def layer_batches(n_layers: int, rows: int, width: int, budget_bytes: float = 2e
     per_layer = 8.0 * (2 * rows * width + rows * r + 3 * r * r)
     size = max(1, int(budget_bytes // per_layer))
     return [range(i, min(i + size, n_layers)) for i in range(0, n_layers, size)]
+
+
+class PhaseClock:
+    """Wall-clock seconds of an engine run by phase (``seconds``, a dict in the order the phases first ended).
+
+    On CUDA each :meth:`lap` first waits for the device, so a phase's kernels count in that phase and not in a
+    later one that happens to synchronize (a transfer to the host).  That wait costs nothing in the engine, whose
+    every grid point ends with such a transfer.
+
+    Parameters
+    ----------
+    device : torch.device
+        Where the timed work runs.
+
+    Examples
+    --------
+    >>> clock = PhaseClock(torch.device("cpu"))
+    >>> clock.lap("setup"); sorted(clock.seconds)
+    ['setup']
+    """
+
+    def __init__(self, device):
+        self.device = torch.device(device)
+        self.seconds = {}
+        self._last = time.perf_counter()
+
+    def lap(self, phase) -> None:
+        """Add the seconds since the last lap (or since the clock was made) to ``phase``."""
+        if self.device.type == "cuda":
+            torch.cuda.synchronize(self.device)
+        now = time.perf_counter()
+        self.seconds[phase] = self.seconds.get(phase, 0.0) + now - self._last
+        self._last = now
+
+
+def stack_on_device(arrays, device) -> torch.Tensor:
+    """The (B, n, p) float64 tensor on ``device`` of B (n, p) arrays, copied there one by one (no stacked copy on
+    the host; on the CPU, one copy as :func:`numpy.stack` makes).
+
+    Parameters
+    ----------
+    arrays : sequence of array of shape (n, p)
+        The layers (one shape; validated by the caller).
+    device : torch.device
+        Where the tensor lives.
+
+    Returns
+    -------
+    torch.Tensor of shape (B, n, p), float64
+
+    Examples
+    --------
+    >>> stack_on_device([np.zeros((2, 3)), np.ones((2, 3))], torch.device("cpu")).shape
+    torch.Size([2, 2, 3])
+    """
+    out = torch.empty((len(arrays), *np.shape(arrays[0])), dtype=DTYPE, device=device)
+    for i, a in enumerate(arrays):
+        out[i].copy_(torch.from_numpy(np.ascontiguousarray(a, dtype=np.float64)))
+    return out
 
 
 class _Designs:
@@ -321,6 +382,8 @@ def _newton(d: _Designs, y, C, theta, *, tol, max_iter, yv=None, min_newton=1, i
 
 
 def _as_tensor(a, device):
+    if isinstance(a, torch.Tensor):  # an unchecked caller's rows already on the device (:func:`stack_on_device`)
+        return a.to(device=device, dtype=DTYPE)
     return torch.as_tensor(np.ascontiguousarray(a), dtype=DTYPE, device=device)
 
 
@@ -372,7 +435,8 @@ def batched_path(X, y, Xv, yv, Cs, *, device="cpu", tol=1e-10, max_iter=100, ord
         Validate the arrays, the grid and the solver settings.  A caller that has validated them already
         (:func:`empirical.probes.raptor.fit_on_engine`: each probe's ``fit`` checked its data at the boundary) passes
         False, as for :func:`empirical.logistic.logistic_path`; the stacks must then be float64 with labels in
-        {-1, +1} and ``Cs`` a valid grid.
+        {-1, +1} and ``Cs`` a valid grid, and ``X`` and ``Xv`` may be float64 tensors already on the device
+        (:func:`stack_on_device`), used in place.
 
     Returns
     -------
@@ -382,7 +446,8 @@ def batched_path(X, y, Xv, yv, Cs, *, device="cpu", tol=1e-10, max_iter=100, ord
         ``success`` (every point certified or converged), ``status`` (0 every point certified or converged, 2
         some point's line search found no decrease, 1 some point reached ``max_iter``; the codes of
         :data:`empirical.common.failures.STATUS_MESSAGES`), ``message``, ``n_factorizations`` (Hessians formed and
-        factored, summed over the layers).
+        factored, summed over the layers), ``seconds`` (wall-clock seconds by phase, :class:`PhaseClock`:
+        ``"transfer"`` of the rows to the device, ``"reduction"`` (the QR), ``"path"`` (the grid)).
 
     Examples
     --------
@@ -407,10 +472,13 @@ def batched_path(X, y, Xv, yv, Cs, *, device="cpu", tol=1e-10, max_iter=100, ord
         yv = check_signed_labels(yv, Xv.shape[1], "yv")
     else:
         Cs = np.asarray(Cs, dtype=np.float64)
+    clock = PhaseClock(dev)
     Xt, Xvt = _as_tensor(X, dev), _as_tensor(Xv, dev)
     yt, yvt = _as_tensor(y, dev), _as_tensor(yv, dev)
     B = Xt.shape[0]
+    clock.lap("transfer")
     d = _Designs(Xt, Xvt)
+    clock.lap("reduction")
     k = d.Z1.shape[2]
     order_idx = np.argsort(Cs)
     logC = np.log(Cs[order_idx])
@@ -442,6 +510,7 @@ def batched_path(X, y, Xv, yv, Cs, *, device="cpu", tol=1e-10, max_iter=100, ord
         cert[:, idx], gnorm[:, idx], nits[:, idx] = ce.cpu().numpy(), gn.cpu().numpy(), nit.cpu().numpy()
         coef[:, idx] = d.back(theta).cpu().numpy()
         intercept[:, idx] = theta[:, -1].cpu().numpy()
+    clock.lap("path")
     done = cert | (gnorm <= tol)
     status = 0 if done.all() else 2 if line_failed[~done].any() else 1
     message = ("every grid point certified or converged" if done.all() else
@@ -450,7 +519,7 @@ def batched_path(X, y, Xv, yv, Cs, *, device="cpu", tol=1e-10, max_iter=100, ord
                   if status == 2 else ""))
     return OptimizeResult(val_accuracy=acc, certified=cert, grad_norm=gnorm, nit=nits, coef=coef,
                           intercept=intercept, success=bool(done.all()), status=status, message=message,
-                          n_factorizations=counts["factorizations"])
+                          n_factorizations=counts["factorizations"], seconds=clock.seconds)
 
 
 def batched_refit(X, y, C, coef0, intercept0, *, device="cpu", tol=1e-10, max_iter=100,
@@ -474,14 +543,16 @@ def batched_refit(X, y, C, coef0, intercept0, *, device="cpu", tol=1e-10, max_it
     tol, max_iter
         As for :func:`empirical.logistic.fit_l2_logistic`.
     check_input : bool, default=True
-        As for :func:`batched_path` (False: the arrays are float64, ``C`` in the estimators' domain).
+        As for :func:`batched_path` (False: the arrays are float64, ``C`` in the estimators' domain, and ``X`` may
+        be a float64 tensor already on the device, used in place).
 
     Returns
     -------
     OptimizeResult
         ``coef`` (B, p), ``intercept`` (B,), ``grad_norm``, ``nit``, ``success`` (B,) numpy arrays, and
         ``status`` (B,): 0 converged, 1 iteration limit, 2 no decrease found by the line search
-        (:data:`empirical.common.failures.STATUS_MESSAGES`).
+        (:data:`empirical.common.failures.STATUS_MESSAGES`); ``seconds`` by phase (``"transfer"``, ``"reduction"``,
+        ``"newton"``; :class:`PhaseClock`).
     """
     dev = resolve_device(device)
     if check_input:
@@ -498,8 +569,11 @@ def batched_refit(X, y, C, coef0, intercept0, *, device="cpu", tol=1e-10, max_it
         intercept0 = check_vector(intercept0, "intercept0", B)
     else:
         C = np.asarray(C, dtype=np.float64)
+    clock = PhaseClock(dev)
     Xt, yt = _as_tensor(X, dev), _as_tensor(y, dev)
+    clock.lap("transfer")
     d = _Designs(Xt, Xt[:, :0])
+    clock.lap("reduction")
     w0 = _as_tensor(coef0, dev)
     a0 = w0 if d.Q is None else (d.Q.transpose(1, 2) @ w0.unsqueeze(2)).squeeze(2)  # w0 in the row span
     theta = torch.cat([a0, _as_tensor(intercept0, dev)[:, None]], dim=1)
@@ -509,5 +583,7 @@ def batched_refit(X, y, C, coef0, intercept0, *, device="cpu", tol=1e-10, max_it
     theta[worse] = 0.0
     theta, nit, gn, _, status = _newton(d, yt, Ct, theta, tol=tol, max_iter=max_iter)
     st = status.cpu().numpy()
-    return OptimizeResult(coef=d.back(theta).cpu().numpy(), intercept=theta[:, -1].cpu().numpy(),
-                          grad_norm=gn.cpu().numpy(), nit=nit.cpu().numpy(), success=st == 0, status=st)
+    coef = d.back(theta).cpu().numpy()
+    clock.lap("newton")
+    return OptimizeResult(coef=coef, intercept=theta[:, -1].cpu().numpy(), grad_norm=gn.cpu().numpy(),
+                          nit=nit.cpu().numpy(), success=st == 0, status=st, seconds=clock.seconds)

@@ -140,6 +140,13 @@ class PerLayerFit:
         by default; the first layer when no layer has a validation accuracy).
     split : (ndarray, ndarray, ndarray)
         The (train, validation, test) row indices shared by every layer.
+    engine_seconds : dict or None
+        With ``device`` (the batched engine), wall-clock seconds of the whole fit by phase, summed over the batches
+        of layers: ``"prepare_wait"`` (waiting for the host to read, validate and standardize a batch: the first
+        batch's whole preparation, then what the overlap with the device did not hide), ``"to_device"``,
+        ``"reduction"``, ``"path"``, ``"refit"``, ``"finish"`` (:func:`~empirical.probes.raptor.fit_on_engine`)
+        and ``"rows"`` (each layer's test accuracy and checks, on the host).  None when the layers were not fitted
+        on the engine (no ``device``, or no validation rows).
 
     Examples
     --------
@@ -155,6 +162,7 @@ class PerLayerFit:
     summary: pd.DataFrame
     best_layer: int
     split: tuple
+    engine_seconds: dict | None = None
 
     def concept_vectors(self, *, method: str = "raptor", model: str | None = None,
                         layer_convention: str = DEFAULT_LAYER_CONVENTION, metadata: dict | None = None
@@ -236,34 +244,42 @@ def _prepare_batch(estimator, H, y, split, layers, seed):
 
 
 def _fit_prepared_on_engine(batch, y, split, layers, seed, device):
-    """Clones of a RaptorProbe fitted on ``layers`` by one batched engine pass (:func:`fit_on_engine`)."""
+    """(rows, seconds by phase) of the clones of a RaptorProbe fitted on ``layers`` by one batched engine pass
+    (:func:`fit_on_engine`)."""
     probes, prepared, stacks = batch
     started = time.perf_counter()
     with error_context(layer=f"{layers[0]}-{layers[-1]}", split_seed=seed):
-        fit_on_engine(probes, prepared, device)
-    seconds = (time.perf_counter() - started) / len(layers)
+        phases = fit_on_engine(probes, prepared, device)
+    finished = time.perf_counter()
+    seconds = (finished - started) / len(layers)
     out = []
     for probe, X, layer in zip(probes, stacks, layers):
         probe.fit_time_ = seconds
         with error_context(layer=layer, split_seed=seed):
             out.append(_layer_row(probe, X, y, split, layer, seconds))
-    return out
+    return out, dict(phases, rows=time.perf_counter() - finished)
 
 
 def _fit_on_engine_pipelined(estimator, H, y, split, batches, seed, device, bar):
-    """Every batch of layers on the engine, the next batch's host preparation (reading, validation,
-    standardization: ~0.6 s per layer at (4800, 4096) on one core) overlapping the device's work on this one.  At
-    most two batches are prepared on the host at once; an error in either part surfaces here, naming its layer."""
-    results = []
+    """(rows, seconds by phase: :attr:`PerLayerFit.engine_seconds`) of every batch of layers on the engine, the next
+    batch's host preparation (reading, validation, standardization: ~0.6 s per layer at (4800, 4096) on one core)
+    overlapping the device's work on this one.  At most two batches are prepared on the host at once; an error in
+    either part surfaces here, naming its layer."""
+    results, seconds = [], {}
     with ThreadPoolExecutor(max_workers=1) as pool:
         upcoming = pool.submit(_prepare_batch, estimator, H, y, split, batches[0], seed)
         for j, layers in enumerate(batches):
+            waited = time.perf_counter()
             batch = upcoming.result()
+            seconds["prepare_wait"] = seconds.get("prepare_wait", 0.0) + time.perf_counter() - waited
             if j + 1 < len(batches):
                 upcoming = pool.submit(_prepare_batch, estimator, H, y, split, batches[j + 1], seed)
-            results += _fit_prepared_on_engine(batch, y, split, layers, seed, device)
+            rows, phases = _fit_prepared_on_engine(batch, y, split, layers, seed, device)
+            results += rows
+            for phase, s in phases.items():
+                seconds[phase] = seconds.get(phase, 0.0) + s
             bar.update(len(layers))
-    return results
+    return results, seconds
 
 
 def _layer_row(estimator, X, y, split, layer, seconds):
@@ -374,8 +390,9 @@ def fit_layers(H, y, *, layers=None, estimator=None, split=None, fractions=(0.6,
         rows, width = len(split[0]) + len(split[1]), first[1]
         batches = [[layers[i] for i in batch] for batch in layer_batches(len(layers), rows, width)]
         with tqdm(total=len(layers), desc="layers", disable=not progress) as bar:
-            results = _fit_on_engine_pipelined(estimator, H, y, split, batches, seed, device, bar)
+            results, engine_seconds = _fit_on_engine_pipelined(estimator, H, y, split, batches, seed, device, bar)
     else:
+        engine_seconds = None
         jobs = (delayed(_fit_one)(clone(estimator), H[layer], y, split, layer, seed) for layer in layers)
         results = Parallel(n_jobs=n_jobs)(tqdm(jobs, desc="layers", total=len(layers), disable=not progress))
     summary = pd.DataFrame([row for _, row in results])
@@ -384,4 +401,4 @@ def fit_layers(H, y, *, layers=None, estimator=None, split=None, fractions=(0.6,
     summary["best"] = summary["layer"] == best
     summary.attrs["best_layer"] = best
     return PerLayerFit(probes={layer: est for layer, (est, _) in zip(layers, results)}, summary=summary,
-                       best_layer=best, split=split)
+                       best_layer=best, split=split, engine_seconds=engine_seconds)

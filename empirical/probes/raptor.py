@@ -394,7 +394,7 @@ class RaptorProbe(LinearConceptProbe):
         self.concept_vector_ = orient_to_positive_class(omega, Xtr, ytr)
 
 
-def fit_on_engine(probes, prepared, device) -> None:
+def fit_on_engine(probes, prepared, device) -> dict:
     """Fit exact-solver :class:`RaptorProbe` s on the batched torch engine (:mod:`empirical.logistic.batched`): one
     batched certified path over all of them, each probe's own selection, one batched refit.
 
@@ -410,15 +410,20 @@ def fit_on_engine(probes, prepared, device) -> None:
 
     Returns
     -------
-    None
-        The probes are fitted in place.
+    dict
+        Wall-clock seconds of this call by phase (the probes are fitted in place): ``"to_device"`` (the
+        standardized rows copied to the device, once for the path and the refit), ``"reduction"`` and ``"path"``
+        (:func:`~empirical.logistic.batched.batched_path`), ``"refit"`` (:func:`~empirical.logistic.batched.
+        batched_refit`, its reduction included) and ``"finish"`` (selection, fold-back, on the host).
     """
     try:
-        from ..logistic.batched import batched_path, batched_refit, resolve_device
+        import torch
+
+        from ..logistic.batched import PhaseClock, batched_path, batched_refit, resolve_device, stack_on_device
     except ModuleNotFoundError as exc:
         raise ValueError(f"device={device!r} needs torch ({exc.name} is not installed: pip install "
                          "'raptor-probes[llm]'), or use device=None for the numpy solver") from None
-    resolve_device(device)  # a ValueError naming the device before any work
+    dev = resolve_device(device)  # a ValueError naming the device before any work
     first, lead = prepared[0], probes[0]
     for probe, q in zip(probes, prepared):
         same = (np.array_equal(q["ytr"], first["ytr"]) and np.array_equal(q["yv_signed"], first["yv_signed"])
@@ -427,8 +432,14 @@ def fit_on_engine(probes, prepared, device) -> None:
         if not same:
             raise ValueError("fit_on_engine: the probes must share their labels, grid, shapes, tol, max_iter and refit")
     Cs = first["Cs"]
-    path = batched_path(np.stack([q["Xs"] for q in prepared]), first["ytr"], np.stack([q["Xvs"] for q in prepared]),
-                        first["yv_signed"], Cs, device=device, tol=lead.tol, max_iter=lead.max_iter, check_input=False)
+    clock = PhaseClock(dev)
+    Xt, Xvt = (stack_on_device([q[key] for q in prepared], dev) for key in ("Xs", "Xvs"))
+    clock.lap("to_device")
+    path = batched_path(Xt, first["ytr"], Xvt, first["yv_signed"], Cs, device=dev, tol=lead.tol,
+                        max_iter=lead.max_iter, check_input=False)
+    clock.lap("path")
+    seconds = {"to_device": clock.seconds["to_device"], "reduction": path.seconds["reduction"],
+               "path": path.seconds["path"]}
     ks = []
     for i, probe in enumerate(probes):
         if not (path.certified[i] | (path.grad_norm[i] <= probe.tol)).all():
@@ -438,10 +449,13 @@ def fit_on_engine(probes, prepared, device) -> None:
         probe._before_refit = (path.coef[i, ks[-1]], float(path.intercept[i, ks[-1]]))
     rows = np.arange(len(probes))
     if lead.refit:
-        Xf = np.stack([np.vstack([q["Xs"], q["Xvs"]]) for q in prepared])
+        Xf = torch.cat([Xt, Xvt], dim=1)  # train + validation rows, already on the device
+        del Xt, Xvt
         res = batched_refit(Xf, np.concatenate([first["ytr"], first["yv_signed"]]), Cs[ks], path.coef[rows, ks],
-                            path.intercept[rows, ks], device=device, tol=lead.tol, max_iter=lead.max_iter,
+                            path.intercept[rows, ks], device=dev, tol=lead.tol, max_iter=lead.max_iter,
                             check_input=False)
+        del Xf
+        clock.lap("refit")
     for i, (probe, q, k) in enumerate(zip(probes, prepared, ks)):
         C = float(Cs[k])
         if lead.refit:
@@ -456,3 +470,6 @@ def fit_on_engine(probes, prepared, device) -> None:
             w, b = probe._fit_single(q["Xs"], q["ytr"], C)
             probe._before_refit = (w, b)
         probe._finish(q, w, b, C, path.val_accuracy[i], path.nit[i])
+    clock.lap("finish")
+    seconds.update(refit=clock.seconds.get("refit", 0.0), finish=clock.seconds["finish"])
+    return seconds
