@@ -139,27 +139,55 @@ def test_large_systems_are_solved_one_layer_at_a_time_on_cuda_whatever_their_rig
                                                                                                        small))
 
 
-def test_certifying_with_the_previous_factor_changes_no_verdict_and_saves_factorizations(monkeypatch, engine_device):
-    """After a step the certificate is first tried with the last factor (a rigorous bound: curvatures move by at most
-    exp(|dz|)); where it holds the exact test would too, so the iterates and verdicts are those of certifying with a
-    fresh factor every time, with fewer factorizations."""
+def test_certifying_with_an_earlier_factor_changes_no_verdict_and_saves_factorizations(monkeypatch, engine_device):
+    """After a step the certificate is first tried with the factor in hand (a rigorous bound: curvatures move by at
+    most exp(|dz|), C only grows), so (1) within a grid point the iterates and verdicts are those of certifying with
+    a fresh factor every time, bit for bit, and (2) starting each point on the previous point's factor
+    (reuse_factors) changes the iterates within the certificate but no validation accuracy, with fewer
+    factorizations still."""
     import empirical.logistic.batched as batched
 
     X, y, Xv, yv = _layers((80, 30, 120), seed=8, B=2)
     fast = batched_path(X, y, Xv, yv, CS, device=engine_device)
+    within = batched_path(X, y, Xv, yv, CS, device=engine_device, reuse_factors=False)
     real = batched._certified
 
-    def never_with_an_old_factor(d, layers, th, nu, L, grow, *args):
-        if not bool((grow == 1).all()):  # the bound from the previous factor: refuse it, as before the change
+    def never_with_an_old_factor(d, layers, th, nu, factors, grow, *args):
+        if not bool((grow == 1).all()):  # the bound from an earlier factor: refuse it, as before the change
             return torch.zeros(len(layers), dtype=torch.bool, device=th.device)
-        return real(d, layers, th, nu, L, grow, *args)
+        return real(d, layers, th, nu, factors, grow, *args)
 
     monkeypatch.setattr(batched, "_certified", never_with_an_old_factor)
-    fresh = batched_path(X, y, Xv, yv, CS, device=engine_device)
+    fresh = batched_path(X, y, Xv, yv, CS, device=engine_device, reuse_factors=False)
     for key in ("val_accuracy", "certified", "nit"):
-        np.testing.assert_array_equal(getattr(fast, key), getattr(fresh, key))
-    np.testing.assert_allclose(fast.coef, fresh.coef, rtol=0, atol=1e-12 * np.abs(fresh.coef).max())
-    assert fast.certified.sum() > len(CS) and fast.n_factorizations < fresh.n_factorizations
+        np.testing.assert_array_equal(getattr(within, key), getattr(fresh, key))
+    np.testing.assert_allclose(within.coef, fresh.coef, rtol=0, atol=1e-12 * np.abs(fresh.coef).max())
+    assert within.certified.sum() > len(CS) and within.n_factorizations < fresh.n_factorizations
+    assert fast.success and within.n_reused == 0 < fast.n_reused
+    np.testing.assert_array_equal(fast.val_accuracy, within.val_accuracy)
+    assert fast.n_factorizations < within.n_factorizations
+    for b in range(2):  # the reused points' signs are the exact minimizer's
+        np.testing.assert_array_equal(fast.val_accuracy[b], logistic_path(X[b], y, Xv[b], yv, CS).val_accuracy)
+
+
+def test_each_factor_solves_for_the_validation_norms_once(monkeypatch, engine_device):
+    """The validation rows' H^-1 norms depend on the factor only: one m-column triangular solve per factor, however
+    many iterates and grid points it bounds (before, the same solve ran again at every certificate)."""
+    import empirical.logistic.batched as batched
+
+    solves = []
+    real = batched._solve_lower
+    monkeypatch.setattr(batched, "_solve_lower", lambda L, B: solves.append(B.shape[-1]) or real(L, B))
+    X, y, Xv, yv = _layers((80, 30, 120), seed=9, B=1)
+    path = batched_path(X, y, Xv, yv, CS, device=engine_device)
+    assert path.success and 0 < len(solves) <= path.n_factorizations
+    assert set(solves) == {Xv.shape[1]}
+
+
+def test_reuse_factors_is_checked(engine_device):
+    X, y, Xv, yv = _layers((30, 10, 20), seed=1, B=1)
+    with pytest.raises((TypeError, ValueError), match="reuse_factors"):
+        batched_path(X, y, Xv, yv, CS[:3], device=engine_device, reuse_factors="yes")
 
 
 def test_validation_accuracy_is_the_count_over_m_as_numpy_divides_it(engine_device):
@@ -238,7 +266,7 @@ def test_a_bad_device_is_refused_naming_it(device, message):
 def test_layer_batches_bound_the_memory():
     batches = layer_batches(80, 4800, 8192, budget_bytes=2e9)
     assert [i for batch in batches for i in batch] == list(range(80))
-    per_layer = 8.0 * (2 * 4800 * 8192 + 4800 * 4801 + 3 * 4801 ** 2)
+    per_layer = 8.0 * (2 * 4800 * 8192 + 4800 * 4801 + 4 * 4801 ** 2)
     assert all(len(batch) * per_layer <= 2e9 for batch in batches) or all(len(batch) == 1 for batch in batches)
 
 

@@ -13,22 +13,26 @@ into ``(B, n, p)`` tensors and every step below is one batched tensor operation 
    isometric design ``Z = R'`` (n x n) with ``w = Q a`` and ``||w|| = ||a||``; validation rows map to ``Xv Q``.
 2. **Predictor.**  Each C starts from the Lagrange extrapolation in ``log C`` of the previous solutions (as the
    numpy path).
-3. **Corrector.**  Exact Newton steps: the Hessian ``diag(1, .., 1, 0) + C Z1' D Z1`` of ``(a, b)`` (``Z1`` the
-   design with a column of ones) is formed and factored by Cholesky (batched over the layers; for large matrices
-   on CUDA one layer at a time, :data:`LAYERWISE_FROM`); a step is a full Newton step inside the self-concordance
-   region (``R nu <= 0.1``, ``R`` the largest row norm of ``Z1``) and an exact line minimization along the Newton
-   direction outside it.
-4. **Certification.**  With the exact Newton decrement ``nu`` a grid point is finished as soon as every
-   validation logit's sign is certified: ``|z_v| > safety * 1.3 * nu * ||(z_v, 1)||_{H^-1}`` (the rule of
-   :mod:`empirical.logistic._path`, with the ``H^-1`` norms computed from the factor); otherwise Newton runs on to
-   ``tol``.  After a step, ``nu`` and the norms are first bounded with the factor of the previous iterate's
-   Hessian (a rigorous bound, :func:`_newton`): where the bound certifies, the point is finished with one
-   factorization instead of two, and the verdict and the iterate are those of the exact test.
+3. **Corrector.**  Newton steps: the Hessian ``diag(1, .., 1, 0) + C Z1' D Z1`` of ``(a, b)`` (``Z1`` the design
+   with a column of ones) is formed and factored by Cholesky (batched over the layers; for large matrices on CUDA
+   one layer at a time, :data:`LAYERWISE_FROM`); a step is a full step inside the self-concordance region
+   (``R nu <= 0.1``, ``R`` the largest row norm of ``Z1``) and an exact line minimization along the direction
+   outside it, under an Armijo guard.  A grid point first takes up to :data:`QUASI_STEPS` steps on the previous
+   point's last factor (descent directions) and forms its own Hessian only when they do not bring it to a
+   certificate.
+4. **Certification.**  With the Newton decrement ``nu`` a grid point is finished as soon as every validation
+   logit's sign is certified: ``|z_v| > safety * 1.3 * nu * ||(z_v, 1)||_{H^-1}`` (the rule of
+   :mod:`empirical.logistic._path`, with the ``H^-1`` norms computed from a factor); otherwise Newton runs on to
+   ``tol``.  After a step, ``nu`` and the norms are bounded with the factor in hand, that of an earlier Hessian
+   (a rigorous bound, :func:`_newton`: curvatures move by at most ``exp(|dz|)`` and ``C`` only grows): where the
+   bound certifies, the exact test would too, and no Hessian is formed.  The validation rows' norms depend on the
+   factor only, so each factor's are computed once (one triangular solve with m right-hand sides).
 
 Everything runs in float64: the certificate compares logits with bounds of order ``nu`` (float32's 6e-8 relative
 precision is not enough near tol), and the Hessian's condition number reaches ``C`` times the largest eigenvalue
 of ``Z'Z`` (1e6-1e8 at the grid's top), beyond float32.  Memory: the designs take ``8 B (n + m) min(n, p)`` bytes
-and the Hessians ``8 B (r + 1)^2``; callers bound B (:func:`layer_batches`).
+and the Hessians and factors ``8 B 4 (r + 1)^2`` (a Hessian, its factor, the factor in use, each layer's last);
+callers bound B (:func:`layer_batches`).
 
 The numpy path (:func:`empirical.logistic.logistic_path`, :func:`empirical.logistic.refit`) stays the reference
 and the default; tests compare the two on every shape (n < p, n > p, separable, a tiny class).
@@ -41,7 +45,7 @@ import numpy as np
 import torch
 from scipy.optimize import OptimizeResult
 
-from empirical.common.checks import check_int, check_scalar
+from empirical.common.checks import check_bool, check_int, check_scalar
 
 from ..common.arrays import C_MAX, C_MIN, TOL_MAX, check_grid, check_matrix, check_signed_labels, check_vector
 from ._newton import ARMIJO, HALVINGS
@@ -105,7 +109,8 @@ def layer_batches(n_layers: int, rows: int, width: int, budget_bytes: float = 2e
     width : int
         Hidden size p.
     budget_bytes : float, default=2e9
-        Device memory the engine may hold at once (the raw layers, their reduced designs, the Hessians).
+        Device memory the engine may hold at once (the raw layers, their reduced designs, four (r + 1)-square
+        matrices per layer: a Hessian, its factor, the factor in use and the layer's last, r = min(rows, width)).
 
     Returns
     -------
@@ -120,7 +125,7 @@ def layer_batches(n_layers: int, rows: int, width: int, budget_bytes: float = 2e
     n_layers, rows, width = (check_int(v, k) for k, v in dict(n_layers=n_layers, rows=rows, width=width).items())
     budget_bytes = check_scalar(budget_bytes, "budget_bytes", low=0.0, high=1e18, low_open=True)
     r = min(rows, width) + 1
-    per_layer = 8.0 * (2 * rows * width + rows * r + 3 * r * r)
+    per_layer = 8.0 * (2 * rows * width + rows * r + 4 * r * r)
     size = max(1, int(budget_bytes // per_layer))
     return [range(i, min(i + size, n_layers)) for i in range(0, n_layers, size)]
 
@@ -200,6 +205,10 @@ class _Designs:
         self.Zv1 = torch.cat([Zv, torch.ones(B, Xv.shape[1], 1, dtype=DTYPE, device=X.device)], dim=2)
         self.R = torch.sqrt((Z * Z).sum(dim=2).amax(dim=1) + 1.0) if n else torch.ones(B, dtype=DTYPE)
 
+    def rows(self, t, layers):
+        """``t[layers]`` of a per-layer tensor ``t`` (``layers`` ascending), without a copy when it is every layer."""
+        return t if len(layers) == t.shape[0] else t[layers]
+
     def back(self, theta):
         """Weights (B, p) of coordinates ``theta`` (B, r + 1) (the intercept, last, is dropped)."""
         a = theta[:, :-1]
@@ -269,49 +278,112 @@ def _line_min(z, dz, theta, dtheta, y, C, iters=30):
     return t
 
 
-def _certified(d, layers, th, nu, L, grow, nits, min_newton, w_norm):
+#: steps a grid point takes on the previous point's factor (:func:`_newton`) before it forms and factors its own
+#: Hessian.  Measured on the CPU (1 thread, synthetic layers, 100-point grid, 2 layers): at (1200, 400, 1536) 0 / 1 /
+#: 2 / 3 steps took 46.6 / 35.2 / 25.1 / 23.8 s with 203 / 111 / 71 / 57 factorizations; at (600, 200, 1024) the
+#: optimum was 3, at (1200, 400, 300) 2.  A factorization costs relatively less on a GPU (about 5 such steps on an
+#: H100 at order 3601, docs/gpu.md, against 25 on this CPU), hence 2.
+QUASI_STEPS = 2
+
+
+class _Factors:
+    """Cholesky factors of the Hessians of some layers, with what a later certificate reads from them: ``z`` the
+    training logits at each factor's iterate, ``usable`` (False where a factor was regularized, or not made yet)
+    and ``vnorm``, the validation rows' ``H^-1`` norms ``||L^-1 (z_v, 1)||`` (m per layer), which depend on the
+    factor only: computed once, on first use (``known``), however many iterates and grid points the factor bounds."""
+
+    def __init__(self, L, z, usable, vnorm=None, known=None):
+        self.L, self.z, self.usable = L, z, usable
+        self.vnorm, self.known = vnorm, known if known is not None else torch.zeros_like(usable)
+
+    @classmethod
+    def empty(cls, count, k, n, m, device):
+        """A store of ``count`` layers' factors, none usable yet."""
+        return cls(torch.empty(count, k, k, dtype=DTYPE, device=device), torch.zeros(count, n, dtype=DTYPE,
+                   device=device), torch.zeros(count, dtype=torch.bool, device=device),
+                   torch.zeros(count, m, dtype=DTYPE, device=device), None)
+
+    def take(self, mask):
+        """The layers of ``mask`` (no copy when it is every layer)."""
+        if bool(mask.all()):
+            return self
+        return _Factors(self.L[mask], self.z[mask], self.usable[mask],
+                        None if self.vnorm is None else self.vnorm[mask], self.known[mask])
+
+    def put(self, rows, other) -> None:
+        """Store ``other`` (the layers ``rows`` of this store, in that order)."""
+        if other is self:  # every layer, in place already
+            return
+        self.L[rows], self.z[rows], self.usable[rows], self.known[rows] = other.L, other.z, other.usable, other.known
+        if other.vnorm is not None:
+            self.vnorm[rows] = other.vnorm
+
+    def norms(self, d, layers):
+        """``vnorm`` of every layer, the missing ones computed now (one triangular solve with m right-hand sides)."""
+        if self.vnorm is None or not bool(self.known.all()):
+            Zv1 = d.rows(d.Zv1, layers)
+            if self.vnorm is None or not bool(self.known.any()):
+                self.vnorm = _layerwise(_solve_lower, self.L, Zv1.transpose(1, 2)).norm(dim=1)
+            else:
+                missing = ~self.known
+                self.vnorm = self.vnorm.clone()
+                self.vnorm[missing] = _layerwise(_solve_lower, self.L[missing],
+                                                 Zv1[missing].transpose(1, 2)).norm(dim=1)
+            self.known = torch.ones_like(self.known)
+        return self.vnorm
+
+
+def _certified(d, layers, th, nu, factors, grow, nits, min_newton, w_norm):
     """The validation-sign certificate of layers ``layers`` at ``th``: inside the self-concordance region
     (``R nu <= RADIUS``, after ``min_newton`` steps) every validation logit exceeds ``SAFETY * DISTANCE * nu`` times
-    its ``H^-1`` norm, computed from the factor ``L`` and multiplied by ``grow`` (1 for the factor of this very
-    Hessian; a bound when ``L`` factors an earlier one, :func:`_newton`)."""
+    its ``H^-1`` norm, read from ``factors`` (:class:`_Factors`) and multiplied by ``grow`` (1 for the factor of
+    this very Hessian; a bound when it factors an earlier one, :func:`_newton`)."""
     region = (d.R[layers] * nu <= RADIUS) & ((nits >= min_newton) | (nu <= 1e-7 * torch.clamp(w_norm, min=1.0)))
     if not bool(region.any()):  # the H^-1 norms of the m validation rows only where a certificate can hold
         return region
-    Zv1 = d.Zv1[layers]
-    zv = (Zv1 @ th.unsqueeze(2)).squeeze(2)
-    vnorm = grow[:, None] * _layerwise(_solve_lower, L, Zv1.transpose(1, 2)).norm(dim=1)  # (., m)
+    zv = (d.rows(d.Zv1, layers) @ th.unsqueeze(2)).squeeze(2)
+    vnorm = grow[:, None] * factors.norms(d, layers)  # (., m)
     return region & (zv.abs() > SAFETY * DISTANCE * nu[:, None] * vnorm).all(dim=1)
 
 
-def _newton(d: _Designs, y, C, theta, *, tol, max_iter, yv=None, min_newton=1, index=None, counts=None):
-    """Newton on the layers ``index`` of ``d`` (default all) at per-layer ``C`` from ``theta`` (both len(index)).
+def _newton(d: _Designs, y, C, theta, *, tol, max_iter, yv=None, min_newton=1, counts=None, prior=None):
+    """Newton on every layer of ``d`` at per-layer ``C`` from ``theta``.
 
-    After a step, the certificate is first tried with the factor of the previous iterate's Hessian ``H0``: a logit
-    that moves by ``dz`` changes its curvature ``s (1 - s)`` by at most a factor ``exp(|dz|)``, so ``H >= exp(-delta)
-    H0`` with ``delta`` the largest logit change, and the decrement and the ``H^-1`` norms are at most
-    ``exp(delta / 2)`` times those computed with ``H0``.  Where that bound certifies, the exact ones would too (same
-    iterate, same verdict), and the Hessian is neither formed nor factored again; elsewhere it is.
+    After a step, the certificate is first tried with the factor of an earlier Hessian ``H0`` (at ``C0 <= C``): a
+    logit that moves by ``dz`` changes its curvature ``s (1 - s)`` by at most a factor ``exp(|dz|)``, and ``C``
+    only grows, so ``H >= exp(-delta) H0`` with ``delta`` the largest change of a training logit since ``H0``'s
+    iterate, and the decrement and the ``H^-1`` norms are at most ``exp(delta / 2)`` times those computed with
+    ``H0``.  Where that bound certifies, the exact ones would too (same iterate, same verdict), and the Hessian is
+    neither formed nor factored again; elsewhere it is.  ``H0`` is the previous iterate's, or, given ``prior``
+    (a :class:`_Factors` store of each layer's last factor at an earlier grid point, :func:`batched_path`), that
+    one: the first step is then taken with it (a descent direction, under the same Armijo guard), and a point that
+    this step brings to a certificate needs no factorization at all.
 
-    Returns (theta, nit, grad_norm, certified, status) with the statuses of
+    Returns (theta, nit, grad_norm, certified, status, last) with the statuses of
     :data:`empirical.common.failures.STATUS_MESSAGES`: 0 converged, 6 certified, 1 iteration limit, 2 the
-    backtracking found no decrease in ``HALVINGS`` halvings (that layer stops at its last iterate).  ``counts`` (a
-    dict), when given, accumulates ``"factorizations"`` (Hessians formed and factored, per layer)."""
-    index = torch.arange(d.Z1.shape[0], device=theta.device) if index is None else index
+    backtracking found no decrease in ``HALVINGS`` halvings (that layer stops at its last iterate); ``last``
+    (with ``yv``) the store ``prior`` (or a new one) updated with each layer's last factor.  ``counts`` (a dict),
+    when given, accumulates ``"factorizations"`` (Hessians formed and factored, per layer) and ``"reused"``
+    (points certified on an earlier grid point's factor, with no factorization)."""
+    dev = theta.device
     k = d.Z1.shape[2]
-    pen = torch.ones(k, dtype=DTYPE, device=theta.device)
+    pen = torch.ones(k, dtype=DTYPE, device=dev)
     pen[-1] = 0.0
     theta = theta.clone()
     count = theta.shape[0]
-    nit = torch.zeros(count, dtype=torch.long, device=theta.device)
-    gnorm = torch.full((count,), float("nan"), dtype=DTYPE, device=theta.device)
-    certified = torch.zeros(count, dtype=torch.bool, device=theta.device)
-    status = torch.ones(count, dtype=torch.long, device=theta.device)
-    active = torch.arange(count, device=theta.device)
-    eye = torch.eye(k, dtype=DTYPE, device=theta.device)
-    stale = None  # (factor of the previous iterate's Hessian, largest logit change since) of the active layers
+    nit = torch.zeros(count, dtype=torch.long, device=dev)
+    gnorm = torch.full((count,), float("nan"), dtype=DTYPE, device=dev)
+    certified = torch.zeros(count, dtype=torch.bool, device=dev)
+    status = torch.ones(count, dtype=torch.long, device=dev)
+    active = torch.arange(count, device=dev)
+    factored = torch.zeros(count, dtype=torch.bool, device=dev)
+    eye = torch.eye(k, dtype=DTYPE, device=dev)
+    last = None if yv is None else prior if prior is not None else _Factors.empty(count, k, y.shape[0], yv.shape[0],
+                                                                                   dev)
+    stale = last if last is not None and bool(last.usable.any()) else None  # an earlier factor of the active layers
     while active.numel():
-        layers = index[active]
-        Z1, th, Ca = d.Z1[layers], theta[active], C[active]
+        layers = active
+        Z1, th, Ca = d.rows(d.Z1, layers), theta[active], C[active]
         z = (Z1 @ th.unsqueeze(2)).squeeze(2)
         loss, res, curv = _terms(z, y)
         g = pen * th + Ca[:, None] * (Z1.transpose(1, 2) @ res.unsqueeze(2)).squeeze(2)
@@ -319,39 +391,55 @@ def _newton(d: _Designs, y, C, theta, *, tol, max_iter, yv=None, min_newton=1, i
         gn = g.norm(dim=1) / torch.clamp(w_norm, min=1.0)
         converged = gn <= tol
         cert = torch.zeros_like(converged)
-        if yv is not None and stale is not None:
-            L0, delta = stale
-            grow = torch.exp(0.5 * delta)
-            nu0 = torch.sqrt(torch.clamp((g * _layerwise(torch.cholesky_solve, g.unsqueeze(2), L0).squeeze(2))
-                                         .sum(dim=1), min=0.0))
-            cert = _certified(d, layers, th, grow * nu0, L0, grow, nit[active], min_newton, w_norm) & ~converged
+        step0 = None
+        if stale is not None:  # the certificate on the earlier factor
+            grow = torch.exp(0.5 * torch.where(stale.usable, (z - stale.z).abs().amax(dim=1), float("inf")))
+            step0 = _layerwise(torch.cholesky_solve, g.unsqueeze(2), stale.L).squeeze(2)
+            nu0 = torch.sqrt(torch.clamp((g * step0).sum(dim=1), min=0.0))
+            cert = _certified(d, layers, th, grow * nu0, stale, grow, nit[active], min_newton, w_norm) & ~converged
         gnorm[active] = gn
         certified[active] = cert
         status[active] = torch.where(converged, 0, torch.where(cert, 6, 1))
         if bool((converged | cert).any()):  # finished without a new factorization
             keep = ~(converged | cert)
+            if stale is not None:
+                last.put(active[~keep], stale.take(~keep))
             if not bool(keep.any()):
                 break
             active, layers, Z1, th, Ca, z, curv, g, w_norm = (v[keep] for v in (active, layers, Z1, th, Ca, z, curv,
                                                                                g, w_norm))
-        H = torch.diag_embed(pen.expand(len(active), k)) + Ca[:, None, None] * (
-            Z1.transpose(1, 2) @ (Z1 * curv.unsqueeze(2)))
-        L, info = _layerwise(torch.linalg.cholesky_ex, H)
-        regularized = info != 0
-        if bool(regularized.any()):  # an intercept block with every curvature underflowed: regularize it
-            L, _ = _layerwise(torch.linalg.cholesky_ex, H + 1e-12 * torch.clamp(Ca, min=1.0)[:, None, None] * eye)
-        if counts is not None:
-            counts["factorizations"] = counts.get("factorizations", 0) + len(active)
-        step = _layerwise(torch.cholesky_solve, g.unsqueeze(2), L).squeeze(2)
-        nu = torch.sqrt(torch.clamp((g * step).sum(dim=1), min=0.0))
-        cert = torch.zeros_like(regularized)
-        if yv is not None:
-            cert = _certified(d, layers, th, nu, L, torch.ones_like(nu), nit[active], min_newton, w_norm)
+            if stale is not None:
+                stale, step0 = stale.take(keep), step0[keep]
+        if (step0 is not None and bool((nit[active] < QUASI_STEPS).all()) and not bool(factored[active].any())
+                and bool(stale.usable.all())):
+            # the first step of a grid point, on the earlier point's factor: no factorization yet
+            factors, step = stale, step0
+            nu = torch.sqrt(torch.clamp((g * step).sum(dim=1), min=0.0))
+            cert = torch.zeros_like(converged[:len(active)])
+        else:
+            H = torch.diag_embed(pen.expand(len(active), k)) + Ca[:, None, None] * (
+                Z1.transpose(1, 2) @ (Z1 * curv.unsqueeze(2)))
+            L, info = _layerwise(torch.linalg.cholesky_ex, H)
+            regularized = info != 0
+            if bool(regularized.any()):  # an intercept block with every curvature underflowed: regularize it
+                L, _ = _layerwise(torch.linalg.cholesky_ex, H + 1e-12 * torch.clamp(Ca, min=1.0)[:, None, None] * eye)
+            del H
+            if counts is not None:
+                counts["factorizations"] = counts.get("factorizations", 0) + len(active)
+            factored[active] = True
+            factors = _Factors(L, z, ~regularized)
+            step = _layerwise(torch.cholesky_solve, g.unsqueeze(2), L).squeeze(2)
+            nu = torch.sqrt(torch.clamp((g * step).sum(dim=1), min=0.0))
+            cert = torch.zeros_like(regularized)
+            if yv is not None:
+                cert = _certified(d, layers, th, nu, factors, torch.ones_like(nu), nit[active], min_newton, w_norm)
         limit = nit[active] >= max_iter
         finished = cert | limit
         certified[active] = cert
         status[active] = torch.where(cert, 6, 1)
         go = ~finished
+        if last is not None and bool(finished.any()):
+            last.put(active[finished], factors.take(finished))
         if not bool(go.any()):
             break
         # one step for the layers that go on
@@ -373,12 +461,14 @@ def _newton(d: _Designs, y, C, theta, *, tol, max_iter, yv=None, min_newton=1, i
         theta[moving[ok]] = th[ok] - t[ok, None] * step[ok]
         nit[moving] += 1
         status[moving[~ok]] = 2  # no decrease: stop there (as the numpy solvers do), never loop on
+        factors = factors.take(go)
+        if last is not None and not bool(ok.all()):
+            last.put(moving[~ok], factors.take(~ok))
         active = moving[ok]
-        if yv is not None:  # the factor at the iterate just left bounds the next certificate (a regularized one: inf)
-            delta = torch.where(regularized[go], float("inf"), t * dz.abs().amax(dim=1))
-            moved = go.nonzero().squeeze(1)[ok]
-            stale = (L if len(moved) == len(L) else L[moved], delta[ok])  # (B, k, k): no copy when every layer moved
-    return theta, nit, gnorm, certified, status
+        stale = factors.take(ok) if yv is not None else None  # the factor just used bounds the next certificate
+    if counts is not None:
+        counts["reused"] = counts.get("reused", 0) + int((certified & ~factored).sum())
+    return theta, nit, gnorm, certified, status, last
 
 
 def _as_tensor(a, device):
@@ -405,7 +495,7 @@ def _check_solver(tol, max_iter):
 
 
 def batched_path(X, y, Xv, yv, Cs, *, device="cpu", tol=1e-10, max_iter=100, order=3,
-                 min_newton=1, check_input=True) -> OptimizeResult:
+                 min_newton=1, check_input=True, reuse_factors=True) -> OptimizeResult:
     """Validation accuracy of the exact ridge-logistic minimizer at every C of ``Cs``, for B layers at once.
 
     Parameters
@@ -437,6 +527,11 @@ def batched_path(X, y, Xv, yv, Cs, *, device="cpu", tol=1e-10, max_iter=100, ord
         False, as for :func:`empirical.logistic.logistic_path`; the stacks must then be float64 with labels in
         {-1, +1} and ``Cs`` a valid grid, and ``X`` and ``Xv`` may be float64 tensors already on the device
         (:func:`stack_on_device`), used in place.
+    reuse_factors : bool, default=True
+        Start each grid point on the previous point's last factor: up to :data:`QUASI_STEPS` steps on it, each
+        followed by the certificate's rigorous bound (:func:`_newton`), before a Hessian of its own is formed and
+        factored.  The verdicts and accuracies are those of the exact test; the iterates differ within the
+        certificate.  False: at least one factorization per grid point.
 
     Returns
     -------
@@ -446,7 +541,8 @@ def batched_path(X, y, Xv, yv, Cs, *, device="cpu", tol=1e-10, max_iter=100, ord
         ``success`` (every point certified or converged), ``status`` (0 every point certified or converged, 2
         some point's line search found no decrease, 1 some point reached ``max_iter``; the codes of
         :data:`empirical.common.failures.STATUS_MESSAGES`), ``message``, ``n_factorizations`` (Hessians formed and
-        factored, summed over the layers), ``seconds`` (wall-clock seconds by phase, :class:`PhaseClock`:
+        factored, summed over the layers), ``n_reused`` ((layer, grid point) pairs certified on an earlier point's
+        factor, with none of their own), ``seconds`` (wall-clock seconds by phase, :class:`PhaseClock`:
         ``"transfer"`` of the rows to the device, ``"reduction"`` (the QR), ``"path"`` (the grid)).
 
     Examples
@@ -459,6 +555,7 @@ def batched_path(X, y, Xv, yv, Cs, *, device="cpu", tol=1e-10, max_iter=100, ord
     (True, (2, 3))
     """
     dev = resolve_device(device)
+    reuse_factors = check_bool(reuse_factors, "reuse_factors")
     if check_input:
         Cs = check_grid(Cs)
         tol, max_iter = _check_solver(tol, max_iter)
@@ -488,8 +585,9 @@ def batched_path(X, y, Xv, yv, Cs, *, device="cpu", tol=1e-10, max_iter=100, ord
     line_failed = np.zeros((B, K), dtype=bool)
     coef, intercept = np.empty((B, K, Xt.shape[2])), np.empty((B, K))
     hist_t, hist = [], []
-    counts = {"factorizations": 0}
+    counts = {"factorizations": 0, "reused": 0}
     theta = torch.zeros(B, k, dtype=DTYPE, device=dev)
+    last = None  # each layer's last factor, the next grid point's first (:func:`_newton`)
     for j, idx in enumerate(order_idx):
         t = logC[j]
         if hist_t:  # Lagrange extrapolation in log C of the last `order` solutions
@@ -497,8 +595,10 @@ def batched_path(X, y, Xv, yv, Cs, *, device="cpu", tol=1e-10, max_iter=100, ord
             wts = lagrange_weights(hist_t[-m:], t)
             theta = sum(float(w) * h for w, h in zip(wts, hist[-m:]))
         C = torch.full((B,), float(Cs[idx]), dtype=DTYPE, device=dev)
-        theta, nit, gn, ce, st = _newton(d, yt, C, theta, tol=tol, max_iter=max_iter, yv=yvt, min_newton=min_newton,
-                                         counts=counts)
+        theta, nit, gn, ce, st, last = _newton(d, yt, C, theta, tol=tol, max_iter=max_iter, yv=yvt,
+                                               min_newton=min_newton, counts=counts, prior=last)
+        if not reuse_factors:
+            last.usable[:] = False
         line_failed[:, idx] = (st == 2).cpu().numpy()
         hist_t.append(t)
         hist.append(theta)
@@ -519,7 +619,8 @@ def batched_path(X, y, Xv, yv, Cs, *, device="cpu", tol=1e-10, max_iter=100, ord
                   if status == 2 else ""))
     return OptimizeResult(val_accuracy=acc, certified=cert, grad_norm=gnorm, nit=nits, coef=coef,
                           intercept=intercept, success=bool(done.all()), status=status, message=message,
-                          n_factorizations=counts["factorizations"], seconds=clock.seconds)
+                          n_factorizations=counts["factorizations"], n_reused=counts["reused"],
+                          seconds=clock.seconds)
 
 
 def batched_refit(X, y, C, coef0, intercept0, *, device="cpu", tol=1e-10, max_iter=100,
@@ -581,7 +682,7 @@ def batched_refit(X, y, C, coef0, intercept0, *, device="cpu", tol=1e-10, max_it
     z0 = (d.Z1 @ theta.unsqueeze(2)).squeeze(2)
     worse = _objective(z0, theta, yt, Ct) > Ct * n * np.log(2.0)  # zero is the better start (as refit)
     theta[worse] = 0.0
-    theta, nit, gn, _, status = _newton(d, yt, Ct, theta, tol=tol, max_iter=max_iter)
+    theta, nit, gn, _, status, _ = _newton(d, yt, Ct, theta, tol=tol, max_iter=max_iter)
     st = status.cpu().numpy()
     coef = d.back(theta).cpu().numpy()
     clock.lap("newton")
