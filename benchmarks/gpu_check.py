@@ -580,8 +580,9 @@ def check_tests(device, quick, out_dir, budget_s):
 def check_engine_kernels(device, quick, shape):
     """The engine's kernels at one Newton step of (n, m) = ``shape`` rows (k = n + 1 coordinates), two layers:
     forming the Hessian (batched matmul), its Cholesky factor, the Newton step and the validation rows' triangular
-    solve, each as one batched call and as one call per layer, and the reduction of (n, n + 496) rows (QR against
-    Gram + Cholesky); then a profile of a short batched path (12 grid
+    solve, each as one batched call and as one call per layer, the one-column solve against two products with an
+    explicit inverse of the factor (and making it), and the reduction of (n, n + 496) rows (QR against Gram +
+    Cholesky); then a profile of a short batched path (12 grid
     points, 2 layers at p = n + 496): its top CUDA kernels and its Newton steps."""
     import torch
 
@@ -613,6 +614,13 @@ def check_engine_kernels(device, quick, shape):
                                                                                      upper=False),
            "solve_triangular per layer": lambda: [
                torch.linalg.solve_triangular(L[i:i + 1], Zv1[i:i + 1].transpose(1, 2), upper=False) for i in range(B)]}
+    # the one-column solves (latency-bound triangular sweeps on a GPU) against an explicit inverse of the factor,
+    # made once per factorization (k right-hand sides) and applied by two matrix-vector products
+    Li = torch.linalg.solve_triangular(L[:1], eye.expand(1, k, k), upper=False)
+    ops.update({"inverse of one factor (k rhs)": lambda: torch.linalg.solve_triangular(L[:1], eye.expand(1, k, k),
+                                                                                         upper=False),
+                "cholesky_solve one layer (1 rhs)": lambda: torch.cholesky_solve(g[:1], L[:1]),
+                "two products with the inverse": lambda: Li.transpose(1, 2) @ (Li @ g[:1])})
     # the reduction of n < p rows (the engine's QR of X') against Gram + Cholesky (what the numpy path uses)
     X = torch.randn(B, n, n + 496, dtype=torch.float64, device=device, generator=gen)
     ops.update({"reduction: QR of X' batched": lambda: torch.linalg.qr(X.transpose(1, 2)),

@@ -302,6 +302,19 @@ def test_a_line_search_that_finds_no_decrease_stops_with_status_2(monkeypatch, e
     path = batched_path(X, y, Xv, yv, CS[:5], device=engine_device)
     assert path.status == 2 and not path.success and "line search" in path.message
     assert 2 in STATUS_MESSAGES
+    # a step along an earlier point's factor that finds no decrease does not stop the point: it forms its own
+    # Hessian (one factorization per layer and point here), and only that step's failure stops it
+    assert path.n_factorizations == 2 * 5 and path.n_reused == 0
+
+
+def test_few_newton_steps_end_every_grid_point(engine_device):
+    """max_iter bounds the steps of a point, those on an earlier point's factor included: the path ends, reporting
+    the points that reached the limit (status 1)."""
+    X, y, Xv, yv = _layers((60, 20, 150), seed=2, B=2)
+    for max_iter in (1, 2, 3):
+        path = batched_path(X, y, Xv, yv, CS, device=engine_device, max_iter=max_iter)
+        assert path.nit.max() <= max_iter
+        assert path.success or (path.status == 1 and "neither certified nor converged" in path.message)
 
 
 def test_a_probe_on_the_engine_validates_its_data_once(monkeypatch, engine_device):

@@ -52,7 +52,8 @@ from ._newton import ARMIJO, HALVINGS
 from ._path import lagrange_weights
 from ._pcg import DISTANCE, RADIUS, SAFETY
 
-__all__ = ["resolve_device", "batched_path", "batched_refit", "layer_batches", "stack_on_device", "PhaseClock"]
+__all__ = ["resolve_device", "batched_path", "batched_refit", "layer_batches"]  # PhaseClock, stack_on_device: for
+# fit_on_engine, not API
 
 #: dtype of every tensor of the engine (module docstring)
 DTYPE = torch.float64
@@ -376,7 +377,8 @@ def _newton(d: _Designs, y, C, theta, *, tol, max_iter, yv=None, min_newton=1, c
     certified = torch.zeros(count, dtype=torch.bool, device=dev)
     status = torch.ones(count, dtype=torch.long, device=dev)
     active = torch.arange(count, device=dev)
-    factored = torch.zeros(count, dtype=torch.bool, device=dev)
+    factored = torch.zeros(count, dtype=torch.bool, device=dev)  # a factor of this point's own
+    refused = torch.zeros(count, dtype=torch.bool, device=dev)  # an old factor's direction found no decrease
     eye = torch.eye(k, dtype=DTYPE, device=dev)
     last = None if yv is None else prior if prior is not None else _Factors.empty(count, k, y.shape[0], yv.shape[0],
                                                                                    dev)
@@ -410,12 +412,12 @@ def _newton(d: _Designs, y, C, theta, *, tol, max_iter, yv=None, min_newton=1, c
                                                                                g, w_norm))
             if stale is not None:
                 stale, step0 = stale.take(keep), step0[keep]
-        if (step0 is not None and bool((nit[active] < QUASI_STEPS).all()) and not bool(factored[active].any())
-                and bool(stale.usable.all())):
-            # the first step of a grid point, on the earlier point's factor: no factorization yet
+        reused = (step0 is not None and bool((nit[active] < QUASI_STEPS).all()) and bool(stale.usable.all())
+                  and not bool((factored | refused)[active].any()))
+        if reused:  # a step on an earlier point's factor, while this point has no factor of its own
             factors, step = stale, step0
             nu = torch.sqrt(torch.clamp((g * step).sum(dim=1), min=0.0))
-            cert = torch.zeros_like(converged[:len(active)])
+            cert = torch.zeros(len(active), dtype=torch.bool, device=dev)
         else:
             H = torch.diag_embed(pen.expand(len(active), k)) + Ca[:, None, None] * (
                 Z1.transpose(1, 2) @ (Z1 * curv.unsqueeze(2)))
@@ -459,13 +461,19 @@ def _newton(d: _Designs, y, C, theta, *, tol, max_iter, yv=None, min_newton=1, c
             t = torch.where(ok, t, 0.5 * t)
         moving = active[go]
         theta[moving[ok]] = th[ok] - t[ok, None] * step[ok]
+        if reused:  # no decrease along an old factor's direction: this point forms its own Hessian next
+            refused[moving[~ok]] = True
+            nit[moving[ok]] += 1
+            active, stale = moving, factors.take(go)
+            continue
         nit[moving] += 1
-        status[moving[~ok]] = 2  # no decrease: stop there (as the numpy solvers do), never loop on
-        factors = factors.take(go)
-        if last is not None and not bool(ok.all()):
-            last.put(moving[~ok], factors.take(~ok))
+        status[moving[~ok]] = 2  # no decrease on a fresh factor: stop there (as the numpy solvers do), never loop on
         active = moving[ok]
-        stale = factors.take(ok) if yv is not None else None  # the factor just used bounds the next certificate
+        if yv is not None:  # the factor just used bounds the next certificate
+            factors = factors.take(go)
+            if not bool(ok.all()):
+                last.put(moving[~ok], factors.take(~ok))
+            stale = factors.take(ok)
     if counts is not None:
         counts["reused"] = counts.get("reused", 0) + int((certified & ~factored).sum())
     return theta, nit, gnorm, certified, status, last
