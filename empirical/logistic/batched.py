@@ -357,8 +357,9 @@ def _newton(d: _Designs, y, C, theta, *, tol, max_iter, yv=None, min_newton=1, c
     ``H0``.  Where that bound certifies, the exact ones would too (same iterate, same verdict), and the Hessian is
     neither formed nor factored again; elsewhere it is.  ``H0`` is the previous iterate's, or, given ``prior``
     (a :class:`_Factors` store of each layer's last factor at an earlier grid point, :func:`batched_path`), that
-    one: the first step is then taken with it (a descent direction, under the same Armijo guard), and a point that
-    this step brings to a certificate needs no factorization at all.
+    one: up to :data:`QUASI_STEPS` steps are then taken with it (descent directions, under the same Armijo guard;
+    one that finds no decrease makes the point form its own Hessian), and a point that they bring to a certificate
+    needs no factorization at all.
 
     Returns (theta, nit, grad_norm, certified, status, last) with the statuses of
     :data:`empirical.common.failures.STATUS_MESSAGES`: 0 converged, 6 certified, 1 iteration limit, 2 the
@@ -384,7 +385,7 @@ def _newton(d: _Designs, y, C, theta, *, tol, max_iter, yv=None, min_newton=1, c
                                                                                    dev)
     stale = last if last is not None and bool(last.usable.any()) else None  # an earlier factor of the active layers
     while active.numel():
-        layers = active
+        layers = active  # ascending positions in d
         Z1, th, Ca = d.rows(d.Z1, layers), theta[active], C[active]
         z = (Z1 @ th.unsqueeze(2)).squeeze(2)
         loss, res, curv = _terms(z, y)
