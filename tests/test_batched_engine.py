@@ -2,6 +2,7 @@
 certified path, selection and refit as the numpy solver, on every shape, for one layer or many."""
 import numpy as np
 import pytest
+from hypothesis import given, settings, strategies as st
 
 torch = pytest.importorskip("torch")
 
@@ -394,3 +395,26 @@ def test_the_refit_reuses_the_rows_on_the_device(monkeypatch, engine_device):
     for layer in range(3):
         np.testing.assert_allclose(engine.probes[layer].coef_, reference.probes[layer].coef_, rtol=1e-8,
                                    atol=1e-10 * np.abs(reference.probes[layer].coef_).max())
+
+
+@settings(max_examples=12, deadline=None)
+@given(n=st.integers(12, 70), m=st.integers(3, 25), p=st.integers(2, 110), seed=st.integers(0, 2**16),
+       signal=st.sampled_from([0.0, 1.0, 4.0, 30.0]), duplicated=st.booleans())
+def test_the_path_on_reused_factors_matches_the_numpy_path_on_any_shape(n, m, p, seed, signal, duplicated):
+    """A property over shapes and signal (from pure noise to separable), with duplicated rows (a rank-deficient
+    design) or not: every grid point's validation accuracy on the engine, whose points start on the previous
+    point's factor, equals the numpy path's, and the engine's factorizations never exceed one per point and
+    layer."""
+    rng = np.random.default_rng(seed)
+    X = rng.standard_normal((2, n + m, p))
+    if duplicated:
+        X[:, 1:n:2] = X[:, 0:n - 1:2]
+    y = np.where(signal * X[0, :, 0] + rng.logistic(size=n + m) > 0, 1.0, -1.0)
+    y[:2], y[n] = [1.0, -1.0], 1.0  # both classes in training, a validation label
+    mu, s = X[:, :n].mean(axis=1, keepdims=True), X[:, :n].std(axis=1, keepdims=True)
+    Xs = (X - mu) / np.where(s > 0, s, 1.0)
+    path = batched_path(Xs[:, :n], y[:n], Xs[:, n:], y[n:], CS)
+    assert path.success and path.n_factorizations <= 2 * len(CS)
+    for b in range(2):
+        ref = logistic_path(Xs[b, :n], y[:n], Xs[b, n:], y[n:], CS)
+        np.testing.assert_array_equal(path.val_accuracy[b], ref.val_accuracy)
