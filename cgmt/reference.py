@@ -19,10 +19,13 @@ import numpy as np
 from empirical.common.checks import check_int, check_scalar
 
 from .equations import ORDER_MAX
+from .validation import KAPPA_MAX
 
-#: the order parameters' domain: that of :mod:`cgmt.equations`, which this module checks (no fixed point comes near
-#: its bound; beyond it a call computed for 13 s at alpha = 1e300, past the contract test's 10 s per call)
+#: the domain of the order parameters and of kappa in :func:`expectations` and :func:`kernels`: that of
+#: :mod:`cgmt.equations`, whose functions they check (no fixed point comes near its bounds; beyond them a call
+#: computed for 13 s at alpha = 1e300, past the contract test's 10 s per call)
 _ORDER = dict(low=-ORDER_MAX, high=ORDER_MAX)
+_KAPPA = dict(low=0.0, high=KAPPA_MAX)
 
 #: Most working digits the reference accepts (mpmath's cost grows as dps^1.6; 10,000 digits take minutes).
 MAX_DPS = 10_000
@@ -153,7 +156,7 @@ def expectations(alpha, sigma, gamma, kappa, dps=20):
         The expectations of the module docstring (what :func:`cgmt.equations.expectations` computes fast).
     """
     alpha, sigma = _real(alpha, "alpha", **_ORDER), _real(sigma, "sigma", low=0.0, high=ORDER_MAX, low_open=True)
-    gamma, kappa, dps = _real(gamma, "gamma", low=0.0, high=ORDER_MAX), _real(kappa, "kappa", low=0.0), _digits(dps)
+    gamma, kappa, dps = _real(gamma, "gamma", low=0.0, high=ORDER_MAX), _real(kappa, "kappa", **_KAPPA), _digits(dps)
     with mp.workdps(dps):
         al, sg, g, k = (mp.mpf(t) for t in (alpha, sigma, gamma, kappa))
         tau = mp.sqrt(al * al + sg * sg)
@@ -211,7 +214,7 @@ def kernels(u, alpha, sigma, kappa, dps=30):
     """
     u, alpha = _real(u, "u"), _real(alpha, "alpha", **_ORDER)
     sigma = _real(sigma, "sigma", low=0.0, high=ORDER_MAX, low_open=True)
-    kappa, dps = _real(kappa, "kappa", low=0.0), _digits(dps)
+    kappa, dps = _real(kappa, "kappa", **_KAPPA), _digits(dps)
     with mp.workdps(dps):
         u, al, sg, k = (mp.mpf(t) for t in (u, alpha, sigma, kappa))
         tau = mp.sqrt(al * al + sg * sg)

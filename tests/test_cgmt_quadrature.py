@@ -49,21 +49,24 @@ def test_conditional_kernels_match_mpmath(u, alpha, sigma, kappa):
         assert f == pytest.approx(float(r), rel=1e-12, abs=1e-15)
 
 
-@pytest.mark.parametrize("name, position", [("alpha", 0), ("sigma", 1), ("gamma", 2)])
-def test_the_reference_checks_the_order_parameters_on_the_fast_module_domain(name, position):
-    """cgmt.reference computes what cgmt.equations does, on the same domain (|order parameters| <= ORDER_MAX): beyond
-    it both refuse at once, naming the argument (the reference computed for 13 s at alpha = 1e300 before)."""
+@pytest.mark.parametrize("name, position", [("alpha", 0), ("sigma", 1), ("gamma", 2), ("kappa", 3)])
+def test_the_reference_checks_its_arguments_on_the_fast_module_domain(name, position):
+    """cgmt.reference computes what cgmt.equations does, on the same domain (|order parameters| <= ORDER_MAX, kappa
+    <= KAPPA_MAX): beyond it both refuse at once, naming the argument (the reference computed for 13 s at alpha =
+    1e300 before), the expectations and the conditional kernels alike."""
     from cgmt.equations import ORDER_MAX
+    from cgmt.validation import KAPPA_MAX
 
     args = [0.8, 1.1, 1.3, 2.0]
-    args[position] = 10 * ORDER_MAX
+    args[position] = 10 * (KAPPA_MAX if name == "kappa" else ORDER_MAX)
     for fn in (expectations, reference.expectations):
         with pytest.raises(ValueError, match=name):
             fn(*args)
     if name != "gamma":  # the kernels have no gamma
-        kernel_args = [0.3, *args[:2], 2.0]
-        with pytest.raises(ValueError, match=name):
-            reference.kernels(*kernel_args)
+        kernel_args = [0.3, args[0], args[1], args[3]]
+        for fn in (conditional_kernels, reference.kernels):
+            with pytest.raises(ValueError, match=name):
+                fn(*kernel_args)
 
 
 def test_expectations_match_mpmath_kappa_zero():

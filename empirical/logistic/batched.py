@@ -385,8 +385,7 @@ def _newton(d: _Designs, y, C, theta, *, tol, max_iter, yv=None, min_newton=1, c
                                                                                    dev)
     stale = last if last is not None and bool(last.usable.any()) else None  # an earlier factor of the active layers
     while active.numel():
-        layers = active  # ascending positions in d
-        Z1, th, Ca = d.rows(d.Z1, layers), theta[active], C[active]
+        Z1, th, Ca = d.rows(d.Z1, active), theta[active], C[active]  # active: ascending positions in d
         z = (Z1 @ th.unsqueeze(2)).squeeze(2)
         loss, res, curv = _terms(z, y)
         g = pen * th + Ca[:, None] * (Z1.transpose(1, 2) @ res.unsqueeze(2)).squeeze(2)
@@ -399,7 +398,7 @@ def _newton(d: _Designs, y, C, theta, *, tol, max_iter, yv=None, min_newton=1, c
             grow = torch.exp(0.5 * torch.where(stale.usable, (z - stale.z).abs().amax(dim=1), float("inf")))
             step0 = _layerwise(torch.cholesky_solve, g.unsqueeze(2), stale.L).squeeze(2)
             nu0 = torch.sqrt(torch.clamp((g * step0).sum(dim=1), min=0.0))
-            cert = _certified(d, layers, th, grow * nu0, stale, grow, nit[active], min_newton, w_norm) & ~converged
+            cert = _certified(d, active, th, grow * nu0, stale, grow, nit[active], min_newton, w_norm) & ~converged
         gnorm[active] = gn
         certified[active] = cert
         status[active] = torch.where(converged, 0, torch.where(cert, 6, 1))
@@ -409,8 +408,7 @@ def _newton(d: _Designs, y, C, theta, *, tol, max_iter, yv=None, min_newton=1, c
                 last.put(active[~keep], stale.take(~keep))
             if not bool(keep.any()):
                 break
-            active, layers, Z1, th, Ca, z, curv, g, w_norm = (v[keep] for v in (active, layers, Z1, th, Ca, z, curv,
-                                                                               g, w_norm))
+            active, Z1, th, Ca, z, curv, g, w_norm = (v[keep] for v in (active, Z1, th, Ca, z, curv, g, w_norm))
             if stale is not None:
                 stale, step0 = stale.take(keep), step0[keep]
         reused = (step0 is not None and bool((nit[active] < QUASI_STEPS).all()) and bool(stale.usable.all())
@@ -435,7 +433,7 @@ def _newton(d: _Designs, y, C, theta, *, tol, max_iter, yv=None, min_newton=1, c
             nu = torch.sqrt(torch.clamp((g * step).sum(dim=1), min=0.0))
             cert = torch.zeros_like(regularized)
             if yv is not None:
-                cert = _certified(d, layers, th, nu, factors, torch.ones_like(nu), nit[active], min_newton, w_norm)
+                cert = _certified(d, active, th, nu, factors, torch.ones_like(nu), nit[active], min_newton, w_norm)
         limit = nit[active] >= max_iter
         finished = cert | limit
         certified[active] = cert
@@ -448,7 +446,7 @@ def _newton(d: _Designs, y, C, theta, *, tol, max_iter, yv=None, min_newton=1, c
         # one step for the layers that go on
         Z1, th, Ca, z, step, nu = Z1[go], th[go], Ca[go], z[go], step[go], nu[go]
         dz = (Z1 @ step.unsqueeze(2)).squeeze(2)
-        damped = d.R[layers[go]] * nu > RADIUS
+        damped = d.R[active[go]] * nu > RADIUS
         t = torch.ones_like(Ca)
         if bool(damped.any()):
             t = torch.where(damped, _line_min(z, dz, th, step, y, Ca), t)
