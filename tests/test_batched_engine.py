@@ -185,6 +185,23 @@ def test_each_factor_solves_for_the_validation_norms_once(monkeypatch, engine_de
     assert set(solves) == {Xv.shape[1]}
 
 
+def test_the_engines_cholesky_solve_is_torchs(engine_device):
+    """The engine solves with its factors by two triangular solves (torch.cholesky_solve copies the factor first: 14x
+    slower at order 3601 on the CPU); the same solution, for one and several right-hand sides and batches."""
+    import torch
+
+    import empirical.logistic.batched as batched
+
+    gen = torch.Generator().manual_seed(0)
+    for B, k, c in ((1, 7, 1), (3, 40, 1), (2, 25, 4)):
+        A = torch.randn(B, k, k, dtype=torch.float64, generator=gen)
+        L = torch.linalg.cholesky(A @ A.mT + k * torch.eye(k, dtype=torch.float64)).to(engine_device)
+        b = torch.randn(B, k, c, dtype=torch.float64, generator=gen).to(engine_device)
+        x = batched._cholesky_solve(b, L)
+        torch.testing.assert_close(x, torch.cholesky_solve(b, L), rtol=1e-13, atol=0.0)
+        torch.testing.assert_close(L @ (L.mT @ x), b, rtol=1e-12, atol=1e-12)
+
+
 def test_reuse_factors_is_checked(engine_device):
     X, y, Xv, yv = _layers((30, 10, 20), seed=1, B=1)
     with pytest.raises((TypeError, ValueError), match="reuse_factors"):

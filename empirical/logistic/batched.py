@@ -243,6 +243,13 @@ def _solve_lower(L, B):
     return torch.linalg.solve_triangular(L, B, upper=False)
 
 
+def _cholesky_solve(b, L):
+    """``H^-1 b`` for ``H = L L'`` (``b`` (B, k, c), ``L`` (B, k, k) lower): two triangular solves.  The same
+    numbers as ``torch.cholesky_solve(b, L)``, which on the CPU copies the factor first: at k = 3601, one column,
+    1 thread, 85 ms against 5.8 ms for the two solves (1201: 1.12 against 0.37 ms)."""
+    return torch.linalg.solve_triangular(L.mT, torch.linalg.solve_triangular(L, b, upper=False), upper=True)
+
+
 def _terms(z, y):
     """Per-row loss, residual (dl/dz) and curvature of logits ``z`` (B, n) for labels ``y`` (n,)."""
     m = y * z
@@ -380,7 +387,6 @@ def _newton(d: _Designs, y, C, theta, *, tol, max_iter, yv=None, min_newton=1, c
     active = torch.arange(count, device=dev)
     factored = torch.zeros(count, dtype=torch.bool, device=dev)  # a factor of this point's own
     refused = torch.zeros(count, dtype=torch.bool, device=dev)  # an old factor's direction found no decrease
-    eye = torch.eye(k, dtype=DTYPE, device=dev)
     last = None if yv is None else prior if prior is not None else _Factors.empty(count, k, y.shape[0], yv.shape[0],
                                                                                    dev)
     stale = last if last is not None and bool(last.usable.any()) else None  # an earlier factor of the active layers
@@ -396,7 +402,7 @@ def _newton(d: _Designs, y, C, theta, *, tol, max_iter, yv=None, min_newton=1, c
         step0 = None
         if stale is not None:  # the certificate on the earlier factor
             grow = torch.exp(0.5 * torch.where(stale.usable, (z - stale.z).abs().amax(dim=1), float("inf")))
-            step0 = _layerwise(torch.cholesky_solve, g.unsqueeze(2), stale.L).squeeze(2)
+            step0 = _layerwise(_cholesky_solve, g.unsqueeze(2), stale.L).squeeze(2)
             nu0 = torch.sqrt(torch.clamp((g * step0).sum(dim=1), min=0.0))
             cert = _certified(d, active, th, grow * nu0, stale, grow, nit[active], min_newton, w_norm) & ~converged
         gnorm[active] = gn
@@ -418,18 +424,20 @@ def _newton(d: _Designs, y, C, theta, *, tol, max_iter, yv=None, min_newton=1, c
             nu = torch.sqrt(torch.clamp((g * step).sum(dim=1), min=0.0))
             cert = torch.zeros(len(active), dtype=torch.bool, device=dev)
         else:
-            H = torch.diag_embed(pen.expand(len(active), k)) + Ca[:, None, None] * (
-                Z1.transpose(1, 2) @ (Z1 * curv.unsqueeze(2)))
+            # diag(pen) + C Z1' D Z1, in place: no second (B, k, k) tensor
+            H = (Z1.transpose(1, 2) @ (Z1 * curv.unsqueeze(2))).mul_(Ca[:, None, None])
+            H.diagonal(dim1=1, dim2=2).add_(pen)
             L, info = _layerwise(torch.linalg.cholesky_ex, H)
             regularized = info != 0
             if bool(regularized.any()):  # an intercept block with every curvature underflowed: regularize it
-                L, _ = _layerwise(torch.linalg.cholesky_ex, H + 1e-12 * torch.clamp(Ca, min=1.0)[:, None, None] * eye)
+                H.diagonal(dim1=1, dim2=2).add_(1e-12 * torch.clamp(Ca, min=1.0)[:, None])
+                L, _ = _layerwise(torch.linalg.cholesky_ex, H)
             del H
             if counts is not None:
                 counts["factorizations"] = counts.get("factorizations", 0) + len(active)
             factored[active] = True
             factors = _Factors(L, z, ~regularized)
-            step = _layerwise(torch.cholesky_solve, g.unsqueeze(2), L).squeeze(2)
+            step = _layerwise(_cholesky_solve, g.unsqueeze(2), L).squeeze(2)
             nu = torch.sqrt(torch.clamp((g * step).sum(dim=1), min=0.0))
             cert = torch.zeros_like(regularized)
             if yv is not None:
