@@ -115,7 +115,10 @@ def test_factoring_one_layer_at_a_time_gives_the_batched_results(monkeypatch, en
     (path, refit), (path1, refit1) = runs
     np.testing.assert_array_equal(path1.val_accuracy, path.val_accuracy)
     np.testing.assert_array_equal(path1.certified, path.certified)
-    np.testing.assert_allclose(path1.coef, path.coef, rtol=0, atol=1e-9 * np.abs(path.coef).max())
+    # the path's iterates are certified, not converged: a step on an earlier factor is a Newton step solved by CG to
+    # a relative residual of PCG_RTOL (1e-3), so a rounding-level difference at a CG stopping test moves an iterate
+    # by up to ~1e-3 of a step (measured here: 1.6e-9 of the largest coefficient); the refit is converged to tol
+    np.testing.assert_allclose(path1.coef, path.coef, rtol=0, atol=1e-6 * np.abs(path.coef).max())
     np.testing.assert_allclose(refit1.coef, refit.coef, rtol=0, atol=1e-9 * np.abs(refit.coef).max())
 
 
@@ -141,30 +144,48 @@ def test_large_systems_are_solved_one_layer_at_a_time_on_cuda_whatever_their_rig
 
 
 def test_certifying_with_an_earlier_factor_changes_no_verdict_and_saves_factorizations(monkeypatch, engine_device):
-    """After a step the certificate is first tried with the factor in hand (a rigorous bound: curvatures move by at
-    most exp(|dz|), C only grows), so (1) within a grid point the iterates and verdicts are those of certifying with
-    a fresh factor every time, bit for bit, and (2) starting each point on the previous point's factor
-    (reuse_factors) changes the iterates within the certificate but no validation accuracy, with fewer
-    factorizations still."""
+    """The certificate is first tried with the factor in hand, an earlier iterate's (a rigorous bound: curvatures move
+    by at most exp(|dz|), C only grows), so (1) wherever that bound certifies an iterate, the exact certificate (the
+    Hessian of that very iterate, formed and factored) certifies it too, and (2) starting each point on the previous
+    point's factor (reuse_factors) changes the iterates within the certificate but no validation accuracy, with
+    fewer factorizations."""
     import empirical.logistic.batched as batched
 
     X, y, Xv, yv = _layers((80, 30, 120), seed=8, B=2)
+    yt = torch.as_tensor(y, dtype=torch.float64, device=engine_device)
+    real_certified, real_newton = batched._certified, batched._newton
+    current, checked = {}, []
+
+    def newton(d, y, C, theta, **kwargs):
+        current["C"] = C
+        return real_newton(d, y, C, theta, **kwargs)
+
+    def certified_and_checked(d, layers, th, nu, factors, grow, *args):
+        out = real_certified(d, layers, th, nu, factors, grow, *args)
+        bound = out & (grow != 1)
+        if bool(bound.any()):  # the exact test at the same iterates: a fresh Hessian, its factor and decrement
+            Z1, C = d.rows(d.Z1, layers), current["C"][layers]
+            z = (Z1 @ th.unsqueeze(2)).squeeze(2)
+            _, res, curv = batched._terms(z, yt)
+            pen = torch.ones(Z1.shape[2], dtype=torch.float64, device=th.device)
+            pen[-1] = 0.0
+            g = pen * th + C[:, None] * (Z1.transpose(1, 2) @ res.unsqueeze(2)).squeeze(2)
+            H = torch.diag_embed(pen.expand(len(layers), -1)) + C[:, None, None] * (Z1.transpose(1, 2) @ (Z1 * curv[..., None]))
+            L = torch.linalg.cholesky(H)
+            nu_exact = torch.sqrt((g * batched._cholesky_solve(g.unsqueeze(2), L).squeeze(2)).sum(dim=1))
+            exact = real_certified(d, layers, th, nu_exact, batched._Factors(L, z, torch.ones_like(out)),
+                                   torch.ones_like(nu), *args)
+            assert bool(exact[bound].all())
+            assert bool((nu_exact[bound] <= nu[bound] * (1 + 1e-9)).all())  # the bound's decrement bounds the exact one
+            checked.append(int(bound.sum()))
+        return out
+
+    monkeypatch.setattr(batched, "_newton", newton)
+    monkeypatch.setattr(batched, "_certified", certified_and_checked)
     fast = batched_path(X, y, Xv, yv, CS, device=engine_device)
     within = batched_path(X, y, Xv, yv, CS, device=engine_device, reuse_factors=False)
-    real = batched._certified
-
-    def never_with_an_old_factor(d, layers, th, nu, factors, grow, *args):
-        if not bool((grow == 1).all()):  # the bound from an earlier factor: refuse it, as before the change
-            return torch.zeros(len(layers), dtype=torch.bool, device=th.device)
-        return real(d, layers, th, nu, factors, grow, *args)
-
-    monkeypatch.setattr(batched, "_certified", never_with_an_old_factor)
-    fresh = batched_path(X, y, Xv, yv, CS, device=engine_device, reuse_factors=False)
-    for key in ("val_accuracy", "certified", "nit"):
-        np.testing.assert_array_equal(getattr(within, key), getattr(fresh, key))
-    np.testing.assert_allclose(within.coef, fresh.coef, rtol=0, atol=1e-12 * np.abs(fresh.coef).max())
-    assert within.certified.sum() > len(CS) and within.n_factorizations < fresh.n_factorizations
-    assert fast.success and within.n_reused == 0 < fast.n_reused
+    assert sum(checked) > len(CS)  # many verdicts came from the bound, each confirmed by the exact test
+    assert fast.success and within.success and within.n_reused == 0 < fast.n_reused
     np.testing.assert_array_equal(fast.val_accuracy, within.val_accuracy)
     assert fast.n_factorizations < within.n_factorizations
     for b in range(2):  # the reused points' signs are the exact minimizer's

@@ -294,6 +294,45 @@ def _line_min(z, dz, theta, dtheta, y, C, iters=30):
 QUASI_STEPS = 2
 
 
+#: conjugate-gradient iterations of a step on an earlier factor (:func:`_pcg`), and their relative residual: a step
+#: that needs more makes the point form its own Hessian.  A factorization costs about 9 iterations on an H100 at
+#: order 3601 (docs/gpu.md) and about 200 on this CPU.
+PCG_ITERATIONS, PCG_RTOL = 5, 1e-3
+
+
+def _hessian_times(Z1, curv, C, pen, v):
+    """``H v`` for each layer, ``H = diag(pen) + C Z1' diag(curv) Z1`` never formed (two matrix-vector products)."""
+    t = curv * (Z1 @ v.unsqueeze(2)).squeeze(2)
+    return pen * v + C[:, None] * (Z1.transpose(1, 2) @ t.unsqueeze(2)).squeeze(2)
+
+
+def _pcg(Z1, curv, C, pen, g, L, first):
+    """The Newton step ``H^-1 g`` of each layer by conjugate gradients preconditioned with ``L L'``, the factor of an
+    earlier Hessian (``first = (L L')^-1 g``, which the caller has), from zero, to a relative residual of
+    :data:`PCG_RTOL` in at most :data:`PCG_ITERATIONS` iterations.  Every iterate is a descent direction (``g' x >
+    0``).  Returns ``(x, converged, iterations)``."""
+    x, r, zr = torch.zeros_like(g), g.clone(), first
+    p, rz = zr.clone(), (g * first).sum(dim=1)
+    target = PCG_RTOL * g.norm(dim=1)
+    done = torch.zeros(g.shape[0], dtype=torch.bool, device=g.device)
+    for it in range(1, PCG_ITERATIONS + 1):
+        Hp = _hessian_times(Z1, curv, C, pen, p)
+        pHp = (p * Hp).sum(dim=1)
+        go = ~done & (pHp > 0)  # (pHp <= 0: the curvature underflowed along p; stop there)
+        alpha = torch.where(go, rz / torch.where(go, pHp, 1.0), 0.0)
+        x += alpha[:, None] * p
+        r -= alpha[:, None] * Hp
+        done |= ~(pHp > 0) | (r.norm(dim=1) <= target)
+        if bool(done.all()):
+            break
+        zr = _layerwise(_cholesky_solve, r.unsqueeze(2), L).squeeze(2)
+        rz_new = (r * zr).sum(dim=1)
+        beta = torch.where(done, 0.0, rz_new / torch.where(done, 1.0, rz))
+        rz = rz_new
+        p = zr + beta[:, None] * p
+    return x, r.norm(dim=1) <= target, it
+
+
 class _Factors:
     """Cholesky factors of the Hessians of some layers, with what a later certificate reads from them: ``z`` the
     training logits at each factor's iterate, ``usable`` (False where a factor was regularized, or not made yet)
@@ -386,7 +425,8 @@ def _newton(d: _Designs, y, C, theta, *, tol, max_iter, yv=None, min_newton=1, c
     status = torch.ones(count, dtype=torch.long, device=dev)
     active = torch.arange(count, device=dev)
     factored = torch.zeros(count, dtype=torch.bool, device=dev)  # a factor of this point's own
-    refused = torch.zeros(count, dtype=torch.bool, device=dev)  # an old factor's direction found no decrease
+    refused = torch.zeros(count, dtype=torch.bool, device=dev)  # the factor in hand failed a step: factor anew
+    steps_on_old = torch.zeros(count, dtype=torch.long, device=dev)  # CG steps on a factor made at an earlier iterate
     last = None if yv is None else prior if prior is not None else _Factors.empty(count, k, y.shape[0], yv.shape[0],
                                                                                    dev)
     stale = last if last is not None and bool(last.usable.any()) else None  # an earlier factor of the active layers
@@ -400,27 +440,31 @@ def _newton(d: _Designs, y, C, theta, *, tol, max_iter, yv=None, min_newton=1, c
         converged = gn <= tol
         cert = torch.zeros_like(converged)
         step0 = None
-        if stale is not None:  # the certificate on the earlier factor
-            grow = torch.exp(0.5 * torch.where(stale.usable, (z - stale.z).abs().amax(dim=1), float("inf")))
+        if stale is not None:  # the earlier factor's step, and the certificate on it
             step0 = _layerwise(_cholesky_solve, g.unsqueeze(2), stale.L).squeeze(2)
-            nu0 = torch.sqrt(torch.clamp((g * step0).sum(dim=1), min=0.0))
-            cert = _certified(d, active, th, grow * nu0, stale, grow, nit[active], min_newton, w_norm) & ~converged
+            if yv is not None:
+                grow = torch.exp(0.5 * torch.where(stale.usable, (z - stale.z).abs().amax(dim=1), float("inf")))
+                nu0 = torch.sqrt(torch.clamp((g * step0).sum(dim=1), min=0.0))
+                cert = _certified(d, active, th, grow * nu0, stale, grow, nit[active], min_newton, w_norm) & ~converged
         gnorm[active] = gn
         certified[active] = cert
         status[active] = torch.where(converged, 0, torch.where(cert, 6, 1))
         if bool((converged | cert).any()):  # finished without a new factorization
             keep = ~(converged | cert)
-            if stale is not None:
+            if last is not None and stale is not None:
                 last.put(active[~keep], stale.take(~keep))
             if not bool(keep.any()):
                 break
             active, Z1, th, Ca, z, curv, g, w_norm = (v[keep] for v in (active, Z1, th, Ca, z, curv, g, w_norm))
             if stale is not None:
                 stale, step0 = stale.take(keep), step0[keep]
-        reused = (step0 is not None and bool((nit[active] < QUASI_STEPS).all()) and bool(stale.usable.all())
-                  and not bool((factored | refused)[active].any()))
-        if reused:  # a step on an earlier point's factor, while this point has no factor of its own
-            factors, step = stale, step0
+        reused = (step0 is not None and bool((steps_on_old[active] < QUASI_STEPS).all()) and bool(stale.usable.all())
+                  and not bool(refused[active].any()))
+        if reused:  # a Newton step solved by CG preconditioned with the factor of an earlier iterate's Hessian
+            factors = stale
+            step, solved, its = _pcg(Z1, curv, Ca, pen, g, stale.L, step0)
+            if counts is not None:
+                counts["cg"] = counts.get("cg", 0) + its * len(active)
             nu = torch.sqrt(torch.clamp((g * step).sum(dim=1), min=0.0))
             cert = torch.zeros(len(active), dtype=torch.bool, device=dev)
         else:
@@ -436,6 +480,7 @@ def _newton(d: _Designs, y, C, theta, *, tol, max_iter, yv=None, min_newton=1, c
             if counts is not None:
                 counts["factorizations"] = counts.get("factorizations", 0) + len(active)
             factored[active] = True
+            refused[active] = False
             factors = _Factors(L, z, ~regularized)
             step = _layerwise(_cholesky_solve, g.unsqueeze(2), L).squeeze(2)
             nu = torch.sqrt(torch.clamp((g * step).sum(dim=1), min=0.0))
@@ -468,19 +513,20 @@ def _newton(d: _Designs, y, C, theta, *, tol, max_iter, yv=None, min_newton=1, c
             t = torch.where(ok, t, 0.5 * t)
         moving = active[go]
         theta[moving[ok]] = th[ok] - t[ok, None] * step[ok]
-        if reused:  # no decrease along an old factor's direction: this point forms its own Hessian next
-            refused[moving[~ok]] = True
+        if reused:  # no decrease along an old factor's direction, or CG did not converge on it: this point forms
+            # its own Hessian next
+            refused[moving[~(ok & solved[go])]] = True
             nit[moving[ok]] += 1
+            steps_on_old[moving] += 1
             active, stale = moving, factors.take(go)
             continue
         nit[moving] += 1
         status[moving[~ok]] = 2  # no decrease on a fresh factor: stop there (as the numpy solvers do), never loop on
         active = moving[ok]
-        if yv is not None:  # the factor just used bounds the next certificate
-            factors = factors.take(go)
-            if not bool(ok.all()):
-                last.put(moving[~ok], factors.take(~ok))
-            stale = factors.take(ok)
+        factors = factors.take(go)  # the factor just used: the next steps' preconditioner, the next certificate's bound
+        if last is not None and not bool(ok.all()):
+            last.put(moving[~ok], factors.take(~ok))
+        stale = factors.take(ok)
     if counts is not None:
         counts["reused"] = counts.get("reused", 0) + int((certified & ~factored).sum())
     return theta, nit, gnorm, certified, status, last
