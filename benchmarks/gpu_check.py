@@ -527,7 +527,9 @@ def _markdown(res):
         lines += [f"## The engine's kernels (n = {kr['n']}, m = {kr['m']}, k = {kr['k']}, {kr['layers']} layers)", "",
                   "| kernel | ms |", "| --- | --- |"]
         lines += [f"| {name} | {sec * 1e3:.2f} |" for name, sec in kr["seconds"].items()]
-        lines += ["", f"short path: {kr['short_path_s']:.2f} s, {kr['short_path_newton_steps']} Newton steps", ""]
+        lines += ["", f"short path: {kr['short_path_s']:.2f} s, {kr['short_path_newton_steps']} Newton steps, "
+                      f"{kr.get('short_path_factorizations')} factorizations, {kr.get('short_path_cg')} CG "
+                      "iterations", ""]
         if "profile" in kr:
             lines += ["```", kr["profile"], "```", ""]
     if res.get("engine"):
@@ -650,8 +652,10 @@ def check_engine_kernels(device, quick, shape):
     path = batched.batched_path(X[:, :n], y[:n], X[:, n:], y[n:], Cs, device=device)
     out["short_path_s"] = time.perf_counter() - t0
     out["short_path_newton_steps"] = int(path.nit.sum())
-    print(f"  short path: {out['short_path_s']:.2f} s, {out['short_path_newton_steps']} Newton steps "
-          f"({len(Cs)} grid points x {B} layers)", flush=True)
+    out["short_path_factorizations"], out["short_path_cg"] = int(path.n_factorizations), int(path.n_cg)
+    print(f"  short path: {out['short_path_s']:.2f} s, {out['short_path_newton_steps']} Newton steps, "
+          f"{path.n_factorizations} factorizations, {path.n_cg} CG iterations ({len(Cs)} grid points x {B} layers)",
+          flush=True)
     if cuda:
         from torch.profiler import ProfilerActivity, profile
         with profile(activities=[ProfilerActivity.CPU, ProfilerActivity.CUDA]) as prof:

@@ -170,7 +170,8 @@ def test_certifying_with_an_earlier_factor_changes_no_verdict_and_saves_factoriz
             pen = torch.ones(Z1.shape[2], dtype=torch.float64, device=th.device)
             pen[-1] = 0.0
             g = pen * th + C[:, None] * (Z1.transpose(1, 2) @ res.unsqueeze(2)).squeeze(2)
-            H = torch.diag_embed(pen.expand(len(layers), -1)) + C[:, None, None] * (Z1.transpose(1, 2) @ (Z1 * curv[..., None]))
+            H = torch.diag_embed(pen.expand(len(layers), -1)) + C[:, None, None] * (
+                Z1.transpose(1, 2) @ (Z1 * curv[..., None]))
             L = torch.linalg.cholesky(H)
             nu_exact = torch.sqrt((g * batched._cholesky_solve(g.unsqueeze(2), L).squeeze(2)).sum(dim=1))
             exact = real_certified(d, layers, th, nu_exact, batched._Factors(L, z, torch.ones_like(out)),

@@ -17,9 +17,10 @@ into ``(B, n, p)`` tensors and every step below is one batched tensor operation 
    with a column of ones) is formed and factored by Cholesky (batched over the layers; for large matrices on CUDA
    one layer at a time, :data:`LAYERWISE_FROM`); a step is a full step inside the self-concordance region
    (``R nu <= 0.1``, ``R`` the largest row norm of ``Z1``) and an exact line minimization along the direction
-   outside it, under an Armijo guard.  A grid point first takes up to :data:`QUASI_STEPS` steps on the previous
-   point's last factor (descent directions) and forms its own Hessian only when they do not bring it to a
-   certificate.
+   outside it, under an Armijo guard.  A step need not form its Hessian: up to :data:`QUASI_STEPS` steps per grid
+   point (and per refit) solve the Newton system by conjugate gradients preconditioned with the factor in hand,
+   an earlier iterate's or the previous grid point's (:func:`_pcg`); a step whose CG does not converge in
+   :data:`PCG_ITERATIONS` iterations, or finds no decrease, makes the next one form and factor its own Hessian.
 4. **Certification.**  With the Newton decrement ``nu`` a grid point is finished as soon as every validation
    logit's sign is certified: ``|z_v| > safety * 1.3 * nu * ||(z_v, 1)||_{H^-1}`` (the rule of
    :mod:`empirical.logistic._path`, with the ``H^-1`` norms computed from a factor); otherwise Newton runs on to
@@ -286,17 +287,21 @@ def _line_min(z, dz, theta, dtheta, y, C, iters=30):
     return t
 
 
-#: steps a grid point takes on the previous point's factor (:func:`_newton`) before it forms and factors its own
-#: Hessian.  Measured on the CPU (1 thread, synthetic layers, 100-point grid, 2 layers): at (1200, 400, 1536) 0 / 1 /
-#: 2 / 3 steps took 46.6 / 35.2 / 25.1 / 23.8 s with 203 / 111 / 71 / 57 factorizations; at (600, 200, 1024) the
-#: optimum was 3, at (1200, 400, 300) 2.  A factorization costs relatively less on a GPU (about 5 such steps on an
-#: H100 at order 3601, docs/gpu.md, against 25 on this CPU), hence 2.
+#: Newton steps a grid point (or a refit) takes on a factor made at an earlier iterate (:func:`_newton`, solved by
+#: :func:`_pcg`) before it forms and factors its own Hessian.  Measured on the CPU with PCG steps (1 thread, one
+#: synthetic layer at (1200, 400, 1536), 100-point grid): 2 and 3 gave the same counts (6 factorizations, 120 Newton
+#: steps, 455 CG iterations), 3.8 against 4.0 s.  (Before the steps were solved by CG, each was one solve with the
+#: old factor: then 0 / 1 / 2 / 3 steps took 46.6 / 35.2 / 25.1 / 23.8 s on two such layers, with 203 / 111 / 71 /
+#: 57 factorizations.)
 QUASI_STEPS = 2
 
 
 #: conjugate-gradient iterations of a step on an earlier factor (:func:`_pcg`), and their relative residual: a step
-#: that needs more makes the point form its own Hessian.  A factorization costs about 9 iterations on an H100 at
-#: order 3601 (docs/gpu.md) and about 200 on this CPU.
+#: that needs more makes the point form its own Hessian.  Forming and factoring a Hessian costs about 9 iterations
+#: (one-column solve, two products) on an H100 at order 3601 (docs/gpu.md, kernels measured one by one) and about
+#: 200 on this CPU.  Measured on this CPU at (3600, 1200, 4096), one layer: 5 iterations gave 8 factorizations, 138
+#: Newton steps and 537 iterations (74 s); 10 gave 5, 173 and 1091 (74 s): the same time here, so the count that
+#: costs less where a factorization is cheap.  The relative residual is the numpy path's (``pcg_rtol``).
 PCG_ITERATIONS, PCG_RTOL = 5, 1e-3
 
 
@@ -403,9 +408,11 @@ def _newton(d: _Designs, y, C, theta, *, tol, max_iter, yv=None, min_newton=1, c
     ``H0``.  Where that bound certifies, the exact ones would too (same iterate, same verdict), and the Hessian is
     neither formed nor factored again; elsewhere it is.  ``H0`` is the previous iterate's, or, given ``prior``
     (a :class:`_Factors` store of each layer's last factor at an earlier grid point, :func:`batched_path`), that
-    one: up to :data:`QUASI_STEPS` steps are then taken with it (descent directions, under the same Armijo guard;
-    one that finds no decrease makes the point form its own Hessian), and a point that they bring to a certificate
-    needs no factorization at all.
+    one.  Up to :data:`QUASI_STEPS` steps (per call) solve the Newton system by CG preconditioned with ``H0``'s
+    factor (:func:`_pcg`: descent directions, under the same Armijo guard; a step whose CG does not converge, or
+    that finds no decrease, makes the next step form its own Hessian), and a point that they bring to a certificate
+    needs no factorization at all.  Without ``yv`` (the refit) the same steps run on the last factor, with no
+    certificate.
 
     Returns (theta, nit, grad_norm, certified, status, last) with the statuses of
     :data:`empirical.common.failures.STATUS_MESSAGES`: 0 converged, 6 certified, 1 iteration limit, 2 the
@@ -589,10 +596,10 @@ def batched_path(X, y, Xv, yv, Cs, *, device="cpu", tol=1e-10, max_iter=100, ord
         {-1, +1} and ``Cs`` a valid grid, and ``X`` and ``Xv`` may be float64 tensors already on the device
         (:func:`stack_on_device`), used in place.
     reuse_factors : bool, default=True
-        Start each grid point on the previous point's last factor: up to :data:`QUASI_STEPS` steps on it, each
-        followed by the certificate's rigorous bound (:func:`_newton`), before a Hessian of its own is formed and
-        factored.  The verdicts and accuracies are those of the exact test; the iterates differ within the
-        certificate.  False: at least one factorization per grid point.
+        Start each grid point on the previous point's last factor: up to :data:`QUASI_STEPS` Newton steps solved by
+        CG preconditioned with it, each followed by the certificate's rigorous bound (:func:`_newton`), before a
+        Hessian of its own is formed and factored.  The verdicts and accuracies are those of the exact test; the
+        iterates differ within the certificate.  False: at least one factorization per grid point.
 
     Returns
     -------
@@ -603,7 +610,8 @@ def batched_path(X, y, Xv, yv, Cs, *, device="cpu", tol=1e-10, max_iter=100, ord
         some point's line search found no decrease, 1 some point reached ``max_iter``; the codes of
         :data:`empirical.common.failures.STATUS_MESSAGES`), ``message``, ``n_factorizations`` (Hessians formed and
         factored, summed over the layers), ``n_reused`` ((layer, grid point) pairs certified on an earlier point's
-        factor, with none of their own), ``seconds`` (wall-clock seconds by phase, :class:`PhaseClock`:
+        factor, with none of their own), ``n_cg`` (conjugate-gradient iterations of the steps on earlier factors,
+        times the layers of their batch), ``seconds`` (wall-clock seconds by phase, :class:`PhaseClock`:
         ``"transfer"`` of the rows to the device, ``"reduction"`` (the QR), ``"path"`` (the grid)).
 
     Examples
@@ -646,7 +654,7 @@ def batched_path(X, y, Xv, yv, Cs, *, device="cpu", tol=1e-10, max_iter=100, ord
     line_failed = np.zeros((B, K), dtype=bool)
     coef, intercept = np.empty((B, K, Xt.shape[2])), np.empty((B, K))
     hist_t, hist = [], []
-    counts = {"factorizations": 0, "reused": 0}
+    counts = {"factorizations": 0, "reused": 0, "cg": 0}
     theta = torch.zeros(B, k, dtype=DTYPE, device=dev)
     last = None  # each layer's last factor, the next grid point's first (:func:`_newton`)
     for j, idx in enumerate(order_idx):
@@ -680,7 +688,7 @@ def batched_path(X, y, Xv, yv, Cs, *, device="cpu", tol=1e-10, max_iter=100, ord
                   if status == 2 else ""))
     return OptimizeResult(val_accuracy=acc, certified=cert, grad_norm=gnorm, nit=nits, coef=coef,
                           intercept=intercept, success=bool(done.all()), status=status, message=message,
-                          n_factorizations=counts["factorizations"], n_reused=counts["reused"],
+                          n_factorizations=counts["factorizations"], n_reused=counts["reused"], n_cg=counts["cg"],
                           seconds=clock.seconds)
 
 
