@@ -115,10 +115,7 @@ def test_factoring_one_layer_at_a_time_gives_the_batched_results(monkeypatch, en
     (path, refit), (path1, refit1) = runs
     np.testing.assert_array_equal(path1.val_accuracy, path.val_accuracy)
     np.testing.assert_array_equal(path1.certified, path.certified)
-    # the path's iterates are certified, not converged: a step on an earlier factor is a Newton step solved by CG to
-    # a relative residual of PCG_RTOL (1e-3), so a rounding-level difference at a CG stopping test moves an iterate
-    # by up to ~1e-3 of a step (measured here: 1.6e-9 of the largest coefficient); the refit is converged to tol
-    np.testing.assert_allclose(path1.coef, path.coef, rtol=0, atol=1e-6 * np.abs(path.coef).max())
+    np.testing.assert_allclose(path1.coef, path.coef, rtol=0, atol=1e-9 * np.abs(path.coef).max())
     np.testing.assert_allclose(refit1.coef, refit.coef, rtol=0, atol=1e-9 * np.abs(refit.coef).max())
 
 
@@ -148,7 +145,8 @@ def test_certifying_with_an_earlier_factor_changes_no_verdict_and_saves_factoriz
     by at most exp(|dz|), C only grows), so (1) wherever that bound certifies an iterate, the exact certificate (the
     Hessian of that very iterate, formed and factored) certifies it too, and (2) starting each point on the previous
     point's factor (reuse_factors) changes the iterates within the certificate but no validation accuracy, with
-    fewer factorizations."""
+    fewer factorizations, and (3) refusing the bound (only a fresh factor certifies; points otherwise converge to
+    tol) gives the same accuracies with more Newton steps."""
     import empirical.logistic.batched as batched
 
     X, y, Xv, yv = _layers((80, 30, 120), seed=8, B=2)
@@ -189,6 +187,21 @@ def test_certifying_with_an_earlier_factor_changes_no_verdict_and_saves_factoriz
     assert fast.success and within.success and within.n_reused == 0 < fast.n_reused
     np.testing.assert_array_equal(fast.val_accuracy, within.val_accuracy)
     assert fast.n_factorizations < within.n_factorizations
+
+    def never_with_an_old_factor(d, layers, th, nu, factors, grow, *args):
+        if not bool((grow == 1).all()):  # the bound from an earlier factor refused: only fresh factors certify
+            return torch.zeros(len(layers), dtype=torch.bool, device=th.device)
+        return real_certified(d, layers, th, nu, factors, grow, *args)
+
+    monkeypatch.setattr(batched, "_certified", never_with_an_old_factor)
+    fresh = batched_path(X, y, Xv, yv, CS, device=engine_device, reuse_factors=False)
+    # (its points stop only where a fresh factor certifies them, or converged to tol): the same accuracies
+    assert fresh.success
+    np.testing.assert_array_equal(within.val_accuracy, fresh.val_accuracy)
+    # the bound stops points sooner: fewer Newton steps (with CG steps on a point's own factor after its first
+    # step, a point factors once either way here)
+    assert within.certified.sum() > len(CS) and within.nit.sum() < fresh.nit.sum()
+    assert within.n_factorizations <= fresh.n_factorizations
     for b in range(2):  # the reused points' signs are the exact minimizer's
         np.testing.assert_array_equal(fast.val_accuracy[b], logistic_path(X[b], y, Xv[b], yv, CS).val_accuracy)
 

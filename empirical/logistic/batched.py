@@ -447,12 +447,11 @@ def _newton(d: _Designs, y, C, theta, *, tol, max_iter, yv=None, min_newton=1, c
         converged = gn <= tol
         cert = torch.zeros_like(converged)
         step0 = None
-        if stale is not None:  # the earlier factor's step, and the certificate on it
+        if stale is not None and yv is not None:  # the certificate on the earlier factor
             step0 = _layerwise(_cholesky_solve, g.unsqueeze(2), stale.L).squeeze(2)
-            if yv is not None:
-                grow = torch.exp(0.5 * torch.where(stale.usable, (z - stale.z).abs().amax(dim=1), float("inf")))
-                nu0 = torch.sqrt(torch.clamp((g * step0).sum(dim=1), min=0.0))
-                cert = _certified(d, active, th, grow * nu0, stale, grow, nit[active], min_newton, w_norm) & ~converged
+            grow = torch.exp(0.5 * torch.where(stale.usable, (z - stale.z).abs().amax(dim=1), float("inf")))
+            nu0 = torch.sqrt(torch.clamp((g * step0).sum(dim=1), min=0.0))
+            cert = _certified(d, active, th, grow * nu0, stale, grow, nit[active], min_newton, w_norm) & ~converged
         gnorm[active] = gn
         certified[active] = cert
         status[active] = torch.where(converged, 0, torch.where(cert, 6, 1))
@@ -464,9 +463,11 @@ def _newton(d: _Designs, y, C, theta, *, tol, max_iter, yv=None, min_newton=1, c
                 break
             active, Z1, th, Ca, z, curv, g, w_norm = (v[keep] for v in (active, Z1, th, Ca, z, curv, g, w_norm))
             if stale is not None:
-                stale, step0 = stale.take(keep), step0[keep]
-        reused = (step0 is not None and bool((steps_on_old[active] < QUASI_STEPS).all()) and bool(stale.usable.all())
+                stale, step0 = stale.take(keep), None if step0 is None else step0[keep]
+        reused = (stale is not None and bool((steps_on_old[active] < QUASI_STEPS).all()) and bool(stale.usable.all())
                   and not bool(refused[active].any()))
+        if reused and step0 is None:  # (the refit: no certificate computed it)
+            step0 = _layerwise(_cholesky_solve, g.unsqueeze(2), stale.L).squeeze(2)
         if reused:  # a Newton step solved by CG preconditioned with the factor of an earlier iterate's Hessian
             factors = stale
             step, solved, its = _pcg(Z1, curv, Ca, pen, g, stale.L, step0)
