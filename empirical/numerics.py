@@ -169,3 +169,26 @@ def standardize_stats(X) -> tuple[np.ndarray, np.ndarray]:
         scale = scaled.std(axis=0) * column_scale
     scale = np.where(scale > 0, scale, 1.0)
     return mean, scale
+
+
+def standardize(X, mean, scale) -> np.ndarray:
+    """``(X - mean) / scale`` as one new array: the difference is divided in place, so no second
+    temporary of ``X``'s size is made (the bits are those of ``(X - mean) / scale``).  Not API (not in
+    ``__all__``): the callers' rows are validated at their boundary.
+
+    Parameters
+    ----------
+    X : ndarray (n, p)
+        Rows (validated by the caller).
+    mean, scale : ndarray (p,)
+        As returned by :func:`standardize_stats`.
+
+    Examples
+    --------
+    >>> X = np.array([[1.0, 5.0], [3.0, 5.0]])
+    >>> standardize(X, *standardize_stats(X)).tolist()
+    [[-1.0, 0.0], [1.0, 0.0]]
+    """
+    out = np.subtract(X, mean, dtype=np.result_type(X, mean, scale))
+    out /= scale
+    return out

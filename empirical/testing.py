@@ -13,7 +13,7 @@ from __future__ import annotations
 import numpy as np
 
 from .logistic import fit_l2_logistic
-from .numerics import standardize_stats
+from .numerics import standardize, standardize_stats
 
 ARCHS = ("llama", "qwen2", "gpt2", "gemma")
 
@@ -115,7 +115,7 @@ def gcs_per_probe_reference(X, y, n_probes, C=1.0, random_state=0):
     pos, neg = np.flatnonzero(y_signed > 0), np.flatnonzero(y_signed < 0)
     half = min(2000, 2 * int(0.8 * min(len(pos), len(neg)))) // 2
     mu, s = standardize_stats(X)
-    Xs = (X - mu) / s
+    Xs = standardize(X, mu, s)
     rng = np.random.default_rng(random_state)
     W, B = np.empty((n_probes, X.shape[1])), np.empty(n_probes)
     for k in range(n_probes):

@@ -59,7 +59,7 @@ from empirical.common.checks import MAX_SEED, check_int
 from empirical.common.resources import check_n_jobs
 from empirical.llm import datasets  # noqa: E402
 from empirical.logistic import logistic_path  # noqa: E402
-from empirical.numerics import standardize_stats, stratified_split
+from empirical.numerics import standardize, standardize_stats, stratified_split
 from empirical.probes.layers import grouped_split  # noqa: E402
 from empirical.probes.learning_curves import (  # noqa: E402
     PLAN_CS,
@@ -183,8 +183,8 @@ def _path_accuracy(H, y, train, test, Cs):
     mu, s = standardize_stats(H[train])
     order = np.argsort(Cs)
     acc = np.empty(len(Cs))
-    acc[order] = logistic_path((H[train] - mu) / s, y[train], (H[test] - mu) / s, y[test], Cs[order],
-                               certify=False).val_accuracy
+    acc[order] = logistic_path(standardize(H[train], mu, s), y[train], standardize(H[test], mu, s), y[test],
+                               Cs[order], certify=False).val_accuracy
     return acc
 
 

@@ -15,7 +15,7 @@ from functools import cached_property
 
 import numpy as np
 from scipy import linalg
-from scipy.linalg import lapack
+from scipy.linalg import blas, lapack
 
 from ..common.arrays import check_matrix
 from ..common.deprecation import warn_deprecated
@@ -118,26 +118,24 @@ def _gram_factor(K, centred):
 
         Kv = K @ v
         u = beta * Kv - 0.5 * beta * beta * (v @ Kv) * v
-        QKQ = K - np.outer(v, u)
-        QKQ -= np.outer(u, v)  # Q K Q = K - v u' - u v'
-        try:
-            L = linalg.cholesky(QKQ[1:, 1:], lower=True, check_finite=False)
-            if ok(L):
-                def coef_map(a):
-                    u = np.zeros((n,) + a.shape[1:])
-                    u[1:] = linalg.solve_triangular(L, a, trans="T", lower=True, check_finite=False)
-                    return Qmul(u)
+        # Q K Q = K - v u' - u v': the rank-2 update of the trailing block's lower triangle in place (syr2; forming
+        # the whole Q K Q took three passes and as many n x n temporaries, 0.42 s against 0.04 s at n = 3600)
+        QKQ = blas.dsyr2(-1.0, v[1:], u[1:], a=np.asfortranarray(K[1:, 1:]), lower=1, overwrite_a=1)
+        L, info = lapack.dpotrf(QKQ, lower=1, clean=1, overwrite_a=1)
+        if info == 0 and ok(L):  # else: not positive definite to working precision (pivoted fallback below)
+            def coef_map(a):
+                u = np.zeros((n,) + a.shape[1:])
+                u[1:] = linalg.solve_triangular(L, a, trans="T", lower=True, check_finite=False)
+                return Qmul(u)
 
-                def val_map(KvT):
-                    return linalg.solve_triangular(L, Qmul(KvT)[1:], lower=True, check_finite=False).T
+            def val_map(KvT):
+                return linalg.solve_triangular(L, Qmul(KvT)[1:], lower=True, check_finite=False).T
 
-                def project(t):  # least-squares a with Z a = t
-                    return linalg.solve_triangular(L, Qmul(t)[1:], lower=True, check_finite=False)
+            def project(t):  # least-squares a with Z a = t
+                return linalg.solve_triangular(L, Qmul(t)[1:], lower=True, check_finite=False)
 
-                tri = TriangularFactor(np.asfortranarray(L), v, beta, 1)
-                return None, coef_map, val_map, project, tri
-        except linalg.LinAlgError:
-            pass
+            tri = TriangularFactor(np.asfortranarray(L), v, beta, 1)
+            return None, coef_map, val_map, project, tri
     else:
         try:
             L = linalg.cholesky(K, lower=True, check_finite=False)
@@ -212,7 +210,7 @@ def reduce_design(X, Xv=None, *, K=None, KvT=None, check_input=True) -> ReducedD
         return ReducedDesign(X, Xv, back=lambda a: a)
     if K is None:
         K = X @ X.T
-    centred = bool(np.abs(X.sum(axis=0)).max() <= 1e-8 * max(1.0, np.abs(X).max()) * n)
+    centred = bool(np.abs(X.sum(axis=0)).max() <= 1e-8 * max(1.0, X.max(), -X.min()) * n)  # no |X| copy
     Z, coef_map, val_map, project, tri = _gram_factor(K, centred)
     if Xv.shape[0]:
         if KvT is None:

@@ -27,7 +27,7 @@ from empirical.common.checks import check_positive_array
 
 from ..common.arrays import C_MAX, C_MIN, TOL_MAX, check_grid
 from ..logistic import fit_l2_logistic_rows
-from ..numerics import PAPER_SPLIT_SEED, standardize_stats, stratified_split, unit_vector
+from ..numerics import PAPER_SPLIT_SEED, standardize, standardize_stats, stratified_split, unit_vector
 from .base import ConceptProbe, LinearConceptProbe, orient_to_positive_class
 from .raptor import DEFAULT_CS
 
@@ -173,7 +173,7 @@ class LogRegCVProbe(LinearConceptProbe):
                           f"{len(X) + len(Xv)} rows) exceeds LOGREGCV_WORK_BUDGET = {LOGREGCV_WORK_BUDGET:.0e}; "
                           "pass fewer Cs, a smaller max_iter or fewer features", UserWarning, stacklevel=2)
         mu, s = standardize_stats(X)
-        Xa = (np.vstack([X, Xv]) - mu) / s
+        Xa = standardize(np.vstack([X, Xv]), mu, s)
         ya = np.concatenate([y_signed, yv_signed])
         fold = np.r_[np.full(len(X), -1), np.zeros(len(Xv), dtype=int)]
         clf = LogisticRegressionCV(Cs=list(Cs), cv=PredefinedSplit(fold), scoring="accuracy", refit=True,
@@ -259,7 +259,7 @@ class GCSProbe(LinearConceptProbe):
             raise ValueError(f"n_samples must be in [2, {2 * m}] (class-balanced, without replacement), "
                              f"got {self.n_samples!r}")
         mu, s = standardize_stats(X)
-        Xs = (X - mu) / s
+        Xs = standardize(X, mu, s)
         rng = np.random.default_rng(self.random_state)
         W = np.empty((int(self.n_probes), X.shape[1]))
         B = np.empty(int(self.n_probes))
@@ -355,8 +355,8 @@ class XRFMProbe(ConceptProbe):
         if len(Xv) == 0 or np.unique(yv_signed).size < 2:
             raise ValueError("XRFMProbe needs a validation split containing both classes (AUC selection)")
         mu, s = standardize_stats(X)
-        tX = torch.as_tensor((X - mu) / s, dtype=torch.float32)
-        tXv = torch.as_tensor((Xv - mu) / s, dtype=torch.float32)
+        tX = torch.as_tensor(standardize(X, mu, s), dtype=torch.float32)
+        tXv = torch.as_tensor(standardize(Xv, mu, s), dtype=torch.float32)
         ty = torch.as_tensor((y_signed > 0).astype(np.float32)[:, None])
         tyv = torch.as_tensor((yv_signed > 0).astype(np.float32)[:, None])
         best = None
@@ -398,7 +398,7 @@ class XRFMProbe(ConceptProbe):
         import torch  # optional heavy dependency
 
         X = self._validate_X(X)
-        t = torch.as_tensor((X - self.scaler_mean_) / self.scaler_scale_, dtype=torch.float32)
+        t = torch.as_tensor(standardize(X, self.scaler_mean_, self.scaler_scale_), dtype=torch.float32)
         return self.model_.predict_proba(t).detach().cpu().double().numpy()
 
     def decision_function(self, X) -> np.ndarray:

@@ -68,7 +68,7 @@ from empirical.common.checks import check_int, check_scalar
 
 from ..common.arrays import check_binary_labels, check_grid, check_matrix, check_min_per_class
 from ..logistic import logistic_path
-from ..numerics import standardize_stats
+from ..numerics import standardize, standardize_stats
 from .real_embedding import cross_validated_path, kappa_from_accuracy
 from .spectral_prediction import CV_LAMBDAS, KAPPA_BOUNDS, PoolModel, estimate_pool_models, spectrum_from, theory_path
 from .structure import fit_power_law, stratified_subsample
@@ -729,8 +729,8 @@ def _subsample_paths(H, y_signed, sizes, repeats, Cs, rng):
             sub = stratified_subsample(y_signed, m, rng)
             rest = np.setdiff1d(np.arange(N), sub)
             mu, s = standardize_stats(H[sub])
-            path = logistic_path((H[sub] - mu) / s, y_signed[sub], (H[rest] - mu) / s, y_signed[rest], Cs[order],
-                                 certify=False)
+            path = logistic_path(standardize(H[sub], mu, s), y_signed[sub], standardize(H[rest], mu, s),
+                                 y_signed[rest], Cs[order], certify=False)
             out[i, r, order] = path.val_accuracy
     return out
 

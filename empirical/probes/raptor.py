@@ -29,7 +29,7 @@ from sklearn.utils.validation import check_is_fitted
 from ..common.arrays import TOL_MAX, check_grid, check_min_per_class
 from ..common.failures import STATUS_MESSAGES
 from ..logistic import fit_l2_logistic, logistic_path, reduce_design, refit
-from ..numerics import PAPER_SPLIT_SEED, standardize_stats, stratified_split
+from ..numerics import PAPER_SPLIT_SEED, standardize, standardize_stats, stratified_split
 from .base import LinearConceptProbe, orient_to_positive_class
 
 __all__ = ["RaptorProbe", "DEFAULT_CS", "select_C", "fit_on_engine"]
@@ -257,7 +257,8 @@ class RaptorProbe(LinearConceptProbe):
             check_min_per_class(yv_signed, "validation (X_val, y_val)", minimum=1)
         mu, s = standardize_stats(Xtr)
         self.fallback_ = Xv.shape[0] == 0
-        return dict(Xtr=Xtr, ytr=ytr, Xs=(Xtr - mu) / s, Xvs=(Xv - mu) / s, yv_signed=yv_signed, mu=mu, s=s, Cs=Cs)
+        return dict(Xtr=Xtr, ytr=ytr, Xs=standardize(Xtr, mu, s), Xvs=standardize(Xv, mu, s), yv_signed=yv_signed,
+                    mu=mu, s=s, Cs=Cs)
 
     def _solve(self, prepared) -> None:
         """The numpy solvers: the paper's fallback (no validation rows), the paper's loop, or the exact path; each

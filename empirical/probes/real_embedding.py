@@ -31,7 +31,7 @@ from empirical.common.checks import check_int, check_positive_array, check_scala
 from ..common.arrays import as_real_array, check_binary_labels, check_matrix
 from ..common.checks import check_random_state
 from ..logistic import fit_l2_logistic
-from ..numerics import standardize_stats
+from ..numerics import standardize, standardize_stats
 
 __all__ = ["theory_lambda", "cross_validated_path", "estimate_kappa", "kappa_from_accuracy", "participation_ratio",
            "real_embedding_stability", "RealStabilityResult"]
@@ -109,7 +109,7 @@ def cross_validated_path(X, y, lambdas, folds=5, random_state=0, *, per_row=Fals
     sizes = []
     for tr, te in StratifiedKFold(folds, shuffle=True, random_state=random_state).split(X, y):
         mu, sd = standardize_stats(X[tr])
-        Xtr, Xte = (X[tr] - mu) / sd, (X[te] - mu) / sd
+        Xtr, Xte = standardize(X[tr], mu, sd), standardize(X[te], mu, sd)
         sizes.append(len(tr))
         w, b = None, 0.0
         for k in np.argsort(-lambdas):  # strong to weak ridge, warm-started
@@ -147,7 +147,7 @@ def participation_ratio(X) -> float:
     """
     X = check_matrix(X, "X")
     mu, sd = standardize_stats(X)
-    Z = (X - mu) / sd
+    Z = standardize(X, mu, sd)
     n = Z.shape[0]
     G = (Z @ Z.T) / n if n < Z.shape[1] else (Z.T @ Z) / n
     return float(np.trace(G) ** 2 / np.sum(G * G))

@@ -29,7 +29,7 @@ from empirical.common.failures import STATUS_MESSAGES
 
 from ..common.arrays import check_binary_labels, check_grid, check_matrix, check_signed_labels
 from ..common.checks import check_random_state
-from ..numerics import standardize_stats
+from ..numerics import standardize, standardize_stats
 
 __all__ = ["separability", "separability_lp", "shuffled_label_control", "perceptron", "SeparabilityResult"]
 
@@ -171,7 +171,7 @@ def separability(X, y, Cs=(1e4, 1e6, 1e8), perceptron_epochs: int = 2000, svm_ma
     perceptron_epochs = check_int(perceptron_epochs, "perceptron_epochs")
     svm_max_iter = check_int(svm_max_iter, "svm_max_iter")
     mu, s = standardize_stats(X)
-    Xs = (X - mu) / s
+    Xs = standardize(X, mu, s)
     svm_rows = []
     for C in Cs:
         with warnings.catch_warnings(record=True) as caught:
@@ -236,7 +236,7 @@ def separability_lp(X, y, tol: float = 1e-7) -> OptimizeResult:
     if not 0.0 < tol <= 1e-2:
         raise ValueError(f"tol must be in (0, 0.01], got {tol!r}")
     mu, sd = standardize_stats(X)
-    Xs = (X - mu) / sd
+    Xs = standardize(X, mu, sd)
     n, p = Xs.shape
     margins = y_signed[:, None] * np.c_[Xs, np.ones(n)]
     A = sparse.hstack([sparse.csr_matrix(-margins), -sparse.eye(n, format="csr")], format="csr")

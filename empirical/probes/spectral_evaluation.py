@@ -30,7 +30,7 @@ from empirical.common.checks import check_int, check_real_array
 from ..common.arrays import check_binary_labels, check_grid, check_matrix
 from ..common.checks import MAX_SEED
 from ..logistic import fit_l2_logistic, logistic_path
-from ..numerics import standardize_stats
+from ..numerics import standardize, standardize_stats
 from .layers import paper_split
 from .raptor import DEFAULT_CS, RaptorProbe, select_C
 from .real_embedding import cross_validated_path, estimate_kappa
@@ -57,7 +57,7 @@ STABILITY_PROTOCOLS = {"subsample": "subsample", "subsample_refit": "subsample_r
 
 def _std(Htr, *others):
     mu, s = standardize_stats(Htr)
-    return ((Htr - mu) / s, *[(H - mu) / s for H in others], s)
+    return (standardize(Htr, mu, s), *[standardize(H, mu, s) for H in others], s)
 
 
 def _fit_accuracy(Htr, ytr, Hte, yte, C):
@@ -73,7 +73,7 @@ def _train_only_stability(H, y, C, K, rng, drop, val_fraction):
     for _ in range(K):
         tr, _ = ablation_split(y, rng, drop=drop, val_fraction=val_fraction)
         mu, s = standardize_stats(H[tr])
-        vectors.append(fit_l2_logistic((H[tr] - mu) / s, y[tr], C, fit_intercept=True).coef / s)
+        vectors.append(fit_l2_logistic(standardize(H[tr], mu, s), y[tr], C, fit_intercept=True).coef / s)
     return mean_abs_pairwise_cosine(np.array(vectors))
 
 

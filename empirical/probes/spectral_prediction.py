@@ -60,7 +60,7 @@ from empirical.common.checks import check_choice, check_int, check_scalar, check
 from ..common.arrays import check_binary_labels, check_grid, check_matrix, check_min_per_class
 from ..common.checks import MAX_SEED
 from ..logistic import fit_l2_logistic
-from ..numerics import standardize_stats
+from ..numerics import standardize, standardize_stats
 from .real_embedding import cross_validated_path
 
 __all__ = ["PoolModel", "estimate_pool_model", "estimate_pool_models", "predict_path", "predict_lambda_star",
@@ -250,7 +250,7 @@ def estimate_pool_models(H_pool, y_pool, *, teachers=TEACHERS, covariance="sampl
     U = _check_unlabeled(H_unlabeled, p)
     H_all = np.vstack([H, U]) if U.shape[0] else H
     mu, s = standardize_stats(H_all)
-    Z_all = (H_all - mu) / s
+    Z_all = standardize(H_all, mu, s)
     Z = Z_all[:N]
     cov = (LedoitWolf(assume_centered=True).fit(Z_all).covariance_ if covariance == "ledoit_wolf"
            else Z_all.T @ Z_all / Z_all.shape[0])
