@@ -77,6 +77,77 @@ def test_refit_matches_tight_reference(p):
     assert abs(r.intercept - ref.intercept) <= 1e-6 * max(1, abs(ref.intercept))
 
 
+@pytest.mark.parametrize("p", [70, 300])  # n < p < n + m; n + m <= p (the stacked triangular design)
+@pytest.mark.parametrize("C", [1e-3, 0.5, 50.0])
+def test_refit_solves_without_a_factor_where_the_ridge_term_preconditions_and_with_one_where_not(p, C):
+    """The refit's Newton systems go to CG preconditioned by the ridge term alone (REFIT_MATRIX_FREE_CG iterations at
+    most) before a factorization: same solution either way, and no factorization at small C."""
+    X, y, Xv, yv = hidden_states(60, 25, p, 2.0, seed=p)
+    d = reduce_design(X, Xv)
+    path = logistic_path(X, y, Xv, yv, [C], design=d)
+    r = refit(X, y, Xv, yv, C, d, path.coef_reduced[0], path.intercept[0])
+    ref = fit_l2_logistic(np.vstack([X, Xv]), np.r_[y, yv], C, fit_intercept=True, method="direct")
+    assert r.success and r.grad_norm <= 1e-10
+    assert np.linalg.norm(r.coef - ref.coef) <= 1e-6 * np.linalg.norm(ref.coef)
+    assert abs(r.intercept - ref.intercept) <= 1e-6 * max(1, abs(ref.intercept))
+    if C == 1e-3:
+        assert r.n_factorizations == 0 and r.n_cg > 0
+    if C == 50.0:  # nearly separable at large C: the ridge term alone is no preconditioner
+        assert r.n_factorizations >= 1
+
+
+def test_the_path_factors_nothing_while_the_ridge_term_preconditions():
+    """At small C the path's Newton systems are preconditioned by the ridge term (no factorization), and its
+    accuracies are still the exact minimizers'."""
+    X, y, Xv, yv = hidden_states(80, 30, 150, 1.0, seed=7)
+    Cs = np.logspace(-4, -3, 8)
+    res = logistic_path(X, y, Xv, yv, Cs)
+    ref_acc, _ = tight_path(X, y, Xv, yv, Cs)
+    np.testing.assert_array_equal(res.val_accuracy, ref_acc)
+    assert res.success and res.certified.all()
+    assert res.n_factorizations == 0
+    wide = logistic_path(X, y, Xv, yv, np.logspace(-4, 2, 12))  # beyond: it factors when CG needs it
+    assert wide.n_factorizations >= 1
+    np.testing.assert_array_equal(wide.val_accuracy, tight_path(X, y, Xv, yv, np.logspace(-4, 2, 12))[0])
+
+
+@settings(max_examples=25)
+@given(n=st.integers(3, 30), extra=st.integers(1, 20), seed=st.integers(0, 1000), logC=st.floats(-4, 1),
+       spread=st.floats(0.0, 30.0))
+def test_the_ridge_preconditioner_bounds_the_hessians_inverse_from_above(n, extra, seed, logC, spread):
+    """P = [[I, h], [h', C sum d]] <= H, so the certificate's norms in P's metric bound those in H's: g'P^-1 g >=
+    g'H^-1 g for every g, and _val_norm (in P's terms) bounds ||(z_v, 1)||_{H^-1}."""
+    from empirical.logistic._pcg import PathContext, _RidgePrec, _val_norm
+
+    rng = np.random.default_rng(seed)
+    X = rng.standard_normal((n, n + extra))
+    X -= X.mean(0)
+    Xv = rng.standard_normal((4, n + extra))
+    design = reduce_design(X, Xv)
+    ctx = PathContext.from_design(design)
+    Z, C = design.Z, 10.0 ** logC
+    d = 0.25 / (1.0 + spread * rng.uniform(0, 1, n))  # weights of a fit: in (0, 1/4]
+    prec = ctx.prec = _RidgePrec(ctx, d, C, True)
+    if not prec.usable:
+        assert not prec.s > 1e-4 * C * d.sum()
+        return
+    r = Z.shape[1]
+    H = np.zeros((r + 1, r + 1))
+    H[:r, :r] = np.eye(r) + C * Z.T @ (d[:, None] * Z)
+    H[:r, r] = H[r, :r] = C * Z.T @ d
+    H[r, r] = C * d.sum()
+    P = H.copy()
+    P[:r, :r] = np.eye(r)
+    for _ in range(5):
+        g = rng.standard_normal(r + 1)
+        pw, pb = prec.solve(g[:r], g[r])
+        np.testing.assert_allclose(np.r_[pw, pb], np.linalg.solve(P, g), rtol=1e-8, atol=1e-10)
+        assert g @ np.r_[pw, pb] >= g @ np.linalg.solve(H, g) * (1 - 1e-9)
+    zv1 = np.hstack([design.Zv, np.ones((4, 1))])
+    exact = np.sqrt(np.einsum("ij,ji->i", zv1, np.linalg.solve(H, zv1.T)))
+    assert np.all(_val_norm(ctx, C, True) >= exact * (1 - 1e-9))
+
+
 def test_a_reduced_design_keeps_no_gram_matrix_and_its_deprecated_names_still_answer():
     """The design held for a whole fit stores no n x n Gram matrix (104 MB at n = 3600); ``K``/``KvT`` (deprecated,
     removed in 0.3) are computed on access, and ``reduce_design(K=, KvT=)`` still works, with a warning."""
