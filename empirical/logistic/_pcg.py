@@ -139,7 +139,6 @@ class _RidgePrec(_Precond):
     def __init__(self, ctx, d, C, fit_intercept):
         self.C = C
         self.fit_intercept = fit_intercept
-        self.lower = False
         self.exact = False
         self.singular = False
         self.usable = True
