@@ -111,41 +111,83 @@ def test_the_path_factors_nothing_while_the_ridge_term_preconditions():
     np.testing.assert_array_equal(wide.val_accuracy, tight_path(X, y, Xv, yv, np.logspace(-4, 2, 12))[0])
 
 
-@settings(max_examples=25)
-@given(n=st.integers(3, 30), extra=st.integers(1, 20), seed=st.integers(0, 1000), logC=st.floats(-4, 1),
-       spread=st.floats(0.0, 30.0))
-def test_the_ridge_preconditioner_bounds_the_hessians_inverse_from_above(n, extra, seed, logC, spread):
-    """P = [[I, h], [h', C sum d]] <= H, so the certificate's norms in P's metric bound those in H's: g'P^-1 g >=
-    g'H^-1 g for every g, and _val_norm (in P's terms) bounds ||(z_v, 1)||_{H^-1}."""
-    from empirical.logistic._pcg import PathContext, _RidgePrec, _val_norm
-
-    rng = np.random.default_rng(seed)
-    X = rng.standard_normal((n, n + extra))
-    X -= X.mean(0)
-    Xv = rng.standard_normal((4, n + extra))
-    design = reduce_design(X, Xv)
-    ctx = PathContext.from_design(design)
-    Z, C = design.Z, 10.0 ** logC
-    d = 0.25 / (1.0 + spread * rng.uniform(0, 1, n))  # weights of a fit: in (0, 1/4]
-    prec = ctx.prec = _RidgePrec(ctx, d, C, True)
-    if not prec.usable:
-        assert not prec.s > 1e-4 * C * d.sum()
-        return
+def _hessian(design, d, C):
+    """The exact Hessian of (w, b) at weights d (float64, dense)."""
+    Z = design.Z
     r = Z.shape[1]
     H = np.zeros((r + 1, r + 1))
     H[:r, :r] = np.eye(r) + C * Z.T @ (d[:, None] * Z)
     H[:r, r] = H[r, :r] = C * Z.T @ d
     H[r, r] = C * d.sum()
-    P = H.copy()
-    P[:r, :r] = np.eye(r)
-    for _ in range(5):
-        g = rng.standard_normal(r + 1)
-        pw, pb = prec.solve(g[:r], g[r])
-        np.testing.assert_allclose(np.r_[pw, pb], np.linalg.solve(P, g), rtol=1e-8, atol=1e-10)
-        assert g @ np.r_[pw, pb] >= g @ np.linalg.solve(H, g) * (1 - 1e-9)
-    zv1 = np.hstack([design.Zv, np.ones((4, 1))])
-    exact = np.sqrt(np.einsum("ij,ji->i", zv1, np.linalg.solve(H, zv1.T)))
-    assert np.all(_val_norm(ctx, C, True) >= exact * (1 - 1e-9))
+    return H
+
+
+@settings(max_examples=25)
+@given(n=st.integers(3, 30), extra=st.integers(1, 20), seed=st.integers(0, 1000), logC=st.floats(-4, 1),
+       spread=st.floats(0.0, 30.0), rank=st.integers(0, 6), spikes=st.booleans(), grow=st.floats(1.0, 10.0))
+def test_the_low_rank_preconditioner_bounds_the_hessians_inverse_from_above(n, extra, seed, logC, spread, rank,
+                                                                            spikes, grow):
+    """P = [[I + C M_k, h], [h', C sum d]] with M_k <= Z'DZ (Nystrom, rank k; k = 0: the ridge term alone) is <= H at
+    the weights it was built with, also rescaled to a larger C (``at``): the certificate's norms in P's metric bound
+    those in H's (g'P^-1 g >= g'H^-1 g; _val_norm bounds ||(z_v, 1)||_{H^-1}), up to the float32 rounding of the
+    sketch (none for k = 0)."""
+    from empirical.logistic._pcg import PathContext, _NystromPrec, _val_norm
+
+    rng = np.random.default_rng(seed)
+    X = rng.standard_normal((n, n + extra))
+    if spikes:  # a few large directions, where the low-rank part is kept
+        X[:, :2] *= 30.0
+    X -= X.mean(0)
+    Xv = rng.standard_normal((4, n + extra))
+    design = reduce_design(X, Xv)
+    ctx = PathContext.from_design(design)
+    C0 = 10.0 ** logC
+    d = 0.25 / (1.0 + spread * rng.uniform(0, 1, n))  # weights of a fit: in (0, 1/4]
+    prec = ctx.prec = _NystromPrec(ctx, d, C0, True, rank=rank)
+    r = design.Z.shape[1]
+    for C in (C0, grow * C0):
+        prec.at(C)
+        if not prec.usable:
+            assert not prec.s > 1e-4 * C * d.sum()
+            return
+        H = _hessian(design, d, C)
+        P = H.copy()
+        P[:r, :r] = np.eye(r) + prec.U @ np.diag(prec.lam) @ prec.U.T
+        np.testing.assert_allclose(prec.lam, prec.lam0 * C / C0, rtol=1e-12)
+        rounding = 1e-5 * C * np.linalg.norm(H[:r, :r] - np.eye(r) / C, 2) if prec.rank else 1e-12
+        assert np.linalg.eigvalsh(H - P).min() >= -rounding
+        for _ in range(5):
+            g = rng.standard_normal(r + 1)
+            pw, pb = prec.solve(g[:r], g[r])
+            np.testing.assert_allclose(np.r_[pw, pb], np.linalg.solve(P, g), rtol=1e-7, atol=1e-10)
+            assert g @ np.r_[pw, pb] >= g @ np.linalg.solve(H, g) * (1 - 1e-9) - rounding * (g @ g)
+        zv1 = np.hstack([design.Zv, np.ones((4, 1))])
+        exact = np.sqrt(np.einsum("ij,ji->i", zv1, np.linalg.solve(H, zv1.T)))
+        assert np.all(_val_norm(ctx, C, True) >= exact * (1 - 1e-9) - rounding * np.linalg.norm(zv1, axis=1))
+
+
+def test_the_low_rank_part_preconditions_a_factor_models_path_without_a_factorization(monkeypatch):
+    """On data with a few large directions, the ridge term alone is no preconditioner even at small C (the path
+    factors at once) while ridge + Nystrom needs no factorization; the accuracies are the exact minimizers' either
+    way."""
+    from empirical.logistic import _path
+
+    rng = np.random.default_rng(3)
+    n, m, p, q = 200, 80, 400, 16  # q factors: more large directions than CG's iterations before it factors
+    loadings = 6.0 * rng.standard_normal((p, q))
+    X = rng.standard_normal((n + m, q)) @ loadings.T + rng.standard_normal((n + m, p))
+    y = np.where(X @ loadings[:, 0] / 100 + rng.standard_normal(n + m) > 0, 1.0, -1.0)
+    X = (X - X[:n].mean(0)) / X[:n].std(0)
+    Cs = np.logspace(-3, -1.5, 8)
+    ref_acc, _ = tight_path(X[:n], y[:n], X[n:], y[n:], Cs)
+    low_rank = logistic_path(X[:n], y[:n], X[n:], y[n:], Cs)
+    monkeypatch.setattr(_path, "NYSTROM_RANK", 0)
+    ridge = logistic_path(X[:n], y[:n], X[n:], y[n:], Cs)
+    for res in (low_rank, ridge):
+        np.testing.assert_array_equal(res.val_accuracy, ref_acc)
+        assert res.success and res.certified.all()
+    assert low_rank.n_factorizations == 0
+    assert ridge.n_factorizations >= 1
 
 
 def test_a_reduced_design_keeps_no_gram_matrix_and_its_deprecated_names_still_answer():

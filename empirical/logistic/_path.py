@@ -28,7 +28,7 @@ from scipy.optimize import OptimizeResult
 from ..common.arrays import check_grid, check_matrix, check_signed_labels
 from ._design import extend_design, reduce_design
 from ._factors import gemv
-from ._pcg import PathContext, _RidgePrec, newton_pcg
+from ._pcg import NYSTROM_RANK, PathContext, _NystromPrec, newton_pcg
 
 __all__ = ["logistic_path", "refit"]
 
@@ -123,10 +123,11 @@ def logistic_path(X, y, Xv, yv, Cs, *, fit_intercept=True, tol=1e-10, max_iter=1
         design = reduce_design(X, Xv, check_input=False)  # validated above, or by the caller
     ctx = PathContext.from_design(design)
     n, r = ctx.shape
-    # the first grid point starts at zero, where every weight d is 1/4: precondition with the ridge term alone until
-    # CG needs more than a few iterations (no factorization at small C; newton_pcg factors when it does)
-    ridge = _RidgePrec(ctx, np.full(n, 0.25), float(np.min(Cs)), fit_intercept)
-    ctx.prec = ridge if ridge.usable else None
+    # the first grid point starts at zero, where every weight d is 1/4: precondition with the ridge term and a
+    # low-rank approximation of the data term (no factorization) until CG needs too many iterations (newton_pcg
+    # sketches again once, then factors)
+    first = _NystromPrec(ctx, np.full(n, 0.25), float(np.min(Cs)), fit_intercept, rank=min(NYSTROM_RANK, r // 4))
+    ctx.prec = first if first.usable else None
     order_idx = np.argsort(Cs)
     logC = np.log(Cs[order_idx])
     hist_t, hist_a, hist_b, hist_z = [], [], [], []

@@ -26,7 +26,7 @@ from scipy.special import expit
 
 from empirical.common.failures import STATUS_MESSAGES, SUCCESS
 
-from ._factors import gemv
+from ._factors import gemm, gemv
 from ._newton import ARMIJO, HALVINGS, loss_terms
 
 #: The API: :func:`newton_pcg`.  :class:`PathContext` is the path solvers' cache of one design's products, built
@@ -44,6 +44,16 @@ RADIUS, DISTANCE, SAFETY = 0.1, 1.3, 10.0
 _DRIFT_FACTOR = 1e3
 #: a Schur complement below this fraction of C sum d has lost its digits to cancellation in float32
 _SCHUR_FLOOR = 1e-4
+#: Sketch size of the path's first preconditioner (:class:`_NystromPrec`), at most a quarter of the rank.  A factor
+#: model's or hidden states' few large directions fit in it; the sketch costs two level-3 triangular products
+#: (~0.02-0.04 s at r = 3600 against ~0.3-0.45 s for a factorization).
+NYSTROM_RANK = 64
+#: CG iterations per Newton system with the low-rank preconditioner before it is sketched again (once) or a
+#: factorization is made: its iteration costs a third of one with a factor (no triangular solves), so it may take
+#: more than ``max_pcg``.
+NYSTROM_MAX_CG = 12
+#: The sketch is kept only when its largest eigenvalue exceeds its smallest by this factor (else the ridge term alone)
+NYSTROM_GAP = 4.0
 
 
 class _Precond:
@@ -118,6 +128,13 @@ class _Precond:
         y = strsv(self.U, v32, trans=first, lower=lower)
         return scale * strsv(self.U, y, trans=second, lower=lower, overwrite_x=1).astype(np.float64)
 
+    #: a factor can always be used (its Schur complement is floored); see :class:`_NystromPrec`
+    usable = True
+
+    def at(self, C):
+        """The preconditioner to use at inverse ridge strength ``C``: a factor stays as it was made (stale)."""
+        return self
+
     def solve(self, vw, vb):
         xw0 = self.solve_w(vw)
         if not self.fit_intercept:
@@ -126,30 +143,103 @@ class _Precond:
         return xw0 - self.u * xb, xb
 
 
-class _RidgePrec(_Precond):
-    """The Hessian with its data term dropped from the coefficients' block: P = [[I, h], [h', C sum d]], h = C Z'd.
+class _NystromPrec(_Precond):
+    """The Hessian with its data term replaced by a rank-k Nystrom approximation from below:
+    P = [[I + C M_k, h], [h', C sum d]], h = C Z'd, with M_k = U diag(lam) U' <= Z'DZ.
 
-    No factorization: applying it costs one product with ``Z'`` when it is built.  Since P <= H (they differ by
-    C Z'DZ >= 0 in the coefficients' block), the certificate's estimates in its metric are conservative, as with a
-    factor.  CG preconditioned with it needs few iterations while C ||Z'DZ|| is small: the start of the path, where
-    the first factorization would otherwise be made (then CG needs more than ``max_pcg`` and the path factors).
-    ``usable`` is False when its Schur complement C sum d - h'h is not positive (large C): factor instead.
+    No factorization.  ``M_k`` is the Nystrom approximation of ``Z'DZ`` from one sketch ``Z'DZ Omega`` (k random
+    orthonormal columns; two ``trmm`` on a triangular design, a few hundredths of a Cholesky factorization's time at
+    r = 3600); applying ``P^-1`` costs two products with the r x k ``U`` (Woodbury) instead of two triangular solves.
+    Since ``M_k <= Z'DZ`` (Nystrom's approximation is from below, whatever the sketch), ``P <= H`` at the weights
+    ``d`` it was built with, and the certificate's estimates in its metric are conservative there, as with a factor
+    of H.  At another C it is rescaled (:meth:`at`): ``I + C M_k`` follows C exactly, and only the drift of the
+    weights separates it from the Hessian, as for a stale factor.  CG preconditioned with it needs few iterations
+    while the data term beyond its top k eigenvalues, ``C lambda_{k+1}(Z'DZ)``, is small: the start of the path, and
+    much further on data whose covariance has a few large directions (a factor model, hidden states' outlier
+    dimensions), where k = 0 (the ridge term alone) would give up at once.  ``usable`` is False when the intercept's
+    Schur complement ``C sum d - h'(I + C M_k)^-1 h`` is not positive: factor instead.
+
+    Parameters
+    ----------
+    ctx : PathContext
+        The design.
+    d : ndarray (n,)
+        The weights of the data term.
+    C : float
+        The inverse ridge strength it is built at.
+    fit_intercept : bool
+        With the intercept's row and column.
+    rank : int
+        Sketch size k (0: the ridge term alone; at most r).
+    seed : int, default=0
+        Seed of the random sketch (fixed: the same data give the same iterates).
     """
 
-    def __init__(self, ctx, d, C, fit_intercept):
-        self.C = C
+    def __init__(self, ctx, d, C, fit_intercept, rank, seed=0):
+        n, r = ctx.shape
         self.fit_intercept = fit_intercept
         self.exact = False
         self.singular = False
-        self.usable = True
-        if fit_intercept:
-            self.h = C * ctx.rmul(d)
-            self.u = self.h
-            self.s = C * d.sum() - self.h @ self.h
-            self.usable = bool(self.s > _SCHUR_FLOOR * C * d.sum())
+        self.rank = min(int(rank), r)
+        self.d_sum = float(d.sum())
+        self._d = d
+        self.zd = ctx.rmul(d) if fit_intercept else None
+        self.U, self.lam0, self.C0 = np.zeros((r, 0)), np.zeros(0), C
+        if self.rank > 0:
+            self.U, self.lam0 = _nystrom(ctx, C * d, self.rank, seed)
+            if not self.lam0.size or self.lam0.min() > self.lam0.max() / NYSTROM_GAP:
+                # no few large directions (a flat spectrum, as two Gaussian classes'): the low-rank part would
+                # precondition no better than the ridge term alone and cost a product per CG iteration
+                self.rank, self.U, self.lam0 = 0, np.zeros((r, 0)), np.zeros(0)
+        self.C = None
+        self.at(C)
+
+    def at(self, C):
+        """The same approximation at inverse ridge strength ``C`` (in place; returns self)."""
+        if C != self.C:
+            self.C = C
+            self.lam = self.lam0 * (C / self.C0)
+            self.shrink = self.lam / (1.0 + self.lam)
+            self.usable = True
+            if self.fit_intercept:
+                self.h = C * self.zd
+                self.u = self.solve_w(self.h)
+                self.s = C * self.d_sum - self.h @ self.u
+                self.usable = bool(self.s > _SCHUR_FLOOR * C * self.d_sum)
+        return self
+
+    def built_at(self, C, d) -> bool:
+        """Whether it was sketched at this very (C, d)."""
+        return C == self.C0 and (d is self._d or np.array_equal(d, self._d))
 
     def solve_w(self, v):
-        return np.array(v, dtype=np.float64)
+        v = np.array(v, dtype=np.float64)
+        if self.lam.size:
+            v -= gemv(self.U, self.shrink * gemv(self.U, v, trans=True))
+        return v
+
+
+def _nystrom(ctx, c, k, seed):
+    """``(U, lam)``, ``U`` (r, j) orthonormal and ``lam >= 0`` (j <= k), with ``U diag(lam) U' <= Z' diag(c) Z`` up to
+    the float32 rounding of the sketch: the stabilized Nystrom approximation (Tropp, Yurtsever, Udell & Cevher 2017,
+    Algorithm 3) from one float32 sketch with k Gaussian columns.  Beyond the sketch, only r x k and k x k products
+    (the SVD of the r x k factor through the eigendecomposition of its k x k Gram matrix).  Empty when the sketch's
+    core is not positive definite."""
+    r = ctx.shape[1]
+    omega = np.asfortranarray(np.random.default_rng(seed).standard_normal((r, k)) / np.sqrt(r))
+    Y = ctx.rmulmat32(c.astype(np.float32)[:, None] * ctx.mulmat32(omega.astype(np.float32))).astype(np.float64)
+    shift = np.sqrt(r) * np.finfo(np.float32).eps * np.linalg.norm(Y)  # the float32 rounding of the sketch
+    Y += shift * omega
+    core = gemm(omega, Y, trans=True)
+    try:
+        L = linalg.cholesky(0.5 * (core + core.T), lower=True, check_finite=False)
+    except linalg.LinAlgError:
+        return np.zeros((r, 0)), np.zeros(0)
+    F = linalg.solve_triangular(L, Y.T, lower=True, check_finite=False).T  # Y L^-T: F F' = Y core^-1 Y'
+    sig2, V = linalg.eigh(gemm(F, F, trans=True), check_finite=False)
+    keep = sig2 > 2.0 * shift  # lam = sig2 - shift > 0; U = F V / sig is orthonormal to rounding there
+    U = gemm(F, V[:, keep]) / np.sqrt(sig2[keep])
+    return np.asfortranarray(U), sig2[keep] - shift
 
 
 class _DiagPrec:
@@ -285,6 +375,14 @@ class PathContext:
         """``Z' t`` in float32 (``t`` float32)."""
         return gemv(self.Z32, t, trans=True) if self.tri is None else self.tri32.rmatvec(t)
 
+    def mulmat32(self, V):
+        """``Z V`` in float32 (``V`` (r, k) float32: a block of vectors, one level-3 product)."""
+        return gemm(self.Z32, V) if self.tri is None else self.tri32.matmat(V)
+
+    def rmulmat32(self, T):
+        """``Z' T`` in float32 (``T`` (n, k) float32)."""
+        return gemm(self.Z32, T, trans=True) if self.tri is None else self.tri32.rmatmat(T)
+
 
 def _line_min(z, dz, y, C, a, dw, iters=20):
     """argmin_t of C sum log(1 + exp(-y (z - t dz))) + 0.5 ||a - t dw||^2 (convex) by safeguarded 1-D Newton."""
@@ -391,6 +489,10 @@ def newton_pcg(ctx, y, C, a, b, *, fit_intercept=True, tol=1e-10, max_iter=100, 
         # at n = 4 r, and costs up to 10% at n ~ r); a triangular design's factorization costs a third of the
         # syrk (lauum), so 6 there (measured at (3600, 1200, 4096), three data models: 12-29% faster than 12)
         max_pcg = 6 if ctx.tri is not None else 8 if ctx.shape[0] >= 2 * ctx.shape[1] else 12
+    if ctx.prec is not None:
+        ctx.prec = ctx.prec.at(C)  # a low-rank preconditioner follows C; a factor stays as it was made
+        if not ctx.prec.usable:
+            ctx.prec = None
     z = ctx.mul(a) + b if z0 is None else z0
     nit = n_fact = n_cg = 0
     certified = False
@@ -465,9 +567,18 @@ def newton_pcg(ctx, y, C, a, b, *, fit_intercept=True, tol=1e-10, max_iter=100, 
             if fresh and ctx.prec.exact:  # a float64 factor of this very Hessian: the exact Newton step
                 (dw, db), ok = ctx.prec.solve(gw, gb), True
             else:
-                dw, db, its, ok, rnorm = _pcg(ctx, d, C, gw, gb, ctx.prec, fit_intercept, pcg_rtol, max_pcg,
-                                              atol, pg=pg)
+                low_rank = isinstance(ctx.prec, _NystromPrec)
+                dw, db, its, ok, rnorm = _pcg(ctx, d, C, gw, gb, ctx.prec, fit_intercept, pcg_rtol,
+                                              NYSTROM_MAX_CG if low_rank else max_pcg, atol, pg=pg)
                 n_cg += its
+                if not ok and low_rank and ctx.prec.rank and not ctx.prec.built_at(C, d):
+                    # the weights have drifted from the sketch's: sketch again once before factoring
+                    sketch = _NystromPrec(ctx, d, C, fit_intercept, ctx.prec.rank)
+                    if sketch.usable:
+                        ctx.prec = sketch
+                        dw, db, its, ok, rnorm = _pcg(ctx, d, C, gw, gb, sketch, fit_intercept, pcg_rtol,
+                                                      NYSTROM_MAX_CG, atol)
+                        n_cg += its
         if not ok:
             ctx.prec = _Precond(ctx, d, C, fit_intercept)
             n_fact += 1
