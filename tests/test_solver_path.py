@@ -96,6 +96,32 @@ def test_refit_solves_without_a_factor_where_the_ridge_term_preconditions_and_wi
         assert r.n_factorizations >= 1
 
 
+@pytest.mark.parametrize("p", [300, 600])  # n < p < n + m; n + m <= p
+def test_the_refit_lands_far_inside_its_tolerance_where_the_coefficients_are_small(p, monkeypatch):
+    """At small C the coefficients are small (||w|| << 1), and the gradient tolerance (relative to max(1, ||w||))
+    leaves them ~tol / ||w|| from the minimizer when the last inexact step only just crosses it: the refit takes one
+    more step (``polish``) and is within 1e-11 (relative) of a tight direct-Newton reference; without it, not."""
+    from empirical.logistic import _path
+
+    X, y, Xv, yv = hidden_states(200, 80, p, 0.5, seed=p)
+    C = 1e-4
+    d = reduce_design(X, Xv)
+    path = logistic_path(X, y, Xv, yv, [C], design=d)
+    ref = fit_l2_logistic(np.vstack([X, Xv]), np.r_[y, yv], C, fit_intercept=True, method="direct", tol=1e-14)
+    assert np.linalg.norm(ref.coef) < 0.2
+
+    def error(res):
+        return max(np.linalg.norm(res.coef - ref.coef) / np.linalg.norm(ref.coef), abs(res.intercept - ref.intercept))
+
+    r = refit(X, y, Xv, yv, C, d, path.coef_reduced[0], path.intercept[0])
+    assert r.success and r.n_factorizations == 0
+    assert error(r) <= 1e-11
+    original = _path.newton_pcg
+    monkeypatch.setattr(_path, "newton_pcg", lambda *a, **kw: original(*a, **{**kw, "polish": 0}))
+    unpolished = refit(X, y, Xv, yv, C, d, path.coef_reduced[0], path.intercept[0])
+    assert unpolished.nit == r.nit - 1 and error(unpolished) > 1e-11
+
+
 def test_the_path_factors_nothing_while_the_ridge_term_preconditions():
     """At small C the path's Newton systems are preconditioned by the ridge term (no factorization), and its
     accuracies are still the exact minimizers'."""

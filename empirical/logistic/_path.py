@@ -11,7 +11,8 @@ Method (see docs/probe.md for the full description):
 2. **Predictor.**  Each C starts from a polynomial extrapolation in ``log C`` of the previous solutions.
 3. **Corrector** (:func:`empirical.logistic.newton_pcg`).  Newton steps whose linear systems are solved by
    conjugate gradients preconditioned with a *stale* Cholesky factor of an earlier Hessian (refactored only when CG
-   needs too many iterations), a float32 Cholesky factor applied by two triangular solves.
+   needs too many iterations), a float32 Cholesky factor applied by two triangular solves.  The path starts with no
+   factor: the ridge term plus a rank-64 Nystrom approximation of the data term, until CG needs too many iterations.
 4. **Certification.**  A grid point is finished as soon as every validation logit's sign is certified:
    with Newton decrement ``nu`` the distance to the exact minimizer is at most ``~nu`` in the Hessian
    norm (generalized self-concordance of the logistic loss with the ridge term making the Hessian
@@ -234,7 +235,8 @@ def refit(X, y, Xv, yv, C, design, a0, b0, *, fit_intercept=True, tol=1e-10, max
         # start: Newton's quadratic model is poor where the loss is linear
         a_start, b0, z0 = np.zeros_like(a_start), 0.0, np.zeros(n)
     res = newton_pcg(ctx, yf, C, a_start, b0, fit_intercept=fit_intercept, tol=tol, max_iter=max_iter, z0=z0,
-                     matrix_free=ctx.tri is not None)  # (a dense design's Jacobi needs a squared copy of it)
+                     matrix_free=ctx.tri is not None,  # (a dense design's Jacobi needs a squared copy of it)
+                     polish=1)  # the coefficients are the product: one step past tol lands far inside it
     return OptimizeResult(coef=full.back(res.coef), intercept=res.intercept, nit=res.nit, grad_norm=res.grad_norm,
                           n_factorizations=res.n_factorizations, n_cg=res.n_cg, success=res.status == 0,
                           status=res.status, message=res.message)

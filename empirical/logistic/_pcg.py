@@ -8,7 +8,8 @@ Problem as in :mod:`empirical.logistic._newton` (scikit-learn convention, interc
   design and validation design, a float32 copy for CG products, row norms, the cached preconditioner);
 - :func:`newton_pcg`: Newton whose systems are solved by conjugate gradients, preconditioned with a
   *stale* float32 Cholesky factor of an earlier Hessian (refactored only when CG needs too many
-  iterations) or, matrix-free, by the Hessian's diagonal; exact line minimization along the step;
+  iterations), with the ridge term plus a low-rank (Nystrom) approximation of the data term (the path's start,
+  :class:`_NystromPrec`), or, matrix-free, by the Hessian's diagonal; exact line minimization along the step;
   optional certification of validation signs (see :mod:`empirical.logistic._path`).
 
 It drives :func:`empirical.logistic.fit_l2_logistic`, :func:`empirical.logistic.logistic_path` and
@@ -45,8 +46,8 @@ _DRIFT_FACTOR = 1e3
 #: a Schur complement below this fraction of C sum d has lost its digits to cancellation in float32
 _SCHUR_FLOOR = 1e-4
 #: Sketch size of the path's first preconditioner (:class:`_NystromPrec`), at most a quarter of the rank.  A factor
-#: model's or hidden states' few large directions fit in it; the sketch costs two level-3 triangular products
-#: (~0.02-0.04 s at r = 3600 against ~0.3-0.45 s for a factorization).
+#: model's or hidden states' few large directions fit in it; the sketch costs two level-3 triangular products and
+#: r x k work (~0.06-0.08 s at r = 3600 on 2 threads, against ~0.3 s for a factorization).
 NYSTROM_RANK = 64
 #: CG iterations per Newton system with the low-rank preconditioner before it is sketched again (once) or a
 #: factorization is made: its iteration costs a third of one with a factor (no triangular solves), so it may take
@@ -147,17 +148,18 @@ class _NystromPrec(_Precond):
     """The Hessian with its data term replaced by a rank-k Nystrom approximation from below:
     P = [[I + C M_k, h], [h', C sum d]], h = C Z'd, with M_k = U diag(lam) U' <= Z'DZ.
 
-    No factorization.  ``M_k`` is the Nystrom approximation of ``Z'DZ`` from one sketch ``Z'DZ Omega`` (k random
-    orthonormal columns; two ``trmm`` on a triangular design, a few hundredths of a Cholesky factorization's time at
-    r = 3600); applying ``P^-1`` costs two products with the r x k ``U`` (Woodbury) instead of two triangular solves.
-    Since ``M_k <= Z'DZ`` (Nystrom's approximation is from below, whatever the sketch), ``P <= H`` at the weights
-    ``d`` it was built with, and the certificate's estimates in its metric are conservative there, as with a factor
-    of H.  At another C it is rescaled (:meth:`at`): ``I + C M_k`` follows C exactly, and only the drift of the
-    weights separates it from the Hessian, as for a stale factor.  CG preconditioned with it needs few iterations
-    while the data term beyond its top k eigenvalues, ``C lambda_{k+1}(Z'DZ)``, is small: the start of the path, and
-    much further on data whose covariance has a few large directions (a factor model, hidden states' outlier
-    dimensions), where k = 0 (the ridge term alone) would give up at once.  ``usable`` is False when the intercept's
-    Schur complement ``C sum d - h'(I + C M_k)^-1 h`` is not positive: factor instead.
+    No factorization.  ``M_k`` is the Nystrom approximation of ``Z'DZ`` from one sketch ``Z'DZ Omega`` (k Gaussian
+    columns; two ``trmm`` on a triangular design, ~0.06-0.08 s at r = 3600 and k = 64 on 2 threads against ~0.3 s for
+    a factorization); applying ``P^-1`` costs two products with the r x k ``U`` (Woodbury) instead of two triangular
+    solves.  Since ``M_k <= Z'DZ`` (Nystrom's approximation is from below, whatever the sketch; here up to the float32
+    rounding of the sketch, ~1e-7 of ``||Z'DZ||``), ``P <= H`` at the weights ``d`` it was built with, and the
+    certificate's estimates in its metric are conservative there, as with a factor of H.  At another C it is
+    rescaled (:meth:`at`): ``I + C M_k`` follows C exactly, and only the drift of the weights separates it from the
+    Hessian, as for a stale factor.  CG preconditioned with it needs few iterations while the data term beyond its
+    top k eigenvalues, ``C lambda_{k+1}(Z'DZ)``, is small: the start of the path, and much further on data whose
+    covariance has a few large directions (a factor model, hidden states' outlier dimensions), where k = 0 (the
+    ridge term alone) gives up at once.  ``usable`` is False when the intercept's Schur complement
+    ``C sum d - h'(I + C M_k)^-1 h`` is not positive: factor instead.
 
     Parameters
     ----------
@@ -425,7 +427,8 @@ def _val_norm(ctx, C, fit_intercept):
 
 
 def newton_pcg(ctx, y, C, a, b, *, fit_intercept=True, tol=1e-10, max_iter=100, pcg_rtol=1e-3, max_pcg=None,
-               yv=None, safety=SAFETY, matrix_free=False, factor=True, z0=None, min_newton=1) -> OptimizeResult:
+               yv=None, safety=SAFETY, matrix_free=False, factor=True, z0=None, min_newton=1,
+               polish=0) -> OptimizeResult:
     """Newton with stale-Cholesky preconditioned CG on the (reduced) design of ``ctx``.
 
     Parameters
@@ -446,6 +449,12 @@ def newton_pcg(ctx, y, C, a, b, *, fit_intercept=True, tol=1e-10, max_iter=100, 
         Newton steps at most.
     pcg_rtol : float
         Relative residual at which CG stops (inexact Newton).
+    polish : int, default=0
+        Newton steps taken after the gradient first meets ``tol`` (within ``max_iter``).  An inexact step only just
+        crosses ``tol``, and where the Hessian is ill-conditioned (an intercept nearly in the span of the rows) the
+        coefficients are then ``H^-1 grad`` from the minimizer, ~1e-9 relative on real hidden states; one more step
+        lands far inside ``tol`` (the error is multiplied by ``pcg_rtol``), as an exact Newton step does.  For a fit
+        whose coefficients are the product (the refit), not the certified path.
     max_pcg : int, optional
         CG iterations before the stale preconditioner is refactored at the current Hessian (default 8
         when n >= 2r, else 12: a factorization costs ~r^3/3 flops, a CG iteration ~4nr).
@@ -516,8 +525,10 @@ def newton_pcg(ctx, y, C, a, b, *, fit_intercept=True, tol=1e-10, max_iter=100, 
                 z, drift = ctx.mul(a) + b, 0.0
                 loss, residuals, d = loss_terms(z, y)
                 continue
-            status = 0
-            break
+            if polish <= 0 or nit >= max_iter:
+                status = 0
+                break
+            polish -= 1
         if yv is not None and ctx.prec is not None:
             # certificate: nu_stale = ||g||_{P^-1} (stale preconditioner P ~ Hessian) estimates the Newton
             # decrement; inside the self-concordance region (R nu <= 0.1) the minimizer lies within
