@@ -63,6 +63,30 @@ def test_refit_is_tightly_converged(case, engine_device):
         assert np.linalg.norm(res.coef[b] - ref.coef) / scale < 1e-8 and abs(res.intercept[b] - ref.intercept) < 1e-8
 
 
+def test_refit_lands_far_inside_its_tolerance_where_the_coefficients_are_small(engine_device, monkeypatch):
+    """At small C (||w|| << 1), warm-started from the path: one step past tol (``polish``, as the numpy refit's) puts
+    the engine's refit within 1e-12 (relative) of a tight direct-Newton reference; without it, not."""
+    from empirical.logistic import batched
+
+    X, y, Xv, yv = _layers((200, 80, 300), seed=5)
+    Xf, yf = np.concatenate([X, Xv], axis=1), np.concatenate([y, yv])
+    C = np.full(3, 1e-4)
+    path = batched_path(X, y, Xv, yv, [1e-4], device=engine_device)
+    refs = [fit_l2_logistic(Xf[b], yf, C[b], fit_intercept=True, tol=1e-14, method="direct") for b in range(3)]
+
+    def error(res):
+        return max(max(np.linalg.norm(res.coef[b] - ref.coef) / np.linalg.norm(ref.coef),
+                       abs(res.intercept[b] - ref.intercept)) for b, ref in enumerate(refs))
+
+    res = batched_refit(Xf, yf, C, path.coef[:, 0], path.intercept[:, 0], device=engine_device)
+    assert res.success.all() and max(np.linalg.norm(ref.coef) for ref in refs) < 0.1
+    assert error(res) <= 1e-12
+    original = batched._newton
+    monkeypatch.setattr(batched, "_newton", lambda *a, **kw: original(*a, **{**kw, "polish": 0}))
+    unpolished = batched_refit(Xf, yf, C, path.coef[:, 0], path.intercept[:, 0], device=engine_device)
+    assert (unpolished.nit == res.nit - 1).all() and error(unpolished) > 1e-12
+
+
 @pytest.mark.parametrize("shape", [(100, 200), (400, 40), (150, 150)])
 def test_raptor_probe_on_the_engine_is_the_numpy_probe(shape, engine_device):
     n, p = shape

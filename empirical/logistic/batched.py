@@ -398,7 +398,8 @@ def _certified(d, layers, th, nu, factors, grow, nits, min_newton, w_norm):
     return region & (zv.abs() > SAFETY * DISTANCE * nu[:, None] * vnorm).all(dim=1)
 
 
-def _newton(d: _Designs, y, C, theta, *, tol, max_iter, yv=None, min_newton=1, counts=None, prior=None):
+def _newton(d: _Designs, y, C, theta, *, tol, max_iter, yv=None, min_newton=1, counts=None, prior=None,
+            polish=0):
     """Newton on every layer of ``d`` at per-layer ``C`` from ``theta``.
 
     After a step, the certificate is first tried with the factor of an earlier Hessian ``H0`` (at ``C0 <= C``): a
@@ -419,7 +420,9 @@ def _newton(d: _Designs, y, C, theta, *, tol, max_iter, yv=None, min_newton=1, c
     backtracking found no decrease in ``HALVINGS`` halvings (that layer stops at its last iterate); ``last``
     (with ``yv``) the store ``prior`` (or a new one) updated with each layer's last factor.  ``counts`` (a dict),
     when given, accumulates ``"factorizations"`` (Hessians formed and factored, per layer) and ``"reused"``
-    (points certified on an earlier grid point's factor, with no factorization)."""
+    (points certified on an earlier grid point's factor, with no factorization).  ``polish``: Newton steps each layer
+    takes after its gradient first meets ``tol`` (the refit: as :func:`empirical.logistic.newton_pcg`'s, a step that
+    only just crosses ``tol`` leaves small coefficients ~``tol / ||w||`` from the minimizer)."""
     dev = theta.device
     k = d.Z1.shape[2]
     pen = torch.ones(k, dtype=DTYPE, device=dev)
@@ -437,6 +440,7 @@ def _newton(d: _Designs, y, C, theta, *, tol, max_iter, yv=None, min_newton=1, c
     last = None if yv is None else prior if prior is not None else _Factors.empty(count, k, y.shape[0], yv.shape[0],
                                                                                    dev)
     stale = last if last is not None and bool(last.usable.any()) else None  # an earlier factor of the active layers
+    polish_left = torch.full((count,), int(polish), dtype=torch.long, device=dev)
     while active.numel():
         Z1, th, Ca = d.rows(d.Z1, active), theta[active], C[active]  # active: ascending positions in d
         z = (Z1 @ th.unsqueeze(2)).squeeze(2)
@@ -445,6 +449,9 @@ def _newton(d: _Designs, y, C, theta, *, tol, max_iter, yv=None, min_newton=1, c
         w_norm = th[:, :-1].norm(dim=1)
         gn = g.norm(dim=1) / torch.clamp(w_norm, min=1.0)
         converged = gn <= tol
+        extra = converged & (polish_left[active] > 0) & (nit[active] < max_iter)  # one more step past tol
+        polish_left[active] -= extra.long()
+        converged &= ~extra
         cert = torch.zeros_like(converged)
         step0 = None
         if stale is not None and yv is not None:  # the certificate on the earlier factor
@@ -752,7 +759,7 @@ def batched_refit(X, y, C, coef0, intercept0, *, device="cpu", tol=1e-10, max_it
     z0 = (d.Z1 @ theta.unsqueeze(2)).squeeze(2)
     worse = _objective(z0, theta, yt, Ct) > Ct * n * np.log(2.0)  # zero is the better start (as refit)
     theta[worse] = 0.0
-    theta, nit, gn, _, status, _ = _newton(d, yt, Ct, theta, tol=tol, max_iter=max_iter)
+    theta, nit, gn, _, status, _ = _newton(d, yt, Ct, theta, tol=tol, max_iter=max_iter, polish=1)
     st = status.cpu().numpy()
     coef = d.back(theta).cpu().numpy()
     clock.lap("newton")
