@@ -67,7 +67,21 @@ def gemv(A, x, trans=False):
 
 def gemm(A, B, trans=False):
     """``A @ B`` (``trans``: ``A.T @ B``) by SciPy's BLAS, in ``A``'s precision, without copying ``A`` (as
-    :func:`gemv`, for a block of vectors ``B`` of shape (r, k), or (n, k) with ``trans``).
+    :func:`gemv`, for a block of vectors: the path's low-rank preconditioner's sketch and products).
+
+    Parameters
+    ----------
+    A : ndarray of shape (n, r), float32 or float64
+        The matrix (C- or Fortran-ordered; neither is copied).
+    B : ndarray of shape (r, k) (``trans``: (n, k))
+        The block, cast to ``A``'s precision (copied to Fortran order when it is not).
+    trans : bool, default=False
+        Multiply by ``A.T``.
+
+    Returns
+    -------
+    ndarray of shape (n, k) (``trans``: (r, k))
+        The product, in ``A``'s precision.
 
     Examples
     --------
