@@ -150,26 +150,29 @@ def _hessian(design, d, C):
 
 @settings(max_examples=25)
 @given(n=st.integers(3, 30), extra=st.integers(1, 20), seed=st.integers(0, 1000), logC=st.floats(-4, 1),
-       spread=st.floats(0.0, 30.0), rank=st.integers(0, 6), spikes=st.booleans(), grow=st.floats(1.0, 10.0))
+       spread=st.floats(0.0, 30.0), rank=st.integers(0, 6), spikes=st.booleans(), grow=st.floats(1.0, 10.0),
+       tall=st.booleans())
 def test_the_low_rank_preconditioner_bounds_the_hessians_inverse_from_above(n, extra, seed, logC, spread, rank,
-                                                                            spikes, grow):
+                                                                            spikes, grow, tall):
     """P = [[I + C M_k, h], [h', C sum d]] with M_k <= Z'DZ (Nystrom, rank k; k = 0: the ridge term alone) is <= H at
     the weights it was built with, also rescaled to a larger C (``at``): the certificate's norms in P's metric bound
     those in H's (g'P^-1 g >= g'H^-1 g; _val_norm bounds ||(z_v, 1)||_{H^-1}), up to the float32 rounding of the
-    sketch (none for k = 0)."""
+    sketch (none for k = 0).  On the triangular design of n < p rows and on the dense one of n > p (``tall``)."""
     from empirical.logistic._pcg import PathContext, _NystromPrec, _val_norm
 
     rng = np.random.default_rng(seed)
-    X = rng.standard_normal((n, n + extra))
+    rows, width = (n + extra + 2, n) if tall else (n, n + extra)
+    X = rng.standard_normal((rows, width))
     if spikes:  # a few large directions, where the low-rank part is kept
         X[:, :2] *= 30.0
     X -= X.mean(0)
-    Xv = rng.standard_normal((4, n + extra))
+    Xv = rng.standard_normal((4, width))
     design = reduce_design(X, Xv)
     ctx = PathContext.from_design(design)
     C0 = 10.0 ** logC
-    d = 0.25 / (1.0 + spread * rng.uniform(0, 1, n))  # weights of a fit: in (0, 1/4]
+    d = 0.25 / (1.0 + spread * rng.uniform(0, 1, rows))  # weights of a fit: in (0, 1/4]
     prec = ctx.prec = _NystromPrec(ctx, d, C0, True, rank=rank)
+    assert (ctx.tri is None) == tall
     r = design.Z.shape[1]
     for C in (C0, grow * C0):
         prec.at(C)

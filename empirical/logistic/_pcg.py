@@ -178,7 +178,7 @@ class _NystromPrec(_Precond):
     """
 
     def __init__(self, ctx, d, C, fit_intercept, rank, seed=0):
-        n, r = ctx.shape
+        r = ctx.shape[1]
         self.fit_intercept = fit_intercept
         self.exact = False
         self.singular = False
