@@ -101,8 +101,10 @@ def _fit_pcg(X, y, C, w0, b0, fit_intercept, tol, max_iter):
     # 1. matrix-free Newton-CG on X itself (O(np) per CG step, no factorization): enough when the
     #    Hessian is well conditioned; stops (status 4) as soon as CG needs too many iterations
     ctx = PathContext(X)
+    # (polish: one step past tol, as the refit's; an inexact last step only just crosses it, which leaves small
+    # coefficients ~tol / ||w|| from the minimizer)
     res = newton_pcg(ctx, y, C, np.zeros(X.shape[1]) if w0 is None else w0.copy(), b0,
-                     fit_intercept=fit_intercept, tol=tol, max_iter=max_iter, matrix_free=True, factor=False)
+                     fit_intercept=fit_intercept, tol=tol, max_iter=max_iter, matrix_free=True, factor=False, polish=1)
     nit0 = res.nit
     if res.status == 0 or nit0 >= max_iter:
         f = float(C * np.logaddexp(0.0, -y * res.logits).sum() + 0.5 * res.coef @ res.coef)
@@ -119,7 +121,8 @@ def _fit_pcg(X, y, C, w0, b0, fit_intercept, tol, max_iter):
     else:  # least-squares projection of w0 onto the row span (the minimizer lies there)
         a = design.project(X @ w0)
     ctx = PathContext.from_design(design, validation=False)
-    res = newton_pcg(ctx, y, C, a, b0, fit_intercept=fit_intercept, tol=tol, max_iter=max_iter - nit0)
+    res = newton_pcg(ctx, y, C, a, b0, fit_intercept=fit_intercept, tol=tol, max_iter=max_iter - nit0,
+                     polish=int(not res.grad_norm <= tol))  # (no second extra step after the first stage's)
     f = float(C * np.logaddexp(0.0, -y * res.logits).sum() + 0.5 * res.coef @ res.coef)
     return design.back(res.coef), res.intercept, nit0 + res.nit, res.grad_norm, (0 if res.status == 0 else 1), f
 
@@ -146,7 +149,9 @@ def fit_l2_logistic(X, y, C, *, fit_intercept=False, w0=None, b0=0.0, tol=1e-10,
     b0 : float, default=0.0
         Warm start for ``b`` (ignored without intercept).
     tol : float, default=1e-10
-        Stop when ``||grad f(w, b)||_2 / max(1, ||w||_2) <= tol`` (see module docstring).
+        Stop when ``||grad f(w, b)||_2 / max(1, ||w||_2) <= tol`` (see module docstring).  ``method="auto"``'s
+        Newton-CG takes one more step once it is met (its inexact last step only just crosses ``tol``, which leaves
+        small coefficients ~``tol / ||w||`` from the minimizer); the direct methods' exact last step lands far inside.
     max_iter : int, default=100
         Maximum number of Newton iterations over all stages.
     method : {"auto", "primal", "dual", "direct"}, default="auto"
