@@ -45,6 +45,18 @@ def test_path_accuracies_equal_tight_reference(n_tr, n_val, p, shift):
         assert np.linalg.norm(w - ref[k][0]) <= 1e-3 * max(1.0, np.linalg.norm(ref[k][0]))
 
 
+
+@pytest.mark.parametrize("order", [1, 2, 5, 8])
+@pytest.mark.parametrize("n_tr,n_val,p,shift", [(80, 30, 40, 4.0), (60, 30, 150, 1.0)])
+def test_the_predictors_order_changes_the_work_not_the_accuracies(order, n_tr, n_val, p, shift):
+    # a predictor of higher order starts closer on a smooth path but amplifies the certified (not converged)
+    # iterates' errors by up to 2^order - 1: whatever it predicts, the certificate decides every sign
+    X, y, Xv, yv = hidden_states(n_tr, n_val, p, shift, seed=7 + p)
+    Cs = np.logspace(-4, 2, 100)
+    res = logistic_path(X, y, Xv, yv, Cs, order=order)
+    assert res.success
+    np.testing.assert_array_equal(res.val_accuracy, tight_path(X, y, Xv, yv, Cs)[0])
+
 def test_path_without_certification_converges_every_point():
     X, y, Xv, yv = hidden_states(50, 20, 30, 1.0, seed=1)
     Cs = np.logspace(-3, 1, 10)

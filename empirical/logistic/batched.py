@@ -50,7 +50,7 @@ from empirical.common.checks import check_bool, check_int, check_scalar
 
 from ..common.arrays import C_MAX, C_MIN, TOL_MAX, check_grid, check_matrix, check_signed_labels, check_vector
 from ._newton import ARMIJO, HALVINGS
-from ._path import lagrange_weights
+from ._path import EXTRAPOLATION_POINTS, lagrange_weights
 from ._pcg import DISTANCE, RADIUS, SAFETY
 
 __all__ = ["resolve_device", "batched_path", "batched_refit", "layer_batches"]  # PhaseClock, stack_on_device: for
@@ -570,8 +570,8 @@ def _check_solver(tol, max_iter):
             check_int(max_iter, "max_iter", maximum=10_000))
 
 
-def batched_path(X, y, Xv, yv, Cs, *, device="cpu", tol=1e-10, max_iter=100, order=3,
-                 min_newton=1, check_input=True, reuse_factors=True) -> OptimizeResult:
+def batched_path(X, y, Xv, yv, Cs, *, device="cpu", tol=1e-10, max_iter=100,
+                 order=EXTRAPOLATION_POINTS, min_newton=1, check_input=True, reuse_factors=True) -> OptimizeResult:
     """Validation accuracy of the exact ridge-logistic minimizer at every C of ``Cs``, for B layers at once.
 
     Parameters
@@ -593,8 +593,8 @@ def batched_path(X, y, Xv, yv, Cs, *, device="cpu", tol=1e-10, max_iter=100, ord
         Relative gradient norm ``||grad|| / max(1, ||w||)`` of a converged point (one not certified first).
     max_iter : int, default=100
         Newton steps per grid point.
-    order : int, default=3
-        Points of the log C extrapolation.
+    order : int, default=EXTRAPOLATION_POINTS (5)
+        Points of the log C extrapolation (as :func:`empirical.logistic.logistic_path`).
     min_newton : int, default=1
         Newton steps per grid point before certification is tried.
     check_input : bool, default=True
