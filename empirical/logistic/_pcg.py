@@ -572,8 +572,8 @@ def newton_pcg(ctx, y, C, a, b, *, fit_intercept=True, tol=1e-10, max_iter=100, 
         # over its norm bound) but never looser than an inexact-Newton forcing term of 0.1
         atol = 0.0
         if yv is not None:
-            vmax = float(np.max(_val_norm(ctx, C, fit_intercept))) if len(val_logits) else 1.0
-            atol = min(0.1 * gnorm * max(1.0, w_norm), 0.05 * np.min(np.abs(val_logits)) / (safety * DISTANCE * vmax))
+            slack = float(np.min(np.abs(val_logits) / _val_norm(ctx, C, fit_intercept))) if len(val_logits) else 1.0
+            atol = min(0.1 * gnorm * max(1.0, w_norm), 0.05 * slack / (safety * DISTANCE))
         if not use_matrix_free:
             if fresh and ctx.prec.exact:  # a float64 factor of this very Hessian: the exact Newton step
                 (dw, db), ok = ctx.prec.solve(gw, gb), True
