@@ -108,6 +108,35 @@ def test_refit_solves_without_a_factor_where_the_ridge_term_preconditions_and_wi
         assert r.n_factorizations >= 1
 
 
+@pytest.mark.parametrize("p,shift,C_max", [(70, 1.0, 10.0), (70, 2.0, 1.0), (300, 0.5, 100.0)])
+def test_the_refit_preconditioned_with_the_paths_preconditioner_factors_less_and_lands_on_the_same_fit(p, shift,
+                                                                                                      C_max):
+    """The path returns its preconditioner at its first best grid point; the refit there, preconditioned with it on
+    the train coordinates (``_pcg._PaddedPrec``), needs fewer factorizations of the stacked Hessian than without it
+    (a low-rank or stale train preconditioner is closer to the stacked Hessian than the ridge term) and converges to
+    the same tight fit.  With the ridge term in its place (``_PaddedPrec.solve_w`` the identity) the first two
+    cases factor once."""
+    X, y, Xv, yv = hidden_states(60, 25, p, shift, seed=p)
+    Cs = np.logspace(-3, np.log10(C_max), 30)
+    d = reduce_design(X, Xv)
+    path = logistic_path(X, y, Xv, yv, Cs, design=d)
+    k, prec = path.preconditioner
+    acc = path.val_accuracy
+    assert acc[k] == acc.max() and np.all(acc[Cs < Cs[k]] < acc[k])  # the most regularized best point
+    C = Cs[k]
+    plain = refit(X, y, Xv, yv, C, d, path.coef_reduced[k], path.intercept[k])
+    hinted = refit(X, y, Xv, yv, C, d, path.coef_reduced[k], path.intercept[k], preconditioner=prec)
+    ref = fit_l2_logistic(np.vstack([X, Xv]), np.r_[y, yv], C, fit_intercept=True, method="direct", tol=1e-13)
+    for res in (plain, hinted):
+        assert res.success and res.grad_norm <= 1e-10
+        assert np.linalg.norm(res.coef - ref.coef) <= 1e-11 * np.linalg.norm(ref.coef)
+        assert abs(res.intercept - ref.intercept) <= 1e-11 * max(1.0, abs(ref.intercept))
+    assert hinted.n_factorizations <= plain.n_factorizations
+    assert (hinted.n_factorizations, hinted.n_cg) < (plain.n_factorizations, plain.n_cg)  # lexicographic
+    if p == 70:  # here the train preconditioner (not the ridge term with the same CG budget) spares the factor
+        assert hinted.n_factorizations == 0
+
+
 @pytest.mark.parametrize("p", [300, 600])  # n < p < n + m; n + m <= p
 def test_the_refit_lands_far_inside_its_tolerance_where_the_coefficients_are_small(p, monkeypatch):
     """At small C the coefficients are small (||w|| << 1), and the gradient tolerance (relative to max(1, ||w||))

@@ -30,7 +30,8 @@ from scipy.optimize import OptimizeResult
 from ..common.arrays import check_grid, check_matrix, check_signed_labels
 from ._design import extend_design, reduce_design
 from ._factors import gemv
-from ._pcg import NYSTROM_RANK, PathContext, _NystromPrec, newton_pcg
+from ._newton import loss_terms
+from ._pcg import NYSTROM_RANK, PathContext, _NystromPrec, _PaddedPrec, newton_pcg
 
 __all__ = ["logistic_path", "refit"]
 
@@ -41,6 +42,10 @@ __all__ = ["logistic_path", "refit"]
 #: (two Gaussian classes, 22 iterations), 0.66 -> 0.21 s (factor model, 37), 0.67 -> 0.79 s (spiked model: gives up
 #: after 20 and factors; 0.98 s with 60).
 REFIT_MATRIX_FREE_CG = 20
+
+#: CG iterations per Newton system of the refit preconditioned with the path's preconditioner at the selected C
+#: (train coordinates; the identity on those the validation rows add) before it factors the stacked Hessian.
+REFIT_PRECONDITIONED_CG = 30
 
 #: Points of the predictor's polynomial extrapolation in log C (both path solvers' default ``order``).  Every
 #: grid point takes a Newton step from the predicted point, and CG solves that step to an absolute accuracy set by
@@ -112,8 +117,10 @@ def logistic_path(X, y, Xv, yv, Cs, *, fit_intercept=True, tol=1e-10, max_iter=1
         With ``val_accuracy`` (len(Cs),), ``nit`` (Newton steps per C), ``certified`` (validation signs
         certified before reaching ``tol``), ``grad_norm``, ``coef_reduced`` (len(Cs), r) and ``intercept``
         (len(Cs),) of the (certified, not necessarily tightly converged) iterates in the reduced coordinates of
-        ``design`` (map with ``design.back``), ``n_factorizations``, ``n_cg``, ``design``, and ``success`` /
-        ``status`` (0: every grid point certified or converged, 1: not) / ``message``.
+        ``design`` (map with ``design.back``), ``n_factorizations``, ``n_cg``, ``design``, ``preconditioner``
+        (``(index, preconditioner)``: the first grid point, in ascending C, of the best validation accuracy and the
+        solver's preconditioner there, for :func:`refit`'s ``preconditioner``; internal, not API), and ``success``
+        / ``status`` (0: every grid point certified or converged, 1: not) / ``message``.
 
     Examples
     --------
@@ -151,6 +158,7 @@ def logistic_path(X, y, Xv, yv, Cs, *, fit_intercept=True, tol=1e-10, max_iter=1
     certified = np.zeros(len(Cs), dtype=bool)
     grad_norms = np.empty(len(Cs))
     n_fact = n_cg = 0
+    best_acc, best_prec = -1.0, None  # the preconditioner in force at the first (smallest C) best grid point
     for k, idx in enumerate(order_idx):
         C = Cs[idx]
         t = logC[k]
@@ -181,6 +189,8 @@ def logistic_path(X, y, Xv, yv, Cs, *, fit_intercept=True, tol=1e-10, max_iter=1
         intercepts[idx] = b
         vl = res.val_logits if res.val_logits is not None else gemv(ctx.Zv, a) + b
         acc[idx] = np.mean(np.where(vl > 0, 1.0, -1.0) == yv)
+        if acc[idx] > best_acc:
+            best_acc, best_prec = acc[idx], (int(idx), ctx.prec)
         nits[idx] = res.nit
         certified[idx] = res.certified
         grad_norms[idx] = res.grad_norm
@@ -189,12 +199,13 @@ def logistic_path(X, y, Xv, yv, Cs, *, fit_intercept=True, tol=1e-10, max_iter=1
                f"{int((~done).sum())} grid point(s) neither certified nor converged")
     return OptimizeResult(val_accuracy=acc, nit=nits, coef_reduced=coefs, intercept=intercepts, certified=certified,
                           grad_norm=grad_norms, n_factorizations=n_fact, n_cg=n_cg, design=design,
-                          success=bool(done.all()), status=0 if done.all() else 1, message=message)
+                          preconditioner=best_prec, success=bool(done.all()), status=0 if done.all() else 1,
+                          message=message)
 
 
 
 def refit(X, y, Xv, yv, C, design, a0, b0, *, fit_intercept=True, tol=1e-10, max_iter=100,
-          check_input=True) -> OptimizeResult:
+          check_input=True, preconditioner=None) -> OptimizeResult:
     """Tightly converged fit on train+validation rows at one C, warm-started from a train-only
     solution ``(a0, b0)`` in the reduced coordinates of ``design`` (the train design).
 
@@ -216,6 +227,11 @@ def refit(X, y, Xv, yv, C, design, a0, b0, *, fit_intercept=True, tol=1e-10, max
         As for :func:`fit_l2_logistic`.
     check_input : bool, default=True
         Validate the rows, the labels and ``C`` (False: the caller has, as for :func:`logistic_path`).
+    preconditioner : optional
+        The path's preconditioner at the grid point of ``(a0, b0)`` (the second item of
+        :func:`logistic_path`'s ``preconditioner``; internal, not API).  On a reduced design its Newton systems
+        are then solved by CG preconditioned with it on the train coordinates (:class:`~empirical.logistic._pcg.
+        _PaddedPrec`), up to :data:`REFIT_PRECONDITIONED_CG` iterations per system, before a factorization.
 
     Returns
     -------
@@ -244,8 +260,14 @@ def refit(X, y, Xv, yv, C, design, a0, b0, *, fit_intercept=True, tol=1e-10, max
         # the train-only solution misclassifies validation rows by so much (large C) that zero is the better
         # start: Newton's quadratic model is poor where the loss is linear
         a_start, b0, z0 = np.zeros_like(a_start), 0.0, np.zeros(n)
+    max_pcg = None
+    if preconditioner is not None and design.reduced:  # the stacked design extends the train coordinates
+        ctx.prec = _PaddedPrec(preconditioner, ctx, loss_terms(z0, yf)[2], C, fit_intercept)
+        max_pcg = REFIT_PRECONDITIONED_CG
     res = newton_pcg(ctx, yf, C, a_start, b0, fit_intercept=fit_intercept, tol=tol, max_iter=max_iter, z0=z0,
-                     matrix_free=ctx.tri is not None,  # (a dense design's Jacobi needs a squared copy of it)
+                     # without a preconditioner of the path, CG on the ridge term alone (a dense design's
+                     # Jacobi would need a squared copy of it)
+                     matrix_free=ctx.prec is None and ctx.tri is not None, max_pcg=max_pcg,
                      polish=1)  # the coefficients are the product: one step past tol lands far inside it
     return OptimizeResult(coef=full.back(res.coef), intercept=res.intercept, nit=res.nit, grad_norm=res.grad_norm,
                           n_factorizations=res.n_factorizations, n_cg=res.n_cg, success=res.status == 0,

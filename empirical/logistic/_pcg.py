@@ -221,6 +221,61 @@ class _NystromPrec(_Precond):
         return v
 
 
+class _PaddedPrec(_Precond):
+    """A train design's preconditioner carried to the refit's stacked design: ``inner`` (a factor or a
+    :class:`_NystromPrec` of the train Hessian, on the first r coordinates) and the identity on the k coordinates
+    the validation rows add, with the intercept's row and column of the stacked data at ``(C, d)``.
+
+    The stacked Hessian is the train Hessian plus the validation rows' term ``C E'D_vE`` (a quarter of the data at the
+    paper's split, of the same distribution), so a train preconditioner made near the refit's C leaves CG a short
+    spectrum where the refit would otherwise factor the stacked Hessian (a ``lauum`` of the train triangle, a
+    ``syrk`` of the validation rows and a Cholesky factor of order r + k).  Only a preconditioner: the refit's
+    stopping rule is the float64 gradient's.
+
+    Parameters
+    ----------
+    inner : _Precond
+        The train design's preconditioner (order r; rescaled with C when it is low-rank).
+    ctx : PathContext
+        The stacked design (order r + k).
+    d : ndarray (n + m,)
+        The stacked rows' weights at the refit's start.
+    C : float
+        The refit's inverse ridge strength.
+    fit_intercept : bool
+        With the intercept's row and column.
+    """
+
+    def __init__(self, inner, ctx, d, C, fit_intercept):
+        self.inner = inner
+        self.r = inner.U.shape[0]
+        self.fit_intercept = fit_intercept
+        self.exact = False
+        self.singular = False
+        self.d_sum = float(d.sum())
+        self.zd = ctx.rmul(d) if fit_intercept else None
+        self.C = None
+        self.at(C)
+
+    def at(self, C):
+        """The same preconditioner at inverse ridge strength ``C`` (in place; returns self)."""
+        if C != self.C:
+            self.C = C
+            self.inner = self.inner.at(C)
+            self.usable = True
+            if self.fit_intercept:
+                self.h = C * self.zd
+                self.u = self.solve_w(self.h)
+                self.s = C * self.d_sum - self.h @ self.u
+                self.usable = bool(self.s > _SCHUR_FLOOR * C * self.d_sum)
+        return self
+
+    def solve_w(self, v):
+        out = np.array(v, dtype=np.float64)
+        out[:self.r] = self.inner.solve_w(out[:self.r])
+        return out
+
+
 def _nystrom(ctx, c, k, seed):
     """``(U, lam)``, ``U`` (r, j) orthonormal and ``lam >= 0`` (j <= k), with ``U diag(lam) U' <= Z' diag(c) Z`` up to
     the float32 rounding of the sketch: the stabilized Nystrom approximation (Tropp, Yurtsever, Udell & Cevher 2017,

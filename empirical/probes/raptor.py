@@ -306,8 +306,9 @@ class RaptorProbe(LinearConceptProbe):
         C = float(Cs[k])
         self._before_refit = (design.back(path.coef_reduced[k]), float(path.intercept[k]))
         if self.refit:
+            at_k, prec = path.preconditioner
             res = refit(Xs, ytr, Xvs, yv_signed, C, design, path.coef_reduced[k], path.intercept[k], tol=self.tol,
-                        max_iter=self.max_iter, check_input=False)
+                        max_iter=self.max_iter, check_input=False, preconditioner=prec if at_k == k else None)
             self._record_refit(res, stacklevel=5)
             w, b = res.coef, res.intercept
         else:
