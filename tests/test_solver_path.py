@@ -137,6 +137,16 @@ def test_the_refit_preconditioned_with_the_paths_preconditioner_factors_less_and
         assert hinted.n_factorizations == 0
 
 
+def test_refit_refuses_a_preconditioner_that_is_not_the_paths():
+    X, y, Xv, yv = hidden_states(60, 25, 70, 1.0, seed=3)
+    d = reduce_design(X, Xv)
+    path = logistic_path(X, y, Xv, yv, [0.1, 1.0], design=d)
+    other = logistic_path(X[:40], y[:40], Xv, yv, [0.1, 1.0]).preconditioner[1]  # another design's (rank 40)
+    for bad in ("factor", np.eye(d.rank), other):
+        with pytest.raises(TypeError, match="preconditioner"):
+            refit(X, y, Xv, yv, 1.0, d, path.coef_reduced[1], path.intercept[1], preconditioner=bad)
+
+
 @pytest.mark.parametrize("p", [300, 600])  # n < p < n + m; n + m <= p
 def test_the_refit_lands_far_inside_its_tolerance_where_the_coefficients_are_small(p, monkeypatch):
     """At small C the coefficients are small (||w|| << 1), and the gradient tolerance (relative to max(1, ||w||))

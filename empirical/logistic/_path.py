@@ -31,7 +31,7 @@ from ..common.arrays import check_grid, check_matrix, check_signed_labels
 from ._design import extend_design, reduce_design
 from ._factors import gemv
 from ._newton import loss_terms
-from ._pcg import NYSTROM_RANK, PathContext, _NystromPrec, _PaddedPrec, newton_pcg
+from ._pcg import NYSTROM_RANK, PathContext, _NystromPrec, _PaddedPrec, _Precond, newton_pcg
 
 __all__ = ["logistic_path", "refit"]
 
@@ -260,6 +260,10 @@ def refit(X, y, Xv, yv, C, design, a0, b0, *, fit_intercept=True, tol=1e-10, max
         # the train-only solution misclassifies validation rows by so much (large C) that zero is the better
         # start: Newton's quadratic model is poor where the loss is linear
         a_start, b0, z0 = np.zeros_like(a_start), 0.0, np.zeros(n)
+    if preconditioner is not None and not (isinstance(preconditioner, _Precond)
+                                           and preconditioner.U.shape[0] == np.shape(a0)[0]):
+        raise TypeError(f"preconditioner must be None or logistic_path's preconditioner for a design of rank "
+                        f"{np.shape(a0)[0]}; got {type(preconditioner).__name__}")
     max_pcg = None
     if preconditioner is not None and design.reduced:  # the stacked design extends the train coordinates
         ctx.prec = _PaddedPrec(preconditioner, ctx, loss_terms(z0, yf)[2], C, fit_intercept)
