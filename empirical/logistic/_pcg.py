@@ -132,6 +132,17 @@ class _Precond:
     #: a factor can always be used (its Schur complement is floored); see :class:`_NystromPrec`
     usable = True
 
+    def _couple_intercept(self, C):
+        """The intercept's row and column at ``C`` for a preconditioner that follows C with fixed weights ``d``
+        (``zd = Z'd``, ``d_sum``): ``h = C Z'd``, ``u = solve_w(h)`` and the Schur complement ``s = C sum d - h'u``;
+        ``usable`` is False when ``s`` is not positive (lost to cancellation)."""
+        self.usable = True
+        if self.fit_intercept:
+            self.h = C * self.zd
+            self.u = self.solve_w(self.h)
+            self.s = C * self.d_sum - self.h @ self.u
+            self.usable = bool(self.s > _SCHUR_FLOOR * C * self.d_sum)
+
     def at(self, C):
         """The preconditioner to use at inverse ridge strength ``C``: a factor stays as it was made (stale)."""
         return self
@@ -202,12 +213,7 @@ class _NystromPrec(_Precond):
             self.C = C
             self.lam = self.lam0 * (C / self.C0)
             self.shrink = self.lam / (1.0 + self.lam)
-            self.usable = True
-            if self.fit_intercept:
-                self.h = C * self.zd
-                self.u = self.solve_w(self.h)
-                self.s = C * self.d_sum - self.h @ self.u
-                self.usable = bool(self.s > _SCHUR_FLOOR * C * self.d_sum)
+            self._couple_intercept(C)
         return self
 
     def built_at(self, C, d) -> bool:
@@ -262,12 +268,7 @@ class _PaddedPrec(_Precond):
         if C != self.C:
             self.C = C
             self.inner = self.inner.at(C)
-            self.usable = True
-            if self.fit_intercept:
-                self.h = C * self.zd
-                self.u = self.solve_w(self.h)
-                self.s = C * self.d_sum - self.h @ self.u
-                self.usable = bool(self.s > _SCHUR_FLOOR * C * self.d_sum)
+            self._couple_intercept(C)
         return self
 
     def solve_w(self, v):
