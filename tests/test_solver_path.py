@@ -137,6 +137,26 @@ def test_the_refit_preconditioned_with_the_paths_preconditioner_factors_less_and
         assert hinted.n_factorizations == 0
 
 
+@pytest.mark.parametrize("option,value", [("tol", float("nan")), ("tol", -1.0), ("tol", 1.0), ("max_iter", 0),
+                                          ("max_iter", 2.5), ("order", 0), ("order", 2.5), ("order", 11),
+                                          ("min_newton", -1)])
+def test_both_path_solvers_and_the_refit_refuse_a_bad_solver_option_naming_it(option, value):
+    # one check for every solver (_newton.check_solver, _path.check_path_options): order=0 used to take the whole
+    # history (hist[-0:]), a NaN or negative tol and max_iter=0 used to return a path that was never solved
+    from empirical.logistic.batched import batched_path
+
+    X, y, Xv, yv = hidden_states(40, 20, 30, 1.0, seed=5)
+    with pytest.raises(ValueError, match=option):
+        logistic_path(X, y, Xv, yv, [0.1, 1.0], **{option: value})
+    with pytest.raises(ValueError, match=option):
+        batched_path(X[None], y, Xv[None], yv, [0.1, 1.0], **{option: value})
+    if option in ("tol", "max_iter"):
+        d = reduce_design(X, Xv)
+        path = logistic_path(X, y, Xv, yv, [0.1, 1.0], design=d)
+        with pytest.raises(ValueError, match=option):
+            refit(X, y, Xv, yv, 1.0, d, path.coef_reduced[1], path.intercept[1], **{option: value})
+
+
 def test_refit_refuses_a_preconditioner_that_is_not_the_paths():
     X, y, Xv, yv = hidden_states(60, 25, 70, 1.0, seed=3)
     d = reduce_design(X, Xv)

@@ -32,7 +32,7 @@ from ..common.arrays import C_MAX, C_MIN, TOL_MAX, check_matrix, check_signed_la
 #: The API: the independent reference solver.  The other functions (``loss_terms``,
 #: ``armijo_backtrack``, ``newton_dual``, ``dual_start``, ``dual_inverse``, ``principal_solver``) are the kernels
 #: of the solvers' inner loops: they take inputs their callers checked (:func:`check_problem`) and are not API.
-__all__ = ["direct_newton", "check_problem", "MAX_ITER"]
+__all__ = ["direct_newton", "check_problem", "check_solver", "MAX_ITER"]
 
 #: Most Newton iterations a solver of this family accepts (each is a factorization; 100 is the default).
 MAX_ITER = 100_000
@@ -408,6 +408,31 @@ def newton_dual(K, y, C, alpha, b, fit_intercept=True, tol=1e-10, max_iter=100):
     return alpha, b, nit, gnorm, status, f
 
 
+def check_solver(tol, max_iter) -> tuple:
+    """The checked stopping rule of every ridge-logistic solver (:func:`check_problem`, the path solvers and their
+    refits): ``tol`` in ``(0, TOL_MAX]`` and ``max_iter`` in ``1 .. MAX_ITER``.
+
+    Parameters
+    ----------
+    tol : float
+        Relative gradient-norm tolerance.
+    max_iter : int
+        Newton steps at most (per grid point for a path).
+
+    Returns
+    -------
+    (tol, max_iter)
+        A Python float and int.
+
+    Examples
+    --------
+    >>> check_solver(1e-10, 100)
+    (1e-10, 100)
+    """
+    return (check_scalar(tol, "tol", low=0.0, high=TOL_MAX, low_open=True),
+            check_int(max_iter, "max_iter", maximum=MAX_ITER))
+
+
 def check_problem(X, y, C, tol, max_iter, w0=None, b0=0.0) -> tuple:
     """The checked inputs of a ridge-logistic fit: the one validation of :func:`direct_newton` and
     :func:`empirical.logistic.fit_l2_logistic`.
@@ -444,8 +469,7 @@ def check_problem(X, y, C, tol, max_iter, w0=None, b0=0.0) -> tuple:
     X = check_matrix(X, "X")
     y = check_signed_labels(y, X.shape[0], "y")
     C = check_scalar(C, "C", low=C_MIN, high=C_MAX)
-    tol = check_scalar(tol, "tol", low=0.0, high=TOL_MAX, low_open=True)
-    max_iter = check_int(max_iter, "max_iter", maximum=MAX_ITER)
+    tol, max_iter = check_solver(tol, max_iter)
     if w0 is not None:
         w0 = check_vector(w0, "w0", size=X.shape[1])
     b0 = check_scalar(b0, "b0")

@@ -28,9 +28,10 @@ import numpy as np
 from scipy.optimize import OptimizeResult
 
 from ..common.arrays import check_grid, check_matrix, check_signed_labels
+from ..common.checks import check_int
 from ._design import extend_design, reduce_design
 from ._factors import gemv
-from ._newton import loss_terms
+from ._newton import check_solver, loss_terms
 from ._pcg import NYSTROM_RANK, PathContext, _NystromPrec, _PaddedPrec, _Precond, newton_pcg
 
 __all__ = ["logistic_path", "refit"]
@@ -55,6 +56,31 @@ REFIT_PRECONDITIONED_CG = 30
 #: accuracy at every grid point (docs/probe.md); 4 and 6 points do about as well, 8 worse (the extrapolation
 #: amplifies the certified iterates' errors by up to 2^order - 1).
 EXTRAPOLATION_POINTS = 5
+
+
+def check_path_options(order, min_newton) -> tuple:
+    """The checked predictor options of both path solvers (:func:`logistic_path`,
+    :func:`empirical.logistic.batched_path`): ``order`` in ``1 .. 10`` points, ``min_newton`` in ``0 .. 10_000``.
+
+    Parameters
+    ----------
+    order : int
+        Points of the log C extrapolation.
+    min_newton : int
+        Newton steps per grid point before certification is tried.
+
+    Returns
+    -------
+    (order, min_newton)
+        Python ints.
+
+    Examples
+    --------
+    >>> check_path_options(EXTRAPOLATION_POINTS, 1)
+    (5, 1)
+    """
+    return (check_int(order, "order", maximum=10),
+            check_int(min_newton, "min_newton", minimum=0, maximum=10_000))
 
 
 def lagrange_weights(ts, t) -> np.ndarray:
@@ -119,7 +145,8 @@ def logistic_path(X, y, Xv, yv, Cs, *, fit_intercept=True, tol=1e-10, max_iter=1
         (len(Cs),) of the (certified, not necessarily tightly converged) iterates in the reduced coordinates of
         ``design`` (map with ``design.back``), ``n_factorizations``, ``n_cg``, ``design``, ``preconditioner``
         (``(index, preconditioner)``: the first grid point, in ascending C, of the best validation accuracy and the
-        solver's preconditioner there, for :func:`refit`'s ``preconditioner``; internal, not API), and ``success``
+        solver's preconditioner there, for :func:`refit`'s ``preconditioner``, ``(-1, None)`` without validation
+        rows; internal, not API), and ``success``
         / ``status`` (0: every grid point certified or converged, 1: not) / ``message``.
 
     Examples
@@ -133,6 +160,8 @@ def logistic_path(X, y, Xv, yv, Cs, *, fit_intercept=True, tol=1e-10, max_iter=1
     """
     if check_input:
         Cs = check_grid(Cs)
+        tol, max_iter = check_solver(tol, max_iter)
+        order, min_newton = check_path_options(order, min_newton)
         X, Xv = check_matrix(X, "X"), check_matrix(Xv, "Xv") if len(Xv) else np.asarray(Xv, dtype=np.float64)
         y, yv = check_signed_labels(y, X.shape[0], "y"), check_signed_labels(yv, len(Xv), "yv")
     else:
@@ -158,7 +187,8 @@ def logistic_path(X, y, Xv, yv, Cs, *, fit_intercept=True, tol=1e-10, max_iter=1
     certified = np.zeros(len(Cs), dtype=bool)
     grad_norms = np.empty(len(Cs))
     n_fact = n_cg = 0
-    best_acc, best_prec = -1.0, None  # the preconditioner in force at the first (smallest C) best grid point
+    # the preconditioner in force at the first (smallest C) best grid point; (-1, None) without validation rows
+    best_acc, best_prec = -1.0, (-1, None)
     for k, idx in enumerate(order_idx):
         C = Cs[idx]
         t = logC[k]
@@ -245,6 +275,11 @@ def refit(X, y, Xv, yv, C, design, a0, b0, *, fit_intercept=True, tol=1e-10, max
         X, Xv = check_matrix(X, "X"), check_matrix(Xv, "Xv") if len(Xv) else np.asarray(Xv, dtype=np.float64)
         y, yv = check_signed_labels(y, len(X), "y"), check_signed_labels(yv, len(Xv), "yv")
         C = float(check_grid(C, "C")[0])
+        tol, max_iter = check_solver(tol, max_iter)
+    if preconditioner is not None and not (isinstance(preconditioner, _Precond)
+                                           and preconditioner.U.shape[0] == np.shape(a0)[0]):
+        raise TypeError(f"preconditioner must be None or logistic_path's preconditioner for a design of rank "
+                        f"{np.shape(a0)[0]}; got {type(preconditioner).__name__}")
     yf = np.concatenate([y, yv])
     n = len(yf)
     if not design.reduced:  # the train rows were not reduced (n >= p): neither are the stacked ones
@@ -260,10 +295,6 @@ def refit(X, y, Xv, yv, C, design, a0, b0, *, fit_intercept=True, tol=1e-10, max
         # the train-only solution misclassifies validation rows by so much (large C) that zero is the better
         # start: Newton's quadratic model is poor where the loss is linear
         a_start, b0, z0 = np.zeros_like(a_start), 0.0, np.zeros(n)
-    if preconditioner is not None and not (isinstance(preconditioner, _Precond)
-                                           and preconditioner.U.shape[0] == np.shape(a0)[0]):
-        raise TypeError(f"preconditioner must be None or logistic_path's preconditioner for a design of rank "
-                        f"{np.shape(a0)[0]}; got {type(preconditioner).__name__}")
     max_pcg = None
     if preconditioner is not None and design.reduced:  # the stacked design extends the train coordinates
         ctx.prec = _PaddedPrec(preconditioner, ctx, loss_terms(z0, yf)[2], C, fit_intercept)

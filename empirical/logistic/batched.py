@@ -48,9 +48,9 @@ from scipy.optimize import OptimizeResult
 
 from empirical.common.checks import check_bool, check_int, check_scalar
 
-from ..common.arrays import C_MAX, C_MIN, TOL_MAX, check_grid, check_matrix, check_signed_labels, check_vector
-from ._newton import ARMIJO, HALVINGS
-from ._path import EXTRAPOLATION_POINTS, lagrange_weights
+from ..common.arrays import C_MAX, C_MIN, check_grid, check_matrix, check_signed_labels, check_vector
+from ._newton import ARMIJO, HALVINGS, check_solver
+from ._path import EXTRAPOLATION_POINTS, check_path_options, lagrange_weights
 from ._pcg import DISTANCE, RADIUS, SAFETY
 
 __all__ = ["resolve_device", "batched_path", "batched_refit", "layer_batches"]  # PhaseClock, stack_on_device: for
@@ -565,11 +565,6 @@ def _check_layers(X, name, width=None) -> np.ndarray:
     return stack
 
 
-def _check_solver(tol, max_iter):
-    return (check_scalar(tol, "tol", low=0.0, high=TOL_MAX, low_open=True),
-            check_int(max_iter, "max_iter", maximum=10_000))
-
-
 def batched_path(X, y, Xv, yv, Cs, *, device="cpu", tol=1e-10, max_iter=100,
                  order=EXTRAPOLATION_POINTS, min_newton=1, check_input=True, reuse_factors=True) -> OptimizeResult:
     """Validation accuracy of the exact ridge-logistic minimizer at every C of ``Cs``, for B layers at once.
@@ -635,9 +630,8 @@ def batched_path(X, y, Xv, yv, Cs, *, device="cpu", tol=1e-10, max_iter=100,
     reuse_factors = check_bool(reuse_factors, "reuse_factors")
     if check_input:
         Cs = check_grid(Cs)
-        tol, max_iter = _check_solver(tol, max_iter)
-        order, min_newton = check_int(order, "order", maximum=10), check_int(min_newton, "min_newton", minimum=0,
-                                                                             maximum=10_000)
+        tol, max_iter = check_solver(tol, max_iter)
+        order, min_newton = check_path_options(order, min_newton)
         X = _check_layers(X, "X")
         y = check_signed_labels(y, X.shape[1], "y")
         Xv = _check_layers(Xv, "Xv", width=X.shape[2])
@@ -734,7 +728,7 @@ def batched_refit(X, y, C, coef0, intercept0, *, device="cpu", tol=1e-10, max_it
     """
     dev = resolve_device(device)
     if check_input:
-        tol, max_iter = _check_solver(tol, max_iter)
+        tol, max_iter = check_solver(tol, max_iter)
         X = _check_layers(X, "X")
     B, n, p = X.shape
     if check_input:
