@@ -15,12 +15,18 @@ kernel the certified path and its refit must run at least once, and adds them up
   with one CG iteration preconditioned by the ridge term (no factorization: at small C* the refit makes none).
   The factorization of the stacked design, which a refit at larger C* adds, is timed and printed, not counted.
 
+``--dual`` also times the two kernels that a dual-space Newton-CG would put in their place (docs/probe.md, "The
+one-thread goal on the spiked model against the floor"): the product with the preconditioned dual operator
+``M v = v + s * (K (s * v))`` (one ``symv`` over the float32 Gram ``K = X X'`` instead of the primal Hessian
+product's two ``trmv`` over the triangular design) and the factorization of ``I + S K S`` (a scaling and one
+``potrf``, no ``lauum``).  Neither is part of the floor.
+
 Measured floors are the medians over ``--repeats``; compare them with ``RaptorProbe()`` and the paper's loop of
 ``benchmarks/probe_path.py`` at the same shape and threads.
 
 Usage::
 
-    python benchmarks/probe_floor.py --shape 3600,1200,4096 --threads 1 2
+    python benchmarks/probe_floor.py --shape 3600,1200,4096 --threads 1 2 [--dual]
 """
 from __future__ import annotations
 
@@ -28,6 +34,7 @@ import argparse
 import json
 
 import numpy as np
+from scipy.linalg import blas, lapack
 from threadpoolctl import threadpool_limits
 from timing import median_time
 
@@ -45,8 +52,24 @@ def _median(fn, repeats):
     return median_time(fn, repeats)[0]
 
 
-def kernels(n_train, n_val, p, repeats=5, seed=0):
-    """Seconds of each kernel (median over ``repeats``) at the shape, on two Gaussian classes."""
+def _dual_product(K32, s, v):
+    """``v + s * (K (s * v))`` with a float32 ``symv`` (the dual operator's product, for ``--dual``)."""
+    u = (s * v).astype(np.float32)
+    return v + s * blas.ssymv(1.0, K32, u, lower=1).astype(np.float64)
+
+
+def _dual_factor(K32, s):
+    """The float32 Cholesky factor of ``I + S K S`` (the dual preconditioner, for ``--dual``)."""
+    s32 = s.astype(np.float32)
+    M = K32 * s32[:, None]
+    M *= s32[None, :]
+    M[np.diag_indices(len(s))] += 1.0
+    return lapack.spotrf(M, lower=1, clean=0, overwrite_a=1)
+
+
+def kernels(n_train, n_val, p, repeats=5, seed=0, dual=False):
+    """Seconds of each kernel (median over ``repeats``) at the shape, on two Gaussian classes (``dual``: and the
+    dual-space kernels of the module docstring, named ``dual: ...``)."""
     rng = np.random.default_rng(seed)
     H = rng.standard_normal((n_train + n_val, p))
     Htr, Hv = H[:n_train], H[n_train:]
@@ -82,6 +105,11 @@ def kernels(n_train, n_val, p, repeats=5, seed=0):
                                                         full_ctx.mul32(af.astype(np.float32)),
                                                         full_ctx.rmul32(df.astype(np.float32))), repeats),
     }
+    if dual:
+        K32 = np.asfortranarray(K, dtype=np.float32)
+        sd = np.sqrt(1e-2 * d)
+        k["dual: operator product (symv)"] = _median(lambda: _dual_product(K32, sd, t), 5 * repeats)
+        k["dual: preconditioner factorization (scale + potrf)"] = _median(lambda: _dual_factor(K32, sd), repeats)
     return k
 
 
@@ -101,13 +129,14 @@ def main(argv=None):
     ap.add_argument("--shape", default="3600,1200,4096", help="n_train,n_val,p")
     ap.add_argument("--threads", type=int, nargs="+", default=[1])
     ap.add_argument("--repeats", type=int, default=5)
+    ap.add_argument("--dual", action="store_true", help="also time the dual-space kernels (not in the floor)")
     ap.add_argument("--json", help="also write the kernels and floors to this JSON file")
     args = ap.parse_args(argv)
     shape = tuple(int(v) for v in args.shape.split(","))
     out = {}
     for threads in args.threads:
         with threadpool_limits(threads):
-            k = kernels(*shape, repeats=args.repeats)
+            k = kernels(*shape, repeats=args.repeats, dual=args.dual)
         reduction, path, refit, total = floor(k)
         out[threads] = dict(kernels_s=k, reduction_s=reduction, path_s=path, refit_s=refit, total_s=total)
     print(f"| kernel at {shape} | " + " | ".join(f"{t} thread(s), ms" for t in args.threads) + " |")
