@@ -20,6 +20,12 @@ from empirical.probes.registry import get_method
 #: The open read recorders of :func:`recording_reads` (file names under ``OUT/tables``).
 _RECORDERS: list = []
 
+#: ``read_csv``'s options that read a saved table back to the very floats it was written from: round-trip parsing
+#: before pandas 3.1, whose default parser may be off by an ulp (which flips a rounding tie in RESULTS.md); from 3.1
+#: on every mode parses exactly and choosing one is deprecated (removed in pandas 4).
+_EXACT_FLOATS = ({} if tuple(int(part) for part in pd.__version__.split(".")[:2]) >= (3, 1)
+                 else {"float_precision": "round_trip"})
+
 
 @contextmanager
 def recording_reads():
@@ -73,9 +79,7 @@ def load_table(out: Path, name: str) -> pd.DataFrame | None:
     if path.exists():
         _record_read(path)
     try:
-        # round-trip float parsing: a saved table reads back to the very floats it was written from, whatever the
-        # pandas version (its default parser may be off by an ulp, which flips a rounding tie in RESULTS.md)
-        return pd.read_csv(path, float_precision="round_trip") if files.verify_checksum(path) else None
+        return pd.read_csv(path, **_EXACT_FLOATS) if files.verify_checksum(path) else None
     except files.ChecksumError as exc:
         warnings.warn(f"{exc}; recomputing it", RuntimeWarning, stacklevel=2)
         return None

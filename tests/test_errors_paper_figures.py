@@ -58,3 +58,17 @@ def test_verify_checksum_names_the_file(tmp_path):
     path.write_text("{ }")
     with pytest.raises(files.ChecksumError, match="raw.json"):
         files.verify_checksum(path)
+
+
+def test_a_saved_table_reads_back_to_the_same_floats_without_a_deprecation(tmp_path):
+    import warnings
+
+    import numpy as np
+
+    values = np.random.default_rng(0).standard_normal(2000) * 10.0 ** np.arange(-8, 12, 0.01)
+    table = pd.DataFrame({"x": values, "tie": 0.1 + 0.2})  # 17 significant digits, and a rounding tie's neighbour
+    save_table(table, tmp_path, "floats")
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # pandas' deprecation of float_precision (removed in pandas 4) included
+        back = load_table(tmp_path, "floats")
+    assert np.array_equal(back.x.to_numpy(), values) and (back.tie == 0.1 + 0.2).all()
