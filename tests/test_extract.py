@@ -1,6 +1,7 @@
 """Hidden-state extraction on tiny random models: layer convention per architecture, batched ==
 unbatched, prefix sharing, the disk cache (hit, validation, resume), and argument errors."""
 import os
+import warnings
 
 import numpy as np
 import pytest
@@ -372,6 +373,8 @@ def test_float16_storage_refuses_states_beyond_its_range(tok, tmp_path):
     model = tiny_model("llama", seed=9)
     with torch.no_grad():
         model.model.embed_tokens.weight.mul_(1e9)  # embeddings (layer 0) far beyond 65504
-    with pytest.raises(ValueError, match="beyond float16's range.*float32"):
-        E.hidden_states(model, tok, PROMPTS, layers="all", cache=ExtractionCache(tmp_path, storage="float16"),
-                        label="big", progress=False)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", RuntimeWarning)  # one error with its reason, not a warning before it
+        with pytest.raises(ValueError, match="beyond float16's range.*float32"):
+            E.hidden_states(model, tok, PROMPTS, layers="all", cache=ExtractionCache(tmp_path, storage="float16"),
+                            label="big", progress=False)

@@ -76,7 +76,8 @@ class PartialRows:
     def record(self, mm, idx, buf):
         """Write ``buf`` (n_layers, len(idx), p) into rows ``idx`` of ``mm`` (rounded to its dtype) and remember
         their digests (of the stored values)."""
-        stored = np.asarray(buf, dtype=mm.dtype)
+        with np.errstate(over="ignore"):  # an overflow is refused just below, with its reason
+            stored = np.asarray(buf, dtype=mm.dtype)
         if not np.all(np.isfinite(stored)):
             raise ValueError(f"hidden states beyond {mm.dtype}'s range (largest |h| = {np.nanmax(np.abs(buf)):.4g}); "
                              "store them as float32 (the default storage)")
