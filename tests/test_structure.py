@@ -290,3 +290,20 @@ def test_structure_step_writes_the_summary_columns(tmp_path):
     assert np.isclose(summary.C.iloc[0], fixed_C(H[1][pool], y[pool]))
     assert summary[["rho_s", "mae", "baseline_mae"]].notna().all().all()
     assert ((summary.mae >= 0) & (summary.baseline_mae >= 0)).all()
+
+
+@pytest.mark.parametrize("fn", ["pearsonr", "spearmanr"])
+def test_agreement_of_a_series_constant_to_rounding_is_undefined(fn):
+    import warnings
+
+    from scipy import stats
+
+    from empirical.probes.structure import _corr
+
+    truth = np.array([0.6, 0.7, 0.8, 0.9])
+    assert _corr(truth, 2 * truth, getattr(stats, fn)) == pytest.approx(1.0)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # SciPy's NearConstantInputWarning included
+        assert np.isnan(_corr(0.75 + 1e-16 * np.arange(4), truth, getattr(stats, fn)))
+        assert np.isnan(_corr(truth, np.full(4, 0.75), getattr(stats, fn)))
+        assert np.isnan(_corr(truth[:2], truth[:2], getattr(stats, fn)))

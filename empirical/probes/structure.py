@@ -434,8 +434,11 @@ def _one_subsample(task):
 
 
 def _corr(x, y, fn):
+    """``fn(x, y)``'s coefficient (Pearson or Spearman); NaN with fewer than 3 points or when either series is
+    constant to rounding (a spread below 1e-12 of its magnitude: a coefficient of rounding noise, which SciPy
+    computes with a NearConstantInputWarning)."""
     x, y = np.asarray(x, float), np.asarray(y, float)
-    if len(x) < 3 or np.ptp(x) == 0 or np.ptp(y) == 0:
+    if len(x) < 3 or any(np.ptp(v) <= 1e-12 * max(1.0, float(np.max(np.abs(v)))) for v in (x, y)):
         return float("nan")
     return float(fn(x, y)[0])
 
