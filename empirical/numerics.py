@@ -134,6 +134,21 @@ def unit_vector(v, name: str = "vector") -> np.ndarray:
                          "(constant or degenerate features?)")
     return v / norm
 
+def constant_to_rounding(v) -> bool:
+    """Whether the series ``v`` is constant up to rounding: its spread is at most 1e-12 of its magnitude (at least
+    1).  A correlation with such a series is a coefficient of rounding noise (Pearson: SciPy's
+    ``NearConstantInputWarning``; Spearman: the ranks of the noise): the callers report NaN instead.  A helper of
+    the package's correlations (finite float input), not API.
+
+    Examples
+    --------
+    >>> constant_to_rounding([0.75, 0.75 + 1e-16, 0.75]), constant_to_rounding([0.6, 0.7])
+    (True, False)
+    """
+    v = np.asarray(v, dtype=float)
+    return bool(v.size == 0 or np.ptp(v) <= 1e-12 * max(1.0, float(np.max(np.abs(v)))))
+
+
 def standardize_stats(X) -> tuple[np.ndarray, np.ndarray]:
     """Per-feature mean and population standard deviation of ``X`` (zero std replaced by 1).
 

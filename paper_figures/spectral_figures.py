@@ -44,6 +44,7 @@ from cgmt import Spectrum  # noqa: E402
 from empirical.common import files  # noqa: E402
 from empirical.common.resources import check_n_jobs
 from empirical.llm import datasets  # noqa: E402
+from empirical.numerics import constant_to_rounding  # noqa: E402
 from empirical.probes.layers import PAPER_SPLIT_SEED, paper_split  # noqa: E402
 from empirical.probes.spectral_evaluation import PATH_CS, evaluate_split, semi_synthetic_path  # noqa: E402
 from empirical.probes.spectral_prediction import estimate_pool_model  # noqa: E402
@@ -163,7 +164,7 @@ def evaluate_all(out, hidden, layers, extra_seeds=4, seed_layers=(), progress=Tr
 
 def _spearman(a, b):
     a, b = np.asarray(a, float), np.asarray(b, float)
-    if np.ptp(a) == 0 or np.ptp(b) == 0:
+    if constant_to_rounding(a) or constant_to_rounding(b):
         return float("nan")
     return float(spearmanr(a, b).statistic)
 

@@ -292,18 +292,28 @@ def test_structure_step_writes_the_summary_columns(tmp_path):
     assert ((summary.mae >= 0) & (summary.baseline_mae >= 0)).all()
 
 
-@pytest.mark.parametrize("fn", ["pearsonr", "spearmanr"])
-def test_agreement_of_a_series_constant_to_rounding_is_undefined(fn):
-    import warnings
-
+def _correlations():
+    """Every correlation the package reports (name, fn(x, y) -> coefficient)."""
     from scipy import stats
 
-    from empirical.probes.structure import _corr
+    from empirical.probes import real_embedding, structure
+    from paper_figures import spectral_figures
 
+    return [("structure pearson", lambda x, y: structure._corr(x, y, stats.pearsonr)),
+            ("structure spearman", lambda x, y: structure._corr(x, y, stats.spearmanr)),
+            ("real_embedding pearson", lambda x, y: real_embedding._corr(x, y)["pearson"]),
+            ("real_embedding spearman", lambda x, y: real_embedding._corr(x, y)["spearman"]),
+            ("spectral_figures spearman", spectral_figures._spearman)]
+
+
+@pytest.mark.parametrize("name", [name for name, _ in _correlations()])
+def test_agreement_of_a_series_constant_to_rounding_is_undefined(name):
+    import warnings
+
+    corr = dict(_correlations())[name]
     truth = np.array([0.6, 0.7, 0.8, 0.9])
-    assert _corr(truth, 2 * truth, getattr(stats, fn)) == pytest.approx(1.0)
+    assert corr(truth, 2 * truth) == pytest.approx(1.0)
     with warnings.catch_warnings():
         warnings.simplefilter("error")  # SciPy's NearConstantInputWarning included
-        assert np.isnan(_corr(0.75 + 1e-16 * np.arange(4), truth, getattr(stats, fn)))
-        assert np.isnan(_corr(truth, np.full(4, 0.75), getattr(stats, fn)))
-        assert np.isnan(_corr(truth[:2], truth[:2], getattr(stats, fn)))
+        assert np.isnan(corr(0.75 + 1e-16 * np.arange(4), truth))  # Spearman gave 1.0: the ranks of the noise
+        assert np.isnan(corr(truth, np.full(4, 0.75)))

@@ -31,7 +31,7 @@ from empirical.common.checks import check_int, check_positive_array, check_scala
 from ..common.arrays import as_real_array, check_binary_labels, check_matrix
 from ..common.checks import check_random_state
 from ..logistic import fit_l2_logistic
-from ..numerics import standardize, standardize_stats
+from ..numerics import constant_to_rounding, standardize, standardize_stats
 
 __all__ = ["theory_lambda", "cross_validated_path", "estimate_kappa", "kappa_from_accuracy", "participation_ratio",
            "real_embedding_stability", "RealStabilityResult"]
@@ -276,7 +276,7 @@ class RealStabilityResult:
 def _corr(x, y):
     x, y = np.asarray(x, float), np.asarray(y, float)
     ok = np.isfinite(x) & np.isfinite(y)
-    if ok.sum() < 3 or np.ptp(x[ok]) == 0 or np.ptp(y[ok]) == 0:
+    if ok.sum() < 3 or constant_to_rounding(x[ok]) or constant_to_rounding(y[ok]):
         return dict(spearman=float("nan"), spearman_p=float("nan"), pearson=float("nan"), pearson_p=float("nan"))
     s = spearmanr(x[ok], y[ok])
     r = pearsonr(x[ok], y[ok])

@@ -69,7 +69,7 @@ from empirical.common.checks import as_generator, check_int, check_scalar
 from empirical.common.resources import check_n_jobs
 
 from ..common.arrays import as_real_array, check_binary_labels, check_grid, check_matrix, check_vector
-from ..numerics import PAPER_SPLIT_SEED
+from ..numerics import PAPER_SPLIT_SEED, constant_to_rounding
 from .raptor import RaptorProbe
 
 __all__ = ["delta_sweep", "StructureResult", "predicted_accuracy", "calibrate_scores", "fixed_C", "fit_power_law",
@@ -435,10 +435,9 @@ def _one_subsample(task):
 
 def _corr(x, y, fn):
     """``fn(x, y)``'s coefficient (Pearson or Spearman); NaN with fewer than 3 points or when either series is
-    constant to rounding (a spread below 1e-12 of its magnitude: a coefficient of rounding noise, which SciPy
-    computes with a NearConstantInputWarning)."""
+    constant to rounding (:func:`empirical.numerics.constant_to_rounding`)."""
     x, y = np.asarray(x, float), np.asarray(y, float)
-    if len(x) < 3 or any(np.ptp(v) <= 1e-12 * max(1.0, float(np.max(np.abs(v)))) for v in (x, y)):
+    if len(x) < 3 or constant_to_rounding(x) or constant_to_rounding(y):
         return float("nan")
     return float(fn(x, y)[0])
 
