@@ -29,7 +29,7 @@ from tqdm.auto import tqdm
 import sims
 from cgmt.stability import stability
 from cgmt.validation import check_delta, check_kappa, check_lams
-from empirical.common.checks import check_sequence
+from empirical.common.checks import check_axes, check_sequence
 from empirical.common.deprecation import moved_names
 from empirical.common.resources import check_n_jobs
 
@@ -193,12 +193,14 @@ def plot_stability_vs_lambda(settings=DEFAULT_SETTINGS, lams=None, *, sim: pd.Da
     """
     import matplotlib
 
-    if axes is None:
+    settings = check_sequence(settings, "settings", _setting)
+    if axes is not None:
+        axes = check_axes(axes, "axes", len(settings))
+    else:
         matplotlib.use("Agg", force=False)
     import matplotlib.pyplot as plt
     from matplotlib.lines import Line2D
 
-    settings = check_sequence(settings, "settings", _setting)
     lams = np.logspace(-2, 1, 13) if lams is None else check_lams(lams, "lams")
     own = axes is None
     if own:
@@ -267,7 +269,9 @@ def plot_real_embedding_stability(result, ax=None, measured_ci=None):
     """
     import matplotlib
 
-    if ax is None:
+    if ax is not None:
+        ax = check_axes(ax, "ax")
+    else:
         matplotlib.use("Agg", force=False)
     import matplotlib.pyplot as plt
 

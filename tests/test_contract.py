@@ -47,7 +47,19 @@ from _public_api import entries, public_objects, sections
 CALL_SECONDS = 10.0
 BASE_SECONDS = 3.0
 SAMPLE = int(os.environ.get("CONTRACT_VALUES", "3"))
-SEED = os.environ.get("CONTRACT_SEED", "0")
+
+
+def _contract_seed() -> str:
+    """``CONTRACT_SEED``, else under ``HYPOTHESIS_PROFILE=explore`` the run's fresh Hypothesis seed (tests/conftest.py
+    chooses it before collection and prints it in the header), else ``"0"``: an explore run draws other values."""
+    if "CONTRACT_SEED" in os.environ:
+        return os.environ["CONTRACT_SEED"]
+    if os.environ.get("HYPOTHESIS_PROFILE") == "explore" and os.environ.get("HYPOTHESIS_SEED"):
+        return os.environ["HYPOTHESIS_SEED"]
+    return "0"
+
+
+SEED = _contract_seed()
 
 #: ``{"module:qualname" or "module:qualname.parameter": reason}``: the one list of entries the generator skips.
 #: Every entry is a finding the generator made and that is not fixed yet: "finding: <what happens> (<values>)",
@@ -62,6 +74,8 @@ ALIASES: dict[str, tuple[str, ...]] = {}
 # --------------------------------------------------------------------------- kinds and values
 def _kind(type_text: str, default) -> str | None:
     t = type_text.lower().strip()
+    if "axes" in t:  # "matplotlib Axes", "sequence of matplotlib Axes": what a figure is drawn into
+        return "axes"
     if t.startswith("bool"):
         return "bool"
     if t.startswith(("int", "integer")):
@@ -120,6 +134,9 @@ HOSTILE = {
                 "nan value": lambda: {"a": math.nan}, "float": lambda: 1.5, **COMMON},
     "sequence": {"mapping": lambda: {"a": 1}, "empty": lambda: [], "duplicated": lambda: [1, 1],
                  "nan": lambda: [math.nan], "float": lambda: 1.5, **COMMON},
+    # every value of this kind is hostile (none is an Axes), so each sampled one checks the argument
+    "axes": {"string": lambda: "ax", "float": lambda: 1.5, "none list": lambda: [None], "empty": lambda: [],
+             "mapping": lambda: {"a": 1}, "figure": lambda: _figure(), "array": lambda: np.ones(3), **COMMON},
     "array": {"bool": lambda: np.ones((6, 3), bool), "object": lambda: np.full((6, 3), None, object),
               "datetime64": lambda: np.full((6, 3), np.datetime64("2020-01-01")),
               "complex": lambda: np.ones((6, 3)) * (1 + 1j), "masked": _masked,
@@ -134,6 +151,13 @@ def _rng():
     return np.random.default_rng(0)
 
 
+def _figure():
+    """A matplotlib Figure outside pyplot's registry (nothing to close)."""
+    from matplotlib.figure import Figure
+
+    return Figure()
+
+
 def _valid(name: str, kind: str | None, type_text: str, signed: bool = False):
     """A valid value for a required parameter, or raise LookupError (``signed``: labels coded -1/+1, as the
     docstring says)."""
@@ -144,6 +168,8 @@ def _valid(name: str, kind: str | None, type_text: str, signed: bool = False):
         return 2
     if kind == "bool":
         return False
+    if kind == "axes" and "sequence" not in t:
+        return _figure().add_subplot()
     if kind == "array":
         if name.startswith("y") or "label" in t:
             return np.tile([-1.0, 1.0], 20) if signed else np.tile([0, 1], 20)
@@ -264,6 +290,7 @@ def _names(entry, name, message):
 def check(entry, name, label):
     """'' when (entry, name, value) keeps the contract, else what happened."""
     value = HOSTILE[entry.params[name]][label]()
+    CHECKED.append((entry.key, name, label))
     try:
         with warnings.catch_warnings(), _limit(CALL_SECONDS), contextlib.redirect_stdout(io.StringIO()):
             warnings.simplefilter("ignore")
@@ -292,6 +319,8 @@ def _entries():
 
 ENTRIES = _entries()
 _BASE: dict[str, str] = {}
+#: the (entry, parameter, value) triples this process has checked so far (``test_report_coverage`` prints the count)
+CHECKED: list[tuple[str, str, str]] = []
 
 
 def _base_ok(entry):
@@ -346,7 +375,7 @@ def _run_entry(key):
             found = check(entry, name, label)
             if found:
                 failures.append(found)
-    assert not failures, "\n".join(failures)
+    assert not failures, "\n".join(failures) + f"\n(values drawn with CONTRACT_SEED={SEED})"
 
 
 @pytest.mark.parametrize("key", sorted(ENTRIES))
@@ -405,9 +434,11 @@ def test_report_coverage(capsys):
     sample = sum(min(SAMPLE, len(HOSTILE[kind])) for e in runnable.values() for kind in e.params.values())
     skipped = {k: e.skip or "no typed parameter" for k, e in ENTRIES.items() if e.skip or not e.params}
     with capsys.disabled():
-        print(f"\ncontract: {len(ENTRIES)} entry points, {len(runnable)} driven (before base-call skips), "
+        print(f"\ncontract (CONTRACT_SEED={SEED}): {len(ENTRIES)} entry points, {len(runnable)} driven (before "
+              "base-call skips), "
               f"{len(EXCEPTIONS)} exceptions, {sample} triples sampled, {full} in the full sweep, "
-              f"{len(OPTIONS)} CLI options; {len(skipped)} not buildable from their types:")
+              f"{len(OPTIONS)} CLI options; {len(CHECKED)} triples checked so far in this process, on "
+              f"{len({key for key, _, _ in CHECKED})} entry points; {len(skipped)} not buildable from their types:")
         for key, why in sorted(skipped.items()):
             print(f"  {key}: {why}")
     assert len(runnable) > 40
@@ -473,14 +504,17 @@ def test_cli_option_values(option, capsys):
 
 
 # --------------------------------------------------------------------------- shared arguments: one check each
-SHARED_CHECKS = {"n_jobs": "check_n_jobs("}
+SHARED_CHECKS = {"n_jobs": "check_n_jobs(", "ax": "check_axes(", "axes": "check_axes("}
 
 
 @pytest.mark.parametrize("argument", sorted(SHARED_CHECKS))
 def test_every_public_callable_checks_a_shared_argument_with_its_one_check(argument):
     """A worker count means one thing everywhere: every public function or method taking ``n_jobs`` checks it with
     :func:`cgmt.validation.check_n_jobs` itself (joblib's own errors name it only for some values, and a callable
-    added later is covered without editing this test)."""
+    added later is covered without editing this test); likewise every ``ax`` / ``axes`` to draw into is checked with
+    :func:`empirical.common.checks.check_axes` (a string or a number used to end in a raw ``AttributeError``,
+    ``TypeError`` or ``IndexError`` from inside the drawing).  The contract's ``axes`` kind then calls each with
+    values that are not Axes."""
     missing = []
     for (module, qualname), obj in public_objects().items():
         for name, member in ([(qualname, obj)] if not inspect.isclass(obj) else

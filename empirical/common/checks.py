@@ -3,8 +3,9 @@
 Every check returns the normalised value or raises ``ValueError`` with the message
 ``"<argument> must <requirement>, got <value!r>"``, naming the argument, so a bad input never turns into a NaN or a
 hang inside a numerical kernel: scalars (:func:`check_scalar`, :func:`check_int`, :func:`check_bool`), choices and
-sequences (:func:`check_choice`, :func:`check_sequence`), real arrays (:func:`check_real_array`,
-:func:`check_positive_array`) and random generators and seeds (:func:`as_generator`, :func:`check_random_state`);
+sequences (:func:`check_choice`, :func:`check_sequence`), the matplotlib axes a figure is drawn into
+(:func:`check_axes`), real arrays (:func:`check_real_array`, :func:`check_positive_array`) and random generators and
+seeds (:func:`as_generator`, :func:`check_random_state`);
 :func:`error_context` prefixes a message with where it arose.  The theory's own domains (delta, lam, kappa, ...) are
 :mod:`cgmt.validation`; data matrices, labels and C grids :mod:`empirical.common.arrays`.
 """
@@ -13,12 +14,14 @@ from __future__ import annotations
 import contextlib
 import math
 import numbers
+import sys
 from collections.abc import Mapping
 
 import numpy as np
 
 __all__ = ["check_scalar", "check_int", "MAX_COUNT", "check_real_array", "check_positive_array", "check_bool",
-           "check_choice", "check_sequence", "as_generator", "check_random_state", "MAX_SEED", "error_context"]
+           "check_choice", "check_sequence", "check_axes", "as_generator", "check_random_state", "MAX_SEED",
+           "error_context"]
 
 
 def _interval(low, high, low_open, high_open) -> str:
@@ -385,6 +388,71 @@ def check_sequence(values, name: str, item=None, *, distinct: bool = True, allow
             if v in seen:
                 raise ValueError(f"{name} lists {v!r:.60} more than once")
             seen.append(v)
+    return tuple(items)
+
+
+def _is_axes(value) -> bool:
+    """Whether ``value`` is a matplotlib ``Axes``, importing nothing: without matplotlib imported there is none (the
+    ground floor draws nothing, tests/test_architecture.py)."""
+    module = sys.modules.get("matplotlib.axes")
+    return module is not None and isinstance(value, module.Axes)
+
+
+def check_axes(value, name: str, count: int | None = None):
+    """The matplotlib ``Axes`` a plotting function draws into (``count=None``), or ``count`` distinct ones (a list,
+    tuple or numpy array of Axes, e.g. from ``plt.subplots``; one Axes when ``count`` is 1): the one check of every
+    public ``ax`` / ``axes`` argument, so a string, a number or a figure is refused naming the argument before
+    anything is drawn, not a raw ``AttributeError`` or ``IndexError`` from inside the drawing.
+
+    Parameters
+    ----------
+    value : matplotlib.axes.Axes or sequence of them
+        The value to check.
+    name : str
+        The argument's name, used in the messages (an item is ``name[i]``).
+    count : int, optional
+        How many Axes a sequence must hold (one per panel); None: a single Axes.
+
+    Returns
+    -------
+    matplotlib.axes.Axes or tuple of them
+        ``value`` (``count=None``), else the Axes as a tuple of ``count``.
+
+    Raises
+    ------
+    TypeError
+        Not an Axes, not a sequence of them, or an item that is not one.
+    ValueError
+        A sequence of another length than ``count``, or one Axes given twice.
+
+    Examples
+    --------
+    >>> check_axes("  ", "ax")
+    Traceback (most recent call last):
+    ...
+    TypeError: ax must be a matplotlib Axes, got '  ' (str)
+    """
+    if count is None:
+        if not _is_axes(value):
+            raise TypeError(f"{name} must be a matplotlib Axes, got {value!r:.60} ({type(value).__name__})")
+        return value
+    if count == 1 and _is_axes(value):
+        return (value,)
+    if isinstance(value, np.ndarray) and value.dtype == object:
+        items = list(value.ravel())  # plt.subplots' array of Axes, of any shape
+    elif isinstance(value, (list, tuple)):
+        items = list(value)
+    else:
+        raise TypeError(f"{name} must be a sequence of {count} matplotlib Axes (a list, tuple or array of them), got "
+                        f"{value!r:.60} ({type(value).__name__})")
+    for i, item in enumerate(items):
+        if not _is_axes(item):
+            raise TypeError(f"{name}[{i}] must be a matplotlib Axes, got {item!r:.60} ({type(item).__name__})")
+    if len(items) != count:
+        raise ValueError(f"{name} must hold {count} matplotlib Axes (one per panel), got {len(items)}")
+    for i, item in enumerate(items):
+        if any(item is other for other in items[:i]):
+            raise ValueError(f"{name}[{i}] is an Axes given earlier in {name}: each panel needs its own")
     return tuple(items)
 
 
