@@ -76,3 +76,41 @@ def test_cgmt_command_line_follows_it(monkeypatch, capsys):
     monkeypatch.setattr(cgmt_cli, "solve", interrupted)
     assert cgmt_cli.main(["solve", "--delta", "2", "--lam", "0.1", "--kappa", "1"]) == 130
     assert capsys.readouterr().err == "cgmt: interrupted\n"
+
+
+@pytest.mark.parametrize("point, call", [(["--lam", "0.1"], "cgmt.solve(delta=5.0, lam=0.1, kappa=1.0)"),
+                                         (["--mle"], "cgmt.mle(delta=5.0, kappa=1.0)")])
+def test_cgmt_solve_strict_that_does_not_converge_is_one_line_naming_the_point_and_exit_1(point, call, monkeypatch,
+                                                                                           capsys):
+    """``cgmt solve --strict`` at a point whose fixed point is not found: one line naming the point and the reason,
+    exit code 1 (the code of a result that did not converge), no traceback; the solver is made to fail here (its
+    real result marked unconverged), the CLI's path through ``report`` and ``ConvergenceError`` is the real one."""
+    from cgmt import _solver
+
+    solve = _solver._solve
+    reason = "iteration limit reached (residual 3.2e-04 > tol 1e-10 after 100 iterations)"
+
+    def not_converged(*args, **kwargs):
+        out = solve(*args, **kwargs)
+        out.update(success=False, status=1, message=reason)
+        return out
+
+    monkeypatch.setattr(_solver, "_solve", not_converged)
+    argv = ["solve", "--delta", "5", "--kappa", "1", *point]
+    assert cgmt_cli.main([*argv, "--strict"]) == 1
+    captured = capsys.readouterr()
+    assert captured.err == f"cgmt: error: {call} did not converge: {reason}\n"
+    assert captured.out == ""
+    assert cgmt_cli.main(["--debug", *argv, "--strict"]) == 1
+    err = capsys.readouterr().err
+    assert err.startswith("Traceback") and "ConvergenceError" in err and err.endswith(f"{reason}\n")
+    with pytest.warns(Warning, match="did not converge"):  # without --strict: the result printed, and exit 1 too
+        assert cgmt_cli.main(argv) == 1
+    assert "success" in capsys.readouterr().out
+
+
+def test_a_convergence_error_is_one_line_and_exit_1_in_every_command_line(capsys):
+    from empirical.common.failures import ConvergenceError
+
+    assert run_command(_fail(ConvergenceError("x.fit(a=1) did not converge:\n line search failed")), "prog") == 1
+    assert capsys.readouterr().err == "prog: error: x.fit(a=1) did not converge: line search failed\n"

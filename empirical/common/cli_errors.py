@@ -3,7 +3,10 @@
 
 A ``ValueError`` or ``OSError`` (bad input, missing or damaged file) becomes one line
 ``PROG: error: MESSAGE`` on stderr and exit code 2, or the full traceback as well when the user asks
-for it (``--debug`` or a debug environment variable); Ctrl-C becomes one line and exit code 130, and a
+for it (``--debug`` or a debug environment variable); a :class:`~empirical.common.failures.ConvergenceError` (a
+solver asked to be strict, e.g. ``cgmt solve --strict``, that did not converge) the same one line, which names the
+point and the reason, and exit code 1, the code of a result that did not converge; Ctrl-C becomes one line and exit
+code 130, and a
 termination request (SIGTERM: ``kill``, a scheduler's stop or time limit, e.g. SLURM's) is handled the same way, with
 exit code 143, so that the program's clean-up runs (the main job records how long its invocation ran).
 """
@@ -14,6 +17,8 @@ import signal
 import sys
 import threading
 import traceback
+
+from .failures import ConvergenceError
 
 __all__ = ["debug_requested", "run_command", "Terminated"]
 
@@ -69,8 +74,9 @@ def run_command(command, prog: str, *, debug: bool = False, interrupted: str = "
     Returns
     -------
     int
-        The command's code, 2 after a ``ValueError`` / ``OSError``, 130 after Ctrl-C, 143 after SIGTERM (received
-        while the command runs in the main thread; the previous handler is restored afterwards).
+        The command's code, 2 after a ``ValueError`` / ``OSError``, 1 after a ``ConvergenceError``, 130 after Ctrl-C,
+        143 after SIGTERM (received while the command runs in the main thread; the previous handler is restored
+        afterwards).
     """
     main = threading.current_thread() is threading.main_thread()
     previous = signal.signal(signal.SIGTERM, _raise_terminated) if main else None
@@ -81,6 +87,11 @@ def run_command(command, prog: str, *, debug: bool = False, interrupted: str = "
             traceback.print_exc()
         print(f"{prog}: error: {exc}", file=sys.stderr)
         return 2
+    except ConvergenceError as exc:
+        if debug:
+            traceback.print_exc()
+        print(f"{prog}: error: {' '.join(str(exc).split())}", file=sys.stderr)  # one line, whatever the message
+        return 1
     except Terminated:
         print(f"{prog}: terminated (SIGTERM); {interrupted}", file=sys.stderr)
         return 143
