@@ -159,18 +159,19 @@ class _NystromPrec(_Precond):
     """The Hessian with its data term replaced by a rank-k Nystrom approximation from below:
     P = [[I + C M_k, h], [h', C sum d]], h = C Z'd, with M_k = U diag(lam) U' <= Z'DZ.
 
-    No factorization.  ``M_k`` is the Nystrom approximation of ``Z'DZ`` from one sketch ``Z'DZ Omega`` (k Gaussian
-    columns; two ``trmm`` on a triangular design, ~0.06-0.08 s at r = 3600 and k = 64 on 2 threads against ~0.3 s for
-    a factorization); applying ``P^-1`` costs two products with the r x k ``U`` (Woodbury) instead of two triangular
-    solves.  Since ``M_k <= Z'DZ`` (Nystrom's approximation is from below, whatever the sketch; here up to the float32
-    rounding of the sketch, ~1e-7 of ``||Z'DZ||``), ``P <= H`` at the weights ``d`` it was built with, and the
-    certificate's estimates in its metric are conservative there, as with a factor of H.  At another C it is
-    rescaled (:meth:`at`): ``I + C M_k`` follows C exactly, and only the drift of the weights separates it from the
-    Hessian, as for a stale factor.  CG preconditioned with it needs few iterations while the data term beyond its
-    top k eigenvalues, ``C lambda_{k+1}(Z'DZ)``, is small: the start of the path, and much further on data whose
-    covariance has a few large directions (a factor model, hidden states' outlier dimensions), where k = 0 (the
-    ridge term alone) gives up at once.  ``usable`` is False when the intercept's Schur complement
-    ``C sum d - h'(I + C M_k)^-1 h`` is not positive: factor instead.
+    No factorization.  ``M_k = G G'/C`` is the Nystrom approximation of ``Z'DZ`` in its square-root form
+    (:func:`_nystrom`): ``G = B'Q`` with ``B = (C D)^1/2 Z`` and ``Q`` an orthonormal basis of a float32 sketch
+    ``B Omega`` (k Gaussian columns; a float32 and a float64 ``trmm`` on a triangular design, ~0.06 s at r = 3600 and
+    k = 64 on one thread against ~0.5 s for a factorization); applying ``P^-1`` costs two products with the r x k
+    ``U`` (Woodbury) instead of two triangular solves.  Since ``Q Q' <= I``, ``M_k <= Z'DZ`` whatever the sketch and
+    its float32 rounding (up to the float64 rounding of ``G``, ``Q`` and the SVD, as for the Hessian itself), so
+    ``P <= H`` at the weights ``d`` it was built with, and the certificate's estimates in its metric are conservative
+    there, as with a factor of H.  At another C it is rescaled (:meth:`at`): ``I + C M_k`` follows C exactly, and only
+    the drift of the weights separates it from the Hessian, as for a stale factor.  CG preconditioned with it needs few
+    iterations while the data term beyond its top k eigenvalues, ``C lambda_{k+1}(Z'DZ)``, is small: the start of the
+    path, and much further on data whose covariance has a few large directions (a factor model, hidden states'
+    outlier dimensions), where k = 0 (the ridge term alone) gives up at once.  ``usable`` is False when the
+    intercept's Schur complement ``C sum d - h'(I + C M_k)^-1 h`` is not positive: factor instead.
 
     Parameters
     ----------
@@ -278,26 +279,44 @@ class _PaddedPrec(_Precond):
 
 
 def _nystrom(ctx, c, k, seed):
-    """``(U, lam)``, ``U`` (r, j) orthonormal and ``lam >= 0`` (j <= k), with ``U diag(lam) U' <= Z' diag(c) Z`` up to
-    the float32 rounding of the sketch: the stabilized Nystrom approximation (Tropp, Yurtsever, Udell & Cevher 2017,
-    Algorithm 3) from one float32 sketch with k Gaussian columns.  Beyond the sketch, only r x k and k x k products
-    (the SVD of the r x k factor through the eigendecomposition of its k x k Gram matrix).  Empty when the sketch's
-    core is not positive definite."""
+    """``(U, lam)``, ``U`` (r, j) orthonormal and ``lam > 0`` (j <= k), with ``U diag(lam) U' = G G' <= Z' diag(c) Z``
+    in exact arithmetic on the computed ``Q`` and ``G``: the Nystrom approximation in its square-root form.
+
+    With ``B = diag(sqrt(c)) Z`` (so ``Z' diag(c) Z = B'B``) and ``Omega`` (r, k) Gaussian, the Nystrom approximation
+    ``A Omega (Omega' A Omega)^+ Omega' A`` of ``A = B'B`` is ``B' Q Q' B`` with ``Q`` an orthonormal basis of
+    ``B Omega`` (n, k).  Since ``Q Q' <= I`` for *any* orthonormal ``Q``, ``G G' = B' Q Q' B <= B'B`` whatever the
+    basis, so the sketch ``B Omega`` that finds it may be float32 (one level-3 product, ``ctx.mulmat32``), and only
+    ``G = B'Q`` is float64 (``ctx.rmulmat``): there is no k x k core to invert and no shift.  The stabilized Nystrom
+    of Tropp, Yurtsever, Udell & Cevher (2017, Algorithm 3) used before adds ``nu Omega`` to a float32 sketch of
+    ``A Omega`` and subtracts ``nu`` from the captured eigenvalues only: its approximation is ``<= A + nu (I - U U')``,
+    not ``<= A`` (in exact arithmetic too, by up to ~``nu``, ~1e-7 of ``||A Omega||``), and its float32 rounding was
+    covered by no bound.  Here what remains is the float64 rounding of ``G``, of ``Q``'s orthogonality and of the SVD,
+    ``O((n k^1.5 + r k) eps)`` of ``trace(A)`` (the tests' ``_float64_rounding``).  Beyond the sketch, the QR of the
+    n x k sketch, one float64 product with ``Z'`` and the SVD of the r x k ``G``: 0.063 s against 0.048 s for the
+    stabilized sketch (two float32 products) and 0.48 s for a factorization at r = 3599 and k = 64 on one thread
+    (medians of 5 on a shared machine).  Directions below the float32 resolution of the sketch
+    (``lam <= sqrt(r) eps32 max(lam)``) are dropped (dropping any keeps ``G G' <= A``).  Empty when ``c`` is zero or
+    the SVD fails.
+    """
     r = ctx.shape[1]
-    omega = np.asfortranarray(np.random.default_rng(seed).standard_normal((r, k)) / np.sqrt(r))
-    Y = ctx.rmulmat32(c.astype(np.float32)[:, None] * ctx.mulmat32(omega.astype(np.float32))).astype(np.float64)
-    shift = np.sqrt(r) * np.finfo(np.float32).eps * np.linalg.norm(Y)  # the float32 rounding of the sketch
-    Y += shift * omega
-    core = gemm(omega, Y, trans=True)
-    try:
-        L = linalg.cholesky(0.5 * (core + core.T), lower=True, check_finite=False)
-    except linalg.LinAlgError:
+    w = np.sqrt(c)
+    top = float(np.max(w, initial=0.0))
+    if not (top > 0.0 and np.isfinite(top)):
         return np.zeros((r, 0)), np.zeros(0)
-    F = linalg.solve_triangular(L, Y.T, lower=True, check_finite=False).T  # Y L^-T: F F' = Y core^-1 Y'
-    sig2, V = linalg.eigh(gemm(F, F, trans=True), check_finite=False)
-    keep = sig2 > 2.0 * shift  # lam = sig2 - shift > 0; U = F V / sig is orthonormal to rounding there
-    U = gemm(F, V[:, keep]) / np.sqrt(sig2[keep])
-    return np.asfortranarray(U), sig2[keep] - shift
+    omega = np.asfortranarray(np.random.default_rng(seed).standard_normal((r, k)) / np.sqrt(r), dtype=np.float32)
+    # the sketch only spans the basis: its scale (w / top, in [0, 1], neither overflows nor underflows float32) and
+    # its rounding do not enter G G' <= A
+    sketch = (w / top).astype(np.float32)[:, None] * ctx.mulmat32(omega)
+    # Householder (SciPy's LAPACK, as every product here): orthonormal to float64 rounding whatever the sketch's rank
+    Q = linalg.qr(np.asarray(sketch, dtype=np.float64), mode="economic", overwrite_a=True, check_finite=False)[0]
+    G = ctx.rmulmat(w[:, None] * Q)
+    try:
+        U, sig, _ = linalg.svd(G, full_matrices=False, check_finite=False)
+    except (linalg.LinAlgError, ValueError):
+        return np.zeros((r, 0)), np.zeros(0)
+    lam = sig * sig
+    keep = lam > np.sqrt(r) * np.finfo(np.float32).eps * float(np.max(lam, initial=0.0))
+    return np.asfortranarray(U[:, keep]), lam[keep]
 
 
 class _DiagPrec:
@@ -437,9 +456,9 @@ class PathContext:
         """``Z V`` in float32 (``V`` (r, k) float32: a block of vectors, one level-3 product)."""
         return gemm(self.Z32, V) if self.tri is None else self.tri32.matmat(V)
 
-    def rmulmat32(self, T):
-        """``Z' T`` in float32 (``T`` (n, k) float32)."""
-        return gemm(self.Z32, T, trans=True) if self.tri is None else self.tri32.rmatmat(T)
+    def rmulmat(self, T):
+        """``Z' T`` in float64 (``T`` (n, k)): one level-3 product (the low-rank preconditioner's factor)."""
+        return gemm(self._Z, T, trans=True) if self.tri is None else self.tri.rmatmat(T)
 
 
 def _line_min(z, dz, y, C, a, dw, iters=20):
