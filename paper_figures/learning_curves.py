@@ -55,7 +55,7 @@ from threadpoolctl import threadpool_limits  # noqa: E402
 
 from empirical.common import files  # noqa: E402
 from empirical.common.arrays import as_real_array, check_binary_labels, check_grid, check_matrix
-from empirical.common.checks import MAX_SEED, check_int
+from empirical.common.checks import MAX_SEED, check_int, check_seed
 from empirical.common.resources import check_n_jobs
 from empirical.llm import datasets  # noqa: E402
 from empirical.logistic import logistic_path  # noqa: E402
@@ -237,6 +237,7 @@ def truth_accuracies(H, y, train, test, Cs=PLAN_CS, seed=0) -> dict:
     _, y = check_binary_labels(y, H.shape[0], "y")
     train, test = (_check_rows(rows, name, H.shape[0]) for rows, name in ((train, "train"), (test, "test")))
     Cs = np.asarray(check_grid(Cs), dtype=float)
+    seed = check_seed(seed, "seed", maximum=MAX_SEED)
     fit, val = stratified_split(y[train], VAL_FRACTION, seed, where=("training part", "validation part"))
     k = select_C(Cs, _path_accuracy(H, y, train[fit], train[val], Cs))
     on_test = _path_accuracy(H, y, train, test, Cs)
@@ -331,6 +332,7 @@ def separability_rows(name, H, y, test, layers, seed=0, n_jobs=1) -> pd.DataFram
         decided, min_total_slack``.
     """
     n_jobs = check_n_jobs(n_jobs)
+    seed = check_seed(seed, "seed", maximum=MAX_SEED)  # the rows' draw; layer l's shuffled control uses seed + l
     rest = np.setdiff1d(np.arange(y.size), test)
     size = min(rest.size, int(np.ceil(SEPARABILITY_RATIO * (H.shape[2] + 1))))
     rows = rest if size == rest.size else rest[stratified_subsample(y[rest], size, np.random.default_rng(seed))]

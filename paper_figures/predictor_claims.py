@@ -33,6 +33,8 @@ import numpy as np
 import pandas as pd
 from scipy import stats
 
+from empirical.common.checks import as_generator
+
 from . import verdicts as rules
 from .learning_curves import GOAL_MULTIPLE, GOAL_POOL
 from .output import load_table
@@ -106,11 +108,12 @@ def bootstrap_median(values, n_boot: int = 2000, level: float = LEVEL, seed: int
     (median, low, high) : (float, float, float)
         The sample median and the interval's bounds; all NaN when no value is finite.
     """
+    rng = as_generator(seed, "seed")
     v = np.asarray(values, dtype=float)
     v = v[np.isfinite(v)]
     if v.size == 0:
         return np.nan, np.nan, np.nan
-    boot = np.median(np.random.default_rng(seed).choice(v, size=(n_boot, v.size), replace=True), axis=1)
+    boot = np.median(rng.choice(v, size=(n_boot, v.size), replace=True), axis=1)
     lo, hi = np.quantile(boot, [0.5 - level / 2, 0.5 + level / 2])
     return float(np.median(v)), float(lo), float(hi)
 

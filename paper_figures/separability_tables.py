@@ -12,6 +12,7 @@ import pandas as pd
 from joblib import Parallel, delayed
 from tqdm.auto import tqdm
 
+from empirical.common.checks import MAX_SEED, check_seed
 from empirical.common.resources import check_n_jobs
 from empirical.probes import separability, separability_lp, shuffled_label_control
 
@@ -105,6 +106,7 @@ def control_row(name, layer, X, y, labels, rows, seed) -> dict:
     dict
         ``dataset, layer, labels, rows, n, p, n_over_p, separable, decided, min_total_slack``.
     """
+    seed = check_seed(seed, "seed", maximum=MAX_SEED)
     r = separability_lp(X, y) if labels == "real" else shuffled_label_control(X, y, random_state=seed,
                                                                               test=separability_lp)
     return dict(dataset=name, layer=layer, labels=labels, rows=rows, n=int(X.shape[0]), p=int(X.shape[1]),
@@ -146,6 +148,7 @@ def separability_control_table(name, H, y, split, layers, seed=0, progress=True,
         One :func:`control_row` per layer and case.
     """
     n_jobs = check_n_jobs(n_jobs)
+    seed = check_seed(seed, "seed", maximum=MAX_SEED)  # layer l's shuffled control uses seed + l
     tr = split[0]
     every = np.arange(len(y))
     cases = [("real", "train", tr), ("shuffled", "train", tr), ("real", "all", every), ("shuffled", "all", every)]

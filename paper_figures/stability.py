@@ -29,7 +29,7 @@ from tqdm.auto import tqdm
 import sims
 from cgmt.stability import stability
 from cgmt.validation import check_delta, check_kappa, check_lams
-from empirical.common.checks import check_axes, check_sequence
+from empirical.common.checks import as_seed_sequence, check_axes, check_seed, check_sequence
 from empirical.common.deprecation import moved_names
 from empirical.common.resources import check_n_jobs
 
@@ -132,7 +132,7 @@ def simulate_stability(delta, kappa, lams, p, replicates, *, runs=3, seed=0, dro
     n_jobs = check_n_jobs(n_jobs)
     if int(replicates) != replicates or replicates < 2:
         raise ValueError(f"replicates: must be an integer >= 2 (standard errors), got {replicates}")
-    root = np.random.SeedSequence(seed)
+    root = as_seed_sequence(seed, "seed")
     tasks = [(float(lam), s) for lam, ch in zip(lams, root.spawn(len(lams))) for s in ch.spawn(int(replicates))]
 
     def one(lam, s):
@@ -332,6 +332,7 @@ def make_stability_figures(out, *, settings=DEFAULT_SETTINGS, lams=None, p=400, 
         The simulation table (:func:`simulate_stability`, all settings).
     """
     n_jobs = check_n_jobs(n_jobs)
+    seed = check_seed(seed, "seed")
     lams = np.logspace(-2, 1, 7) if lams is None else np.asarray(lams, dtype=float)
     sim = pd.concat([simulate_stability(d, k, lams, p, replicates, runs=runs, seed=[seed, i], n_jobs=n_jobs,
                                         progress=progress) for i, (d, k) in enumerate(settings)],

@@ -23,6 +23,7 @@ from tqdm.auto import tqdm
 
 import cgmt
 import sims
+from empirical.common.checks import as_seed_sequence
 
 from .output import draws_figures, load_finished_step, save_figure, save_table
 from .style import THEORY_COLOR, series_color
@@ -324,7 +325,7 @@ def finite_size_convergence(out, *, ps=(50, 100, 200, 400, 800), replicates=300,
     :func:`finite_size_replicates`.  Returns (table, slopes)."""
     reps = ({int(p): int(r) for p, r in replicates.items()} if isinstance(replicates, dict)
             else finite_size_replicates(ps, replicates))
-    roots = np.random.SeedSequence(seed).spawn(len(reps))
+    roots = as_seed_sequence(seed, "seed").spawn(len(reps))
     # one thread per fit; worker processes only where a fit outweighs joblib's dispatch (a few ms per task:
     # with 2 workers the 2400 fits at p = 50 took 28 s instead of 6 s in one process)
     with threadpool_limits(1):

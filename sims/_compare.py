@@ -14,7 +14,7 @@ from tqdm.auto import tqdm
 
 import cgmt
 from cgmt.validation import check_grid_size, check_lam, check_lams
-from empirical.common.checks import check_int, check_positive_array
+from empirical.common.checks import as_seed_sequence, check_int, check_positive_array
 from empirical.common.resources import check_n_jobs
 
 from ._measure import QUANTITIES, measure_replicate
@@ -70,7 +70,7 @@ def run_replicate(task, limit_threads):
 
 
 def _point_seeds(seed, n_points, replicates):
-    root = seed if isinstance(seed, np.random.SeedSequence) else np.random.SeedSequence(seed)
+    root = as_seed_sequence(seed, "seed")
     return [pt.spawn(replicates) for pt in root.spawn(n_points)]
 
 

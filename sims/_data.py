@@ -11,7 +11,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from cgmt.validation import check_kappa
-from empirical.common.checks import as_generator, check_int
+from empirical.common.checks import as_generator, as_seed_sequence, check_int
 
 
 @dataclass(frozen=True)
@@ -82,10 +82,7 @@ def replicate_seeds(seed, replicates: int) -> list[np.random.SeedSequence]:
     3
     """
     replicates = check_int(replicates, "replicates", maximum=MAX_REPLICATES)
-    if not isinstance(seed, np.random.SeedSequence):
-        seed = np.random.SeedSequence(check_int(seed, "seed", minimum=0, maximum=2 ** 128 - 1))
-    ss = seed
-    return ss.spawn(replicates)
+    return as_seed_sequence(seed, "seed").spawn(replicates)
 
 
 def random_teacher(p: int, kappa: float, rng) -> np.ndarray:

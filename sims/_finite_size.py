@@ -16,6 +16,7 @@ import pandas as pd
 from joblib import Parallel, delayed
 from tqdm.auto import tqdm
 
+from empirical.common.checks import as_seed_sequence
 from empirical.common.resources import check_n_jobs
 
 from ._compare import run_replicate, theory_values
@@ -62,7 +63,7 @@ def simulate_raw(points=HARD_POINTS, ps=DEFAULT_PS, replicates: int = 8, seed=0,
     measure_kwargs.setdefault("stability", False)
     measure_kwargs.setdefault("subsample", False)
     pairs = list(itertools.product([tuple(map(float, pt)) for pt in points], [int(p) for p in ps]))
-    root = seed if isinstance(seed, np.random.SeedSequence) else np.random.SeedSequence(seed)
+    root = as_seed_sequence(seed, "seed")
     children = root.spawn(len(pairs))
     tasks, meta = [], []
     # largest p first, so the expensive tasks do not straggle at the end

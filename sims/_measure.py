@@ -16,7 +16,7 @@ from scipy.special import expit
 
 import cgmt
 from cgmt.ablation import ablation_split
-from empirical.common.checks import as_generator
+from empirical.common.checks import as_generator, as_seed_sequence
 from empirical.common.failures import quiet
 
 from ._data import sample
@@ -169,7 +169,7 @@ def measure_replicate(delta, lam, kappa, p, seed, *, n_test: int = 4000, stabili
     n = int(round(delta * p))
     if n < 2:
         raise ValueError(f"delta: delta * p must be >= 2, got delta={delta}, p={p}")
-    ss = seed if isinstance(seed, np.random.SeedSequence) else np.random.SeedSequence(seed)
+    ss = as_seed_sequence(seed, "seed")
     s_train, s_test, s_indep, s_ab1, s_ab2 = ss.spawn(5)
     data = sample(n, p, kappa, s_train)
     out = dict.fromkeys(QUANTITIES, float("nan"))
@@ -261,7 +261,7 @@ def simulate_stability_replicate(delta, lam, kappa, p, seed, *, runs: int = 3, d
     """
     if runs < 2:
         raise ValueError(f"runs: need at least 2 ablation runs, got {runs}")
-    ss = seed if isinstance(seed, np.random.SeedSequence) else np.random.SeedSequence(seed)
+    ss = as_seed_sequence(seed, "seed")
     s_pool, s_ind, *s_runs = ss.spawn(2 + runs)
     n = int(round(delta * p))
     pool = sample(n, p, kappa, s_pool)

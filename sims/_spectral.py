@@ -26,7 +26,7 @@ from tqdm.auto import tqdm
 import cgmt
 from cgmt import Spectrum, spectral_stability
 from cgmt.ablation import ablation_split
-from empirical.common.checks import as_generator, check_int
+from empirical.common.checks import as_generator, as_seed_sequence, check_int
 from empirical.common.failures import quiet
 from empirical.common.resources import check_n_jobs
 
@@ -115,7 +115,7 @@ def measure_spectral_replicate(delta, lam, spectrum: Spectrum, seed, *, subsampl
     n = int(round(delta * p))
     if n < 4:
         raise ValueError(f"delta: delta * p must be >= 4, got delta={delta}, p={p}")
-    ss = seed if isinstance(seed, np.random.SeedSequence) else np.random.SeedSequence(seed)
+    ss = as_seed_sequence(seed, "seed")
     s_train, s_ab1, s_ab2 = ss.spawn(3)
     beta = spectrum.teacher()
     X, y = sample_spectral(n, spectrum, s_train, teacher=beta)
@@ -225,7 +225,7 @@ def compare_spectral(delta, lam, spectrum: Spectrum, replicates, seed=0, *, feat
     """
     n_jobs = check_n_jobs(n_jobs)
     replicates = check_int(replicates, "replicates", minimum=2)
-    seeds = (seed if isinstance(seed, np.random.SeedSequence) else np.random.SeedSequence(seed)).spawn(replicates)
+    seeds = as_seed_sequence(seed, "seed").spawn(replicates)
 
     def one(s):
         with threadpool_limits(1):

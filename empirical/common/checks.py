@@ -4,8 +4,9 @@ Every check returns the normalised value or raises ``ValueError`` with the messa
 ``"<argument> must <requirement>, got <value!r>"``, naming the argument, so a bad input never turns into a NaN or a
 hang inside a numerical kernel: scalars (:func:`check_scalar`, :func:`check_int`, :func:`check_bool`), choices and
 sequences (:func:`check_choice`, :func:`check_sequence`), the matplotlib axes a figure is drawn into
-(:func:`check_axes`), real arrays (:func:`check_real_array`, :func:`check_positive_array`) and random generators and
-seeds (:func:`as_generator`, :func:`check_random_state`);
+(:func:`check_axes`), real arrays (:func:`check_real_array`, :func:`check_positive_array`) and seeds and random
+generators (:func:`check_seed`, :func:`as_seed_sequence`, :func:`as_generator`, :func:`check_random_state`: one seed
+rule, every message naming the argument);
 :func:`error_context` prefixes a message with where it arose.  The theory's own domains (delta, lam, kappa, ...) are
 :mod:`cgmt.validation`; data matrices, labels and C grids :mod:`empirical.common.arrays`.
 """
@@ -20,8 +21,8 @@ from collections.abc import Mapping
 import numpy as np
 
 __all__ = ["check_scalar", "check_int", "MAX_COUNT", "check_real_array", "check_positive_array", "check_bool",
-           "check_choice", "check_sequence", "check_axes", "as_generator", "check_random_state", "MAX_SEED",
-           "error_context"]
+           "check_choice", "check_sequence", "check_axes", "check_seed", "as_seed_sequence", "as_generator",
+           "check_random_state", "MAX_SEED", "error_context"]
 
 
 def _interval(low, high, low_open, high_open) -> str:
@@ -234,6 +235,96 @@ def check_positive_array(value, name: str, *, allow_zero: bool = False) -> np.nd
     return arr
 
 
+def _seed_int(value, name: str, accepted: str, maximum: int | None = None) -> int:
+    """``value`` as an int seed in ``[0, maximum]`` (numpy integers too, never a bool); ``ValueError`` naming ``name``
+    and what it accepts otherwise (the one seed rule of :func:`check_seed`, :func:`as_seed_sequence` and
+    :func:`as_generator`)."""
+    if isinstance(value, (int, np.integer)) and not isinstance(value, (bool, np.bool_)):
+        if int(value) < 0:
+            raise ValueError(f"{name} must be a non-negative integer seed, got {value!r}")
+        if maximum is not None and int(value) > maximum:
+            raise ValueError(f"{name} must be an integer seed in [0, {maximum}], got {value!r}")
+        return int(value)
+    raise ValueError(f"{name} must be {accepted}, got {value!r:.60} ({type(value).__name__})")
+
+
+def check_seed(seed, name: str = "seed", *, maximum: int | None = None) -> int:
+    """An integer seed >= 0, for a seed the callee computes with (``seed + layer``, ``[seed, i]``) or hands to an
+    integer-only API (``maximum=MAX_SEED`` for scikit-learn's ``random_state``); a string, float, bool or negative
+    number is a ``ValueError`` naming ``name`` (numpy's own errors name no argument).
+
+    Parameters
+    ----------
+    seed : int
+        The seed (a numpy integer too).
+    name : str, default="seed"
+        The argument's name, used in the message.
+    maximum : int, optional
+        The largest seed accepted (None: no bound).
+
+    Returns
+    -------
+    int
+
+    Raises
+    ------
+    ValueError
+        Not an integer in ``[0, maximum]``.
+
+    Examples
+    --------
+    >>> check_seed(np.int64(7))
+    7
+    >>> check_seed("abc")
+    Traceback (most recent call last):
+    ...
+    ValueError: seed must be an integer seed >= 0, got 'abc' (str)
+    """
+    return _seed_int(seed, name, "an integer seed >= 0", maximum)
+
+
+def as_seed_sequence(seed, name: str = "seed") -> np.random.SeedSequence:
+    """The root ``SeedSequence`` of a seeded computation: a ``SeedSequence`` (returned as is), an int seed >= 0 or a
+    non-empty list or tuple of them (numpy's entropy, e.g. ``[seed, i]``); anything else is a ``ValueError`` naming
+    ``name``, not numpy's ``SeedSequence expects int or sequence of ints``.
+
+    Parameters
+    ----------
+    seed : numpy.random.SeedSequence, int or sequence of int
+        The root seed.
+    name : str, default="seed"
+        The argument's name, used in the message.
+
+    Returns
+    -------
+    numpy.random.SeedSequence
+        ``seed`` itself if it is one, else ``np.random.SeedSequence(seed)``.
+
+    Raises
+    ------
+    ValueError
+        Not a SeedSequence, an integer >= 0 or a non-empty list or tuple of them.
+
+    Examples
+    --------
+    >>> as_seed_sequence(3).entropy
+    3
+    >>> as_seed_sequence([3, 1]).entropy
+    [3, 1]
+    >>> as_seed_sequence("abc")
+    Traceback (most recent call last):
+    ...
+    ValueError: seed must be an integer seed >= 0, a list of them or a numpy SeedSequence, got 'abc' (str)
+    """
+    accepted = "an integer seed >= 0, a list of them or a numpy SeedSequence"
+    if isinstance(seed, np.random.SeedSequence):
+        return seed
+    if isinstance(seed, (list, tuple)) and seed:
+        return np.random.SeedSequence([_seed_int(v, f"{name}[{i}]", "an integer seed >= 0")
+                                       for i, v in enumerate(seed)])
+    return np.random.SeedSequence(_seed_int(seed, name, accepted))
+
+
 def as_generator(rng, name: str = "rng") -> np.random.Generator:
     """A numpy ``Generator`` from a ``Generator`` (returned as is), a ``SeedSequence``, an int seed >= 0 or None.
 
@@ -262,17 +353,13 @@ def as_generator(rng, name: str = "rng") -> np.random.Generator:
     >>> as_generator("seed")
     Traceback (most recent call last):
     ...
-    ValueError: rng must be an int seed, a numpy SeedSequence or Generator, got 'seed'
+    ValueError: rng must be an int seed, a numpy SeedSequence or Generator, got 'seed' (str)
     """
     if isinstance(rng, np.random.Generator):
         return rng
-    if isinstance(rng, np.random.SeedSequence):
+    if isinstance(rng, np.random.SeedSequence) or rng is None:
         return np.random.default_rng(rng)
-    if rng is None or (isinstance(rng, (int, np.integer)) and not isinstance(rng, bool)):
-        if rng is not None and int(rng) < 0:
-            raise ValueError(f"{name} must be a non-negative integer seed, got {rng!r}")
-        return np.random.default_rng(rng)
-    raise ValueError(f"{name} must be an int seed, a numpy SeedSequence or Generator, got {rng!r}")
+    return np.random.default_rng(_seed_int(rng, name, "an int seed, a numpy SeedSequence or Generator"))
 
 
 def check_bool(value, name: str) -> bool:

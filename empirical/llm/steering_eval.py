@@ -50,7 +50,14 @@ from scipy import stats
 from scipy.special import expit
 from tqdm.auto import tqdm
 
-from empirical.common.checks import check_bool, check_int, check_real_array, check_scalar
+from empirical.common.checks import (
+    check_bool,
+    check_int,
+    check_random_state,
+    check_real_array,
+    check_scalar,
+    check_seed,
+)
 from empirical.common.deprecation import moved_names, warn_deprecated
 from empirical.common.resources import check_n_jobs
 
@@ -234,9 +241,10 @@ def random_units(layers, hidden_size: int, seed: int, n_random: int, stream=None
     >>> bool(np.array_equal(a[4][2], b[4][2])), round(float(np.linalg.norm(a[0][1])), 6)
     (True, 1.0)
     """
+    seed = check_seed(seed, "seed")
     draws = []
     for r in range(int(n_random)):
-        rng = np.random.default_rng([int(seed), r] if stream is None else [int(seed), int(stream), r])
+        rng = np.random.default_rng([seed, r] if stream is None else [seed, int(stream), r])
         units = {}
         for layer in sorted(layers):
             u = rng.standard_normal(hidden_size)
@@ -1126,6 +1134,7 @@ def evaluate_dataset(model, tokenizer, dataset, H, settings, *, protocol: Steeri
         As :func:`evaluate_steering`.
     """
     n_jobs = check_n_jobs(n_jobs)
+    split_seed = check_random_state(split_seed, "split_seed")
     protocol = SteeringProtocol() if protocol is None else protocol
     if not isinstance(protocol, SteeringProtocol):
         raise ValueError(f"protocol must be a SteeringProtocol, got {type(protocol).__name__}")

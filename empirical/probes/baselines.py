@@ -23,7 +23,7 @@ from sklearn.metrics import roc_auc_score
 from sklearn.model_selection import PredefinedSplit
 from sklearn.utils._param_validation import Interval
 
-from empirical.common.checks import check_positive_array
+from empirical.common.checks import as_generator, check_positive_array, check_random_state
 
 from ..common.arrays import C_MAX, C_MIN, TOL_MAX, check_grid
 from ..logistic import fit_l2_logistic_rows
@@ -252,6 +252,7 @@ class GCSProbe(LinearConceptProbe):
         """Fit ``n_probes`` probes on class-balanced subsets of the training split (validation unused); returns self."""
         t0 = time.perf_counter()
         X, y_signed, _, _ = self._validate_fit_data(X, y, X_val, y_val)
+        rng = as_generator(check_random_state(self.random_state), "random_state")  # a bool is no seed
         pos, neg = np.flatnonzero(y_signed > 0), np.flatnonzero(y_signed < 0)
         m = min(len(pos), len(neg))
         half = (min(2000, 2 * int(0.8 * m)) if self.n_samples is None else int(self.n_samples)) // 2
@@ -260,7 +261,6 @@ class GCSProbe(LinearConceptProbe):
                              f"got {self.n_samples!r}")
         mu, s = standardize_stats(X)
         Xs = standardize(X, mu, s)
-        rng = np.random.default_rng(self.random_state)
         W = np.empty((int(self.n_probes), X.shape[1]))
         B = np.empty(int(self.n_probes))
         subsets = [np.concatenate([rng.choice(pos, half, replace=False), rng.choice(neg, half, replace=False)])

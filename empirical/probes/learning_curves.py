@@ -64,7 +64,7 @@ from scipy.stats import norm
 
 import cgmt
 from cgmt.validation import DELTA_MAX
-from empirical.common.checks import check_int, check_scalar
+from empirical.common.checks import as_generator, check_int, check_scalar
 
 from ..common.arrays import check_binary_labels, check_grid, check_matrix, check_min_per_class
 from ..logistic import logistic_path
@@ -457,6 +457,7 @@ def predict_learning_curve(model: PoolModel, n_values, Cs=None, level=0.9, *, n_
     if not isinstance(model, PoolModel):
         raise ValueError(f"model must be a PoolModel (estimate_pool_model), got {type(model).__name__}")
     n = check_targets(n_values, model.n_pool, n_max=DELTA_MAX * model.p)
+    rng = as_generator(seed, "seed")
     Cs = np.asarray(check_grid(PLAN_CS if Cs is None else Cs), dtype=float)
     level = _check_level(level)
     n_test = _check_n_test(n_test)
@@ -484,7 +485,7 @@ def predict_learning_curve(model: PoolModel, n_values, Cs=None, level=0.9, *, n_
         draws = np.clip(acc + model.cv_draws @ (grad @ gain).T, 0.0, 1.0)
     else:
         draws = np.zeros((0, n.size))
-    low, high, draws = _interval(acc, draws, level, n_test, np.random.default_rng(seed))
+    low, high, draws = _interval(acc, draws, level, n_test, rng)
     if profile and theta.size and model.base_spectrum is not None:
         p_low, p_high = _profile_interval(model, n, Cs, level)
         if n_test is not None:  # the test noise added to the profile's half-widths in quadrature
@@ -786,6 +787,7 @@ def power_law_curve(H_pool, y_pool, n_values, *, fractions=POWER_LAW_FRACTIONS, 
     H, y_signed = _check_pool(H_pool, y_pool, 2)
     N = H.shape[0]
     n = check_targets(n_values, N)
+    rng = as_generator(random_state, "random_state")
     level = _check_level(level)
     n_test = _check_n_test(n_test)
     repeats = check_int(repeats, "repeats", minimum=1)
@@ -799,7 +801,6 @@ def power_law_curve(H_pool, y_pool, n_values, *, fractions=POWER_LAW_FRACTIONS, 
     if sizes.size < 3:
         raise ValueError(f"fractions must give at least 3 distinct subsample sizes of the {N}-row pool, got "
                          f"{sizes.tolist()}")
-    rng = np.random.default_rng(random_state)
     paths = _subsample_paths(H, y_signed, sizes, repeats, Cs, rng)
     law = fit_power_law(sizes, paths.mean(axis=1).max(axis=1))
     acc = np.clip(law(n), 0, 1)

@@ -17,7 +17,7 @@ import numpy as np
 import pandas as pd
 from tqdm.auto import tqdm
 
-from empirical.common.checks import check_int
+from empirical.common.checks import as_generator, check_int
 
 from .learning_curves import backtest_error, labels_needed, predict_learning_curve
 from .spectral_prediction import estimate_pool_model
@@ -105,11 +105,12 @@ def label_pool(y, n_labels: int, seed: int = 0, *, folds: int = PLAN_FOLDS, data
     (20, 10)
     """
     y = np.asarray(y)
+    rng = as_generator(seed, "seed")
     name = f" of dataset {dataset!r}" if dataset else ""
     if n_labels >= len(y):
         raise ValueError(f"--labels {n_labels} must be smaller than the {len(y)} rows{name} (the rows left over are "
                          "the unlabelled rows whose hidden states estimate the covariance)")
-    pool = stratified_subsample(y, n_labels, seed)
+    pool = stratified_subsample(y, n_labels, rng)
     least = min(np.unique(y[pool], return_counts=True)[1]) if len(np.unique(y[pool])) == 2 else 0
     if least < folds:
         raise ValueError(f"--labels {n_labels}: the pool drawn from the rows{name} has {least} row(s) of its rarer "

@@ -103,6 +103,7 @@ def cross_validated_path(X, y, lambdas, folds=5, random_state=0, *, per_row=Fals
     >>> bool(acc.min() > 0.8), n_fit
     (True, 80.0)
     """
+    random_state = check_random_state(random_state)
     lambdas = np.asarray(lambdas, dtype=float)
     correct = np.zeros((len(y), lambdas.size))
     loss = np.zeros(lambdas.size)
@@ -327,6 +328,7 @@ def real_embedding_stability(embeddings, labels, measured, lams, *, drop=0.2, va
     RealStabilityResult
         The per-layer table and the correlations of prediction and paper formula with the measurement.
     """
+    seed = check_random_state(seed, "seed")
     layers = list(embeddings)
     L = len(layers)
     measured = np.asarray(measured, dtype=float).ravel()

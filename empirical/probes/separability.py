@@ -170,6 +170,7 @@ def separability(X, y, Cs=(1e4, 1e6, 1e8), perceptron_epochs: int = 2000, svm_ma
     Cs = check_grid(Cs)
     perceptron_epochs = check_int(perceptron_epochs, "perceptron_epochs")
     svm_max_iter = check_int(svm_max_iter, "svm_max_iter")
+    random_state = check_random_state(random_state)
     mu, s = standardize_stats(X)
     Xs = standardize(X, mu, s)
     svm_rows = []

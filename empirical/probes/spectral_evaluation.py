@@ -25,7 +25,7 @@ import cgmt
 from cgmt import Spectrum
 from cgmt.ablation import ablation_split, protocol_fractions
 from cgmt.validation import check_fraction
-from empirical.common.checks import check_int, check_real_array
+from empirical.common.checks import as_generator, check_int, check_real_array, check_seed
 
 from ..common.arrays import check_binary_labels, check_grid, check_matrix
 from ..common.checks import MAX_SEED
@@ -123,6 +123,7 @@ def pool_cv_prediction(H_pool, y_pool, n_train, Cs, fractions, C, *, repeats=3, 
     """
     H = check_matrix(H_pool, "H_pool")
     _, y_signed = check_binary_labels(y_pool, H.shape[0], "y_pool")
+    seed = check_seed(seed, "seed", maximum=MAX_SEED)  # the folds' scikit-learn random_state and the subsamples'
     N = H.shape[0]
     n_train = check_int(n_train, "n_train", minimum=1)
     if n_train >= N:
@@ -326,13 +327,13 @@ def semi_synthetic_path(H, model, n_train, Cs, *, repeats=10, seed=0) -> dict:
         ``Cs``, ``measured`` (repeats, len(Cs)), ``predicted`` (len(Cs)), ``kappa``.
     """
     H = check_matrix(H, "H")
+    rng = as_generator(seed, "seed")
     n, p = H.shape
     Z, _ = _std(H)
     w_star = model.spectrum.teacher() / np.sqrt(p)
     logit = Z @ w_star
     prob = 1.0 / (1.0 + np.exp(-logit))
     spectrum = Spectrum.from_covariance(Z.T @ Z / n, model.spectrum.teacher())
-    rng = np.random.default_rng(seed)
     Cs = check_grid(Cs)
     measured = np.empty((repeats, Cs.size))
     for r in range(repeats):

@@ -23,7 +23,7 @@ from tqdm.auto import tqdm
 
 from cgmt.ablation import ablation_split
 from cgmt.validation import check_fraction
-from empirical.common.checks import check_int, check_scalar
+from empirical.common.checks import check_int, check_scalar, check_seed
 from empirical.common.deprecation import warn_deprecated
 from empirical.common.resources import check_n_jobs
 
@@ -180,6 +180,7 @@ def stability(estimator, X_pool, y_pool, K: int = 20, drop: float = 0.2, val_fra
     n_boot = check_int(n_boot, "n_boot", minimum=1, maximum=MAX_BOOTSTRAP)  # each resample costs a K x K average
     level = check_scalar(level, "level", low=0.0, high=1.0, low_open=True, high_open=True)
     drop, val_fraction = check_fraction(drop, "drop"), check_fraction(val_fraction, "val_fraction")
+    seed = check_seed(seed, "seed")  # an int: the bootstrap draws from seed + 1
     make_estimator = _estimator_maker(estimator)
     rng = np.random.default_rng(seed)
     splits = [ablation_split(y, rng, drop=drop, val_fraction=val_fraction) for _ in range(K)]

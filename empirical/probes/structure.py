@@ -65,7 +65,7 @@ from sklearn.model_selection import StratifiedKFold
 from tqdm.auto import tqdm
 
 import cgmt
-from empirical.common.checks import as_generator, check_int, check_scalar
+from empirical.common.checks import MAX_SEED, as_generator, check_int, check_random_state, check_scalar, check_seed
 from empirical.common.resources import check_n_jobs
 
 from ..common.arrays import as_real_array, check_binary_labels, check_grid, check_matrix, check_vector
@@ -306,6 +306,7 @@ def cross_fit_oracle(X_pool, y_pool, X_test, oracle, *, folds: int = 5,
     (U_pool, U_test, info)
         Calibrated logits and ``info = {c, d (calibration U = c*raw + d), oof_accuracy}``.
     """
+    random_state = check_random_state(random_state)
     skf = StratifiedKFold(n_splits=folds, shuffle=True, random_state=random_state)
     raw_pool = np.empty(X_pool.shape[0])
     raw_test = np.zeros(X_test.shape[0])
@@ -514,6 +515,7 @@ def delta_sweep(X_pool, y_pool, X_test, y_test, *, fractions=DEFAULT_FRACTIONS, 
     """
     n_jobs = check_n_jobs(n_jobs)
     X_pool, y_pool, X_test, y_test, classes = _check_inputs(X_pool, y_pool, X_test, y_test)
+    random_state = check_seed(random_state, "random_state", maximum=MAX_SEED)  # the subsamples' root and the folds'
     fractions = [float(f) for f in fractions]
     if len(set(fractions)) < 3 or not all(0 < f <= 1 for f in fractions):
         raise ValueError(f"fractions: need at least 3 distinct values in (0, 1] (correlations across fewer are "
