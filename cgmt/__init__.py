@@ -5,7 +5,7 @@ P(y=1|x) = sigmoid(x'beta*), delta = n/p, estimator argmin (1/n) sum log(1+exp(-
 + lam/(2p) ||beta||^2, z = beta/sqrt(p), v = beta*/||beta*||, alpha = <z_hat, v>,
 sigma = ||z_hat - alpha v||, margin m = alpha/sigma, alpha_salehi = alpha/kappa.
 
-Public API: solve, mle, separability_threshold, optimal_lambda, sweep, accuracy_from_margin,
+Public API: solve, mle, max_margin (the lam -> 0 limit on separable data), separability_threshold, optimal_lambda, sweep, accuracy_from_margin,
 bayes_accuracy, CGMTResult, ConvergenceError, solve_spectral / solve_spectral_path / Spectrum /
 spectral_stability (the same estimator on anisotropic Gaussian features x ~ N(0, Sigma/p), see
 docs/spectral_theory.md), stability (two-replica ablation-stability theory,
@@ -19,6 +19,7 @@ from empirical.common.failures import ConvergenceError
 
 from . import conventions, equations, prox, quadrature
 from ._accuracy import accuracy_from_margin, bayes_accuracy
+from ._max_margin import max_margin
 from ._optimal import optimal_lambda
 from ._solver import mle, solve
 from ._spectral import solve_spectral, solve_spectral_path
@@ -32,6 +33,7 @@ from .stability import stability  # the function shadows the submodule attribute
 __all__ = [
     "solve",
     "mle",
+    "max_margin",
     "separability_threshold",
     "optimal_lambda",
     "sweep",

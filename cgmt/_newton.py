@@ -56,6 +56,10 @@ TRUST_LOG = 2.0
 #: Newton iterations tried from an approximate start at the target (the large-lam asymptotics, the
 #: isotropic solution for a spectrum) before continuation
 DIRECT_TRIES = 12
+#: the direct start is tried only for a target lam >= DIRECT_LAMBDA_RATIO times the continuation's start: below it
+#: the large-lam asymptotics are far from the answer, the direct Newton steps fail, and each failed step costs
+#: MAX_BACKTRACKS evaluations (at delta = 217, lam = 4e-15, kappa = 692: 0.35 s of a 1.05 s solve)
+DIRECT_LAMBDA_RATIO = 1e-6
 #: Newton steps of the final polish towards POLISH_TOL (quadratic convergence: two are enough)
 POLISH_STEPS = 2
 #: continuation: first step, largest step and smallest step in log lam; a step solved in at most
@@ -63,7 +67,15 @@ POLISH_STEPS = 2
 PATH_FIRST_STEP = math.log(30.0)
 PATH_MAX_STEP = math.log(1e4)
 PATH_MIN_STEP = 1e-4
+#: the coarse rule's march (:func:`drive` with ``coarse``) gives up after this many failed steps and hands over to
+#: the full rule: where the coarse rule's error approaches PATH_TOL (sharp kernels, kappa >~ 50 next to the
+#: separability threshold) its path stalls while the full rule's does not, and halving the step to PATH_MIN_STEP
+#: cost thousands of evaluations (e.g. 5,400 at delta = kappa = 100, lam = 1e-8, against 55 on the full rule)
+COARSE_MAX_FAILURES = 3
 EASY_STEP_NIT = 3
+#: Newton iterations allowed at an intermediate continuation point: from the secant predictor a point converges in
+#: 2-6; one that has not in this many is a step too long, which march_lambda halves (instead of spending maxiter)
+PATH_STEP_MAXITER = 20
 #: continuation starts at START_LAMBDA * max(1, 1/delta) (times the largest eigenvalue, if above 1)
 START_LAMBDA = 20.0
 #: smallest lam a march reaches when the target is lam = 0 (the MLE), which is then solved directly
@@ -327,7 +339,7 @@ def improves(candidate, best) -> bool:
     return best is None or candidate[3] == 0 or np.max(np.abs(candidate[1])) < np.max(np.abs(best[1]))
 
 
-def march_lambda(newton, y, r, extra, lam_start, lam_target, tol, path_tol=PATH_TOL):
+def march_lambda(newton, y, r, extra, lam_start, lam_target, tol, path_tol=PATH_TOL, max_failures=None):
     """Continuation in log lam from a solution at ``lam_start`` down to ``lam_target``.
 
     Secant predictor from the last two solutions, a retry without it, step halving on failure and
@@ -337,7 +349,8 @@ def march_lambda(newton, y, r, extra, lam_start, lam_target, tol, path_tol=PATH_
     Parameters
     ----------
     newton : callable
-        ``newton(y0, tol, lam) -> (y, r, extra, nit, status)`` (status 0 = converged).
+        ``newton(y0, tol, lam, final) -> (y, r, extra, nit, status)`` (status 0 = converged; ``final`` is True at
+        ``lam_target``, where the solve may take more iterations than at an intermediate point).
     y, r, extra : ndarray
         The solution at ``lam_start`` (as :func:`damped_newton` returns it).
     lam_start, lam_target : float
@@ -346,6 +359,8 @@ def march_lambda(newton, y, r, extra, lam_start, lam_target, tol, path_tol=PATH_
         Residual accepted at ``lam_target``.
     path_tol : float, default=PATH_TOL
         Residual accepted at the intermediate points.
+    max_failures : int, optional
+        Give up after this many failed steps (default: only when the step falls below PATH_MIN_STEP).
 
     Returns
     -------
@@ -354,7 +369,7 @@ def march_lambda(newton, y, r, extra, lam_start, lam_target, tol, path_tol=PATH_
         if the steps became smaller than PATH_MIN_STEP (then the last converged point is returned, which is
         not at ``lam_target``).
     """
-    total = 0
+    total = failures = 0
     t_end = math.log(lam_target)
     t = math.log(lam_start)
     prev = None  # (t, y) of the previous converged point, for the secant predictor
@@ -363,14 +378,15 @@ def march_lambda(newton, y, r, extra, lam_start, lam_target, tol, path_tol=PATH_
         tn = max(t + h, t_end)
         yp = y + (y - prev[1]) * (tn - t) / (t - prev[0]) if prev is not None else y.copy()
         last = tn <= t_end + 1e-12
-        yn, rn, en, nitn, st = newton(yp, tol if last else path_tol, math.exp(tn))
+        yn, rn, en, nitn, st = newton(yp, tol if last else path_tol, math.exp(tn), last)
         total += nitn
         if st != 0 and prev is not None:  # retry without the predictor
-            yn, rn, en, nitn, st = newton(y, tol if last else path_tol, math.exp(tn))
+            yn, rn, en, nitn, st = newton(y, tol if last else path_tol, math.exp(tn), last)
             total += nitn
         if st != 0:
             h /= 2.0
-            if abs(h) < PATH_MIN_STEP:
+            failures += 1
+            if abs(h) < PATH_MIN_STEP or (max_failures is not None and failures >= max_failures):
                 return y, r, extra, total, 3
             continue
         prev = (t, y)
@@ -380,7 +396,7 @@ def march_lambda(newton, y, r, extra, lam_start, lam_target, tol, path_tol=PATH_
     return y, r, extra, total, 0
 
 
-def continuation(problem, tol, maxiter, start, direct_guess=None):
+def continuation(problem, tol, maxiter, start, direct_guess=None, max_failures=None):
     """Solve ``problem`` at its lam by marching down from a large lam.
 
     Parameters
@@ -396,6 +412,8 @@ def continuation(problem, tol, maxiter, start, direct_guess=None):
         ``start(lam) -> y``: a start at a large lam (e.g. the asymptotics).
     direct_guess : callable, optional
         ``direct_guess(lam) -> y``: first try DIRECT_TRIES Newton iterations from it at the target.
+    max_failures : int, optional
+        As for :func:`march_lambda`.
 
     Returns
     -------
@@ -406,7 +424,7 @@ def continuation(problem, tol, maxiter, start, direct_guess=None):
     lam_target = problem.lam
     lam_start = max(problem.start_lambda(), lam_target)
     total = 0
-    if direct_guess is not None and 0 < lam_target < lam_start:
+    if direct_guess is not None and lam_start * DIRECT_LAMBDA_RATIO <= lam_target < lam_start:
         y, r, extra, nit, status = damped_newton(problem, direct_guess(lam_target), tol, DIRECT_TRIES)
         if status == 0:
             return y, r, extra, nit, 0
@@ -416,9 +434,11 @@ def continuation(problem, tol, maxiter, start, direct_guess=None):
     total += nit
     if status != 0:
         return y, r, extra, total, 3
-    y, r, extra, nit, status = march_lambda(lambda y0, tl, lam: damped_newton(problem, y0, tl, maxiter, lam=lam),
-                                            y, r, extra, lam_start, lam_target if lam_target > 0 else LAMBDA_FLOOR,
-                                            tol, PATH_TOL)
+    y, r, extra, nit, status = march_lambda(
+        lambda y0, tl, lam, final: damped_newton(problem, y0, tl, maxiter if final else min(maxiter,
+                                                                                             PATH_STEP_MAXITER),
+                                                 lam=lam),
+        y, r, extra, lam_start, lam_target if lam_target > 0 else LAMBDA_FLOOR, tol, PATH_TOL, max_failures)
     total += nit
     if status != 0:
         return y, r, extra, total, status
@@ -520,14 +540,20 @@ def drive(problem, tol, maxiter, *, start, starts=(), start_iters=None, direct_g
         if status == 0:
             break
     if best is None or best[3] != 0:
+        status = 3
         if coarse:
             y, r, extra, _, status = coarse_stage(lambda cheap: continuation(cheap, PATH_TOL, maxiter, start,
-                                                                              direct_guess=direct_guess))
+                                                                              direct_guess=direct_guess,
+                                                                              max_failures=COARSE_MAX_FAILURES))
             if status == 0:
                 y, r, extra, nit, status = damped_newton(problem, y, tol, maxiter)
                 nit_total += nit
-        else:
-            y, r, extra, nit, status = continuation(problem, tol, maxiter, start, direct_guess=direct_guess)
+        if status != 0:
+            # the coarse rule's error can exceed PATH_TOL where the kernels are sharp (kappa >~ 50 next to the
+            # separability threshold), and its path then stalls although the full rule's does not: march on the
+            # full rule (without the direct start, which the coarse stage has tried)
+            y, r, extra, nit, status = continuation(problem, tol, maxiter, start,
+                                                    direct_guess=None if coarse else direct_guess)
             nit_total += nit
         if improves((y, r, extra, status), best):
             best = (y, r, extra, status)

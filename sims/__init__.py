@@ -5,7 +5,9 @@ delta = n/p, beta_hat = argmin (1/n) sum log(1+exp(-y x'beta)) + lam/(2p)||beta|
 z = beta/sqrt(p), v = beta*/||beta*||, alpha = <z_hat, v>, sigma = ||z_hat - alpha v||, m = alpha/sigma.
 
 Main entry points: :func:`sample`, :func:`fit_ridge_logistic`, :func:`measure_replicate`,
-:func:`compare`, :func:`compare_grid`, :func:`agreement`, :func:`finite_size_study`.  The API is this package's
+:func:`compare`, :func:`compare_grid`, :func:`agreement`, :func:`finite_size_study`, and the hard-margin
+(max-margin) fit :func:`fit_max_margin` with its replicate :func:`measure_max_margin` (the check of
+:func:`cgmt.max_margin`).  The API is this package's
 ``__all__``; its modules have a leading underscore (implementation, not API).
 """
 from empirical.common.resources import check_n_jobs
@@ -14,6 +16,7 @@ from ._compare import THEORY_FIELD, agreement, compare, compare_grid, summarize,
 from ._data import Sample, replicate_seeds, sample
 from ._finite_size import HARD_POINTS, analyze as analyze_finite_size, loglog_slope, simulate_raw
 from ._fit import fit_ridge_logistic, objective_gradient
+from ._max_margin import fit_max_margin, measure_max_margin
 from ._measure import QUANTITIES, ablation_run_fits, loo_gamma, measure_replicate, simulate_stability_replicate
 from ._spectral import SPECTRAL_QUANTITIES, compare_spectral, measure_spectral_replicate, sample_spectral
 
@@ -41,7 +44,8 @@ def finite_size_study(points=HARD_POINTS, ps=(250, 500, 1000, 2000, 4000), repli
 
 
 __all__ = ["SPECTRAL_QUANTITIES", "compare_spectral", "measure_spectral_replicate", "sample_spectral", "Sample",
-           "sample", "replicate_seeds", "fit_ridge_logistic", "objective_gradient", "loo_gamma",
+           "sample", "replicate_seeds", "fit_ridge_logistic", "objective_gradient", "fit_max_margin", "measure_max_margin",
+           "loo_gamma",
            "measure_replicate", "measure", "simulate_stability_replicate", "ablation_run_fits", "QUANTITIES",
            "THEORY_FIELD",
            "theory_values", "summarize", "compare", "compare_grid", "agreement", "simulate_raw",

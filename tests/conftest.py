@@ -1,9 +1,19 @@
 """Shared pytest configuration.
 
-Hypothesis profiles: ``ci`` (derandomized, bounded examples, no deadline) is loaded when the
-environment variable ``CI`` is set or ``HYPOTHESIS_PROFILE=ci``; ``dev`` otherwise.
+Hypothesis profiles (``HYPOTHESIS_PROFILE``):
+
+- ``ci`` (the default, on every machine): derandomized, 50 examples per test, no deadline.  The README's test command
+  therefore draws the same examples on every run and every machine, and a newcomer's first run never meets a chance
+  failure.  Monte Carlo inside tests is seeded (``np.random.default_rng(<constant>)``) for the same reason.
+- ``explore``: fresh random examples (``EXPLORE_EXAMPLES``, default 500 per test).  The run prints its seed in the
+  header (``hypothesis seed: N``); ``--hypothesis-seed=N`` (or ``HYPOTHESIS_SEED=N``) replays it.  Every failure is
+  printed as Hypothesis's "Falsifying example" with its ``@reproduce_failure`` blob and saved in the local example
+  database (``.hypothesis/``), which replays it first on the next run; the developer who fixes it keeps it in the test
+  as an explicit ``@example(...)``.  How to run it: docs/testing.md.
+- ``dev``: Hypothesis's own random draws with 100 examples (what ``dev`` meant before ``explore`` existed).
 """
 import os
+import random
 
 import pytest
 from hypothesis import HealthCheck, settings
@@ -16,8 +26,41 @@ settings.register_profile(
     print_blob=True,
     suppress_health_check=[HealthCheck.too_slow],
 )
+settings.register_profile(
+    "explore",
+    derandomize=False,
+    max_examples=int(os.environ.get("EXPLORE_EXAMPLES", "500")),
+    deadline=None,
+    print_blob=True,
+    suppress_health_check=[HealthCheck.too_slow, HealthCheck.filter_too_much],
+)
 settings.register_profile("dev", max_examples=100, deadline=None)
-settings.load_profile(os.environ.get("HYPOTHESIS_PROFILE", "ci" if os.environ.get("CI") else "dev"))
+PROFILE = os.environ.get("HYPOTHESIS_PROFILE", "ci")
+settings.load_profile(PROFILE)
+
+
+def _explore_seed(config):
+    """The seed of an ``explore`` run: ``--hypothesis-seed``, else ``HYPOTHESIS_SEED``, else a fresh one, chosen once
+    by the controlling process and handed to xdist's workers through the environment."""
+    seed = config.getoption("hypothesis_seed", default=None) or os.environ.get("HYPOTHESIS_SEED")
+    if seed is None:
+        seed = str(random.SystemRandom().randrange(2 ** 32))
+    os.environ["HYPOTHESIS_SEED"] = str(seed)
+    return int(seed)
+
+
+def pytest_configure(config):
+    if PROFILE == "explore":
+        from hypothesis import core  # the seed hook the Hypothesis pytest plugin itself sets for --hypothesis-seed
+
+        core.global_force_seed = _explore_seed(config)
+
+
+def pytest_report_header(config):
+    if PROFILE == "explore":
+        return f"hypothesis profile: explore, hypothesis seed: {os.environ['HYPOTHESIS_SEED']} " \
+               f"(replay: HYPOTHESIS_PROFILE=explore HYPOTHESIS_SEED={os.environ['HYPOTHESIS_SEED']})"
+    return f"hypothesis profile: {PROFILE}"
 
 
 def pytest_addoption(parser):

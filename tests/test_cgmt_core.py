@@ -36,7 +36,7 @@ def test_one_status_table_for_every_solver():
     results = [
         cgmt.solve(2.0, 0.1, 2.0), cgmt.mle(5.0, 1.0), SPECTRUM.solve(2.0, 0.1),
         cgmt.stability(2.0, 0.1, 1.0, "subsample"), spectral_pair_stability(1.28, 1.28, 0.8192, 0.1, SPECTRUM),
-        cgmt.solve(0.7, 0.03, 3.0, maxiter=1, tol=1e-300, strict=False),
+        cgmt.solve(0.7, 0.03, 3.0, maxiter=2, tol=1e-300, strict=False),
         cgmt.mle(5.0, 1.0, maxiter=1, tol=1e-300),
         SPECTRUM.solve(2.0, 0.01, maxiter=1, tol=1e-300),
     ]

@@ -4,7 +4,7 @@ Grouped by pattern: domain checks (an input outside its measured domain is refus
 """
 import numpy as np
 import pytest
-from hypothesis import given, settings, strategies as st
+from hypothesis import example, given, settings, strategies as st
 from scipy import integrate, special
 
 import cgmt
@@ -14,19 +14,22 @@ from cgmt.validation import DELTA_MAX, KAPPA_MAX, check_kappa
 # --------------------------------------------------------------------------------------------------------------
 # domain checks
 # --------------------------------------------------------------------------------------------------------------
-@pytest.mark.parametrize("kappa", [1e9, 1e14, 1e300])
+@pytest.mark.parametrize("kappa", [1e4, 1e9, 1e14, 1e300])
 def test_kappa_beyond_domain_is_refused_naming_kappa(kappa):
-    # at kappa = 1e14 the solver used to return the kappa = 0 answer (accuracy 0.5) with success=True
-    with pytest.raises(ValueError, match="kappa must lie in"):
+    # at kappa = 1e14 the solver used to return the kappa = 0 answer (accuracy 0.5) with success=True; between 1e3
+    # and 1e8 it failed or took seconds on ~1 point in 5 (benchmarks/cgmt_domain.py)
+    with pytest.raises(ValueError, match=r"kappa must lie in \[0, 1000\].*noiseless"):
         cgmt.solve(2.0, 0.1, kappa)
 
 
 def test_kappa_domain_edge_is_accepted_and_at_the_noiseless_limit():
+    """At KAPPA_MAX the accuracy is the noiseless teacher's to within the label-flip probability 1 - Bayes: the
+    accuracy against noisy labels and against clean ones differ by at most P(y != sign(x'beta*))."""
     assert check_kappa(KAPPA_MAX) == KAPPA_MAX
     edge = cgmt.solve(2.0, 0.1, KAPPA_MAX)
-    inside = cgmt.solve(2.0, 0.1, 1e4)
-    assert edge.success and inside.success
-    assert abs(edge.accuracy - inside.accuracy) < 1e-5  # measured: 0.814671 from 1e4 to 1e9
+    flip = 1.0 - _bayes_accuracy(KAPPA_MAX)
+    assert edge.success and 5e-4 < flip < 6e-4
+    assert abs(edge.accuracy - (1.0 - np.arccos(edge.alignment) / np.pi)) <= flip
 
 
 @pytest.mark.parametrize("delta", [1e7, 1e12, 1e300])
@@ -75,17 +78,22 @@ def test_delta_limit_reaches_the_bayes_accuracy_at_every_lam(log_lam, kappa):
 @settings(max_examples=20, deadline=None)
 @given(delta=st.floats(0.05, 100.0), log_lam=st.floats(-4.0, 4.0))
 def test_kappa_limit_is_the_noiseless_answer(delta, log_lam):
-    """kappa -> infinity: labels are sign(x'beta*), the accuracy is 1 - angle / pi of the estimator's alignment,
-    and the domain's edge holds the limit that kappa = 1e4 already reached."""
+    """kappa -> infinity: labels are sign(x'beta*), the accuracy against clean labels is 1 - angle / pi of the
+    estimator's alignment; at the domain's edge the accuracy against the teacher's labels is within the label-flip
+    probability 1 - Bayes of it, and at least the accuracy at kappa = KAPPA_MAX / 10 (non-decreasing in kappa)."""
     lam = 10.0 ** log_lam
-    edge, inside = cgmt.solve(delta, lam, KAPPA_MAX), cgmt.solve(delta, lam, 1e4)
+    edge, inside = cgmt.solve(delta, lam, KAPPA_MAX), cgmt.solve(delta, lam, KAPPA_MAX / 10)
     assert edge.success and inside.success
-    assert edge.accuracy == pytest.approx(1.0 - np.arccos(edge.alignment) / np.pi, abs=1e-12)
-    assert edge.accuracy >= inside.accuracy - 1e-9 and edge.accuracy - inside.accuracy <= 1e-4
+    flip = 1.0 - _bayes_accuracy(KAPPA_MAX)
+    assert abs(edge.accuracy - (1.0 - np.arccos(edge.alignment) / np.pi)) <= flip
+    assert edge.accuracy >= inside.accuracy - 1e-9
 
 
 @settings(max_examples=30, deadline=None)
-@given(log_delta=st.floats(-2.0, 6.0), log_lam=st.floats(-30.0, 30.0), log_kappa=st.floats(-3.0, 8.0))
+@given(log_delta=st.floats(-3.0, np.log10(DELTA_MAX)), log_lam=st.floats(-30.0, 30.0),
+       log_kappa=st.floats(-3.0, np.log10(KAPPA_MAX)))
+@example(log_delta=2.0, log_lam=-8.0, log_kappa=2.0)  # the coarse rule's path stalled next to delta*(100) = 98.5
+@example(log_delta=np.log10(838.0), log_lam=np.log10(1.05e-7), log_kappa=np.log10(9.32e7) - 5)
 def test_every_converged_answer_is_within_its_limits(log_delta, log_lam, log_kappa):
     """Over the whole domain: success, and 1/2 <= accuracy <= Bayes accuracy, sigma > 0, gamma > 0."""
     r = cgmt.solve(10.0 ** log_delta, 10.0 ** log_lam, 10.0 ** log_kappa)
