@@ -32,7 +32,7 @@ def main(argv=None):
     parser.add_argument("--replicates", type=int, default=40)
     parser.add_argument("--seed", type=int, default=1)
     args = parser.parse_args(argv)
-    print(f"| delta | kappa | delta* | p | separable | alignment MC | theory | z | geometric margin MC | theory | z | "
+    print("| delta | kappa | delta* | p | separable | alignment MC | theory | z | geometric margin MC | theory | z | "
           "s |")
     print("| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |")
     for delta, kappa in POINTS:
@@ -45,7 +45,8 @@ def main(argv=None):
             a = np.array([r["alignment"] for r in sep])
             g = np.array([r["geometric_margin"] for r in sep])
             sa, sg = a.std(ddof=1) / np.sqrt(a.size), g.std(ddof=1) / np.sqrt(g.size)
-            print(f"| {delta:g} | {kappa:g} | {cgmt.separability_threshold(kappa):.4g} | {p} | {len(sep)}/{len(rows)} | "
+            dstar = cgmt.separability_threshold(kappa)
+            print(f"| {delta:g} | {kappa:g} | {dstar:.4g} | {p} | {len(sep)}/{len(rows)} | "
                   f"{a.mean():.4f} +- {sa:.4f} | {theory.alignment:.4f} | {(a.mean() - theory.alignment) / sa:+.2f} | "
                   f"{g.mean():.4f} +- {sg:.4f} | {theory.geometric_margin:.4f} | "
                   f"{(g.mean() - theory.geometric_margin) / sg:+.2f} | {time.perf_counter() - t0:.1f} |", flush=True)

@@ -5,7 +5,8 @@ P(y=1|x) = sigmoid(x'beta*), delta = n/p, estimator argmin (1/n) sum log(1+exp(-
 + lam/(2p) ||beta||^2, z = beta/sqrt(p), v = beta*/||beta*||, alpha = <z_hat, v>,
 sigma = ||z_hat - alpha v||, margin m = alpha/sigma, alpha_salehi = alpha/kappa.
 
-Public API: solve, mle, max_margin (the lam -> 0 limit on separable data), separability_threshold, optimal_lambda, sweep, accuracy_from_margin,
+Public API: solve, mle, max_margin (the lam -> 0 limit on separable data),
+separability_threshold, optimal_lambda, sweep, accuracy_from_margin,
 bayes_accuracy, CGMTResult, ConvergenceError, solve_spectral / solve_spectral_path / Spectrum /
 spectral_stability (the same estimator on anisotropic Gaussian features x ~ N(0, Sigma/p), see
 docs/spectral_theory.md), stability (two-replica ablation-stability theory,

@@ -44,8 +44,8 @@ def finite_size_study(points=HARD_POINTS, ps=(250, 500, 1000, 2000, 4000), repli
 
 
 __all__ = ["SPECTRAL_QUANTITIES", "compare_spectral", "measure_spectral_replicate", "sample_spectral", "Sample",
-           "sample", "replicate_seeds", "fit_ridge_logistic", "objective_gradient", "fit_max_margin", "measure_max_margin",
-           "loo_gamma",
+           "sample", "replicate_seeds", "fit_ridge_logistic", "objective_gradient", "fit_max_margin",
+           "measure_max_margin", "loo_gamma",
            "measure_replicate", "measure", "simulate_stability_replicate", "ablation_run_fits", "QUANTITIES",
            "THEORY_FIELD",
            "theory_values", "summarize", "compare", "compare_grid", "agreement", "simulate_raw",

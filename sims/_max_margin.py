@@ -17,7 +17,6 @@ import numpy as np
 from scipy.optimize import nnls
 
 from cgmt.validation import check_delta, check_kappa
-
 from empirical.common.checks import as_seed_sequence, check_int
 
 from ._data import sample
