@@ -396,6 +396,14 @@ def march_lambda(newton, y, r, extra, lam_start, lam_target, tol, path_tol=PATH_
     return y, r, extra, total, 0
 
 
+def _at_target(problem, y, nit, status):
+    """A failed continuation's last iterate with its residuals at the *target* lam: the iterate was solved at
+    another lam, and its own residual there (up to PATH_TOL, and by chance far below ``tol``) must not be reported,
+    or compared with other stages, as the target's."""
+    r, _, extra = problem(y)
+    return y, r, extra, nit, status
+
+
 def continuation(problem, tol, maxiter, start, direct_guess=None, max_failures=None):
     """Solve ``problem`` at its lam by marching down from a large lam.
 
@@ -433,7 +441,7 @@ def continuation(problem, tol, maxiter, start, direct_guess=None, max_failures=N
                                              maxiter, lam=lam_start)
     total += nit
     if status != 0:
-        return y, r, extra, total, 3
+        return _at_target(problem, y, total, 3)
     y, r, extra, nit, status = march_lambda(
         lambda y0, tl, lam, final: damped_newton(problem, y0, tl, maxiter if final else min(maxiter,
                                                                                              PATH_STEP_MAXITER),
@@ -441,7 +449,7 @@ def continuation(problem, tol, maxiter, start, direct_guess=None, max_failures=N
         y, r, extra, lam_start, lam_target if lam_target > 0 else LAMBDA_FLOOR, tol, PATH_TOL, max_failures)
     total += nit
     if status != 0:
-        return y, r, extra, total, status
+        return _at_target(problem, y, total, status)
     if lam_target == 0.0:
         y, r, extra, nit, status = damped_newton(problem, y, tol, maxiter, lam=0.0)
         return y, r, extra, total + nit, status
