@@ -16,11 +16,12 @@ from pathlib import Path
 import numpy as np
 
 from empirical.common.cli_args import (
+    IMAGE_SUFFIXES,
     add_version,
     enforce_options,
     int_in,
-    nonempty_path,
     number_in,
+    output_path,
     subparser,
     worker_count,
 )
@@ -109,8 +110,10 @@ def _parser():
     for name, hlp in (("deltas", "n/p values"), ("lams", "ridge strengths"), ("kappas", "signal strengths")):
         w.add_argument(f"--{name}", type=_floats, required=True,
                        help=f"{hlp}: comma list, geom:START:STOP:NUM or lin:START:STOP:NUM")
-    w.add_argument("--out", type=nonempty_path, required=True, help="CSV path")
-    w.add_argument("--plot", type=nonempty_path, default=None, help="optional figure path (accuracy vs lam)")
+    w.add_argument("--out", type=output_path("file", (".csv",)), required=True, help="CSV path (FILE.csv)")
+    w.add_argument("--plot", type=output_path("file", IMAGE_SUFFIXES), default=None,
+                   help=f"optional figure path (accuracy vs lam), written in the format its name says: "
+                        f"{', '.join(IMAGE_SUFFIXES)}")
     w.add_argument("--n-jobs", type=worker_count(), default=1, help="parallel workers (at most the CPU cores)")
     w.add_argument("--max-points", type=int_in(1), default=MAX_POINTS,
                    help=f"refuse grids with more points (default {MAX_POINTS}, about half an hour per core)")
@@ -161,8 +164,8 @@ def _run(args) -> int:
         if df.groupby(["kappa", "delta"]).ngroups <= 12:
             ax.legend(fontsize=7)
         fig.tight_layout()
-        with atomic_path(plot, ".png") as tmp:
-            fig.savefig(tmp, dpi=120, format="png")
+        with atomic_path(plot, plot.suffix) as tmp:  # the format the name says (checked when parsed)
+            fig.savefig(tmp, dpi=120, format=plot.suffix[1:].lower())
         plt.close(fig)
         print(f"wrote {args.plot}")
     return 0

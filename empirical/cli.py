@@ -22,11 +22,13 @@ from tqdm.auto import tqdm
 
 from empirical.common.cli_args import (
     add_version,
+    check_output_suffix,
     enforce_options,
     int_in,
     nonempty_path,
     number_in,
     number_list,
+    output_path,
     subparser,
     worker_count,
 )
@@ -150,7 +152,7 @@ def _add_common(p, multi_dataset=False):
     m.add_argument("--cache-dtype", choices=STORAGES, default="float32",
                    help="dtype of cached hidden states: float16 halves disk and memory at a measured accuracy cost "
                         "(docs/llm.md, 'Cache storage'; default float32)")
-    p.add_argument("--out", type=nonempty_path, default="raptor_out", help="output directory (created)")
+    p.add_argument("--out", type=output_path("directory"), default="raptor_out", help="output directory (created)")
     p.add_argument("--no-progress", action="store_true", help="hide progress bars")
     p.add_argument("--debug", action="store_true",
                    help="show the full traceback of an error (also: environment variable RAPTOR_DEBUG=1)")
@@ -586,6 +588,7 @@ def cmd_export(args):
         raise ValueError(f"--out {str(target)!r} is a directory; give the file to write")
     check_write_target(target)  # a device or FIFO is refused, never replaced by a regular file
     refuse_overwriting_inputs([("--out", target)], _input_files(args))
+    check_output_suffix("--out", target, [EXPORT_SUFFIX[args.format]])  # GGUF is not written to a .safetensors name
     layers = None if args.layers in (None, "all") else args.layers
     if args.format == "gguf":
         if layers is None and min(vectors.layers) < 2:
@@ -756,7 +759,9 @@ def build_parser():
     p.add_argument("--probe-file", type=nonempty_path, required=True,
                    help="concept vectors written by 'raptor probe' (.json or .safetensors)")
     p.add_argument("--format", choices=sorted(EXPORT_SUFFIX), default="gguf")
-    p.add_argument("--out", type=nonempty_path, help="file to write (default: next to --probe-file)")
+    p.add_argument("--out", type=output_path("file"),
+                   help="file to write, named in the format of --format (.gguf or .safetensors; default: next to "
+                        "--probe-file)")
     p.add_argument("--scale", type=number_in(), default=1.0,
                    help="factor on the unit vectors (hidden-state units; llama.cpp multiplies by its strength)")
     p.add_argument("--layers", type=_layers_arg, help="RAPTOR layers to export (default all)")

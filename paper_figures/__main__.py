@@ -33,7 +33,15 @@ import time
 import warnings
 from pathlib import Path
 
-from empirical.common.cli_args import add_version, available_cores, enforce_options, int_in, nonempty_path, worker_count
+from empirical.common.cli_args import (
+    add_version,
+    available_cores,
+    enforce_options,
+    int_in,
+    nonempty_path,
+    output_path,
+    worker_count,
+)
 from empirical.common.cli_errors import debug_requested, run_command
 from empirical.common.files import atomic_write_text, read_json, refuse_overwriting_inputs
 from empirical.llm import datasets
@@ -79,9 +87,8 @@ def section_seconds(section: str) -> float:
     return SECTION_SECONDS[section]
 
 
-def _dir_path(text) -> Path:
-    """A non-empty, non-blank directory path (``empirical.common.cli_args.nonempty_path``)."""
-    return Path(nonempty_path(text))
+#: ``--out`` and ``--publish``: a directory the run writes (non-empty, an output: two of them must differ)
+_dir_path = output_path("directory", convert=Path)
 
 
 #: which options apply in which mode and which exclude each other
@@ -218,18 +225,14 @@ def main(argv=None) -> int:
 
 
 def _refuse_writing_into_the_data(args) -> None:
-    """``--out`` and ``--publish`` must not be the data directory (or each other): the run's files would mix
-    with, or replace, the files it reads."""
+    """``--out`` and ``--publish`` must not be the data directory: the run's files would mix with, or replace, the
+    files it reads (that they are not each other is :func:`enforce_options`' check of every command's outputs)."""
     try:
         data = [("--data-dir", resolve_data_dir(args.data_dir))]
     except FileNotFoundError:  # no data directory: the sections that need one say so
         data = []
     publish = [("--publish", args.publish)] if args.publish is not None else []
-    refuse_overwriting_inputs([("--out", args.out), *publish], data)
-    refuse_overwriting_inputs(publish, [("--out", args.out)])
-    if args.publish is not None and args.publish.resolve() == args.out.resolve():  # also before --out exists
-        raise ValueError(f"refusing to write --publish {str(args.publish)!r}: it is --out {str(args.out)!r} (the "
-                         "same directory); choose another output path")
+    refuse_overwriting_inputs([("--out", args.out), *publish], data)  # --out and --publish: enforce_options
 
 
 def _run(args) -> int:

@@ -280,6 +280,8 @@ def check_seed(seed, name: str = "seed", *, maximum: int | None = None) -> int:
     ...
     ValueError: seed must be an integer seed >= 0, got 'abc' (str)
     """
+    if maximum is not None:
+        maximum = check_int(maximum, "maximum", minimum=0, maximum=2 ** 128)
     return _seed_int(seed, name, "an integer seed >= 0", maximum)
 
 

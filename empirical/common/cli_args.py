@@ -5,6 +5,11 @@ finite and in its interval, a count has an upper bound, a list has no repeats), 
 error naming the option (``argument --jobs: ...``, exit 2) instead of a NaN in an output file, a worker storm
 or a traceback at the end of a run.  Each factory returns a function for ``add_argument(type=...)``.
 
+Every option naming something the command writes is declared once, with :func:`output_path` (a file in the formats
+its name may say, or a directory): the name of a file must say the format written (``--plot a.csv`` is refused), and
+:func:`enforce_options` refuses two outputs of one command that are the same file or directory (also spelled
+differently: ``./a.csv``, an absolute path, a symbolic or hard link) before anything runs.
+
 Worker counts (``--jobs``, ``--n-jobs``, ``--threads``) are bounded by the CPU cores this process may use
 (:func:`empirical.common.resources.available_cores`): more is an error, not a silent clamp, because asking for
 more workers than cores only adds memory and start-up time (and a flood of processes that Ctrl-C must then stop).
@@ -12,13 +17,21 @@ more workers than cores only adds memory and start-up time (and a flood of proce
 from __future__ import annotations
 
 import argparse
+import itertools
 import math
+import os
+import stat
 from importlib import metadata
+from pathlib import Path
 
 from .resources import available_cores
 
 __all__ = ["add_version", "available_cores", "enforce_options", "int_in", "number_in", "number_list", "nonempty_path",
-           "program_version", "subparser", "worker_count"]
+           "output_path", "output_options", "check_output_suffix", "IMAGE_SUFFIXES", "program_version", "subparser",
+           "worker_count"]
+
+#: the image formats a figure option accepts, by file name (matplotlib writes each; tests/test_cli_outputs.py checks)
+IMAGE_SUFFIXES = (".png", ".pdf", ".svg", ".jpg", ".jpeg", ".tif", ".tiff", ".webp", ".eps", ".ps")
 
 
 def _named(parse, name: str):
@@ -217,6 +230,160 @@ def nonempty_path(text) -> str:
 nonempty_path.__name__ = "path"
 
 
+def check_output_suffix(option: str, path, suffixes) -> None:
+    """Refuse to write ``path`` when its name does not say one of the formats ``suffixes`` (``.csv``, ``.png``, ...,
+    compared without case): a file is written in the format its name says, or not at all.
+
+    Parameters
+    ----------
+    option : str
+        The option that named the file (``--plot``), for the message.
+    path : str or path-like
+        The file to write.
+    suffixes : iterable of str
+        The suffixes of the formats the command can write there.
+
+    Returns
+    -------
+    None
+
+    Raises
+    ------
+    ValueError
+        The name ends in another suffix, or in none.
+
+    Examples
+    --------
+    >>> check_output_suffix("--out", "a.tsv", (".csv",))
+    Traceback (most recent call last):
+    ...
+    ValueError: --out 'a.tsv': the name says .tsv, but this file is written as .csv; give a name in that format
+    """
+    if isinstance(suffixes, (str, bytes)) or not isinstance(suffixes, (list, tuple)) or not suffixes \
+            or not all(isinstance(s, str) for s in suffixes):
+        raise TypeError(f"suffixes must be a non-empty list or tuple of file suffixes, got {suffixes!r:.60}")
+    suffixes = tuple(s.lower() for s in suffixes)
+    if not isinstance(path, (str, os.PathLike)):
+        raise TypeError(f"path must be a str or path-like, got {path!r:.60} ({type(path).__name__})")
+    suffix = Path(os.fspath(path)).suffix.lower()
+    if suffix not in suffixes:
+        formats = suffixes[0] if len(suffixes) == 1 else f"{', '.join(suffixes[:-1])} or {suffixes[-1]}"
+        said = f"says {suffix}" if suffix else "has no suffix"
+        raise ValueError(f"{option} {str(path)!r}: the name {said}, but this file is written as {formats}; give a "
+                         "name in that format")
+
+
+def output_path(kind: str = "file", suffixes=(), *, convert=None):
+    """The ``add_argument(type=...)`` of an option naming something the command writes: a non-empty path
+    (:func:`nonempty_path`), marked as an output, so that :func:`enforce_options` refuses two outputs of one command
+    that are the same file or directory, and, for a file, named in one of the formats ``suffixes``.
+
+    Parameters
+    ----------
+    kind : {"file", "directory"}, default="file"
+        What is written at the path.
+    suffixes : tuple of str, optional
+        The suffixes of the formats the command writes there (``(".csv",)``, :data:`IMAGE_SUFFIXES`); empty: the
+        command checks the name itself (a format chosen by another option, ``raptor export --format``).  A path that
+        exists as a directory, FIFO or device is left to the command's own check, which names it as one.
+    convert : callable, optional
+        Applied to the text after the checks (e.g. ``pathlib.Path``).
+
+    Returns
+    -------
+    callable
+        ``parse(text)`` for ``add_argument(type=...)``, with the attributes ``output`` (``kind``) and ``suffixes``.
+
+    Examples
+    --------
+    >>> output_path("file", (".csv",))("table.csv")
+    'table.csv'
+    >>> output_path("file", (".csv",))("table.tsv")  # doctest: +ELLIPSIS
+    Traceback (most recent call last):
+    ...
+    argparse.ArgumentTypeError: 'table.tsv': the name says .tsv, but this file is written as .csv; ...
+    """
+    if kind not in ("file", "directory"):
+        raise ValueError(f"kind must be 'file' or 'directory', got {kind!r:.60}")
+    if isinstance(suffixes, (str, bytes)) or not isinstance(suffixes, (list, tuple)):
+        raise TypeError(f"suffixes must be a list or tuple of file suffixes, got {suffixes!r:.60}")
+    for i, suffix in enumerate(suffixes):
+        if not (isinstance(suffix, str) and len(suffix) > 1 and suffix.startswith(".") and suffix.strip() == suffix):
+            raise ValueError(f"suffixes[{i}] must be a file suffix such as '.csv', got {suffix!r:.60}")
+    suffixes = tuple(s.lower() for s in suffixes)
+    if kind == "directory" and suffixes:
+        raise ValueError("suffixes must be empty for a directory (it has no format)")
+    if convert is not None and not callable(convert):
+        raise TypeError(f"convert must be callable or None, got {convert!r:.60}")
+
+    def parse(text):
+        value = nonempty_path(text)
+        if suffixes and not _not_a_regular_file(value):
+            try:
+                check_output_suffix("", value, suffixes)
+            except ValueError as exc:
+                raise argparse.ArgumentTypeError(str(exc).lstrip()) from None
+        return value if convert is None else convert(value)
+
+    parse.output = kind
+    parse.suffixes = suffixes
+    return _named(parse, "path")
+
+
+def _not_a_regular_file(path) -> bool:
+    """Whether ``path`` exists as something else than a regular file (a directory, a FIFO, a device): the command's
+    own check refuses it naming what it is, before a name's format matters."""
+    try:
+        return not stat.S_ISREG(os.stat(os.path.expanduser(path)).st_mode)
+    except (OSError, ValueError):
+        return False
+
+
+def output_options(parser) -> list:
+    """The output options of ``parser`` (declared with :func:`output_path`), as ``(option, dest, kind, suffixes)``.
+
+    Parameters
+    ----------
+    parser : argparse.ArgumentParser
+        A parser or subparser.
+
+    Returns
+    -------
+    list of tuple
+
+    Examples
+    --------
+    >>> import argparse
+    >>> parser = argparse.ArgumentParser(prog="demo")
+    >>> _ = parser.add_argument("--out", type=output_path("file", (".csv",)))
+    >>> output_options(parser)
+    [('--out', 'out', 'file', ('.csv',))]
+    """
+    return [(action.option_strings[-1], action.dest, action.type.output, action.type.suffixes)
+            for action in parser._actions if action.option_strings and hasattr(action.type, "output")]
+
+
+def _identity(path):
+    """What a path names: an existing file's (device, inode), so that a hard link is the same file; else the path
+    with every symbolic link resolved (a dangling one too) and ``.``/``..`` removed."""
+    path = os.path.expanduser(os.fspath(path))
+    try:
+        st = os.stat(path)
+    except (OSError, ValueError):
+        return ("path", os.path.realpath(path))
+    return ("inode", st.st_dev, st.st_ino)
+
+
+def _refuse_shared_outputs(parser, args) -> None:
+    """Exit 2 (``parser.error``) when two output options of ``parser`` name the same file or directory."""
+    given = [(option, kind, getattr(args, dest)) for option, dest, kind, _ in output_options(parser)
+             if getattr(args, dest, None) is not None]
+    for (first, kind, a), (second, _, b) in itertools.combinations(given, 2):
+        if _identity(a) == _identity(b):
+            parser.error(f"refusing to write {first} {str(a)!r} and {second} {str(b)!r}: they are the same {kind} "
+                         "(one output would replace the other); give each its own path")
+
+
 def program_version(distribution: str = "raptor-probes") -> str:
     """The installed package version (``importlib.metadata``), else ``"unknown (not installed)"``.
 
@@ -305,7 +472,8 @@ def enforce_options(parser, args, table: dict) -> None:
     ``table`` (data, one per command) has the keys ``"needs"`` (option -> the mode option it applies with:
     given without it, it would be silently ignored), ``"excludes"`` (pairs that contradict each other),
     ``"distinct"`` (list options whose entries must not repeat) and ``"nonempty"`` (name options that must not
-    be the empty string).
+    be the empty string).  Whatever the table, two output options (:func:`output_path`) naming the same file or
+    directory, in any spelling, are refused.
 
     Parameters
     ----------
@@ -345,3 +513,4 @@ def enforce_options(parser, args, table: dict) -> None:
         value = getattr(args, option.lstrip("-").replace("-", "_"), None)
         if isinstance(value, str) and not value.strip():
             parser.error(f"{option} must not be empty")
+    _refuse_shared_outputs(parser, args)
