@@ -1,6 +1,7 @@
 """Every ``cgmt`` entry point over its whole accepted domain: success rate, time per point, every failure.
 
-Draws random points of the domain each entry point's checks accept (``cgmt.validation``: delta in (0, DELTA_MAX],
+Draws random points of the domain each entry point's checks accept (``cgmt.validation``: delta in (0, DELTA_MAX]
+((0, SPECTRAL_DELTA_MAX] for the spectral entry points),
 lam in [LAM_MIN, LAM_MAX], kappa in [0, KAPPA_MAX]; spectra: power laws, spiked, with zero eigenvalues, condition
 numbers up to 1e12) and calls it as a user would.  A point counts as
 
@@ -122,8 +123,9 @@ def _draw(entry, rng):
         d, k = _delta(rng), _kappa(rng)
         lams = np.sort(10.0 ** rng.uniform(-30, 30, size=4))
         return dict(delta=d, kappa=k, lams=lams.tolist()), lambda: cgmt.sweep([d], lams, [k], progress=False)
+    from cgmt.validation import SPECTRAL_DELTA_MAX
     desc, spec = _spectrum(rng)
-    d, lam = _delta(rng), _lam(rng)
+    d, lam = _log_uniform(rng, 1e-3, SPECTRAL_DELTA_MAX), _lam(rng)
     desc.update(delta=d, lam=lam)
     if entry == "solve_spectral":
         return desc, lambda: spec.solve(d, lam)

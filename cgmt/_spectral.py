@@ -40,7 +40,7 @@ from ._solver import solve, start_point
 from .equations import SPECTRAL_SUMS, spectral_sums_into
 from .quadrature import DEFAULT_ORDER
 from .result import CGMTResult, outcome, within_limits
-from .validation import check_delta, check_lam, check_solver_counts
+from .validation import check_lam, check_solver_counts, check_spectral_delta
 
 __all__ = ["solve_spectral", "solve_spectral_path", "check_spectrum", "spectral_sums"]
 
@@ -250,7 +250,7 @@ def solve_spectral(delta, lam, eigenvalues, teacher_weights, *, x0=None, strict=
     >>> abs(r.accuracy - iso.accuracy) < 1e-10, r.success
     (True, True)
     """
-    delta = check_delta(delta)
+    delta = check_spectral_delta(delta)
     lam = check_lam(lam)
     omega, t = check_spectrum(eigenvalues, teacher_weights)
     tol = check_scalar(tol, "tol", low=0.0, low_open=True)

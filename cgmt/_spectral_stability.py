@@ -34,7 +34,7 @@ from ._spectral import solve_spectral
 from ._spectrum import Spectrum
 from .ablation import protocol_fractions
 from .stability import CROSS_FAILED, DEFAULT_ORDER, RESIDUAL_TOL, cross_expectation
-from .validation import check_delta, check_lam
+from .validation import check_lam, check_spectral_delta
 
 __all__ = ["spectral_pair_stability", "spectral_stability"]
 
@@ -112,8 +112,8 @@ def spectral_pair_stability(delta1, delta2, delta12, lam, spectrum, *, feature_s
     """
     if not isinstance(spectrum, Spectrum):
         raise ValueError(f"spectrum must be a cgmt.Spectrum, got {type(spectrum).__name__}")
-    delta1 = check_delta(delta1, "delta1")
-    delta2 = check_delta(delta2, "delta2")
+    delta1 = check_spectral_delta(delta1, "delta1")
+    delta2 = check_spectral_delta(delta2, "delta2")
     delta12 = check_scalar(delta12, "delta12", low=0.0)
     lam = check_lam(lam)
     if delta12 > min(delta1, delta2) * (1 + 1e-12):
@@ -233,7 +233,7 @@ def spectral_stability(delta, lam, spectrum, protocol="subsample", *, drop=0.2, 
     (True, True)
     """
     f1, f2, f12 = protocol_fractions(protocol, drop=drop, val_fraction=val_fraction)
-    delta = check_delta(delta)
+    delta = check_spectral_delta(delta)
     res = spectral_pair_stability(f1 * delta, f2 * delta, f12 * delta, lam, spectrum,
                                   feature_scale=feature_scale, **options)
     res["protocol"] = protocol

@@ -63,7 +63,7 @@ from scipy.optimize import brentq
 from scipy.stats import norm
 
 import cgmt
-from cgmt.validation import DELTA_MAX
+from cgmt.validation import SPECTRAL_DELTA_MAX
 from empirical.common.checks import as_generator, check_int, check_scalar
 
 from ..common.arrays import check_binary_labels, check_grid, check_matrix, check_min_per_class
@@ -166,8 +166,8 @@ def check_targets(n_values, n_pool, name="n_values", n_max=None) -> np.ndarray:
     name : str
         The argument's name, used in messages.
     n_max : float, optional
-        The largest size the theory resolves (:func:`predict_learning_curve`: ``DELTA_MAX * p``, the domain of the
-        sample ratio n/p, :data:`cgmt.validation.DELTA_MAX`); default no bound.
+        The largest size the theory resolves (:func:`predict_learning_curve`: ``SPECTRAL_DELTA_MAX * p``, the domain
+        of the spectral theory's sample ratio n/p, :data:`cgmt.validation.SPECTRAL_DELTA_MAX`); default no bound.
 
     Returns
     -------
@@ -456,7 +456,7 @@ def predict_learning_curve(model: PoolModel, n_values, Cs=None, level=0.9, *, n_
     """
     if not isinstance(model, PoolModel):
         raise ValueError(f"model must be a PoolModel (estimate_pool_model), got {type(model).__name__}")
-    n = check_targets(n_values, model.n_pool, n_max=DELTA_MAX * model.p)
+    n = check_targets(n_values, model.n_pool, n_max=SPECTRAL_DELTA_MAX * model.p)
     rng = as_generator(seed, "seed")
     Cs = np.asarray(check_grid(PLAN_CS if Cs is None else Cs), dtype=float)
     level = _check_level(level)
