@@ -502,7 +502,7 @@ def drive(problem, tol, maxiter, *, start, starts=(), start_iters=None, direct_g
     starts : sequence of ndarray, default=()
         Starts tried first, in the solver variables y.
     start_iters : int, optional
-        Newton iterations from each start (default ``maxiter``).
+        Newton iterations from each start (default ``min(maxiter, PATH_STEP_MAXITER)``).
     direct_guess : callable, optional
         As for :func:`continuation`.
     coarse : bool, default=False
@@ -525,7 +525,9 @@ def drive(problem, tol, maxiter, *, start, starts=(), start_iters=None, direct_g
     >>> status, round(float(Problem.to_x(y)[0]), 4)
     (0, 0.927)
     """
-    iters = maxiter if start_iters is None else start_iters
+    # a given start that has not converged in PATH_STEP_MAXITER iterations is a poor one (a good warm start converges
+    # in a few): continuation is then cheaper than more of its iterations, each of up to MAX_BACKTRACKS evaluations
+    iters = min(maxiter, PATH_STEP_MAXITER) if start_iters is None else start_iters
     nit_total, best = 0, None
 
     def coarse_stage(run):
