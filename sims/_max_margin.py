@@ -17,6 +17,7 @@ import numpy as np
 from scipy.optimize import nnls
 
 from cgmt.validation import check_delta, check_kappa
+from empirical.common.arrays import check_matrix, check_signed_labels
 from empirical.common.checks import as_seed_sequence, check_int
 
 from ._data import sample
@@ -49,12 +50,10 @@ def fit_max_margin(X, y):
     >>> X = np.array([[1.0, 0.0], [-1.0, 0.5]]); y = np.array([1.0, -1.0])
     >>> w, m = fit_max_margin(X, y)
     >>> np.round(w, 6).tolist(), round(m, 9)
-    [[1.0, 0.0], 1.0]
+    ([1.0, 0.0], 1.0)
     """
-    X = np.asarray(X, dtype=float)
-    y = np.asarray(y, dtype=float)
-    if X.ndim != 2 or y.shape != (X.shape[0],):
-        raise ValueError(f"X must be (n, p) and y (n,), got shapes {X.shape} and {y.shape}")
+    X = check_matrix(X, "X")  # the design and label checks of every fit (sims._fit)
+    y = check_signed_labels(y, X.shape[0], "y")
     G = y[:, None] * X
     E = np.vstack([G.T, np.ones((1, G.shape[0]))])
     f = np.zeros(E.shape[0])

@@ -169,6 +169,8 @@ def _calls(tmp_path):
         "sims._data:sample": L("sims._data", "sample", 20, 10, 1.0),
         "sims._finite_size:simulate_raw": L("sims._finite_size", "simulate_raw", [(2.0, 0.1, 1.0)], [40], 2,
                                             progress=False),
+        "sims._max_margin:measure_max_margin": lambda v, name: _call("sims._max_margin", "measure_max_margin", 0.5,
+                                                                     1.0, 40, v),
         "sims._measure:measure_replicate": lambda v, name: _call("sims._measure", "measure_replicate", 2.0, 0.1,
                                                                  1.0, 40, v),
         "sims._measure:simulate_stability_replicate": lambda v, name: _call(
