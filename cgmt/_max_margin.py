@@ -135,7 +135,7 @@ def max_margin(delta, kappa, *, strict=False, quad_order=DEFAULT_ORDER) -> CGMTR
     --------
     >>> r = max_margin(1.0, 2.0)
     >>> round(r.geometric_margin, 4), round(r.alignment, 4), round(r.accuracy, 4)
-    (0.4123, 0.7713, 0.7082)
+    (0.6226, 0.4625, 0.6143)
     """
     delta = check_delta(delta)
     kappa = check_kappa(kappa)
