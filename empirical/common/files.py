@@ -7,9 +7,16 @@ succeeds the file is given the permissions a plain ``open(target, "w")`` would h
 the umask) and moved over ``target`` with ``os.replace`` (atomic on POSIX and Windows); when it raises,
 the temporary file is removed and ``target`` is left untouched.  Readers therefore see either the
 old file or the complete new one, never a half-written file.
+
+A write never follows a symbolic link it did not create: the temporary file is created exclusively
+(``O_CREAT | O_EXCL | O_NOFOLLOW``, :func:`tempfile.mkstemp`) in the target's directory and renamed over the
+target (a link there is replaced, its target untouched); :func:`atomic_file` hands the writer that exclusively
+created file open, and :func:`open_for_update` reopens a file this code created (a memory-mapped partial array, a
+lock) without following a link, refusing one with an error naming the file.
 """
 from __future__ import annotations
 
+import errno
 import hashlib
 import json
 import math
@@ -21,7 +28,8 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
-__all__ = ["atomic_path", "atomic_write_bytes", "atomic_write_text", "write_json", "write_csv", "save_figure",
+__all__ = ["atomic_path", "atomic_file", "open_for_update",
+           "atomic_write_bytes", "atomic_write_text", "write_json", "write_csv", "save_figure",
            "sha256_file", "write_checksum", "verify_checksum", "checksum_path", "ChecksumError", "cache_root",
            "refuse_overwriting_inputs", "check_write_target", "parse_json", "read_json", "json_ready",
            "naming_write_errors", "env_path", "check_path", "open_input", "read_input_bytes", "read_input_text",
@@ -75,16 +83,30 @@ def atomic_path(target, suffix: str = ".tmp") -> Iterator[Path]:
     >>> target.read_text()
     'a,b'
     """
+    fd, tmp = _exclusive_temp(target, suffix)
+    os.close(fd)
+    with _publishing(tmp, Path(target)):
+        yield tmp
+
+
+def _exclusive_temp(target, suffix: str) -> tuple[int, Path]:
+    """A new file next to ``target`` created exclusively (``mkstemp``: ``O_CREAT | O_EXCL | O_NOFOLLOW``, a fresh
+    random name): an existing file or link of that name is never opened.  Returns its descriptor and path."""
     target = check_write_target(target)
     try:
         target.parent.mkdir(parents=True, exist_ok=True)
         fd, tmp = tempfile.mkstemp(dir=target.parent, prefix=f".{target.name}.", suffix=suffix)
     except OSError as exc:
         raise _naming(exc, target) from None
-    os.close(fd)
-    tmp = Path(tmp)
+    return fd, Path(tmp)
+
+
+@contextmanager
+def _publishing(tmp: Path, target: Path) -> Iterator[None]:
+    """Run the block, then give ``tmp`` plain-file permissions and rename it over ``target``; ``tmp`` is removed
+    when the block (or the rename) fails."""
     try:
-        yield tmp
+        yield
         os.chmod(tmp, 0o666 & ~_umask())
         os.replace(tmp, target)
     except OSError as exc:
@@ -93,6 +115,81 @@ def atomic_path(target, suffix: str = ".tmp") -> Iterator[Path]:
     except BaseException:
         tmp.unlink(missing_ok=True)
         raise
+
+
+@contextmanager
+def atomic_file(target, suffix: str = ".tmp"):
+    """Like :func:`atomic_path`, but yields the exclusively created temporary file open (``"w+b"``), so that the
+    writer never reopens a path by name; the file replaces ``target`` when the block succeeds.
+
+    Parameters
+    ----------
+    target : str or path-like
+        The file to write.
+    suffix : str, default=".tmp"
+        Ending of the temporary name.
+
+    Yields
+    ------
+    file object
+        The temporary file, open for reading and writing (closed when the block ends; a memory map made of it
+        stays valid).
+
+    Examples
+    --------
+    >>> import tempfile
+    >>> target = Path(tempfile.mkdtemp()) / "a.bin"
+    >>> with atomic_file(target) as fh:
+    ...     _ = fh.write(b"ok")
+    >>> target.read_bytes()
+    b'ok'
+    """
+    fd, tmp = _exclusive_temp(target, suffix)
+    with _publishing(tmp, Path(target)), os.fdopen(fd, "w+b") as fh:
+        yield fh
+
+
+def open_for_update(path, create: bool = False) -> int:
+    """Descriptor of the regular file ``path`` opened for reading and writing without following a symbolic link
+    (``O_NOFOLLOW``); ``create`` creates it when absent.  For files this code created and keeps updating in place
+    (a memory-mapped partial array, a lock file).
+
+    Raises
+    ------
+    OSError
+        ``path`` is a symbolic link (errno ``ELOOP``: "refusing to write through the symbolic link ..."), or cannot
+        be opened; the message names ``path``.
+    ValueError
+        ``path`` is not a regular file (a FIFO, a device), named with its kind.
+
+    Examples
+    --------
+    >>> import tempfile
+    >>> d = Path(tempfile.mkdtemp())
+    >>> (d / "link").symlink_to(d / "elsewhere")
+    >>> open_for_update(d / "link", create=True)  # doctest: +IGNORE_EXCEPTION_DETAIL
+    Traceback (most recent call last):
+    OSError: [Errno 40] refusing to write through the symbolic link '.../link': ...
+    >>> (d / "elsewhere").exists()
+    False
+    """
+    path = Path(path)
+    flags = (os.O_RDWR | getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_CLOEXEC", 0) | getattr(os, "O_NONBLOCK", 0)
+             | (os.O_CREAT if create else 0))
+    try:
+        fd = os.open(path, flags, 0o666)
+    except OSError as exc:
+        if exc.errno == errno.ELOOP or os.path.islink(path):
+            raise OSError(errno.ELOOP, f"refusing to write through the symbolic link {str(path)!r}: a command "
+                          "writes only files it created, never through a link it did not create; remove the link",
+                          str(path)) from None
+        raise _naming(exc, path) from None
+    mode = os.fstat(fd).st_mode
+    if not stat.S_ISREG(mode):
+        os.close(fd)
+        raise ValueError(f"refusing to write {str(path)!r}: it exists and is not a regular file")
+    os.set_blocking(fd, True)
+    return fd
 
 
 def check_write_target(target) -> Path:

@@ -11,6 +11,9 @@ row's bytes as computed, so a damaged partial row is detected and recomputed, ne
 ``.lock`` serializes concurrent extractors of the same entry (``fcntl.flock``). Before a partial
 file is published every row is checked against its digest; the finished ``.npy`` is written under
 a temporary name and published with ``os.replace``; metadata and checksums are validated on load.
+No write follows a symbolic link it did not create: the partial file is created exclusively under a fresh name
+and renamed into place (a link planted at ``.partial.npy`` is replaced, its target untouched) and reopened, like
+the lock, with ``O_NOFOLLOW``.
 A damaged finished entry raises :class:`CacheCorruptionError` naming the files to delete.
 """
 from __future__ import annotations
@@ -31,11 +34,13 @@ import numpy as np
 from empirical.common.checks import check_choice
 
 from ..common.files import (
+    atomic_file,
     atomic_path,
     atomic_write_text,
     cache_root,
     check_path,
     naming_write_errors,
+    open_for_update,
     read_json,
     sha256_file,
 )
@@ -153,9 +158,12 @@ class CacheEntry:
     def lock(self):
         """Exclusive inter-process lock of this entry (a second extractor waits, then finds it done)."""
         self.path.parent.mkdir(parents=True, exist_ok=True)
-        with open(self.lock_path, "a+") as fh:
-            fcntl.flock(fh.fileno(), fcntl.LOCK_EX)
+        fd = open_for_update(self.lock_path, create=True)  # never through a link planted at the lock's name
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX)
             yield
+        finally:
+            os.close(fd)
 
     # -- in-progress entries ----------------------------------------------------------------
     def _load_rows(self) -> PartialRows | None:
@@ -176,27 +184,57 @@ class CacheEntry:
 
         Rows of the previous run that fail their digest are marked undone (and recomputed), with a warning."""
         self.path.parent.mkdir(parents=True, exist_ok=True)
-        if self.partial_path.is_file() and self.rows_path.is_file():
+        if os.path.lexists(self.partial_path) and self.rows_path.is_file():
             rows = self._load_rows()
-            try:
-                mm = np.load(self.partial_path, mmap_mode="r+", allow_pickle=False)
-            except _UNREADABLE:
-                mm = None
-            if rows is not None and mm is not None and mm.shape == self.shape and mm.dtype == self.dtype:
+            mm = self._reopen_partial()
+            if rows is not None and mm is not None:
                 bad = rows.damaged(mm)
                 if bad.size:
                     warnings.warn(f"{bad.size} row(s) of the partial cache file {str(self.partial_path)!r} fail "
                                   "their checksum; recomputing them", RuntimeWarning, stacklevel=4)
                     rows.done[bad] = False
                 return mm, rows
-            if rows is None or mm is None:
-                warnings.warn(f"partial cache files {self.partial_path.name} / {self.rows_path.name} are damaged; "
-                              "starting the extraction of this entry over", RuntimeWarning, stacklevel=4)
-        with naming_write_errors(self.partial_path):
-            mm = np.lib.format.open_memmap(self.partial_path, mode="w+", dtype=self.dtype, shape=self.shape)
+            warnings.warn(f"partial cache files {self.partial_path.name} / {self.rows_path.name} are not this "
+                          "cache's (a symbolic link, never written through) or damaged; starting the extraction of "
+                          "this entry over", RuntimeWarning, stacklevel=4)
+        # created exclusively under a fresh name and renamed into place: a file or a link already at the partial
+        # file's name is replaced, never opened (a planted link's target stays untouched)
+        header = {"descr": np.lib.format.dtype_to_descr(self.dtype), "fortran_order": False, "shape": self.shape}
+        with naming_write_errors(self.partial_path), atomic_file(self.partial_path, suffix=".npy") as fh:
+            try:
+                np.lib.format.write_array_header_1_0(fh, header)
+            except ValueError:  # a header over 64 KiB
+                np.lib.format.write_array_header_2_0(fh, header)
+            offset = fh.tell()
+            fh.truncate(offset + int(np.prod(self.shape)) * self.dtype.itemsize)
+            fh.flush()
+            mm = np.memmap(fh, dtype=self.dtype, mode="r+", shape=self.shape, offset=offset)
         rows = PartialRows(self.shape[1])
         self.checkpoint(mm, rows)
         return mm, rows
+
+    def _reopen_partial(self):
+        """The partial file as a memmap opened r+, or None when it is not this entry's: a symbolic link (never
+        written through), not a ``.npy`` of the entry's shape and dtype, or shorter than its array."""
+        try:
+            fd = open_for_update(self.partial_path)
+        except (OSError, ValueError):
+            return None
+        with os.fdopen(fd, "r+b") as fh:
+            try:
+                version = np.lib.format.read_magic(fh)
+                read = {(1, 0): np.lib.format.read_array_header_1_0,
+                        (2, 0): np.lib.format.read_array_header_2_0}.get(version)
+                if read is None:
+                    return None
+                shape, fortran, dtype = read(fh)
+            except _UNREADABLE:
+                return None
+            offset = fh.tell()
+            if (tuple(shape) != self.shape or fortran or dtype != self.dtype
+                    or os.fstat(fh.fileno()).st_size < offset + int(np.prod(self.shape)) * self.dtype.itemsize):
+                return None
+            return np.memmap(fh, dtype=self.dtype, mode="r+", shape=self.shape, offset=offset)
 
     def checkpoint(self, mm, rows: PartialRows):
         """Flush the rows written so far, then record them (atomically) as done."""

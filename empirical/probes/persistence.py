@@ -117,8 +117,9 @@ def _keep_previous(st_path: str, previous: Path) -> None:
     with naming_write_errors(previous):
         try:
             os.link(st_path, previous)
-        except OSError:  # a file system without hard links
-            shutil.copyfile(st_path, previous)
+        except OSError:  # a file system without hard links: a copy, created exclusively (never through a link)
+            with open(st_path, "rb") as src, open(previous, "xb") as dst:
+                shutil.copyfileobj(src, dst)
 
 
 def _read_pair(path, kind: str) -> tuple[dict, dict]:
