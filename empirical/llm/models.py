@@ -15,6 +15,7 @@ from __future__ import annotations
 import hashlib
 import json
 import os
+import pickle
 import re
 import shutil
 import subprocess
@@ -39,6 +40,7 @@ from ..common.files import (
 from ..logistic.batched import resolve_device
 from .chat_templates import render_chat_template
 from .hooks import LAYER_CONVENTION, config_kind, decoder_blocks, num_layers
+from .model_folder import check_model_folder, load_files, safetensors_header
 
 __all__ = [
     "SMOLLM2",
@@ -309,8 +311,13 @@ def load_model(name_or_path="smollm2", device=None, dtype=None, *, cache_dir=Non
     kw = dict(NO_REMOTE_CODE) if revision is None else dict(NO_REMOTE_CODE, revision=revision)
     try:
         config = AutoConfig.from_pretrained(path, **kw)
-    except (OSError, ValueError) as exc:
+    except Exception as exc:  # noqa: BLE001 -- transformers' config validation raises its own classes
         _refuse_remote_code(exc, path)
+        if Path(str(path)).is_dir():
+            raise ValueError(f"model config {str(Path(str(path)) / 'config.json')!r} is refused by transformers "
+                             f"({_innermost_line(exc)})") from None
+        if not isinstance(exc, (OSError, ValueError)):
+            raise
         raise FileNotFoundError(f"model {str(name_or_path)!r} is not a local model directory, 'smollm2', or a hub "
                                 f"id in the local hub cache ({_first_line(exc)})") from None
     kind = _kind_from_config(config, kind)
@@ -327,9 +334,17 @@ def load_model(name_or_path="smollm2", device=None, dtype=None, *, cache_dir=Non
             kw["offload_folder"] = str(offload_folder)
     try:
         model = loader.from_pretrained(path, config=config, dtype=tdtype, **kw)
+    except pickle.UnpicklingError as exc:  # torch.load(weights_only=True) refused a pickled object
+        raise ValueError(f"{_bin_files(path)} of model {str(path)!r} holds pickled objects other than tensors, "
+                         f"refused unrun ({_unpickling_reason(exc)}); convert the weights to safetensors") from None
     except (OSError, ValueError, RuntimeError, SafetensorError) as exc:
         _refuse_remote_code(exc, path)
         raise ValueError(f"cannot load the weights of model {str(path)!r}: {_first_line(exc)}") from None
+    except (KeyError, TypeError, IndexError, AttributeError) as exc:  # a config transformers accepted but cannot build
+        if not Path(str(path)).is_dir():
+            raise
+        raise ValueError(f"cannot build model {str(path)!r} from its config "
+                         f"{str(Path(str(path)) / 'config.json')!r} ({_first_line(exc)})") from None
     if dev is not None:
         model.to(dev)
     model.eval()
@@ -362,6 +377,33 @@ def _first_line(exc: BaseException) -> str:
     return f"{type(exc).__name__}: {text[0] if text else ''}"
 
 
+def _innermost_line(exc: BaseException) -> str:
+    """:func:`_first_line` of the innermost cause (a validator's ``ValueError`` under huggingface_hub's wrapper)."""
+    seen = set()
+    while exc.__cause__ is not None and id(exc) not in seen:
+        seen.add(id(exc))
+        exc = exc.__cause__
+    return _first_line(exc)
+
+
+def _bin_files(path) -> str:
+    """The pickled weight files a load of the folder ``path`` reads, named for an error."""
+    p = Path(str(path))
+    names = ["pytorch_model.bin"] if (p / "pytorch_model.bin").exists() else [str(f) for f in load_files(p)
+                                                                            if f.endswith(".bin")]
+    if not names:
+        return "a .bin weights file"
+    return f"weights file {str(p / names[0])!r}" if len(names) == 1 else \
+        "one of the weights files " + ", ".join(repr(str(p / n)) for n in names)
+
+
+def _unpickling_reason(exc: BaseException) -> str:
+    """The line of torch's ``weights_only`` refusal that says what it refused (e.g. ``Unsupported GLOBAL ...``)."""
+    lines = [t.strip() for t in str(exc).splitlines() if t.strip()]
+    hits = [t for t in lines if "GLOBAL" in t or t.startswith("Unsupported")]
+    return (hits or lines or [type(exc).__name__])[0]
+
+
 _HUB_ID = re.compile(r"[A-Za-z0-9][\w.-]*(/[\w.-]+)?")
 
 
@@ -376,8 +418,7 @@ def _model_source(name_or_path) -> str:
         if not (p / "config.json").exists():
             raise FileNotFoundError(f"model directory {str(p)!r} has no config.json (not a transformers model folder)")
         check_input_file(p / "config.json", MAX_JSON_BYTES, "model config")
-        for weights in sorted(p.glob("*.safetensors")):
-            check_safetensors(weights)
+        check_model_folder(p)
         return str(p)
     if not _HUB_ID.fullmatch(name) or name.startswith((".", "~")) or p.is_absolute():
         raise FileNotFoundError(f"model directory {str(p.absolute())!r} does not exist (and {name!r} is not a known "
@@ -393,21 +434,7 @@ def check_safetensors(path) -> None:
     ----------
     path : str or path-like
     """
-    path = Path(path)
-    size = check_input_file(path, MAX_MODEL_FILE_BYTES, "weights file").stat().st_size
-    try:
-        with open_input(path, MAX_MODEL_FILE_BYTES, "weights file") as f:
-            n = int.from_bytes(f.read(8), "little") if size >= 8 else -1
-            if not 2 <= n <= min(size - 8, MAX_JSON_BYTES):
-                raise ValueError("the header length is outside the file (or over the JSON cap)")
-            header = json.loads(f.read(n))
-        end = max((int(t["data_offsets"][1]) for k, t in header.items() if k != "__metadata__"), default=0)
-    except (ValueError, KeyError, TypeError, IndexError, RecursionError) as exc:
-        raise ValueError(f"weights file {str(path)!r} is damaged: "
-                         f"its safetensors header cannot be read ({exc})") from None
-    if 8 + n + end != size:
-        raise ValueError(f"weights file {str(path)!r} is truncated or damaged: its header lists {8 + n + end} bytes, "
-                         f"the file has {size}")
+    safetensors_header(path)
 
 
 #: Files of a model folder up to this size are hashed whole for its identity; a larger one by :func:`file_fingerprint`.
@@ -446,14 +473,15 @@ def file_fingerprint(path) -> str:
 
 def _identity_from_path(path, commit):
     """``dir:sha256=<hex>``: the sha256 of the names and :func:`file_fingerprint` of every weight, config and
-    tokenizer-model file of a local model directory (so a different checkpoint never shares cache entries, wherever
-    it lies), or ``hub:<id>@<revision>``."""
+    tokenizer-model file of a local model directory and every shard its ``*.index.json`` files name (so a different
+    checkpoint never shares cache entries, wherever it lies), or ``hub:<id>@<revision>``."""
     p = Path(str(path)).expanduser()
     if p.is_dir():
         h = hashlib.sha256()
-        for f in sorted(p.iterdir()):
-            if f.suffix in (".safetensors", ".bin", ".json", ".gguf", ".model") and f.is_file():
-                h.update(f"{f.name}\0{file_fingerprint(f)}\n".encode())
+        names = {f.name for f in p.iterdir()
+                 if f.suffix in (".safetensors", ".bin", ".json", ".gguf", ".model") and f.is_file()}
+        for name in sorted(names.union(load_files(p))):  # with every shard an index names, in a subfolder too
+            h.update(f"{name}\0{file_fingerprint(p / name)}\n".encode())
         return f"dir:sha256={h.hexdigest()}"
     return f"hub:{path}@{commit or 'unknown-revision'}"
 
