@@ -4,6 +4,7 @@ import math
 
 import numpy as np
 import pytest
+from _chance import rule_fails
 from sklearn.model_selection import train_test_split
 
 from cgmt.ablation import ablation_sizes, ablation_split, expected_ablation_overlap, protocol_fractions
@@ -99,15 +100,23 @@ def _monte_carlo_overlap(n_pos, n_neg, seed, *, batches=10, draws=200, **protoco
     return stats.mean(), stats.std(ddof=1) / math.sqrt(batches)
 
 
+def _agrees(mean, se, batches, value, rate=1e-6):
+    """The suite's Monte Carlo rule (tests/_chance.py): |mean - value| <= c se, c the two-sided Student-t quantile
+    with batches - 1 df at ``rate`` (one comparison)."""
+    return not rule_fails(mean - value, se, batches, 1, rate)
+
+
 @pytest.mark.parametrize("drop, val_fraction", [(0.2, 0.2), (0.3, 0.0)])
 def test_theory_overlap_is_the_protocols_expected_overlap(drop, val_fraction):
     """expected_ablation_overlap (the theory's finite-N overlap) against Monte Carlo of ablation_split
-    on an unbalanced pool; the train size is the one the theory assumes."""
+    on an unbalanced pool; the train size is the one the theory assumes.  Chance failure rate <= 1e-6 per case
+    (any seed): 20 batches, Student t with 19 df at 1e-6 (c = 7.1); it was P(|t_9| > 4) = 3.1e-3 per case.  The
+    sharpness check se < 0.02 fails only if the batches' sd comes out > 3.6x its value (se 0.0055; P < 1e-20)."""
     n_train, exact = expected_ablation_overlap(37, 23, drop=drop, val_fraction=val_fraction)
     assert n_train == ablation_sizes(60, drop=drop, val_fraction=val_fraction)[1]
-    mean, se = _monte_carlo_overlap(37, 23, 1, batches=10, draws=150, drop=drop, val_fraction=val_fraction)
+    mean, se = _monte_carlo_overlap(37, 23, 1, batches=20, draws=100, drop=drop, val_fraction=val_fraction)
     assert se < 0.02  # the check is sharp: one part in a thousand of the overlap
-    assert abs(mean - exact) < 4 * se
+    assert _agrees(mean, se, 20, exact), (mean, se, exact)
     # the large-N value f^2 N of protocol_fractions is exact up to O(1) samples
     f12 = protocol_fractions("subsample", drop=drop, val_fraction=val_fraction)[2]
     assert exact == pytest.approx(f12 * 60, abs=1.5)
@@ -116,10 +125,14 @@ def test_theory_overlap_is_the_protocols_expected_overlap(drop, val_fraction):
 def test_overlap_check_rejects_the_balanced_formula():
     """On a small unbalanced pool the stratified re-split's rounding favours one class, so the overlap
     exceeds n_train^2 / N (the value when every sample is equally likely to be kept for training); the
-    same Monte Carlo check accepts the exact formula and rejects that one."""
+    same Monte Carlo check accepts the exact formula and rejects that one.  Chance failure rate <= 1.1e-6 per run
+    (any seed): accepting the exact value at 1e-6 (40 batches of 150 draws, t with 39 df, c = 5.8); the naive value
+    is 0.022 = 2.2 batch sd (0.010) away, 13.7 se, and the check misses it with probability 3e-11
+    (_chance.rejection_probability).  It was 10 batches of 200 draws and 4 se: P(|t_9| > 4) = 3.1e-3 for the first
+    part, the second missed with probability ~1e-2."""
     n_train, exact = expected_ablation_overlap(8, 4)
     naive = n_train ** 2 / 12
     assert exact - naive > 0.02
-    mean, se = _monte_carlo_overlap(8, 4, 2, batches=10, draws=200)
-    assert abs(mean - exact) < 4 * se
-    assert abs(mean - naive) > 4 * se
+    mean, se = _monte_carlo_overlap(8, 4, 2, batches=40, draws=150)
+    assert _agrees(mean, se, 40, exact), (mean, se, exact)
+    assert not _agrees(mean, se, 40, naive), (mean, se, naive)

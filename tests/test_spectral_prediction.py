@@ -26,11 +26,18 @@ def gaussian_pool():
 
 @pytest.mark.parametrize("teacher", ["deconvolved", "calibrated", "pool_fit"])
 def test_pool_model_recovers_the_signal(gaussian_pool, teacher):
+    """From a pool of 1,500 rows: kappa within 55 % and the accuracy path at 600 rows within 0.1 of the truth.
+
+    Chance failure rate ~3e-6 per run, all three teachers (estimated, any seed): over 25 fresh pools the relative
+    kappa error had mean 0.14 and sd 0.076 (max 0.31) and the path's largest error mean 0.022-0.025 and sd 0.013-0.014
+    (max 0.057) for the calibrated teachers, 0.020 and 0.013 (max 0.041) for the pool fit; the bounds are >= 5 sd above
+    the means (normal tails assumed).  The bounds used to be 25 %, 0.03 and 0.08: 7 of the 25 fresh pools failed
+    them (a rate of ~0.3 for a seed drawn anew; the seeded pool passed)."""
     s, H, y = gaussian_pool
     model = estimate_pool_model(H[:1500], y[:1500], teacher=teacher)
     assert model.p == 60 and model.n_pool == 1500
     if teacher != "pool_fit":  # the raw pool fit is shrunk by its ridge, the others are calibrated
-        assert abs(model.kappa - s.kappa) / s.kappa < 0.25
+        assert abs(model.kappa - s.kappa) / s.kappa < 0.55
     Cs = np.logspace(-3, 1, 5)
     predicted = predict_path(model, 600, Cs)
     # the probe standardizes its features: its population problem has the correlation matrix (here the identity,
@@ -39,8 +46,7 @@ def test_pool_model_recovers_the_signal(gaussian_pool, teacher):
     d = np.sqrt(np.diag(sigma))
     standardized = Spectrum.from_covariance(sigma / np.outer(d, d), s.teacher() * d)
     truth = [r.accuracy for r in standardized.solve_path(600 / 60, 1.0 / (Cs * 600))]
-    tol = 0.03 if teacher != "pool_fit" else 0.08
-    assert np.max(np.abs(predicted - truth)) < tol
+    assert np.max(np.abs(predicted - truth)) < 0.1
 
 
 def test_predictions_have_the_right_shape_and_range(gaussian_pool):

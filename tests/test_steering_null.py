@@ -96,15 +96,20 @@ def test_a_special_direction_ranks_first(model_tok):
 @pytest.mark.llm
 def test_a_random_direction_is_not_special(model_tok):
     """A concept direction drawn from the null's own distribution (a Gaussian direction, at the same strength) is
-    one more draw: its rank p is not significant in the seeded case, and not significant on every seed."""
-    ps = []
-    for seed in range(4):
+    one more draw: its rank p is not piled at 1 / (N + 1) as a special direction's is (rank 1 in both halves of every
+    seed, the test above).  Chance failure rate <= 2e-6 per run (any seed): under the null a half's p is at its
+    minimum 1 / (N + 1) < 0.025 with probability 1 / (N + 1) = 1/41 (the shift odd in the direction to first order, as
+    the antithetic null assumes), so a seed shows it in either half with probability <= 2/41 whatever the halves'
+    dependence, and 5 or more of 6 independent seeds with probability 6 (2/41)^5 + (2/41)^6 = 1.7e-6.  It used to
+    require p >= 0.025 in both halves of seed 0 (chance failure ~ 2/41 = 0.05 for a seed drawn anew) and a mean p in
+    (0.1, 0.9) over 4 seeds (up to 2e-3 if the halves' p's are strongly dependent)."""
+    seeds = 6
+    at_minimum = 0
+    for seed in range(seeds):
         direction = np.random.default_rng([99, seed]).standard_normal(32)
         table, _ = _measure(model_tok, direction, seed=seed)
-        ps += table.null_p.tolist()
-    ps = np.asarray(ps)
-    assert ps[0] >= 0.025 and ps[1] >= 0.025  # the deterministic seeded case (seed 0, both halves)
-    assert np.mean(ps < 0.025) < 0.5 and 0.1 < ps.mean() < 0.9  # roughly uniform, not piled at 1 / (N + 1)
+        at_minimum += bool((table.null_p < 0.025).any())
+    assert at_minimum <= seeds - 2, at_minimum
 
 
 def _rows(dataset, auc_p):
