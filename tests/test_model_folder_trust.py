@@ -80,7 +80,28 @@ def test_config_asking_for_more_than_its_weights_is_refused_before_allocation(fo
     assert peak < 128 * 1024**2
 
 
-def test_within_bounds_config_of_its_weights_still_loads(folder):
+def test_config_asking_for_more_than_pickled_weights_can_hold_is_refused(folder, never_built):
+    # .bin headers cannot be read without unpickling: the config's size is bounded by the weight files' size
+    import torch
+    from safetensors.torch import load_file
+
+    torch.save(load_file(folder / "model.safetensors"), folder / "pytorch_model.bin")
+    (folder / "model.safetensors").unlink()
+    _edit_config(folder, num_hidden_layers=1000, intermediate_size=1 << 20)
+    with pytest.raises(ValueError, match=r"model config '.*config.json': num_hidden_layers = 1000, hidden_size = 32, "
+                                         r"intermediate_size = 1048576, .* ask for about 1.01e\+11 parameters, more "
+                                         r"than its weight files \(\d+ bytes\) can hold"):
+        models.load_model(folder, device="cpu")
+
+
+@pytest.mark.parametrize("weights", ["safetensors", "pickled tensors"])
+def test_within_bounds_config_of_its_weights_still_loads(folder, weights):
+    if weights == "pickled tensors":
+        import torch
+        from safetensors.torch import load_file
+
+        torch.save(load_file(folder / "model.safetensors"), folder / "pytorch_model.bin")
+        (folder / "model.safetensors").unlink()
     model, _ = models.load_model(folder, device="cpu")
     assert models.num_layers(model) == 3
 

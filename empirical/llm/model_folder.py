@@ -8,6 +8,7 @@
   point -- or it is refused naming the file;
 - the config's size fields (layers, hidden size, heads, vocabulary, ...) are integers within :data:`CONFIG_BOUNDS`,
   and the hidden size is a multiple of the heads when the config gives no ``head_dim``;
+- the parameters the config asks for fit its weight files' size (:data:`PARAMS_PER_WEIGHT_BYTE`);
 - the config agrees with the safetensors headers of the weights the load reads (layer count, hidden size,
   vocabulary, attention heads, positions), read without loading a tensor: a 4 KB edit of ``config.json`` can no
   longer make the load build a million random blocks next to weights for three.
@@ -240,6 +241,39 @@ def _check_against_weights(found: dict, config: dict, cfg_path: Path, weights: l
                                        f"({k} has shape {kshape})")
 
 
+#: A config may ask for at most this many parameters per byte of its weight files (plus
+#: :data:`PARAMS_SLACK`): 4-bit weights hold 2 parameters a byte; the estimate of :func:`_param_estimate` is rough.
+PARAMS_PER_WEIGHT_BYTE = 16
+PARAMS_SLACK = 10**6
+
+
+def _param_estimate(found: dict) -> int:
+    """About how many parameters the config asks for: blocks (attention 4 H^2, MLP 3 H I) and embeddings (2 V H)."""
+    hidden = found.get("hidden", (None, 0))[1]
+    inter = found.get("intermediate", (None, 4 * hidden))[1]
+    layers = found.get("layers", (None, 1))[1]
+    vocab = found.get("vocab", (None, 0))[1]
+    positions = found.get("positions", (None, 0))[1]
+    return layers * (4 * hidden * hidden + 3 * hidden * inter) + 2 * vocab * hidden + positions * hidden
+
+
+def _check_size(found: dict, cfg_path: Path, folder: Path, root: Path) -> None:
+    """Refuse a config that asks for far more parameters than its weight files can hold (also for ``.bin`` weights,
+    whose headers cannot be read without unpickling)."""
+    files = {f for f in folder.iterdir() if f.suffix in (".safetensors", ".bin") and f.is_file()}
+    for index in (_SAFETENSORS_INDEX, _BIN_INDEX):
+        files.update(s for s in _index_shards(folder, root, index) if s.is_file())
+    size = sum(f.stat().st_size for f in files)
+    if not size:
+        return  # no weights: transformers refuses the folder before building anything
+    estimate = _param_estimate(found)
+    if estimate > PARAMS_PER_WEIGHT_BYTE * size + PARAMS_SLACK:
+        fields = ", ".join(f"{name} = {value}" for key in ("layers", "hidden", "intermediate", "vocab", "positions")
+                           if key in found for name, value in [found[key]])
+        raise ValueError(f"model config {str(cfg_path)!r}: {fields} ask for about {estimate:.3g} parameters, more than "
+                         f"its weight files ({size} bytes) can hold")
+
+
 def check_model_folder(folder) -> None:
     """Check a local model folder before any load (see the module doc); ``ValueError`` naming the file and field.
 
@@ -266,3 +300,4 @@ def check_model_folder(folder) -> None:
     for weights in sorted(folder.glob("*.safetensors")):
         safetensors_header(weights)
     _check_against_weights(found, config, cfg_path, _weights_read(folder, root))
+    _check_size(found, cfg_path, folder, root)
