@@ -60,7 +60,7 @@ from . import (
     theory,
 )
 from .progress import RunProgress, silence_libraries
-from .publish import publish, sync_readme
+from .publish import check_complete, publish, sync_readme
 from .results import write_results
 
 SECTIONS = ("theory", "stability", "empirical", "spectral", "steering_text", "learning_curves")
@@ -96,7 +96,7 @@ _dir_path = output_path("directory", convert=Path)
 OPTIONS = {
     "excludes": [("--results-only", "--force"), ("--results-only", "--only"), ("--results-only", "--quick"),
                  ("--results-only", "--datasets"), ("--model", "--models"), ("--results-only", "--models")],
-    "needs": {"--allow-mixed-commits": "--publish", "--allow-partial": "--publish"},
+    "needs": {"--allow-mixed-commits": "--publish", "--allow-partial": "--publish", "--sync-readme": "--publish"},
     "distinct": ["--only", "--datasets", "--models"],
     "nonempty": ["--model"],
 }
@@ -133,8 +133,13 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--publish", type=_dir_path, default=None, metavar="DIR",
                    help="also write a small committable copy of the run that rebuilds itself (RESULTS.md, "
                         "claims.csv, every table they read with its checksum, every cited figure as a small PNG) to "
-                        "DIR, e.g. docs/results, and regenerate the claims table of the repository's README.md from "
-                        "it; refused unless every invocation of the run ran at one commit on a clean tree")
+                        "DIR, e.g. docs/results (a new or empty folder, or one an earlier --publish wrote: only "
+                        "what its manifest lists is replaced or removed); refused unless every invocation of the "
+                        "run ran at one commit on a clean tree")
+    p.add_argument("--sync-readme", action="store_true",
+                   help="with --publish: also regenerate the claims table of the repository's README.md from the "
+                        "publication; refused unless the run is complete (every default section finished in full "
+                        "mode, no --quick invocation)")
     p.add_argument("--allow-mixed-commits", action="store_true",
                    help="with --publish: publish a run whose invocations ran at several commits or with uncommitted "
                         "changes (RESULTS.md's run lines show them)")
@@ -237,6 +242,9 @@ def _refuse_writing_into_the_data(args) -> None:
 
 def _run(args) -> int:
     _refuse_writing_into_the_data(args)
+    if args.sync_readme and args.quick:  # known before any work: the README is regenerated only from a full run
+        raise ValueError("--sync-readme regenerates the README's claims table only from a complete run, and --quick "
+                         "runs are not; publish without --sync-readme")
     for name in args.datasets or ():  # an unknown name fails before any work, listing the known ones
         datasets.get_dataset(name)
     if args.models and (len(args.models) < 2 or "empirical" not in args.only):
@@ -258,7 +266,7 @@ def _run(args) -> int:
         grid.plot_grid(out)
         print(f"[paper_figures] results: {write_results(out)}; index: {write_index(out)}")
         if args.publish is not None:
-            _publish(out, args.publish, args.allow_mixed_commits, args.allow_partial)
+            _publish(out, args.publish, args.allow_mixed_commits, args.allow_partial, args.sync_readme)
         return 0
     silence_libraries()
     style.apply()
@@ -341,17 +349,25 @@ def _run(args) -> int:
     results, index = write_results(out), write_index(out)
     print(f"[paper_figures] {minutes:.1f} min; results: {results}; index: {index}")
     if args.publish is not None:
-        _publish(out, args.publish, args.allow_mixed_commits, args.allow_partial)
+        _publish(out, args.publish, args.allow_mixed_commits, args.allow_partial, args.sync_readme)
     return 0
 
 
-def _publish(out: Path, target: Path, allow_mixed_commits: bool = False, allow_partial: bool = False) -> None:
-    """``--publish``: the committable copy, and the README's claims table regenerated from it (a partial run over
-    complete published results only with ``--allow-partial``)."""
+#: The repository's README, whose claims table ``--sync-readme`` regenerates.
+README = Path(__file__).resolve().parent.parent / "README.md"
+
+
+def _publish(out: Path, target: Path, allow_mixed_commits: bool = False, allow_partial: bool = False,
+             sync: bool = False) -> None:
+    """``--publish``: the committable copy (a partial run over complete published results only with
+    ``--allow-partial``), and, only with ``--sync-readme`` and from a complete run, the README's claims table
+    regenerated from it (checked before anything is published)."""
+    readme = README
+    if sync:
+        check_complete(output.load_json(out, "run_info") or {}, DEFAULT_SECTIONS, out)
     written = publish(out, target, allow_mixed_commits=allow_mixed_commits, allow_partial=allow_partial)
     print(f"[paper_figures] published to {target}: {len(written)} files")
-    readme = Path(__file__).resolve().parent.parent / "README.md"
-    if readme.exists():
+    if sync and readme.exists():
         print(f"[paper_figures] claims table of {sync_readme(readme, Path(target) / 'claims.csv')} regenerated")
 
 

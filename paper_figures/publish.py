@@ -11,6 +11,10 @@ A run is published only when it comes from one commit on a clean tree: every inv
 at that commit are fine, and each is recorded); ``allow_mixed_commits`` overrides this, and RESULTS.md's run lines
 then show the commits.
 
+A publication deletes or replaces only what a publication wrote: it keeps a manifest of the files it wrote
+(``DIR/.publication.json``), removes only files an earlier manifest lists that this one does not write, and refuses
+a non-empty folder that has no manifest, or a file in the way that no manifest lists (the user's own files).
+
 The figures are downscaled with Pillow (matplotlib's own image dependency); the full-resolution PNG and PDF stay
 in the run's folder.  They are not colour-quantised: a 64-colour palette merged the colours of different series (a
 reader could no longer tell sarcasm from hateeval in the steering figure), and the colour of each method is the
@@ -18,14 +22,22 @@ figures' legend.
 """
 from __future__ import annotations
 
+import os
 import re
 import shutil
-from pathlib import Path
+from pathlib import Path, PurePosixPath
 
 import pandas as pd
 from PIL import Image
 
-from empirical.common.files import atomic_path, atomic_write_text, checksum_path, refuse_overwriting_inputs
+from empirical.common.files import (
+    atomic_path,
+    atomic_write_text,
+    checksum_path,
+    read_json,
+    refuse_overwriting_inputs,
+    write_json,
+)
 
 from . import claims, output
 from .results import write_results
@@ -37,6 +49,10 @@ KEY_FIGURES = ("accuracy_differences", "stability_by_layer", "spectral_stsa", "s
 WIDTH = 900
 #: Markers around the claims table that :func:`sync_readme` writes into the README.
 README_START, README_END = "<!-- claims-table:start -->", "<!-- claims-table:end -->"
+#: The list of the files a publication wrote, in the published folder (paths relative to it).
+MANIFEST = ".publication.json"
+#: Its format tag.
+MANIFEST_FORMAT = "raptor-publication/1"
 #: A figure RESULTS.md cites: ``figures/<stem>.png``.
 _CITED_FIGURE = re.compile(r"\(figures/([A-Za-z0-9_.\-]+)\.png\)")
 
@@ -83,6 +99,75 @@ def check_not_partial(new: pd.DataFrame, target, allow_partial: bool = False) ->
                          "or pass --allow-partial to replace the published results anyway")
 
 
+def read_manifest(target) -> set | None:
+    """The files (relative POSIX paths) the manifest of ``target`` lists, or None when it has none; a damaged
+    manifest, or one naming a path outside ``target``, is a ValueError naming it."""
+    path = Path(target) / MANIFEST
+    if not os.path.lexists(path):
+        return None
+    try:
+        info = read_json(path)
+    except (OSError, ValueError) as exc:
+        raise ValueError(f"the publication manifest {str(path)!r} cannot be read ({exc}); a publication replaces "
+                         "only what its manifest lists") from None
+    names = info.get("files") if isinstance(info, dict) and info.get("format") == MANIFEST_FORMAT else None
+    if not isinstance(names, list) or not all(isinstance(n, str) and _relative(n) for n in names):
+        raise ValueError(f"{str(path)!r} is not a publication manifest ({MANIFEST_FORMAT}: a list of relative paths)")
+    return set(names)
+
+
+def _relative(name: str) -> bool:
+    parts = PurePosixPath(name).parts
+    return bool(parts) and not PurePosixPath(name).is_absolute() and ".." not in parts and MANIFEST not in parts
+
+
+def write_manifest(target, names) -> Path:
+    """Record ``names`` (paths relative to ``target``) as the files a publication wrote there."""
+    return write_json(Path(target) / MANIFEST, {"format": MANIFEST_FORMAT, "files": sorted(set(names))})
+
+
+def check_owned(target, names) -> set:
+    """The files an earlier publication wrote in ``target`` (its manifest; empty for a new or empty folder), after
+    checking that publishing ``names`` there replaces none of the user's files.
+
+    Raises
+    ------
+    ValueError
+        ``target`` is not empty and has no manifest (its files may be the user's), or a file of ``names`` is
+        already there without being listed in the manifest; the message names the folder (and the file).
+    """
+    target = Path(target)
+    if not target.is_dir():
+        return set()
+    old = read_manifest(target)
+    if old is None:
+        if any(target.iterdir()):
+            raise ValueError(f"refusing to publish into {str(target)!r}: the folder is not empty and holds no "
+                             f"publication manifest ({MANIFEST}), so its files may be yours and a publication "
+                             "would replace or delete them; publish into a new or empty folder")
+        return set()
+    foreign = sorted(n for n in set(names) - old if os.path.lexists(target / n))
+    if foreign:
+        raise ValueError(f"refusing to publish into {str(target)!r}: {foreign[0]!r}"
+                         f"{f' (and {len(foreign) - 1} more)' if len(foreign) > 1 else ''} is there but no earlier "
+                         f"publication wrote it ({MANIFEST} does not list it); move it away first")
+    return old
+
+
+def check_complete(info: dict, sections, where) -> None:
+    """Refuse (ValueError naming ``where``) a run that is not complete: some invocation ran ``--quick``, or the
+    sections ``sections`` did not all finish in full-mode invocations.  The README's claims table is regenerated
+    only from a complete run."""
+    runs = invocations(info) if info else []
+    quick = [i for i, r in enumerate(runs, start=1) if r.get("mode") != "full"]
+    done = {s for r in runs if r.get("mode") == "full" and r.get("status") == "complete" for s in r.get("sections", ())}
+    missing = [s for s in sections if s not in done]
+    if not runs or quick or missing:
+        raise ValueError(f"the run in {str(where)!r} is not complete (sections not finished in full mode: "
+                         f"{', '.join(missing) or 'none'}; quick or unknown-mode invocations: {quick or 'none'}): "
+                         "the README's claims table is regenerated only from a complete run")
+
+
 def invocations(info: dict) -> list:
     """Every invocation a run record (``tables/run_info.json``) lists, oldest first."""
     return [*info.get("earlier_invocations", []), {k: v for k, v in info.items() if k != "earlier_invocations"}]
@@ -126,8 +211,9 @@ def publish(out, target, *, allow_mixed_commits: bool = False, allow_partial: bo
     out : path
         The run's folder (``--out``).
     target : path
-        The published copy (``--publish``), e.g. ``docs/results``; files of an earlier publication that this one does
-        not write are removed from its ``tables/`` and ``figures/``.
+        The published copy (``--publish``), e.g. ``docs/results``: a new or empty folder, or one an earlier
+        publication wrote (its manifest, :data:`MANIFEST`, lists what it wrote); the files that manifest lists and
+        this publication does not write are removed, no other file is replaced or removed (:func:`check_owned`).
     allow_mixed_commits : bool, default=False
         Publish a run whose invocations ran at several commits or on a dirty tree (:func:`check_one_clean_commit`).
     allow_partial : bool, default=False
@@ -163,15 +249,15 @@ def publish(out, target, *, allow_mixed_commits: bool = False, allow_partial: bo
     # a published figure comes with the numbers behind it (its table of the same name, where the run wrote one),
     # so that a text citing a figure's table cites a committed file
     tables = set(cited) | {f"{stem}.csv" for stem in figures if (out / "tables" / f"{stem}.csv").is_file()}
+    names = {"RESULTS.md", "claims.csv", *(f"tables/{name}" for name in tables),
+             *(f"figures/{stem}.png" for stem in figures),
+             *(f"tables/{checksum_path(name).name}" for name in tables
+               if checksum_path(out / "tables" / name).exists())}
+    old = check_owned(target, names)  # nothing is written or deleted before this
+    write_manifest(target, old | names)  # a publication stopped midway still owns what it wrote
     written = []
-    for old in (*(target / f"{stem}.png" for stem in KEY_FIGURES), target / "run_info.json"):
-        old.unlink(missing_ok=True)  # the earlier, flat layout: figures and the run record now live in subfolders
-    for sub in ("tables", "figures"):  # an earlier publication's files that this one does not cite go
-        keep = tables if sub == "tables" else {f"{stem}.png" for stem in figures}
-        for old in sorted((target / sub).glob("*")) if (target / sub).is_dir() else ():
-            if old.is_file() and old.name not in keep and not old.name.startswith("."):
-                old.unlink()
-                checksum_path(old).unlink(missing_ok=True)
+    for name in sorted(old - names):  # an earlier publication's files that this one does not write go
+        (target / name).unlink(missing_ok=True)
     (target / "tables").mkdir(parents=True, exist_ok=True)
     (target / "figures").mkdir(parents=True, exist_ok=True)
     for name in sorted(tables):
@@ -189,6 +275,7 @@ def publish(out, target, *, allow_mixed_commits: bool = False, allow_partial: bo
         table.to_csv(tmp, index=False)
     written.append(target / "claims.csv")
     written.append(atomic_write_text(target / "RESULTS.md", text))
+    write_manifest(target, names)
     return written
 
 
