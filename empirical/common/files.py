@@ -154,6 +154,18 @@ def open_for_update(path, create: bool = False) -> int:
     (``O_NOFOLLOW``); ``create`` creates it when absent.  For files this code created and keeps updating in place
     (a memory-mapped partial array, a lock file).
 
+    Parameters
+    ----------
+    path : str or Path
+        The file to open.
+    create : bool, default=False
+        Create the file (mode 0o666 less the umask) when it does not exist.
+
+    Returns
+    -------
+    int
+        An open file descriptor (read and write, blocking, close-on-exec); the caller closes it.
+
     Raises
     ------
     OSError
