@@ -5,7 +5,8 @@ Hypothesis profiles (``HYPOTHESIS_PROFILE``):
 - ``ci`` (the default, on every machine): derandomized, 50 examples per test, no deadline.  The README's test command
   therefore draws the same examples on every run and every machine, and a newcomer's first run never meets a chance
   failure.  Monte Carlo inside tests is seeded (``np.random.default_rng(<constant>)``) for the same reason.
-- ``explore``: fresh random examples (``EXPLORE_EXAMPLES``, default 500 per test).  The run prints its seed in the
+- ``explore``: fresh random examples (``EXPLORE_EXAMPLES``, default 500 per test; a test that sets its own
+  ``max_examples`` runs ``EXPLORE_SCALE`` times its own number, default 5).  The run prints its seed in the
   header (``hypothesis seed: N``); ``--hypothesis-seed=N`` (or ``HYPOTHESIS_SEED=N``) replays it.  Every failure is
   printed as Hypothesis's "Falsifying example" with its ``@reproduce_failure`` blob and saved in the local example
   database (``.hypothesis/``), which replays it first on the next run; the developer who fixes it keeps it in the test
@@ -54,6 +55,28 @@ def pytest_configure(config):
         from hypothesis import core  # the seed hook the Hypothesis pytest plugin itself sets for --hypothesis-seed
 
         core.global_force_seed = _explore_seed(config)
+
+
+def _scale_own_examples(items, scale):
+    """In an ``explore`` run, give a test that sets its own ``max_examples`` (an expensive test, which Hypothesis lets
+    override the profile) ``scale`` times its own number, so that exploration reaches it too."""
+    from hypothesis import is_hypothesis_test
+
+    default = settings.default.max_examples
+    seen = set()
+    for item in items:
+        test = getattr(item, "obj", None)
+        if test is None or id(test) in seen or not is_hypothesis_test(test):
+            continue
+        seen.add(id(test))
+        own = test._hypothesis_internal_use_settings
+        if own.max_examples != default:
+            test._hypothesis_internal_use_settings = settings(own, max_examples=own.max_examples * scale)
+
+
+def pytest_collection_modifyitems(config, items):
+    if PROFILE == "explore":
+        _scale_own_examples(items, int(os.environ.get("EXPLORE_SCALE", "5")))
 
 
 def pytest_report_header(config):
