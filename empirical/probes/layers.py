@@ -20,7 +20,7 @@ from tqdm.auto import tqdm
 
 from empirical.common.resources import check_n_jobs
 
-from ..common.arrays import check_binary_labels, check_matrix
+from ..common.arrays import as_real_array, check_binary_labels, check_matrix
 from ..common.checks import check_random_state, error_context
 from ..numerics import PAPER_SPLIT_SEED, stratified_split
 from .concept_vectors import DEFAULT_LAYER_CONVENTION, ConceptVectors, LinearProbe
@@ -56,7 +56,7 @@ def paper_split(y, fractions=(0.6, 0.2, 0.2),
     fr = np.asarray(fractions, dtype=float)
     if fr.shape != (3,) or np.any(fr <= 0) or not np.isclose(fr.sum(), 1.0):
         raise ValueError(f"fractions must be three positive numbers summing to 1; got {fractions!r}")
-    y = np.asarray(y)
+    y = np.asarray(as_real_array(y, "y", labels=True))
     trval, te = stratified_split(y, fr[2], random_state, where=("train+val", "test"))
     a, b = stratified_split(y[trval], fr[1] / (fr[0] + fr[1]), random_state, where=("train", "validation"))
     return trval[a], trval[b], te
@@ -103,7 +103,7 @@ def grouped_split(y, groups, fractions=(0.6, 0.2, 0.2),
     if fr.shape != (3,) or np.any(fr <= 0) or not np.isclose(fr.sum(), 1.0):
         raise ValueError(f"fractions must be three positive numbers summing to 1; got {fractions!r}")
     random_state = check_random_state(random_state)
-    y, groups = np.asarray(y), np.asarray(groups)
+    y, groups = np.asarray(as_real_array(y, "y", labels=True)), np.asarray(as_real_array(groups, "groups", labels=True))
     if groups.shape != y.shape:
         raise ValueError(f"groups must have one entry per label: shape {groups.shape} vs y {y.shape}")
     if np.unique(groups).size < 3:
