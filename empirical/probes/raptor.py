@@ -29,12 +29,33 @@ from sklearn.utils.validation import check_is_fitted
 from ..common.arrays import TOL_MAX, check_grid, check_min_per_class
 from ..common.failures import STATUS_MESSAGES
 from ..logistic import fit_l2_logistic, logistic_path, reduce_design, refit
+from ..logistic._newton import MAX_ITER
 from ..numerics import PAPER_SPLIT_SEED, standardize, standardize_stats, stratified_split
 from .base import LinearConceptProbe, orient_to_positive_class
 
-__all__ = ["RaptorProbe", "DEFAULT_CS", "select_C", "fit_on_engine"]
+__all__ = ["RaptorProbe", "DEFAULT_CS", "select_C", "fit_on_engine", "PATH_TOL", "OPTION_CONFLICTS"]
 
 DEFAULT_CS = np.logspace(-4, 2, 100)
+
+#: Loosest gradient-norm tolerance the exact path stops a grid point at when its validation signs are not certified
+#: (a looser ``tol`` still applies to the refit).  Above it the validation accuracy of such a point is that of an
+#: iterate far from the minimizer, which depends on the solver's steps: measured on eight data sets (n < p, n > p,
+#: n = p, nearly separable; 100-point grid), the numpy path and the batched engine gave other accuracies at up to 15
+#: grid points and other C on 3 of 8 data sets at tol = 1e-2 .. 0.1 (issue 52's E15: C 0.0132 against 0.1233), at
+#: most one point at 1e-4 and 1e-3, and none at 1e-6 or tighter (docs/probe.md, the batched engine).
+PATH_TOL = 1e-8
+
+#: Option pairs of :class:`RaptorProbe` refused together (one of them would change nothing): ``(option, other,
+#: reason)``; ``X_val`` stands for validation rows given to ``fit``.
+OPTION_CONFLICTS = (
+    ("solver", "device", "device runs the exact solver on the batched engine; solver='paper' is scikit-learn's "
+                         "lbfgs loop on the CPU"),
+    ("solver", "tol", "tol is the exact solver's gradient-norm tolerance; solver='paper' runs scikit-learn's lbfgs "
+                      "at its own default tolerance"),
+    ("val_fraction", "X_val", "val_fraction splits the fit rows only when no X_val is given"),
+    ("random_state", "X_val", "random_state seeds the validation split, made only when no X_val is given"),
+    ("random_state", "val_fraction", "random_state seeds the validation split; val_fraction=0 makes none"),
+)
 
 
 def select_C(Cs, accuracies, tie_break="most_regularized") -> int:
@@ -88,6 +109,17 @@ def _paper_path(Xs, y, Xvs, yv, Cs, max_iter=100):
     return acc, nit
 
 
+def _same_option(value, default) -> bool:
+    """Whether an option holds its default (a number equal to it counts; bools and arrays are compared as such)."""
+    if value is default:
+        return True
+    if isinstance(value, (bool, np.bool_)) or isinstance(default, (bool, np.bool_)):
+        return isinstance(value, (bool, np.bool_)) and isinstance(default, (bool, np.bool_)) and value == default
+    if isinstance(value, (str, Real)) and isinstance(default, (str, Real)):
+        return type(value) is type(default) and value == default if isinstance(value, str) else value == default
+    return False
+
+
 class RaptorProbe(LinearConceptProbe):
     """Ridge-adaptive logistic probe (RAPTOR) on raw hidden states.
 
@@ -115,9 +147,13 @@ class RaptorProbe(LinearConceptProbe):
         ``"exact"``: the certified path solver; ``"paper"``: scikit-learn's lbfgs warm-start loop at default
         tolerance and a default-tolerance refit (reproduces the paper; not converged).
     tol : float in (0, 0.1], default 1e-10
-        Relative gradient-norm tolerance of the exact solver (:data:`empirical.common.arrays.TOL_MAX`).
-    max_iter : int >= 1, default 100
-        Newton-step cap per grid point (exact solver).
+        Relative gradient-norm tolerance of the exact solver (:data:`empirical.common.arrays.TOL_MAX`): of the refit,
+        and of the path's grid points whose validation signs are not certified, there at most :data:`PATH_TOL`
+        (1e-8: a looser stopping point's validation accuracy depends on the solver's steps, so the numpy path and
+        the engine would select other C).  Not with ``solver="paper"`` (refused, :data:`OPTION_CONFLICTS`).
+    max_iter : int in [1, 100_000], default 100
+        Newton-step cap per grid point (exact solver); with ``solver="paper"``, lbfgs' iteration cap (100: the
+        paper's).
     refit : bool, default True
         Refit on train + validation at the selected C (the paper's algorithm).  False keeps the fit on the
         training split alone, so the probe sees exactly the rows a baseline that uses validation only for
@@ -126,7 +162,12 @@ class RaptorProbe(LinearConceptProbe):
         None: the numpy path solver.  Otherwise the exact solver runs on the batched torch engine
         (:mod:`empirical.logistic.batched`) on that device (``"auto"``: CUDA when available): the same certified
         path, selection and refit, in float64 (needs torch, the ``[llm]`` extra).  :func:`empirical.probes.fit_layers`
-        with ``device`` fits all layers in one batched pass.
+        with ``device`` fits all layers in one batched pass.  Not with ``solver="paper"`` (refused).
+
+    Options that would change nothing are refused by ``fit`` with a ``ValueError`` naming both
+    (:data:`OPTION_CONFLICTS`): ``device`` or a non-default ``tol`` with ``solver="paper"``; a non-default
+    ``val_fraction`` or ``random_state`` with validation rows given to ``fit``; a non-default ``random_state`` with
+    ``val_fraction=0``.
 
     Attributes
     ----------
@@ -182,7 +223,7 @@ class RaptorProbe(LinearConceptProbe):
         "fold_back": [StrOptions({"exact", "paper_max1"})],
         "solver": [StrOptions({"exact", "paper"})],
         "tol": [Interval(Real, 0, TOL_MAX, closed="right")],
-        "max_iter": [Interval(Integral, 1, None, closed="left")],
+        "max_iter": [Interval(Integral, 1, MAX_ITER, closed="both")],
         "refit": ["boolean"],
         "device": [str, None],
     }
@@ -240,14 +281,34 @@ class RaptorProbe(LinearConceptProbe):
         self.fit_time_ = time.perf_counter() - t0
         return self
 
+    def _check_options(self, given_validation: bool) -> None:
+        """Refuse every pair of :data:`OPTION_CONFLICTS` set together (one of them would change nothing): a
+        ``ValueError`` naming both options."""
+        defaults = type(self)().get_params()
+        changed = {name for name, value in self.get_params().items() if not _same_option(value, defaults[name])}
+        set_to = {"solver": self.solver == "paper", "device": self.device is not None, "tol": "tol" in changed,
+                  "val_fraction": "val_fraction" in changed, "random_state": "random_state" in changed,
+                  "X_val": given_validation}
+        if not given_validation:  # then val_fraction=0 is what conflicts with a seed of the split
+            set_to["val_fraction"] = self.val_fraction == 0
+        for option, other, reason in OPTION_CONFLICTS:
+            if (option, other) == ("random_state", "val_fraction") and given_validation:
+                continue  # reported as random_state with X_val
+            if set_to[option] and set_to[other]:
+                shown = {name: "given" if name == "X_val" else repr(getattr(self, name))
+                         for name in (option, other)}
+                raise ValueError(f"RaptorProbe: {option}={shown[option]} and {other}={shown[other]} cannot be used "
+                                 f"together ({reason}); drop one of them")
+
     def _prepare(self, X, y, X_val, y_val) -> dict:
         """Validate, split and standardize: the inputs of a solver (``Xtr, ytr, Xs, Xvs, yv_signed, mu, s, Cs``)."""
+        self._check_options(X_val is not None)
         Cs = check_grid(DEFAULT_CS if self.Cs is None else self.Cs)
         X, y_signed, Xv, yv_signed = self._validate_fit_data(X, y, X_val, y_val)
         if X_val is not None:
             Xtr, ytr = X, y_signed
         elif self.val_fraction > 0:
-            itr, iv = stratified_split(y_signed, float(self.val_fraction), self.random_state)
+            itr, iv = self._split(y_signed)
             Xtr, ytr, Xv, yv_signed = X[itr], y_signed[itr], X[iv], y_signed[iv]
         else:
             Xtr, ytr = X, y_signed
@@ -259,6 +320,26 @@ class RaptorProbe(LinearConceptProbe):
         self.fallback_ = Xv.shape[0] == 0
         return dict(Xtr=Xtr, ytr=ytr, Xs=standardize(Xtr, mu, s), Xvs=standardize(Xv, mu, s), yv_signed=yv_signed,
                     mu=mu, s=s, Cs=Cs)
+
+    def _split(self, y_signed) -> tuple:
+        """The stratified train/validation split of ``fit(X, y)``; a ``ValueError`` naming ``val_fraction`` and the
+        rule when the rows are too few for it."""
+        n, fraction = len(y_signed), float(self.val_fraction)
+        n_val = int(np.ceil(fraction * n))
+        counts = {int(c): int(k) for c, k in zip(*np.unique(y_signed, return_counts=True))}
+        # scikit-learn's stratified split: both parts hold at least one row per class; then check_min_per_class:
+        # the training part at least 2 per class
+        if n_val < 2 or n - n_val < 4 or min(counts.values()) < 3:
+            first = max(6, int(np.floor(1 / fraction)) + 1)  # ceil(fraction * m) >= 2 from here on
+            need = next(m for m in range(first, first + int(10 / (1 - fraction)) + 10)
+                        if m - int(np.ceil(fraction * m)) >= 4)  # non-decreasing in m, >= 4 within 10 / (1 - fraction)
+            raise ValueError(
+                f"val_fraction={self.val_fraction!r} of {n} rows ({counts.get(-1, 0)} and {counts.get(1, 0)} per "
+                f"class) cannot make a stratified train/validation split: it needs at least 1 row of each class in "
+                f"the {n_val} validation rows and 2 in the {n - n_val} training rows (at least 3 per class, "
+                f"ceil(val_fraction * n) >= 2 and n - ceil(val_fraction * n) >= 4: n >= {need} here); give more "
+                f"rows, a split of your own (X_val, y_val) or val_fraction=0")
+        return stratified_split(y_signed, fraction, self.random_state)
 
     def _solve(self, prepared) -> None:
         """The numpy solvers: the paper's fallback (no validation rows), the paper's loop, or the exact path; each
@@ -283,10 +364,10 @@ class RaptorProbe(LinearConceptProbe):
     def _solve_paper(self, prepared) -> tuple:
         """The paper's loop: scikit-learn's lbfgs at every C, then the refit on train + validation."""
         Xs, ytr, Xvs, yv_signed, Cs = (prepared[k] for k in ("Xs", "ytr", "Xvs", "yv_signed", "Cs"))
-        acc, nits = _paper_path(Xs, ytr, Xvs, yv_signed, Cs)
+        acc, nits = _paper_path(Xs, ytr, Xvs, yv_signed, Cs, max_iter=self.max_iter)
         C = float(Cs[select_C(Cs, acc, self.tie_break)])
         Xfit, yfit = (np.vstack([Xs, Xvs]), np.concatenate([ytr, yv_signed])) if self.refit else (Xs, ytr)
-        clf = LogisticRegression(C=C).fit(Xfit, yfit)
+        clf = LogisticRegression(C=C, max_iter=self.max_iter).fit(Xfit, yfit)
         w, b = clf.coef_[0].copy(), float(clf.intercept_[0])
         self.n_iter_ = clf.n_iter_
         self._before_refit = None if self.refit else (w, b)  # the paper's loop keeps no train-only fit at C*
@@ -296,7 +377,7 @@ class RaptorProbe(LinearConceptProbe):
         """The exact path over the grid (validated once, in ``fit``), the selection of C, and the refit."""
         Xs, ytr, Xvs, yv_signed, Cs = (prepared[k] for k in ("Xs", "ytr", "Xvs", "yv_signed", "Cs"))
         design = reduce_design(Xs, Xvs, check_input=False)  # validated once, in fit
-        path = logistic_path(Xs, ytr, Xvs, yv_signed, Cs, design=design, tol=self.tol, max_iter=self.max_iter,
+        path = logistic_path(Xs, ytr, Xvs, yv_signed, Cs, design=design, tol=self._path_tol, max_iter=self.max_iter,
                              check_input=False)
         acc, nits = path.val_accuracy, path.nit
         if not path.success:
@@ -316,8 +397,13 @@ class RaptorProbe(LinearConceptProbe):
             self._before_refit = (w, b)
         return w, b, C, acc, nits
 
+    @property
+    def _path_tol(self) -> float:
+        """The path's stopping tolerance for a grid point not certified: ``tol``, at most :data:`PATH_TOL`."""
+        return min(float(self.tol), PATH_TOL)
+
     def _warn_path(self, certified, grad_norm, nit, stacklevel=4) -> None:
-        bad = np.flatnonzero(~certified & ~(grad_norm <= self.tol))  # NaN norms count too
+        bad = np.flatnonzero(~certified & ~(grad_norm <= self._path_tol))  # NaN norms count too
         warnings.warn(f"RaptorProbe path: {bad.size} grid point(s) neither certified nor converged "
                       f"(max relative gradient norm {grad_norm[bad].max():.2e} after "
                       f"{nit[bad].max()} Newton steps); their validation accuracy may be "
@@ -427,24 +513,29 @@ def fit_on_engine(probes, prepared, device) -> dict:
                          "'raptor-probes[llm]'), or use device=None for the numpy solver") from None
     dev = resolve_device(device)  # a ValueError naming the device before any work
     first, lead = prepared[0], probes[0]
-    for probe, q in zip(probes, prepared):
-        same = (np.array_equal(q["ytr"], first["ytr"]) and np.array_equal(q["yv_signed"], first["yv_signed"])
-                and np.array_equal(q["Cs"], first["Cs"]) and q["Xs"].shape == first["Xs"].shape
-                and (probe.tol, probe.max_iter, probe.refit) == (lead.tol, lead.max_iter, lead.refit))
-        if not same:
-            raise ValueError("fit_on_engine: the probes must share their labels, grid, shapes, tol, max_iter and refit")
+    for i, (probe, q) in enumerate(zip(probes, prepared)):
+        differs = [what for what, same in (
+            ("labels", np.array_equal(q["ytr"], first["ytr"]) and np.array_equal(q["yv_signed"], first["yv_signed"])),
+            ("grid", np.array_equal(q["Cs"], first["Cs"])),
+            (f"shapes ({q['Xs'].shape} vs {first['Xs'].shape})", q["Xs"].shape == first["Xs"].shape),
+            ("tol, max_iter, refit", (probe.tol, probe.max_iter, probe.refit) == (lead.tol, lead.max_iter,
+                                                                                 lead.refit))) if not same]
+        if differs:
+            raise ValueError(f"fit_on_engine: the probes must share their labels, grid, shapes, tol, max_iter and "
+                             f"refit; probe {i} differs from probe 0 in its {', '.join(differs)} (fit_layers groups "
+                             "layers by width)")
     Cs = first["Cs"]
     clock = PhaseClock(dev)
     Xt, Xvt = (stack_on_device([q[key] for q in prepared], dev) for key in ("Xs", "Xvs"))
     clock.lap("to_device")
-    path = batched_path(Xt, first["ytr"], Xvt, first["yv_signed"], Cs, device=dev, tol=lead.tol,
+    path = batched_path(Xt, first["ytr"], Xvt, first["yv_signed"], Cs, device=dev, tol=lead._path_tol,
                         max_iter=lead.max_iter, check_input=False)
     clock.lap("path")  # reported below from the path's own clock: its reduction and its grid apart
     seconds = {"to_device": clock.seconds["to_device"], "reduction": path.seconds["reduction"],
                "path": path.seconds["path"]}
     ks = []
     for i, probe in enumerate(probes):
-        if not (path.certified[i] | (path.grad_norm[i] <= probe.tol)).all():
+        if not (path.certified[i] | (path.grad_norm[i] <= probe._path_tol)).all():
             probe._warn_path(path.certified[i], path.grad_norm[i], path.nit[i])
         probe.path_certified_ = path.certified[i]
         ks.append(select_C(Cs, path.val_accuracy[i], probe.tie_break))
