@@ -11,6 +11,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from cgmt.validation import check_kappa
+from empirical.common.arrays import as_real_array
 from empirical.common.checks import as_generator, as_seed_sequence, check_int
 
 
@@ -136,10 +137,10 @@ def sample(n: int, p: int, kappa: float, rng=None, *, beta_star: np.ndarray | No
         beta_star = random_teacher(p, kappa, gen)
     else:
         try:
-            beta_star = np.asarray(beta_star, dtype=float)
-        except (TypeError, ValueError):
+            beta_star = np.asarray(as_real_array(beta_star, "beta_star"), dtype=float)
+        except (TypeError, ValueError) as exc:
             raise ValueError(f"beta_star: must be a finite real vector of shape ({p},), got "
-                             f"{type(beta_star).__name__}") from None
+                             f"{type(beta_star).__name__} ({exc})") from None
         if beta_star.shape != (p,) or not np.all(np.isfinite(beta_star)):
             raise ValueError(f"beta_star: must be a finite vector of shape ({p},), got shape {beta_star.shape}")
         norm = np.linalg.norm(beta_star)

@@ -8,6 +8,9 @@ parameters by scikit-learn's declarative ``_parameter_constraints``.
 """
 from __future__ import annotations
 
+import datetime
+import numbers
+
 import numpy as np
 
 __all__ = ["as_real_array", "check_vector", "check_matrix", "check_magnitude", "check_varying", "check_binary_labels",
@@ -41,24 +44,40 @@ def as_real_array(X, name: str = "X", *, labels: bool = False):
     The one decision on containers and dtypes, used by every array check here (and by the estimators'
     ``fit``/``predict`` before scikit-learn's own checks): a **complex** array is refused (``np.asarray``
     would drop the imaginary part), so are **dates, durations and text** (numpy turns them into day counts and
-    parsed numbers), and a **masked array** is refused when any entry is masked (its
-    placeholders would be used as data); a masked array without masked entries is accepted as its data.  Values
+    parsed numbers: ``'U'``/``'S'`` arrays, and ``str``/``bytes`` entries of an object array or of a pandas data
+    frame's columns), and a **masked array** is refused when any entry is masked (its placeholders would be used
+    as data); a masked array without masked entries is accepted as its data.  A **torch tensor** (torch is
+    imported only when ``X`` is one) is converted to numpy, detached and on the CPU: every real floating dtype
+    (float16, bfloat16, float32, float64, float8) to float64, exactly; integer and bool tensors to their numpy
+    dtype; a complex tensor is refused like a complex array, a tensor on the ``meta`` device (a shape without
+    values) and one numpy cannot hold (quantized, nested) are refused.  A numeric pandas data frame or series is
+    returned as it is (the caller's ``np.asarray`` converts it; scikit-learn reads its column names).  Values
     are not checked: NaN and infinite entries pass through to the caller's own check (:func:`check_matrix`).
 
     Parameters
     ----------
     X : array-like
-        The input to check.
+        The input to check: a sequence, a numpy array, a pandas data frame or series, a torch tensor.
     name : str, default="X"
         The argument's name, used in messages.
     labels : bool, default=False
         ``X`` holds class labels: any values are categories, so text and dates are accepted (complex and masked
-        entries are still refused).
+        entries are still refused), but they must be of one type: all numbers, all text or all booleans (a mix
+        such as ``[0, 'a']``, or a missing label ``None``, is refused: numpy would turn the numbers into text, or
+        scikit-learn refuse an "unknown label type").
 
     Returns
     -------
     array-like
-        ``X``, or the plain data of a masked array without masked entries.
+        ``X``; the plain data of a masked array without masked entries; a numpy array for a torch tensor; for
+        labels given as a sequence or an object array, the labels as a numpy array of their one type.
+
+    Raises
+    ------
+    ValueError
+        Complex values, masked entries, dates, text (unless ``labels``), labels of mixed types, a ``meta`` tensor.
+    TypeError
+        A torch tensor whose dtype numpy cannot hold.
 
     Examples
     --------
@@ -67,7 +86,15 @@ def as_real_array(X, name: str = "X", *, labels: bool = False):
     ...
     ValueError: X_val must not have masked entries (a masked array's placeholders are not data), got 1 masked entry;
     fill or drop them first (X.filled(value) or X.compressed())
+    >>> as_real_array(np.array([["1.5", "2"]], dtype=object), "H")
+    Traceback (most recent call last):
+    ...
+    ValueError: H must hold numbers, got text (str entries, e.g. '1.5') (numpy would convert them to numbers silently)
     """
+    if X is None:  # the caller's own message (scikit-learn: "requires y to be passed")
+        return X
+    if type(X).__module__.partition(".")[0] == "torch":
+        X = _tensor_to_numpy(X, name)
     if isinstance(X, np.ma.MaskedArray):
         masked = int(np.ma.count_masked(X))
         if masked:
@@ -76,24 +103,94 @@ def as_real_array(X, name: str = "X", *, labels: bool = False):
                              "(X.filled(value) or X.compressed())")
         X = np.ma.getdata(X)
     dtype = getattr(X, "dtype", None)
-    if isinstance(dtype, np.dtype):
+    values = None  # X as a numpy array, where its entries' Python types must be looked at
+    if isinstance(dtype, np.dtype) and dtype.kind != "O":
         kind = dtype.kind
-    else:  # lists, tensors, data frames
+    else:  # lists, object arrays, data frames, pandas extension dtypes (text, categories)
         try:
-            kind = np.asarray(X).dtype.kind
+            values = np.asarray(X)
+            kind = values.dtype.kind
         except (TypeError, ValueError):  # ragged or not numeric: the caller's conversion names the problem
             kind = ""
     if kind == "c":
         raise ValueError(f"{name} must be real: Complex data not supported (converting it would drop the imaginary "
                          "part); pass its .real or .imag explicitly")
-    if kind in _NOT_NUMBERS and not labels:
+    if labels:
+        if values is not None and (kind == "O" or not isinstance(X, np.ndarray)):
+            return _labels_of_one_type(X, name)
+        return X
+    if kind in _NOT_NUMBERS:
         raise ValueError(f"{name} must hold numbers, got {_NOT_NUMBERS[kind]} (numpy would convert them to numbers "
                          "silently)")
+    if kind == "O":
+        text = next((v for v in values.flat if isinstance(v, (str, bytes))), None)
+        if text is not None:
+            raise ValueError(f"{name} must hold numbers, got text ({type(text).__name__} entries, e.g. {text!r:.40}) "
+                             "(numpy would convert them to numbers silently)")
     return X
 
 #: array kinds that numpy converts to floats without being numbers (dates to day counts, text to its value)
 _NOT_NUMBERS = {"M": "dates (datetime64)", "m": "durations (timedelta64)", "U": "text (strings)",
                 "S": "bytes (strings)"}
+
+
+def _tensor_to_numpy(X, name: str):
+    """A torch tensor as a numpy array (see :func:`as_real_array`); anything else of torch's unchanged."""
+    import torch
+
+    if not isinstance(X, torch.Tensor):
+        return X
+    if X.device.type == "meta":
+        raise ValueError(f"{name} must hold values, got a torch tensor on the 'meta' device (a shape without data); "
+                         "materialize it first (e.g. with to_empty() and an initialization)")
+    if X.is_complex():
+        raise ValueError(f"{name} must be real: Complex data not supported (converting it would drop the imaginary "
+                         "part); pass its .real or .imag explicitly")
+    t = X.detach()
+    try:
+        if t.layout != torch.strided:
+            t = t.to_dense()
+        t = t.to(device="cpu", dtype=torch.float64) if t.is_floating_point() else t.cpu()
+        return t.resolve_neg().resolve_conj().numpy()
+    except (TypeError, RuntimeError) as exc:
+        raise TypeError(f"{name} must be an array of real numbers, got a torch tensor of dtype {X.dtype} that numpy "
+                        f"cannot hold ({exc})") from None
+
+
+def _label_type(value) -> str:
+    """The type of one label: ``"text"``, ``"boolean"``, ``"number"``, ``"date"``, ``"missing"`` (None), or its
+    type's name."""
+    if isinstance(value, (str, bytes)):
+        return "text"
+    if isinstance(value, (bool, np.bool_)):
+        return "boolean"
+    if isinstance(value, numbers.Real):
+        return "number"
+    if isinstance(value, (datetime.date, datetime.timedelta, np.datetime64, np.timedelta64)):
+        return "date"
+    return "missing" if value is None else type(value).__name__
+
+
+def _labels_of_one_type(y, name: str) -> np.ndarray:
+    """Labels given as a sequence or an object array, as a numpy array of their one type (see :func:`as_real_array`)."""
+    try:
+        entries = np.asarray(y, dtype=object)
+    except (TypeError, ValueError):  # ragged: the caller's shape check names the problem
+        return y
+    first = {}  # one example of each type, in order of appearance
+    for value in entries.flat:
+        first.setdefault(_label_type(value), value)
+    if "missing" in first:
+        raise ValueError(f"{name} must not have missing labels, got None; drop those rows or give them a class")
+    if len(first) > 1:
+        mix = ", ".join(f"{v!r:.30} ({t})" for t, v in first.items())
+        raise ValueError(f"{name} must hold labels of one type (all numbers, all text or all booleans), got a mix: "
+                         f"{mix}; convert them to one type first")
+    kind = next(iter(first), "number")
+    if kind not in ("text", "boolean", "number", "date"):
+        raise ValueError(f"{name} must hold labels that are numbers, text, booleans or dates, got {kind} entries "
+                         f"(e.g. {first[kind]!r:.40})")
+    return np.asarray(entries.tolist()) if entries.size else np.asarray(y)
 
 def check_vector(v, name: str, size: int | None = None) -> np.ndarray:
     """A finite, non-empty, 1-D float64 array from ``v`` (a column ``(n, 1)`` is flattened); ``ValueError``

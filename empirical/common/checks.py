@@ -20,6 +20,8 @@ from collections.abc import Mapping
 
 import numpy as np
 
+from .arrays import as_real_array
+
 __all__ = ["check_scalar", "check_int", "MAX_COUNT", "check_real_array", "check_positive_array", "check_bool",
            "check_choice", "check_sequence", "check_axes", "check_seed", "as_seed_sequence", "as_generator",
            "check_random_state", "MAX_SEED", "error_context"]
@@ -131,19 +133,16 @@ def check_int(value, name: str, minimum: int = 1, maximum: int = MAX_COUNT) -> i
 
 
 def _float_array(value, name):
-    if isinstance(value, np.ma.MaskedArray) or np.iscomplexobj(value):  # np.asarray drops the mask or imaginary part
+    if isinstance(value, np.ma.MaskedArray):  # np.asarray drops the mask
         raise ValueError(f"{name} must be a real number or an array of reals (not complex, not masked), got {value!r}")
-    try:
-        kind = np.asarray(value).dtype.kind
-    except (TypeError, ValueError):
-        kind = ""
-    if kind in "MmUS" and kind:  # dates, durations and text: numpy would turn them into numbers silently
-        raise ValueError(f"{name} must be a real number or an array of reals (not dates, durations or text), got "
-                         f"{value!r:.60}")
+    try:  # the one container and dtype decision: complex, dates, durations, text refused; tensors converted
+        value = as_real_array(value, name)
+    except (TypeError, ValueError) as exc:
+        raise ValueError(f"{name} must be a real number or an array of reals ({exc})") from None
     try:
         return np.asarray(value, dtype=float)
     except (TypeError, ValueError):
-        raise ValueError(f"{name} must be a real number or an array of reals, got {value!r}") from None
+        raise ValueError(f"{name} must be a real number or an array of reals, got {value!r:.60}") from None
 
 
 def check_real_array(value, name: str, *, low: float | None = None, allow_inf: bool = False) -> np.ndarray:
@@ -152,7 +151,8 @@ def check_real_array(value, name: str, *, low: float | None = None, allow_inf: b
     Parameters
     ----------
     value : float or array_like
-        The values to check (any shape; complex and masked arrays are rejected).
+        The values to check (any shape; a torch tensor is converted; complex, masked, date and text arrays are
+        rejected, as by :func:`empirical.common.arrays.as_real_array`).
     name : str
         The argument's name, used in the message.
     low : float, optional

@@ -108,7 +108,11 @@ class ConceptProbe(ClassifierMixin, BaseEstimator):
         X, y = validate_data(self, as_real_array(X, "X"), as_real_array(y, "y", labels=True), dtype=np.float64,
                              ensure_all_finite=True)
         check_magnitude(X, "X")
-        check_classification_targets(y)
+        if np.unique(y).size != 2:  # two distinct values are two classes whatever their type (0.5 and 2.5 too)
+            try:  # scikit-learn's words for a regression target (its estimator checks look for them)
+                check_classification_targets(y)
+            except ValueError as exc:
+                raise ValueError(f"y must hold class labels: {exc}") from None
         if type_of_target(y) == "multiclass":
             raise ValueError(f"Only binary classification is supported: y must have exactly two classes, "
                              f"got {np.unique(y).size}")

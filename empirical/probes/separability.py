@@ -27,7 +27,7 @@ from sklearn.svm import LinearSVC
 from empirical.common.checks import as_generator, check_int, check_scalar
 from empirical.common.failures import STATUS_MESSAGES
 
-from ..common.arrays import check_binary_labels, check_grid, check_matrix, check_signed_labels
+from ..common.arrays import as_real_array, check_binary_labels, check_grid, check_matrix, check_signed_labels
 from ..common.checks import check_random_state
 from ..numerics import standardize, standardize_stats
 
@@ -299,7 +299,7 @@ def shuffled_label_control(X, y, random_state=0, test=None, **kwargs):
     False
     """
     X = check_matrix(X, "X")
-    y = np.asarray(y)
+    y = np.asarray(as_real_array(y, "y", labels=True))
     check_binary_labels(y, X.shape[0], "y")
     random_state = check_random_state(random_state)
     permuted = np.random.default_rng(random_state).permutation(y)
