@@ -63,7 +63,7 @@ def test_missing_table_is_file_not_found(tmp_path):
 
 
 def test_concept_dataset_rejects_non_binary_labels():
-    with pytest.raises(ValueError, match=r"dataset 'toy': labels must be 0/1 .*'2'"):
+    with pytest.raises(ValueError, match=r"dataset 'toy': labels must be 0/1 .*got 2$"):
         D.ConceptDataset("toy", ["a", "b", "c"], [0, 1, 2])
 
 

@@ -50,11 +50,24 @@ class ConceptDataset:
     groups: np.ndarray | None = None
 
     def __post_init__(self):
+        if isinstance(self.texts, (str, bytes)) or not hasattr(self.texts, "__len__"):
+            raise ValueError(f"dataset {self.name!r}: texts must be a list of str (one per example), got "
+                             f"{type(self.texts).__name__} {self.texts!r:.40}")
+        bad = next(((i, t) for i, t in enumerate(self.texts) if not isinstance(t, str)), None)
+        if bad is not None:
+            raise ValueError(f"dataset {self.name!r}: texts must be str (the examples the template is applied to), "
+                             f"got {bad[1]!r:.40} ({type(bad[1]).__name__}) at index {bad[0]}")
         labels = np.asarray(self.labels)
-        if labels.ndim != 1 or (labels.size and not np.all(np.isin(labels, (0, 1)))):
-            found = sorted({str(v) for v in np.unique(labels).tolist()} - {"0", "1", "0.0", "1.0", "True", "False"})
-            raise ValueError(f"dataset {self.name!r}: labels must be 0/1 (1 = concept present), got "
-                             f"{found[:10] or labels.shape}")
+        if labels.ndim != 1:
+            raise ValueError(f"dataset {self.name!r}: labels must be a 1-D sequence of 0/1 (1 = concept present), got "
+                             f"shape {labels.shape}: {labels.ravel()[:5].tolist()!r:.60}")
+        numeric = labels.dtype.kind in "biuf"
+        if labels.size and (not numeric or not np.all(np.isin(labels, (0, 1)))):
+            values = labels.ravel()
+            offending = values if not numeric else values[~np.isin(values, (0, 1))]
+            shown = ", ".join(repr(v) for v in dict.fromkeys(offending.tolist()))  # distinct, in order
+            raise ValueError(f"dataset {self.name!r}: labels must be 0/1 numbers or booleans (1 = concept present), "
+                             f"got {shown:.120}")
         self.labels = labels.astype(np.int64)
         if len(self.texts) != len(self.labels):
             raise ValueError(f"texts and labels differ in length ({len(self.texts)} vs {len(self.labels)})")
