@@ -6,7 +6,7 @@ from __future__ import annotations
 import numpy as np
 from sklearn.model_selection import train_test_split
 
-from .common.arrays import as_real_array, check_matrix
+from .common.arrays import MIN_MAGNITUDE, as_real_array, check_matrix
 from .common.checks import check_random_state
 
 __all__ = ["PAPER_SPLIT_SEED", "stratified_split", "safe_norm", "unit_vector", "standardize_stats"]
@@ -150,11 +150,22 @@ def constant_to_rounding(v) -> bool:
 
 
 def standardize_stats(X) -> tuple[np.ndarray, np.ndarray]:
-    """Per-feature mean and population standard deviation of ``X`` (zero std replaced by 1).
+    """Per-feature mean and population standard deviation of ``X`` (the std of a constant column replaced by 1).
 
     Computed on columns divided by a power of two near their largest magnitude (exact), so the
     squares inside the standard deviation neither overflow nor underflow; results are bit-identical
     to ``X.mean(0), X.std(0)`` wherever those do not.
+
+    A column whose standard deviation is below :data:`~empirical.common.arrays.MIN_MAGNITUDE` (1e-100, the smallest
+    magnitude the data checks accept) is treated as constant, as a zero one is: its scale is 1.  Dividing by such a
+    spread would multiply the column by more than ``1 / MIN_MAGNITUDE = MAX_MAGNITUDE`` (1e100), and every direction
+    fitted on the standardized columns is folded back to ``X``'s units by that factor (``w / scale``): a column of
+    subnormal noise (1e-310: ``1 / scale`` overflows to inf) or of entries near 1e-200 (weights near 1e200) made
+    the concept vector infinite or refused, although the column carries nothing float64 products can resolve
+    next to entries of the accepted magnitudes (products of two such entries underflow).  With scale 1 the column
+    stays at its own tiny magnitude, so its fitted weight is negligible and the direction is that of the other
+    columns.  Columns of any spread at or above 1e-100 are standardized as before (``X * 1e-90`` keeps its
+    direction).
 
     Parameters
     ----------
@@ -164,7 +175,8 @@ def standardize_stats(X) -> tuple[np.ndarray, np.ndarray]:
     Returns
     -------
     (mean, scale) : (ndarray (p,), ndarray (p,))
-        Column means and standard deviations (ddof=0), a zero standard deviation replaced by 1.
+        Column means and standard deviations (ddof=0), a standard deviation below ``MIN_MAGNITUDE`` (a zero one
+        too) replaced by 1.
 
     Examples
     --------
@@ -182,7 +194,7 @@ def standardize_stats(X) -> tuple[np.ndarray, np.ndarray]:
         scaled = X / column_scale
         mean = scaled.mean(axis=0) * column_scale
         scale = scaled.std(axis=0) * column_scale
-    scale = np.where(scale > 0, scale, 1.0)
+    scale = np.where(scale >= MIN_MAGNITUDE, scale, 1.0)  # below: constant to float64 (see the docstring)
     return mean, scale
 
 

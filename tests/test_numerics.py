@@ -3,16 +3,17 @@ import numpy as np
 from hypothesis import given, strategies as st
 from hypothesis.extra.numpy import arrays
 
-from empirical.common.arrays import check_magnitude
+from empirical.common.arrays import MIN_MAGNITUDE, check_magnitude
 from empirical.numerics import _power_of_two_scale, standardize_stats
 
 
 def _prescaled(X):
-    """The prescaled computation (columns divided by a power of two near their largest magnitude, exact)."""
+    """The prescaled computation (columns divided by a power of two near their largest magnitude, exact); a spread
+    below MIN_MAGNITUDE is a constant column's (scale 1)."""
     c = _power_of_two_scale(np.max(np.abs(X), axis=0))
     scaled = X / c
     scale = scaled.std(axis=0) * c
-    return scaled.mean(axis=0) * c, np.where(scale > 0, scale, 1.0)
+    return scaled.mean(axis=0) * c, np.where(scale >= MIN_MAGNITUDE, scale, 1.0)
 
 
 @given(st.integers(1, 40), st.integers(1, 8), st.integers(0, 2**32 - 1),
