@@ -13,6 +13,12 @@ A write never follows a symbolic link it did not create: the temporary file is c
 target (a link there is replaced, its target untouched); :func:`atomic_file` hands the writer that exclusively
 created file open, and :func:`open_for_update` reopens a file this code created (a memory-mapped partial array, a
 lock) without following a link, refusing one with an error naming the file.
+
+One writer per output at a time: :func:`exclusive_lock` is the one lock (``fcntl.flock`` on a hidden lock file), used
+by the hidden-state cache (a second extractor of an entry waits) and, through :func:`output_lock`, by the command
+lines for every output they write (a second command writing the same output at the same time is refused with an
+error naming the output, never "succeeds" with the other's content).  A lock file is removed by its holder on
+release; a waiter that locked a removed file notices and locks the new one.
 """
 from __future__ import annotations
 
@@ -22,13 +28,14 @@ import json
 import math
 import os
 import re
+import shutil
 import stat
 import tempfile
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
-__all__ = ["atomic_path", "atomic_file", "open_for_update",
+__all__ = ["atomic_path", "atomic_file", "open_for_update", "exclusive_lock", "output_lock", "LockHeldError",
            "atomic_write_bytes", "atomic_write_text", "write_json", "write_csv", "save_figure",
            "sha256_file", "write_checksum", "verify_checksum", "checksum_path", "ChecksumError", "cache_root",
            "refuse_overwriting_inputs", "check_write_target", "parse_json", "read_json", "json_ready",
@@ -202,6 +209,192 @@ def open_for_update(path, create: bool = False) -> int:
         raise ValueError(f"refusing to write {str(path)!r}: it exists and is not a regular file")
     os.set_blocking(fd, True)
     return fd
+
+
+class LockHeldError(ValueError):
+    """Another process (or thread) holds a lock taken without waiting (:func:`exclusive_lock` with ``wait=False``):
+    an output that another command is writing now."""
+
+
+def _holder_of(fd: int) -> str:
+    """Who holds the lock file ``fd``, as its holder recorded it (``"pid 123"``), or ``"another process"``."""
+    try:
+        text = os.pread(fd, 64, 0).decode("ascii", "replace").strip()
+    except OSError:
+        text = ""
+    return f"process {text}" if text.isdigit() else "another process"
+
+
+@contextmanager
+def exclusive_lock(path, *, wait: bool = True, what: str = ""):
+    """Hold an exclusive inter-process lock (``fcntl.flock``) on the lock file ``path`` while the block runs.
+
+    The one lock of the project: the hidden-state cache locks each entry with it (``wait=True``: a second extractor
+    waits, then finds the entry done) and the command lines lock each output (:func:`output_lock`, ``wait=False``).
+    The file is created (parents too) without following a symbolic link (:func:`open_for_update`), holds the
+    holder's process id while held, and is removed on release, so no ``.lock`` file outlives its writer; a process
+    that locked a file removed meanwhile notices (the path no longer names it) and locks the new one.
+
+    Parameters
+    ----------
+    path : str or path-like
+        The lock file.
+    wait : bool, default=True
+        Wait for the holder to release it; False: raise :class:`LockHeldError` at once.
+    what : str, default=""
+        What the lock protects, for the message (default: the lock file).
+
+    Yields
+    ------
+    None
+        The block runs holding the lock.
+
+    Raises
+    ------
+    LockHeldError
+        ``wait=False`` and the lock is held; the message names ``what`` and the holder's process id.
+    OSError
+        The lock file cannot be created (the message names it), or is a symbolic link.
+
+    Examples
+    --------
+    >>> import tempfile
+    >>> lock = Path(tempfile.mkdtemp()) / "out.lock"
+    >>> with exclusive_lock(lock):
+    ...     with exclusive_lock(lock, wait=False, what="'out'"):  # doctest: +ELLIPSIS
+    ...         pass
+    Traceback (most recent call last):
+    ...
+    empirical.common.files.LockHeldError: 'out' is being written by process ... (lock file '...out.lock')...
+    >>> lock.exists()  # removed on release
+    False
+    """
+    import fcntl  # POSIX; imported here so that the rest of this module imports everywhere
+
+    path = Path(path)
+    with naming_write_errors(path):
+        path.parent.mkdir(parents=True, exist_ok=True)
+    while True:
+        fd = open_for_update(path, create=True)  # never through a link planted at the lock's name
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | (0 if wait else fcntl.LOCK_NB))
+        except BlockingIOError:
+            holder = _holder_of(fd)
+            os.close(fd)
+            raise LockHeldError(f"{what or repr(str(path))} is being written by {holder} (lock file {str(path)!r}); "
+                                "two writers of one output would each believe they wrote it: wait for the other to "
+                                "finish, or choose another path") from None
+        except BaseException:
+            os.close(fd)
+            raise
+        try:  # the previous holder removes the file on release: then this lock is on a file nobody else sees
+            current = os.stat(path, follow_symlinks=False)
+            mine = os.fstat(fd)
+            same = (current.st_dev, current.st_ino) == (mine.st_dev, mine.st_ino)
+        except FileNotFoundError:
+            same = False
+        if same:
+            break
+        os.close(fd)
+    try:
+        try:
+            os.ftruncate(fd, 0)
+            os.pwrite(fd, f"{os.getpid()}\n".encode(), 0)
+        except OSError:  # the holder's id is a courtesy to the next writer's message; a full disk must not stop us
+            pass
+        yield
+    finally:
+        try:
+            path.unlink()  # still ours: every locker checks that the path names the file it locked
+        except OSError:
+            pass
+        os.close(fd)
+
+
+def _lock_path(target, kind: str) -> Path:
+    """The lock file of an output: ``.<name>.lock`` beside it, in its directory with links resolved (a file output
+    is replaced by name, so a link at its name is not followed; a directory output is written through)."""
+    target = Path(os.path.expanduser(os.fspath(target)))
+    if kind == "directory":
+        real = Path(os.path.realpath(target))
+        return real / ".lock" if not real.name else real.parent / f".{real.name}.lock"
+    parent = Path(os.path.realpath(target.parent if target.name else target))
+    return parent / f".{target.name}.lock"
+
+
+@contextmanager
+def output_lock(target, option: str = "", kind: str = "file"):
+    """Hold the lock of an output a command writes (:func:`exclusive_lock` without waiting on ``.<name>.lock``
+    beside it), so that two commands writing one output at once never both report success: the second is refused
+    with a :class:`LockHeldError` naming the option, the path and the process writing it.  Spellings of one path
+    (``./``, ``..``, a symbolic link to its directory) share the lock.
+
+    Parameters
+    ----------
+    target : str or path-like
+        The output (its directory is created when absent).
+    option : str, default=""
+        The option that named it (``--out``), for the message.
+    kind : {"file", "directory"}, default="file"
+        A file (replaced by name) or a directory (written into).
+
+    Yields
+    ------
+    pathlib.Path
+        The lock file held.
+
+    Examples
+    --------
+    >>> import tempfile
+    >>> out = Path(tempfile.mkdtemp()) / "table.csv"
+    >>> with output_lock(out, "--out") as held:
+    ...     held.name
+    '.table.csv.lock'
+    """
+    if kind not in ("file", "directory"):
+        raise ValueError(f"kind must be 'file' or 'directory', got {kind!r:.60}")
+    target = check_path(target, "target")
+    lock = _lock_path(target, kind)
+    with exclusive_lock(lock, wait=False, what=f"the output {(option + ' ') if option else ''}{str(target)!r}"):
+        yield lock
+
+
+def _no_space(target: Path, needed: int, free: int) -> OSError:
+    directory = target.parent
+    return OSError(errno.ENOSPC, f"not enough free space in {str(directory)!r} to write {target.name!r}: "
+                   f"{needed:,} bytes needed, {free:,} free; free some space or write elsewhere", str(target))
+
+
+def _allocate(fd: int, size: int, target) -> None:
+    """Make the open regular file ``fd`` ``size`` bytes long with every byte reserved on disk, before it is memory
+    mapped: a write into a memory map of a sparse file on a full disk kills the process with SIGBUS (no error, no
+    clean-up).  The free space (:func:`shutil.disk_usage`) is checked first against the bytes not yet allocated,
+    then ``os.posix_fallocate`` reserves them (where the platform and file system have it; elsewhere the file is
+    extended, sparse, after the check).  A full disk is an ``OSError`` (``ENOSPC``) naming ``target``'s directory,
+    the bytes needed and the bytes free; the file keeps its previous size."""
+    target = Path(target)
+    st = os.fstat(fd)
+    allocated = min(st.st_blocks * 512, st.st_size) if hasattr(st, "st_blocks") else st.st_size
+    needed = max(0, size - min(allocated, size))
+    if needed:
+        free = shutil.disk_usage(target.parent).free
+        if free < needed:
+            raise _no_space(target, needed, free)
+    fallocate = getattr(os, "posix_fallocate", None)
+    if fallocate is not None:
+        try:
+            fallocate(fd, 0, size)
+            return
+        except OSError as exc:
+            if exc.errno == errno.ENOSPC:
+                raise _no_space(target, needed, shutil.disk_usage(target.parent).free) from None
+            if exc.errno not in (errno.EOPNOTSUPP, errno.EINVAL, errno.ENOSYS, getattr(errno, "ENOTSUP", -1)):
+                raise _naming(exc, target) from None
+    if st.st_size < size:
+        try:
+            os.ftruncate(fd, size)
+        except OSError as exc:
+            raise _naming(exc, target) from None
 
 
 def check_write_target(target) -> Path:

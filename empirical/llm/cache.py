@@ -18,8 +18,6 @@ A damaged finished entry raises :class:`CacheCorruptionError` naming the files t
 """
 from __future__ import annotations
 
-import contextlib
-import fcntl
 import hashlib
 import json
 import os
@@ -34,11 +32,13 @@ import numpy as np
 from empirical.common.checks import check_choice
 
 from ..common.files import (
+    _allocate,
     atomic_file,
     atomic_path,
     atomic_write_text,
     cache_root,
     check_path,
+    exclusive_lock,
     naming_write_errors,
     open_for_update,
     read_json,
@@ -71,6 +71,73 @@ def row_digest(rows: np.ndarray) -> bytes:
     return hashlib.sha256(np.ascontiguousarray(rows, dtype=np.float32).tobytes()).digest()
 
 
+#: Most of a layer's nonzero hidden states (in one batch) that float16 storage may flush to zero or to a subnormal
+#: number (|h| < 2**-14 = 6.1e-5, where float16 keeps fewer than 11 significant bits); above it the storage is
+#: refused (:func:`check_storable`).  A layer of N(0, s^2) states passes for s > 5e-3 (real layers: s ~ 1, a
+#: fraction ~ 5e-5); a layer at the 1e-9 scale (a tiny random model) loses every value and fails.
+FLOAT16_UNDERFLOW_MAX = 0.01
+
+
+def _layer_names(layers, n: int) -> list:
+    return list(range(n)) if layers is None else [int(layer) for layer in layers]
+
+
+def check_hidden_finite(buf, layers=None) -> None:
+    """``ValueError`` naming the first layer whose states (``buf``: n_layers x rows x p) hold NaN, or, separately,
+    an infinity (the model's own output: never stored, never passed on)."""
+    buf = np.asarray(buf)
+    bad = ~np.isfinite(buf)
+    if not bad.any():
+        return
+    names = _layer_names(layers, buf.shape[0])
+    for k in range(buf.shape[0]):
+        if not bad[k].any():
+            continue
+        nan = int(np.isnan(buf[k]).sum())
+        inf = int(np.isinf(buf[k]).sum())
+        what = f"NaN in {nan} of {buf[k].size} values" if nan else f"infinite (+-inf) in {inf} of {buf[k].size} values"
+        also = f" (and +-inf in {inf})" if nan and inf else ""
+        raise ValueError(f"hidden states of layer {names[k]} are {what}{also}: the model computed non-finite states "
+                         "(try dtype='float32' for the model, or another layer); nothing of this batch was stored")
+
+
+def check_storable(buf, dtype, layers=None) -> np.ndarray:
+    """``buf`` (n_layers x rows x p) rounded to the storage ``dtype``, if the storage holds it; else a ``ValueError``
+    naming the layer: NaN or infinite states (:func:`check_hidden_finite`), a state beyond the storage's range
+    (float16: 65504), or, for float16, more than :data:`FLOAT16_UNDERFLOW_MAX` of a layer's nonzero states flushed to
+    zero or to a subnormal number (the fraction named).  Every message for float16 names ``--cache-dtype`` and
+    suggests float32.  Nothing is rounded silently into a different array."""
+    buf = np.asarray(buf)
+    check_hidden_finite(buf, layers)
+    dtype = np.dtype(dtype)
+    with np.errstate(over="ignore", under="ignore"):  # both are refused just below, with their reason
+        stored = buf.astype(dtype, copy=False)
+    if dtype == buf.dtype:
+        return stored
+    names = _layer_names(layers, buf.shape[0])
+    advice = ("store them as float32 (the default storage; --cache-dtype float32, ExtractionCache(storage="
+              "'float32'))")
+    for k in range(buf.shape[0]):
+        if not np.all(np.isfinite(stored[k])):
+            raise ValueError(f"hidden states of layer {names[k]} are beyond {dtype}'s range (--cache-dtype {dtype}: "
+                             f"largest |h| = {float(np.abs(buf[k]).max()):.4g}, largest {dtype} "
+                             f"{float(np.finfo(dtype).max):.6g}); {advice}")
+    if dtype.kind == "f" and np.finfo(dtype).tiny > np.finfo(np.float32).tiny:
+        tiny = float(np.finfo(dtype).tiny)
+        for k in range(buf.shape[0]):
+            magnitude = np.abs(buf[k])
+            nonzero = int(np.count_nonzero(magnitude))
+            lost = int(np.count_nonzero((magnitude > 0) & (magnitude < tiny)))
+            if nonzero and lost / nonzero > FLOAT16_UNDERFLOW_MAX:
+                flushed = int(np.count_nonzero((magnitude > 0) & (stored[k] == 0)))
+                raise ValueError(
+                    f"hidden states of layer {names[k]} are too small for {dtype} storage (--cache-dtype {dtype}): "
+                    f"{lost / nonzero:.1%} of its nonzero values ({lost} of {nonzero}, largest |h| = "
+                    f"{float(magnitude.max()):.3g}) lie below {dtype}'s smallest normal number {tiny:.3g}, "
+                    f"{flushed} of them flushed to zero (at most {FLOAT16_UNDERFLOW_MAX:.0%} is accepted); {advice}")
+    return stored
+
+
 class PartialRows:
     """Progress of an extraction under way: which prompt rows are written, and the digest of each."""
 
@@ -78,14 +145,11 @@ class PartialRows:
         self.done = np.zeros(n, dtype=bool)
         self.digests = np.zeros((n, DIGEST_BYTES), dtype=np.uint8)
 
-    def record(self, mm, idx, buf):
+    def record(self, mm, idx, buf, layers=None):
         """Write ``buf`` (n_layers, len(idx), p) into rows ``idx`` of ``mm`` (rounded to its dtype) and remember
-        their digests (of the stored values)."""
-        with np.errstate(over="ignore"):  # an overflow is refused just below, with its reason
-            stored = np.asarray(buf, dtype=mm.dtype)
-        if not np.all(np.isfinite(stored)):
-            raise ValueError(f"hidden states beyond {mm.dtype}'s range (largest |h| = {np.nanmax(np.abs(buf)):.4g}); "
-                             "store them as float32 (the default storage)")
+        their digests (of the stored values); ``layers`` names buf's layers in errors (default 0, 1, ...).
+        States the storage cannot hold are refused before anything is written (:func:`check_storable`)."""
+        stored = check_storable(buf, mm.dtype, layers)
         mm[:, idx, :] = stored
         for k, i in enumerate(np.atleast_1d(idx)):
             self.digests[i] = np.frombuffer(row_digest(stored[:, k, :]), dtype=np.uint8)
@@ -154,16 +218,11 @@ class CacheEntry:
             raise self._corrupt("the array file fails its sha256 checksum")
         return arr
 
-    @contextlib.contextmanager
     def lock(self):
-        """Exclusive inter-process lock of this entry (a second extractor waits, then finds it done)."""
-        self.path.parent.mkdir(parents=True, exist_ok=True)
-        fd = open_for_update(self.lock_path, create=True)  # never through a link planted at the lock's name
-        try:
-            fcntl.flock(fd, fcntl.LOCK_EX)
-            yield
-        finally:
-            os.close(fd)
+        """Exclusive inter-process lock of this entry (a second extractor waits, then finds it done): the project's
+        one lock, :func:`empirical.common.files.exclusive_lock` (never through a link planted at the lock's name;
+        the ``.lock`` file is removed on release, also when the extraction fails)."""
+        return exclusive_lock(self.lock_path, what=f"hidden-state cache entry {str(self.path)!r}")
 
     # -- in-progress entries ----------------------------------------------------------------
     def _load_rows(self) -> PartialRows | None:
@@ -206,8 +265,9 @@ class CacheEntry:
             except ValueError:  # a header over 64 KiB
                 np.lib.format.write_array_header_2_0(fh, header)
             offset = fh.tell()
-            fh.truncate(offset + int(np.prod(self.shape)) * self.dtype.itemsize)
             fh.flush()
+            # every byte reserved before the memory map is written: a full disk is this error, never a SIGBUS
+            _allocate(fh.fileno(), offset + self._nbytes(), self.partial_path)
             mm = np.memmap(fh, dtype=self.dtype, mode="r+", shape=self.shape, offset=offset)
         rows = PartialRows(self.shape[1])
         self.checkpoint(mm, rows)
@@ -232,9 +292,14 @@ class CacheEntry:
                 return None
             offset = fh.tell()
             if (tuple(shape) != self.shape or fortran or dtype != self.dtype
-                    or os.fstat(fh.fileno()).st_size < offset + int(np.prod(self.shape)) * self.dtype.itemsize):
+                    or os.fstat(fh.fileno()).st_size < offset + self._nbytes()):
                 return None
+            # a partial file of an older run may be sparse: reserve its holes before writing through the map
+            _allocate(fh.fileno(), offset + self._nbytes(), self.partial_path)
             return np.memmap(fh, dtype=self.dtype, mode="r+", shape=self.shape, offset=offset)
+
+    def _nbytes(self) -> int:
+        return int(np.prod(self.shape)) * self.dtype.itemsize
 
     def checkpoint(self, mm, rows: PartialRows):
         """Flush the rows written so far, then record them (atomically) as done."""
@@ -242,6 +307,11 @@ class CacheEntry:
             mm.flush()
         with atomic_path(self.rows_path, suffix=".npz") as tmp:
             np.savez(tmp, done=rows.done, digests=rows.digests)
+
+    def discard_partial(self):
+        """Remove the partial file and its row record (an extraction refused before it stored any row)."""
+        self.partial_path.unlink(missing_ok=True)
+        self.rows_path.unlink(missing_ok=True)
 
     def finish(self, mm, rows: PartialRows):
         """Verify every row against its digest, then publish the partial file as the finished entry."""

@@ -35,7 +35,7 @@ from transformers import DynamicCache
 from empirical.common.checks import check_bool, check_int
 from empirical.common.resources import check_threads
 
-from .cache import ExtractionCache
+from .cache import ExtractionCache, check_hidden_finite
 from .hooks import (
     LAYER_CONVENTION,
     base_model,
@@ -542,6 +542,7 @@ def hidden_states(
                 out = np.empty((len(sel), n, p), dtype=np.float32)
 
                 def sink(idx, buf):
+                    check_hidden_finite(buf, sel)  # a NaN / inf state is an error naming its layer, as with a cache
                     out[:, idx, :] = buf
 
                 _run(model, token_ids, sel, batch_size, sink, range(n), progress, label or "extract",
@@ -584,8 +585,17 @@ def _fill_entry(entry, model, token_ids, L, batch_size, progress, label, share_p
         try:
             _run(model, token_ids, list(range(L + 1)), batch_size, sink, todo, progress, desc, share_prefix,
                  max_batch_tokens, pooling, bucket_lengths)
-        finally:
+        except ValueError:
+            if not rows.done.any():  # refused before any row was stored (e.g. states float16 cannot hold)
+                del mm
+                entry.discard_partial()  # nothing to resume: no file of it stays (a reserved partial may be GBs)
+                raise
             entry.checkpoint(mm, rows)
+            raise
+        except BaseException:
+            entry.checkpoint(mm, rows)
+            raise
+        entry.checkpoint(mm, rows)
     entry.finish(mm, rows)
     return entry.load(verify=False)
 
