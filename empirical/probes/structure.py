@@ -51,6 +51,7 @@ Spearman values are those of 6 points), and also over all (fraction, seed) point
 """
 from __future__ import annotations
 
+import contextlib
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -397,6 +398,18 @@ def _default_oracle():
     return RaptorProbe()
 
 
+@contextlib.contextmanager
+def _too_few_rows(frac, n, per_class, rows):
+    """A probe's fit on a subsample too small for it (its own stratified validation split, its minimum rows per
+    class): the ``ValueError`` names ``fractions`` and the subsample, then gives the probe's rule."""
+    try:
+        yield
+    except ValueError as exc:
+        raise ValueError(f"fractions: at fraction {frac} the subsample has {n} rows ({', '.join(map(str, per_class))} "
+                         f"per class), and the probe fitted on {rows} refuses them: {exc}.  Use larger fractions or a "
+                         "larger pool (every class of every cross-fit fold needs the probe's minimum rows)") from None
+
+
 def _one_subsample(task):
     (X_pool, y_pool, X_test, y_test, U_pool, U_test, classes, frac, seed, idx, Cs, probe, score_source,
      probe_folds, sigma_floor, random_state) = task
@@ -409,14 +422,19 @@ def _one_subsample(task):
                          "cannot cross-fit the probe scores")
     folds = list(StratifiedKFold(n_splits=k, shuffle=True, random_state=random_state + 7919 * seed).split(Xs, ys))
     rows = []
+    per_class = np.unique(ys, return_counts=True)[1]
     for C in Cs:
-        est = probe(C).fit(Xs, ys)
+        with _too_few_rows(frac, len(idx), per_class, "the subsample"):
+            est = probe(C).fit(Xs, ys)
         S_test = _decision(est, X_test)
         acc_true = float(np.mean(np.where(S_test >= 0, 1.0, -1.0) == ytest_pm))
         # out-of-fold scores on the subsample: the crossfit calibration and the learning-curve baseline's point
         S_cv = np.empty(len(idx))
         for tr, te in folds:
-            S_cv[te] = _decision(probe(C).fit(Xs[tr], ys[tr]), Xs[te])
+            with _too_few_rows(frac, len(idx), per_class, f"a cross-fit fold's {len(tr)} training rows ({k} folds, "
+                                                           "probe_folds)"):
+                fitted = probe(C).fit(Xs[tr], ys[tr])
+            S_cv[te] = _decision(fitted, Xs[te])
         if score_source == "heldout":
             S_cal, U_cal = S_test, U_test
         elif score_source == "insample":
