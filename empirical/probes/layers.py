@@ -25,6 +25,7 @@ from ..common.checks import check_random_state, error_context
 from ..numerics import PAPER_SPLIT_SEED, stratified_split
 from .concept_vectors import DEFAULT_LAYER_CONVENTION, ConceptVectors, LinearProbe
 from .raptor import RaptorProbe, fit_on_engine
+from .registry import check_fit_contract
 
 __all__ = ["fit_layers", "paper_split", "grouped_split", "PerLayerFit", "PAPER_SPLIT_SEED"]
 
@@ -296,6 +297,25 @@ def _layer_row(estimator, X, y, split, layer, seconds):
     return estimator, row
 
 
+def _check_layer_shapes(H, layers) -> dict:
+    """``{layer: (n, p)}`` of the layers to fit, all checked together before any fit: every layer a 2-D array and
+    every layer with the same number of rows (the labels' and the shared split's); widths may differ (the engine
+    fits each width in its own passes).  The ``ValueError`` names the layer and both shapes."""
+    shapes = {}
+    for layer in layers:
+        shape = tuple(np.shape(H[layer]))
+        if len(shape) != 2:
+            raise ValueError(f"H must have shape (L, n, p) (or be a sequence of (n, p) arrays); layer {layer} has "
+                             f"shape {shape}")
+        shapes[layer] = shape
+    first = layers[0]
+    for layer in layers:
+        if shapes[layer][0] != shapes[first][0]:
+            raise ValueError(f"H: every layer must have the same rows (one per label, one shared split); layer "
+                             f"{layer} has shape {shapes[layer]}, layer {first} has {shapes[first]}")
+    return shapes
+
+
 def fit_layers(H, y, *, layers=None, estimator=None, split=None, fractions=(0.6, 0.2, 0.2),
                random_state=PAPER_SPLIT_SEED, n_jobs=1, progress=True, device=None, **probe_params) -> PerLayerFit:
     """Fit one probe per layer of a hidden-state stack, on one split shared by all layers.
@@ -304,13 +324,15 @@ def fit_layers(H, y, *, layers=None, estimator=None, split=None, fractions=(0.6,
     ----------
     H : array of shape (L, n, p), or a sequence of (n, p) arrays
         Hidden states; ``H[l]`` is layer ``l`` (for :mod:`empirical.llm.extract` stacks: the output of
-        decoder block ``l``, ``H[0]`` the token embeddings).  Memory-mapped arrays are read layer by layer.
+        decoder block ``l``, ``H[0]`` the token embeddings).  Memory-mapped arrays are read layer by layer.  The
+        layers of a sequence may differ in width p, not in rows n (all checked, against ``y`` too, before any fit).
     y : array of shape (n,)
         Binary labels.
     layers : sequence of int, optional
         Which layers to fit (default all); the summary reports these indices.
     estimator : concept probe, optional
-        Any estimator with ``fit(X, y, X_val, y_val)``, ``score`` and ``concept_vector_``; cloned per layer.
+        Any estimator with ``fit(X, y, X_val, y_val)`` (checked before any fit:
+        :func:`empirical.probes.registry.check_fit_contract`), ``score`` and ``concept_vector_``; cloned per layer.
         Default ``RaptorProbe(**probe_params)``.
     split : (train, val, test) index arrays, optional
         Default: the paper's fixed stratified split (:func:`paper_split` with ``fractions``, ``random_state``).
@@ -324,7 +346,7 @@ def fit_layers(H, y, *, layers=None, estimator=None, split=None, fractions=(0.6,
         Show a progress bar.
     device : {None, "auto", "cpu", "cuda", "cuda:N"}, default None
         Fit the default RaptorProbe (or a given one) on the batched torch engine on this device: every layer's
-        certified path, selection and refit in batched passes of as many layers as fit in 2 GB
+        certified path, selection and refit in batched passes of as many layers of one width as fit in 2 GB
         (:func:`empirical.logistic.batched.layer_batches`), with the numpy solver's results.  None: one numpy fit
         per layer (``n_jobs`` workers).
     **probe_params
@@ -367,9 +389,8 @@ def fit_layers(H, y, *, layers=None, estimator=None, split=None, fractions=(0.6,
     repeated = sorted({layer for layer in layers if layers.count(layer) > 1})
     if repeated:
         raise ValueError(f"layers must be distinct (one probe per layer), got {repeated} more than once")
-    first = np.shape(H[layers[0]])
-    if len(first) != 2:
-        raise ValueError(f"H must have shape (L, n, p); layer {layers[0]} has shape {first}")
+    shapes = _check_layer_shapes(H, layers)
+    first = shapes[layers[0]]
     y = np.asarray(y)
     check_binary_labels(y, first[0], "y")
     if estimator is None:
@@ -377,20 +398,27 @@ def fit_layers(H, y, *, layers=None, estimator=None, split=None, fractions=(0.6,
     elif probe_params:
         raise ValueError(f"probe parameters {sorted(probe_params)} go with the default RaptorProbe; "
                          "set them on the estimator instead")
+    check_fit_contract(estimator, f"estimator {type(estimator).__name__}")
     if device is not None:
         if not isinstance(estimator, RaptorProbe) or estimator.solver != "exact":
             raise ValueError(f"device={device!r} runs the exact RaptorProbe solver; the estimator is "
                              f"{estimator!r}")
         estimator = clone(estimator).set_params(device=device)
+        estimator._validate_params()  # the engine's batches call no fit: its parameters are checked here, once
     given_split = split
     split = paper_split(y, fractions, random_state) if split is None else _check_split(split, first[0])
     seed = random_state if given_split is None else None  # a given split: the caller names its seed
     if device is not None and len(split[1]):
         from ..logistic.batched import layer_batches  # torch: only with a device
-        rows, width = len(split[0]) + len(split[1]), first[1]
-        batches = [[layers[i] for i in batch] for batch in layer_batches(len(layers), rows, width)]
+        rows = len(split[0]) + len(split[1])
+        batches = []  # one engine pass shares the layers' width: layers of each width, in batches that fit
+        for width in dict.fromkeys(shapes[layer][1] for layer in layers):
+            group = [layer for layer in layers if shapes[layer][1] == width]
+            batches += [[group[i] for i in batch] for batch in layer_batches(len(group), rows, width)]
         with tqdm(total=len(layers), desc="layers", disable=not progress) as bar:
             results, engine_seconds = _fit_on_engine_pipelined(estimator, H, y, split, batches, seed, device, bar)
+        by_layer = {row["layer"]: (est, row) for est, row in results}
+        results = [by_layer[layer] for layer in layers]  # the order of ``layers``, whatever the widths' batches
     else:
         engine_seconds = None
         jobs = (delayed(_fit_one)(clone(estimator), H[layer], y, split, layer, seed) for layer in layers)

@@ -33,7 +33,7 @@ from .baselines import DifferenceOfMeans, GCSProbe, LogRegCVProbe, XRFMProbe
 from .raptor import RaptorProbe
 
 __all__ = ["COMPARISONS", "DEFAULT_COLOR", "ProbeMethod", "register_method", "unregister_method", "get_method",
-           "method_names", "methods"]
+           "method_names", "methods", "check_fit_contract"]
 
 #: The comparisons a method may join: name -> what reads it.
 COMPARISONS = {
@@ -171,6 +171,45 @@ def register_method(name: str, factory: Callable, *, cli_name: str | None = None
     return spec
 
 
+def check_fit_contract(estimator, what: str = "estimator") -> None:
+    """The one check of the probe contract ``fit(X, y, X_val, y_val)``: every caller passes the validation split
+    (:func:`register_method`, :func:`empirical.probes.fit_layers`, :func:`empirical.probes.stability`).
+
+    Parameters
+    ----------
+    estimator : estimator or estimator class
+        An instance (its bound ``fit`` is inspected) or a class (its ``fit(self, ...)``).
+    what : str, default="estimator"
+        How the messages name it (``"method 'GCS'"``, ``"estimator GCSProbe"``).
+
+    Raises
+    ------
+    ValueError
+        No callable ``fit``, or a ``fit`` that does not accept four positional arguments ``X, y, X_val, y_val``
+        (a ``fit`` without an inspectable signature, a builtin, is accepted).
+
+    Examples
+    --------
+    >>> from empirical.probes import RaptorProbe
+    >>> check_fit_contract(RaptorProbe()), check_fit_contract(RaptorProbe)
+    (None, None)
+    """
+    is_class = isinstance(estimator, type)
+    fit = getattr(estimator, "fit", None)
+    params = ("self", "X", "y", "X_val", "y_val") if is_class else ("X", "y", "X_val", "y_val")
+    if not callable(fit):
+        raise ValueError(f"{what}: no fit method (needed: fit(X, y, X_val, y_val))")
+    try:
+        signature = inspect.signature(fit)
+    except (TypeError, ValueError):  # no signature (a builtin): nothing to check
+        return
+    try:
+        signature.bind(*params)
+    except TypeError:
+        raise ValueError(f"fit of {what} must accept fit(X, y, X_val, y_val) (the validation split is always "
+                         f"passed), got fit{signature}") from None
+
+
 def _check_contract(name: str, factory, quick_params) -> None:
     """The estimator ``factory`` makes must have ``fit(X, y, X_val, y_val)`` (every caller passes the validation
     split), and ``quick_params`` must be a mapping of its parameter names.  A class is inspected; another factory is
@@ -182,23 +221,14 @@ def _check_contract(name: str, factory, quick_params) -> None:
         raise TypeError(f"quick_params of method {name!r} must have parameter names (str) as keys, got "
                         f"{list(quick_params)!r}")
     if isinstance(factory, type):
-        fit, params = getattr(factory, "fit", None), ("self", "X", "y", "X_val", "y_val")
         estimator = None
+        check_fit_contract(factory, f"method {name!r}")
     else:
         try:
             estimator = factory()
         except Exception as exc:  # noqa: BLE001 -- any failure of the user's factory, named
             raise ValueError(f"factory of method {name!r} failed when called ({type(exc).__name__}: {exc})") from None
-        fit, params = getattr(estimator, "fit", None), ("X", "y", "X_val", "y_val")
-    if not callable(fit):
-        raise ValueError(f"the estimator of method {name!r} has no fit method (needed: fit(X, y, X_val, y_val))")
-    try:
-        inspect.signature(fit).bind(*params)
-    except TypeError:
-        raise ValueError(f"fit of method {name!r} must accept fit(X, y, X_val, y_val) (the validation split is always "
-                         f"passed), got fit{inspect.signature(fit)}") from None
-    except ValueError:  # no signature (a builtin): nothing to check
-        pass
+        check_fit_contract(estimator, f"method {name!r}")
     if quick_params:
         try:
             known = set((estimator if estimator is not None else factory()).get_params())

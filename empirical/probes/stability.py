@@ -29,6 +29,7 @@ from empirical.common.resources import check_n_jobs
 
 from ..common.arrays import as_real_array, check_binary_labels, check_matrix
 from ..numerics import safe_norm, unit_vector
+from .registry import check_fit_contract
 
 __all__ = ["stability", "mean_abs_pairwise_cosine", "StabilityResult"]
 
@@ -115,11 +116,19 @@ def _bootstrap_ci(cosines, n_boot, level, rng):
 
 
 def _estimator_maker(estimator):
-    """A callable returning a fresh unfitted estimator: a class or factory is called, an instance cloned."""
+    """A callable returning a fresh unfitted estimator: a class or factory is called, an instance cloned.  The
+    estimator must accept ``fit(X, y, X_val, y_val)`` (:func:`empirical.probes.registry.check_fit_contract`; a
+    factory is called once to check what it makes)."""
     if inspect.isclass(estimator) or not hasattr(estimator, "fit"):
         if not callable(estimator):
             raise ValueError(f"estimator must be an estimator, a class or a factory, got {estimator!r}")
+        if inspect.isclass(estimator):
+            check_fit_contract(estimator, f"estimator {estimator.__name__}")
+        else:
+            made = estimator()
+            check_fit_contract(made, f"the estimator made by the factory {estimator!r}")
         return estimator
+    check_fit_contract(estimator, f"estimator {type(estimator).__name__}")
     return lambda: clone(estimator)
 
 
@@ -138,7 +147,8 @@ def stability(estimator, X_pool, y_pool, K: int = 20, drop: float = 0.2, val_fra
     ----------
     estimator : concept probe, class or callable
         An unfitted estimator (cloned for every run), its class, or a factory returning a fresh one; it
-        must accept ``fit(X, y, X_val, y_val)`` and set ``concept_vector_``.
+        must accept ``fit(X, y, X_val, y_val)`` (checked before the runs:
+        :func:`empirical.probes.registry.check_fit_contract`) and set ``concept_vector_``.
     X_pool, y_pool : arrays of shape (N, p) and (N,)
         The labelled pool (train and validation together), raw hidden states.
     K : int >= 2
