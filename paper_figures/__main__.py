@@ -115,7 +115,8 @@ def build_parser() -> argparse.ArgumentParser:
                    help="the paper's grid: run the empirical section on each model (names or paths, loaded one at a "
                         "time) into OUT/models/<model>/ and write the grid's tables and figures (accuracy table, "
                         "differences, cost, claims counted over model x dataset settings) to OUT; the other "
-                        "sections run on the first model")
+                        "sections run on the first model; each entry a different model (two spellings or copies of "
+                        "one model are refused before anything runs)")
     p.add_argument("--data-dir", type=nonempty_path, default=None,
                    help="dataset directory (default: $RAPTOR_DATA or ../shared/datasets)")
     p.add_argument("--max-per-class", type=int_in(1), default=None,
@@ -250,8 +251,8 @@ def _run(args) -> int:
     if args.models and (len(args.models) < 2 or "empirical" not in args.only):
         raise ValueError("--models runs the empirical section on two or more models: give at least two and keep "
                          "'empirical' in --only")
-    for model in args.models or ():  # a blank name fails before any work
-        grid.model_slug(model)
+    if args.models:  # a blank name, or two entries that are one model (or share a folder), fail before any work
+        grid.check_models(args.models, "--models")
     out = args.out
     if args.results_only and not any((out / "tables").glob("*.csv")):
         raise ValueError(f"--results-only: {str(out / 'tables')!r} holds no tables of an earlier run; run the "

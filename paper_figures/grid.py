@@ -34,15 +34,28 @@ from . import claims, empirical_figures, verdicts
 from .empirical_plots import dumbbell
 from .output import draws_figures, load_table, save_figure, save_table, to_markdown
 
-__all__ = ["model_slug", "model_dir", "run", "grid_tables", "grid_claims", "plot_grid", "grid_markdown"]
+__all__ = ["model_slug", "model_dir", "check_models", "run", "grid_tables", "grid_claims", "plot_grid", "grid_markdown"]
 
 #: the baselines of the 2 x 2 difference figure (the paper's two strongest)
 GRID_BASELINES = ("GCS", "xRFM")
 
 
+#: A model name kept as its own folder name: lower case, at most 60 characters, nothing a file system reads
+#: differently (two such names that differ also differ on a case-insensitive file system).
+_PLAIN_SLUG = re.compile(r"[a-z0-9][a-z0-9_.-]{0,59}")
+
+
+def _hashed_slug(name: str, text: str) -> str:
+    """``<name, sanitized, 40 characters at most>-<8 hex of the sha256 of text>``."""
+    digest = hashlib.sha256(text.encode()).hexdigest()[:8]
+    return f"{re.sub(r'[^A-Za-z0-9_.-]+', '_', name)[:40]}-{digest}"
+
+
 def model_slug(model: str) -> str:
-    """The folder name of a model in the grid: a registered name as it is, a path by its last part and a short hash
-    of the whole resolved path (two checkpoints called ``model`` stay apart).
+    """The folder name of a model in the grid: a plain registered name as it is (lower case letters, digits,
+    ``_.-``, at most 60 characters), any other name by its sanitized form and a short hash of the whole name (``org/a``
+    and ``org_a``, ``Org/M`` and ``org/m``, two long names with one beginning stay apart), a path by its last part
+    and a short hash of the whole resolved path (two checkpoints called ``model`` stay apart).
 
     Parameters
     ----------
@@ -57,14 +70,69 @@ def model_slug(model: str) -> str:
     --------
     >>> model_slug("smollm2")
     'smollm2'
+    >>> model_slug("org/a") != model_slug("org_a")
+    True
     """
     if not isinstance(model, str) or not model.strip():
         raise ValueError(f"model must be a non-empty name or path, got {model!r:.60}")
     path = Path(model).expanduser()
     if path.exists():
-        digest = hashlib.sha256(str(path.resolve()).encode()).hexdigest()[:8]
-        return f"{re.sub(r'[^A-Za-z0-9_.-]+', '_', path.resolve().name)[:40]}-{digest}"
-    return re.sub(r"[^A-Za-z0-9_.-]+", "_", model)[:60]
+        return _hashed_slug(path.resolve().name, str(path.resolve()))
+    if _PLAIN_SLUG.fullmatch(model):
+        return model
+    return _hashed_slug(model, model)
+
+
+def check_models(models, option: str = "--models") -> list:
+    """Refuse a model list that is not a grid of distinct models, before anything runs: at least two entries, no
+    two of them the same model in any spelling, and no two output folders (:func:`model_slug`) that collide.
+
+    A model is identified by what it is, not by its name: the extraction cache's identity of the folder the entry
+    resolves to (:func:`empirical.llm.models.source_identity`), so ``smollm2`` and ``SmolLM2``, a folder and its
+    copy, a symbolic link to it, ``m/`` and ``m``, a relative and an absolute path are each one model (a grid counting
+    them twice would count one model's settings twice in its claims).  Two different models whose folder names
+    would be one folder (also on a case-insensitive file system) are refused too, naming both.
+
+    Parameters
+    ----------
+    models : sequence of str
+        Model names or paths, as for :func:`run`.
+    option : str, default="--models"
+        The option the list came from, named in the errors.
+
+    Returns
+    -------
+    list of str
+        ``models`` as a list; ``ValueError`` naming ``option`` and the two entries that are one model (or share a
+        folder).
+    """
+    if isinstance(models, (str, bytes)) or not hasattr(models, "__iter__"):
+        raise ValueError(f"{option} must be a list of model names or paths, got {models!r:.60}")
+    models = list(models)
+    if len(models) < 2:
+        raise ValueError(f"{option} must name at least two models, got {models!r:.200}")
+    for model in models:
+        if not isinstance(model, str) or not model.strip():
+            raise ValueError(f"{option} holds {model!r:.60}, not a model name or path")
+    from empirical.llm.models import source_identity  # the LLM stack: only a grid run needs it
+
+    seen = {}
+    for model in models:
+        identity = source_identity(model)
+        if identity in seen:
+            raise ValueError(f"{option} lists {seen[identity]!r} and {model!r}, which are the same model (identity "
+                             f"{identity}); a grid counts each model's settings once: give each model once")
+        seen[identity] = model
+    folders = {}
+    for model in models:
+        slug = model_slug(model)
+        if slug.casefold() in folders:
+            other = folders[slug.casefold()]
+            raise ValueError(f"{option} lists {other!r} and {model!r}, two different models whose output folders "
+                             f"models/{model_slug(other)} and models/{slug} would be one folder; rename or move one "
+                             "of them")
+        folders[slug.casefold()] = model
+    return models
 
 
 def model_dir(out, model: str) -> Path:
@@ -92,7 +160,7 @@ def run(out, models, *, data_dir=None, max_per_class=500, quick=False, steps=Non
     out : path
         The run's folder.
     models : sequence of str
-        Model names or paths (at least two, distinct).
+        Model names or paths: at least two, each a different model (:func:`check_models`).
     data_dir, max_per_class, quick, steps, n_jobs
         As for :func:`paper_figures.empirical_figures.run`.
 
@@ -102,9 +170,7 @@ def run(out, models, *, data_dir=None, max_per_class=500, quick=False, steps=Non
         The grid tables (:func:`grid_tables`).
     """
     n_jobs = check_n_jobs(n_jobs)
-    models = list(models)
-    if len(models) < 2 or len(set(map(model_slug, models))) != len(models):
-        raise ValueError(f"--models must name at least two distinct models, got {models}")
+    models = check_models(models)
     for model in models:
         empirical_figures.run(model_dir(out, model), model=model, data_dir=data_dir, max_per_class=max_per_class,
                               quick=quick, steps=steps, n_jobs=n_jobs)

@@ -49,6 +49,7 @@ __all__ = [
     "convert_gguf",
     "load_model",
     "model_identity",
+    "source_identity",
     "file_fingerprint",
     "num_layers",
     "decoder_blocks",
@@ -227,10 +228,24 @@ def _valid_converted(d: Path) -> bool:
         return False
 
 
+#: The names ``load_model`` reads as the default model (any case).
+SMOLLM2_ALIASES = ("smollm2", "smollm2-135m-instruct")
+
+
+def _is_smollm2(name_or_path) -> bool:
+    """True for a name of the default model (:data:`SMOLLM2_ALIASES`, any case)."""
+    return str(name_or_path).lower() in SMOLLM2_ALIASES
+
+
+def _smollm2_target(cache_dir=None) -> Path:
+    """Where the converted SmolLM2 lies in the cache (whether it is there yet or not)."""
+    return cache_root(cache_dir) / "models" / f"{SMOLLM2['name']}-{SMOLLM2['version']}"
+
+
 def smollm2_dir(cache_dir=None, progress=True) -> Path:
     """Directory of the converted SmolLM2-135M-Instruct (converting it on first use)."""
-    root = cache_root(cache_dir) / "models"
-    target = root / f"{SMOLLM2['name']}-{SMOLLM2['version']}"
+    target = _smollm2_target(cache_dir)
+    root = target.parent
     if _valid_converted(target):
         return target
     if target.exists():  # stale, partial or damaged: rebuild
@@ -301,7 +316,7 @@ def load_model(name_or_path="smollm2", device=None, dtype=None, *, cache_dir=Non
 
     tdtype = _torch_dtype(dtype)
     dev = _device(device) if device_map is None else None
-    if str(name_or_path).lower() in ("smollm2", "smollm2-135m-instruct"):
+    if _is_smollm2(name_or_path):
         path = smollm2_dir(cache_dir)
         manifest = read_json(path / _MANIFEST)
         identity = f"{SMOLLM2['name']}:gguf-sha256={manifest['gguf_sha256']}"
@@ -484,6 +499,53 @@ def _identity_from_path(path, commit):
             h.update(f"{name}\0{file_fingerprint(p / name)}\n".encode())
         return f"dir:sha256={h.hexdigest()}"
     return f"hub:{path}@{commit or 'unknown-revision'}"
+
+
+def _hub_snapshot(hub_id: str, revision=None):
+    """The local hub cache's snapshot folder of ``hub_id`` (at ``revision``, default main), or None when the cache
+    does not hold its ``config.json`` (no download is tried)."""
+    try:
+        from huggingface_hub import try_to_load_from_cache
+        found = try_to_load_from_cache(hub_id, "config.json", revision=revision)
+    except (ImportError, ValueError, OSError):  # no hub library, or a name the hub's validator refuses
+        return None
+    return Path(found).parent if isinstance(found, str) else None
+
+
+def source_identity(name_or_path, *, cache_dir=None, revision=None) -> str:
+    """What a model name or path resolves to, read without loading the model (no download, no conversion): the
+    identity of two spellings of one model is equal, and of two different checkpoints different.
+
+    The identity is the extraction cache's digest of a model folder (the names and :func:`file_fingerprint` of its
+    weight, config and tokenizer-model files, the helper behind ``raptor_identity``), of the folder the name
+    resolves to: a local directory in any spelling (relative, absolute, trailing slash, symbolic link) or a copy of
+    it; for ``smollm2`` in any case, its converted folder in the cache (or, before the first conversion, the pinned
+    wheel); for a hub id, its snapshot in the local hub cache (or the id itself when the cache lacks it).  A local
+    directory is checked as :func:`load_model` checks it (:func:`empirical.llm.model_folder.check_model_folder`).
+
+    Parameters
+    ----------
+    name_or_path : str or path-like
+        As for :func:`load_model`.
+    cache_dir : str or path-like, optional
+        RAPTOR's cache root (where ``smollm2`` is converted), as for :func:`load_model`.
+    revision : str, optional
+        Hub revision of a hub id.
+
+    Returns
+    -------
+    str
+        ``dir:sha256=<hex>``, ``hub:<id>@unknown-revision`` or ``SmolLM2-135M-Instruct:wheel-sha256=<hex>``.
+    """
+    if _is_smollm2(name_or_path):
+        converted = _smollm2_target(cache_dir)
+        if (converted / _MANIFEST).is_file():
+            return _identity_from_path(converted, None)
+        return f"{SMOLLM2['name']}:wheel-sha256={SMOLLM2['wheel_sha256']}"
+    source = _model_source(name_or_path)
+    if not Path(source).expanduser().is_dir():
+        source = _hub_snapshot(source, revision) or source
+    return _identity_from_path(source, None)
 
 
 def model_identity(model) -> str:
