@@ -18,10 +18,10 @@ row subsets).  :mod:`empirical.logistic.batched` (torch, imported on demand) is 
 ``RaptorProbe(device=...)``.
 """
 from ._design import ReducedDesign, reduce_design
-from ._newton import direct_newton
+from ._newton import MAX_ITER, direct_newton
 from ._path import logistic_path, refit
 from ._pcg import newton_pcg
 from ._solver import fit_l2_logistic, fit_l2_logistic_rows, logistic_objective
 
 __all__ = ["fit_l2_logistic", "fit_l2_logistic_rows", "logistic_objective", "logistic_path", "reduce_design", "refit",
-           "ReducedDesign", "newton_pcg", "direct_newton"]
+           "ReducedDesign", "newton_pcg", "direct_newton", "MAX_ITER"]

@@ -28,8 +28,7 @@ from sklearn.utils.validation import check_is_fitted
 
 from ..common.arrays import TOL_MAX, check_grid, check_min_per_class
 from ..common.failures import STATUS_MESSAGES
-from ..logistic import fit_l2_logistic, logistic_path, reduce_design, refit
-from ..logistic._newton import MAX_ITER
+from ..logistic import MAX_ITER, fit_l2_logistic, logistic_path, reduce_design, refit
 from ..numerics import PAPER_SPLIT_SEED, standardize, standardize_stats, stratified_split
 from .base import LinearConceptProbe, orient_to_positive_class
 
@@ -164,11 +163,6 @@ class RaptorProbe(LinearConceptProbe):
         path, selection and refit, in float64 (needs torch, the ``[llm]`` extra).  :func:`empirical.probes.fit_layers`
         with ``device`` fits all layers in one batched pass.  Not with ``solver="paper"`` (refused).
 
-    Options that would change nothing are refused by ``fit`` with a ``ValueError`` naming both
-    (:data:`OPTION_CONFLICTS`): ``device`` or a non-default ``tol`` with ``solver="paper"``; a non-default
-    ``val_fraction`` or ``random_state`` with validation rows given to ``fit``; a non-default ``random_state`` with
-    ``val_fraction=0``.
-
     Attributes
     ----------
     coef_ : ndarray of shape (n_features,)
@@ -204,6 +198,13 @@ class RaptorProbe(LinearConceptProbe):
         As every scikit-learn classifier (the positive class is ``classes_[1]``).
     fit_time_ : float
         Wall-clock seconds of ``fit``.
+
+    Notes
+    -----
+    Options that would change nothing are refused by ``fit`` with a ``ValueError`` naming both
+    (:data:`OPTION_CONFLICTS`): ``device`` or a non-default ``tol`` with ``solver="paper"``; a non-default
+    ``val_fraction`` or ``random_state`` with validation rows given to ``fit``; a non-default ``random_state`` with
+    ``val_fraction=0``.
 
     Examples
     --------
