@@ -17,7 +17,7 @@ import numpy as np
 from scipy import linalg
 from scipy.linalg import blas, lapack
 
-from ..common.arrays import check_matrix
+from ..common.arrays import as_real_array, check_matrix
 from ..common.deprecation import warn_deprecated
 from ._factors import StackedFactor, TriangularFactor
 
@@ -182,6 +182,17 @@ def _gram_factor(K, centred):
 
 
 
+def _check_rows(Xv, name: str, p: int) -> np.ndarray:
+    """Rows of ``p`` features: :func:`check_matrix`, an empty ``(0, p)`` block allowed."""
+    rows = np.asarray(as_real_array(Xv, name))
+    if rows.ndim == 2 and rows.shape[0] == 0 and rows.shape[1] == p:
+        return rows.astype(np.float64)
+    rows = check_matrix(rows, name)
+    if rows.shape[1] != p:
+        raise ValueError(f"{name} must have the {p} features of X, got {rows.shape[1]}")
+    return rows
+
+
 def reduce_design(X, Xv=None, *, K=None, KvT=None, check_input=True) -> ReducedDesign:
     """Reduce (X, Xv) to an isometric design of dimension rank(X) (only when n < p).
 
@@ -194,8 +205,9 @@ def reduce_design(X, Xv=None, *, K=None, KvT=None, check_input=True) -> ReducedD
     K, KvT : ndarray, optional
         Deprecated (removed in 0.3; warns): ``X X'`` and ``X Xv'`` when already known, used and not kept.
     check_input : bool, default=True
-        Validate ``X``.  The path solvers, which validated their rows at their boundary, pass False (as
-        scikit-learn's ``check_input``); ``X`` must then be a finite float64 matrix.
+        Validate ``X``, ``Xv`` (same features; no rows allowed), ``K`` and ``KvT``.  The path solvers, which
+        validated their rows at their boundary, pass False (as scikit-learn's ``check_input``); ``X`` must then be
+        a finite float64 matrix.
 
     Returns
     -------
@@ -213,7 +225,11 @@ def reduce_design(X, Xv=None, *, K=None, KvT=None, check_input=True) -> ReducedD
     """
     if K is not None or KvT is not None:
         warn_deprecated("reduce_design(K=, KvT=)", "reduce_design(X, Xv) (the Gram blocks are computed inside)")
-    X = check_matrix(X, "X") if check_input else X
+    if check_input:  # every array argument, also where n >= p returns them unused (issue 52: a text Xv was kept)
+        X = check_matrix(X, "X")
+        Xv = None if Xv is None else _check_rows(Xv, "Xv", X.shape[1])
+        K = None if K is None else check_matrix(K, "K", n_rows=X.shape[0])
+        KvT = None if KvT is None else check_matrix(KvT, "KvT", n_rows=X.shape[0])
     n, p = X.shape
     if Xv is None:
         Xv = np.empty((0, p))
