@@ -19,6 +19,7 @@ from empirical.common.cli_args import (
     IMAGE_SUFFIXES,
     add_version,
     enforce_options,
+    holding_outputs,
     int_in,
     number_in,
     output_path,
@@ -128,8 +129,10 @@ def main(argv=None):
     interrupted; :mod:`empirical.common.cli_errors`)."""
     parser = _parser()
     args = parser.parse_args(argv)
-    enforce_options(subparser(parser, args.cmd), args, OPTIONS[args.cmd])
-    return run_command(lambda: _run(args), "cgmt", debug=debug_requested(args.debug, "CGMT_DEBUG"))
+    command = subparser(parser, args.cmd)
+    enforce_options(command, args, OPTIONS[args.cmd])
+    return run_command(lambda: holding_outputs(command, args, lambda: _run(args)), "cgmt",
+                       debug=debug_requested(args.debug, "CGMT_DEBUG"))
 
 
 def _run(args) -> int:

@@ -24,6 +24,7 @@ from empirical.common.cli_args import (
     add_version,
     check_output_suffix,
     enforce_options,
+    holding_outputs,
     int_in,
     nonempty_path,
     number_in,
@@ -35,7 +36,7 @@ from empirical.common.cli_args import (
 from empirical.common.cli_errors import debug_requested, run_command
 
 from .common.arrays import C_MAX, C_MIN
-from .common.files import check_write_target, refuse_overwriting_inputs, write_csv, write_json
+from .common.files import check_write_target, output_lock, refuse_overwriting_inputs, write_csv, write_json
 from .llm import datasets
 from .llm.cache import STORAGES, ExtractionCache
 from .llm.gcav import below_tau, reliable_layers
@@ -589,6 +590,14 @@ def cmd_export(args):
     check_write_target(target)  # a device or FIFO is refused, never replaced by a regular file
     refuse_overwriting_inputs([("--out", target)], _input_files(args))
     check_output_suffix("--out", target, [EXPORT_SUFFIX[args.format]])  # GGUF is not written to a .safetensors name
+    if args.out is None:  # the name derived from --probe-file is an output too (a given --out is locked by main)
+        with output_lock(target, "--out (derived from --probe-file)"):
+            return _export(args, vectors, target)
+    return _export(args, vectors, target)
+
+
+def _export(args, vectors, target) -> int:
+    """The write of :func:`cmd_export` (its output checked and locked)."""
     layers = None if args.layers in (None, "all") else args.layers
     if args.format == "gguf":
         if layers is None and min(vectors.layers) < 2:
@@ -778,8 +787,9 @@ def main(argv=None):
     stderr and exit code 2; ``--debug`` or ``RAPTOR_DEBUG=1`` shows the traceback instead."""
     parser = build_parser()
     args = parser.parse_args(argv)
-    enforce_options(subparser(parser, args.command), args, OPTIONS.get(args.command, {}))
-    return run_command(lambda: args.func(args), f"raptor {args.command}",
+    command = subparser(parser, args.command)
+    enforce_options(command, args, OPTIONS.get(args.command, {}))
+    return run_command(lambda: holding_outputs(command, args, lambda: args.func(args)), f"raptor {args.command}",
                        debug=debug_requested(getattr(args, "debug", False), "RAPTOR_DEBUG"),
                        interrupted="interrupted (hidden states extracted so far stay in the cache; a re-run resumes)")
 

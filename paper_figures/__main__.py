@@ -37,6 +37,7 @@ from empirical.common.cli_args import (
     add_version,
     available_cores,
     enforce_options,
+    holding_outputs,
     int_in,
     nonempty_path,
     output_path,
@@ -225,7 +226,7 @@ def main(argv=None) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)
     enforce_options(parser, args, OPTIONS)
-    return run_command(lambda: _run(args), "python -m paper_figures",
+    return run_command(lambda: holding_outputs(parser, args, lambda: _run(args)), "python -m paper_figures",
                        debug=debug_requested(args.debug, "RAPTOR_DEBUG"),
                        interrupted="interrupted (every finished step is saved; a re-run resumes)")
 

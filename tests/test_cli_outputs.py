@@ -3,7 +3,9 @@ naming something a command writes is declared with ``empirical.common.cli_args.o
 command that are the same file or directory (in any spelling: the same text, ``./``, absolute against relative, a
 symbolic or a hard link) are refused before anything runs, and a file is written in the format its name says or
 refused (``cgmt sweep --out a.csv --plot a.csv`` used to write the table, then the figure over it, and print "wrote 2
-rows to a.csv").
+rows to a.csv"), including a name whose last suffix says another format (``x.csv.png``); and an output another
+process is writing (its lock held, ``empirical.common.files.output_lock``) is refused before anything runs, so two
+writers of one output never both report success.
 
 The options are enumerated from the parsers, so an output option added later is covered without editing this file,
 and a path option that is neither declared an output nor listed in ``NOT_OUTPUTS`` fails.
@@ -246,3 +248,91 @@ def test_raptor_export_writes_the_format_its_out_name_says(fmt, wrong, tmp_path,
     if fmt == "safetensors":
         assert cli.main(["export", "--probe-file", str(tmp_path / "cv.json"), "--format", fmt, "--out",
                          str(right)]) == 0 and right.exists()
+
+
+def _bodies(monkeypatch, ran):
+    """Replace every program's command body (what runs inside ``holding_outputs``) by one that records the run."""
+    import cgmt.__main__ as cgmt_main
+    import empirical.cli as raptor_main
+    import paper_figures.__main__ as figures_main
+
+    def body(*a, **k):
+        ran.append(1)
+        return 0
+
+    for module in (cgmt_main, figures_main):
+        monkeypatch.setattr(module, "_run", body)
+    for name in dir(raptor_main):
+        if name.startswith("cmd_"):
+            monkeypatch.setattr(raptor_main, name, body)
+
+
+OUTPUTS = [(prog, command, option, kind, suffixes) for prog, command, parser in COMMANDS
+           for option, _, kind, suffixes in output_options(parser)]
+
+
+@pytest.mark.parametrize("output", OUTPUTS, ids=lambda o: "-".join(filter(None, o[:3])))
+def test_an_output_another_process_is_writing_is_refused_before_anything_runs(output, tmp_path, monkeypatch, capsys):
+    """One writer per output (generated over every output of every command line): while another writer holds the
+    output's lock (``files.output_lock``, as the command lines do from before their work until they exit), the
+    command exits 2 with one line naming the option and the writer, and its body never runs; once released, it
+    runs and leaves no lock file."""
+    from empirical.common.files import output_lock
+
+    prog, command, option, kind, suffixes = output
+    ran = []
+    _bodies(monkeypatch, ran)
+    main = _programs()[prog][0].main
+    path = tmp_path / _name("x", kind, suffixes or ((".safetensors",) if kind == "file" else ()))
+    others = _other_required_outputs(prog, command, option, tmp_path)
+    argv = _argv(prog, command, [option, str(path), *others])
+    if (prog, command) == ("raptor", "export"):
+        argv += ["--probe-file", str(tmp_path / "cv.json"), "--format", "safetensors"]
+    with output_lock(tmp_path / "." / path.name, kind=kind):  # another spelling of the same output
+        assert main(argv) == 2
+    errors = [line for line in capsys.readouterr().err.splitlines() if "error:" in line]
+    assert len(errors) == 1 and option in errors[0] and f"being written by process {os.getpid()}" in errors[0], errors
+    assert ran == []
+    assert main(argv) == 0 and ran == [1]
+    assert not [p for p in tmp_path.rglob("*.lock")]
+
+
+@pytest.mark.parametrize("output", [o for o in FILE_OUTPUTS if o[3]], ids=lambda o: "-".join(filter(None, o[:3])))
+def test_a_name_ending_in_another_format_after_the_right_one_is_refused(output, tmp_path, capsys, nothing_runs):
+    """The format is the name's last suffix: ``x.csv.png`` for a CSV table says PNG, and is refused."""
+    prog, command, option, suffixes = output
+    module = _programs()[prog][0]
+    others = _other_required_outputs(prog, command, option, tmp_path)
+    for right in suffixes:
+        wrong = next(s for s in (".png", ".csv", ".bak") if s not in suffixes)
+        with pytest.raises(SystemExit) as exit_:
+            module.main(_argv(prog, command, [option, str(tmp_path / f"x{right}{wrong}"), *others]))
+        errors = [line for line in capsys.readouterr().err.splitlines() if "error:" in line]
+        assert exit_.value.code == 2 and len(errors) == 1 and f"says {wrong}" in errors[0], (right, errors)
+    assert list(tmp_path.iterdir()) == []
+
+
+def _export_cases():
+    from empirical.cli import EXPORT_SUFFIX
+
+    written = set(EXPORT_SUFFIX.values())
+    return [(fmt, wrong) for fmt, right in EXPORT_SUFFIX.items()
+            for wrong in sorted((written - {right}) | {".txt", ".json", "", right + ".bak"})]
+
+
+@pytest.mark.parametrize("fmt, wrong", _export_cases())
+def test_raptor_export_refuses_every_name_of_another_format_before_writing(fmt, wrong, tmp_path, capsys, monkeypatch):
+    """``raptor export --out`` (NAMED_BY_COMMAND: its format is ``--format``'s), generated over every format and every
+    other name: refused before an exporter is called, nothing written."""
+    from empirical import cli
+    from empirical.probes import ConceptVectors, LinearProbe, save_concept_vectors
+
+    for exporter in ("export_directions", "export_control_vector"):
+        monkeypatch.setattr(cli, exporter, lambda *a, **k: pytest.fail("the export ran"))
+    save_concept_vectors(tmp_path / "cv", ConceptVectors({2: LinearProbe(np.ones(8), 0.0)}))
+    before = sorted(p.name for p in tmp_path.iterdir())
+    target = tmp_path / f"exported{wrong}"
+    assert cli.main(["export", "--probe-file", str(tmp_path / "cv.json"), "--format", fmt, "--out", str(target)]) == 2
+    err = capsys.readouterr().err
+    assert f"written as .{fmt}" in err and len(err.strip().splitlines()) == 1, err
+    assert sorted(p.name for p in tmp_path.iterdir()) == before

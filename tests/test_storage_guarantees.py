@@ -314,3 +314,18 @@ def test_two_processes_writing_one_output_do_not_both_succeed(tmp_path):
     assert "--out" in errors[0] and str(out) in errors[0] and f"process {first.pid}" in errors[0], errors
     assert "0.6" in out.read_text() and "0.9" not in out.read_text()
     assert sorted(p.name for p in tmp_path.iterdir()) == ["s.csv"]
+
+
+def test_raptor_export_locks_the_name_it_derives_from_the_probe_file(tmp_path, capsys):
+    """``raptor export`` without ``--out`` writes ``<probe file>_directions.safetensors``: an output too."""
+    from empirical import cli
+    from empirical.probes import ConceptVectors, LinearProbe, save_concept_vectors
+
+    save_concept_vectors(tmp_path / "cv", ConceptVectors({2: LinearProbe(np.ones(8), 0.0)}))
+    derived = tmp_path / "cv_directions.safetensors"
+    argv = ["export", "--probe-file", str(tmp_path / "cv.json"), "--format", "safetensors"]
+    with output_lock(derived, "--out"):
+        assert cli.main(argv) == 2
+    err = capsys.readouterr().err
+    assert "--out (derived from --probe-file)" in err and "being written by" in err and not derived.exists(), err
+    assert cli.main(argv) == 0 and derived.exists() and not list(tmp_path.glob(".*.lock"))

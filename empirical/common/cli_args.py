@@ -8,7 +8,9 @@ or a traceback at the end of a run.  Each factory returns a function for ``add_a
 Every option naming something the command writes is declared once, with :func:`output_path` (a file in the formats
 its name may say, or a directory): the name of a file must say the format written (``--plot a.csv`` is refused), and
 :func:`enforce_options` refuses two outputs of one command that are the same file or directory (also spelled
-differently: ``./a.csv``, an absolute path, a symbolic or hard link) before anything runs.
+differently: ``./a.csv``, an absolute path, a symbolic or hard link) before anything runs, and
+:func:`holding_outputs` runs the command holding the lock of each output (:func:`empirical.common.files.output_lock`),
+so that a second command writing the same output at the same time is refused instead of both reporting success.
 
 Worker counts (``--jobs``, ``--n-jobs``, ``--threads``) are bounded by the CPU cores this process may use
 (:func:`empirical.common.resources.available_cores`): more is an error, not a silent clamp, because asking for
@@ -26,7 +28,8 @@ from pathlib import Path
 
 from .resources import available_cores
 
-__all__ = ["add_version", "available_cores", "enforce_options", "int_in", "number_in", "number_list", "nonempty_path",
+__all__ = ["add_version", "available_cores", "enforce_options", "holding_outputs", "int_in", "number_in", "number_list",
+           "nonempty_path",
            "output_path", "output_options", "check_output_suffix", "IMAGE_SUFFIXES", "program_version", "subparser",
            "worker_count"]
 
@@ -382,6 +385,55 @@ def _refuse_shared_outputs(parser, args) -> None:
         if _identity(a) == _identity(b):
             parser.error(f"refusing to write {first} {str(a)!r} and {second} {str(b)!r}: they are the same {kind} "
                          "(one output would replace the other); give each its own path")
+
+
+def holding_outputs(parser, args, body):
+    """Run ``body()`` holding the lock of every output option of ``parser`` given in ``args``
+    (:func:`empirical.common.files.output_lock`: a file is locked by name, a directory as a whole), so that two
+    commands writing one output at the same time never both report success: the second stops before any work with a
+    ``LockHeldError`` (a ``ValueError``: one ``error:`` line and exit 2 under
+    :func:`empirical.common.cli_errors.run_command`) naming the option, the path and the process writing it.  The
+    locks are released (their files removed) when ``body`` returns or raises.
+
+    Parameters
+    ----------
+    parser : argparse.ArgumentParser
+        The parser (or subparser) that declared the outputs (:func:`output_path`).
+    args : argparse.Namespace
+        The parsed options.
+    body : callable
+        The command; called without arguments.
+
+    Returns
+    -------
+    object
+        What ``body()`` returns (the exit code).
+
+    Examples
+    --------
+    >>> import argparse, tempfile
+    >>> parser = argparse.ArgumentParser(prog="demo")
+    >>> _ = parser.add_argument("--out", type=output_path("file", (".csv",)))
+    >>> args = parser.parse_args(["--out", os.path.join(tempfile.mkdtemp(), "t.csv")])
+    >>> holding_outputs(parser, args, lambda: 0)
+    0
+    """
+    from contextlib import ExitStack
+
+    from .files import _lock_path, output_lock
+
+    if not isinstance(parser, argparse.ArgumentParser):
+        raise TypeError(f"parser must be an argparse.ArgumentParser, got {type(parser).__name__}")
+    if not isinstance(args, argparse.Namespace):
+        raise TypeError(f"args must be an argparse.Namespace, got {type(args).__name__}")
+    if not callable(body):
+        raise TypeError(f"body must be callable, got {body!r:.60}")
+    given = [(option, getattr(args, dest), kind) for option, dest, kind, _ in output_options(parser)
+             if getattr(args, dest, None) is not None]
+    with ExitStack() as stack:  # a stable order (by lock file), so two commands never wait on each other in a cycle
+        for option, path, kind in sorted(given, key=lambda g: str(_lock_path(g[1], g[2]))):
+            stack.enter_context(output_lock(path, option, kind))
+        return body()
 
 
 def program_version(distribution: str = "raptor-probes") -> str:

@@ -327,12 +327,15 @@ def output_lock(target, option: str = "", kind: str = "file"):
     """Hold the lock of an output a command writes (:func:`exclusive_lock` without waiting on ``.<name>.lock``
     beside it), so that two commands writing one output at once never both report success: the second is refused
     with a :class:`LockHeldError` naming the option, the path and the process writing it.  Spellings of one path
-    (``./``, ``..``, a symbolic link to its directory) share the lock.
+    (``./``, ``..``, a symbolic link to its directory) share the lock.  An output whose folder (the folder the lock
+    file goes in) does not exist yet is not locked: the folder is not created here, because a command that refuses an
+    output in a missing folder (``cgmt sweep --out``) must still find it missing; two commands that both create a new
+    folder at the same moment are the one case this does not cover.
 
     Parameters
     ----------
     target : str or path-like
-        The output (its directory is created when absent).
+        The output.
     option : str, default=""
         The option that named it (``--out``), for the message.
     kind : {"file", "directory"}, default="file"
@@ -340,8 +343,8 @@ def output_lock(target, option: str = "", kind: str = "file"):
 
     Yields
     ------
-    pathlib.Path
-        The lock file held.
+    pathlib.Path or None
+        The lock file held (None: the folder does not exist, nothing locked).
 
     Examples
     --------
@@ -355,6 +358,9 @@ def output_lock(target, option: str = "", kind: str = "file"):
         raise ValueError(f"kind must be 'file' or 'directory', got {kind!r:.60}")
     target = check_path(target, "target")
     lock = _lock_path(target, kind)
+    if not lock.parent.is_dir():  # never created here: a command that refuses a missing folder must still see it so
+        yield None
+        return
     with exclusive_lock(lock, wait=False, what=f"the output {(option + ' ') if option else ''}{str(target)!r}"):
         yield lock
 
