@@ -118,7 +118,10 @@ def _publishing(tmp: Path, target: Path) -> Iterator[None]:
         os.replace(tmp, target)
     except OSError as exc:
         tmp.unlink(missing_ok=True)
-        raise _naming(exc, target) from exc
+        named = _naming(exc, target)
+        if named is exc:
+            raise
+        raise named from exc
     except BaseException:
         tmp.unlink(missing_ok=True)
         raise
@@ -365,19 +368,21 @@ def output_lock(target, option: str = "", kind: str = "file"):
         yield lock
 
 
-def _no_space(target: Path, needed: int, free: int) -> OSError:
-    directory = target.parent
-    return OSError(errno.ENOSPC, f"not enough free space in {str(directory)!r} to write {target.name!r}: "
-                   f"{needed:,} bytes needed, {free:,} free; free some space or write elsewhere", str(target))
+def _no_space(target: Path, needed: int, free: int, hint: str) -> OSError:
+    exc = OSError(errno.ENOSPC, f"not enough free space in {str(target.parent)!r} to write {target.name!r}: "
+                  f"{needed:,} bytes needed, {free:,} free; {hint or 'free some space or write elsewhere'}")
+    exc.names_target = True  # complete: not wrapped again by _naming
+    return exc
 
 
-def _allocate(fd: int, size: int, target) -> None:
+def _allocate(fd: int, size: int, target, hint: str = "") -> None:
     """Make the open regular file ``fd`` ``size`` bytes long with every byte reserved on disk, before it is memory
     mapped: a write into a memory map of a sparse file on a full disk kills the process with SIGBUS (no error, no
     clean-up).  The free space (:func:`shutil.disk_usage`) is checked first against the bytes not yet allocated,
     then ``os.posix_fallocate`` reserves them (where the platform and file system have it; elsewhere the file is
     extended, sparse, after the check).  A full disk is an ``OSError`` (``ENOSPC``) naming ``target``'s directory,
-    the bytes needed and the bytes free; the file keeps its previous size."""
+    the bytes needed and the bytes free, and ``hint`` (what to do; default "free some space or write elsewhere");
+    the file keeps its previous size."""
     target = Path(target)
     st = os.fstat(fd)
     allocated = min(st.st_blocks * 512, st.st_size) if hasattr(st, "st_blocks") else st.st_size
@@ -385,7 +390,7 @@ def _allocate(fd: int, size: int, target) -> None:
     if needed:
         free = shutil.disk_usage(target.parent).free
         if free < needed:
-            raise _no_space(target, needed, free)
+            raise _no_space(target, needed, free, hint)
     fallocate = getattr(os, "posix_fallocate", None)
     if fallocate is not None:
         try:
@@ -393,7 +398,7 @@ def _allocate(fd: int, size: int, target) -> None:
             return
         except OSError as exc:
             if exc.errno == errno.ENOSPC:
-                raise _no_space(target, needed, shutil.disk_usage(target.parent).free) from None
+                raise _no_space(target, needed, shutil.disk_usage(target.parent).free, hint) from None
             if exc.errno not in (errno.EOPNOTSUPP, errno.EINVAL, errno.ENOSYS, getattr(errno, "ENOTSUP", -1)):
                 raise _naming(exc, target) from None
     if st.st_size < size:
@@ -589,6 +594,8 @@ def _kind(mode: int) -> str:
 def _naming(exc: OSError, target: Path) -> OSError:
     """``exc`` (same class and errno) with a message naming ``target``, the file being written (a full disk or
     a file-size limit otherwise reports only ``[Errno 27] File too large``, or the temporary file's name)."""
+    if getattr(exc, "names_target", False):  # already says what was being written (a full disk, _no_space)
+        return exc
     reason = exc.strerror or str(exc)
     return type(exc)(exc.errno, f"{reason} (while writing {str(target)!r})", str(target))
 
@@ -618,7 +625,10 @@ def naming_write_errors(target):
     try:
         yield
     except OSError as exc:
-        raise _naming(exc, Path(target)) from None
+        named = _naming(exc, Path(target))
+        if named is exc:
+            raise
+        raise named from None
 
 
 def atomic_write_bytes(target, data: bytes) -> Path:

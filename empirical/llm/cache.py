@@ -267,7 +267,7 @@ class CacheEntry:
             offset = fh.tell()
             fh.flush()
             # every byte reserved before the memory map is written: a full disk is this error, never a SIGBUS
-            _allocate(fh.fileno(), offset + self._nbytes(), self.partial_path)
+            _allocate(fh.fileno(), offset + self._nbytes(), self.partial_path, self._space_hint())
             mm = np.memmap(fh, dtype=self.dtype, mode="r+", shape=self.shape, offset=offset)
         rows = PartialRows(self.shape[1])
         self.checkpoint(mm, rows)
@@ -295,8 +295,12 @@ class CacheEntry:
                     or os.fstat(fh.fileno()).st_size < offset + self._nbytes()):
                 return None
             # a partial file of an older run may be sparse: reserve its holes before writing through the map
-            _allocate(fh.fileno(), offset + self._nbytes(), self.partial_path)
+            _allocate(fh.fileno(), offset + self._nbytes(), self.partial_path, self._space_hint())
             return np.memmap(fh, dtype=self.dtype, mode="r+", shape=self.shape, offset=offset)
+
+    def _space_hint(self) -> str:
+        return ("free some space, or choose another hidden-state cache directory (--cache-dir, RAPTOR_CACHE); the rows "
+                "already extracted stay, and a re-run resumes")
 
     def _nbytes(self) -> int:
         return int(np.prod(self.shape)) * self.dtype.itemsize
