@@ -96,9 +96,16 @@ def test_float16_storage_keeps_ordinary_states():
                 check_storable(tiny, np.float16)
         else:
             check_storable(tiny, np.float16)
+    # a narrow layer in a one-prompt batch: one small value is 3 % of 32, not yet evidence (at least 8 are needed)
+    narrow = np.ones((1, 1, 32), np.float32)
+    narrow[0, 0, :7] = 1e-7
+    check_storable(narrow, np.float16)
+    narrow[0, 0, 7] = 1e-7
+    with pytest.raises(ValueError, match=r"25\.0% of its nonzero values \(8 of 32"):
+        check_storable(narrow, np.float16)
     # the layer named is the caller's
     with pytest.raises(ValueError, match="layer 7 "):
-        check_storable(np.full((2, 1, 4), 1e-9, np.float32), np.float16, layers=[6, 7][::-1])
+        check_storable(np.full((2, 1, 16), 1e-9, np.float32), np.float16, layers=[7, 6])
     with pytest.raises(ValueError, match="layer 3 are beyond float16's range .*--cache-dtype float16"):
         check_storable(np.full((1, 1, 4), 1e5, np.float32), np.float16, layers=[3])
 

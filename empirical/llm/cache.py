@@ -76,6 +76,9 @@ def row_digest(rows: np.ndarray) -> bytes:
 #: refused (:func:`check_storable`).  A layer of N(0, s^2) states passes for s > 5e-3 (real layers: s ~ 1, a
 #: fraction ~ 5e-5); a layer at the 1e-9 scale (a tiny random model) loses every value and fails.
 FLOAT16_UNDERFLOW_MAX = 0.01
+#: ... and at least this many of them (a narrow layer in a one-prompt batch: one small value of 32 is 3 %, and an
+#: N(0, 1) layer has one with probability 1.6e-3; eight such values by chance have probability ~1e-27)
+FLOAT16_UNDERFLOW_MIN_COUNT = 8
 
 
 def _layer_names(layers, n: int) -> list:
@@ -104,9 +107,10 @@ def check_hidden_finite(buf, layers=None) -> None:
 def check_storable(buf, dtype, layers=None) -> np.ndarray:
     """``buf`` (n_layers x rows x p) rounded to the storage ``dtype``, if the storage holds it; else a ``ValueError``
     naming the layer: NaN or infinite states (:func:`check_hidden_finite`), a state beyond the storage's range
-    (float16: 65504), or, for float16, more than :data:`FLOAT16_UNDERFLOW_MAX` of a layer's nonzero states flushed to
-    zero or to a subnormal number (the fraction named).  Every message for float16 names ``--cache-dtype`` and
-    suggests float32.  Nothing is rounded silently into a different array."""
+    (float16: 65504), or, for float16, more than :data:`FLOAT16_UNDERFLOW_MAX` of a layer's nonzero states (and at
+    least :data:`FLOAT16_UNDERFLOW_MIN_COUNT` of them) flushed to zero or to a subnormal number (the fraction
+    named).  Every message for float16 names ``--cache-dtype`` and suggests float32.  Nothing is rounded silently
+    into a different array."""
     buf = np.asarray(buf)
     check_hidden_finite(buf, layers)
     dtype = np.dtype(dtype)
@@ -128,7 +132,7 @@ def check_storable(buf, dtype, layers=None) -> np.ndarray:
             magnitude = np.abs(buf[k])
             nonzero = int(np.count_nonzero(magnitude))
             lost = int(np.count_nonzero((magnitude > 0) & (magnitude < tiny)))
-            if nonzero and lost / nonzero > FLOAT16_UNDERFLOW_MAX:
+            if nonzero and lost / nonzero > FLOAT16_UNDERFLOW_MAX and lost >= FLOAT16_UNDERFLOW_MIN_COUNT:
                 flushed = int(np.count_nonzero((magnitude > 0) & (stored[k] == 0)))
                 raise ValueError(
                     f"hidden states of layer {names[k]} are too small for {dtype} storage (--cache-dtype {dtype}): "
