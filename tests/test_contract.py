@@ -6,14 +6,19 @@ their defaults (required parameters are built from their documented type when th
 arrays, labels, ``1.0`` for a float, ``2`` for an int; a callable whose valid base call cannot be built, or does not
 run in ``BASE_SECONDS``, is skipped and reported by ``test_report_coverage``).  A class is constructed, and fitted
 on a small valid data set when it is an estimator (scikit-learn validates in ``fit``).  Each parameter's kind is read
-from its numpydoc type, else from its default.
+from its numpydoc type, else from its default; an array named ``y...`` or typed as labels is of kind ``labels``.
+Array values are not only numpy arrays but what users pass (issue 52): torch tensors of every dtype (bfloat16,
+requires_grad, a meta tensor; omitted where torch is not installed, the floors environment), data frames of
+numbers and of text, numeric text in a text or object array, a subnormal column; labels add two classes of
+each type (text, booleans, floats) and labels of two types.
 
 Each (callable, parameter, value) must end in one of:
 
 - a ``ValueError`` / ``TypeError`` whose message names the parameter (or a documented alias, ``ALIASES``), or,
   for a path, an ``OSError`` (``FileNotFoundError``, ``NotADirectoryError``, ...) that names it: the error vocabulary
   every command line turns into one line (docs/errors_and_guarantees.md);
-- a normal return (the value was valid), whose result holds no NaN unless the docstring mentions NaN.
+- a normal return (the value was valid), whose result holds no NaN unless the docstring mentions NaN; never for a
+  value of ``MUST_REFUSE`` (text that numpy would parse as numbers, a meta or complex tensor, labels of two types).
 
 Anything else fails: another exception type, a message that does not name the argument, a call running past
 ``CALL_SECONDS`` (``signal.setitimer`` on the main thread).  Every option of the three command lines
@@ -143,8 +148,61 @@ HOSTILE = {
               "strings": lambda: np.full((6, 3), "a"), "nan": lambda: np.full((6, 3), np.nan),
               "inf": lambda: np.full((6, 3), np.inf), "empty": lambda: np.empty((0, 3)),
               "zero": lambda: np.zeros((6, 3)), "negative": lambda: -np.ones((6, 3)),
-              "huge": lambda: np.full((6, 3), 1e300), "scalar": lambda: 2.5, "blank": lambda: "  "},
+              "huge": lambda: np.full((6, 3), 1e300), "scalar": lambda: 2.5, "blank": lambda: "  ",
+              # what users pass besides numpy arrays (issue 52): text that numpy would parse as numbers, data frames,
+              # a column below every accepted magnitude, labels of two types
+              "numeric text": lambda: np.full((6, 3), "1.5"), "object numeric text": lambda: _numeric_strings(object),
+              "frame": lambda: _frame(_data()), "text frame": lambda: _frame(_numeric_strings(object)),
+              "subnormal column": lambda: _subnormal_column(),
+              "mixed labels": lambda: np.array([0, "a"] * 3, dtype=object)},
 }
+if importlib.util.find_spec("torch") is not None:  # the floors environment has no torch: no tensor values there
+    HOSTILE["array"].update({
+        **{f"tensor {dtype}": (lambda dtype=dtype: _tensor(dtype)) for dtype in
+           ("float16", "bfloat16", "float32", "float64", "int64", "bool", "complex64")},
+        "tensor requires_grad": lambda: _tensor("float32").requires_grad_(True),
+        "tensor meta": lambda: _tensor("float32", device="meta")})
+#: labels (a parameter named ``y...`` or typed as labels): the array values, and the label types "two classes, any
+#: labels" promises (40 entries, the length of the valid data the other arguments are built from)
+HOSTILE["labels"] = {**HOSTILE["array"], "text classes": lambda: np.tile(["no", "yes"], 20),
+                     "bool classes": lambda: np.tile([False, True], 20),
+                     "float classes": lambda: np.tile([0.5, 2.5], 20),
+                     "mixed classes": lambda: np.array([0, "a"] * 20, dtype=object),
+                     "object text classes": lambda: np.array(["no", "yes"] * 20, dtype=object),
+                     "list of mixed classes": lambda: [0, "a"] * 20}
+if importlib.util.find_spec("torch") is not None:
+    HOSTILE["labels"]["tensor classes"] = lambda: _tensor("int64", values=np.tile([0, 1], 20))
+#: values a normal return must not accept: text parsed as numbers, a tensor without values, labels of two types (a
+#: return would be the silent conversion the contract forbids); other values may be valid input
+MUST_REFUSE = {"array": {"numeric text", "object numeric text", "text frame", "tensor meta", "tensor complex64"},
+               "labels": {"mixed labels", "mixed classes", "list of mixed classes", "tensor meta", "tensor complex64"}}
+
+
+def _data():
+    return np.random.default_rng(1).standard_normal((6, 3))
+
+
+def _numeric_strings(dtype):
+    return _data().round(3).astype(str).astype(dtype)
+
+
+def _frame(values):
+    import pandas as pd
+
+    return pd.DataFrame(values, columns=["a", "b", "c"])
+
+
+def _subnormal_column():
+    X = _data()
+    X[:, 0] *= 1e-310  # subnormal: 1 / its standard deviation overflows
+    return X
+
+
+def _tensor(dtype, device="cpu", values=None):
+    import torch
+
+    values = _data() if values is None else values
+    return torch.tensor(values).to(dtype=getattr(torch, dtype), device=device)
 
 
 def _rng():
@@ -170,9 +228,9 @@ def _valid(name: str, kind: str | None, type_text: str, signed: bool = False):
         return False
     if kind == "axes" and "sequence" not in t:
         return _figure().add_subplot()
+    if kind == "labels":
+        return np.tile([-1.0, 1.0], 20) if signed else np.tile([0, 1], 20)
     if kind == "array":
-        if name.startswith("y") or "label" in t:
-            return np.tile([-1.0, 1.0], 20) if signed else np.tile([0, 1], 20)
         if "(n, p)" in t or "(n,p)" in t or name in {"X", "H", "X_train"}:
             return _rng().standard_normal((40, 3))
         if "(p,)" in t or "(n,)" in t or "(p)" in t or "(n)" in t:
@@ -242,6 +300,8 @@ class Entry:
             default = None if p.default is p.empty else p.default
             self.defaults[p.name] = default
             kind = _kind(self.types.get(p.name, ""), default)
+            if kind == "array" and (p.name.startswith("y") or "label" in self.types.get(p.name, "").lower()):
+                kind = "labels"
             if p.default is p.empty:
                 try:
                     self.required[p.name] = _valid(p.name, kind, self.types.get(p.name, ""),
@@ -305,6 +365,8 @@ def check(entry, name, label):
         return f"{name}={label}: {type(exc).__name__}: {exc}"[:300]
     if _has_nan(result) and "nan" not in entry.doc.lower():
         return f"{name}={label}: returned NaN"
+    if label in MUST_REFUSE.get(entry.params[name], ()):
+        return f"{name}={label}: accepted (numpy would have turned it into numbers silently, or it holds no values)"
     return ""
 
 
