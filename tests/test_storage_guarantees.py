@@ -336,3 +336,23 @@ def test_raptor_export_locks_the_name_it_derives_from_the_probe_file(tmp_path, c
     err = capsys.readouterr().err
     assert "--out (derived from --probe-file)" in err and "being written by" in err and not derived.exists(), err
     assert cli.main(argv) == 0 and derived.exists() and not list(tmp_path.glob(".*.lock"))
+
+
+def test_raptor_extract_with_float16_storage_of_tiny_states_is_one_line_naming_the_option(tmp_path, cli_setup,
+                                                                                         capsys):
+    _, _, _, tiny_tokenizer = _llm()
+    from empirical import cli
+
+    root, base = cli_setup
+    model_dir = tmp_path / "tiny-states"
+    _scaled_model(1e-9).save_pretrained(model_dir)
+    tiny_tokenizer().save_pretrained(model_dir)
+    argv = [a if a != str(root / "model") else str(model_dir) for a in base]
+    argv = [a if a != str(root / "cache") else str(tmp_path / "cache") for a in argv]
+    capsys.readouterr()  # saving the model prints a progress bar
+    assert cli.main(["extract", *argv, "--cache-dtype", "float16", "--out", str(tmp_path / "out")]) == 2
+    err = capsys.readouterr().err.strip()
+    assert len(err.splitlines()) == 1 and "raptor extract: error:" in err, err
+    assert "--cache-dtype float16" in err and "layer 0" in err and "%" in err and "float32" in err, err
+    assert not list((tmp_path / "cache").rglob("*.npy")) and not list((tmp_path / "cache").rglob("*.lock"))
+    assert cli.main(["extract", *argv, "--out", str(tmp_path / "out")]) == 0  # float32 storage holds them

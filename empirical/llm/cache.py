@@ -8,7 +8,11 @@ on request (``ExtractionCache(storage="float16")``: half the disk and memory; th
 ``.partial.npy`` + ``.rows.npz`` while an extraction is under way (resumable: ``done[i]`` is True
 once row i of every layer has been written and flushed, and ``digests[i]`` is the sha256 of that
 row's bytes as computed, so a damaged partial row is detected and recomputed, never trusted);
-``.lock`` serializes concurrent extractors of the same entry (``fcntl.flock``). Before a partial
+``.lock`` serializes concurrent extractors of the same entry (:func:`empirical.common.files.exclusive_lock`, removed
+on release). The partial file is reserved on disk before it is memory-mapped (free space checked, then
+``posix_fallocate``), so a full disk is an error naming the cache directory, never a SIGBUS; states the storage
+cannot hold (NaN, inf, beyond float16's range, mostly below its smallest normal) are refused naming the layer
+before they are written (:func:`check_storable`). Before a partial
 file is published every row is checked against its digest; the finished ``.npy`` is written under
 a temporary name and published with ``os.replace``; metadata and checksums are validated on load.
 No write follows a symbolic link it did not create: the partial file is created exclusively under a fresh name
@@ -363,7 +367,8 @@ class ExtractionCache:
     storage : {"float32", "float16"}, default="float32"
         The dtype entries are stored in: float16 halves disk and memory (an 80-layer, p = 8192 model over 6,000
         prompts: 7.9 GB instead of 15.7 GB) at a measured accuracy cost (docs/llm.md, "Cache storage"); a state
-        beyond float16's range (65504) is refused, naming the storage.  Part of each entry's key.
+        beyond float16's range (65504) is refused, naming the storage, and so is a layer whose nonzero states it would
+        mostly flush to zero or subnormal numbers (:data:`FLOAT16_UNDERFLOW_MAX`).  Part of each entry's key.
 
     Attributes
     ----------
