@@ -220,7 +220,7 @@ class LockHeldError(ValueError):
 
 
 def _holder_of(fd: int) -> str:
-    """Who holds the lock file ``fd``, as its holder recorded it (``"pid 123"``), or ``"another process"``."""
+    """Who holds the lock file ``fd``, as its holder recorded it (``"process 123"``), or ``"another process"``."""
     try:
         text = os.pread(fd, 64, 0).decode("ascii", "replace").strip()
     except OSError:
