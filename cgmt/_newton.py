@@ -67,11 +67,17 @@ POLISH_STEPS = 2
 PATH_FIRST_STEP = math.log(30.0)
 PATH_MAX_STEP = math.log(1e4)
 PATH_MIN_STEP = 1e-4
-#: the coarse rule's march (:func:`drive` with ``coarse``) gives up after this many failed steps and hands over to
+#: the coarse rule's march (:func:`drive` with ``coarse``) gives up at its first failed step and hands over to
 #: the full rule: where the coarse rule's error approaches PATH_TOL (sharp kernels, kappa >~ 50 next to the
 #: separability threshold) its path stalls while the full rule's does not, and halving the step to PATH_MIN_STEP
-#: cost thousands of evaluations (e.g. 5,400 at delta = kappa = 100, lam = 1e-8, against 55 on the full rule)
-COARSE_MAX_FAILURES = 3
+#: cost thousands of evaluations (e.g. 5,400 at delta = kappa = 100, lam = 1e-8, against 55 on the full rule).
+#: Three failures (until 2026-11-29) cost the slowest random solves twice their time (benchmarks/cgmt_domain.py)
+COARSE_MAX_FAILURES = 1
+#: the isotropic solver uses the coarse rule only for kappa <= COARSE_KAPPA_MAX: above it the coarse rule's error
+#: reaches 1e-3 to 1e-1 (alpha at delta = 100, lam = 1e-8, kappa = 500: 1e-3; delta = 1004, lam = 2.5e-5,
+#: kappa = 813: 10 %), its march stalls, and the slowest random solves and sweeps at kappa in (100, 1e3] took
+#: twice as long with it as without it
+COARSE_KAPPA_MAX = 100.0
 EASY_STEP_NIT = 3
 #: Newton iterations allowed at an intermediate continuation point: from the secant predictor a point converges in
 #: 2-6; one that has not in this many is a step too long, which march_lambda halves (instead of spending maxiter)
@@ -229,16 +235,20 @@ def _newton_core(y, args, tol, maxiter, r, jy, extra):
     nrm = _max_abs(r)
     if not math.isfinite(nrm):
         return 0, 2, nfev
+    bar = np.empty(3)
     for it in range(1, maxiter + 1):
         if nrm <= tol:
             return it - 1, 0, nfev
-        if not _solve3(jy, r, step):
+        exact = _solve3(jy, r, step)
+        if not exact:
             step[:] = np.linalg.lstsq(jy, r, -1.0)[0]
         for i in range(3):
             step[i] = -step[i]
             if not math.isfinite(step[i]):
                 return it, 2, nfev
-        scale = max(abs(step[1]) / TRUST_LOG, abs(step[2]) / TRUST_LOG, abs(step[0]) / max(1.0, abs(y[0])), 1.0)
+        w0 = 1.0 / max(1.0, abs(y[0]))  # the step's norm: y[0] relative, the logs absolute
+        full = max(abs(step[0]) * w0, abs(step[1]), abs(step[2]))
+        scale = max(abs(step[1]) / TRUST_LOG, abs(step[2]) / TRUST_LOG, abs(step[0]) * w0, 1.0)
         for i in range(3):
             step[i] /= scale
         s = 1.0
@@ -253,6 +263,13 @@ def _newton_core(y, args, tol, maxiter, r, jy, extra):
             if math.isfinite(nt) and nt <= (1.0 - ARMIJO * s) * nrm:
                 accepted = True
                 break
+            # Deuflhard's natural monotonicity test (affine covariant): the simplified Newton correction
+            # J(y)^-1 r(y_t) shrinks.  It accepts the steps that a residual test refuses where J is nearly
+            # singular (the MLE's corner: cond ~1e8, where the residual's curvature dominates its linear decrease)
+            if exact and math.isfinite(nt) and _solve3(jy, rt, bar):
+                if max(abs(bar[0]) * w0, abs(bar[1]), abs(bar[2])) <= (1.0 - 0.5 * s / scale) * full:
+                    accepted = True
+                    break
             s *= 0.5
         if not accepted:
             return it, 2, nfev
@@ -451,9 +468,29 @@ def continuation(problem, tol, maxiter, start, direct_guess=None, max_failures=N
     if status != 0:
         return _at_target(problem, y, total, status)
     if lam_target == 0.0:
-        y, r, extra, nit, status = damped_newton(problem, y, tol, maxiter, lam=0.0)
-        return y, r, extra, total + nit, status
+        return _to_zero(problem, y, tol, maxiter, total)
     return y, r, extra, total, 0
+
+
+def _to_zero(problem, y_floor, tol, maxiter, total):
+    """The last stage of a march to lam = 0 (the MLE): Newton at lam = 0 from the linear extrapolation of the
+    solutions at LAMBDA_FLOOR and 2 LAMBDA_FLOOR (the solution is analytic in lam at 0, so the extrapolation's error
+    is O(LAMBDA_FLOOR^2)), else from the solution at LAMBDA_FLOOR.
+
+    Near the MLE's degenerate corner (kappa of hundreds, delta a little above delta*) two of the three equations
+    become nearly dependent (Jacobian condition ~1e8): the O(LAMBDA_FLOOR) shift to lam = 0 then moves the answer by
+    ~0.4 %, and damped Newton from the LAMBDA_FLOOR solution creeps there in ~200 backtracked iterations (4.3 s at
+    delta = 1004, kappa = 813), while from the extrapolation it converges in 2 (8 ms).
+    """
+    y2, _, _, nit2, status2 = damped_newton(problem, y_floor, tol, PATH_STEP_MAXITER, lam=2.0 * LAMBDA_FLOOR)
+    total += nit2
+    if status2 == 0:
+        y, r, extra, nit, status = damped_newton(problem, 2.0 * y_floor - y2, tol, PATH_STEP_MAXITER, lam=0.0)
+        total += nit
+        if status == 0:
+            return y, r, extra, total, 0
+    y, r, extra, nit, status = damped_newton(problem, y_floor, tol, maxiter, lam=0.0)
+    return y, r, extra, total + nit, status
 
 
 def path_order(quad_order) -> int:

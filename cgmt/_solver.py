@@ -30,7 +30,16 @@ from empirical.common.checks import check_scalar
 from empirical.common.failures import report
 
 from ._accuracy import accuracy_from_margin, bayes_accuracy
-from ._newton import DEFAULT_MAXITER, DEFAULT_TOL, POLISH_TOL, Problem, bracketed_root, damped_newton, drive
+from ._newton import (
+    COARSE_KAPPA_MAX,
+    DEFAULT_MAXITER,
+    DEFAULT_TOL,
+    POLISH_TOL,
+    Problem,
+    bracketed_root,
+    damped_newton,
+    drive,
+)
 from ._threshold import separability_threshold
 from .quadrature import DEFAULT_ORDER, gaussian_rule
 from .result import CGMTResult, outcome, within_limits
@@ -159,7 +168,8 @@ def _solve(delta, lam, kappa, *, x0, tol, maxiter, quad_order, check_quadrature=
     y0 = start_point(x0)
     guess = _large_lambda_start(system)  # also the direct guess at the target, before continuation
     y, r, e2, nit, status = drive(system, tol, maxiter, start=guess, direct_guess=guess,
-                                  starts=() if y0 is None else (y0,), coarse=True, fallback=_fixed_point)
+                                  starts=() if y0 is None else (y0,), coarse=kappa <= COARSE_KAPPA_MAX,
+                                  fallback=_fixed_point)
     out = _finish(system, y, r, e2, nit, status, tol, quad_order)
     if check_quadrature:
         # re-solve on the rule with twice the order, to rounding-level residual, from this solution

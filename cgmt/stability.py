@@ -56,6 +56,11 @@ __all__ = [
 #: see tests/test_stability_theory.py::test_quadrature_converged)
 DEFAULT_ORDER = 10
 _MIN_SCALE = 1e-10
+#: points of the G table per unit of the scale hypot(su, 1 / kappa) on which G varies (cubic Hermite; at 32 the
+#: self-check of equation (1) holds to 1e-9 at the four points of tests/test_stability_theory.py)
+TABLE_DENSITY = 32
+#: fewest points of the G table
+TABLE_MIN = 401
 
 
 # --------------------------------------------------------------------------------------------
@@ -88,14 +93,14 @@ def _g_table(mmax, npts, su, kappa, xg, wg, L, H, ebuf, cen, scl, wn, ww, gv, gd
 
 
 @njit(cache=True)
-def _g_interp(mu, mmax, h, gv, gd):
-    """Cubic Hermite interpolation of the tabulated G (constant extension outside the table)."""
+def _g_interp(mu, mmax, h, npts, gv, gd):
+    """Cubic Hermite interpolation of G tabulated at ``npts`` points (constant extension outside the table)."""
     if mu <= -mmax:
         return gv[0]
     x = (mu + mmax) / h
     j = int(x)
-    if j >= gv.size - 1:
-        return gv[gv.size - 1]
+    if j >= npts - 1:
+        return gv[npts - 1]
     t = x - j
     t2 = t * t
     t3 = t2 * t
@@ -125,10 +130,13 @@ def _cross_kernel(a1, s1, g1, a2, s2, g2, s12, kappa, xg, wg, L, H, ntab, bufs):
     degenerate = s < 1e-9
     cB = 0.0 if degenerate else (a2 / tau2 - r * a1 / tau1) / s
     su = math.sqrt(max(0.0, 1.0 - cA * cA - cB * cB))
-    # G table on |mu| <= mmax (covers every node: |A|, |B| <= L)
+    # G table on |mu| <= mmax (covers every node: |A|, |B| <= L), TABLE_DENSITY points per unit of the scale
+    # hypot(su, 1 / kappa) on which G varies (at most ntab, the buffers' size, sized for the smallest scale)
     mmax = L * (abs(cA) + abs(cB)) + 1e-9
-    gh = _g_table(mmax, ntab, su, kappa, xg, wg, L, H, ebuf, cen, scl, wn, ww, gv, gd)
     gscale = math.hypot(su, math.pi / kappa) if kappa > 0.0 else H
+    tscale = math.hypot(su, 1.0 / kappa) if kappa > 0.0 else H
+    npts = min(ntab, max(TABLE_MIN, int(math.ceil(2.0 * mmax * TABLE_DENSITY / tscale)) + 1))
+    gh = _g_table(mmax, npts, su, kappa, xg, wg, L, H, ebuf, cen, scl, wn, ww, gv, gd)
     c1m, c1p = prox_branch_points(g1)
     c2m, c2p = prox_branch_points(g2)
     # outer rule in A
@@ -149,7 +157,7 @@ def _cross_kernel(a1, s1, g1, a2, s2, g2, s12, kappa, xg, wg, L, H, ntab, bufs):
             continue
         if degenerate:
             v2 = tau2 * A
-            total += aw[i] * _g_interp(cA * A, mmax, gh, gv, gd) * h1 * (v2 - prox_scalar(v2, g2))
+            total += aw[i] * _g_interp(cA * A, mmax, gh, npts, gv, gd) * h1 * (v2 - prox_scalar(v2, g2))
             continue
         cen[0] = (c2m / tau2 - r * A) / s
         scl[0] = math.pi / (tau2 * s)
@@ -165,7 +173,7 @@ def _cross_kernel(a1, s1, g1, a2, s2, g2, s12, kappa, xg, wg, L, H, ntab, bufs):
         inner = 0.0
         for j in range(nb):
             v2 = tau2 * (r * A + s * bn[j])
-            inner += bw[j] * _g_interp(cA * A + cB * bn[j], mmax, gh, gv, gd) * (v2 - prox_scalar(v2, g2))
+            inner += bw[j] * _g_interp(cA * A + cB * bn[j], mmax, gh, npts, gv, gd) * (v2 - prox_scalar(v2, g2))
         total += aw[i] * h1 * inner
     return total
 
@@ -180,8 +188,10 @@ def _buffers(order, ntab):
 
 
 def _table_size(su_kappa_scale):
-    # G varies on the scale hypot(su, pi/kappa) >= ...; 16 points per scale unit over |mu| <= 2L
-    return int(min(20001, max(401, math.ceil(2 * 2 * TRUNCATION * 16 / su_kappa_scale) + 1)))
+    # the buffers: G varies on the scale hypot(su, 1 / kappa) >= 1 / kappa; TABLE_DENSITY points per scale unit over
+    # |mu| <= 2L (the kernel fills only what its own su and mmax need: before 2026-11-29 it filled them all, 0.7 s per
+    # evaluation at kappa ~ 100 although su was large)
+    return int(min(20001, max(TABLE_MIN, math.ceil(2 * 2 * TRUNCATION * TABLE_DENSITY / su_kappa_scale) + 1)))
 
 
 def cross_expectation(sol1, sol2, sigma12: float, kappa: float, *, order: int = DEFAULT_ORDER) -> float:
@@ -215,7 +225,7 @@ def cross_expectation(sol1, sol2, sigma12: float, kappa: float, *, order: int = 
     """
     a1, s1, g1 = (float(x) for x in sol1)
     a2, s2, g2 = (float(x) for x in sol2)
-    ntab = _table_size(math.pi / kappa) if kappa > 0 else 401
+    ntab = _table_size(1.0 / kappa) if kappa > 0 else TABLE_MIN
     xg, wg, bufs = _buffers(int(order), ntab)
     return float(_cross_kernel(a1, s1, g1, a2, s2, g2, float(sigma12), float(kappa), xg, wg,
                                TRUNCATION, MAX_PANEL, ntab, bufs))
@@ -280,7 +290,7 @@ def cross_noise_covariance(sol1, sol2, delta12: float, kappa: float, *, order: i
     hi = s1 * s2
     if delta12 == 0.0 or hi == 0.0:
         return _cross_result(0.0, 0.0, True, 0, 0, 0.0)
-    ntab = _table_size(math.pi / kappa) if kappa > 0 else 401
+    ntab = _table_size(1.0 / kappa) if kappa > 0 else TABLE_MIN
     xg, wg, bufs = _buffers(int(order), ntab)
     nfev = 0
 

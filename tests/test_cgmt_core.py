@@ -176,3 +176,26 @@ def test_a_failed_continuation_reports_its_residual_at_the_target(monkeypatch):
     assert np.max(np.abs(r)) > 1e-3  # the target's residual (lam = 0.01), not 1e-14
     y, r, extra, nit, status = _newton.drive(problem, 1e-10, 100, start=start)
     assert status != 0 or np.max(np.abs(problem(y)[0])) <= 1e-10
+
+
+#: the MLE's degenerate corner: kappa of hundreds, delta ~1.25 delta* (drawn by benchmarks/cgmt_domain.py, seeds 269
+#: and 1337 of the mle entry point, where mle took 16.4 s and 15.3 s before 2026-11-29)
+MLE_CORNER = [(1004.2583298424257, 812.9390640165501), (964.0470697005397, 816.7214812754938)]
+
+
+@pytest.mark.parametrize("delta, kappa", MLE_CORNER)
+def test_newton_crosses_a_nearly_singular_jacobian_by_natural_monotonicity(delta, kappa):
+    """Two of the three equations are nearly dependent there (Jacobian condition > 1e7): the Newton step from the
+    lam = 1e-12 solution to lam = 0 is right, but the residual's curvature along it exceeds its linear decrease, so a
+    residual (Armijo) test backtracked it to a creep of ~200 iterations that did not converge in 100.  Deuflhard's
+    natural monotonicity test accepts it: converged in a few iterations, to a residual at rounding level."""
+    near = cgmt.solve(delta, 1e-12, kappa)
+    problem = Problem(delta, 0.0, kappa, 10)
+    y0 = Problem.to_y(near.alpha, near.sigma, near.gamma)
+    _, jac, _ = problem(y0)
+    assert np.linalg.cond(jac) > 1e7
+    y, r, _, nit, status = cgmt._newton.damped_newton(problem, y0, 1e-10, 100)
+    assert status == 0 and nit <= 5 and np.max(np.abs(r)) <= 1e-10
+    mle = cgmt.mle(delta, kappa)
+    assert mle.success and mle.nit <= 80  # 190+ before
+    np.testing.assert_allclose(mle.x, Problem.to_x(y), rtol=1e-6)  # cond ~1e8 x residual 1e-10 ~ 1e-2 at worst
