@@ -19,7 +19,9 @@ TORCH_SIDE = {"empirical.llm", "empirical.llm.extract", "empirical.llm.models", 
               "empirical.logistic.batched"}
 #: optional heavy dependencies that a function may import on purpose (deferred)
 DEFERRED_OK = {"torch", "transformers", "xrfm", "gguf", "accelerate", "matplotlib", "tokenizers", "dask",
-               "distributed", "vaderSentiment", "jinja2"}
+               "distributed", "vaderSentiment", "jinja2",
+               "huggingface_hub",  # the [llm] extra's (transformers'), read only to find a local snapshot
+               "fcntl"}  # POSIX only: files.exclusive_lock imports it when it locks, so the floor imports everywhere
 #: which project packages each package may import (the package map of docs/architecture.md)
 ALLOWED = {
     # the ground floor imports no part of the project; every package may import it

@@ -23,9 +23,11 @@ import itertools
 import math
 import os
 import stat
+from contextlib import ExitStack
 from importlib import metadata
 from pathlib import Path
 
+from .files import output_lock, output_lock_path
 from .resources import available_cores
 
 __all__ = ["add_version", "available_cores", "enforce_options", "holding_outputs", "int_in", "number_in", "number_list",
@@ -418,10 +420,6 @@ def holding_outputs(parser, args, body):
     >>> holding_outputs(parser, args, lambda: 0)
     0
     """
-    from contextlib import ExitStack
-
-    from .files import _lock_path, output_lock
-
     if not isinstance(parser, argparse.ArgumentParser):
         raise TypeError(f"parser must be an argparse.ArgumentParser, got {type(parser).__name__}")
     if not isinstance(args, argparse.Namespace):
@@ -431,7 +429,7 @@ def holding_outputs(parser, args, body):
     given = [(option, getattr(args, dest), kind) for option, dest, kind, _ in output_options(parser)
              if getattr(args, dest, None) is not None]
     with ExitStack() as stack:  # a stable order (by lock file), so two commands never wait on each other in a cycle
-        for option, path, kind in sorted(given, key=lambda g: str(_lock_path(g[1], g[2]))):
+        for option, path, kind in sorted(given, key=lambda g: str(output_lock_path(g[1], g[2]))):
             stack.enter_context(output_lock(path, option, kind))
         return body()
 

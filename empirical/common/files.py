@@ -314,7 +314,7 @@ def exclusive_lock(path, *, wait: bool = True, what: str = ""):
         os.close(fd)
 
 
-def _lock_path(target, kind: str) -> Path:
+def output_lock_path(target, kind: str) -> Path:
     """The lock file of an output: ``.<name>.lock`` beside it, in its directory with links resolved (a file output
     is replaced by name, so a link at its name is not followed; a directory output is written through)."""
     target = Path(os.path.expanduser(os.fspath(target)))
@@ -360,7 +360,7 @@ def output_lock(target, option: str = "", kind: str = "file"):
     if kind not in ("file", "directory"):
         raise ValueError(f"kind must be 'file' or 'directory', got {kind!r:.60}")
     target = check_path(target, "target")
-    lock = _lock_path(target, kind)
+    lock = output_lock_path(target, kind)
     if not lock.parent.is_dir():  # never created here: a command that refuses a missing folder must still see it so
         yield None
         return
@@ -375,7 +375,7 @@ def _no_space(target: Path, needed: int, free: int, hint: str) -> OSError:
     return exc
 
 
-def _allocate(fd: int, size: int, target, hint: str = "") -> None:
+def reserve_file_space(fd: int, size: int, target, hint: str = "") -> None:
     """Make the open regular file ``fd`` ``size`` bytes long with every byte reserved on disk, before it is memory
     mapped: a write into a memory map of a sparse file on a full disk kills the process with SIGBUS (no error, no
     clean-up).  The free space (:func:`shutil.disk_usage`) is checked first against the bytes not yet allocated,

@@ -36,7 +36,6 @@ import numpy as np
 from empirical.common.checks import check_choice
 
 from ..common.files import (
-    _allocate,
     atomic_file,
     atomic_path,
     atomic_write_text,
@@ -46,6 +45,7 @@ from ..common.files import (
     naming_write_errors,
     open_for_update,
     read_json,
+    reserve_file_space,
     sha256_file,
 )
 
@@ -275,7 +275,7 @@ class CacheEntry:
             offset = fh.tell()
             fh.flush()
             # every byte reserved before the memory map is written: a full disk is this error, never a SIGBUS
-            _allocate(fh.fileno(), offset + self._nbytes(), self.partial_path, self._space_hint())
+            reserve_file_space(fh.fileno(), offset + self._nbytes(), self.partial_path, self._space_hint())
             mm = np.memmap(fh, dtype=self.dtype, mode="r+", shape=self.shape, offset=offset)
         rows = PartialRows(self.shape[1])
         self.checkpoint(mm, rows)
@@ -303,7 +303,7 @@ class CacheEntry:
                     or os.fstat(fh.fileno()).st_size < offset + self._nbytes()):
                 return None
             # a partial file of an older run may be sparse: reserve its holes before writing through the map
-            _allocate(fh.fileno(), offset + self._nbytes(), self.partial_path, self._space_hint())
+            reserve_file_space(fh.fileno(), offset + self._nbytes(), self.partial_path, self._space_hint())
             return np.memmap(fh, dtype=self.dtype, mode="r+", shape=self.shape, offset=offset)
 
     def _space_hint(self) -> str:
