@@ -336,3 +336,38 @@ def test_raptor_export_refuses_every_name_of_another_format_before_writing(fmt, 
     err = capsys.readouterr().err
     assert f"written as .{fmt}" in err and len(err.strip().splitlines()) == 1, err
     assert sorted(p.name for p in tmp_path.iterdir()) == before
+
+
+@pytest.mark.parametrize("output", OUTPUTS, ids=lambda o: "-".join(filter(None, o[:3])))
+def test_a_link_planted_at_an_outputs_lock_is_never_written_through(output, tmp_path, monkeypatch, capsys):
+    """No write follows a planted link (generated over every output of every command line): a symbolic link at the
+    output's lock file (``.<name>.lock``, the one name a command creates beside its output before its work; the
+    output itself and every temporary are written by the atomic helpers, tests/test_no_write_through_links.py)
+    leaves the link's target byte-identical; the command either refuses with one line naming the lock file, or
+    runs without following the link."""
+    from empirical.common.files import output_lock_path
+
+    prog, command, option, kind, suffixes = output
+    ran = []
+    _bodies(monkeypatch, ran)
+    main = _programs()[prog][0].main
+    victim = tmp_path / "outside" / "precious.bin"
+    victim.parent.mkdir()
+    victim.write_bytes(b"the user's own file\n")
+    path = tmp_path / _name("x", kind, suffixes or ((".safetensors",) if kind == "file" else ()))
+    if kind == "directory":
+        path.mkdir()
+    lock = output_lock_path(path, kind)
+    lock.symlink_to(victim)
+    others = _other_required_outputs(prog, command, option, tmp_path)
+    argv = _argv(prog, command, [option, str(path), *others])
+    if (prog, command) == ("raptor", "export"):
+        argv += ["--probe-file", str(tmp_path / "cv.json"), "--format", "safetensors"]
+    code = main(argv)
+    assert victim.read_bytes() == b"the user's own file\n"
+    if code == 2:
+        errors = [line for line in capsys.readouterr().err.splitlines() if "error:" in line]
+        assert len(errors) == 1 and lock.name in errors[0], errors
+        assert ran == []
+    else:
+        assert code == 0 and ran == [1]
