@@ -81,6 +81,8 @@ def _kind(type_text: str, default) -> str | None:
     t = type_text.lower().strip()
     if "axes" in t:  # "matplotlib Axes", "sequence of matplotlib Axes": what a figure is drawn into
         return "axes"
+    if "(l, n, p)" in t or "sequence of (n, p)" in t or "sequence of ndarray of shape" in t:
+        return "layers"  # a stack of layers, or a list of per-layer matrices
     if t.startswith("bool"):
         return "bool"
     if t.startswith(("int", "integer")):
@@ -174,7 +176,15 @@ if importlib.util.find_spec("torch") is not None:
     HOSTILE["labels"]["tensor classes"] = lambda: _tensor("int64", values=np.tile([0, 1], 20))
 #: values a normal return must not accept: text parsed as numbers, a tensor without values, labels of two types (a
 #: return would be the silent conversion the contract forbids); other values may be valid input
-MUST_REFUSE = {"array": {"numeric text", "object numeric text", "text frame", "tensor meta", "tensor complex64"},
+#: a list of per-layer matrices (``fit_layers``' ``H``, ``real_embedding``'s ``embeddings``): each layer against
+#: the others (layers may differ in width, not in rows)
+HOSTILE["layers"] = {"rows differ": lambda: [_layer(40), _layer(39)], "a 1-D layer": lambda: [_layer(40), np.ones(40)],
+                     "a NaN layer": lambda: [_layer(40), np.full((40, 3), np.nan)],
+                     "a text layer": lambda: [_layer(40), np.full((40, 3), "a")], "no layer": lambda: [],
+                     "mapping": lambda: {"a": _layer(40)}, "a 4-D stack": lambda: np.ones((2, 40, 3, 1)),
+                     **COMMON}
+MUST_REFUSE = {"layers": {"rows differ", "a 1-D layer", "a NaN layer", "a text layer", "no layer", "a 4-D stack"},
+               "array": {"numeric text", "object numeric text", "text frame", "tensor meta", "tensor complex64"},
                "labels": {"mixed labels", "mixed classes", "list of mixed classes", "tensor meta", "tensor complex64"}}
 
 
@@ -216,6 +226,10 @@ def _figure():
     return Figure()
 
 
+def _layer(n):
+    return np.random.default_rng(2).standard_normal((n, 3))
+
+
 def _valid(name: str, kind: str | None, type_text: str, signed: bool = False):
     """A valid value for a required parameter, or raise LookupError (``signed``: labels coded -1/+1, as the
     docstring says)."""
@@ -228,6 +242,8 @@ def _valid(name: str, kind: str | None, type_text: str, signed: bool = False):
         return False
     if kind == "axes" and "sequence" not in t:
         return _figure().add_subplot()
+    if kind == "layers":
+        return [_layer(40) for _ in range(3)]
     if kind == "labels":
         return np.tile([-1.0, 1.0], 20) if signed else np.tile([0, 1], 20)
     if kind == "array":

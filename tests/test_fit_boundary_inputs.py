@@ -262,3 +262,22 @@ def test_count_parameters_are_bounded(name, call):
     X, y = _data()
     with pytest.raises(ValueError, match=name):
         call(X, y)
+
+
+def test_fit_layers_refuses_what_is_not_a_stack_of_layers_naming_h():
+    """Found by the contract's generated lists of layers (tests/test_contract.py, kind "layers"): a mapping, a
+    number or a date as H ended in KeyError or "has no len()" instead of an error naming H."""
+    from empirical import fit_layers
+
+    y = np.tile([0, 1], 20)
+    for H in ({"a": np.ones((40, 3))}, 1 + 2j, np.datetime64("2020-01-01"), object()):
+        with pytest.raises(TypeError, match="^H must be an array of shape"):
+            fit_layers(H, y, progress=False)
+
+
+def test_fit_layers_refuses_labels_of_two_types_naming_y():
+    from empirical import fit_layers
+
+    H = [np.random.default_rng(0).standard_normal((40, 3)) for _ in range(2)]
+    with pytest.raises(ValueError, match="y"):
+        fit_layers(H, [0, "a"] * 20, progress=False)

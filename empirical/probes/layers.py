@@ -8,6 +8,7 @@ are fitted in parallel with joblib: switch the backend (e.g. to a Dask cluster) 
 from __future__ import annotations
 
 import time
+from collections.abc import Mapping
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 
@@ -370,6 +371,9 @@ def fit_layers(H, y, *, layers=None, estimator=None, split=None, fractions=(0.6,
     [0, 1]
     """
     n_jobs = check_n_jobs(n_jobs)
+    if isinstance(H, (str, bytes, Mapping)) or not hasattr(H, "__len__") or not hasattr(H, "__getitem__"):
+        raise TypeError(f"H must be an array of shape (L, n, p) or a sequence of (n, p) arrays (one per layer), got "
+                        f"{type(H).__name__}")
     if isinstance(H, np.ndarray) and H.ndim != 3:
         raise ValueError(f"H must have shape (L, n, p), got {H.shape}")
     n_layers = len(H)
@@ -391,7 +395,7 @@ def fit_layers(H, y, *, layers=None, estimator=None, split=None, fractions=(0.6,
         raise ValueError(f"layers must be distinct (one probe per layer), got {repeated} more than once")
     shapes = _check_layer_shapes(H, layers)
     first = shapes[layers[0]]
-    y = np.asarray(y)
+    y = np.asarray(as_real_array(y, "y", labels=True))  # a tensor, a frame or a list of labels, checked once
     check_binary_labels(y, first[0], "y")
     if estimator is None:
         estimator = RaptorProbe(**probe_params)
