@@ -182,6 +182,16 @@ def _run_point(task):
     return entry, seed, desc, verdict, time.perf_counter() - t0, message
 
 
+def _warm_up(entries):
+    """Compile (or load from Numba's cache) every kernel the entry points use, once, before any point is timed: in
+    a fresh clone the first points of each worker otherwise carry the ~13 s cold compile (on 2026-11-29 four of the
+    first `solve` points "took" 25-30 s, 0.003 s each when warm)."""
+    t0 = time.perf_counter()
+    for entry in entries:
+        _run_point((entry, 10 ** 9, 600))
+    print(f"  warm-up (compiling the kernels): {time.perf_counter() - t0:.0f} s", file=sys.stderr, flush=True)
+
+
 def main(argv=None):
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--entries", nargs="+", default=list(ENTRIES), choices=ENTRIES)
@@ -193,8 +203,9 @@ def main(argv=None):
     args = parser.parse_args(argv)
     import pandas as pd
 
+    _warm_up(args.entries)
     rows = []
-    with mp.get_context("fork").Pool(args.jobs) as pool:
+    with mp.get_context("fork").Pool(args.jobs) as pool:  # the workers inherit the warm JIT
         for entry in args.entries:
             tasks = [(entry, args.seed * 10 ** 7 + i, args.limit) for i in range(args.points)]
             t0 = time.perf_counter()
