@@ -15,6 +15,8 @@ Usage::
 
     python benchmarks/cgmt_domain.py --points 10000 --jobs 2 --out domain.csv     # every entry point
     python benchmarks/cgmt_domain.py --entries solve max_margin --points 2000
+    python benchmarks/cgmt_domain.py --points 10000 --first 2000 --out more.csv   # continue a run of 2000
+    python benchmarks/cgmt_domain.py --table-from domain.csv more.csv              # one table of both
 
 The table it prints (per entry point: points, ok, refused, failed, success rate over the accepted domain, median and
 p99 seconds of the converged and of the failed points) is docs/theory.md's coverage table.
@@ -200,31 +202,44 @@ def main(argv=None):
     parser.add_argument("--jobs", type=int, default=2)
     parser.add_argument("--limit", type=int, default=60, help="per-point time limit, seconds")
     parser.add_argument("--out", type=Path, help="CSV of every point")
+    parser.add_argument("--first", type=int, default=0,
+                        help="index of the first point (continue a run: its points are 0 .. first - 1)")
+    parser.add_argument("--table-from", type=Path, nargs="+", metavar="CSV",
+                        help="print the table of earlier runs' --out files (same seed; points counted once) and exit")
     args = parser.parse_args(argv)
     import pandas as pd
 
+    if args.table_from:
+        df = pd.concat([pd.read_csv(f) for f in args.table_from]).drop_duplicates(["entry", "seed"])
+        _report(df, [e for e in ENTRIES if e in set(df.entry)], "merged from " + ", ".join(map(str, args.table_from)))
+        return
     _warm_up(args.entries)
     rows = []
     with mp.get_context("fork").Pool(args.jobs) as pool:  # the workers inherit the warm JIT
         for entry in args.entries:
-            tasks = [(entry, args.seed * 10 ** 7 + i, args.limit) for i in range(args.points)]
+            tasks = [(entry, args.seed * 10 ** 7 + i, args.limit) for i in range(args.first, args.points)]
             t0 = time.perf_counter()
             for k, res in enumerate(pool.imap_unordered(_run_point, tasks, chunksize=8), 1):
                 rows.append(dict(zip(("entry", "seed", "point", "verdict", "seconds", "message"), res)))
-                if k % max(1, args.points // 10) == 0:
-                    print(f"  {entry}: {k}/{args.points} ({time.perf_counter() - t0:.0f} s)", file=sys.stderr,
+                if k % max(1, len(tasks) // 10) == 0:
+                    print(f"  {entry}: {k}/{len(tasks)} ({time.perf_counter() - t0:.0f} s)", file=sys.stderr,
                           flush=True)
     df = pd.DataFrame(rows)
     if args.out:
         df.assign(point=df.point.astype(str)).to_csv(args.out, index=False)
     commit = subprocess.run(["git", "rev-parse", "--short", "HEAD"], capture_output=True, text=True,
                             cwd=Path(__file__).parent).stdout.strip()
-    print(f"cgmt domain coverage, {time.strftime('%Y-%m-%d')}, commit {commit}, {args.points} points per entry point, "
-          f"seed {args.seed}, {args.jobs} processes, time limit {args.limit} s per point")
+    _report(df, args.entries, f"commit {commit}, points {args.first} .. {args.points - 1} per entry point, seed "
+                              f"{args.seed}, {args.jobs} processes, time limit {args.limit} s per point")
+
+
+def _report(df, entries, source):
+    """Print the coverage table of the points in ``df``, then every failure and every point slower than 1 s."""
+    print(f"cgmt domain coverage, {time.strftime('%Y-%m-%d')}, {source}")
     print("| entry point | points | ok | refused (documented) | failed | success | median s (ok) | p99 s (ok) | "
           "max s (ok) | median s (failed) |")
     print("| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |")
-    for entry in args.entries:
+    for entry in entries:
         sub = df[(df.entry == entry) & (df.verdict != "not drawn")]
         ok, ref, bad = (sub[sub.verdict == v] for v in ("ok", "refused", "failed"))
         rate = (len(ok) + len(ref)) / max(1, len(sub))
