@@ -281,3 +281,14 @@ def test_fit_layers_refuses_labels_of_two_types_naming_y():
     H = [np.random.default_rng(0).standard_normal((40, 3)) for _ in range(2)]
     with pytest.raises(ValueError, match="y"):
         fit_layers(H, [0, "a"] * 20, progress=False)
+
+
+def test_a_c_grid_has_a_declared_bound():
+    """Every count or size has a declared bound: a grid of C values is at most MAX_GRID_POINTS fits."""
+    from empirical import RaptorProbe
+    from empirical.common.arrays import MAX_GRID_POINTS, check_grid
+
+    assert check_grid(np.logspace(-4, 4, MAX_GRID_POINTS)).size == MAX_GRID_POINTS
+    X = np.random.default_rng(0).standard_normal((40, 3))
+    with pytest.raises(ValueError, match=f"^Cs has {MAX_GRID_POINTS + 1} points, more than the limit"):
+        RaptorProbe(Cs=np.logspace(-4, 4, MAX_GRID_POINTS + 1)).fit(X, np.tile([0, 1], 20))

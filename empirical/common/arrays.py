@@ -33,6 +33,9 @@ C_MIN = 1e-8
 
 #: see :data:`C_MIN`
 C_MAX = 1e16
+#: Most points of a C grid (the default has 100): each is a fit along the warm-started path, so a grid of 1e7 points
+#: was accepted and ran for hours
+MAX_GRID_POINTS = 10_000
 
 #: Largest solver tolerance accepted (RaptorProbe, LogRegCVProbe ``tol``: a relative gradient norm); a larger one
 #: stops before the first step and returns a zero direction.
@@ -444,7 +447,8 @@ def check_signed_labels(y, n: int, name: str = "y") -> np.ndarray:
     return values
 
 def check_grid(Cs, name: str = "Cs") -> np.ndarray:
-    """A non-empty 1-D grid of distinct values in ``[C_MIN, C_MAX]`` (inverse ridge strengths C = 1/lambda).
+    """A non-empty 1-D grid of at most ``MAX_GRID_POINTS`` distinct values in ``[C_MIN, C_MAX]`` (inverse ridge
+    strengths C = 1/lambda).
 
     The order is kept (it breaks ties of ``tie_break="first"``); a repeated value is an error (the warm-started
     path extrapolates in log C between distinct grid points).
@@ -473,6 +477,9 @@ def check_grid(Cs, name: str = "Cs") -> np.ndarray:
         raise ValueError(f"{name} must be a non-empty 1-D grid of positive values, got {Cs!r}") from None
     if grid.ndim != 1 or grid.size == 0:
         raise ValueError(f"{name} must be a non-empty 1-D grid of positive values, got shape {grid.shape}")
+    if grid.size > MAX_GRID_POINTS:
+        raise ValueError(f"{name} has {grid.size} points, more than the limit {MAX_GRID_POINTS} (each point is a fit "
+                         "along the warm-started path); use a coarser grid")
     if not np.all(np.isfinite(grid)) or np.any(grid <= 0):
         raise ValueError(f"{name} must contain only finite positive values (C = 1/lambda > 0), got min {grid.min()!r}")
     outside = grid[(grid < C_MIN) | (grid > C_MAX)]
