@@ -356,3 +356,20 @@ def test_raptor_extract_with_float16_storage_of_tiny_states_is_one_line_naming_t
     assert "--cache-dtype float16" in err and "layer 0" in err and "%" in err and "float32" in err, err
     assert not list((tmp_path / "cache").rglob("*.npy")) and not list((tmp_path / "cache").rglob("*.lock"))
     assert cli.main(["extract", *argv, "--out", str(tmp_path / "out")]) == 0  # float32 storage holds them
+
+
+def test_a_directory_output_in_new_folders_is_locked_and_leaves_no_empty_folders(tmp_path):
+    """Two commands creating the same new directory output (its parent folders missing) do not both run: the lock's
+    folders are created to hold it, and removed at release when the command wrote nothing into them."""
+    from empirical.common.files import LockHeldError, output_lock
+
+    out = tmp_path / "new" / "deeper" / "run"
+    with output_lock(out, "--out", kind="directory") as held:
+        assert held is not None and held.parent == out.parent
+        with pytest.raises(LockHeldError, match="--out"):
+            with output_lock(tmp_path / "new" / "." / "deeper" / "run", "--out", kind="directory"):
+                pass
+    assert not (tmp_path / "new").exists()
+    with output_lock(out, "--out", kind="directory"):
+        out.mkdir()  # the command wrote its output
+    assert out.is_dir() and not list(out.parent.glob("*.lock"))

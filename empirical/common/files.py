@@ -330,10 +330,10 @@ def output_lock(target, option: str = "", kind: str = "file"):
     """Hold the lock of an output a command writes (:func:`exclusive_lock` without waiting on ``.<name>.lock``
     beside it), so that two commands writing one output at once never both report success: the second is refused
     with a :class:`LockHeldError` naming the option, the path and the process writing it.  Spellings of one path
-    (``./``, ``..``, a symbolic link to its directory) share the lock.  An output whose folder (the folder the lock
-    file goes in) does not exist yet is not locked: the folder is not created here, because a command that refuses an
-    output in a missing folder (``cgmt sweep --out``) must still find it missing; two commands that both create a new
-    folder at the same moment are the one case this does not cover.
+    (``./``, ``..``, a symbolic link to its directory) share the lock.  A directory output whose parent folders do not
+    exist yet (a command creates them with the output) gets them created here, to hold the lock in, and removed again
+    when they are still empty at release (the command wrote nothing); a file output in a missing folder is not locked,
+    since no command writes one (``cgmt sweep --out`` refuses it, and must still find the folder missing).
 
     Parameters
     ----------
@@ -347,7 +347,7 @@ def output_lock(target, option: str = "", kind: str = "file"):
     Yields
     ------
     pathlib.Path or None
-        The lock file held (None: the folder does not exist, nothing locked).
+        The lock file held (None: a file output's folder does not exist, nothing locked).
 
     Examples
     --------
@@ -361,11 +361,36 @@ def output_lock(target, option: str = "", kind: str = "file"):
         raise ValueError(f"kind must be 'file' or 'directory', got {kind!r:.60}")
     target = check_path(target, "target")
     lock = output_lock_path(target, kind)
-    if not lock.parent.is_dir():  # never created here: a command that refuses a missing folder must still see it so
+    if not lock.parent.is_dir() and kind == "file":  # no command writes it: one that refuses it must still see so
         yield None
         return
-    with exclusive_lock(lock, wait=False, what=f"the output {(option + ' ') if option else ''}{str(target)!r}"):
-        yield lock
+    created = _make_folders(lock.parent)
+    try:
+        with exclusive_lock(lock, wait=False, what=f"the output {(option + ' ') if option else ''}{str(target)!r}"):
+            yield lock
+    finally:
+        for folder in reversed(created):  # innermost first; a folder the command wrote into stays
+            try:
+                folder.rmdir()
+            except OSError:
+                break
+
+
+def _make_folders(folder: Path) -> list:
+    """Create ``folder`` and its missing parents; the folders this call created, outermost first (one that another
+    process creates meanwhile is not ours)."""
+    missing = []
+    while not folder.exists():
+        missing.append(folder)
+        folder = folder.parent
+    created = []
+    for path in reversed(missing):
+        try:
+            path.mkdir()
+        except FileExistsError:
+            continue
+        created.append(path)
+    return created
 
 
 def _no_space(target: Path, needed: int, free: int, hint: str) -> OSError:
