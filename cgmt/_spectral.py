@@ -35,12 +35,13 @@ from empirical.common.checks import check_real_array, check_scalar
 from empirical.common.failures import quiet, report
 
 from ._accuracy import accuracy_from_margin, bayes_accuracy
-from ._newton import DEFAULT_MAXITER, DEFAULT_TOL, DIRECT_TRIES, ISOTROPIC_START_KAPPA_MAX, PATH_TOL, Problem, drive
+from ._newton import (DEFAULT_MAXITER, DEFAULT_TOL, DIRECT_TRIES, ISOTROPIC_START_KAPPA_MAX, PATH_TOL, Problem, drive,
+                      warm_start_reaches)
 from ._solver import solve, start_point
 from .equations import SPECTRAL_SUMS, spectral_sums_into
 from .quadrature import DEFAULT_ORDER
 from .result import CGMTResult, outcome, within_limits
-from .validation import check_lam, check_solver_counts, check_spectral_delta
+from .validation import check_lam, check_lams, check_solver_counts, check_spectral_delta
 
 __all__ = ["solve_spectral", "solve_spectral_path", "check_spectrum", "spectral_sums"]
 
@@ -281,7 +282,8 @@ def solve_spectral_path(delta, lams, eigenvalues, teacher_weights, **options) ->
         n / p (> 0).
     lams : array_like of float > 0
         The ridge strengths, a non-empty 1-D array in any order (solved from the largest down, each from the
-        previous converged solution; a failed warm start is solved again cold).
+        previous converged solution when that is within one continuation step (:data:`PATH_MAX_STEP` in log lam),
+        else cold; a failed warm start is solved again cold).
     eigenvalues, teacher_weights : array_like
         As in :func:`solve_spectral`.
     **options
@@ -298,16 +300,16 @@ def solve_spectral_path(delta, lams, eigenvalues, teacher_weights, **options) ->
     >>> [round(r.accuracy, 4) for r in path]
     [0.5641, 0.5606, 0.5549]
     """
-    lams = np.asarray(lams, dtype=float)
-    if lams.ndim != 1 or lams.size == 0:
-        raise ValueError(f"lams must be a non-empty 1-D array, got shape {lams.shape}")
+    if np.ndim(lams) != 1:
+        raise ValueError(f"lams must be a non-empty 1-D array, got shape {np.shape(lams)}")
+    lams = check_lams(lams)
     if "x0" in options:
         raise ValueError("solve_spectral_path chains its own warm starts; do not pass x0")
     omega, t = check_spectrum(eigenvalues, teacher_weights)
     out = [None] * lams.size
     prev = None
     for i in np.argsort(-lams, kind="stable"):
-        if prev is None:
+        if prev is None or not warm_start_reaches(lams[i], prev.lam):
             res = solve_spectral(delta, lams[i], omega, t, **options)
         else:
             with quiet():

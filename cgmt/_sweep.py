@@ -17,7 +17,7 @@ from empirical.common.checks import check_int, check_positive_array
 from empirical.common.failures import ConvergenceError, quiet
 from empirical.common.resources import check_n_jobs
 
-from ._newton import PATH_MAX_STEP
+from ._newton import warm_start_reaches
 from ._solver import solve
 from .quadrature import DEFAULT_ORDER
 from .validation import MAX_POINTS, check_delta, check_grid_size, check_kappa, check_lams
@@ -38,10 +38,8 @@ def _y(r):
 
 def _predict(hist, lam):
     """Secant predictor in (m, log sigma, log gamma) along log lam from the last two solutions; None (a cold start)
-    when ``lam`` is more than one continuation step (PATH_MAX_STEP in log lam) from the last solution: a warm start
-    extrapolated across decades is worse than none (at delta = 0.075, kappa = 68, four lams from 5e17 to 5e-27 the
-    sweep took 2.0 s, the cold solves 0.04 s)."""
-    if not hist or abs(np.log(lam) - np.log(hist[-1][0])) > PATH_MAX_STEP:
+    when the last solution is no warm start for ``lam`` (:func:`cgmt._newton.warm_start_reaches`)."""
+    if not hist or not warm_start_reaches(lam, hist[-1][0]):
         return None
     if len(hist) == 1:
         return hist[-1][1]

@@ -61,6 +61,14 @@ _MIN_SCALE = 1e-10
 TABLE_DENSITY = 32
 #: fewest points of the G table
 TABLE_MIN = 401
+#: saturation window of G: for mu > 0, G(mu) <= 2 Phi(-mu / (2 su)) + 2 exp(-kappa mu / 2) (split on the event
+#: su N < -mu / 2), so at |mu| >= 2 (SATURATION_Z su + SATURATION_LOG / kappa) G is within 7e-18 of 0 or 2
+#: (G(-mu) = 2 - G(mu)): below the last bit of double precision, so the table stops there and extends by constants
+SATURATION_Z = 8.7  # Phi(-8.7) = 1.7e-18
+SATURATION_LOG = 41.0  # exp(-41) = 1.6e-18
+#: the table's size at its widest: 2 * window * TABLE_DENSITY / hypot(su, 1 / kappa)
+#: <= 4 TABLE_DENSITY hypot(SATURATION_Z, SATURATION_LOG) (Cauchy-Schwarz), so it always has its full density
+TABLE_MAX = int(math.ceil(4 * TABLE_DENSITY * math.hypot(SATURATION_Z, SATURATION_LOG))) + 2
 
 
 # --------------------------------------------------------------------------------------------
@@ -130,9 +138,11 @@ def _cross_kernel(a1, s1, g1, a2, s2, g2, s12, kappa, xg, wg, L, H, ntab, bufs):
     degenerate = s < 1e-9
     cB = 0.0 if degenerate else (a2 / tau2 - r * a1 / tau1) / s
     su = math.sqrt(max(0.0, 1.0 - cA * cA - cB * cB))
-    # G table on |mu| <= mmax (covers every node: |A|, |B| <= L), TABLE_DENSITY points per unit of the scale
-    # hypot(su, 1 / kappa) on which G varies (at most ntab, the buffers' size, sized for the smallest scale)
+    # G table on |mu| <= mmax: every node (|A|, |B| <= L) up to G's saturation window (constant beyond it),
+    # TABLE_DENSITY points per unit of the scale hypot(su, 1 / kappa) on which G varies (<= TABLE_MAX = ntab points)
     mmax = L * (abs(cA) + abs(cB)) + 1e-9
+    if kappa > 0.0:
+        mmax = min(mmax, 2.0 * (SATURATION_Z * su + SATURATION_LOG / kappa))
     gscale = math.hypot(su, math.pi / kappa) if kappa > 0.0 else H
     tscale = math.hypot(su, 1.0 / kappa) if kappa > 0.0 else H
     npts = min(ntab, max(TABLE_MIN, int(math.ceil(2.0 * mmax * TABLE_DENSITY / tscale)) + 1))
@@ -187,11 +197,12 @@ def _buffers(order, ntab):
     return np.asarray(xg), np.asarray(wg), bufs
 
 
-def _table_size(su_kappa_scale):
-    # the buffers: G varies on the scale hypot(su, 1 / kappa) >= 1 / kappa; TABLE_DENSITY points per scale unit over
-    # |mu| <= 2L (the kernel fills only what its own su and mmax need: before 2026-11-29 it filled them all, 0.7 s per
-    # evaluation at kappa ~ 100 although su was large)
-    return int(min(20001, max(TABLE_MIN, math.ceil(2 * 2 * TRUNCATION * TABLE_DENSITY / su_kappa_scale) + 1)))
+def _table_size(kappa):
+    # the buffers: TABLE_DENSITY points per unit of G's scale hypot(su, 1 / kappa) over |mu| <= 2L, or over G's
+    # saturation window, whichever is narrower (the kernel fills only what its own su needs); at most TABLE_MAX
+    if kappa <= 0:
+        return TABLE_MIN
+    return int(min(TABLE_MAX, max(TABLE_MIN, math.ceil(2 * 2 * TRUNCATION * TABLE_DENSITY * kappa) + 1)))
 
 
 def cross_expectation(sol1, sol2, sigma12: float, kappa: float, *, order: int = DEFAULT_ORDER) -> float:
@@ -225,7 +236,7 @@ def cross_expectation(sol1, sol2, sigma12: float, kappa: float, *, order: int = 
     """
     a1, s1, g1 = (float(x) for x in sol1)
     a2, s2, g2 = (float(x) for x in sol2)
-    ntab = _table_size(1.0 / kappa) if kappa > 0 else TABLE_MIN
+    ntab = _table_size(kappa)
     xg, wg, bufs = _buffers(int(order), ntab)
     return float(_cross_kernel(a1, s1, g1, a2, s2, g2, float(sigma12), float(kappa), xg, wg,
                                TRUNCATION, MAX_PANEL, ntab, bufs))
@@ -290,7 +301,7 @@ def cross_noise_covariance(sol1, sol2, delta12: float, kappa: float, *, order: i
     hi = s1 * s2
     if delta12 == 0.0 or hi == 0.0:
         return _cross_result(0.0, 0.0, True, 0, 0, 0.0)
-    ntab = _table_size(1.0 / kappa) if kappa > 0 else TABLE_MIN
+    ntab = _table_size(kappa)
     xg, wg, bufs = _buffers(int(order), ntab)
     nfev = 0
 

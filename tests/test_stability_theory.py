@@ -99,13 +99,35 @@ def test_diagonal_reproduces_single_estimator_equation_1(delta, lam, kappa):
     assert delta * cross_expectation(x, x, x[1] ** 2, kappa) == pytest.approx(x[1] ** 2, rel=1e-8)
 
 
-@pytest.mark.parametrize("delta,lam,kappa,rho", [(2.0, 0.1, 2.0, 0.7), (1.0, 0.01, 1.0, 0.9), (3.0, 0.3, 12.0, 0.5)])
+@pytest.mark.parametrize("delta,lam,kappa,rho", [(2.0, 0.1, 2.0, 0.7), (1.0, 0.01, 1.0, 0.9), (3.0, 0.3, 12.0, 0.5),
+                                               (800.0, 1e-8, 300.0, 0.9), (5e5, 1e9, 900.0, 0.5)])
 def test_quadrature_converged(delta, lam, kappa, rho):
     x1, x2 = _sol(delta, lam, kappa), _sol(0.64 * delta, lam, kappa)
     s12 = rho * x1[1] * x2[1]
     lo = cross_expectation(x1, x2, s12, kappa, order=10)
     hi = cross_expectation(x1, x2, s12, kappa, order=20)
     assert lo == pytest.approx(hi, rel=1e-9)
+
+
+@settings(max_examples=12, deadline=None)
+@given(st.floats(-6.0, 0.0), st.floats(-2.0, 3.0), st.sampled_from([1.0, -1.0]))
+def test_g_is_saturated_beyond_the_tables_window(log_su, log_kappa, side):
+    """Beyond |mu| = 2 (SATURATION_Z su + SATURATION_LOG / kappa) the two-replica kernel extends its G table by
+    constants: G there is within 1e-17 of 0 (mu > 0) or 2 (mu < 0), computed independently with mpmath."""
+    import mpmath
+
+    from cgmt.stability import SATURATION_LOG, SATURATION_Z
+
+    su, kappa = 10.0 ** log_su, 10.0 ** log_kappa
+    mu = side * 2.0 * (SATURATION_Z * su + SATURATION_LOG / kappa)
+    mpmath.mp.dps = 40
+    # G(mu) = E[2 sigmoid(-kappa (mu + su N))]; for mu > 0 this is the distance to 0, for mu < 0 (by
+    # G(-mu) = 2 - G(mu)) the distance to 2 is G(|mu|)
+    m = mpmath.mpf(abs(mu))
+    integrand = lambda n: 2 / (1 + mpmath.exp(kappa * (m + su * n))) * mpmath.npdf(n)  # noqa: E731
+    knots = sorted({-m / su, mpmath.mpf(0)})
+    gap = mpmath.quad(integrand, [-mpmath.inf, *knots, mpmath.inf])
+    assert 0 <= gap <= 1e-17
 
 
 def test_cross_expectation_against_plain_monte_carlo():
