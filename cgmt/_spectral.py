@@ -35,8 +35,16 @@ from empirical.common.checks import check_real_array, check_scalar
 from empirical.common.failures import quiet, report
 
 from ._accuracy import accuracy_from_margin, bayes_accuracy
-from ._newton import (DEFAULT_MAXITER, DEFAULT_TOL, DIRECT_TRIES, ISOTROPIC_START_KAPPA_MAX, PATH_TOL, Problem, drive,
-                      warm_start_reaches)
+from ._newton import (
+    DEFAULT_MAXITER,
+    DEFAULT_TOL,
+    DIRECT_TRIES,
+    ISOTROPIC_START_KAPPA_MAX,
+    PATH_TOL,
+    Problem,
+    drive,
+    warm_start_reaches,
+)
 from ._solver import solve, start_point
 from .equations import SPECTRAL_SUMS, spectral_sums_into
 from .quadrature import DEFAULT_ORDER
