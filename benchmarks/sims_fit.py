@@ -18,7 +18,7 @@ import argparse
 import warnings
 
 import numpy as np
-from sklearn.exceptions import ConvergenceWarning
+from sklearn.exceptions import ConvergenceWarning  # scikit-learn's own fits, timed here
 from sklearn.linear_model import LogisticRegression
 from threadpoolctl import threadpool_limits
 from timing import median_time

@@ -7,7 +7,7 @@ sigma = ||z_hat - alpha v||, margin m = alpha/sigma, alpha_salehi = alpha/kappa.
 
 Public API: solve, mle, max_margin (the lam -> 0 limit on separable data),
 separability_threshold, optimal_lambda, sweep, accuracy_from_margin,
-bayes_accuracy, CGMTResult, ConvergenceError, solve_spectral / solve_spectral_path / Spectrum /
+bayes_accuracy, CGMTResult, ConvergenceError, ConvergenceWarning, solve_spectral / solve_spectral_path / Spectrum /
 spectral_stability (the same estimator on anisotropic Gaussian features x ~ N(0, Sigma/p), see
 docs/spectral_theory.md), stability (two-replica ablation-stability theory,
 see docs/stability_theory.md; its helpers live in the module ``cgmt.stability``, import them with
@@ -16,7 +16,7 @@ see docs/stability_theory.md; its helpers live in the module ``cgmt.stability``,
 ablation (the ablation protocol), validation (the theory's domains), result (the result type).  Modules with a
 leading underscore are the implementation (not API; their names are exported here).
 """
-from empirical.common.failures import ConvergenceError
+from empirical.common.failures import ConvergenceError, ConvergenceWarning
 
 from . import conventions, equations, prox, quadrature
 from ._accuracy import accuracy_from_margin, bayes_accuracy
@@ -45,6 +45,7 @@ __all__ = [
     "spectral_stability",
     "CGMTResult",
     "ConvergenceError",
+    "ConvergenceWarning",
     "accuracy_from_margin",
     "bayes_accuracy",
     "conventions",

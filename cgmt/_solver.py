@@ -198,7 +198,7 @@ def solve(delta, lam, kappa, *, strict=False, x0=None, tol=DEFAULT_TOL, maxiter=
         Signal strength >= 0, ||beta*||^2 = p kappa^2.
     strict : bool, default=False
         Raise :class:`ConvergenceError` instead of returning success=False (which warns
-        :class:`sklearn.exceptions.ConvergenceWarning`; :func:`empirical.common.failures.report`).
+        :class:`cgmt.ConvergenceWarning`; :func:`empirical.common.failures.report`).
     x0 : (alpha, sigma, gamma) or CGMTResult, optional
         Warm start (e.g. the solution at a nearby lam); without one the solver starts from the large-lam
         asymptotics and continues in lam.

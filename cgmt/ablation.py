@@ -21,7 +21,6 @@ import math
 
 import numpy as np
 from scipy.stats import hypergeom
-from sklearn.model_selection import train_test_split
 
 from empirical.common.checks import as_generator, check_int
 
@@ -133,6 +132,8 @@ def ablation_split(y, rng, *, drop: float = 0.2, val_fraction: float = 0.2) -> t
                          f"{counts.min()} of class {classes[np.argmin(counts)]!r} after dropping "
                          f"{n - n_keep} of {n} (a larger pool or a smaller drop helps)")
     _check_resplit_sizes(n_train, n_val, classes.size, val_fraction)
+    from sklearn.model_selection import train_test_split  # scikit-learn only where a split is drawn
+
     train, val = train_test_split(keep, test_size=val_fraction, stratify=y[keep], random_state=seed)
     return np.sort(train), np.sort(val)
 

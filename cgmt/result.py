@@ -5,7 +5,7 @@ the cross fixed points of :mod:`cgmt.stability` and :mod:`cgmt._spectral_stabili
 ``OptimizeResult`` with ``success``, ``status`` (a key of :data:`STATUS_MESSAGES`), ``message`` and ``nit``
 (except the cross fixed point of :mod:`cgmt._spectral_stability`, which reports ``nfev`` and no ``nit``).
 On failure it either raises :class:`ConvergenceError` (``strict=True``) or returns ``success=False`` after
-warning :class:`sklearn.exceptions.ConvergenceWarning` (:func:`report`).  Names kept for old code warn
+warning the project's :class:`ConvergenceWarning` (:func:`report`).  Names kept for old code warn
 ``DeprecationWarning`` naming :data:`REMOVAL_VERSION` (:func:`warn_deprecated`).  The status table, the failure
 convention and the deprecation helpers are the project's (:mod:`empirical.common.failures`,
 :mod:`empirical.common.deprecation`).

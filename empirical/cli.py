@@ -37,6 +37,7 @@ from empirical.common.cli_errors import debug_requested, run_command
 
 from .common.arrays import C_MAX, C_MIN
 from .common.files import check_write_target, output_lock, refuse_overwriting_inputs, write_csv, write_json
+from .common.resources import resolve_device  # imports torch only when it resolves a device
 from .llm import datasets
 from .llm.cache import STORAGES, ExtractionCache
 from .llm.gcav import below_tau, reliable_layers
@@ -281,8 +282,6 @@ def probe_device(device):
     otherwise (None), which is faster than the engine on the CPU (docs/probe.md, "The batched engine")."""
     if device is None:
         return None
-    from .logistic.batched import resolve_device  # torch, not the rest of the [llm] extra
-
     return device if resolve_device(device).type == "cuda" else None
 
 

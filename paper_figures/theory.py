@@ -17,13 +17,13 @@ import warnings
 
 import numpy as np
 import pandas as pd
-from sklearn.exceptions import ConvergenceWarning
 from threadpoolctl import threadpool_limits
 from tqdm.auto import tqdm
 
 import cgmt
 import sims
 from empirical.common.checks import as_seed_sequence
+from empirical.common.failures import ConvergenceWarning
 
 from .output import draws_figures, load_finished_step, save_figure, save_table
 from .style import THEORY_COLOR, series_color

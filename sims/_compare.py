@@ -8,13 +8,13 @@ import warnings
 import numpy as np
 import pandas as pd
 from joblib import Parallel, delayed
-from sklearn.exceptions import ConvergenceWarning
 from threadpoolctl import threadpool_limits
 from tqdm.auto import tqdm
 
 import cgmt
 from cgmt.validation import check_grid_size, check_lam, check_lams
 from empirical.common.checks import as_seed_sequence, check_int, check_positive_array
+from empirical.common.failures import ConvergenceWarning
 from empirical.common.resources import check_n_jobs
 
 from ._measure import QUANTITIES, measure_replicate
@@ -136,7 +136,7 @@ def compare_grid(deltas, lams, kappas, p: int, replicates: int, seed=0, *, n_job
     -------
     pandas.DataFrame
         The concatenated tables (a :class:`sims.renamed.ResultTable`); it warns
-        ``sklearn.exceptions.ConvergenceWarning`` for a point whose fits did not all converge.
+        ``cgmt.ConvergenceWarning`` for a point whose fits did not all converge.
     """
     n_jobs = check_n_jobs(n_jobs)
     deltas = check_positive_array(deltas, "deltas")

@@ -21,7 +21,8 @@ TORCH_SIDE = {"empirical.llm", "empirical.llm.extract", "empirical.llm.models", 
 DEFERRED_OK = {"torch", "transformers", "xrfm", "gguf", "accelerate", "matplotlib", "tokenizers", "dask",
                "distributed", "vaderSentiment", "jinja2",
                "huggingface_hub",  # the [llm] extra's (transformers'), read only to find a local snapshot
-               "fcntl"}  # POSIX only: files.exclusive_lock imports it when it locks, so the floor imports everywhere
+               "fcntl",  # POSIX only: files.exclusive_lock imports it when it locks, so the floor imports everywhere
+               "sklearn"}  # cgmt.ablation draws its stratified split with it only when called (import cgmt: light)
 #: which project packages each package may import (the package map of docs/architecture.md)
 ALLOWED = {
     # the ground floor imports no part of the project; every package may import it
@@ -35,9 +36,8 @@ ALLOWED = {
     "empirical.reporting": set(),
     "empirical.testing": {"empirical.logistic", "empirical.numerics"},
     "empirical.probes": {"empirical.probes", "empirical.logistic", "empirical.numerics", "cgmt"},
-    # empirical.logistic.batched: the one torch device resolver (the engine and model loading)
-    "empirical.llm": {"empirical.llm", "empirical.probes", "empirical.numerics", "cgmt.validation", "cgmt.result",
-                      "empirical.logistic.batched"},
+    # (the one torch device resolver is the floor's: empirical.common.resources.resolve_device)
+    "empirical.llm": {"empirical.llm", "empirical.probes", "empirical.numerics", "cgmt.validation", "cgmt.result"},
     "empirical": {"empirical", "cgmt"},
     "sims": {"sims", "cgmt", "empirical.logistic", "empirical.numerics"},
     "paper_figures": {"paper_figures", "empirical", "cgmt", "sims"},
@@ -338,11 +338,29 @@ def test_a_module_is_public_only_by_decision(package):
     assert exported and not [n for n in exported if n.startswith("_")]
 
 
+def test_import_cgmt_loads_neither_scikit_learn_torch_nor_the_probes():
+    """A theorist who solves one fixed point does not pay for the probing stack: ``import cgmt`` (and the floor it
+    stands on) loads neither scikit-learn (0.78 s of a 0.99 s import while the floor took scikit-learn's
+    ConvergenceWarning), torch, nor ``empirical.probes``/``empirical.llm``."""
+    code = ("import sys; import cgmt, empirical.common.failures, empirical.common.resources, cgmt.ablation\n"
+            "heavy = sorted(m for m in sys.modules if m.split('.')[0] in ('sklearn', 'torch') or "
+            "m.startswith(('empirical.probes', 'empirical.llm')))\n"
+            "assert not heavy, heavy")
+    subprocess.run([sys.executable, "-c", code], check=True, cwd=ROOT)
+
+
 def test_non_convergence_warns_convergence_warning_not_runtime_warning():
-    """One vocabulary: a fit or fixed point that did not converge warns scikit-learn's ``ConvergenceWarning``."""
+    """One vocabulary: a fit or fixed point of the project that did not converge warns the project's
+    ``ConvergenceWarning`` (``empirical.common.failures``; scikit-learn's class only filters scikit-learn's fits)."""
     bad = []
     for module, path in MODULES.items():
-        for node in ast.walk(ast.parse(path.read_text())):
+        tree = ast.parse(path.read_text())
+        for node in ast.walk(tree):
+            if isinstance(node, ast.ImportFrom) and any(a.name == "ConvergenceWarning" and a.asname is None
+                                                        for a in node.names):
+                if not (node.module or "").endswith("common.failures"):
+                    bad.append(f"{module}:{node.lineno} takes ConvergenceWarning from {node.module}")
+        for node in ast.walk(tree):
             if not (isinstance(node, ast.Call) and getattr(node.func, "attr", getattr(node.func, "id", "")) == "warn"):
                 continue
             category = node.args[1] if len(node.args) > 1 else next(

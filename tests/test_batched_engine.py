@@ -6,8 +6,9 @@ from hypothesis import given, settings, strategies as st
 
 torch = pytest.importorskip("torch")
 
+from empirical.common.resources import resolve_device  # noqa: E402
 from empirical.logistic import fit_l2_logistic, logistic_path  # noqa: E402
-from empirical.logistic.batched import batched_path, batched_refit, layer_batches, resolve_device  # noqa: E402
+from empirical.logistic.batched import batched_path, batched_refit, layer_batches  # noqa: E402
 from empirical.probes import RaptorProbe, fit_layers  # noqa: E402
 
 CS = np.logspace(-4, 2, 25)

@@ -6,7 +6,6 @@ import warnings
 
 import numpy as np
 import pytest
-from sklearn.exceptions import ConvergenceWarning
 
 import cgmt
 import cgmt._newton
@@ -17,7 +16,7 @@ from cgmt._spectral_stability import spectral_pair_stability
 from cgmt.equations import ISOTROPIC, problem_res_jac_y, quadrature_rule
 from cgmt.stability import CROSS_FAILED, STATUS_MESSAGES as STABILITY_STATUS
 from empirical.common.deprecation import REMOVAL_VERSION
-from empirical.common.failures import STATUS_MESSAGES
+from empirical.common.failures import STATUS_MESSAGES, ConvergenceWarning
 
 SPECTRUM = cgmt.Spectrum.power_law(40, exponent=1.0, kappa=2.0)
 

@@ -16,9 +16,9 @@ import warnings
 
 import numpy as np
 import pytest
-from sklearn.exceptions import ConvergenceWarning
 
 from empirical.common.checks import MAX_COUNT
+from empirical.common.failures import ConvergenceWarning
 from empirical.logistic import MAX_ITER
 from empirical.probes import RaptorProbe, fit_layers, stability
 from empirical.probes.raptor import OPTION_CONFLICTS, PATH_TOL

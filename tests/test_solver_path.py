@@ -490,6 +490,7 @@ def test_structured_designs_equal_their_dense_matrix(n, m, extra, seed, centre, 
 
 # ------------------------------------------------------------------ the documented C domain is what the solver can do
 @pytest.mark.filterwarnings("error::sklearn.exceptions.ConvergenceWarning")
+@pytest.mark.filterwarnings("error::empirical.common.failures.ConvergenceWarning")
 @pytest.mark.parametrize("C", [1e10, 1e12, 1e14, 1e16])
 def test_raptor_probe_solves_separable_data_at_every_C_of_the_domain(C):
     """Up to ``C_MAX`` on separable data with n <= 2p (where the float32 preconditioner cannot hold the Hessian

@@ -1,8 +1,10 @@
-"""The CPU resources a call may use (the ground floor): cores, threads and joblib workers, checked.
+"""The compute resources a call may use (the ground floor): cores, threads, joblib workers and torch devices, checked.
 
 More threads than cores only slow a run down (and huge counts abort inside the OpenMP runtime), so a thread count
 is bounded by :func:`available_cores`; a joblib worker count (:func:`check_n_jobs`) is not, since a backend such as
 Dask may have more workers than local cores (the command lines bound theirs, :mod:`empirical.common.cli`).
+:func:`resolve_device` is the one resolver of torch devices (the batched engine, model loading, the probe and the
+command lines), and imports torch only when called.
 """
 from __future__ import annotations
 
@@ -10,7 +12,7 @@ import os
 
 from .checks import MAX_COUNT, check_int
 
-__all__ = ["available_cores", "check_threads", "check_n_jobs"]
+__all__ = ["available_cores", "check_threads", "check_n_jobs", "resolve_device"]
 
 
 def available_cores() -> int:
@@ -105,3 +107,44 @@ def check_n_jobs(value, name: str = "n_jobs") -> int:
     if count == 0:
         raise ValueError(f"{name} must be a non-zero integer (-1: every core), got {value!r}")
     return count
+
+
+def resolve_device(device, *, kinds=("cpu", "cuda")):
+    """The one resolver of torch devices (the engine; model loading with ``kinds`` including ``"mps"``):
+    ``"auto"`` (CUDA when available, else the CPU), ``"cpu"``, ``"cuda"``, ``"cuda:1"`` or a :class:`torch.device`;
+    ``ValueError`` naming ``device`` when it is malformed, of another kind, or not on this machine.
+
+    Parameters
+    ----------
+    device : str or torch.device
+        The device.
+    kinds : tuple of str, default=("cpu", "cuda")
+        Device types accepted (the engine computes in float64, which MPS does not have).
+
+    Returns
+    -------
+    torch.device
+
+    Examples
+    --------
+    >>> resolve_device("cpu")
+    device(type='cpu')
+    """
+    import torch  # the floor loads torch only where a device is resolved
+
+    if isinstance(device, str) and device.strip() == "auto":
+        return torch.device("cuda" if torch.cuda.is_available() else "cpu")
+    try:
+        dev = torch.device(device)
+    except (RuntimeError, TypeError, ValueError) as exc:
+        raise ValueError(f"device must be a torch device such as 'auto', 'cpu', 'cuda' or 'cuda:1', got "
+                         f"{device!r:.60} ({exc})") from None
+    if dev.type not in kinds:
+        raise ValueError(f"device must be one of the kinds {kinds}, got {device!r:.60}")
+    available = {"cuda": torch.cuda.is_available, "mps": lambda: torch.backends.mps.is_available()}
+    if dev.type in available and not available[dev.type]():
+        raise ValueError(f"device {device!r} is not available on this machine (use 'cpu' or 'auto')")
+    if dev.type == "cuda" and dev.index is not None and dev.index >= torch.cuda.device_count():
+        raise ValueError(f"device {device!r} does not exist: this machine has {torch.cuda.device_count()} CUDA "
+                         "device(s)")
+    return dev

@@ -37,7 +37,7 @@ from ..common.files import (
     read_json,
     sha256_file,
 )
-from ..logistic.batched import resolve_device
+from ..common.resources import resolve_device
 from .chat_templates import render_chat_template
 from .hooks import LAYER_CONVENTION, config_kind, decoder_blocks, num_layers
 from .model_folder import check_model_folder, load_files, safetensors_header

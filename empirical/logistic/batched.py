@@ -47,56 +47,18 @@ import torch
 from scipy.optimize import OptimizeResult
 
 from empirical.common.checks import check_bool, check_int, check_scalar
+from empirical.common.resources import resolve_device
 
 from ..common.arrays import C_MAX, C_MIN, check_grid, check_matrix, check_signed_labels, check_vector
 from ._newton import ARMIJO, HALVINGS, check_solver
 from ._path import EXTRAPOLATION_POINTS, check_path_options, lagrange_weights
 from ._pcg import DISTANCE, RADIUS, SAFETY
 
-__all__ = ["resolve_device", "batched_path", "batched_refit", "layer_batches"]  # PhaseClock, stack_on_device: for
+__all__ = ["batched_path", "batched_refit", "layer_batches"]  # PhaseClock, stack_on_device: for
 # fit_on_engine, not API
 
 #: dtype of every tensor of the engine (module docstring)
 DTYPE = torch.float64
-
-
-def resolve_device(device, *, kinds=("cpu", "cuda")) -> torch.device:
-    """The one resolver of torch devices (the engine; model loading with ``kinds`` including ``"mps"``):
-    ``"auto"`` (CUDA when available, else the CPU), ``"cpu"``, ``"cuda"``, ``"cuda:1"`` or a :class:`torch.device`;
-    ``ValueError`` naming ``device`` when it is malformed, of another kind, or not on this machine.
-
-    Parameters
-    ----------
-    device : str or torch.device
-        The device.
-    kinds : tuple of str, default=("cpu", "cuda")
-        Device types accepted (the engine computes in float64, which MPS does not have).
-
-    Returns
-    -------
-    torch.device
-
-    Examples
-    --------
-    >>> resolve_device("cpu")
-    device(type='cpu')
-    """
-    if isinstance(device, str) and device.strip() == "auto":
-        return torch.device("cuda" if torch.cuda.is_available() else "cpu")
-    try:
-        dev = torch.device(device)
-    except (RuntimeError, TypeError, ValueError) as exc:
-        raise ValueError(f"device must be a torch device such as 'auto', 'cpu', 'cuda' or 'cuda:1', got "
-                         f"{device!r:.60} ({exc})") from None
-    if dev.type not in kinds:
-        raise ValueError(f"device must be one of the kinds {kinds}, got {device!r:.60}")
-    available = {"cuda": torch.cuda.is_available, "mps": lambda: torch.backends.mps.is_available()}
-    if dev.type in available and not available[dev.type]():
-        raise ValueError(f"device {device!r} is not available on this machine (use 'cpu' or 'auto')")
-    if dev.type == "cuda" and dev.index is not None and dev.index >= torch.cuda.device_count():
-        raise ValueError(f"device {device!r} does not exist: this machine has {torch.cuda.device_count()} CUDA "
-                         "device(s)")
-    return dev
 
 
 def layer_batches(n_layers: int, rows: int, width: int, budget_bytes: float = 2e9) -> list:
@@ -583,7 +545,7 @@ def batched_path(X, y, Xv, yv, Cs, *, device="cpu", tol=1e-10, max_iter=100,
         The grid of C = 1/lambda (distinct, in ``[C_MIN, C_MAX]``); solved in ascending order, reported in the
         order given.
     device : str or torch.device, default="cpu"
-        Where to run (:func:`resolve_device`).
+        Where to run (:func:`empirical.common.resources.resolve_device`).
     tol : float, default=1e-10
         Relative gradient norm ``||grad|| / max(1, ||w||)`` of a converged point (one not certified first).
     max_iter : int, default=100
@@ -711,7 +673,7 @@ def batched_refit(X, y, C, coef0, intercept0, *, device="cpu", tol=1e-10, max_it
     intercept0 : array of shape (B,)
         Warm starts of the intercepts.
     device : str or torch.device, default="cpu"
-        Where to run (:func:`resolve_device`).
+        Where to run (:func:`empirical.common.resources.resolve_device`).
     tol, max_iter
         As for :func:`empirical.logistic.fit_l2_logistic`.
     check_input : bool, default=True

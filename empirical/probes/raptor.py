@@ -21,13 +21,14 @@ from numbers import Integral, Real
 import numpy as np
 from scipy.optimize import OptimizeResult
 from sklearn.base import _fit_context
-from sklearn.exceptions import ConvergenceWarning
+from sklearn.exceptions import ConvergenceWarning as SklearnConvergenceWarning
 from sklearn.linear_model import LogisticRegression
 from sklearn.utils._param_validation import Interval, StrOptions
 from sklearn.utils.validation import check_is_fitted
 
 from ..common.arrays import TOL_MAX, check_grid, check_min_per_class
-from ..common.failures import STATUS_MESSAGES
+from ..common.failures import STATUS_MESSAGES, ConvergenceWarning
+from ..common.resources import resolve_device
 from ..logistic import MAX_ITER, fit_l2_logistic, logistic_path, reduce_design, refit
 from ..numerics import PAPER_SPLIT_SEED, standardize, standardize_stats, stratified_split
 from .base import LinearConceptProbe, orient_to_positive_class
@@ -99,7 +100,7 @@ def _paper_path(Xs, y, Xvs, yv, Cs, max_iter=100):
     acc = np.empty(len(Cs))
     nit = np.zeros(len(Cs), dtype=int)
     with warnings.catch_warnings():
-        warnings.simplefilter("ignore", ConvergenceWarning)
+        warnings.simplefilter("ignore", SklearnConvergenceWarning)
         for k, C in enumerate(Cs):
             clf.set_params(C=float(C))
             clf.fit(Xs, y)
@@ -270,7 +271,7 @@ class RaptorProbe(LinearConceptProbe):
         -----
         UserWarning
             No validation split (``val_fraction=0`` and no ``X_val``): the paper's fallback, C = 1.
-        sklearn.exceptions.ConvergenceWarning
+        empirical.common.failures.ConvergenceWarning
             A grid point neither certified nor converged, or the refit did not reach ``tol``.
         """
         t0 = time.perf_counter()
@@ -495,7 +496,7 @@ def fit_on_engine(probes, prepared, device) -> dict:
         Their validated, split and standardized inputs (``RaptorProbe._prepare``): the same labels, grid and
         shapes for all.
     device : str or torch.device
-        Where the engine runs (:func:`empirical.logistic.batched.resolve_device`).
+        Where the engine runs (:func:`empirical.common.resources.resolve_device`).
 
     Returns
     -------
@@ -508,7 +509,7 @@ def fit_on_engine(probes, prepared, device) -> dict:
     try:
         import torch
 
-        from ..logistic.batched import PhaseClock, batched_path, batched_refit, resolve_device, stack_on_device
+        from ..logistic.batched import PhaseClock, batched_path, batched_refit, stack_on_device
     except ModuleNotFoundError as exc:
         raise ValueError(f"device={device!r} needs torch ({exc.name} is not installed: pip install "
                          "'raptor-probes[llm]'), or use device=None for the numpy solver") from None

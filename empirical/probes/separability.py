@@ -21,7 +21,7 @@ import numba
 import numpy as np
 from scipy import sparse
 from scipy.optimize import OptimizeResult, linprog
-from sklearn.exceptions import ConvergenceWarning
+from sklearn.exceptions import ConvergenceWarning as SklearnConvergenceWarning  # LinearSVC's own
 from sklearn.svm import LinearSVC
 
 from empirical.common.checks import as_generator, check_int, check_scalar
@@ -176,9 +176,9 @@ def separability(X, y, Cs=(1e4, 1e6, 1e8), perceptron_epochs: int = 2000, svm_ma
     svm_rows = []
     for C in Cs:
         with warnings.catch_warnings(record=True) as caught:
-            warnings.simplefilter("always", ConvergenceWarning)
+            warnings.simplefilter("always", SklearnConvergenceWarning)
             clf = LinearSVC(C=float(C), max_iter=int(svm_max_iter), random_state=random_state).fit(Xs, y_signed)
-        msgs = [str(w.message) for w in caught if issubclass(w.category, ConvergenceWarning)]
+        msgs = [str(w.message) for w in caught if issubclass(w.category, SklearnConvergenceWarning)]
         errs = int(np.sum(clf.predict(Xs) != y_signed))
         svm_rows.append(dict(C=float(C), train_errors=errs, success=not msgs, warnings=msgs))
         if stop_when_separated and errs == 0:
