@@ -6,6 +6,7 @@ one per method (its ``color`` in :mod:`empirical.probes.registry`).  Layer l is 
 """
 from __future__ import annotations
 
+import warnings
 from pathlib import Path
 
 import numpy as np
@@ -16,7 +17,7 @@ from empirical.numerics import PAPER_SPLIT_SEED
 from empirical.probes.registry import method_names
 
 from . import claims
-from .output import draws_figures, load_json, load_table, save_figure, save_table
+from .output import PublishedTableChange, draws_figures, load_json, load_table, save_figure, save_table
 from .steering_text import redraw as plot_steering_text
 from .style import method_color, series_color
 
@@ -284,9 +285,15 @@ def plot_structure(out):
 
 def plot_all(out) -> list:
     """Every empirical figure whose tables exist (with ``steering_text.png``:
-    :func:`paper_figures.steering_text.redraw`); returns the written PNG paths."""
+    :func:`paper_figures.steering_text.redraw`); returns the written PNG paths.  In a rebuild
+    (:func:`paper_figures.output.rebuilding`) a figure whose table would change is not redrawn, with a warning."""
 
     out = Path(out)
-    made = [f(out) for f in (plot_layerwise, plot_accuracy_differences, plot_cost, plot_stability, plot_steering,
-                             plot_structure, plot_steering_text)]
+    made = []
+    for draw in (plot_layerwise, plot_accuracy_differences, plot_cost, plot_stability, plot_steering, plot_structure,
+                 plot_steering_text):
+        try:
+            made.append(draw(out))
+        except PublishedTableChange as exc:  # a rebuild (--results-only) keeps the published figure and table
+            warnings.warn(f"{draw.__name__} not redrawn: {exc}", UserWarning, stacklevel=2)
     return [p for p in made if p is not None]

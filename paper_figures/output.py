@@ -51,9 +51,60 @@ def _record_read(path: Path) -> None:
         names.add(path.name)
 
 
+class PublishedTableChange(ValueError):
+    """A rebuild (:func:`rebuilding`) was about to change a table that carries a checksum: a rebuild redraws and
+    rewrites only what the published tables determine, and never changes one of them."""
+
+
+_REBUILD = {"on": False}
+
+
+@contextmanager
+def rebuilding():
+    """``--results-only``: inside the block :func:`save_table` never changes a checksummed table.
+
+    A table whose new content equals the checksummed one is left as it is; one that would differ raises
+    :class:`PublishedTableChange` (the figure that derives it cannot be redrawn from the tables at hand: on a
+    published copy, ``layerwise_accuracy`` from the seed-42 tables alone would have replaced the five-seed table,
+    n_seeds 5 -> 1, with a fresh checksum that hid the change).
+
+    Yields
+    ------
+    None
+    """
+    before = _REBUILD["on"]
+    _REBUILD["on"] = True
+    try:
+        yield
+    finally:
+        _REBUILD["on"] = before
+
+
+def _check_unchanged(path: Path, df: pd.DataFrame) -> bool:
+    """In a rebuild: True when ``path`` is checksummed and already holds ``df``; raise when it would change."""
+    if not (_REBUILD["on"] and path.exists() and files.checksum_path(path).exists()):
+        return False
+    try:
+        files.verify_checksum(path)
+    except files.ChecksumError as exc:
+        raise PublishedTableChange(f"{exc}: a rebuild does not replace a damaged checksummed table") from None
+    old, new = pd.read_csv(path, **_EXACT_FLOATS), df.reset_index(drop=True)
+    if path.read_text() == df.to_csv(index=False):
+        return True
+    raise PublishedTableChange(
+        f"the rebuild would change the checksummed table {str(path)!r} ({len(old)} rows -> {len(new)} rows"
+        f"{'' if list(old.columns) == list(new.columns) else ', other columns'}): the data it derives from are not "
+        "all in this folder, so what was published is kept")
+
+
 def save_table(df: pd.DataFrame, out: Path, name: str, *, floatfmt: str = ".4g") -> Path:
-    """Write ``df`` to ``out/tables/name.csv`` and a Markdown rendering to ``name.md``; returns the CSV path."""
-    path = files.write_checksum(files.write_csv(Path(out) / "tables" / f"{name}.csv", df))
+    """Write ``df`` to ``out/tables/name.csv`` and a Markdown rendering to ``name.md``; returns the CSV path.
+
+    Inside :func:`rebuilding` a checksummed table is never changed (:class:`PublishedTableChange`)."""
+    path = Path(out) / "tables" / f"{name}.csv"
+    if _check_unchanged(path, df):
+        return path
+    path = files.write_checksum(files.write_csv(path, df))
     files.atomic_write_text(path.with_suffix(".md"), to_markdown(df, floatfmt=floatfmt) + "\n")
     return path
 

@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pandas as pd
 
-from empirical.common.files import atomic_write_text
+from empirical.common.files import atomic_write_text, write_csv
 from empirical.probes.registry import methods
 
 from . import claims, grid, verdicts
@@ -498,7 +498,8 @@ def time_table(info: dict) -> pd.DataFrame:
 
 
 def write_results(out) -> Path:
-    """Write ``out/RESULTS.md`` from the run's tables and figures; returns its path."""
+    """Write ``out/RESULTS.md`` and ``out/claims.csv`` (the claims table it states) from the run's tables and
+    figures; returns the path of RESULTS.md."""
     out = Path(out)
     info = load_json(out, "run_info") or {}
     setup = load_json(out, "empirical_setup") or {}
@@ -541,6 +542,7 @@ def write_results(out) -> Path:
     lines += _accuracy_table(out)
     lines += grid.grid_markdown(out)
     lines += ["## Figures", ""] + _figure_section(out)
+    write_csv(out / "claims.csv", table)  # the verdicts RESULTS.md states, one row per claim (rebuilt with it)
     path = out / "RESULTS.md"
     atomic_write_text(path, "\n".join(lines) + "\n")
     return path

@@ -420,13 +420,37 @@ EVERY_CLAIM = (
 
 
 def _rebuild(published, tmp_path):
-    """Copy a published folder and rebuild it with ``--results-only`` (as a reader would)."""
+    """Copy a published folder and rebuild it with ``--results-only`` (as a reader would): claims.csv and RESULTS.md
+    are regenerated (the copy's are deleted first), and no table (every figure's numbers included) changes."""
     copy = tmp_path / "rebuilt"
     shutil.copytree(published, copy)
+    tables = {path.name: path.read_bytes() for path in (copy / "tables").iterdir()}
+    for name in ("claims.csv", "RESULTS.md"):
+        (copy / name).unlink()
     with warnings.catch_warnings():
         warnings.simplefilter("error", RuntimeWarning)  # no table may be distrusted ("recomputing it")
         assert main(["--results-only", "--out", str(copy), "--no-progress"]) == 0
+    assert {name: (copy / "tables" / name).read_bytes() for name in tables} == tables
     return copy
+
+
+def test_a_rebuild_never_changes_a_checksummed_table(tmp_path):
+    """On a published copy the per-seed layer tables are absent: redrawing ``layerwise_accuracy`` from the seed-42
+    tables alone replaced the five-seed table (n_seeds 5 -> 1) and wrote it a new checksum.  The rebuild now keeps the
+    published table and figure, and says so; outside a rebuild the table is rewritten as before."""
+    run = _fake_run(tmp_path / "run")
+    empirical_plots.plot_all(run)
+    published = (run / "tables" / "layerwise_accuracy.csv").read_bytes()
+    for path in (run / "tables").glob("layers_*_seed*.csv"):
+        path.unlink()
+    with output.rebuilding(), pytest.warns(UserWarning, match="plot_layerwise not redrawn: the rebuild would change "
+                                                             "the checksummed table"):
+        empirical_plots.plot_all(run)
+    assert (run / "tables" / "layerwise_accuracy.csv").read_bytes() == published
+    empirical_plots.plot_all(run)  # a run (not a rebuild) writes what its tables give
+    assert (run / "tables" / "layerwise_accuracy.csv").read_bytes() != published
+    with output.rebuilding():  # the same content again: nothing to refuse
+        empirical_plots.plot_all(run)
 
 
 def test_a_published_run_rebuilds_itself_byte_for_byte(tmp_path):
