@@ -167,3 +167,38 @@ def test_builtin_readers_refuse_a_field_of_the_wrong_type(case, tmp_path):
     with pytest.raises(ValueError, match=message) as exc:
         D.load(name, tmp_path, verify=False, max_per_class=None)
     assert fname in str(exc.value)
+
+
+def test_a_dataset_whose_rows_pair_across_classes_splits_by_its_pairing_key(shared_data_dir):
+    """Counterfact and cities state each subject (city) once truly and once falsely: a random split puts the two
+    partners on both sides, and a probe then scores below chance (cities' layers 1-3 in the published run).  Every
+    column of every shipped table that pairs rows across the classes (most of its keys: exactly two rows, one per
+    class) must be the dataset's ``group_column``, and the paper's split must keep each key on one side."""
+    import pandas as pd
+
+    from empirical.probes import grouped_split
+
+    checked = 0
+    for name in D.dataset_names():
+        spec = D.get_dataset(name)
+        path = shared_data_dir / spec.files[0]
+        if path.suffix != ".csv":
+            continue
+        raw = pd.read_csv(path)
+        label = "label" if "label" in raw else None
+        if label is None or not set(raw[label].astype(str)) <= {"0", "1"}:
+            continue
+        for column in raw.columns:
+            if column == label or pd.api.types.is_numeric_dtype(raw[column]):
+                continue
+            groups = raw.groupby(column)[label].agg(["size", "nunique"])
+            pairs = float(((groups["size"] == 2) & (groups["nunique"] == 2)).mean())
+            if pairs >= 0.5:
+                checked += 1
+                assert spec.group_column == column, (name, column, pairs)
+        if spec.group_column is not None:
+            data = D.load(name, shared_data_dir, max_per_class=None)
+            train, val, test = grouped_split(data.labels, data.groups)
+            sides = [set(data.groups[idx]) for idx in (train, val, test)]
+            assert not (sides[0] & sides[1] or sides[0] & sides[2] or sides[1] & sides[2]), name
+    assert checked >= 2  # cities' city and Counterfact's subject

@@ -25,9 +25,11 @@ def read_stsa(path: Path) -> pd.DataFrame:
 
 
 def read_statements(path: Path) -> pd.DataFrame:
-    """A CSV of ``statement`` and 0/1 ``label`` (cities, Counterfact; Counterfact's ``subject`` is kept)."""
+    """A CSV of ``statement`` and 0/1 ``label`` (cities, Counterfact); the pairing keys ``city`` (cities) and
+    ``subject`` (Counterfact) are kept: each city or subject is stated once truly and once falsely, so the two rows
+    of a pair must fall on the same side of a split (``group_column``)."""
     df = _read_delimited(path)
-    return _labelled(df, "statement", "label", path, keep=[c for c in ("subject",) if c in df])
+    return _labelled(df, "statement", "label", path, keep=[c for c in ("subject", "city") if c in df])
 
 
 def read_common(path: Path) -> pd.DataFrame:
@@ -77,7 +79,7 @@ register_dataset(
             "stsa.binary.test": "6a80dc9b9a0db2d3b37f2f809304febad31c90ab67a5b4157b7d9f881c53ef5b"})
 register_dataset(
     "cities", "cities.csv", read_statements, template="Judge the statement is True or False. {text}",
-    answer_words=("True", "False"), in_paper_grid=True,
+    answer_words=("True", "False"), in_paper_grid=True, group_column="city",
     sha256={"cities.csv": "f2560a0c1758c69935b50125111b574b71896bb75930dd87b1d8c973c1fa086e"})
 register_dataset(
     "common", "common_claim.csv", read_common, template="Judge the statement is True or False. {text}",
