@@ -31,7 +31,7 @@ import math
 import numpy as np
 from scipy.special import ndtr
 
-from empirical.common.failures import report
+from empirical.common.failures import CONVERGED, ITERATION_LIMIT, report
 
 from ._accuracy import accuracy_from_margin
 from ._newton import bracketed_root
@@ -163,7 +163,7 @@ def max_margin(delta, kappa, *, strict=False, quad_order=DEFAULT_ORDER) -> CGMTR
     g, e_psi, e_wpsi = _moments(c, m, kappa, order)
     fun = np.array([delta * g - 1.0, ((1.0 + m * m) * e_wpsi - c * m * e_psi) / ((1.0 + m * m) * e_psi)])
     tol = 1e-10
-    res, success, status, msg = outcome(fun, 0 if converged else 1, nit, tol)
+    res, success, status, msg = outcome(fun, CONVERGED if converged else ITERATION_LIMIT, nit, tol)
     rho = m / math.sqrt(1.0 + m * m)
     sigma = 1.0 / math.sqrt(1.0 + m * m)
     out = CGMTResult(

@@ -29,6 +29,7 @@ from numba import njit
 from scipy.optimize import brentq
 
 from empirical.common.checks import check_positive_array, check_real_array
+from empirical.common.failures import CONTINUATION_FAILED, CONVERGED, ITERATION_LIMIT, NO_PROGRESS
 
 from .equations import ISOTROPIC, SPECTRAL, problem_res_jac_y, quadrature_rule
 from .validation import check_delta, check_kappa, check_lam, check_quad_order
@@ -223,7 +224,7 @@ def _newton_core(y, args, tol, maxiter, r, jy, extra):
     """The damped Newton loop in one compiled call on ``fn(y, args)`` (:func:`cgmt.equations.problem_res_jac_y`);
     y, r, jy, extra updated in place.
 
-    Returns (nit, status, nfev) with status 0 (converged), 1 (iteration limit) or 2 (no further progress).
+    Returns (nit, status, nfev) with status CONVERGED, ITERATION_LIMIT or NO_PROGRESS (no further progress).
     """
     rt = np.empty(3)
     jt = np.empty((3, 3))
@@ -234,18 +235,18 @@ def _newton_core(y, args, tol, maxiter, r, jy, extra):
     nfev = 1
     nrm = _max_abs(r)
     if not math.isfinite(nrm):
-        return 0, 2, nfev
+        return 0, NO_PROGRESS, nfev
     bar = np.empty(3)
     for it in range(1, maxiter + 1):
         if nrm <= tol:
-            return it - 1, 0, nfev
+            return it - 1, CONVERGED, nfev
         exact = _solve3(jy, r, step)
         if not exact:
             step[:] = np.linalg.lstsq(jy, r, -1.0)[0]
         for i in range(3):
             step[i] = -step[i]
             if not math.isfinite(step[i]):
-                return it, 2, nfev
+                return it, NO_PROGRESS, nfev
         w0 = 1.0 / max(1.0, abs(y[0]))  # the step's norm: y[0] relative, the logs absolute
         full = max(abs(step[0]) * w0, abs(step[1]), abs(step[2]))
         scale = max(abs(step[1]) / TRUST_LOG, abs(step[2]) / TRUST_LOG, abs(step[0]) * w0, 1.0)
@@ -272,13 +273,13 @@ def _newton_core(y, args, tol, maxiter, r, jy, extra):
                     break
             s *= 0.5
         if not accepted:
-            return it, 2, nfev
+            return it, NO_PROGRESS, nfev
         y[:] = yt
         r[:] = rt
         jy[:, :] = jt
         extra[:] = et
         nrm = nt
-    return maxiter, 0 if nrm <= tol else 1, nfev
+    return maxiter, CONVERGED if nrm <= tol else ITERATION_LIMIT, nfev
 
 
 def warm_start_reaches(lam, lam_from) -> bool:
@@ -370,7 +371,7 @@ def improves(candidate, best) -> bool:
     >>> improves((None, [1e-1, 0, 0], None, 2), None)
     True
     """
-    return best is None or candidate[3] == 0 or np.max(np.abs(candidate[1])) < np.max(np.abs(best[1]))
+    return best is None or candidate[3] == CONVERGED or np.max(np.abs(candidate[1])) < np.max(np.abs(best[1]))
 
 
 def march_lambda(newton, y, r, extra, lam_start, lam_target, tol, path_tol=PATH_TOL, max_failures=None):
@@ -414,20 +415,20 @@ def march_lambda(newton, y, r, extra, lam_start, lam_target, tol, path_tol=PATH_
         last = tn <= t_end + 1e-12
         yn, rn, en, nitn, st = newton(yp, tol if last else path_tol, math.exp(tn), last)
         total += nitn
-        if st != 0 and prev is not None:  # retry without the predictor
+        if st != CONVERGED and prev is not None:  # retry without the predictor
             yn, rn, en, nitn, st = newton(y, tol if last else path_tol, math.exp(tn), last)
             total += nitn
-        if st != 0:
+        if st != CONVERGED:
             h /= 2.0
             failures += 1
             if abs(h) < PATH_MIN_STEP or (max_failures is not None and failures >= max_failures):
-                return y, r, extra, total, 3
+                return y, r, extra, total, CONTINUATION_FAILED
             continue
         prev = (t, y)
         t, y, r, extra = tn, yn, rn, en
         if nitn <= EASY_STEP_NIT:
             h = max(2.0 * h, -PATH_MAX_STEP)
-    return y, r, extra, total, 0
+    return y, r, extra, total, CONVERGED
 
 
 def _at_target(problem, y, nit, status):
@@ -468,25 +469,25 @@ def continuation(problem, tol, maxiter, start, direct_guess=None, max_failures=N
     total = 0
     if direct_guess is not None and lam_start * DIRECT_LAMBDA_RATIO <= lam_target < lam_start:
         y, r, extra, nit, status = damped_newton(problem, direct_guess(lam_target), tol, DIRECT_TRIES)
-        if status == 0:
-            return y, r, extra, nit, 0
+        if status == CONVERGED:
+            return y, r, extra, nit, CONVERGED
         total += nit
     y, r, extra, nit, status = damped_newton(problem, start(lam_start), tol if lam_start == lam_target else PATH_TOL,
                                              maxiter, lam=lam_start)
     total += nit
-    if status != 0:
-        return _at_target(problem, y, total, 3)
+    if status != CONVERGED:
+        return _at_target(problem, y, total, CONTINUATION_FAILED)
     y, r, extra, nit, status = march_lambda(
         lambda y0, tl, lam, final: damped_newton(problem, y0, tl, maxiter if final else min(maxiter,
                                                                                              PATH_STEP_MAXITER),
                                                  lam=lam),
         y, r, extra, lam_start, lam_target if lam_target > 0 else LAMBDA_FLOOR, tol, PATH_TOL, max_failures)
     total += nit
-    if status != 0:
+    if status != CONVERGED:
         return _at_target(problem, y, total, status)
     if lam_target == 0.0:
         return _to_zero(problem, y, tol, maxiter, total)
-    return y, r, extra, total, 0
+    return y, r, extra, total, CONVERGED
 
 
 def _to_zero(problem, y_floor, tol, maxiter, total):
@@ -501,11 +502,11 @@ def _to_zero(problem, y_floor, tol, maxiter, total):
     """
     y2, _, _, nit2, status2 = damped_newton(problem, y_floor, tol, PATH_STEP_MAXITER, lam=2.0 * LAMBDA_FLOOR)
     total += nit2
-    if status2 == 0:
+    if status2 == CONVERGED:
         y, r, extra, nit, status = damped_newton(problem, 2.0 * y_floor - y2, tol, PATH_STEP_MAXITER, lam=0.0)
         total += nit
-        if status == 0:
-            return y, r, extra, total, 0
+        if status == CONVERGED:
+            return y, r, extra, total, CONVERGED
     y, r, extra, nit, status = damped_newton(problem, y_floor, tol, maxiter, lam=0.0)
     return y, r, extra, total + nit, status
 
@@ -596,23 +597,23 @@ def drive(problem, tol, maxiter, *, start, starts=(), start_iters=None, direct_g
     for y0 in starts:
         if coarse:
             y1, _, _, _, status = coarse_stage(lambda cheap: damped_newton(cheap, y0, PATH_TOL, maxiter))
-            y0 = y1 if status == 0 else y0
+            y0 = y1 if status == CONVERGED else y0
         y, r, extra, nit, status = damped_newton(problem, y0, tol, iters)
         nit_total += nit
         if improves((y, r, extra, status), best):
             best = (y, r, extra, status)
-        if status == 0:
+        if status == CONVERGED:
             break
-    if best is None or best[3] != 0:
-        status = 3
+    if best is None or best[3] != CONVERGED:
+        status = CONTINUATION_FAILED
         if coarse:
             y, r, extra, _, status = coarse_stage(lambda cheap: continuation(cheap, PATH_TOL, maxiter, start,
                                                                               direct_guess=direct_guess,
                                                                               max_failures=COARSE_MAX_FAILURES))
-            if status == 0:
+            if status == CONVERGED:
                 y, r, extra, nit, status = damped_newton(problem, y, tol, maxiter)
                 nit_total += nit
-        if status != 0:
+        if status != CONVERGED:
             # the coarse rule's error can exceed PATH_TOL where the kernels are sharp (kappa >~ 50 next to the
             # separability threshold), and its path then stalls although the full rule's does not: march on the
             # full rule (without the direct start, which the coarse stage has tried)
@@ -621,19 +622,19 @@ def drive(problem, tol, maxiter, *, start, starts=(), start_iters=None, direct_g
             nit_total += nit
         if improves((y, r, extra, status), best):
             best = (y, r, extra, status)
-    if best[3] != 0 and fallback is not None:
+    if best[3] != CONVERGED and fallback is not None:
         for stage in (fallback, damped_newton):  # the fixed-point iteration, then Newton from its iterate
-            if best[3] == 0:
+            if best[3] == CONVERGED:
                 break
             y, r, extra, nit, status = stage(problem, best[0], tol, maxiter)
             nit_total += nit
             if improves((y, r, extra, status), best):
                 best = (y, r, extra, status)
-    if polish and best[3] == 0:  # a few more Newton steps towards rounding level (quadratic convergence)
+    if polish and best[3] == CONVERGED:  # a few more Newton steps towards rounding level (quadratic convergence)
         y, r, extra, nit, _ = damped_newton(problem, best[0], min(tol, POLISH_TOL), POLISH_STEPS)
         nit_total += nit
         if np.max(np.abs(r)) < np.max(np.abs(best[1])):
-            best = (y, r, extra, 0)
+            best = (y, r, extra, CONVERGED)
     return best[0], best[1], best[2], nit_total, best[3]
 
 

@@ -27,7 +27,7 @@ import numpy as np
 from scipy.optimize import OptimizeResult
 
 from empirical.common.checks import check_scalar
-from empirical.common.failures import report
+from empirical.common.failures import CONVERGED, ITERATION_LIMIT, NO_PROGRESS, report
 
 from ._accuracy import accuracy_from_margin, bayes_accuracy
 from ._newton import (
@@ -91,17 +91,17 @@ def _fixed_point(system, y0, tol, maxiter, damping=0.5):
         try:
             gamma = math.exp(bracketed_root(r3, lo, hi, xtol=1e-14)[0])
         except ValueError:
-            return system.to_y(alpha, sigma, gamma), r, e2, it, 2
+            return system.to_y(alpha, sigma, gamma), r, e2, it, NO_PROGRESS
         y = system.to_y(alpha, sigma, gamma)
         r, _, e2 = system(y)
         if np.max(np.abs(r)) <= tol:
-            return y, r, e2, it, 0
+            return y, r, e2, it, CONVERGED
         tau = math.hypot(alpha, sigma)
         s_new = sigma * math.sqrt(max(r[0] + 1.0, 1e-12))
         a_new = alpha + r[1] * tau
         sigma = (1 - damping) * sigma + damping * s_new
         alpha = (1 - damping) * alpha + damping * a_new
-    return system.to_y(alpha, sigma, gamma), r, e2, maxiter, 1
+    return system.to_y(alpha, sigma, gamma), r, e2, maxiter, ITERATION_LIMIT
 
 
 def _large_lambda_start(system):

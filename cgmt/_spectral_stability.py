@@ -27,13 +27,13 @@ import numpy as np
 from scipy.optimize import OptimizeResult
 
 from empirical.common.checks import check_scalar
-from empirical.common.failures import STATUS_MESSAGES, ConvergenceError, quiet, report
+from empirical.common.failures import CONVERGED, CROSS_FAILED, STATUS_MESSAGES, ConvergenceError, quiet, report
 
 from ._newton import bracketed_root
 from ._spectral import solve_spectral
 from ._spectrum import Spectrum
 from .ablation import protocol_fractions
-from .stability import CROSS_FAILED, DEFAULT_ORDER, RESIDUAL_TOL, cross_expectation
+from .stability import DEFAULT_ORDER, RESIDUAL_TOL, cross_expectation
 from .validation import check_lam, check_spectral_delta
 
 __all__ = ["spectral_pair_stability", "spectral_stability"]
@@ -185,7 +185,7 @@ def spectral_pair_stability(delta1, delta2, delta12, lam, spectrum, *, feature_s
 
     dep = overlaps(qh12) if ok else {"euclid": float("nan"), "sigma": float("nan"), "raw": float("nan")}
     ind = overlaps(0.0)
-    status = 0 if ok else CROSS_FAILED
+    status = CONVERGED if ok else CROSS_FAILED
     message = STATUS_MESSAGES[status] + f" (residual {residual:.2e}, {nfev} evaluations)"
     res = OptimizeResult(
         cosine=dep["euclid"], cosine_sigma=dep["sigma"], cosine_raw=dep.get("raw"),

@@ -20,7 +20,7 @@ from empirical.common.checks import check_scalar
 # the failure vocabulary and the deprecation helpers live on the ground floor (empirical.common); cgmt's solvers
 # use them from there
 from empirical.common.deprecation import moved_names, warn_deprecated
-from empirical.common.failures import STATUS_MESSAGES
+from empirical.common.failures import CONVERGED, ITERATION_LIMIT, OUT_OF_LIMITS, STATUS_MESSAGES
 
 __all__ = ["CGMTResult"]  # outcome, within_limits: the solvers' helpers, not API
 
@@ -184,8 +184,8 @@ def outcome(r, status: int, nit: int, tol: float, *, limits=None) -> tuple[float
     """
     res = float(np.max(np.abs(r)))
     success = bool(np.isfinite(res) and res <= tol)
-    status = 0 if success else (1 if status == 0 else int(status))
+    status = CONVERGED if success else (ITERATION_LIMIT if status == CONVERGED else int(status))
     if success and limits is False:
-        success, status = False, 5
+        success, status = False, OUT_OF_LIMITS
     message = STATUS_MESSAGES[status] + f" (max relative residual {res:.3e}, tol {tol:.1e}, {nit} Newton iterations)"
     return res, success, status, message

@@ -35,7 +35,7 @@ from numba import njit
 from scipy.optimize import OptimizeResult
 
 from empirical.common.checks import check_int, check_scalar
-from empirical.common.failures import STATUS_MESSAGES, ConvergenceError, quiet, report
+from empirical.common.failures import CONVERGED, CROSS_FAILED, STATUS_MESSAGES, ConvergenceError, quiet, report
 
 from ._newton import bracketed_root
 from ._solver import solve
@@ -245,15 +245,12 @@ def cross_expectation(sol1, sol2, sigma12: float, kappa: float, *, order: int = 
 # --------------------------------------------------------------------------------------------
 # the cross fixed point
 # --------------------------------------------------------------------------------------------
-#: status of the cross fixed point (:func:`cross_noise_covariance`, :func:`pair_stability`, :func:`stability`):
-#: 0 or CROSS_FAILED, keys of the project's one table :data:`empirical.common.failures.STATUS_MESSAGES`
-CROSS_FAILED = 4
 #: relative residual |F(sigma_12) - sigma_12| / (sigma_1 sigma_2) accepted as converged
 RESIDUAL_TOL = 1e-9
 
 
 def _cross_result(sigma12, residual, ok, nit, nfev, rhs_at_zero):
-    status = 0 if ok else CROSS_FAILED
+    status = CONVERGED if ok else CROSS_FAILED
     message = (f"{STATUS_MESSAGES[status]}: |F(sigma12) - sigma12| / (sigma1 sigma2) = {residual:.2e} "
                f"after {nfev} evaluations")
     return OptimizeResult(sigma12=float(sigma12), success=bool(ok), status=status, message=message, nit=int(nit),

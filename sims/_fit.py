@@ -15,7 +15,7 @@ from scipy.special import expit
 from cgmt.validation import check_lam
 from empirical.common.arrays import check_matrix, check_signed_labels, check_vector
 from empirical.common.checks import check_bool, check_scalar
-from empirical.common.failures import report
+from empirical.common.failures import CONVERGED, ITERATION_LIMIT, report
 from empirical.logistic import fit_l2_logistic  # the project's one exact solver
 
 
@@ -145,6 +145,7 @@ def fit_ridge_logistic(X, y, lam, *, w0=None, tol: float = 1e-10, strict: bool =
                f"(solver: {getattr(res, 'message', '')})")
     result = OptimizeResult(coef=beta, z=beta / np.sqrt(p), grad_norm=gnorm,
                             solver_grad_norm=float(getattr(res, "grad_norm", np.nan)),
-                            nit=int(getattr(res, "nit", -1)), success=success, status=0 if success else 1,
+                            nit=int(getattr(res, "nit", -1)), success=success,
+                            status=CONVERGED if success else ITERATION_LIMIT,
                             message=message, C=C, lam=lam)
     return report(result, check_bool(strict, "strict"), "sims.fit_ridge_logistic", n=n, p=p, lam=lam)

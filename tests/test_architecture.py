@@ -151,7 +151,7 @@ def test_packages_import_only_what_the_map_allows():
         for dep in deps:
             if not any(dep == a or dep.startswith(a + ".") for a in allowed):
                 bad.append(f"{module} -> {dep}")
-    assert bad == []
+    assert bad == [], bad
 
 
 def _package_of(module):
@@ -173,7 +173,7 @@ def test_no_private_names_across_modules():
             private = [n for n in names if n.startswith("_") and not n.endswith("__")]
             if private or any(part.startswith("_") and part != "__init__" for part in target.split(".")):
                 bad.append(f"{module}: from {target} import {', '.join(names)}")
-    assert bad == []
+    assert bad == [], bad
 
 
 def test_function_level_imports_only_for_deferred_heavy_dependencies():
@@ -185,7 +185,7 @@ def test_function_level_imports_only_for_deferred_heavy_dependencies():
             if module.split(".")[0] in ("empirical", "paper_figures") and target in TORCH_SIDE:
                 continue  # deferred on purpose: torch is the optional [llm] extra (see empirical.cli._llm)
             bad.append(f"{module}: {target}")
-    assert bad == []
+    assert bad == [], bad
 
 
 def test_empirical_draws_only_in_its_reporting_module():
@@ -368,7 +368,7 @@ def test_non_convergence_warns_convergence_warning_not_runtime_warning():
             text = ast.unparse(node.args[0]).lower() if node.args else ""
             if isinstance(category, ast.Name) and category.id == "RuntimeWarning" and "converge" in text:
                 bad.append(f"{module}:{node.lineno}")
-    assert bad == []
+    assert bad == [], bad
 
 
 def test_one_cgmt_driver():
@@ -426,3 +426,55 @@ def test_a_failed_drawing_leaves_no_open_figure():
     with pytest.raises(ValueError, match="drawing failed"):
         fails()
     assert set(plt.get_fignums()) == before
+
+
+def _status_like(node) -> bool:
+    """A name, attribute or subscript that holds a status of the project's table (``status``, ``res.status``,
+    ``status[active]``, ``status2``, the march's ``st``)."""
+    while isinstance(node, ast.Subscript):
+        node = node.value
+    name = node.attr if isinstance(node, ast.Attribute) else getattr(node, "id", "")
+    return name in ("status", "st") or name.startswith("status")
+
+
+def _status_literals(node):
+    """The integer literals of an expression that yields a status (through ``a if c else b`` and ``torch.where``)."""
+    if isinstance(node, ast.Constant) and type(node.value) is int:
+        return [node]
+    if isinstance(node, ast.IfExp):
+        return _status_literals(node.body) + _status_literals(node.orelse)
+    if isinstance(node, ast.Call) and getattr(node.func, "attr", "") == "where":
+        return [lit for arg in node.args[1:] for lit in _status_literals(arg)]
+    if isinstance(node, ast.Tuple):  # a stage's (..., status) result: the status is the last element
+        return _status_literals(node.elts[-1]) if node.elts else []
+    return []
+
+
+#: status codes of other libraries, compared where the project reads them (HiGHS: 0 optimal, 1 iteration limit)
+FOREIGN_STATUS = {("empirical.probes.separability", "res.status")}
+
+
+def test_status_codes_are_named_and_success_has_one_rule():
+    """Every status the project's solvers set, return or compare is one of the named codes of
+    ``empirical.common.failures`` (CONVERGED, ITERATION_LIMIT, ...), never a bare number; a result's ``success`` is
+    ``is_success(status)`` or ``status == CONVERGED``."""
+    bad = []
+    for module, path in MODULES.items():
+        if module == "empirical.common.failures":
+            continue
+        for node in ast.walk(ast.parse(path.read_text())):
+            literals = []
+            if isinstance(node, (ast.Assign, ast.AnnAssign)):
+                targets = node.targets if isinstance(node, ast.Assign) else [node.target]
+                last = [t.elts[-1] for t in targets if isinstance(t, ast.Tuple) and t.elts]
+                if any(map(_status_like, targets + last)) and node.value is not None:
+                    literals = _status_literals(node.value)
+            elif isinstance(node, ast.Compare) and any(map(_status_like, [node.left, *node.comparators])):
+                if (module, ast.unparse(node.left)) in FOREIGN_STATUS:
+                    continue
+                literals = [c for c in [node.left, *node.comparators] if isinstance(c, ast.Constant)
+                            and type(c.value) is int]
+            elif isinstance(node, ast.keyword) and node.arg == "status":
+                literals = _status_literals(node.value)
+            bad += [f"{module}:{lit.lineno}: status {lit.value}" for lit in literals]
+    assert bad == [], bad

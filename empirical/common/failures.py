@@ -12,21 +12,52 @@ from __future__ import annotations
 import warnings
 from contextlib import contextmanager
 
-__all__ = ["STATUS_MESSAGES", "SUCCESS", "ConvergenceError", "ConvergenceWarning", "report", "quiet"]
+__all__ = ["STATUS_MESSAGES", "SUCCESS", "is_success", "CONVERGED", "ITERATION_LIMIT", "NO_PROGRESS",
+           "CONTINUATION_FAILED", "CROSS_FAILED", "OUT_OF_LIMITS", "SIGNS_CERTIFIED", "CG_EXHAUSTED",
+           "ConvergenceError", "ConvergenceWarning", "report", "quiet"]
 
-#: the one status table (code -> meaning) of every solver of the project
+#: the status codes of every solver of the project, by name (plain ints: the Numba kernels return them too)
+CONVERGED = 0
+ITERATION_LIMIT = 1
+NO_PROGRESS = 2
+CONTINUATION_FAILED = 3
+CROSS_FAILED = 4
+OUT_OF_LIMITS = 5
+SIGNS_CERTIFIED = 6
+CG_EXHAUSTED = 7
+#: the one status table (code -> meaning)
 STATUS_MESSAGES = {
-    0: "converged",
-    1: "iteration limit reached",
-    2: "no further progress (line search failed: the round-off floor)",
-    3: "continuation in lambda failed",
-    4: "cross fixed point not converged",
-    5: "the answer breaks its limits (accuracy outside [1/2, Bayes accuracy], or a scale not positive)",
-    6: "validation signs certified before reaching tol",
-    7: "matrix-free CG needed too many iterations (continue with a factorized preconditioner)",
+    CONVERGED: "converged",
+    ITERATION_LIMIT: "iteration limit reached",
+    NO_PROGRESS: "no further progress (line search failed: the round-off floor)",
+    CONTINUATION_FAILED: "continuation in lambda failed",
+    CROSS_FAILED: "cross fixed point not converged",
+    OUT_OF_LIMITS: "the answer breaks its limits (accuracy outside [1/2, Bayes accuracy], or a scale not positive)",
+    SIGNS_CERTIFIED: "validation signs certified before reaching tol",
+    CG_EXHAUSTED: "matrix-free CG needed too many iterations (continue with a factorized preconditioner)",
 }
 #: the statuses that are a success: converged, or (the exact path) every validation sign certified
-SUCCESS = frozenset({0, 6})
+SUCCESS = frozenset({CONVERGED, SIGNS_CERTIFIED})
+
+
+def is_success(status) -> bool:
+    """The one success rule: ``status`` (a code of :data:`STATUS_MESSAGES`) is in :data:`SUCCESS`.
+
+    Parameters
+    ----------
+    status : int
+        A status code.
+
+    Returns
+    -------
+    bool
+
+    Examples
+    --------
+    >>> is_success(CONVERGED), is_success(SIGNS_CERTIFIED), is_success(ITERATION_LIMIT)
+    (True, True, False)
+    """
+    return int(status) in SUCCESS
 
 
 class ConvergenceWarning(UserWarning):

@@ -26,6 +26,7 @@ from scipy.linalg import lapack
 from scipy.special import expit
 
 from empirical.common.checks import check_int, check_scalar
+from empirical.common.failures import CONVERGED, ITERATION_LIMIT, NO_PROGRESS
 
 from ..common.arrays import C_MAX, C_MIN, TOL_MAX, check_matrix, check_signed_labels, check_vector
 
@@ -162,7 +163,7 @@ def _newton_primal(X, y, C, w, b, fit_intercept, tol, max_iter):
         t, state = armijo_backtrack(f, -(g @ step), trial, g @ g)
         nit += 1
         if t is None:
-            status = 2
+            status = NO_PROGRESS
             break
         w, z, r, d, f = state
         b = b - t * db
@@ -401,7 +402,7 @@ def newton_dual(K, y, C, alpha, b, fit_intercept=True, tol=1e-10, max_iter=100):
         t, state = armijo_backtrack(f, -g_dot_step, trial, gamma @ Kg + gb * gb)
         nit += 1
         if t is None:
-            status = 2
+            status = NO_PROGRESS
             break
         alpha, Ka, z, r, d, f = state
         b = b - t * db
@@ -502,7 +503,8 @@ def direct_newton(X, y, C, w0=None, b0=0.0, *, fit_intercept=True, tol=1e-10, ma
     Returns
     -------
     (w, b, nit, grad_norm, status, f)
-        ``status`` as in :data:`STATUS_MESSAGES` (0, 1 or 2), ``f`` the objective value.
+        ``status`` as in :data:`STATUS_MESSAGES` (CONVERGED, ITERATION_LIMIT or NO_PROGRESS), ``f`` the objective
+        value.
 
     Examples
     --------
@@ -529,4 +531,4 @@ def direct_newton(X, y, C, w0=None, b0=0.0, *, fit_intercept=True, tol=1e-10, ma
             alpha = linalg.cho_solve(linalg.cho_factor(K + ridge, check_finite=False), X @ w0, check_finite=False)
         alpha, b, nit, gnorm, status, f = newton_dual(K, y, C, alpha, b0, fit_intercept, tol, max_iter)
         w = X.T @ alpha
-    return w, b, nit, gnorm, (0 if gnorm <= tol else 1) if status is None else status, f
+    return w, b, nit, gnorm, (CONVERGED if gnorm <= tol else ITERATION_LIMIT) if status is None else status, f

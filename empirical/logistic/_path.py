@@ -29,6 +29,7 @@ from scipy.optimize import OptimizeResult
 
 from ..common.arrays import check_grid, check_matrix, check_signed_labels
 from ..common.checks import check_int
+from ..common.failures import CONVERGED, ITERATION_LIMIT, is_success
 from ._design import extend_design, reduce_design
 from ._factors import gemv
 from ._newton import check_solver, loss_terms
@@ -229,7 +230,8 @@ def logistic_path(X, y, Xv, yv, Cs, *, fit_intercept=True, tol=1e-10, max_iter=1
                f"{int((~done).sum())} grid point(s) neither certified nor converged")
     return OptimizeResult(val_accuracy=acc, nit=nits, coef_reduced=coefs, intercept=intercepts, certified=certified,
                           grad_norm=grad_norms, n_factorizations=n_fact, n_cg=n_cg, design=design,
-                          preconditioner=best_prec, success=bool(done.all()), status=0 if done.all() else 1,
+                          preconditioner=best_prec, success=bool(done.all()),
+                          status=CONVERGED if done.all() else ITERATION_LIMIT,
                           message=message)
 
 
@@ -305,6 +307,6 @@ def refit(X, y, Xv, yv, C, design, a0, b0, *, fit_intercept=True, tol=1e-10, max
                      matrix_free=ctx.prec is None and ctx.tri is not None, max_pcg=max_pcg,
                      polish=1)  # the coefficients are the product: one step past tol lands far inside it
     return OptimizeResult(coef=full.back(res.coef), intercept=res.intercept, nit=res.nit, grad_norm=res.grad_norm,
-                          n_factorizations=res.n_factorizations, n_cg=res.n_cg, success=res.status == 0,
+                          n_factorizations=res.n_factorizations, n_cg=res.n_cg, success=is_success(res.status),
                           status=res.status, message=res.message)
 

@@ -25,7 +25,15 @@ from scipy.linalg.blas import dtrsv, ssyrk, strsv
 from scipy.optimize import OptimizeResult
 from scipy.special import expit
 
-from empirical.common.failures import STATUS_MESSAGES, SUCCESS
+from empirical.common.failures import (
+    CG_EXHAUSTED,
+    CONVERGED,
+    ITERATION_LIMIT,
+    NO_PROGRESS,
+    SIGNS_CERTIFIED,
+    STATUS_MESSAGES,
+    is_success,
+)
 
 from ._factors import gemm, gemv
 from ._newton import ARMIJO, HALVINGS, loss_terms
@@ -580,7 +588,7 @@ def newton_pcg(ctx, y, C, a, b, *, fit_intercept=True, tol=1e-10, max_iter=100, 
     z = ctx.mul(a) + b if z0 is None else z0
     nit = n_fact = n_cg = 0
     certified = False
-    status = 1
+    status = ITERATION_LIMIT
     val_logits = gemv(Zv, a) + b if (yv is not None) else None
     loss, residuals, d = loss_terms(z, y)
     # bound on |z - (Z a + b)| from updating z step by step (rounding: eps x the magnitudes added); z is recomputed
@@ -601,7 +609,7 @@ def newton_pcg(ctx, y, C, a, b, *, fit_intercept=True, tol=1e-10, max_iter=100, 
                 loss, residuals, d = loss_terms(z, y)
                 continue
             if polish <= 0 or nit >= max_iter:
-                status = 0
+                status = CONVERGED
                 break
             polish -= 1
         if yv is not None and ctx.prec is not None:
@@ -618,10 +626,10 @@ def newton_pcg(ctx, y, C, a, b, *, fit_intercept=True, tol=1e-10, max_iter=100, 
                         loss, residuals, d = loss_terms(z, y)
                         continue
                     certified = True
-                    status = 6
+                    status = SIGNS_CERTIFIED
                     break
         if nit >= max_iter:
-            status = 1
+            status = ITERATION_LIMIT
             break
         use_matrix_free = matrix_free and yv is None and not ctx.matrix_free_failed
         if use_matrix_free:
@@ -636,7 +644,7 @@ def newton_pcg(ctx, y, C, a, b, *, fit_intercept=True, tol=1e-10, max_iter=100, 
                 ctx.matrix_free_failed = True
                 use_matrix_free = False
                 if not factor:
-                    status = 7
+                    status = CG_EXHAUSTED
                     break
         fresh = False
         if ctx.prec is None and not use_matrix_free:
@@ -690,13 +698,13 @@ def newton_pcg(ctx, y, C, a, b, *, fit_intercept=True, tol=1e-10, max_iter=100, 
                 break
             t *= 0.5
         else:  # no step decreases the objective: the round-off floor (status 2, as for direct_newton)
-            status = 2
+            status = NO_PROGRESS
             break
         a, b, z, loss, residuals, d = a_new, b - t * db, z_new, loss_new, r_new, d_new
         drift += _EPS * (np.max(np.abs(z_new), initial=0.0) + t * np.max(np.abs(dz), initial=0.0))
         nit += 1
         if yv is not None:
             val_logits = gemv(Zv, a) + b
-    return OptimizeResult(coef=a, intercept=float(b), nit=nit, grad_norm=float(gnorm), success=status in SUCCESS,
+    return OptimizeResult(coef=a, intercept=float(b), nit=nit, grad_norm=float(gnorm), success=is_success(status),
                           status=status, message=f"{STATUS_MESSAGES[status]}; grad_norm={gnorm:.3e}, nit={nit}",
                           n_factorizations=n_fact, n_cg=n_cg, certified=certified, val_logits=val_logits, logits=z)

@@ -39,7 +39,7 @@ from scipy import linalg
 from scipy.optimize import OptimizeResult
 
 from empirical.common.checks import check_scalar
-from empirical.common.failures import STATUS_MESSAGES
+from empirical.common.failures import CONVERGED, ITERATION_LIMIT, STATUS_MESSAGES, is_success
 
 from ..common.arrays import check_matrix, check_signed_labels, check_vector
 from ._design import reduce_design
@@ -86,7 +86,7 @@ def logistic_objective(X, y, C, w, b=0.0) -> float:
 
 def _result(w, b, nit, gnorm, status, fun):
     return OptimizeResult(coef=w, intercept=float(b), x=np.concatenate([w, [b]]), fun=fun, nit=int(nit),
-                          grad_norm=float(gnorm), success=bool(status == 0), status=int(status),
+                          grad_norm=float(gnorm), success=is_success(status), status=int(status),
                           message=f"{STATUS_MESSAGES[status]}; grad_norm={gnorm:.3e}, nit={nit}")
 
 
@@ -106,9 +106,10 @@ def _fit_pcg(X, y, C, w0, b0, fit_intercept, tol, max_iter):
     res = newton_pcg(ctx, y, C, np.zeros(X.shape[1]) if w0 is None else w0.copy(), b0,
                      fit_intercept=fit_intercept, tol=tol, max_iter=max_iter, matrix_free=True, factor=False, polish=1)
     nit0 = res.nit
-    if res.status == 0 or nit0 >= max_iter:
+    if res.status == CONVERGED or nit0 >= max_iter:
         f = float(C * np.logaddexp(0.0, -y * res.logits).sum() + 0.5 * res.coef @ res.coef)
-        return res.coef, res.intercept, nit0, res.grad_norm, (0 if res.status == 0 else 1), f
+        status = CONVERGED if res.status == CONVERGED else ITERATION_LIMIT
+        return res.coef, res.intercept, nit0, res.grad_norm, status, f
     if nit0 > 0:
         w0, b0 = res.coef, res.intercept
     del ctx
@@ -124,7 +125,8 @@ def _fit_pcg(X, y, C, w0, b0, fit_intercept, tol, max_iter):
     res = newton_pcg(ctx, y, C, a, b0, fit_intercept=fit_intercept, tol=tol, max_iter=max_iter - nit0,
                      polish=int(not res.grad_norm <= tol))  # (no second extra step after the first stage's)
     f = float(C * np.logaddexp(0.0, -y * res.logits).sum() + 0.5 * res.coef @ res.coef)
-    return design.back(res.coef), res.intercept, nit0 + res.nit, res.grad_norm, (0 if res.status == 0 else 1), f
+    status = CONVERGED if res.status == CONVERGED else ITERATION_LIMIT
+    return design.back(res.coef), res.intercept, nit0 + res.nit, res.grad_norm, status, f
 
 
 def fit_l2_logistic(X, y, C, *, fit_intercept=False, w0=None, b0=0.0, tol=1e-10, max_iter=100,
@@ -189,9 +191,9 @@ def fit_l2_logistic(X, y, C, *, fit_intercept=False, w0=None, b0=0.0, tol=1e-10,
         try:
             w, b, nit0, gnorm, status, f = _fit_pcg(X, y, C, w0, b0, fit_intercept, tol, min(max_iter, _PCG_MAX_ITER))
         except linalg.LinAlgError:
-            w, b, status = w0, b0, 1
+            w, b, status = w0, b0, ITERATION_LIMIT
         else:
-            if status == 0 or nit0 >= max_iter:
+            if status == CONVERGED or nit0 >= max_iter:
                 return _result(w, b, nit0, gnorm, status, f)
         w0, b0 = w, b  # not converged: finish with direct Newton from the PCG iterate
     form = {"primal": "primal", "dual": "dual"}.get(method)

@@ -47,6 +47,7 @@ import torch
 from scipy.optimize import OptimizeResult
 
 from empirical.common.checks import check_bool, check_int, check_scalar
+from empirical.common.failures import CONVERGED, ITERATION_LIMIT, NO_PROGRESS, SIGNS_CERTIFIED
 from empirical.common.resources import resolve_device
 
 from ..common.arrays import C_MAX, C_MIN, check_grid, check_matrix, check_signed_labels, check_vector
@@ -423,7 +424,7 @@ def _newton(d: _Designs, y, C, theta, *, tol, max_iter, yv=None, min_newton=1, c
             cert = _certified(d, active, th, grow * nu0, stale, grow, nit[active], min_newton, w_norm) & ~converged
         gnorm[active] = gn
         certified[active] = cert
-        status[active] = torch.where(converged, 0, torch.where(cert, 6, 1))
+        status[active] = torch.where(converged, CONVERGED, torch.where(cert, SIGNS_CERTIFIED, ITERATION_LIMIT))
         if bool((converged | cert).any()):  # finished without a new factorization
             keep = ~(converged | cert)
             if last is not None and stale is not None:
@@ -467,7 +468,7 @@ def _newton(d: _Designs, y, C, theta, *, tol, max_iter, yv=None, min_newton=1, c
         limit = nit[active] >= max_iter
         finished = cert | limit
         certified[active] = cert
-        status[active] = torch.where(cert, 6, 1)
+        status[active] = torch.where(cert, SIGNS_CERTIFIED, ITERATION_LIMIT)
         go = ~finished
         if last is not None and bool(finished.any()):
             last.put(active[finished], factors.take(finished))
@@ -498,7 +499,8 @@ def _newton(d: _Designs, y, C, theta, *, tol, max_iter, yv=None, min_newton=1, c
             active, stale = moving, factors.take(go)
             continue
         nit[moving] += 1
-        status[moving[~ok]] = 2  # no decrease on a fresh factor: stop there (as the numpy solvers do), never loop on
+        # no decrease on a fresh factor: stop there (as the numpy solvers do), never loop on
+        status[moving[~ok]] = NO_PROGRESS
         active = moving[ok]
         factors = factors.take(go)  # the factor just used: the next steps' preconditioner, the next certificate's bound
         if last is not None and not bool(ok.all()):
@@ -632,7 +634,7 @@ def batched_path(X, y, Xv, yv, Cs, *, device="cpu", tol=1e-10, max_iter=100,
                                                min_newton=min_newton, counts=counts, prior=last)
         if not reuse_factors:
             last.usable[:] = False
-        line_failed[:, idx] = (st == 2).cpu().numpy()
+        line_failed[:, idx] = (st == NO_PROGRESS).cpu().numpy()
         hist_t.append(t)
         hist.append(theta)
         hist_t, hist = hist_t[-order:], hist[-order:]
@@ -645,11 +647,11 @@ def batched_path(X, y, Xv, yv, Cs, *, device="cpu", tol=1e-10, max_iter=100,
         intercept[:, idx] = theta[:, -1].cpu().numpy()
     clock.lap("path")
     done = cert | (gnorm <= tol)
-    status = 0 if done.all() else 2 if line_failed[~done].any() else 1
+    status = CONVERGED if done.all() else NO_PROGRESS if line_failed[~done].any() else ITERATION_LIMIT
     message = ("every grid point certified or converged" if done.all() else
                f"{int((~done).sum())} (layer, grid point) pair(s) neither certified nor converged"
                + (f", {int(line_failed[~done].sum())} of them because the line search found no decrease"
-                  if status == 2 else ""))
+                  if status == NO_PROGRESS else ""))
     return OptimizeResult(val_accuracy=acc, certified=cert, grad_norm=gnorm, nit=nits, coef=coef,
                           intercept=intercept, success=bool(done.all()), status=status, message=message,
                           n_factorizations=counts["factorizations"], n_reused=counts["reused"], n_cg=counts["cg"],
@@ -720,4 +722,4 @@ def batched_refit(X, y, C, coef0, intercept0, *, device="cpu", tol=1e-10, max_it
     coef = d.back(theta).cpu().numpy()
     clock.lap("newton")
     return OptimizeResult(coef=coef, intercept=theta[:, -1].cpu().numpy(), grad_norm=gn.cpu().numpy(),
-                          nit=nit.cpu().numpy(), success=st == 0, status=st, seconds=clock.seconds)
+                          nit=nit.cpu().numpy(), success=st == CONVERGED, status=st, seconds=clock.seconds)

@@ -25,7 +25,7 @@ from sklearn.exceptions import ConvergenceWarning as SklearnConvergenceWarning  
 from sklearn.svm import LinearSVC
 
 from empirical.common.checks import as_generator, check_int, check_scalar
-from empirical.common.failures import STATUS_MESSAGES
+from empirical.common.failures import CONVERGED, ITERATION_LIMIT, NO_PROGRESS, STATUS_MESSAGES
 
 from ..common.arrays import as_real_array, check_binary_labels, check_grid, check_matrix, check_signed_labels
 from ..common.checks import check_random_state
@@ -125,7 +125,7 @@ def perceptron(X, y_signed, max_epochs: int = 2000, random_state=0) -> OptimizeR
     final_err = int(np.sum(y_signed * (X @ w + b) <= 0))
     separated = final_err == 0
     return OptimizeResult(x=w, intercept=float(b), nit=int(epochs), train_errors=final_err, success=separated,
-                          status=0 if separated else 1,
+                          status=CONVERGED if separated else ITERATION_LIMIT,
                           message=f"{STATUS_MESSAGES[0]}: zero training error" if separated else
                           f"{STATUS_MESSAGES[1]}: not separated after {epochs} epochs ({final_err} training errors)")
 
@@ -244,15 +244,15 @@ def separability_lp(X, y, tol: float = 1e-7) -> OptimizeResult:
     cost = np.r_[np.zeros(p + 1), np.ones(n)]
     res = linprog(cost, A_ub=A, b_ub=-np.ones(n), bounds=[(None, None)] * (p + 1) + [(0.0, None)] * n,
                   method="highs")
-    if res.status != 0 or res.x is None:
-        status = 1 if res.status == 1 else 2  # HiGHS: 1 iteration limit; otherwise no usable optimum
+    if res.status != 0 or res.x is None:  # HiGHS's own codes: 0 optimal, 1 iteration limit
+        status = ITERATION_LIMIT if res.status == 1 else NO_PROGRESS  # otherwise no usable optimum
         return OptimizeResult(separable=False, success=False, status=status, fun=np.nan, x=None, intercept=np.nan,
                               train_errors=-1, nit=int(getattr(res, "nit", 0)),
                               message=f"undecided: {STATUS_MESSAGES[status]} ({res.message})")
     w, b = res.x[:p], float(res.x[p])
     errors = int(np.sum(y_signed * (Xs @ w + b) <= 0.0))
     separable = bool(res.fun <= tol * n and errors == 0)
-    return OptimizeResult(separable=separable, success=True, status=0, fun=float(res.fun), x=w, intercept=b,
+    return OptimizeResult(separable=separable, success=True, status=CONVERGED, fun=float(res.fun), x=w, intercept=b,
                           train_errors=errors, nit=int(res.nit),
                           message=f"{STATUS_MESSAGES[0]}: {LP_ANSWERS[separable]}")
 
