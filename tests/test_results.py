@@ -439,7 +439,7 @@ def test_a_rebuild_never_changes_a_checksummed_table(tmp_path):
     tables alone replaced the five-seed table (n_seeds 5 -> 1) and wrote it a new checksum.  The rebuild now keeps the
     published table and figure, and says so; outside a rebuild the table is rewritten as before."""
     run = _fake_run(tmp_path / "run")
-    empirical_plots.plot_all(run)
+    empirical_plots.plot_layerwise(run)
     published = (run / "tables" / "layerwise_accuracy.csv").read_bytes()
     for path in (run / "tables").glob("layers_*_seed*.csv"):
         path.unlink()
@@ -447,10 +447,10 @@ def test_a_rebuild_never_changes_a_checksummed_table(tmp_path):
                                                              "the checksummed table"):
         empirical_plots.plot_all(run)
     assert (run / "tables" / "layerwise_accuracy.csv").read_bytes() == published
-    empirical_plots.plot_all(run)  # a run (not a rebuild) writes what its tables give
+    empirical_plots.plot_layerwise(run)  # a run (not a rebuild) writes what its tables give
     assert (run / "tables" / "layerwise_accuracy.csv").read_bytes() != published
     with output.rebuilding():  # the same content again: nothing to refuse
-        empirical_plots.plot_all(run)
+        empirical_plots.plot_layerwise(run)
 
 
 def test_a_published_run_rebuilds_itself_byte_for_byte(tmp_path):

@@ -9,6 +9,7 @@ with ``success=False`` (:func:`report`, modelled on scikit-learn's ``_check_opti
 """
 from __future__ import annotations
 
+import numbers
 import warnings
 from contextlib import contextmanager
 
@@ -52,11 +53,19 @@ def is_success(status) -> bool:
     -------
     bool
 
+    Raises
+    ------
+    ValueError
+        ``status`` is not an integer.
+
     Examples
     --------
     >>> is_success(CONVERGED), is_success(SIGNS_CERTIFIED), is_success(ITERATION_LIMIT)
     (True, True, False)
     """
+    if isinstance(status, bool) or not isinstance(status, numbers.Integral):
+        raise ValueError(f"status must be an integer code of STATUS_MESSAGES, got {status!r:.60} "
+                         f"({type(status).__name__})")
     return int(status) in SUCCESS
 
 
