@@ -3,8 +3,9 @@
 No list of cases: every function and class named in an ``__all__`` (``_public_api.public_objects``, shared with
 ``test_docstrings``) is called with a generated battery of hostile values, one parameter at a time, the others at
 their defaults (required parameters are built from their documented type when that is possible: small finite
-arrays, labels, ``1.0`` for a float, ``2`` for an int; a callable whose valid base call cannot be built, or does not
-run in ``BASE_SECONDS``, is skipped and reported by ``test_report_coverage``).  A class is constructed, and fitted
+arrays, labels, ``1.0`` for a float, ``2`` for an int; a callable whose valid base call cannot be built, or is
+declared slow in ``SLOW_BASE``, is skipped and reported by ``test_report_coverage``; a base call past ``BASE_SECONDS``
+fails).  A class is constructed, and fitted
 on a small valid data set when it is an estimator (scikit-learn validates in ``fit``).  Each parameter's kind is read
 from its numpydoc type, else from its default; an array named ``y...`` or typed as labels is of kind ``labels``.
 Array values are not only numpy arrays but what users pass (issue 52): torch tensors of every dtype (bfloat16,
@@ -50,7 +51,18 @@ import pytest
 from _public_api import entries, public_objects, sections
 
 CALL_SECONDS = 10.0
-BASE_SECONDS = 3.0
+#: a valid base call that runs past this fails the test (a hang, or a new slow entry to declare in SLOW_BASE)
+BASE_SECONDS = 60.0
+#: the entries whose valid base call takes seconds (each hostile value would repeat it): not driven, by name, so that
+#: the driven set is the same on every machine and every run.  Until 2026-11-29 a 3 s limit decided it at run time,
+#: and two fresh clones of one commit skipped 4 and 5 entries (2,728 and 2,727 passed).
+SLOW_BASE = {
+    "cgmt.reference:expectations": "an mpmath quadrature at 30 digits",
+    "empirical.probes.spectral_evaluation:evaluate_split": "fits and spectral predictions over a split",
+    "paper_figures.stability:plot_stability_vs_lambda": "the two-replica theory along a lambda grid",
+    "sims._finite_size:simulate_raw": "Monte Carlo fits",
+    "sims:finite_size_study": "Monte Carlo fits over several p",
+}
 SAMPLE = int(os.environ.get("CONTRACT_VALUES", "3"))
 
 
@@ -403,21 +415,19 @@ CHECKED: list[tuple[str, str, str]] = []
 
 def _base_ok(entry):
     """Whether the valid base call runs (once per entry); the reason otherwise."""
+    key = entry.key
+    if key in SLOW_BASE:
+        return f"declared slow (SLOW_BASE): {SLOW_BASE[key]}"
     if entry.key not in _BASE:
-        # twice when the first call is slow: the first may pay a cold start (numba compilation, imports) that
-        # another test already paid in the same worker, so that the driven set does not depend on test order
-        for attempt in range(2):
-            try:
-                with warnings.catch_warnings(), _limit(BASE_SECONDS), contextlib.redirect_stdout(io.StringIO()):
-                    warnings.simplefilter("ignore")
-                    entry.call()
-                _BASE[entry.key] = ""
-                break
-            except Timeout:
-                _BASE[entry.key] = f"base call runs past {BASE_SECONDS:g} s"
-            except Exception as exc:  # noqa: BLE001
-                _BASE[entry.key] = f"base call fails: {type(exc).__name__}: {exc}"[:200]
-                break
+        try:
+            with warnings.catch_warnings(), _limit(BASE_SECONDS), contextlib.redirect_stdout(io.StringIO()):
+                warnings.simplefilter("ignore")
+                entry.call()
+            _BASE[entry.key] = ""
+        except Timeout:
+            pytest.fail(f"the base call of {key} runs past {BASE_SECONDS:g} s: declare it in SLOW_BASE")
+        except Exception as exc:  # noqa: BLE001
+            _BASE[entry.key] = f"base call fails: {type(exc).__name__}: {exc}"[:200]
     return _BASE[entry.key]
 
 
