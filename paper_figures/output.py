@@ -88,9 +88,9 @@ def _check_unchanged(path: Path, df: pd.DataFrame) -> bool:
         files.verify_checksum(path)
     except files.ChecksumError as exc:
         raise PublishedTableChange(f"{exc}: a rebuild does not replace a damaged checksummed table") from None
-    old, new = pd.read_csv(path, **_EXACT_FLOATS), df.reset_index(drop=True)
     if path.read_text() == df.to_csv(index=False):
         return True
+    old, new = pd.read_csv(path, **_EXACT_FLOATS), df.reset_index(drop=True)
     raise PublishedTableChange(
         f"the rebuild would change the checksummed table {str(path)!r} ({len(old)} rows -> {len(new)} rows"
         f"{'' if list(old.columns) == list(new.columns) else ', other columns'}): the data it derives from are not "

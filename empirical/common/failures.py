@@ -9,9 +9,10 @@ with ``success=False`` (:func:`report`, modelled on scikit-learn's ``_check_opti
 """
 from __future__ import annotations
 
-import numbers
 import warnings
 from contextlib import contextmanager
+
+from .checks import check_int
 
 __all__ = ["STATUS_MESSAGES", "SUCCESS", "is_success", "CONVERGED", "ITERATION_LIMIT", "NO_PROGRESS",
            "CONTINUATION_FAILED", "CROSS_FAILED", "OUT_OF_LIMITS", "SIGNS_CERTIFIED", "CG_EXHAUSTED",
@@ -56,17 +57,14 @@ def is_success(status) -> bool:
     Raises
     ------
     ValueError
-        ``status`` is not an integer.
+        ``status`` is not an integer code of :data:`STATUS_MESSAGES`.
 
     Examples
     --------
     >>> is_success(CONVERGED), is_success(SIGNS_CERTIFIED), is_success(ITERATION_LIMIT)
     (True, True, False)
     """
-    if isinstance(status, bool) or not isinstance(status, numbers.Integral):
-        raise ValueError(f"status must be an integer code of STATUS_MESSAGES, got {status!r:.60} "
-                         f"({type(status).__name__})")
-    return int(status) in SUCCESS
+    return check_int(status, "status", minimum=min(STATUS_MESSAGES), maximum=max(STATUS_MESSAGES)) in SUCCESS
 
 
 class ConvergenceWarning(UserWarning):
