@@ -2,8 +2,7 @@
 
 Conventions of :mod:`cgmt._spectral` (docs/spectral_theory.md): rows x ~ N(0, Sigma/p), Sigma = U diag(omega) U',
 teacher weights t_i = (u_i'beta*)^2 / p, kappa^2 = sum omega_i t_i.  Solve with :meth:`Spectrum.solve`
-(:func:`cgmt.solve_spectral`).  (``cgmt.Spectrum``, its home before, still imports with a
-``DeprecationWarning`` until 0.3.)
+(:func:`cgmt.solve_spectral`).
 """
 from __future__ import annotations
 

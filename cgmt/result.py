@@ -5,10 +5,8 @@ the cross fixed points of :mod:`cgmt.stability` and :mod:`cgmt._spectral_stabili
 ``OptimizeResult`` with ``success``, ``status`` (a key of :data:`STATUS_MESSAGES`), ``message`` and ``nit``
 (except the cross fixed point of :mod:`cgmt._spectral_stability`, which reports ``nfev`` and no ``nit``).
 On failure it either raises :class:`ConvergenceError` (``strict=True``) or returns ``success=False`` after
-warning the project's :class:`ConvergenceWarning` (:func:`report`).  Names kept for old code warn
-``DeprecationWarning`` naming :data:`REMOVAL_VERSION` (:func:`warn_deprecated`).  The status table, the failure
-convention and the deprecation helpers are the project's (:mod:`empirical.common.failures`,
-:mod:`empirical.common.deprecation`).
+warning the project's :class:`ConvergenceWarning` (:func:`report`).  The status table and the failure
+convention are the project's (:mod:`empirical.common.failures`).
 """
 from __future__ import annotations
 
@@ -16,19 +14,9 @@ import numpy as np
 from scipy.optimize import OptimizeResult
 
 from empirical.common.checks import check_scalar
-
-# the failure vocabulary and the deprecation helpers live on the ground floor (empirical.common); cgmt's solvers
-# use them from there
-from empirical.common.deprecation import moved_names, warn_deprecated
 from empirical.common.failures import CONVERGED, ITERATION_LIMIT, OUT_OF_LIMITS, STATUS_MESSAGES
 
 __all__ = ["CGMTResult"]  # outcome, within_limits: the solvers' helpers, not API
-
-#: the failure vocabulary and the deprecation helpers moved to the ground floor (importing them from here warns,
-#: removed in 0.3)
-__getattr__ = moved_names("cgmt.result", {
-    **dict.fromkeys(("REMOVAL_VERSION",), "empirical.common.deprecation"),
-    **dict.fromkeys(("ConvergenceError", "ConvergenceWarning", "quiet", "report"), "empirical.common.failures")})
 
 
 class CGMTResult(OptimizeResult):
@@ -78,8 +66,6 @@ class CGMTResult(OptimizeResult):
 
     Notes
     -----
-    ``converged`` and ``iterations`` are deprecated read-only aliases of ``success`` and ``nit`` (they warn
-    ``DeprecationWarning`` and are removed in :data:`REMOVAL_VERSION`; they are not stored fields).
     :func:`cgmt.solve` with ``check_quadrature=True`` adds ``quadrature_change`` and ``quadrature_residual``;
     :func:`cgmt.solve_spectral` adds the fields it documents.
 
@@ -90,18 +76,6 @@ class CGMTResult(OptimizeResult):
     >>> bool(r.success), r.status, STATUS_MESSAGES[r.status], "converged" in r
     (True, 0, 'converged', False)
     """
-
-    @property
-    def converged(self) -> bool:
-        """Deprecated alias of ``success`` (removed in :data:`REMOVAL_VERSION`)."""
-        warn_deprecated("CGMTResult.converged", "CGMTResult.success")
-        return bool(self["success"])
-
-    @property
-    def iterations(self) -> int:
-        """Deprecated alias of ``nit`` (removed in :data:`REMOVAL_VERSION`)."""
-        warn_deprecated("CGMTResult.iterations", "CGMTResult.nit")
-        return int(self["nit"])
 
     def __repr__(self):
         keys = ("alpha", "sigma", "gamma", "margin", "accuracy", "alignment", "stability", "alpha_salehi",

@@ -4,7 +4,7 @@ Every check returns the normalised value or raises ``ValueError`` with the messa
 ``"<argument> must <requirement>, got <value!r>"``, naming the argument, so a bad input never turns
 into a NaN or a hang inside a numerical kernel.  The generic checks (scalars, integers, choices, sequences, arrays,
 generators) and the resource checks are the ground floor's (:mod:`empirical.common.checks`,
-:mod:`empirical.common.resources`), used here and importable from here; arrays of data and labels are checked by
+:mod:`empirical.common.resources`), used here; arrays of data and labels are checked by
 :mod:`empirical.common.arrays`.
 """
 from __future__ import annotations
@@ -14,7 +14,6 @@ import numpy as np
 # the project-wide checks and resource helpers live on the ground floor (empirical.common); the theory's checks use
 # them from there
 from empirical.common import checks as _checks
-from empirical.common.deprecation import moved_names
 
 __all__ = [
     "check_delta",
@@ -35,13 +34,6 @@ __all__ = [
     "MAX_POINTS",
     "SOLVER_ORDER_MAX",
 ]
-
-#: the project-wide checks and resource helpers moved to the ground floor (importing them from here warns, removed
-#: in 0.3)
-__getattr__ = moved_names("cgmt.validation", {
-    **dict.fromkeys(("MAX_COUNT", "as_generator", "check_bool", "check_choice", "check_real_array", "check_sequence",
-                     "check_int", "check_scalar", "check_positive_array"), "empirical.common.checks"),
-    **dict.fromkeys(("available_cores", "check_n_jobs", "check_threads"), "empirical.common.resources")})
 
 
 #: The supported domain of the ridge strength ``lam`` (theory, sweeps, simulations): ``[LAM_MIN, LAM_MAX]``, and

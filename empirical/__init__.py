@@ -9,7 +9,7 @@ Subpackages (dependencies point downwards only; see ``docs/architecture.md``):
 - :mod:`empirical.llm`: models, hooks, cached extraction, datasets, steering (torch, transformers);
 - :mod:`empirical.reporting`: the figures of the ``raptor`` command (:mod:`empirical.cli`), one function each;
 - :mod:`empirical.common`: the ground floor every package imports (the status table and failure convention,
-  argument and array checks, atomic writes and checked reads, command-line plumbing, deprecation);
+  argument and array checks, atomic writes and checked reads, command-line plumbing);
 - :mod:`empirical.numerics` (the paper's split seed, stratified splits, overflow-safe norms and standardization),
   :mod:`empirical.testing` (fixtures).
 

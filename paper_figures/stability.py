@@ -30,7 +30,6 @@ import sims
 from cgmt.stability import stability
 from cgmt.validation import check_delta, check_kappa, check_lams
 from empirical.common.checks import as_seed_sequence, check_axes, check_seed, check_sequence
-from empirical.common.deprecation import moved_names
 from empirical.common.resources import check_n_jobs
 
 from .output import draws_figures, load_finished_step, save_figure, save_table
@@ -38,9 +37,6 @@ from .style import THEORY_COLOR, method_color, series_color
 
 __all__ = ["stability_curves", "simulate_stability", "plot_stability_vs_lambda",
            "plot_real_embedding_stability", "make_stability_figures", "run", "DEFAULT_SETTINGS"]
-
-#: the Monte Carlo replicate lives in :mod:`sims` (importing it from here warns, removed in 0.3)
-__getattr__ = moved_names("paper_figures.stability", {"simulate_stability_replicate": "sims"})
 
 PROTOCOLS = ("independent", "subsample", "full_vs_subsample")
 #: (delta, kappa) panels of the default figure

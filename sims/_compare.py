@@ -18,7 +18,6 @@ from empirical.common.failures import ConvergenceWarning
 from empirical.common.resources import check_n_jobs
 
 from ._measure import QUANTITIES, measure_replicate
-from .renamed import ResultTable
 
 #: the ``cgmt.solve`` field that predicts each measured quantity (None: no prediction in the theory)
 THEORY_FIELD = {
@@ -119,8 +118,7 @@ def compare_grid(deltas, lams, kappas, p: int, replicates: int, seed=0, *, n_job
     Point i of the grid (in ``itertools.product(kappas, deltas, lams)`` order) gets the i-th child of
     ``SeedSequence(seed)`` and its replicates that child's children, so results are reproducible for a
     given grid.  Returns the concatenated tidy table with columns kappa, delta, lam, p, quantity, mean,
-    se, theory, z, sd, replicates, n, success (all replicates reached gradient norm <= tol; the old column
-    ``converged`` still reads, with a ``DeprecationWarning``, until 0.3).
+    se, theory, z, sd, replicates, n, success (all replicates reached gradient norm <= tol).
     ``theory``: callable (delta, lam, kappa) -> {quantity: value}; default the ``cgmt`` predictions.
 
     Parameters
@@ -135,7 +133,7 @@ def compare_grid(deltas, lams, kappas, p: int, replicates: int, seed=0, *, n_job
     Returns
     -------
     pandas.DataFrame
-        The concatenated tables (a :class:`sims.renamed.ResultTable`); it warns
+        The concatenated tables; it warns
         ``cgmt.ConvergenceWarning`` for a point whose fits did not all converge.
     """
     n_jobs = check_n_jobs(n_jobs)
@@ -166,7 +164,7 @@ def compare_grid(deltas, lams, kappas, p: int, replicates: int, seed=0, *, n_job
             warnings.warn(f"sims: some fits at delta={d}, lam={lam}, kappa={k}, p={p} stopped at gradient norm "
                           f"{worst:.3g} > tol (see the 'success' column)", ConvergenceWarning, stacklevel=2)
         tables.append(tab)
-    return ResultTable(pd.concat(tables, ignore_index=True))
+    return pd.concat(tables, ignore_index=True)
 
 
 def compare(delta, lam, kappa, p: int, replicates: int, seed=0, *, n_jobs: int = 1, progress: bool = True,
@@ -202,8 +200,7 @@ def compare(delta, lam, kappa, p: int, replicates: int, seed=0, *, n_jobs: int =
     Returns
     -------
     pandas.DataFrame
-        The table described above (a :class:`sims.renamed.ResultTable`), with the columns of
-        :func:`compare_grid`.
+        The table described above, with the columns of :func:`compare_grid`.
 
     Examples
     --------

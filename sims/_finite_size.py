@@ -20,7 +20,6 @@ from empirical.common.checks import as_seed_sequence
 from empirical.common.resources import check_n_jobs
 
 from ._compare import run_replicate, theory_values
-from .renamed import ResultTable
 
 #: hard points (near separability, small lambda, large kappa) used by default
 HARD_POINTS = ((0.5, 0.01, 5.0), (1.0, 0.01, 5.0), (1.0, 0.1, 2.0))
@@ -76,7 +75,7 @@ def simulate_raw(points=HARD_POINTS, ps=DEFAULT_PS, replicates: int = 8, seed=0,
     gen = Parallel(n_jobs=n_jobs, return_as="generator")(delayed(run_replicate)(t, n_jobs != 1) for t in tasks)
     rows = [dict(m, **res) for m, res in zip(meta, tqdm(gen, total=len(tasks), disable=not progress,
                                                         desc="finite-size"))]
-    return ResultTable.from_records(rows).sort_values(["kappa", "delta", "lam", "p", "replicate"],
+    return pd.DataFrame.from_records(rows).sort_values(["kappa", "delta", "lam", "p", "replicate"],
                                                     ignore_index=True)
 
 

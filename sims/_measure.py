@@ -21,7 +21,6 @@ from empirical.common.failures import quiet
 
 from ._data import sample
 from ._fit import check_fit_point, fit_ridge_logistic
-from .renamed import ReplicateRecord
 
 #: quantities measured by :func:`measure_replicate`, in table order
 QUANTITIES = ("alpha", "sigma", "gamma", "margin", "alignment", "accuracy", "accuracy_formula",
@@ -122,8 +121,7 @@ def measure_replicate(delta, lam, kappa, p, seed, *, n_test: int = 4000, stabili
     ``seed``: int or ``SeedSequence``; five independent child streams are spawned from it (training data
     with its random teacher, fresh test data, independent training data, ablation runs 1 and 2).
     Returns a dict with keys ``QUANTITIES`` (NaN for those switched off) plus diagnostics ``n``,
-    ``max_grad_norm`` and ``success`` (every fit reached ``tol``; the old key ``converged`` still reads, with a
-    ``DeprecationWarning``, until 0.3):
+    ``max_grad_norm`` and ``success`` (every fit reached ``tol``):
 
     - alpha, sigma, margin = alpha/sigma, alignment = alpha/sqrt(alpha^2+sigma^2), gamma (:func:`loo_gamma`);
     - accuracy: 0-1 accuracy of sign(x'beta_hat) on ``n_test`` fresh samples from the same teacher;
@@ -196,7 +194,7 @@ def measure_replicate(delta, lam, kappa, p, seed, *, n_test: int = 4000, stabili
     out["n"] = n
     out["max_grad_norm"] = float(max(grad_norms))
     out["success"] = bool(max(grad_norms) <= tol)
-    return ReplicateRecord(out)
+    return out
 
 
 def ablation_run_fits(data, lam, streams, *, drop: float = 0.2, val_fraction: float = 0.2, tol: float = 1e-10) -> list:

@@ -32,7 +32,6 @@ from empirical.common.resources import check_n_jobs
 
 from ._fit import fit_ridge_logistic
 from ._measure import cosine
-from .renamed import ReplicateRecord
 
 __all__ = ["SPECTRAL_QUANTITIES", "sample_spectral", "measure_spectral_replicate", "spectral_theory_values",
            "compare_spectral"]
@@ -102,8 +101,7 @@ def measure_spectral_replicate(delta, lam, spectrum: Spectrum, seed, *, subsampl
     Returns
     -------
     dict
-        The quantities, plus ``success`` (every fit reached ``tol``; the old key ``converged`` still reads, with
-        a ``DeprecationWarning``, until 0.3).
+        The quantities, plus ``success`` (every fit reached ``tol``).
 
     Examples
     --------
@@ -145,7 +143,7 @@ def measure_spectral_replicate(delta, lam, spectrum: Spectrum, seed, *, subsampl
         if feature_scale is not None:
             out["cos_subsample_raw"] = cosine(ws[0] / feature_scale, ws[1] / feature_scale)
     out["success"] = bool(ok)
-    return ReplicateRecord(out)
+    return out
 
 
 def spectral_theory_values(delta, lam, spectrum: Spectrum, *, feature_scale=None, drop=0.2, val_fraction=0.2) -> dict:

@@ -33,7 +33,7 @@ def public_objects():
     found = {}
     for name in _module_names():
         with warnings.catch_warnings():
-            warnings.simplefilter("ignore")  # the deprecated import paths warn
+            warnings.simplefilter("ignore")  # an import-time warning of an optional dependency
             try:
                 module = importlib.import_module(name)
             except ModuleNotFoundError as exc:

@@ -1,7 +1,4 @@
-"""The one solver core of cgmt: one result module and status table, one Newton driver, the failure convention,
-the deprecated names (they warn and name their removal version)."""
-import importlib
-import sys
+"""The one solver core of cgmt: one result module and status table, one Newton driver, the failure convention."""
 import warnings
 
 import numpy as np
@@ -15,7 +12,6 @@ from cgmt._newton import Problem
 from cgmt._spectral_stability import spectral_pair_stability
 from cgmt.equations import ISOTROPIC, problem_res_jac_y, quadrature_rule
 from cgmt.stability import CROSS_FAILED, STATUS_MESSAGES as STABILITY_STATUS
-from empirical.common.deprecation import REMOVAL_VERSION
 from empirical.common.failures import STATUS_MESSAGES, ConvergenceWarning
 
 SPECTRUM = cgmt.Spectrum.power_law(40, exponent=1.0, kappa=2.0)
@@ -114,44 +110,26 @@ def test_isotropic_and_spectral_problems_share_the_driver_and_roots():
     assert np.max(np.abs(rr)) <= 1e-10 and extra[0] == pytest.approx(-iso.alpha / (2 * 2.0 * 2.0), rel=1e-9)
 
 
-def test_deprecated_result_aliases_warn_with_the_removal_version():
-    r = cgmt.solve(2.0, 0.1, 2.0)
-    for old, new in (("converged", "success"), ("iterations", "nit")):
-        with pytest.warns(DeprecationWarning, match=f"CGMTResult.{old} is deprecated.*removed in {REMOVAL_VERSION}"):
-            value = getattr(r, old)
-        assert value == r[new]
-        assert old not in r
-
-
-def test_spectrum_keeps_its_old_import_path():
-    from cgmt._spectrum import Spectrum, Spectrum as Home
-
-    assert Spectrum is Home is cgmt.Spectrum
-    with pytest.raises(AttributeError, match="no attribute 'nothing'"):
-        cgmt._spectral.nothing  # noqa: B018
-
-
-def test_sims_success_replaces_converged_with_a_warning():
+def test_results_carry_the_one_vocabulary():
+    """``success`` and ``nit``, SciPy's names: the old aliases (``converged``, ``iterations``) are gone, as is the
+    ``sims`` key ``converged``."""
     from sims import measure_replicate
-    from sims.renamed import ResultTable
 
+    r = cgmt.solve(2.0, 0.1, 2.0)
+    assert r.success is True and r.nit >= 1 and "converged" not in r and "iterations" not in r
+    for old in ("converged", "iterations"):
+        with pytest.raises(AttributeError):
+            getattr(r, old)
     out = measure_replicate(2.0, 0.1, 2.0, 30, 0, n_test=100, stability=False, subsample=False, gamma=False)
     assert out["success"] is True and "converged" not in out
-    with pytest.warns(DeprecationWarning, match=f"'converged' is deprecated.*removed in {REMOVAL_VERSION}"):
-        assert out["converged"] is True
-    table = ResultTable({"p": [1, 2], "success": [True, False]})
-    with pytest.warns(DeprecationWarning, match=REMOVAL_VERSION):
-        assert table.converged.tolist() == [True, False]
-    with pytest.warns(DeprecationWarning, match=REMOVAL_VERSION):
-        assert table[table.p > 1]["converged"].tolist() == [False]
 
 
-@pytest.mark.parametrize("name", ["datasets"])
-def test_empirical_reexport_modules_warn_with_the_removal_version(name):
-    sys.modules.pop(f"empirical.{name}", None)
-    with pytest.warns(DeprecationWarning, match=f"empirical.{name} is deprecated.*removed in {REMOVAL_VERSION}"):
-        module = importlib.import_module(f"empirical.{name}")
-    assert callable(module.load_table)
+def test_spectrum_has_one_home():
+    from cgmt._spectrum import Spectrum
+
+    assert Spectrum is cgmt.Spectrum
+    with pytest.raises(AttributeError, match="no attribute 'Spectrum'"):
+        cgmt._spectral.Spectrum  # noqa: B018
 
 
 def test_a_failed_continuation_reports_its_residual_at_the_target(monkeypatch):

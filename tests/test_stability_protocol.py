@@ -33,7 +33,7 @@ def test_stability_protocol_raptor_and_dom():
     np.testing.assert_array_equal(res.vectors, again.vectors)  # seeded
     # no ablation (drop=0) with a deterministic method on identical splits -> identical vectors -> 1
     dom = stability(DifferenceOfMeans, X, y, K=3, drop=0.0, seed=4, n_boot=50)
-    assert dom.robust == pytest.approx(1.0)  # DoM uses train+val = the whole pool every run
+    assert dom.mean_abs_cos == pytest.approx(1.0)  # DoM uses train+val = the whole pool every run
 
 
 def test_stability_bad_input():

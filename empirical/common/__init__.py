@@ -8,8 +8,6 @@ part of ``empirical``.
 
 - :mod:`empirical.common.failures`: the one status table of every solver, the failure convention (warn or raise,
   :func:`~empirical.common.failures.report`), :class:`~empirical.common.failures.ConvergenceError`;
-- :mod:`empirical.common.deprecation`: the deprecation helpers (:func:`~empirical.common.deprecation.warn_deprecated`,
-  :func:`~empirical.common.deprecation.moved_names`, the removal version);
 - :mod:`empirical.common.checks`: the argument checks in one message style; :mod:`empirical.common.resources`: cores,
   threads and joblib workers;
 - :mod:`empirical.common.cli_args` and :mod:`empirical.common.cli_errors`: the command lines' argument types, option

@@ -26,7 +26,6 @@ from scipy import stats
 from sklearn.metrics import roc_auc_score
 
 from empirical.common.checks import check_scalar
-from empirical.common.deprecation import moved_names
 
 from ..common.arrays import check_vector
 from .datasets import answer_pairs
@@ -35,10 +34,6 @@ __all__ = ["MIN_AUC", "MIN_MASS", "MAX_AUC_P", "MIN_MASS_STEM", "check_answer_wo
            "validity_decision",
            "answer_word_variants", "answer_token_ids", "answer_logodds", "distinct_ngram_ratio", "vader_scores",
            "check_answer_mass", "read_out_validity"]
-
-#: The answer stem lives with the rest of the protocol (:class:`empirical.llm.steering_protocol.SteeringProtocol`);
-#: importing it from here warns, removed in 0.3
-__getattr__ = moved_names("empirical.llm.answer_readout", {"ANSWER_STEM": "empirical.llm.steering_protocol"})
 
 
 #: A dataset's read-out is measurable when the AUC of the unsteered LD is at least this and the mass at least MIN_MASS.

@@ -36,7 +36,6 @@ import numpy as np
 import torch
 
 from empirical.common.checks import check_scalar
-from empirical.common.deprecation import moved_names
 
 from ..common.arrays import as_real_array
 from ..probes.concept_vectors import LinearProbe
@@ -45,11 +44,6 @@ from .hooks import HookSet, block_output_tensor, decoder_blocks, replace_block_o
 
 #: The API (the hook builders and ``model_positions`` are the internals of the two context managers)
 __all__ = ["additive_steering", "gcav_steering", "SteerState", "NoLayerSteeredWarning"]
-
-#: GCAV's torch-free rules moved to :mod:`empirical.llm.gcav` (importing the ones this module does not use warns,
-#: removed in 0.3)
-__getattr__ = moved_names("empirical.llm.edits", dict.fromkeys(("P_TOWARDS", "P_AWAY"),
-                                                               "empirical.llm.gcav"))
 
 
 def _finite_edit(edited: torch.Tensor, where: str) -> torch.Tensor:

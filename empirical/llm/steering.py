@@ -18,23 +18,12 @@ import torch
 from scipy.special import expit
 from tqdm.auto import tqdm
 
-from empirical.common.deprecation import moved_names
-
 from .edits import SteerState, gcav_steering
 from .extract import check_positions, length_batches, pad_right, tokenize_prompts
 from .gcav import check_direction, target_logit
 from .hooks import input_device
 
 __all__ = ["steer_prompts", "steering_metrics", "hard_layers"]
-
-#: names that lived here before the module was split by job and are not used here (importing them warns,
-#: removed in 0.3)
-__getattr__ = moved_names("empirical.llm.steering", {
-    **dict.fromkeys(("additive_steering", "NoLayerSteeredWarning"), "empirical.llm.edits"),
-    **dict.fromkeys(("P_TOWARDS", "P_AWAY", "gcav_alpha", "steerable_layers", "describe_skipped"),
-                    "empirical.llm.gcav"),
-    **dict.fromkeys(("generate", "generate_ids", "compare_generations"), "empirical.llm.generation"),
-    "select_prompts": "empirical.llm.prompts"})
 
 
 def _records_frame(records, direction, p_target):

@@ -58,7 +58,6 @@ from empirical.common.checks import (
     check_scalar,
     check_seed,
 )
-from empirical.common.deprecation import moved_names, warn_deprecated
 from empirical.common.resources import check_n_jobs
 
 from ..probes import PAPER_SPLIT_SEED, fit_layers, get_method, method_names, paper_split
@@ -101,30 +100,6 @@ from .steering_settings import SteeringSetting, check_settings, choose_layers, e
 __all__ = ["NEUTRAL_PROMPTS", "NULL_COLUMNS", "rank_p_value", "null_units",
            "METRIC_COLUMNS", "random_units", "evaluate_steering", "screen_candidates", "rank_test_points",
            "evaluate_staged", "method_vectors", "given_vectors", "evaluate_dataset"]
-
-#: names that lived here before the module was split by job and are not used here (importing them warns, removed
-#: in 0.3); the ones this module imports for its own use stay importable from it
-_moved = moved_names("empirical.llm.steering_eval", {
-    **dict.fromkeys(("PRESETS", "PAPER_SETTING", "DEFAULT_SETTING", "sweep_settings"),
-                    "empirical.llm.steering_settings"),
-    **dict.fromkeys(("select_operating_points", "default_setting"), "empirical.llm.steering_selection"),
-    **dict.fromkeys(("estimate_seconds", "COST_SECONDS"), "empirical.llm.steering_cost"),
-    **dict.fromkeys(("NULL_ALPHA", "PERPLEXITY_GATE", "DISTINCT2_GATE", "ANSWER_STEM", "N_GENERATE", "N_RANDOM",
-                     "N_RANDOM_SELECTION", "MIN_CONTROL"), "empirical.llm.steering_protocol"),
-    "POSITIONS": "empirical.llm.steering_settings"})
-
-
-def __getattr__(name: str):
-    """Moved names (:func:`empirical.common.deprecation.moved_names`) and ``SENTIMENT_DATASETS``, now the dataset
-    registry's ``sentiment`` field (warns ``DeprecationWarning``, removed in 0.3)."""
-    if name == "SENTIMENT_DATASETS":
-        warn_deprecated("empirical.llm.steering_eval.SENTIMENT_DATASETS",
-                        "empirical.llm.datasets.get_dataset(name).sentiment")
-        return frozenset(n for n in datasets.dataset_names() if datasets.get_dataset(n).sentiment)
-    return _moved(name)
-
-
-__getattr__.moved = _moved.moved
 
 #: Neutral open-ended prompts without label words (sentiment steering is scored on their continuations).
 NEUTRAL_PROMPTS = (

@@ -10,7 +10,7 @@ rows by a block Cholesky update (the refit on train + validation).
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from functools import cached_property
 
 import numpy as np
@@ -18,7 +18,6 @@ from scipy import linalg
 from scipy.linalg import blas, lapack
 
 from ..common.arrays import as_real_array, check_matrix
-from ..common.deprecation import warn_deprecated
 from ._factors import StackedFactor, TriangularFactor
 
 __all__ = ["ReducedDesign", "reduce_design", "extend_design"]
@@ -49,10 +48,7 @@ class ReducedDesign:
         products use it.
     reduced : bool
         Whether the rows were reduced (n < p, or stacked by :func:`extend_design`); False when ``Z`` is ``X``
-        itself.
-    rows : tuple of ndarray or None
-        ``(X, Xv)`` of a reduced design (references, not copies): what the deprecated :attr:`K` and :attr:`KvT` are
-        computed from.  The design no longer stores the n x n Gram matrix (104 MB at n = 3600) for the whole fit.
+        itself.  The design does not store the n x n Gram matrix (104 MB at n = 3600) for the whole fit.
 
     Examples
     --------
@@ -70,20 +66,6 @@ class ReducedDesign:
     coef_map: Callable | None = None
     tri: TriangularFactor | None = None
     reduced: bool = False
-    rows: tuple | None = field(default=None, repr=False)
-
-    @property
-    def K(self) -> np.ndarray | None:
-        """Deprecated (removed in 0.3): ``X X'`` of a design made by :func:`reduce_design` from n < p rows,
-        computed on access; None otherwise.  Use :attr:`reduced` to ask whether the rows were reduced."""
-        warn_deprecated("ReducedDesign.K", "ReducedDesign.reduced (and X @ X.T where the Gram matrix is needed)")
-        return None if self.rows is None else self.rows[0] @ self.rows[0].T
-
-    @property
-    def KvT(self) -> np.ndarray | None:
-        """Deprecated (removed in 0.3): ``X Xv'`` of a reduced design with validation rows, computed on access."""
-        warn_deprecated("ReducedDesign.KvT", "X @ Xv.T")
-        return None if self.rows is None or not len(self.rows[1]) else self.rows[0] @ self.rows[1].T
 
     @cached_property
     def Z(self) -> np.ndarray:
@@ -193,7 +175,7 @@ def _check_rows(Xv, name: str, p: int) -> np.ndarray:
     return rows
 
 
-def reduce_design(X, Xv=None, *, K=None, KvT=None, check_input=True) -> ReducedDesign:
+def reduce_design(X, Xv=None, *, check_input=True) -> ReducedDesign:
     """Reduce (X, Xv) to an isometric design of dimension rank(X) (only when n < p).
 
     Parameters
@@ -202,10 +184,8 @@ def reduce_design(X, Xv=None, *, K=None, KvT=None, check_input=True) -> ReducedD
         Training rows.
     Xv : ndarray (m, p), optional
         Validation rows, mapped into the same coordinates.
-    K, KvT : ndarray, optional
-        Deprecated (removed in 0.3; warns): ``X X'`` and ``X Xv'`` when already known, used and not kept.
     check_input : bool, default=True
-        Validate ``X``, ``Xv`` (same features; no rows allowed), ``K`` and ``KvT``.  The path solvers, which
+        Validate ``X`` and ``Xv`` (same features; no rows allowed).  The path solvers, which
         validated their rows at their boundary, pass False (as scikit-learn's ``check_input``); ``X`` must then be
         a finite float64 matrix.
 
@@ -223,30 +203,23 @@ def reduce_design(X, Xv=None, *, K=None, KvT=None, check_input=True) -> ReducedD
     >>> d.rank, bool(np.allclose(d.Z @ d.Z.T, X @ X.T))
     (4, True)
     """
-    if K is not None or KvT is not None:
-        warn_deprecated("reduce_design(K=, KvT=)", "reduce_design(X, Xv) (the Gram blocks are computed inside)")
     if check_input:  # every array argument, also where n >= p returns them unused (issue 52: a text Xv was kept)
         X = check_matrix(X, "X")
         Xv = None if Xv is None else _check_rows(Xv, "Xv", X.shape[1])
-        K = None if K is None else check_matrix(K, "K", n_rows=X.shape[0])
-        KvT = None if KvT is None else check_matrix(KvT, "KvT", n_rows=X.shape[0])
     n, p = X.shape
     if Xv is None:
         Xv = np.empty((0, p))
     if n >= p:
         return ReducedDesign(X, Xv, back=lambda a: a)
-    if K is None:
-        K = X @ X.T
+    K = X @ X.T
     centred = bool(np.abs(X.sum(axis=0)).max() <= 1e-8 * max(1.0, X.max(), -X.min()) * n)  # no |X| copy
     Z, coef_map, val_map, project, tri = _gram_factor(K, centred)
     if Xv.shape[0]:
-        # (val_map overwrites its argument: a deprecated KvT of the caller's is copied)
-        KvT = X @ Xv.T if KvT is None else np.array(KvT, dtype=np.float64, order="C")
-        Zv = val_map(KvT)
+        Zv = val_map(X @ Xv.T)  # (val_map overwrites its argument)
     else:
         Zv = np.empty((0, Z.shape[1] if tri is None else tri.shape[1]))
     return ReducedDesign(Z, Zv, back=lambda a: X.T @ coef_map(a), project=project, coef_map=coef_map, tri=tri,
-                         reduced=True, rows=(X, Xv))
+                         reduced=True)
 
 
 

@@ -24,7 +24,6 @@ from tqdm.auto import tqdm
 from cgmt.ablation import ablation_split
 from cgmt.validation import check_fraction
 from empirical.common.checks import check_int, check_scalar, check_seed
-from empirical.common.deprecation import warn_deprecated
 from empirical.common.resources import check_n_jobs
 
 from ..common.arrays import as_real_array, check_binary_labels, check_matrix
@@ -43,8 +42,8 @@ class StabilityResult:
     vectors : ndarray of shape (K, p)
         The runs' unit concept vectors.
     mean_abs_cos : float
-        Mean absolute pairwise cosine of the runs (the paper's stability; ``robust`` before 0.2, which still reads
-        with a ``DeprecationWarning`` until 0.3; the stability tables keep the column name ``robust``).
+        Mean absolute pairwise cosine of the runs (the paper's stability; the stability tables name its column
+        ``robust``).
     ci : (float, float)
         Bootstrap percentile interval of ``mean_abs_cos`` (resampling runs); it always contains it.
     fit_times : ndarray of shape (K,)
@@ -61,12 +60,6 @@ class StabilityResult:
     fit_times: np.ndarray
     seed: int
     K: int
-
-    @property
-    def robust(self) -> float:
-        """Deprecated name of :attr:`mean_abs_cos` (removed in 0.3)."""
-        warn_deprecated("StabilityResult.robust", "StabilityResult.mean_abs_cos")
-        return self.mean_abs_cos
 
 
 #: most bootstrap resamples :func:`stability` draws (a percentile interval is stable long before)
