@@ -82,7 +82,7 @@ def _inner(m, delta, kappa, order):
         lo *= 2.0
     while f(hi) < 0.0:
         hi *= 2.0
-    c, _, _ = bracketed_root(f, lo, hi, xtol=1e-15, maxiter=200)
+    c, _, _ = bracketed_root(f, lo, hi, xtol=1e-15, max_iter=200)
     return c
 
 
@@ -158,7 +158,7 @@ def max_margin(delta, kappa, *, strict=False, quad_order=DEFAULT_ORDER) -> CGMTR
         if hi >= _M_MAX:
             raise ValueError(f"the max-margin direction at delta={delta!r}, kappa={kappa!r} aligns with the teacher "
                              f"to within float64 (margin alpha/sigma above {_M_MAX:g}); not resolved")
-        m, nit, converged = bracketed_root(f, lo, hi, xtol=1e-14, maxiter=200)
+        m, nit, converged = bracketed_root(f, lo, hi, xtol=1e-14, max_iter=200)
     c = _inner(m, delta, kappa, order)
     g, e_psi, e_wpsi = _moments(c, m, kappa, order)
     fun = np.array([delta * g - 1.0, ((1.0 + m * m) * e_wpsi - c * m * e_psi) / ((1.0 + m * m) * e_psi)])

@@ -34,7 +34,7 @@ from empirical.common.failures import CONTINUATION_FAILED, CONVERGED, ITERATION_
 from .equations import ISOTROPIC, SPECTRAL, problem_res_jac_y, quadrature_rule
 from .validation import check_delta, check_kappa, check_lam, check_quad_order
 
-__all__ = ["Problem", "drive", "damped_newton", "march_lambda", "continuation", "DEFAULT_TOL", "DEFAULT_MAXITER",
+__all__ = ["Problem", "drive", "damped_newton", "march_lambda", "continuation", "DEFAULT_TOL", "DEFAULT_MAX_ITER",
            "PATH_TOL", "POLISH_TOL"]
 # not API (the driver's own tuning and helpers, importable for cgmt's solvers): improves, path_order, bracketed_root,
 # ARMIJO,
@@ -43,7 +43,7 @@ __all__ = ["Problem", "drive", "damped_newton", "march_lambda", "continuation", 
 #: default largest relative residual accepted at the answer
 DEFAULT_TOL = 1e-10
 #: default Newton iterations per stage
-DEFAULT_MAXITER = 100
+DEFAULT_MAX_ITER = 100
 #: residual accepted at intermediate continuation points and warm-start predictors
 PATH_TOL = 1e-6
 #: residual a final polish aims at (rounding level)
@@ -81,8 +81,8 @@ COARSE_MAX_FAILURES = 1
 COARSE_KAPPA_MAX = 100.0
 EASY_STEP_NIT = 3
 #: Newton iterations allowed at an intermediate continuation point: from the secant predictor a point converges in
-#: 2-6; one that has not in this many is a step too long, which march_lambda halves (instead of spending maxiter)
-PATH_STEP_MAXITER = 20
+#: 2-6; one that has not in this many is a step too long, which march_lambda halves (instead of spending max_iter)
+PATH_STEP_MAX_ITER = 20
 #: continuation starts at START_LAMBDA * max(1, 1/delta) (times the largest eigenvalue, if above 1)
 START_LAMBDA = 20.0
 #: smallest lam a march reaches when the target is lam = 0 (the MLE), which is then solved directly
@@ -220,7 +220,7 @@ def _solve3(a, b, out):
 
 
 @njit(cache=True)
-def _newton_core(y, args, tol, maxiter, r, jy, extra):
+def _newton_core(y, args, tol, max_iter, r, jy, extra):
     """The damped Newton loop in one compiled call on ``fn(y, args)`` (:func:`cgmt.equations.problem_res_jac_y`);
     y, r, jy, extra updated in place.
 
@@ -237,7 +237,7 @@ def _newton_core(y, args, tol, maxiter, r, jy, extra):
     if not math.isfinite(nrm):
         return 0, NO_PROGRESS, nfev
     bar = np.empty(3)
-    for it in range(1, maxiter + 1):
+    for it in range(1, max_iter + 1):
         if nrm <= tol:
             return it - 1, CONVERGED, nfev
         exact = _solve3(jy, r, step)
@@ -279,7 +279,7 @@ def _newton_core(y, args, tol, maxiter, r, jy, extra):
         jy[:, :] = jt
         extra[:] = et
         nrm = nt
-    return maxiter, CONVERGED if nrm <= tol else ITERATION_LIMIT, nfev
+    return max_iter, CONVERGED if nrm <= tol else ITERATION_LIMIT, nfev
 
 
 def warm_start_reaches(lam, lam_from) -> bool:
@@ -299,7 +299,7 @@ def warm_start_reaches(lam, lam_from) -> bool:
     return abs(math.log(lam) - math.log(lam_from)) <= PATH_MAX_STEP
 
 
-def damped_newton(problem, y0, tol, maxiter, lam=None):
+def damped_newton(problem, y0, tol, max_iter, lam=None):
     """Damped Newton on max |r| with trust limits and a least-squares step for a singular Jacobian.
 
     Parameters
@@ -310,7 +310,7 @@ def damped_newton(problem, y0, tol, maxiter, lam=None):
         Start, in the solver variables y = (alpha/sigma, log sigma, log gamma) (copied, not modified).
     tol : float
         Stop when max |r| <= tol.
-    maxiter : int
+    max_iter : int
         Most Newton iterations.
     lam : float, optional
         Solve at this lam instead of the problem's (continuation).
@@ -342,7 +342,7 @@ def damped_newton(problem, y0, tol, maxiter, lam=None):
     r = np.empty(3)
     jy = np.empty((3, 3))
     extra = np.zeros(problem.n_extra)
-    nit, status, nfev = _newton_core(y, problem.args(lam), float(tol), int(maxiter), r, jy, extra)
+    nit, status, nfev = _newton_core(y, problem.args(lam), float(tol), int(max_iter), r, jy, extra)
     problem.nfev += nfev
     return y, r, extra, nit, status
 
@@ -439,7 +439,7 @@ def _at_target(problem, y, nit, status):
     return y, r, extra, nit, status
 
 
-def continuation(problem, tol, maxiter, start, direct_guess=None, max_failures=None):
+def continuation(problem, tol, max_iter, start, direct_guess=None, max_failures=None):
     """Solve ``problem`` at its lam by marching down from a large lam.
 
     Parameters
@@ -449,7 +449,7 @@ def continuation(problem, tol, maxiter, start, direct_guess=None, max_failures=N
         final Newton solve goes to lam = 0).
     tol : float
         Residual accepted at the target.
-    maxiter : int
+    max_iter : int
         Newton iterations per stage.
     start : callable
         ``start(lam) -> y``: a start at a large lam (e.g. the asymptotics).
@@ -473,24 +473,24 @@ def continuation(problem, tol, maxiter, start, direct_guess=None, max_failures=N
             return y, r, extra, nit, CONVERGED
         total += nit
     y, r, extra, nit, status = damped_newton(problem, start(lam_start), tol if lam_start == lam_target else PATH_TOL,
-                                             maxiter, lam=lam_start)
+                                             max_iter, lam=lam_start)
     total += nit
     if status != CONVERGED:
         return _at_target(problem, y, total, CONTINUATION_FAILED)
     y, r, extra, nit, status = march_lambda(
-        lambda y0, tl, lam, final: damped_newton(problem, y0, tl, maxiter if final else min(maxiter,
-                                                                                             PATH_STEP_MAXITER),
+        lambda y0, tl, lam, final: damped_newton(problem, y0, tl, max_iter if final else min(max_iter,
+                                                                                             PATH_STEP_MAX_ITER),
                                                  lam=lam),
         y, r, extra, lam_start, lam_target if lam_target > 0 else LAMBDA_FLOOR, tol, PATH_TOL, max_failures)
     total += nit
     if status != CONVERGED:
         return _at_target(problem, y, total, status)
     if lam_target == 0.0:
-        return _to_zero(problem, y, tol, maxiter, total)
+        return _to_zero(problem, y, tol, max_iter, total)
     return y, r, extra, total, CONVERGED
 
 
-def _to_zero(problem, y_floor, tol, maxiter, total):
+def _to_zero(problem, y_floor, tol, max_iter, total):
     """The last stage of a march to lam = 0 (the MLE): Newton at lam = 0 from the linear extrapolation of the
     solutions at LAMBDA_FLOOR and 2 LAMBDA_FLOOR (the solution is analytic in lam at 0, so the extrapolation's error
     is O(LAMBDA_FLOOR^2)), else from the solution at LAMBDA_FLOOR.
@@ -500,14 +500,14 @@ def _to_zero(problem, y_floor, tol, maxiter, total):
     ~0.4 %, and damped Newton from the LAMBDA_FLOOR solution creeps there in ~200 backtracked iterations (4.3 s at
     delta = 1004, kappa = 813), while from the extrapolation it converges in 2 (8 ms).
     """
-    y2, _, _, nit2, status2 = damped_newton(problem, y_floor, tol, PATH_STEP_MAXITER, lam=2.0 * LAMBDA_FLOOR)
+    y2, _, _, nit2, status2 = damped_newton(problem, y_floor, tol, PATH_STEP_MAX_ITER, lam=2.0 * LAMBDA_FLOOR)
     total += nit2
     if status2 == CONVERGED:
-        y, r, extra, nit, status = damped_newton(problem, 2.0 * y_floor - y2, tol, PATH_STEP_MAXITER, lam=0.0)
+        y, r, extra, nit, status = damped_newton(problem, 2.0 * y_floor - y2, tol, PATH_STEP_MAX_ITER, lam=0.0)
         total += nit
         if status == CONVERGED:
             return y, r, extra, total, CONVERGED
-    y, r, extra, nit, status = damped_newton(problem, y_floor, tol, maxiter, lam=0.0)
+    y, r, extra, nit, status = damped_newton(problem, y_floor, tol, max_iter, lam=0.0)
     return y, r, extra, total + nit, status
 
 
@@ -527,7 +527,7 @@ def path_order(quad_order) -> int:
     return max(4, int(round(PATH_ORDER_RATIO * quad_order)))
 
 
-def drive(problem, tol, maxiter, *, start, starts=(), start_iters=None, direct_guess=None, coarse=False,
+def drive(problem, tol, max_iter, *, start, starts=(), start_iters=None, direct_guess=None, coarse=False,
           fallback=None, polish=False):
     """Solve ``problem`` at its lam: the one stage order of every fixed point of ``cgmt``.
 
@@ -537,7 +537,7 @@ def drive(problem, tol, maxiter, *, start, starts=(), start_iters=None, direct_g
     2. **Continuation** (:func:`continuation`) when no start converged: from ``start`` at a large lam (after a few
        direct Newton steps from ``direct_guess`` at the target, if given); with ``coarse``, on the coarse rule to
        :data:`PATH_TOL`, then Newton on the full rule.
-    3. **Fallback** when still not converged: ``fallback(problem, y, tol, maxiter)`` (a damped fixed-point
+    3. **Fallback** when still not converged: ``fallback(problem, y, tol, max_iter)`` (a damped fixed-point
        iteration) from the best iterate, then Newton from the best iterate.
     4. **Polish** (``polish``): :data:`POLISH_STEPS` more Newton steps towards :data:`POLISH_TOL` from a converged
        answer, kept when they lower the residual.
@@ -550,20 +550,20 @@ def drive(problem, tol, maxiter, *, start, starts=(), start_iters=None, direct_g
         The fixed point (its ``nfev`` counts every evaluation, those on the coarse rule included).
     tol : float
         Largest relative residual accepted.
-    maxiter : int
+    max_iter : int
         Newton iterations per stage.
     start : callable
         ``start(lam) -> y`` at a large lam, where continuation begins.
     starts : sequence of ndarray, default=()
         Starts tried first, in the solver variables y.
     start_iters : int, optional
-        Newton iterations from each start (default ``min(maxiter, PATH_STEP_MAXITER)``).
+        Newton iterations from each start (default ``min(max_iter, PATH_STEP_MAX_ITER)``).
     direct_guess : callable, optional
         As for :func:`continuation`.
     coarse : bool, default=False
         Run the starts and the continuation on the coarse rule (:func:`path_order`) first.
     fallback : callable, optional
-        ``fallback(problem, y0, tol, maxiter) -> (y, r, extra, nit, status)``: the last resort.
+        ``fallback(problem, y0, tol, max_iter) -> (y, r, extra, nit, status)``: the last resort.
     polish : bool, default=False
         Polish a converged answer.
 
@@ -580,9 +580,9 @@ def drive(problem, tol, maxiter, *, start, starts=(), start_iters=None, direct_g
     >>> status, round(float(Problem.to_x(y)[0]), 4)
     (0, 0.927)
     """
-    # a given start that has not converged in PATH_STEP_MAXITER iterations is a poor one (a good warm start converges
+    # a given start that has not converged in PATH_STEP_MAX_ITER iterations is a poor one (a good warm start converges
     # in a few): continuation is then cheaper than more of its iterations, each of up to MAX_BACKTRACKS evaluations
-    iters = min(maxiter, PATH_STEP_MAXITER) if start_iters is None else start_iters
+    iters = min(max_iter, PATH_STEP_MAX_ITER) if start_iters is None else start_iters
     nit_total, best = 0, None
 
     def coarse_stage(run):
@@ -596,7 +596,7 @@ def drive(problem, tol, maxiter, *, start, starts=(), start_iters=None, direct_g
 
     for y0 in starts:
         if coarse:
-            y1, _, _, _, status = coarse_stage(lambda cheap: damped_newton(cheap, y0, PATH_TOL, maxiter))
+            y1, _, _, _, status = coarse_stage(lambda cheap: damped_newton(cheap, y0, PATH_TOL, max_iter))
             y0 = y1 if status == CONVERGED else y0
         y, r, extra, nit, status = damped_newton(problem, y0, tol, iters)
         nit_total += nit
@@ -607,17 +607,17 @@ def drive(problem, tol, maxiter, *, start, starts=(), start_iters=None, direct_g
     if best is None or best[3] != CONVERGED:
         status = CONTINUATION_FAILED
         if coarse:
-            y, r, extra, _, status = coarse_stage(lambda cheap: continuation(cheap, PATH_TOL, maxiter, start,
+            y, r, extra, _, status = coarse_stage(lambda cheap: continuation(cheap, PATH_TOL, max_iter, start,
                                                                               direct_guess=direct_guess,
                                                                               max_failures=COARSE_MAX_FAILURES))
             if status == CONVERGED:
-                y, r, extra, nit, status = damped_newton(problem, y, tol, maxiter)
+                y, r, extra, nit, status = damped_newton(problem, y, tol, max_iter)
                 nit_total += nit
         if status != CONVERGED:
             # the coarse rule's error can exceed PATH_TOL where the kernels are sharp (kappa >~ 50 next to the
             # separability threshold), and its path then stalls although the full rule's does not: march on the
             # full rule (without the direct start, which the coarse stage has tried)
-            y, r, extra, nit, status = continuation(problem, tol, maxiter, start,
+            y, r, extra, nit, status = continuation(problem, tol, max_iter, start,
                                                     direct_guess=None if coarse else direct_guess)
             nit_total += nit
         if improves((y, r, extra, status), best):
@@ -626,7 +626,7 @@ def drive(problem, tol, maxiter, *, start, starts=(), start_iters=None, direct_g
         for stage in (fallback, damped_newton):  # the fixed-point iteration, then Newton from its iterate
             if best[3] == CONVERGED:
                 break
-            y, r, extra, nit, status = stage(problem, best[0], tol, maxiter)
+            y, r, extra, nit, status = stage(problem, best[0], tol, max_iter)
             nit_total += nit
             if improves((y, r, extra, status), best):
                 best = (y, r, extra, status)
@@ -638,7 +638,7 @@ def drive(problem, tol, maxiter, *, start, starts=(), start_iters=None, direct_g
     return best[0], best[1], best[2], nit_total, best[3]
 
 
-def bracketed_root(f, lo, hi, *, xtol, rtol=8.881784197001252e-16, maxiter=100) -> tuple:
+def bracketed_root(f, lo, hi, *, xtol, rtol=8.881784197001252e-16, max_iter=100) -> tuple:
     """The root of a scalar equation inside a sign-changing bracket: the one root finder of ``cgmt``'s
     one-dimensional stages (the fixed-point fallback's gamma, the stability theories' cross covariance, the
     separability threshold), SciPy's Brent method.
@@ -651,7 +651,7 @@ def bracketed_root(f, lo, hi, *, xtol, rtol=8.881784197001252e-16, maxiter=100) 
         The bracket.
     xtol, rtol : float
         Brent's absolute and relative tolerances (``rtol`` defaults to SciPy's, 4 machine epsilons).
-    maxiter : int, default=100
+    max_iter : int, default=100
         Most iterations.
 
     Returns
@@ -670,5 +670,5 @@ def bracketed_root(f, lo, hi, *, xtol, rtol=8.881784197001252e-16, maxiter=100) 
     >>> round(root, 12), converged
     (1.414213562373, True)
     """
-    root, info = brentq(f, lo, hi, xtol=xtol, rtol=rtol, maxiter=maxiter, full_output=True, disp=False)
+    root, info = brentq(f, lo, hi, xtol=xtol, rtol=rtol, maxiter=max_iter, full_output=True, disp=False)
     return root, info.iterations, info.converged

@@ -32,7 +32,7 @@ from empirical.common.failures import CONVERGED, ITERATION_LIMIT, NO_PROGRESS, r
 from ._accuracy import accuracy_from_margin, bayes_accuracy
 from ._newton import (
     COARSE_KAPPA_MAX,
-    DEFAULT_MAXITER,
+    DEFAULT_MAX_ITER,
     DEFAULT_TOL,
     POLISH_TOL,
     Problem,
@@ -66,7 +66,7 @@ class _System(Problem):
         super().__init__(delta, lam, kappa, quad_order)
 
 
-def _fixed_point(system, y0, tol, maxiter, damping=0.5):
+def _fixed_point(system, y0, tol, max_iter, damping=0.5):
     """Damped fixed-point iteration (fallback): sigma and alpha from the sigma and alpha equations, gamma from the
     gamma equation (the three residuals of :mod:`cgmt.equations`, in that order)."""
     alpha, sigma, gamma = system.to_x(y0)
@@ -77,7 +77,7 @@ def _fixed_point(system, y0, tol, maxiter, damping=0.5):
 
     r = np.full(3, np.inf)
     e2 = np.zeros(1)
-    for it in range(1, maxiter + 1):
+    for it in range(1, max_iter + 1):
         lg = math.log(gamma)
         lo, hi = lg - 1.0, lg + 1.0
         for _ in range(60):
@@ -101,7 +101,7 @@ def _fixed_point(system, y0, tol, maxiter, damping=0.5):
         a_new = alpha + r[1] * tau
         sigma = (1 - damping) * sigma + damping * s_new
         alpha = (1 - damping) * alpha + damping * a_new
-    return system.to_y(alpha, sigma, gamma), r, e2, maxiter, ITERATION_LIMIT
+    return system.to_y(alpha, sigma, gamma), r, e2, max_iter, ITERATION_LIMIT
 
 
 def _large_lambda_start(system):
@@ -163,18 +163,18 @@ def _finish(system, y, r, extra, nit, status, tol, quad_order):
     )
 
 
-def _solve(delta, lam, kappa, *, x0, tol, maxiter, quad_order, check_quadrature=False):
+def _solve(delta, lam, kappa, *, x0, tol, max_iter, quad_order, check_quadrature=False):
     system = _System(delta, lam, kappa, quad_order)
     y0 = start_point(x0)
     guess = _large_lambda_start(system)  # also the direct guess at the target, before continuation
-    y, r, e2, nit, status = drive(system, tol, maxiter, start=guess, direct_guess=guess,
+    y, r, e2, nit, status = drive(system, tol, max_iter, start=guess, direct_guess=guess,
                                   starts=() if y0 is None else (y0,), coarse=kappa <= COARSE_KAPPA_MAX,
                                   fallback=_fixed_point)
     out = _finish(system, y, r, e2, nit, status, tol, quad_order)
     if check_quadrature:
         # re-solve on the rule with twice the order, to rounding-level residual, from this solution
         fine = system.with_order(2 * quad_order)
-        yf, rf, _, _, _ = damped_newton(fine, y, POLISH_TOL, maxiter)
+        yf, rf, _, _, _ = damped_newton(fine, y, POLISH_TOL, max_iter)
         xf = np.array(fine.to_x(yf))
         scale = np.array([max(abs(out.alpha), out.sigma), out.sigma, out.gamma])
         out["quadrature_change"] = float(np.max(np.abs(xf - out.x) / scale))
@@ -182,7 +182,7 @@ def _solve(delta, lam, kappa, *, x0, tol, maxiter, quad_order, check_quadrature=
     return out
 
 
-def solve(delta, lam, kappa, *, strict=False, x0=None, tol=DEFAULT_TOL, maxiter=DEFAULT_MAXITER,
+def solve(delta, lam, kappa, *, strict=False, x0=None, tol=DEFAULT_TOL, max_iter=DEFAULT_MAX_ITER,
           quad_order=DEFAULT_ORDER, check_quadrature=False) -> CGMTResult:
     """Solve the CGMT fixed point of ridge logistic regression (convention: docs/theory.md).
 
@@ -204,7 +204,7 @@ def solve(delta, lam, kappa, *, strict=False, x0=None, tol=DEFAULT_TOL, maxiter=
         asymptotics and continues in lam.
     tol : float, default=1e-10
         Largest max relative residual accepted (see :mod:`cgmt.equations`).
-    maxiter : int, default=100
+    max_iter : int, default=100
         Newton iterations per solve stage.
     quad_order : int, default=10
         Gauss-Legendre points per quadrature panel, in [2, 200] (the default 10 is accurate to ~1e-12, 20 to
@@ -241,13 +241,13 @@ def solve(delta, lam, kappa, *, strict=False, x0=None, tol=DEFAULT_TOL, maxiter=
                 f"lam must lie in (0, inf) here: lam = 0 is the MLE, which does not exist for "
                 f"delta <= delta*(kappa={kappa}) = {dstar:.6g} (got delta={delta})")
     tol = check_scalar(tol, "tol", low=0.0, low_open=True)
-    maxiter, quad_order = check_solver_counts(maxiter, quad_order)
-    out = _solve(delta, lam, kappa, x0=x0, tol=tol, maxiter=maxiter, quad_order=quad_order,
+    max_iter, quad_order = check_solver_counts(max_iter, quad_order)
+    out = _solve(delta, lam, kappa, x0=x0, tol=tol, max_iter=max_iter, quad_order=quad_order,
                  check_quadrature=bool(check_quadrature))
     return report(out, strict, "cgmt.solve", delta=delta, lam=lam, kappa=kappa)
 
 
-def mle(delta, kappa, *, strict=False, tol=DEFAULT_TOL, maxiter=DEFAULT_MAXITER,
+def mle(delta, kappa, *, strict=False, tol=DEFAULT_TOL, max_iter=DEFAULT_MAX_ITER,
         quad_order=DEFAULT_ORDER) -> CGMTResult:
     """Fixed point of the unregularized logistic MLE (lam = 0); same result type as :func:`solve`.
 
@@ -258,7 +258,7 @@ def mle(delta, kappa, *, strict=False, tol=DEFAULT_TOL, maxiter=DEFAULT_MAXITER,
         ``ValueError`` asks for lam > 0.
     kappa : float >= 0
         Signal strength.
-    strict, tol, maxiter, quad_order
+    strict, tol, max_iter, quad_order
         As for :func:`solve`.
 
     Returns
@@ -280,6 +280,6 @@ def mle(delta, kappa, *, strict=False, tol=DEFAULT_TOL, maxiter=DEFAULT_MAXITER,
         raise ValueError(
             f"the MLE does not exist: for kappa={kappa} the data are separable when delta <= "
             f"delta*={dstar:.6g} (got delta={delta}); use cgmt.solve with lam > 0")
-    maxiter, quad_order = check_solver_counts(maxiter, quad_order)
-    out = _solve(delta, 0.0, kappa, x0=None, tol=tol, maxiter=maxiter, quad_order=quad_order)
+    max_iter, quad_order = check_solver_counts(max_iter, quad_order)
+    out = _solve(delta, 0.0, kappa, x0=None, tol=tol, max_iter=max_iter, quad_order=quad_order)
     return report(out, strict, "cgmt.mle", delta=delta, kappa=kappa)

@@ -36,7 +36,7 @@ from empirical.common.failures import quiet, report
 
 from ._accuracy import accuracy_from_margin, bayes_accuracy
 from ._newton import (
-    DEFAULT_MAXITER,
+    DEFAULT_MAX_ITER,
     DEFAULT_TOL,
     DIRECT_TRIES,
     ISOTROPIC_START_KAPPA_MAX,
@@ -173,7 +173,7 @@ def _large_lambda_start(system, lam):
     """Fixed point at a large lam by plain iteration (a strong contraction there), to PATH_TOL."""
     gamma = float(system.omega.mean()) / (system.delta * lam)
     alpha, sigma = 1e-3 * gamma, 1e-3 * gamma
-    for _ in range(DEFAULT_MAXITER):
+    for _ in range(DEFAULT_MAX_ITER):
         a2, s2, g2 = system.maps(alpha, sigma, gamma, lam)
         change = max(abs(a2 - alpha) / max(abs(a2), s2), abs(s2 - sigma) / s2, abs(g2 - gamma) / g2)
         alpha, sigma, gamma = a2, s2, g2
@@ -210,7 +210,7 @@ def _finish(system, y, r, hats, nit, status, tol, quad_order):
 
 
 def solve_spectral(delta, lam, eigenvalues, teacher_weights, *, x0=None, strict=False, tol=DEFAULT_TOL,
-                   maxiter=DEFAULT_MAXITER, quad_order=DEFAULT_ORDER) -> CGMTResult:
+                   max_iter=DEFAULT_MAX_ITER, quad_order=DEFAULT_ORDER) -> CGMTResult:
     """Solve the ridge-logistic fixed point for features x ~ N(0, Sigma/p) (Gaussian covariate model).
 
     Parameters
@@ -229,7 +229,7 @@ def solve_spectral(delta, lam, eigenvalues, teacher_weights, *, x0=None, strict=
         Raise :class:`cgmt.ConvergenceError` instead of returning ``success=False``.
     tol : float, default=1e-10
         Largest relative residual accepted.
-    maxiter : int, default=100
+    max_iter : int, default=100
         Newton iterations per stage.
     quad_order : int, default=10
         Gauss-Legendre points per panel of the channel quadrature (as in :func:`cgmt.solve`).
@@ -263,7 +263,7 @@ def solve_spectral(delta, lam, eigenvalues, teacher_weights, *, x0=None, strict=
     lam = check_lam(lam)
     omega, t = check_spectrum(eigenvalues, teacher_weights)
     tol = check_scalar(tol, "tol", low=0.0, low_open=True)
-    maxiter, quad_order = check_solver_counts(maxiter, quad_order)
+    max_iter, quad_order = check_solver_counts(max_iter, quad_order)
     system = _SpectralSystem(delta, lam, omega, t, quad_order)
     starts = []
     if x0 is not None:
@@ -274,8 +274,8 @@ def solve_spectral(delta, lam, eigenvalues, teacher_weights, *, x0=None, strict=
             iso = solve(delta, lam, system.kappa, tol=PATH_TOL)
         if iso.success:
             starts.append(system.to_y(iso.alpha, iso.sigma, iso.gamma * float(omega.mean())))
-    y, r, hats, nit, status = drive(system, tol, maxiter, start=lambda lm: _large_lambda_start(system, lm),
-                                    starts=starts, start_iters=maxiter if x0 is not None else DIRECT_TRIES,
+    y, r, hats, nit, status = drive(system, tol, max_iter, start=lambda lm: _large_lambda_start(system, lm),
+                                    starts=starts, start_iters=max_iter if x0 is not None else DIRECT_TRIES,
                                     polish=True)
     out = _finish(system, y, r, hats, nit, status, tol, quad_order)
     return report(out, strict, "cgmt.solve_spectral", delta=delta, lam=lam, p=omega.size)

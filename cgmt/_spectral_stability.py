@@ -33,8 +33,9 @@ from ._newton import bracketed_root
 from ._spectral import solve_spectral
 from ._spectrum import Spectrum
 from .ablation import protocol_fractions
-from .stability import DEFAULT_ORDER, RESIDUAL_TOL, cross_expectation
-from .validation import check_lam, check_spectral_delta
+from .quadrature import DEFAULT_ORDER
+from .stability import RESIDUAL_TOL, cross_expectation
+from .validation import check_lam, check_quad_order, check_spectral_delta
 
 __all__ = ["spectral_pair_stability", "spectral_stability"]
 
@@ -65,7 +66,7 @@ def _metric(spectrum, feature_scale):
 
 
 def spectral_pair_stability(delta1, delta2, delta12, lam, spectrum, *, feature_scale=None,
-                            order=DEFAULT_ORDER, strict=False, **solve_options) -> OptimizeResult:
+                            quad_order=DEFAULT_ORDER, strict=False, **solve_options) -> OptimizeResult:
     """Limiting cosine of two ridge-logistic fits on overlapping sets of Gaussian-covariate data.
 
     Parameters
@@ -81,8 +82,9 @@ def spectral_pair_stability(delta1, delta2, delta12, lam, spectrum, *, feature_s
     feature_scale : array_like, shape (p,), optional
         Per-feature scales s: also report ``cosine_raw`` between beta_1/s and beta_2/s (needs the
         spectrum's eigenvectors, or the standard basis).
-    order : int, default=DEFAULT_ORDER
-        Quadrature order of the cross expectation.
+    quad_order : int, default=DEFAULT_ORDER (10)
+        Gauss-Legendre points per panel of every quadrature rule: the cross expectation's and the two spectral
+        solves' (:func:`cgmt.solve_spectral`'s ``quad_order``).
     strict : bool, default=False
         Raise :class:`cgmt.ConvergenceError` if the cross fixed point is not solved; otherwise that failure warns
         :class:`cgmt.ConvergenceWarning` (:func:`empirical.common.failures.report`) and ``success`` is False.  (A
@@ -116,6 +118,8 @@ def spectral_pair_stability(delta1, delta2, delta12, lam, spectrum, *, feature_s
     delta2 = check_spectral_delta(delta2, "delta2")
     delta12 = check_scalar(delta12, "delta12", low=0.0)
     lam = check_lam(lam)
+    quad_order = check_quad_order(quad_order)
+    solve_options = {**solve_options, "quad_order": quad_order}
     if delta12 > min(delta1, delta2) * (1 + 1e-12):
         raise ValueError(f"delta12 must be <= min(delta1, delta2) = {min(delta1, delta2)}, got {delta12!r}")
     delta12 = min(delta12, delta1, delta2)
@@ -139,7 +143,7 @@ def spectral_pair_stability(delta1, delta2, delta12, lam, spectrum, *, feature_s
     def q_hat12(s12):
         nonlocal nfev
         nfev += 1
-        return delta12 * cross_expectation(x1, x2, s12, kappa, order=order) / (f1.gamma * f2.gamma)
+        return delta12 * cross_expectation(x1, x2, s12, kappa, quad_order=quad_order) / (f1.gamma * f2.gamma)
 
     def gap(s12):
         return signal + s2 * q_hat12(s12) - s12

@@ -50,19 +50,19 @@ def _predict(hist, lam):
     return (y[0] * sigma, sigma, float(np.exp(y[2])))
 
 
-def _task(delta, kappa, lams, tol, quad_order, maxiter):
+def _task(delta, kappa, lams, tol, quad_order, max_iter):
     rows = []
     hist = []  # converged (lam, result) pairs, for warm starts
     for lam in sorted(lams, reverse=True):
         with quiet():  # failures are rows with success=False
-            r = solve(delta, lam, kappa, x0=_predict(hist, lam), tol=tol, quad_order=quad_order, maxiter=maxiter)
+            r = solve(delta, lam, kappa, x0=_predict(hist, lam), tol=tol, quad_order=quad_order, max_iter=max_iter)
         if r.success:
             hist = (hist + [(lam, r)])[-2:]
         rows.append(_row(r))
     return rows
 
 
-def sweep(deltas, lams, kappas, *, n_jobs=1, progress=True, tol=1e-10, quad_order=DEFAULT_ORDER, maxiter=100,
+def sweep(deltas, lams, kappas, *, n_jobs=1, progress=True, tol=1e-10, quad_order=DEFAULT_ORDER, max_iter=100,
           strict=False, max_points: int | None = MAX_POINTS) -> pd.DataFrame:
     """Solve on the Cartesian grid deltas x lams x kappas; one row per point, sorted by (kappa, delta, lam).
 
@@ -75,7 +75,7 @@ def sweep(deltas, lams, kappas, *, n_jobs=1, progress=True, tol=1e-10, quad_orde
         backend with ``joblib.parallel_config``).
     progress : bool
         Show a progress bar.
-    tol, quad_order, maxiter
+    tol, quad_order, max_iter
         As for :func:`cgmt.solve`; along lam each task warm-starts from its neighbours.
     strict : bool
         Raise :class:`cgmt.ConvergenceError` if any point did not converge; otherwise such rows have
@@ -103,17 +103,17 @@ def sweep(deltas, lams, kappas, *, n_jobs=1, progress=True, tol=1e-10, quad_orde
     d, k = np.unique(d), np.unique(k)
     lm = np.unique(check_lams(lams))
     n_jobs = check_n_jobs(n_jobs)
-    maxiter = check_int(maxiter, "maxiter")
+    max_iter = check_int(max_iter, "max_iter")
     if max_points is not None:
         max_points = check_int(max_points, "max_points")
     check_grid_size(d.size * lm.size * k.size, max_points, "the sweep grid (deltas x lams x kappas)")
     tasks = list(itertools.product(d.tolist(), k.tolist()))
     lam_list = lm.tolist()
     if n_jobs == 1:
-        it = (_task(dd, kk, lam_list, tol, quad_order, maxiter) for dd, kk in tasks)
+        it = (_task(dd, kk, lam_list, tol, quad_order, max_iter) for dd, kk in tasks)
     else:
         it = Parallel(n_jobs=n_jobs, return_as="generator")(
-            delayed(_task)(dd, kk, lam_list, tol, quad_order, maxiter) for dd, kk in tasks)
+            delayed(_task)(dd, kk, lam_list, tol, quad_order, max_iter) for dd, kk in tasks)
     if progress:
         it = tqdm(it, total=len(tasks), desc="cgmt sweep", unit="(delta,kappa)")
     rows = [row for chunk in it for row in chunk]

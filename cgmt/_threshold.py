@@ -81,7 +81,7 @@ def candes_sur_h(kappa) -> tuple[float, float]:
         hi *= 2.0
         if hi > 1e12:
             raise ValueError(f"kappa={kappa} is too large for the separability threshold computation")
-    t, _, converged = bracketed_root(lambda s: _derivative(s, z, wts), 0.0, hi, xtol=1e-15, rtol=1e-15, maxiter=500)
+    t, _, converged = bracketed_root(lambda s: _derivative(s, z, wts), 0.0, hi, xtol=1e-15, rtol=1e-15, max_iter=500)
     if not converged:
         raise ConvergenceError(f"the separability threshold at kappa={kappa}: Brent's method did not converge in 500 "
                                "iterations")

@@ -57,7 +57,7 @@ def _channel(m, q, rho, V, nodes):
 
 
 def solve_spectral_loops(delta, lam, eigenvalues, teacher_weights, *, nodes=96, damping=0.5, tol=1e-12,
-                         maxiter=10000):
+                         max_iter=10000):
     """Solve the spectral fixed point by damped iteration; returns (m, q, V, accuracy, iterations).
 
     Parameters
@@ -72,7 +72,7 @@ def solve_spectral_loops(delta, lam, eigenvalues, teacher_weights, *, nodes=96, 
         New iterate = damping * map + (1 - damping) * old.
     tol : float, default=1e-12
         Stop when the largest relative change of (m, q, V) is below it.
-    maxiter : int, default=10000
+    max_iter : int, default=10000
         Most iterations (reaching it is not reported as a failure: compare ``iterations`` with it).
 
     Returns
@@ -98,7 +98,7 @@ def solve_spectral_loops(delta, lam, eigenvalues, teacher_weights, *, nodes=96, 
     V = sum(omega) / p / L
     m, q = 1e-3, 1e-3
     it = 0
-    for it in range(1, maxiter + 1):
+    for it in range(1, max_iter + 1):
         vh, qh, mh = (2.0 * delta * x for x in _channel(m, q, rho, V, gh))
         V_new = m_new = q_new = 0.0
         for o, ti in zip(omega, t):  # the spectral sums, one eigenvalue at a time

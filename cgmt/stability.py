@@ -34,7 +34,7 @@ import numpy as np
 from numba import njit
 from scipy.optimize import OptimizeResult
 
-from empirical.common.checks import check_int, check_scalar
+from empirical.common.checks import check_scalar
 from empirical.common.failures import CONVERGED, CROSS_FAILED, STATUS_MESSAGES, ConvergenceError, quiet, report
 
 from ._newton import bracketed_root
@@ -42,8 +42,8 @@ from ._solver import solve
 from .ablation import protocol_fractions
 from .equations import prox_branch_points
 from .prox import prox_scalar, sigmoid, sigmoid_d1
-from .quadrature import MAX_PANEL, TRUNCATION, build_edges, edge_capacity, fill_rule, gauss_legendre
-from .validation import check_delta, check_kappa, check_lam
+from .quadrature import DEFAULT_ORDER, MAX_PANEL, TRUNCATION, build_edges, edge_capacity, fill_rule, gauss_legendre
+from .validation import check_delta, check_kappa, check_lam, check_quad_order
 
 __all__ = [
     "stability",
@@ -52,9 +52,6 @@ __all__ = [
     "cross_expectation",
 ]
 
-#: Gauss-Legendre points per panel of the composite rules (the answer changes by < 1e-9 when doubled;
-#: see tests/test_stability_theory.py::test_quadrature_converged)
-DEFAULT_ORDER = 10
 _MIN_SCALE = 1e-10
 #: points of the G table per unit of the scale hypot(su, 1 / kappa) on which G varies (cubic Hermite; at 32 the
 #: self-check of equation (1) holds to 1e-9 at the four points of tests/test_stability_theory.py)
@@ -205,7 +202,7 @@ def _table_size(kappa):
     return int(min(TABLE_MAX, max(TABLE_MIN, math.ceil(2 * 2 * TRUNCATION * TABLE_DENSITY * kappa) + 1)))
 
 
-def cross_expectation(sol1, sol2, sigma12: float, kappa: float, *, order: int = DEFAULT_ORDER) -> float:
+def cross_expectation(sol1, sol2, sigma12: float, kappa: float, *, quad_order: int = DEFAULT_ORDER) -> float:
     """E[2 sigmoid(-kappa U) h_1(V_1) h_2(V_2)] (see the module docstring) at a given sigma_12.
 
     At sigma_12 = sigma^2 for two identical replicas this equals sigma^2 / delta (the single-estimator
@@ -219,8 +216,8 @@ def cross_expectation(sol1, sol2, sigma12: float, kappa: float, *, order: int = 
         Noise cross-covariance, in [0, sigma_1 sigma_2].
     kappa : float
         Signal strength (>= 0).
-    order : int
-        Gauss-Legendre points per panel of the composite rules.
+    quad_order : int, default=DEFAULT_ORDER (10)
+        Gauss-Legendre points per panel of the composite rules (at most ``cgmt.validation.MAX_QUAD_ORDER``).
 
     Returns
     -------
@@ -237,7 +234,7 @@ def cross_expectation(sol1, sol2, sigma12: float, kappa: float, *, order: int = 
     a1, s1, g1 = (float(x) for x in sol1)
     a2, s2, g2 = (float(x) for x in sol2)
     ntab = _table_size(kappa)
-    xg, wg, bufs = _buffers(int(order), ntab)
+    xg, wg, bufs = _buffers(check_quad_order(quad_order), ntab)
     return float(_cross_kernel(a1, s1, g1, a2, s2, g2, float(sigma12), float(kappa), xg, wg,
                                TRUNCATION, MAX_PANEL, ntab, bufs))
 
@@ -257,7 +254,7 @@ def _cross_result(sigma12, residual, ok, nit, nfev, rhs_at_zero):
                           nfev=int(nfev), residual=float(residual), rhs_at_zero=float(rhs_at_zero))
 
 
-def cross_noise_covariance(sol1, sol2, delta12: float, kappa: float, *, order: int = DEFAULT_ORDER,
+def cross_noise_covariance(sol1, sol2, delta12: float, kappa: float, *, quad_order: int = DEFAULT_ORDER,
                            xtol: float = 1e-13) -> OptimizeResult:
     """Solve sigma_12 = delta_12 E[2 sigmoid(-kappa U) h_1(V_1) h_2(V_2)] on [0, sigma_1 sigma_2].
 
@@ -273,8 +270,8 @@ def cross_noise_covariance(sol1, sol2, delta12: float, kappa: float, *, order: i
         Overlap of the two training sets over the dimension, |S_1 cap S_2| / p.
     kappa : float
         Signal strength (>= 0).
-    order : int
-        Gauss-Legendre points per panel of the composite rules.
+    quad_order : int, default=DEFAULT_ORDER (10)
+        Gauss-Legendre points per panel of the composite rules (at most ``cgmt.validation.MAX_QUAD_ORDER``).
     xtol : float
         Absolute tolerance of the root relative to sigma_1 sigma_2.
 
@@ -299,7 +296,7 @@ def cross_noise_covariance(sol1, sol2, delta12: float, kappa: float, *, order: i
     if delta12 == 0.0 or hi == 0.0:
         return _cross_result(0.0, 0.0, True, 0, 0, 0.0)
     ntab = _table_size(kappa)
-    xg, wg, bufs = _buffers(int(order), ntab)
+    xg, wg, bufs = _buffers(check_quad_order(quad_order), ntab)
     nfev = 0
 
     def rhs(s12):
@@ -334,7 +331,7 @@ def _single(delta, lam, kappa, solve_options):
 
 
 def pair_stability(delta1: float, delta2: float, delta12: float, lam: float, kappa: float, *,
-                   order: int = DEFAULT_ORDER, strict: bool = False, **solve_options) -> OptimizeResult:
+                   quad_order: int = DEFAULT_ORDER, strict: bool = False, **solve_options) -> OptimizeResult:
     """Limiting cosine of two ridge-logistic fits (same lam) on sets of sizes delta_k p sharing delta_12 p samples.
 
     Parameters
@@ -347,15 +344,17 @@ def pair_stability(delta1: float, delta2: float, delta12: float, lam: float, kap
         Common ridge strength (> 0; theory convention, per-sample-averaged loss).
     kappa : float
         Signal strength (>= 0).
-    order : int
-        Gauss-Legendre points per panel of the cross expectation's rules.
+    quad_order : int, default=DEFAULT_ORDER (10)
+        Gauss-Legendre points per panel of every quadrature rule: the cross expectation's and the two
+        single-estimator solves' (:func:`cgmt.solve`'s ``quad_order``); the answer changes by < 1e-9 when doubled
+        (tests/test_stability_theory.py::test_quadrature_converged).
     strict : bool, default=False
         Raise :class:`cgmt.ConvergenceError` when the cross fixed point fails; otherwise that failure warns
         :class:`cgmt.ConvergenceWarning` and the result has ``success=False``
         (:func:`empirical.common.failures.report`, the one failure convention).  (A single-estimator solve that
         fails raises ``ConvergenceError`` whatever ``strict`` is: there is no cosine without it.)
     **solve_options
-        Passed to :func:`cgmt.solve` for the two single-estimator solutions.
+        Passed to :func:`cgmt.solve` for the two single-estimator solutions (``tol``, ``max_iter``, ...).
 
     Returns
     -------
@@ -378,7 +377,8 @@ def pair_stability(delta1: float, delta2: float, delta12: float, lam: float, kap
     delta12 = check_scalar(delta12, "delta12", low=0.0)
     lam = check_lam(lam)
     kappa = check_kappa(kappa)
-    order = check_int(order, "order", minimum=1)
+    quad_order = check_quad_order(quad_order)
+    solve_options = {**solve_options, "quad_order": quad_order}
     if delta12 > min(delta1, delta2) * (1 + 1e-12):
         raise ValueError(f"delta12 must be <= min(delta1, delta2) = {min(delta1, delta2)} (the overlap cannot "
                          f"exceed the smaller set), got {delta12!r}")
@@ -389,7 +389,7 @@ def pair_stability(delta1: float, delta2: float, delta12: float, lam: float, kap
     # the first one (accurate to ~1e-9 relative); a canonical order (larger set first) makes the
     # answer exactly symmetric in the arguments.
     first, second = (x1, x2) if delta1 >= delta2 else (x2, x1)
-    cross = cross_noise_covariance(first, second, delta12, kappa, order=order)
+    cross = cross_noise_covariance(first, second, delta12, kappa, quad_order=quad_order)
     s12 = cross.sigma12
     a1, s1, g1 = x1
     a2, s2, g2 = x2
@@ -407,7 +407,7 @@ def pair_stability(delta1: float, delta2: float, delta12: float, lam: float, kap
 
 
 def stability(delta: float, lam: float, kappa: float, protocol: str = "subsample", *, drop: float = 0.2,
-              val_fraction: float = 0.2, order: int = DEFAULT_ORDER, strict: bool = False,
+              val_fraction: float = 0.2, quad_order: int = DEFAULT_ORDER, strict: bool = False,
               **solve_options) -> OptimizeResult:
     """Predicted (limiting) cosine between two probes' unit directions under a resampling protocol.
 
@@ -434,7 +434,7 @@ def stability(delta: float, lam: float, kappa: float, protocol: str = "subsample
         Which two fits are compared (the list above).
     drop, val_fraction : float in [0, 1), default=0.2
         The ablation protocol's parameters (the paper: 0.2 and 0.2).
-    order, strict, **solve_options
+    quad_order, strict, **solve_options
         As in :func:`pair_stability`.
 
     Returns
@@ -453,7 +453,7 @@ def stability(delta: float, lam: float, kappa: float, protocol: str = "subsample
     """
     f1, f2, f12 = protocol_fractions(protocol, drop=drop, val_fraction=val_fraction)
     delta = check_delta(delta)
-    res = pair_stability(f1 * delta, f2 * delta, f12 * delta, lam, kappa, order=order, strict=strict,
+    res = pair_stability(f1 * delta, f2 * delta, f12 * delta, lam, kappa, quad_order=quad_order, strict=strict,
                          **solve_options)
     res["protocol"] = protocol
     res["fractions"] = (f1, f2, f12)

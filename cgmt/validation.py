@@ -329,13 +329,13 @@ def check_quad_order(value, name: str = "quad_order", *, factor: int = 1) -> int
 SOLVER_ORDER_MAX = 200
 
 
-def check_solver_counts(maxiter, quad_order) -> tuple:
-    """The budget of a fixed-point solver, checked one way for every solver: ``maxiter`` a positive integer,
+def check_solver_counts(max_iter, quad_order) -> tuple:
+    """The budget of a fixed-point solver, checked one way for every solver: ``max_iter`` a positive integer,
     ``quad_order`` an integer in ``[2, SOLVER_ORDER_MAX]``.
 
     Parameters
     ----------
-    maxiter : int
+    max_iter : int
         Newton iterations per stage.
     quad_order : int
         Gauss-Legendre points per panel.
@@ -343,7 +343,7 @@ def check_solver_counts(maxiter, quad_order) -> tuple:
     Returns
     -------
     (int, int)
-        ``(maxiter, quad_order)``.
+        ``(max_iter, quad_order)``.
 
     Raises
     ------
@@ -356,16 +356,16 @@ def check_solver_counts(maxiter, quad_order) -> tuple:
     (100, 10)
     """
     try:
-        maxiter = _checks.check_int(maxiter, "maxiter")
+        max_iter = _checks.check_int(max_iter, "max_iter")
     except ValueError:
-        raise ValueError(f"maxiter must be a positive integer, got {maxiter!r}") from None
+        raise ValueError(f"max_iter must be a positive integer, got {max_iter!r}") from None
     try:
         order = _checks.check_int(quad_order, "quad_order", minimum=2)
     except ValueError:
         order = None
     if order is None or order > SOLVER_ORDER_MAX:
         raise ValueError(f"quad_order must be an integer in [2, {SOLVER_ORDER_MAX}], got {quad_order!r}")
-    return maxiter, order
+    return max_iter, order
 
 
 #: most grid points :func:`sweep` solves unless told otherwise (~1 ms each: about half an hour on one core)

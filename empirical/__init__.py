@@ -33,7 +33,7 @@ _EXPORTS = {
     "PerLayerFit": "empirical.probes.layers",
     "stability": "empirical.probes.stability",
     "mean_abs_pairwise_cosine": "empirical.probes.stability",
-    "DifferenceOfMeans": "empirical.probes.baselines",
+    "DiffMeans": "empirical.probes.baselines",
     "LogRegCVProbe": "empirical.probes.baselines",
     "GCSProbe": "empirical.probes.baselines",
     "XRFMProbe": "empirical.probes.baselines",

@@ -43,7 +43,7 @@ def plot_probe_accuracy(table: pd.DataFrame, path, *, dataset: str, n_examples: 
     n_examples : int
         Examples in the dataset, for the title.
     labels : mapping of str to str, optional
-        Legend label of each baseline by its command-line name (``{"dom": "DiffMeans"}``: the registry's names);
+        Legend label of each baseline by its command-line name (``{"diffmeans": "DiffMeans"}``: the registry's names);
         default the command-line name.
 
     Returns
@@ -54,7 +54,7 @@ def plot_probe_accuracy(table: pd.DataFrame, path, *, dataset: str, n_examples: 
     Examples
     --------
     >>> table = pd.DataFrame(dict(layer=[1, 2, 3], test_accuracy=[0.7, 0.8, 0.75],
-    ...                           dom_test_accuracy=[0.65, 0.7, 0.7]))
+    ...                           diffmeans_test_accuracy=[0.65, 0.7, 0.7]))
     >>> plot_probe_accuracy(table, "probe_toy.png", dataset="toy", n_examples=60).is_file()
     True
     """

@@ -265,6 +265,37 @@ def test_no_name_is_kept_alive_by_a_shim():
     assert not offenders, offenders
 
 
+#: one name per knob (issue 55): the names that a public signature may not use, and the one it uses instead
+KNOB_NAMES = {"maxiter": "max_iter", "max_iters": "max_iter", "n_iter": "max_iter", "order": "quad_order",
+              "quadrature_order": "quad_order"}
+#: a Gauss rule's constructor takes the rule's order (numpy's leggauss(deg) likewise): not the solvers' knob
+RULE_CONSTRUCTORS = {"cgmt.quadrature.gauss_legendre", "cgmt.quadrature.gauss_hermite", "cgmt.quadrature.gaussian_rule"}
+
+
+def test_one_name_per_knob():
+    """Every public signature names an iteration limit ``max_iter`` (cgmt's solvers, the logistic kernel and the
+    estimators alike) and a quadrature order ``quad_order``; the difference-of-means method is ``DiffMeans`` as a
+    class, a table name and (lower case) a command-line name."""
+    import inspect
+
+    from _public_api import public_objects
+
+    from empirical.probes.registry import get_method
+
+    bad = []
+    for (module, qualname), obj in public_objects().items():
+        if f"{module}.{qualname}" in RULE_CONSTRUCTORS:
+            continue
+        try:
+            parameters = inspect.signature(obj).parameters
+        except (TypeError, ValueError):
+            continue
+        bad += [f"{module}.{qualname}({name}=): use {KNOB_NAMES[name]}" for name in parameters if name in KNOB_NAMES]
+    assert bad == [], bad
+    spec = get_method("DiffMeans")
+    assert spec.factory.__name__ == spec.name and spec.cli_name == spec.name.lower()
+
+
 #: the public modules of the library packages whose API is their ``__init__`` (docs/architecture.md, "The public
 #: surface"); every other module of these packages has a leading underscore.  Adding a module means choosing here.
 PUBLIC_MODULES = {

@@ -2,7 +2,7 @@
 import numpy as np
 import pytest
 
-from empirical import DifferenceOfMeans, GCSProbe, LogRegCVProbe, RaptorProbe, XRFMProbe
+from empirical import DiffMeans, GCSProbe, LogRegCVProbe, RaptorProbe, XRFMProbe
 from empirical.logistic import fit_l2_logistic
 from empirical.testing import gcs_per_probe_reference
 
@@ -17,7 +17,7 @@ def data(n=120, p=12, seed=0):
 
 FACTORIES = [
     lambda: RaptorProbe(Cs=np.logspace(-3, 1, 10)),
-    lambda: DifferenceOfMeans(),
+    lambda: DiffMeans(),
     lambda: LogRegCVProbe(Cs=np.logspace(-3, 1, 10)),
     lambda: GCSProbe(n_probes=10),
     pytest.param(lambda: XRFMProbe(bandwidths=(10.0,), iters=2), marks=pytest.mark.filterwarnings("ignore")),
@@ -40,7 +40,7 @@ def test_common_interface(factory):
 
 def test_difference_of_means_exact():
     X, y, Xv, yv = data()
-    est = DifferenceOfMeans(use_validation=False).fit(X, y, Xv, yv)
+    est = DiffMeans(use_validation=False).fit(X, y, Xv, yv)
     diff = X[y == 1].mean(0) - X[y == 0].mean(0)
     np.testing.assert_allclose(est.concept_vector_, diff / np.linalg.norm(diff))
     mid = 0.5 * (X[y == 1].mean(0) + X[y == 0].mean(0))
@@ -83,12 +83,12 @@ def test_bad_inputs():
     with pytest.raises(ValueError, match="n_samples"):
         GCSProbe(n_samples=10_000).fit(X, y)
     with pytest.raises(ValueError, match="NaN"):
-        DifferenceOfMeans().fit(np.full_like(X, np.nan), y)
+        DiffMeans().fit(np.full_like(X, np.nan), y)
     with pytest.raises(ValueError, match="not fitted"):
-        DifferenceOfMeans().decision_function(X)
+        DiffMeans().decision_function(X)
 
 
-@pytest.mark.parametrize("estimator", [DifferenceOfMeans(), LogRegCVProbe(Cs=[0.1, 1.0]), GCSProbe(n_probes=3)],
+@pytest.mark.parametrize("estimator", [DiffMeans(), LogRegCVProbe(Cs=[0.1, 1.0]), GCSProbe(n_probes=3)],
                          ids=lambda e: type(e).__name__)
 def test_baselines_pass_scikit_learn_estimator_checks(estimator):
     import warnings
@@ -111,7 +111,7 @@ def test_baselines_clone_and_serve_as_structure_oracle():
     gcs = GCSProbe(n_probes=4, C=0.5, random_state=7)
     twin = clone(gcs)
     assert twin is not gcs and twin.get_params() == gcs.get_params()
-    U_pool, U_test, info = cross_fit_oracle(X, y, Xv, DifferenceOfMeans(), folds=3)
+    U_pool, U_test, info = cross_fit_oracle(X, y, Xv, DiffMeans(), folds=3)
     assert U_pool.shape == (len(X),) and U_test.shape == (len(Xv),) and info["oof_accuracy"] > 0.75
 
 
@@ -120,7 +120,7 @@ def test_baselines_clone_and_serve_as_structure_oracle():
     (LogRegCVProbe(max_iter=0), "max_iter"),
     (RaptorProbe(max_iter=0), "max_iter"),
     (RaptorProbe(tol=-1.0), "tol"),
-    (DifferenceOfMeans(use_validation="yes"), "use_validation"),
+    (DiffMeans(use_validation="yes"), "use_validation"),
 ])
 def test_parameters_are_validated_declaratively(estimator, match):
     X, y, Xv, yv = data()

@@ -31,9 +31,9 @@ def test_one_status_table_for_every_solver():
     results = [
         cgmt.solve(2.0, 0.1, 2.0), cgmt.mle(5.0, 1.0), SPECTRUM.solve(2.0, 0.1),
         cgmt.stability(2.0, 0.1, 1.0, "subsample"), spectral_pair_stability(1.28, 1.28, 0.8192, 0.1, SPECTRUM),
-        cgmt.solve(0.7, 0.03, 3.0, maxiter=2, tol=1e-300, strict=False),
-        cgmt.mle(5.0, 1.0, maxiter=1, tol=1e-300),
-        SPECTRUM.solve(2.0, 0.01, maxiter=1, tol=1e-300),
+        cgmt.solve(0.7, 0.03, 3.0, max_iter=2, tol=1e-300, strict=False),
+        cgmt.mle(5.0, 1.0, max_iter=1, tol=1e-300),
+        SPECTRUM.solve(2.0, 0.01, max_iter=1, tol=1e-300),
     ]
     codes = {int(r.status) for r in results}
     # a continuation that stops short (status 3) now reports its residual at the target lam, where the fallback's
@@ -45,9 +45,9 @@ def test_one_status_table_for_every_solver():
 
 
 @pytest.mark.parametrize("call", [
-    lambda: cgmt.solve(0.7, 0.03, 3.0, maxiter=1, tol=1e-300),
-    lambda: cgmt.mle(5.0, 1.0, maxiter=1, tol=1e-300),
-    lambda: SPECTRUM.solve(2.0, 0.01, maxiter=1, tol=1e-300),
+    lambda: cgmt.solve(0.7, 0.03, 3.0, max_iter=1, tol=1e-300),
+    lambda: cgmt.mle(5.0, 1.0, max_iter=1, tol=1e-300),
+    lambda: SPECTRUM.solve(2.0, 0.01, max_iter=1, tol=1e-300),
 ])
 def test_non_convergence_warns_convergence_warning(call):
     res, caught = _failed(call)
@@ -59,7 +59,7 @@ def test_strict_raises_instead_of_warning():
     with warnings.catch_warnings():
         warnings.simplefilter("error", ConvergenceWarning)
         with pytest.raises(cgmt.ConvergenceError, match="did not converge") as err:
-            SPECTRUM.solve(2.0, 0.01, maxiter=1, tol=1e-300, strict=True)
+            SPECTRUM.solve(2.0, 0.01, max_iter=1, tol=1e-300, strict=True)
     assert err.value.result.status in STATUS_MESSAGES
 
 
@@ -76,8 +76,8 @@ def test_one_set_of_driver_constants():
         assert name not in vars(cgmt._spectral) or vars(cgmt._spectral)[name] is cgmt._newton.PATH_TOL
     assert not hasattr(cgmt._spectral, "_TOL_PATH") and not hasattr(cgmt._solver, "_TOL_PATH")
     assert cgmt.solve.__kwdefaults__["tol"] == cgmt.solve_spectral.__kwdefaults__["tol"] == cgmt._newton.DEFAULT_TOL
-    assert (cgmt.solve.__kwdefaults__["maxiter"] == cgmt.solve_spectral.__kwdefaults__["maxiter"]
-            == cgmt._newton.DEFAULT_MAXITER)
+    assert (cgmt.solve.__kwdefaults__["max_iter"] == cgmt.solve_spectral.__kwdefaults__["max_iter"]
+            == cgmt._newton.DEFAULT_MAX_ITER)
 
 
 def test_spectral_jacobian_matches_finite_differences():

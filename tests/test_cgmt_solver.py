@@ -111,7 +111,7 @@ def test_lam_zero_is_the_mle_when_it_exists():
 
 def test_strict_mode_raises_on_non_convergence():
     # one Newton iteration from a far start cannot reach 1e-10
-    r = cgmt.solve(2.0, 0.1, 2.0, x0=(5.0, 5.0, 50.0), maxiter=1)
+    r = cgmt.solve(2.0, 0.1, 2.0, x0=(5.0, 5.0, 50.0), max_iter=1)
     # non-strict: the continuation rescues or the result says why not; never a silent NaN
     assert np.isfinite(r.residual)
     assert r.success == (r.residual <= 1e-10)

@@ -102,10 +102,10 @@ def test_probe_and_steer_fit(setup):
 
     root, base = setup
     out = root / "o4"
-    assert cli.main(["probe", *base, "--baselines", "dom", "--out", str(out)]) == 0
+    assert cli.main(["probe", *base, "--baselines", "diffmeans", "--out", str(out)]) == 0
     table = pd.read_csv(out / "probe_reviews.csv")
     assert list(table.layer) == [1, 2, 3] and table.test_accuracy.between(0, 1).all()
-    assert table.dom_test_accuracy.between(0, 1).all() and (table.n_test == 12).all()
+    assert table.diffmeans_test_accuracy.between(0, 1).all() and (table.n_test == 12).all()
     rec = json.loads((out / "probe_reviews.json").read_text())
     assert rec["best_test_accuracy"] == table.test_accuracy.max() and rec["lambda_star"] > 0
     assert rec["val_selected_layer"] in (1, 2, 3)
@@ -225,7 +225,7 @@ def _written(out) -> dict:
 
 
 PROBE_COLUMNS = ["layer", "val_accuracy", "test_accuracy", "C_star", "lambda_star", "fit_time_s", "n_train", "n_val",
-                 "n_test", "dom_fit_time_s", "dom_test_accuracy"]
+                 "n_test", "diffmeans_fit_time_s", "diffmeans_test_accuracy"]
 WRITTEN = {
     "probe": {"probe_reviews.csv": PROBE_COLUMNS, "probe_reviews.json": None, "probe_reviews.png": None,
               "probe_summary.csv": ["dataset", "n", "class_counts", "best_layer", "best_test_accuracy", "lambda_star",
@@ -252,7 +252,7 @@ WRITTEN = {
 
 
 @pytest.mark.parametrize("command, options", [
-    ("probe", ["--baselines", "dom"]),
+    ("probe", ["--baselines", "diffmeans"]),
     ("stability", ["--layers", "2,3", "--K", "2"]),
     ("sweep", ["--layer", "2", "--seeds", "3", "--fractions", "0.2,0.4,1"]),
     ("plan", ["--layers", "2,3", "--labels", "30", "--target-n", "120", "--target-accuracy", "0.9", "--n-boot", "5"]),

@@ -20,7 +20,7 @@ BAD_INPUTS = {
     "solve kappa inf": (lambda: cgmt.solve(1.0, 1.0, INF), r"kappa must be finite"),
     "solve kappa bool": (lambda: cgmt.solve(1.0, 1.0, True), r"kappa must be a real number"),
     "solve tol 0": (lambda: cgmt.solve(1.0, 1.0, 1.0, tol=0.0), r"tol"),
-    "solve maxiter 0": (lambda: cgmt.solve(1.0, 1.0, 1.0, maxiter=0), r"maxiter must be a positive integer"),
+    "solve max_iter 0": (lambda: cgmt.solve(1.0, 1.0, 1.0, max_iter=0), r"max_iter must be a positive integer"),
     "solve x0 shape": (lambda: cgmt.solve(1.0, 1.0, 1.0, x0=[1.0]), r"x0"),
     "mle below threshold": (lambda: cgmt.mle(0.5, 5.0, strict=True), r"delta|separab"),
     "threshold kappa negative": (lambda: cgmt.separability_threshold(-1.0), r"kappa must lie in"),
@@ -28,7 +28,7 @@ BAD_INPUTS = {
     "optimal n_grid": (lambda: cgmt.optimal_lambda(1.0, 1.0, n_grid=1), r"n_grid must be an integer >= 3"),
     # counts have an upper bound too (check_int's maximum): a huge one is refused, not an overflow or a hang
     "optimal n_grid huge": (lambda: cgmt.optimal_lambda(1.0, 1.0, n_grid=10**300), r"n_grid must be an integer <="),
-    "solve maxiter huge": (lambda: cgmt.solve(1.0, 1.0, 1.0, maxiter=10**300), r"maxiter must be a positive"),
+    "solve max_iter huge": (lambda: cgmt.solve(1.0, 1.0, 1.0, max_iter=10**300), r"max_iter must be a positive"),
     "sweep n_jobs 0": (lambda: cgmt.sweep([1.0], [1.0], [1.0], n_jobs=0, progress=False), r"n_jobs must be a non-zero"),
     "sweep deltas beyond the domain": (lambda: cgmt.sweep([1.0, 1e300], [1.0], [1.0], progress=False),
                                        r"deltas\[1\] must lie in"),

@@ -11,7 +11,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings, strategies as st
 
 from empirical.logistic import fit_l2_logistic
-from empirical.probes.baselines import DifferenceOfMeans, GCSProbe, LogRegCVProbe
+from empirical.probes.baselines import DiffMeans, GCSProbe, LogRegCVProbe
 from empirical.probes.concept_vectors import ConceptVectors, LinearProbe
 from empirical.probes.layers import fit_layers
 from empirical.probes.persistence import load_concept_vectors, load_probe, save_concept_vectors, save_probe
@@ -33,14 +33,14 @@ def _fit(estimator, X_=X, y_=Y):
 BAD_INPUTS = {
     # degenerate data: no direction exists (was a zero "unit" vector or NaN vectors)
     "raptor constant X": (_fit(RaptorProbe(Cs=[1.0]), CONSTANT), r"X must have at least one non-constant feature"),
-    "dom constant X": (_fit(DifferenceOfMeans(), CONSTANT), r"X must have at least one non-constant feature"),
+    "diffmeans constant X": (_fit(DiffMeans(), CONSTANT), r"X must have at least one non-constant feature"),
     "lrcv constant X": (_fit(LogRegCVProbe(Cs=[1.0]), CONSTANT), r"X must have at least one non-constant"),
     "gcs constant X": (_fit(GCSProbe(n_probes=3), CONSTANT), r"X must have at least one non-constant"),
     # magnitudes where float64 products overflow / underflow (were zero or NaN vectors)
     "raptor X*1e200": (_fit(RaptorProbe(Cs=[1.0]), X * 1e200), r"X must have entries of magnitude at most"),
-    "dom X*1e-200": (_fit(DifferenceOfMeans(), X * 1e-200), r"X must have a largest entry of magnitude"),
+    "diffmeans X*1e-200": (_fit(DiffMeans(), X * 1e-200), r"X must have a largest entry of magnitude"),
     "separability X*1e200": (lambda: separability(X * 1e200, Y), r"X must have entries of magnitude"),
-    "stability X*1e200": (lambda: stability(DifferenceOfMeans(), X * 1e200, Y, K=2), r"X_pool must have entries"),
+    "stability X*1e200": (lambda: stability(DiffMeans(), X * 1e200, Y, K=2), r"X_pool must have entries"),
     "raptor X_val*1e200": (lambda: RaptorProbe(Cs=[1.0]).fit(X[:40], Y[:40], X[40:] * 1e200, Y[40:]),
                            r"X_val must have entries"),
     # estimator parameters
@@ -67,14 +67,14 @@ BAD_INPUTS = {
                            r"X_val and y_val must be given together"),
     "fit_l2_logistic C": (lambda: fit_l2_logistic(X, np.where(Y > 0, 1.0, -1.0), -2.0), r"C"),
     # stability protocol: validated before any fit
-    "stability n_boot 0": (lambda: stability(DifferenceOfMeans(), X, Y, K=2, n_boot=0),
+    "stability n_boot 0": (lambda: stability(DiffMeans(), X, Y, K=2, n_boot=0),
                            r"n_boot must be an integer >= 1"),
-    "stability n_boot 1e12": (lambda: stability(DifferenceOfMeans(), X, Y, K=2, n_boot=10**12),
+    "stability n_boot 1e12": (lambda: stability(DiffMeans(), X, Y, K=2, n_boot=10**12),
                               r"n_boot must be an integer <= 1000000"),
-    "stability level 1.5": (lambda: stability(DifferenceOfMeans(), X, Y, K=2, level=1.5), r"level must lie in"),
-    "stability K 1": (lambda: stability(DifferenceOfMeans(), X, Y, K=1), r"K must be an integer >= 2"),
-    "stability K text": (lambda: stability(DifferenceOfMeans(), X, Y, K="many"), r"K must be an integer >= 2"),
-    "stability drop 1.5": (lambda: stability(DifferenceOfMeans(), X, Y, K=2, drop=1.5), r"drop must lie in"),
+    "stability level 1.5": (lambda: stability(DiffMeans(), X, Y, K=2, level=1.5), r"level must lie in"),
+    "stability K 1": (lambda: stability(DiffMeans(), X, Y, K=1), r"K must be an integer >= 2"),
+    "stability K text": (lambda: stability(DiffMeans(), X, Y, K="many"), r"K must be an integer >= 2"),
+    "stability drop 1.5": (lambda: stability(DiffMeans(), X, Y, K=2, drop=1.5), r"drop must lie in"),
     "stability estimator": (lambda: stability(42, X, Y, K=2), r"estimator must be an estimator"),
     "cosines NaN": (lambda: mean_abs_pairwise_cosine([[1.0, np.nan], [0.0, 1.0]]), r"V must be finite"),
     "cosines zero row": (lambda: mean_abs_pairwise_cosine([[1.0, 0.0], [0.0, 0.0]]), r"zero vector"),
@@ -82,8 +82,8 @@ BAD_INPUTS = {
     "fit_layers 2-D H": (lambda: fit_layers(X, Y), r"H must have shape \(L, n, p\)"),
     "fit_layers layer out of range": (lambda: fit_layers(np.stack([X, X]), Y, layers=[5]), r"layer"),
     # persistence of other estimators
-    "save_probe DoM": (lambda: save_probe("/tmp/never", DifferenceOfMeans().fit(X, Y)),
-                       r"save_probe saves a fitted RaptorProbe, got DifferenceOfMeans"),
+    "save_probe DoM": (lambda: save_probe("/tmp/never", DiffMeans().fit(X, Y)),
+                       r"save_probe saves a fitted RaptorProbe, got DiffMeans"),
     "save_probe unfitted": (lambda: save_probe("/tmp/never", RaptorProbe()), r"not fitted"),
     "LinearProbe NaN coef": (lambda: LinearProbe([np.nan, 1.0], 0.0), r"coef must be a non-empty finite"),
     "LinearProbe accuracy 2": (lambda: LinearProbe([1.0, 1.0], 0.0, test_accuracy=2.0), r"test_accuracy must lie"),
@@ -106,7 +106,7 @@ def test_stability_validates_before_fitting():
 
     def factory():
         fits.append(1)
-        return DifferenceOfMeans()
+        return DiffMeans()
 
     for bad in (dict(level=1.5), dict(n_boot=0), dict(drop=-0.1), dict(val_fraction=1.0)):
         with pytest.raises(ValueError):
@@ -117,7 +117,7 @@ def test_stability_validates_before_fitting():
 def test_a_concept_vector_is_always_finite_and_unit():
     """Where a fit returns, its concept vector is a finite unit vector (also at extreme but valid scales)."""
     for scale in (1e-90, 1.0, 1e90):
-        for estimator in (RaptorProbe(Cs=[0.1, 1.0]), DifferenceOfMeans(), LogRegCVProbe(Cs=[0.1, 1.0]),
+        for estimator in (RaptorProbe(Cs=[0.1, 1.0]), DiffMeans(), LogRegCVProbe(Cs=[0.1, 1.0]),
                           GCSProbe(n_probes=3)):
             with warnings.catch_warnings():
                 warnings.simplefilter("ignore")

@@ -19,7 +19,7 @@ import pytest
 from sklearn.base import clone
 
 from empirical.common.arrays import check_binary_labels, check_grid, check_matrix
-from empirical.probes.baselines import DifferenceOfMeans, GCSProbe, LogRegCVProbe, XRFMProbe
+from empirical.probes.baselines import DiffMeans, GCSProbe, LogRegCVProbe, XRFMProbe
 from empirical.probes.concept_vectors import LinearProbe
 from empirical.probes.layers import fit_layers
 from empirical.probes.raptor import RaptorProbe
@@ -54,7 +54,7 @@ B1_CASES = {
                         "y must not have masked entries"),
     "predict masked": (lambda: FITTED.predict(_masked(X)), "X must not have masked entries"),
     "decision_function complex": (lambda: FITTED.decision_function(X + 1j), "X must be real"),
-    "dom masked X_val": (lambda: DifferenceOfMeans().fit(X[:40], Y[:40], _masked(X[40:]), Y[40:]),
+    "diffmeans masked X_val": (lambda: DiffMeans().fit(X[:40], Y[:40], _masked(X[40:]), Y[40:]),
                          "X_val must not have masked entries"),
     "fit_layers masked stack": (lambda: fit_layers(np.ma.stack([_masked(X), _masked(X)]), Y, Cs=[1.0], progress=False),
                                 "must not have masked entries"),
@@ -110,7 +110,7 @@ B2_CASES = {
     "raptor exact -> paper": (RaptorProbe(Cs=[0.1, 1.0]), dict(solver="paper")),
     "raptor exact -> no validation": (RaptorProbe(Cs=[0.1, 1.0]), dict(val_fraction=0.0)),
     "raptor paper -> exact": (RaptorProbe(Cs=[0.1, 1.0], solver="paper"), dict(solver="exact")),
-    "dom": (DifferenceOfMeans(), dict(use_validation=False)),
+    "diffmeans": (DiffMeans(), dict(use_validation=False)),
     "lrcv": (LogRegCVProbe(Cs=[0.1, 1.0]), dict(Cs=[1.0])),
     "gcs": (GCSProbe(n_probes=3), dict(n_probes=2)),
 }
@@ -275,7 +275,7 @@ def test_b7_failed_plot_keeps_the_table_and_warns(cli_setup, capsys, monkeypatch
 
 
 @pytest.mark.parametrize("estimator, seed", [(RaptorProbe(Cs=[1.0]), 26), (RaptorProbe(Cs=[1.0]), 41),
-                                             (DifferenceOfMeans(), 57)])  # rounding put robust outside before
+                                             (DiffMeans(), 57)])  # rounding put robust outside before
 def test_b7_stability_interval_contains_the_estimate(estimator, seed):
     res = stability(estimator, X, Y, K=2, seed=seed)
     assert res.ci[0] <= res.mean_abs_cos <= res.ci[1]

@@ -142,12 +142,12 @@ def _synthetic_layers(L=3, n=160, p=12, seed=0):
 
 
 def test_layer_table_separability_and_stability_on_synthetic_states():
-    from empirical import DifferenceOfMeans, RaptorProbe
+    from empirical import DiffMeans, RaptorProbe
     from empirical.probes.layers import paper_split
 
     H, y = _synthetic_layers()
     split = paper_split(y)
-    methods = {"RAPTOR": RaptorProbe(Cs=np.logspace(-3, 1, 9)), "DiffMeans": DifferenceOfMeans()}
+    methods = {"RAPTOR": RaptorProbe(Cs=np.logspace(-3, 1, 9)), "DiffMeans": DiffMeans()}
     tab = empirical_figures.layer_table("synthetic", H, y, split, methods, progress=False)
     # RAPTOR's equal-data variant (its train-only fit at C*, before the refit) comes with it at no cost
     assert set(tab["method"]) == {"RAPTOR", "RAPTOR (train only)", "DiffMeans"} and set(tab["layer"]) == {1, 2, 3}

@@ -10,7 +10,7 @@ import pytest
 
 from empirical.common.files import sha256_file
 from empirical.llm import datasets
-from empirical.probes import DifferenceOfMeans, registry as methods_registry
+from empirical.probes import DiffMeans, registry as methods_registry
 
 TOY_METHOD = "ToyMeans"
 TOY_DATASET = "toyreviews"
@@ -33,7 +33,7 @@ def toy(tmp_path):
     data.mkdir()
     (data / "toy.tsv").write_text("sentence\tpositive\n" + "\n".join(f"{t}\t{y}" for t, y in rows))
     methods_registry.register_method(
-        TOY_METHOD, DifferenceOfMeans, cli_name="toy", comparisons=("accuracy", "steering"), color=TOY_COLOR,
+        TOY_METHOD, DiffMeans, cli_name="toy", comparisons=("accuracy", "steering"), color=TOY_COLOR,
         description="a toy copy of the difference of means", data=("train + validation", "80 %", "--"))
     datasets.register_dataset(TOY_DATASET, "toy.tsv", _read_toy, template="review : {text} .",
                               answer_words=("good", "bad"), sha256={"toy.tsv": sha256_file(data / "toy.tsv")})
@@ -48,10 +48,10 @@ def toy(tmp_path):
 # ------------------------------------------------------------------------------------------------ unknown names
 def test_unknown_method_lists_the_known_ones():
     with pytest.raises(ValueError, match=r"unknown probe method 'SVM'; known methods: RAPTOR \(raptor\), GCS \(gcs\), "
-                                         r"xRFM \(xrfm\), DiffMeans \(dom\), RAPTOR \(C = 1\) \(fixedc\), "
+                                         r"xRFM \(xrfm\), DiffMeans \(diffmeans\), RAPTOR \(C = 1\) \(fixedc\), "
                                          r"LogRegCV \(lrcv\)"):
         methods_registry.get_method("SVM")
-    assert methods_registry.get_method("dom").name == "DiffMeans" == methods_registry.get_method("diffmeans").name
+    assert methods_registry.get_method("diffmeans").name == "DiffMeans" == methods_registry.get_method("DiffMeans").name
     with pytest.raises(ValueError, match="unknown comparison 'speed'; known: accuracy, stability, steering"):
         methods_registry.method_names("speed")
 
@@ -65,12 +65,12 @@ def test_unknown_dataset_lists_the_known_ones():
 
 
 @pytest.mark.parametrize("kwargs, message", [
-    (dict(name="RAPTOR", factory=DifferenceOfMeans), "'RAPTOR' / cli_name 'raptor' is taken by 'RAPTOR'"),
-    (dict(name="New", factory=DifferenceOfMeans, cli_name="gcs"), "is taken by 'GCS'"),
-    (dict(name="New", factory=DifferenceOfMeans()), "factory of method 'New' must be callable"),
-    (dict(name="New", factory=DifferenceOfMeans, comparisons=("speed",)), r"unknown \['speed'\]"),
-    (dict(name="New", factory=DifferenceOfMeans, color="blue"), "color of method 'New' must be '#RRGGBB'"),
-    (dict(name="", factory=DifferenceOfMeans), "name must be a non-empty string"),
+    (dict(name="RAPTOR", factory=DiffMeans), "'RAPTOR' / cli_name 'raptor' is taken by 'RAPTOR'"),
+    (dict(name="New", factory=DiffMeans, cli_name="gcs"), "is taken by 'GCS'"),
+    (dict(name="New", factory=DiffMeans()), "factory of method 'New' must be callable"),
+    (dict(name="New", factory=DiffMeans, comparisons=("speed",)), r"unknown \['speed'\]"),
+    (dict(name="New", factory=DiffMeans, color="blue"), "color of method 'New' must be '#RRGGBB'"),
+    (dict(name="", factory=DiffMeans), "name must be a non-empty string"),
 ])
 def test_register_method_refuses_bad_entries(kwargs, message):
     with pytest.raises(ValueError, match=message):
@@ -185,16 +185,16 @@ def test_toy_method_on_the_toy_dataset_through_the_cli(toy, cli_setup, capsys):
 
     root, _ = cli_setup
     out = root / "toy_out"
-    args = ["probe", "--dataset", TOY_DATASET, "--data-dir", str(toy), "--baselines", "toy", "dom", "--model",
+    args = ["probe", "--dataset", TOY_DATASET, "--data-dir", str(toy), "--baselines", "toy", "diffmeans", "--model",
             str(root / "model"), "--no-cache", "--device", "cpu", "--no-progress", "--threads", "1", "--layers", "2,3",
             "--out", str(out)]
     assert cli.main(args) == 0
     table = pd.read_csv(out / f"probe_{TOY_DATASET}.csv")
-    assert {"toy_test_accuracy", "dom_test_accuracy"} <= set(table.columns) and list(table.layer) == [2, 3]
+    assert {"toy_test_accuracy", "diffmeans_test_accuracy"} <= set(table.columns) and list(table.layer) == [2, 3]
     # the toy method is a difference of means under another name: the same accuracies on the same split
-    assert np.allclose(table.toy_test_accuracy, table.dom_test_accuracy)
+    assert np.allclose(table.toy_test_accuracy, table.diffmeans_test_accuracy)
     assert cli.main([*args[:6], "svm", *args[6:]]) == 2
-    assert ("unknown baseline 'svm' for --baselines; choose from gcs, xrfm, dom, fixedc, lrcv, toy"
+    assert ("unknown baseline 'svm' for --baselines; choose from gcs, xrfm, diffmeans, fixedc, lrcv, toy"
             in capsys.readouterr().err)
 
 

@@ -13,7 +13,7 @@ from empirical import reporting
 LAYERS = [1, 2, 3, 4]
 TABLES = {
     "plot_probe_accuracy": (pd.DataFrame(dict(layer=LAYERS, test_accuracy=[0.6, 0.7, 0.8, 0.75],
-                                              dom_test_accuracy=[0.55, 0.65, 0.7, 0.7],
+                                              diffmeans_test_accuracy=[0.55, 0.65, 0.7, 0.7],
                                               gcs_test_accuracy=[0.6, 0.68, 0.76, 0.7])),
                             dict(dataset="toy", n_examples=60)),
     "plot_stability": (pd.DataFrame(dict(layer=LAYERS, mean_abs_cos=[0.7, 0.8, 0.85, 0.9],

@@ -46,14 +46,14 @@ def test_path_accuracies_equal_tight_reference(n_tr, n_val, p, shift):
 
 
 
-@pytest.mark.parametrize("order", [1, 2, 5, 8])
+@pytest.mark.parametrize("points", [1, 2, 5, 8])
 @pytest.mark.parametrize("n_tr,n_val,p,shift", [(80, 30, 40, 4.0), (60, 30, 150, 1.0)])
-def test_the_predictors_order_changes_the_work_not_the_accuracies(order, n_tr, n_val, p, shift):
+def test_the_predictors_order_changes_the_work_not_the_accuracies(points, n_tr, n_val, p, shift):
     # a predictor of higher order starts closer on a smooth path but amplifies the certified (not converged)
-    # iterates' errors by up to 2^order - 1: whatever it predicts, the certificate decides every sign
+    # iterates' errors by up to 2^points - 1: whatever it predicts, the certificate decides every sign
     X, y, Xv, yv = hidden_states(n_tr, n_val, p, shift, seed=7 + p)
     Cs = np.logspace(-4, 2, 100)
-    res = logistic_path(X, y, Xv, yv, Cs, order=order)
+    res = logistic_path(X, y, Xv, yv, Cs, extrapolation_points=points)
     assert res.success
     np.testing.assert_array_equal(res.val_accuracy, tight_path(X, y, Xv, yv, Cs)[0])
 
@@ -138,11 +138,13 @@ def test_the_refit_preconditioned_with_the_paths_preconditioner_factors_less_and
 
 
 @pytest.mark.parametrize("option,value", [("tol", float("nan")), ("tol", -1.0), ("tol", 1.0), ("max_iter", 0),
-                                          ("max_iter", 2.5), ("order", 0), ("order", 2.5), ("order", 11),
+                                          ("max_iter", 2.5), ("extrapolation_points", 0),
+                                          ("extrapolation_points", 2.5), ("extrapolation_points", 11),
                                           ("min_newton", -1)])
 def test_both_path_solvers_and_the_refit_refuse_a_bad_solver_option_naming_it(option, value):
-    # one check for every solver (_newton.check_solver, _path.check_path_options): order=0 used to take the whole
-    # history (hist[-0:]), a NaN or negative tol and max_iter=0 used to return a path that was never solved
+    # one check for every solver (_newton.check_solver, _path.check_path_options): extrapolation_points=0 used to
+    # take the whole history (hist[-0:]), a NaN or negative tol and max_iter=0 used to return a path that was
+    # never solved
     from empirical.logistic.batched import batched_path
 
     X, y, Xv, yv = hidden_states(40, 20, 30, 1.0, seed=5)

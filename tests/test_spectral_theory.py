@@ -42,7 +42,7 @@ def test_random_spectra_converge_and_match_the_loop_solver(seed, delta, lam):
     # the loop solver's domain: its Gauss-Hermite rule is accurate for kappa, V <= 3, and its damped
     # iteration converges in < 3000 steps for lam >= 0.05
     if res.kappa <= 3 and res.gamma <= 3 and lam >= 0.05:
-        m, q, V, acc, nit = solve_spectral_loops(delta, lam, omega, t, tol=1e-13, maxiter=3000)
+        m, q, V, acc, nit = solve_spectral_loops(delta, lam, omega, t, tol=1e-13, max_iter=3000)
         assert nit < 3000
         np.testing.assert_allclose([res.m, res.q, res.V], [m, q, V], rtol=1e-6)
         assert abs(res.accuracy - acc) <= 1e-7
@@ -144,7 +144,7 @@ def test_bad_covariance():
 
 def test_strict_raises_convergence_error():
     with pytest.raises(cgmt.ConvergenceError):
-        solve_spectral(1.0, 0.1, [1.0, 2.0], [1.0, 1.0], maxiter=1, tol=1e-300, strict=True)
+        solve_spectral(1.0, 0.1, [1.0, 2.0], [1.0, 1.0], max_iter=1, tol=1e-300, strict=True)
 
 
 # ---------------------------------------------------------------- stability

@@ -2,7 +2,7 @@
 import numpy as np
 import pytest
 
-from empirical import DifferenceOfMeans, RaptorProbe, mean_abs_pairwise_cosine, stability
+from empirical import DiffMeans, RaptorProbe, mean_abs_pairwise_cosine, stability
 
 
 def test_mean_abs_pairwise_cosine_formula_and_sign_invariance():
@@ -32,7 +32,7 @@ def test_stability_protocol_raptor_and_dom():
     again = stability(lambda: RaptorProbe(Cs=np.logspace(-3, 1, 8)), X, y, K=5, seed=3, n_boot=200)
     np.testing.assert_array_equal(res.vectors, again.vectors)  # seeded
     # no ablation (drop=0) with a deterministic method on identical splits -> identical vectors -> 1
-    dom = stability(DifferenceOfMeans, X, y, K=3, drop=0.0, seed=4, n_boot=50)
+    dom = stability(DiffMeans, X, y, K=3, drop=0.0, seed=4, n_boot=50)
     assert dom.mean_abs_cos == pytest.approx(1.0)  # DoM uses train+val = the whole pool every run
 
 
@@ -40,6 +40,6 @@ def test_stability_bad_input():
     X = np.random.default_rng(0).standard_normal((20, 3))
     y = np.arange(20) % 2
     with pytest.raises(ValueError, match="K"):
-        stability(DifferenceOfMeans, X, y, K=1)
+        stability(DiffMeans, X, y, K=1)
     with pytest.raises(ValueError, match="drop"):
-        stability(DifferenceOfMeans, X, y, drop=1.0)
+        stability(DiffMeans, X, y, drop=1.0)

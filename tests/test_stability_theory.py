@@ -104,8 +104,8 @@ def test_diagonal_reproduces_single_estimator_equation_1(delta, lam, kappa):
 def test_quadrature_converged(delta, lam, kappa, rho):
     x1, x2 = _sol(delta, lam, kappa), _sol(0.64 * delta, lam, kappa)
     s12 = rho * x1[1] * x2[1]
-    lo = cross_expectation(x1, x2, s12, kappa, order=10)
-    hi = cross_expectation(x1, x2, s12, kappa, order=20)
+    lo = cross_expectation(x1, x2, s12, kappa, quad_order=10)
+    hi = cross_expectation(x1, x2, s12, kappa, quad_order=20)
     assert lo == pytest.approx(hi, rel=1e-9)
 
 

@@ -49,30 +49,32 @@ REFIT_MATRIX_FREE_CG = 20
 #: (train coordinates; the identity on those the validation rows add) before it factors the stacked Hessian.
 REFIT_PRECONDITIONED_CG = 30
 
-#: Points of the predictor's polynomial extrapolation in log C (both path solvers' default ``order``).  Every
+#: Points of the predictor's polynomial extrapolation in log C (both path solvers' default
+#: ``extrapolation_points``).  Every
 #: grid point takes a Newton step from the predicted point, and CG solves that step to an absolute accuracy set by
 #: the smallest validation margins, so a closer prediction saves CG iterations.  On the paper's grid (100 points
 #: over six decades), 3 -> 5 points cut the CG iterations per path by 11-35% on ten (data model, shape) pairs from
 #: (600, 200, 576) to (3600, 1200, 4096), and the batched engine's factorizations by 20-31%, with the same
 #: accuracy at every grid point (docs/probe.md); 4 and 6 points do about as well, 8 worse (the extrapolation
-#: amplifies the certified iterates' errors by up to 2^order - 1).
+#: amplifies the certified iterates' errors by up to 2^extrapolation_points - 1).
 EXTRAPOLATION_POINTS = 5
 
 
-def check_path_options(order, min_newton) -> tuple:
+def check_path_options(extrapolation_points, min_newton) -> tuple:
     """The checked predictor options of both path solvers (:func:`logistic_path`,
-    :func:`empirical.logistic.batched_path`): ``order`` in ``1 .. 10`` points, ``min_newton`` in ``0 .. 10_000``.
+    :func:`empirical.logistic.batched_path`): ``extrapolation_points`` in ``1 .. 10``, ``min_newton`` in
+    ``0 .. 10_000``.
 
     Parameters
     ----------
-    order : int
+    extrapolation_points : int
         Points of the log C extrapolation.
     min_newton : int
         Newton steps per grid point before certification is tried.
 
     Returns
     -------
-    (order, min_newton)
+    (extrapolation_points, min_newton)
         Python ints.
 
     Examples
@@ -80,7 +82,7 @@ def check_path_options(order, min_newton) -> tuple:
     >>> check_path_options(EXTRAPOLATION_POINTS, 1)
     (5, 1)
     """
-    return (check_int(order, "order", maximum=10),
+    return (check_int(extrapolation_points, "extrapolation_points", maximum=10),
             check_int(min_newton, "min_newton", minimum=0, maximum=10_000))
 
 
@@ -103,7 +105,8 @@ def lagrange_weights(ts, t) -> np.ndarray:
 
 
 def logistic_path(X, y, Xv, yv, Cs, *, fit_intercept=True, tol=1e-10, max_iter=100, design=None,
-                  certify=True, order=EXTRAPOLATION_POINTS, min_newton=1, check_input=True) -> OptimizeResult:
+                  certify=True, extrapolation_points=EXTRAPOLATION_POINTS, min_newton=1,
+                  check_input=True) -> OptimizeResult:
     """Validation accuracy of the exact ridge-logistic minimizer at every C in ``Cs``.
 
     The grid is solved in ascending C (each point warm-started from the previous ones); the results are in
@@ -129,8 +132,9 @@ def logistic_path(X, y, Xv, yv, Cs, *, fit_intercept=True, tol=1e-10, max_iter=1
         ``reduce_design(X, Xv)`` when already computed.
     certify : bool, default=True
         Stop each grid point as soon as its validation signs are certified.
-    order : int, default=EXTRAPOLATION_POINTS (5)
-        Points of the log C extrapolation (polynomial of degree ``order - 1`` through the last solutions).
+    extrapolation_points : int, default=EXTRAPOLATION_POINTS (5)
+        Points of the log C extrapolation (polynomial of degree ``extrapolation_points - 1`` through the last
+        solutions).
     min_newton : int, default=1
         Newton steps per grid point before certification is tried.
     check_input : bool, default=True
@@ -162,7 +166,7 @@ def logistic_path(X, y, Xv, yv, Cs, *, fit_intercept=True, tol=1e-10, max_iter=1
     if check_input:
         Cs = check_grid(Cs)
         tol, max_iter = check_solver(tol, max_iter)
-        order, min_newton = check_path_options(order, min_newton)
+        extrapolation_points, min_newton = check_path_options(extrapolation_points, min_newton)
         X, Xv = check_matrix(X, "X"), check_matrix(Xv, "Xv") if len(Xv) else np.asarray(Xv, dtype=np.float64)
         y, yv = check_signed_labels(y, X.shape[0], "y"), check_signed_labels(yv, len(Xv), "yv")
     else:
@@ -194,7 +198,7 @@ def logistic_path(X, y, Xv, yv, Cs, *, fit_intercept=True, tol=1e-10, max_iter=1
         C = Cs[idx]
         t = logC[k]
         if hist_t:
-            m = min(len(hist_t), order)
+            m = min(len(hist_t), extrapolation_points)
             ts = np.array(hist_t[-m:])
             A = np.array(hist_a[-m:])
             B = np.array(hist_b[-m:])
@@ -214,7 +218,7 @@ def logistic_path(X, y, Xv, yv, Cs, *, fit_intercept=True, tol=1e-10, max_iter=1
         hist_a.append(a)
         hist_b.append(b)
         hist_z.append(res.logits)
-        if len(hist_t) > order:
+        if len(hist_t) > extrapolation_points:
             hist_t.pop(0), hist_a.pop(0), hist_b.pop(0), hist_z.pop(0)
         coefs[idx] = a
         intercepts[idx] = b

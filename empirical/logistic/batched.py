@@ -530,7 +530,8 @@ def _check_layers(X, name, width=None) -> np.ndarray:
 
 
 def batched_path(X, y, Xv, yv, Cs, *, device="cpu", tol=1e-10, max_iter=100,
-                 order=EXTRAPOLATION_POINTS, min_newton=1, check_input=True, reuse_factors=True) -> OptimizeResult:
+                 extrapolation_points=EXTRAPOLATION_POINTS, min_newton=1, check_input=True,
+                 reuse_factors=True) -> OptimizeResult:
     """Validation accuracy of the exact ridge-logistic minimizer at every C of ``Cs``, for B layers at once.
 
     Parameters
@@ -552,7 +553,7 @@ def batched_path(X, y, Xv, yv, Cs, *, device="cpu", tol=1e-10, max_iter=100,
         Relative gradient norm ``||grad|| / max(1, ||w||)`` of a converged point (one not certified first).
     max_iter : int, default=100
         Newton steps per grid point.
-    order : int, default=EXTRAPOLATION_POINTS (5)
+    extrapolation_points : int, default=EXTRAPOLATION_POINTS (5)
         Points of the log C extrapolation (as :func:`empirical.logistic.logistic_path`).
     min_newton : int, default=1
         Newton steps per grid point before certification is tried.
@@ -595,7 +596,7 @@ def batched_path(X, y, Xv, yv, Cs, *, device="cpu", tol=1e-10, max_iter=100,
     if check_input:
         Cs = check_grid(Cs)
         tol, max_iter = check_solver(tol, max_iter)
-        order, min_newton = check_path_options(order, min_newton)
+        extrapolation_points, min_newton = check_path_options(extrapolation_points, min_newton)
         X = _check_layers(X, "X")
         y = check_signed_labels(y, X.shape[1], "y")
         Xv = _check_layers(Xv, "Xv", width=X.shape[2])
@@ -625,8 +626,8 @@ def batched_path(X, y, Xv, yv, Cs, *, device="cpu", tol=1e-10, max_iter=100,
     last = None  # each layer's last factor, the next grid point's first (:func:`_newton`)
     for j, idx in enumerate(order_idx):
         t = logC[j]
-        if hist_t:  # Lagrange extrapolation in log C of the last `order` solutions
-            m = min(len(hist_t), order)
+        if hist_t:  # Lagrange extrapolation in log C of the last `extrapolation_points` solutions
+            m = min(len(hist_t), extrapolation_points)
             wts = lagrange_weights(hist_t[-m:], t)
             theta = sum(float(w) * h for w, h in zip(wts, hist[-m:]))
         C = torch.full((B,), float(Cs[idx]), dtype=DTYPE, device=dev)
@@ -637,7 +638,7 @@ def batched_path(X, y, Xv, yv, Cs, *, device="cpu", tol=1e-10, max_iter=100,
         line_failed[:, idx] = (st == NO_PROGRESS).cpu().numpy()
         hist_t.append(t)
         hist.append(theta)
-        hist_t, hist = hist_t[-order:], hist[-order:]
+        hist_t, hist = hist_t[-extrapolation_points:], hist[-extrapolation_points:]
         zv = (d.Zv1 @ theta.unsqueeze(2)).squeeze(2)
         # counts, divided on the host as numpy's mean divides (a CUDA mean multiplies by 1/m: 1 ulp off, and ties in
         # the selection of C would then break another way than the numpy path's)

@@ -7,7 +7,7 @@ Importing it does not import torch; only the optional xRFM baseline does, inside
 separability diagnostic, persistence, the delta-sweep structure predictor and the spectral-theory
 predictor of real probes (:mod:`empirical.probes.spectral_prediction`).
 """
-from .baselines import DifferenceOfMeans, GCSProbe, LogRegCVProbe, XRFMProbe
+from .baselines import DiffMeans, GCSProbe, LogRegCVProbe, XRFMProbe
 from .concept_vectors import ConceptVectors, LinearProbe
 from .layers import PAPER_SPLIT_SEED, PerLayerFit, fit_layers, grouped_split, paper_split
 from .persistence import load_concept_vectors, load_probe, save_concept_vectors, save_probe
@@ -27,7 +27,7 @@ from .stability import mean_abs_pairwise_cosine, stability
 __all__ = [
     "RaptorProbe", "DEFAULT_CS", "select_C", "fit_layers", "paper_split", "grouped_split", "PerLayerFit",
     "PAPER_SPLIT_SEED", "stability",
-    "mean_abs_pairwise_cosine", "DifferenceOfMeans", "LogRegCVProbe", "GCSProbe", "XRFMProbe", "separability",
+    "mean_abs_pairwise_cosine", "DiffMeans", "LogRegCVProbe", "GCSProbe", "XRFMProbe", "separability",
     "separability_lp", "shuffled_label_control",
     "perceptron", "ConceptVectors", "LinearProbe", "save_probe", "load_probe", "save_concept_vectors",
     "load_concept_vectors",

@@ -36,10 +36,10 @@ MAX_PROBES = 100_000
 #: Most RFM iterations :class:`XRFMProbe` runs (the reference uses 5).
 MAX_RFM_ITERS = 1_000
 
-__all__ = ["DifferenceOfMeans", "LogRegCVProbe", "GCSProbe", "XRFMProbe"]
+__all__ = ["DiffMeans", "LogRegCVProbe", "GCSProbe", "XRFMProbe"]
 
 
-class DifferenceOfMeans(LinearConceptProbe):
+class DiffMeans(LinearConceptProbe):
     """Mass-mean / CAA-style direction: mean(positive) - mean(negative) over train (+ validation) rows.
 
     The decision threshold is the midpoint of the two class-mean projections.
@@ -63,7 +63,7 @@ class DifferenceOfMeans(LinearConceptProbe):
     Examples
     --------
     >>> X = np.array([[0.0, 0.0], [1.0, 0.0], [0.0, 2.0], [1.0, 2.0]])
-    >>> dom = DifferenceOfMeans().fit(X, [0, 0, 1, 1])
+    >>> dom = DiffMeans().fit(X, [0, 0, 1, 1])
     >>> dom.concept_vector_, dom.predict([[0.5, 1.5]])
     (array([0., 1.]), array([1]))
     """

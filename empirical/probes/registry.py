@@ -9,12 +9,12 @@ methods the project ships or in the user's own code; every list of methods elsew
 
 Examples
 --------
->>> from empirical.probes import DifferenceOfMeans
->>> spec = register_method("MyMeans", DifferenceOfMeans, cli_name="mymeans", comparisons=("accuracy",))
+>>> from empirical.probes import DiffMeans
+>>> spec = register_method("MyMeans", DiffMeans, cli_name="mymeans", comparisons=("accuracy",))
 >>> "MyMeans" in method_names("accuracy") and get_method("mymeans") is spec
 True
 >>> get_method("MyMeans").estimator()
-DifferenceOfMeans()
+DiffMeans()
 >>> _ = unregister_method("MyMeans")
 >>> get_method("nope")  # doctest: +ELLIPSIS
 Traceback (most recent call last):
@@ -29,7 +29,7 @@ from dataclasses import dataclass, field
 from typing import Callable, Mapping
 
 from .base import LinearConceptProbe
-from .baselines import DifferenceOfMeans, GCSProbe, LogRegCVProbe, XRFMProbe
+from .baselines import DiffMeans, GCSProbe, LogRegCVProbe, XRFMProbe
 from .raptor import RaptorProbe
 
 __all__ = ["COMPARISONS", "DEFAULT_COLOR", "ProbeMethod", "register_method", "unregister_method", "get_method",
@@ -354,7 +354,7 @@ register_method(
                 "(quick: bandwidth 10 only, 2 iterations)",
     data=("train, validation for selecting the bandwidth", "60 %", "the run's train rows, validation for selection"))
 register_method(
-    "DiffMeans", DifferenceOfMeans, cli_name="dom", comparisons=("accuracy", "steering"), color="#009E73",
+    "DiffMeans", DiffMeans, cli_name="diffmeans", comparisons=("accuracy", "steering"), color="#009E73",
     description="difference of the class means (no fitting), on train + validation",
     data=("train + validation", "80 %", "not in the stability comparison (as in the paper)"))
 register_method(

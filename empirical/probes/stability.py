@@ -167,11 +167,11 @@ def stability(estimator, X_pool, y_pool, K: int = 20, drop: float = 0.2, val_fra
 
     Examples
     --------
-    >>> from empirical.probes.baselines import DifferenceOfMeans
+    >>> from empirical.probes.baselines import DiffMeans
     >>> rng = np.random.default_rng(0)
     >>> y = np.arange(120) % 2
     >>> X = rng.standard_normal((120, 5)) + 2.0 * y[:, None] * np.eye(5)[0]
-    >>> result = stability(DifferenceOfMeans(), X, y, K=4, n_boot=100)
+    >>> result = stability(DiffMeans(), X, y, K=4, n_boot=100)
     >>> result.vectors.shape, result.mean_abs_cos > 0.9
     ((4, 5), True)
     """
