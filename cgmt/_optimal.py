@@ -12,7 +12,7 @@ import numpy as np
 from scipy.optimize import OptimizeResult, minimize_scalar
 
 from empirical.common.checks import check_int, check_scalar
-from empirical.common.failures import quiet
+from empirical.common.failures import quiet, report
 
 from ._solver import solve
 from .quadrature import DEFAULT_ORDER
@@ -25,7 +25,7 @@ __all__ = ["optimal_lambda"]
 MAX_GRID = 100_000
 
 def optimal_lambda(delta, kappa, *, bounds=(1e-6, 1e3), n_grid=19, xatol=1e-6,
-                   quad_order=DEFAULT_ORDER) -> OptimizeResult:
+                   quad_order=DEFAULT_ORDER, strict=False) -> OptimizeResult:
     """Maximizer of the asymptotic test accuracy over lam in ``bounds`` (log-scale search).
 
     Parameters
@@ -42,6 +42,10 @@ def optimal_lambda(delta, kappa, *, bounds=(1e-6, 1e3), n_grid=19, xatol=1e-6,
         Tolerance in log(lam).
     quad_order : int
         Quadrature order of every solve.
+    strict : bool, default=False
+        Raise :class:`cgmt.ConvergenceError` when no grid point converges or the maximizer's solve failed;
+        otherwise that failure warns :class:`cgmt.ConvergenceWarning` and the result has ``success=False`` (the one
+        failure convention, :func:`empirical.common.failures.report`).
 
     Returns
     -------
@@ -73,8 +77,8 @@ def optimal_lambda(delta, kappa, *, bounds=(1e-6, 1e3), n_grid=19, xatol=1e-6,
         sols.append(prev)
     margins = np.array([s.margin if s.success else -np.inf for s in sols])
     if not np.any(np.isfinite(margins)):
-        return OptimizeResult(x=np.nan, lam=np.nan, success=False, message="no grid point converged",
-                              nfev=len(sols))
+        return report(OptimizeResult(x=np.nan, lam=np.nan, success=False, message="no grid point converged",
+                                     nfev=len(sols)), strict, "cgmt.optimal_lambda", delta=delta, kappa=kappa)
     i = int(np.argmax(margins))
     cache = {}
 
@@ -101,5 +105,6 @@ def optimal_lambda(delta, kappa, *, bounds=(1e-6, 1e3), n_grid=19, xatol=1e-6,
     lam = math.exp(best_t)
     at_boundary = bool(abs(best_t - math.log(lo)) < 1e-3 or abs(best_t - math.log(hi)) < 1e-3)
     msg = "maximizer at the boundary of bounds" if at_boundary else "interior maximizer"
-    return OptimizeResult(x=lam, lam=lam, accuracy=best.accuracy, margin=best.margin, solution=best,
-                          at_boundary=at_boundary, success=bool(best.success), message=msg, nfev=nfev)
+    result = OptimizeResult(x=lam, lam=lam, accuracy=best.accuracy, margin=best.margin, solution=best,
+                            at_boundary=at_boundary, success=bool(best.success), message=msg, nfev=nfev)
+    return report(result, strict, "cgmt.optimal_lambda", delta=delta, kappa=kappa)

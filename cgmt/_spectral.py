@@ -281,7 +281,7 @@ def solve_spectral(delta, lam, eigenvalues, teacher_weights, *, x0=None, strict=
     return report(out, strict, "cgmt.solve_spectral", delta=delta, lam=lam, p=omega.size)
 
 
-def solve_spectral_path(delta, lams, eigenvalues, teacher_weights, **options) -> list:
+def solve_spectral_path(delta, lams, eigenvalues, teacher_weights, *, strict=False, **options) -> list:
     """:func:`solve_spectral` along a grid of lam, warm-started from large to small lam.
 
     Parameters
@@ -294,6 +294,10 @@ def solve_spectral_path(delta, lams, eigenvalues, teacher_weights, **options) ->
         else cold; a failed warm start is solved again cold).
     eigenvalues, teacher_weights : array_like
         As in :func:`solve_spectral`.
+    strict : bool, default=False
+        Raise :class:`cgmt.ConvergenceError` at the first lam whose solve failed (a failed warm start is first
+        solved again cold); otherwise each failure warns :class:`cgmt.ConvergenceWarning` and its result has
+        ``success=False``.
     **options
         Passed to :func:`solve_spectral` (not ``x0``).
 
@@ -318,12 +322,12 @@ def solve_spectral_path(delta, lams, eigenvalues, teacher_weights, **options) ->
     prev = None
     for i in np.argsort(-lams, kind="stable"):
         if prev is None or not warm_start_reaches(lams[i], prev.lam):
-            res = solve_spectral(delta, lams[i], omega, t, **options)
+            res = solve_spectral(delta, lams[i], omega, t, strict=strict, **options)
         else:
             with quiet():
-                res = solve_spectral(delta, lams[i], omega, t, x0=prev, **{**options, "strict": False})
+                res = solve_spectral(delta, lams[i], omega, t, x0=prev, strict=False, **options)
             if not res.success:  # a failed warm start: solve cold
-                res = solve_spectral(delta, lams[i], omega, t, **options)
+                res = solve_spectral(delta, lams[i], omega, t, strict=strict, **options)
         out[i] = res
         prev = res if res.success else None
     return out

@@ -202,7 +202,7 @@ def spectral_pair_stability(delta1, delta2, delta12, lam, spectrum, *, feature_s
 
 
 def spectral_stability(delta, lam, spectrum, protocol="subsample", *, drop=0.2, val_fraction=0.2,
-                       feature_scale=None, **options) -> OptimizeResult:
+                       feature_scale=None, strict=False, **options) -> OptimizeResult:
     """Predicted cosine between two probes under a resampling protocol, for Gaussian-covariate data.
 
     The protocols are those of :func:`cgmt.stability` (:func:`cgmt.ablation.protocol_fractions`);
@@ -222,8 +222,10 @@ def spectral_stability(delta, lam, spectrum, protocol="subsample", *, drop=0.2, 
         The ablation protocol's parameters (the paper: 0.2 and 0.2).
     feature_scale : array_like, optional
         Per-feature scales for ``cosine_raw`` (see :func:`spectral_pair_stability`).
+    strict : bool, default=False
+        As in :func:`spectral_pair_stability`.
     **options
-        Passed to :func:`spectral_pair_stability`.
+        Passed to :func:`spectral_pair_stability` (``quad_order``) and :func:`cgmt.solve_spectral`.
 
     Returns
     -------
@@ -239,7 +241,7 @@ def spectral_stability(delta, lam, spectrum, protocol="subsample", *, drop=0.2, 
     f1, f2, f12 = protocol_fractions(protocol, drop=drop, val_fraction=val_fraction)
     delta = check_spectral_delta(delta)
     res = spectral_pair_stability(f1 * delta, f2 * delta, f12 * delta, lam, spectrum,
-                                  feature_scale=feature_scale, **options)
+                                  feature_scale=feature_scale, strict=strict, **options)
     res["protocol"] = protocol
     res["fractions"] = (f1, f2, f12)
     return res

@@ -34,7 +34,7 @@ import numpy as np
 from numba import njit
 from scipy.optimize import OptimizeResult
 
-from empirical.common.checks import check_scalar
+from empirical.common.checks import check_real_array, check_scalar
 from empirical.common.failures import CONVERGED, CROSS_FAILED, STATUS_MESSAGES, ConvergenceError, quiet, report
 
 from ._newton import bracketed_root
@@ -246,6 +246,16 @@ def cross_expectation(sol1, sol2, sigma12: float, kappa: float, *, quad_order: i
 RESIDUAL_TOL = 1e-9
 
 
+def _check_solution(sol, name):
+    """A replica's fixed point ``(alpha, sigma, gamma)``: three finite numbers, sigma >= 0 and gamma > 0."""
+    x = check_real_array(sol, name)
+    if x.shape != (3,):
+        raise ValueError(f"{name} must be (alpha, sigma, gamma), three numbers, got shape {x.shape}")
+    if x[1] < 0 or x[2] <= 0:
+        raise ValueError(f"{name} must have sigma >= 0 and gamma > 0 (a fixed point of cgmt.solve), got {tuple(x)}")
+    return x
+
+
 def _cross_result(sigma12, residual, ok, nit, nfev, rhs_at_zero):
     status = CONVERGED if ok else CROSS_FAILED
     message = (f"{STATUS_MESSAGES[status]}: |F(sigma12) - sigma12| / (sigma1 sigma2) = {residual:.2e} "
@@ -255,7 +265,7 @@ def _cross_result(sigma12, residual, ok, nit, nfev, rhs_at_zero):
 
 
 def cross_noise_covariance(sol1, sol2, delta12: float, kappa: float, *, quad_order: int = DEFAULT_ORDER,
-                           xtol: float = 1e-13) -> OptimizeResult:
+                           xtol: float = 1e-13, strict: bool = False) -> OptimizeResult:
     """Solve sigma_12 = delta_12 E[2 sigmoid(-kappa U) h_1(V_1) h_2(V_2)] on [0, sigma_1 sigma_2].
 
     The right-hand side F is increasing in sigma_12 (Price's theorem: F' = delta_12 E[2 s(-kU) h1' h2'] > 0,
@@ -274,6 +284,10 @@ def cross_noise_covariance(sol1, sol2, delta12: float, kappa: float, *, quad_ord
         Gauss-Legendre points per panel of the composite rules (at most ``cgmt.validation.MAX_QUAD_ORDER``).
     xtol : float
         Absolute tolerance of the root relative to sigma_1 sigma_2.
+    strict : bool, default=False
+        Raise :class:`cgmt.ConvergenceError` when the root is not found; otherwise that failure warns
+        :class:`cgmt.ConvergenceWarning` and the result has ``success=False`` (the one failure convention,
+        :func:`empirical.common.failures.report`).
 
     Returns
     -------
@@ -290,13 +304,23 @@ def cross_noise_covariance(sol1, sol2, delta12: float, kappa: float, *, quad_ord
     >>> res.success, round(res.sigma12 / (s1.sigma * s2.sigma), 4)
     (True, 0.4605)
     """
+    sol1, sol2 = _check_solution(sol1, "sol1"), _check_solution(sol2, "sol2")
+    delta12 = check_scalar(delta12, "delta12", low=0.0)
+    kappa = check_kappa(kappa)
+    xtol = check_scalar(xtol, "xtol", low=0.0, low_open=True)
+    result = _cross_noise_covariance(sol1, sol2, delta12, kappa, check_quad_order(quad_order), xtol)
+    return report(result, strict, "cgmt.stability.cross_noise_covariance", delta12=delta12, kappa=kappa)
+
+
+def _cross_noise_covariance(sol1, sol2, delta12, kappa, quad_order, xtol):
+    """:func:`cross_noise_covariance` on checked arguments, without the failure convention (its callers report)."""
     a1, s1, g1 = (float(x) for x in sol1)
     a2, s2, g2 = (float(x) for x in sol2)
     hi = s1 * s2
     if delta12 == 0.0 or hi == 0.0:
         return _cross_result(0.0, 0.0, True, 0, 0, 0.0)
     ntab = _table_size(kappa)
-    xg, wg, bufs = _buffers(check_quad_order(quad_order), ntab)
+    xg, wg, bufs = _buffers(quad_order, ntab)
     nfev = 0
 
     def rhs(s12):
@@ -389,7 +413,7 @@ def pair_stability(delta1: float, delta2: float, delta12: float, lam: float, kap
     # the first one (accurate to ~1e-9 relative); a canonical order (larger set first) makes the
     # answer exactly symmetric in the arguments.
     first, second = (x1, x2) if delta1 >= delta2 else (x2, x1)
-    cross = cross_noise_covariance(first, second, delta12, kappa, quad_order=quad_order)
+    cross = _cross_noise_covariance(first, second, delta12, kappa, quad_order, 1e-13)
     s12 = cross.sigma12
     a1, s1, g1 = x1
     a2, s2, g2 = x2

@@ -15,7 +15,7 @@ from scipy.special import expit
 from cgmt.validation import check_lam
 from empirical.common.arrays import check_matrix, check_signed_labels, check_vector
 from empirical.common.checks import check_bool, check_scalar
-from empirical.common.failures import CONVERGED, ITERATION_LIMIT, report
+from empirical.common.failures import CONVERGED, ITERATION_LIMIT, quiet, report
 from empirical.logistic import fit_l2_logistic  # the project's one exact solver
 
 
@@ -127,14 +127,16 @@ def fit_ridge_logistic(X, y, lam, *, w0=None, tol: float = 1e-10, strict: bool =
     C = p / (lam * n)  # = 1 / (delta lam)
     # The solver's tolerance is on its own gradient, p/lam times ours: ask for the stricter of both.
     solver_tol = min(tol, tol * p / lam)
-    res = fit_l2_logistic(X, y, C, fit_intercept=False, w0=w0, tol=solver_tol)
+    with quiet():  # this function decides success on its own gradient, and reports below
+        res = fit_l2_logistic(X, y, C, fit_intercept=False, w0=w0, tol=solver_tol)
     beta = np.asarray(res.coef, dtype=float).ravel()
     gnorm = float(np.linalg.norm(objective_gradient(X, y, beta, lam)))
     if not gnorm <= tol and np.all(np.isfinite(beta)):
         # the solver's criterion is relative to max(1, ||beta||): polish once from its answer
         # (Newton is quadratically convergent there, so this costs one or two iterations)
         scale = max(1.0, float(np.linalg.norm(beta)))
-        res2 = fit_l2_logistic(X, y, C, fit_intercept=False, w0=beta, tol=solver_tol / scale * 1e-2)
+        with quiet():
+            res2 = fit_l2_logistic(X, y, C, fit_intercept=False, w0=beta, tol=solver_tol / scale * 1e-2)
         beta2 = np.asarray(res2.coef, dtype=float).ravel()
         g2 = float(np.linalg.norm(objective_gradient(X, y, beta2, lam)))
         if g2 < gnorm:

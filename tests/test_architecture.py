@@ -296,6 +296,34 @@ def test_one_name_per_knob():
     assert spec.factory.__name__ == spec.name and spec.cli_name == spec.name.lower()
 
 
+def test_every_public_solver_has_the_one_failure_convention():
+    """A public function that returns SciPy's result object (``OptimizeResult``, ``CGMTResult``) is a solver, and
+    every solver fails the one way (issue 55: 9 public solvers returned ``success=False`` silently): a ``strict``
+    switch, and :func:`empirical.common.failures.report` (warn ``ConvergenceWarning`` or raise
+    ``ConvergenceError``).  Checked on the signatures and, for the warning, by calling each with a budget it
+    cannot meet in ``tests/test_failure_convention.py``."""
+    import inspect
+
+    from _public_api import public_objects
+
+    bad = []
+    for (module, qualname), obj in public_objects().items():
+        if inspect.isclass(obj) or module.rsplit(".", 1)[-1] in PRIVATE_KERNELS:
+            continue
+        try:
+            signature = inspect.signature(obj)
+        except (TypeError, ValueError):
+            continue
+        returns = str(signature.return_annotation)
+        if ("OptimizeResult" in returns or "CGMTResult" in returns) and "strict" not in signature.parameters:
+            bad.append(f"{module}.{qualname}")
+    assert bad == [], bad
+
+
+#: implementation modules whose solvers are kernels of a public one (reached through its ``method``), not API
+PRIVATE_KERNELS = {"_pcg", "_newton"}
+
+
 #: the public modules of the library packages whose API is their ``__init__`` (docs/architecture.md, "The public
 #: surface"); every other module of these packages has a leading underscore.  Adding a module means choosing here.
 PUBLIC_MODULES = {

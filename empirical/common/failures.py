@@ -104,7 +104,8 @@ def report(result, strict: bool, call: str, **arguments):
     Parameters
     ----------
     result : OptimizeResult
-        With ``success`` and ``message``.
+        With ``success`` (a bool, or an array of them for a batch: the batch succeeds when every entry does) and
+        ``message``.
     strict : bool
         Raise :class:`ConvergenceError` instead of warning.
     call : str
@@ -122,7 +123,8 @@ def report(result, strict: bool, call: str, **arguments):
     ConvergenceError
         ``strict`` and not ``result.success``.
     """
-    if not result.success:
+    success = result.success
+    if not (all(bool(s) for s in success.ravel()) if hasattr(success, "ravel") else bool(success)):
         what = f"{call}({', '.join(f'{k}={v}' for k, v in arguments.items())})"
         text = f"{what} did not converge: {result.message}"
         if strict:

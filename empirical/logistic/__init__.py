@@ -14,14 +14,14 @@ The names above are the API.  Implementation modules (a leading underscore, not 
 dual Newton oracle, and the family's status table, loss terms and Armijo rule), :mod:`~empirical.logistic._pcg` (the
 Newton-PCG kernel of the fast path: preconditioners, preconditioned CG, certification),
 :mod:`~empirical.logistic._path` (path and refit driver), :mod:`~empirical.logistic._solver` (one fit, and fits on
-row subsets).  :mod:`empirical.logistic.batched` (torch, imported on demand) is the batched engine of
-``RaptorProbe(device=...)``.
+row subsets); its kernels (``_pcg.newton_pcg``, ``_newton.direct_newton``) are reached through
+:func:`fit_l2_logistic`'s ``method``.  :mod:`empirical.logistic.batched` (torch, imported on demand) is the
+batched engine of ``RaptorProbe(device=...)``.
 """
 from ._design import ReducedDesign, reduce_design
-from ._newton import MAX_ITER, direct_newton
+from ._newton import MAX_ITER
 from ._path import logistic_path, refit
-from ._pcg import newton_pcg
 from ._solver import fit_l2_logistic, fit_l2_logistic_rows, logistic_objective
 
 __all__ = ["fit_l2_logistic", "fit_l2_logistic_rows", "logistic_objective", "logistic_path", "reduce_design", "refit",
-           "ReducedDesign", "newton_pcg", "direct_newton", "MAX_ITER"]
+           "ReducedDesign", "MAX_ITER"]

@@ -14,7 +14,7 @@ Problem (scikit-learn convention, intercept unpenalized, y in {-1, +1})::
   (:func:`armijo_backtrack`); the statuses are the project's one table
   (:data:`empirical.common.failures.STATUS_MESSAGES`).
 
-The fast path's kernel, Newton with preconditioned conjugate gradients (:func:`empirical.logistic.newton_pcg`),
+The fast path's kernel, Newton with preconditioned conjugate gradients (:func:`empirical.logistic._pcg.newton_pcg`),
 is in :mod:`empirical.logistic._pcg`.  Every solver of the family reports a ``status`` from
 :data:`empirical.common.failures.STATUS_MESSAGES`.
 """
@@ -39,7 +39,7 @@ __all__ = ["direct_newton", "check_problem", "check_solver", "MAX_ITER"]
 MAX_ITER = 100_000
 
 #: sufficient-decrease constant of the Armijo rule, and the step lengths a backtracking tries (1, 1/2, ...; every
-#: solver of the family: :func:`armijo_backtrack`, :func:`empirical.logistic.newton_pcg`, the batched engine)
+#: solver of the family: :func:`armijo_backtrack`, :func:`empirical.logistic._pcg.newton_pcg`, the batched engine)
 ARMIJO, HALVINGS = 1e-4, 60
 
 

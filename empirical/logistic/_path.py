@@ -10,7 +10,7 @@ Method (see docs/probe.md for the full description):
    rows, so the problem is solved in ``r = rank(X) <= min(n, p)`` coordinates.
 2. **Predictor.**  Each C starts from a polynomial extrapolation in ``log C`` of the previous solutions
    (:data:`EXTRAPOLATION_POINTS` of them).
-3. **Corrector** (:func:`empirical.logistic.newton_pcg`).  Newton steps whose linear systems are solved by
+3. **Corrector** (:func:`empirical.logistic._pcg.newton_pcg`).  Newton steps whose linear systems are solved by
    conjugate gradients preconditioned with a *stale* Cholesky factor of an earlier Hessian (refactored only when CG
    needs too many iterations), a float32 Cholesky factor applied by two triangular solves.  The path starts with no
    factor: the ridge term plus a rank-64 Nystrom approximation of the data term, until CG needs too many iterations.
@@ -29,7 +29,7 @@ from scipy.optimize import OptimizeResult
 
 from ..common.arrays import check_grid, check_matrix, check_signed_labels
 from ..common.checks import check_int
-from ..common.failures import CONVERGED, ITERATION_LIMIT, is_success
+from ..common.failures import CONVERGED, ITERATION_LIMIT, is_success, report
 from ._design import extend_design, reduce_design
 from ._factors import gemv
 from ._newton import check_solver, loss_terms
@@ -106,7 +106,7 @@ def lagrange_weights(ts, t) -> np.ndarray:
 
 def logistic_path(X, y, Xv, yv, Cs, *, fit_intercept=True, tol=1e-10, max_iter=100, design=None,
                   certify=True, extrapolation_points=EXTRAPOLATION_POINTS, min_newton=1,
-                  check_input=True) -> OptimizeResult:
+                  check_input=True, strict=False) -> OptimizeResult:
     """Validation accuracy of the exact ridge-logistic minimizer at every C in ``Cs``.
 
     The grid is solved in ascending C (each point warm-started from the previous ones); the results are in
@@ -141,6 +141,10 @@ def logistic_path(X, y, Xv, yv, Cs, *, fit_intercept=True, tol=1e-10, max_iter=1
         Validate the arrays and the grid.  A caller that has validated them already (an estimator's ``fit``: the
         data are checked once, at the boundary) passes False, as scikit-learn's ``check_input``; the arrays must
         then be float64 with labels in {-1, +1} and ``Cs`` a valid grid.
+    strict : bool, default=False
+        Raise :class:`~empirical.common.failures.ConvergenceError` when a grid point is neither certified nor
+        converged; otherwise that warns :class:`~empirical.common.failures.ConvergenceWarning` and the result has
+        ``success=False`` (the one failure convention, :func:`empirical.common.failures.report`).
 
     Returns
     -------
@@ -232,16 +236,16 @@ def logistic_path(X, y, Xv, yv, Cs, *, fit_intercept=True, tol=1e-10, max_iter=1
     done = certified | (grad_norms <= tol)
     message = ("every grid point certified or converged" if done.all() else
                f"{int((~done).sum())} grid point(s) neither certified nor converged")
-    return OptimizeResult(val_accuracy=acc, nit=nits, coef_reduced=coefs, intercept=intercepts, certified=certified,
-                          grad_norm=grad_norms, n_factorizations=n_fact, n_cg=n_cg, design=design,
-                          preconditioner=best_prec, success=bool(done.all()),
-                          status=CONVERGED if done.all() else ITERATION_LIMIT,
-                          message=message)
+    result = OptimizeResult(val_accuracy=acc, nit=nits, coef_reduced=coefs, intercept=intercepts,
+                            certified=certified, grad_norm=grad_norms, n_factorizations=n_fact, n_cg=n_cg,
+                            design=design, preconditioner=best_prec, success=bool(done.all()),
+                            status=CONVERGED if done.all() else ITERATION_LIMIT, message=message)
+    return report(result, strict, "empirical.logistic_path", n_grid=len(Cs))
 
 
 
 def refit(X, y, Xv, yv, C, design, a0, b0, *, fit_intercept=True, tol=1e-10, max_iter=100,
-          check_input=True, preconditioner=None) -> OptimizeResult:
+          check_input=True, preconditioner=None, strict=False) -> OptimizeResult:
     """Tightly converged fit on train+validation rows at one C, warm-started from a train-only
     solution ``(a0, b0)`` in the reduced coordinates of ``design`` (the train design).
 
@@ -268,6 +272,10 @@ def refit(X, y, Xv, yv, C, design, a0, b0, *, fit_intercept=True, tol=1e-10, max
         :func:`logistic_path`'s ``preconditioner``; internal, not API).  On a reduced design its Newton systems
         are then solved by CG preconditioned with it on the train coordinates (:class:`~empirical.logistic._pcg.
         _PaddedPrec`), up to :data:`REFIT_PRECONDITIONED_CG` iterations per system, before a factorization.
+    strict : bool, default=False
+        Raise :class:`~empirical.common.failures.ConvergenceError` when the solve fails; otherwise that failure warns
+        :class:`~empirical.common.failures.ConvergenceWarning` and the result has ``success=False`` (the one failure
+        convention, :func:`empirical.common.failures.report`).
 
     Returns
     -------
@@ -310,7 +318,8 @@ def refit(X, y, Xv, yv, C, design, a0, b0, *, fit_intercept=True, tol=1e-10, max
                      # Jacobi would need a squared copy of it)
                      matrix_free=ctx.prec is None and ctx.tri is not None, max_pcg=max_pcg,
                      polish=1)  # the coefficients are the product: one step past tol lands far inside it
-    return OptimizeResult(coef=full.back(res.coef), intercept=res.intercept, nit=res.nit, grad_norm=res.grad_norm,
-                          n_factorizations=res.n_factorizations, n_cg=res.n_cg, success=is_success(res.status),
-                          status=res.status, message=res.message)
+    result = OptimizeResult(coef=full.back(res.coef), intercept=res.intercept, nit=res.nit, grad_norm=res.grad_norm,
+                            n_factorizations=res.n_factorizations, n_cg=res.n_cg, success=is_success(res.status),
+                            status=res.status, message=res.message)
+    return report(result, strict, "empirical.logistic.refit", C=C)
 

@@ -14,7 +14,7 @@ Problem as in :mod:`empirical.logistic._newton` (scikit-learn convention, interc
 
 It drives :func:`empirical.logistic.fit_l2_logistic`, :func:`empirical.logistic.logistic_path` and
 :func:`empirical.logistic.refit`, reports a ``status`` from :data:`empirical.common.failures.STATUS_MESSAGES`
-and is tested against :func:`empirical.logistic.direct_newton`.
+and is tested against :func:`empirical.logistic._newton.direct_newton`.
 """
 from __future__ import annotations
 

@@ -5,7 +5,7 @@ Objective (scikit-learn convention, intercept unpenalized)::
     f(w, b) = C * sum_i log(1 + exp(-y_i (x_i' w + b))) + 0.5 * ||w||_2^2,   y_i in {-1, +1}
 
 Default method (``method="auto"``): Newton's method whose linear systems are solved inexactly by
-conjugate gradients (:func:`empirical.logistic.newton_pcg`, the project's one Newton-CG implementation),
+conjugate gradients (:func:`empirical.logistic._pcg.newton_pcg`, the project's one Newton-CG implementation),
 in up to three stages, each continuing from the previous iterate:
 
 1. matrix-free, Jacobi-preconditioned CG on X itself (O(np) per CG step, no factorization), while CG
@@ -39,7 +39,7 @@ from scipy import linalg
 from scipy.optimize import OptimizeResult
 
 from empirical.common.checks import check_scalar
-from empirical.common.failures import CONVERGED, ITERATION_LIMIT, STATUS_MESSAGES, is_success
+from empirical.common.failures import CONVERGED, ITERATION_LIMIT, STATUS_MESSAGES, is_success, quiet, report
 
 from ..common.arrays import check_matrix, check_signed_labels, check_vector
 from ._design import reduce_design
@@ -94,7 +94,7 @@ _PCG_MAX_ITER = 30  # Newton-PCG steps before falling back to direct Newton (it 
 
 
 def _fit_pcg(X, y, C, w0, b0, fit_intercept, tol, max_iter):
-    """Newton-CG (:func:`empirical.logistic.newton_pcg`): matrix-free first, then with a stale
+    """Newton-CG (:func:`empirical.logistic._pcg.newton_pcg`): matrix-free first, then with a stale
     Cholesky preconditioner on the reduced design.
 
     Returns (w, b, nit, gnorm, status, f); status 0 converged, 1 not (yet) converged."""
@@ -130,7 +130,7 @@ def _fit_pcg(X, y, C, w0, b0, fit_intercept, tol, max_iter):
 
 
 def fit_l2_logistic(X, y, C, *, fit_intercept=False, w0=None, b0=0.0, tol=1e-10, max_iter=100,
-                    method="auto") -> OptimizeResult:
+                    method="auto", strict=False) -> OptimizeResult:
     """Minimize ``C * sum_i log(1 + exp(-y_i (x_i'w + b))) + 0.5 ||w||^2`` exactly by Newton's method.
 
     Parameters
@@ -159,10 +159,14 @@ def fit_l2_logistic(X, y, C, *, fit_intercept=False, w0=None, b0=0.0, tol=1e-10,
     method : {"auto", "primal", "dual", "direct"}, default="auto"
         "auto" (the default and fastest: Newton whose systems are solved by conjugate gradients, matrix-free
         first, then preconditioned with a reused Cholesky factor of an earlier Hessian on the row-span-reduced
-        design when n < p, see :func:`empirical.logistic.newton_pcg`; falls back to direct Newton if it
+        design when n < p, see :func:`empirical.logistic._pcg.newton_pcg`; falls back to direct Newton if it
         has not converged after 30 steps), or direct Newton with a fresh factorization every step: "primal"
         ((p+1)-dimensional Hessian), "dual" (Woodbury with the Gram matrix) or "direct" (primal when
         n >= p, dual otherwise; the independent reference the path solver's tests compare against).
+    strict : bool, default=False
+        Raise :class:`~empirical.common.failures.ConvergenceError` when the solve fails; otherwise that failure warns
+        :class:`~empirical.common.failures.ConvergenceWarning` and the result has ``success=False`` (the one failure
+        convention, :func:`empirical.common.failures.report`).
 
     Returns
     -------
@@ -194,12 +198,12 @@ def fit_l2_logistic(X, y, C, *, fit_intercept=False, w0=None, b0=0.0, tol=1e-10,
             w, b, status = w0, b0, ITERATION_LIMIT
         else:
             if status == CONVERGED or nit0 >= max_iter:
-                return _result(w, b, nit0, gnorm, status, f)
+                return report(_result(w, b, nit0, gnorm, status, f), strict, "empirical.fit_l2_logistic", C=C)
         w0, b0 = w, b  # not converged: finish with direct Newton from the PCG iterate
     form = {"primal": "primal", "dual": "dual"}.get(method)
     w, b, nit, gnorm, status, f = direct_newton(X, y, C, w0, b0, fit_intercept=fit_intercept, tol=tol,
                                                 max_iter=max_iter - nit0, form=form)
-    return _result(w, b, nit + nit0, gnorm, status, f)
+    return report(_result(w, b, nit + nit0, gnorm, status, f), strict, "empirical.fit_l2_logistic", C=C)
 
 
 def _fit_rows_dual(X, y, C, K, z0, b0, fit_intercept, tol, max_iter, solve=None):
@@ -229,7 +233,8 @@ def _fit_rows_dual(X, y, C, K, z0, b0, fit_intercept, tol, max_iter, solve=None)
     return _result(w, b, nit + 1, gnorm, 0, float(C * loss + 0.5 * wnorm2))
 
 
-def fit_l2_logistic_rows(X, y, C, rows, *, gram=None, fit_intercept=True, tol=1e-10, max_iter=100) -> list:
+def fit_l2_logistic_rows(X, y, C, rows, *, gram=None, fit_intercept=True, tol=1e-10, max_iter=100,
+                         strict=False) -> list:
     """Fit :func:`fit_l2_logistic`'s problem on many row subsets of one design, sharing its Gram matrix.
 
     For a subset of ``m < p`` rows the minimizer is ``w = X[rows]' a`` (it lies in the row span), so
@@ -262,6 +267,10 @@ def fit_l2_logistic_rows(X, y, C, rows, *, gram=None, fit_intercept=True, tol=1e
         As in :func:`fit_l2_logistic` (note the different default).
     tol, max_iter
         As in :func:`fit_l2_logistic`.
+    strict : bool, default=False
+        Raise :class:`~empirical.common.failures.ConvergenceError` at the first subset whose fit failed; otherwise
+        each failed subset warns :class:`~empirical.common.failures.ConvergenceWarning` and its result has
+        ``success=False``.
 
     Returns
     -------
@@ -294,7 +303,8 @@ def fit_l2_logistic_rows(X, y, C, rows, *, gram=None, fit_intercept=True, tol=1e
     if len(small) >= 4:
         # shared start: a loose fit on all rows (C scaled to the subsets' share of the loss terms); it
         # costs about two subset fits and saves about a third of each (measured at 480 of 600 rows)
-        ref = fit_l2_logistic(X, y, C * m / n, fit_intercept=fit_intercept, tol=1e-4, max_iter=max_iter)
+        with quiet():  # a start, used only where finite
+            ref = fit_l2_logistic(X, y, C * m / n, fit_intercept=fit_intercept, tol=1e-4, max_iter=max_iter)
         if np.all(np.isfinite(ref.coef)) and np.isfinite(ref.intercept):
             z_ref, b_ref = X @ ref.coef, ref.intercept
         # every subset's first Newton system is then a principal block of M = I + C D^1/2 G D^1/2 at the
@@ -309,6 +319,10 @@ def fit_l2_logistic_rows(X, y, C, rows, *, gram=None, fit_intercept=True, tol=1e
             solve = principal_solver(Minv, r) if Minv is not None and len(np.unique(r)) == len(r) else None
             K = np.take(np.take(gram, r, axis=0), r, axis=1)
             res = _fit_rows_dual(X[r], y[r], C, K, z_ref[r], b_ref, fit_intercept, tol, max_iter, solve)
-        results.append(res if res is not None else
-                       fit_l2_logistic(X[r], y[r], C, fit_intercept=fit_intercept, tol=tol, max_iter=max_iter))
+        if res is None:
+            with quiet():  # reported below, with the subset's index
+                res = fit_l2_logistic(X[r], y[r], C, fit_intercept=fit_intercept, tol=tol, max_iter=max_iter)
+        results.append(res)
+    for i, res in enumerate(results):
+        report(res, strict, "empirical.logistic.fit_l2_logistic_rows", subset=i, C=C)
     return results

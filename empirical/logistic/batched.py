@@ -47,7 +47,7 @@ import torch
 from scipy.optimize import OptimizeResult
 
 from empirical.common.checks import check_bool, check_int, check_scalar
-from empirical.common.failures import CONVERGED, ITERATION_LIMIT, NO_PROGRESS, SIGNS_CERTIFIED
+from empirical.common.failures import CONVERGED, ITERATION_LIMIT, NO_PROGRESS, SIGNS_CERTIFIED, STATUS_MESSAGES, report
 from empirical.common.resources import resolve_device
 
 from ..common.arrays import C_MAX, C_MIN, check_grid, check_matrix, check_signed_labels, check_vector
@@ -384,7 +384,7 @@ def _newton(d: _Designs, y, C, theta, *, tol, max_iter, yv=None, min_newton=1, c
     (with ``yv``) the store ``prior`` (or a new one) updated with each layer's last factor.  ``counts`` (a dict),
     when given, accumulates ``"factorizations"`` (Hessians formed and factored, per layer) and ``"reused"``
     (points certified on an earlier grid point's factor, with no factorization).  ``polish``: Newton steps each layer
-    takes after its gradient first meets ``tol`` (the refit: as :func:`empirical.logistic.newton_pcg`'s, a step that
+    takes after its gradient first meets ``tol`` (the refit: as ``_pcg.newton_pcg``'s, a step that
     only just crosses ``tol`` leaves small coefficients ~``tol / ||w||`` from the minimizer)."""
     dev = theta.device
     k = d.Z1.shape[2]
@@ -531,7 +531,7 @@ def _check_layers(X, name, width=None) -> np.ndarray:
 
 def batched_path(X, y, Xv, yv, Cs, *, device="cpu", tol=1e-10, max_iter=100,
                  extrapolation_points=EXTRAPOLATION_POINTS, min_newton=1, check_input=True,
-                 reuse_factors=True) -> OptimizeResult:
+                 reuse_factors=True, strict=False) -> OptimizeResult:
     """Validation accuracy of the exact ridge-logistic minimizer at every C of ``Cs``, for B layers at once.
 
     Parameters
@@ -568,6 +568,10 @@ def batched_path(X, y, Xv, yv, Cs, *, device="cpu", tol=1e-10, max_iter=100,
         CG preconditioned with it, each followed by the certificate's rigorous bound (:func:`_newton`), before a
         Hessian of its own is formed and factored.  The verdicts and accuracies are those of the exact test; the
         iterates differ within the certificate.  False: at least one factorization per grid point.
+    strict : bool, default=False
+        Raise :class:`~empirical.common.failures.ConvergenceError` when a (layer, grid point) pair is neither
+        certified nor converged; otherwise that warns :class:`~empirical.common.failures.ConvergenceWarning` and
+        the result has ``success=False`` (the one failure convention, :func:`empirical.common.failures.report`).
 
     Returns
     -------
@@ -653,14 +657,15 @@ def batched_path(X, y, Xv, yv, Cs, *, device="cpu", tol=1e-10, max_iter=100,
                f"{int((~done).sum())} (layer, grid point) pair(s) neither certified nor converged"
                + (f", {int(line_failed[~done].sum())} of them because the line search found no decrease"
                   if status == NO_PROGRESS else ""))
-    return OptimizeResult(val_accuracy=acc, certified=cert, grad_norm=gnorm, nit=nits, coef=coef,
-                          intercept=intercept, success=bool(done.all()), status=status, message=message,
-                          n_factorizations=counts["factorizations"], n_reused=counts["reused"], n_cg=counts["cg"],
-                          seconds=clock.seconds)
+    result = OptimizeResult(val_accuracy=acc, certified=cert, grad_norm=gnorm, nit=nits, coef=coef,
+                            intercept=intercept, success=bool(done.all()), status=status, message=message,
+                            n_factorizations=counts["factorizations"], n_reused=counts["reused"],
+                            n_cg=counts["cg"], seconds=clock.seconds)
+    return report(result, strict, "empirical.logistic.batched_path", layers=B, n_grid=len(Cs))
 
 
 def batched_refit(X, y, C, coef0, intercept0, *, device="cpu", tol=1e-10, max_iter=100,
-                  check_input=True) -> OptimizeResult:
+                  check_input=True, strict=False) -> OptimizeResult:
     """Tightly converged fits of B layers, each at its own C, warm-started (the refit on train + validation).
 
     Parameters
@@ -682,11 +687,16 @@ def batched_refit(X, y, C, coef0, intercept0, *, device="cpu", tol=1e-10, max_it
     check_input : bool, default=True
         As for :func:`batched_path` (False: the arrays are float64, ``C`` in the estimators' domain, and ``X`` may
         be a float64 tensor already on the device, used in place).
+    strict : bool, default=False
+        Raise :class:`~empirical.common.failures.ConvergenceError` when a layer's solve fails; otherwise that warns
+        :class:`~empirical.common.failures.ConvergenceWarning` and the result says which (the one failure
+        convention, :func:`empirical.common.failures.report`).
 
     Returns
     -------
     OptimizeResult
-        ``coef`` (B, p), ``intercept`` (B,), ``grad_norm``, ``nit``, ``success`` (B,) numpy arrays, and
+        ``coef`` (B, p), ``intercept`` (B,), ``grad_norm``, ``nit``, ``success`` (B,) numpy arrays, ``message``
+        (which layers failed, if any), and
         ``status`` (B,): 0 converged, 1 iteration limit, 2 no decrease found by the line search
         (:data:`empirical.common.failures.STATUS_MESSAGES`); ``seconds`` by phase (``"transfer"``, ``"reduction"``,
         ``"newton"``; :class:`PhaseClock`).
@@ -722,5 +732,11 @@ def batched_refit(X, y, C, coef0, intercept0, *, device="cpu", tol=1e-10, max_it
     st = status.cpu().numpy()
     coef = d.back(theta).cpu().numpy()
     clock.lap("newton")
-    return OptimizeResult(coef=coef, intercept=theta[:, -1].cpu().numpy(), grad_norm=gn.cpu().numpy(),
-                          nit=nit.cpu().numpy(), success=st == CONVERGED, status=st, seconds=clock.seconds)
+    failed = np.flatnonzero(st != CONVERGED)
+    message = ("every layer converged" if not failed.size else
+               f"layer(s) {failed.tolist()} of {B}: "
+               + "; ".join(STATUS_MESSAGES[int(s)] for s in np.unique(st[failed])))
+    result = OptimizeResult(coef=coef, intercept=theta[:, -1].cpu().numpy(), grad_norm=gn.cpu().numpy(),
+                            nit=nit.cpu().numpy(), success=st == CONVERGED, status=st, message=message,
+                            seconds=clock.seconds)
+    return report(result, strict, "empirical.logistic.batched_refit", layers=B)

@@ -27,7 +27,7 @@ from sklearn.utils._param_validation import Interval, StrOptions
 from sklearn.utils.validation import check_is_fitted
 
 from ..common.arrays import TOL_MAX, check_grid, check_min_per_class
-from ..common.failures import STATUS_MESSAGES, ConvergenceWarning
+from ..common.failures import STATUS_MESSAGES, ConvergenceWarning, quiet
 from ..common.resources import resolve_device
 from ..logistic import MAX_ITER, fit_l2_logistic, logistic_path, reduce_design, refit
 from ..numerics import PAPER_SPLIT_SEED, standardize, standardize_stats, stratified_split
@@ -379,8 +379,9 @@ class RaptorProbe(LinearConceptProbe):
         """The exact path over the grid (validated once, in ``fit``), the selection of C, and the refit."""
         Xs, ytr, Xvs, yv_signed, Cs = (prepared[k] for k in ("Xs", "ytr", "Xvs", "yv_signed", "Cs"))
         design = reduce_design(Xs, Xvs, check_input=False)  # validated once, in fit
-        path = logistic_path(Xs, ytr, Xvs, yv_signed, Cs, design=design, tol=self._path_tol, max_iter=self.max_iter,
-                             check_input=False)
+        with quiet():  # warned below, in the estimator's words
+            path = logistic_path(Xs, ytr, Xvs, yv_signed, Cs, design=design, tol=self._path_tol,
+                                 max_iter=self.max_iter, check_input=False)
         acc, nits = path.val_accuracy, path.nit
         if not path.success:
             self._warn_path(path.certified, path.grad_norm, path.nit, stacklevel=5)
@@ -390,8 +391,10 @@ class RaptorProbe(LinearConceptProbe):
         self._before_refit = (design.back(path.coef_reduced[k]), float(path.intercept[k]))
         if self.refit:
             at_k, prec = path.preconditioner
-            res = refit(Xs, ytr, Xvs, yv_signed, C, design, path.coef_reduced[k], path.intercept[k], tol=self.tol,
-                        max_iter=self.max_iter, check_input=False, preconditioner=prec if at_k == k else None)
+            with quiet():  # _record_refit warns
+                res = refit(Xs, ytr, Xvs, yv_signed, C, design, path.coef_reduced[k], path.intercept[k],
+                            tol=self.tol, max_iter=self.max_iter, check_input=False,
+                            preconditioner=prec if at_k == k else None)
             self._record_refit(res, stacklevel=5)
             w, b = res.coef, res.intercept
         else:
@@ -467,7 +470,8 @@ class RaptorProbe(LinearConceptProbe):
         return float(np.mean(predicted == y))
 
     def _fit_single(self, Xs, y, C):
-        res = fit_l2_logistic(Xs, y, C, fit_intercept=True, tol=self.tol, max_iter=self.max_iter)
+        with quiet():  # warned below, in the estimator's words
+            res = fit_l2_logistic(Xs, y, C, fit_intercept=True, tol=self.tol, max_iter=self.max_iter)
         self.n_iter_ = np.array([res.nit])
         if not res.success:
             warnings.warn(f"RaptorProbe fit did not reach tol: {res.message}", ConvergenceWarning, stacklevel=3)
@@ -530,8 +534,9 @@ def fit_on_engine(probes, prepared, device) -> dict:
     clock = PhaseClock(dev)
     Xt, Xvt = (stack_on_device([q[key] for q in prepared], dev) for key in ("Xs", "Xvs"))
     clock.lap("to_device")
-    path = batched_path(Xt, first["ytr"], Xvt, first["yv_signed"], Cs, device=dev, tol=lead._path_tol,
-                        max_iter=lead.max_iter, check_input=False)
+    with quiet():  # each probe warns below, in the estimator's words
+        path = batched_path(Xt, first["ytr"], Xvt, first["yv_signed"], Cs, device=dev, tol=lead._path_tol,
+                            max_iter=lead.max_iter, check_input=False)
     clock.lap("path")  # reported below from the path's own clock: its reduction and its grid apart
     seconds = {"to_device": clock.seconds["to_device"], "reduction": path.seconds["reduction"],
                "path": path.seconds["path"]}
@@ -546,9 +551,10 @@ def fit_on_engine(probes, prepared, device) -> dict:
     if lead.refit:
         Xf = torch.cat([Xt, Xvt], dim=1)  # train + validation rows, already on the device
         del Xt, Xvt
-        res = batched_refit(Xf, np.concatenate([first["ytr"], first["yv_signed"]]), Cs[ks], path.coef[rows, ks],
-                            path.intercept[rows, ks], device=dev, tol=lead.tol, max_iter=lead.max_iter,
-                            check_input=False)
+        with quiet():  # each probe's _record_refit warns
+            res = batched_refit(Xf, np.concatenate([first["ytr"], first["yv_signed"]]), Cs[ks],
+                                path.coef[rows, ks], path.intercept[rows, ks], device=dev, tol=lead.tol,
+                                max_iter=lead.max_iter, check_input=False)
         del Xf
         clock.lap("refit")
     for i, (probe, q, k) in enumerate(zip(probes, prepared, ks)):

@@ -25,7 +25,7 @@ from sklearn.exceptions import ConvergenceWarning as SklearnConvergenceWarning  
 from sklearn.svm import LinearSVC
 
 from empirical.common.checks import as_generator, check_int, check_scalar
-from empirical.common.failures import CONVERGED, ITERATION_LIMIT, NO_PROGRESS, STATUS_MESSAGES
+from empirical.common.failures import CONVERGED, ITERATION_LIMIT, NO_PROGRESS, STATUS_MESSAGES, quiet, report
 
 from ..common.arrays import as_real_array, check_binary_labels, check_grid, check_matrix, check_signed_labels
 from ..common.checks import check_random_state
@@ -86,7 +86,7 @@ def _perceptron_kernel(X, y, order, max_epochs):
     return w, b, max_epochs, errors
 
 
-def perceptron(X, y_signed, max_epochs: int = 2000, random_state=0) -> OptimizeResult:
+def perceptron(X, y_signed, max_epochs: int = 2000, random_state=0, *, strict: bool = False) -> OptimizeResult:
     """Run the classic perceptron (with bias) on (X, y in {-1, +1}); rows visited in one fixed random order.
 
     Parameters
@@ -99,6 +99,10 @@ def perceptron(X, y_signed, max_epochs: int = 2000, random_state=0) -> OptimizeR
         Passes over the data at most.
     random_state : int
         Seed of the visiting order.
+    strict : bool, default=False
+        Raise :class:`~empirical.common.failures.ConvergenceError` when the epochs run out before the training error
+        is zero (the perceptron converges if and only if the rows are separable); otherwise that warns
+        :class:`~empirical.common.failures.ConvergenceWarning` and the result has ``success=False``.
 
     Returns
     -------
@@ -124,10 +128,11 @@ def perceptron(X, y_signed, max_epochs: int = 2000, random_state=0) -> OptimizeR
                                              np.ascontiguousarray(y_signed, dtype=np.float64), order, int(max_epochs))
     final_err = int(np.sum(y_signed * (X @ w + b) <= 0))
     separated = final_err == 0
-    return OptimizeResult(x=w, intercept=float(b), nit=int(epochs), train_errors=final_err, success=separated,
-                          status=CONVERGED if separated else ITERATION_LIMIT,
-                          message=f"{STATUS_MESSAGES[0]}: zero training error" if separated else
-                          f"{STATUS_MESSAGES[1]}: not separated after {epochs} epochs ({final_err} training errors)")
+    result = OptimizeResult(x=w, intercept=float(b), nit=int(epochs), train_errors=final_err, success=separated,
+                            status=CONVERGED if separated else ITERATION_LIMIT,
+                            message=f"{STATUS_MESSAGES[0]}: zero training error" if separated else
+                            f"{STATUS_MESSAGES[1]}: not separated after {epochs} epochs ({final_err} training errors)")
+    return report(result, strict, "empirical.probes.separability.perceptron", max_epochs=max_epochs)
 
 
 def separability(X, y, Cs=(1e4, 1e6, 1e8), perceptron_epochs: int = 2000, svm_max_iter: int = 10000,
@@ -183,7 +188,8 @@ def separability(X, y, Cs=(1e4, 1e6, 1e8), perceptron_epochs: int = 2000, svm_ma
         svm_rows.append(dict(C=float(C), train_errors=errs, success=not msgs, warnings=msgs))
         if stop_when_separated and errs == 0:
             break
-    perc = perceptron(Xs, y_signed, perceptron_epochs, random_state)
+    with quiet():  # not separating within the epochs is this diagnostic's answer (perc_zero), not a failure
+        perc = perceptron(Xs, y_signed, perceptron_epochs, random_state)
     n_warn = sum(len(r["warnings"]) for r in svm_rows)
     if n_warn:
         warnings.warn(f"separability: LinearSVC raised {n_warn} convergence warning(s); the SVM test is a "
@@ -197,7 +203,7 @@ LP_ANSWERS = {True: "strictly separable (the returned hyperplane has zero traini
               False: "not linearly separable (the smallest total slack is positive)"}
 
 
-def separability_lp(X, y, tol: float = 1e-7) -> OptimizeResult:
+def separability_lp(X, y, tol: float = 1e-7, *, strict: bool = False) -> OptimizeResult:
     """Exact linear-separability test of (X, y) as a linear programme (HiGHS).
 
     Solves ``min sum(s)`` over ``w, b, s`` subject to ``y_i (<w, x_i> + b) >= 1 - s_i`` and ``s >= 0`` on the
@@ -213,6 +219,10 @@ def separability_lp(X, y, tol: float = 1e-7) -> OptimizeResult:
         Binary labels.
     tol : float
         Largest optimal total slack read as zero (relative to n; the LP's optimality tolerance is ~1e-7).
+    strict : bool, default=False
+        Raise :class:`~empirical.common.failures.ConvergenceError` when the LP does not finish (the answer is
+        undecided); otherwise that warns :class:`~empirical.common.failures.ConvergenceWarning` and the result has
+        ``success=False``.
 
     Returns
     -------
@@ -246,9 +256,10 @@ def separability_lp(X, y, tol: float = 1e-7) -> OptimizeResult:
                   method="highs")
     if res.status != 0 or res.x is None:  # HiGHS's own codes: 0 optimal, 1 iteration limit
         status = ITERATION_LIMIT if res.status == 1 else NO_PROGRESS  # otherwise no usable optimum
-        return OptimizeResult(separable=False, success=False, status=status, fun=np.nan, x=None, intercept=np.nan,
-                              train_errors=-1, nit=int(getattr(res, "nit", 0)),
-                              message=f"undecided: {STATUS_MESSAGES[status]} ({res.message})")
+        undecided = OptimizeResult(separable=False, success=False, status=status, fun=np.nan, x=None,
+                                   intercept=np.nan, train_errors=-1, nit=int(getattr(res, "nit", 0)),
+                                   message=f"undecided: {STATUS_MESSAGES[status]} ({res.message})")
+        return report(undecided, strict, "empirical.probes.separability.separability_lp", n=n, p=p)
     w, b = res.x[:p], float(res.x[p])
     errors = int(np.sum(y_signed * (Xs @ w + b) <= 0.0))
     separable = bool(res.fun <= tol * n and errors == 0)
