@@ -31,7 +31,9 @@ from scipy.optimize import brentq
 from empirical.common.checks import check_positive_array, check_real_array
 from empirical.common.failures import CONTINUATION_FAILED, CONVERGED, ITERATION_LIMIT, NO_PROGRESS
 
+from ._accuracy import accuracy_from_margin, bayes_accuracy
 from .equations import ISOTROPIC, SPECTRAL, problem_res_jac_y, quadrature_rule
+from .result import CGMTResult, outcome, within_limits
 from .validation import check_delta, check_kappa, check_lam, check_quad_order
 
 __all__ = ["Problem", "drive", "damped_newton", "march_lambda", "continuation", "DEFAULT_TOL", "DEFAULT_MAX_ITER",
@@ -636,6 +638,45 @@ def drive(problem, tol, max_iter, *, start, starts=(), start_iters=None, direct_
         if np.max(np.abs(r)) < np.max(np.abs(best[1])):
             best = (y, r, extra, CONVERGED)
     return best[0], best[1], best[2], nit_total, best[3]
+
+
+def finish(problem, y, r, nit, status, tol, **fields) -> CGMTResult:
+    """The one result of a fixed-point solve (isotropic or spectral): the order parameters at ``y``, the accuracy,
+    the verdict (:func:`cgmt.result.outcome`, with the limits every answer respects) and ``fields``, the problem's
+    own quantities (``alpha_salehi``; the spectral overlaps).
+
+    Parameters
+    ----------
+    problem : Problem
+        The solved problem (its ``delta``, ``lam``, ``kappa``, ``quad_order``, ``nfev``).
+    y : ndarray of shape (3,)
+        The final iterate, in (m, log sigma, log gamma).
+    r : ndarray of shape (3,)
+        Its residuals.
+    nit, status : int
+        Newton iterations and the driver's status (:data:`empirical.common.failures.STATUS_MESSAGES`).
+    tol : float
+        The tolerance the residual is judged against.
+    **fields
+        Added to the result.
+
+    Returns
+    -------
+    CGMTResult
+    """
+    alpha, sigma, gamma = (float(v) for v in problem.to_x(y))
+    kappa = problem.kappa
+    tau = math.hypot(alpha, sigma)
+    margin = alpha / sigma
+    accuracy = float(accuracy_from_margin(margin, kappa))
+    limits = within_limits(accuracy, bayes_accuracy(kappa), sigma, gamma)
+    res, success, status, message = outcome(r, status, nit, tol, limits=limits)
+    return CGMTResult(alpha=alpha, sigma=sigma, gamma=gamma, margin=margin, accuracy=accuracy,
+                      alignment=alpha / tau, stability=(alpha / tau) ** 2, **fields,
+                      delta=problem.delta, lam=problem.lam, kappa=kappa,
+                      x=np.array([alpha, sigma, gamma]), fun=np.asarray(r, dtype=float), residual=res,
+                      success=success, status=status, message=message, nit=int(nit), nfev=problem.nfev,
+                      quad_order=problem.quad_order)
 
 
 def bracketed_root(f, lo, hi, *, xtol, rtol=8.881784197001252e-16, max_iter=100) -> tuple:

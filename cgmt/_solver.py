@@ -29,7 +29,6 @@ from scipy.optimize import OptimizeResult
 from empirical.common.checks import check_scalar
 from empirical.common.failures import CONVERGED, ITERATION_LIMIT, NO_PROGRESS, report
 
-from ._accuracy import accuracy_from_margin, bayes_accuracy
 from ._newton import (
     COARSE_KAPPA_MAX,
     DEFAULT_MAX_ITER,
@@ -39,10 +38,11 @@ from ._newton import (
     bracketed_root,
     damped_newton,
     drive,
+    finish,
 )
 from ._threshold import separability_threshold
 from .quadrature import DEFAULT_ORDER, gaussian_rule
-from .result import CGMTResult, outcome, within_limits
+from .result import CGMTResult
 from .validation import check_delta, check_kappa, check_lam, check_solver_counts
 
 __all__ = ["solve", "mle", "start_point"]  # CGMTResult: cgmt.result; damped_newton, march_lambda: cgmt._newton
@@ -143,26 +143,6 @@ def start_point(x0):
     return _System.to_y(a, s, g)
 
 
-def _finish(system, y, r, extra, nit, status, tol, quad_order):
-    alpha, sigma, gamma = (float(t) for t in system.to_x(y))
-    e2 = float(extra[0])
-    delta, lam, kappa = system.delta, system.lam, system.kappa
-    tau = math.hypot(alpha, sigma)
-    m = alpha / sigma
-    accuracy = float(accuracy_from_margin(m, kappa))
-    limits = within_limits(accuracy, bayes_accuracy(kappa), sigma, gamma)
-    res, success, status, msg = outcome(r, status, nit, tol, limits=limits)
-    return CGMTResult(
-        alpha=alpha, sigma=sigma, gamma=gamma, margin=m,
-        accuracy=accuracy,
-        alignment=alpha / tau, stability=(alpha / tau) ** 2,
-        alpha_salehi=alpha / kappa if kappa > 0 else -2.0 * delta * e2,
-        delta=delta, lam=lam, kappa=kappa,
-        x=np.array([alpha, sigma, gamma]), fun=np.asarray(r, dtype=float), residual=res,
-        success=success, status=status, message=msg, nit=int(nit), nfev=system.nfev, quad_order=quad_order,
-    )
-
-
 def _solve(delta, lam, kappa, *, x0, tol, max_iter, quad_order, check_quadrature=False):
     system = _System(delta, lam, kappa, quad_order)
     y0 = start_point(x0)
@@ -170,7 +150,9 @@ def _solve(delta, lam, kappa, *, x0, tol, max_iter, quad_order, check_quadrature
     y, r, e2, nit, status = drive(system, tol, max_iter, start=guess, direct_guess=guess,
                                   starts=() if y0 is None else (y0,), coarse=kappa <= COARSE_KAPPA_MAX,
                                   fallback=_fixed_point)
-    out = _finish(system, y, r, e2, nit, status, tol, quad_order)
+    alpha = float(system.to_x(y)[0])
+    out = finish(system, y, r, nit, status, tol,
+                 alpha_salehi=alpha / kappa if kappa > 0 else -2.0 * system.delta * float(e2[0]))
     if check_quadrature:
         # re-solve on the rule with twice the order, to rounding-level residual, from this solution
         fine = system.with_order(2 * quad_order)

@@ -34,7 +34,6 @@ import numpy as np
 from empirical.common.checks import check_real_array, check_scalar
 from empirical.common.failures import quiet, report
 
-from ._accuracy import accuracy_from_margin, bayes_accuracy
 from ._newton import (
     DEFAULT_MAX_ITER,
     DEFAULT_TOL,
@@ -43,12 +42,13 @@ from ._newton import (
     PATH_TOL,
     Problem,
     drive,
+    finish,
     warm_start_reaches,
 )
 from ._solver import solve, start_point
 from .equations import SPECTRAL_SUMS, spectral_sums_into
 from .quadrature import DEFAULT_ORDER
-from .result import CGMTResult, outcome, within_limits
+from .result import CGMTResult
 from .validation import check_lam, check_lams, check_solver_counts, check_spectral_delta
 
 __all__ = ["solve_spectral", "solve_spectral_path", "check_spectrum", "spectral_sums"]
@@ -182,31 +182,21 @@ def _large_lambda_start(system, lam):
     return system.to_y(alpha, sigma, gamma)
 
 
-def _finish(system, y, r, hats, nit, status, tol, quad_order):
+def _spectral_fields(system, y, hats) -> dict:
+    """The spectral problem's own fields of its :class:`CGMTResult` (:func:`cgmt._newton.finish` adds the rest)."""
     alpha, sigma, gamma = (float(v) for v in system.to_x(y))
     qh, mh, vh = (float(v) for v in hats)
     kappa = system.kappa
     tau = math.hypot(alpha, sigma)
-    margin = alpha / sigma
-    accuracy = float(accuracy_from_margin(margin, kappa))
-    limits = within_limits(accuracy, bayes_accuracy(kappa), sigma, gamma)
-    res, success, status, msg = outcome(r, status, nit, tol, limits=limits)
     # Euclidean overlaps from the effective estimator (L + Vh Sigma)^{-1} (mh Sigma beta* + Sigma^{1/2} zeta)
     omega, t = system.omega, system.t
     d = system.delta * system.lam + vh * omega
     w_dot_teacher = mh * float(np.dot(t, omega / d))
     w_norm2 = mh * mh * float(np.dot(t, (omega / d) ** 2)) + qh * float(np.mean(omega / d ** 2))
     teacher_norm2 = float(t.sum())
-    return CGMTResult(
-        alpha=alpha, sigma=sigma, gamma=gamma, margin=margin,
-        accuracy=accuracy,
-        alignment=alpha / tau, stability=(alpha / tau) ** 2, alpha_salehi=alpha / kappa,
-        m=alpha * kappa, q=tau * tau, V=gamma, m_hat=mh, q_hat=qh, V_hat=vh, rho=system.rho,
-        euclidean_alignment=w_dot_teacher / math.sqrt(w_norm2 * teacher_norm2),
-        delta=system.delta, lam=system.lam, kappa=kappa, p=int(omega.size),
-        x=np.array([alpha, sigma, gamma]), fun=np.asarray(r, dtype=float), residual=res,
-        success=success, status=status, message=msg, nit=int(nit), nfev=system.nfev, quad_order=quad_order,
-    )
+    return dict(alpha_salehi=alpha / kappa, m=alpha * kappa, q=tau * tau, V=gamma, m_hat=mh, q_hat=qh, V_hat=vh,
+                rho=system.rho, euclidean_alignment=w_dot_teacher / math.sqrt(w_norm2 * teacher_norm2),
+                p=int(omega.size))
 
 
 def solve_spectral(delta, lam, eigenvalues, teacher_weights, *, x0=None, strict=False, tol=DEFAULT_TOL,
@@ -277,7 +267,7 @@ def solve_spectral(delta, lam, eigenvalues, teacher_weights, *, x0=None, strict=
     y, r, hats, nit, status = drive(system, tol, max_iter, start=lambda lm: _large_lambda_start(system, lm),
                                     starts=starts, start_iters=max_iter if x0 is not None else DIRECT_TRIES,
                                     polish=True)
-    out = _finish(system, y, r, hats, nit, status, tol, quad_order)
+    out = finish(system, y, r, nit, status, tol, **_spectral_fields(system, y, hats))
     return report(out, strict, "cgmt.solve_spectral", delta=delta, lam=lam, p=omega.size)
 
 

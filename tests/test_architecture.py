@@ -382,7 +382,8 @@ def test_non_convergence_warns_convergence_warning_not_runtime_warning():
 
 def test_one_cgmt_driver():
     """Every fixed point of cgmt is driven by cgmt._newton: the stage functions (continuation, march_lambda) and the
-    root finder (brentq) are called nowhere else in cgmt, and the isotropic and spectral solvers both call drive.
+    root finder (brentq) are called nowhere else in cgmt, and the isotropic and spectral solvers both call drive
+    and build their result with its finish.
     (Outside the driver, Newton runs only as the quadrature check's re-solve on a finer rule.)"""
     calls = {}
     for module, path in MODULES.items():
@@ -396,6 +397,11 @@ def test_one_cgmt_driver():
                if m != "cgmt._newton" and names & {"continuation", "march_lambda", "brentq"}}
     assert outside == {}
     assert "drive" in calls["cgmt._solver"] and "drive" in calls["cgmt._spectral"]
+    # one finish: both solvers build their result with cgmt._newton.finish; only it, and the max-margin limit (a
+    # one-dimensional root with gamma = inf, no Newton), build a CGMTResult
+    assert "finish" in calls["cgmt._solver"] and "finish" in calls["cgmt._spectral"]
+    builders = sorted(m for m, names in calls.items() if "CGMTResult" in names)
+    assert builders == ["cgmt._max_margin", "cgmt._newton"], builders
 
 
 def test_every_pyplot_drawing_closes_its_figures_when_it_fails():

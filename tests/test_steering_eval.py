@@ -23,7 +23,7 @@ from empirical.llm import (
     steering_selection as SEL,  # noqa: E402
     steering_settings as SS,  # noqa: E402
 )
-from empirical.llm.steering_protocol import SteeringProtocol  # noqa: E402
+from empirical.llm.steering_protocol import MIN_RANDOM, SteeringProtocol  # noqa: E402
 from empirical.probes import ConceptVectors, LinearProbe  # noqa: E402
 from empirical.testing import tiny_model, tiny_tokenizer  # noqa: E402
 
@@ -50,7 +50,7 @@ def setup():
 
 def _protocol(**fields):
     """The tests' protocol: the short stem, 4 prompts a batch, the fewest null directions of a rank test."""
-    return SteeringProtocol(**{"stem": STEM, "batch_size": 4, "n_random": SE.MIN_RANDOM, **fields})
+    return SteeringProtocol(**{"stem": STEM, "batch_size": 4, "n_random": MIN_RANDOM, **fields})
 
 
 def _run(setup, settings, vectors=None, norms=None, n=8, measure=None, **kw):

@@ -16,6 +16,7 @@ os.environ.setdefault("HF_HUB_OFFLINE", "1")
 from empirical.llm import (
     answer_readout as AR,  # noqa: E402
     steering_eval as SE,  # noqa: E402
+    steering_protocol as SP,  # noqa: E402
     steering_settings as SS,  # noqa: E402
 )
 from empirical.llm.steering_protocol import SteeringProtocol  # noqa: E402
@@ -29,7 +30,7 @@ LABELS = [1, 0, 1, 0, 1, 0, 1, 0]
 WORDS = ("good", "bad")
 STEM = " the answer is"
 L = 3
-N = SE.MIN_RANDOM
+N = SP.MIN_RANDOM
 
 
 def test_rank_p_value_on_known_inputs():
@@ -152,10 +153,10 @@ def test_repetitive_text_fails_the_distinct2_gate():
     rows = pd.DataFrame(dict(answer_mass_steered=[0.2] * 4, answer_mass_unsteered=[0.2] * 4,
                              perplexity_ratio=[1.1, 1.1, 3.0, np.nan], distinct2_unsteered=[varied] * 4,
                              distinct2_steered=[varied, repetitive, varied, np.nan]))
-    assert SE.passes_gates(rows).tolist() == [True, False, False, True]  # the last: nothing generated
-    assert SE.passes_gates(rows.drop(columns=["distinct2_steered", "distinct2_unsteered"])).tolist() == [
+    assert SP.passes_gates(rows).tolist() == [True, False, False, True]  # the last: nothing generated
+    assert SP.passes_gates(rows.drop(columns=["distinct2_steered", "distinct2_unsteered"])).tolist() == [
         True, True, False, True]  # an old table without the columns: the perplexity gate only
-    assert SE.DISTINCT2_GATE * varied > repetitive
+    assert SP.DISTINCT2_GATE * varied > repetitive
 
 
 @pytest.mark.llm
@@ -193,7 +194,7 @@ def test_only_the_tested_points_carry_the_rank_null(model_tok, monkeypatch):
     selection = table[table.half == "selection"]
     assert (selection.n_random == 4).all() and selection.null_p.isna().all()  # a control, not a test
     null = per_prompt["null"]
-    assert set(null.half) == {"report"} and set(null.stream) == {SE.NULL_STREAMS["report"]}
+    assert set(null.half) == {"report"} and set(null.stream) == {SP.NULL_STREAMS["report"]}
     assert set(map(tuple, null[keys].drop_duplicates().to_numpy())) == tested_keys
     for r in report[is_tested].itertuples():
         shifts = null[(null.setting == r.setting) & (null.direction == r.direction)]["shift"].to_numpy()

@@ -9,7 +9,7 @@ import pytest
 pytest.importorskip("transformers")  # the steering evaluation needs the [llm] extra
 
 from empirical.llm import steering_eval as SE  # noqa: E402
-from empirical.llm.steering_protocol import MIN_CONTROL  # noqa: E402
+from empirical.llm.steering_protocol import MIN_CONTROL, NULL_STREAMS  # noqa: E402
 from paper_figures import steering_text as ST  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -21,7 +21,7 @@ def test_full_scale_keeps_the_minimums_of_the_rank_test_and_the_gates():
     assert full["n_random_selection"] >= MIN_CONTROL and full["n_random_selection"] % 2 == 0
     # greedy continuations per half (the gates read the selection half's, the report rows the report half's)
     assert full["n_generate"] // 2 >= 32
-    assert SE.NULL_STREAMS["selection"] != SE.NULL_STREAMS["report"]  # drawn afresh for the report half
+    assert NULL_STREAMS["selection"] != NULL_STREAMS["report"]  # drawn afresh for the report half
     assert set(ST.DATASETS) == set(ST.PROMPT_TOKENS)  # the Holm family of the validity test is every dataset
 
 

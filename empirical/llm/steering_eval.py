@@ -691,7 +691,7 @@ def evaluate_steering(model, tokenizer, prompts, labels, vectors: dict, validati
     model, tokenizer : transformers causal LM and its tokenizer
         A decoder-only model and the tokenizer it was trained with.
     prompts : list of str
-        Held-out prompts, ordered as :func:`~empirical.llm.steering.select_prompts` gives them (classes
+        Held-out prompts, ordered as :func:`~empirical.llm.prompts.select_prompts` gives them (classes
         alternating); :func:`split_halves` assigns the selection and report halves.
     labels : array of 0/1
         Their labels (1 = the concept), for the read-out's AUC.
