@@ -82,6 +82,19 @@ def test_a_failed_solve_warns_and_a_strict_one_raises(name, monkeypatch):
         call(strict=True)
 
 
+@pytest.mark.parametrize("name", sorted(CASES))
+@pytest.mark.parametrize("value", ["yes", 1, None, float("nan")])
+def test_strict_is_a_flag_named_when_it_is_not(name, value, monkeypatch):
+    """``report`` checks ``strict`` for every solver: a string, a number or None read as a flag would turn a
+    failure into an exception (or not) by accident (the contract's full sweep found it: 'string' raised
+    ConvergenceError from ``perceptron``)."""
+    call, patches = CASES[name]
+    for target, attribute, value_ in patches:
+        monkeypatch.setattr(target, attribute, value_)
+    with pytest.raises(TypeError, match="strict must be True or False"):
+        call(strict=value)
+
+
 @pytest.mark.parametrize("engine", ["batched_path", "batched_refit"])
 def test_the_batched_engine_fails_the_same_way(engine):
     pytest.importorskip("torch")

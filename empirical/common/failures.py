@@ -12,7 +12,7 @@ from __future__ import annotations
 import warnings
 from contextlib import contextmanager
 
-from .checks import check_int
+from .checks import check_bool, check_int
 
 __all__ = ["STATUS_MESSAGES", "SUCCESS", "is_success", "CONVERGED", "ITERATION_LIMIT", "NO_PROGRESS",
            "CONTINUATION_FAILED", "CROSS_FAILED", "OUT_OF_LIMITS", "SIGNS_CERTIFIED", "CG_EXHAUSTED",
@@ -107,7 +107,8 @@ def report(result, strict: bool, call: str, **arguments):
         With ``success`` (a bool, or an array of them for a batch: the batch succeeds when every entry does) and
         ``message``.
     strict : bool
-        Raise :class:`ConvergenceError` instead of warning.
+        Raise :class:`ConvergenceError` instead of warning (checked here for every solver: a string, a number or
+        None is a ``TypeError`` naming ``strict``, whether or not the solve failed).
     call : str
         The solver's name, for the message (e.g. ``"cgmt.solve"``).
     **arguments
@@ -122,7 +123,10 @@ def report(result, strict: bool, call: str, **arguments):
     ------
     ConvergenceError
         ``strict`` and not ``result.success``.
+    TypeError
+        ``strict`` is not a bool (:func:`empirical.common.checks.check_bool`).
     """
+    strict = check_bool(strict, "strict")
     success = result.success
     if not (all(bool(s) for s in success.ravel()) if hasattr(success, "ravel") else bool(success)):
         what = f"{call}({', '.join(f'{k}={v}' for k, v in arguments.items())})"
