@@ -149,7 +149,7 @@ def constant_to_rounding(v) -> bool:
     return bool(v.size == 0 or np.ptp(v) <= 1e-12 * max(1.0, float(np.max(np.abs(v)))))
 
 
-def standardize_stats(X) -> tuple[np.ndarray, np.ndarray]:
+def standardize_stats(X, *, check_input: bool = True) -> tuple[np.ndarray, np.ndarray]:
     """Per-feature mean and population standard deviation of ``X`` (the std of a constant column replaced by 1).
 
     Computed on columns divided by a power of two near their largest magnitude (exact), so the
@@ -171,6 +171,9 @@ def standardize_stats(X) -> tuple[np.ndarray, np.ndarray]:
     ----------
     X : ndarray (n, p)
         The (training) rows (checked by :func:`check_matrix`: finite, 2-D, non-empty).
+    check_input : bool, default=True
+        Check ``X``.  An estimator's ``fit``, which validated its rows once at its boundary, passes False (as
+        scikit-learn's ``check_input``); ``X`` must then be a finite float64 matrix.
 
     Returns
     -------
@@ -184,7 +187,8 @@ def standardize_stats(X) -> tuple[np.ndarray, np.ndarray]:
     >>> mean.tolist(), scale.tolist()
     ([2.0, 5.0], [1.0, 1.0])
     """
-    X = check_matrix(X, "X")
+    if check_input:
+        X = check_matrix(X, "X")
     largest = np.maximum(X.max(axis=0), -X.min(axis=0))  # no |X| copy
     if np.all((largest == 0) | ((largest >= _SAFE_LOW) & (largest <= _SAFE_HIGH))):
         # no square can overflow or underflow to zero: the prescaling would change no bit, and costs a copy of X

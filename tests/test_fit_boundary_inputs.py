@@ -292,3 +292,55 @@ def test_a_c_grid_has_a_declared_bound():
     X = np.random.default_rng(0).standard_normal((40, 3))
     with pytest.raises(ValueError, match=f"^Cs has {MAX_GRID_POINTS + 1} points, more than the limit"):
         RaptorProbe(Cs=np.logspace(-4, 4, MAX_GRID_POINTS + 1)).fit(X, np.tile([0, 1], 20))
+
+
+@pytest.mark.parametrize("device", [None, "cpu"])
+@pytest.mark.parametrize("given_validation", [False, True])
+def test_raptor_fit_validates_its_rows_once(device, given_validation, monkeypatch):
+    """Issue 55 §2: ``RaptorProbe.fit`` validates its rows once, at its boundary (``_validate_fit_data``), and
+    passes them on as :class:`~empirical.probes.raptor.FitInputs`; no array check runs on a matrix of the data
+    after it (the standardization, the orientation and both engines take the checked rows; 4 passes over X
+    before).  Counted by wrapping every array check of the floor wherever a project module imported it."""
+    import inspect
+    import sys
+
+    import empirical.common.arrays as arrays
+    from empirical.probes.base import ConceptProbe
+
+    if device is not None:
+        pytest.importorskip("torch")
+    X, y = _data(n=120, p=7, seed=3)
+    p = X.shape[1]
+    outside, boundary_calls = [], []
+    originals = {name: getattr(arrays, name) for name in ("as_real_array", "check_matrix", "check_magnitude",
+                                                          "check_varying")}
+
+    def counted(name, check):
+        def wrapper(value, *args, **kwargs):
+            if np.ndim(value) == 2 and np.shape(value)[1] == p:
+                callers = [frame.function for frame in inspect.stack()[1:]]
+                if "_validate_fit_data" not in callers:
+                    outside.append(f"{name} from {callers[0]}")
+            return check(value, *args, **kwargs)
+        return wrapper
+
+    for module in [m for m in list(sys.modules.values()) if (getattr(m, "__name__", "") or "").startswith("empirical")]:
+        for name, check in originals.items():
+            if getattr(module, name, None) is check:
+                monkeypatch.setattr(module, name, counted(name, check))
+    boundary = ConceptProbe._validate_fit_data
+
+    def once(self, *args, **kwargs):
+        boundary_calls.append(type(self).__name__)
+        return boundary(self, *args, **kwargs)
+
+    monkeypatch.setattr(ConceptProbe, "_validate_fit_data", once)
+    probe = RaptorProbe(device=device, Cs=np.logspace(-2, 2, 5))
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", ConvergenceWarning)
+        if given_validation:
+            probe.fit(X[:90], y[:90], X[90:], y[90:])
+        else:
+            probe.fit(X, y)
+    assert boundary_calls == ["RaptorProbe"] and outside == [], (boundary_calls, outside)
+    assert np.isfinite(probe.concept_vector_).all()

@@ -323,7 +323,7 @@ def _rows_of(name: str) -> str:
     ``X_pool`` (so a length mismatch names both arguments)."""
     return "X" + name[1:] if name.startswith("y") and name[1:2] in ("", "_") else "X"
 
-def check_varying(X: np.ndarray, name: str = "X") -> np.ndarray:
+def check_varying(X: np.ndarray, name: str = "X", *, check_input: bool = True) -> np.ndarray:
     """Require at least one column of ``X`` to take two different values (else no direction separates anything).
 
     Parameters
@@ -332,6 +332,8 @@ def check_varying(X: np.ndarray, name: str = "X") -> np.ndarray:
         The matrix (checked by :func:`check_matrix` here: finite, 2-D, non-empty; a view when it is float64).
     name : str, default="X"
         The argument's name, used in messages.
+    check_input : bool, default=True
+        Check ``X`` with :func:`check_matrix` first (False: the caller has; ``X`` is a finite float64 matrix).
 
     Returns
     -------
@@ -346,7 +348,8 @@ def check_varying(X: np.ndarray, name: str = "X") -> np.ndarray:
     ValueError: X_train must have at least one non-constant feature, got 2 constant columns (every row is the same
     point); there is no concept direction to fit
     """
-    X = check_matrix(X, name)
+    if check_input:
+        X = check_matrix(X, name)
     if not np.any(X != X[:1]):
         raise ValueError(f"{name} must have at least one non-constant feature, got {X.shape[1]} constant columns "
                          "(every row is the same point); there is no concept direction to fit")

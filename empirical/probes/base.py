@@ -36,7 +36,8 @@ from ..numerics import unit_vector
 __all__ = ["ConceptProbe", "LinearConceptProbe", "orient_to_positive_class"]
 
 
-def orient_to_positive_class(vector: np.ndarray, X: np.ndarray, y_signed: np.ndarray) -> np.ndarray:
+def orient_to_positive_class(vector: np.ndarray, X: np.ndarray, y_signed: np.ndarray, *,
+                             check_input: bool = True) -> np.ndarray:
     """Unit ``vector`` with the sign that gives the positive rows (``y_signed > 0``) the larger mean projection.
 
     Parameters
@@ -47,6 +48,8 @@ def orient_to_positive_class(vector: np.ndarray, X: np.ndarray, y_signed: np.nda
         Rows in the space of ``vector`` (the training rows).
     y_signed : ndarray of shape (n,)
         Their labels in {-1, +1} (+1: the positive class, ``classes_[1]``).
+    check_input : bool, default=True
+        Check ``X`` and ``y_signed`` (False: an estimator's ``fit`` validated them at its boundary).
 
     Returns
     -------
@@ -65,8 +68,9 @@ def orient_to_positive_class(vector: np.ndarray, X: np.ndarray, y_signed: np.nda
     array([0., 1.])
     """
     unit = unit_vector(vector, "vector (the fitted direction)")
-    X = check_matrix(X, "X")
-    y_signed = check_signed_labels(y_signed, X.shape[0], "y_signed")
+    if check_input:
+        X = check_matrix(X, "X")
+        y_signed = check_signed_labels(y_signed, X.shape[0], "y_signed")
     if unit.shape != (X.shape[1],):
         raise ValueError(f"vector must have one entry per column of X ({X.shape[1]}), got shape {unit.shape}")
     if not (np.any(y_signed > 0) and np.any(y_signed < 0)):
@@ -118,7 +122,7 @@ class ConceptProbe(ClassifierMixin, BaseEstimator):
                              f"got {np.unique(y).size}")
         self.classes_, y_signed = check_binary_labels(y, X.shape[0], "y")
         check_min_per_class(y_signed, "train")
-        check_varying(X, "X")
+        check_varying(X, "X", check_input=False)  # validate_data and check_magnitude have checked X
         if (X_val is None) != (y_val is None):
             raise ValueError("X_val and y_val must be given together")
         if X_val is None:

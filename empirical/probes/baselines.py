@@ -86,7 +86,7 @@ class DiffMeans(LinearConceptProbe):
             raise ValueError("class means are identical; difference of means is zero")
         self.coef_ = diff
         self.intercept_ = -0.5 * float(diff @ (mp + mn))
-        self.concept_vector_ = orient_to_positive_class(diff, X, y_signed)
+        self.concept_vector_ = orient_to_positive_class(diff, X, y_signed, check_input=False)
         self.fit_time_ = time.perf_counter() - t0
         return self
 
@@ -172,7 +172,7 @@ class LogRegCVProbe(LinearConceptProbe):
                           f"({len(Cs)} Cs x max_iter {self.max_iter} x {X.shape[1]} features x "
                           f"{len(X) + len(Xv)} rows) exceeds LOGREGCV_WORK_BUDGET = {LOGREGCV_WORK_BUDGET:.0e}; "
                           "pass fewer Cs, a smaller max_iter or fewer features", UserWarning, stacklevel=2)
-        mu, s = standardize_stats(X)
+        mu, s = standardize_stats(X, check_input=False)  # validated once, by _validate_fit_data
         Xa = standardize(np.vstack([X, Xv]), mu, s)
         ya = np.concatenate([y_signed, yv_signed])
         fold = np.r_[np.full(len(X), -1), np.zeros(len(Xv), dtype=int)]
@@ -187,7 +187,7 @@ class LogRegCVProbe(LinearConceptProbe):
         self.intercept_ = float(clf.intercept_[0] - w @ mu)
         self.C_ = float(np.atleast_1d(clf.C_)[0])
         self.n_iter_ = np.asarray(clf.n_iter_)
-        self.concept_vector_ = orient_to_positive_class(w, X, y_signed)
+        self.concept_vector_ = orient_to_positive_class(w, X, y_signed, check_input=False)
         self.fit_time_ = time.perf_counter() - t0
         return self
 
@@ -259,7 +259,7 @@ class GCSProbe(LinearConceptProbe):
         if half < 1 or half > m:
             raise ValueError(f"n_samples must be in [2, {2 * m}] (class-balanced, without replacement), "
                              f"got {self.n_samples!r}")
-        mu, s = standardize_stats(X)
+        mu, s = standardize_stats(X, check_input=False)  # validated once, by _validate_fit_data
         Xs = standardize(X, mu, s)
         W = np.empty((int(self.n_probes), X.shape[1]))
         B = np.empty(int(self.n_probes))
@@ -275,7 +275,7 @@ class GCSProbe(LinearConceptProbe):
         self.var_ = W.var(axis=0)
         self.coef_ = self.mean_
         self.intercept_ = float(B.mean())
-        self.concept_vector_ = orient_to_positive_class(self.mean_, X, y_signed)
+        self.concept_vector_ = orient_to_positive_class(self.mean_, X, y_signed, check_input=False)
         self.fit_time_ = time.perf_counter() - t0
         return self
 
@@ -354,7 +354,7 @@ class XRFMProbe(ConceptProbe):
         X, y_signed, Xv, yv_signed = self._validate_fit_data(X, y, X_val, y_val)
         if len(Xv) == 0 or np.unique(yv_signed).size < 2:
             raise ValueError("XRFMProbe needs a validation split containing both classes (AUC selection)")
-        mu, s = standardize_stats(X)
+        mu, s = standardize_stats(X, check_input=False)  # validated once, by _validate_fit_data
         tX = torch.as_tensor(standardize(X, mu, s), dtype=torch.float32)
         tXv = torch.as_tensor(standardize(Xv, mu, s), dtype=torch.float32)
         ty = torch.as_tensor((y_signed > 0).astype(np.float32)[:, None])

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import time
 import warnings
+from dataclasses import dataclass
 from numbers import Integral, Real
 
 import numpy as np
@@ -107,6 +108,38 @@ def _paper_path(Xs, y, Xvs, yv, Cs, max_iter=100):
             acc[k] = np.mean(clf.predict(Xvs) == yv)
             nit[k] = int(np.max(clf.n_iter_))
     return acc, nit
+
+
+@dataclass(frozen=True)
+class FitInputs:
+    """The fit boundary of :class:`RaptorProbe`: its rows validated once (``fit``'s checks), split and standardized
+    with the training rows' statistics; what both engines (the numpy path and :func:`fit_on_engine`) consume, and
+    checked nowhere after.
+
+    Attributes
+    ----------
+    Xtr : ndarray of shape (n, p)
+        The raw training rows (finite float64).
+    ytr : ndarray of shape (n,)
+        Their labels in {-1, +1} (+1: ``classes_[1]``).
+    Xs, Xvs : ndarray of shape (n, p), (m, p)
+        The training and validation rows standardized with ``mu`` and ``s`` (m = 0: no validation split).
+    yv_signed : ndarray of shape (m,)
+        The validation labels in {-1, +1}.
+    mu, s : ndarray of shape (p,)
+        The training rows' column means and scales (:func:`empirical.numerics.standardize_stats`).
+    Cs : ndarray
+        The checked grid of C = 1/lambda.
+    """
+
+    Xtr: np.ndarray
+    ytr: np.ndarray
+    Xs: np.ndarray
+    Xvs: np.ndarray
+    yv_signed: np.ndarray
+    mu: np.ndarray
+    s: np.ndarray
+    Cs: np.ndarray
 
 
 def _same_option(value, default) -> bool:
@@ -302,8 +335,8 @@ class RaptorProbe(LinearConceptProbe):
                 raise ValueError(f"RaptorProbe: {option}={shown[option]} and {other}={shown[other]} cannot be used "
                                  f"together ({reason}); drop one of them")
 
-    def _prepare(self, X, y, X_val, y_val) -> dict:
-        """Validate, split and standardize: the inputs of a solver (``Xtr, ytr, Xs, Xvs, yv_signed, mu, s, Cs``)."""
+    def _prepare(self, X, y, X_val, y_val) -> FitInputs:
+        """Validate (once), split and standardize: the inputs of both engines (:class:`FitInputs`)."""
         self._check_options(X_val is not None)
         Cs = check_grid(DEFAULT_CS if self.Cs is None else self.Cs)
         X, y_signed, Xv, yv_signed = self._validate_fit_data(X, y, X_val, y_val)
@@ -318,10 +351,10 @@ class RaptorProbe(LinearConceptProbe):
         # a one-class (or one-row) validation split cannot select C: every C ties or the grid's end wins
         if len(yv_signed):
             check_min_per_class(yv_signed, "validation (X_val, y_val)", minimum=1)
-        mu, s = standardize_stats(Xtr)
+        mu, s = standardize_stats(Xtr, check_input=False)  # rows of X, validated once above
         self.fallback_ = Xv.shape[0] == 0
-        return dict(Xtr=Xtr, ytr=ytr, Xs=standardize(Xtr, mu, s), Xvs=standardize(Xv, mu, s), yv_signed=yv_signed,
-                    mu=mu, s=s, Cs=Cs)
+        return FitInputs(Xtr=Xtr, ytr=ytr, Xs=standardize(Xtr, mu, s), Xvs=standardize(Xv, mu, s),
+                         yv_signed=yv_signed, mu=mu, s=s, Cs=Cs)
 
     def _split(self, y_signed) -> tuple:
         """The stratified train/validation split of ``fit(X, y)``; a ``ValueError`` naming ``val_fraction`` and the
@@ -356,16 +389,16 @@ class RaptorProbe(LinearConceptProbe):
 
     def _solve_fallback(self, prepared) -> tuple:
         """No validation split: the paper's fallback, C = 1 fitted on the training rows."""
-        Cs = prepared["Cs"]
+        Cs = prepared.Cs
         warnings.warn("RaptorProbe: no validation split; following the paper's fallback (C = 1 fitted on "
                       "train only)", UserWarning, stacklevel=4)
-        w, b = self._fit_single(prepared["Xs"], prepared["ytr"], 1.0)
+        w, b = self._fit_single(prepared.Xs, prepared.ytr, 1.0)
         self._before_refit = (w, b)
         return w, b, 1.0, np.full(len(Cs), np.nan), np.zeros(len(Cs), dtype=int)
 
     def _solve_paper(self, prepared) -> tuple:
         """The paper's loop: scikit-learn's lbfgs at every C, then the refit on train + validation."""
-        Xs, ytr, Xvs, yv_signed, Cs = (prepared[k] for k in ("Xs", "ytr", "Xvs", "yv_signed", "Cs"))
+        Xs, ytr, Xvs, yv_signed, Cs = (prepared.Xs, prepared.ytr, prepared.Xvs, prepared.yv_signed, prepared.Cs)
         acc, nits = _paper_path(Xs, ytr, Xvs, yv_signed, Cs, max_iter=self.max_iter)
         C = float(Cs[select_C(Cs, acc, self.tie_break)])
         Xfit, yfit = (np.vstack([Xs, Xvs]), np.concatenate([ytr, yv_signed])) if self.refit else (Xs, ytr)
@@ -377,7 +410,7 @@ class RaptorProbe(LinearConceptProbe):
 
     def _solve_exact(self, prepared) -> tuple:
         """The exact path over the grid (validated once, in ``fit``), the selection of C, and the refit."""
-        Xs, ytr, Xvs, yv_signed, Cs = (prepared[k] for k in ("Xs", "ytr", "Xvs", "yv_signed", "Cs"))
+        Xs, ytr, Xvs, yv_signed, Cs = (prepared.Xs, prepared.ytr, prepared.Xvs, prepared.yv_signed, prepared.Cs)
         design = reduce_design(Xs, Xvs, check_input=False)  # validated once, in fit
         with quiet():  # warned below, in the estimator's words
             path = logistic_path(Xs, ytr, Xvs, yv_signed, Cs, design=design, tol=self._path_tol,
@@ -423,10 +456,10 @@ class RaptorProbe(LinearConceptProbe):
 
     def _finish(self, prepared, w, b, C, acc, nits) -> None:
         """Fold the standardized fit back to raw coordinates and set the fitted attributes."""
-        self._set_fold_back(w, b, prepared["mu"], prepared["s"], prepared["Xtr"], prepared["ytr"])
+        self._set_fold_back(w, b, prepared.mu, prepared.s, prepared.Xtr, prepared.ytr)
         self.C_ = C
         self.lambda_ = 1.0 / C
-        self.Cs_ = prepared["Cs"]
+        self.Cs_ = prepared.Cs
         self.path_val_accuracy_ = acc
         self.path_n_iter_ = nits
         self.best_val_accuracy_ = float(np.nanmax(acc)) if not self.fallback_ else float("nan")
@@ -485,7 +518,7 @@ class RaptorProbe(LinearConceptProbe):
         self.scaler_mean_ = mu
         self.scaler_scale_ = s
         # ValueError if omega is 0 (constant train rows)
-        self.concept_vector_ = orient_to_positive_class(omega, Xtr, ytr)
+        self.concept_vector_ = orient_to_positive_class(omega, Xtr, ytr, check_input=False)
 
 
 def fit_on_engine(probes, prepared, device) -> dict:
@@ -496,7 +529,7 @@ def fit_on_engine(probes, prepared, device) -> dict:
     ----------
     probes : sequence of RaptorProbe
         Probes with the same ``tol``, ``max_iter`` and ``refit`` (e.g. one per layer of a model).
-    prepared : sequence of dict
+    prepared : sequence of FitInputs
         Their validated, split and standardized inputs (``RaptorProbe._prepare``): the same labels, grid and
         shapes for all.
     device : str or torch.device
@@ -521,21 +554,21 @@ def fit_on_engine(probes, prepared, device) -> dict:
     first, lead = prepared[0], probes[0]
     for i, (probe, q) in enumerate(zip(probes, prepared)):
         differs = [what for what, same in (
-            ("labels", np.array_equal(q["ytr"], first["ytr"]) and np.array_equal(q["yv_signed"], first["yv_signed"])),
-            ("grid", np.array_equal(q["Cs"], first["Cs"])),
-            (f"shapes ({q['Xs'].shape} vs {first['Xs'].shape})", q["Xs"].shape == first["Xs"].shape),
+            ("labels", np.array_equal(q.ytr, first.ytr) and np.array_equal(q.yv_signed, first.yv_signed)),
+            ("grid", np.array_equal(q.Cs, first.Cs)),
+            (f"shapes ({q.Xs.shape} vs {first.Xs.shape})", q.Xs.shape == first.Xs.shape),
             ("tol, max_iter, refit", (probe.tol, probe.max_iter, probe.refit) == (lead.tol, lead.max_iter,
                                                                                  lead.refit))) if not same]
         if differs:
             raise ValueError(f"fit_on_engine: the probes must share their labels, grid, shapes, tol, max_iter and "
                              f"refit; probe {i} differs from probe 0 in its {', '.join(differs)} (fit_layers groups "
                              "layers by width)")
-    Cs = first["Cs"]
+    Cs = first.Cs
     clock = PhaseClock(dev)
-    Xt, Xvt = (stack_on_device([q[key] for q in prepared], dev) for key in ("Xs", "Xvs"))
+    Xt, Xvt = (stack_on_device([getattr(q, key) for q in prepared], dev) for key in ("Xs", "Xvs"))
     clock.lap("to_device")
     with quiet():  # each probe warns below, in the estimator's words
-        path = batched_path(Xt, first["ytr"], Xvt, first["yv_signed"], Cs, device=dev, tol=lead._path_tol,
+        path = batched_path(Xt, first.ytr, Xvt, first.yv_signed, Cs, device=dev, tol=lead._path_tol,
                             max_iter=lead.max_iter, check_input=False)
     clock.lap("path")  # reported below from the path's own clock: its reduction and its grid apart
     seconds = {"to_device": clock.seconds["to_device"], "reduction": path.seconds["reduction"],
@@ -552,7 +585,7 @@ def fit_on_engine(probes, prepared, device) -> dict:
         Xf = torch.cat([Xt, Xvt], dim=1)  # train + validation rows, already on the device
         del Xt, Xvt
         with quiet():  # each probe's _record_refit warns
-            res = batched_refit(Xf, np.concatenate([first["ytr"], first["yv_signed"]]), Cs[ks],
+            res = batched_refit(Xf, np.concatenate([first.ytr, first.yv_signed]), Cs[ks],
                                 path.coef[rows, ks], path.intercept[rows, ks], device=dev, tol=lead.tol,
                                 max_iter=lead.max_iter, check_input=False)
         del Xf
@@ -568,7 +601,7 @@ def fit_on_engine(probes, prepared, device) -> dict:
             probe._record_refit(one)
             w, b = one.coef, one.intercept
         else:
-            w, b = probe._fit_single(q["Xs"], q["ytr"], C)
+            w, b = probe._fit_single(q.Xs, q.ytr, C)
             probe._before_refit = (w, b)
         probe._finish(q, w, b, C, path.val_accuracy[i], path.nit[i])
     clock.lap("finish")
