@@ -357,20 +357,56 @@ def _cost_claim(layers) -> list:
                  test=rules.every_setting(tests))]
 
 
-def _count_comparison(k_real, n_real, k_shuf, n_shuf) -> str:
-    """How the real labels' separable share compares with the shuffled ones', read from the counts."""
-    real, shuf = k_real / max(n_real, 1), k_shuf / max(n_shuf, 1)
-    if real == shuf:
-        return "as often as"
-    return "less often than" if real < shuf else "more often than"
+def _separability_cells(rows: pd.DataFrame) -> tuple:
+    """Each dataset's separability counts, and whether they can decide the claim.
+
+    A dataset is counted on its largest row set with ``n >= 2 (p + 1)`` (Cover's capacity of a hyperplane with a
+    bias: below it random labels separate with probability above one half) where its own shuffled labels separate at
+    fewer than half of the layers; elsewhere real-label separability cannot fail, so the dataset is shown, not
+    counted.  Undecided LP layers count on neither side.
+
+    Returns
+    -------
+    counted : list of (str, int, int)
+        ``(dataset, separable layers, decided layers)`` of the counted datasets.
+    counted_text, shown_text : list of str
+        One entry per counted and per shown dataset.
+    """
+    counted, counted_text, shown_text = [], [], []
+    for dataset, d in rows.groupby("dataset", sort=True):
+        cells = []
+        for rows_name, g in d.groupby("rows", sort=False):
+            real, shuf = g[g.labels == "real"], g[g.labels == "shuffled"]
+            if not (len(real) and len(shuf)):
+                continue
+            decided_real = real.layers - (real.undecided.fillna(0) if "undecided" in g else 0)
+            decided_shuf = shuf.layers - (shuf.undecided.fillna(0) if "undecided" in g else 0)
+            cells.append(dict(rows=rows_name, n=int(g.n.max()), p=int(g.p.max()), k_real=int(real.separable.sum()),
+                              n_real=int(decided_real.sum()), k_shuf=int(shuf.separable.sum()),
+                              n_shuf=int(decided_shuf.sum())))
+        if not cells:
+            continue
+        eligible = [c for c in cells if c["n"] >= 2 * (c["p"] + 1) and c["k_shuf"] < 0.5 * c["n_shuf"]]
+        if eligible:
+            c = max(eligible, key=lambda c: c["n"])
+            counted.append((dataset, c["k_real"], c["n_real"]))
+            counted_text.append(f"{dataset} {c['k_real']}/{c['n_real']} (shuffled {c['k_shuf']}/{c['n_shuf']}; "
+                                f"{c['rows']} rows, n = {c['n']})")
+            continue
+        c = max(cells, key=lambda c: c["n"])
+        why = (f"n = {c['n']} < 2 (p + 1) = {2 * (c['p'] + 1)}" if c["n"] < 2 * (c["p"] + 1)
+               else f"shuffled labels separate at n = {c['n']}")
+        shown_text.append(f"{dataset} real {c['k_real']}/{c['n_real']}, shuffled {c['k_shuf']}/{c['n_shuf']} "
+                          f"({c['rows']} rows, {why})")
+    return counted, counted_text, shown_text
 
 
 def _separability_claim(sep_summary, control, large=None) -> list:
-    """Separability is evidence only where random labels of the same size do not separate: the claim is tested
-    (majority of layers, sign test) at the row sets where the shuffled-label control fails, and carries no
-    verdict where random labels separate too (Cover: n < 2 (p + 1)).  ``large`` (the learning-curve section's
-    ``separability_large_summary``: n = 2.5 (p + 1) non-test rows) is where the claim can be decided: when present,
-    the test uses it alone (the other row sets are shown)."""
+    """Separability is evidence only where random labels of the same size do not separate.  The claim is decided
+    per dataset (:func:`_separability_cells`): on row sets with ``n >= 2 (p + 1)`` where that dataset's shuffled
+    labels fail; the counted layers are pooled into one sign test (majority of layers), and each dataset's count is
+    shown.  ``large`` (the learning-curve section's ``separability_large_summary``: n = 2.5 (p + 1) non-test rows)
+    is where the claim can be decided for the default model; ``control`` holds the paper's row sets (train, all)."""
     overall = None if sep_summary is None else sep_summary[sep_summary.dataset == "Overall"]
     has_large = large is not None and len(large)
     if (overall is None or not len(overall)) and not has_large:
@@ -392,29 +428,17 @@ def _separability_claim(sep_summary, control, large=None) -> list:
     tables = [t for t in (control, large) if t is not None and len(t)]
     if not tables:
         return [dict(claim, ours=ours + "no shuffled-label control in this run: not tested", test=None)]
-    parts, informative = [], []
-    for rows_name, g in pd.concat(tables, ignore_index=True).groupby("rows", sort=False):
-        real, shuf = g[g.labels == "real"], g[g.labels == "shuffled"]
-        if not (len(real) and len(shuf)):
-            continue
-        undecided = real.undecided.fillna(0) if "undecided" in g else 0 * real.layers
-        k_real, n_real = int(real.separable.sum()), int((real.layers - undecided).sum())
-        undecided = shuf.undecided.fillna(0) if "undecided" in g else 0 * shuf.layers
-        k_shuf, n_shuf = int(shuf.separable.sum()), int((shuf.layers - undecided).sum())
-        ratio = (f"{g.n_over_p.min():.2f}" if g.n_over_p.nunique() == 1
-                 else f"{g.n_over_p.min():.2f}-{g.n_over_p.max():.2f}")
-        parts.append(f"{rows_name} rows (n/p {ratio}): real {k_real}/{n_real}, shuffled {k_shuf}/{n_shuf} (real "
-                     f"labels separate {_count_comparison(k_real, n_real, k_shuf, n_shuf)} shuffled ones)")
-        # random labels mostly fail here: real-label separability is informative; with the large row set present
-        # the claim is decided there alone
-        if k_shuf < 0.5 * n_shuf and (not has_large or rows_name == "non-test"):
-            informative.append((k_real, n_real))
-    ours += "control layers (exact LP test, real and shuffled labels), " + "; ".join(parts)
-    if not informative:
-        return [dict(claim, ours=ours + ". Shuffled labels separate at most layers at every n this run has, so the "
-                     "claim cannot fail here (not tested)", test=None)]
-    k = sum(a for a, _ in informative)
-    n = sum(b for _, b in informative)
+    counted, counted_text, shown_text = _separability_cells(pd.concat(tables, ignore_index=True))
+    ours += "exact LP test, per dataset: "
+    if counted_text:
+        k, n = sum(c[1] for c in counted), sum(c[2] for c in counted)
+        ours += (f"counted (n >= 2 (p + 1), shuffled labels fail): {k}/{n} layers; " + ", ".join(counted_text))
+    if shown_text:
+        ours += ("; " if counted_text else "") + ("not counted (the test cannot fail there): "
+                                                  + ", ".join(shown_text))
+    if not counted:
+        return [dict(claim, ours=ours + ". No dataset has a row set where shuffled labels fail, so the claim "
+                     "cannot fail here (not tested)", test=None)]
     return [dict(claim, ours=ours, test=rules.majority(k, n))]
 
 

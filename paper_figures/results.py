@@ -110,7 +110,8 @@ OTHER_TABLES = (
     ("separability_large_summary", "Linear separability where it can be decided",
      "The exact LP test with real and shuffled labels on 2.5 (p + 1) non-test rows of the learning-curve section's "
      "extractions (beyond Cover's 2 (p + 1), where random labels separate with negligible probability), at the "
-     "layers that section evaluates; the separability claim is decided on this table when it is present."),
+     "layers that section evaluates.  The separability claim is decided per dataset, on a row set with n >= "
+     "2 (p + 1) where that dataset's shuffled labels fail; a dataset without one (fewer rows) is shown, not counted."),
     ("raptor_best_layer", "RAPTOR's best layer",
      "Per dataset on the paper's split: the layer with the best test accuracy, its selected ridge and "
      "validation accuracy."),

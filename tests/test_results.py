@@ -78,7 +78,7 @@ def _fake_run(out, *, raptor_gain=0.05, seed=0):
                                         perc_zero=[25, 25], convergence_warnings=[0, 0])), out, "separability_summary")
     output.save_table(pd.DataFrame(dict(dataset="stsa", rows=["train", "train", "all", "all"],
                                         labels=["real", "shuffled"] * 2, layers=20, separable=[20, 20, 20, 0],
-                                        n=[600, 600, 1000, 1000], p=576)).assign(n_over_p=lambda d: d.n / d.p),
+                                        n=[600, 600, 1200, 1200], p=576)).assign(n_over_p=lambda d: d.n / d.p),
                       out, "separability_control_summary")
     output.save_table(pd.DataFrame(dict(dataset=["sarcasm", "counterfact"], direction=["towards", "away"],
                                         layers=["1-30", ""], n_pairs=[480, 0], success_rate=[1.0, np.nan],
@@ -379,8 +379,7 @@ def test_separability_without_a_failing_control_carries_no_verdict(tmp_path):
 
 def test_separability_is_decided_on_the_learning_curve_rows_when_present(tmp_path):
     """With the learning-curve section's table (n = 2.5 (p + 1), where shuffled labels fail) the claim is tested
-    there alone, and the text compares the counts as they are: real labels separating less often than shuffled ones
-    are not "as often"."""
+    there; the paper's row sets (n < 2 (p + 1)) are shown as what cannot fail."""
     _fake_run(tmp_path)
     control = output.load_table(tmp_path, "separability_control_summary").assign(separable=[20, 20, 17, 20])
     output.save_table(control, tmp_path, "separability_control_summary")
@@ -388,13 +387,36 @@ def test_separability_is_decided_on_the_learning_curve_rows_when_present(tmp_pat
                               separable=[3, 0], undecided=0, n=1443, p=576)).assign(n_over_p=lambda d: d.n / d.p)
     row = claims.claims_table(tmp_path).set_index("claim").loc[
         "hidden states are (nearly) linearly separable at most layers"]
-    assert "all rows (n/p 1.74): real 17/20, shuffled 20/20 (real labels separate less often than shuffled" in row.ours
+    assert "stsa real 17/20, shuffled 20/20 (all rows, shuffled labels separate at n = 1200)" in row.ours
     assert row.verdict == "--" and "cannot fail" in row.ours  # no informative row set without the large table
     output.save_table(large, tmp_path, "separability_large_summary")
     row = claims.claims_table(tmp_path).set_index("claim").loc[
         "hidden states are (nearly) linearly separable at most layers"]
-    assert "non-test rows (n/p 2.51): real 3/10, shuffled 0/10 (real labels separate more often than" in row.ours
-    assert "3/10" in row.ours and row.verdict not in ("--", "holds")  # 3 of 10 layers: not a majority
+    assert "stsa 3/10 (shuffled 0/10; non-test rows, n = 1443)" in row.ours
+    assert row.verdict not in ("--", "holds")  # 3 of 10 layers: not a majority
+
+
+def test_separability_is_decided_per_dataset_where_random_labels_fail(tmp_path):
+    """Issue 53 section 1: a dataset whose rows are below 2 (p + 1) (Cities, n = 748 = 1.30 p, shuffled labels
+    separate 10/10) cannot fail, so it is not counted, even when the other datasets' shuffled labels fail at the
+    same row set (the old rule pooled the row set across datasets and counted 40/60, p 0.0067).  The count is
+    30/50 (p 0.10) and every dataset's count is in the cell."""
+    _fake_run(tmp_path)
+    counts = dict(cities=(10, 10, 748), common=(0, 0, 1443), counterfact=(0, 0, 1443), hateeval=(10, 0, 1443),
+                  sarcasm=(10, 0, 1443), stsa=(10, 0, 1443))
+    large = pd.DataFrame([dict(dataset=name, rows="non-test", labels=labels, layers=10, separable=k, undecided=0,
+                               n=n, p=576, n_over_p=n / 576)
+                          for name, (k_real, k_shuf, n) in counts.items()
+                          for labels, k in (("real", k_real), ("shuffled", k_shuf))])
+    output.save_table(large, tmp_path, "separability_large_summary")
+    row = claims.claims_table(tmp_path).set_index("claim").loc[
+        "hidden states are (nearly) linearly separable at most layers"]
+    assert "30/50 layers" in row.ours and "40/60" not in row.ours
+    assert "cities real 10/10, shuffled 10/10 (non-test rows, n = 748 < 2 (p + 1) = 1154)" in row.ours
+    for name in ("common", "counterfact"):
+        assert f"{name} 0/10 (shuffled 0/10" in row.ours
+    assert row.p == pytest.approx(stats.binomtest(30, 50, 0.5, alternative="greater").pvalue)
+    assert row.verdict_per_claim == "inconclusive"
 
 
 #: Every claim a complete run must produce (a claim missing from a run is a bug, not a silent drop).
