@@ -60,9 +60,11 @@ from . import (
     style,
     theory,
 )
+from .doc_blocks import BLOCKS, sync_blocks
 from .progress import RunProgress, silence_libraries
 from .publish import check_complete, publish, sync_readme
 from .results import write_results
+from .run_record import utc_now
 
 SECTIONS = ("theory", "stability", "empirical", "spectral", "steering_text", "learning_curves")
 #: What a plain ``python -m paper_figures`` runs (``steering_text`` takes up to ``section_seconds("steering_text")``
@@ -75,9 +77,10 @@ DEFAULT_SECTIONS = ("theory", "stability", "empirical", "spectral")
 #: which 3.7 s profile and 0.7 s validation paths, measured at p = 576 on a shared core), and the separability LPs,
 #: 60 layers x 2 at ~14 s each on 1,443 rows: 14,400 x 1.07 + 1,700 ~ 17,100 s), then the pools' backtests
 #: (``pool_backtest_errors``: 33 of 110 CPU s of the evaluations of 10 Common layers at pool 400, i.e. x 1.43 on the
-#: evaluations): 14,400 x 1.07 x 1.43 + 1,700 ~ 23,700 s; ``--learning-scale goal`` runs a third of the
-#: evaluations, ~9,000 s (was ~6,800 without the backtests).
-SECTION_SECONDS = {"theory": 60, "stability": 20, "spectral": 1100, "learning_curves": 23700}
+#: evaluations): 14,400 x 1.07 x 1.43 + 1,700 ~ 23,700 s; then the LCDB families beside the power law
+#: (``pool_curves``: +5.5 s on the 83 s of an evaluation at pool 400, p = 576, x 1.066): ~25,200 s;
+#: ``--learning-scale goal`` runs a third of the evaluations, ~9,500 s (was ~6,800 without the backtests).
+SECTION_SECONDS = {"theory": 60, "stability": 20, "spectral": 1100, "learning_curves": 25200}
 
 
 def section_seconds(section: str) -> float:
@@ -139,9 +142,9 @@ def build_parser() -> argparse.ArgumentParser:
                         "what its manifest lists is replaced or removed); refused unless every invocation of the "
                         "run ran at one commit on a clean tree")
     p.add_argument("--sync-readme", action="store_true",
-                   help="with --publish: also regenerate the claims table of the repository's README.md from the "
-                        "publication; refused unless the run is complete (every default section finished in full "
-                        "mode, no --quick invocation)")
+                   help="with --publish: also regenerate the claims table of the repository's README.md and the "
+                        "generated blocks of its docs/*.md from the publication; refused unless the run is complete "
+                        "(every default section finished in full mode, no --quick invocation)")
     p.add_argument("--allow-mixed-commits", action="store_true",
                    help="with --publish: publish a run whose invocations ran at several commits or with uncommitted "
                         "changes (RESULTS.md's run lines show them)")
@@ -279,13 +282,17 @@ def _run(args) -> int:
     steps = RunProgress(_total_seconds(args, cap), enabled=not args.no_progress,
                         on_step=lambda: record("interrupted"))  # every finished step is in the record at once
     t_start = time.perf_counter()
+    started = utc_now()  # wall-clock stamps: the order and overlap of the invocations can be checked
     timings = {}
     earlier = _earlier_invocations(out)  # a resumed run keeps what the earlier ones measured
 
     def record(status: str) -> None:
-        """Save this invocation in the run record now, so that an interrupted one is recorded too."""
+        """Save this invocation in the run record now, so that an interrupted one is recorded too (with its start,
+        its end once it completes and the time of this save: :mod:`paper_figures.run_record`)."""
+        now = utc_now()
         info = dict(mode="quick" if args.quick else "full", sections=list(args.only), n_jobs=args.n_jobs,
-                    status=status, **git_state, cpus=os.cpu_count(),
+                    status=status, started_utc=started, ended_utc=None if status == "interrupted" else now,
+                    recorded_utc=now, **git_state, cpus=os.cpu_count(),
                     machine=f"{platform.machine()}, {platform.python_implementation()} {platform.python_version()}",
                     minutes=round((time.perf_counter() - t_start) / 60, 2), section_seconds=dict(timings),
                     step_seconds={k: round(v, 1) for k, v in steps.timings.items()}, current_step=steps.current,
@@ -364,7 +371,8 @@ def _publish(out: Path, target: Path, allow_mixed_commits: bool = False, allow_p
              sync: bool = False) -> None:
     """``--publish``: the committable copy (a partial run over complete published results only with
     ``--allow-partial``), and, only with ``--sync-readme`` and from a complete run, the README's claims table
-    regenerated from it (checked before anything is published)."""
+    regenerated from it (checked before anything is published), and the docs' generated blocks beside the README
+    (:func:`paper_figures.doc_blocks.sync_blocks`: docs/*.md's numbers of the published run)."""
     readme = README
     if sync:
         check_complete(output.load_json(out, "run_info") or {}, DEFAULT_SECTIONS, out)
@@ -372,6 +380,9 @@ def _publish(out: Path, target: Path, allow_mixed_commits: bool = False, allow_p
     print(f"[paper_figures] published to {target}: {len(written)} files")
     if sync and readme.exists():
         print(f"[paper_figures] claims table of {sync_readme(readme, Path(target) / 'claims.csv')} regenerated")
+        docs = [name for name, (document, _) in BLOCKS.items() if document != readme.name]
+        for path in sync_blocks(readme.parent, target, names=docs):
+            print(f"[paper_figures] generated blocks of {path} regenerated")
 
 
 if __name__ == "__main__":

@@ -39,7 +39,7 @@ from empirical.probes.registry import get_method, method_names
 from empirical.probes.structure import delta_sweep
 
 from . import empirical_plots
-from .claims import EQUAL_DATA_METHOD, STABILITY_DATASETS
+from .claims import EQUAL_DATA_METHOD, PAIRED_DATASETS, STABILITY_DATASETS
 from .output import draws_figures, load_table, save_figure, save_json, save_table, table_or_compute, vectors_path
 from .progress import RunProgress
 from .separability_tables import separability_control_summary, separability_control_table, separability_table
@@ -49,10 +49,11 @@ STEER_SETTINGS = (("counterfact", "away", 0.7), ("counterfact", "towards", 0.7),
                   ("hateeval", "away", None), ("sarcasm", "towards", None), ("sarcasm", "away", None),
                   ("stsa", "away", None), ("stsa", "towards", 0.8))
 STRUCTURE_DATASETS = ("stsa", "common", "hateeval")
-#: Accuracy-protocol variants on a subject-grouped split (:func:`empirical.probes.grouped_split`): table
-#: name -> dataset.  Counterfact states every subject once truly and once falsely, and the paper's random split
-#: puts the partners on both sides; the grouped variant keeps each subject on one side.
-GROUPED_VARIANTS = {"counterfact_grouped": "counterfact"}
+#: Accuracy-protocol variants on a grouped split (:func:`empirical.probes.grouped_split`, by the dataset's
+#: ``group_column``): table name -> dataset.  Cities states every city, Counterfact every subject, once truly and
+#: once falsely, and the paper's random split puts the partners on both sides; the grouped variant keeps each
+#: key on one side.
+GROUPED_VARIANTS = {f"{name}_grouped": name for name in PAIRED_DATASETS}
 
 
 def _methods(quick: bool) -> dict:
@@ -227,6 +228,7 @@ def run(out, *, model="smollm2", data_dir=None, max_per_class=500, quick=False, 
                "n": {k: int(len(v[2])) for k, v in data.items()}, "K": K, "n_jobs": n_jobs,
                "hidden_size": int(next(iter(data.values()))[1].shape[2]), "gcs_probes": methods["GCS"].n_probes,
                "stability_datasets": list(STABILITY_DATASETS),
+               "grouped_datasets": [name for name in GROUPED_VARIANTS.values() if name in data],
                "stability_layer_step": QUICK_STABILITY_LAYER_STEP if quick else STABILITY_LAYER_STEP},
               out, "empirical_setup")
 

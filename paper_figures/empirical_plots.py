@@ -246,12 +246,17 @@ def plot_steering(out):
     return save_figure(fig, out, "steering_metrics")
 
 
-@draws_figures
-def plot_structure(out):
-    """The delta-sweep predictor: predicted versus true test accuracy along the sweep (mean over seeds,
-    at each setting's C fixed in advance), one colour per (dataset, layer)."""
-    import matplotlib.pyplot as plt
+#: The spread columns of ``structure_scatter``: the standard deviation over the subsample seeds of each point's
+#: true and predicted accuracy, and the number of seeds (the figure's error bars; tables written before them lack
+#: them, and the figure then has none).
+STRUCTURE_SPREAD = ("Acc_true_sd", "Acc_pred_sd", "n_seeds")
 
+
+def structure_scatter_table(out) -> pd.DataFrame | None:
+    """The delta-sweep predictor's points, from the per-setting tables ``structure_<dataset>_layer<layer>`` at each
+    setting's C fixed in advance: per (dataset, layer, fraction) the mean over the subsample seeds of ``delta``,
+    ``Acc_true`` and ``Acc_pred``, their spread (:data:`STRUCTURE_SPREAD`) and the setting's ``rho_s`` and ``r``;
+    None when the run has none of those tables (a published copy holds only the result, ``structure_scatter``)."""
     summary = load_table(out, "structure_summary")
     if summary is None:
         return None
@@ -261,24 +266,48 @@ def plot_structure(out):
         if t is None:
             continue
         t = t[np.isclose(t.C, r.C if "C" in summary else 1.0 / r.lambda_star)]
-        m = t.groupby("fraction")[["delta", "Acc_true", "Acc_pred"]].mean().reset_index()
+        by_fraction = t.groupby("fraction")
+        m = by_fraction[["delta", "Acc_true", "Acc_pred"]].mean()
+        m = m.join(by_fraction[["Acc_true", "Acc_pred"]].std(ddof=1).add_suffix("_sd"))
+        m = m.assign(n_seeds=by_fraction.size()).reset_index()
         rows.append(m.assign(dataset=r.dataset, layer=r.layer, rho_s=r.rho_s, r=r.r))
-    if not rows:
+    return pd.concat(rows, ignore_index=True) if rows else None
+
+
+@draws_figures
+def plot_structure(out):
+    """The delta-sweep predictor: predicted versus true test accuracy along the sweep (mean over seeds,
+    at each setting's C fixed in advance), one colour per (dataset, layer), with bars of +-1 standard deviation
+    over the subsample seeds where the table has them (:data:`STRUCTURE_SPREAD`).  Drawn from
+    :func:`structure_scatter_table` (saved as ``structure_scatter``), or from the saved ``structure_scatter`` where
+    the run's per-setting tables are not there (a published copy)."""
+    import matplotlib.pyplot as plt
+
+    tab = structure_scatter_table(out)
+    if tab is not None:
+        save_table(tab, out, "structure_scatter")
+    else:
+        tab = load_table(out, "structure_scatter")
+    if tab is None or not len(tab):
         return None
-    tab = pd.concat(rows, ignore_index=True)
-    save_table(tab, out, "structure_scatter")
+    spread = set(STRUCTURE_SPREAD) <= set(tab.columns)
     fig, ax = plt.subplots(figsize=(5.4, 4.6))
     for k, ((name, layer), d) in enumerate(tab.groupby(["dataset", "layer"], sort=False)):
-        ax.plot(d.Acc_true, d.Acc_pred, marker="o", ms=4, lw=0.8, color=series_color(k),
-                label=f"{name} L{layer} (rho_s {d.rho_s.iloc[0]:.2f})")
-    lo = min(tab.Acc_true.min(), tab.Acc_pred.min()) - 0.02
-    hi = max(tab.Acc_true.max(), tab.Acc_pred.max()) + 0.02
+        ax.errorbar(d.Acc_true, d.Acc_pred, xerr=d.Acc_true_sd if spread else None,
+                    yerr=d.Acc_pred_sd if spread else None, marker="o", ms=4, lw=0.8, elinewidth=0.6, capsize=1.5,
+                    color=series_color(k), label=f"{name} L{layer} (rho_s {d.rho_s.iloc[0]:.2f})")
+    reach = {column: tab[f"{column}_sd"].fillna(0) if spread else 0 for column in ("Acc_true", "Acc_pred")}
+    lo = min((tab[column] - reach[column]).min() for column in reach) - 0.02
+    hi = max((tab[column] + reach[column]).max() for column in reach) + 0.02
     ax.plot([lo, hi], [lo, hi], color="0.5", lw=1, ls="--")
     ax.set_xlim(lo, hi)
     ax.set_ylim(lo, hi)
     ax.set_xlabel("true test accuracy")
     ax.set_ylabel("predicted accuracy (pool labels, test features)")
-    ax.set_title(f"delta-sweep predictor along delta = n/p, {model_label(out)}")
+    seeds = sorted({int(n) for n in tab.n_seeds}) if spread else []
+    bars = (f"bars: +-1 SD over {'-'.join(map(str, seeds[::max(len(seeds) - 1, 1)]))} subsample seeds" if spread
+            else "no bars: this run's table has no spread over the subsample seeds")
+    ax.set_title(f"delta-sweep predictor along delta = n/p, {model_label(out)}\n({bars})", fontsize=9)
     ax.legend(fontsize=7)
     return save_figure(fig, out, "structure_scatter")
 

@@ -6,7 +6,9 @@ measured one, for the spectral theory (:func:`empirical.probes.learning_curves.p
 ``calibrated`` and ``deconvolved``, Sigma from the pool and the other non-test rows as unlabelled rows), the isotropic
 theory beside it (``isotropic``: :func:`empirical.probes.learning_curves.isotropic_curve`), and the two
 baselines with the same inputs (``no_gain``: the pool's cross-validated accuracy; ``power_law``: a power law fitted to
-the pool's subsample accuracies).
+the pool's subsample accuracies), and beside the power law the learning-curve databases' four-parameter families
+fitted to the same subsample accuracies (``pow4``, ``mmf4``, ``wbl4``:
+:func:`empirical.probes.learning_curves.pool_curves`).
 
 Data: the datasets at the Concept-Depth benchmark's sizes (``max_per_class="reference"``: Common, HateEval, Sarcasm
 3,000 per class, Counterfact 2,000 per class, STSA's 6,920 rows, Cities all), every ``LAYER_STEP``-th layer.  The test
@@ -63,10 +65,11 @@ from empirical.numerics import standardize, standardize_stats, stratified_split
 from empirical.probes.layers import grouped_split  # noqa: E402
 from empirical.probes.learning_curves import (  # noqa: E402
     PLAN_CS,
+    POOL_CURVE_METHODS,
     isotropic_curve,
     no_gain_curve,
     pool_backtest_errors,
-    power_law_curve,
+    pool_curves,
     predict_learning_curve,
 )
 from empirical.probes.raptor import select_C  # noqa: E402
@@ -293,7 +296,7 @@ def evaluate_setting(H, y, test, pool_size, draw, *, multiples=MULTIPLES, teache
               for teacher, model in models.items()]
     curves.append(isotropic_curve(H[pool], y[pool], targets, Cs=Cs, n_test=n_test, random_state=draw))
     curves.append(no_gain_curve(H[pool], y[pool], targets, n_test=n_test, random_state=draw))
-    curves.append(power_law_curve(H[pool], y[pool], targets, Cs=Cs, n_test=n_test, n_boot=n_boot, random_state=draw))
+    curves += pool_curves(H[pool], y[pool], targets, Cs=Cs, n_test=n_test, n_boot=n_boot, random_state=draw).values()
     rows = []
     for i, (m, n) in enumerate(zip(kept, targets)):
         truth = truth_accuracies(H, y, order[:n], test, Cs, seed=draw)
@@ -549,7 +552,8 @@ def run(out, hidden, *, pools=POOLS, draws=DRAWS, multiples=MULTIPLES, layer_ste
     kw = dict(multiples=tuple(multiples), teachers=tuple(teachers), n_boot=int(n_boot))
     kw["signature"] = dict(kw, n_test=int(n_test), cs=[float(c) for c in PLAN_CS], truth="validation-selected C",
                            val_fraction=VAL_FRACTION, interval="profile + pool backtest",
-                           methods=["spectral", "isotropic", "no_gain", "power_law"])  # an older record lacks one
+                           methods=["spectral", "isotropic", "no_gain", *POOL_CURVE_METHODS])  # an older record
+    # lacks one
     jobs, separable = [], []
     for name, (H, labels, groups) in hidden.items():
         y = np.where(np.asarray(labels) > 0, 1.0, -1.0)

@@ -93,8 +93,9 @@ def _check_unchanged(path: Path, df: pd.DataFrame) -> bool:
     old, new = pd.read_csv(path, **_EXACT_FLOATS), df.reset_index(drop=True)
     raise PublishedTableChange(
         f"the rebuild would change the checksummed table {str(path)!r} ({len(old)} rows -> {len(new)} rows"
-        f"{'' if list(old.columns) == list(new.columns) else ', other columns'}): the data it derives from are not "
-        "all in this folder, so what was published is kept")
+        f"{'' if list(old.columns) == list(new.columns) else ', other columns'}): either the data it derives from "
+        "are not all in this folder or the code that derives it has changed since the run; what was published is "
+        "kept (a new run republishes it)")
 
 
 def save_table(df: pd.DataFrame, out: Path, name: str, *, floatfmt: str = ".4g") -> Path:

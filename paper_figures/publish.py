@@ -9,7 +9,8 @@ copy gives back the same ``claims.csv`` and ``RESULTS.md``, byte for byte (a tes
 A run is published only when it comes from one commit on a clean tree: every invocation recorded in
 ``tables/run_info.json`` ran at the same git commit without uncommitted changes (resumed and interrupted invocations
 at that commit are fine, and each is recorded); ``allow_mixed_commits`` overrides this, and RESULTS.md's run lines
-then show the commits.
+then show the commits.  Nor is a run whose invocations overlap in time (:func:`check_invocation_times`, from the
+record's start and end stamps: :mod:`paper_figures.run_record`).
 
 A publication deletes or replaces only what a publication wrote: it keeps a manifest of the files it wrote
 (``DIR/.publication.json``), removes only files an earlier manifest lists that this one does not write, and refuses
@@ -41,6 +42,7 @@ from empirical.common.files import (
 
 from . import output
 from .results import write_results
+from .run_record import invocations, overlapping_invocations
 
 #: Figures the README shows (file stems in ``OUT/figures``).
 KEY_FIGURES = ("accuracy_differences", "stability_by_layer", "spectral_stsa", "steering_metrics", "steering_text",
@@ -168,11 +170,6 @@ def check_complete(info: dict, sections, where) -> None:
                          "the README's claims table is regenerated only from a complete run")
 
 
-def invocations(info: dict) -> list:
-    """Every invocation a run record (``tables/run_info.json``) lists, oldest first."""
-    return [*info.get("earlier_invocations", []), {k: v for k, v in info.items() if k != "earlier_invocations"}]
-
-
 def check_one_clean_commit(info: dict, where) -> str:
     """The one git commit every invocation of a run ran at, or a ValueError naming ``where`` and what differs
     (several commits, uncommitted changes, an unknown commit, or no run record at all).
@@ -199,6 +196,23 @@ def check_one_clean_commit(info: dict, where) -> str:
                          f"{', '.join(c[:12] for c in commits)}; invocations with uncommitted changes or an unknown "
                          f"state: {dirty or 'none'}); rerun it at one commit, or pass --allow-mixed-commits")
     return commits[0]
+
+
+def check_invocation_times(info: dict, where) -> None:
+    """Refuse a run whose invocations overlap in time (two processes on one folder: one read what the other was
+    writing, and their timings shared the cores), from the run record's stamps
+    (:func:`paper_figures.run_record.overlapping_invocations`; entries without stamps are not checked).
+
+    Raises
+    ------
+    ValueError
+        Naming ``where`` and every overlap, with the invocations' times; or a damaged stamp.
+    """
+    overlaps = overlapping_invocations(info or {})
+    if overlaps:
+        raise ValueError(f"the run in {str(where)!r} has invocations that ran at the same time ("
+                         + "; ".join(words for _, _, words in overlaps) + "): their tables and timings may mix; "
+                         "rerun the sections one after the other")
 
 
 def publish(out, target, *, allow_mixed_commits: bool = False, allow_partial: bool = False) -> list:
@@ -237,6 +251,7 @@ def publish(out, target, *, allow_mixed_commits: bool = False, allow_partial: bo
     info = output.load_json(out, "run_info") or {}
     if not allow_mixed_commits:
         check_one_clean_commit(info, out)
+    check_invocation_times(info, out)
     with output.recording_reads() as cited:
         write_results(out)  # RESULTS.md and claims.csv, from the tables recorded as read
     check_not_partial(pd.read_csv(out / "claims.csv", keep_default_na=False), target, allow_partial)

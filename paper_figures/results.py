@@ -16,6 +16,7 @@ from empirical.probes.registry import methods
 
 from . import claims, grid, verdicts
 from .output import load_json, load_table, to_markdown
+from .run_record import TIMESTAMP_FORMAT, invocation_span, invocations, overlapping_invocations
 
 #: Figures in reading order: (file stem, heading, what it shows).
 FIGURES = (
@@ -118,15 +119,30 @@ OTHER_TABLES = (
 )
 #: Longest table embedded in RESULTS.md; longer ones are linked.
 MAX_EMBEDDED_ROWS = 40
+#: The figures' formats, as RESULTS.md states them: true of a run's folder and of a published copy, whose RESULTS.md
+#: is the run's own (:mod:`paper_figures.publish` copies the PNGs only).
+FIGURE_FORMATS = "PNG; a run's own folder also holds each as PDF, a published copy such as docs/results the PNG only"
+#: Why a column of an embedded table can be empty in every row (column -> reason), said where it is left out.
+EMPTY_COLUMN_REASONS = {claims.EQUAL_DATA_METHOD: "it costs no fit of its own, being the regularisation path's "
+                                                  "train-only solution at C*, kept from RAPTOR's fit"}
 
 
 def _embedded_table(out: Path, name: str) -> list:
+    """The lines that show the table ``name`` in RESULTS.md: the table itself, without the columns that have no value
+    in any row (named under it, with the reason :data:`EMPTY_COLUMN_REASONS` gives), or a link when it is longer
+    than :data:`MAX_EMBEDDED_ROWS`."""
     df = load_table(out, name)
     if df is None:
         return []
     if len(df) > MAX_EMBEDDED_ROWS:
         return [f"Numbers: [tables/{name}.csv](tables/{name}.csv) ({len(df)} rows).", ""]
-    return [f"`tables/{name}.csv`:", "", to_markdown(df, floatfmt=".3g"), ""]
+    empty = [str(column) for column in df.columns if len(df) and df[column].isna().all()]
+    lines = [f"`tables/{name}.csv`:", "", to_markdown(df.drop(columns=empty), floatfmt=".3g"), ""]
+    if empty:
+        lines += ["Left out, no value in any row: " + "; ".join(
+            column + (f": {EMPTY_COLUMN_REASONS[column]}" if column in EMPTY_COLUMN_REASONS else "")
+            for column in empty) + ".", ""]
+    return lines
 
 
 #: Notes shown under the claims table next to a claim (by its exact text, as :mod:`paper_figures.claims` writes
@@ -139,8 +155,20 @@ _GCS_TIE = ("Measured: RAPTOR's mean-over-layers accuracy is above GCS's in {gcs
             "RAPTOR's selected ridge is far stronger than GCS's fixed C = 1 (median C* = {raptor_median_C} over "
             "datasets and layers).")
 _XRFM = ("Measured: xRFM's mean-over-layers accuracy exceeds RAPTOR's at {xrfm_ahead_layers} of the "
-         "(dataset, layer) pairs of the paper's split; see the per-layer figure. Hypothesis (not tested here): a "
-         "kernel method reads concepts that are not yet linearly readable at a small model's early layers.")
+         "(dataset, layer) pairs of the paper's split; see the per-layer figure. On the paired datasets, whose "
+         "random split puts each statement's partner on the other side (RAPTOR - xRFM on the paper's split, "
+         "early layers against the rest): {xrfm_paired_layers}; the grouped-split rows and the robustness grid "
+         "without them are free of this artefact. At equal data (RAPTOR fitted on the training rows only, as xRFM "
+         "is) RAPTOR - xRFM is {xrfm_equal_best} on the grid-average best layer and {xrfm_equal_mean} on mean "
+         "over layers: parity with xRFM rests on RAPTOR's refit on train + validation, 80 % of the rows against "
+         "xRFM's 60 %. Hypothesis (not tested here): a kernel method reads concepts that are not yet linearly "
+         "readable at a small model's early layers.")
+_STABILITY = ("This design cannot decide the stability claims at the paper's effect sizes: it detects "
+              "{stab_mde} mean |cos| with 80 % power, and the paper's gaps are {paper_gap_xrfm} (RAPTOR - xRFM) and "
+              "{paper_gap_gcs} (GCS - RAPTOR), medians over its six settings. The point estimates run against the "
+              "paper in both directions: under the paper's protocol RAPTOR - GCS is {raptor_gcs_paper}, against "
+              "\"GCS remains the most stable method\"; RAPTOR - xRFM is {raptor_xrfm_paper} under the paper's protocol "
+              "and {raptor_xrfm_equal} at equal data (RAPTOR without the train + validation refit){xrfm_data_size}.")
 EXPLANATIONS = {
     "RAPTOR beats GCS on mean-over-layers accuracy in every setting": _GCS_TIE,
     "RAPTOR beats or ties GCS on best-layer accuracy": _GCS_TIE,
@@ -154,6 +182,8 @@ EXPLANATIONS = {
     "simulation converges to the theory as p grows (bias falls with p)":
         "A quantity whose bias stays within 3 standard errors of zero at every p cannot show a slope; more "
         "replicates at small p resolve it (docs/sims.md).",
+    **{f"{claim} ({protocol})": _STABILITY for _, claim, *_ in claims.STABILITY_CLAIMS
+       for protocol in claims.STABILITY_PROTOCOLS},
 }
 
 #: What every term in RESULTS.md means (shown once, before the claims), after the compared methods (each method's
@@ -193,6 +223,8 @@ def _protocol_lines(setup: dict) -> list:
     if not setup:
         return lines + [""]
     n = setup.get("n", {})
+    # runs before the field grouped Counterfact alone
+    grouped = " and ".join(name.capitalize() for name in setup.get("grouped_datasets", ["counterfact"]))
     lines += ["", "Where our run differs from the paper's:", "", "| | paper | ours | why |",
               "| --- | --- | --- | --- |",
               f"| model | 3B-70B instruction models | `{setup.get('model', 'smollm2')}` (SmolLM2-135M-Instruct, "
@@ -202,8 +234,8 @@ def _protocol_lines(setup: dict) -> list:
               f"file order ({', '.join(f'{k} {v}' for k, v in n.items())} rows) | run time |",
               "| hate speech | HateXplain | HateEval | the dataset we have |",
               f"| splits | one 60/20/20 split | the paper's split (seed 42) and "
-              f"{max(len(setup.get('split_seeds', [])) - 1, 0)} more seeds; Counterfact also subject-grouped | "
-              "intervals; the paired statements of Counterfact |",
+              f"{max(len(setup.get('split_seeds', [])) - 1, 0)} more seeds; {grouped} also on a grouped split | "
+              f"intervals; the paired statements of {grouped} |",
               f"| GCS probes | 100 | {setup.get('gcs_probes', 100)} | -- |",
               f"| stability | 6 settings | {', '.join(setup.get('stability_datasets', []))}, every "
               f"{_ordinal(setup.get('stability_layer_step'))} layer, K = {setup.get('K', '?')} | run time |",
@@ -243,11 +275,15 @@ def _rules_lines() -> list:
             "- **One rule both ways.** *holds* when the Holm-adjusted p-value of the claim is below "
             f"{verdicts.ALPHA:g}; *does not hold* when the Holm-adjusted p-value of its opposite is.",
             f"- **Power.** `mde` is the minimal detectable effect at {100 * verdicts.POWER:.0f} % power (for a count, "
-            "the true share of settings needed). A claim whose design cannot reach p < "
-            f"{verdicts.ALPHA:g} at all (a sign test over five datasets: smallest p 1/32) gets *--* and the reason, "
-            "not *inconclusive*.",
-            "- Each accuracy claim is checked on the paper's six datasets (primary) and again without Counterfact "
-            "(robustness), so no verdict rests on Counterfact's split artefact.",
+            "the true share of settings needed), in the units of the tested quantity. A claim whose design cannot "
+            f"reach p < {verdicts.ALPHA:g} after its family's Holm step on its own data (its smallest p times the "
+            "family's size: a sign test over six datasets, 1/64, or a rank among 100 random draws, 1/101, in a family "
+            "of several tests), or cannot detect the paper's own effect with "
+            f"{100 * verdicts.POWER:.0f} % power, gets *--* and the reason, not *inconclusive*.",
+            "- Each accuracy claim is checked on the paper's six datasets (primary) and again without Cities and "
+            "Counterfact (robustness), so no verdict rests on their split artefact (each states a city or subject "
+            "once truly and once falsely; the paper's random split puts the partners on both sides). Both are "
+            "reported on a grouped split too.",
             "- *--*: a description, a claim that cannot fail on this run (true by construction, guaranteed by the "
             "data's size, ordinary CLT behaviour), or a design that cannot decide; it carries no verdict.", ""]
 
@@ -290,15 +326,17 @@ def _accuracy_table(out: Path) -> list:
             to_markdown(pd.DataFrame(rows)), ""]
 
 
-def _facts(out: Path) -> dict:
-    """Measured numbers the explanations quote (``n/a`` when the run has not produced them)."""
+def _facts(out: Path, table: pd.DataFrame | None = None) -> dict:
+    """Measured numbers the explanations quote (``n/a`` when the run has not produced them); ``table`` is the
+    run's claims table (:func:`paper_figures.claims.claims_table`, computed when not given)."""
     layers = [t for t in (load_table(out, f"layers_{n}") for n in claims.PAPER_DATASETS) if t is not None]
     layers = pd.concat(layers) if layers else pd.DataFrame()
     c_star = (layers.loc[layers["method"] == "RAPTOR", "C_star"].dropna() if {"method", "C_star"} <= set(layers)
               else pd.Series(dtype=float))
     facts = {"raptor_median_C": f"{c_star.median():.2g}" if len(c_star) else "n/a", "gcs_split_sd": "n/a",
              "xrfm_ahead_layers": "n/a", "gcs_positive": "n/a", "gcs_average": "n/a", "gcs_seeds": "n/a",
-             "gcs_mde": "n/a"}
+             "gcs_mde": "n/a", "xrfm_paired_layers": "n/a", "xrfm_equal_best": "n/a", "xrfm_equal_mean": "n/a",
+             **_stability_facts(out, claims.claims_table(out) if table is None else table)}
     by_seed = load_table(out, "accuracy_by_seed")
     if by_seed is not None and {"RAPTOR", "GCS"} <= set(by_seed.method):
         w = by_seed[by_seed.dataset.isin(claims.PAPER_DATASETS)].pivot_table(index=["dataset", "seed"],
@@ -318,10 +356,66 @@ def _facts(out: Path) -> dict:
                 for _, r in per.iterrows()]
         if mdes:
             facts["gcs_mde"] = f"{100 * min(mdes):.1f}-{100 * max(mdes):.1f} points"
+    if by_seed is not None and {claims.EQUAL_DATA_METHOD, "xRFM"} <= set(by_seed.method):
+        diffs = claims.paired_differences(by_seed[by_seed.method != "RAPTOR"], reference=claims.EQUAL_DATA_METHOD)
+        for metric in ("best", "mean"):
+            a = diffs[(diffs.dataset == claims.average_label()) & (diffs.baseline == "xRFM") & (diffs.metric == metric)]
+            if len(a):
+                a = a.iloc[0]
+                facts[f"xrfm_equal_{metric}"] = claims.format_estimate(a["diff"], a["ci_low"], a["ci_high"], pct=True,
+                                                                       signed=True)
     if {"method", "test_accuracy"} <= set(layers) and {"RAPTOR", "xRFM"} <= set(layers.method):
         w = layers.pivot_table(index=["dataset", "layer"], columns="method", values="test_accuracy")
         facts["xrfm_ahead_layers"] = f"{int((w['xRFM'] > w['RAPTOR']).sum())}/{len(w)}"
+        facts["xrfm_paired_layers"] = "; ".join(_early_layer_gap(w, name) for name in claims.PAIRED_DATASETS
+                                                if name in w.index.get_level_values("dataset")) or "n/a"
     return facts
+
+
+def _stability_facts(out: Path, table: pd.DataFrame) -> dict:
+    """The numbers of the stability note: the claims' MDE range (from the claims ``table``), the paper's gaps, and
+    RAPTOR - GCS and RAPTOR - xRFM per dataset under the paper's protocol and at equal data."""
+    facts = dict(stab_mde="n/a", raptor_gcs_paper="n/a", raptor_xrfm_paper="n/a", raptor_xrfm_equal="n/a",
+                 xrfm_data_size="", paper_gap_xrfm=f"{claims.paper_stability_gap('xRFM'):.3g}",
+                 paper_gap_gcs=f"{-claims.paper_stability_gap('GCS'):.3g}")
+    tested = table[(table.area == "stability") & table.mde.str.contains("detects")]
+    mdes = tested.mde.str.extract(r"detects ([-+0-9.e]+)")[0].astype(float)
+    if len(mdes):
+        facts["stab_mde"] = f"{mdes.min():.2f}-{mdes.max():.2f}"
+    names = claims.STABILITY_DATASETS
+    stab = claims._concat(Path(out) / "tables", [f"stability_{n}" for n in names])
+    if stab is None:
+        return facts
+    equal = claims._concat(Path(out) / "tables", [f"stability_equal_data_{n}" for n in names])
+    paper = claims.stability_differences(stab)
+
+    def per_dataset(d, baseline):
+        d = d[d.baseline == baseline]
+        return (f"{', '.join(f'{r.dataset} {r.diff:+.3f}' for r in d.itertuples())} (above on "
+                f"{int((d['diff'] > 0).sum())}/{len(d)})"), d.set_index("dataset")["diff"]
+
+    facts["raptor_gcs_paper"], _ = per_dataset(paper, "GCS")
+    facts["raptor_xrfm_paper"], lead = per_dataset(paper, "xRFM")
+    if equal is not None:
+        both = pd.concat([stab[stab.method != "RAPTOR"], equal], ignore_index=True)
+        facts["raptor_xrfm_equal"], at_equal = per_dataset(
+            claims.stability_differences(both, reference=claims.EQUAL_DATA_METHOD), "xRFM")
+        flips = (lead > 0) & (at_equal.reindex(lead.index) < 0)
+        if len(lead) and flips.all():
+            facts["xrfm_data_size"] = (": RAPTOR's lead over xRFM under the paper's protocol turns into a deficit "
+                                       "at equal data on every dataset, so it comes from RAPTOR's larger training "
+                                       "set (train + validation), not from the estimator")
+    return facts
+
+
+def _early_layer_gap(by_layer: pd.DataFrame, name: str) -> str:
+    """RAPTOR - xRFM (points) of one dataset at its first third of the layers and at the rest, from the
+    ``(dataset, layer) x method`` table of test accuracies."""
+    d = 100 * (by_layer.loc[name, "RAPTOR"] - by_layer.loc[name, "xRFM"])
+    last_early = max(1, len(d) // 3)
+    early, late = d[d.index <= d.index[last_early - 1]], d[d.index > d.index[last_early - 1]]
+    return (f"{name} {d.mean():+.1f} pts over all layers, {early.mean():+.1f} at layers {early.index.min()}-"
+            f"{early.index.max()}, {late.mean():+.1f} at layers {late.index.min()}-{late.index.max()}")
 
 
 def _format_claims(table: pd.DataFrame) -> pd.DataFrame:
@@ -347,12 +441,13 @@ def _plain_words(table: pd.DataFrame, facts: dict) -> list:
     lines.append("")
     by_reason = {}  # one bullet per explanation, naming every claim it explains
     for r in table.itertuples():
-        if r.verdict in ("does not hold", "inconclusive") and r.claim in EXPLANATIONS:
+        if r.verdict in ("does not hold", "inconclusive", "--") and r.claim in EXPLANATIONS:
             by_reason.setdefault(EXPLANATIONS[r.claim].format(**facts), []).append(
                 f"**{r.claim}** ({r.datasets}: {r.verdict})")
     notes = [f"- {'; '.join(dict.fromkeys(names))}: {reason}" for reason, names in by_reason.items()]
     if notes:
-        lines += ["Notes on the claims that do not hold or are inconclusive:", ""] + notes + [""]
+        lines += (["Notes on the claims that do not hold, are inconclusive or cannot be decided here:", ""] + notes
+                  + [""])
     lines += ["- Best-layer accuracy picks the layer by test accuracy (the paper's definition); it is optimistic "
               "for every method, more so for noisy ones. Mean over layers is the fairer comparison.", ""]
     return lines
@@ -371,15 +466,22 @@ INTERRUPTED = " (interrupted: its wall time runs to its last record, not to its 
 
 
 def _run_lines(info: dict) -> list:
-    """One line per invocation that produced this run's tables (a resumed run keeps the earlier ones)."""
-    runs = [*info.get("earlier_invocations", []), {k: v for k, v in info.items() if k != "earlier_invocations"}]
+    """One line per invocation that produced this run's tables (a resumed run keeps the earlier ones), with its
+    start and end where the record has them, and a flag on each invocation that overlapped an earlier one
+    (:func:`paper_figures.run_record.overlapping_invocations`)."""
+    runs = invocations(info)
+    overlaps = {later: words for _, later, words in overlapping_invocations(info)}
     lines = []
     for i, r in enumerate(runs, start=1):
+        span = invocation_span(r, i)
+        when = ("" if span is None else f", {span[0]:{TIMESTAMP_FORMAT}} to {span[1]:{TIMESTAMP_FORMAT}}"
+                + ("" if r.get("ended_utc") else " (its last record)"))
         lines.append(f"- invocation {i}: {r.get('mode', 'full')} mode, sections {', '.join(r.get('sections', []))}, "
                      f"{r.get('minutes', float('nan')):.1f} min wall time on {r.get('cpus')} CPU core(s), "
-                     f"{r.get('n_jobs')} worker(s), git commit {str(r.get('git_commit', 'unknown'))[:12]}"
+                     f"{r.get('n_jobs')} worker(s), git commit {str(r.get('git_commit', 'unknown'))[:12]}{when}"
                      f"{' (uncommitted changes)' if r.get('git_dirty') else ''}"
-                     f"{INTERRUPTED if r.get('status') == 'interrupted' else ''}")
+                     f"{INTERRUPTED if r.get('status') == 'interrupted' else ''}"
+                     + (f" (OVERLAP: {overlaps[i]})" if i in overlaps else ""))
     total = sum(float(r.get("minutes", 0) or 0) for r in runs)
     bound = "at least " if any(r.get("status") == "interrupted" for r in runs) else ""
     return ["Run:", ""] + lines + [f"- total wall time {bound}{total:.1f} min", ""]
@@ -390,9 +492,9 @@ TIME_PHASES = (
     ("theory and stability-theory sections", r"^(theory: |stability theory vs simulation)"),
     ("load model", r"^load model$"),
     ("extraction of hidden states (0 where cached)", r"^extract "),
-    ("probes per layer, the paper's split (seed 42)", r"^(?!counterfact_grouped).*probes per layer, split seed 42$"),
-    ("probes per layer, the other split seeds", r"^(?!counterfact_grouped).*probes per layer, split seed"),
-    ("probes per layer, subject-grouped Counterfact", r"^counterfact_grouped: probes per layer"),
+    ("probes per layer, the paper's split (seed 42)", r"^(?!\w+_grouped:).*probes per layer, split seed 42$"),
+    ("probes per layer, the other split seeds", r"^(?!\w+_grouped:).*probes per layer, split seed"),
+    ("probes per layer, grouped Cities and Counterfact", r"^\w+_grouped: probes per layer"),
     ("directional stability (paper's protocol)", r": directional stability"),
     ("directional stability (equal data)", r": stability, equal data$"),
     ("separability (paper's test)", r": separability$"),
@@ -507,7 +609,7 @@ def write_results(out) -> Path:
     table = claims.claims_table(out)
     lines = ["# RAPTOR on SmolLM2-135M-Instruct: the paper's claims, checked", "",
              "Generated by `python -m paper_figures` from the tables in `tables/` (every number here is in a CSV "
-             "there) and the figures in `figures/` (PNG and PDF).", ""]
+             f"there) and the figures in `figures/` ({FIGURE_FORMATS}).", ""]
     if setup:
         lines += [f"Model `{setup.get('model')}` ({setup.get('layers')} layers, hidden size "
                   f"{setup.get('hidden_size')}), "
@@ -539,7 +641,7 @@ def write_results(out) -> Path:
     lines += ["## The paper's claims", "", to_markdown(_format_claims(table)) if len(table) else "(no claims: the "
               "empirical section has not run)", ""]
     if len(table):
-        lines += _plain_words(table, _facts(out))
+        lines += _plain_words(table, _facts(out, table))
     lines += _accuracy_table(out)
     lines += grid.grid_markdown(out)
     lines += ["## Figures", ""] + _figure_section(out)

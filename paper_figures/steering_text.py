@@ -7,7 +7,8 @@ Writes ``tables/steering_text_<dataset>.csv`` (every method x setting x directio
 columns), ``tables/steering_text_summary.csv`` (the selected operating points, report half) and
 ``tables/steering_text_default.csv`` (the default setting chosen from the measurement, with its report-half
 shifts: :func:`default_table`), ``tables/steering_text_null.csv`` (the per-draw shifts of the null directions of
-every row, the directions-as-unit test: ``dataset, method, setting, direction, half, stream, draw, sign, shift``,
+every tested row, the directions-as-unit test, isotropic and covariance-matched: ``dataset, method, setting,
+direction, half, stream, draw, sign, shift, null_kind``,
 :data:`empirical.llm.steering_eval.NULL_COLUMNS`; per dataset ``steering_text_null_<dataset>.csv``),
 ``tables/steering_text_timing.csv`` and ``figures/steering_text.png`` (concept-specific shift vs perplexity ratio,
 report half, towards and away apart: :func:`plot`). Resumable per dataset.
@@ -41,15 +42,18 @@ METHODS = ("RAPTOR", "DiffMeans", "GCS", "xRFM")
 #: (no prompt / all-position twins: a twin that is the tested point re-runs the prompt for each of its 100 null
 #: directions, 76 of the 190 minutes the timing model gave the earlier design, docs/steering.md, Cost); 100 null
 #: directions (50 antithetic pairs, the report half's stream) for the tested point of each method and direction (the
-#: rank test), 10 (``N_RANDOM_SELECTION``) as the random control everywhere else. Upper bound of the timing model:
-#: :func:`full_run_seconds` (<= 60 min on two cores, a test).
+#: rank test), 10 (``N_RANDOM_SELECTION``) as the random control everywhere else; beside the isotropic null, 100
+#: covariance-matched directions (the layer's own state distribution) for the same tested points; 10 random
+#: directions (``N_TEXT_RANDOM``, five antithetic pairs) as the VADER control of a sentiment dataset's report rows.
+#: Upper bound of the timing model: :func:`full_run_seconds` (<= 60 min on two cores, a test).
 FULL = dict(datasets=DATASETS, methods=METHODS, n_prompts=100, n_generate=64, max_new_tokens=32, gcs_probes=100,
-            n_random=100, n_random_selection=10,
+            n_random=100, n_random_selection=10, n_random_matched=100, n_text_random=10,
             n_candidates=1, stage2_positions=(), twin_methods=())
 #: ``--quick``: a look at the pipeline, not a measurement (one dataset, RAPTOR, 8 prompts, every stage; 40 null
-#: directions for the tested points, the least whose rank p can reach 0.025; 4 as the control).
+#: directions for the tested points, the least whose rank p can reach 0.025, isotropic and covariance-matched; 4 as
+#: the control; 2 for VADER).
 QUICK = dict(datasets=("stsa",), methods=("RAPTOR",), n_prompts=8, n_generate=2, max_new_tokens=8, gcs_probes=20,
-             n_random=40, n_random_selection=4,
+             n_random=40, n_random_selection=4, n_random_matched=40, n_text_random=2,
              n_candidates=1, stage2_positions=("all",), twin_methods=("RAPTOR",))
 
 
@@ -106,7 +110,8 @@ def stage_seconds(scale=None, measurable=MEASURABLE, tested_twins=True) -> dict:
             n_generate=scale["n_generate"], max_new_tokens=scale["max_new_tokens"],
             twin_methods=scale["twin_methods"], n_random=scale["n_random"],
             n_random_selection=scale["n_random_selection"], tested_twins=tested_twins,
-            measurable=measurable is None or name in measurable)
+            n_random_matched=scale["n_random_matched"], n_text_random=scale["n_text_random"],
+            sentiment=datasets.get_dataset(name).sentiment, measurable=measurable is None or name in measurable)
         for stage, seconds in one.items():
             out[stage] = out.get(stage, 0.0) + seconds
     return out
@@ -119,24 +124,58 @@ def full_run_seconds(scale=None, measurable=MEASURABLE, tested_twins=True) -> fl
 
 
 #: The design before the 60-minute limit (issue 36): two candidates per method and direction, RAPTOR's best with
-#: prompt and all-position twins (the timing model's comparison row in :func:`cost_block`).
-EARLIER = dict(FULL, n_candidates=2, stage2_positions=("prompt", "all"), twin_methods=("RAPTOR",))
+#: prompt and all-position twins (the timing model's comparison row in :func:`cost_block`); it had neither the
+#: covariance-matched null nor the VADER control's further directions.
+EARLIER = dict(FULL, n_candidates=2, stage2_positions=("prompt", "all"), twin_methods=("RAPTOR",), n_random_matched=0,
+               n_text_random=1)
+#: :data:`FULL` without the covariance-matched null and the VADER control's further directions (what they cost).
+WITHOUT_NEW_DRAWS = dict(FULL, n_random_matched=0, n_text_random=1)
+#: :data:`FULL` with 6 random directions as the control (not the test): a cheaper control for a run near the hour.
+FEWER_CONTROLS = dict(FULL, n_random_selection=6)
+#: :data:`FEWER_CONTROLS` with fewer covariance-matched draws (40, the least whose rank p can reach 0.025) and VADER
+#: draws (4): the settings that bring a run with :data:`WITH_SARCASM` measurable back under the hour (a test).
+REDUCED_DRAWS = dict(FEWER_CONTROLS, n_random_matched=40, n_text_random=4)
+#: The measurable read-outs of the case that nears the hour: :data:`MEASURABLE` and Sarcasm (measured at 9a33f49).
+WITH_SARCASM = (*MEASURABLE, "sarcasm")
+#: The rows of :func:`cost_block`: (label, scale, measurable read-outs as for :func:`stage_seconds`, tested_twins).
+COST_ROWS = (
+    ("full (this design)", FULL, MEASURABLE, True),
+    ("full without the matched null and the VADER draws", WITHOUT_NEW_DRAWS, MEASURABLE, True),
+    ("full, `n_random_selection` = 6", FEWER_CONTROLS, MEASURABLE, True),
+    ("full without the matched null and the VADER draws", WITHOUT_NEW_DRAWS, WITH_SARCASM, True),
+    ("full (this design)", FULL, WITH_SARCASM, True),
+    ("full, `n_random_selection` = 6", FEWER_CONTROLS, WITH_SARCASM, True),
+    ("full, `n_random_selection` = 6, `n_random_matched` = 40, `n_text_random` = 4", REDUCED_DRAWS, WITH_SARCASM,
+     True),
+    ("earlier design (2 candidates, RAPTOR twins tested)", EARLIER, MEASURABLE, True),
+    ("earlier design, tested points at the answer positions", EARLIER, MEASURABLE, False),
+    ("full (this design)", FULL, None, True),
+)
 COST_START, COST_END = "<!-- steering-cost:start -->", "<!-- steering-cost:end -->"
 
 
 def cost_block() -> str:
     """The timing model's table of docs/steering.md (between :data:`COST_START` and :data:`COST_END`; a test
-    checks that the document holds this text): minutes per stage, summed over the datasets, for :data:`FULL` and
-    :data:`EARLIER` with :data:`MEASURABLE` read-outs valid, and for :data:`FULL` with every read-out valid."""
-    stages = ("validity", "fit", "screen", "candidate", "generate", "report", "null")
-    runs = [("full (this design), " + " + ".join(MEASURABLE) + " measurable", stage_seconds(FULL)),
-            ("earlier design (2 candidates, RAPTOR twins tested)", stage_seconds(EARLIER)),
-            ("earlier design, tested points at the answer positions", stage_seconds(EARLIER, tested_twins=False)),
-            ("full (this design), every dataset measurable", stage_seconds(FULL, measurable=None))]
-    lines = [COST_START, "| run (timing model, minutes on 2 cores, upper bound) | " + " | ".join(stages) + " | total |",
-             "|---" * (len(stages) + 2) + "|"]
-    for label, sec in runs:
-        lines.append(f"| {label} | " + " | ".join(f"{sec.get(s, 0.0) / 60:.1f}" for s in stages)
+    checks that the document holds this text, and the page's prose quotes no minutes of its own).
+
+    One row per entry of :data:`COST_ROWS`: :data:`FULL`, without its new draws (:data:`WITHOUT_NEW_DRAWS`) and with
+    cheaper controls (:data:`FEWER_CONTROLS`, :data:`REDUCED_DRAWS`) for :data:`MEASURABLE` and
+    :data:`WITH_SARCASM` read-outs valid, :data:`EARLIER` for comparison, and :data:`FULL` with every read-out valid.
+
+    Returns
+    -------
+    str
+        The Markdown table, markers included: per row the minutes of each stage of :func:`stage_seconds`, summed
+        over the datasets (0.0 for a stage the row does not run), and their total in bold, to 0.1 min; upper bounds
+        on two idle cores (:data:`empirical.llm.steering_cost.COST_SECONDS`).
+    """
+    stages = ("validity", "fit", "screen", "candidate", "generate", "report", "null", "matched", "text")
+    lines = [COST_START, "| run (timing model, minutes on 2 cores, upper bound) | measurable | " + " | ".join(stages)
+             + " | total |", "|---" * (len(stages) + 3) + "|"]
+    for label, scale, measurable, tested_twins in COST_ROWS:
+        sec = stage_seconds(scale, measurable, tested_twins)
+        valid = "every dataset" if measurable is None else " + ".join(measurable)
+        lines.append(f"| {label} | {valid} | " + " | ".join(f"{sec.get(s, 0.0) / 60:.1f}" for s in stages)
                      + f" | **{sec['total'] / 60:.1f}** |")
     return "\n".join(lines + [COST_END])
 
@@ -164,6 +203,7 @@ def dataset_table(name, mdl, tok, H, ds, *, data_dir=None, quick=False, progress
     scale = QUICK if quick else FULL
     protocol = SteeringProtocol(n_generate=scale["n_generate"], max_new_tokens=scale["max_new_tokens"], batch_size=50,
                                 n_random=scale["n_random"], n_random_selection=scale["n_random_selection"],
+                                n_random_matched=scale["n_random_matched"], n_text_random=scale["n_text_random"],
                                 n_candidates=scale["n_candidates"], stage2_positions=scale["stage2_positions"],
                                 twin_methods=scale["twin_methods"])
     # a dataset with its own held-out file steers on it (the registry's test_files: STSA)
@@ -267,6 +307,8 @@ def timing(table: pd.DataFrame) -> pd.DataFrame:
 
 #: Marker of each (kind, layer choice, positions) series of a method in :func:`plot` (the colour is the method's).
 MARKERS = ("o", "s", "D", "^", "v", "P", "X", "*", "<", ">")
+#: Colour of the covariance-matched null directions' dots in :func:`plot_null` (the isotropic ones are grey).
+MATCHED_COLOR = "#c8963e"
 #: Colour of the legend entry of the points that fail a gate on the report half (each such point is drawn hollow in
 #: its method's colour, faded, and annotated "gated", so that the method can still be told).
 GATED_COLOR = "0.55"
@@ -430,10 +472,11 @@ def tested_points(table: pd.DataFrame) -> pd.DataFrame:
 @draws_figures
 def plot_null(table: pd.DataFrame, null: pd.DataFrame, out):
     """The directions-as-unit test drawn: for every tested point (:func:`tested_points`), the answer log-odds shift
-    of each of its random directions (grey, one dot per draw: norm-matched, antithetic, drawn for the report half)
-    and the concept direction's shift (the method's colour), with its rank among them and the rank p = (1 + #{null
-    >= concept}) / (1 + N). One panel per measurable dataset and direction; the datasets whose read-out is not
-    measurable after Holm are named under the figure with their adjusted p.
+    of each of its random directions (grey, one dot per draw: norm-matched, antithetic, drawn for the report half;
+    the covariance-matched ones in ochre beside them where the table has them) and the concept direction's shift
+    (the method's colour), with its rank among them and the rank p = (1 + #{null >= concept}) / (1 + N). One panel
+    per measurable dataset and direction; the datasets whose read-out is not measurable after Holm are named under
+    the figure with their adjusted p.
 
     Parameters
     ----------
@@ -459,19 +502,30 @@ def plot_null(table: pd.DataFrame, null: pd.DataFrame, out):
         [int(((points["dataset"] == d) & (points["direction"] == r)).sum()) for d, r in panels] + [1])
         * len(panels)), squeeze=False)
     rng = np.random.default_rng(0)  # vertical jitter of the grey dots only
+    # the isotropic null (grey) and, where measured, the covariance-matched one (ochre, above it); a table written
+    # before the matched null has no null_kind: every draw is isotropic
+    kinds = null["null_kind"].fillna("isotropic") if "null_kind" in null else pd.Series("isotropic", index=null.index)
     for ax, (name, direction) in zip(axes[:, 0], panels):
         d = points[(points["dataset"] == name) & (points["direction"] == direction)]
         d = d.sort_values("method", key=lambda m: m.map(order).fillna(len(order)), kind="stable")
         labels = []
         for y, r in enumerate(d.itertuples()):
-            draws = null[(null["dataset"] == name) & (null["method"] == r.method) & (null["setting"] == r.setting)
-                         & (null["direction"] == direction) & (null["half"] == "report")]["shift"].to_numpy(float)
-            ax.scatter(draws, y + rng.uniform(-0.18, 0.18, draws.size), s=7, color="0.6", lw=0, zorder=2)
+            row = (null["dataset"] == name) & (null["method"] == r.method) & (null["setting"] == r.setting) \
+                & (null["direction"] == direction) & (null["half"] == "report")
+            draws = null.loc[row & (kinds == "isotropic"), "shift"].to_numpy(float)
+            matched = null.loc[row & (kinds == "matched"), "shift"].to_numpy(float)
+            ax.scatter(draws, y + rng.uniform(-0.18, 0.18, draws.size) - (0.12 if matched.size else 0.0), s=7,
+                       color="0.6", lw=0, zorder=2)
+            if matched.size:
+                ax.scatter(matched, y + 0.22 + rng.uniform(-0.08, 0.08, matched.size), s=7, color=MATCHED_COLOR, lw=0,
+                           zorder=2)
             color = method_color(r.method)
             ax.scatter([r.answer_logodds_shift], [y], s=70, marker="D", color="none" if r.gated else color,
                        edgecolor=color, lw=1.5, zorder=3)
-            ax.annotate(f"rank {int(r.null_rank)}/{len(draws) + 1}, p = {r.null_p:.3g}"
-                        + (" (gated)" if r.gated else ""), (r.answer_logodds_shift, y), xytext=(7, 5),
+            label = f"rank {int(r.null_rank)}/{len(draws) + 1}, p = {r.null_p:.3g}"
+            if matched.size and pd.notna(getattr(r, "matched_null_p", np.nan)):
+                label += f"; matched rank {int(r.matched_null_rank)}/{matched.size + 1}, p = {r.matched_null_p:.3g}"
+            ax.annotate(label + (" (gated)" if r.gated else ""), (r.answer_logodds_shift, y), xytext=(7, 5),
                         textcoords="offset points", fontsize=7, color=color)
             labels.append(f"{r.method}\n{r.setting}")
         ax.set_yticks(range(len(labels)), labels, fontsize=7)
@@ -485,7 +539,8 @@ def plot_null(table: pd.DataFrame, null: pd.DataFrame, out):
     axes[-1, 0].set_xlabel("answer log-odds shift towards the target, mean over the report half's prompts (nats)")
     note = not_measurable_note(table)
     fig.suptitle("Steering, report half: each tested concept direction (diamond; hollow = fails a gate) among "
-                 "norm-matched random directions (grey)", fontsize=9)
+                 "norm-matched random directions (grey: isotropic"
+                 + ("; ochre: covariance-matched" if (kinds == "matched").any() else "") + ")", fontsize=9)
     fig.text(0.01, 0.005, note, fontsize=7, color="0.3", wrap=True)
     fig.tight_layout(rect=(0, 0.04 if note else 0, 1, 1))
     return save_figure(fig, out, "steering_text_null")

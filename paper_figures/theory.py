@@ -199,7 +199,7 @@ def finite_size_table(raw: pd.DataFrame, point=FINITE_SIZE_POINT) -> pd.DataFram
     return pd.DataFrame(recs)
 
 
-def _weighted_slope(x, y, sd):
+def weighted_slope(x, y, sd):
     """Weighted least-squares slope of y on x (weights 1/sd^2) and its standard error."""
     w = 1.0 / np.asarray(sd, float) ** 2
     xm = np.sum(w * x) / np.sum(w)
@@ -222,12 +222,12 @@ def finite_size_slopes(table: pd.DataFrame) -> pd.DataFrame:
     for q, g in table.groupby("quantity", sort=False):
         g = g.sort_values("p")
         x = np.log(g.p.to_numpy(float))
-        std_slope, std_se = _weighted_slope(x, np.log(g["std"].to_numpy(float)), (g.std_se / g["std"]).to_numpy())
+        std_slope, std_se = weighted_slope(x, np.log(g["std"].to_numpy(float)), (g.std_se / g["std"]).to_numpy())
         ok = (g.abs_error > RESOLVED_SE * g.se).to_numpy()
         lead = int(np.argmin(ok)) if not ok.all() else len(ok)  # leading run of resolved points
         r = g.iloc[:lead]
         if lead >= 2:
-            b_slope, b_se = _weighted_slope(x[:lead], np.log(r.abs_error.to_numpy(float)),
+            b_slope, b_se = weighted_slope(x[:lead], np.log(r.abs_error.to_numpy(float)),
                                             (r.se / r.abs_error).to_numpy())
         else:
             b_slope = b_se = float("nan")

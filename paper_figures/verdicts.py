@@ -13,8 +13,12 @@ one-sided p-value for it, and one for the opposite.  The verdict rules:
   excluding the null, so a per-claim verdict never disagrees with its interval.
 - **Decidable designs only.** A claim whose design cannot give a p-value below :data:`ALPHA` (a sign test over
   five datasets: its smallest p is 1/32) gets ``--`` and the reason, never ``inconclusive``
-  (:attr:`Test.decidable`).  Every tested row states its minimal detectable effect at :data:`POWER` (``mde``),
-  so that a reader can tell "no effect" from "too small a study".
+  (:attr:`Test.decidable`).  Reachability is judged after the family correction (:func:`in_families`): a design
+  whose smallest p times its family's size is at or above :data:`ALPHA` (six datasets: 1/64; 100 permutation
+  draws: 1/101, in families of several tests) passes the Holm step only when other claims of its family hold
+  first, and gets ``--`` too.  So does a design that cannot detect the paper's own effect at :data:`POWER`
+  (``Test.paper_effect``).  Every tested row states its minimal detectable effect at :data:`POWER` (``mde``),
+  in the units of its tested quantity, so that a reader can tell "no effect" from "too small a study".
 
 The kinds:
 
@@ -27,7 +31,8 @@ The kinds:
 - **Majority** ("in 26/42 settings"): a count over datasets with a one-sided binomial (sign) test against
   one half (:func:`majority`).  A dataset counts for the claim only when its own interval lies on the claim's side
   of the threshold, and against it only when its interval lies on the other side (undecided datasets count for
-  neither); with six datasets only 6/6 can reach ``holds`` (p = 1/64); with five, none can (``--``).
+  neither); with six datasets only 6/6 reaches p < 0.025 (p = 1/64), and not after the Holm step of a family
+  of two or more tests (``--``); with five, none can (``--``).
 - **Every setting** ("in every setting"): an intersection-union test (Berger 1982): it holds when every
   setting's own test holds, so its p-value is the largest of theirs; the opposite ("some setting is the other
   way") is a union, so its p-value is the smallest of theirs times the number of settings (Bonferroni)
@@ -41,6 +46,7 @@ descriptions get the verdict ``--`` and no p-value.
 """
 from __future__ import annotations
 
+import dataclasses
 from dataclasses import dataclass
 
 import numpy as np
@@ -63,13 +69,14 @@ MAX_SETTINGS = 10 ** 6
 #: The test families of the claims table, in the order RESULTS.md lists them: family -> what it holds.  The Holm
 #: step runs within each family.
 FAMILIES = {"paper": "the paper's claims on the paper's grid and protocol (primary family)",
-            "robustness": "the same claims on another grid or protocol: without Counterfact, equal data (robustness)",
+            "robustness": "the same claims on another grid or protocol: without Cities and Counterfact, equal data "
+                          "(robustness)",
             "extension": "the project's own claims: the spectral theory, learning curves, behavioural steering, "
                          "the two-replica theory (extensions)"}
 
 __all__ = ["seed_interval", "mean_interval", "clip_interval", "wilson_interval", "TEST_TRAIN_RATIO", "Test",
            "superiority", "non_inferiority", "majority", "every_setting", "holm", "apply_holm", "sign_test_mde",
-           "t_test_from_interval", "MARGINS", "LEVEL", "ALPHA", "POWER", "FAMILIES", "HOLDS", "FAILS",
+           "t_test_from_interval", "in_families", "MARGINS", "LEVEL", "ALPHA", "POWER", "FAMILIES", "HOLDS", "FAILS",
            "INCONCLUSIVE", "UNTESTED"]
 
 
@@ -94,6 +101,13 @@ class Test:
         settings when it is ``"share"``.
     mde_kind : {"effect", "share"}, default="effect"
         What ``mde`` measures.
+    paper_effect : float, default=NaN
+        The effect the paper reports for the claim, in ``mde``'s units and the claim's direction.  When both are
+        finite and ``mde`` exceeds it, the design cannot decide the claim at the paper's effect size (power below
+        :data:`POWER`) and the claim is not decidable.
+    family_tests : int, default=1
+        The number of tests in the claim's Holm family that can reach :data:`ALPHA` on their own (set by
+        :func:`in_families`); it decides :attr:`reachable`.
 
     Examples
     --------
@@ -109,11 +123,25 @@ class Test:
     min_p: float = 0.0
     mde: float = float("nan")
     mde_kind: str = "effect"
+    paper_effect: float = float("nan")
+    family_tests: int = 1
+
+    @property
+    def reachable(self) -> bool:
+        """Whether the design's smallest p passes its family's Holm step whatever the family's other claims do:
+        ``family_tests * min_p < ALPHA`` (:func:`in_families`; the first Holm rank multiplies by the family's size).
+        A design above it could hold only if other claims of its family held first."""
+        return not (np.isfinite(self.min_p) and self.family_tests * self.min_p >= ALPHA)
+
+    @property
+    def powered(self) -> bool:
+        """False when the design detects less than the paper's effect at :data:`POWER` (``mde > paper_effect``)."""
+        return not (np.isfinite(self.paper_effect) and np.isfinite(self.mde) and self.mde > self.paper_effect)
 
     @property
     def decidable(self) -> bool:
-        """False when the design cannot give a p-value below :data:`ALPHA` (``min_p >= ALPHA``)."""
-        return not (np.isfinite(self.min_p) and self.min_p >= ALPHA)
+        """Whether the design can decide the claim: :attr:`reachable` and :attr:`powered`."""
+        return self.reachable and self.powered
 
     @property
     def verdict(self) -> str:
@@ -130,9 +158,16 @@ class Test:
     @property
     def reason(self) -> str:
         """Why the row has no verdict when :attr:`decidable` is False (empty otherwise)."""
-        if self.decidable:
-            return ""
-        return f"this design cannot reach p < {ALPHA:g} (its smallest p is {self.min_p:.3g})"
+        if not self.reachable and self.min_p < ALPHA:
+            return (f"this design passes the Holm step of its family ({self.family_tests} tests) only if other "
+                    f"claims of the family hold first (its smallest p {self.min_p:.3g} x {self.family_tests} = "
+                    f"{self.family_tests * self.min_p:.3g})")
+        if not self.reachable:
+            return f"this design cannot reach p < {ALPHA:g} (its smallest p is {self.min_p:.3g})"
+        if not self.powered:
+            return (f"this design cannot decide at the paper's effect ({self.paper_effect:+.3g}): it detects "
+                    f"{self.mde:+.3g} with {100 * POWER:.0f} % power")
+        return ""
 
 
 #: Test share over training share (train + validation) of the paper's 60/20/20 split.
@@ -550,6 +585,41 @@ def holm(pvalues) -> np.ndarray:
     return out
 
 
+def in_families(tests, families=None) -> list:
+    """The tests with :attr:`Test.family_tests` set: the number of tests of each one's Holm family whose design
+    can reach :data:`ALPHA` on its own (``min_p < ALPHA``).  Reachability is judged after the family correction: a
+    test whose smallest p times the family's size is at or above ``ALPHA`` passes the Holm step only when other
+    claims of its family hold first (six datasets' sign test, 1/64, in a family of two; 100 permutation draws,
+    1/101, in a family of three), so its own data cannot decide it.
+
+    Parameters
+    ----------
+    tests : sequence of Test or None
+        One per row of the table.
+    families : sequence of str, optional
+        The family of each row; default one family for all.
+
+    Returns
+    -------
+    list of Test or None
+        The same tests (None stays None), each with ``family_tests`` set.
+
+    Examples
+    --------
+    >>> t = in_families([superiority(0.02, 0.01, 0.03, df=4), majority(6, 6)])
+    >>> [x.family_tests for x in t], t[1].decidable  # six datasets: smallest p 1/64, above 0.025 / 2
+    ([2, 2], False)
+    """
+    tests = list(tests)
+    families = ["all"] * len(tests) if families is None else list(families)
+    if len(families) != len(tests):
+        raise ValueError(f"in_families: {len(families)} families for {len(tests)} tests")
+    alone = [t is not None and t.powered and not (np.isfinite(t.min_p) and t.min_p >= ALPHA) for t in tests]
+    size = {family: sum(a for a, f in zip(alone, families) if f == family) for family in families}
+    return [None if t is None else dataclasses.replace(t, family_tests=max(1, size[f]))
+            for t, f in zip(tests, families)]
+
+
 def apply_holm(tests, families=None) -> tuple:
     """The Holm step over a table's tests, within each family and both ways: returns (adjusted p-values,
     verdicts).
@@ -573,7 +643,7 @@ def apply_holm(tests, families=None) -> tuple:
 
     Examples
     --------
-    >>> adjusted, verdicts = apply_holm([superiority(0.02, 0.01, 0.03, df=4), None, majority(3, 6)])
+    >>> adjusted, verdicts = apply_holm([superiority(0.02, 0.01, 0.03, df=4), None, majority(3, 8)])
     >>> verdicts
     ['holds', '--', 'inconclusive']
     """
@@ -581,6 +651,7 @@ def apply_holm(tests, families=None) -> tuple:
     families = ["all"] * len(tests) if families is None else list(families)
     if len(families) != len(tests):
         raise ValueError(f"apply_holm: {len(families)} families for {len(tests)} tests")
+    tests = in_families(tests, families)
     counted = [t is not None and t.decidable for t in tests]
     p = np.array([t.p if c else np.nan for t, c in zip(tests, counted)], dtype=float)
     p_opp = np.array([t.p_opposite if c else np.nan for t, c in zip(tests, counted)], dtype=float)

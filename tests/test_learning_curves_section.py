@@ -26,7 +26,7 @@ def test_section_writes_its_table_and_figure_and_resumes(tmp_path, hidden, monke
     table = learning_curves.run(tmp_path, hidden, **kw)
     assert (tmp_path / "tables" / "learning_curves.csv").is_file()
     assert (tmp_path / "figures" / "learning_curves.png").is_file()
-    methods = {"spectral/calibrated", "isotropic", "no_gain", "power_law"}
+    methods = {"spectral/calibrated", "isotropic", "no_gain", "power_law", "pow4", "mmf4", "wbl4"}
     assert set(table.method) == methods and set(table.multiple) == {2, 4}
     # 2 layers x 1 draw per (dataset, pool, multiple, method)
     assert (table.settings == 2).all() and table.coverage.between(0, 1).all() and (table.mae >= 0).all()

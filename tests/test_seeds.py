@@ -84,6 +84,8 @@ def _calls(tmp_path):
                                                           None, None, None, H2, ()),
         "empirical.llm.steering_eval:null_units": L("empirical.llm.steering_eval", "null_units", [1, 2], 4,
                                                     n_random=4, half="selection"),
+        "empirical.llm.steering_eval:matched_units": L("empirical.llm.steering_eval", "matched_units",
+                                                       {1: np.eye(4)}, n_random=4, half="selection"),
         "empirical.llm.steering_eval:random_units": L("empirical.llm.steering_eval", "random_units", [1, 2], 4,
                                                       n_random=3),
         "empirical.llm.steering_protocol:SteeringProtocol.__init__":
@@ -106,6 +108,8 @@ def _calls(tmp_path):
                                                               H, y, [600.0]),
         "empirical.probes.learning_curves:no_gain_curve": L("empirical.probes.learning_curves", "no_gain_curve", H,
                                                             y, [600.0]),
+        "empirical.probes.learning_curves:pool_curves": L("empirical.probes.learning_curves", "pool_curves", H, y,
+                                                          [600.0]),
         "empirical.probes.learning_curves:power_law_curve": L("empirical.probes.learning_curves", "power_law_curve",
                                                               H, y, [600.0]),
         "empirical.probes.learning_curves:predict_learning_curve": lambda v, name: _call(

@@ -1,5 +1,7 @@
 """The verdict rules of the claims table (paper_figures.verdicts): each rule on data whose verdict is known,
 p-values against scipy's tests on the same data, and the Holm step against a published example."""
+import dataclasses
+
 import numpy as np
 import pytest
 from hypothesis import given, settings, strategies as st
@@ -181,3 +183,33 @@ def test_a_permutation_test_with_too_few_draws_cannot_decide():
     """The steering claim's Test carries min_p = 1 / (N + 1): fewer than 39 draws cannot reach 0.025."""
     assert not verdicts.Test("permutation rank", 1 / 21, 1.0, min_p=1 / 21).decidable
     assert verdicts.Test("permutation rank", 1 / 101, 1.0, min_p=1 / 101).verdict == HOLDS
+
+
+def test_reachability_is_judged_after_the_family_correction():
+    """Issue 53 section 4: a six-dataset sign test (smallest p 1/64) and a rank among 100 draws (1/101) pass the
+    Holm step of a family of several tests only if other claims hold first: ``--`` with that reason, not
+    "inconclusive"; alone in its family the same design is decidable.  A t test (smallest p 0) is unaffected."""
+    t_test = verdicts.superiority(0.02, 0.01, 0.03, df=4)
+    six = verdicts.majority(6, 6)
+    rank = verdicts.Test("permutation rank", 1 / 101, 1.0, min_p=1 / 101)
+    alone = verdicts.in_families([six])[0]
+    assert alone.decidable and alone.verdict == "holds"
+    tests = verdicts.in_families([t_test, six, rank], ["a", "a", "a"])
+    assert [t.family_tests for t in tests] == [3, 3, 3]
+    assert tests[0].decidable and not tests[1].decidable and not tests[2].decidable
+    assert "only if other claims of the family hold first" in tests[1].reason and "1/" not in tests[1].reason
+    _, v = verdicts.apply_holm([t_test, six, rank], ["a", "a", "a"])
+    assert v == ["holds", "--", "--"]
+    _, v = verdicts.apply_holm([t_test, six], ["a", "b"])  # other families do not count
+    assert v == ["holds", "holds"]
+
+
+def test_a_design_that_cannot_detect_the_papers_effect_is_not_decidable():
+    """Issue 53 section 6: the stability rows' MDE (0.11-0.16 mean |cos|) exceeds the gaps the paper reports;
+    such a row carries ``--`` and says both numbers."""
+    test = verdicts.superiority(0.03, -0.08, 0.14, df=2)
+    assert test.decidable
+    weak = dataclasses.replace(test, paper_effect=0.035)
+    assert test.mde > 0.035 and not weak.decidable and weak.verdict == "--"
+    assert "paper's effect (+0.035)" in weak.reason
+    assert dataclasses.replace(test, paper_effect=test.mde + 0.01).decidable

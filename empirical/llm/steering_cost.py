@@ -7,7 +7,7 @@ from collections.abc import Mapping
 
 from empirical.common.checks import check_bool, check_choice, check_int, check_scalar, check_sequence
 
-from .steering_protocol import N_GENERATE, N_RANDOM, N_RANDOM_SELECTION
+from .steering_protocol import N_GENERATE, N_RANDOM, N_RANDOM_SELECTION, N_TEXT_RANDOM
 
 # --------------------------------------------------------------------------------------------- cost
 
@@ -26,7 +26,9 @@ def estimate_seconds(n_prompts: int = 100, prompt_tokens: float = 55.0, stem_tok
                      methods=("RAPTOR", "DiffMeans", "GCS", "xRFM"), n_directions: int = 2, n_random: int = N_RANDOM,
                      n_candidates: int = 2, n_twins: int = 1, n_twin_positions: int = 2, n_generate: int = N_GENERATE,
                      max_new_tokens: int = 32, measurable: bool = True, twin_methods=None, costs=None,
-                     n_random_selection: int = N_RANDOM_SELECTION, tested_twins: bool = True) -> dict:
+                     n_random_selection: int = N_RANDOM_SELECTION, tested_twins: bool = True,
+                     n_random_matched: int = N_RANDOM, n_text_random: int = N_TEXT_RANDOM,
+                     sentiment: bool = False) -> dict:
     """Seconds one dataset of :func:`evaluate_dataset` (staged) takes, by stage, from the work it does and
     :data:`COST_SECONDS`; an upper bound (every candidate passes every gate).
 
@@ -35,8 +37,10 @@ def estimate_seconds(n_prompts: int = 100, prompt_tokens: float = 55.0, stem_tok
     null directions and the concept edit read again), ``C`` = methods x directions x n_candidates, ``W`` = twin
     methods (default: every method) x directions x n_twins x n_twin_positions, ``P`` = twin methods x directions
     when ``tested_twins`` (the upper bound: their tested point is a prompt / all-position twin, which re-runs the
-    prompt per draw) else 0, ``g`` = n_generate / 2; a dataset that is not ``measurable`` stops after validity and
-    fits nothing):
+    prompt per draw) else 0, ``g`` = n_generate / 2, ``M`` = n_random_matched + 1 (the covariance-matched null and
+    the concept edit read again; 0 without it), ``X`` = n_text_random - 1 for a ``sentiment`` dataset, else 0 (the
+    VADER control's further random directions, report half); a dataset that is not ``measurable`` stops after
+    validity and fits nothing):
 
     ========== ==================================================================================
     validity   n_prompts x T tokens + n_prompts steps (unsteered read-out)
@@ -47,6 +51,8 @@ def estimate_seconds(n_prompts: int = 100, prompt_tokens: float = 55.0, stem_tok
     report     h x T tokens + C x E x h steps + W x E x h x T tokens
     null       (methods x directions - P) x N x h steps + P x N x h x T tokens (one tested point per method and
                direction: :func:`~empirical.llm.steering_eval.rank_test_points`)
+    matched    as ``null`` with M for N (the tested points' covariance-matched null)
+    text       X x (C + W) x g x max_new_tokens steps (greedy continuations scored by VADER only)
     ========== ==================================================================================
 
     Parameters
@@ -69,6 +75,12 @@ def estimate_seconds(n_prompts: int = 100, prompt_tokens: float = 55.0, stem_tok
         Random directions of every other control (selection half; report rows that are not tested).
     tested_twins : bool
         Whether each twin method's tested point is a twin (the upper bound) or an answer-position setting.
+    n_random_matched : int
+        Covariance-matched null directions of a tested point (0: none).
+    n_text_random : int
+        Random directions of the VADER control (report half; the first is the generation's control).
+    sentiment : bool
+        Whether the dataset is scored with VADER (only then are ``n_text_random`` directions continued).
     n_candidates, n_twins : int
         As for :func:`evaluate_staged`.
     n_twin_positions : int
@@ -93,20 +105,23 @@ def estimate_seconds(n_prompts: int = 100, prompt_tokens: float = 55.0, stem_tok
     --------
     >>> t = estimate_seconds(n_prompts=20, n_settings=3, methods=("RAPTOR",), n_candidates=1, n_generate=4,
     ...                      max_new_tokens=12, costs=dict(token=0.01, step=0.01, fit=dict(RAPTOR=10.0)))
-    >>> round(t["screen"], 1), round(t["total"], 1)
-    (12.6, 1681.5)
+    >>> round(t["screen"], 1), round(t["total"], 1), round(t["matched"], 1)
+    (12.6, 2893.5, 1212.0)
     """
     costs = _check_costs(COST_SECONDS if costs is None else costs)
     counts = dict(n_prompts=(n_prompts, 2), stem_tokens=(stem_tokens, 0), n_settings=(n_settings, 1),
                   n_directions=(n_directions, 1), n_random=(n_random, 1), n_candidates=(n_candidates, 1),
                   n_twins=(n_twins, 0), n_twin_positions=(n_twin_positions, 0), n_generate=(n_generate, 0),
-                  max_new_tokens=(max_new_tokens, 1), n_random_selection=(n_random_selection, 0))
+                  max_new_tokens=(max_new_tokens, 1), n_random_selection=(n_random_selection, 0),
+                  n_random_matched=(n_random_matched, 0), n_text_random=(n_text_random, 1))
     (n_prompts, stem_tokens, n_settings, n_directions, n_random, n_candidates, n_twins, n_twin_positions,
-     n_generate, max_new_tokens, n_random_selection) = (check_int(v, k, minimum=m) for k, (v, m) in counts.items())
+     n_generate, max_new_tokens, n_random_selection, n_random_matched, n_text_random) = (
+        check_int(v, k, minimum=m) for k, (v, m) in counts.items())
     if n_random_selection > n_random:
         raise ValueError(f"n_random_selection must be at most n_random ({n_random}), got {n_random_selection}")
     prompt_tokens = check_scalar(prompt_tokens, "prompt_tokens", low=0.0, high=1e9, low_open=True)
     measurable, tested_twins = check_bool(measurable, "measurable"), check_bool(tested_twins, "tested_twins")
+    sentiment = check_bool(sentiment, "sentiment")
     methods = check_sequence(methods, "methods", lambda v, n: check_choice(v, n, costs["fit"]))
     if twin_methods is not None:
         twin_methods = check_sequence(twin_methods, "twin_methods", lambda v, n: check_choice(v, n, methods),
@@ -127,6 +142,10 @@ def estimate_seconds(n_prompts: int = 100, prompt_tokens: float = 55.0, stem_tok
                    candidate=h * T * token + W * E * h * T * token, generate=gen,
                    report=h * T * token + C * E * h * step + W * E * h * T * token,
                    null=(len(methods) * n_directions - P) * N * h * step + P * N * h * T * token)
+        M = n_random_matched + 1 if n_random_matched else 0
+        X = n_text_random - 1 if sentiment else 0
+        out.update(matched=(len(methods) * n_directions - P) * M * h * step + P * M * h * T * token,
+                   text=X * (C + W) * g * max_new_tokens * step)
     out["total"] = float(sum(out.values()))
     return out
 

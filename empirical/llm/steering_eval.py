@@ -15,6 +15,14 @@ The measurement (as CAA and ActAdd measure steering), per setting and direction,
   (no rank p). The concept direction's shift is ranked among theirs: ``null_rank``, ``null_p`` = (1 + #{null >=
   concept}) / (1 + N) and ``null_p_opposite`` (:func:`rank_p_value`); the per-draw shifts are the ``"null"``
   table (:data:`NULL_COLUMNS`).
+* **Covariance-matched null**, beside the isotropic one: where the measurement is given the layers' states
+  (``state_factors``, :func:`state_factors`; :func:`evaluate_dataset` passes those of the rows the vectors were fitted
+  on), ``n_random_matched`` further directions per layer drawn from the layer's own state distribution (a Gaussian
+  with the states' covariance, :func:`matched_units`), antithetic, at the same |alpha|, on the same points as the
+  isotropic rank test: ``matched_null_rank``, ``matched_null_p``, ``matched_null_p_opposite``, ``matched_null_mean``,
+  ``matched_null_sd``, ``n_random_matched`` (rows ``null_kind`` = 'matched' of the null table). An isotropic
+  direction in R^p barely touches the few directions the states occupy; a matched one moves the state as the data
+  vary.
 * **Per-prompt interval (secondary).** ``random_control_shift``: the null directions' mean shift;
   ``concept_specific_shift`` = concept minus null mean shift, paired per prompt, with its 95 % t-interval;
   ``opposite_sign_shift``: the other direction's LD change expressed in this row's sign (a concept effect flips
@@ -25,8 +33,9 @@ The measurement (as CAA and ActAdd measure steering), per setting and direction,
   the answer position; with generation (``generation_prompts``): greedy continuations, their perplexity under the
   unsteered model (``perplexity_ratio`` = steered / unsteered, geometric means) and ``distinct2``.
 * **Open-ended sentiment** (``sentiment=True``): the continuations are scored with VADER after the answer words
-  are masked; ``vader_shift`` is the paired change of the compound score, signed towards the target. Other
-  concepts have no offline scorer.
+  are masked; ``vader_shift`` is the paired change of the compound score, signed towards the target, against
+  ``n_text_random`` random directions (``vader_random_shift``: their mean, ``vader_random_se``: its standard error
+  over the draws, ``n_vader_random``). Other concepts have no offline scorer.
 * **Positions** (every row names them): ``prompt`` (the prompt's positions), ``answer`` (the answer position of
   the read-out, the generated tokens during generation) or ``all`` (prompt, stem and answer / generated tokens).
   Additive edits change every position of the chosen passes, GCAV edits the last position of each chosen pass
@@ -72,6 +81,7 @@ from ._cached_passes import (
     generate_greedy,
     prompt_state,
     read_answer,
+    until_eos,
 )
 from .answer_readout import (
     answer_logodds,
@@ -90,6 +100,7 @@ from .hooks import base_model, decoder_blocks, input_device, position_limit, req
 from .prompts import select_prompts, split_halves
 from .steering_protocol import (  # the protocol object, its constants and gates (torch-free home)
     MASS_GATE,
+    MATCHED_STREAMS,
     MIN_RANDOM,
     NULL_STREAMS,
     SteeringProtocol,
@@ -97,7 +108,7 @@ from .steering_protocol import (  # the protocol object, its constants and gates
 )
 from .steering_settings import SteeringSetting, check_settings, choose_layers, edit_strengths
 
-__all__ = ["NEUTRAL_PROMPTS", "NULL_COLUMNS", "rank_p_value", "null_units",
+__all__ = ["NEUTRAL_PROMPTS", "NULL_COLUMNS", "rank_p_value", "null_units", "state_factors", "matched_units",
            "METRIC_COLUMNS", "random_units", "evaluate_steering", "screen_candidates", "rank_test_points",
            "evaluate_staged", "method_vectors", "given_vectors", "evaluate_dataset"]
 
@@ -180,13 +191,16 @@ METRIC_COLUMNS = [
     "opposite_sign_shift", "kl_answer", "alpha_median", "alpha_max", "n_generated", "perplexity_unsteered",
     "perplexity_steered", "perplexity_ratio", "perplexity_ratio_low", "perplexity_ratio_high",
     "perplexity_ratio_random", "distinct2_unsteered", "distinct2_steered",
-    "distinct2_random", "vader_shift", "vader_se", "vader_random_shift",
+    "distinct2_random", "vader_shift", "vader_se", "vader_random_shift", "vader_random_se", "n_vader_random",
     "auc_unsteered", "auc_p_value", "measurable", "stem", "null_rank", "null_p", "null_p_opposite", "null_mean",
-    "null_sd", "null_stream"]
+    "null_sd", "null_stream", "n_random_matched", "matched_null_rank", "matched_null_p", "matched_null_p_opposite",
+    "matched_null_mean", "matched_null_sd"]
 #: The columns of the per-draw null table (``steering_text_null.csv``): one row per (dataset, method, setting,
-#: direction, half) and null direction; ``draw`` r's direction is ``sign`` x the pair ``r // 2``'s Gaussian draw,
-#: ``shift`` its mean answer log-odds shift over the half's prompts, signed towards the target.
-NULL_COLUMNS = ["dataset", "method", "setting", "direction", "half", "stream", "draw", "sign", "shift"]
+#: direction, half, null_kind) and null direction; ``draw`` r's direction is ``sign`` x the pair ``r // 2``'s Gaussian
+#: draw, ``shift`` its mean answer log-odds shift over the half's prompts, signed towards the target; ``null_kind``
+#: 'isotropic' (:func:`null_units`) or 'matched' (:func:`matched_units`; tables written before it have no column:
+#: isotropic).
+NULL_COLUMNS = ["dataset", "method", "setting", "direction", "half", "stream", "draw", "sign", "shift", "null_kind"]
 
 
 def random_units(layers, hidden_size: int, seed: int, n_random: int, stream=None) -> list:
@@ -268,6 +282,93 @@ def null_units(layers, hidden_size: int, seed: int, n_random: int, half: str) ->
     return [{layer: sign * u for layer, u in units.items()} for units in pairs for sign in (1.0, -1.0)]
 
 
+def state_factors(H, rows, layers) -> dict:
+    """Square-root factors of each layer's state covariance: ``F = (X - mean)^T / sqrt(n - 1)`` of the states ``X``
+    (n, p) of ``rows``, so that ``F z`` with ``z ~ N(0, I_n)`` is a Gaussian draw with the states' sample covariance
+    (the covariance-matched null of :func:`matched_units`).
+
+    Parameters
+    ----------
+    H : array (L+1, n_all, p)
+        Hidden states per layer.
+    rows : array of int
+        The rows to estimate the covariance from (at least 2; :func:`evaluate_dataset`: train + validation).
+    layers : iterable of int
+        The layers.
+
+    Returns
+    -------
+    dict of int to ndarray (p, n) float32
+        One factor per layer.
+
+    Examples
+    --------
+    >>> H = np.random.default_rng(0).standard_normal((2, 50, 3)) * [1.0, 2.0, 0.0]
+    >>> F = state_factors(H, np.arange(50), [1])[1]
+    >>> bool(np.allclose(F @ F.T, np.cov(H[1].T), atol=1e-5))
+    True
+    """
+    rows = np.asarray(rows, dtype=int)
+    if rows.size < 2:
+        raise ValueError(f"state_factors needs at least 2 rows to estimate a covariance, got {rows.size}")
+    out = {}
+    for layer in layers:
+        X = check_real_array(np.asarray(H[layer][rows], dtype=np.float64), f"H[{layer}]")
+        out[int(layer)] = ((X - X.mean(0)).T / math.sqrt(len(rows) - 1)).astype(np.float32)
+    return out
+
+
+def matched_units(factors, seed: int, n_random: int, half: str) -> list:
+    """The covariance-matched null directions of one half: ``n_random`` (even) unit directions per layer drawn from
+    the layer's own state distribution (``F z / |F z|``, ``z ~ N(0, I)``, ``F`` from :func:`state_factors`), in
+    antithetic pairs (draw ``2k`` = +u_k, ``2k + 1`` = -u_k); pair k of a half uses
+    ``numpy.random.default_rng([seed, MATCHED_STREAMS[half], k])`` (:data:`MATCHED_STREAMS`: apart from the isotropic
+    streams and from the other half's). Applied at the concept edit's |alpha| like the isotropic null
+    (:func:`null_units`): the same norm, a direction the states actually vary along.
+
+    Parameters
+    ----------
+    factors : mapping of int to ndarray (p, m)
+        Per layer a factor ``F`` with ``F F^T`` = the states' covariance.
+    seed : int
+        Seed of the measurement.
+    n_random : int
+        Number of directions, even.
+    half : {"selection", "report"}
+        Whose stream.
+
+    Returns
+    -------
+    list of dict of int to ndarray
+        ``n_random`` ``{layer: unit vector (p,)}``.
+
+    Examples
+    --------
+    >>> F = {1: np.diag([1.0, 0.0, 0.0])}  # the states vary along the first axis only
+    >>> u = matched_units(F, seed=0, n_random=2, half="report")
+    >>> [round(abs(float(v[1][0])), 6) for v in u], bool(np.array_equal(u[1][1], -u[0][1]))
+    ([1.0, 1.0], True)
+    """
+    seed = check_seed(seed, "seed")
+    if half not in MATCHED_STREAMS:
+        raise ValueError(f"half must be one of {sorted(MATCHED_STREAMS)}, got {half!r}")
+    if int(n_random) % 2:
+        raise ValueError(f"n_random_matched must be even (antithetic pairs +r, -r), got {n_random}")
+    factors = {layer: np.asarray(factors[layer], dtype=np.float64) for layer in sorted(factors)}
+    draws = []
+    for k in range(int(n_random) // 2):
+        rng = np.random.default_rng([seed, MATCHED_STREAMS[half], k])
+        units = {}
+        for layer, F in factors.items():
+            u = F @ rng.standard_normal(F.shape[1])
+            norm = np.linalg.norm(u)
+            if not norm > 0:
+                raise ValueError(f"layer {layer}'s states do not vary: no covariance-matched direction")
+            units[layer] = u / norm
+        draws += [units, {layer: -u for layer, u in units.items()}]
+    return draws
+
+
 def rank_p_value(concept: float, null) -> tuple:
     """The concept direction's shift ranked among the null (random) directions' shifts, the directions being the
     unit of inference: ``p = (1 + #{null >= concept}) / (1 + N)`` and ``p_opposite = (1 + #{null <= concept}) /
@@ -330,7 +431,7 @@ class _Measurement:
 
     def __init__(self, model, tokenizer, prompts, labels, vectors, validation_accuracy, norms, settings, *,
                  answer_words, protocol, generation_prompts=None, sentiment=False, dataset="dataset", progress=False,
-                 staged=False):
+                 staged=False, state_factors=None):
         require_decoder(model, "steering")
         if not isinstance(protocol, SteeringProtocol):
             raise ValueError(f"protocol must be a SteeringProtocol, got {type(protocol).__name__}")
@@ -380,6 +481,17 @@ class _Measurement:
         self.draws = {half: null_units(range(1, n_layers + 1), hidden_size, seed,
                                        self.n_control if half == "selection" else self.n_random, half)
                       for half in NULL_STREAMS}
+        #: the covariance-matched null (drawn per half when first read; none without the layers' states)
+        self.factors = None if not state_factors or not protocol.n_random_matched else dict(state_factors)
+        self.n_matched = protocol.n_random_matched if self.factors else 0
+        if self.factors:
+            missing = [layer for layer in range(1, n_layers + 1) if layer not in self.factors]
+            wrong = [layer for layer, F in self.factors.items() if np.shape(F)[0] != hidden_size]
+            if missing or wrong:
+                raise ValueError(f"state_factors must hold a ({hidden_size}, m) factor for every layer 1..{n_layers}; "
+                                 f"missing {missing[:5]}, wrong size {wrong[:5]}")
+        self._matched = {}
+        self.n_text_random = protocol.n_text_random
         n = len(prompts)
         self.halves = split_halves(n)
         self.head_ids, self.answer_id = stem_ids[:-1], stem_ids[-1]
@@ -423,8 +535,15 @@ class _Measurement:
         n = len(self.halves)
         if key not in self.results:
             self.results[key] = dict(ld=np.full(n, np.nan), mass=np.full(n, np.nan), kl=np.full(n, np.nan),
-                                     rand=np.full((self.n_random, n), np.nan), alpha=[])  # NaN: draw not read
+                                     rand=np.full((self.n_random, n), np.nan),  # NaN: draw not read
+                                     matched=np.full((self.n_matched, n), np.nan), alpha=[])
         return self.results[key]
+
+    def matched_draws(self, half) -> list:
+        """The covariance-matched null directions of ``half`` (:func:`matched_units`, drawn once)."""
+        if half not in self._matched:
+            self._matched[half] = matched_units(self.factors, self.protocol.seed, self.n_matched, half)
+        return self._matched[half]
 
     # ----------------------------------------------------------------------------------------- read-outs
     def readouts(self, entries, idx, draws=slice(None)) -> None:
@@ -439,20 +558,27 @@ class _Measurement:
                 first = range(len(self.draws[half]))[draws]
                 self._readouts(entries, chosen, self.draws[half][draws], first.start if len(first) else 0)
 
-    def more_draws(self, entries, idx) -> None:
+    def more_draws(self, entries, idx, null: str = "isotropic") -> None:
         """The null directions of ``entries`` on prompts ``idx`` beyond those already read (the report half's
-        control -> the rank test's ``n_random``): only the random passes run, the concept edit is read once."""
+        control -> the rank test's ``n_random``; ``null="matched"``: the covariance-matched null, all
+        ``n_random_matched`` of it): only the random passes run, the concept edit is read once (before)."""
+        if null not in ("isotropic", "matched"):
+            raise ValueError(f"null must be 'isotropic' or 'matched', got {null!r}")
+        if null == "matched" and not self.n_matched:
+            return
+        store = "rand" if null == "isotropic" else "matched"
         idx = np.asarray([int(i) for i in idx], dtype=int)
         for half in NULL_STREAMS:
             chosen = idx[self.halves[idx] == half] if idx.size else idx
             if not chosen.size or not entries:
                 continue
+            draws = self.draws[half] if null == "isotropic" else self.matched_draws(half)
             res = [self._result(_key(e)) for e in entries]
-            done = min(int(np.isfinite(r["rand"][:, chosen]).all(1).sum()) for r in res)
-            if done < len(self.draws[half]):
-                self._readouts(entries, chosen, self.draws[half][done:], done, concept=False)
+            done = min(int(np.isfinite(r[store][:, chosen]).all(1).sum()) for r in res)
+            if done < len(draws):
+                self._readouts(entries, chosen, draws[done:], done, concept=False, store=store)
 
-    def _readouts(self, entries, idx, draws, offset=0, concept=True) -> None:
+    def _readouts(self, entries, idx, draws, offset=0, concept=True, store="rand") -> None:
         model, core, device = self.model, self.core, self.device
         order = sorted((int(i) for i in idx), key=lambda i: -len(self.prompt_ids[i]))
         words = (self.concept_ids, self.opposite_ids)
@@ -502,13 +628,13 @@ class _Measurement:
                             edits = (None, None, edit.random_stacked(part, alphas[2], B))
                             lp_r, _ = read_answer(model, core, stacked[R][0], self.head_ids, self.answer_id,
                                                   stacked[R][1], edits, seg)
-                            res["rand"][offset + first_draw:offset + first_draw + R, rows] = \
+                            res[store][offset + first_draw:offset + first_draw + R, rows] = \
                                 answer_logodds(lp_r, *words)[0].reshape(R, B)
                         continue
                     for r, units in enumerate(draws):
                         edits = tuple(edit.random(units, a) for a in alphas)
                         lp_r, _ = read_answer(model, core, batch, self.head_ids, self.answer_id, base, edits, seg)
-                        res["rand"][offset + r, rows] = answer_logodds(lp_r, *words)[0]
+                        res[store][offset + r, rows] = answer_logodds(lp_r, *words)[0]
                 bar.update(len(rows))
         bar.close()
 
@@ -538,20 +664,31 @@ class _Measurement:
             mask_words = [v.strip() for w in self.answer_words for v in answer_word_variants(w)]
             store["vader"][rows] = vader_scores(texts, mask_words)
 
-    def generate(self, entries, idx) -> None:
+    def generate(self, entries, idx, text_draws: int = 1) -> None:
         """Greedy continuations of the generation prompts ``idx``: unsteered, under every entry and under its random
         control (the first null draw of the prompt's half at the concept edit's |alpha| per layer, pass and row),
-        each scored by its
-        perplexity under the unsteered model, distinct-2 and (sentiment) VADER."""
+        each scored by its perplexity under the unsteered model, distinct-2 and (sentiment) VADER; a sentiment
+        dataset's VADER control continues and scores the first ``text_draws`` null draws of the half (the first
+        one as above; the others for VADER only, no perplexity)."""
         if self.gen_ids is None:
             raise ValueError("no generation prompts were given")
+        text_draws = check_int(text_draws, "text_draws", minimum=1)
         idx = np.asarray([int(i) for i in idx], dtype=int)
         for half in NULL_STREAMS:
             chosen = idx[self.gen_halves[idx] == half] if idx.size else idx
             if chosen.size:
-                self._generate(entries, chosen.tolist(), self.draws[half][0])
+                self._generate(entries, chosen.tolist(), self.draws[half][:text_draws if self.sentiment else 1])
 
-    def _generate(self, entries, idx, units) -> None:
+    def _vader_of(self, new, rows, store, draw) -> None:
+        """VADER of the continuations ``new`` of generation prompts ``rows`` (cut after the first EOS, answer words
+        masked) into row ``draw`` of ``store``."""
+        keep = until_eos(new, self.eos)
+        texts = self.tokenizer.batch_decode([new[i, :int(keep[i].sum())].tolist() for i in range(len(rows))],
+                                            skip_special_tokens=True)
+        mask_words = [v.strip() for w in self.answer_words for v in answer_word_variants(w)]
+        store[draw, rows] = vader_scores(texts, mask_words)
+
+    def _generate(self, entries, idx, draws) -> None:
         model, core = self.model, self.core
         bar = tqdm(total=len(entries), desc=f"{self.dataset} generation", disable=not self.progress, leave=False)
         with torch.inference_mode():
@@ -565,15 +702,21 @@ class _Measurement:
                 for method, setting, layers, direction in entries:
                     key = (method, setting.name, direction)
                     if key not in self.generated:
-                        self.generated[key] = dict(concept=self._gen_store(), random=self._gen_store())
+                        self.generated[key] = dict(concept=self._gen_store(), random=self._gen_store(),
+                                                   vader_random=np.full((self.n_random, len(self.gen_ids)), np.nan))
                     seg = edited_passes(setting.positions)
                     edit = SettingEdit(model, setting, self.vectors[method], layers, direction, self.norms)
                     concept = edit.concept()
                     new, alphas = generate_greedy(model, core, batch, self.max_new_tokens, lambda t: concept, seg, base)
                     self._measure(new, base, batch, rows, self.generated[key]["concept"])
-                    new, _ = generate_greedy(model, core, batch, self.max_new_tokens,
-                                             lambda t: edit.random(units, alphas[t + 1]), seg, base)
-                    self._measure(new, base, batch, rows, self.generated[key]["random"])
+                    for d, units in enumerate(draws):  # the random control (text-level: every draw, VADER only)
+                        new, _ = generate_greedy(model, core, batch, self.max_new_tokens,
+                                                 lambda t: edit.random(units, alphas[t + 1]), seg, base)
+                        if d == 0:
+                            self._measure(new, base, batch, rows, self.generated[key]["random"])
+                            self.generated[key]["vader_random"][0, rows] = self.generated[key]["random"]["vader"][rows]
+                        else:
+                            self._vader_of(new, rows, self.generated[key]["vader_random"], d)
                     if start == 0:
                         bar.update(1)
         bar.close()
@@ -621,7 +764,7 @@ class _Measurement:
                        auc_unsteered=auc, auc_p_value=self.auc_p, measurable=measurable, stem=self.stem,
                        n_generated=0, null_rank=rank, null_p=p_null, null_p_opposite=p_opposite,
                        null_mean=float(null.mean()), null_sd=float(null.std(ddof=1)),
-                       null_stream=NULL_STREAMS[half])
+                       null_stream=NULL_STREAMS[half], **self._matched_row(res, sel, sign, float(shift.mean())))
             if setting.kind == "additive":
                 strengths = np.abs(list(edit_strengths(setting, layers, self.norms).values()))
                 row.update(alpha_median=float(np.median(strengths)), alpha_max=float(strengths.max()))
@@ -630,6 +773,21 @@ class _Measurement:
                 row.update(self._generation_row(self.generated[key], sign, half))
             out.append(row)
         return out
+
+    def _matched_shifts(self, res, sel, sign) -> np.ndarray:
+        """Each covariance-matched null direction's mean shift over the prompts ``sel`` (those read on all)."""
+        matched = res["matched"][:, sel]
+        read = np.isfinite(matched).all(1) if matched.size else np.zeros(len(matched), bool)
+        return (sign * (matched[read] - self.ld0[sel])).mean(1)
+
+    def _matched_row(self, res, sel, sign, shift) -> dict:
+        """The covariance-matched null's columns of a row: its rank test (with >= :data:`MIN_RANDOM` draws read;
+        NaN otherwise, ``n_random_matched`` = the draws read)."""
+        null = self._matched_shifts(res, sel, sign)
+        rank, p, p_opposite = rank_p_value(shift, null) if len(null) >= MIN_RANDOM else (0, math.nan, math.nan)
+        return dict(n_random_matched=len(null), matched_null_rank=rank, matched_null_p=p,
+                    matched_null_p_opposite=p_opposite, matched_null_mean=float(null.mean()) if len(null) else math.nan,
+                    matched_null_sd=float(null.std(ddof=1)) if len(null) > 1 else math.nan)
 
     def _generation_row(self, stores, sign, half) -> dict:
         u, s, r = self.gen0, stores["concept"], stores["random"]
@@ -647,8 +805,12 @@ class _Measurement:
                    distinct2_random=float(r["distinct2"][sel].mean()))
         if self.sentiment and np.isfinite(s["vader"][sel]).all():
             change = sign * (s["vader"][sel] - u["vader"][sel])
+            draws = stores["vader_random"][:, sel]
+            draws = draws[np.isfinite(draws).all(1)]  # the random directions continued on every prompt of the half
+            per_draw = (sign * (draws - u["vader"][sel])).mean(1)  # each direction's mean change
             row.update(vader_shift=float(change.mean()), vader_se=_sem(change),
-                       vader_random_shift=float(np.mean(sign * (r["vader"][sel] - u["vader"][sel]))))
+                       vader_random_shift=float(per_draw.mean()), vader_random_se=_sem(per_draw),
+                       n_vader_random=len(per_draw))
         return row
 
     def null_rows(self, table: pd.DataFrame) -> pd.DataFrame:
@@ -662,11 +824,14 @@ class _Measurement:
             sign = 1.0 if r.direction == "towards" else -1.0
             sel = (self.halves == r.half) & np.isfinite(res["ld"])
             read = np.isfinite(res["rand"][:, sel]).all(1)
-            null = (sign * (res["rand"][read][:, sel] - self.ld0[sel])).mean(1)
-            out.append(pd.DataFrame(dict(dataset=self.dataset, method=r.method, setting=r.setting,
-                                         direction=r.direction, half=r.half, stream=NULL_STREAMS[r.half],
-                                         draw=np.arange(len(null)), sign=np.where(np.arange(len(null)) % 2, -1, 1),
-                                         shift=null)))
+            nulls = [("isotropic", NULL_STREAMS[r.half], (sign * (res["rand"][read][:, sel] - self.ld0[sel])).mean(1))]
+            if np.isfinite(getattr(r, "matched_null_p", math.nan)):
+                nulls.append(("matched", MATCHED_STREAMS[r.half], self._matched_shifts(res, sel, sign)))
+            for kind, stream, null in nulls:
+                out.append(pd.DataFrame(dict(dataset=self.dataset, method=r.method, setting=r.setting,
+                                             direction=r.direction, half=r.half, stream=stream,
+                                             draw=np.arange(len(null)), sign=np.where(np.arange(len(null)) % 2, -1, 1),
+                                             shift=null, null_kind=kind)))
         return pd.concat(out, ignore_index=True) if out else pd.DataFrame(columns=NULL_COLUMNS)
 
     def per_prompt(self, table=None) -> dict:
@@ -682,7 +847,8 @@ def _table(rows) -> pd.DataFrame:
 
 def evaluate_steering(model, tokenizer, prompts, labels, vectors: dict, validation_accuracy: dict, norms: dict,
                       settings, *, answer_words, protocol: SteeringProtocol | None = None, generation_prompts=None,
-                      sentiment: bool = False, dataset: str = "dataset", progress: bool = False) -> tuple:
+                      sentiment: bool = False, dataset: str = "dataset", progress: bool = False,
+                      state_factors=None) -> tuple:
     """Measure every (method, setting, direction) on every prompt, both halves (see the module docstring;
     :func:`evaluate_staged` measures a sweep in stages).
 
@@ -720,6 +886,10 @@ def evaluate_steering(model, tokenizer, prompts, labels, vectors: dict, validati
         Name written into the table.
     progress : bool
         Show progress bars.
+    state_factors : mapping of int to ndarray (p, m), optional
+        The layers' state covariance factors (:func:`state_factors`, every layer 1..L): every row then also gets the
+        covariance-matched null (``protocol.n_random_matched`` draws per half, :func:`matched_units`); None: not
+        measured (its columns NaN).
 
     Returns
     -------
@@ -731,11 +901,13 @@ def evaluate_steering(model, tokenizer, prompts, labels, vectors: dict, validati
     """
     m = _Measurement(model, tokenizer, prompts, labels, vectors, validation_accuracy, norms, settings,
                      answer_words=answer_words, protocol=SteeringProtocol() if protocol is None else protocol,
-                     generation_prompts=generation_prompts, sentiment=sentiment, dataset=dataset, progress=progress)
+                     generation_prompts=generation_prompts, sentiment=sentiment, dataset=dataset, progress=progress,
+                     state_factors=state_factors)
     entries = m.entries()
     m.readouts(entries, m.prompts_of(None))
+    m.more_draws(entries, m.prompts_of(None), null="matched")
     if m.gen_ids is not None:
-        m.generate(entries, np.arange(len(m.gen_ids)))
+        m.generate(entries, np.arange(len(m.gen_ids)), text_draws=m.n_text_random)
     rows = [row for entry in entries for half in ("selection", "report") for row in m.rows([entry], half, "all")]
     table = _table(rows)
     return table, m.per_prompt(table)
@@ -812,7 +984,7 @@ def _keys(rows: pd.DataFrame) -> set:
 def evaluate_staged(model, tokenizer, prompts, labels, vectors, validation_accuracy, norms: dict, settings, *,
                     answer_words, protocol: SteeringProtocol | None = None, fit_vectors=None, generation_prompts=None,
                     sentiment: bool = False, dataset: str = "dataset", progress: bool = False, on_stage=None,
-                    validity_only: bool = False, auc_p_adjusted: float | None = None) -> tuple:
+                    validity_only: bool = False, auc_p_adjusted: float | None = None, state_factors=None) -> tuple:
     """A strength sweep measured in stages (as AxBench and CAA screen before they generate).
 
     0. **Validity**: the unsteered read-out of every prompt; a dataset whose read-out does not track the concept
@@ -829,11 +1001,15 @@ def evaluate_staged(model, tokenizer, prompts, labels, vectors, validation_accur
        perplexity ratio) on the selection half, read and generated on the report half. The operating point of
        each group (:func:`select_operating_points`) is one of them, chosen on the selection half.
     4. **Null** (report half, ``on_stage`` 'null'): the tested points (:func:`rank_test_points`, chosen on the
-       selection half) get the rest of the report stream's ``n_random`` null directions and a rank p.
+       selection half) get the rest of the report stream's ``n_random`` null directions and a rank p; with
+       ``state_factors``, also the ``n_random_matched`` covariance-matched ones and their rank p (``on_stage``
+       'matched').
 
     Random directions: the screen and candidates read ``protocol.n_random_selection`` (:data:`N_RANDOM_SELECTION`)
     draws of the selection stream, the report half's rows the first ``n_random_selection`` of the report stream (a
-    control: its mean, no rank p) and the tested points all ``n_random`` of it (the rank test).
+    control: its mean, no rank p) and the tested points all ``n_random`` of it (the rank test). The VADER control of
+    a sentiment dataset continues the first draw of the selection stream and the first ``protocol.n_text_random`` of
+    the report stream.
 
     No report-half prompt is read before stage 3. ``settings`` must edit the answer positions; the concept vectors
     are given (``vectors``, ``validation_accuracy``) or fitted by ``fit_vectors()``, called only when the read-out is
@@ -869,6 +1045,8 @@ def evaluate_staged(model, tokenizer, prompts, labels, vectors, validation_accur
         The dataset's validity p after the caller's multiplicity correction: the gate then compares it, not the
         dataset's own p, with :data:`~empirical.llm.answer_readout.MAX_AUC_P`
         (:func:`~empirical.llm.answer_readout.validity_decision`); the row still records the own p.
+    state_factors : mapping of int to ndarray (p, m), optional
+        As for :func:`evaluate_steering`: the tested points' covariance-matched null (report half).
 
     Returns
     -------
@@ -895,7 +1073,7 @@ def evaluate_staged(model, tokenizer, prompts, labels, vectors, validation_accur
         auc_p_adjusted = check_scalar(auc_p_adjusted, "auc_p_adjusted", low=0.0, high=1.0)
     m = _Measurement(model, tokenizer, prompts, labels, {} if lazy else vectors, validation_accuracy, norms, settings,
                      answer_words=answer_words, protocol=protocol, generation_prompts=generation_prompts,
-                     sentiment=sentiment, dataset=dataset, progress=progress, staged=True)
+                     sentiment=sentiment, dataset=dataset, progress=progress, staged=True, state_factors=state_factors)
     notify = on_stage or (lambda stage, entries, idx: None)
     selection, report = m.prompts_of("selection"), m.prompts_of("report")
     notify("validity", [], np.arange(len(m.halves)))
@@ -949,10 +1127,13 @@ def evaluate_staged(model, tokenizer, prompts, labels, vectors, validation_accur
         if rank:  # the rank test's null: the tested points only, the rest of the report stream's n_random draws
             notify("null", rank, report)
             m.more_draws(rank, report)
+            if m.n_matched:  # and the covariance-matched null beside it
+                notify("matched", rank, report)
+                m.more_draws(rank, report, null="matched")
         if m.gen_ids is not None:
             gen_report = np.flatnonzero(m.gen_halves == "report")
             notify("generate-report", finals, gen_report)
-            m.generate(finals, gen_report)
+            m.generate(finals, gen_report, text_draws=m.n_text_random)
     seen = {_key(e) for e in candidates}
     rows = [r for r in m.rows(screen, "selection", "screen") if (r["method"], r["setting"], r["direction"]) not in seen]
     rows += m.rows(candidates, "selection", "candidate") + m.rows(finals, "report", "report")
@@ -1063,7 +1244,8 @@ def evaluate_dataset(model, tokenizer, dataset, H, settings, *, protocol: Steeri
     """Steering of one dataset, end to end: answer words checked first, concept vectors fitted on the
     train/validation split of ``H`` (unless ``vectors`` = (vectors, validation accuracies) is given), held-out
     prompts (``eval_dataset``'s rows, e.g. ``stsa.binary.test``, else the test split; classes alternating), median
-    state norms of train + validation, then :func:`evaluate_steering`. Generation: the neutral prompts for
+    state norms and state covariance factors (:func:`state_factors`: the covariance-matched null) of train +
+    validation, then :func:`evaluate_steering`. Generation: the neutral prompts for
     sentiment datasets (VADER), else the first ``protocol.n_generate`` held-out prompts; ``n_generate=0`` skips it.
     ``staged`` runs :func:`evaluate_staged` (a sweep: ``paper_figures --only steering_text``; the vectors are
     fitted after the validity stage, only for a valid read-out; ``on_stage`` as there), else
@@ -1128,6 +1310,8 @@ def evaluate_dataset(model, tokenizer, dataset, H, settings, *, protocol: Steeri
     pool = np.sort(np.r_[split[0], split[1]])
     norms = {layer: float(np.median(np.linalg.norm(np.asarray(H[layer][pool], dtype=np.float32), axis=1)))
              for layer in range(1, H.shape[0])}
+    # the covariance-matched null's distribution: the states of the rows the vectors are fitted on
+    factors = state_factors(H, pool, range(1, H.shape[0])) if protocol.n_random_matched else None
     if eval_dataset is not None:
         source, candidates = eval_dataset, np.arange(len(eval_dataset))
     else:
@@ -1144,7 +1328,7 @@ def evaluate_dataset(model, tokenizer, dataset, H, settings, *, protocol: Steeri
         generation = list(NEUTRAL_PROMPTS[:n_generate]) if sentiment else prompts[:n_generate]
     settings = check_settings(settings)
     kw = dict(answer_words=words, protocol=protocol, generation_prompts=generation, sentiment=sentiment,
-              dataset=dataset.name, progress=progress)
+              dataset=dataset.name, progress=progress, state_factors=factors)
     labels = np.asarray(source.labels)[chosen]
     if staged:  # without given vectors, they are fitted only when the read-out is valid
         given, accuracy = (None, None) if vectors is None else vectors

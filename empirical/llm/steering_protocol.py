@@ -22,7 +22,8 @@ import pandas as pd
 from empirical.common.checks import check_int, check_sequence
 
 __all__ = ["SteeringProtocol", "ANSWER_STEM", "MIN_RANDOM", "N_RANDOM", "N_RANDOM_SELECTION", "MIN_CONTROL",
-           "NULL_ALPHA", "NULL_STREAMS", "MASS_GATE", "PERPLEXITY_GATE", "DISTINCT2_GATE", "N_GENERATE", "passes_gates"]
+           "NULL_ALPHA", "NULL_STREAMS", "MATCHED_STREAMS", "N_TEXT_RANDOM", "MASS_GATE", "PERPLEXITY_GATE",
+           "DISTINCT2_GATE", "N_GENERATE", "passes_gates"]
 
 #: Null (random) directions per (setting, direction, half), at least: the rank p-value 1 / (N + 1) can reach
 #: 0.025 only with N >= 39, and the directions come in antithetic pairs (+r, -r), so N >= 40 and even.
@@ -42,6 +43,13 @@ MIN_CONTROL = 2
 NULL_ALPHA = 0.025
 #: Seed streams of the null directions: the selection half and the report half draw different directions.
 NULL_STREAMS = {"selection": 0, "report": 1}
+#: Seed streams of the covariance-matched null directions (drawn from the layer's own state distribution,
+#: :func:`empirical.llm.steering_eval.matched_units`), apart from the isotropic ones of :data:`NULL_STREAMS`.
+MATCHED_STREAMS = {"selection": 2, "report": 3}
+#: Random directions of the text-level control (VADER of continuations, sentiment datasets): the first draws of the
+#: half's null stream (five antithetic pairs), each continued and scored like the concept edit, on the report half of
+#: a staged sweep and on both halves otherwise; the first one also gives the perplexity and distinct-2 controls.
+N_TEXT_RANDOM = 10
 #: Gates of the operating point: steered mass >= MASS_GATE x unsteered mass, perplexity ratio <= PERPLEXITY_GATE
 #: and (repetition) steered distinct-2 >= DISTINCT2_GATE x unsteered distinct-2, the last two where generated.
 MASS_GATE = 0.5
@@ -110,6 +118,14 @@ class SteeringProtocol:
         Positions of the stage-2 twins.
     twin_methods : tuple of str, optional
         Methods whose candidates get twins (default: every method; ``()``: none).
+    n_random_matched : int, optional
+        Covariance-matched null directions of the rank test (drawn from the layer's own state distribution at the
+        same norm, beside the isotropic ones; read where the isotropic test is and where the measurement is given the
+        layers' states): even and at least :data:`MIN_RANDOM`, or 0 (none); default ``n_random``.
+    n_text_random : int, default=N_TEXT_RANDOM
+        Random directions of the text-level (VADER) control of a sentiment dataset: the first draws of the half's
+        null stream, at least 1 and at most ``n_random`` (a staged sweep reads them on the report half, whose stream
+        has ``n_random`` draws, and one on the selection half).
 
     Examples
     --------
@@ -133,6 +149,8 @@ class SteeringProtocol:
     n_twins: int = 1
     stage2_positions: tuple = TWIN_POSITIONS
     twin_methods: tuple | None = None
+    n_random_matched: int | None = None
+    n_text_random: int = N_TEXT_RANDOM
 
     def __post_init__(self):
         if not isinstance(self.stem, str) or not self.stem.strip():
@@ -158,7 +176,17 @@ class SteeringProtocol:
             if not all(isinstance(m, str) and m for m in twin_methods):  # () : no method gets twins
                 raise ValueError(f"twin_methods must be method names (or None: every method), got "
                                  f"{self.twin_methods!r}")
+        n_matched = n_random if self.n_random_matched is None else check_int(
+            self.n_random_matched, "n_random_matched (covariance-matched null directions)", minimum=0)
+        if n_matched and (n_matched < MIN_RANDOM or n_matched % 2):
+            raise ValueError(f"n_random_matched (covariance-matched null directions) must be 0 or even and at least "
+                             f"{MIN_RANDOM} (antithetic pairs, a rank p that can reach 0.025), got {n_matched}")
+        n_text = check_int(self.n_text_random, "n_text_random (random directions of the VADER control)", minimum=1)
+        if n_text > n_random:
+            raise ValueError("n_text_random (random directions of the VADER control) must be at most "
+                             f"n_random (--n-random) = {n_random} (the draws of the half's stream), got {n_text}")
         fields = dict(directions=directions, n_random=n_random, n_random_selection=n_control,
+                      n_random_matched=n_matched, n_text_random=n_text,
                       seed=check_int(self.seed, "seed (--seed)", minimum=0),
                       n_generate=check_int(self.n_generate, "n_generate (--generate)", minimum=0),
                       max_new_tokens=check_int(self.max_new_tokens, "max_new_tokens (--max-new-tokens)"),

@@ -48,6 +48,8 @@ test accuracy a probe will reach when it is trained on n > N labelled rows:
   survey: Viering & Loog, IEEE TPAMI 2022).  The subsample accuracies are the best-C accuracy of probes fitted
   on stratified subsamples of the pool and tested on the pool rows they left out; the fit is
   :func:`empirical.probes.structure.fit_power_law`; its interval is a bootstrap over the subsample repeats.
+  :func:`pool_curves` fits, through the same subsample points, the power law and the four-parameter families of
+  the learning-curve databases (POW4, MMF4, WBL4: :mod:`empirical.probes.curve_families`).
 
 Every function returns a :class:`LearningCurve`; n below the pool is an error (the pool's own accuracy is
 measured, not predicted), as are NaN hidden states, a pool with one class and bad options.
@@ -69,12 +71,14 @@ from empirical.common.checks import as_generator, check_int, check_scalar
 from ..common.arrays import check_binary_labels, check_grid, check_matrix, check_min_per_class
 from ..logistic import logistic_path
 from ..numerics import standardize, standardize_stats
+from .curve_families import CURVE_FAMILIES, fit_curve_family
 from .real_embedding import cross_validated_path, kappa_from_accuracy
 from .spectral_prediction import CV_LAMBDAS, KAPPA_BOUNDS, PoolModel, estimate_pool_models, spectrum_from, theory_path
 from .structure import fit_power_law, stratified_subsample
 
 __all__ = ["LearningCurve", "BestLayer", "predict_learning_curve", "predict_best_layer", "labels_needed",
-           "no_gain_curve", "power_law_curve", "isotropic_curve", "backtest_error", "pool_backtest_errors",
+           "no_gain_curve", "power_law_curve", "pool_curves", "POOL_CURVE_METHODS", "FAMILY_BOOT", "isotropic_curve",
+           "backtest_error", "pool_backtest_errors",
            "check_targets", "PLAN_CS", "POWER_LAW_FRACTIONS"]
 
 #: the C grid of the best-C accuracy: RAPTOR's range (1e-4 .. 1e2), two points per decade
@@ -736,17 +740,34 @@ def _subsample_paths(H, y_signed, sizes, repeats, Cs, rng):
     return out
 
 
-def power_law_curve(H_pool, y_pool, n_values, *, fractions=POWER_LAW_FRACTIONS, repeats=4, Cs=None, level=0.9,
-                    n_test=None, n_boot=200, random_state=0) -> LearningCurve:
-    """Baseline: a power-law learning curve acc(n) = a - b n^(-c) fitted to the pool's subsample accuracies.
+#: The curves :func:`pool_curves` fits to the pool's subsample accuracies: the power law and the LCDB families
+#: (:data:`empirical.probes.curve_families.CURVE_FAMILIES`).
+POOL_CURVE_METHODS = ("power_law", *CURVE_FAMILIES)
+#: Most bootstrap refits of a four-parameter family per pool (the first of the power law's draws): a refit costs
+#: 10-25 ms against the power law's 2 ms, and the learning-curve section fits hundreds of pools.
+FAMILY_BOOT = 50
+
+
+def pool_curves(H_pool, y_pool, n_values, *, methods=POOL_CURVE_METHODS, fractions=POWER_LAW_FRACTIONS, repeats=4,
+                Cs=None, level=0.9, n_test=None, n_boot=200, random_state=0) -> dict:
+    """Baselines that extrapolate the pool's own learning curve: parametric curves fitted to its subsample
+    accuracies.
 
     For each fraction f, ``repeats`` stratified subsamples of round(f N) pool rows are fitted along ``Cs`` and
     tested on the pool rows they leave out; the subsample size's accuracy is the best C of the mean path over
-    its repeats (the best-C accuracy, as :func:`predict_learning_curve` predicts).  A power law
-    (:func:`empirical.probes.structure.fit_power_law`: least squares, b >= 0, 0 < c <= 3, a <= 1) through those
-    points is read off at each n: the inverse power law of the learning-curve literature (module docstring:
-    Figueroa et al. 2012, Hestness et al. 2017, Viering & Loog 2022).  Interval: the fit repeated on
-    ``n_boot`` bootstrap resamples of the repeats at every size (percentiles, plus the test noise).
+    its repeats (the best-C accuracy, as :func:`predict_learning_curve` predicts).  Every method fits a curve
+    through the same points and reads it off at each n:
+
+    * ``power_law``: acc(n) = a - b n^(-c) (:func:`empirical.probes.structure.fit_power_law`: least squares,
+      b >= 0, 0 < c <= 3, a <= 1), the inverse power law of the learning-curve literature (module docstring:
+      Figueroa et al. 2012, Hestness et al. 2017, Viering & Loog 2022);
+    * ``pow4``, ``mmf4``, ``wbl4``: the four-parameter families of the learning-curve databases (LCDB, Mohr et
+      al. 2022; LCDB 1.1, Yan, Mohr and Viering 2025), fitted non-decreasing within [0, 1]
+      (:func:`empirical.probes.curve_families.fit_curve_family`).
+
+    Interval: each fit repeated on ``n_boot`` bootstrap resamples of the repeats at every size (percentiles, plus
+    the test noise; a four-parameter family on the first :data:`FAMILY_BOOT` of them, its refits being 5-10 times
+    slower); the subsample probes are fitted once for every method.
 
     Parameters
     ----------
@@ -755,9 +776,11 @@ def power_law_curve(H_pool, y_pool, n_values, *, fractions=POWER_LAW_FRACTIONS, 
     y_pool : array (N,)
         Binary labels of the pool (any two values).
     n_values : array of float >= N
-        Training sizes to extrapolate the fitted power law to.
+        Training sizes to extrapolate the fitted curves to.
+    methods : sequence of str, default=:data:`POOL_CURVE_METHODS`
+        Which curves, any of :data:`POOL_CURVE_METHODS`.
     fractions : sequence of float in (0, 1)
-        At least 3 distinct subsample fractions of the pool.
+        Distinct subsample fractions of the pool: at least 3 sizes (4 for a four-parameter family).
     repeats : int >= 1
         Subsamples per fraction.
     Cs : array of float, optional
@@ -767,9 +790,76 @@ def power_law_curve(H_pool, y_pool, n_values, *, fractions=POWER_LAW_FRACTIONS, 
     n_test : int, optional
         As in :func:`predict_learning_curve`.
     n_boot : int >= 0
-        Bootstrap refits of the curve (0: no interval beyond the test noise).
+        Bootstrap refits of each curve (0: no interval beyond the test noise; at most :data:`FAMILY_BOOT` for a
+        four-parameter family).
     random_state : int
         Subsamples and bootstrap.
+
+    Returns
+    -------
+    dict of str to LearningCurve
+        One curve per method (its ``method`` the key).
+
+    Examples
+    --------
+    >>> from empirical.testing import synthetic_hidden_states
+    >>> H, y, _, _ = synthetic_hidden_states(200, 0, 10, shift=1.0, seed=0)
+    >>> curves = pool_curves(H, y, [200, 800], repeats=2, n_boot=10)
+    >>> sorted(curves), bool(curves["wbl4"].accuracy[1] >= curves["wbl4"].accuracy[0])
+    (['mmf4', 'pow4', 'power_law', 'wbl4'], True)
+    """
+    H, y_signed = _check_pool(H_pool, y_pool, 2)
+    N = H.shape[0]
+    n = check_targets(n_values, N)
+    rng = as_generator(random_state, "random_state")
+    level = _check_level(level)
+    n_test = _check_n_test(n_test)
+    repeats = check_int(repeats, "repeats", minimum=1)
+    n_boot = check_int(n_boot, "n_boot", minimum=0)
+    methods = tuple(methods) if not isinstance(methods, str) else (methods,)
+    unknown = [m for m in methods if m not in POOL_CURVE_METHODS]
+    if unknown or not methods:
+        raise ValueError(f"methods must be among {list(POOL_CURVE_METHODS)}, got {list(methods)}")
+    Cs = np.asarray(check_grid(PLAN_CS if Cs is None else Cs), dtype=float)
+    fr = np.asarray(fractions, dtype=float)
+    if fr.ndim != 1 or not np.all(np.isfinite(fr)) or np.any((fr <= 0) | (fr >= 1)):
+        raise ValueError(f"fractions must be numbers in (0, 1) (each subsample leaves pool rows to test on), "
+                         f"got {fr.tolist()}")
+    sizes = np.unique(np.clip(np.round(fr * N).astype(int), 4, N - 2))
+    needed = 3 if set(methods) == {"power_law"} else 4
+    if sizes.size < needed:
+        raise ValueError(f"fractions must give at least {needed} distinct subsample sizes of the {N}-row pool "
+                         f"(methods {list(methods)}), got {sizes.tolist()}")
+    paths = _subsample_paths(H, y_signed, sizes, repeats, Cs, rng)
+    picks = [rng.integers(0, repeats, size=(sizes.size, repeats)) for _ in range(n_boot)]
+    resampled = [np.take_along_axis(paths, pick[:, :, None], axis=1).mean(axis=1).max(axis=1) for pick in picks]
+    points = paths.mean(axis=1).max(axis=1)
+    curves = {}
+    for method in methods:
+        if method == "power_law":
+            fit = fit_power_law(sizes, points)
+            refit = [fit_power_law(sizes, r) for r in resampled]
+        else:
+            fit = fit_curve_family(sizes, points, method)
+            refit = [fit_curve_family(sizes, r, method, start=fit) for r in resampled[:FAMILY_BOOT]]
+        acc = np.clip(fit(n), 0, 1)
+        draws = np.array([np.clip(f(n), 0, 1) for f in refit]).reshape(len(refit), n.size)
+        low, high, draws = _interval(acc, draws, level, n_test, rng)
+        curves[method] = LearningCurve(n=n, accuracy=acc, low=np.minimum(low, acc), high=np.maximum(high, acc),
+                                       C_star=np.full(n.size, np.nan), level=level, method=method, n_pool=N,
+                                       draws=draws, n_test=n_test)
+    return curves
+
+
+def power_law_curve(H_pool, y_pool, n_values, *, fractions=POWER_LAW_FRACTIONS, repeats=4, Cs=None, level=0.9,
+                    n_test=None, n_boot=200, random_state=0) -> LearningCurve:
+    """Baseline: a power-law learning curve acc(n) = a - b n^(-c) fitted to the pool's subsample accuracies
+    (:func:`pool_curves` with ``methods=("power_law",)``).
+
+    Parameters
+    ----------
+    H_pool, y_pool, n_values, fractions, repeats, Cs, level, n_test, n_boot, random_state
+        As in :func:`pool_curves` (``fractions`` must give at least 3 distinct subsample sizes).
 
     Returns
     -------
@@ -784,32 +874,5 @@ def power_law_curve(H_pool, y_pool, n_values, *, fractions=POWER_LAW_FRACTIONS, 
     >>> c.method, bool(c.accuracy[1] >= c.accuracy[0])
     ('power_law', True)
     """
-    H, y_signed = _check_pool(H_pool, y_pool, 2)
-    N = H.shape[0]
-    n = check_targets(n_values, N)
-    rng = as_generator(random_state, "random_state")
-    level = _check_level(level)
-    n_test = _check_n_test(n_test)
-    repeats = check_int(repeats, "repeats", minimum=1)
-    n_boot = check_int(n_boot, "n_boot", minimum=0)
-    Cs = np.asarray(check_grid(PLAN_CS if Cs is None else Cs), dtype=float)
-    fr = np.asarray(fractions, dtype=float)
-    if fr.ndim != 1 or not np.all(np.isfinite(fr)) or np.any((fr <= 0) | (fr >= 1)):
-        raise ValueError(f"fractions must be numbers in (0, 1) (each subsample leaves pool rows to test on), "
-                         f"got {fr.tolist()}")
-    sizes = np.unique(np.clip(np.round(fr * N).astype(int), 4, N - 2))
-    if sizes.size < 3:
-        raise ValueError(f"fractions must give at least 3 distinct subsample sizes of the {N}-row pool, got "
-                         f"{sizes.tolist()}")
-    paths = _subsample_paths(H, y_signed, sizes, repeats, Cs, rng)
-    law = fit_power_law(sizes, paths.mean(axis=1).max(axis=1))
-    acc = np.clip(law(n), 0, 1)
-    draws = np.empty((n_boot, n.size))
-    for b in range(n_boot):
-        pick = rng.integers(0, repeats, size=(sizes.size, repeats))
-        resampled = np.take_along_axis(paths, pick[:, :, None], axis=1)
-        draws[b] = np.clip(fit_power_law(sizes, resampled.mean(axis=1).max(axis=1))(n), 0, 1)
-    low, high, draws = _interval(acc, draws, level, n_test, rng)
-    return LearningCurve(n=n, accuracy=acc, low=np.minimum(low, acc), high=np.maximum(high, acc),
-                         C_star=np.full(n.size, np.nan), level=level, method="power_law", n_pool=N, draws=draws,
-                         n_test=n_test)
+    return pool_curves(H_pool, y_pool, n_values, methods=("power_law",), fractions=fractions, repeats=repeats,
+                       Cs=Cs, level=level, n_test=n_test, n_boot=n_boot, random_state=random_state)["power_law"]
