@@ -100,7 +100,7 @@ def stage_seconds(scale=None, measurable=MEASURABLE, tested_twins=True) -> dict:
         raise ValueError(f"measurable must be a sequence of known dataset names {sorted(PROMPT_TOKENS)}, "
                          f"got {unknown}")
     grid = settings(scale is QUICK)
-    n_settings = sum(len([s for s in grid if get_method(m).gcav or s.kind == "additive"]) for m in scale["methods"])
+    n_settings = sum(len([s for s in grid if s.edit_kind.steers(get_method(m))]) for m in scale["methods"])
     out = {}
     for name in scale["datasets"]:
         one = estimate_seconds(

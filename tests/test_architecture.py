@@ -211,7 +211,7 @@ def test_kernel_modules_keep_their_jobs():
     "empirical.llm.datasets, empirical.llm.cache, empirical.common.files, empirical.common.arrays, empirical.numerics",
     # choosing an operating point or estimating a run's time from a saved table needs no torch
     "empirical.llm.steering_protocol, empirical.llm.steering_selection, empirical.llm.steering_cost, "
-    "empirical.llm.steering_settings, empirical.llm.gcav",
+    "empirical.llm.steering_settings, empirical.llm.gcav, empirical.llm.edit_kinds",
 ])
 def test_numpy_side_never_loads_torch(modules):
     code = f"import {modules}; import sys; assert 'torch' not in sys.modules, 'torch was imported'"
@@ -496,3 +496,59 @@ def test_status_codes_are_named_and_success_has_one_rule():
                 literals = _status_literals(node.value)
             bad += [f"{module}:{lit.lineno}: status {lit.value}" for lit in literals]
     assert bad == [], bad
+
+
+#: the names of the edit kinds (issue 55 section 3), which only their registry may test a kind against
+EDIT_KIND_NAMES = {"additive", "gcav"}
+
+
+def _kind_name_literals(node):
+    """The edit-kind names among the string literals of ``node`` (a constant, or a tuple/list/set of them)."""
+    items = node.elts if isinstance(node, (ast.Tuple, ast.List, ast.Set)) else [node]
+    return [c.value for c in items if isinstance(c, ast.Constant) and c.value in EDIT_KIND_NAMES]
+
+
+def test_only_the_edit_kind_registry_tests_a_kind_by_name():
+    """A steering edit kind is one class and one entry of ``empirical.llm.edit_kinds.EDIT_KINDS`` (issue 55
+    section 3): no other module of ``empirical`` or ``paper_figures`` compares a kind to a literal name
+    (``kind == "gcav"``, ``setting.kind in ("gcav", "additive")``), so a new kind cannot be steered silently as
+    another one by a branch that forgot it."""
+    bad = []
+    for module, path in MODULES.items():
+        if module.split(".")[0] not in ("empirical", "paper_figures") or module == "empirical.llm.edit_kinds":
+            continue
+        for node in ast.walk(ast.parse(path.read_text())):
+            if not isinstance(node, ast.Compare):
+                continue
+            operands = [node.left, *node.comparators]
+            others = [operand for operand in operands if not _kind_name_literals(operand)]
+            if len(others) < len(operands) and any("kind" in ast.unparse(operand) for operand in others):
+                bad.append(f"{module}:{node.lineno}: {ast.unparse(node)}")
+    assert bad == [], bad
+
+
+def test_a_new_edit_kind_is_one_registry_entry(monkeypatch):
+    """Registering a third kind in ``EDIT_KINDS`` (and nothing else) makes it a valid setting: its strength domain,
+    the letter of its name and its candidate layers come from its class."""
+    from empirical.llm.edit_kinds import EDIT_KINDS, EditKind
+    from empirical.llm.steering_settings import SteeringSetting, choose_layers
+
+    class ToyEdit(EditKind):
+        name = "toy"
+        prefix = "t"
+        strength_label = "toy units"
+        strength_bounds = dict(low=1.0, high=5.0)
+
+        def candidate_layers(self, probes, n_layers):
+            return [2, 3]
+
+    with pytest.raises(ValueError, match="kind must be 'gcav' or 'additive', got 'toy'"):
+        SteeringSetting("toy", "all", 3.0, "answer")
+    monkeypatch.setitem(EDIT_KINDS, "toy", ToyEdit())
+    setting = SteeringSetting("toy", "all", 3.0, "answer")
+    assert setting.name == "toy-all-t3-answer" and setting.edit_kind is EDIT_KINDS["toy"]
+    assert choose_layers(setting, {}, {}, n_layers=4) == [2, 3]
+    with pytest.raises(ValueError, match=r"strength \(toy units\)"):
+        SteeringSetting("toy", "all", 7.0, "answer")  # within additive's domain, outside the toy's
+    with pytest.raises(ValueError, match="kind must be 'gcav' or 'additive' or 'toy', got 'other'"):
+        SteeringSetting("other")

@@ -19,7 +19,6 @@ import numpy as np
 import torch
 
 from ..probes.concept_vectors import ConceptVectors
-from .edits import additive_steering, gcav_steering
 from .hooks import cache_argument, output_cache
 from .steering_settings import SteeringSetting
 
@@ -165,42 +164,19 @@ class SettingEdit:
         return 1.0 if self.direction == "towards" else -1.0
 
     def concept(self):
-        if self.setting.kind == "gcav":
-            p = self.setting.strength if self.direction == "towards" else 1.0 - self.setting.strength
-            return lambda: gcav_steering(self.model, {layer: self.probes[layer] for layer in self.layers},
-                                         self.direction, p, None, "last")
-        return lambda: additive_steering(self.model, {layer: self.probes[layer].direction for layer in self.layers},
-                                         self.additive_strengths(), "all")
-
-    def additive_strengths(self):
-        return {layer: self.sign * self.setting.strength * self.norms[layer] for layer in self.layers}
+        """The concept edit of one pass (a context factory; :meth:`~empirical.llm.edit_kinds.EditKind.concept`)."""
+        return self.setting.edit_kind.concept(self)
 
     def random(self, units, alphas=None):
         """The random control: ``units`` (layer -> unit vector) at the concept run's |alpha| (GCAV: ``alphas``
         recorded for this pass, per row; additive: the fixed strengths)."""
-        if self.setting.kind == "gcav":
-            if alphas is None:
-                return None
-            return lambda: additive_steering(self.model, {layer: units[layer] for layer in alphas},
-                                             {layer: np.abs(a) * self.sign for layer, a in alphas.items()}, "last")
-        return lambda: additive_steering(self.model, {layer: units[layer] for layer in self.layers},
-                                         self.additive_strengths(), "all")
-
+        return self.setting.edit_kind.random(self, units, alphas)
 
     def random_stacked(self, draws, alphas, rows: int):
         """All random controls of the answer-position edit in one pass: ``draws`` (one layer -> unit vector dict
         per draw) stacked draw by draw over a batch of ``rows`` rows repeated ``len(draws)`` times, at the concept
         run's |alpha| (GCAV: ``alphas`` of the answer pass, per row; additive: the fixed strengths)."""
-        if self.setting.kind == "gcav":
-            if alphas is None:
-                return None
-            layers = list(alphas)
-            strengths = {layer: np.tile(np.abs(a) * self.sign, len(draws)) for layer, a in alphas.items()}
-        else:
-            layers, strengths = self.layers, self.additive_strengths()
-        vectors = {layer: np.repeat(np.stack([units[layer] for units in draws]), rows, axis=0) for layer in layers}
-        return lambda: additive_steering(self.model, vectors, strengths, "last" if self.setting.kind == "gcav"
-                                         else "all")
+        return self.setting.edit_kind.random_stacked(self, draws, alphas, rows)
 
 
 def edited_passes(positions: str) -> tuple:

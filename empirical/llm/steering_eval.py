@@ -106,7 +106,7 @@ from .steering_protocol import (  # the protocol object, its constants and gates
     SteeringProtocol,
     passes_gates,
 )
-from .steering_settings import SteeringSetting, check_settings, choose_layers, edit_strengths
+from .steering_settings import SteeringSetting, check_settings, choose_layers
 
 __all__ = ["NEUTRAL_PROMPTS", "NULL_COLUMNS", "rank_p_value", "null_units", "state_factors", "matched_units",
            "METRIC_COLUMNS", "random_units", "evaluate_steering", "screen_candidates", "rank_test_points",
@@ -512,13 +512,13 @@ class _Measurement:
         for method, probes in vectors.items():
             has_coef = all(probes[layer].coef is not None for layer in probes)
             for setting in settings:
-                if setting.kind == "gcav" and not has_coef:
+                if setting.edit_kind.needs_weights and not has_coef:
                     continue
                 layers = choose_layers(setting, probes, validation_accuracy.get(method, {}), self.n_layers)
-                if setting.kind == "additive":
+                if setting.edit_kind.needs_norms:
                     missing = [layer for layer in layers if layer not in norms]
                     if missing:
-                        raise ValueError(f"setting {setting.name!r} is additive: norms lack layers {missing}")
+                        raise ValueError(f"setting {setting.name!r} is {setting.kind}: norms lack layers {missing}")
                 plan.append((method, setting, layers))
         self.vectors, self.norms, self.plan = vectors, norms, plan
 
@@ -765,8 +765,9 @@ class _Measurement:
                        n_generated=0, null_rank=rank, null_p=p_null, null_p_opposite=p_opposite,
                        null_mean=float(null.mean()), null_sd=float(null.std(ddof=1)),
                        null_stream=NULL_STREAMS[half], **self._matched_row(res, sel, sign, float(shift.mean())))
-            if setting.kind == "additive":
-                strengths = np.abs(list(edit_strengths(setting, layers, self.norms).values()))
+            fixed = setting.edit_kind.fixed_strengths(setting, layers, self.norms)
+            if fixed is not None:
+                strengths = np.abs(list(fixed.values()))
                 row.update(alpha_median=float(np.median(strengths)), alpha_max=float(strengths.max()))
             key = (method, setting.name, direction)
             if key in self.generated:

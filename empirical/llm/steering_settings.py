@@ -11,10 +11,11 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from empirical.common.checks import check_choice, check_int, check_scalar, check_sequence
+from empirical.common.checks import check_choice, check_int, check_sequence
 
 from ..probes.concept_vectors import ConceptVectors
-from .gcav import P_TOWARDS, steerable_layers
+from .edit_kinds import EDIT_KINDS, MAX_STRENGTH
+from .gcav import P_TOWARDS
 
 __all__ = ["POSITIONS", "LAYER_CHOICES", "MAX_STRENGTH", "SteeringSetting", "PRESETS", "PAPER_SETTING",
            "DEFAULT_SETTING", "named_setting", "sweep_settings", "choose_layers", "check_settings",
@@ -26,10 +27,6 @@ POSITIONS = ("prompt", "answer", "all")
 LAYER_CHOICES = ("all", "best", "top3")
 
 
-#: The largest additive multiple k of the median hidden-state norm (beyond it the state is the edit).
-MAX_STRENGTH = 10.0
-
-
 @dataclass(frozen=True)
 class SteeringSetting:
     """One way to steer.
@@ -37,8 +34,8 @@ class SteeringSetting:
     Parameters
     ----------
     kind : {"gcav", "additive"}
-        GCAV adaptive strength (target probability ``strength`` towards, ``1 - strength`` away), or a fixed edit
-        ``h += +-strength * median_norm(layer) * v``.
+        A key of :data:`~empirical.llm.edit_kinds.EDIT_KINDS`: GCAV adaptive strength (target probability
+        ``strength`` towards, ``1 - strength`` away), or a fixed edit ``h += +-strength * median_norm(layer) * v``.
     layers : {"all", "best", "top3"} or tuple of int
         Every layer with a probe, the best or three best by validation accuracy, or explicit layers.
     strength : float
@@ -61,22 +58,22 @@ class SteeringSetting:
     name: str = ""
 
     def __post_init__(self):
-        if self.kind not in ("gcav", "additive"):
-            raise ValueError(f"kind must be 'gcav' or 'additive', got {self.kind!r}")
+        if self.kind not in EDIT_KINDS:
+            raise ValueError(f"kind must be {' or '.join(map(repr, EDIT_KINDS))}, got {self.kind!r}")
         if self.positions not in POSITIONS:
             raise ValueError(f"positions must be one of {POSITIONS}, got {self.positions!r}")
         if not (self.layers in LAYER_CHOICES or (isinstance(self.layers, tuple) and self.layers)):
             raise ValueError(f"layers must be 'all', 'best', 'top3' or a tuple of layer indices, got {self.layers!r}")
-        if self.kind == "gcav":
-            check_scalar(self.strength, "strength (GCAV target probability p*)", low=0.5, high=1.0, low_open=True,
-                         high_open=True)
-        else:
-            check_scalar(self.strength, "strength (multiple k of the median hidden-state norm)", low=0.0,
-                         high=MAX_STRENGTH, low_open=True)
+        self.edit_kind.check_strength(self.strength)
         if not self.name:
             layers = self.layers if isinstance(self.layers, str) else "L" + "+".join(map(str, self.layers))
-            prefix = "p" if self.kind == "gcav" else "k"
-            object.__setattr__(self, "name", f"{self.kind}-{layers}-{prefix}{self.strength:g}-{self.positions}")
+            object.__setattr__(self, "name",
+                               f"{self.kind}-{layers}-{self.edit_kind.prefix}{self.strength:g}-{self.positions}")
+
+    @property
+    def edit_kind(self):
+        """The kind's entry of :data:`~empirical.llm.edit_kinds.EDIT_KINDS` (what the edit does)."""
+        return EDIT_KINDS[self.kind]
 
     @property
     def layer_choice(self) -> str:
@@ -173,10 +170,8 @@ def sweep_settings(k_grid=(0.05, 0.1, 0.2, 0.4, 0.8), p_grid=(0.9, 0.99, P_TOWAR
     ...                                 additive_layers=("best",))]
     ['gcav-best-p0.99-answer', 'additive-best-k0.1-answer']
     """
-    k_grid = check_sequence(k_grid, "k_grid", lambda v, n: check_scalar(v, n, low=0.0, high=MAX_STRENGTH,
-                                                                        low_open=True))
-    p_grid = check_sequence(p_grid, "p_grid", lambda v, n: check_scalar(v, n, low=0.5, high=1.0, low_open=True,
-                                                                        high_open=True))
+    k_grid = check_sequence(k_grid, "k_grid", EDIT_KINDS["additive"].check_strength)
+    p_grid = check_sequence(p_grid, "p_grid", EDIT_KINDS["gcav"].check_strength)
     gcav_layers = check_sequence(gcav_layers, "gcav_layers", _layer_choice, allow_empty=True)
     additive_layers = check_sequence(additive_layers, "additive_layers", _layer_choice, allow_empty=True)
     positions = check_sequence(positions, "positions", lambda v, n: check_choice(v, n, POSITIONS))
@@ -216,10 +211,7 @@ def choose_layers(setting: SteeringSetting, probes: ConceptVectors, validation_a
         its candidate layers in its order; ``best``/``top3``: the one or three best, ascending (ties go to the
         lower layer).  ``ValueError`` when no layer qualifies.
     """
-    if setting.kind == "gcav":
-        candidates, _ = steerable_layers(probes, None, n_layers)
-    else:
-        candidates = [int(layer) for layer in probes if 1 <= int(layer) <= n_layers]
+    candidates = setting.edit_kind.candidate_layers(probes, n_layers)
     if not candidates:
         raise ValueError(f"setting {setting.name!r}: no layer can be steered")
     if setting.layers == "all":
@@ -281,4 +273,4 @@ def edit_strengths(setting, layers, norms) -> dict:
     dict of int to float
         The edit's |alpha| per layer, in hidden-state units.
     """
-    return {layer: setting.strength * norms[layer] for layer in layers}
+    return EDIT_KINDS["additive"].fixed_strengths(setting, layers, norms)
