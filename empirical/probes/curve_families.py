@@ -29,7 +29,7 @@ from dataclasses import dataclass
 import numpy as np
 from scipy.optimize import least_squares
 
-__all__ = ["CURVE_FAMILIES", "FittedCurve", "fit_curve_family"]
+__all__ = ["CURVE_FAMILIES", "FittedCurve", "fit_curve_family", "check_curve_points"]
 
 
 def _pow4(x, theta):
@@ -65,6 +65,44 @@ _FAMILIES = {
 FIT_TOL = 1e-6
 #: The families :func:`fit_curve_family` fits (LCDB's names).
 CURVE_FAMILIES = tuple(_FAMILIES)
+
+
+def check_curve_points(n, accuracy, min_sizes: int, curve: str) -> tuple:
+    """The points a learning curve is fitted to, checked: 1-D float arrays of training sizes and accuracies.
+
+    Parameters
+    ----------
+    n : array-like of float
+        Training sizes, finite and > 0 (repeats allowed).
+    accuracy : array-like of float
+        Accuracy at each size, finite.
+    min_sizes : int
+        Distinct sizes the curve needs (its number of parameters).
+    curve : str
+        The curve, as the error names it (``"a power law"``).
+
+    Returns
+    -------
+    (n, accuracy) : (ndarray, ndarray)
+        Both as 1-D float arrays.
+
+    Raises
+    ------
+    ValueError
+        Naming ``n`` or ``accuracy``: a length mismatch, sizes not finite and > 0, non-finite accuracies, or fewer
+        than ``min_sizes`` distinct sizes.
+    """
+    n = np.asarray(n, dtype=float).ravel()
+    acc = np.asarray(accuracy, dtype=float).ravel()
+    if n.size != acc.size:
+        raise ValueError(f"accuracy: must have one value per size ({n.size}), got {acc.size}")
+    if not (np.all(np.isfinite(n)) and np.all(n > 0)):
+        raise ValueError("n: training sizes must be finite and > 0")
+    if not np.all(np.isfinite(acc)):
+        raise ValueError("accuracy: must be finite")
+    if np.unique(n).size < min_sizes:
+        raise ValueError(f"n: {curve} needs at least {min_sizes} distinct training sizes, got {np.unique(n).size}")
+    return n, acc
 
 
 @dataclass(frozen=True)
@@ -137,17 +175,7 @@ def fit_curve_family(n, accuracy, family: str, *, start: FittedCurve | None = No
     """
     if family not in _FAMILIES:
         raise ValueError(f"family must be one of {list(CURVE_FAMILIES)}, got {family!r}")
-    n = np.asarray(n, dtype=float).ravel()
-    acc = np.asarray(accuracy, dtype=float).ravel()
-    if n.size != acc.size:
-        raise ValueError(f"accuracy: must have one value per size ({n.size}), got {acc.size}")
-    if not (np.all(np.isfinite(n)) and np.all(n > 0)):
-        raise ValueError("n: training sizes must be finite and > 0")
-    if not np.all(np.isfinite(acc)):
-        raise ValueError("accuracy: must be finite")
-    if np.unique(n).size < 4:
-        raise ValueError(f"n: a four-parameter curve needs at least 4 distinct training sizes, got "
-                         f"{np.unique(n).size}")
+    n, acc = check_curve_points(n, accuracy, 4, "a four-parameter curve")
     scale = float(n.max())
     x = n / scale
     curve, lower, upper, starts = _FAMILIES[family]

@@ -71,6 +71,7 @@ from empirical.common.resources import check_n_jobs
 
 from ..common.arrays import as_real_array, check_binary_labels, check_grid, check_matrix, check_vector
 from ..numerics import PAPER_SPLIT_SEED, constant_to_rounding
+from .curve_families import check_curve_points
 from .raptor import RaptorProbe
 
 __all__ = ["delta_sweep", "StructureResult", "predicted_accuracy", "calibrate_scores", "fixed_C", "fit_power_law",
@@ -173,16 +174,7 @@ def fit_power_law(n, accuracy, *, c_max: float = 3.0) -> PowerLaw:
     >>> round(law.a, 3), round(float(law(1600)), 3)
     (0.9, 0.85)
     """
-    n = np.asarray(n, dtype=float).ravel()
-    acc = np.asarray(accuracy, dtype=float).ravel()
-    if n.size != acc.size:
-        raise ValueError(f"accuracy: must have one value per size ({n.size}), got {acc.size}")
-    if not (np.all(np.isfinite(n)) and np.all(n > 0)):
-        raise ValueError("n: training sizes must be finite and > 0")
-    if not np.all(np.isfinite(acc)):
-        raise ValueError("accuracy: must be finite")
-    if np.unique(n).size < 3:
-        raise ValueError(f"n: a power law needs at least 3 distinct training sizes, got {np.unique(n).size}")
+    n, acc = check_curve_points(n, accuracy, 3, "a power law")
     scale = float(n.max())
     x = n / scale
 
