@@ -2,7 +2,7 @@
 
 The reference is the Concept-Depth way: one prompt at a time through the full causal LM with
 ``output_hidden_states=True`` (all positions of all layers kept, logits computed), then the last
-token of each layer read out. Ours: :func:`empirical.llm.extract.hidden_states` (sorted-length
+token of each layer read out. Ours: :func:`empirical.llm.hidden_states` (sorted-length
 batches, base model without LM head, last-token hooks), no disk cache. Both produce the same
 numbers (checked here on layers 1..L-1, where ``hidden_states[l]`` is the block output; the
 reference's last entry is final-normed in transformers 5.x and is compared after the norm).
@@ -50,9 +50,8 @@ def main(argv=None):
 
     import torch
 
-    from empirical.llm import datasets
-    from empirical.llm.extract import hidden_states, tokenize_prompts
-    from empirical.llm.models import load_model
+    from empirical.llm import datasets, hidden_states, load_model
+    from empirical.llm._extract import tokenize_prompts
 
     torch.set_num_threads(args.threads)
     model, tok = load_model(args.model, device="cpu", dtype=args.dtype)

@@ -4,7 +4,7 @@ Six sections, figures written to ``$OUT`` (or ``--out``) as ``gpu_check.json`` a
 each section finishes, so a call stopped at its time limit keeps what it measured):
 
 1. ``agreement``: a tiny random Llama (built from a config, saved, loaded back with
-   :func:`empirical.llm.models.load_model`) extracted with :func:`empirical.llm.extract.hidden_states`
+   :func:`empirical.llm.load_model`) extracted with :func:`empirical.llm.hidden_states`
    on CPU in float32 (the reference), on CUDA in float32, and on CUDA in bfloat16 with
    ``device_map="auto"``; per-layer relative error against the reference (float32: <= 1e-5;
    bfloat16: <= 8 bf16 ulps = 8 * 2**-8 relative Frobenius, row cosine >= 0.999), prefix sharing on
@@ -16,7 +16,7 @@ each section finishes, so a call stopped at its time limit keeps what it measure
    of 512), the plain base-model forward on the same batches (no hooks, no copies) for the overhead,
    CUDA float32, and the device's CPU in float32 on a small sample (``--cpu-sample 0``: none), for the ratio.
    The first pass of each run is reported apart: with PyTorch's cuDNN attention each new (batch, length) shape
-   costs a one-off graph build; the default length buckets (:func:`empirical.llm.extract.bucket_length`) run
+   costs a one-off graph build; the default length buckets (:func:`empirical.llm._extract.bucket_length`) run
    first, then exact lengths, each on a fresh prompt set.
 3. ``probe``: :class:`empirical.probes.RaptorProbe` at p = 4096 on Gaussian two-class data (fit time,
    test accuracy), against scikit-learn ``LogisticRegression`` on the same objective at the selected C
@@ -151,9 +151,8 @@ def check_agreement(device, tmp, quick):
     """Tiny Llama: CUDA float32 and CUDA bfloat16 (device_map="auto") against CPU float32; the cache on CUDA."""
     import torch
 
-    from empirical.llm.extract import hidden_states
-    from empirical.llm.hooks import input_device
-    from empirical.llm.models import load_model
+    from empirical.llm import hidden_states, load_model
+    from empirical.llm._hooks import input_device
     from empirical.testing import tiny_model, tiny_tokenizer
 
     cuda = torch.device(device).type == "cuda"
@@ -247,8 +246,9 @@ def _flops_per_token(cfg, mean_len):
 def check_throughput(device, quick, repeats, layers, cpu_sample):
     import torch
 
-    from empirical.llm.extract import hidden_states, pad_right, tokenize_prompts
-    from empirical.llm.hooks import base_model
+    from empirical.llm import hidden_states
+    from empirical.llm._extract import pad_right, tokenize_prompts
+    from empirical.llm._hooks import base_model
     from empirical.testing import tiny_tokenizer
 
     cuda = torch.device(device).type == "cuda"

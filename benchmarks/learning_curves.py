@@ -2,7 +2,7 @@
 
 Synthetic Gaussian hidden states at SmolLM2's width (p = 576, rotated power-law covariance, a logistic teacher),
 a labelled pool of 400 rows plus 2,800 unlabelled rows.  Times, single-threaded (threadpoolctl), the median over
-``--repeats`` of :func:`empirical.probes.spectral_prediction.estimate_pool_model` (``n_boot`` = 200) followed by
+``--repeats`` of :func:`empirical.probes.estimate_pool_model` (``n_boot`` = 200) followed by
 :func:`empirical.probes.learning_curves.predict_learning_curve` at 10 targets (400 .. 3,200), for the
 ``calibrated`` and ``deconvolved`` teachers.  Goal (issue 25): <= 2 s per layer on one core.
 
@@ -17,8 +17,8 @@ import numpy as np
 from threadpoolctl import threadpool_limits
 
 from cgmt._spectrum import Spectrum
+from empirical.probes import estimate_pool_model
 from empirical.probes.learning_curves import predict_learning_curve
-from empirical.probes.spectral_prediction import estimate_pool_model
 from sims._spectral import sample_spectral
 
 GOAL_SECONDS = 2.0

@@ -21,7 +21,7 @@ import statistics
 import time
 import warnings
 
-from empirical.probes.separability import separability
+from empirical.probes import separability
 from empirical.testing import synthetic_hidden_states
 
 

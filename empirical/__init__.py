@@ -17,47 +17,15 @@ The names below are loaded on first use (PEP 562), so ``import empirical.logisti
 the probe toolkit, and importing :mod:`empirical.probes` does not import torch (only ``XRFMProbe.fit`` and
 ``predict_proba`` do, when the optional xRFM baseline is used).
 """
-from __future__ import annotations
+import lazy_loader
 
-import importlib
-
-#: public name -> module that defines it
+#: subpackage -> the public names it defines (each subpackage's front door)
 _EXPORTS = {
-    "RaptorProbe": "empirical.probes.raptor",
-    "DEFAULT_CS": "empirical.probes.raptor",
-    "select_C": "empirical.probes.raptor",
-    "fit_l2_logistic": "empirical.logistic",
-    "logistic_path": "empirical.logistic",
-    "fit_layers": "empirical.probes.layers",
-    "paper_split": "empirical.probes.layers",
-    "PerLayerFit": "empirical.probes.layers",
-    "stability": "empirical.probes.stability",
-    "mean_abs_pairwise_cosine": "empirical.probes.stability",
-    "DiffMeans": "empirical.probes.baselines",
-    "LogRegCVProbe": "empirical.probes.baselines",
-    "GCSProbe": "empirical.probes.baselines",
-    "XRFMProbe": "empirical.probes.baselines",
-    "separability": "empirical.probes.separability",
-    "perceptron": "empirical.probes.separability",
-    "ConceptVectors": "empirical.probes.concept_vectors",
-    "LinearProbe": "empirical.probes.concept_vectors",
-    "save_probe": "empirical.probes.persistence",
-    "load_probe": "empirical.probes.persistence",
-    "save_concept_vectors": "empirical.probes.persistence",
-    "load_concept_vectors": "empirical.probes.persistence",
+    "probes": ["RaptorProbe", "DEFAULT_CS", "select_C", "fit_layers", "paper_split", "PerLayerFit", "stability",
+             "mean_abs_pairwise_cosine", "DiffMeans", "LogRegCVProbe", "GCSProbe", "XRFMProbe", "separability",
+             "perceptron", "ConceptVectors", "LinearProbe", "save_probe", "load_probe", "save_concept_vectors",
+             "load_concept_vectors"],
+    "logistic": ["fit_l2_logistic", "logistic_path"],
 }
 
-__all__ = sorted(_EXPORTS)
-
-
-def __getattr__(name: str):
-    module = _EXPORTS.get(name)
-    if module is None:
-        raise AttributeError(f"module 'empirical' has no attribute {name!r}")
-    value = getattr(importlib.import_module(module), name)
-    globals()[name] = value  # later look-ups skip this function
-    return value
-
-
-def __dir__():
-    return sorted(set(globals()) | set(_EXPORTS))
+__getattr__, __dir__, __all__ = lazy_loader.attach(__name__, submod_attrs=_EXPORTS)

@@ -38,18 +38,24 @@ from empirical.common.cli_errors import debug_requested, run_command
 from .common.arrays import C_MAX, C_MIN
 from .common.files import check_write_target, output_lock, refuse_overwriting_inputs, write_csv, write_json
 from .common.resources import resolve_device  # imports torch only when it resolves a device
-from .llm import datasets
-from .llm.cache import STORAGES, ExtractionCache
-from .llm.gcav import below_tau, reliable_layers
-from .llm.steering_protocol import MIN_RANDOM, SteeringProtocol
-from .probes.concept_vectors import ConceptVectors
-from .probes.interop import export_control_vector, export_directions
-from .probes.layers import PAPER_SPLIT_SEED, fit_layers, paper_split
-from .probes.persistence import file_pair, load_concept_vectors, save_concept_vectors
+from .llm import MIN_RANDOM, STORAGES, ExtractionCache, SteeringProtocol, below_tau, datasets, reliable_layers
+from .probes import (
+    PAPER_SPLIT_SEED,
+    ConceptVectors,
+    RaptorProbe,
+    export_control_vector,
+    export_directions,
+    file_pair,
+    fit_layers,
+    get_method,
+    load_concept_vectors,
+    method_names,
+    methods,
+    paper_split,
+    save_concept_vectors,
+    stability,
+)
 from .probes.planning import PLAN_FOLDS, label_pool, plan_labels
-from .probes.raptor import RaptorProbe
-from .probes.registry import get_method, method_names, methods
-from .probes.stability import stability
 from .probes.structure import MAX_SEEDS, delta_sweep
 from .reporting import plot_delta_sweep, plot_plan, plot_probe_accuracy, plot_stability
 
@@ -327,7 +333,7 @@ def cmd_probe(args):
 
 def _baselines(names) -> list:
     """The registry's entries of ``--baselines`` (any method but RAPTOR, by name or short name:
-    :mod:`empirical.probes.registry`); ``ValueError`` naming the option and the choices otherwise."""
+    :mod:`empirical.probes._registry`); ``ValueError`` naming the option and the choices otherwise."""
     choices = [m.cli_name for m in methods() if m.name != "RAPTOR"]
     specs = []
     for name in names:
@@ -405,7 +411,7 @@ def _steer_settings(args, settings):
 
 def _given_vectors(evaluation, probes, H, labels, layers):
     """``--probe-file`` vectors restricted to ``layers``, with each layer's validation accuracy
-    (:func:`empirical.llm.steering_eval.given_vectors`)."""
+    (:func:`empirical.llm.given_vectors`)."""
     within = {layer: p for layer, p in probes.items() if layer in layers}
     if not within:
         raise ValueError(f"--probe-file has probes for layers {probes.layers}, none of them among the steered layers "

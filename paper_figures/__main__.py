@@ -19,7 +19,7 @@ timing model's upper bound ``section_seconds("steering_text")``: docs/steering.m
 ``learning_curves`` (extractions at the Concept-Depth sizes, hours of fits); add them with ``--only``.
 Outputs: ``OUT/RESULTS.md`` (the paper's claims checked, with 95 % intervals, and every figure explained),
 ``OUT/figures/*.png|pdf``, ``OUT/tables/*.csv|md`` (the numbers behind every figure) and an index
-``OUT/README.md``.  Hidden states are cached (see ``empirical.llm.extract``) and every step's table is saved
+``OUT/README.md``.  Hidden states are cached (see ``empirical.llm._extract``) and every step's table is saved
 as soon as it is done, so an interrupted run resumes where it stopped; ``--force`` redoes the steps.
 """
 from __future__ import annotations

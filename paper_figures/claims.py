@@ -28,8 +28,8 @@ import numpy as np
 import pandas as pd
 from scipy import stats
 
+from empirical.llm import DISTINCT2_GATE, MASS_GATE, PERPLEXITY_GATE
 from empirical.llm.datasets import dataset_names, get_dataset
-from empirical.llm.steering_protocol import DISTINCT2_GATE, MASS_GATE, PERPLEXITY_GATE
 
 from . import verdicts as rules
 from .output import load_json, load_table
@@ -684,7 +684,7 @@ def steering_text_claim(summary, null=None) -> list:
     summary : pandas.DataFrame or None
         ``steering_text_summary.csv``.
     null : pandas.DataFrame, optional
-        ``steering_text_null.csv``: the per-draw null shifts (:data:`empirical.llm.steering_eval.NULL_COLUMNS`).
+        ``steering_text_null.csv``: the per-draw null shifts (:data:`empirical.llm.NULL_COLUMNS`).
 
     Returns
     -------
@@ -744,7 +744,7 @@ def steering_text_claim(summary, null=None) -> list:
 
 
 def _gate_failures(r) -> list:
-    """The gates of :func:`empirical.llm.steering_protocol.passes_gates` that summary row ``r`` fails on the report
+    """The gates of :func:`empirical.llm.passes_gates` that summary row ``r`` fails on the report
     half, each with its value and bound (``perplexity x1.66 > 1.5``)."""
     failed = []
     if r.answer_mass_steered < MASS_GATE * r.answer_mass_unsteered:

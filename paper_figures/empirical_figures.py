@@ -1,7 +1,7 @@
 """Empirical figures and tables on the default model (SmolLM2-135M-Instruct) and the shared datasets.
 
 For every dataset: last-token hidden states of every layer (layer l = output of decoder block l,
-1..L; cached by ``empirical.llm.extract``), the paper's fixed stratified split (train 60 %, val 20 %,
+1..L; cached by ``empirical.llm._extract``), the paper's fixed stratified split (train 60 %, val 20 %,
 test 20 %, seed 42), and per layer RAPTOR plus the baselines (GCS, xRFM, difference of means) on the
 same split.  From those: the accuracy summary (the paper's accuracy table: best layer and mean over
 layers), layerwise accuracy curves, training cost (the paper's cost figure), separability (its
@@ -28,14 +28,15 @@ from empirical.probes import (
     PAPER_SPLIT_SEED,
     RaptorProbe,
     fit_layers,
+    get_method,
     grouped_split,
     load_concept_vectors,
+    method_names,
     paper_split,
     save_concept_vectors,
     stability,
 )
 from empirical.probes.real_embedding import real_embedding_stability, theory_lambda
-from empirical.probes.registry import get_method, method_names
 from empirical.probes.structure import delta_sweep
 
 from . import empirical_plots
@@ -58,7 +59,7 @@ GROUPED_VARIANTS = {f"{name}_grouped": name for name in PAIRED_DATASETS}
 
 def _methods(quick: bool) -> dict:
     """The compared estimators (unfitted; cloned per layer and run), by the names the tables use: every method of
-    the registry's accuracy comparison (:mod:`empirical.probes.registry`; ``quick``: with its quick parameters)."""
+    the registry's accuracy comparison (:mod:`empirical.probes._registry`; ``quick``: with its quick parameters)."""
     return {name: get_method(name).estimator(quick) for name in method_names("accuracy")}
 
 
@@ -204,8 +205,10 @@ def run(out, *, model="smollm2", data_dir=None, max_per_class=500, quick=False, 
     ``steps`` is the run's :class:`paper_figures.progress.RunProgress` (None: no display); ``n_jobs``
     joblib workers fit layers, separability diagnostics and stability runs in parallel (the results do
     not depend on it; fit times are then per worker, each on one core)."""
-    from empirical.llm.extract import extract_dataset  # torch side, imported when the section runs
-    from empirical.llm.models import load_model
+    from empirical.llm import (
+        extract_dataset,  # torch side, imported when the section runs
+        load_model,
+    )
 
     steps = steps if steps is not None else RunProgress(0, enabled=False)
     scale = 0.15 if quick else max_per_class / 500
@@ -381,10 +384,14 @@ def _raptor_vectors(out, name, H, y, split, progress):
 
 
 def _steering(out, mdl, tok, data, layers, quick, progress):
-    from empirical.llm.edits import NoLayerSteeredWarning
-    from empirical.llm.generation import compare_generations
-    from empirical.llm.prompts import select_prompts
-    from empirical.llm.steering import hard_layers, steer_prompts, steering_metrics
+    from empirical.llm import (
+        NoLayerSteeredWarning,
+        compare_generations,
+        hard_layers,
+        select_prompts,
+        steer_prompts,
+        steering_metrics,
+    )
 
     if load_table(out, "steering_summary") is not None:
         return

@@ -2,7 +2,7 @@
 
 Each function reads tables, saves the numbers it plots as a CSV (``save_table``) and the figure as
 PNG + PDF (``save_figure``); a figure whose tables are missing (a partial run) is skipped.  Colours:
-one per method (its ``color`` in :mod:`empirical.probes.registry`).  Layer l is the output of decoder block l.
+one per method (its ``color`` in :mod:`empirical.probes._registry`).  Layer l is the output of decoder block l.
 """
 from __future__ import annotations
 
@@ -14,7 +14,7 @@ import pandas as pd
 
 from empirical.llm.datasets import dataset_names
 from empirical.numerics import PAPER_SPLIT_SEED
-from empirical.probes.registry import method_names
+from empirical.probes import method_names
 
 from . import claims
 from .output import PublishedTableChange, draws_figures, load_json, load_table, save_figure, save_table

@@ -88,7 +88,7 @@ def check_models(models, option: str = "--models") -> list:
     two of them the same model in any spelling, and no two output folders (:func:`model_slug`) that collide.
 
     A model is identified by what it is, not by its name: the extraction cache's identity of the folder the entry
-    resolves to (:func:`empirical.llm.models.source_identity`), so ``smollm2`` and ``SmolLM2``, a folder and its
+    resolves to (:func:`empirical.llm.source_identity`), so ``smollm2`` and ``SmolLM2``, a folder and its
     copy, a symbolic link to it, ``m/`` and ``m``, a relative and an absolute path are each one model (a grid counting
     them twice would count one model's settings twice in its claims).  Two different models whose folder names
     would be one folder (also on a case-insensitive file system) are refused too, naming both.
@@ -114,7 +114,7 @@ def check_models(models, option: str = "--models") -> list:
     for model in models:
         if not isinstance(model, str) or not model.strip():
             raise ValueError(f"{option} holds {model!r:.60}, not a model name or path")
-    from empirical.llm.models import source_identity  # the LLM stack: only a grid run needs it
+    from empirical.llm import source_identity  # the LLM stack: only a grid run needs it
 
     seen = {}
     for model in models:

@@ -62,7 +62,11 @@ from empirical.common.resources import check_n_jobs
 from empirical.llm import datasets  # noqa: E402
 from empirical.logistic import logistic_path  # noqa: E402
 from empirical.numerics import standardize, standardize_stats, stratified_split
-from empirical.probes.layers import grouped_split  # noqa: E402
+from empirical.probes import (
+    estimate_pool_models,  # noqa: E402
+    grouped_split,  # noqa: E402
+    select_C,  # noqa: E402
+)
 from empirical.probes.learning_curves import (  # noqa: E402
     PLAN_CS,
     POOL_CURVE_METHODS,
@@ -72,8 +76,6 @@ from empirical.probes.learning_curves import (  # noqa: E402
     pool_curves,
     predict_learning_curve,
 )
-from empirical.probes.raptor import select_C  # noqa: E402
-from empirical.probes.spectral_prediction import estimate_pool_models  # noqa: E402
 from empirical.probes.structure import stratified_subsample  # noqa: E402
 
 from .output import draws_figures, save_figure, save_table, table_or_compute  # noqa: E402
@@ -118,7 +120,7 @@ def load_hidden(model="smollm2", data_dir=None, names=DATASETS, progress=True, m
     Parameters
     ----------
     model : str
-        Model name or path for :func:`empirical.llm.models.load_model` (default: SmolLM2).
+        Model name or path for :func:`empirical.llm.load_model` (default: SmolLM2).
     data_dir : path, optional
         Dataset directory (:func:`empirical.llm.datasets.resolve_data_dir`).
     names : sequence of str
@@ -132,11 +134,13 @@ def load_hidden(model="smollm2", data_dir=None, names=DATASETS, progress=True, m
     -------
     dict of str to (ndarray (L+1, n, p), ndarray (n,), ndarray (n,) or None)
         Per dataset: float32 hidden states of layers 0..L (layer 0 = the token embeddings, layer l = the output of
-        decoder block l; :func:`empirical.llm.extract.extract_dataset` with ``layers="all"``), the labels and the
+        decoder block l; :func:`empirical.llm.extract_dataset` with ``layers="all"``), the labels and the
         dataset's groups.
     """
-    from empirical.llm.extract import extract_dataset  # torch side, imported when the section runs
-    from empirical.llm.models import load_model
+    from empirical.llm import (
+        extract_dataset,  # torch side, imported when the section runs
+        load_model,
+    )
 
     mdl, tok = load_model(model)
     hidden = {}
@@ -204,7 +208,7 @@ def truth_accuracies(H, y, train, test, Cs=PLAN_CS, seed=0) -> dict:
 
     The selection is RAPTOR's: a stratified ``VAL_FRACTION`` of the training rows is held out, the probe is fitted
     on the rest along ``Cs`` (train-standardized), the C with the best validation accuracy is chosen (ties: the
-    most regularized, :func:`empirical.probes.raptor.select_C`), and the probe refitted on every training row at
+    most regularized, :func:`empirical.probes.select_C`), and the probe refitted on every training row at
     that C is tested on ``test``.
 
     Parameters
@@ -265,7 +269,7 @@ def evaluate_setting(H, y, test, pool_size, draw, *, multiples=MULTIPLES, teache
         Targets n = multiple x pool_size (skipped when the rows outside the test set do not suffice).
     teachers : sequence of str
         Teacher estimators of the spectral prediction
-        (:data:`empirical.probes.spectral_prediction.TEACHERS`); each interval carries its pool's backtest error
+        (:data:`empirical.probes._spectral_prediction.TEACHERS`); each interval carries its pool's backtest error
         (:func:`empirical.probes.learning_curves.pool_backtest_errors`), as ``raptor plan``'s does.
     n_boot : int
         Bootstrap replicates of the pool model and of the power-law baseline (their intervals).

@@ -14,8 +14,7 @@ from pathlib import Path
 import pandas as pd
 
 from empirical.common import files
-from empirical.probes import load_concept_vectors
-from empirical.probes.registry import get_method
+from empirical.probes import get_method, load_concept_vectors
 
 #: The open read recorders of :func:`recording_reads` (file names under ``OUT/tables``).
 _RECORDERS: list = []

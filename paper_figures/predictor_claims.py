@@ -39,7 +39,7 @@ import pandas as pd
 from scipy import stats
 
 from empirical.common.checks import as_generator
-from empirical.probes.curve_families import CURVE_FAMILIES
+from empirical.probes import CURVE_FAMILIES
 
 from . import verdicts as rules
 from .learning_curves import DATASETS as LEARNING_DATASETS, GOAL_MULTIPLE, GOAL_POOL

@@ -12,7 +12,7 @@ from pathlib import Path
 import pandas as pd
 
 from empirical.common.files import atomic_write_text, write_csv
-from empirical.probes.registry import methods
+from empirical.probes import methods
 
 from . import claims, grid, verdicts
 from .output import load_json, load_table, to_markdown
@@ -187,7 +187,7 @@ EXPLANATIONS = {
 }
 
 #: What every term in RESULTS.md means (shown once, before the claims), after the compared methods (each method's
-#: ``description`` in :mod:`empirical.probes.registry`).
+#: ``description`` in :mod:`empirical.probes._registry`).
 GLOSSARY = (
     ("GCAV", "gradient-based concept activation vector steering: add alpha times the concept vector at a layer, with "
              "alpha solved so that the probe's probability reaches the target"),
@@ -205,7 +205,7 @@ def data_per_method() -> tuple:
     """How much data each compared method trains its direction on in one accuracy split (train 60 % / validation
     20 % / test 20 %) and in one stability ablation run (train + validation part of the 80 % kept): (method,
     accuracy split, share, stability run) per method of the accuracy comparison (its ``data`` in
-    :mod:`empirical.probes.registry`; ``--`` where it states none)."""
+    :mod:`empirical.probes._registry`; ``--`` where it states none)."""
     return tuple((m.name, *(m.data or ("--", "--", "--"))) for m in methods("accuracy"))
 
 

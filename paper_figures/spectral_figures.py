@@ -45,9 +45,12 @@ from empirical.common import files  # noqa: E402
 from empirical.common.resources import check_n_jobs
 from empirical.llm import datasets  # noqa: E402
 from empirical.numerics import constant_to_rounding  # noqa: E402
-from empirical.probes.layers import PAPER_SPLIT_SEED, paper_split  # noqa: E402
+from empirical.probes import (  # noqa: E402
+    PAPER_SPLIT_SEED,
+    estimate_pool_model,  # noqa: E402
+    paper_split,
+)
 from empirical.probes.spectral_evaluation import PATH_CS, evaluate_split, semi_synthetic_path  # noqa: E402
-from empirical.probes.spectral_prediction import estimate_pool_model  # noqa: E402
 from empirical.probes.structure import delta_sweep  # noqa: E402
 from sims import compare_spectral  # noqa: E402
 
@@ -584,7 +587,7 @@ def load_hidden(model="smollm2", data_dir=None, max_per_class=500, names=None, p
     Parameters
     ----------
     model : str, default="smollm2"
-        Passed to :func:`empirical.llm.models.load_model`.
+        Passed to :func:`empirical.llm.load_model`.
     data_dir : path-like, optional
         The datasets' directory (:func:`empirical.llm.datasets.resolve_data_dir`).
     max_per_class : int, default=500
@@ -599,8 +602,10 @@ def load_hidden(model="smollm2", data_dir=None, max_per_class=500, names=None, p
     dict
         name -> (H of shape (L+1, n, p), layers 0..L, labels 0/1).
     """
-    from empirical.llm.extract import extract_dataset  # torch side, imported when the section runs
-    from empirical.llm.models import load_model
+    from empirical.llm import (
+        extract_dataset,  # torch side, imported when the section runs
+        load_model,
+    )
 
     mdl, tok = load_model(model)
     hidden = {}

@@ -1,7 +1,7 @@
 """Steering measured by what the model says (docs/steering.md): the answer log-odds after a fixed stem, against
 random directions of the same strength, for RAPTOR, difference of means, GCS (GCAV and additive settings) and xRFM
 (additive only), over a strength sweep; the operating point of each method and layer choice is selected on one half
-of the held-out prompts and reported on the other (:mod:`empirical.llm.steering_eval`).
+of the held-out prompts and reported on the other (:mod:`empirical.llm._steering_eval`).
 
 Writes ``tables/steering_text_<dataset>.csv`` (every method x setting x direction x half: ``steer_metrics.csv``'s
 columns), ``tables/steering_text_summary.csv`` (the selected operating points, report half) and
@@ -9,7 +9,7 @@ columns), ``tables/steering_text_summary.csv`` (the selected operating points, r
 shifts: :func:`default_table`), ``tables/steering_text_null.csv`` (the per-draw shifts of the null directions of
 every tested row, the directions-as-unit test, isotropic and covariance-matched: ``dataset, method, setting,
 direction, half, stream, draw, sign, shift, null_kind``,
-:data:`empirical.llm.steering_eval.NULL_COLUMNS`; per dataset ``steering_text_null_<dataset>.csv``),
+:data:`empirical.llm.NULL_COLUMNS`; per dataset ``steering_text_null_<dataset>.csv``),
 ``tables/steering_text_timing.csv`` and ``figures/steering_text.png`` (concept-specific shift vs perplexity ratio,
 report half, towards and away apart: :func:`plot`). Resumable per dataset.
 """
@@ -21,13 +21,17 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from empirical.llm import datasets
-from empirical.llm.steering_cost import estimate_seconds
-from empirical.llm.steering_protocol import PERPLEXITY_GATE, SteeringProtocol, passes_gates
-from empirical.llm.steering_selection import default_setting, select_operating_points
-from empirical.llm.steering_settings import sweep_settings
-from empirical.probes import get_method
-from empirical.probes.layers import PAPER_SPLIT_SEED
+from empirical.llm import (
+    PERPLEXITY_GATE,
+    SteeringProtocol,
+    datasets,
+    default_setting,
+    estimate_seconds,
+    passes_gates,
+    select_operating_points,
+    sweep_settings,
+)
+from empirical.probes import PAPER_SPLIT_SEED, get_method
 
 from .output import draws_figures, load_saved_vectors, load_table, save_figure, save_table
 from .style import method_color
@@ -72,7 +76,7 @@ MEASURABLE = ("stsa",)
 
 def stage_seconds(scale=None, measurable=MEASURABLE, tested_twins=True) -> dict:
     """The timing model's seconds for the section per stage, summed over the scale's datasets
-    (:func:`empirical.llm.steering_cost.estimate_seconds`, an upper bound: every candidate passing every gate, the
+    (:func:`empirical.llm.estimate_seconds`, an upper bound: every candidate passing every gate, the
     concept vectors fitted rather than loaded, RAPTOR's tested point a prompt / all-position twin where the scale
     has twins unless ``tested_twins`` is False).
 
@@ -84,12 +88,12 @@ def stage_seconds(scale=None, measurable=MEASURABLE, tested_twins=True) -> dict:
         The datasets whose read-out is valid (they run every stage; the others only the validity read-out);
         default :data:`MEASURABLE`, None: every dataset.
     tested_twins : bool
-        As for :func:`empirical.llm.steering_cost.estimate_seconds`.
+        As for :func:`empirical.llm.estimate_seconds`.
 
     Returns
     -------
     dict
-        Seconds on two idle cores (:data:`empirical.llm.steering_cost.COST_SECONDS`) per stage and ``total``.
+        Seconds on two idle cores (:data:`empirical.llm._steering_cost.COST_SECONDS`) per stage and ``total``.
     """
 
     scale = scale or FULL
@@ -167,7 +171,7 @@ def cost_block() -> str:
     str
         The Markdown table, markers included: per row the minutes of each stage of :func:`stage_seconds`, summed
         over the datasets (0.0 for a stage the row does not run), and their total in bold, to 0.1 min; upper bounds
-        on two idle cores (:data:`empirical.llm.steering_cost.COST_SECONDS`).
+        on two idle cores (:data:`empirical.llm._steering_cost.COST_SECONDS`).
     """
     stages = ("validity", "fit", "screen", "candidate", "generate", "report", "null", "matched", "text")
     lines = [COST_START, "| run (timing model, minutes on 2 cores, upper bound) | measurable | " + " | ".join(stages)
@@ -193,12 +197,12 @@ def settings(quick: bool = False) -> list:
 def dataset_table(name, mdl, tok, H, ds, *, data_dir=None, quick=False, progress=False, n_jobs=1,
                   out=None, validity_only=False, auc_p_adjusted=None) -> tuple:
     """Every method and setting of one dataset, measured in stages (``steer_metrics.csv``'s columns), and the
-    per-draw null shifts of its rows (:data:`~empirical.llm.steering_eval.NULL_COLUMNS`). The concept
+    per-draw null shifts of its rows (:data:`~empirical.llm.NULL_COLUMNS`). The concept
     vectors are the ones the empirical section saved in ``out`` for the same rows and the paper's split
     (:func:`paper_figures.output.load_saved_vectors`), else fitted here after the validity stage.
-    ``validity_only`` and ``auc_p_adjusted``: as for :func:`empirical.llm.steering_eval.evaluate_staged` (the
+    ``validity_only`` and ``auc_p_adjusted``: as for :func:`empirical.llm._steering_eval.evaluate_staged` (the
     section's two passes, :func:`run`)."""
-    from empirical.llm.steering_eval import evaluate_dataset
+    from empirical.llm import evaluate_dataset
 
     scale = QUICK if quick else FULL
     protocol = SteeringProtocol(n_generate=scale["n_generate"], max_new_tokens=scale["max_new_tokens"], batch_size=50,
@@ -231,10 +235,10 @@ def holm_validity(table: pd.DataFrame) -> pd.DataFrame:
     """``table`` with each dataset's read-out validity decided over every dataset it holds: the one-sided
     Mann-Whitney p of the unsteered read-out (``auc_p_value``) Holm-corrected over the datasets
     (:func:`paper_figures.verdicts.holm`, column ``auc_p_holm``), and ``measurable`` true only when the dataset's own
-    test passed and its adjusted p is at most :data:`~empirical.llm.answer_readout.MAX_AUC_P`. Idempotent; a table
+    test passed and its adjusted p is at most :data:`~empirical.llm.MAX_AUC_P`. Idempotent; a table
     without ``auc_p_value`` (an earlier run) keeps its per-dataset verdict. The one home of this rule (the summary,
     the default setting, the figures and the section's gate before it measures)."""
-    from empirical.llm.answer_readout import MAX_AUC_P
+    from empirical.llm import MAX_AUC_P
 
     if "auc_p_value" not in table or "auc_p_holm" in table or not len(table):  # an earlier run, or decided
         return table
@@ -252,7 +256,7 @@ def summary(table: pd.DataFrame) -> pd.DataFrame:
 
     The read-out's validity test (one-sided Mann-Whitney p of each dataset, ``auc_p_value``) is Holm-corrected over
     the datasets tested (:func:`paper_figures.verdicts.holm`, ``auc_p_holm``): a dataset stays measurable only when
-    its adjusted p is at most :data:`~empirical.llm.answer_readout.MAX_AUC_P` as well (tables without
+    its adjusted p is at most :data:`~empirical.llm.MAX_AUC_P` as well (tables without
     ``auc_p_value`` keep their per-dataset verdict). The datasets that are not measurable get one row each
     (``setting`` = 'not measurable'); their operating points are left out."""
 
@@ -271,11 +275,11 @@ def summary(table: pd.DataFrame) -> pd.DataFrame:
 
 
 def default_table(table: pd.DataFrame) -> pd.DataFrame:
-    """The default setting chosen from the measurement (:func:`empirical.llm.steering_selection.default_setting`: chosen
+    """The default setting chosen from the measurement (:func:`empirical.llm.default_setting`: chosen
     on the selection half, confirmed on the report half) with its report-half rows, one per measurable dataset and
     direction: the concept-specific shift with its 95 % interval, the random control and the fluency cost. One row
     naming the paper's setting and the reason when no setting beats the random control. ``raptor steer``'s
-    :data:`~empirical.llm.steering_settings.DEFAULT_SETTING` must equal its ``setting`` (a test reads the published
+    :data:`~empirical.llm.DEFAULT_SETTING` must equal its ``setting`` (a test reads the published
     copy)."""
 
     table = holm_validity(table)
@@ -318,7 +322,7 @@ def plot_points(table: pd.DataFrame) -> pd.DataFrame:
     """The points of :func:`plot`: the report-half rows of the measurable datasets, one per method, setting and
     direction, with their series label (``method kind layers positions``), their marker and whether they pass every
     gate on the report half (``gated`` = True when the answer mass, the perplexity ratio or distinct-2 fails:
-    :func:`empirical.llm.steering_protocol.passes_gates`).
+    :func:`empirical.llm.passes_gates`).
 
     Parameters
     ----------
@@ -457,7 +461,7 @@ def not_measurable_note(table: pd.DataFrame) -> str:
 
 def tested_points(table: pd.DataFrame) -> pd.DataFrame:
     """The report-half rows that carry a rank test (a finite ``null_p``: the tested point of each method and
-    direction, :func:`empirical.llm.steering_eval.rank_test_points`) of the datasets measurable after Holm
+    direction, :func:`empirical.llm._steering_eval.rank_test_points`) of the datasets measurable after Holm
     (:func:`holm_validity`), with ``gated`` as in :func:`plot_points`."""
 
     table = holm_validity(table)
@@ -483,7 +487,7 @@ def plot_null(table: pd.DataFrame, null: pd.DataFrame, out):
     table : pandas.DataFrame
         Metric rows (``steering_text_<dataset>.csv``).
     null : pandas.DataFrame
-        Per-draw null shifts (``steering_text_null.csv``, :data:`empirical.llm.steering_eval.NULL_COLUMNS`).
+        Per-draw null shifts (``steering_text_null.csv``, :data:`empirical.llm.NULL_COLUMNS`).
     out : str or pathlib.Path
         Output directory (``figures/steering_text_null.png``).
 
@@ -568,9 +572,7 @@ def run(out, *, model="smollm2", data_dir=None, max_per_class=500, quick=False, 
     dataset (``tables/steering_text_validity_<dataset>.csv``, resumable), then Holm over their validity tests
     (:func:`holm_validity`), then the measurement of the datasets that stay measurable, gated on their adjusted p
     (``auc_p_adjusted``). A dataset that fails keeps its validity row as its table and no null draws."""
-    from empirical.llm.extract import extract_dataset
-    from empirical.llm.models import load_model
-    from empirical.llm.steering_eval import NULL_COLUMNS
+    from empirical.llm import NULL_COLUMNS, extract_dataset, load_model
 
     out = Path(out)
     mdl, tok = load_model(model)

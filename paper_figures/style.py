@@ -1,13 +1,13 @@
 """One look for every figure of ``paper_figures``: colour-blind-safe colours, readable fonts.
 
 The colours are the Okabe-Ito palette (distinguishable under the common colour-vision deficiencies).
-Each method keeps the same colour in every figure (its ``color`` in :mod:`empirical.probes.registry`); series
+Each method keeps the same colour in every figure (its ``color`` in :mod:`empirical.probes._registry`); series
 that are not methods (theory curves, values of delta, datasets) take the remaining palette colours in order
 from :data:`SERIES`.
 """
 from __future__ import annotations
 
-from empirical.probes.registry import DEFAULT_COLOR, get_method, methods
+from empirical.probes import DEFAULT_COLOR, get_method, methods
 
 #: Okabe-Ito palette (Okabe & Ito 2008), without black, in the order series use it.
 SERIES = ("#0072B2", "#E69F00", "#009E73", "#CC79A7", "#56B4E9", "#D55E00", "#F0E442")
@@ -32,7 +32,7 @@ RC = {
 
 
 def method_colors() -> dict:
-    """One colour per registered method (:mod:`empirical.probes.registry`), the same in every figure."""
+    """One colour per registered method (:mod:`empirical.probes._registry`), the same in every figure."""
     return {m.name: m.color for m in methods()}
 
 

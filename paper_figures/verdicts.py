@@ -38,7 +38,7 @@ The kinds:
   way") is a union, so its p-value is the smallest of theirs times the number of settings (Bonferroni)
   (:func:`every_setting`).
 - **Permutation rank** (steering): the claim's statistic ranked among ``N`` draws of the null, p = (1 + #{null >=
-  statistic}) / (1 + N) (computed by :func:`empirical.llm.steering_eval.rank_p_value`; its Test carries
+  statistic}) / (1 + N) (computed by :func:`empirical.llm._steering_eval.rank_p_value`; its Test carries
   ``min_p = 1 / (1 + N)``).
 
 Rows that cannot fail (true by construction, guaranteed by the data's size, ordinary CLT behaviour) and

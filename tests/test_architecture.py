@@ -13,9 +13,9 @@ import pytest
 ROOT = Path(__file__).resolve().parents[1]
 PACKAGES = ("cgmt", "sims", "empirical", "paper_figures")
 #: the torch side of the pipeline, which the CLI and the main job import only when a command needs it
-TORCH_SIDE = {"empirical.llm", "empirical.llm.extract", "empirical.llm.models", "empirical.llm.steering",
-              "empirical.llm.steering_eval", "empirical.llm.edits", "empirical.llm.generation",
-              "empirical.llm.answer_readout", "empirical.llm.prompts", "empirical.llm._cached_passes",
+TORCH_SIDE = {"empirical.llm", "empirical.llm._extract", "empirical.llm._models", "empirical.llm._steering",
+              "empirical.llm._steering_eval", "empirical.llm._edits", "empirical.llm._generation",
+              "empirical.llm._answer_readout", "empirical.llm._prompts", "empirical.llm._cached_passes",
               "empirical.logistic.batched"}
 #: optional heavy dependencies that a function may import on purpose (deferred)
 DEFERRED_OK = {"torch", "transformers", "xrfm", "gguf", "accelerate", "matplotlib", "tokenizers", "dask",
@@ -208,13 +208,35 @@ def test_kernel_modules_keep_their_jobs():
 
 @pytest.mark.parametrize("modules", [
     "cgmt, sims, empirical, empirical.probes, empirical.logistic",
-    "empirical.llm.datasets, empirical.llm.cache, empirical.common.files, empirical.common.arrays, empirical.numerics",
+    "empirical.llm.datasets, empirical.llm._cache, empirical.common.files, empirical.common.arrays, empirical.numerics",
     # choosing an operating point or estimating a run's time from a saved table needs no torch
-    "empirical.llm.steering_protocol, empirical.llm.steering_selection, empirical.llm.steering_cost, "
-    "empirical.llm.steering_settings, empirical.llm.gcav, empirical.llm.edit_kinds",
+    "empirical.llm._steering_protocol, empirical.llm._steering_selection, empirical.llm._steering_cost, "
+    "empirical.llm._steering_settings, empirical.llm._gcav, empirical.llm._edit_kinds",
 ])
 def test_numpy_side_never_loads_torch(modules):
     code = f"import {modules}; import sys; assert 'torch' not in sys.modules, 'torch was imported'"
+    subprocess.run([sys.executable, "-c", code], check=True, cwd=ROOT)
+
+
+def test_the_torch_free_names_of_empirical_llm_load_without_torch():
+    """``empirical.llm``'s front door loads a name on first use: the names of its torch-free modules (the dataset
+    registry, the cache, GCAV's rules, the steering protocol, selection and timing model) come without torch."""
+    code = ("import sys\n"
+            "from empirical.llm import (SteeringProtocol, ExtractionCache, reliable_layers, select_operating_points,\n"
+            "                           estimate_seconds, sweep_settings, EDIT_KINDS, datasets)\n"
+            "datasets.dataset_names()\n"
+            "assert 'torch' not in sys.modules, 'torch was imported'")
+    subprocess.run([sys.executable, "-c", code], check=True, cwd=ROOT)
+
+
+@pytest.mark.parametrize("package", ["empirical", "empirical.llm", "empirical.probes"])
+def test_every_front_door_name_resolves(package):
+    """A name a front door declares is there: a lazily loaded name that its module does not define would fail only
+    when a user first reached for it."""
+    code = (f"import importlib; m = importlib.import_module({package!r})\n"
+            "missing = [n for n in m.__all__ if not hasattr(m, n)]\n"
+            "assert not missing, missing\n"
+            "assert sorted(set(m.__all__)) == sorted(m.__all__), 'a name is declared twice'")
     subprocess.run([sys.executable, "-c", code], check=True, cwd=ROOT)
 
 
@@ -232,14 +254,14 @@ def test_steering_modules_keep_their_jobs():
     probe-coordinate protocol and the answer read-out build on the edits, and the choices made from a measured table
     (operating point, default, cost) come after the measurement, never before it."""
     graph = _graph()
-    llm = "empirical.llm."
+    llm = "empirical.llm._"
     assert not {llm + m for m in ("steering", "steering_eval", "generation", "answer_readout", "steering_settings",
                                   "steering_selection", "steering_cost", "prompts")} & graph[llm + "edits"]
     assert {llm + "edits"} <= graph[llm + "steering"] and {llm + "edits"} <= graph[llm + "generation"]
     for chooser in ("steering_selection", "steering_cost"):
         assert llm + chooser not in graph[llm + "steering_eval"]
     assert not {llm + "steering_eval", llm + "edits"} & graph[llm + "answer_readout"]
-    assert llm + "steering_eval" not in graph[llm + "_cached_passes"]  # the passes know nothing of the measurement
+    assert llm + "steering_eval" not in graph[llm + "cached_passes"]  # the passes know nothing of the measurement
 
 
 def test_no_name_is_kept_alive_by_a_shim():
@@ -247,15 +269,15 @@ def test_no_name_is_kept_alive_by_a_shim():
     caller here and keeps no old home (issue 55: 113 moved names were kept alive by shims).  No module of the
     project answers unknown names through a module ``__getattr__`` (PEP 562) except a package's lazy loader of
     its own public names, none warns ``DeprecationWarning``, and no module is only a re-export of another."""
-    lazy_loaders = {"empirical"}  # empirical/__init__: its public names, loaded on first use
+    lazy_loaders = {"empirical", "empirical.llm"}  # their public names, loaded on first use (lazy_loader.attach)
     offenders = []
     for module, path in MODULES.items():
         source = path.read_text()
         tree = ast.parse(source)
         getattr_defined = any(
             (isinstance(node, ast.FunctionDef) and node.name == "__getattr__")
-            or (isinstance(node, ast.Assign) and any(isinstance(tg, ast.Name) and tg.id == "__getattr__"
-                                                     for tg in node.targets))
+            or (isinstance(node, ast.Assign) and any(
+                "__getattr__" in {n.id for n in ast.walk(tg) if isinstance(n, ast.Name)} for tg in node.targets))
             for node in tree.body)
         if getattr_defined and module not in lazy_loaders:
             offenders.append(f"{module}: module __getattr__")
@@ -281,7 +303,7 @@ def test_one_name_per_knob():
 
     from _public_api import public_objects
 
-    from empirical.probes.registry import get_method
+    from empirical.probes._registry import get_method
 
     bad = []
     for (module, qualname), obj in public_objects().items():
@@ -332,6 +354,9 @@ PUBLIC_MODULES = {
              "ablation", "validation", "result"},
     "sims": set(),
     "empirical.logistic": {"batched"},
+    # the paper's analyses with their own API (docs/architecture.md, "Public modules")
+    "empirical.probes": {"learning_curves", "planning", "structure", "spectral_evaluation", "real_embedding"},
+    "empirical.llm": {"datasets"},
 }
 
 
@@ -469,7 +494,7 @@ def _status_literals(node):
 
 
 #: status codes of other libraries, compared where the project reads them (HiGHS: 0 optimal, 1 iteration limit)
-FOREIGN_STATUS = {("empirical.probes.separability", "res.status")}
+FOREIGN_STATUS = {("empirical.probes._separability", "res.status")}
 
 
 def test_status_codes_are_named_and_success_has_one_rule():
@@ -509,13 +534,13 @@ def _kind_name_literals(node):
 
 
 def test_only_the_edit_kind_registry_tests_a_kind_by_name():
-    """A steering edit kind is one class and one entry of ``empirical.llm.edit_kinds.EDIT_KINDS`` (issue 55
+    """A steering edit kind is one class and one entry of ``empirical.llm.EDIT_KINDS`` (issue 55
     section 3): no other module of ``empirical`` or ``paper_figures`` compares a kind to a literal name
     (``kind == "gcav"``, ``setting.kind in ("gcav", "additive")``), so a new kind cannot be steered silently as
     another one by a branch that forgot it."""
     bad = []
     for module, path in MODULES.items():
-        if module.split(".")[0] not in ("empirical", "paper_figures") or module == "empirical.llm.edit_kinds":
+        if module.split(".")[0] not in ("empirical", "paper_figures") or module == "empirical.llm._edit_kinds":
             continue
         for node in ast.walk(ast.parse(path.read_text())):
             if not isinstance(node, ast.Compare):
@@ -530,8 +555,8 @@ def test_only_the_edit_kind_registry_tests_a_kind_by_name():
 def test_a_new_edit_kind_is_one_registry_entry(monkeypatch):
     """Registering a third kind in ``EDIT_KINDS`` (and nothing else) makes it a valid setting: its strength domain,
     the letter of its name and its candidate layers come from its class."""
-    from empirical.llm.edit_kinds import EDIT_KINDS, EditKind
-    from empirical.llm.steering_settings import SteeringSetting, choose_layers
+    from empirical.llm._edit_kinds import EDIT_KINDS, EditKind
+    from empirical.llm._steering_settings import SteeringSetting, choose_layers
 
     class ToyEdit(EditKind):
         name = "toy"

@@ -284,7 +284,7 @@ def test_fit_layers_prepares_the_next_batch_while_the_engine_fits_this_one(monke
     import threading
 
     from empirical.logistic import batched
-    from empirical.probes import layers as layers_module
+    from empirical.probes import _layers as layers_module
 
     rng = np.random.default_rng(3)
     L, n, p = 4, 160, 30

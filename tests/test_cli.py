@@ -46,9 +46,9 @@ def test_steer_with_probe_file(setup, capsys):
     from sklearn.linear_model import LogisticRegression
 
     from empirical import ConceptVectors, save_concept_vectors
+    from empirical.llm._extract import hidden_states
+    from empirical.llm._models import load_model
     from empirical.llm.datasets import load_table
-    from empirical.llm.extract import hidden_states
-    from empirical.llm.models import load_model
 
     root, base = setup
     model, tok = load_model(str(root / "model"), device="cpu")
@@ -111,9 +111,9 @@ def test_probe_and_steer_fit(setup):
     assert rec["val_selected_layer"] in (1, 2, 3)
     # the table's accuracies are those of an independent RaptorProbe fit on the same split
     from empirical import RaptorProbe
+    from empirical.llm._extract import hidden_states
+    from empirical.llm._models import load_model
     from empirical.llm.datasets import load_table
-    from empirical.llm.extract import hidden_states
-    from empirical.llm.models import load_model
 
     model, tok = load_model(str(root / "model"), device="cpu")
     ds = load_table(root / "reviews.tsv", "text", "label", "review : {text} .")

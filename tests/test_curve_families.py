@@ -1,11 +1,11 @@
-"""empirical.probes.curve_families: the learning-curve databases' POW4, MMF4 and WBL4 families, fitted to
+"""empirical.probes._curve_families: the learning-curve databases' POW4, MMF4 and WBL4 families, fitted to
 accuracies, and pool_curves, which fits them beside the power law to a pool's subsample accuracies."""
 import numpy as np
 import pytest
 from hypothesis import given, settings, strategies as st
 from scipy.optimize import curve_fit
 
-from empirical.probes.curve_families import CURVE_FAMILIES, FittedCurve, fit_curve_family
+from empirical.probes._curve_families import CURVE_FAMILIES, FittedCurve, fit_curve_family
 from empirical.probes.learning_curves import FAMILY_BOOT, POOL_CURVE_METHODS, pool_curves, power_law_curve
 from empirical.testing import synthetic_hidden_states
 

@@ -13,7 +13,7 @@ SKIP = {"cgmt.__main__", "paper_figures.__main__"}
 #: optional dependencies (pyproject.toml extras): a module that needs a missing one is skipped, not failed
 OPTIONAL = {"torch", "transformers", "gguf", "accelerate", "xrfm", "dask", "distributed", "vaderSentiment"}
 #: modules that import without their optional dependency but whose examples use it (prefix -> dependency)
-EXAMPLES_NEED = {"empirical.llm": "transformers", "empirical.probes.interop": "gguf"}
+EXAMPLES_NEED = {"empirical.llm": "transformers", "empirical.probes._interop": "gguf"}
 
 
 def _module_names():
@@ -45,8 +45,8 @@ def test_docstring_examples_run(name, tmp_path, monkeypatch):
 def test_public_api_has_examples():
     """The main entry points show how they are called."""
     missing = []
-    for name in ("empirical.probes.raptor", "empirical.probes.layers", "empirical.probes.stability",
-                 "empirical.probes.persistence", "empirical.probes.concept_vectors", "empirical.probes.baselines",
+    for name in ("empirical.probes._raptor", "empirical.probes._layers", "empirical.probes._stability",
+                 "empirical.probes._persistence", "empirical.probes._concept_vectors", "empirical.probes._baselines",
                  "empirical.common.arrays", "empirical.numerics"):
         module = importlib.import_module(name)
         tests = doctest.DocTestFinder().find(module)

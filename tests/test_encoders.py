@@ -12,9 +12,9 @@ torch = pytest.importorskip("torch")
 pytest.importorskip("transformers")
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 
-from empirical.llm import extract as E, generation as G, steering as S
-from empirical.llm.hooks import model_kind
-from empirical.llm.models import load_model
+from empirical.llm import _extract as E, _generation as G, _steering as S
+from empirical.llm._hooks import model_kind
+from empirical.llm._models import load_model
 from empirical.probes import ConceptVectors, LinearProbe
 from empirical.testing import tiny_encoder, tiny_model, tiny_tokenizer
 

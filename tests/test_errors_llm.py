@@ -18,9 +18,9 @@ torch = pytest.importorskip("torch")
 pytest.importorskip("transformers")
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 
-from empirical.llm import edits as ED, extract as E, generation as G, steering as S
-from empirical.llm.cache import CacheCorruptionError
-from empirical.llm.models import load_model
+from empirical.llm import _edits as ED, _extract as E, _generation as G, _steering as S
+from empirical.llm._cache import CacheCorruptionError
+from empirical.llm._models import load_model
 from empirical.probes import ConceptVectors, LinearProbe
 from empirical.testing import tiny_model, tiny_tokenizer
 

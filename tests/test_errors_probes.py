@@ -11,13 +11,13 @@ import pytest
 from hypothesis import HealthCheck, given, settings, strategies as st
 
 from empirical.logistic import fit_l2_logistic
-from empirical.probes.baselines import DiffMeans, GCSProbe, LogRegCVProbe
-from empirical.probes.concept_vectors import ConceptVectors, LinearProbe
-from empirical.probes.layers import fit_layers
-from empirical.probes.persistence import load_concept_vectors, load_probe, save_concept_vectors, save_probe
-from empirical.probes.raptor import RaptorProbe
-from empirical.probes.separability import separability
-from empirical.probes.stability import mean_abs_pairwise_cosine, stability
+from empirical.probes._baselines import DiffMeans, GCSProbe, LogRegCVProbe
+from empirical.probes._concept_vectors import ConceptVectors, LinearProbe
+from empirical.probes._layers import fit_layers
+from empirical.probes._persistence import load_concept_vectors, load_probe, save_concept_vectors, save_probe
+from empirical.probes._raptor import RaptorProbe
+from empirical.probes._separability import separability
+from empirical.probes._stability import mean_abs_pairwise_cosine, stability
 
 RNG = np.random.default_rng(0)
 X = RNG.standard_normal((60, 5))

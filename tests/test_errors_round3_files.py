@@ -25,8 +25,8 @@ os.environ.setdefault("HF_HUB_OFFLINE", "1")
 
 from empirical import cli
 from empirical.common import files
-from empirical.probes.concept_vectors import ConceptVectors, LinearProbe
-from empirical.probes.persistence import load_concept_vectors, save_concept_vectors
+from empirical.probes._concept_vectors import ConceptVectors, LinearProbe
+from empirical.probes._persistence import load_concept_vectors, save_concept_vectors
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -204,7 +204,7 @@ def tiny():
 @pytest.mark.parametrize("labels", [("reviews.v2", "reviews.v3"), ("reviews.v2.tsv", "reviews.v2.csv"),
                                     ("a.b", "a.c.d")])
 def test_cache_labels_with_dots_never_share_files(tmp_path, tiny, labels):
-    from empirical.llm.extract import hidden_states
+    from empirical.llm._extract import hidden_states
 
     model_a, model_b, tok = tiny
     first = np.array(hidden_states(model_a, tok, ["a good film", "a bad film"], cache=tmp_path, label=labels[0],
@@ -221,8 +221,8 @@ def test_cache_labels_with_dots_never_share_files(tmp_path, tiny, labels):
 def test_cache_short_name_held_by_another_key_is_not_called_damaged(tmp_path, tiny):
     """A finished entry of another key under this entry's short name (a 20-hex-digit prefix collision, forged
     here) is left alone: the new entry takes its full-key name."""
-    from empirical.llm.cache import ExtractionCache
-    from empirical.llm.extract import hidden_states
+    from empirical.llm._cache import ExtractionCache
+    from empirical.llm._extract import hidden_states
 
     model, _, tok = tiny
     hidden_states(model, tok, ["a good film"], cache=tmp_path, label="x", progress=False)
@@ -241,7 +241,7 @@ def test_cache_short_name_held_by_another_key_is_not_called_damaged(tmp_path, ti
 def test_import_directions_refuses_block_indices_that_normalise_to_one(tmp_path, keys):
     from safetensors.numpy import save_file
 
-    from empirical.probes.interop import import_directions
+    from empirical.probes._interop import import_directions
 
     save_file({k: np.ones(4, dtype=np.float32) * (i + 1) for i, k in enumerate(keys)}, tmp_path / "d.safetensors")
     with pytest.raises(ValueError, match=r"d\.safetensors.*not a 0-based block index"):
@@ -306,8 +306,8 @@ def test_table_json_errors_name_the_file(tmp_path, case):
 
 
 def test_cache_metadata_nested_too_deeply_is_a_damaged_entry(tmp_path, tiny):
-    from empirical.llm.cache import CacheCorruptionError
-    from empirical.llm.extract import hidden_states
+    from empirical.llm._cache import CacheCorruptionError
+    from empirical.llm._extract import hidden_states
 
     model, _, tok = tiny
     hidden_states(model, tok, ["a good film"], cache=tmp_path, label="x", progress=False)
@@ -345,8 +345,8 @@ def test_format1_metadata_errors_name_the_file_and_field(tmp_path, case):
 
 
 def test_numpy_scalars_in_metadata_are_stored_as_numbers(tmp_path):
-    from empirical.probes.persistence import load_probe, save_probe
-    from empirical.probes.raptor import RaptorProbe
+    from empirical.probes._persistence import load_probe, save_probe
+    from empirical.probes._raptor import RaptorProbe
 
     cv = ConceptVectors({1: LinearProbe(np.ones(3), 0.0)}, metadata={"n": np.int64(3), "acc": np.float32(0.5),
                                                                       "flags": (np.bool_(True),)})
@@ -390,7 +390,7 @@ def test_a_failed_write_names_the_file_being_written(tmp_path, writer):
                               "w(sys.argv[1], b'x' * 100000)",
         "write_csv": "import pandas as pd; from empirical.common.files import write_csv as w; "
                      "w(sys.argv[1], pd.DataFrame({'a': range(100000)}))",
-        "save_concept_vectors": "import numpy as np; from empirical.probes.persistence import save_concept_vectors as "
+        "save_concept_vectors": "import numpy as np; from empirical.probes._persistence import save_concept_vectors as "
                                 "w; "
                                 "w(sys.argv[1], np.ones((4, 10000)))",
     }[writer]
@@ -404,7 +404,7 @@ def test_a_failed_write_names_the_file_being_written(tmp_path, writer):
 def test_a_failed_cache_write_names_the_partial_file(tmp_path):
     """The hidden-state cache fills a memory-mapped partial file (not an atomic write): a full disk there names
     the file too."""
-    body = ("from pathlib import Path; from empirical.llm.cache import ExtractionCache; "
+    body = ("from pathlib import Path; from empirical.llm._cache import ExtractionCache; "
             "e = ExtractionCache(Path(sys.argv[1])).entry('reviews.v2', {'model': 'm'}, (3, 1000, 64)); "
             "e.open_partial()")
     proc = _limited(body, tmp_path, str(tmp_path / "cache"))
@@ -484,8 +484,8 @@ def _save_model(model, tok, directory: Path, mtime: float):
 
 
 def test_same_size_same_second_checkpoint_is_not_served_stale_states(tmp_path, tiny):
-    from empirical.llm.extract import hidden_states
-    from empirical.llm.models import load_model
+    from empirical.llm._extract import hidden_states
+    from empirical.llm._models import load_model
 
     model_a, model_b, tok = tiny
     directory = tmp_path / "ckpt"
@@ -503,7 +503,7 @@ def test_same_size_same_second_checkpoint_is_not_served_stale_states(tmp_path, t
 
 
 def test_identity_does_not_depend_on_where_the_model_lies(tmp_path, tiny):
-    from empirical.llm.models import load_model
+    from empirical.llm._models import load_model
 
     model, _, tok = tiny
     _save_model(model, tok, tmp_path / "one", 1.0)
@@ -539,7 +539,7 @@ MODEL_DAMAGE = {
 
 @pytest.mark.parametrize("damage", sorted(MODEL_DAMAGE))
 def test_damaged_model_directory_is_one_clear_error(tmp_path, tiny, damage):
-    from empirical.llm.models import load_model
+    from empirical.llm._models import load_model
 
     directory = _model_dir(tmp_path, tiny, damage)
     name, words = MODEL_DAMAGE[damage]
@@ -550,7 +550,7 @@ def test_damaged_model_directory_is_one_clear_error(tmp_path, tiny, damage):
 
 @pytest.mark.parametrize("name", ["/nonexistent", "./no/such/model", "~/no-such-model-dir", "no such model"])
 def test_model_that_does_not_exist_says_so(name):
-    from empirical.llm.models import load_model
+    from empirical.llm._models import load_model
 
     with pytest.raises(FileNotFoundError, match="does not exist|not a local model directory") as info:
         load_model(name, device="cpu")
@@ -571,7 +571,7 @@ def _gpt2():
 
 
 def test_prompt_longer_than_learned_positions_is_refused_before_running(monkeypatch):
-    from empirical.llm import extract
+    from empirical.llm import _extract as extract
 
     model, tok = _gpt2()
     prompts = ["a good film", " ".join(["good"] * 300), "a bad film"]
@@ -581,8 +581,8 @@ def test_prompt_longer_than_learned_positions_is_refused_before_running(monkeypa
 
 
 def test_prompt_longer_than_learned_positions_in_steering_and_generation():
-    from empirical.llm.generation import generate
-    from empirical.llm.steering import steer_prompts
+    from empirical.llm._generation import generate
+    from empirical.llm._steering import steer_prompts
 
     model, tok = _gpt2()
     long = " ".join(["good"] * 300)
@@ -594,7 +594,7 @@ def test_prompt_longer_than_learned_positions_in_steering_and_generation():
 
 
 def test_max_length_keeps_a_long_prompt_within_the_positions():
-    from empirical.llm.extract import hidden_states
+    from empirical.llm._extract import hidden_states
 
     model, tok = _gpt2()
     H = hidden_states(model, tok, [" ".join(["good"] * 300)], max_length=256, progress=False)

@@ -19,12 +19,12 @@ import pytest
 from sklearn.base import clone
 
 from empirical.common.arrays import check_binary_labels, check_grid, check_matrix
-from empirical.probes.baselines import DiffMeans, GCSProbe, LogRegCVProbe, XRFMProbe
-from empirical.probes.concept_vectors import LinearProbe
-from empirical.probes.layers import fit_layers
-from empirical.probes.raptor import RaptorProbe
-from empirical.probes.separability import separability
-from empirical.probes.stability import mean_abs_pairwise_cosine, stability
+from empirical.probes._baselines import DiffMeans, GCSProbe, LogRegCVProbe, XRFMProbe
+from empirical.probes._concept_vectors import LinearProbe
+from empirical.probes._layers import fit_layers
+from empirical.probes._raptor import RaptorProbe
+from empirical.probes._separability import separability
+from empirical.probes._stability import mean_abs_pairwise_cosine, stability
 from empirical.probes.structure import delta_sweep
 
 RNG = np.random.default_rng(0)
@@ -81,7 +81,7 @@ def test_b1_one_validator_refuses_complex_and_masked(case):
 
 
 def test_b1_spectral_estimator_refuses_masked_pool():
-    from empirical.probes.spectral_prediction import estimate_pool_model
+    from empirical.probes._spectral_prediction import estimate_pool_model
 
     with pytest.raises(ValueError, match="H_pool must not have masked entries"):
         estimate_pool_model(_masked(X), Y)
@@ -303,8 +303,8 @@ def tiny():
 
 
 def test_b3_additive_steering_refuses_a_non_finite_edit(tiny):
-    from empirical.llm.edits import additive_steering
-    from empirical.llm.generation import generate
+    from empirical.llm._edits import additive_steering
+    from empirical.llm._generation import generate
 
     model, tok = tiny
     with pytest.raises(ValueError, match="made the hidden state non-finite"):
@@ -314,7 +314,7 @@ def test_b3_additive_steering_refuses_a_non_finite_edit(tiny):
 
 def _hidden(**kwargs):
     def call(model, tok):  # imports transformers when run, not when the module is collected
-        from empirical.llm.extract import hidden_states
+        from empirical.llm._extract import hidden_states
 
         return hidden_states(model, tok, ["a good film"], progress=False, **kwargs)
 
@@ -323,7 +323,7 @@ def _hidden(**kwargs):
 
 def _generate(max_new_tokens):
     def call(model, tok):
-        from empirical.llm.generation import generate
+        from empirical.llm._generation import generate
 
         return generate(model, tok, "a good film", max_new_tokens=max_new_tokens)
 

@@ -11,9 +11,9 @@ torch = pytest.importorskip("torch")
 pytest.importorskip("transformers")
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 
-from empirical.llm import extract as E
-from empirical.llm.cache import ExtractionCache
-from empirical.llm.hooks import decoder_blocks
+from empirical.llm import _extract as E
+from empirical.llm._cache import ExtractionCache
+from empirical.llm._hooks import decoder_blocks
 from empirical.testing import ARCHS, tiny_model, tiny_tokenizer
 
 pytestmark = pytest.mark.llm
@@ -190,7 +190,7 @@ def test_resume_after_interruption(tok, tmp_path, monkeypatch):
 def test_a_stop_while_publishing_an_entry_loses_no_rows(tok, tmp_path, monkeypatch):
     """An entry is published as one unit: stopped between its metadata and its array, the next run finds every
     row done in the partial file and publishes it without running the model on any prompt."""
-    from empirical.llm import cache as C
+    from empirical.llm import _cache as C
 
     model = tiny_model("gpt2", seed=5)
     real_os, real_write = C.os, C.atomic_write_text
@@ -285,7 +285,7 @@ def test_concurrent_extractors_share_one_entry(tok, tmp_path):
     code = (
         "import sys, numpy as np\n"
         "from empirical.testing import tiny_model, tiny_tokenizer\n"
-        "from empirical.llm.extract import hidden_states\n"
+        "from empirical.llm._extract import hidden_states\n"
         f"P = {PROMPTS!r}\n"
         "H = hidden_states(tiny_model('llama', seed=9), tiny_tokenizer(), P * 6, cache=sys.argv[1], label='c',"
         " batch_size=2, progress=False)\n"

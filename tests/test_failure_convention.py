@@ -13,7 +13,7 @@ import cgmt
 import cgmt._optimal
 from empirical.common.failures import ConvergenceError, ConvergenceWarning
 from empirical.logistic import fit_l2_logistic, fit_l2_logistic_rows, logistic_path, reduce_design, refit
-from empirical.probes.separability import perceptron, separability_lp
+from empirical.probes._separability import perceptron, separability_lp
 
 RNG = np.random.default_rng(0)
 X = RNG.standard_normal((40, 60))
@@ -21,7 +21,7 @@ Y = np.where(X[:, 0] + 0.3 * RNG.standard_normal(40) > 0, 1.0, -1.0)
 XV, YV = X[:10] + 0.1, Y[:10]
 # the modules (the packages' attributes of these names are functions)
 STABILITY = importlib.import_module("cgmt.stability")
-SEPARABILITY = importlib.import_module("empirical.probes.separability")
+SEPARABILITY = importlib.import_module("empirical.probes._separability")
 XOR_X, XOR_Y = np.array([[0.0, 0.0], [1.0, 1.0], [0.0, 1.0], [1.0, 0.0]]), np.array([1.0, 1.0, -1.0, -1.0])
 
 
@@ -56,8 +56,8 @@ CASES = {
     "empirical.logistic_path": (lambda **kw: logistic_path(X[10:], Y[10:], XV, YV, [1.0, 10.0], certify=False,
                                                            max_iter=1, tol=1e-14, **kw), []),
     "empirical.logistic.refit": (_refit_call, []),
-    "empirical.probes.separability.perceptron": (lambda **kw: perceptron(XOR_X, XOR_Y, max_epochs=1, **kw), []),
-    "empirical.probes.separability.separability_lp": (lambda **kw: separability_lp(X, Y > 0, **kw),
+    "empirical.probes.perceptron": (lambda **kw: perceptron(XOR_X, XOR_Y, max_epochs=1, **kw), []),
+    "empirical.probes.separability_lp": (lambda **kw: separability_lp(X, Y > 0, **kw),
                                                       [(SEPARABILITY, "linprog", _undecided_lp)]),
 }
 

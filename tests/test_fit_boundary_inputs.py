@@ -21,7 +21,7 @@ from empirical.common.checks import MAX_COUNT
 from empirical.common.failures import ConvergenceWarning
 from empirical.logistic import MAX_ITER
 from empirical.probes import RaptorProbe, fit_layers, stability
-from empirical.probes.raptor import OPTION_CONFLICTS, PATH_TOL
+from empirical.probes._raptor import OPTION_CONFLICTS, PATH_TOL
 
 
 def _data(n=100, p=6, seed=0, shift=1.0):
@@ -101,7 +101,7 @@ class _NoValidationFit:
 @pytest.mark.parametrize("call", ["register_method", "fit_layers", "stability"])
 def test_one_contract_check_everywhere(call):
     """R01: an estimator whose fit takes no validation split is refused by all three callers, with one message."""
-    from empirical.probes.registry import register_method
+    from empirical.probes._registry import register_method
 
     X, y = _data()
     pattern = r"must accept fit\(X, y, X_val, y_val\).*got fit\(X, y\)"
@@ -298,14 +298,14 @@ def test_a_c_grid_has_a_declared_bound():
 @pytest.mark.parametrize("given_validation", [False, True])
 def test_raptor_fit_validates_its_rows_once(device, given_validation, monkeypatch):
     """Issue 55 §2: ``RaptorProbe.fit`` validates its rows once, at its boundary (``_validate_fit_data``), and
-    passes them on as :class:`~empirical.probes.raptor.FitInputs`; no array check runs on a matrix of the data
+    passes them on as :class:`~empirical.probes._raptor.FitInputs`; no array check runs on a matrix of the data
     after it (the standardization, the orientation and both engines take the checked rows; 4 passes over X
     before).  Counted by wrapping every array check of the floor wherever a project module imported it."""
     import inspect
     import sys
 
     import empirical.common.arrays as arrays
-    from empirical.probes.base import ConceptProbe
+    from empirical.probes._base import ConceptProbe
 
     if device is not None:
         pytest.importorskip("torch")

@@ -18,7 +18,7 @@ from paper_figures.__main__ import main
 pytest.importorskip("transformers")
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 
-from empirical.llm import models as M  # noqa: E402 -- after the skip: needs the [llm] extra
+from empirical.llm import _models as M  # noqa: E402 -- after the skip: needs the [llm] extra
 from empirical.testing import tiny_model, tiny_tokenizer  # noqa: E402
 
 

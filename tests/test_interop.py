@@ -11,7 +11,7 @@ from safetensors.numpy import load_file
 
 from empirical import cli
 from empirical.probes import ConceptVectors, LinearProbe, save_concept_vectors
-from empirical.probes.interop import export_control_vector, export_directions, import_control_vector, import_directions
+from empirical.probes._interop import export_control_vector, export_directions, import_control_vector, import_directions
 
 RNG = np.random.default_rng(0)
 VECTORS = ConceptVectors({layer: LinearProbe(RNG.standard_normal(16), 0.1 * layer, test_accuracy=0.8)

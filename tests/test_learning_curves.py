@@ -4,6 +4,7 @@ import numpy as np
 import pytest
 
 from cgmt._spectrum import Spectrum
+from empirical.probes._spectral_prediction import estimate_pool_model, estimate_pool_models
 from empirical.probes.learning_curves import (
     PLAN_CS,
     LearningCurve,
@@ -16,7 +17,6 @@ from empirical.probes.learning_curves import (
     predict_best_layer,
     predict_learning_curve,
 )
-from empirical.probes.spectral_prediction import estimate_pool_model, estimate_pool_models
 from sims._spectral import sample_spectral
 
 P = 40

@@ -1,4 +1,4 @@
-"""A model folder is one trust unit (empirical.llm.model_folder): its config is checked against the weights' headers
+"""A model folder is one trust unit (empirical.llm._model_folder): its config is checked against the weights' headers
 and bounded before anything is allocated, every file a load reads lies inside the folder and is part of the cache
 identity, and each refusal is one error naming the file (and the config field).  Grouped by pattern."""
 import json
@@ -12,7 +12,7 @@ import pytest
 pytest.importorskip("transformers")
 
 from empirical import cli  # noqa: E402
-from empirical.llm import models  # noqa: E402
+from empirical.llm import _models as models  # noqa: E402
 
 
 @pytest.fixture
@@ -189,7 +189,7 @@ def test_every_shard_an_index_names_is_in_the_cache_identity(folder):
 
 
 def test_hub_snapshot_links_into_its_own_repository_are_accepted(folder, tmp_path):
-    from empirical.llm.model_folder import check_model_folder
+    from empirical.llm._model_folder import check_model_folder
 
     repo = tmp_path / "hub" / "models--org--tiny"
     snapshot, blobs = repo / "snapshots" / "abc123", repo / "blobs"

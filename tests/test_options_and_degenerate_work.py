@@ -14,7 +14,7 @@ from empirical import cli
 from empirical.common.cli_args import subparser
 from empirical.common.files import MAX_JSON_DEPTH, json_ready
 from empirical.probes import ConceptVectors, save_concept_vectors
-from empirical.probes.interop import export_control_vector, export_directions, import_directions
+from empirical.probes._interop import export_control_vector, export_directions, import_directions
 
 pytest.importorskip("gguf")
 
@@ -46,7 +46,7 @@ def test_concept_vector_file_with_a_negative_layer_is_refused_naming_the_file(tm
     js = tmp_path / "p.json"
     meta = json.loads(js.read_text())
     meta["layers"] = [-1, 3]
-    from empirical.probes.persistence import _metadata_digest
+    from empirical.probes._persistence import _metadata_digest
     meta["metadata_sha256"] = _metadata_digest(meta)
     js.write_text(json.dumps(meta))
     from empirical.probes import load_concept_vectors
@@ -211,7 +211,7 @@ def test_version_on_every_command_line(module, capsys):
 
 
 def test_unknown_setting_names_the_allowed_strengths_not_a_pattern():
-    from empirical.llm.steering_settings import named_setting
+    from empirical.llm._steering_settings import named_setting
     with pytest.raises(ValueError) as exc:
         named_setting("additive-best-k0.3-answer")
     message = str(exc.value)
@@ -222,7 +222,7 @@ def test_unknown_setting_names_the_allowed_strengths_not_a_pattern():
 # --- bounded or announced work (P09) --------------------------------------------------------------------------
 
 def test_logregcv_warns_with_the_predicted_cost_before_a_huge_fit(monkeypatch):
-    from empirical.probes import baselines
+    from empirical.probes import _baselines as baselines
     rng = np.random.default_rng(0)
     X, y = rng.standard_normal((40, 5)), np.tile([0, 1], 20)
     monkeypatch.setattr(baselines, "LOGREGCV_WORK_BUDGET", 1e3)  # n = 12, p = 1e6 predicts 3e12 > 1e12
@@ -231,8 +231,8 @@ def test_logregcv_warns_with_the_predicted_cost_before_a_huge_fit(monkeypatch):
 
 
 def test_logregcv_predicted_cost_of_the_reported_case_exceeds_the_budget_and_a_layer_does_not():
-    from empirical.probes.baselines import LOGREGCV_WORK_BUDGET
-    from empirical.probes.raptor import DEFAULT_CS
+    from empirical.probes._baselines import LOGREGCV_WORK_BUDGET
+    from empirical.probes._raptor import DEFAULT_CS
     assert len(DEFAULT_CS) * 1000 * 10**6 * (12 + 20) > LOGREGCV_WORK_BUDGET
     assert len(DEFAULT_CS) * 1000 * 2048 * (1000 + 20) < LOGREGCV_WORK_BUDGET
 
@@ -276,7 +276,7 @@ def test_paper_figures_layer_step_names_the_dataset_and_split_seed(monkeypatch, 
 @pytest.mark.parametrize("word", ["<pad>", "<eos>", "<bos>", "<unk>"])
 def test_special_tokens_are_refused_as_answer_words(word):
     pytest.importorskip("transformers")
-    from empirical.llm.answer_readout import answer_token_ids
+    from empirical.llm._answer_readout import answer_token_ids
     from empirical.testing import tiny_tokenizer
     with pytest.raises(ValueError, match=f"answer word '{word}' .* is a special token"):
         answer_token_ids(tiny_tokenizer(), (word, "no"))

@@ -143,7 +143,7 @@ def _synthetic_layers(L=3, n=160, p=12, seed=0):
 
 def test_layer_table_separability_and_stability_on_synthetic_states():
     from empirical import DiffMeans, RaptorProbe
-    from empirical.probes.layers import paper_split
+    from empirical.probes._layers import paper_split
 
     H, y = _synthetic_layers()
     split = paper_split(y)

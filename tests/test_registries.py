@@ -10,7 +10,7 @@ import pytest
 
 from empirical.common.files import sha256_file
 from empirical.llm import datasets
-from empirical.probes import DiffMeans, registry as methods_registry
+from empirical.probes import DiffMeans, _registry as methods_registry
 
 TOY_METHOD = "ToyMeans"
 TOY_DATASET = "toyreviews"
@@ -139,7 +139,7 @@ def test_toy_entries_reach_paper_figures_and_the_steering_read_out(toy):
     assert len(ds) == 60 and ds.prompts[0].startswith("review : ") and ds.max_per_class is None
     pytest.importorskip("torch")
     pytest.importorskip("transformers")  # the floors environment has torch without the [llm] extra
-    from empirical.llm.answer_readout import check_answer_words
+    from empirical.llm._answer_readout import check_answer_words
 
     assert check_answer_words(TOY_DATASET) == ("good", "bad")
 
@@ -202,14 +202,14 @@ def test_toy_method_on_the_toy_dataset_through_the_cli(toy, cli_setup, capsys):
 @pytest.mark.filterwarnings("ignore::FutureWarning")  # the toy wrapper passes the cache under its older keyword
 def test_a_model_family_added_through_the_hooks_module_alone():
     """A family whose blocks sit at a path the package does not know, next to another list of the same length: the
-    package refuses to guess, and one ``register_block_path`` (empirical/llm/hooks.py) makes extraction read layer l
+    package refuses to guess, and one ``register_block_path`` (empirical/llm/_hooks.py) makes extraction read layer l
     as the output of block l and lets steering edit it."""
     pytest.importorskip("transformers")
     import torch
 
-    from empirical.llm import hooks
-    from empirical.llm.edits import additive_steering
-    from empirical.llm.extract import hidden_states
+    from empirical.llm import _hooks as hooks
+    from empirical.llm._edits import additive_steering
+    from empirical.llm._extract import hidden_states
     from empirical.testing import tiny_model, tiny_tokenizer
 
     class ToyFamily(torch.nn.Module):
@@ -252,8 +252,8 @@ def test_an_encoder_family_added_through_the_hooks_module_alone():
     pytest.importorskip("torch")
     from types import SimpleNamespace
 
-    from empirical.llm import hooks
-    from empirical.llm.models import _kind_from_config
+    from empirical.llm import _hooks as hooks
+    from empirical.llm._models import _kind_from_config
 
     config = SimpleNamespace(model_type="toy-encoder", architectures=["ToyEncoderModel"])
     model = SimpleNamespace(config=config)
@@ -275,7 +275,7 @@ def test_an_encoder_family_added_through_the_hooks_module_alone():
 @pytest.mark.parametrize("path", ["", "trunk..layers", "trunk.0layers", 3])
 def test_register_block_path_refuses_a_bad_path(path):
     pytest.importorskip("torch")
-    from empirical.llm import hooks
+    from empirical.llm import _hooks as hooks
 
     with pytest.raises(ValueError, match="path must be a dotted attribute path"):
         hooks.register_block_path(path)

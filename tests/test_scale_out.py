@@ -47,7 +47,7 @@ PROMPTS = ["task detect sarcasm . a good film", "task detect sarcasm . the plot 
 @pytest.mark.llm
 def test_extraction_and_steering_follow_an_accelerate_dispatch(tmp_path):
     accelerate = pytest.importorskip("accelerate")
-    from empirical.llm import extract as E, generation as G, steering as S
+    from empirical.llm import _extract as E, _generation as G, _steering as S
     from empirical.probes import ConceptVectors, LinearProbe
     from empirical.testing import tiny_model, tiny_tokenizer
 
@@ -71,8 +71,8 @@ def test_extraction_and_steering_follow_an_accelerate_dispatch(tmp_path):
 @pytest.mark.llm
 def test_load_model_with_a_device_map(tmp_path):
     pytest.importorskip("accelerate")
-    from empirical.llm import extract as E
-    from empirical.llm.models import load_model
+    from empirical.llm import _extract as E
+    from empirical.llm._models import load_model
     from empirical.testing import tiny_model, tiny_tokenizer
 
     tok = tiny_tokenizer()

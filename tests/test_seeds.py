@@ -26,7 +26,7 @@ SEED_NAMES = ("seed", "rng", "random_state", "split_seed")
 NOT_SEEDS = {"text": "abc", "digits": "3", "negative": -1, "float": 2.5, "bool": True, "nan": math.nan,
              "complex": 1 + 2j, "object": object()}
 #: seed parameters that take no seed: ``{key: reason}``
-NOT_A_SEED = {"empirical.probes.stability:StabilityResult.__init__":
+NOT_A_SEED = {"empirical.probes._stability:StabilityResult.__init__":
               "a result record: it stores the seed the protocol ran with"}
 
 
@@ -42,7 +42,7 @@ def _data():
 
 @functools.cache
 def _pool_model():
-    from empirical.probes.spectral_prediction import estimate_pool_model
+    from empirical.probes._spectral_prediction import estimate_pool_model
 
     H, y, *_ = _data()
     return estimate_pool_model(H, y, n_boot=0)
@@ -80,25 +80,25 @@ def _calls(tmp_path):
         "empirical.common.checks:check_seed": L("empirical.common.checks", "check_seed"),
         "empirical.common.checks:check_random_state": L("empirical.common.checks", "check_random_state"),
         # the seed is checked before the model, tokenizer or dataset is touched (no model is loaded here)
-        "empirical.llm.steering_eval:evaluate_dataset": L("empirical.llm.steering_eval", "evaluate_dataset",
+        "empirical.llm._steering_eval:evaluate_dataset": L("empirical.llm._steering_eval", "evaluate_dataset",
                                                           None, None, None, H2, ()),
-        "empirical.llm.steering_eval:null_units": L("empirical.llm.steering_eval", "null_units", [1, 2], 4,
+        "empirical.llm._steering_eval:null_units": L("empirical.llm._steering_eval", "null_units", [1, 2], 4,
                                                     n_random=4, half="selection"),
-        "empirical.llm.steering_eval:matched_units": L("empirical.llm.steering_eval", "matched_units",
+        "empirical.llm._steering_eval:matched_units": L("empirical.llm._steering_eval", "matched_units",
                                                        {1: np.eye(4)}, n_random=4, half="selection"),
-        "empirical.llm.steering_eval:random_units": L("empirical.llm.steering_eval", "random_units", [1, 2], 4,
+        "empirical.llm._steering_eval:random_units": L("empirical.llm._steering_eval", "random_units", [1, 2], 4,
                                                       n_random=3),
-        "empirical.llm.steering_protocol:SteeringProtocol.__init__":
-            L("empirical.llm.steering_protocol", "SteeringProtocol.__init__"),
+        "empirical.llm._steering_protocol:SteeringProtocol.__init__":
+            L("empirical.llm._steering_protocol", "SteeringProtocol.__init__"),
         "empirical.numerics:stratified_split": L("empirical.numerics", "stratified_split", y, 0.2),
-        "empirical.probes.baselines:GCSProbe.__init__": L("empirical.probes.baselines", "GCSProbe.__init__", X, y2),
-        "empirical.probes.baselines:LogRegCVProbe.__init__": L("empirical.probes.baselines",
+        "empirical.probes._baselines:GCSProbe.__init__": L("empirical.probes._baselines", "GCSProbe.__init__", X, y2),
+        "empirical.probes._baselines:LogRegCVProbe.__init__": L("empirical.probes._baselines",
                                                                "LogRegCVProbe.__init__", X, y2),
-        "empirical.probes.raptor:RaptorProbe.__init__": L("empirical.probes.raptor", "RaptorProbe.__init__", X, y2),
-        "empirical.probes.layers:fit_layers": L("empirical.probes.layers", "fit_layers", H2, y, progress=False),
-        "empirical.probes.layers:grouped_split": L("empirical.probes.layers", "grouped_split", y,
+        "empirical.probes._raptor:RaptorProbe.__init__": L("empirical.probes._raptor", "RaptorProbe.__init__", X, y2),
+        "empirical.probes._layers:fit_layers": L("empirical.probes._layers", "fit_layers", H2, y, progress=False),
+        "empirical.probes._layers:grouped_split": L("empirical.probes._layers", "grouped_split", y,
                                                    np.arange(300) // 2),
-        "empirical.probes.layers:paper_split": L("empirical.probes.layers", "paper_split", y),
+        "empirical.probes._layers:paper_split": L("empirical.probes._layers", "paper_split", y),
         "empirical.probes.learning_curves:backtest_error": lambda v, name: _call(
             "empirical.probes.learning_curves", "backtest_error", _pool_model(), H, y, **{name: v}),
         "empirical.probes.learning_curves:pool_backtest_errors": lambda v, name: _call(
@@ -122,10 +122,10 @@ def _calls(tmp_path):
                                                             ys, 1.0),
         "empirical.probes.real_embedding:real_embedding_stability": L(
             "empirical.probes.real_embedding", "real_embedding_stability", [H], y, [0.5], 1.0, progress=False),
-        "empirical.probes.separability:perceptron": L("empirical.probes.separability", "perceptron", X,
+        "empirical.probes._separability:perceptron": L("empirical.probes._separability", "perceptron", X,
                                                       np.where(y2 > 0, 1.0, -1.0)),
-        "empirical.probes.separability:separability": L("empirical.probes.separability", "separability", X, y2),
-        "empirical.probes.separability:shuffled_label_control": L("empirical.probes.separability",
+        "empirical.probes._separability:separability": L("empirical.probes._separability", "separability", X, y2),
+        "empirical.probes._separability:shuffled_label_control": L("empirical.probes._separability",
                                                                   "shuffled_label_control", X, y2),
         "empirical.probes.spectral_evaluation:evaluate_split": L("empirical.probes.spectral_evaluation",
                                                                  "evaluate_split", H, y),
@@ -134,12 +134,12 @@ def _calls(tmp_path):
         "empirical.probes.spectral_evaluation:semi_synthetic_path": lambda v, name: _call(
             "empirical.probes.spectral_evaluation", "semi_synthetic_path", H, _pool_model(), 200, [1.0],
             **{name: v}),
-        "empirical.probes.spectral_prediction:estimate_pool_model": L("empirical.probes.spectral_prediction",
+        "empirical.probes._spectral_prediction:estimate_pool_model": L("empirical.probes._spectral_prediction",
                                                                       "estimate_pool_model", H, y, n_boot=0),
-        "empirical.probes.spectral_prediction:estimate_pool_models": L("empirical.probes.spectral_prediction",
+        "empirical.probes._spectral_prediction:estimate_pool_models": L("empirical.probes._spectral_prediction",
                                                                        "estimate_pool_models", H, y, n_boot=0),
-        "empirical.probes.stability:stability": lambda v, name: _call(
-            "empirical.probes.stability", "stability", _call("empirical.probes.raptor", "RaptorProbe.__init__"),
+        "empirical.probes._stability:stability": lambda v, name: _call(
+            "empirical.probes._stability", "stability", _call("empirical.probes._raptor", "RaptorProbe.__init__"),
             X, y2, K=2, progress=False, **{name: v}),
         "empirical.probes.structure:cross_fit_oracle": lambda v, name: _call(
             "empirical.probes.structure", "cross_fit_oracle", X, y2, X, _logistic(), **{name: v}),

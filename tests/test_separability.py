@@ -167,7 +167,7 @@ def test_an_lp_that_does_not_finish_is_undecided_with_the_solvers_status(monkeyp
 
     from scipy.optimize import OptimizeResult
 
-    sep = importlib.import_module("empirical.probes.separability")  # the package's name is the function
+    sep = importlib.import_module("empirical.probes._separability")
 
     monkeypatch.setattr(sep, "linprog", lambda *a, **k: OptimizeResult(status=highs_status, x=None, nit=3,
                                                                        message="stopped"))

@@ -3,14 +3,14 @@ import numpy as np
 import pytest
 
 from cgmt._spectrum import Spectrum
-from empirical.probes.spectral_evaluation import evaluate_split
-from empirical.probes.spectral_prediction import (
+from empirical.probes._spectral_prediction import (
     estimate_pool_model,
     predict_lambda_star,
     predict_path,
     predict_stability,
     predict_sweep,
 )
+from empirical.probes.spectral_evaluation import evaluate_split
 from sims._spectral import sample_spectral
 
 
@@ -116,7 +116,7 @@ def test_pool_cv_is_the_pools_own_cross_validated_accuracy(gaussian_pool):
 
 
 def test_evaluate_split_predictions_use_no_test_row(gaussian_pool):
-    from empirical.probes.layers import paper_split
+    from empirical.probes._layers import paper_split
 
     _, H, y = gaussian_pool
     H, y = H[:500], y[:500]
@@ -137,7 +137,7 @@ def test_evaluate_split_predictions_use_no_test_row(gaussian_pool):
 
 def test_raptor_protocol_is_the_reported_stability(gaussian_pool):
     from empirical.probes import RaptorProbe, stability
-    from empirical.probes.layers import paper_split
+    from empirical.probes._layers import paper_split
 
     _, H, y = gaussian_pool
     H, y = H[:400], y[:400]

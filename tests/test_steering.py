@@ -12,10 +12,10 @@ torch = pytest.importorskip("torch")
 pytest.importorskip("transformers")
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 
-from empirical.llm import edits as E, gcav as GC, generation as G, prompts as PR, steering as S
-from empirical.llm.extract import hidden_states
-from empirical.llm.hooks import decoder_blocks
-from empirical.probes.concept_vectors import LinearProbe
+from empirical.llm import _edits as E, _gcav as GC, _generation as G, _prompts as PR, _steering as S
+from empirical.llm._extract import hidden_states
+from empirical.llm._hooks import decoder_blocks
+from empirical.probes._concept_vectors import LinearProbe
 from empirical.testing import tiny_model, tiny_tokenizer
 
 PROMPTS = ["the city of paris is in france .", "a great movie", "coin flips heads up ? yes",
@@ -56,7 +56,7 @@ def test_one_reliability_rule_for_gcav_and_the_cli(acc, tau):
     """The reliability threshold is one rule (``gcav.reliable_layers``): GCAV's layer choice (probe test accuracy)
     and ``raptor steer --tau`` (validation accuracy) keep exactly the layers it keeps for the same accuracies."""
     from empirical.cli import _tau_filter
-    from empirical.probes.concept_vectors import ConceptVectors
+    from empirical.probes._concept_vectors import ConceptVectors
 
     kept, below = GC.reliable_layers(acc, tau)
     assert sorted(kept + below) == sorted(acc) and all(acc[k] >= tau for k in kept) and all(acc[b] < tau for b in below)

@@ -13,7 +13,7 @@ import pandas as pd
 import pytest
 from scipy import stats
 
-from empirical.llm.steering_protocol import MATCHED_STREAMS, MIN_RANDOM, NULL_STREAMS, SteeringProtocol
+from empirical.llm._steering_protocol import MATCHED_STREAMS, MIN_RANDOM, NULL_STREAMS, SteeringProtocol
 from paper_figures import claims as C, verdicts as V
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -71,7 +71,7 @@ def test_the_reviewers_numbers_recompute_from_the_committed_summary():
     """STSA, the only measurable dataset: xRFM ranks 1/101 both ways within every gate; DiffMeans 1/101 towards but
     over the perplexity gate on the report half; RAPTOR 5/101 towards (p 0.0495), nothing within the gates away; GCS
     nowhere; RAPTOR's VADER change is negative (-0.11 ± 0.06) but its 95 % interval includes 0."""
-    from empirical.llm.steering_protocol import passes_gates
+    from empirical.llm._steering_protocol import passes_gates
 
     summary, _ = _committed()
     points = summary[summary.setting != "not measurable"].set_index(["method", "direction"])
@@ -168,7 +168,7 @@ def test_the_vader_control_states_its_draws_and_which_way_the_text_moved():
 
 # ------------------------------------------------------------------------------------------------ the cost
 def test_the_timing_model_costs_the_new_draws_and_the_section_stays_within_the_hour():
-    from empirical.llm import steering_cost as SC
+    from empirical.llm import _steering_cost as SC
     from paper_figures import steering_text as ST
 
     costs = dict(token=0.0, step=1.0, fit=dict(RAPTOR=0.0))
@@ -186,7 +186,7 @@ def test_the_timing_model_costs_the_new_draws_and_the_section_stays_within_the_h
 
 
 def test_the_protocol_checks_the_new_fields():
-    from empirical.llm.steering_protocol import N_TEXT_RANDOM
+    from empirical.llm._steering_protocol import N_TEXT_RANDOM
 
     default = SteeringProtocol()
     assert default.n_random_matched == default.n_random and default.n_text_random == N_TEXT_RANDOM >= 2
@@ -215,7 +215,7 @@ def SE():
     pytest.importorskip("torch")
     pytest.importorskip("transformers")
     os.environ.setdefault("HF_HUB_OFFLINE", "1")
-    from empirical.llm import steering_eval
+    from empirical.llm import _steering_eval as steering_eval
 
     return steering_eval
 
@@ -249,7 +249,7 @@ def model_tok(SE):
 
 
 def _unembedding(model, tok):
-    from empirical.llm import answer_readout as AR
+    from empirical.llm import _answer_readout as AR
 
     head = model.get_output_embeddings().weight.detach().double().numpy()
     good, bad = (AR.answer_token_ids(tok, WORDS)[i][0] for i in (0, 1))
@@ -262,7 +262,7 @@ def test_the_matched_null_is_measured_beside_the_isotropic_one_and_is_the_strong
     from states that vary along that very direction: the matched null then holds copies of the concept edit, so its
     rank p is far from 1 / (N + 1). The isotropic numbers do not change when the matched null is added, its per-draw
     rows reproduce the table's rank, and without states it is not measured (NaN, 0 draws)."""
-    from empirical.llm import steering_settings as SS
+    from empirical.llm import _steering_settings as SS
     from empirical.probes import ConceptVectors, LinearProbe
 
     model, tok = model_tok
@@ -298,7 +298,7 @@ def test_a_staged_sweep_reads_the_matched_null_and_several_vader_directions_on_t
                                                                                                 monkeypatch):
     """Only the tested points get the matched null (stage 'matched', report half); a sentiment dataset's report rows
     continue ``n_text_random`` random directions for VADER (its SE over them), the selection half one."""
-    from empirical.llm import answer_readout as AR, steering_settings as SS
+    from empirical.llm import _answer_readout as AR, _steering_settings as SS
     from empirical.probes import ConceptVectors, LinearProbe
 
     monkeypatch.setattr(AR, "MIN_AUC", 0.0)  # a tiny random model's read-out tracks nothing; measure it anyway

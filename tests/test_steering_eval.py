@@ -1,4 +1,4 @@
-"""Steering measured by what the model says (empirical.llm.steering_eval): a known answer (the concept word's
+"""Steering measured by what the model says (empirical.llm._steering_eval): a known answer (the concept word's
 unembedding direction raises its log-odds), a zero edit gives exactly 0, random controls reproducible by seed,
 batching does not change the read-out, selection reads only the selection half, and bad input fails early."""
 from __future__ import annotations
@@ -15,15 +15,15 @@ torch = pytest.importorskip("torch")
 pytest.importorskip("transformers")
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 
-from empirical.llm import (
-    answer_readout as AR,  # noqa: E402
-    prompts as PR,  # noqa: E402
-    steering_cost as SC,  # noqa: E402
-    steering_eval as SE,  # noqa: E402
-    steering_selection as SEL,  # noqa: E402
-    steering_settings as SS,  # noqa: E402
+from empirical.llm import (  # noqa: E402
+    _answer_readout as AR,
+    _prompts as PR,
+    _steering_cost as SC,
+    _steering_eval as SE,
+    _steering_selection as SEL,
+    _steering_settings as SS,
 )
-from empirical.llm.steering_protocol import MIN_RANDOM, SteeringProtocol  # noqa: E402
+from empirical.llm._steering_protocol import MIN_RANDOM, SteeringProtocol  # noqa: E402
 from empirical.probes import ConceptVectors, LinearProbe  # noqa: E402
 from empirical.testing import tiny_model, tiny_tokenizer  # noqa: E402
 
@@ -469,7 +469,7 @@ def test_stacked_random_controls_equal_one_pass_per_draw(setup):
 
 def test_additive_steering_takes_one_direction_per_row(setup):
     """A (rows, hidden) vector edits each row along its own direction: the same as editing each row alone."""
-    from empirical.llm.edits import additive_steering
+    from empirical.llm._edits import additive_steering
 
     model, tok, _, _ = setup
     ids = tok(["review : a great movie .", "review : bad film ."], return_tensors="pt", padding=True)["input_ids"]

@@ -1,4 +1,4 @@
-"""Random directions as the unit of inference (empirical.llm.steering_eval): the rank p-value on known inputs, the
+"""Random directions as the unit of inference (empirical.llm._steering_eval): the rank p-value on known inputs, the
 antithetic, per-half null directions, a concept direction that is special (the concept word's unembedding
 direction ranks first, p = 1 / (N + 1)) and one that is not (a random direction: not significant), and the
 per-draw null table."""
@@ -13,13 +13,13 @@ torch = pytest.importorskip("torch")
 pytest.importorskip("transformers")
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 
-from empirical.llm import (
-    answer_readout as AR,  # noqa: E402
-    steering_eval as SE,  # noqa: E402
-    steering_protocol as SP,  # noqa: E402
-    steering_settings as SS,  # noqa: E402
+from empirical.llm import (  # noqa: E402
+    _answer_readout as AR,
+    _steering_eval as SE,
+    _steering_protocol as SP,
+    _steering_settings as SS,
 )
-from empirical.llm.steering_protocol import SteeringProtocol  # noqa: E402
+from empirical.llm._steering_protocol import SteeringProtocol  # noqa: E402
 from empirical.probes import ConceptVectors, LinearProbe  # noqa: E402
 from empirical.testing import tiny_model, tiny_tokenizer  # noqa: E402
 

@@ -1,4 +1,4 @@
-"""The steering measurement's protocol object (empirical.llm.steering_protocol.SteeringProtocol): one validated home
+"""The steering measurement's protocol object (empirical.llm.SteeringProtocol): one validated home
 for every choice of a measurement, the source of ``raptor steer``'s defaults (the recipe for a new steering option,
 docs/architecture.md)."""
 from __future__ import annotations
@@ -7,7 +7,7 @@ import dataclasses
 
 import pytest
 
-from empirical.llm.steering_protocol import MIN_CONTROL, MIN_RANDOM, SteeringProtocol
+from empirical.llm._steering_protocol import MIN_CONTROL, MIN_RANDOM, SteeringProtocol
 
 
 def test_raptor_steer_takes_its_defaults_from_the_protocol():

@@ -8,8 +8,8 @@ import pytest
 
 pytest.importorskip("transformers")  # the steering evaluation needs the [llm] extra
 
-from empirical.llm import steering_eval as SE  # noqa: E402
-from empirical.llm.steering_protocol import MIN_CONTROL, NULL_STREAMS  # noqa: E402
+from empirical.llm import _steering_eval as SE  # noqa: E402
+from empirical.llm._steering_protocol import MIN_CONTROL, NULL_STREAMS  # noqa: E402
 from paper_figures import steering_text as ST  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -131,7 +131,7 @@ def test_the_section_measures_only_the_datasets_measurable_after_holm(tmp_path, 
     rerun resumes from the saved tables and measures nothing."""
     import types
 
-    from empirical.llm import extract, models
+    from empirical.llm import _extract as extract, _models as models
     from paper_figures.output import load_table
 
     calls = []

@@ -36,7 +36,7 @@ def _llm():
     torch = pytest.importorskip("torch")
     pytest.importorskip("transformers")
     os.environ.setdefault("HF_HUB_OFFLINE", "1")
-    from empirical.llm import extract as E
+    from empirical.llm import _extract as E
     from empirical.testing import tiny_model, tiny_tokenizer
 
     return torch, E, tiny_model, tiny_tokenizer
@@ -63,7 +63,7 @@ def _files(directory: Path) -> list:
 # ----------------------------------------------------------------------------------------------- C01 float16 underflow
 def test_float16_storage_refuses_states_it_would_flush_to_zero_before_caching_anything(tmp_path):
     _, E, _, tiny_tokenizer = _llm()
-    from empirical.llm.cache import ExtractionCache
+    from empirical.llm._cache import ExtractionCache
 
     model, tok = _scaled_model(1e-9), tiny_tokenizer()
     with pytest.raises(ValueError) as info:
@@ -80,7 +80,7 @@ def test_float16_storage_refuses_states_it_would_flush_to_zero_before_caching_an
 
 
 def test_float16_storage_keeps_ordinary_states():
-    from empirical.llm.cache import FLOAT16_UNDERFLOW_MAX, check_storable
+    from empirical.llm._cache import FLOAT16_UNDERFLOW_MAX, check_storable
 
     rng = np.random.default_rng(0)
     states = rng.standard_normal((3, 64, 256)).astype(np.float32)  # ~5e-5 of them below float16's smallest normal
@@ -114,7 +114,7 @@ def test_float16_storage_keeps_ordinary_states():
 @pytest.mark.parametrize("cached", ["float32 cache", "float16 cache", "no cache"])
 def test_nan_hidden_states_are_one_error_naming_the_layer(tmp_path, cached):
     torch, E, tiny_model, tiny_tokenizer = _llm()
-    from empirical.llm.cache import ExtractionCache
+    from empirical.llm._cache import ExtractionCache
 
     model = tiny_model("llama", seed=0, n_layers=3)
     with torch.no_grad():
@@ -130,7 +130,7 @@ def test_nan_hidden_states_are_one_error_naming_the_layer(tmp_path, cached):
 
 
 def test_infinite_hidden_states_are_named_as_such():
-    from empirical.llm.cache import check_hidden_finite
+    from empirical.llm._cache import check_hidden_finite
 
     states = np.zeros((3, 2, 4), np.float32)
     states[2, 1, 0] = np.inf
@@ -149,7 +149,7 @@ Usage = namedtuple("Usage", "total used free")
 
 
 def _entry(root):
-    from empirical.llm.cache import ExtractionCache
+    from empirical.llm._cache import ExtractionCache
 
     return ExtractionCache(root).entry("prompts", {"model": "m"}, (3, 40, 16))
 

@@ -211,7 +211,7 @@ def test_bad_input():
 def test_default_raptor_probe_and_oracle_on_raw_correlated_features():
     # the defaults (RaptorProbe at fixed C as the probe, validation-tuned RaptorProbe as the oracle) on raw
     # features that are correlated and shifted (the probe standardizes; the predictor is scale-free)
-    pytest.importorskip("empirical.probes.raptor")
+    pytest.importorskip("empirical.probes._raptor")
     Xp, yp, Xt, yt = _data()
     rng = np.random.default_rng(0)
     A, mu = rng.normal(size=(40, 40)), 3 * rng.normal(size=40)

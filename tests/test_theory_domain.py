@@ -139,8 +139,8 @@ def test_power_law_spectrum_refuses_exponents_beyond_float64_naming_them(argumen
 
 
 def test_learning_curve_sizes_beyond_the_theory_domain_are_refused_naming_n_values():
+    from empirical.probes._spectral_prediction import estimate_pool_model
     from empirical.probes.learning_curves import predict_learning_curve
-    from empirical.probes.spectral_prediction import estimate_pool_model
     rng = np.random.default_rng(0)
     H, y = rng.standard_normal((200, 20)), np.arange(200) % 2
     H[:, 0] += y

@@ -85,7 +85,7 @@ def test_sha256sums_that_is_a_fifo_is_refused_not_skipped(tmp_path):
 
 
 def test_imported_directions_file_linked_to_dev_zero_is_refused(tmp_path):
-    from empirical.probes.interop import import_directions
+    from empirical.probes._interop import import_directions
 
     (tmp_path / "d.safetensors").symlink_to("/dev/zero")
     with pytest.raises(ValueError, match="directions file .*d.safetensors.*character device"):
@@ -112,7 +112,7 @@ class _CountingFile:
 def test_large_sparse_model_file_is_fingerprinted_not_hashed_whole(tmp_path, monkeypatch):
     import contextlib
 
-    from empirical.llm import models
+    from empirical.llm import _models as models
 
     weights = tmp_path / "model.safetensors"
     with open(weights, "wb") as f:
@@ -142,7 +142,7 @@ def test_large_sparse_model_file_is_fingerprinted_not_hashed_whole(tmp_path, mon
 
 
 def test_small_model_file_is_hashed_whole(tmp_path):
-    from empirical.llm import models
+    from empirical.llm import _models as models
 
     path = tmp_path / "config.json"
     path.write_text('{"a": 1}')
@@ -168,7 +168,7 @@ def _folder_with_code(tmp_path, model_type="evil_model"):
 
 def test_model_folder_with_auto_map_is_refused_without_running_its_code(tmp_path, monkeypatch):
     pytest.importorskip("transformers")
-    from empirical.llm.models import load_model
+    from empirical.llm._models import load_model
 
     folder, marker = _folder_with_code(tmp_path)
     monkeypatch.setattr("builtins.input", lambda *a: pytest.fail("asked a y/N question"))
@@ -212,7 +212,7 @@ def _tokenizer_with(template):
 
 
 def test_normal_chat_template_renders_as_transformers_does():
-    from empirical.llm.models import apply_chat_template
+    from empirical.llm._models import apply_chat_template
 
     tok = _tokenizer_with("{{ bos_token }}{% for m in messages %}{{ m['role'] }} : {{ m['content'] }} . {% endfor %}"
                           "{% if add_generation_prompt %}answer : {% endif %}")
@@ -235,8 +235,8 @@ def test_normal_chat_template_renders_as_transformers_does():
     ("{% for %}", "TemplateSyntaxError"),
 ])
 def test_runaway_or_blocked_chat_template_is_one_value_error(template, reason):
-    from empirical.llm.chat_templates import MAX_TEMPLATE_CHARS
-    from empirical.llm.models import apply_chat_template
+    from empirical.llm._chat_templates import MAX_TEMPLATE_CHARS
+    from empirical.llm._models import apply_chat_template
 
     tracemalloc.start()
     try:
@@ -249,7 +249,7 @@ def test_runaway_or_blocked_chat_template_is_one_value_error(template, reason):
 
 
 def test_chat_template_output_is_bounded():
-    from empirical.llm.chat_templates import MAX_TEMPLATE_CHARS, render_chat_template
+    from empirical.llm._chat_templates import MAX_TEMPLATE_CHARS, render_chat_template
 
     many = "{% for i in range(2000) %}" + "x" * 1000 + "{% endfor %}"
     with pytest.raises(ValueError, match=f"renders more than {MAX_TEMPLATE_CHARS} characters"):
@@ -287,7 +287,7 @@ class _NoValidationFit:
 
 def test_register_method_refuses_a_fit_without_the_validation_split():
     """R01: every caller passes fit(X, y, X_val, y_val)."""
-    from empirical.probes.registry import get_method, register_method
+    from empirical.probes._registry import get_method, register_method
 
     with pytest.raises(ValueError, match=r"fit of method 'nofit' must accept fit\(X, y, X_val, y_val\).*"
                                          r"got fit\(self, X, y\)"):
@@ -301,7 +301,7 @@ def test_register_method_refuses_a_fit_without_the_validation_split():
 def test_register_method_quick_params_must_be_a_mapping_of_parameters():
     """R03: quick_params=[1, 2] is a TypeError naming the argument; an unknown parameter a ValueError."""
     from empirical.probes import RaptorProbe
-    from empirical.probes.registry import register_method
+    from empirical.probes._registry import register_method
 
     with pytest.raises(TypeError, match=r"quick_params of method 'q' must be a mapping .* got list \[1, 2\]"):
         register_method("q", RaptorProbe, quick_params=[1, 2])
@@ -333,7 +333,7 @@ class _Degenerate:
 @pytest.mark.parametrize("value, what", [(0.0, "is zero"), (np.nan, "is not finite")])
 def test_fit_layers_names_the_method_and_layer_of_a_degenerate_direction(value, what):
     """R02: checked right after fit, not later unnamed."""
-    from empirical.probes.layers import fit_layers
+    from empirical.probes._layers import fit_layers
 
     rng = np.random.default_rng(0)
     H, y = rng.standard_normal((3, 40, 5)), np.repeat([0, 1], 20)
@@ -346,7 +346,7 @@ def test_fit_layers_names_the_method_and_layer_of_a_degenerate_direction(value, 
 @pytest.mark.parametrize("variable, call", [
     ("RAPTOR_CACHE", lambda: files.cache_root()),
     ("RAPTOR_DATA", lambda: __import__("empirical.llm.datasets", fromlist=["x"]).resolve_data_dir()),
-    ("RAPTOR_SMOLLM2_WHEEL", lambda: __import__("empirical.llm.models", fromlist=["x"]).smollm2_wheel()),
+    ("RAPTOR_SMOLLM2_WHEEL", lambda: __import__("empirical.llm._models", fromlist=["x"]).smollm2_wheel()),
 ])
 def test_blank_path_variable_is_refused_naming_it(monkeypatch, variable, call):
     if variable == "RAPTOR_SMOLLM2_WHEEL":
@@ -402,8 +402,8 @@ def test_check_provenance_refuses_another_model_and_hidden_size_and_warns_on_ano
 
 def test_given_vectors_refuses_vectors_of_another_hidden_size():
     pytest.importorskip("torch")
-    pytest.importorskip("transformers")  # empirical.llm.steering_eval needs the [llm] extra
-    from empirical.llm.steering_eval import given_vectors
+    pytest.importorskip("transformers")  # empirical.llm._steering_eval needs the [llm] extra
+    from empirical.llm._steering_eval import given_vectors
 
     H, y = np.zeros((3, 10, 16)), np.repeat([0, 1], 5)
     with pytest.raises(ValueError, match="hidden size 32, but .* hidden size 16"):

@@ -1,5 +1,5 @@
 """Batched, key/value-cached forward passes of a causal LM with an edit per pass: what the steering measurement
-(:mod:`empirical.llm.steering_eval`) runs.
+(:mod:`empirical.llm._steering_eval`) runs.
 
 A prompt batch is left-padded (:class:`Batch`); the prompt pass, the stem's head and the answer position are
 separate passes sharing the key/value cache, so an edit can act on any of them (:func:`edited_passes`:
@@ -7,8 +7,8 @@ separate passes sharing the key/value cache, so an edit can act on any of them (
 one steering setting and direction into per-pass contexts (the concept edit and its random controls, GCAV strengths
 replayed); :func:`read_answer` reads the log-probs at the answer position, :func:`generate_greedy` continues a batch
 greedily, :func:`continuation_nll` scores a continuation under the unsteered model. Layer l is the output of decoder
-block l (:mod:`empirical.llm.hooks`); the cache goes in under the keyword the model takes
-(:func:`~empirical.llm.hooks.cache_argument`).
+block l (:mod:`empirical.llm._hooks`); the cache goes in under the keyword the model takes
+(:func:`~empirical.llm._hooks.cache_argument`).
 """
 from __future__ import annotations
 
@@ -18,9 +18,9 @@ from dataclasses import dataclass
 import numpy as np
 import torch
 
-from ..probes.concept_vectors import ConceptVectors
-from .hooks import cache_argument, output_cache
-from .steering_settings import SteeringSetting
+from ..probes import ConceptVectors
+from ._hooks import cache_argument, output_cache
+from ._steering_settings import SteeringSetting
 
 try:  # transformers >= 4.36
     from transformers import DynamicCache
@@ -96,7 +96,7 @@ def forward_pass(model, core, ids, mask, positions, kv, context=None, head=True)
     model : transformers causal LM
         The model (its LM head and config).
     core : torch.nn.Module
-        Its base model (:func:`~empirical.llm.hooks.base_model`), which runs the passes.
+        Its base model (:func:`~empirical.llm._hooks.base_model`), which runs the passes.
     ids, mask, positions : torch.Tensor
         The new tokens (B, T), the attention mask over cache and new tokens, their position ids (B, T).
     kv : list of (key, value) or None
@@ -164,7 +164,7 @@ class SettingEdit:
         return 1.0 if self.direction == "towards" else -1.0
 
     def concept(self):
-        """The concept edit of one pass (a context factory; :meth:`~empirical.llm.edit_kinds.EditKind.concept`)."""
+        """The concept edit of one pass (a context factory; :meth:`~empirical.llm.EditKind.concept`)."""
         return self.setting.edit_kind.concept(self)
 
     def random(self, units, alphas=None):
@@ -203,7 +203,7 @@ def read_answer(model, core, batch, head_ids, answer_id, base_kv, edits, seg):
     model : transformers causal LM
         The model (its LM head and config).
     core : torch.nn.Module
-        Its base model (:func:`~empirical.llm.hooks.base_model`), which runs the passes.
+        Its base model (:func:`~empirical.llm._hooks.base_model`), which runs the passes.
     batch : Batch
         The prompts.
     head_ids : list of int
@@ -254,7 +254,7 @@ def prompt_state(model, core, batch, context=None):
     model : transformers causal LM
         The model (its LM head and config).
     core : torch.nn.Module
-        Its base model (:func:`~empirical.llm.hooks.base_model`), which runs the passes.
+        Its base model (:func:`~empirical.llm._hooks.base_model`), which runs the passes.
     batch : Batch
         The prompts.
     context : callable or None
@@ -287,7 +287,7 @@ def generate_greedy(model, core, batch, n_new, edit, seg, base):
     model : transformers causal LM
         The model (its LM head and config).
     core : torch.nn.Module
-        Its base model (:func:`~empirical.llm.hooks.base_model`), which runs the passes.
+        Its base model (:func:`~empirical.llm._hooks.base_model`), which runs the passes.
     batch : Batch
         The prompts.
     n_new : int
@@ -338,7 +338,7 @@ def continuation_nll(model, core, batch, prompt_state, new_ids, eos_id):
     model : transformers causal LM
         The model (its LM head and config).
     core : torch.nn.Module
-        Its base model (:func:`~empirical.llm.hooks.base_model`), which runs the passes.
+        Its base model (:func:`~empirical.llm._hooks.base_model`), which runs the passes.
     batch : Batch
         The prompts.
     prompt_state : (kv, logprobs)

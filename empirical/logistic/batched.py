@@ -559,7 +559,7 @@ def batched_path(X, y, Xv, yv, Cs, *, device="cpu", tol=1e-10, max_iter=100,
         Newton steps per grid point before certification is tried.
     check_input : bool, default=True
         Validate the arrays, the grid and the solver settings.  A caller that has validated them already
-        (:func:`empirical.probes.raptor.fit_on_engine`: each probe's ``fit`` checked its data at the boundary) passes
+        (:func:`empirical.probes._raptor.fit_on_engine`: each probe's ``fit`` checked its data at the boundary) passes
         False, as for :func:`empirical.logistic.logistic_path`; the stacks must then be float64 with labels in
         {-1, +1} and ``Cs`` a valid grid, and ``X`` and ``Xv`` may be float64 tensors already on the device
         (:func:`stack_on_device`), used in place.

@@ -4,7 +4,7 @@ From a layer's labelled pool of N rows (and any unlabelled rows of the same laye
 test accuracy a probe will reach when it is trained on n > N labelled rows:
 
 * :func:`predict_learning_curve`: the spectral theory (:func:`cgmt.solve_spectral`) with the pool's model
-  (:func:`empirical.probes.spectral_prediction.estimate_pool_model`: Sigma from every row, teacher from the
+  (:func:`empirical.probes.estimate_pool_model`: Sigma from every row, teacher from the
   labelled pool), at each n the **best-C accuracy**: the largest expected test accuracy over a C grid
   (``PLAN_CS``, RAPTOR's range 1e-4 .. 1e2), and the C that reaches it.  RAPTOR selects C on a validation
   split instead; that selection's own noise (it can pick a neighbouring C) is not modelled, so the prediction
@@ -49,7 +49,7 @@ test accuracy a probe will reach when it is trained on n > N labelled rows:
   on stratified subsamples of the pool and tested on the pool rows they left out; the fit is
   :func:`empirical.probes.structure.fit_power_law`; its interval is a bootstrap over the subsample repeats.
   :func:`pool_curves` fits, through the same subsample points, the power law and the four-parameter families of
-  the learning-curve databases (POW4, MMF4, WBL4: :mod:`empirical.probes.curve_families`).
+  the learning-curve databases (POW4, MMF4, WBL4: :mod:`empirical.probes._curve_families`).
 
 Every function returns a :class:`LearningCurve`; n below the pool is an error (the pool's own accuracy is
 measured, not predicted), as are NaN hidden states, a pool with one class and bad options.
@@ -71,9 +71,9 @@ from empirical.common.checks import as_generator, check_int, check_scalar
 from ..common.arrays import check_binary_labels, check_grid, check_matrix, check_min_per_class
 from ..logistic import logistic_path
 from ..numerics import standardize, standardize_stats
-from .curve_families import CURVE_FAMILIES, fit_curve_family
+from ._curve_families import CURVE_FAMILIES, fit_curve_family
+from ._spectral_prediction import CV_LAMBDAS, KAPPA_BOUNDS, PoolModel, estimate_pool_models, spectrum_from, theory_path
 from .real_embedding import cross_validated_path, kappa_from_accuracy
-from .spectral_prediction import CV_LAMBDAS, KAPPA_BOUNDS, PoolModel, estimate_pool_models, spectrum_from, theory_path
 from .structure import fit_power_law, stratified_subsample
 
 __all__ = ["LearningCurve", "BestLayer", "predict_learning_curve", "predict_best_layer", "labels_needed",
@@ -314,7 +314,7 @@ def backtest_error(model: PoolModel, H_pool, y_pool, *, H_unlabeled=None, folds=
     Parameters
     ----------
     model : PoolModel
-        The pool model of ``H_pool`` (:func:`empirical.probes.spectral_prediction.estimate_pool_model`).
+        The pool model of ``H_pool`` (:func:`empirical.probes.estimate_pool_model`).
     H_pool : ndarray (N, p)
         The labelled pool it was estimated from (raw hidden states).
     y_pool : array (N,)
@@ -324,7 +324,7 @@ def backtest_error(model: PoolModel, H_pool, y_pool, *, H_unlabeled=None, folds=
     folds : int
         Cross-validation folds ``model`` used (>= 2).
     chance_z : float
-        The no-signal rule ``model`` used (:func:`empirical.probes.spectral_prediction.estimate_pool_model`).
+        The no-signal rule ``model`` used (:func:`empirical.probes.estimate_pool_model`).
     random_state : int
         Seed of the halves and of their folds.
 
@@ -336,7 +336,7 @@ def backtest_error(model: PoolModel, H_pool, y_pool, *, H_unlabeled=None, folds=
     Examples
     --------
     >>> from empirical.testing import synthetic_hidden_states
-    >>> from empirical.probes.spectral_prediction import estimate_pool_model
+    >>> from empirical.probes import estimate_pool_model
     >>> H, y, _, _ = synthetic_hidden_states(300, 0, 20, shift=1.0, seed=0)
     >>> model = estimate_pool_model(H, y, teacher="calibrated", n_boot=0)
     >>> bool(0.0 <= backtest_error(model, H, y) < 0.2)
@@ -350,7 +350,7 @@ def backtest_error(model: PoolModel, H_pool, y_pool, *, H_unlabeled=None, folds=
 
 def pool_backtest_errors(models, H_pool, y_pool, *, H_unlabeled=None, folds=5, chance_z=2.0, random_state=0) -> dict:
     """:func:`backtest_error` of several pool models of one pool at once (each half's cross-validation path and pool
-    fit shared, as :func:`empirical.probes.spectral_prediction.estimate_pool_models` shares them).
+    fit shared, as :func:`empirical.probes.estimate_pool_models` shares them).
 
     Parameters
     ----------
@@ -367,7 +367,7 @@ def pool_backtest_errors(models, H_pool, y_pool, *, H_unlabeled=None, folds=5, c
     Examples
     --------
     >>> from empirical.testing import synthetic_hidden_states
-    >>> from empirical.probes.spectral_prediction import estimate_pool_models
+    >>> from empirical.probes import estimate_pool_models
     >>> H, y, _, _ = synthetic_hidden_states(300, 0, 20, shift=1.0, seed=0)
     >>> models = estimate_pool_models(H, y, teachers=("calibrated", "deconvolved"), n_boot=0)
     >>> sorted(pool_backtest_errors(models, H, y))
@@ -422,7 +422,7 @@ def predict_learning_curve(model: PoolModel, n_values, Cs=None, level=0.9, *, n_
     Parameters
     ----------
     model : PoolModel
-        From :func:`empirical.probes.spectral_prediction.estimate_pool_model` (``n_boot > 0`` for intervals).
+        From :func:`empirical.probes.estimate_pool_model` (``n_boot > 0`` for intervals).
     n_values : float or array of float
         Training sizes, each >= ``model.n_pool``.
     Cs : array of float, optional
@@ -452,7 +452,7 @@ def predict_learning_curve(model: PoolModel, n_values, Cs=None, level=0.9, *, n_
     Examples
     --------
     >>> from empirical.testing import synthetic_hidden_states
-    >>> from empirical.probes.spectral_prediction import estimate_pool_model
+    >>> from empirical.probes import estimate_pool_model
     >>> H, y, _, _ = synthetic_hidden_states(300, 0, 20, shift=2.0, seed=0)
     >>> curve = predict_learning_curve(estimate_pool_model(H, y, teacher="calibrated", n_boot=50), [300, 3000])
     >>> bool(curve.accuracy[1] > curve.accuracy[0]), bool(np.all(curve.low <= curve.accuracy))
@@ -526,7 +526,7 @@ def predict_best_layer(models, n, *, Cs=None, level=0.9, n_test=None) -> BestLay
     Examples
     --------
     >>> from empirical.testing import synthetic_hidden_states
-    >>> from empirical.probes.spectral_prediction import estimate_pool_model
+    >>> from empirical.probes import estimate_pool_model
     >>> H, y, _, _ = synthetic_hidden_states(300, 0, 20, shift=2.0, seed=0)
     >>> weak = H + 2 * np.random.default_rng(1).standard_normal(H.shape)
     >>> models = {1: estimate_pool_model(weak, y, teacher="calibrated", n_boot=0),
@@ -618,7 +618,7 @@ def no_gain_curve(H_pool, y_pool, n_values, *, level=0.9, n_test=None, folds=5, 
         Stratified cross-validation folds (>= 2; each class needs at least that many rows).
     cv_lambdas : array of float
         Ridge grid of the cross-validation path, theory convention lam = 1/(C n_fold) (default :data:`CV_LAMBDAS`
-        of :mod:`empirical.probes.spectral_prediction`).
+        of :mod:`empirical.probes._spectral_prediction`).
     random_state : int
         Seed of the stratified folds.
 
@@ -741,7 +741,7 @@ def _subsample_paths(H, y_signed, sizes, repeats, Cs, rng):
 
 
 #: The curves :func:`pool_curves` fits to the pool's subsample accuracies: the power law and the LCDB families
-#: (:data:`empirical.probes.curve_families.CURVE_FAMILIES`).
+#: (:data:`empirical.probes.CURVE_FAMILIES`).
 POOL_CURVE_METHODS = ("power_law", *CURVE_FAMILIES)
 #: Most bootstrap refits of a four-parameter family per pool (the first of the power law's draws): a refit costs
 #: 10-25 ms against the power law's 2 ms, and the learning-curve section fits hundreds of pools.
@@ -763,7 +763,7 @@ def pool_curves(H_pool, y_pool, n_values, *, methods=POOL_CURVE_METHODS, fractio
       Figueroa et al. 2012, Hestness et al. 2017, Viering & Loog 2022);
     * ``pow4``, ``mmf4``, ``wbl4``: the four-parameter families of the learning-curve databases (LCDB, Mohr et
       al. 2022; LCDB 1.1, Yan, Mohr and Viering 2025), fitted non-decreasing within [0, 1]
-      (:func:`empirical.probes.curve_families.fit_curve_family`).
+      (:func:`empirical.probes._curve_families.fit_curve_family`).
 
     Interval: each fit repeated on ``n_boot`` bootstrap resamples of the repeats at every size (percentiles, plus
     the test noise; a four-parameter family on the first :data:`FAMILY_BOOT` of them, its refits being 5-10 times

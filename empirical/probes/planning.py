@@ -1,7 +1,7 @@
 """How many labels does a concept need: the protocol of ``raptor plan`` as one library call.
 
 From a labelled pool of a dataset (the rest of its rows unlabelled), per layer: the pool model
-(:func:`~empirical.probes.spectral_prediction.estimate_pool_model`: Sigma from every row, the teacher from the
+(:func:`~empirical.probes.estimate_pool_model`: Sigma from every row, the teacher from the
 pool), the predicted best-C accuracy at ``target_n`` labelled rows with its interval
 (:func:`~empirical.probes.learning_curves.predict_learning_curve`) and, for a target accuracy, the labels needed
 (:func:`~empirical.probes.learning_curves.labels_needed`, read off the curve up to :data:`PLAN_REACH` x
@@ -19,8 +19,8 @@ from tqdm.auto import tqdm
 
 from empirical.common.checks import as_generator, check_int
 
+from ._spectral_prediction import estimate_pool_model
 from .learning_curves import backtest_error, labels_needed, predict_learning_curve
-from .spectral_prediction import estimate_pool_model
 from .structure import stratified_subsample
 
 __all__ = ["PLAN_FOLDS", "PLAN_REACH", "LabelPlan", "label_pool", "plan_labels"]

@@ -86,7 +86,7 @@ def cross_validated_path(X, y, lambdas, folds=5, random_state=0, *, per_row=Fals
         Seed of the stratified folds.
     per_row : bool, default=False
         Also return the out-of-fold correctness of every row (the bootstrap of
-        :func:`empirical.probes.spectral_prediction.estimate_pool_model` resamples it).
+        :func:`empirical.probes.estimate_pool_model` resamples it).
 
     Returns
     -------

@@ -10,12 +10,12 @@ One call of :func:`evaluate_split` does, on the paper's split (train/val/test 0.
   rows and refit on train + validation; ``"subsample_refit"`` the same runs at the fixed C*;
   ``"subsample"`` runs at C* fitted on their train rows only);
 * predictions from the pool only (train + val; no test label): the spectral theory for every teacher x
-  covariance estimator of :mod:`empirical.probes.spectral_prediction`, the isotropic theory with
+  covariance estimator of :mod:`empirical.probes._spectral_prediction`, the isotropic theory with
   kappa-hat (:func:`empirical.probes.real_embedding.estimate_kappa`, the kappa-hat route), and the trivial
   predictor ``"pool_cv"`` (:func:`pool_cv_prediction`): the pool's own cross-validated accuracy at the
   same training size and C, the baseline a theory fitted to that accuracy has to beat.
 
-All fits at a fixed C use lam_theory = 1/(C n) (see :mod:`empirical.probes.spectral_prediction`).
+All fits at a fixed C use lam_theory = 1/(C n) (see :mod:`empirical.probes._spectral_prediction`).
 """
 from __future__ import annotations
 
@@ -31,10 +31,9 @@ from ..common.arrays import check_binary_labels, check_grid, check_matrix
 from ..common.checks import MAX_SEED
 from ..logistic import fit_l2_logistic, logistic_path
 from ..numerics import standardize, standardize_stats
-from .layers import paper_split
-from .raptor import DEFAULT_CS, RaptorProbe, select_C
-from .real_embedding import cross_validated_path, estimate_kappa
-from .spectral_prediction import (
+from ._layers import paper_split
+from ._raptor import DEFAULT_CS, RaptorProbe, select_C
+from ._spectral_prediction import (
     COVARIANCES,
     TEACHERS,
     estimate_pool_models,
@@ -43,7 +42,8 @@ from .spectral_prediction import (
     predict_stability,
     predict_sweep,
 )
-from .stability import mean_abs_pairwise_cosine, stability as ablation_stability
+from ._stability import mean_abs_pairwise_cosine, stability as ablation_stability
+from .real_embedding import cross_validated_path, estimate_kappa
 from .structure import DEFAULT_FRACTIONS, stratified_subsample
 
 __all__ = ["evaluate_split", "pool_cv_prediction", "semi_synthetic_path", "PATH_CS", "STABILITY_PROTOCOLS"]
@@ -202,7 +202,7 @@ def evaluate_split(H, y, seed=0, *, Cs=PATH_CS, fractions=DEFAULT_FRACTIONS, swe
     stability_protocol : {"subsample", "subsample_refit", "raptor"}
         ``"subsample"``: every run is fitted at C* on its train rows only; ``"subsample_refit"``: the runs are
         ``RaptorProbe(Cs=[C*])`` fits, refit on each run's train + validation rows, measured with
-        :func:`empirical.probes.stability.stability`; ``"raptor"``: the runs are ``RaptorProbe()`` fits that
+        :func:`empirical.probes.stability`; ``"raptor"``: the runs are ``RaptorProbe()`` fits that
         re-select C on their own validation rows (the stability RESULTS.md reports:
         ``stability(RaptorProbe(), pool, K=K, seed=0)``).  The theories predict ``"raptor"`` with the
         ``"subsample_refit"`` fractions at the split's C* (:data:`STABILITY_PROTOCOLS`): the per-run

@@ -71,8 +71,8 @@ from empirical.common.resources import check_n_jobs
 
 from ..common.arrays import as_real_array, check_binary_labels, check_grid, check_matrix, check_vector
 from ..numerics import PAPER_SPLIT_SEED, constant_to_rounding
-from .curve_families import check_curve_points
-from .raptor import RaptorProbe
+from ._curve_families import check_curve_points
+from ._raptor import RaptorProbe
 
 __all__ = ["delta_sweep", "StructureResult", "predicted_accuracy", "calibrate_scores", "fixed_C", "fit_power_law",
            "PowerLaw", "cross_fit_oracle", "stratified_subsample", "DEFAULT_FRACTIONS", "DEFAULT_CS", "MAX_SEEDS"]

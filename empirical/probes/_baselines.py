@@ -1,4 +1,4 @@
-"""Baseline concept-vector estimators, all behind the :class:`~empirical.probes.base.ConceptProbe` interface.
+"""Baseline concept-vector estimators, all behind the :class:`~empirical.probes.ConceptProbe` interface.
 
 Every baseline is a scikit-learn estimator (``clone``, ``get_params``, ``set_params`` work):
 ``fit(X, y, X_val=None, y_val=None)`` on raw hidden states sets
@@ -8,7 +8,7 @@ Every baseline is a scikit-learn estimator (``clone``, ``get_params``, ``set_par
 * ``decision_function(X)`` (positive -> ``classes_[1]``), ``predict(X)``, ``score(X, y)``;
 * ``fit_time_`` : wall-clock seconds of ``fit``.
 
-:class:`~empirical.probes.raptor.RaptorProbe` has the same interface.
+:class:`~empirical.probes.RaptorProbe` has the same interface.
 """
 from __future__ import annotations
 
@@ -28,8 +28,8 @@ from empirical.common.checks import as_generator, check_positive_array, check_ra
 from ..common.arrays import C_MAX, C_MIN, TOL_MAX, check_grid
 from ..logistic import fit_l2_logistic_rows
 from ..numerics import PAPER_SPLIT_SEED, standardize, standardize_stats, stratified_split, unit_vector
-from .base import ConceptProbe, LinearConceptProbe, orient_to_positive_class
-from .raptor import DEFAULT_CS
+from ._base import ConceptProbe, LinearConceptProbe, orient_to_positive_class
+from ._raptor import DEFAULT_CS
 
 #: Most probes :class:`GCSProbe` fits (the reference uses 1,000; its weights are ``n_probes x p`` floats).
 MAX_PROBES = 100_000

@@ -32,7 +32,7 @@ from ..common.failures import STATUS_MESSAGES, ConvergenceWarning, quiet
 from ..common.resources import resolve_device
 from ..logistic import MAX_ITER, fit_l2_logistic, logistic_path, reduce_design, refit
 from ..numerics import PAPER_SPLIT_SEED, standardize, standardize_stats, stratified_split
-from .base import LinearConceptProbe, orient_to_positive_class
+from ._base import LinearConceptProbe, orient_to_positive_class
 
 __all__ = ["RaptorProbe", "DEFAULT_CS", "select_C", "fit_on_engine", "PATH_TOL", "OPTION_CONFLICTS"]
 

@@ -4,7 +4,7 @@ A :class:`SteeringSetting` is one way to steer: GCAV (the paper's adaptive stren
 additive edit ``k x`` the layer's median hidden-state norm, on the layers ``all`` (every layer with a probe),
 ``best`` or ``top3`` (ranked by *validation* accuracy, never test data: :func:`choose_layers`), at the
 ``positions`` ``prompt``, ``answer`` or ``all`` (:data:`POSITIONS`). :func:`sweep_settings` builds the grid that
-:mod:`empirical.llm.steering_eval` measures; :data:`PAPER_SETTING` is the paper's protocol and
+:mod:`empirical.llm._steering_eval` measures; :data:`PAPER_SETTING` is the paper's protocol and
 :data:`DEFAULT_SETTING` the one the published measurement chose, else the paper's (docs/steering.md).
 """
 from __future__ import annotations
@@ -13,9 +13,9 @@ from dataclasses import dataclass
 
 from empirical.common.checks import check_choice, check_int, check_sequence
 
-from ..probes.concept_vectors import ConceptVectors
-from .edit_kinds import EDIT_KINDS, MAX_STRENGTH
-from .gcav import P_TOWARDS
+from ..probes import ConceptVectors
+from ._edit_kinds import EDIT_KINDS, MAX_STRENGTH
+from ._gcav import P_TOWARDS
 
 __all__ = ["POSITIONS", "LAYER_CHOICES", "MAX_STRENGTH", "SteeringSetting", "PRESETS", "PAPER_SETTING",
            "DEFAULT_SETTING", "named_setting", "sweep_settings", "choose_layers", "check_settings",
@@ -34,7 +34,7 @@ class SteeringSetting:
     Parameters
     ----------
     kind : {"gcav", "additive"}
-        A key of :data:`~empirical.llm.edit_kinds.EDIT_KINDS`: GCAV adaptive strength (target probability
+        A key of :data:`~empirical.llm.EDIT_KINDS`: GCAV adaptive strength (target probability
         ``strength`` towards, ``1 - strength`` away), or a fixed edit ``h += +-strength * median_norm(layer) * v``.
     layers : {"all", "best", "top3"} or tuple of int
         Every layer with a probe, the best or three best by validation accuracy, or explicit layers.
@@ -72,7 +72,7 @@ class SteeringSetting:
 
     @property
     def edit_kind(self):
-        """The kind's entry of :data:`~empirical.llm.edit_kinds.EDIT_KINDS` (what the edit does)."""
+        """The kind's entry of :data:`~empirical.llm.EDIT_KINDS` (what the edit does)."""
         return EDIT_KINDS[self.kind]
 
     @property

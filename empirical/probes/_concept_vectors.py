@@ -6,11 +6,11 @@ A :class:`LinearProbe` is a binary linear probe in *raw* hidden-state space at o
 probes, like repeng's ``ControlVector`` maps layers to directions, and carries what steering and
 reports need: the probes' test accuracies, the ridge strength ``C`` chosen per layer, the
 standardization statistics, the model and the layer convention.  It is saved and loaded as a
-safetensors + JSON pair by :func:`empirical.probes.persistence.save_concept_vectors` and
-:func:`~empirical.probes.persistence.load_concept_vectors`.
+safetensors + JSON pair by :func:`empirical.probes.save_concept_vectors` and
+:func:`~empirical.probes.load_concept_vectors`.
 
 Layer index: whatever the producer says in ``layer_convention``; for hidden states extracted by
-:mod:`empirical.llm.extract` layer ``l`` is the output of decoder block ``l`` (``l = 0`` the token
+:mod:`empirical.llm._extract` layer ``l`` is the output of decoder block ``l`` (``l = 0`` the token
 embeddings), which is also the layer steering edits.
 """
 from __future__ import annotations
@@ -29,7 +29,7 @@ from ..numerics import safe_norm
 
 __all__ = ["LinearProbe", "ConceptVectors", "DEFAULT_LAYER_CONVENTION"]
 
-#: the convention of hidden states extracted by :mod:`empirical.llm.extract`
+#: the convention of hidden states extracted by :mod:`empirical.llm._extract`
 DEFAULT_LAYER_CONVENTION = "output of decoder block l (0 = token embeddings)"
 
 
@@ -231,14 +231,14 @@ class ConceptVectors(Mapping):
     def check_provenance(self, source: str, *, model: str | None = None, n_features: int | None = None,
                          dataset: str | None = None) -> None:
         """Compare where these vectors come from with where they are used: the one check of every reader of saved
-        vectors (``raptor steer --probe-file``, :func:`empirical.llm.steering_eval.given_vectors`).
+        vectors (``raptor steer --probe-file``, :func:`empirical.llm.given_vectors`).
 
         Parameters
         ----------
         source : str
             What the vectors are, for messages (e.g. ``"--probe-file 'probes.json'"``).
         model : str, optional
-            The identity of the model they are used with (:func:`empirical.llm.models.model_identity`); compared
+            The identity of the model they are used with (:func:`empirical.llm.model_identity`); compared
             with :attr:`model` when both are known.
         n_features : int, optional
             The hidden size of the states they are used on.

@@ -132,7 +132,7 @@ def perceptron(X, y_signed, max_epochs: int = 2000, random_state=0, *, strict: b
                             status=CONVERGED if separated else ITERATION_LIMIT,
                             message=f"{STATUS_MESSAGES[0]}: zero training error" if separated else
                             f"{STATUS_MESSAGES[1]}: not separated after {epochs} epochs ({final_err} training errors)")
-    return report(result, strict, "empirical.probes.separability.perceptron", max_epochs=max_epochs)
+    return report(result, strict, "empirical.probes.perceptron", max_epochs=max_epochs)
 
 
 def separability(X, y, Cs=(1e4, 1e6, 1e8), perceptron_epochs: int = 2000, svm_max_iter: int = 10000,
@@ -259,7 +259,7 @@ def separability_lp(X, y, tol: float = 1e-7, *, strict: bool = False) -> Optimiz
         undecided = OptimizeResult(separable=False, success=False, status=status, fun=np.nan, x=None,
                                    intercept=np.nan, train_errors=-1, nit=int(getattr(res, "nit", 0)),
                                    message=f"undecided: {STATUS_MESSAGES[status]} ({res.message})")
-        return report(undecided, strict, "empirical.probes.separability.separability_lp", n=n, p=p)
+        return report(undecided, strict, "empirical.probes.separability_lp", n=n, p=p)
     w, b = res.x[:p], float(res.x[p])
     errors = int(np.sum(y_signed * (Xs @ w + b) <= 0.0))
     separable = bool(res.fun <= tol * n and errors == 0)

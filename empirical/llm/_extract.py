@@ -3,7 +3,7 @@
 ``hidden_states(model, tokenizer, prompts)`` returns a float32 array of shape
 ``(n_layers, n_prompts, hidden_size)``: for each prompt the hidden state of its *last token*
 (decoders; ``pooling="mean"`` or ``"first"`` otherwise, the mean being an encoder's default)
-at each requested layer. Layers follow the package convention (:mod:`empirical.llm.hooks`):
+at each requested layer. Layers follow the package convention (:mod:`empirical.llm._hooks`):
 layer l in 1..L is the output of decoder block l (before any final norm); layer 0 is the
 embedding input of block 1; the default is layers 1..L.
 
@@ -14,7 +14,7 @@ attention mask; the causal mask keeps every real token blind to the pads, and fo
 the decoder blocks copy the row of each prompt's last real token (or pool its real tokens). Results
 equal one-at-a-time extraction to float rounding (tested to 1e-4).
 
-Cache (``cache=True``, a directory, or an :class:`~empirical.llm.cache.ExtractionCache`): keyed by
+Cache (``cache=True``, a directory, or an :class:`~empirical.llm.ExtractionCache`): keyed by
 the model identity (GGUF/weights hash or hub revision), the sha256 of the exact prompt list
 (which covers dataset file hash, template, caps and chat wrapping), the layer convention, the
 model dtype, ``max_length`` and special-token handling. All layers 0..L are stored, so any layer
@@ -35,8 +35,8 @@ from transformers import DynamicCache
 from empirical.common.checks import check_bool, check_int
 from empirical.common.resources import check_threads
 
-from .cache import ExtractionCache, check_hidden_finite
-from .hooks import (
+from ._cache import ExtractionCache, check_hidden_finite
+from ._hooks import (
     LAYER_CONVENTION,
     base_model,
     block_input_tensor,
@@ -48,7 +48,7 @@ from .hooks import (
     output_cache,
     position_limit,
 )
-from .models import apply_chat_template, model_identity
+from ._models import apply_chat_template, model_identity
 
 __all__ = ["hidden_states", "extract_dataset", "resolve_layers", "tokenize_prompts", "ExtractionCache",
            "default_max_batch_tokens"]
@@ -453,13 +453,13 @@ def hidden_states(
 ) -> np.ndarray:
     """Pooled (default: last-token) hidden states, float32 array ``(len(layers), len(prompts), hidden_size)``.
 
-    The model runs on its own device and dtype (choose them in :func:`empirical.llm.models.load_model`); the
+    The model runs on its own device and dtype (choose them in :func:`empirical.llm.load_model`); the
     dtype is part of the cache key.
 
     Parameters
     ----------
     model : transformers model
-        A decoder (causal LM) or encoder whose blocks :func:`empirical.llm.hooks.decoder_blocks` finds; put in
+        A decoder (causal LM) or encoder whose blocks :func:`empirical.llm.decoder_blocks` finds; put in
         eval mode for the run and restored after.
     tokenizer : transformers tokenizer
         Its tokenizer.
@@ -616,7 +616,7 @@ def extract_dataset(model, tokenizer, dataset, layers=None, batch_size: int = 32
     layers, batch_size, cache, **kw
         As for :func:`hidden_states` (``cache=True``: ``$RAPTOR_CACHE/hidden``).
     chat : bool, default=False
-        Wrap each prompt in the tokenizer's chat template (:func:`empirical.llm.models.apply_chat_template`).
+        Wrap each prompt in the tokenizer's chat template (:func:`empirical.llm._models.apply_chat_template`).
 
     Returns
     -------

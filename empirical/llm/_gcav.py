@@ -7,7 +7,7 @@ the layers it edits: probe test accuracy at least ``tau`` and ``s > 0`` (:func:`
 :func:`describe_skipped`).  The reliability threshold itself is one rule, :func:`reliable_layers`, which every
 caller applies to the accuracy it documents (GCAV's hooks: the probes' test accuracy, as in the paper; ``raptor
 steer --tau``: the validation accuracy, because its steering prompts come from the test split).  The hooks that
-apply it are :mod:`empirical.llm.edits` (torch); the settings and the selection of a measurement read these rules
+apply it are :mod:`empirical.llm._edits` (torch); the settings and the selection of a measurement read these rules
 without importing torch.
 """
 from __future__ import annotations
@@ -19,7 +19,7 @@ import numpy as np
 from empirical.common.checks import check_scalar
 
 from ..common.arrays import as_real_array
-from ..probes.concept_vectors import LinearProbe
+from ..probes import LinearProbe
 
 __all__ = ["P_TOWARDS", "P_AWAY", "target_logit", "check_direction", "gcav_alpha", "reliable_layers",
            "steerable_layers", "describe_skipped"]

@@ -28,9 +28,9 @@ import re
 from dataclasses import dataclass, field
 from typing import Callable, Mapping
 
-from .base import LinearConceptProbe
-from .baselines import DiffMeans, GCSProbe, LogRegCVProbe, XRFMProbe
-from .raptor import RaptorProbe
+from ._base import LinearConceptProbe
+from ._baselines import DiffMeans, GCSProbe, LogRegCVProbe, XRFMProbe
+from ._raptor import RaptorProbe
 
 __all__ = ["COMPARISONS", "DEFAULT_COLOR", "ProbeMethod", "register_method", "unregister_method", "get_method",
            "method_names", "methods", "check_fit_contract"]
@@ -39,7 +39,7 @@ __all__ = ["COMPARISONS", "DEFAULT_COLOR", "ProbeMethod", "register_method", "un
 COMPARISONS = {
     "accuracy": "the accuracy protocol of paper_figures (per-layer tables, accuracy table, figures, RESULTS.md)",
     "stability": "the directional-stability comparison of paper_figures (ablation runs per layer)",
-    "steering": "the steering read-out: `raptor steer --methods` and empirical.llm.steering_eval.method_vectors",
+    "steering": "the steering read-out: `raptor steer --methods` and empirical.llm.method_vectors",
 }
 #: Colour of a method registered without one (figures).
 DEFAULT_COLOR = "#666666"
@@ -55,7 +55,7 @@ class ProbeMethod:
     name : str
         The name in every table and figure (``"RAPTOR"``, ``"GCS"``, ...).
     factory : callable
-        ``factory()`` returns the unfitted estimator (a :class:`~empirical.probes.base.ConceptProbe`).
+        ``factory()`` returns the unfitted estimator (a :class:`~empirical.probes.ConceptProbe`).
     cli_name : str
         Short lower-case name on the command line (``raptor probe --baselines``) and in column prefixes.
     quick_params : mapping
@@ -83,7 +83,7 @@ class ProbeMethod:
     @property
     def gcav(self) -> bool:
         """Whether GCAV can steer with its concept vectors: its estimator is a
-        :class:`~empirical.probes.base.LinearConceptProbe` (a logistic probe with ``coef_`` and ``intercept_``);
+        :class:`~empirical.probes.LinearConceptProbe` (a logistic probe with ``coef_`` and ``intercept_``);
         a direction-only method (xRFM) is steered with additive settings alone."""
         return isinstance(self.estimator(), LinearConceptProbe)
 

@@ -20,7 +20,7 @@ Scale
 A RAPTOR concept vector is a unit vector in raw hidden-state units.  ``scale`` multiplies it on export:
 llama.cpp adds ``strength * direction.N`` (``--control-vector-scaled FILE STRENGTH``) to the residual
 stream, so ``scale * strength`` is the steering strength ``alpha`` of
-:func:`empirical.llm.edits.additive_steering` (hidden-state units along the unit vector).  Its sign
+:func:`empirical.llm.additive_steering` (hidden-state units along the unit vector).  Its sign
 is the concept's: a positive strength moves towards the positive class.
 """
 from __future__ import annotations
@@ -37,7 +37,7 @@ from safetensors.numpy import load as load_safetensors, save as save_safetensors
 from ..common.arrays import check_magnitude
 from ..common.files import MAX_ARRAY_BYTES, atomic_path, atomic_write_bytes, check_input_file, read_input_bytes
 from ..numerics import safe_norm
-from .concept_vectors import DEFAULT_LAYER_CONVENTION, ConceptVectors
+from ._concept_vectors import DEFAULT_LAYER_CONVENTION, ConceptVectors
 
 __all__ = ["export_control_vector", "import_control_vector", "export_directions", "import_directions",
            "BLOCK_INDEX_CONVENTION"]

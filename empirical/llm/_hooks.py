@@ -124,7 +124,7 @@ def config_kind(config) -> str:
 def model_kind(model) -> str:
     """``"encoder"`` (bidirectional, e.g. BERT) or ``"decoder"`` (causal LM).
 
-    :func:`empirical.llm.models.load_model` records it as ``model.raptor_kind``; otherwise it is read
+    :func:`empirical.llm.load_model` records it as ``model.raptor_kind``; otherwise it is read
     from the config (:func:`config_kind`)."""
     kind = getattr(model, "raptor_kind", None)
     if kind in ("encoder", "decoder"):
@@ -211,12 +211,12 @@ def decoder_blocks(model) -> torch.nn.ModuleList:
         lists = [(name, m) for name, m in lists if len(m) == n]
     if not lists:
         raise ValueError(f"cannot find the decoder blocks of {type(model).__name__}; name their attribute path with "
-                         "empirical.llm.hooks.register_block_path")
+                         "empirical.llm.register_block_path")
     if len(lists) > 1:  # a guess between lists of equal length could read the wrong modules without a sign
         names = ", ".join(repr(name) for name, _ in lists)
         raise ValueError(f"cannot tell which ModuleList holds the blocks of {type(model).__name__}: {names} all have "
                          f"{len(lists[0][1])} entries; name the blocks' path with "
-                         "empirical.llm.hooks.register_block_path")
+                         "empirical.llm.register_block_path")
     return lists[0][1]
 
 

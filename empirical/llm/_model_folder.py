@@ -1,6 +1,6 @@
 """A local model folder is one trust unit: checked before transformers allocates or reads anything.
 
-:func:`check_model_folder` (called by :func:`empirical.llm.models.load_model` for a local directory):
+:func:`check_model_folder` (called by :func:`empirical.llm.load_model` for a local directory):
 
 - every file a load may read (the folder's entries, followed through symbolic links, and every shard a
   ``*.index.json`` names) resolves inside the folder -- for a hub snapshot folder

@@ -1,7 +1,7 @@
 """Reading what the model says: the answer log-odds read-out, its validity, and text metrics of generations.
 
 * **Answer log-odds.** Each held-out prompt gets a fixed answer stem
-  (:data:`empirical.llm.steering_protocol.ANSWER_STEM`, e.g. ``"\\n\\nThe answer is:"``); the next-token
+  (:data:`empirical.llm._steering_protocol.ANSWER_STEM`, e.g. ``"\\n\\nThe answer is:"``); the next-token
   distribution after it gives
   ``LD = logsumexp log P(concept words) - logsumexp log P(opposite words)`` (:func:`answer_logodds`), the words
   being the dataset's answer pair (its ``answer_words`` in :mod:`empirical.llm.datasets`,
@@ -13,7 +13,7 @@
 * **Text**: :func:`distinct_ngram_ratio` (repetition) and :func:`vader_scores` (open-ended sentiment, answer
   words masked).
 
-The steering measurement that uses them is :mod:`empirical.llm.steering_eval`.
+The steering measurement that uses them is :mod:`empirical.llm._steering_eval`.
 """
 from __future__ import annotations
 

@@ -3,14 +3,14 @@ the constants and gates it rests on.
 
 :class:`SteeringProtocol` groups, validated once, every choice of a measurement that is not the model, the data or
 the concept vectors: the read-out (the answer stem), the directions, the random controls and the rank test, the
-generation, and the staged sweep; the measurement (:func:`empirical.llm.steering_eval.evaluate_dataset`,
+generation, and the staged sweep; the measurement (:func:`empirical.llm.evaluate_dataset`,
 ``evaluate_steering``, ``evaluate_staged``) and ``raptor steer`` take it (a new steering option is one field here).
 What a measurement counts as a test and as an acceptable operating point: the number of null (random) directions
 of the directions-as-unit rank test and of the control (:data:`N_RANDOM`, :data:`MIN_RANDOM`,
 :data:`N_RANDOM_SELECTION`, :data:`MIN_CONTROL`), its level (:data:`NULL_ALPHA`) and seed streams
 (:data:`NULL_STREAMS`), the generation budget (:data:`N_GENERATE`) and the gates of an operating point
-(:func:`passes_gates`).  The measurement itself (:mod:`empirical.llm.steering_eval`, torch) and the pure-pandas
-selection and timing modules (:mod:`empirical.llm.steering_selection`, :mod:`empirical.llm.steering_cost`) read them
+(:func:`passes_gates`).  The measurement itself (:mod:`empirical.llm._steering_eval`, torch) and the pure-pandas
+selection and timing modules (:mod:`empirical.llm._steering_selection`, :mod:`empirical.llm._steering_cost`) read them
 from here, so that choosing an operating point from a saved table never imports torch.
 """
 from __future__ import annotations
@@ -44,7 +44,7 @@ NULL_ALPHA = 0.025
 #: Seed streams of the null directions: the selection half and the report half draw different directions.
 NULL_STREAMS = {"selection": 0, "report": 1}
 #: Seed streams of the covariance-matched null directions (drawn from the layer's own state distribution,
-#: :func:`empirical.llm.steering_eval.matched_units`), apart from the isotropic ones of :data:`NULL_STREAMS`.
+#: :func:`empirical.llm._steering_eval.matched_units`), apart from the isotropic ones of :data:`NULL_STREAMS`.
 MATCHED_STREAMS = {"selection": 2, "report": 3}
 #: Random directions of the text-level control (VADER of continuations, sentiment datasets): the first draws of the
 #: half's null stream (five antithetic pairs), each continued and scored like the concept edit, on the report half of
@@ -60,7 +60,7 @@ DISTINCT2_GATE = 0.8
 #: Generation prompts of a measurement by default (the fluency gates read the selection half's 32 continuations).
 N_GENERATE = 64
 #: The answer stem appended to every held-out prompt; the answer is read at its last token
-#: (:mod:`empirical.llm.answer_readout`).
+#: (:mod:`empirical.llm._answer_readout`).
 ANSWER_STEM = "\n\nThe answer is:"
 #: Where the stage-2 twins of a staged sweep edit (the candidates themselves edit the answer positions).
 TWIN_POSITIONS = ("prompt", "all")

@@ -2,7 +2,7 @@
 setting of a sweep, on held-out prompts (docs/steering.md).
 
 The measurement (as CAA and ActAdd measure steering), per setting and direction, on the answer read-out of
-:mod:`empirical.llm.answer_readout` (LD, the answer log-odds):
+:mod:`empirical.llm._answer_readout` (LD, the answer log-odds):
 
 * **Shift**, signed towards the target (``towards``: up, ``away``: down): ``answer_logodds_shift`` (mean change of
   LD and its standard error over prompts), ``answer_prob_shift`` (change of sigmoid(LD)), ``moved_fraction`` (share
@@ -27,7 +27,7 @@ The measurement (as CAA and ActAdd measure steering), per setting and direction,
   ``concept_specific_shift`` = concept minus null mean shift, paired per prompt, with its 95 % t-interval;
   ``opposite_sign_shift``: the other direction's LD change expressed in this row's sign (a concept effect flips
   with the sign, so it should be negative).
-* **Validity of the read-out** per dataset (:func:`~empirical.llm.answer_readout.read_out_validity`): a dataset
+* **Validity of the read-out** per dataset (:func:`~empirical.llm._answer_readout.read_out_validity`): a dataset
   whose read-out is not measurable is reported, not averaged in.
 * **Fluency**: ``kl_answer``, the KL divergence of the steered next-token distribution from the unsteered one at
   the answer position; with generation (``generation_prompts``): greedy continuations, their perplexity under the
@@ -41,12 +41,12 @@ The measurement (as CAA and ActAdd measure steering), per setting and direction,
   Additive edits change every position of the chosen passes, GCAV edits the last position of each chosen pass
   (the paper's h_T: the prompt's last token, the answer position, each generated token).
 
-The settings are :class:`~empirical.llm.steering_settings.SteeringSetting` (:mod:`empirical.llm.steering_settings`).
+The settings are :class:`~empirical.llm.SteeringSetting` (:mod:`empirical.llm._steering_settings`).
 :func:`evaluate_steering` measures them (the batched, cached passes of :mod:`empirical.llm._cached_passes`; the
 prompt's key/value cache is shared by every answer-position setting), :func:`evaluate_staged` in stages (screen,
 candidates, generation), and :func:`evaluate_dataset` on one dataset from its hidden states. The operating point and
-the default are chosen from the table by :mod:`empirical.llm.steering_selection`; the timing model is
-:mod:`empirical.llm.steering_cost`.
+the default are chosen from the table by :mod:`empirical.llm._steering_selection`; the timing model is
+:mod:`empirical.llm._steering_cost`.
 """
 from __future__ import annotations
 
@@ -69,9 +69,19 @@ from empirical.common.checks import (
 )
 from empirical.common.resources import check_n_jobs
 
-from ..probes import PAPER_SPLIT_SEED, fit_layers, get_method, method_names, paper_split
-from ..probes.concept_vectors import ConceptVectors
+from ..probes import PAPER_SPLIT_SEED, ConceptVectors, fit_layers, get_method, method_names, paper_split
 from . import datasets
+from ._answer_readout import (
+    answer_logodds,
+    answer_token_ids,
+    answer_word_variants,
+    check_answer_mass,
+    check_answer_words,
+    distinct_ngram_ratio,
+    read_out_validity,
+    vader_scores,
+    validity_decision,
+)
 from ._cached_passes import (
     Batch,
     SettingEdit,
@@ -83,22 +93,11 @@ from ._cached_passes import (
     read_answer,
     until_eos,
 )
-from .answer_readout import (
-    answer_logodds,
-    answer_token_ids,
-    answer_word_variants,
-    check_answer_mass,
-    check_answer_words,
-    distinct_ngram_ratio,
-    read_out_validity,
-    vader_scores,
-    validity_decision,
-)
-from .edits import model_positions
-from .extract import check_prompts, tokenize_prompts
-from .hooks import base_model, decoder_blocks, input_device, position_limit, require_decoder
-from .prompts import select_prompts, split_halves
-from .steering_protocol import (  # the protocol object, its constants and gates (torch-free home)
+from ._edits import model_positions
+from ._extract import check_prompts, tokenize_prompts
+from ._hooks import base_model, decoder_blocks, input_device, position_limit, require_decoder
+from ._prompts import select_prompts, split_halves
+from ._steering_protocol import (  # the protocol object, its constants and gates (torch-free home)
     MASS_GATE,
     MATCHED_STREAMS,
     MIN_RANDOM,
@@ -106,7 +105,7 @@ from .steering_protocol import (  # the protocol object, its constants and gates
     SteeringProtocol,
     passes_gates,
 )
-from .steering_settings import SteeringSetting, check_settings, choose_layers
+from ._steering_settings import SteeringSetting, check_settings, choose_layers
 
 __all__ = ["NEUTRAL_PROMPTS", "NULL_COLUMNS", "rank_p_value", "null_units", "state_factors", "matched_units",
            "METRIC_COLUMNS", "random_units", "evaluate_steering", "screen_candidates", "rank_test_points",
@@ -858,7 +857,7 @@ def evaluate_steering(model, tokenizer, prompts, labels, vectors: dict, validati
     model, tokenizer : transformers causal LM and its tokenizer
         A decoder-only model and the tokenizer it was trained with.
     prompts : list of str
-        Held-out prompts, ordered as :func:`~empirical.llm.prompts.select_prompts` gives them (classes
+        Held-out prompts, ordered as :func:`~empirical.llm.select_prompts` gives them (classes
         alternating); :func:`split_halves` assigns the selection and report halves.
     labels : array of 0/1
         Their labels (1 = the concept), for the read-out's AUC.
@@ -948,7 +947,7 @@ def rank_test_points(rows: pd.DataFrame, by=("dataset", "method", "direction")) 
     """The rows the rank test reads, chosen on the selection half before the report half is read: per group
     ``by``, the candidate (``stage`` != 'screen') with the largest concept-specific shift among those passing the
     gates (:func:`passes_gates`) on a measurable read-out. It is the operating point of its group
-    (:func:`~empirical.llm.steering_selection.select_operating_points`) with the largest selection shift, the row
+    (:func:`~empirical.llm.select_operating_points`) with the largest selection shift, the row
     the claim reads per dataset and direction (``paper_figures.claims.steering_text_claim``, RAPTOR); only these
     get :data:`N_RANDOM` null directions on the report half in :func:`evaluate_staged`.
 
@@ -1044,8 +1043,8 @@ def evaluate_staged(model, tokenizer, prompts, labels, vectors, validation_accur
         the first pass of a caller that corrects the validity tests of several datasets before it measures any.
     auc_p_adjusted : float in [0, 1], optional
         The dataset's validity p after the caller's multiplicity correction: the gate then compares it, not the
-        dataset's own p, with :data:`~empirical.llm.answer_readout.MAX_AUC_P`
-        (:func:`~empirical.llm.answer_readout.validity_decision`); the row still records the own p.
+        dataset's own p, with :data:`~empirical.llm.MAX_AUC_P`
+        (:func:`~empirical.llm._answer_readout.validity_decision`); the row still records the own p.
     state_factors : mapping of int to ndarray (p, m), optional
         As for :func:`evaluate_steering`: the tested points' covariance-matched null (report half).
 

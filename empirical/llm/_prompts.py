@@ -56,7 +56,7 @@ def select_prompts(labels, candidates, n: int, prompt_class="both") -> np.ndarra
 
 
 def split_halves(n: int) -> np.ndarray:
-    """Half of each of ``n`` prompts ordered as :func:`~empirical.llm.prompts.select_prompts` alternates the
+    """Half of each of ``n`` prompts ordered as :func:`~empirical.llm.select_prompts` alternates the
     classes: consecutive pairs go to 'selection' and 'report' in turn, so both halves stay balanced.
 
     Parameters

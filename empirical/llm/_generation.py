@@ -1,8 +1,8 @@
-"""Greedy generation from one prompt, with or without GCAV steering (:mod:`empirical.llm.edits`).
+"""Greedy generation from one prompt, with or without GCAV steering (:mod:`empirical.llm._edits`).
 
 The new tokens are bounded by the model's positions (a learned position table, else the configured
 context). The batched, cached generation of the steering measurement lives in
-:mod:`empirical.llm.steering_eval`.
+:mod:`empirical.llm._steering_eval`.
 """
 from __future__ import annotations
 
@@ -11,9 +11,9 @@ from tqdm.auto import tqdm
 
 from empirical.common.checks import check_int
 
-from .edits import SteerState, gcav_steering, model_positions
-from .extract import check_prompts
-from .hooks import input_device, position_limit, require_decoder
+from ._edits import SteerState, gcav_steering, model_positions
+from ._extract import check_prompts
+from ._hooks import input_device, position_limit, require_decoder
 
 __all__ = ["generate_ids", "generate", "compare_generations"]
 

@@ -8,7 +8,7 @@ Anything else is passed to ``AutoModelForCausalLM.from_pretrained`` (a local dir
 id found in the local hub cache), or to ``AutoModel.from_pretrained`` for an encoder-only family
 (``load_model(kind=...)``).
 
-Layer convention: see :mod:`empirical.llm.hooks` (layer l = output of decoder block l, 1..L).
+Layer convention: see :mod:`empirical.llm._hooks` (layer l = output of decoder block l, 1..L).
 """
 from __future__ import annotations
 
@@ -38,9 +38,9 @@ from ..common.files import (
     sha256_file,
 )
 from ..common.resources import resolve_device
-from .chat_templates import render_chat_template
-from .hooks import LAYER_CONVENTION, config_kind, decoder_blocks, num_layers
-from .model_folder import check_model_folder, load_files, safetensors_header
+from ._chat_templates import render_chat_template
+from ._hooks import LAYER_CONVENTION, config_kind, decoder_blocks, num_layers
+from ._model_folder import check_model_folder, load_files, safetensors_header
 
 __all__ = [
     "SMOLLM2",
@@ -263,7 +263,7 @@ def smollm2_dir(cache_dir=None, progress=True) -> Path:
 
 
 def _kind_from_config(config, kind: str) -> str:
-    """``kind`` itself, or for ``kind="auto"`` the config's (:func:`empirical.llm.hooks.config_kind`)."""
+    """``kind`` itself, or for ``kind="auto"`` the config's (:func:`empirical.llm._hooks.config_kind`)."""
     if kind in ("decoder", "encoder"):
         return kind
     if kind != "auto":
@@ -521,7 +521,7 @@ def source_identity(name_or_path, *, cache_dir=None, revision=None) -> str:
     resolves to: a local directory in any spelling (relative, absolute, trailing slash, symbolic link) or a copy of
     it; for ``smollm2`` in any case, its converted folder in the cache (or, before the first conversion, the pinned
     wheel); for a hub id, its snapshot in the local hub cache (or the id itself when the cache lacks it).  A local
-    directory is checked as :func:`load_model` checks it (:func:`empirical.llm.model_folder.check_model_folder`).
+    directory is checked as :func:`load_model` checks it (:func:`empirical.llm._model_folder.check_model_folder`).
 
     Parameters
     ----------
@@ -579,7 +579,7 @@ def model_identity(model) -> str:
 
 def apply_chat_template(tokenizer, prompts, system=None) -> list:
     """Wrap each prompt as a user turn of the tokenizer's chat template (generation prompt appended), rendered with
-    bounds (:func:`empirical.llm.chat_templates.render_chat_template`: a template that loops or grows without end, or
+    bounds (:func:`empirical.llm.render_chat_template`: a template that loops or grows without end, or
     that the sandbox blocks, is a ``ValueError`` naming it).
 
     Off by default everywhere (the paper feeds raw prompts); the CLI's ``--chat`` turns it on.

@@ -9,7 +9,7 @@ damaged file of either kind is detected on load and raises ``ValueError`` naming
 unpickled.  Files of format version 1 (written before concept vectors became one object) still load.
 
 Layer index: stored as given; ``layer_convention`` says what it means (see
-:mod:`empirical.probes.concept_vectors`).
+:mod:`empirical.probes._concept_vectors`).
 """
 from __future__ import annotations
 
@@ -38,8 +38,8 @@ from ..common.files import (
     read_json,
 )
 from ..numerics import safe_norm, unit_vector
-from .concept_vectors import DEFAULT_LAYER_CONVENTION, ConceptVectors, LinearProbe
-from .raptor import RaptorProbe
+from ._concept_vectors import DEFAULT_LAYER_CONVENTION, ConceptVectors, LinearProbe
+from ._raptor import RaptorProbe
 
 __all__ = ["save_probe", "load_probe", "save_concept_vectors", "load_concept_vectors", "FORMAT", "FORMAT_VERSION"]
 
@@ -181,7 +181,7 @@ def _jsonable_classes(classes) -> list:
 def save_probe(path, probe: RaptorProbe, *, layer: int | None = None,
                layer_convention: str = "position in the hidden-state stack (0-based)",
                extra: dict | None = None) -> tuple[str, str]:
-    """Save a fitted :class:`~empirical.probes.raptor.RaptorProbe`.
+    """Save a fitted :class:`~empirical.probes.RaptorProbe`.
 
     Other linear probes (the baselines) are saved as concept vectors:
     ``save_concept_vectors(path, ConceptVectors({layer: LinearProbe.from_estimator(probe)}, method=...))``.
@@ -195,8 +195,8 @@ def save_probe(path, probe: RaptorProbe, *, layer: int | None = None,
     layer : int, optional
         Layer the probe was fitted on, stored with ``layer_convention``.
     layer_convention : str, default="position in the hidden-state stack (0-based)"
-        What ``layer`` counts, stored as text (for stacks from :mod:`empirical.llm.extract`, pass
-        :data:`~empirical.probes.concept_vectors.DEFAULT_LAYER_CONVENTION`: layer l = output of decoder block l).
+        What ``layer`` counts, stored as text (for stacks from :mod:`empirical.llm._extract`, pass
+        :data:`~empirical.probes._concept_vectors.DEFAULT_LAYER_CONVENTION`: layer l = output of decoder block l).
     extra : dict, optional
         JSON-serializable provenance stored under ``extra``.
 

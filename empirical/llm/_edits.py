@@ -11,8 +11,8 @@ Conventions
   generation with a KV cache, each newly generated token. ``positions="all"`` edits every position.
 * Probe at layer l: raw-space logistic probe ``g(h) = w.h + b``, ``P_m = sigmoid(g)``; ``v`` is the
   concept vector (default ``w / ||w||``). The probes come as the project's one concept-vector object,
-  :class:`~empirical.probes.concept_vectors.ConceptVectors` (or any mapping layer ->
-  :class:`~empirical.probes.concept_vectors.LinearProbe`, whose ``coef``, ``intercept``, ``direction``
+  :class:`~empirical.probes.ConceptVectors` (or any mapping layer ->
+  :class:`~empirical.probes.LinearProbe`, whose ``coef``, ``intercept``, ``direction``
   are w, b, v); ``fit_layers(...).concept_vectors()`` and ``load_concept_vectors`` make one.
 * GCAV strength (the paper's steer-towards algorithm): with ``g* = logit(p*)`` and ``s = w.v``,
   ``alpha = (g* - g(h)) / s`` if the state is not in the target region, else 0
@@ -23,8 +23,8 @@ Conventions
   from the stored state differs from g* by at most the rounding bound
   ``eps(dtype)/2 * sum_i |w_i h_i|`` (``round_tol``); success is judged up to that bound.
 
-The paper's measurement of these edits in probe coordinates is :mod:`empirical.llm.steering`; what the
-model then says, :mod:`empirical.llm.steering_eval`; generation, :mod:`empirical.llm.generation`.
+The paper's measurement of these edits in probe coordinates is :mod:`empirical.llm._steering`; what the
+model then says, :mod:`empirical.llm._steering_eval`; generation, :mod:`empirical.llm._generation`.
 """
 from __future__ import annotations
 
@@ -38,9 +38,9 @@ import torch
 from empirical.common.checks import check_scalar
 
 from ..common.arrays import as_real_array
-from ..probes.concept_vectors import LinearProbe
-from .gcav import check_direction, describe_skipped, gcav_alpha, steerable_layers, target_logit
-from .hooks import HookSet, block_output_tensor, decoder_blocks, replace_block_output, require_decoder
+from ..probes import LinearProbe
+from ._gcav import check_direction, describe_skipped, gcav_alpha, steerable_layers, target_logit
+from ._hooks import HookSet, block_output_tensor, decoder_blocks, replace_block_output, require_decoder
 
 #: The API (the hook builders and ``model_positions`` are the internals of the two context managers)
 __all__ = ["additive_steering", "gcav_steering", "SteerState", "NoLayerSteeredWarning"]
@@ -117,7 +117,7 @@ def additive_steering(model, vectors: dict, alpha=1.0, positions="last") -> Iter
 
     Examples
     --------
-    >>> from empirical.llm.generation import generate
+    >>> from empirical.llm import generate
     >>> from empirical.testing import tiny_model, tiny_tokenizer
     >>> model, tokenizer = tiny_model("llama", seed=0), tiny_tokenizer()
     >>> with additive_steering(model, {2: np.ones(32)}, alpha=4.0):
@@ -191,7 +191,7 @@ def _gcav_hook(layer: int, probe: LinearProbe, p_target: float, direction: str, 
     intercept = probe.intercept
 
     def strength(logits):
-        """GCAV's strength per logit: the one formula, :func:`empirical.llm.gcav.gcav_alpha` (float64 on the host)."""
+        """GCAV's strength per logit: the one formula, :func:`empirical.llm.gcav_alpha` (float64 on the host)."""
         if not bool(torch.isfinite(logits).all()):
             raise ValueError(f"probe logits at layer {layer} are not finite (the hidden states or the probe weights "
                              "overflow float64); steering cannot compute a strength")

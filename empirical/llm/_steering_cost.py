@@ -7,7 +7,7 @@ from collections.abc import Mapping
 
 from empirical.common.checks import check_bool, check_choice, check_int, check_scalar, check_sequence
 
-from .steering_protocol import N_GENERATE, N_RANDOM, N_RANDOM_SELECTION, N_TEXT_RANDOM
+from ._steering_protocol import N_GENERATE, N_RANDOM, N_RANDOM_SELECTION, N_TEXT_RANDOM
 
 # --------------------------------------------------------------------------------------------- cost
 
@@ -50,7 +50,7 @@ def estimate_seconds(n_prompts: int = 100, prompt_tokens: float = 55.0, stem_tok
     generate   per half: (C + W) x 2 (concept, random) x g x max_new_tokens x 2 (generate, perplexity) steps
     report     h x T tokens + C x E x h steps + W x E x h x T tokens
     null       (methods x directions - P) x N x h steps + P x N x h x T tokens (one tested point per method and
-               direction: :func:`~empirical.llm.steering_eval.rank_test_points`)
+               direction: :func:`~empirical.llm._steering_eval.rank_test_points`)
     matched    as ``null`` with M for N (the tested points' covariance-matched null)
     text       X x (C + W) x g x max_new_tokens steps (greedy continuations scored by VADER only)
     ========== ==================================================================================

@@ -1,10 +1,10 @@
 """Choosing where to steer from a measured table: the operating point per method and layer choice, and the default.
 
 :func:`select_operating_points` picks, per group, the strength with the largest concept-specific shift under the
-gates (:func:`~empirical.llm.steering_protocol.passes_gates`: answer mass >= ``MASS_GATE`` x the unsteered one,
+gates (:func:`~empirical.llm.passes_gates`: answer mass >= ``MASS_GATE`` x the unsteered one,
 perplexity ratio <= ``PERPLEXITY_GATE``) on the selection half of the prompts and reports it on the other half;
 :func:`default_setting` picks the default setting from such a table (docs/steering.md). The table comes from
-:mod:`empirical.llm.steering_eval`.
+:mod:`empirical.llm._steering_eval`.
 """
 from __future__ import annotations
 
@@ -13,8 +13,8 @@ import math
 import numpy as np
 import pandas as pd
 
-from .steering_protocol import NULL_ALPHA, passes_gates
-from .steering_settings import PAPER_SETTING
+from ._steering_protocol import NULL_ALPHA, passes_gates
+from ._steering_settings import PAPER_SETTING
 
 __all__ = ["select_operating_points", "default_setting"]
 

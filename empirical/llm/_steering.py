@@ -2,8 +2,8 @@
 (layer, prompt) pair, and summarise success and strength (the paper's steering protocol appendix).
 
 The edits themselves (conventions: layer index, positions, GCAV strength, rounding) are
-:mod:`empirical.llm.edits`. Success here is true by construction (GCAV sets the probe logit to its
-target); what the model then says is measured by :mod:`empirical.llm.steering_eval`.
+:mod:`empirical.llm._edits`. Success here is true by construction (GCAV sets the probe logit to its
+target); what the model then says is measured by :mod:`empirical.llm._steering_eval`.
 
 Metrics (``steering_metrics``), over evaluated layer-prompt pairs (active layers x prompts, read
 at each prompt's last token on the prompt pass): success rate (target region reached), intervention
@@ -18,10 +18,10 @@ import torch
 from scipy.special import expit
 from tqdm.auto import tqdm
 
-from .edits import SteerState, gcav_steering
-from .extract import check_positions, length_batches, pad_right, tokenize_prompts
-from .gcav import check_direction, target_logit
-from .hooks import input_device
+from ._edits import SteerState, gcav_steering
+from ._extract import check_positions, length_batches, pad_right, tokenize_prompts
+from ._gcav import check_direction, target_logit
+from ._hooks import input_device
 
 __all__ = ["steer_prompts", "steering_metrics", "hard_layers"]
 

@@ -1,7 +1,7 @@
 """Per-layer probing: one probe per layer of a hidden-state stack H (L, n, p) on one shared split.
 
 Layer index convention: ``H[l]`` is whatever the caller stacked as layer ``l`` (for stacks from
-:mod:`empirical.llm.extract`: the output of decoder block ``l``); the summary reports ``l``.  Layers
+:mod:`empirical.llm._extract`: the output of decoder block ``l``); the summary reports ``l``.  Layers
 are fitted in parallel with joblib: switch the backend (e.g. to a Dask cluster) with
 ``joblib.parallel_config(backend=...)`` around the call.
 """
@@ -24,9 +24,9 @@ from empirical.common.resources import check_n_jobs
 from ..common.arrays import as_real_array, check_binary_labels, check_matrix
 from ..common.checks import check_random_state, error_context
 from ..numerics import PAPER_SPLIT_SEED, stratified_split
-from .concept_vectors import DEFAULT_LAYER_CONVENTION, ConceptVectors, LinearProbe
-from .raptor import RaptorProbe, fit_on_engine
-from .registry import check_fit_contract
+from ._concept_vectors import DEFAULT_LAYER_CONVENTION, ConceptVectors, LinearProbe
+from ._raptor import RaptorProbe, fit_on_engine
+from ._registry import check_fit_contract
 
 __all__ = ["fit_layers", "paper_split", "grouped_split", "PerLayerFit", "PAPER_SPLIT_SEED"]
 
@@ -146,7 +146,7 @@ class PerLayerFit:
         With ``device`` (the batched engine), wall-clock seconds of the whole fit by phase, summed over the batches
         of layers: ``"prepare_wait"`` (waiting for the host to read, validate and standardize a batch: the first
         batch's whole preparation, then what the overlap with the device did not hide), ``"to_device"``,
-        ``"reduction"``, ``"path"``, ``"refit"``, ``"finish"`` (:func:`~empirical.probes.raptor.fit_on_engine`)
+        ``"reduction"``, ``"path"``, ``"refit"``, ``"finish"`` (:func:`~empirical.probes._raptor.fit_on_engine`)
         and ``"rows"`` (each layer's test accuracy and checks, on the host).  None when the layers were not fitted
         on the engine (no ``device``, or no validation rows).
 
@@ -324,7 +324,7 @@ def fit_layers(H, y, *, layers=None, estimator=None, split=None, fractions=(0.6,
     Parameters
     ----------
     H : array of shape (L, n, p), or a sequence of (n, p) arrays
-        Hidden states; ``H[l]`` is layer ``l`` (for :mod:`empirical.llm.extract` stacks: the output of
+        Hidden states; ``H[l]`` is layer ``l`` (for :mod:`empirical.llm._extract` stacks: the output of
         decoder block ``l``, ``H[0]`` the token embeddings).  Memory-mapped arrays are read layer by layer.  The
         layers of a sequence may differ in width p, not in rows n (all checked, against ``y`` too, before any fit).
     y : array of shape (n,)
@@ -333,7 +333,7 @@ def fit_layers(H, y, *, layers=None, estimator=None, split=None, fractions=(0.6,
         Which layers to fit (default all); the summary reports these indices.
     estimator : concept probe, optional
         Any estimator with ``fit(X, y, X_val, y_val)`` (checked before any fit:
-        :func:`empirical.probes.registry.check_fit_contract`), ``score`` and ``concept_vector_``; cloned per layer.
+        :func:`empirical.probes._registry.check_fit_contract`), ``score`` and ``concept_vector_``; cloned per layer.
         Default ``RaptorProbe(**probe_params)``.
     split : (train, val, test) index arrays, optional
         Default: the paper's fixed stratified split (:func:`paper_split` with ``fractions``, ``random_state``).

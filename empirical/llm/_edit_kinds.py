@@ -1,6 +1,6 @@
 """The edit kinds of steering: one class per way to edit the residual stream, and their registry :data:`EDIT_KINDS`.
 
-A steering setting's ``kind`` (:class:`~empirical.llm.steering_settings.SteeringSetting`) is a key of
+A steering setting's ``kind`` (:class:`~empirical.llm.SteeringSetting`) is a key of
 :data:`EDIT_KINDS`; its entry decides everything that differs between kinds, so no other module tests a kind by
 name: the strength's domain and the letter of the setting's name (:meth:`EditKind.check_strength`,
 :attr:`EditKind.prefix`), the layers it may steer (:meth:`EditKind.candidate_layers`), what a method's probes need
@@ -8,7 +8,7 @@ name: the strength's domain and the letter of the setting's name (:meth:`EditKin
 (:meth:`EditKind.fixed_strengths`), which methods the timing model counts (:meth:`EditKind.steers`), and the
 contexts of its cached passes: the concept edit and its random controls at the concept run's |alpha|
 (:meth:`EditKind.concept`, :meth:`EditKind.random`, :meth:`EditKind.random_stacked`). The hooks themselves are
-:mod:`empirical.llm.edits` (torch, imported when a pass is built: this module loads no torch).
+:mod:`empirical.llm._edits` (torch, imported when a pass is built: this module loads no torch).
 
 Two kinds: :class:`GcavEdit` (GCAV's adaptive strength, target p*) and :class:`AdditiveEdit` (a fixed
 ``k x`` the layer's median hidden-state norm). A new kind is one class here and one entry of :data:`EDIT_KINDS`.
@@ -19,7 +19,7 @@ import numpy as np
 
 from empirical.common.checks import check_scalar
 
-from .gcav import steerable_layers
+from ._gcav import steerable_layers
 
 __all__ = ["MAX_STRENGTH", "EditKind", "GcavEdit", "AdditiveEdit", "EDIT_KINDS"]
 
@@ -96,7 +96,7 @@ class EditKind:
         Parameters
         ----------
         spec : MethodSpec
-            The method's registry entry (:func:`empirical.probes.registry.get_method`).
+            The method's registry entry (:func:`empirical.probes.get_method`).
 
         Returns
         -------
@@ -179,7 +179,7 @@ class EditKind:
 
     def _stacked(self, edit, draws, layers, strengths, rows):
         """The stacked additive pass of ``draws`` on ``layers`` at ``strengths`` (this kind's positions)."""
-        from .edits import additive_steering
+        from ._edits import additive_steering
 
         vectors = {layer: np.repeat(np.stack([units[layer] for units in draws]), rows, axis=0) for layer in layers}
         return lambda: additive_steering(edit.model, vectors, strengths, self.positions)
@@ -204,14 +204,14 @@ class GcavEdit(EditKind):
         return spec.gcav
 
     def concept(self, edit):
-        from .edits import gcav_steering
+        from ._edits import gcav_steering
 
         p = edit.setting.strength if edit.direction == "towards" else 1.0 - edit.setting.strength
         return lambda: gcav_steering(edit.model, {layer: edit.probes[layer] for layer in edit.layers},
                                      edit.direction, p, None, "last")
 
     def random(self, edit, units, alphas=None):
-        from .edits import additive_steering
+        from ._edits import additive_steering
 
         if alphas is None:
             return None
@@ -254,13 +254,13 @@ class AdditiveEdit(EditKind):
         return {layer: edit.sign * edit.setting.strength * edit.norms[layer] for layer in edit.layers}
 
     def concept(self, edit):
-        from .edits import additive_steering
+        from ._edits import additive_steering
 
         return lambda: additive_steering(edit.model, {layer: edit.probes[layer].direction for layer in edit.layers},
                                          self.signed_strengths(edit), "all")
 
     def random(self, edit, units, alphas=None):
-        from .edits import additive_steering
+        from ._edits import additive_steering
 
         return lambda: additive_steering(edit.model, {layer: units[layer] for layer in edit.layers},
                                          self.signed_strengths(edit), "all")

@@ -28,7 +28,7 @@ from empirical.common.resources import check_n_jobs
 
 from ..common.arrays import as_real_array, check_binary_labels, check_matrix
 from ..numerics import safe_norm, unit_vector
-from .registry import check_fit_contract
+from ._registry import check_fit_contract
 
 __all__ = ["stability", "mean_abs_pairwise_cosine", "StabilityResult"]
 
@@ -110,7 +110,7 @@ def _bootstrap_ci(cosines, n_boot, level, rng):
 
 def _estimator_maker(estimator):
     """A callable returning a fresh unfitted estimator: a class or factory is called, an instance cloned.  The
-    estimator must accept ``fit(X, y, X_val, y_val)`` (:func:`empirical.probes.registry.check_fit_contract`; a
+    estimator must accept ``fit(X, y, X_val, y_val)`` (:func:`empirical.probes._registry.check_fit_contract`; a
     factory is called once to check what it makes)."""
     if inspect.isclass(estimator) or not hasattr(estimator, "fit"):
         if not callable(estimator):
@@ -141,7 +141,7 @@ def stability(estimator, X_pool, y_pool, K: int = 20, drop: float = 0.2, val_fra
     estimator : concept probe, class or callable
         An unfitted estimator (cloned for every run), its class, or a factory returning a fresh one; it
         must accept ``fit(X, y, X_val, y_val)`` (checked before the runs:
-        :func:`empirical.probes.registry.check_fit_contract`) and set ``concept_vector_``.
+        :func:`empirical.probes._registry.check_fit_contract`) and set ``concept_vector_``.
     X_pool, y_pool : arrays of shape (N, p) and (N,)
         The labelled pool (train and validation together), raw hidden states.
     K : int >= 2
@@ -167,7 +167,7 @@ def stability(estimator, X_pool, y_pool, K: int = 20, drop: float = 0.2, val_fra
 
     Examples
     --------
-    >>> from empirical.probes.baselines import DiffMeans
+    >>> from empirical.probes import DiffMeans
     >>> rng = np.random.default_rng(0)
     >>> y = np.arange(120) % 2
     >>> X = rng.standard_normal((120, 5)) + 2.0 * y[:, None] * np.eye(5)[0]
