@@ -26,9 +26,6 @@ from .output import load_table
 from .publish import readme_claims_block
 from .steering_text import cost_block
 
-__all__ = ["BLOCKS", "HAND_TYPED", "block_markers", "generated_blocks", "coinflip_block", "spectral_block",
-           "hand_typed_results", "sync_blocks"]
-
 #: Markers of a generated block: ``<!-- NAME:start -->`` ... ``<!-- NAME:end -->``.
 _BLOCK = re.compile(r"<!-- ([a-z0-9-]+):start -->.*?<!-- \1:end -->", re.S)
 #: The forms of a hand-typed run result (name -> pattern): a bracketed interval of decimals ("[-0.10, 0.48]"), a

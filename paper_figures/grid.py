@@ -34,8 +34,6 @@ from . import claims, empirical_figures, verdicts
 from .empirical_plots import dumbbell
 from .output import draws_figures, load_table, save_figure, save_table, to_markdown
 
-__all__ = ["model_slug", "model_dir", "check_models", "run", "grid_tables", "grid_claims", "plot_grid", "grid_markdown"]
-
 #: the baselines of the 2 x 2 difference figure (the paper's two strongest)
 GRID_BASELINES = ("GCS", "xRFM")
 

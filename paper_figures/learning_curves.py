@@ -83,11 +83,6 @@ from .separability_tables import control_row, separability_control_summary  # no
 from .style import series_color  # noqa: E402
 from .verdicts import mean_interval  # noqa: E402
 
-__all__ = ["run", "load_hidden", "fixed_test_rows", "evaluate_setting", "summary_table", "by_draw_table",
-           "plot_summary", "truth_accuracies", "separability_rows", "DATASETS", "POOLS", "DRAWS", "MULTIPLES",
-           "LAYER_STEP", "TEST_ROWS", "TEACHERS", "QUICK",
-           "LEVEL", "SCALES", "GOAL_POOL", "GOAL_MULTIPLE"]
-
 DATASETS = ("common", "hateeval", "sarcasm", "counterfact", "stsa", "cities")
 POOLS = (200, 400, 800)
 DRAWS = 5

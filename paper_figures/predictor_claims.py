@@ -46,8 +46,6 @@ from .learning_curves import DATASETS as LEARNING_DATASETS, GOAL_MULTIPLE, GOAL_
 from .output import load_table
 from .verdicts import LEVEL, TEST_TRAIN_RATIO, mean_interval
 
-__all__ = ["predictor_claims", "paired_interval", "mean_interval", "bootstrap_median"]
-
 #: the spectral predictor the claims are about (the default teacher and covariance estimators)
 SPECTRAL = "spectral/deconvolved/sample"
 

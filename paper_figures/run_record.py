@@ -17,8 +17,6 @@ from __future__ import annotations
 
 from datetime import datetime, timezone
 
-__all__ = ["TIMESTAMP_FORMAT", "utc_now", "invocations", "invocation_span", "overlapping_invocations"]
-
 #: The format of the run record's timestamps (UTC, to the second: ``2026-11-29T11:17:20Z``).
 TIMESTAMP_FORMAT = "%Y-%m-%dT%H:%M:%SZ"
 

@@ -16,9 +16,6 @@ from empirical.common.checks import MAX_SEED, check_seed
 from empirical.common.resources import check_n_jobs
 from empirical.probes import separability, separability_lp, shuffled_label_control
 
-__all__ = ["separability_row", "separability_table", "control_row", "separability_control_table",
-           "separability_control_summary"]
-
 
 def separability_row(name, layer, X, y) -> dict:
     """One layer's separability verdict (:func:`empirical.probes.separability`, stopping at the first C that

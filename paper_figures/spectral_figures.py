@@ -58,10 +58,6 @@ from .output import draws_figures, save_figure, save_table  # noqa: E402
 from .style import method_color, series_color  # noqa: E402
 from .verdicts import clip_interval, seed_interval  # noqa: E402
 
-__all__ = ["run", "evaluate_all", "agreement_by_seed", "agreement_table", "plot_dataset", "monte_carlo_table",
-           "semi_synthetic_table", "paper_predictor_table", "dataset_curves", "PREDICTORS", "THEORIES",
-           "AGREEMENT_METRICS", "STABILITY_PROTOCOL"]
-
 #: the theories compared (the spectral theory with three teacher estimators, the isotropic theory)
 THEORIES = ("spectral/deconvolved/sample", "spectral/calibrated/sample", "spectral/pool_fit/sample", "isotropic")
 #: every predictor of the tables: the theories and the trivial predictor (no stability prediction)

@@ -35,9 +35,6 @@ from empirical.common.resources import check_n_jobs
 from .output import draws_figures, load_finished_step, save_figure, save_table
 from .style import THEORY_COLOR, method_color, series_color
 
-__all__ = ["stability_curves", "simulate_stability", "plot_stability_vs_lambda",
-           "plot_real_embedding_stability", "make_stability_figures", "run", "DEFAULT_SETTINGS"]
-
 PROTOCOLS = ("independent", "subsample", "full_vs_subsample")
 #: (delta, kappa) panels of the default figure
 DEFAULT_SETTINGS = ((1.0, 2.0), (2.0, 1.0), (4.0, 2.0))

@@ -74,11 +74,6 @@ FAMILIES = {"paper": "the paper's claims on the paper's grid and protocol (prima
             "extension": "the project's own claims: the spectral theory, learning curves, behavioural steering, "
                          "the two-replica theory (extensions)"}
 
-__all__ = ["seed_interval", "mean_interval", "clip_interval", "wilson_interval", "TEST_TRAIN_RATIO", "Test",
-           "superiority", "non_inferiority", "majority", "every_setting", "holm", "apply_holm", "sign_test_mde",
-           "t_test_from_interval", "in_families", "MARGINS", "LEVEL", "ALPHA", "POWER", "FAMILIES", "HOLDS", "FAILS",
-           "INCONCLUSIVE", "UNTESTED"]
-
 
 @dataclass(frozen=True)
 class Test:

@@ -16,6 +16,48 @@ PACKAGES = ("cgmt", "sims", "empirical", "paper_figures")
 SKIP_MODULES = {"cgmt.__main__", "paper_figures.__main__"}
 #: optional dependencies (as in test_doctests): a module that needs a missing one is left out, not failed
 OPTIONAL = {"torch", "transformers", "gguf", "accelerate", "xrfm", "dask", "distributed", "vaderSentiment"}
+#: ``paper_figures`` is an application, not a library, so its modules have no ``__all__`` (docs/architecture.md,
+#: "The public surface"); the suite still drives these functions of it as it drives the API (docstrings, hostile input)
+APPLICATION_ENTRIES = {
+    'paper_figures.doc_blocks': (
+        'BLOCKS', 'HAND_TYPED', 'block_markers', 'generated_blocks', 'coinflip_block', 'spectral_block',
+        'hand_typed_results', 'sync_blocks',
+    ),
+    'paper_figures.grid': (
+        'model_slug', 'model_dir', 'check_models', 'run', 'grid_tables', 'grid_claims', 'plot_grid',
+        'grid_markdown',
+    ),
+    'paper_figures.learning_curves': (
+        'run', 'load_hidden', 'fixed_test_rows', 'evaluate_setting', 'summary_table', 'by_draw_table',
+        'plot_summary', 'truth_accuracies', 'separability_rows', 'DATASETS', 'POOLS', 'DRAWS', 'MULTIPLES',
+        'LAYER_STEP', 'TEST_ROWS', 'TEACHERS', 'QUICK', 'LEVEL', 'SCALES', 'GOAL_POOL', 'GOAL_MULTIPLE',
+    ),
+    'paper_figures.predictor_claims': (
+        'predictor_claims', 'paired_interval', 'mean_interval', 'bootstrap_median',
+    ),
+    'paper_figures.run_record': (
+        'TIMESTAMP_FORMAT', 'utc_now', 'invocations', 'invocation_span', 'overlapping_invocations',
+    ),
+    'paper_figures.separability_tables': (
+        'separability_row', 'separability_table', 'control_row', 'separability_control_table',
+        'separability_control_summary',
+    ),
+    'paper_figures.spectral_figures': (
+        'run', 'evaluate_all', 'agreement_by_seed', 'agreement_table', 'plot_dataset', 'monte_carlo_table',
+        'semi_synthetic_table', 'paper_predictor_table', 'dataset_curves', 'PREDICTORS', 'THEORIES',
+        'AGREEMENT_METRICS', 'STABILITY_PROTOCOL',
+    ),
+    'paper_figures.stability': (
+        'stability_curves', 'simulate_stability', 'plot_stability_vs_lambda', 'plot_real_embedding_stability',
+        'make_stability_figures', 'run', 'DEFAULT_SETTINGS',
+    ),
+    'paper_figures.verdicts': (
+        'seed_interval', 'mean_interval', 'clip_interval', 'wilson_interval', 'TEST_TRAIN_RATIO', 'Test',
+        'superiority', 'non_inferiority', 'majority', 'every_setting', 'holm', 'apply_holm', 'sign_test_mde',
+        't_test_from_interval', 'in_families', 'MARGINS', 'LEVEL', 'ALPHA', 'POWER', 'FAMILIES', 'HOLDS', 'FAILS',
+        'INCONCLUSIVE', 'UNTESTED',
+    ),
+}
 SECTION = re.compile(r"^(?P<title>[A-Z][A-Za-z ]+)\n-{3,}$", re.MULTILINE)
 
 
@@ -29,7 +71,8 @@ def _module_names():
 
 
 def public_objects():
-    """``{(defining module, qualname): object}`` for every function and class in an ``__all__`` of ours."""
+    """``{(defining module, qualname): object}`` for every function and class in an ``__all__`` of ours (and the
+    application's entries, :data:`APPLICATION_ENTRIES`)."""
     found = {}
     for name in _module_names():
         with warnings.catch_warnings():
@@ -40,7 +83,7 @@ def public_objects():
                 if (exc.name or "").split(".")[0] not in OPTIONAL:
                     raise
                 continue
-            for attr in getattr(module, "__all__", ()):
+            for attr in getattr(module, "__all__", None) or APPLICATION_ENTRIES.get(name, ()):
                 obj = getattr(module, attr)
                 if not (inspect.isclass(obj) or callable(obj)) or inspect.ismodule(obj):
                     continue
