@@ -14,7 +14,6 @@ import sys
 import tempfile
 import time
 from pathlib import Path
-from types import SimpleNamespace
 
 import numpy as np
 import pandas as pd
@@ -35,13 +34,13 @@ from empirical.common.cli_args import (
 )
 from empirical.common.cli_errors import debug_requested, run_command
 
+from . import llm  # the front door: its torch side loads on first use (_llm)
 from .common.arrays import C_MAX, C_MIN
 from .common.files import check_write_target, output_lock, refuse_overwriting_inputs, write_csv, write_json
 from .common.resources import resolve_device  # imports torch only when it resolves a device
 from .llm import MIN_RANDOM, STORAGES, ExtractionCache, SteeringProtocol, below_tau, datasets, reliable_layers
 from .probes import (
     PAPER_SPLIT_SEED,
-    ConceptVectors,
     RaptorProbe,
     export_control_vector,
     export_directions,
@@ -74,13 +73,14 @@ STEER_DEFAULTS = SteeringProtocol()
 
 
 def _llm():
-    """The torch side (model loading, extraction, steering), imported when a command needs it: torch and
-    transformers are the optional ``[llm]`` extra, and ``raptor --help`` should not wait for them."""
+    """The torch side of :mod:`empirical.llm`'s front door (model loading, extraction, steering), loaded when a
+    command needs it: torch and transformers are the optional ``[llm]`` extra, and ``raptor --help`` should not wait
+    for them."""
     try:
-        from .llm import edits, extract, models
+        llm.load_model  # noqa: B018 - the front door loads the torch side on first use
     except ImportError as exc:
         raise SystemExit(f"raptor needs the [llm] extra (pip install 'raptor-probes[llm]'): {exc}") from None
-    return extract, models, edits
+    return llm
 
 
 # --------------------------------------------------------------------------- argument helpers
@@ -194,13 +194,13 @@ def _load_model(args):
     if args.no_progress:  # transformers' own "Loading weights" bar too (one command per process)
         from transformers.utils import logging as hf_logging
         hf_logging.disable_progress_bar()
-    return _llm()[1].load_model(args.model, device=args.device, dtype=args.dtype, cache_dir=args.cache_dir)
+    return _llm().load_model(args.model, device=args.device, dtype=args.dtype, cache_dir=args.cache_dir)
 
 
 def _hidden(args, model, tok, ds, layers="all"):
     cache = False if args.no_cache else ExtractionCache(
         (Path(args.cache_dir).expanduser() / "hidden") if args.cache_dir else None, storage=args.cache_dtype)
-    return _llm()[0].extract_dataset(model, tok, ds, layers=layers, batch_size=args.batch_size, cache=cache,
+    return _llm().extract_dataset(model, tok, ds, layers=layers, batch_size=args.batch_size, cache=cache,
                                      chat=args.chat, num_threads=args.threads, pooling=args.pooling,
                                      progress=not args.no_progress)
 
@@ -254,7 +254,7 @@ def _draw(plot, table, path, **labels):
 def _select_layers(spec, L, default):
     if spec is None:
         return default
-    return _llm()[0].resolve_layers(spec, L)
+    return _llm().resolve_layers(spec, L)
 
 
 def _probe_table(fit) -> "pd.DataFrame":
@@ -312,7 +312,7 @@ def cmd_probe(args):
                                 on="layer")
         write_csv(out / f"probe_{ds.name}.csv", table)
         save_concept_vectors(out / f"probes_{ds.name}",
-                             fit.concept_vectors(model=_llm()[1].model_identity(model), metadata=dict(dataset=ds.name)))
+                             fit.concept_vectors(model=_llm().model_identity(model), metadata=dict(dataset=ds.name)))
         best = table.loc[table["test_accuracy"].idxmax()]
         vb = table.set_index("layer").loc[val_best]
         rec = dict(dataset=ds.name, n=len(ds), class_counts=ds.class_counts(), best_layer=int(best.layer),
@@ -384,17 +384,6 @@ def cmd_stability(args):
     return 0
 
 
-def _steering():
-    """The steering measurement's modules (the torch side, imported when ``raptor steer`` runs): ``readout``,
-    ``settings``, ``evaluation`` and ``selection``."""
-    try:
-        from .llm import answer_readout, steering_eval, steering_selection, steering_settings
-    except ImportError as exc:
-        raise SystemExit(f"raptor needs the [llm] extra (pip install 'raptor-probes[llm]'): {exc}") from None
-    return SimpleNamespace(readout=answer_readout, settings=steering_settings, evaluation=steering_eval,
-                           selection=steering_selection)
-
-
 def _steer_settings(args, settings):
     """The settings ``raptor steer`` measures: the named one (``--setting``, default the paper's protocol) or, with
     ``--sweep``, the strength sweep over ``--strengths``; ``--positions`` overrides the edited positions."""
@@ -409,40 +398,38 @@ def _steer_settings(args, settings):
     return [setting]
 
 
-def _given_vectors(evaluation, probes, H, labels, layers):
-    """``--probe-file`` vectors restricted to ``layers``, with each layer's validation accuracy
-    (:func:`empirical.llm.given_vectors`)."""
-    within = {layer: p for layer, p in probes.items() if layer in layers}
-    if not within:
+def _given_vectors(steering, probes, H, labels, layers):
+    """``--probe-file`` vectors restricted to ``layers`` (:meth:`~empirical.probes.ConceptVectors.select`), each
+    probe with its validation accuracy (:func:`empirical.llm.given_vectors`)."""
+    if not set(probes.layers) & set(layers):
         raise ValueError(f"--probe-file has probes for layers {probes.layers}, none of them among the steered layers "
                          f"{layers[0]}..{layers[-1]}")
-    vectors = ConceptVectors(within, method=probes.method, model=probes.model,
-                             layer_convention=probes.layer_convention, metadata=probes.metadata)
-    return evaluation.given_vectors(vectors, H, labels, paper_split(labels, random_state=PAPER_SPLIT_SEED))
+    return steering.given_vectors(probes.select(layers=layers), H, labels,
+                                  paper_split(labels, random_state=PAPER_SPLIT_SEED))
 
 
 def cmd_steer(args):
-    steering = _steering()
-    readout, evaluation = steering.readout, steering.evaluation
+    steering = _llm()
     dsets = _load_datasets(args, [args.dataset] if args.dataset else None)
     probes_given = load_concept_vectors(args.probe_file) if args.probe_file else None  # a bad file fails first
-    words = {ds.name: readout.check_answer_words(ds.name, args.answer_words) for ds in dsets}
-    settings = _steer_settings(args, steering.settings)
+    words = {ds.name: steering.check_answer_words(ds.name, args.answer_words) for ds in dsets}
+    settings = _steer_settings(args, steering)
+    # an invalid combination fails before the model loads
     protocol = SteeringProtocol(stem=args.stem, directions=("towards", "away") if args.direction == "both"
                                 else (args.direction,), n_random=args.n_random, seed=args.seed,
                                 n_generate=args.generate, max_new_tokens=args.max_new_tokens,
-                                batch_size=args.batch_size)  # an invalid combination fails before the model loads
+                                batch_size=args.batch_size, n_prompts=args.n_prompts)
     out = _out(args, ["steer_metrics.csv", "steer_selected.csv"])
     model, tok = _load_model(args)
     if probes_given is not None:  # another model's vectors are refused before any extraction
-        probes_given.check_provenance(f"--probe-file {args.probe_file!r}", model=_llm()[1].model_identity(model),
+        probes_given.check_provenance(f"--probe-file {args.probe_file!r}", model=_llm().model_identity(model),
                                       n_features=getattr(model.config, "hidden_size", None))
-    positions = _llm()[2].model_positions(model)
+    positions = _llm().model_positions(model)
     if args.generate and positions and args.max_new_tokens >= positions:
         raise ValueError(f"--max-new-tokens must be below the model's {positions} positions (minus each prompt's "
                          f"length), got {args.max_new_tokens}")
     for ds in dsets:
-        readout.answer_token_ids(tok, words[ds.name])
+        steering.answer_token_ids(tok, words[ds.name])
     tables = []
     for ds in dsets:
         H = _hidden(args, model, tok, ds)
@@ -450,21 +437,20 @@ def cmd_steer(args):
         layers = _select_layers(args.layers, L, list(range(1, L + 1)))
         if probes_given is not None:
             probes_given.check_provenance(f"--probe-file {args.probe_file!r}", dataset=ds.name)  # a warning
-            vectors = _given_vectors(evaluation, probes_given, H, ds.labels, layers)
+            vectors = _given_vectors(steering, probes_given, H, ds.labels, layers)
         else:
-            vectors = evaluation.method_vectors(H, ds.labels, paper_split(ds.labels, random_state=PAPER_SPLIT_SEED),
-                                                methods=args.methods, layers=layers, progress=not args.no_progress)
+            vectors = steering.method_vectors(H, ds.labels, paper_split(ds.labels, random_state=PAPER_SPLIT_SEED),
+                                              methods=args.methods, layers=layers, progress=not args.no_progress)
         vectors = _tau_filter(vectors, args.tau)
         # a dataset with its own held-out file (stsa.binary.test) is steered on it
         eval_ds = datasets.load(ds.name, args.data_dir, max_per_class=None, verify=not args.no_verify, split="test") \
             if not args.table and datasets.get_dataset(ds.name).test_files else None
-        table, _ = evaluation.evaluate_dataset(
-            model, tok, ds, H, settings, protocol=protocol, eval_dataset=eval_ds, n_prompts=args.n_prompts,
-            vectors=vectors, answer_words=words[ds.name], progress=not args.no_progress)
+        run = steering.SteeringRun(eval_dataset=eval_ds, answer_words=words[ds.name], progress=not args.no_progress)
+        table, _ = steering.evaluate_dataset(model, tok, ds, H, settings, protocol=protocol, vectors=vectors, run=run)
         tables.append(table)
     table = pd.concat(tables, ignore_index=True)
     write_csv(out / "steer_metrics.csv", table)
-    selected = steering.selection.select_operating_points(table)
+    selected = steering.select_operating_points(table)
     write_csv(out / "steer_selected.csv", selected)
     cols = ["dataset", "method", "setting", "direction", "half", "answer_logodds_shift", "random_control_shift",
             "concept_specific_shift", "concept_specific_low", "concept_specific_high", "answer_mass_steered",
@@ -473,8 +459,8 @@ def cmd_steer(args):
         print(table[table.half == "report"][cols].to_string(index=False, float_format=lambda x: f"{x:.3f}"))
     if not table.measurable.any():
         print("\nThe unsteered answer does not track the concept (AUC < "
-              f"{readout.MIN_AUC}, not above chance at one-sided p <= {readout.MAX_AUC_P}, or answer mass < "
-              f"{readout.MIN_MASS}): not measurable here.")
+              f"{steering.MIN_AUC}, not above chance at one-sided p <= {steering.MAX_AUC_P}, or answer mass < "
+              f"{steering.MIN_MASS}): not measurable here.")
     return 0
 
 
@@ -484,19 +470,15 @@ def _tau_filter(vectors, tau):
     an error naming the best layer when none does."""
     if tau is None:
         return vectors
-    vecs, accuracy = vectors
-    kept_vectors, kept_accuracy = {}, {}
-    for method, cv in vecs.items():
-        acc = {layer: accuracy[method].get(layer) for layer in cv.layers}
+    kept = {}
+    for method, cv in vectors.items():
+        acc = {layer: probe.validation_accuracy for layer, probe in cv.items()}
         reliable, below = reliable_layers(acc, tau, what="validation accuracy")
-        kept = {layer: cv[layer] for layer in reliable}
-        if not kept:
+        if not reliable:
             raise ValueError(f"no layer can be steered for {method}: "
                              f"{below_tau(acc, tau, below, what='validation accuracy')}; lower --tau")
-        kept_vectors[method] = ConceptVectors(kept, method=cv.method, model=cv.model,
-                                              layer_convention=cv.layer_convention, metadata=cv.metadata)
-        kept_accuracy[method] = {layer: acc[layer] for layer in kept}
-    return kept_vectors, kept_accuracy
+        kept[method] = cv.select(min_accuracy=tau)
+    return kept
 
 
 def cmd_sweep(args):
@@ -543,8 +525,8 @@ def cmd_sweep(args):
 def cmd_plan(args):
     """How many labels does the concept need: per layer, the accuracy predicted at --target-n from --labels rows."""
     if args.target_n <= args.labels:
-        raise ValueError(f"--target-n {args.target_n} must be larger than --labels {args.labels} (the pool's own "
-                         "accuracy is measured, not predicted)")
+        raise ValueError(f"--target-n must be larger than --labels ({args.labels}; the pool's own accuracy is "
+                         f"measured, not predicted), got {args.target_n}")
     dsets = _load_datasets(args, [args.dataset] if args.dataset else None)
     pools = [label_pool(ds.labels, args.labels, args.seed, dataset=ds.name) for ds in dsets]  # before any model work
     out = _out(args, [f"plan_{ds.name}.{ext}" for ds in dsets for ext in ("csv", "json", "png")])
@@ -719,7 +701,8 @@ def build_parser():
                         f"({MIN_RANDOM}..1000; {MIN_RANDOM} is the least whose rank p can reach 0.025)")
     p.add_argument("--seed", type=int_in(0, MAX_SEED), default=STEER_DEFAULTS.seed,
                    help="seed of the random directions")
-    p.add_argument("--n-prompts", type=int_in(2), default=100, help="held-out prompts (classes alternating)")
+    p.add_argument("--n-prompts", type=int_in(2), default=STEER_DEFAULTS.n_prompts,
+                   help="held-out prompts (classes alternating)")
     p.add_argument("--probe-file", type=nonempty_path,
                    help="concept vectors written by 'raptor probe' (probes_<dataset>.json; skips fitting)")
     p.add_argument("--generate", type=int_in(0), default=STEER_DEFAULTS.n_generate,

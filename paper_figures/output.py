@@ -303,15 +303,16 @@ def vectors_path(out: Path, dataset: str, method: str) -> Path:
 
 
 def load_saved_vectors(out: Path, dataset: str, methods, n_rows: int, split_seed: int):
-    """The concept vectors and per-layer validation accuracies of ``methods`` that the accuracy step saved for
-    ``dataset`` (:func:`vectors_path`), or None when one is missing, damaged (a warning names it) or was fitted on
-    other data (another row count or split seed), so that the caller fits them itself.
+    """The concept vectors of ``methods`` that the accuracy step saved for ``dataset`` (:func:`vectors_path`), each
+    probe with the validation accuracy recorded in their metadata, or None when one is missing, damaged (a warning
+    names it) or was fitted on other data (another row count or split seed), so that the caller fits them itself.
 
     Returns
     -------
-    (dict of str to ConceptVectors, dict of str to dict of int to float) or None
+    dict of str to ConceptVectors or None
+        Per method its vectors, each probe with its :attr:`~empirical.probes.LinearProbe.validation_accuracy`.
     """
-    vectors, accuracy = {}, {}
+    vectors = {}
     for method in methods:
         path = vectors_path(out, dataset, method)
         if not Path(f"{path}.json").exists():
@@ -327,7 +328,7 @@ def load_saved_vectors(out: Path, dataset: str, methods, n_rows: int, split_seed
         if (meta.get("n_rows") != n_rows or meta.get("split_seed") != split_seed
                 or not isinstance(meta.get("validation_accuracy"), dict)):
             return None
-        vectors[method] = cv
-        accuracy[method] = {int(layer): float(acc) for layer, acc in meta["validation_accuracy"].items()}
-    return vectors, accuracy
+        accuracy = {int(layer): float(acc) for layer, acc in meta["validation_accuracy"].items()}
+        vectors[method] = cv.with_statistics(validation_accuracy=accuracy)
+    return vectors
 

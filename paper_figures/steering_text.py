@@ -15,6 +15,7 @@ report half, towards and away apart: :func:`plot`). Resumable per dataset.
 """
 from __future__ import annotations
 
+import dataclasses
 import time
 from pathlib import Path
 
@@ -24,6 +25,7 @@ import pandas as pd
 from empirical.llm import (
     PERPLEXITY_GATE,
     SteeringProtocol,
+    SteeringRun,
     datasets,
     default_setting,
     estimate_seconds,
@@ -31,7 +33,7 @@ from empirical.llm import (
     select_operating_points,
     sweep_settings,
 )
-from empirical.probes import PAPER_SPLIT_SEED, get_method
+from empirical.probes import get_method
 
 from .output import draws_figures, load_saved_vectors, load_table, save_figure, save_table
 from .style import method_color
@@ -64,6 +66,31 @@ QUICK = dict(datasets=("stsa",), methods=("RAPTOR",), n_prompts=8, n_generate=2,
 #: Mean prompt tokens per dataset (SmolLM2's tokenizer, first 300 prompts): the timing model's input.
 PROMPT_TOKENS = dict(stsa=55.0, cities=19.5, common=22.8, counterfact=19.4, hateeval=63.1, sarcasm=108.0,
                      coinflip=89.3)
+#: Tokens of the answer stem (the timing model reads prompt + stem tokens).
+STEM_TOKENS = 5
+
+
+def scale_protocol(scale) -> SteeringProtocol:
+    """The measurement protocol of a scale (:data:`FULL`, :data:`QUICK` or a dict with their keys): what
+    :func:`dataset_table` measures and :func:`stage_seconds` times.
+
+    Parameters
+    ----------
+    scale : dict
+        Its ``n_prompts``, ``n_generate``, ``max_new_tokens``, ``n_random``, ``n_random_selection``,
+        ``n_random_matched``, ``n_text_random``, ``n_candidates``, ``stage2_positions`` and ``twin_methods``.
+
+    Returns
+    -------
+    SteeringProtocol
+        With prompts in batches of 50.
+    """
+    return SteeringProtocol(n_prompts=scale["n_prompts"], n_generate=scale["n_generate"],
+                            max_new_tokens=scale["max_new_tokens"], batch_size=50, n_random=scale["n_random"],
+                            n_random_selection=scale["n_random_selection"],
+                            n_random_matched=scale["n_random_matched"], n_text_random=scale["n_text_random"],
+                            n_candidates=scale["n_candidates"], stage2_positions=scale["stage2_positions"],
+                            twin_methods=scale["twin_methods"])
 
 
 #: The datasets the committed run measured past the validity stage (``docs/results/tables/steering_text_timing.csv``,
@@ -105,17 +132,12 @@ def stage_seconds(scale=None, measurable=MEASURABLE, tested_twins=True) -> dict:
                          f"got {unknown}")
     grid = settings(scale is QUICK)
     n_settings = sum(len([s for s in grid if s.edit_kind.steers(get_method(m))]) for m in scale["methods"])
+    protocol = scale_protocol(scale)
     out = {}
     for name in scale["datasets"]:
-        one = estimate_seconds(
-            n_prompts=scale["n_prompts"], prompt_tokens=PROMPT_TOKENS[name], n_settings=n_settings,
-            methods=scale["methods"], n_candidates=scale["n_candidates"],
-            n_twin_positions=len(scale["stage2_positions"]),
-            n_generate=scale["n_generate"], max_new_tokens=scale["max_new_tokens"],
-            twin_methods=scale["twin_methods"], n_random=scale["n_random"],
-            n_random_selection=scale["n_random_selection"], tested_twins=tested_twins,
-            n_random_matched=scale["n_random_matched"], n_text_random=scale["n_text_random"],
-            sentiment=datasets.get_dataset(name).sentiment, measurable=measurable is None or name in measurable)
+        one = estimate_seconds(protocol, prompt_tokens=PROMPT_TOKENS[name] + STEM_TOKENS, n_settings=n_settings,
+                               methods=scale["methods"], sentiment=datasets.get_dataset(name).sentiment,
+                               measurable=measurable is None or name in measurable, tested_twins=tested_twins)
         for stage, seconds in one.items():
             out[stage] = out.get(stage, 0.0) + seconds
     return out
@@ -194,34 +216,51 @@ def settings(quick: bool = False) -> list:
     return sweep_settings()
 
 
-def dataset_table(name, mdl, tok, H, ds, *, data_dir=None, quick=False, progress=False, n_jobs=1,
-                  out=None, validity_only=False, auc_p_adjusted=None) -> tuple:
+def dataset_table(mdl, tok, ds, H, *, out=None, data_dir=None, quick=False, run=None) -> tuple:
     """Every method and setting of one dataset, measured in stages (``steer_metrics.csv``'s columns), and the
-    per-draw null shifts of its rows (:data:`~empirical.llm.NULL_COLUMNS`). The concept
-    vectors are the ones the empirical section saved in ``out`` for the same rows and the paper's split
+    per-draw null shifts of its rows (:data:`~empirical.llm.NULL_COLUMNS`). The concept vectors are the ones the
+    empirical section saved in ``out`` for the same rows and the paper's split
     (:func:`paper_figures.output.load_saved_vectors`), else fitted here after the validity stage.
-    ``validity_only`` and ``auc_p_adjusted``: as for :func:`empirical.llm._steering_eval.evaluate_staged` (the
-    section's two passes, :func:`run`)."""
+
+    Parameters
+    ----------
+    mdl, tok : transformers causal LM and its tokenizer
+        The model ``H`` was extracted from.
+    ds : ConceptDataset
+        The dataset (a registered name: its held-out file, if the registry has one, gives the prompts).
+    H : array (L+1, n, p)
+        Its hidden states.
+    out : str or pathlib.Path, optional
+        The results folder whose saved concept vectors are used.
+    data_dir : str or pathlib.Path, optional
+        Where the datasets are.
+    quick : bool
+        :data:`QUICK` instead of :data:`FULL`.
+    run : SteeringRun, optional
+        Its ``progress``, ``n_jobs``, ``split_seed`` and the section's two passes (:func:`run`): ``validity_only``
+        and ``auc_p_adjusted``, as for :func:`empirical.llm._steering_eval.evaluate_staged`; the rest is the
+        scale's (methods, GCS probes, a staged run on the held-out file, stage timing).
+
+    Returns
+    -------
+    (pandas.DataFrame, pandas.DataFrame)
+        The metric rows with ``seconds_<stage>`` and ``vectors`` ('loaded' or 'fitted'), and the null draws.
+    """
     from empirical.llm import evaluate_dataset
 
     scale = QUICK if quick else FULL
-    protocol = SteeringProtocol(n_generate=scale["n_generate"], max_new_tokens=scale["max_new_tokens"], batch_size=50,
-                                n_random=scale["n_random"], n_random_selection=scale["n_random_selection"],
-                                n_random_matched=scale["n_random_matched"], n_text_random=scale["n_text_random"],
-                                n_candidates=scale["n_candidates"], stage2_positions=scale["stage2_positions"],
-                                twin_methods=scale["twin_methods"])
+    run = SteeringRun() if run is None else run
     # a dataset with its own held-out file steers on it (the registry's test_files: STSA)
-    test = datasets.load(name, data_dir, max_per_class=None, split="test") if datasets.get_dataset(name).test_files \
-        else None
-    saved = None if out is None else load_saved_vectors(out, name, scale["methods"], len(ds.labels), PAPER_SPLIT_SEED)
+    test = datasets.load(ds.name, data_dir, max_per_class=None, split="test") \
+        if datasets.get_dataset(ds.name).test_files else None
+    saved = None if out is None else load_saved_vectors(out, ds.name, scale["methods"], len(ds.labels),
+                                                        run.split_seed)
     marks = [("start", time.perf_counter())]
-    table, per_prompt = evaluate_dataset(mdl, tok, ds, H, settings(quick), protocol=protocol, eval_dataset=test,
-                                         n_prompts=scale["n_prompts"], vectors=saved, split_seed=PAPER_SPLIT_SEED,
-                                         methods=scale["methods"], progress=progress,
-                                         method_params={"GCS": {"n_probes": scale["gcs_probes"]}},
-                                         staged=True, n_jobs=n_jobs, on_stage=lambda stage, entries, idx:
-                                         marks.append((stage, time.perf_counter())),
-                                         validity_only=validity_only, auc_p_adjusted=auc_p_adjusted)
+    run = dataclasses.replace(run, eval_dataset=test, methods=scale["methods"], staged=True,
+                              method_params={"GCS": {"n_probes": scale["gcs_probes"]}},
+                              on_stage=lambda stage, entries, idx: marks.append((stage, time.perf_counter())))
+    table, per_prompt = evaluate_dataset(mdl, tok, ds, H, settings(quick), protocol=scale_protocol(scale),
+                                         vectors=saved, run=run)
     marks.append(("end", time.perf_counter()))
     seconds = {}
     for (stage, t0), (_, t1) in zip(marks[:-1], marks[1:]):
@@ -461,7 +500,7 @@ def not_measurable_note(table: pd.DataFrame) -> str:
 
 def tested_points(table: pd.DataFrame) -> pd.DataFrame:
     """The report-half rows that carry a rank test (a finite ``null_p``: the tested point of each method and
-    direction, :func:`empirical.llm._steering_eval.rank_test_points`) of the datasets measurable after Holm
+    direction, :func:`empirical.llm._steering_null.rank_test_points`) of the datasets measurable after Holm
     (:func:`holm_validity`), with ``gated`` as in :func:`plot_points`."""
 
     table = holm_validity(table)
@@ -589,8 +628,8 @@ def run(out, *, model="smollm2", data_dir=None, max_per_class=500, quick=False, 
             load_table(out, f"steering_text_validity_{name}")
         if first is None:
             ds, H = hidden(name)
-            first, _ = dataset_table(name, mdl, tok, H, ds, data_dir=data_dir, quick=quick, progress=progress,
-                                     n_jobs=n_jobs, out=out, validity_only=True)
+            first, _ = dataset_table(mdl, tok, ds, H, out=out, data_dir=data_dir, quick=quick,
+                                     run=SteeringRun(progress=progress, n_jobs=n_jobs, validity_only=True))
             save_table(first, out, f"steering_text_validity_{name}")
         validity[name] = first.iloc[:1]
     decided = holm_validity(pd.concat(validity.values(), ignore_index=True)).set_index("dataset")
@@ -601,9 +640,10 @@ def run(out, *, model="smollm2", data_dir=None, max_per_class=500, quick=False, 
             row = decided.loc[name]
             if bool(row["measurable"]):
                 ds, H = hidden(name)
-                table, null = dataset_table(name, mdl, tok, H, ds, data_dir=data_dir, quick=quick,
-                                            progress=progress, n_jobs=n_jobs, out=out,
-                                            auc_p_adjusted=float(row.get("auc_p_holm", row["auc_p_value"])))
+                adjusted = float(row.get("auc_p_holm", row["auc_p_value"]))
+                table, null = dataset_table(mdl, tok, ds, H, out=out, data_dir=data_dir, quick=quick,
+                                            run=SteeringRun(progress=progress, n_jobs=n_jobs, staged=True,
+                                                            auc_p_adjusted=adjusted))
             else:
                 table, null = validity[name], pd.DataFrame(columns=NULL_COLUMNS)
             save_table(null, out, f"steering_text_null_{name}")

@@ -16,6 +16,7 @@ PACKAGES = ("cgmt", "sims", "empirical", "paper_figures")
 TORCH_SIDE = {"empirical.llm", "empirical.llm._extract", "empirical.llm._models", "empirical.llm._steering",
               "empirical.llm._steering_eval", "empirical.llm._edits", "empirical.llm._generation",
               "empirical.llm._answer_readout", "empirical.llm._prompts", "empirical.llm._cached_passes",
+              "empirical.llm._steering_target",
               "empirical.logistic.batched"}
 #: optional heavy dependencies that a function may import on purpose (deferred)
 DEFERRED_OK = {"torch", "transformers", "xrfm", "gguf", "accelerate", "matplotlib", "tokenizers", "dask",
@@ -212,6 +213,8 @@ def test_kernel_modules_keep_their_jobs():
     # choosing an operating point or estimating a run's time from a saved table needs no torch
     "empirical.llm._steering_protocol, empirical.llm._steering_selection, empirical.llm._steering_cost, "
     "empirical.llm._steering_settings, empirical.llm._gcav, empirical.llm._edit_kinds",
+    # the null directions, the rank test and the report's rows are numpy / pandas
+    "empirical.llm._steering_null, empirical.llm._steering_report",
 ])
 def test_numpy_side_never_loads_torch(modules):
     code = f"import {modules}; import sys; assert 'torch' not in sys.modules, 'torch was imported'"
@@ -262,6 +265,13 @@ def test_steering_modules_keep_their_jobs():
         assert llm + chooser not in graph[llm + "steering_eval"]
     assert not {llm + "steering_eval", llm + "edits"} & graph[llm + "answer_readout"]
     assert llm + "steering_eval" not in graph[llm + "cached_passes"]  # the passes know nothing of the measurement
+    # the measurement, its null and its report apart (issue 55 section 3): the null and the report read a
+    # measurement's values and run no pass; the null knows nothing of the report; the target is read by the
+    # measurement, never the reverse
+    assert {llm + m for m in ("steering_null", "steering_report", "steering_target")} <= graph[llm + "steering_eval"]
+    for part in ("steering_null", "steering_report", "steering_target"):
+        assert not {llm + m for m in ("steering_eval", "cached_passes", "edits")} & graph[llm + part], part
+    assert llm + "steering_report" not in graph[llm + "steering_null"]
 
 
 def test_no_name_is_kept_alive_by_a_shim():
@@ -583,8 +593,50 @@ def test_a_new_edit_kind_is_one_registry_entry(monkeypatch):
     monkeypatch.setitem(EDIT_KINDS, "toy", ToyEdit())
     setting = SteeringSetting("toy", "all", 3.0, "answer")
     assert setting.name == "toy-all-t3-answer" and setting.edit_kind is EDIT_KINDS["toy"]
-    assert choose_layers(setting, {}, {}, n_layers=4) == [2, 3]
+    assert choose_layers(setting, {}, n_layers=4) == [2, 3]
     with pytest.raises(ValueError, match=r"strength \(toy units\)"):
         SteeringSetting("toy", "all", 7.0, "answer")  # within additive's domain, outside the toy's
     with pytest.raises(ValueError, match="kind must be 'gcav' or 'additive' or 'toy', got 'other'"):
         SteeringSetting("other")
+
+
+#: The steering measurement's modules (issue 55 section 3) and the functions of ``raptor steer``
+STEERING_MEASUREMENT = ("empirical/llm/_steering_eval.py", "empirical/llm/_steering_null.py",
+                        "empirical/llm/_steering_report.py", "empirical/llm/_steering_target.py",
+                        "empirical/llm/_steering_protocol.py", "empirical/llm/_steering_settings.py",
+                        "empirical/llm/_steering_selection.py", "empirical/llm/_steering_cost.py",
+                        "empirical/llm/_cached_passes.py", "empirical/llm/_edit_kinds.py",
+                        "empirical/llm/_answer_readout.py", "empirical/llm/_prompts.py",
+                        "paper_figures/steering_text.py")
+STEER_COMMAND = ("cmd_steer", "_steer_settings", "_given_vectors", "_tau_filter")
+#: the most parameters a function of the steering measurement takes (self and cls not counted)
+MAX_STEERING_PARAMETERS = 8
+
+
+def _parameter_counts(path, names=None) -> dict:
+    """``{"path:line name": parameters}`` of every function and method of ``path`` (all of ``names`` if given),
+    counting positional, keyword-only, ``*args`` and ``**kwargs`` but not a method's ``self`` or ``cls``."""
+    counts = {}
+    for node in ast.walk(ast.parse((ROOT / path).read_text())):
+        if not isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)) or (names and node.name not in names):
+            continue
+        a = node.args
+        params = [p.arg for p in (*a.posonlyargs, *a.args, *a.kwonlyargs)] + [p.arg for p in (a.vararg, a.kwarg) if p]
+        counts[f"{path}:{node.lineno} {node.name}"] = len(params) - (params[:1] in (["self"], ["cls"]))
+    return counts
+
+
+def test_no_steering_function_takes_more_than_eight_parameters():
+    """Issue 55 section 3: the steering measurement's inputs travel as objects (``SteeringTarget``,
+    ``ConceptVectors`` whose probes carry their validation accuracy and hidden-state norm, ``SteeringProtocol``,
+    ``SteeringRun``), not as parallel dicts and long signatures: no function or method of its modules, of
+    ``paper_figures.steering_text`` or of ``raptor steer`` takes more than eight (the old code had 20, 19, 19, 16, 15
+    and 12)."""
+    counts = {}
+    for path in STEERING_MEASUREMENT:
+        counts.update(_parameter_counts(path))
+    counts.update(_parameter_counts("empirical/cli.py", STEER_COMMAND))
+    assert {name.split()[-1] for name in counts} >= {"evaluate_dataset", "evaluate_staged", "evaluate_steering",
+                                                     "estimate_seconds", "dataset_table", "cmd_steer"}
+    over = {name: n for name, n in counts.items() if n > MAX_STEERING_PARAMETERS}
+    assert over == {}, over

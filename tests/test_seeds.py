@@ -80,16 +80,17 @@ def _calls(tmp_path):
         "empirical.common.checks:check_seed": L("empirical.common.checks", "check_seed"),
         "empirical.common.checks:check_random_state": L("empirical.common.checks", "check_random_state"),
         # the seed is checked before the model, tokenizer or dataset is touched (no model is loaded here)
-        "empirical.llm._steering_eval:evaluate_dataset": L("empirical.llm._steering_eval", "evaluate_dataset",
-                                                          None, None, None, H2, ()),
-        "empirical.llm._steering_eval:null_units": L("empirical.llm._steering_eval", "null_units", [1, 2], 4,
+        "empirical.llm._steering_null:null_units": L("empirical.llm._steering_null", "null_units", [1, 2], 4,
                                                     n_random=4, half="selection"),
-        "empirical.llm._steering_eval:matched_units": L("empirical.llm._steering_eval", "matched_units",
+        "empirical.llm._steering_null:matched_units": L("empirical.llm._steering_null", "matched_units",
                                                        {1: np.eye(4)}, n_random=4, half="selection"),
-        "empirical.llm._steering_eval:random_units": L("empirical.llm._steering_eval", "random_units", [1, 2], 4,
+        "empirical.llm._steering_null:random_units": L("empirical.llm._steering_null", "random_units", [1, 2], 4,
                                                       n_random=3),
         "empirical.llm._steering_protocol:SteeringProtocol.__init__":
             L("empirical.llm._steering_protocol", "SteeringProtocol.__init__"),
+        # the seed of the split is checked when the run is built, before any model or dataset is touched
+        "empirical.llm._steering_protocol:SteeringRun.__init__":
+            L("empirical.llm._steering_protocol", "SteeringRun.__init__"),
         "empirical.numerics:stratified_split": L("empirical.numerics", "stratified_split", y, 0.2),
         "empirical.probes._baselines:GCSProbe.__init__": L("empirical.probes._baselines", "GCSProbe.__init__", X, y2),
         "empirical.probes._baselines:LogRegCVProbe.__init__": L("empirical.probes._baselines",

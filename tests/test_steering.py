@@ -63,9 +63,9 @@ def test_one_reliability_rule_for_gcav_and_the_cli(acc, tau):
     probes = {layer: LinearProbe(np.eye(4)[0] * 2.0, 0.0, direction=np.eye(4)[0], test_accuracy=a)
               for layer, a in acc.items()}  # w.v > 0: only the threshold skips a layer
     assert GC.steerable_layers(probes, tau, L=6)[0] == kept
-    vectors = ({"RAPTOR": ConceptVectors(probes, method="RAPTOR")}, {"RAPTOR": dict(acc)})
+    vectors = {"RAPTOR": ConceptVectors(probes, method="RAPTOR").with_statistics(validation_accuracy=acc)}
     if kept:
-        assert sorted(_tau_filter(vectors, tau)[0]["RAPTOR"].layers) == kept
+        assert sorted(_tau_filter(vectors, tau)["RAPTOR"].layers) == kept
     else:
         with pytest.raises(ValueError, match="no layer can be steered for RAPTOR"):
             _tau_filter(vectors, tau)

@@ -13,7 +13,8 @@ import pandas as pd
 import pytest
 from scipy import stats
 
-from empirical.llm._steering_protocol import MATCHED_STREAMS, MIN_RANDOM, NULL_STREAMS, SteeringProtocol
+from empirical.llm import _steering_null as SN
+from empirical.llm._steering_protocol import MATCHED_STREAMS, MIN_RANDOM, NULL_STREAMS, SteeringProtocol, SteeringRun
 from paper_figures import claims as C, verdicts as V
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -172,13 +173,16 @@ def test_the_timing_model_costs_the_new_draws_and_the_section_stays_within_the_h
     from paper_figures import steering_text as ST
 
     costs = dict(token=0.0, step=1.0, fit=dict(RAPTOR=0.0))
-    kw = dict(n_prompts=10, methods=("RAPTOR",), costs=costs, n_candidates=1, n_twins=0, n_generate=4,
-              max_new_tokens=3)
-    est = SC.estimate_seconds(**kw, n_random_matched=40, n_text_random=5, sentiment=True)
+    kw = dict(methods=("RAPTOR",), costs=costs)
+
+    def protocol(**fields):
+        return SteeringProtocol(n_prompts=10, n_candidates=1, n_twins=0, n_generate=4, max_new_tokens=3, **fields)
+
+    est = SC.estimate_seconds(protocol(n_random_matched=40, n_text_random=5), **kw, sentiment=True)
     assert est["matched"] == 2 * 41 * 5  # two tested points x (40 draws + the concept edit) x 5 report prompts
     assert est["text"] == 4 * 2 * 2 * 3  # 4 more draws x 2 report rows x 2 report prompts x 3 tokens
-    assert SC.estimate_seconds(**kw, n_random_matched=40, n_text_random=5)["text"] == 0  # not a sentiment dataset
-    assert SC.estimate_seconds(**kw, n_random_matched=0)["matched"] == 0
+    assert SC.estimate_seconds(protocol(n_random_matched=40, n_text_random=5), **kw)["text"] == 0  # not sentiment
+    assert SC.estimate_seconds(protocol(n_random_matched=0), **kw)["matched"] == 0
     assert ST.FULL["n_random_matched"] >= 100 and ST.FULL["n_text_random"] >= 2
     stages = ST.stage_seconds()
     assert stages["matched"] > 0 and stages["text"] > 0  # STSA, the measurable dataset, is a sentiment dataset
@@ -220,24 +224,24 @@ def SE():
     return steering_eval
 
 
-def test_matched_directions_come_from_the_states_distribution(SE):
+def test_matched_directions_come_from_the_states_distribution():
     """Unit norm, antithetic, in the span the states vary in, reproducible, and drawn on streams of their own."""
     rng = np.random.default_rng(0)
     basis = np.linalg.qr(rng.standard_normal((P, 3)))[0]  # the states vary in a 3-dimensional subspace
     H = np.stack([rng.standard_normal((60, 3)) @ basis.T * s + 5.0 for s in (1.0, 2.0)])
-    factors = SE.state_factors(H, np.arange(60), [1])
+    factors = SN.state_factors(H, np.arange(60), [1])
     np.testing.assert_allclose(factors[1].astype(float) @ factors[1].T, np.cov(H[1].T), atol=1e-4)
-    draws = SE.matched_units(factors, seed=0, n_random=N, half="report")
+    draws = SN.matched_units(factors, seed=0, n_random=N, half="report")
     U = np.stack([d[1] for d in draws])
     np.testing.assert_allclose(np.linalg.norm(U, axis=1), 1.0)
     np.testing.assert_array_equal(U[1::2], -U[::2])
     np.testing.assert_allclose(np.linalg.norm(U @ basis, axis=1), 1.0)  # no component off the states' span
-    again = SE.matched_units(factors, seed=0, n_random=N, half="report")
+    again = SN.matched_units(factors, seed=0, n_random=N, half="report")
     assert all(np.array_equal(a[1], b[1]) for a, b in zip(draws, again))
-    other = np.stack([d[1] for d in SE.matched_units(factors, seed=0, n_random=N, half="selection")])
+    other = np.stack([d[1] for d in SN.matched_units(factors, seed=0, n_random=N, half="selection")])
     assert np.abs(U @ other.T).max() < 0.9999
     assert set(MATCHED_STREAMS.values()).isdisjoint(NULL_STREAMS.values())
-    iso = np.stack([d[1] for d in SE.null_units([1], P, seed=0, n_random=N, half="report")])
+    iso = np.stack([d[1] for d in SN.null_units([1], P, seed=0, n_random=N, half="report")])
     assert np.linalg.norm(iso @ basis, axis=1).mean() < 0.6  # isotropic draws mostly leave the span
 
 
@@ -268,13 +272,16 @@ def test_the_matched_null_is_measured_beside_the_isotropic_one_and_is_the_strong
     model, tok = model_tok
     concept = _unembedding(model, tok)
     unit = concept / np.linalg.norm(concept)
-    vectors = {"RAPTOR": ConceptVectors({L: LinearProbe(concept, 0.0, test_accuracy=0.9)})}
+    from empirical.llm._steering_target import SteeringTarget
+
+    vectors = {"RAPTOR": ConceptVectors({L: LinearProbe(concept, 0.0, test_accuracy=0.9, validation_accuracy=0.9,
+                                                        state_norm=5.0)})}
     setting = SS.SteeringSetting("additive", "all", 2.0, "answer")
 
     def run(factors):
         protocol = SteeringProtocol(stem=STEM, directions=("towards",), n_random=N, seed=0, batch_size=8)
-        return SE.evaluate_steering(model, tok, PROMPTS, LABELS, vectors, {"RAPTOR": {L: 0.9}}, {L: 5.0}, [setting],
-                                    answer_words=WORDS, protocol=protocol, state_factors=factors)
+        target = SteeringTarget("dataset", PROMPTS, LABELS, WORDS, state_factors=factors)
+        return SE.evaluate_steering(model, tok, target, vectors, [setting], protocol=protocol)
 
     plain, _ = run(None)
     assert (plain.n_random_matched == 0).all() and plain.matched_null_p.isna().all()
@@ -285,11 +292,11 @@ def test_the_matched_null_is_measured_beside_the_isotropic_one_and_is_the_strong
     assert (table.null_rank == 1).all() and (table.n_random_matched == N).all()
     assert (table.matched_null_p > 0.2).all()  # half the matched draws are the concept edit itself
     null = per_prompt["null"]
-    assert set(null.null_kind) == {"isotropic", "matched"} and list(null.columns) == SE.NULL_COLUMNS
+    assert set(null.null_kind) == {"isotropic", "matched"} and list(null.columns) == SN.NULL_COLUMNS
     for r in table.itertuples():
         shifts = null[(null.half == r.half) & (null.null_kind == "matched")]
         assert len(shifts) == N and set(shifts.stream) == {MATCHED_STREAMS[r.half]}
-        assert (r.matched_null_rank, r.matched_null_p) == SE.rank_p_value(r.answer_logodds_shift,
+        assert (r.matched_null_rank, r.matched_null_p) == SN.rank_p_value(r.answer_logodds_shift,
                                                                           shifts["shift"].to_numpy())[:2]
 
 
@@ -304,19 +311,24 @@ def test_a_staged_sweep_reads_the_matched_null_and_several_vader_directions_on_t
     monkeypatch.setattr(AR, "MIN_AUC", 0.0)  # a tiny random model's read-out tracks nothing; measure it anyway
     monkeypatch.setattr(AR, "MAX_AUC_P", 1.0)
     monkeypatch.setattr(AR, "MIN_MASS", 0.0)
-    monkeypatch.setattr(SE, "passes_gates", lambda rows: pd.Series(True, index=rows.index))  # gibberish text
+    from empirical.llm._steering_target import SteeringTarget
+
+    for module in (SE, SN):  # gibberish text: every row passes the gates (the staged run's and the rank test's)
+        monkeypatch.setattr(module, "passes_gates", lambda rows: pd.Series(True, index=rows.index))
     model, tok = model_tok
-    vectors = {"RAPTOR": ConceptVectors({L: LinearProbe(_unembedding(model, tok), 0.0, test_accuracy=0.9)})}
+    vectors = {"RAPTOR": ConceptVectors({L: LinearProbe(_unembedding(model, tok), 0.0, test_accuracy=0.9,
+                                                        validation_accuracy=0.9, state_norm=5.0)})}
     settings = [SS.SteeringSetting("additive", "all", k, "answer") for k in (1.0, 2.0)]
     H = np.random.default_rng(1).standard_normal((L + 1, 40, P)).astype(np.float32)
     stages = []
+    target = SteeringTarget("dataset", PROMPTS, LABELS, WORDS, generation_prompts=PROMPTS, sentiment=True,
+                            state_factors=SN.state_factors(H, np.arange(40), range(1, L + 1)))
     table, per_prompt = SE.evaluate_staged(
-        model, tok, PROMPTS, LABELS, vectors, {"RAPTOR": {L: 0.9}}, {L: 5.0}, settings, answer_words=WORDS,
+        model, tok, target, vectors, settings,
         protocol=SteeringProtocol(stem=STEM, n_random=N, n_random_selection=4, n_random_matched=N, n_text_random=4,
                                   seed=0, batch_size=8, n_candidates=1, n_twins=0, stage2_positions=(),
                                   max_new_tokens=4),
-        generation_prompts=PROMPTS, sentiment=True, state_factors=SE.state_factors(H, np.arange(40), range(1, L + 1)),
-        on_stage=lambda stage, entries, idx: stages.append(stage))
+        run=SteeringRun(on_stage=lambda stage, entries, idx: stages.append(stage)))
     assert "matched" in stages and stages.index("matched") == stages.index("null") + 1
     report, selection = table[table.half == "report"], table[table.half == "selection"]
     tested = report[report.null_p.notna()]

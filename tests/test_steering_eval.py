@@ -20,10 +20,13 @@ from empirical.llm import (  # noqa: E402
     _prompts as PR,
     _steering_cost as SC,
     _steering_eval as SE,
+    _steering_null as SN,
+    _steering_report as SR,
     _steering_selection as SEL,
     _steering_settings as SS,
 )
-from empirical.llm._steering_protocol import MIN_RANDOM, SteeringProtocol  # noqa: E402
+from empirical.llm._steering_protocol import MIN_RANDOM, SteeringProtocol, SteeringRun  # noqa: E402
+from empirical.llm._steering_target import SteeringTarget  # noqa: E402
 from empirical.probes import ConceptVectors, LinearProbe  # noqa: E402
 from empirical.testing import tiny_model, tiny_tokenizer  # noqa: E402
 
@@ -53,17 +56,23 @@ def _protocol(**fields):
     return SteeringProtocol(**{"stem": STEM, "batch_size": 4, "n_random": MIN_RANDOM, **fields})
 
 
+def _measured(vectors, accuracy, norms):
+    """``vectors`` with each probe's validation accuracy and hidden-state norm (what the measurement reads)."""
+    return {m: cv.with_statistics(validation_accuracy=accuracy, state_norms=norms) for m, cv in vectors.items()}
+
+
 def _run(setup, settings, vectors=None, norms=None, n=8, measure=None, **kw):
-    """A measurement of the first ``n`` prompts; keywords that are protocol fields build its SteeringProtocol."""
+    """A measurement of the first ``n`` prompts; keywords that are protocol fields build its SteeringProtocol, the
+    target's (``generation_prompts``, ``sentiment``) its SteeringTarget, the others its SteeringRun."""
     model, tok, probes, accuracy = setup
-    vectors = vectors or {"RAPTOR": probes}
+    vectors = _measured(vectors or {"RAPTOR": probes}, accuracy["RAPTOR"],
+                        norms or {layer: 1.0 for layer in range(1, L + 1)})
     fields = {f.name for f in dataclasses.fields(SteeringProtocol)}
     protocol = _protocol(**{k: v for k, v in kw.items() if k in fields})
-    rest = {"answer_words": WORDS, **{k: v for k, v in kw.items() if k not in fields}}
-    return (measure or SE.evaluate_steering)(model, tok, PROMPTS[:n], LABELS[:n], vectors,
-                                             {m: accuracy["RAPTOR"] for m in vectors},
-                                             norms or {layer: 1.0 for layer in range(1, L + 1)}, settings,
-                                             protocol=protocol, **rest)
+    of_target = ("generation_prompts", "sentiment")
+    target = SteeringTarget("dataset", PROMPTS[:n], LABELS[:n], WORDS, **{k: kw[k] for k in of_target if k in kw})
+    run = SteeringRun(**{k: v for k, v in kw.items() if k not in fields and k not in of_target})
+    return (measure or SE.evaluate_steering)(model, tok, target, vectors, settings, protocol=protocol, run=run)
 
 
 def test_answer_words_cover_case_and_space_variants():
@@ -109,8 +118,8 @@ def test_random_controls_are_reproducible_by_seed(setup):
     c, _ = _run(setup, settings, seed=4, directions=("towards",))
     assert a.random_control_shift.tolist() == b.random_control_shift.tolist()
     assert not np.allclose(a.random_control_shift, c.random_control_shift)
-    first = SE.random_units([1, 2], 8, seed=3, n_random=5)
-    assert all(np.array_equal(first[r][2], SE.random_units([1, 2], 8, seed=3, n_random=7)[r][2]) for r in range(5))
+    first = SN.random_units([1, 2], 8, seed=3, n_random=5)
+    assert all(np.array_equal(first[r][2], SN.random_units([1, 2], 8, seed=3, n_random=7)[r][2]) for r in range(5))
 
 
 def test_batching_does_not_change_the_read_out(setup):
@@ -134,7 +143,7 @@ def test_the_table_has_the_named_columns(setup):
     table, _ = _run(setup, SS.sweep_settings(k_grid=(0.2,), p_grid=(0.99,), gcav_layers=("best",),
                                              additive_layers=("best",)), generation_prompts=PROMPTS[:2],
                     max_new_tokens=3)
-    assert list(table.columns) == SE.METRIC_COLUMNS
+    assert list(table.columns) == SR.METRIC_COLUMNS
     assert set(table.half) == {"selection", "report"} and set(table.positions) == {"answer"}
     assert (table.n_prompts == 4).all() and (table.n_generated == 1).all()
     assert table.perplexity_ratio.notna().all() and table.vader_shift.isna().all()  # no VADER unless sentiment
@@ -227,15 +236,16 @@ def test_bad_input_fails_before_model_work(setup, monkeypatch):
     gpt2, tok = tiny_model("gpt2", seed=1), tiny_tokenizer()
     calls = []
     gpt2.register_forward_hook(lambda *a: calls.append(1))
-    probes = ConceptVectors({1: LinearProbe(np.ones(32), 0.0, test_accuracy=0.9)})
+    probes = {"R": ConceptVectors({1: LinearProbe(np.ones(32), 0.0, test_accuracy=0.9, validation_accuracy=0.9,
+                                                  state_norm=1.0)})}
     long = ["review : " + "good " * 300]
     with pytest.raises(ValueError, match=r"prompt 0 has 303 tokens plus 3 of the stem.*--stem"):
-        SE.evaluate_steering(gpt2, tok, long, [1], {"R": probes}, {"R": {1: 0.9}}, {1: 1.0}, setting,
-                             answer_words=WORDS, protocol=SteeringProtocol(stem=STEM))
+        SE.evaluate_steering(gpt2, tok, SteeringTarget("dataset", long, [1], WORDS), probes, setting,
+                             protocol=SteeringProtocol(stem=STEM))
     with pytest.raises(ValueError, match=r"max_new_tokens \(--max-new-tokens\) must be at most the model's 256"):
-        SE.evaluate_steering(gpt2, tok, PROMPTS, LABELS, {"R": probes}, {"R": {1: 0.9}}, {1: 1.0}, setting,
-                             answer_words=WORDS, protocol=SteeringProtocol(stem=STEM, max_new_tokens=500),
-                             generation_prompts=PROMPTS[:1])
+        SE.evaluate_steering(gpt2, tok, SteeringTarget("dataset", PROMPTS, LABELS, WORDS,
+                                                       generation_prompts=PROMPTS[:1]),
+                             probes, setting, protocol=SteeringProtocol(stem=STEM, max_new_tokens=500))
     assert not calls
     monkeypatch.setattr(AR, "MIN_MASS_STEM", 0.9)  # no stem gives the words 90 % of the mass on a random model
     with pytest.raises(ValueError,
@@ -351,12 +361,12 @@ def test_staged_fits_the_vectors_only_for_a_valid_read_out(setup, monkeypatch):
 
     def fit():
         fits.append(1)
-        return {"RAPTOR": probes}, accuracy
+        return _measured({"RAPTOR": probes}, accuracy["RAPTOR"], {layer: 1.0 for layer in range(1, L + 1)})
 
     def run():
-        return SE.evaluate_staged(model, tok, PROMPTS, LABELS, None, None, {layer: 1.0 for layer in range(1, L + 1)},
-                                  [SS.SteeringSetting("additive", "best", 0.5, "answer")], answer_words=WORDS,
-                                  fit_vectors=fit, protocol=_protocol(n_candidates=1, stage2_positions=("all",)))
+        return SE.evaluate_staged(model, tok, SteeringTarget("dataset", PROMPTS, LABELS, WORDS), fit,
+                                  [SS.SteeringSetting("additive", "best", 0.5, "answer")],
+                                  protocol=_protocol(n_candidates=1, stage2_positions=("all",)))
 
     monkeypatch.setattr(AR, "MIN_AUC", 1.01)  # nothing is measurable: nothing is fitted
     table, _ = run()
@@ -405,20 +415,21 @@ def test_generation_has_a_random_control_and_steers_the_first_new_token(setup):
 
 def test_the_timing_model_counts_the_work():
     costs = dict(token=1.0, step=0.0, fit=dict(RAPTOR=0.0))
-    base = SC.estimate_seconds(n_prompts=10, prompt_tokens=5, stem_tokens=1, methods=("RAPTOR",), costs=costs)
+    ten = SteeringProtocol(n_prompts=10)
+    base = SC.estimate_seconds(ten, prompt_tokens=6, methods=("RAPTOR",), costs=costs)
     # only prompt tokens cost: validity 10 x 6, three half passes 5 x 6, twins 1 x 1 x 2 x 2 twins x (1 + 10 control
     # directions) x 5 x 6; the null: one tested point per direction (upper bound: a twin) x (100 - 10 + 1) x 5 x 6
     assert base["validity"] == 60 and base["screen"] == 30 and base["candidate"] == 30 + 4 * 11 * 5 * 6
     assert base["null"] == 2 * 91 * 5 * 6 and base["report"] == 30 + 4 * 11 * 5 * 6
-    assert SC.estimate_seconds(n_prompts=10, prompt_tokens=5, stem_tokens=1, methods=("RAPTOR",), costs=costs,
+    assert SC.estimate_seconds(ten, prompt_tokens=6, methods=("RAPTOR",), costs=costs,
                                tested_twins=False)["null"] == 0  # answer-position tested points: steps only
-    assert SC.estimate_seconds(n_prompts=10, prompt_tokens=5, stem_tokens=1, methods=("RAPTOR",), costs=costs,
-                               n_twins=0)["candidate"] == 30
-    longer = SC.estimate_seconds(n_prompts=10, prompt_tokens=11, stem_tokens=1, methods=("RAPTOR",), costs=costs)
+    assert SC.estimate_seconds(SteeringProtocol(n_prompts=10, n_twins=0), prompt_tokens=6, methods=("RAPTOR",),
+                               costs=costs)["candidate"] == 30
+    longer = SC.estimate_seconds(ten, prompt_tokens=12, methods=("RAPTOR",), costs=costs)
     assert longer["total"] == pytest.approx(2 * base["total"])  # linear in the prompt's tokens
-    assert SC.estimate_seconds(n_prompts=10, prompt_tokens=5, stem_tokens=1, methods=("RAPTOR", "GCS"),
-                               costs=dict(costs, fit=dict(RAPTOR=0.0, GCS=0.0)),
-                               twin_methods=("RAPTOR",))["candidate"] == base["candidate"]  # GCS: no twins
+    assert SC.estimate_seconds(SteeringProtocol(n_prompts=10, twin_methods=("RAPTOR",)), prompt_tokens=6,
+                               methods=("RAPTOR", "GCS"), costs=dict(costs, fit=dict(RAPTOR=0.0, GCS=0.0)),
+                               )["candidate"] == base["candidate"]  # GCS: no twins
     assert set(SC.estimate_seconds(measurable=False)) == {"validity", "total"}  # nothing fitted
     from paper_figures.__main__ import section_seconds
     from paper_figures.steering_text import full_run_seconds
@@ -453,8 +464,8 @@ def test_stacked_random_controls_equal_one_pass_per_draw(setup):
                                                                                         "answer")]
     results = []
     for stacked in (True, False):
-        m = SE._Measurement(model, tok, PROMPTS, LABELS, {"RAPTOR": probes}, accuracy, {k: 1.0 for k in (1, 2, 3)},
-                            settings, answer_words=WORDS, dataset="d",
+        m = SE._Measurement(model, tok, SteeringTarget("d", PROMPTS, LABELS, WORDS),
+                            _measured({"RAPTOR": probes}, accuracy["RAPTOR"], {k: 1.0 for k in (1, 2, 3)}), settings,
                             protocol=_protocol(directions=("towards", "away"), n_random=40, seed=2, max_new_tokens=4,
                                                batch_size=3))
         m.stack_controls = stacked
@@ -502,10 +513,11 @@ def test_evaluate_dataset_uses_given_vectors_and_fits_nothing(setup, monkeypatch
     H = np.random.default_rng(1).standard_normal((L + 1, len(ds), 32)).astype(np.float32)
     stages = []
     table, _ = SE.evaluate_dataset(model, tok, ds, H, [SS.SteeringSetting("additive", "best", 0.5, "answer")],
-                                   vectors=({"RAPTOR": probes}, accuracy), methods=("RAPTOR",), answer_words=WORDS,
-                                   n_prompts=4, staged=staged,
-                                   protocol=_protocol(n_generate=0, n_candidates=1, stage2_positions=("all",)),
-                                   on_stage=lambda stage, entries, idx: stages.append(stage))
+                                   vectors={"RAPTOR": probes.with_statistics(validation_accuracy=accuracy["RAPTOR"])},
+                                   protocol=_protocol(n_generate=0, n_candidates=1, stage2_positions=("all",),
+                                                      n_prompts=4),
+                                   run=SteeringRun(methods=("RAPTOR",), answer_words=WORDS, staged=staged,
+                                                   on_stage=lambda stage, entries, idx: stages.append(stage)))
     assert set(table.method) == {"RAPTOR"} and table.answer_logodds_shift.notna().any()
     if staged:
         assert "candidate" in stages

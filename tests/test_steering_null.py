@@ -1,7 +1,7 @@
-"""Random directions as the unit of inference (empirical.llm._steering_eval): the rank p-value on known inputs, the
-antithetic, per-half null directions, a concept direction that is special (the concept word's unembedding
-direction ranks first, p = 1 / (N + 1)) and one that is not (a random direction: not significant), and the
-per-draw null table."""
+"""Random directions as the unit of inference (empirical.llm._steering_null, measured by _steering_eval): the rank
+p-value on known inputs, the antithetic, per-half null directions, a concept direction that is special (the concept
+word's unembedding direction ranks first, p = 1 / (N + 1)) and one that is not (a random direction: not
+significant), and the per-draw null table."""
 from __future__ import annotations
 
 import os
@@ -16,10 +16,12 @@ os.environ.setdefault("HF_HUB_OFFLINE", "1")
 from empirical.llm import (  # noqa: E402
     _answer_readout as AR,
     _steering_eval as SE,
+    _steering_null as SN,
     _steering_protocol as SP,
     _steering_settings as SS,
 )
-from empirical.llm._steering_protocol import SteeringProtocol  # noqa: E402
+from empirical.llm._steering_protocol import SteeringProtocol, SteeringRun  # noqa: E402
+from empirical.llm._steering_target import SteeringTarget  # noqa: E402
 from empirical.probes import ConceptVectors, LinearProbe  # noqa: E402
 from empirical.testing import tiny_model, tiny_tokenizer  # noqa: E402
 
@@ -31,22 +33,23 @@ WORDS = ("good", "bad")
 STEM = " the answer is"
 L = 3
 N = SP.MIN_RANDOM
+TARGET = SteeringTarget("dataset", PROMPTS, LABELS, WORDS)
 
 
 def test_rank_p_value_on_known_inputs():
-    assert SE.rank_p_value(10.0, np.arange(9.0)) == (1, 0.1, 1.0)  # above all nine: 1 / (1 + 9)
-    assert SE.rank_p_value(-1.0, np.arange(9.0)) == (10, 1.0, 0.1)  # below all: the opposite holds
-    rank, p, p_opp = SE.rank_p_value(4.0, np.arange(9.0))  # ties count as >= and as <=
+    assert SN.rank_p_value(10.0, np.arange(9.0)) == (1, 0.1, 1.0)  # above all nine: 1 / (1 + 9)
+    assert SN.rank_p_value(-1.0, np.arange(9.0)) == (10, 1.0, 0.1)  # below all: the opposite holds
+    rank, p, p_opp = SN.rank_p_value(4.0, np.arange(9.0))  # ties count as >= and as <=
     assert (rank, p, p_opp) == (6, 0.6, 0.6)
-    assert SE.rank_p_value(1.0, np.zeros(39))[1] == 0.025  # N = 39 is the least that reaches 0.025
-    assert np.isnan(SE.rank_p_value(float("nan"), np.zeros(3))[1])
+    assert SN.rank_p_value(1.0, np.zeros(39))[1] == 0.025  # N = 39 is the least that reaches 0.025
+    assert np.isnan(SN.rank_p_value(float("nan"), np.zeros(3))[1])
     with pytest.raises(ValueError, match="null must not contain NaN"):
-        SE.rank_p_value(1.0, [0.0, float("nan")])
+        SN.rank_p_value(1.0, [0.0, float("nan")])
 
 
 def test_null_directions_are_antithetic_and_differ_between_halves():
-    sel = SE.null_units([1, 2], 16, seed=0, n_random=N, half="selection")
-    rep = SE.null_units([1, 2], 16, seed=0, n_random=N, half="report")
+    sel = SN.null_units([1, 2], 16, seed=0, n_random=N, half="selection")
+    rep = SN.null_units([1, 2], 16, seed=0, n_random=N, half="report")
     assert len(sel) == len(rep) == N
     for r in range(0, N, 2):
         assert np.array_equal(sel[r + 1][2], -sel[r][2])  # +r, -r
@@ -54,7 +57,7 @@ def test_null_directions_are_antithetic_and_differ_between_halves():
     S, R = (np.stack([u[1] for u in d]) for d in (sel, rep))
     assert np.abs(S @ R.T).max() < 0.99  # no report draw equals (or negates) a selection draw
     with pytest.raises(ValueError, match=r"n_random \(--n-random\) must be even"):
-        SE.null_units([1], 4, seed=0, n_random=41, half="report")
+        SN.null_units([1], 4, seed=0, n_random=41, half="report")
 
 
 @pytest.fixture(scope="module")
@@ -64,11 +67,12 @@ def model_tok():
 
 def _measure(model_tok, direction, seed=0, half_table=False):
     model, tok = model_tok
-    vectors = {"RAPTOR": ConceptVectors({L: LinearProbe(direction, 0.0, test_accuracy=0.9)})}
+    vectors = {"RAPTOR": ConceptVectors({L: LinearProbe(direction, 0.0, test_accuracy=0.9, validation_accuracy=0.9,
+                                                        state_norm=5.0)})}
     setting = SS.SteeringSetting("additive", "all", 2.0, "answer")
-    return SE.evaluate_steering(model, tok, PROMPTS, LABELS, vectors, {"RAPTOR": {L: 0.9}}, {L: 5.0}, [setting],
-                                answer_words=WORDS, protocol=SteeringProtocol(stem=STEM, directions=("towards",),
-                                                                              n_random=N, seed=seed, batch_size=8))
+    return SE.evaluate_steering(model, tok, TARGET, vectors, [setting],
+                                protocol=SteeringProtocol(stem=STEM, directions=("towards",), n_random=N, seed=seed,
+                                                          batch_size=8))
 
 
 @pytest.mark.llm
@@ -82,14 +86,14 @@ def test_a_special_direction_ranks_first(model_tok):
     assert (table.null_rank == 1).all() and np.allclose(table.null_p, 1 / (N + 1))
     assert (table.null_p < 0.025).all() and (table.null_stream == [0, 1]).all()
     null = per_prompt["null"]
-    assert list(null.columns) == SE.NULL_COLUMNS and len(null) == 2 * N
+    assert list(null.columns) == SN.NULL_COLUMNS and len(null) == 2 * N
     assert set(null.groupby("half").draw.nunique()) == {N} and set(null.sign) == {-1, 1}
     # the report half reads other draws than the selection half: its null shifts are not the selection half's
     sel, rep = (null[null.half == h]["shift"].to_numpy() for h in ("selection", "report"))
     assert not np.allclose(np.sort(sel), np.sort(rep))
     for half, row in table.set_index("half").iterrows():
         shifts = null[null.half == half]["shift"].to_numpy()
-        assert row.null_p == SE.rank_p_value(row.answer_logodds_shift, shifts)[1]
+        assert row.null_p == SN.rank_p_value(row.answer_logodds_shift, shifts)[1]
         assert row.null_mean == pytest.approx(shifts.mean()) and row.random_control_shift == pytest.approx(
             shifts.mean())
 
@@ -174,16 +178,17 @@ def test_only_the_tested_points_carry_the_rank_null(model_tok, monkeypatch):
     model, tok = model_tok
     head = model.get_output_embeddings().weight.detach().double().numpy()
     good, bad = (AR.answer_token_ids(tok, WORDS)[i][0] for i in (0, 1))
-    vectors = {"RAPTOR": ConceptVectors({L: LinearProbe(head[good] - head[bad], 0.0, test_accuracy=0.9)})}
+    vectors = {"RAPTOR": ConceptVectors({L: LinearProbe(head[good] - head[bad], 0.0, test_accuracy=0.9,
+                                                        validation_accuracy=0.9, state_norm=5.0)})}
     settings = [SS.SteeringSetting("additive", "all", k, "answer") for k in (0.5, 1.0, 2.0)]
     calls = []
     table, per_prompt = SE.evaluate_staged(
-        model, tok, PROMPTS, LABELS, vectors, {"RAPTOR": {L: 0.9}}, {L: 5.0}, settings, answer_words=WORDS,
+        model, tok, TARGET, vectors, settings,
         protocol=SteeringProtocol(stem=STEM, n_random=N, n_random_selection=4, seed=0, batch_size=8, n_candidates=2,
                                   n_twins=1, stage2_positions=("all",)),
-        on_stage=lambda stage, entries, idx: calls.append((stage, len(entries))))
+        run=SteeringRun(on_stage=lambda stage, entries, idx: calls.append((stage, len(entries)))))
     keys = ["method", "setting", "direction"]
-    tested = SE.rank_test_points(table)
+    tested = SN.rank_test_points(table)
     assert len(tested) >= 1 and ("null", len(tested)) in calls
     tested_keys = set(map(tuple, tested[keys].to_numpy()))
     report = table[table.half == "report"]
@@ -198,7 +203,7 @@ def test_only_the_tested_points_carry_the_rank_null(model_tok, monkeypatch):
     assert set(map(tuple, null[keys].drop_duplicates().to_numpy())) == tested_keys
     for r in report[is_tested].itertuples():
         shifts = null[(null.setting == r.setting) & (null.direction == r.direction)]["shift"].to_numpy()
-        assert len(shifts) == N and r.null_p == SE.rank_p_value(r.answer_logodds_shift, shifts)[1]
+        assert len(shifts) == N and r.null_p == SN.rank_p_value(r.answer_logodds_shift, shifts)[1]
     # the claim reads the tested rows: RAPTOR's largest selection shift per dataset and direction
     s = summary(table.assign(dataset="stsa"))
     raptor = s[s.method == "RAPTOR"]
@@ -217,17 +222,17 @@ def test_the_validity_gate_takes_the_callers_adjusted_p_and_can_stop_after_valid
     model, tok = model_tok
     head = model.get_output_embeddings().weight.detach().double().numpy()
     good, bad = (AR.answer_token_ids(tok, WORDS)[i][0] for i in (0, 1))
-    vectors = {"RAPTOR": ConceptVectors({L: LinearProbe(head[good] - head[bad], 0.0, test_accuracy=0.9)})}
+    vectors = {"RAPTOR": ConceptVectors({L: LinearProbe(head[good] - head[bad], 0.0, test_accuracy=0.9,
+                                                        validation_accuracy=0.9, state_norm=5.0)})}
     settings = [SS.SteeringSetting("additive", "all", 1.0, "answer")]
 
     def staged(**kw):
         stages = []
-        table, _ = SE.evaluate_staged(model, tok, PROMPTS, LABELS, vectors, {"RAPTOR": {L: 0.9}}, {L: 5.0}, settings,
-                                      answer_words=WORDS,
+        table, _ = SE.evaluate_staged(model, tok, TARGET, vectors, settings,
                                       protocol=SteeringProtocol(stem=STEM, n_random=N, n_random_selection=4,
                                                                 batch_size=8, n_candidates=1, n_twins=0,
                                                                 stage2_positions=()),
-                                      on_stage=lambda stage, entries, idx: stages.append(stage), **kw)
+                                      run=SteeringRun(on_stage=lambda stage, entries, idx: stages.append(stage), **kw))
         return table, stages
 
     table, stages = staged(validity_only=True)

@@ -8,7 +8,7 @@ import pytest
 
 pytest.importorskip("transformers")  # the steering evaluation needs the [llm] extra
 
-from empirical.llm import _steering_eval as SE  # noqa: E402
+from empirical.llm import _steering_null as SN  # noqa: E402
 from empirical.llm._steering_protocol import MIN_CONTROL, NULL_STREAMS  # noqa: E402
 from paper_figures import steering_text as ST  # noqa: E402
 
@@ -131,12 +131,13 @@ def test_the_section_measures_only_the_datasets_measurable_after_holm(tmp_path, 
     rerun resumes from the saved tables and measures nothing."""
     import types
 
-    from empirical.llm import _extract as extract, _models as models
+    import empirical.llm as llm
     from paper_figures.output import load_table
 
     calls = []
 
-    def fake_table(name, mdl, tok, H, ds, *, validity_only=False, auc_p_adjusted=None, **kw):
+    def fake_table(mdl, tok, ds, H, *, run, **kw):
+        name, validity_only, auc_p_adjusted = ds.name, run.validity_only, run.auc_p_adjusted
         calls.append((name, validity_only, auc_p_adjusted))
         p = RAW_P[name]
         head = dict(dataset=name, auc_unsteered=0.7, auc_p_value=p, measurable=p <= 0.025)
@@ -147,13 +148,15 @@ def test_the_section_measures_only_the_datasets_measurable_after_holm(tmp_path, 
                      null_p=0.0099 if half == "report" else None) for half in ("selection", "report")]
         null = pd.DataFrame([dict(dataset=name, method="RAPTOR", setting="additive-best-k0.4-answer",
                                   direction="towards", half="report", stream=1, draw=d, sign=1 - 2 * (d % 2),
-                                  shift=0.01 * d) for d in range(100)], columns=SE.NULL_COLUMNS)
+                                  shift=0.01 * d) for d in range(100)], columns=SN.NULL_COLUMNS)
         return pd.DataFrame(rows), null
 
     monkeypatch.setattr(ST, "dataset_table", fake_table)
-    monkeypatch.setattr(models, "load_model", lambda model: (None, None))
-    monkeypatch.setattr(extract, "extract_dataset", lambda *a, **k: None)
-    monkeypatch.setattr(ST.datasets, "load", lambda name, data_dir, max_per_class: types.SimpleNamespace())
+    # the front door's names (ST.run imports them from it; patching the implementation modules instead would leave
+    # the fakes in the front door, which keeps a name it has loaded, for every later test)
+    monkeypatch.setattr(llm, "load_model", lambda model: (None, None))
+    monkeypatch.setattr(llm, "extract_dataset", lambda *a, **k: None)
+    monkeypatch.setattr(ST.datasets, "load", lambda name, data_dir, max_per_class: types.SimpleNamespace(name=name))
     import matplotlib
     matplotlib.use("Agg")
     ST.run(tmp_path, progress=False)

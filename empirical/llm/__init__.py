@@ -11,8 +11,10 @@ does not import torch: only the names that run a model do, when first used.
 - steering, split by job: GCAV's rules (``reliable_layers``, ``gcav_alpha``; no torch), the edits
   (:func:`additive_steering`, :func:`gcav_steering`) and the edit-kind registry (``EDIT_KINDS``), prompts and
   generation, the paper's measurement in probe coordinates (:func:`steer_prompts`, :func:`steering_metrics`), what the
-  model says (:func:`evaluate_dataset`, with the protocol object :class:`SteeringProtocol`, its constants and gates,
-  the settings, the answer read-out, the selection of operating points and the timing model).
+  model says (:func:`evaluate_dataset`, with the objects it takes: what is steered, :class:`SteeringTarget`, how it is
+  measured, :class:`SteeringProtocol` with its constants and gates, and how it runs, :class:`SteeringRun`; the
+  settings, the answer read-out, the null's table columns, the selection of operating points and the timing
+  model).
 
 This package imports :mod:`empirical.probes`, never the reverse.
 """
@@ -32,11 +34,13 @@ _EXPORTS = {
     "_prompts": ["select_prompts", "split_halves"],
     "_generation": ["generate", "compare_generations"],
     "_steering": ["steer_prompts", "steering_metrics", "hard_layers"],
-    "_steering_protocol": ["SteeringProtocol", "MIN_RANDOM", "MASS_GATE", "PERPLEXITY_GATE", "DISTINCT2_GATE",
-                           "passes_gates"],
+    "_steering_protocol": ["SteeringProtocol", "SteeringRun", "MIN_RANDOM", "MASS_GATE", "PERPLEXITY_GATE",
+                           "DISTINCT2_GATE", "passes_gates"],
+    "_steering_target": ["SteeringTarget"],
     "_answer_readout": ["MIN_AUC", "MIN_MASS", "MAX_AUC_P", "check_answer_words", "answer_token_ids"],
     "_steering_settings": ["SteeringSetting", "DEFAULT_SETTING", "named_setting", "sweep_settings"],
-    "_steering_eval": ["NULL_COLUMNS", "evaluate_dataset", "method_vectors", "given_vectors"],
+    "_steering_eval": ["evaluate_dataset", "method_vectors", "given_vectors"],
+    "_steering_null": ["NULL_COLUMNS"],
     "_steering_selection": ["select_operating_points", "default_setting"],
     "_steering_cost": ["estimate_seconds"],
 }

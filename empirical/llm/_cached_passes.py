@@ -138,13 +138,11 @@ class SettingEdit:
     setting : SteeringSetting
         GCAV (target ``strength``; away: 1 - strength) or additive (``strength`` x the layer's median norm).
     probes : ConceptVectors
-        The method's probes (directions and, for GCAV, weights).
+        The method's probes (directions; for GCAV, weights; for additive, each layer's ``state_norm``).
     layers : list of int
         The steered layers.
     direction : {"towards", "away"}
         Push the concept up or down.
-    norms : dict of int to float
-        Median hidden-state norm per layer (additive strengths).
 
     Attributes
     ----------
@@ -157,7 +155,6 @@ class SettingEdit:
     probes: ConceptVectors
     layers: list
     direction: str
-    norms: dict
 
     @property
     def sign(self):

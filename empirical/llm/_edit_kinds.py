@@ -45,7 +45,8 @@ class EditKind:
     needs_weights : bool
         Only probes with weights (``coef``) can be steered; a method without them is left out of the plan.
     needs_norms : bool
-        The steered layers' median hidden-state norms are needed (its strength is in their units).
+        The steered layers' probes need their median hidden-state norm
+        (:attr:`~empirical.probes.LinearProbe.state_norm`: its strength is in their units).
     """
 
     name = ""
@@ -104,17 +105,17 @@ class EditKind:
         """
         return True
 
-    def fixed_strengths(self, setting, layers, norms):
+    def fixed_strengths(self, setting, probes, layers):
         """|alpha| per layer when the strength is fixed by the setting, None when the edit records it per row.
 
         Parameters
         ----------
         setting : SteeringSetting
             A setting of this kind.
+        probes : ConceptVectors
+            The method's probes (their ``state_norm``: median hidden-state norm, hidden-state units).
         layers : iterable of int
             The steered layers.
-        norms : mapping of int to float
-            Median hidden-state norm per layer (hidden-state units).
 
         Returns
         -------
@@ -129,7 +130,7 @@ class EditKind:
         Parameters
         ----------
         edit : SettingEdit
-            The setting, direction, probes, layers and norms (:class:`empirical.llm._cached_passes.SettingEdit`).
+            The setting, direction, probes and layers (:class:`empirical.llm._cached_passes.SettingEdit`).
 
         Returns
         -------
@@ -236,8 +237,8 @@ class AdditiveEdit(EditKind):
     positions = "all"
     needs_norms = True
 
-    def fixed_strengths(self, setting, layers, norms):
-        return {layer: setting.strength * norms[layer] for layer in layers}
+    def fixed_strengths(self, setting, probes, layers):
+        return {layer: setting.strength * probes[layer].state_norm for layer in layers}
 
     def signed_strengths(self, edit):
         """The edit's signed strength per steered layer: +-k x the layer's median norm (+ towards, - away).
@@ -251,7 +252,7 @@ class AdditiveEdit(EditKind):
         -------
         dict of int to float
         """
-        return {layer: edit.sign * edit.setting.strength * edit.norms[layer] for layer in edit.layers}
+        return {layer: edit.sign * edit.setting.strength * edit.probes[layer].state_norm for layer in edit.layers}
 
     def concept(self, edit):
         from ._edits import additive_steering

@@ -7,7 +7,7 @@ from collections.abc import Mapping
 
 from empirical.common.checks import check_bool, check_choice, check_int, check_scalar, check_sequence
 
-from ._steering_protocol import N_GENERATE, N_RANDOM, N_RANDOM_SELECTION, N_TEXT_RANDOM
+from ._steering_protocol import STEERING_METHODS, SteeringProtocol
 
 # --------------------------------------------------------------------------------------------- cost
 
@@ -22,25 +22,22 @@ __all__ = ["COST_SECONDS", "estimate_seconds"]
 COST_SECONDS = dict(token=2.9e-3, step=7.5e-3, fit=dict(RAPTOR=8.0, DiffMeans=0.2, GCS=51.0, xRFM=71.0))
 
 
-def estimate_seconds(n_prompts: int = 100, prompt_tokens: float = 55.0, stem_tokens: int = 5, n_settings: int = 67,
-                     methods=("RAPTOR", "DiffMeans", "GCS", "xRFM"), n_directions: int = 2, n_random: int = N_RANDOM,
-                     n_candidates: int = 2, n_twins: int = 1, n_twin_positions: int = 2, n_generate: int = N_GENERATE,
-                     max_new_tokens: int = 32, measurable: bool = True, twin_methods=None, costs=None,
-                     n_random_selection: int = N_RANDOM_SELECTION, tested_twins: bool = True,
-                     n_random_matched: int = N_RANDOM, n_text_random: int = N_TEXT_RANDOM,
-                     sentiment: bool = False) -> dict:
-    """Seconds one dataset of :func:`evaluate_dataset` (staged) takes, by stage, from the work it does and
-    :data:`COST_SECONDS`; an upper bound (every candidate passes every gate).
+def estimate_seconds(protocol: SteeringProtocol | None = None, *, prompt_tokens: float = 60.0, n_settings: int = 67,
+                     methods=STEERING_METHODS, sentiment: bool = False, measurable: bool = True,
+                     tested_twins: bool = True, costs=None) -> dict:
+    """Seconds one dataset of :func:`evaluate_dataset` (staged) takes, by stage, from the work its ``protocol`` does
+    and :data:`COST_SECONDS`; an upper bound (every candidate passes every gate).
 
-    Work per stage (``h`` = n_prompts / 2, ``T`` = prompt + stem tokens, ``E`` = 1 + n_random_selection read-outs
-    per edit (the concept and its control), ``N`` = n_random - n_random_selection + 1 (the tested points' further
-    null directions and the concept edit read again), ``C`` = methods x directions x n_candidates, ``W`` = twin
-    methods (default: every method) x directions x n_twins x n_twin_positions, ``P`` = twin methods x directions
-    when ``tested_twins`` (the upper bound: their tested point is a prompt / all-position twin, which re-runs the
-    prompt per draw) else 0, ``g`` = n_generate / 2, ``M`` = n_random_matched + 1 (the covariance-matched null and
-    the concept edit read again; 0 without it), ``X`` = n_text_random - 1 for a ``sentiment`` dataset, else 0 (the
-    VADER control's further random directions, report half); a dataset that is not ``measurable`` stops after
-    validity and fits nothing):
+    Work per stage (``h`` = n_prompts / 2, ``T`` = ``prompt_tokens`` (prompt + stem), ``E`` = 1 +
+    n_random_selection read-outs per edit (the concept and its control), ``N`` = n_random - n_random_selection + 1
+    (the tested points' further null directions and the concept edit read again), ``C`` = methods x directions x
+    n_candidates, ``W`` = twin methods (default: every method) x directions x n_twins x stage-2 positions, ``P`` =
+    twin methods x directions when ``tested_twins`` (the upper bound: their tested point is a prompt / all-position
+    twin, which re-runs the prompt per draw) else 0, ``g`` = n_generate / 2, ``M`` = n_random_matched + 1 (the
+    covariance-matched null and the concept edit read again; 0 without it), ``X`` = n_text_random - 1 for a
+    ``sentiment`` dataset, else 0 (the VADER control's further random directions, report half); a dataset that is
+    not ``measurable`` stops after validity and fits nothing; every count but ``T``, the settings and the methods is
+    the protocol's):
 
     ========== ==================================================================================
     validity   n_prompts x T tokens + n_prompts steps (unsteered read-out)
@@ -50,49 +47,29 @@ def estimate_seconds(n_prompts: int = 100, prompt_tokens: float = 55.0, stem_tok
     generate   per half: (C + W) x 2 (concept, random) x g x max_new_tokens x 2 (generate, perplexity) steps
     report     h x T tokens + C x E x h steps + W x E x h x T tokens
     null       (methods x directions - P) x N x h steps + P x N x h x T tokens (one tested point per method and
-               direction: :func:`~empirical.llm._steering_eval.rank_test_points`)
+               direction: :func:`~empirical.llm._steering_null.rank_test_points`)
     matched    as ``null`` with M for N (the tested points' covariance-matched null)
     text       X x (C + W) x g x max_new_tokens steps (greedy continuations scored by VADER only)
     ========== ==================================================================================
 
     Parameters
     ----------
-    n_prompts : int
-        Held-out prompts (both halves).
+    protocol : SteeringProtocol, optional
+        The measurement (default ``SteeringProtocol()``): its ``n_prompts``, ``directions``, ``n_random``,
+        ``n_random_selection``, ``n_random_matched``, ``n_text_random``, ``n_candidates``, ``n_twins``,
+        ``stage2_positions``, ``twin_methods`` (among ``methods``), ``n_generate`` and ``max_new_tokens``.
     prompt_tokens : float
-        Mean tokens per prompt.
-    stem_tokens : int
-        Tokens of the answer stem.
+        Mean tokens per held-out prompt, the answer stem included.
     n_settings : int
         Settings of the screen.
     methods : sequence of str
         Methods fitted (keys of ``costs["fit"]``).
-    n_directions : int
-        Steering directions (towards and away: 2).
-    n_random : int
-        Null directions of a tested point (the rank test, report half).
-    n_random_selection : int
-        Random directions of every other control (selection half; report rows that are not tested).
-    tested_twins : bool
-        Whether each twin method's tested point is a twin (the upper bound) or an answer-position setting.
-    n_random_matched : int
-        Covariance-matched null directions of a tested point (0: none).
-    n_text_random : int
-        Random directions of the VADER control (report half; the first is the generation's control).
     sentiment : bool
         Whether the dataset is scored with VADER (only then are ``n_text_random`` directions continued).
-    n_candidates, n_twins : int
-        As for :func:`evaluate_staged`.
-    n_twin_positions : int
-        Number of ``stage2_positions``.
-    n_generate : int
-        Generation prompts (both halves).
-    max_new_tokens : int
-        Tokens per continuation.
     measurable : bool
         Whether the read-out passes validity (False: only the validity stage runs).
-    twin_methods : sequence of str, optional
-        As for :func:`evaluate_staged`.
+    tested_twins : bool
+        Whether each twin method's tested point is a twin (the upper bound) or an answer-position setting.
     costs : dict, optional
         Unit costs in seconds, with the keys of :data:`COST_SECONDS` (default :data:`COST_SECONDS`).
 
@@ -103,35 +80,34 @@ def estimate_seconds(n_prompts: int = 100, prompt_tokens: float = 55.0, stem_tok
 
     Examples
     --------
-    >>> t = estimate_seconds(n_prompts=20, n_settings=3, methods=("RAPTOR",), n_candidates=1, n_generate=4,
-    ...                      max_new_tokens=12, costs=dict(token=0.01, step=0.01, fit=dict(RAPTOR=10.0)))
+    >>> protocol = SteeringProtocol(n_prompts=20, n_candidates=1, n_generate=4, max_new_tokens=12)
+    >>> t = estimate_seconds(protocol, prompt_tokens=60.0, n_settings=3, methods=("RAPTOR",),
+    ...                      costs=dict(token=0.01, step=0.01, fit=dict(RAPTOR=10.0)))
     >>> round(t["screen"], 1), round(t["total"], 1), round(t["matched"], 1)
     (12.6, 2893.5, 1212.0)
     """
+    protocol = SteeringProtocol() if protocol is None else protocol
+    if not isinstance(protocol, SteeringProtocol):
+        raise ValueError(f"protocol must be a SteeringProtocol, got {type(protocol).__name__}")
     costs = _check_costs(COST_SECONDS if costs is None else costs)
-    counts = dict(n_prompts=(n_prompts, 2), stem_tokens=(stem_tokens, 0), n_settings=(n_settings, 1),
-                  n_directions=(n_directions, 1), n_random=(n_random, 1), n_candidates=(n_candidates, 1),
-                  n_twins=(n_twins, 0), n_twin_positions=(n_twin_positions, 0), n_generate=(n_generate, 0),
-                  max_new_tokens=(max_new_tokens, 1), n_random_selection=(n_random_selection, 0),
-                  n_random_matched=(n_random_matched, 0), n_text_random=(n_text_random, 1))
-    (n_prompts, stem_tokens, n_settings, n_directions, n_random, n_candidates, n_twins, n_twin_positions,
-     n_generate, max_new_tokens, n_random_selection, n_random_matched, n_text_random) = (
-        check_int(v, k, minimum=m) for k, (v, m) in counts.items())
-    if n_random_selection > n_random:
-        raise ValueError(f"n_random_selection must be at most n_random ({n_random}), got {n_random_selection}")
+    n_settings = check_int(n_settings, "n_settings", minimum=1)
     prompt_tokens = check_scalar(prompt_tokens, "prompt_tokens", low=0.0, high=1e9, low_open=True)
     measurable, tested_twins = check_bool(measurable, "measurable"), check_bool(tested_twins, "tested_twins")
     sentiment = check_bool(sentiment, "sentiment")
     methods = check_sequence(methods, "methods", lambda v, n: check_choice(v, n, costs["fit"]))
+    twin_methods = protocol.twin_methods
     if twin_methods is not None:
         twin_methods = check_sequence(twin_methods, "twin_methods", lambda v, n: check_choice(v, n, methods),
                                       allow_empty=True)
+    n_prompts, n_directions, n_candidates = protocol.n_prompts, len(protocol.directions), protocol.n_candidates
+    n_random, n_random_selection = protocol.n_random, protocol.n_random_selection
+    n_generate, max_new_tokens = protocol.n_generate, protocol.max_new_tokens
     token, step = costs["token"], costs["step"]
-    T, h, E = prompt_tokens + stem_tokens, n_prompts / 2, 1 + n_random_selection
+    T, h, E = prompt_tokens, n_prompts / 2, 1 + n_random_selection
     N = n_random - n_random_selection + 1
     C = len(methods) * n_directions * n_candidates
     twin_methods = methods if twin_methods is None else [m for m in methods if m in twin_methods]
-    W = len(twin_methods) * n_directions * min(n_twins, n_candidates) * n_twin_positions
+    W = len(twin_methods) * n_directions * min(protocol.n_twins, n_candidates) * len(protocol.stage2_positions)
     P = len(twin_methods) * n_directions if tested_twins and W else 0
     g = n_generate / 2
     out = dict(validity=n_prompts * (T * token + step))
@@ -142,8 +118,8 @@ def estimate_seconds(n_prompts: int = 100, prompt_tokens: float = 55.0, stem_tok
                    candidate=h * T * token + W * E * h * T * token, generate=gen,
                    report=h * T * token + C * E * h * step + W * E * h * T * token,
                    null=(len(methods) * n_directions - P) * N * h * step + P * N * h * T * token)
-        M = n_random_matched + 1 if n_random_matched else 0
-        X = n_text_random - 1 if sentiment else 0
+        M = protocol.n_random_matched + 1 if protocol.n_random_matched else 0
+        X = protocol.n_text_random - 1 if sentiment else 0
         out.update(matched=(len(methods) * n_directions - P) * M * h * step + P * M * h * T * token,
                    text=X * (C + W) * g * max_new_tokens * step)
     out["total"] = float(sum(out.values()))

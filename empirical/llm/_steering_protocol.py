@@ -3,8 +3,10 @@ the constants and gates it rests on.
 
 :class:`SteeringProtocol` groups, validated once, every choice of a measurement that is not the model, the data or
 the concept vectors: the read-out (the answer stem), the directions, the random controls and the rank test, the
-generation, and the staged sweep; the measurement (:func:`empirical.llm.evaluate_dataset`,
-``evaluate_steering``, ``evaluate_staged``) and ``raptor steer`` take it (a new steering option is one field here).
+generation, the held-out prompts and the staged sweep; the measurement (:func:`empirical.llm.evaluate_dataset`,
+``evaluate_steering``, ``evaluate_staged``), its timing model and ``raptor steer`` take it (a new steering option is
+one field here). :class:`SteeringRun` groups how one run goes: where the held-out prompts and the answer words come
+from, how the concept vectors are fitted and how it executes (staged, progress, the stage hook, the validity gate).
 What a measurement counts as a test and as an acceptable operating point: the number of null (random) directions
 of the directions-as-unit rank test and of the control (:data:`N_RANDOM`, :data:`MIN_RANDOM`,
 :data:`N_RANDOM_SELECTION`, :data:`MIN_CONTROL`), its level (:data:`NULL_ALPHA`) and seed streams
@@ -19,11 +21,14 @@ from dataclasses import dataclass
 
 import pandas as pd
 
-from empirical.common.checks import check_int, check_sequence
+from empirical.common.checks import check_bool, check_int, check_random_state, check_scalar, check_sequence
+from empirical.common.resources import check_n_jobs
+
+from ..probes import PAPER_SPLIT_SEED
 
 __all__ = ["SteeringProtocol", "ANSWER_STEM", "MIN_RANDOM", "N_RANDOM", "N_RANDOM_SELECTION", "MIN_CONTROL",
            "NULL_ALPHA", "NULL_STREAMS", "MATCHED_STREAMS", "N_TEXT_RANDOM", "MASS_GATE", "PERPLEXITY_GATE",
-           "DISTINCT2_GATE", "N_GENERATE", "passes_gates"]
+           "DISTINCT2_GATE", "N_GENERATE", "N_PROMPTS", "passes_gates", "STEERING_METHODS", "SteeringRun"]
 
 #: Null (random) directions per (setting, direction, half), at least: the rank p-value 1 / (N + 1) can reach
 #: 0.025 only with N >= 39, and the directions come in antithetic pairs (+r, -r), so N >= 40 and even.
@@ -44,7 +49,7 @@ NULL_ALPHA = 0.025
 #: Seed streams of the null directions: the selection half and the report half draw different directions.
 NULL_STREAMS = {"selection": 0, "report": 1}
 #: Seed streams of the covariance-matched null directions (drawn from the layer's own state distribution,
-#: :func:`empirical.llm._steering_eval.matched_units`), apart from the isotropic ones of :data:`NULL_STREAMS`.
+#: :func:`empirical.llm._steering_null.matched_units`), apart from the isotropic ones of :data:`NULL_STREAMS`.
 MATCHED_STREAMS = {"selection": 2, "report": 3}
 #: Random directions of the text-level control (VADER of continuations, sentiment datasets): the first draws of the
 #: half's null stream (five antithetic pairs), each continued and scored like the concept edit, on the report half of
@@ -59,6 +64,8 @@ PERPLEXITY_GATE = 1.5
 DISTINCT2_GATE = 0.8
 #: Generation prompts of a measurement by default (the fluency gates read the selection half's 32 continuations).
 N_GENERATE = 64
+#: Held-out prompts of a measurement by default (two halves of 50, classes alternating).
+N_PROMPTS = 100
 #: The answer stem appended to every held-out prompt; the answer is read at its last token
 #: (:mod:`empirical.llm._answer_readout`).
 ANSWER_STEM = "\n\nThe answer is:"
@@ -126,6 +133,9 @@ class SteeringProtocol:
         Random directions of the text-level (VADER) control of a sentiment dataset: the first draws of the half's
         null stream, at least 1 and at most ``n_random`` (a staged sweep reads them on the report half, whose stream
         has ``n_random`` draws, and one on the selection half).
+    n_prompts : int, default=N_PROMPTS
+        Held-out prompts a target built from a dataset gets (``--n-prompts``; at least 2, both classes alternating:
+        :meth:`~empirical.llm.SteeringTarget.from_dataset`); a target built by hand has its own.
 
     Examples
     --------
@@ -151,6 +161,7 @@ class SteeringProtocol:
     twin_methods: tuple | None = None
     n_random_matched: int | None = None
     n_text_random: int = N_TEXT_RANDOM
+    n_prompts: int = N_PROMPTS
 
     def __post_init__(self):
         if not isinstance(self.stem, str) or not self.stem.strip():
@@ -193,7 +204,8 @@ class SteeringProtocol:
                       batch_size=check_int(self.batch_size, "batch_size"),
                       n_candidates=check_int(self.n_candidates, "n_candidates", minimum=1),
                       n_twins=check_int(self.n_twins, "n_twins", minimum=0), stage2_positions=stage2,
-                      twin_methods=twin_methods)
+                      twin_methods=twin_methods,
+                      n_prompts=check_int(self.n_prompts, "n_prompts (--n-prompts)", minimum=2))
         for name, value in fields.items():
             object.__setattr__(self, name, value)
 
@@ -210,6 +222,97 @@ class SteeringProtocol:
         int
         """
         return self.n_random_selection if staged else self.n_random
+
+
+#: The methods whose concept vectors a measurement fits by default (the registry's steering comparison).
+STEERING_METHODS = ("RAPTOR", "DiffMeans", "GCS", "xRFM")
+
+
+@dataclass(frozen=True)
+class SteeringRun:
+    """How one measurement runs, beside its :class:`SteeringProtocol`: where the held-out prompts and the answer
+    words come from, how the concept vectors are fitted when none are given, and how it executes (validated on
+    construction; errors name the field).
+
+    :func:`~empirical.llm.evaluate_dataset` reads every field; :func:`~empirical.llm._steering_eval.evaluate_staged`
+    and ``evaluate_steering`` read ``progress`` and the staged fields (``on_stage``, ``validity_only``,
+    ``auc_p_adjusted``).
+
+    Parameters
+    ----------
+    split_seed : int, default=PAPER_SPLIT_SEED
+        Seed of :func:`empirical.probes.paper_split` (train / validation rows fit the vectors; the test rows give
+        the held-out prompts).
+    eval_dataset : ConceptDataset, optional
+        Where the held-out prompts come from (e.g. ``stsa.binary.test``; default: the dataset's test split).
+    answer_words : str or pair of str, optional
+        The concept word and its opposite, as for :func:`~empirical.llm.check_answer_words` (default: the
+        dataset's, from the registry).
+    methods : sequence of str, default=("RAPTOR", "DiffMeans", "GCS", "xRFM")
+        Methods whose concept vectors are fitted (:func:`~empirical.llm.method_vectors`) when none are given.
+    method_params : mapping of str to dict, optional
+        Estimator parameters per method, as for :func:`~empirical.llm.method_vectors`.
+    staged : bool, default=False
+        Measure in stages (``evaluate_staged``: a sweep) rather than every setting on every prompt.
+    progress : bool, default=False
+        Show progress bars (RAPTOR's fit and the measurement's).
+    n_jobs : int, default=1
+        Layers fitted in parallel.
+    on_stage : callable, optional
+        ``on_stage(stage, entries, prompt_indices)``, called before each stage of a staged run (progress, timing,
+        tests).
+    validity_only : bool, default=False
+        Stop a staged run after the validity stage (its one row).
+    auc_p_adjusted : float in [0, 1], optional
+        A staged run's validity p after the caller's multiplicity correction (the gate compares it, not the
+        dataset's own p, with :data:`~empirical.llm.MAX_AUC_P`).
+
+    Examples
+    --------
+    >>> SteeringRun(staged=True, methods=["RAPTOR"]).methods
+    ('RAPTOR',)
+    """
+
+    split_seed: int = PAPER_SPLIT_SEED
+    eval_dataset: object = None
+    answer_words: object = None
+    methods: tuple = STEERING_METHODS
+    method_params: dict | None = None
+    staged: bool = False
+    progress: bool = False
+    n_jobs: int = 1
+    on_stage: object = None
+    validity_only: bool = False
+    auc_p_adjusted: float | None = None
+
+    def __post_init__(self):
+        if self.on_stage is not None and not callable(self.on_stage):
+            raise ValueError(f"on_stage must be a function (stage, entries, prompt_indices), got "
+                             f"{type(self.on_stage).__name__}")
+        auc_p = self.auc_p_adjusted
+        fields = dict(split_seed=check_random_state(self.split_seed, "split_seed"),
+                      methods=_as_tuple(self.methods, "methods"), staged=check_bool(self.staged, "staged"),
+                      progress=check_bool(self.progress, "progress"), n_jobs=check_n_jobs(self.n_jobs),
+                      validity_only=check_bool(self.validity_only, "validity_only"),
+                      auc_p_adjusted=None if auc_p is None else check_scalar(auc_p, "auc_p_adjusted", low=0.0,
+                                                                             high=1.0))
+        for name, value in fields.items():
+            object.__setattr__(self, name, value)
+
+    def stage(self, stage: str, entries, prompt_indices) -> None:
+        """Tell ``on_stage`` (if any) that ``stage`` starts on ``entries`` and ``prompt_indices``.
+
+        Parameters
+        ----------
+        stage : str
+            The stage's name (``validity``, ``fit``, ``screen``, ...).
+        entries : list
+            The (method, setting, layers, direction) entries it measures.
+        prompt_indices : array of int
+            The prompts it reads.
+        """
+        if self.on_stage is not None:
+            self.on_stage(stage, entries, prompt_indices)
 
 
 def passes_gates(rows: pd.DataFrame) -> pd.Series:

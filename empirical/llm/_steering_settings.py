@@ -18,8 +18,7 @@ from ._edit_kinds import EDIT_KINDS, MAX_STRENGTH
 from ._gcav import P_TOWARDS
 
 __all__ = ["POSITIONS", "LAYER_CHOICES", "MAX_STRENGTH", "SteeringSetting", "PRESETS", "PAPER_SETTING",
-           "DEFAULT_SETTING", "named_setting", "sweep_settings", "choose_layers", "check_settings",
-           "edit_strengths"]
+           "DEFAULT_SETTING", "named_setting", "sweep_settings", "choose_layers", "check_settings"]
 
 #: Edited positions: the prompt's, the answer's (generated tokens' during generation), or all.
 POSITIONS = ("prompt", "answer", "all")
@@ -189,18 +188,18 @@ def _layer_choice(value, name):
 
 
 # --------------------------------------------------------------------------------------------- layers
-def choose_layers(setting: SteeringSetting, probes: ConceptVectors, validation_accuracy: dict, n_layers: int) -> list:
+def choose_layers(setting: SteeringSetting, probes: ConceptVectors, n_layers: int) -> list:
     """The layers ``setting`` steers: GCAV needs probes with weights and ``w.v > 0``; ``best``/``top3`` rank the
-    candidates by ``validation_accuracy`` (layer -> accuracy on the validation split; never test data).
+    candidates by their probes' validation accuracy (:attr:`~empirical.probes.LinearProbe.validation_accuracy`:
+    accuracy on the validation split; never test data).
 
     Parameters
     ----------
     setting : SteeringSetting
         Its ``kind`` and ``layers`` choose.
     probes : ConceptVectors
-        The method's concept vectors (layer l = output of decoder block l, 1..L).
-    validation_accuracy : mapping of int to float
-        Validation accuracy per layer (needed only for ``best`` and ``top3``).
+        The method's concept vectors (layer l = output of decoder block l, 1..L); their validation accuracies are
+        needed only for ``best`` and ``top3``.
     n_layers : int
         Number of decoder blocks L; layers outside 1..L are not candidates.
 
@@ -221,11 +220,11 @@ def choose_layers(setting: SteeringSetting, probes: ConceptVectors, validation_a
         if not chosen:
             raise ValueError(f"setting {setting.name!r}: none of layers {setting.layers} can be steered")
         return chosen
-    missing = [layer for layer in candidates if layer not in validation_accuracy]
+    missing = [layer for layer in candidates if probes[layer].validation_accuracy is None]
     if missing:
         raise ValueError(f"setting {setting.name!r} ranks layers by validation accuracy; layers {missing[:5]} "
                          "have none")
-    ranked = sorted(candidates, key=lambda layer: (-validation_accuracy[layer], layer))
+    ranked = sorted(candidates, key=lambda layer: (-probes[layer].validation_accuracy, layer))
     return sorted(ranked[: 1 if setting.layers == "best" else 3])
 
 
@@ -255,22 +254,3 @@ def check_settings(settings) -> list:
         raise ValueError(f"settings must be SteeringSetting objects, got {type(bad[0]).__name__}")
     return settings
 
-
-def edit_strengths(setting, layers, norms) -> dict:
-    """|alpha| per layer of an additive setting: k x the layer's median hidden-state norm.
-
-    Parameters
-    ----------
-    setting : SteeringSetting
-        An additive setting (``strength`` is k).
-    layers : iterable of int
-        The steered layers.
-    norms : mapping of int to float
-        Median hidden-state norm per layer (hidden-state units).
-
-    Returns
-    -------
-    dict of int to float
-        The edit's |alpha| per layer, in hidden-state units.
-    """
-    return EDIT_KINDS["additive"].fixed_strengths(setting, layers, norms)

@@ -4,10 +4,13 @@ A :class:`LinearProbe` is a binary linear probe in *raw* hidden-state space at o
 ``coef @ h + intercept`` (positive class = the probe's ``classes_[1]``) and the unit concept vector
 ``direction`` (by default ``coef / ||coef||``).  A :class:`ConceptVectors` maps layer indices to
 probes, like repeng's ``ControlVector`` maps layers to directions, and carries what steering and
-reports need: the probes' test accuracies, the ridge strength ``C`` chosen per layer, the
+reports need: the probes' test and validation accuracies, the layers' median hidden-state norms
+(the unit of an additive steering strength), the ridge strength ``C`` chosen per layer, the
 standardization statistics, the model and the layer convention.  It is saved and loaded as a
 safetensors + JSON pair by :func:`empirical.probes.save_concept_vectors` and
-:func:`~empirical.probes.load_concept_vectors`.
+:func:`~empirical.probes.load_concept_vectors`. :meth:`ConceptVectors.select` keeps the layers a run may steer (by
+layer and validation accuracy); :meth:`ConceptVectors.with_statistics` records each layer's validation accuracy and
+hidden-state norm on its probe.
 
 Layer index: whatever the producer says in ``layer_convention``; for hidden states extracted by
 :mod:`empirical.llm._extract` layer ``l`` is the output of decoder block ``l`` (``l = 0`` the token
@@ -15,6 +18,8 @@ embeddings), which is also the layer steering edits.
 """
 from __future__ import annotations
 
+import copy
+import dataclasses
 import math
 import warnings
 from collections.abc import Iterator, Mapping
@@ -75,6 +80,12 @@ class LinearProbe:
         Inverse ridge strength selected for this layer (``lambda = 1 / C``), if the probe is ridge-logistic.
     scaler_mean, scaler_scale : arrays of shape (p,), optional
         The train-split standardization the probe was fitted on (already folded into ``coef``/``intercept``).
+    validation_accuracy : float, optional
+        Accuracy in [0, 1] on the validation rows of the split it was fitted on (steering ranks layers by it and
+        ``raptor steer --tau`` keeps the layers that reach it; never test data).
+    state_norm : float, optional
+        Median Euclidean norm (>= 0) of the layer's hidden states over the rows it was fitted on: the unit of an
+        additive steering strength (``k x`` this norm).
 
     Examples
     --------
@@ -92,6 +103,8 @@ class LinearProbe:
     C: float | None = None
     scaler_mean: np.ndarray | None = None
     scaler_scale: np.ndarray | None = None
+    validation_accuracy: float | None = None
+    state_norm: float | None = None
 
     def __post_init__(self):
         if (self.coef is None) != (self.intercept is None):
@@ -120,8 +133,11 @@ class LinearProbe:
         C = _optional_float(self.C, "C", 0.0, math.inf)
         if C is not None and C == 0:
             raise ValueError("C must be > 0, got 0.0")
+        validation_accuracy = _optional_float(self.validation_accuracy, "validation_accuracy", 0.0, 1.0)
+        state_norm = _optional_float(self.state_norm, "state_norm", 0.0, math.inf)
         for name, value in dict(coef=coef, intercept=intercept, direction=direction, test_accuracy=test_accuracy,
-                                C=C, scaler_mean=scaler_mean, scaler_scale=scaler_scale).items():
+                                C=C, scaler_mean=scaler_mean, scaler_scale=scaler_scale,
+                                validation_accuracy=validation_accuracy, state_norm=state_norm).items():
             object.__setattr__(self, name, value)
 
     @classmethod
@@ -265,6 +281,85 @@ class ConceptVectors(Mapping):
         if dataset is not None and recorded is not None and str(recorded) != str(dataset):
             warnings.warn(f"{source} was fitted on dataset {recorded!r} and is used on dataset {dataset!r}",
                           UserWarning, stacklevel=2)
+
+    def select(self, layers=None, min_accuracy: float | None = None) -> ConceptVectors:
+        """The probes of ``layers`` whose validation accuracy reaches ``min_accuracy``, with this object's
+        provenance (the layers a steering run may steer: ``raptor steer --layers`` and ``--tau``).
+
+        Parameters
+        ----------
+        layers : iterable of int, optional
+            The layers to keep (default: every layer).
+        min_accuracy : float in [0, 1], optional
+            Keep the layers whose :attr:`LinearProbe.validation_accuracy` is at least this (default: no threshold).
+
+        Returns
+        -------
+        ConceptVectors
+            The kept probes, unchanged, and the same method, model, layer convention and metadata.
+
+        Raises
+        ------
+        ValueError
+            ``min_accuracy`` outside [0, 1], a kept layer without a validation accuracy when ``min_accuracy`` is
+            given, or no layer left (naming the layers held and the criterion).
+
+        Examples
+        --------
+        >>> cv = ConceptVectors({1: LinearProbe([1.0, 0.0], 0.0, validation_accuracy=0.6),
+        ...                      2: LinearProbe([0.0, 1.0], 0.0, validation_accuracy=0.9)})
+        >>> cv.select(min_accuracy=0.8).layers, cv.select(layers=[1, 5]).layers
+        ([2], [1])
+        """
+        kept = dict(self.probes)
+        if layers is not None:
+            wanted = {int(layer) for layer in layers}
+            kept = {layer: probe for layer, probe in kept.items() if layer in wanted}
+        if min_accuracy is not None:
+            min_accuracy = check_scalar(min_accuracy, "min_accuracy", low=0.0, high=1.0)
+            missing = [layer for layer, probe in kept.items() if probe.validation_accuracy is None]
+            if missing:
+                raise ValueError(f"min_accuracy needs each probe's validation_accuracy; layer {missing[0]} has none")
+            kept = {layer: probe for layer, probe in kept.items() if probe.validation_accuracy >= min_accuracy}
+        if not kept:
+            asked = " and ".join(text for text in (None if layers is None else f"layers {sorted(wanted)}",
+                                                   None if min_accuracy is None else
+                                                   f"validation accuracy >= {min_accuracy:g}") if text)
+            raise ValueError(f"no layer of these concept vectors (layers {self.layers}) has {asked}")
+        return dataclasses.replace(self, probes=kept)
+
+    def with_statistics(self, *, validation_accuracy=None, state_norms=None) -> ConceptVectors:
+        """These vectors with each layer's validation accuracy and hidden-state norm recorded on its probe (the
+        probes are otherwise unchanged, bit for bit).
+
+        Parameters
+        ----------
+        validation_accuracy : mapping of int to float, optional
+            Accuracy on the validation rows per layer (:attr:`LinearProbe.validation_accuracy`); a layer it does not
+            name keeps its value.
+        state_norms : mapping of int to float, optional
+            Median hidden-state norm per layer (:attr:`LinearProbe.state_norm`); a layer it does not name keeps its
+            value.
+
+        Returns
+        -------
+        ConceptVectors
+
+        Examples
+        --------
+        >>> cv = ConceptVectors({3: LinearProbe([1.0, 0.0], 0.5)}).with_statistics(state_norms={3: 12.5})
+        >>> cv[3].state_norm, cv[3].validation_accuracy
+        (12.5, None)
+        """
+        values = dict(validation_accuracy=(validation_accuracy, 1.0), state_norm=(state_norms, math.inf))
+        probes = {}
+        for layer, probe in self.probes.items():
+            probe = copy.copy(probe)  # no second normalization of the direction: the same bits
+            for name, (per_layer, high) in values.items():
+                if per_layer is not None and layer in per_layer:
+                    object.__setattr__(probe, name, _optional_float(per_layer[layer], f"{name}[{layer}]", 0.0, high))
+            probes[layer] = probe
+        return dataclasses.replace(self, probes=probes)
 
     @property
     def layers(self) -> list[int]:
