@@ -62,7 +62,8 @@ def optimal_lambda(delta, kappa, *, bounds=(1e-6, 1e3), n_grid=19, xatol=1e-6,
     delta = check_delta(delta)
     kappa = check_kappa(kappa)
     if kappa == 0.0:
-        raise ValueError("kappa must be > 0 for optimal_lambda (at kappa = 0 the accuracy is 1/2 for every lam)")
+        raise ValueError(f"kappa must be > 0 for optimal_lambda (at kappa = 0 the accuracy is 1/2 for every lam), "
+                         f"got {kappa!r}")
     lo = check_lam(bounds[0], name="bounds[0]")
     hi = check_scalar(check_lam(bounds[1], name="bounds[1]"), "bounds[1]", low=lo, low_open=True)
     # a bracket needs a point on each side of the best

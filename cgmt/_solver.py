@@ -136,10 +136,10 @@ def start_point(x0):
     else:
         arr = np.asarray(x0, dtype=float).ravel()
         if arr.size != 3:
-            raise ValueError("x0 must be (alpha, sigma, gamma) or a CGMTResult")
+            raise ValueError(f"x0 must be (alpha, sigma, gamma) or a CGMTResult, got {x0!r:.60}")
         a, s, g = arr
     if not (np.isfinite(a) and np.isfinite(s) and np.isfinite(g)) or s <= 0 or g <= 0:
-        raise ValueError("x0 must be finite with sigma > 0 and gamma > 0")
+        raise ValueError(f"x0 must be finite with sigma > 0 and gamma > 0, got {(a, s, g)!r}")
     return _System.to_y(a, s, g)
 
 
@@ -220,8 +220,8 @@ def solve(delta, lam, kappa, *, strict=False, x0=None, tol=DEFAULT_TOL, max_iter
         dstar = separability_threshold(kappa)
         if delta <= dstar:
             raise ValueError(
-                f"lam must lie in (0, inf) here: lam = 0 is the MLE, which does not exist for "
-                f"delta <= delta*(kappa={kappa}) = {dstar:.6g} (got delta={delta})")
+                f"lam must lie in (0, inf) when delta <= delta*(kappa={kappa}) = {dstar:.6g} (lam = 0 is the MLE, "
+                f"which does not exist there), got lam=0.0 at delta={delta}")
     tol = check_scalar(tol, "tol", low=0.0, low_open=True)
     max_iter, quad_order = check_solver_counts(max_iter, quad_order)
     out = _solve(delta, lam, kappa, x0=x0, tol=tol, max_iter=max_iter, quad_order=quad_order,

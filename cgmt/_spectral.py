@@ -107,7 +107,7 @@ def check_spectrum(eigenvalues, teacher_weights) -> tuple[np.ndarray, np.ndarray
     if omega.size != t.size:
         raise ValueError(f"eigenvalues and teacher_weights must have the same length, got {omega.size} and {t.size}")
     if not np.any(omega > 0):
-        raise ValueError("eigenvalues must not all be zero (Sigma = 0 has no features)")
+        raise ValueError(f"eigenvalues must not all be zero (Sigma = 0 has no features), got {omega!r:.60}")
     scale = float(np.mean(omega))
     if not SIGMA_SCALE_MIN <= scale <= SIGMA_SCALE_MAX:
         raise ValueError(f"eigenvalues: Sigma's scale (mean eigenvalue) must lie in [{SIGMA_SCALE_MIN:g}, "

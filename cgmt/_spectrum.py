@@ -57,7 +57,7 @@ class Spectrum:
         b = np.array(self.teacher_coordinates, dtype=float)
         if b.shape != t.shape or not np.allclose(b * b, t, rtol=1e-8, atol=1e-300):
             raise ValueError("teacher_coordinates must have the shape of teacher_weights with "
-                             "teacher_coordinates**2 == teacher_weights")
+                             f"teacher_coordinates**2 == teacher_weights, got {b!r:.60}")
         if self.eigenvectors is not None:
             u = np.array(self.eigenvectors, dtype=float)
             if u.shape != (omega.size, omega.size):
@@ -92,7 +92,7 @@ class Spectrum:
         if beta.shape != omega.shape:
             raise ValueError(f"teacher must have shape {omega.shape}, got {beta.shape}")
         if not np.all(np.isfinite(beta)):
-            raise ValueError("teacher must be finite")
+            raise ValueError(f"teacher must be finite, got {np.count_nonzero(~np.isfinite(beta))} non-finite entries")
         order = np.argsort(-omega, kind="stable")
         omega, u = omega[order], u[:, order]
         b = u.T @ beta / math.sqrt(omega.size)
@@ -121,13 +121,14 @@ class Spectrum:
         if cov.ndim != 2 or cov.shape[0] != cov.shape[1]:
             raise ValueError(f"covariance must be a square matrix, got shape {cov.shape}")
         if not np.all(np.isfinite(cov)):
-            raise ValueError("covariance must be finite (no NaN or inf)")
+            raise ValueError(f"covariance must be finite (no NaN or inf), got {np.count_nonzero(~np.isfinite(cov))} "
+                             "non-finite entries")
         scale = max(float(np.abs(cov).max()), 1e-300)
         if not np.allclose(cov, cov.T, rtol=0, atol=1e-10 * scale):
-            raise ValueError("covariance must be symmetric")
+            raise ValueError(f"covariance must be symmetric, got max |cov - cov.T| = {np.abs(cov - cov.T).max():.3g}")
         omega, u = np.linalg.eigh((cov + cov.T) / 2)
         if omega.min() < -EIGEN_ROUNDING * max(abs(omega).max(), 1e-300):
-            raise ValueError(f"covariance must be positive semi-definite, smallest eigenvalue {omega.min():.3g}")
+            raise ValueError(f"covariance must be positive semi-definite, got smallest eigenvalue {omega.min():.3g}")
         return cls.from_eigenpairs(np.clip(omega, 0.0, None), u, teacher)
 
     @classmethod

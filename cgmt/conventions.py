@@ -60,7 +60,7 @@ def to_sur_candes(delta, kappa, alpha, sigma, gamma) -> dict:
     """
     delta, kappa, alpha, sigma, gamma = _reals(**locals())  # the arguments, checked, in order
     if kappa <= 0 or delta <= 0:
-        raise ValueError("to_sur_candes: kappa must be in (0, inf) and delta in (0, inf)")
+        raise ValueError(f"to_sur_candes: kappa and delta must lie in (0, inf), got kappa={kappa!r}, delta={delta!r}")
     k_sc = 1.0 / delta
     return dict(kappa_sc=k_sc, gamma_sc=kappa, alpha_sc=alpha / kappa, sigma_sc=sigma / math.sqrt(k_sc),
                 lambda_sc=gamma)
@@ -87,7 +87,7 @@ def from_sur_candes(kappa_sc, gamma_sc, alpha_sc, sigma_sc, lambda_sc) -> dict:
     """
     kappa_sc, gamma_sc, alpha_sc, sigma_sc, lambda_sc = _reals(**locals())  # the arguments, checked, in order
     if kappa_sc <= 0:
-        raise ValueError("from_sur_candes: kappa_sc must be in (0, inf)")
+        raise ValueError(f"from_sur_candes: kappa_sc must lie in (0, inf), got {kappa_sc!r}")
     return dict(delta=1.0 / kappa_sc, kappa=gamma_sc, alpha=alpha_sc * gamma_sc,
                 sigma=sigma_sc * math.sqrt(kappa_sc), gamma=lambda_sc)
 
@@ -112,7 +112,7 @@ def to_salehi(delta, lam, kappa, alpha, sigma, gamma) -> dict:
     """
     delta, lam, kappa, alpha, sigma, gamma = _reals(**locals())  # the arguments, checked, in order
     if kappa <= 0:
-        raise ValueError("to_salehi: kappa must be in (0, inf) (alpha_s = alpha/kappa)")
+        raise ValueError(f"to_salehi: kappa must lie in (0, inf) (alpha_s = alpha/kappa), got {kappa!r}")
     return dict(delta=delta, lam=lam, kappa=kappa, alpha_s=alpha / kappa, sigma=sigma, gamma=gamma)
 
 
@@ -183,7 +183,7 @@ def from_gcm(alpha_gcm, lam_gcm, rho, m, q, V) -> dict:
     """
     alpha_gcm, lam_gcm, rho, m, q, V = _reals(**locals())  # the arguments, checked, in order
     if alpha_gcm <= 0 or rho <= 0:
-        raise ValueError("from_gcm: alpha_gcm and rho must be in (0, inf)")
+        raise ValueError(f"from_gcm: alpha_gcm and rho must lie in (0, inf), got alpha_gcm={alpha_gcm!r}, rho={rho!r}")
     kappa = math.sqrt(rho)
     alpha = m / kappa
     s2 = q - alpha ** 2

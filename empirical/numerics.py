@@ -130,8 +130,8 @@ def unit_vector(v, name: str = "vector") -> np.ndarray:
         raise ValueError(f"{name} must be a real vector, got {type(v).__name__} ({exc})") from None
     norm = safe_norm(v)
     if not np.isfinite(norm) or norm == 0.0:
-        raise ValueError(f"{name} is {'zero' if norm == 0.0 else 'not finite'}; there is no direction "
-                         "(constant or degenerate features?)")
+        raise ValueError(f"{name} must be a finite non-zero vector (else there is no direction: constant or "
+                         f"degenerate features?), got a {'zero' if norm == 0.0 else 'non-finite'} vector")
     return v / norm
 
 def constant_to_rounding(v) -> bool:

@@ -124,7 +124,7 @@ def simulate_stability(delta, kappa, lams, p, replicates, *, runs=3, seed=0, dro
     """
     n_jobs = check_n_jobs(n_jobs)
     if int(replicates) != replicates or replicates < 2:
-        raise ValueError(f"replicates: must be an integer >= 2 (standard errors), got {replicates}")
+        raise ValueError(f"replicates must be an integer >= 2 (standard errors), got {replicates}")
     root = as_seed_sequence(seed, "seed")
     tasks = [(float(lam), s) for lam, ch in zip(lams, root.spawn(len(lams))) for s in ch.spawn(int(replicates))]
 

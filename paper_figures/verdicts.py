@@ -38,7 +38,7 @@ The kinds:
   way") is a union, so its p-value is the smallest of theirs times the number of settings (Bonferroni)
   (:func:`every_setting`).
 - **Permutation rank** (steering): the claim's statistic ranked among ``N`` draws of the null, p = (1 + #{null >=
-  statistic}) / (1 + N) (computed by :func:`empirical.llm._steering_eval.rank_p_value`; its Test carries
+  statistic}) / (1 + N) (computed by :func:`empirical.llm._steering_null.rank_p_value`; its Test carries
   ``min_p = 1 / (1 + N)``).
 
 Rows that cannot fail (true by construction, guaranteed by the data's size, ordinary CLT behaviour) and
@@ -502,7 +502,7 @@ def majority(successes: int, n: int, share: float = 0.5, opposite: int | None = 
     k = int(successes)
     against = n - k if opposite is None else int(opposite)
     if not (0 <= k <= n and 0 <= against <= n - k):
-        raise ValueError(f"majority: successes {k} and opposite {against} must be counts of the {n} settings")
+        raise ValueError(f"majority: successes and opposite must be counts of the {n} settings, got {k} and {against}")
     p = float(stats.binomtest(k, n, share, alternative="greater").pvalue)
     # the opposite: the share of settings going the other way is above 1 - share
     p_opp = float(stats.binomtest(against, n, 1.0 - share, alternative="greater").pvalue) if against else 1.0

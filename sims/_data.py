@@ -139,13 +139,13 @@ def sample(n: int, p: int, kappa: float, rng=None, *, beta_star: np.ndarray | No
         try:
             beta_star = np.asarray(as_real_array(beta_star, "beta_star"), dtype=float)
         except (TypeError, ValueError) as exc:
-            raise ValueError(f"beta_star: must be a finite real vector of shape ({p},), got "
+            raise ValueError(f"beta_star must be a finite real vector of shape ({p},), got "
                              f"{type(beta_star).__name__} ({exc})") from None
         if beta_star.shape != (p,) or not np.all(np.isfinite(beta_star)):
-            raise ValueError(f"beta_star: must be a finite vector of shape ({p},), got shape {beta_star.shape}")
+            raise ValueError(f"beta_star must be a finite vector of shape ({p},), got shape {beta_star.shape}")
         norm = np.linalg.norm(beta_star)
         if not np.isclose(norm, kappa * np.sqrt(p), rtol=1e-8, atol=1e-12):
-            raise ValueError(f"beta_star: ||beta_star|| must equal kappa sqrt(p) = {kappa*np.sqrt(p):.6g}, got "
+            raise ValueError(f"||beta_star|| must equal kappa sqrt(p) = {kappa*np.sqrt(p):.6g}, got "
                              f"{norm:.6g}")
     norm = np.linalg.norm(beta_star)
     v = beta_star / norm if norm > 0 else np.eye(p)[0]

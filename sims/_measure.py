@@ -166,7 +166,7 @@ def measure_replicate(delta, lam, kappa, p, seed, *, n_test: int = 4000, stabili
     """
     n = int(round(delta * p))
     if n < 2:
-        raise ValueError(f"delta: delta * p must be >= 2, got delta={delta}, p={p}")
+        raise ValueError(f"delta * p must be >= 2, got delta={delta}, p={p}")
     ss = as_seed_sequence(seed, "seed")
     s_train, s_test, s_indep, s_ab1, s_ab2 = ss.spawn(5)
     data = sample(n, p, kappa, s_train)
@@ -258,7 +258,7 @@ def simulate_stability_replicate(delta, lam, kappa, p, seed, *, runs: int = 3, d
     (True, True)
     """
     if runs < 2:
-        raise ValueError(f"runs: need at least 2 ablation runs, got {runs}")
+        raise ValueError(f"runs must be at least 2 ablation runs, got {runs!r}")
     ss = as_seed_sequence(seed, "seed")
     s_pool, s_ind, *s_runs = ss.spawn(2 + runs)
     n = int(round(delta * p))

@@ -69,9 +69,9 @@ def test_any_fit_is_a_non_decreasing_accuracy(family, accuracies):
 @pytest.mark.parametrize("kwargs, match", [
     (dict(n=[1, 2, 3, 4], accuracy=[0.5] * 4, family="pow5"), "family must be one of"),
     (dict(n=[1, 2, 3], accuracy=[0.5] * 3, family="wbl4"), "at least 4 distinct training sizes"),
-    (dict(n=[1, 2, 3, 4], accuracy=[0.5] * 3, family="mmf4"), "accuracy: must have one value per size"),
-    (dict(n=[0, 2, 3, 4], accuracy=[0.5] * 4, family="pow4"), "n: training sizes must be finite and > 0"),
-    (dict(n=[1, 2, 3, 4], accuracy=[0.5, np.nan, 0.5, 0.5], family="pow4"), "accuracy: must be finite"),
+    (dict(n=[1, 2, 3, 4], accuracy=[0.5] * 3, family="mmf4"), "accuracy must have one value per size"),
+    (dict(n=[0, 2, 3, 4], accuracy=[0.5] * 4, family="pow4"), r"n \(the training sizes\) must be finite and > 0, got"),
+    (dict(n=[1, 2, 3, 4], accuracy=[0.5, np.nan, 0.5, 0.5], family="pow4"), "accuracy must be finite"),
 ])
 def test_bad_input_names_its_argument(kwargs, match):
     with pytest.raises(ValueError, match=match):
@@ -79,7 +79,7 @@ def test_bad_input_names_its_argument(kwargs, match):
 
 
 def test_a_start_of_another_family_is_refused():
-    with pytest.raises(ValueError, match="start: a wbl4 fit cannot start a pow4 fit"):
+    with pytest.raises(ValueError, match="start must be a pow4 fit to start a pow4 fit, got a wbl4 fit"):
         fit_curve_family(SIZES, TRUTH["pow4"](SIZES / 400), "pow4", start=FittedCurve("wbl4", (1, 0.1, 0.9, 1), 400))
 
 

@@ -289,7 +289,7 @@ def test_b7_fit_layers_refuses_repeated_layers_before_fitting():
 def test_b3_delta_sweep_refuses_repeated_fractions_and_too_many_seeds():
     with pytest.raises(ValueError, match="at least 3 distinct values"):
         delta_sweep(X[:40], Y[:40], X[40:], Y[40:], fractions=[0.5, 0.5, 0.5], progress=False)
-    with pytest.raises(ValueError, match="seeds: must be at most MAX_SEEDS"):
+    with pytest.raises(ValueError, match="seeds must be at most MAX_SEEDS"):
         delta_sweep(X[:40], Y[:40], X[40:], Y[40:], seeds=10**6, progress=False)
 
 

@@ -328,8 +328,9 @@ def test_plan_command(cli_setup, capsys):
 
 
 @pytest.mark.parametrize("extra, match", [
-    (["--labels", "30", "--target-n", "30"], "--target-n 30 must be larger than --labels 30"),
-    (["--labels", "60", "--target-n", "600"], "--labels 60 must be smaller than the 60 rows"),
+    (["--labels", "30", "--target-n", "30"], "--target-n must be larger than --labels (30; the pool's own accuracy is "
+                                          "measured, not predicted), got 30"),
+    (["--labels", "60", "--target-n", "600"], "--labels must be smaller than the 60 rows"),
     (["--labels", "12", "--target-n", "600", "--table", "ONE_CLASS"], "single class"),
 ])
 def test_plan_bad_input_before_any_model_work(cli_setup, capsys, extra, match):
@@ -380,11 +381,11 @@ def test_plan_labels_and_label_pool_refuse_bad_sizes():
     from empirical.probes.planning import label_pool, plan_labels
 
     y = np.r_[np.zeros(40, int), np.ones(40, int)]
-    with pytest.raises(ValueError, match="--labels 80 must be smaller than the 80 rows of dataset 'toy'"):
+    with pytest.raises(ValueError, match="--labels must be smaller than the 80 rows of dataset 'toy'.*, got 80"):
         label_pool(y, 80, dataset="toy")
-    with pytest.raises(ValueError, match="has 2 row.*of its rarer class; 5 of each"):
+    with pytest.raises(ValueError, match="with 5 rows of each class.*got 40: .* has 2 row.*of its rarer class"):
         label_pool(np.r_[np.zeros(76, int), np.ones(4, int)], 40, seed=0)
-    with pytest.raises(ValueError, match="--target-n 20 must be larger than --labels 20"):
+    with pytest.raises(ValueError, match=r"--target-n must be larger than --labels \(20;.*, got 20"):
         plan_labels(np.zeros((2, 80, 3)), y, label_pool(y, 20), 20)
 
 

@@ -52,7 +52,7 @@ def test_unknown_method_lists_the_known_ones():
                                          r"LogRegCV \(lrcv\)"):
         methods_registry.get_method("SVM")
     assert methods_registry.get_method("diffmeans").name == "DiffMeans" == methods_registry.get_method("DiffMeans").name
-    with pytest.raises(ValueError, match="unknown comparison 'speed'; known: accuracy, stability, steering"):
+    with pytest.raises(ValueError, match="comparison must be one of accuracy, stability, steering, got 'speed'"):
         methods_registry.method_names("speed")
 
 

@@ -138,7 +138,7 @@ def _float_array(value, name):
     try:  # the one container and dtype decision: complex, dates, durations, text refused; tensors converted
         value = as_real_array(value, name)
     except (TypeError, ValueError) as exc:
-        raise ValueError(f"{name} must be a real number or an array of reals ({exc})") from None
+        raise ValueError(str(exc)) from None  # as_real_array's message names the argument and the value
     try:
         return np.asarray(value, dtype=float)
     except (TypeError, ValueError):
@@ -468,7 +468,7 @@ def check_sequence(values, name: str, item=None, *, distinct: bool = True, allow
         raise TypeError(f"{name} must be a sequence (a list or tuple), got {values!r:.60} ({type(values).__name__})")
     items = list(values)
     if not items and not allow_empty:
-        raise ValueError(f"{name} must not be empty")
+        raise ValueError(f"{name} must not be empty, got {values!r:.60}")
     if item is not None:
         items = [item(v, f"{name}[{i}]") for i, v in enumerate(items)]
     if distinct:

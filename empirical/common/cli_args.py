@@ -317,7 +317,7 @@ def output_path(kind: str = "file", suffixes=(), *, convert=None):
             raise ValueError(f"suffixes[{i}] must be a file suffix such as '.csv', got {suffix!r:.60}")
     suffixes = tuple(s.lower() for s in suffixes)
     if kind == "directory" and suffixes:
-        raise ValueError("suffixes must be empty for a directory (it has no format)")
+        raise ValueError(f"suffixes must be empty for a directory (it has no format), got {suffixes!r}")
     if convert is not None and not callable(convert):
         raise TypeError(f"convert must be callable or None, got {convert!r:.60}")
 

@@ -391,7 +391,7 @@ class ExtractionCache:
             root = cache_root() / "hidden"
         self.root = check_path(root, "root (the cache directory)")
         if self.root.exists() and not self.root.is_dir():
-            raise ValueError(f"root (the cache directory) {str(self.root)!r} is not a directory")
+            raise ValueError(f"root (the cache directory) must be a directory, got {str(self.root)!r}")
         self.verify = verify
         self.storage = np.dtype(check_choice(storage, "storage", STORAGES))
 

@@ -56,7 +56,18 @@ def _finite_edit(edited: torch.Tensor, where: str) -> torch.Tensor:
 
 
 def model_positions(model) -> int | None:
-    """The model's positions (``max_position_embeddings`` or ``n_positions``), None if its config has neither."""
+    """The most positions (tokens) the model's config allows in one sequence.
+
+    Parameters
+    ----------
+    model : transformers model
+        A loaded model; only its ``config`` is read.
+
+    Returns
+    -------
+    int or None
+        The config's ``max_position_embeddings`` or ``n_positions``; None if it has neither (no limit is known).
+    """
     return getattr(model.config, "max_position_embeddings", None) or getattr(model.config, "n_positions", None)
 
 

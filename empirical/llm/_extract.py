@@ -91,7 +91,7 @@ def resolve_layers(layers, n_layers: int) -> list:
     out = [int(layer) for layer in layers]
     bad = [layer for layer in out if not 0 <= layer <= n_layers]
     if bad or not out:
-        raise ValueError(f"layers must be ints in 0..{n_layers} (0 = embeddings, l = output of block l); got "
+        raise ValueError(f"layers must be ints in 0..{n_layers} (0 = embeddings, l = output of block l), got "
                          f"{bad or out}")
     return out
 
@@ -108,13 +108,14 @@ def check_prompts(prompts, name: str = "prompts") -> list:
     ValueError: prompts must be a list of strings, not a single string
     """
     if isinstance(prompts, str):
-        raise ValueError(f"{name} must be a list of strings, not a single string")
+        raise ValueError(f"{name} must be a list of strings, not a single string, got {prompts!r:.60}")
     prompts = list(prompts)
     if not prompts:
         raise ValueError(f"{name} is empty")
     bad = [i for i, p in enumerate(prompts) if not isinstance(p, str) or not p]
     if bad:
-        raise ValueError(f"{name} must be non-empty strings; bad entries at {bad[:10]}")
+        raise ValueError(f"{name} must be non-empty strings, got {prompts[bad[0]]!r:.60} at index {bad[0]} "
+                         f"(bad entries at {bad[:10]})")
     return prompts
 
 

@@ -115,7 +115,7 @@ def gcav_alpha(g, slope, direction="towards", p_target=None) -> np.ndarray:
     g = np.asarray(as_real_array(g, "probe logits"), dtype=np.float64)
     g_star = target_logit(p_target)
     if not np.all(np.isfinite(g)):
-        raise ValueError("probe logits must be finite")
+        raise ValueError(f"probe logits must be finite, got {np.count_nonzero(~np.isfinite(g))} non-finite values")
     slope = check_scalar(slope, "slope")
     if slope <= 0:
         return np.zeros_like(g)

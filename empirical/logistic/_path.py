@@ -293,7 +293,7 @@ def refit(X, y, Xv, yv, C, design, a0, b0, *, fit_intercept=True, tol=1e-10, max
     if preconditioner is not None and not (isinstance(preconditioner, _Precond)
                                            and preconditioner.U.shape[0] == np.shape(a0)[0]):
         raise TypeError(f"preconditioner must be None or logistic_path's preconditioner for a design of rank "
-                        f"{np.shape(a0)[0]}; got {type(preconditioner).__name__}")
+                        f"{np.shape(a0)[0]}, got {type(preconditioner).__name__}")
     yf = np.concatenate([y, yv])
     n = len(yf)
     if not design.reduced:  # the train rows were not reduced (n >= p): neither are the stacked ones

@@ -38,7 +38,7 @@ import numpy as np
 from scipy import linalg
 from scipy.optimize import OptimizeResult
 
-from empirical.common.checks import check_scalar
+from empirical.common.checks import check_choice, check_scalar
 from empirical.common.failures import CONVERGED, ITERATION_LIMIT, STATUS_MESSAGES, is_success, quiet, report
 
 from ..common.arrays import check_matrix, check_signed_labels, check_vector
@@ -187,8 +187,7 @@ def fit_l2_logistic(X, y, C, *, fit_intercept=False, w0=None, b0=0.0, tol=1e-10,
     """
     X, y, C, tol, max_iter, w0, b0 = check_problem(X, y, C, tol, max_iter, w0, b0)
     n, p = X.shape
-    if method not in ("auto", "primal", "dual", "direct"):
-        raise ValueError(f"method must be 'auto', 'primal', 'dual' or 'direct'; got {method!r}")
+    method = check_choice(method, "method", ("auto", "primal", "dual", "direct"))
     b0 = b0 if fit_intercept else 0.0
     nit0 = 0
     if method == "auto":
@@ -293,7 +292,7 @@ def fit_l2_logistic_rows(X, y, C, rows, *, gram=None, fit_intercept=True, tol=1e
     subsets = [np.asarray(r, dtype=np.intp) for r in rows]
     for r in subsets:
         if r.ndim != 1 or r.size < 1 or r.min() < 0 or r.max() >= n:
-            raise ValueError(f"rows: every subset must be a non-empty 1-d array of row indices in [0, {n})")
+            raise ValueError(f"rows must hold non-empty 1-d arrays of row indices in [0, {n}), got {r!r:.60}")
     small = [len(r) for r in subsets if len(r) < p]
     z_ref, b_ref, Minv = np.zeros(n), 0.0, None
     if small:

@@ -74,7 +74,8 @@ def orient_to_positive_class(vector: np.ndarray, X: np.ndarray, y_signed: np.nda
     if unit.shape != (X.shape[1],):
         raise ValueError(f"vector must have one entry per column of X ({X.shape[1]}), got shape {unit.shape}")
     if not (np.any(y_signed > 0) and np.any(y_signed < 0)):
-        raise ValueError("y_signed must contain both classes (-1 and +1) to orient the direction")
+        raise ValueError(f"y_signed must contain both classes (-1 and +1) to orient the direction, got only "
+                         f"{np.unique(y_signed)!r:.60}")
     projection = X @ unit
     return -unit if projection[y_signed > 0].mean() < projection[y_signed < 0].mean() else unit
 
@@ -116,7 +117,7 @@ class ConceptProbe(ClassifierMixin, BaseEstimator):
             try:  # scikit-learn's words for a regression target (its estimator checks look for them)
                 check_classification_targets(y)
             except ValueError as exc:
-                raise ValueError(f"y must hold class labels: {exc}") from None
+                raise ValueError(f"y must hold class labels, got {y!r:.60} ({exc})") from None
         if type_of_target(y) == "multiclass":
             raise ValueError(f"Only binary classification is supported: y must have exactly two classes, "
                              f"got {np.unique(y).size}")
@@ -124,7 +125,8 @@ class ConceptProbe(ClassifierMixin, BaseEstimator):
         check_min_per_class(y_signed, "train")
         check_varying(X, "X", check_input=False)  # validate_data and check_magnitude have checked X
         if (X_val is None) != (y_val is None):
-            raise ValueError("X_val and y_val must be given together")
+            given = "y_val" if X_val is None else "X_val"
+            raise ValueError(f"X_val and y_val must be given together, got only {given}")
         if X_val is None:
             return X, y_signed, X[:0], y_signed[:0]
         X_val = check_matrix(X_val, "X_val")

@@ -95,13 +95,14 @@ def check_curve_points(n, accuracy, min_sizes: int, curve: str) -> tuple:
     n = np.asarray(n, dtype=float).ravel()
     acc = np.asarray(accuracy, dtype=float).ravel()
     if n.size != acc.size:
-        raise ValueError(f"accuracy: must have one value per size ({n.size}), got {acc.size}")
+        raise ValueError(f"accuracy must have one value per size ({n.size}), got {acc.size}")
     if not (np.all(np.isfinite(n)) and np.all(n > 0)):
-        raise ValueError("n: training sizes must be finite and > 0")
+        raise ValueError(f"n (the training sizes) must be finite and > 0, got {n!r:.60}")
     if not np.all(np.isfinite(acc)):
-        raise ValueError("accuracy: must be finite")
+        raise ValueError(f"accuracy must be finite, got {acc!r:.60}")
     if np.unique(n).size < min_sizes:
-        raise ValueError(f"n: {curve} needs at least {min_sizes} distinct training sizes, got {np.unique(n).size}")
+        raise ValueError(f"n must hold at least {min_sizes} distinct training sizes for {curve}, got "
+                         f"{np.unique(n).size}")
     return n, acc
 
 
@@ -190,7 +191,7 @@ def fit_curve_family(n, accuracy, family: str, *, start: FittedCurve | None = No
 
     if start is not None:
         if start.family != family:
-            raise ValueError(f"start: a {start.family} fit cannot start a {family} fit")
+            raise ValueError(f"start must be a {family} fit to start a {family} fit, got a {start.family} fit")
         theta = list(start.params)
         if family == "mmf4":  # the fit's parametrization takes the share s of the way from a to 1
             theta[2] = 0.0 if theta[0] >= 1.0 else (theta[2] - theta[0]) / (1.0 - theta[0])

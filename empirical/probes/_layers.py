@@ -57,7 +57,7 @@ def paper_split(y, fractions=(0.6, 0.2, 0.2),
     """
     fr = np.asarray(fractions, dtype=float)
     if fr.shape != (3,) or np.any(fr <= 0) or not np.isclose(fr.sum(), 1.0):
-        raise ValueError(f"fractions must be three positive numbers summing to 1; got {fractions!r}")
+        raise ValueError(f"fractions must be three positive numbers summing to 1, got {fractions!r}")
     y = np.asarray(as_real_array(y, "y", labels=True))
     trval, te = stratified_split(y, fr[2], random_state, where=("train+val", "test"))
     a, b = stratified_split(y[trval], fr[1] / (fr[0] + fr[1]), random_state, where=("train", "validation"))
@@ -103,13 +103,13 @@ def grouped_split(y, groups, fractions=(0.6, 0.2, 0.2),
     """
     fr = np.asarray(fractions, dtype=float)
     if fr.shape != (3,) or np.any(fr <= 0) or not np.isclose(fr.sum(), 1.0):
-        raise ValueError(f"fractions must be three positive numbers summing to 1; got {fractions!r}")
+        raise ValueError(f"fractions must be three positive numbers summing to 1, got {fractions!r}")
     random_state = check_random_state(random_state)
     y, groups = np.asarray(as_real_array(y, "y", labels=True)), np.asarray(as_real_array(groups, "groups", labels=True))
     if groups.shape != y.shape:
-        raise ValueError(f"groups must have one entry per label: shape {groups.shape} vs y {y.shape}")
+        raise ValueError(f"groups must have one entry per label (y has shape {y.shape}), got shape {groups.shape}")
     if np.unique(groups).size < 3:
-        raise ValueError(f"groups: need at least 3 distinct groups for a grouped train/val/test split, got "
+        raise ValueError(f"groups must hold at least 3 distinct groups for a grouped train/val/test split, got "
                          f"{np.unique(groups).size}")
 
     def one_fold(idx, share):
@@ -187,11 +187,11 @@ class PerLayerFit:
 
 def _check_split(split, n: int) -> tuple:
     if len(split) != 3:
-        raise ValueError("split must be a (train, val, test) tuple of index arrays")
+        raise ValueError(f"split must be a (train, val, test) tuple of index arrays, got {len(split)} arrays")
     split = tuple(np.asarray(s, dtype=int) for s in split)
     all_rows = np.concatenate(split)
     if all_rows.size and (all_rows.min() < 0 or all_rows.max() >= n):
-        raise ValueError(f"split indices must be in [0, {n})")
+        raise ValueError(f"split indices must be in [0, {n}), got {all_rows.min()}..{all_rows.max()}")
     if np.unique(all_rows).size != all_rows.size:
         raise ValueError("split index sets overlap")
     return split
@@ -306,14 +306,14 @@ def _check_layer_shapes(H, layers) -> dict:
     for layer in layers:
         shape = tuple(np.shape(H[layer]))
         if len(shape) != 2:
-            raise ValueError(f"H must have shape (L, n, p) (or be a sequence of (n, p) arrays); layer {layer} has "
+            raise ValueError(f"H must have shape (L, n, p) (or be a sequence of (n, p) arrays), got layer {layer} of "
                              f"shape {shape}")
         shapes[layer] = shape
     first = layers[0]
     for layer in layers:
         if shapes[layer][0] != shapes[first][0]:
-            raise ValueError(f"H: every layer must have the same rows (one per label, one shared split); layer "
-                             f"{layer} has shape {shapes[layer]}, layer {first} has {shapes[first]}")
+            raise ValueError(f"H must have the same rows in every layer (one per label, one shared split), got layer "
+                             f"{layer} of shape {shapes[layer]} and layer {first} of {shapes[first]}")
     return shapes
 
 

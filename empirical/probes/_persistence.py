@@ -55,7 +55,24 @@ CONCEPT_VECTORS = ("coef", "scaler_mean", "scaler_scale")
 
 
 def file_pair(path) -> tuple[str, str]:
-    """The (``.safetensors``, ``.json``) paths of a save at ``path`` (either extension or none may be given)."""
+    """The two files of a save at ``path``: its arrays and its metadata.
+
+    Parameters
+    ----------
+    path : str or path-like
+        The save's path, with either extension or none (``probe``, ``probe.json`` and ``probe.safetensors`` name the
+        same save).
+
+    Returns
+    -------
+    tuple of str
+        The ``.safetensors`` path and the ``.json`` path.
+
+    Examples
+    --------
+    >>> file_pair("out/probe.json")
+    ('out/probe.safetensors', 'out/probe.json')
+    """
     base = os.fspath(path)
     for ext in (".safetensors", ".json"):
         if base.endswith(ext):
@@ -294,10 +311,13 @@ def _check_probe_fields(meta: dict, arrays: dict, js_path: str, st_path: str) ->
         if not np.all(finite):
             raise ValueError(f"{st_path!r}: array {k} has non-finite entries")
     if np.any(arrays["scaler_scale_"] <= 0):
-        raise ValueError(f"{st_path!r}: array scaler_scale_ must be positive")
+        raise ValueError(f"{st_path!r}: array scaler_scale_ must be positive, got minimum "
+                         f"{float(np.min(arrays['scaler_scale_']))!r}")
     v = arrays["concept_vector_"]
     if abs(safe_norm(v) - 1.0) > 1e-9 or abs(abs(float(unit_vector(arrays["coef_"], "coef_") @ v)) - 1.0) > 1e-9:
-        raise ValueError(f"{st_path!r}: concept_vector_ must be the unit vector of coef_ (up to sign)")
+        cosine = abs(float(unit_vector(arrays["coef_"], "coef_") @ v))
+        raise ValueError(f"{st_path!r}: concept_vector_ must be the unit vector of coef_ (up to sign), got norm "
+                         f"{safe_norm(v):.12g} and |cosine| {cosine:.12g}")
     if "intercept_std_" in arrays:
         b_std = float(arrays["intercept_std_"][0])
         implied = b_std - float(arrays["coef_"] @ arrays["scaler_mean_"])
@@ -392,8 +412,8 @@ def save_concept_vectors(path, vectors: ConceptVectors, *, layers=None, layer_co
             raise ValueError(f"vectors must be ConceptVectors or an (L, p) array, got shape {directions.shape}")
         layers = list(range(directions.shape[0])) if layers is None else [int(x) for x in layers]
         if len(layers) != directions.shape[0]:
-            raise ValueError(f"layers must have one index per vector: {len(layers)} layer indices for "
-                             f"{directions.shape[0]} vectors")
+            raise ValueError(f"layers must have one index per vector ({directions.shape[0]}), got {len(layers)} layer "
+                             "indices")
         vectors = ConceptVectors.from_directions(dict(zip(layers, directions)),
                                                  layer_convention=layer_convention or DEFAULT_LAYER_CONVENTION,
                                                  metadata=extra or {})

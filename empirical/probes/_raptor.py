@@ -92,7 +92,7 @@ def select_C(Cs, accuracies, tie_break="most_regularized") -> int:
         return int(ties[0])
     if tie_break == "most_regularized":
         return int(ties[np.argmin(np.asarray(Cs)[ties])])
-    raise ValueError(f"tie_break must be 'most_regularized' or 'first'; got {tie_break!r}")
+    raise ValueError(f"tie_break must be 'most_regularized' or 'first', got {tie_break!r}")
 
 
 def _paper_path(Xs, y, Xvs, yv, Cs, max_iter=100):
@@ -499,7 +499,7 @@ class RaptorProbe(LinearConceptProbe):
         predicted = self.classes_[(scores > 0).astype(int)]
         y = np.asarray(y)
         if y.shape != predicted.shape:
-            raise ValueError(f"y must have one label per row of X: shape {y.shape} vs {predicted.shape}")
+            raise ValueError(f"y must have one label per row of X ({predicted.shape}), got shape {y.shape}")
         return float(np.mean(predicted == y))
 
     def _fit_single(self, Xs, y, C):
@@ -561,8 +561,8 @@ def fit_on_engine(probes, prepared, device) -> dict:
                                                                                  lead.refit))) if not same]
         if differs:
             raise ValueError(f"fit_on_engine: the probes must share their labels, grid, shapes, tol, max_iter and "
-                             f"refit; probe {i} differs from probe 0 in its {', '.join(differs)} (fit_layers groups "
-                             "layers by width)")
+                             f"refit (fit_layers groups layers by width), got probe {i} differing from probe 0 in its "
+                             f"{', '.join(differs)}")
     Cs = first.Cs
     clock = PhaseClock(dev)
     Xt, Xvt = (stack_on_device([getattr(q, key) for q in prepared], dev) for key in ("Xs", "Xvs"))

@@ -308,7 +308,7 @@ def methods(comparison: str | None = None) -> tuple:
         An unknown comparison.
     """
     if comparison is not None and (not isinstance(comparison, str) or comparison not in COMPARISONS):
-        raise ValueError(f"unknown comparison {comparison!r}; known: {', '.join(COMPARISONS)}")
+        raise ValueError(f"comparison must be one of {', '.join(COMPARISONS)}, got {comparison!r:.60}")
     return tuple(m for m in _REGISTRY.values() if comparison is None or comparison in m.comparisons)
 
 

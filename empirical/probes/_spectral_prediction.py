@@ -142,7 +142,7 @@ class PoolModel:
         model's no-signal shrinkage applied."""
         theta = np.asarray(parameters, dtype=float)
         if theta.shape != self.parameters.shape:
-            raise ValueError(f"parameters: expected {self.parameters.size} values, got shape {theta.shape}")
+            raise ValueError(f"parameters must have {self.parameters.size} values, got shape {theta.shape}")
         if self.base_spectrum is None or theta.size == 0:
             return self.spectrum
         return _shrunk(spectrum_from(self.base_spectrum, theta), self.chance_factor)
@@ -245,7 +245,7 @@ def estimate_pool_models(H_pool, y_pool, *, teachers=TEACHERS, covariance="sampl
     check_min_per_class(y_signed, "y_pool (labelled pool)", minimum=folds)
     lambdas = check_lams(cv_lambdas, "cv_lambdas")
     if len(np.unique(lambdas)) != len(lambdas):
-        raise ValueError("cv_lambdas must not repeat a value")
+        raise ValueError(f"cv_lambdas must not repeat a value, got {lambdas.tolist()!r:.60}")
     N, p = H.shape
     U = _check_unlabeled(H_unlabeled, p)
     H_all = np.vstack([H, U]) if U.shape[0] else H

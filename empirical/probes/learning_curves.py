@@ -535,7 +535,7 @@ def predict_best_layer(models, n, *, Cs=None, level=0.9, n_test=None) -> BestLay
     2
     """
     if not hasattr(models, "items") or not len(models):
-        raise ValueError("models must be a non-empty mapping layer -> PoolModel")
+        raise ValueError(f"models must be a non-empty mapping layer -> PoolModel, got {models!r:.60}")
     rows = []
     for layer, model in models.items():
         curve = predict_learning_curve(model, [n], Cs, level, n_test=n_test)

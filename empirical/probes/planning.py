@@ -108,13 +108,13 @@ def label_pool(y, n_labels: int, seed: int = 0, *, folds: int = PLAN_FOLDS, data
     rng = as_generator(seed, "seed")
     name = f" of dataset {dataset!r}" if dataset else ""
     if n_labels >= len(y):
-        raise ValueError(f"--labels {n_labels} must be smaller than the {len(y)} rows{name} (the rows left over are "
-                         "the unlabelled rows whose hidden states estimate the covariance)")
+        raise ValueError(f"--labels must be smaller than the {len(y)} rows{name} (the rows left over are the "
+                         f"unlabelled rows whose hidden states estimate the covariance), got {n_labels}")
     pool = stratified_subsample(y, n_labels, rng)
     least = min(np.unique(y[pool], return_counts=True)[1]) if len(np.unique(y[pool])) == 2 else 0
     if least < folds:
-        raise ValueError(f"--labels {n_labels}: the pool drawn from the rows{name} has {least} row(s) of its rarer "
-                         f"class; {folds} of each are needed for the pool's cross-validation")
+        raise ValueError(f"--labels must draw a pool with {folds} rows of each class (the pool's cross-validation), "
+                         f"got {n_labels}: the pool drawn from the rows{name} has {least} row(s) of its rarer class")
     return pool
 
 
@@ -166,8 +166,8 @@ def plan_labels(H, y, pool, target_n: int, *, layers=None, teacher: str = "calib
     target_n = check_int(target_n, "target_n", minimum=2)
     folds = check_int(folds, "folds", minimum=2)
     if target_n <= len(pool):
-        raise ValueError(f"--target-n {target_n} must be larger than --labels {len(pool)} (the pool's own accuracy is "
-                         "measured, not predicted)")
+        raise ValueError(f"--target-n must be larger than --labels ({len(pool)}; the pool's own accuracy is "
+                         f"measured, not predicted), got {target_n}")
     n_rows = len(y)
     layers = list(range(1, len(H))) if layers is None else [int(layer) for layer in layers]
     rest = np.setdiff1d(np.arange(n_rows), pool)

@@ -333,10 +333,10 @@ def real_embedding_stability(embeddings, labels, measured, lams, *, drop=0.2, va
     L = len(layers)
     measured = np.asarray(measured, dtype=float).ravel()
     if measured.size != L:
-        raise ValueError(f"measured: need one value per layer ({L}), got {measured.size}")
+        raise ValueError(f"measured must have one value per layer ({L}), got {measured.size}")
     lams = np.broadcast_to(np.asarray(lams, dtype=float), (L,)) if np.ndim(lams) == 0 else np.asarray(lams, float)
     if lams.size != L or not np.all(np.isfinite(lams) & (lams > 0)):
-        raise ValueError(f"lams: need {L} finite positive values (or one scalar), got {lams}")
+        raise ValueError(f"lams must be {L} finite positive values (or one scalar), got {lams}")
     if isinstance(labels, (list, tuple)) and len(labels) == L and np.ndim(labels[0]) == 1:
         ys = list(labels)
     else:
@@ -352,7 +352,7 @@ def real_embedding_stability(embeddings, labels, measured, lams, *, drop=0.2, va
         elif dimension == "participation_ratio":
             p_th = participation_ratio(X)
         else:
-            raise ValueError(f"dimension: must be 'ambient' or 'participation_ratio', got {dimension!r}")
+            raise ValueError(f"dimension must be 'ambient' or 'participation_ratio', got {dimension!r}")
         lam_th = float(lams[i]) * p_th / p
         kappa, acc, d_fit = estimate_kappa(X, ys[i], lams[i], folds=folds, seed=seed, p_eff=p_th)
         r = predicted_stability(N / p_th, lam_th, kappa, "subsample", drop=drop, val_fraction=val_fraction)

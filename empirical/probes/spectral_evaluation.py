@@ -127,12 +127,12 @@ def pool_cv_prediction(H_pool, y_pool, n_train, Cs, fractions, C, *, repeats=3, 
     N = H.shape[0]
     n_train = check_int(n_train, "n_train", minimum=1)
     if n_train >= N:
-        raise ValueError(f"n_train: must be smaller than the pool ({N} rows), got {n_train}")
+        raise ValueError(f"n_train must be smaller than the pool ({N} rows), got {n_train}")
     Cs = np.asarray(check_grid(Cs, "Cs"), dtype=float)
     fractions = np.asarray(fractions, dtype=float)
     if not np.all((fractions > 0) & (fractions * N <= N - 1)):
-        raise ValueError(f"fractions: the pool_cv predictor tests on the pool rows a subsample leaves out, so "
-                         f"every fraction must be in (0, {1 - 1 / N:.4g}], got {fractions.tolist()}")
+        raise ValueError(f"fractions must lie in (0, {1 - 1 / N:.4g}] (the pool_cv predictor tests on the pool rows a "
+                         f"subsample leaves out), got {fractions.tolist()}")
     folds = max(2, int(round(N / (N - n_train))))
     path = cross_validated_path(H, y_signed, 1.0 / (Cs * n_train), folds, seed)[0]
     rng = np.random.default_rng(seed)

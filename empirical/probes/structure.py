@@ -225,7 +225,7 @@ def _check_inputs(X_pool, y_pool, X_test, y_test):
     X_pool = check_matrix(X_pool, "X_pool")
     X_test = check_matrix(X_test, "X_test")
     if X_pool.shape[1] != X_test.shape[1]:
-        raise ValueError(f"X_test: must have p = {X_pool.shape[1]} columns like X_pool, got {X_test.shape[1]}")
+        raise ValueError(f"X_test must have p = {X_pool.shape[1]} columns like X_pool, got {X_test.shape[1]}")
     classes, _ = check_binary_labels(y_pool, X_pool.shape[0], "y_pool")
     check_binary_labels(y_test, X_test.shape[0], "y_test", classes=classes)
     return X_pool, np.asarray(y_pool).ravel(), X_test, np.asarray(y_test).ravel(), classes
@@ -528,13 +528,13 @@ def delta_sweep(X_pool, y_pool, X_test, y_test, *, fractions=DEFAULT_FRACTIONS, 
     random_state = check_seed(random_state, "random_state", maximum=MAX_SEED)  # the subsamples' root and the folds'
     fractions = [float(f) for f in fractions]
     if len(set(fractions)) < 3 or not all(0 < f <= 1 for f in fractions):
-        raise ValueError(f"fractions: need at least 3 distinct values in (0, 1] (correlations across fewer are "
+        raise ValueError(f"fractions must hold at least 3 distinct values in (0, 1] (correlations across fewer are "
                          f"undefined), got {fractions}")
     if len(set(fractions)) != len(fractions):
-        raise ValueError(f"fractions: must be distinct, got {fractions}")
+        raise ValueError(f"fractions must be distinct, got {fractions}")
     seeds = check_int(seeds, "seeds")
     if seeds > MAX_SEEDS:
-        raise ValueError(f"seeds: must be at most MAX_SEEDS = {MAX_SEEDS} subsamples per fraction, got {seeds}")
+        raise ValueError(f"seeds must be at most MAX_SEEDS = {MAX_SEEDS} subsamples per fraction, got {seeds}")
     if C is None:
         C, C_source = fixed_C(X_pool, y_pool), "pool"
     else:
@@ -542,9 +542,9 @@ def delta_sweep(X_pool, y_pool, X_test, y_test, *, fractions=DEFAULT_FRACTIONS, 
     extra = [] if Cs is None else [float(c) for c in check_grid(Cs)]
     Cs = sorted({C, *extra})
     if score_source not in ("crossfit", "insample", "heldout"):
-        raise ValueError(f"score_source: must be 'crossfit', 'insample' or 'heldout', got {score_source!r}")
+        raise ValueError(f"score_source must be 'crossfit', 'insample' or 'heldout', got {score_source!r}")
     if not (np.isfinite(sigma_floor) and sigma_floor >= 0):
-        raise ValueError(f"sigma_floor: must be finite and >= 0, got {sigma_floor}")
+        raise ValueError(f"sigma_floor must be finite and >= 0, got {sigma_floor}")
     oracle = _default_oracle() if oracle is None else oracle
     probe = _default_probe if probe is None else probe
     U_pool, U_test, oinfo = cross_fit_oracle(X_pool, y_pool, X_test, oracle, folds=oracle_folds,
@@ -555,8 +555,8 @@ def delta_sweep(X_pool, y_pool, X_test, y_test, *, fractions=DEFAULT_FRACTIONS, 
     for i, frac in enumerate(fractions):
         n = int(round(frac * X_pool.shape[0]))
         if n < 2:
-            raise ValueError(f"fractions: {frac} of the {X_pool.shape[0]} pool rows is {n} rows; a subsample needs "
-                             "at least 2")
+            raise ValueError(f"fractions must give subsamples of at least 2 rows, got {frac} of the "
+                             f"{X_pool.shape[0]} pool rows ({n} rows)")
         for s in range(int(seeds)):
             idx = stratified_subsample(y_pool, n, children[i * int(seeds) + s])
             tasks.append((X_pool, y_pool, X_test, y_test, U_pool, U_test, classes, frac, s, idx, Cs, probe,

@@ -77,7 +77,7 @@ class ConceptDataset:
             self.groups = np.asarray(self.groups)
             if self.groups.shape != self.labels.shape:
                 raise ValueError(f"dataset {self.name!r}: groups must have one entry per example "
-                                 f"({self.groups.shape} vs {self.labels.shape})")
+                                 f"({self.labels.shape}), got shape {self.groups.shape}")
 
     @property
     def prompts(self) -> list:

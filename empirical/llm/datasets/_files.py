@@ -113,7 +113,7 @@ def _binary_column(df: pd.DataFrame, column, path: Path) -> list:
     numeric = pd.to_numeric(values, errors="coerce")
     bad = values[~numeric.isin([0, 1])]
     if len(bad):
-        raise ValueError(f"{str(path)!r}: label column {column!r} must hold 0/1, found "
+        raise ValueError(f"{str(path)!r}: label column {column!r} must hold 0/1, got "
                          f"{sorted(map(str, set(bad)))[:5]} "
                          f"(first at data row {int(np.flatnonzero(~numeric.isin([0, 1]))[0])})")
     return numeric.astype(int).tolist()

@@ -138,7 +138,7 @@ def register_dataset(name: str, files, reader, *, template: str = PLACEHOLDER, a
         raise ValueError(f"dataset name {name!r} is taken (pass replace=True to redefine a dataset)")
     files, test_files = _file_names(files, "files", name), _file_names(test_files, "test_files", name)
     if not files:
-        raise ValueError(f"files of dataset {name!r} must name at least one file")
+        raise ValueError(f"files of dataset {name!r} must name at least one file, got {files!r}")
     if not callable(reader):
         raise ValueError(f"reader of dataset {name!r} must be callable (paths -> DataFrame with 'text' and "
                          f"'label'), got {type(reader).__name__}")
@@ -319,7 +319,7 @@ def _read_named(spec: DatasetSpec, root: Path, verify: bool, split: str = "train
     labels = table["label"]
     bad = labels[~labels.isin([0, 1])]
     if len(bad):
-        raise ValueError(f"{where}: labels must be 0/1 (1 = concept present), found {sorted(map(str, set(bad)))[:5]}")
+        raise ValueError(f"{where}: labels must be 0/1 (1 = concept present), got {sorted(map(str, set(bad)))[:5]}")
     texts = _text_field(table["text"], where, "text")
     groups = None
     if spec.group_column is not None:
@@ -365,7 +365,7 @@ def load(name: str, data_dir=None, *, max_per_class="reference", verify: bool = 
     key = spec.name
     if split not in ("train", "test") or (split == "test" and not spec.test_files):
         with_test = ", ".join(n for n in dataset_names() if get_dataset(n).test_files)
-        raise ValueError(f"split must be 'train' or, for {with_test}, 'test'; got {split!r} for {key!r}")
+        raise ValueError(f"split must be 'train' or, for {with_test}, 'test', got {split!r} for {key!r}")
     cap = _resolve_cap(max_per_class, spec.reference_cap, registered=True)
     root = resolve_data_dir(data_dir)
     texts, labels, files, groups = _read_named(spec, root, verify, split)

@@ -57,7 +57,8 @@ def read_coinflip(path: Path) -> pd.DataFrame:
     document = _read_json(path)
     ex = document.get("examples") if isinstance(document, dict) else None
     if not isinstance(ex, list) or not all(isinstance(e, dict) and {"question", "answer"} <= set(e) for e in ex):
-        raise ValueError(f"{str(path)!r} must hold {{'examples': [{{'question': ..., 'answer': ...}}, ...]}}")
+        raise ValueError(f"{str(path)!r} must hold {{'examples': [{{'question': ..., 'answer': ...}}, ...]}}, got "
+                         f"{type(document).__name__} {str(document)[:60]!r}")
     for i, e in enumerate(ex):
         for key in ("question", "answer"):
             if not isinstance(e[key], str):
@@ -66,7 +67,7 @@ def read_coinflip(path: Path) -> pd.DataFrame:
     answers = [e["answer"].strip().lower() for e in ex]
     bad = sorted(set(answers) - {"yes", "no"})
     if bad:
-        raise ValueError(f"{str(path)!r}: answers must be yes/no, found {bad[:5]}")
+        raise ValueError(f"{str(path)!r}: answers must be yes/no, got {bad[:5]}")
     return pd.DataFrame({"text": [e["question"] for e in ex], "label": [int(a == "yes") for a in answers]})
 
 

@@ -62,8 +62,8 @@ def _labels_to01(values, label_column, positive_label, path="table"):
     bad = [i for i, y in enumerate(labels) if y is None]
     if bad:
         raise ValueError(
-            f"{where} must hold binary labels (0/1, True/False, yes/no); row {bad[0]} ({_ROWS}) holds "
-            f"{values[bad[0]]!r}, {len(bad)} row(s) in all hold {sorted({str(values[i]) for i in bad})[:10]}. Pass "
+            f"{where} must hold binary labels (0/1, True/False, yes/no), got {values[bad[0]]!r} in row {bad[0]} "
+            f"({_ROWS}); {len(bad)} row(s) in all hold {sorted({str(values[i]) for i in bad})[:10]}. Pass "
             "positive_label=... to name the class that shows the concept."
         )
     return np.array(labels, dtype=np.int64)
@@ -150,10 +150,11 @@ def load_table(
         if isinstance(obj, dict):
             lists = [v for v in obj.values() if isinstance(v, list)]
             if len(lists) != 1:
-                raise ValueError(f"{str(p)!r}: a JSON object must hold exactly one list of records")
+                raise ValueError(f"{str(p)!r}: a JSON object must hold exactly one list of records, got {len(lists)}")
             obj = lists[0]
         if not isinstance(obj, list) or not obj or not all(isinstance(r, dict) for r in obj):
-            raise ValueError(f"{str(p)!r} must hold a non-empty list of records (JSON objects)")
+            raise ValueError(f"{str(p)!r} must hold a non-empty list of records (JSON objects), got "
+                             f"{type(obj).__name__} {str(obj)[:60]!r}")
         df = pd.DataFrame(obj)
     else:
         if sep is None:
@@ -175,9 +176,9 @@ def load_table(
     typed = [(i, t) for i, t in enumerate(texts) if not isinstance(t, str)]  # JSON values keep their type
     if typed:
         i, t = typed[0]
-        raise ValueError(f"{str(p)!r}: column {text_column!r} must hold text (strings), but row {i} holds "
-                         f"{t!r:.60} ({type(t).__name__})" + (f" (and {len(typed) - 1} more rows)" if len(typed) > 1
-                                                             else "") + f" ({_ROWS})")
+        raise ValueError(f"{str(p)!r}: column {text_column!r} must hold text (strings), got "
+                         f"{t!r:.60} ({type(t).__name__}) in row {i}"
+                         + (f" (and {len(typed) - 1} more rows)" if len(typed) > 1 else "") + f" ({_ROWS})")
     texts = [str(t) for t in texts]
     labels = _labels_to01(df[label_column].tolist(), label_column, positive_label, p)
     cap = _resolve_cap(max_per_class)
