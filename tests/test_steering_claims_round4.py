@@ -13,6 +13,7 @@ import pandas as pd
 import pytest
 from scipy import stats
 
+import empirical.llm  # noqa: E402
 from empirical.llm import _steering_null as SN
 from empirical.llm._steering_protocol import MATCHED_STREAMS, MIN_RANDOM, NULL_STREAMS, SteeringProtocol, SteeringRun
 from paper_figures import claims as C, verdicts as V
@@ -309,8 +310,11 @@ def test_a_staged_sweep_reads_the_matched_null_and_several_vader_directions_on_t
     from empirical.probes import ConceptVectors, LinearProbe
 
     monkeypatch.setattr(AR, "MIN_AUC", 0.0)  # a tiny random model's read-out tracks nothing; measure it anyway
+    monkeypatch.setattr(empirical.llm, "MIN_AUC", 0.0)  # the front door keeps its own reference
     monkeypatch.setattr(AR, "MAX_AUC_P", 1.0)
+    monkeypatch.setattr(empirical.llm, "MAX_AUC_P", 1.0)  # the front door keeps its own reference
     monkeypatch.setattr(AR, "MIN_MASS", 0.0)
+    monkeypatch.setattr(empirical.llm, "MIN_MASS", 0.0)  # the front door keeps its own reference
     from empirical.llm._steering_target import SteeringTarget
 
     for module in (SE, SN):  # gibberish text: every row passes the gates (the staged run's and the rank test's)

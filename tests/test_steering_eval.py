@@ -11,6 +11,8 @@ import numpy as np
 import pandas as pd
 import pytest
 
+import empirical.llm  # noqa: E402
+
 torch = pytest.importorskip("torch")
 pytest.importorskip("transformers")
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
@@ -311,8 +313,11 @@ def test_staged_screens_gates_and_reads_the_report_half_last(setup, monkeypatch)
     """Stage 2 sees only candidates that kept the answer mass, and no report-half prompt is read (or generated)
     before the operating points are chosen; a broken edit (huge strength) never reaches stage 2."""
     monkeypatch.setattr(AR, "MIN_AUC", 0.0)  # a random model's read-out tracks nothing; measure it anyway
+    monkeypatch.setattr(empirical.llm, "MIN_AUC", 0.0)  # the front door keeps its own reference
     monkeypatch.setattr(AR, "MAX_AUC_P", 1.0)
+    monkeypatch.setattr(empirical.llm, "MAX_AUC_P", 1.0)  # the front door keeps its own reference
     monkeypatch.setattr(AR, "MIN_MASS", 0.0)
+    monkeypatch.setattr(empirical.llm, "MIN_MASS", 0.0)  # the front door keeps its own reference
     # a tiny random model's answer barely moves: a gate at the unsteered mass splits the two signs of each edit
     monkeypatch.setattr(SE, "MASS_GATE", 1.0)
     model, tok, _, _ = setup
@@ -348,6 +353,7 @@ def test_staged_screens_gates_and_reads_the_report_half_last(setup, monkeypatch)
 
 def test_staged_stops_at_a_dataset_whose_read_out_is_not_valid(setup, monkeypatch):
     monkeypatch.setattr(AR, "MIN_AUC", 1.01)  # nothing is measurable
+    monkeypatch.setattr(empirical.llm, "MIN_AUC", 1.01)  # the front door keeps its own reference
     calls = []
     table, _ = _run(setup, [SS.SteeringSetting("additive", "best", 0.5, "answer")], measure=SE.evaluate_staged,
                     on_stage=lambda stage, entries, idx: calls.append(stage))
@@ -369,19 +375,26 @@ def test_staged_fits_the_vectors_only_for_a_valid_read_out(setup, monkeypatch):
                                   protocol=_protocol(n_candidates=1, stage2_positions=("all",)))
 
     monkeypatch.setattr(AR, "MIN_AUC", 1.01)  # nothing is measurable: nothing is fitted
+    monkeypatch.setattr(empirical.llm, "MIN_AUC", 1.01)  # the front door keeps its own reference
     table, _ = run()
     assert fits == [] and table.stage.tolist() == ["validity"]
     monkeypatch.setattr(AR, "MIN_AUC", 0.0)
+    monkeypatch.setattr(empirical.llm, "MIN_AUC", 0.0)  # the front door keeps its own reference
     monkeypatch.setattr(AR, "MAX_AUC_P", 1.0)
+    monkeypatch.setattr(empirical.llm, "MAX_AUC_P", 1.0)  # the front door keeps its own reference
     monkeypatch.setattr(AR, "MIN_MASS", 0.0)
+    monkeypatch.setattr(empirical.llm, "MIN_MASS", 0.0)  # the front door keeps its own reference
     table, _ = run()
     assert fits == [1] and "candidate" in set(table.stage)  # measured past validity
 
 
 def test_position_twins_only_for_the_twin_methods(setup, monkeypatch):
     monkeypatch.setattr(AR, "MIN_AUC", 0.0)
+    monkeypatch.setattr(empirical.llm, "MIN_AUC", 0.0)  # the front door keeps its own reference
     monkeypatch.setattr(AR, "MAX_AUC_P", 1.0)
+    monkeypatch.setattr(empirical.llm, "MAX_AUC_P", 1.0)  # the front door keeps its own reference
     monkeypatch.setattr(AR, "MIN_MASS", 0.0)
+    monkeypatch.setattr(empirical.llm, "MIN_MASS", 0.0)  # the front door keeps its own reference
     monkeypatch.setattr(SE, "MASS_GATE", 0.0)
     _, _, probes, _ = setup
     vectors = {"RAPTOR": probes, "DiffMeans": probes}
@@ -505,8 +518,11 @@ def test_evaluate_dataset_uses_given_vectors_and_fits_nothing(setup, monkeypatch
     from empirical.llm.datasets import ConceptDataset
 
     monkeypatch.setattr(AR, "MIN_AUC", 0.0)
+    monkeypatch.setattr(empirical.llm, "MIN_AUC", 0.0)  # the front door keeps its own reference
     monkeypatch.setattr(AR, "MAX_AUC_P", 1.0)
+    monkeypatch.setattr(empirical.llm, "MAX_AUC_P", 1.0)  # the front door keeps its own reference
     monkeypatch.setattr(AR, "MIN_MASS", 0.0)
+    monkeypatch.setattr(empirical.llm, "MIN_MASS", 0.0)  # the front door keeps its own reference
     monkeypatch.setattr(SE, "method_vectors", lambda *a, **k: pytest.fail("fitted although vectors were given"))
     model, tok, probes, accuracy = setup
     ds = ConceptDataset("toy", PROMPTS * 5, LABELS * 5)
