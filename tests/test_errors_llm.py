@@ -81,7 +81,7 @@ def test_three_label_named_dataset_is_rejected_at_load(cities_dir):
     values = first.split(",")
     values[cols.index("label")] = "2"
     (cities_dir / "cities.csv").write_text("\n".join([header, ",".join(values), *text[2:]]))
-    with pytest.raises(ValueError, match=r"cities\.csv'.*label column 'label' must hold 0/1, found \['2'\]"):
+    with pytest.raises(ValueError, match=r"cities\.csv'.*label column 'label' must hold 0/1, got \['2'\]"):
         D.load("cities", cities_dir, verify=False)
 
 

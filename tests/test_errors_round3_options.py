@@ -97,7 +97,7 @@ def test_b1_masked_array_without_masked_entries_is_its_data():
 def test_b1_theory_arrays_refuse_complex():
     import cgmt
 
-    with pytest.raises(ValueError, match="lams must be a real number or an array of reals"):
+    with pytest.raises(ValueError, match="lams must be real, got complex data"):
         cgmt.sweep([2.0], np.array([0.1 + 1j]), [1.0], progress=False)
 
 

@@ -70,10 +70,10 @@ def test_every_layer_is_checked_against_y_before_any_fit(device):
     rng = np.random.default_rng(1)
     y = np.arange(100) % 2
     H = [rng.standard_normal((100, 4)), rng.standard_normal((100, 4)), rng.standard_normal((90, 4))]
-    with pytest.raises(ValueError, match=r"layer 2 has shape \(90, 4\), layer 0 has \(100, 4\)"):
+    with pytest.raises(ValueError, match=r"got layer 2 of shape \(90, 4\) and layer 0 of \(100, 4\)"):
         fit_layers(H, y, Cs=[1.0], progress=False, device=device)
     H[2] = rng.standard_normal((100, 4, 1))
-    with pytest.raises(ValueError, match=r"layer 2 has shape \(100, 4, 1\)"):
+    with pytest.raises(ValueError, match=r"got layer 2 of shape \(100, 4, 1\)"):
         fit_layers(H, y, Cs=[1.0], progress=False, device=device)
 
 

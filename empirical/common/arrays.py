@@ -116,8 +116,8 @@ def as_real_array(X, name: str = "X", *, labels: bool = False):
         except (TypeError, ValueError):  # ragged or not numeric: the caller's conversion names the problem
             kind = ""
     if kind == "c":
-        raise ValueError(f"{name} must be real, got complex data (converting it would drop the imaginary part; "
-                         "pass its .real or .imag explicitly)")
+        raise ValueError(f"{name} must be real, got complex data: Complex data not supported (converting it would "
+                         "drop the imaginary part; pass its .real or .imag explicitly)")
     if labels:
         if values is not None and (kind == "O" or not isinstance(X, np.ndarray)):
             return _labels_of_one_type(X, name)
@@ -147,8 +147,8 @@ def _tensor_to_numpy(X, name: str):
         raise ValueError(f"{name} must hold values, got a torch tensor on the 'meta' device (a shape without data); "
                          "materialize it first (e.g. with to_empty() and an initialization)")
     if X.is_complex():
-        raise ValueError(f"{name} must be real, got complex data (converting it would drop the imaginary part; "
-                         "pass its .real or .imag explicitly)")
+        raise ValueError(f"{name} must be real, got complex data: Complex data not supported (converting it would "
+                         "drop the imaginary part; pass its .real or .imag explicitly)")
     t = X.detach()
     try:
         if t.layout != torch.strided:

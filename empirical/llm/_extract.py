@@ -105,7 +105,7 @@ def check_prompts(prompts, name: str = "prompts") -> list:
     >>> check_prompts("a good film")
     Traceback (most recent call last):
     ...
-    ValueError: prompts must be a list of strings, not a single string
+    ValueError: prompts must be a list of strings, not a single string, got 'a good film'
     """
     if isinstance(prompts, str):
         raise ValueError(f"{name} must be a list of strings, not a single string, got {prompts!r:.60}")
