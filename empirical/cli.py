@@ -404,7 +404,7 @@ def _given_vectors(steering, probes, H, labels, layers):
     if not set(probes.layers) & set(layers):
         raise ValueError(f"--probe-file has probes for layers {probes.layers}, none of them among the steered layers "
                          f"{layers[0]}..{layers[-1]}")
-    return steering.given_vectors(probes.select(layers=layers), H, labels,
+    return steering.given_vectors(probes.select(layers), H, labels,
                                   paper_split(labels, random_state=PAPER_SPLIT_SEED))
 
 
@@ -477,7 +477,7 @@ def _tau_filter(vectors, tau):
         if not reliable:
             raise ValueError(f"no layer can be steered for {method}: "
                              f"{below_tau(acc, tau, below, what='validation accuracy')}; lower --tau")
-        kept[method] = cv.select(min_accuracy=tau)
+        kept[method] = cv.select(reliable)
     return kept
 
 

@@ -207,28 +207,21 @@ def test_kernel_modules_keep_their_jobs():
     assert not {m for m in graph["empirical.logistic._factors"] if m.startswith("empirical")}
 
 
-@pytest.mark.parametrize("modules", [
-    "cgmt, sims, empirical, empirical.probes, empirical.logistic",
-    "empirical.llm.datasets, empirical.llm._cache, empirical.common.files, empirical.common.arrays, empirical.numerics",
+@pytest.mark.parametrize("imports", [
+    "import cgmt, sims, empirical, empirical.probes, empirical.logistic",
+    "import empirical.llm.datasets, empirical.llm._cache, empirical.common.files, empirical.common.arrays, "
+    "empirical.numerics",
     # choosing an operating point or estimating a run's time from a saved table needs no torch
-    "empirical.llm._steering_protocol, empirical.llm._steering_selection, empirical.llm._steering_cost, "
+    "import empirical.llm._steering_protocol, empirical.llm._steering_selection, empirical.llm._steering_cost, "
     "empirical.llm._steering_settings, empirical.llm._gcav, empirical.llm._edit_kinds",
     # the null directions, the rank test and the report's rows are numpy / pandas
-    "empirical.llm._steering_null, empirical.llm._steering_report",
+    "import empirical.llm._steering_null, empirical.llm._steering_report",
+    # empirical.llm's front door loads a name on first use: its torch-free names come without torch
+    "from empirical.llm import (SteeringProtocol, ExtractionCache, reliable_layers, select_operating_points, "
+    "estimate_seconds, sweep_settings, EDIT_KINDS, datasets); datasets.dataset_names()",
 ])
-def test_numpy_side_never_loads_torch(modules):
-    code = f"import {modules}; import sys; assert 'torch' not in sys.modules, 'torch was imported'"
-    subprocess.run([sys.executable, "-c", code], check=True, cwd=ROOT)
-
-
-def test_the_torch_free_names_of_empirical_llm_load_without_torch():
-    """``empirical.llm``'s front door loads a name on first use: the names of its torch-free modules (the dataset
-    registry, the cache, GCAV's rules, the steering protocol, selection and timing model) come without torch."""
-    code = ("import sys\n"
-            "from empirical.llm import (SteeringProtocol, ExtractionCache, reliable_layers, select_operating_points,\n"
-            "                           estimate_seconds, sweep_settings, EDIT_KINDS, datasets)\n"
-            "datasets.dataset_names()\n"
-            "assert 'torch' not in sys.modules, 'torch was imported'")
+def test_numpy_side_never_loads_torch(imports):
+    code = f"{imports}; import sys; assert 'torch' not in sys.modules, 'torch was imported'"
     subprocess.run([sys.executable, "-c", code], check=True, cwd=ROOT)
 
 

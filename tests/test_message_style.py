@@ -41,14 +41,6 @@ OTHER_STYLES = {
     "'invalid ...'": re.compile(r"^invalid\b", re.I),
     "'expected <name> to be ...'": re.compile(r"\bexpected \S+ to be\b"),
 }
-#: modules another helper is refactoring right now (issue 55 section 3/4, the steering refactor: edit kinds, cached
-#: passes, the answer read-out, prompts, concept vectors, the steering text figure): their messages are the lead's to
-#: fold in once that refactor lands; remove each entry then
-REFACTOR_IN_PROGRESS = (
-    "empirical/llm/_steering", "empirical/llm/_cached_passes.py", "empirical/llm/_edit_kinds.py",
-    "empirical/llm/_answer_readout.py", "empirical/llm/_prompts.py", "empirical/probes/_concept_vectors.py",
-    "paper_figures/steering_text.py",
-)
 
 
 def _template(node) -> str | None:
@@ -93,7 +85,7 @@ def style_problem(message: str) -> str:
 
 def style_violations(root: Path = ROOT) -> list[str]:
     return [f"{where} {exc}: {problem}: {message[:120]!r}" for where, exc, message in raised_messages(root)
-            if not where.startswith(REFACTOR_IN_PROGRESS) and (problem := style_problem(message))]
+            if (problem := style_problem(message))]
 
 
 def test_every_literal_message_keeps_the_one_style():
@@ -129,8 +121,7 @@ def test_every_argument_error_of_the_contract_calls_keeps_the_one_style():
     ``InvalidParameterError`` wording is scikit-learn's)."""
     found = []
     for key, entry in sorted(contract.ENTRIES.items()):
-        if (key in contract.EXCEPTIONS or key in contract.SLOW_BASE or entry.skip
-                or entry.obj.__module__.replace(".", "/").startswith(REFACTOR_IN_PROGRESS)):
+        if key in contract.EXCEPTIONS or key in contract.SLOW_BASE or entry.skip:
             continue
         for name, kind in entry.params.items():
             if f"{key}.{name}" in contract.EXCEPTIONS or "object" not in contract.HOSTILE[kind]:

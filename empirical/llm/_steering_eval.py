@@ -199,7 +199,8 @@ class _Measurement:
             wrong = [layer for layer, F in self.factors.items() if np.shape(F)[0] != hidden_size]
             if missing or wrong:
                 raise ValueError(f"state_factors (of the target) must hold a ({hidden_size}, m) factor for every layer "
-                                 f"1..{n_layers}; missing {missing[:5]}, wrong size {wrong[:5]}")
+                                 f"1..{n_layers}, got missing layers {missing[:5]} and layers of another size "
+                                 f"{wrong[:5]}")
         self._matched = {}
         self.n_text_random = protocol.n_text_random
         n = len(prompts)

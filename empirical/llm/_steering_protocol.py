@@ -165,7 +165,8 @@ class SteeringProtocol:
 
     def __post_init__(self):
         if not isinstance(self.stem, str) or not self.stem.strip():
-            raise ValueError("stem (--stem) must be a non-empty answer stem such as '\\n\\nThe answer is:'")
+            raise ValueError("stem (--stem) must be a non-empty answer stem such as '\\n\\nThe answer is:', "
+                             f"got {self.stem!r:.60}")
         directions = _as_tuple(self.directions, "directions (--direction)")
         if not directions or any(d not in ("towards", "away") for d in directions):
             raise ValueError(f"directions (--direction) must be 'towards' and/or 'away', got {self.directions!r}")

@@ -12,6 +12,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from empirical.common.arrays import check_binary_labels
 from empirical.common.checks import check_bool
 
 from . import datasets
@@ -134,9 +135,8 @@ class SteeringTarget:
         if not isinstance(self.name, str) or not self.name:
             raise ValueError(f"name must be a non-empty dataset name, got {self.name!r}")
         prompts = tuple(check_prompts(self.prompts))
+        check_binary_labels(self.labels, len(prompts), "labels", classes=np.array([0, 1]), rows="prompts")
         labels = np.asarray(self.labels)
-        if labels.shape != (len(prompts),) or not np.all(np.isin(labels, (0, 1))):
-            raise ValueError(f"labels must be {len(prompts)} values in {{0, 1}}, one per prompt")
         generation = self.generation_prompts
         if generation is not None:
             generation = tuple(check_prompts(generation, "generation_prompts"))

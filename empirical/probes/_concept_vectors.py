@@ -8,9 +8,9 @@ reports need: the probes' test and validation accuracies, the layers' median hid
 (the unit of an additive steering strength), the ridge strength ``C`` chosen per layer, the
 standardization statistics, the model and the layer convention.  It is saved and loaded as a
 safetensors + JSON pair by :func:`empirical.probes.save_concept_vectors` and
-:func:`~empirical.probes.load_concept_vectors`. :meth:`ConceptVectors.select` keeps the layers a run may steer (by
-layer and validation accuracy); :meth:`ConceptVectors.with_statistics` records each layer's validation accuracy and
-hidden-state norm on its probe.
+:func:`~empirical.probes.load_concept_vectors`.
+:meth:`ConceptVectors.select` keeps the layers a run may steer;
+:meth:`ConceptVectors.with_statistics` records each layer's validation accuracy and hidden-state norm on its probe.
 
 Layer index: whatever the producer says in ``layer_convention``; for hidden states extracted by
 :mod:`empirical.llm._extract` layer ``l`` is the output of decoder block ``l`` (``l = 0`` the token
@@ -108,7 +108,8 @@ class LinearProbe:
 
     def __post_init__(self):
         if (self.coef is None) != (self.intercept is None):
-            raise ValueError("coef and intercept must be given together (both None for a bare direction)")
+            raise ValueError("coef and intercept must be given together (both None for a bare direction), got "
+                             f"{'coef' if self.intercept is None else 'intercept'} alone")
         coef = None if self.coef is None else check_magnitude(_finite_vector(self.coef, "coef"), "coef")
         intercept = _optional_float(self.intercept, "intercept")
         if self.direction is None:
@@ -128,7 +129,8 @@ class LinearProbe:
         scaler_mean = None if self.scaler_mean is None else _finite_vector(self.scaler_mean, "scaler_mean", p)
         scaler_scale = None if self.scaler_scale is None else _finite_vector(self.scaler_scale, "scaler_scale", p)
         if scaler_scale is not None and np.any(scaler_scale <= 0):
-            raise ValueError("scaler_scale must be positive")
+            raise ValueError(f"scaler_scale must be positive, got {float(scaler_scale.min())!r} at index "
+                             f"{int(np.argmin(scaler_scale))}")
         test_accuracy = _optional_float(self.test_accuracy, "test_accuracy", 0.0, 1.0)
         C = _optional_float(self.C, "C", 0.0, math.inf)
         if C is not None and C == 0:
@@ -209,7 +211,7 @@ class ConceptVectors(Mapping):
 
     def __post_init__(self):
         if not isinstance(self.probes, Mapping) or not self.probes:
-            raise ValueError("probes must be a non-empty mapping {layer: LinearProbe}")
+            raise ValueError(f"probes must be a non-empty mapping {{layer: LinearProbe}}, got {self.probes!r:.60}")
         probes = {}
         for layer, probe in self.probes.items():
             if isinstance(layer, bool) or not isinstance(layer, (int, np.integer)):
@@ -282,16 +284,15 @@ class ConceptVectors(Mapping):
             warnings.warn(f"{source} was fitted on dataset {recorded!r} and is used on dataset {dataset!r}",
                           UserWarning, stacklevel=2)
 
-    def select(self, layers=None, min_accuracy: float | None = None) -> ConceptVectors:
-        """The probes of ``layers`` whose validation accuracy reaches ``min_accuracy``, with this object's
-        provenance (the layers a steering run may steer: ``raptor steer --layers`` and ``--tau``).
+    def select(self, layers) -> ConceptVectors:
+        """The probes of ``layers``, with this object's provenance (the layers a steering run may steer:
+        ``raptor steer --layers``, and the layers that pass ``--tau``, decided by
+        :func:`empirical.llm.reliable_layers`, the one home of the reliability rule).
 
         Parameters
         ----------
-        layers : iterable of int, optional
-            The layers to keep (default: every layer).
-        min_accuracy : float in [0, 1], optional
-            Keep the layers whose :attr:`LinearProbe.validation_accuracy` is at least this (default: no threshold).
+        layers : iterable of int
+            The layers to keep; a layer these vectors do not hold is ignored.
 
         Returns
         -------
@@ -301,31 +302,19 @@ class ConceptVectors(Mapping):
         Raises
         ------
         ValueError
-            ``min_accuracy`` outside [0, 1], a kept layer without a validation accuracy when ``min_accuracy`` is
-            given, or no layer left (naming the layers held and the criterion).
+            When no layer is left (naming the layers held and the layers asked for).
 
         Examples
         --------
-        >>> cv = ConceptVectors({1: LinearProbe([1.0, 0.0], 0.0, validation_accuracy=0.6),
-        ...                      2: LinearProbe([0.0, 1.0], 0.0, validation_accuracy=0.9)})
-        >>> cv.select(min_accuracy=0.8).layers, cv.select(layers=[1, 5]).layers
-        ([2], [1])
+        >>> cv = ConceptVectors({1: LinearProbe([1.0, 0.0], 0.0), 2: LinearProbe([0.0, 1.0], 0.0)})
+        >>> cv.select([1, 5]).layers
+        [1]
         """
-        kept = dict(self.probes)
-        if layers is not None:
-            wanted = {int(layer) for layer in layers}
-            kept = {layer: probe for layer, probe in kept.items() if layer in wanted}
-        if min_accuracy is not None:
-            min_accuracy = check_scalar(min_accuracy, "min_accuracy", low=0.0, high=1.0)
-            missing = [layer for layer, probe in kept.items() if probe.validation_accuracy is None]
-            if missing:
-                raise ValueError(f"min_accuracy needs each probe's validation_accuracy; layer {missing[0]} has none")
-            kept = {layer: probe for layer, probe in kept.items() if probe.validation_accuracy >= min_accuracy}
+        wanted = {int(layer) for layer in layers}
+        kept = {layer: probe for layer, probe in self.probes.items() if layer in wanted}
         if not kept:
-            asked = " and ".join(text for text in (None if layers is None else f"layers {sorted(wanted)}",
-                                                   None if min_accuracy is None else
-                                                   f"validation accuracy >= {min_accuracy:g}") if text)
-            raise ValueError(f"no layer of these concept vectors (layers {self.layers}) has {asked}")
+            raise ValueError(f"layers must name a layer of these concept vectors (layers {self.layers}), "
+                             f"got {sorted(wanted)}")
         return dataclasses.replace(self, probes=kept)
 
     def with_statistics(self, *, validation_accuracy=None, state_norms=None) -> ConceptVectors:
