@@ -385,6 +385,7 @@ def _raptor_vectors(out, name, H, y, split, progress):
 
 def _steering(out, mdl, tok, data, layers, quick, progress):
     from empirical.llm import (
+        GcavRule,
         NoLayerSteeredWarning,
         compare_generations,
         hard_layers,
@@ -404,7 +405,7 @@ def _steering(out, mdl, tok, data, layers, quick, progress):
         prompts = [ds.prompts[i] for i in select_prompts(y, split[2], n_prompts)]  # both classes, alternating
         with warnings.catch_warnings():
             warnings.simplefilter("ignore", NoLayerSteeredWarning)  # reported in the table's note column
-            df = steer_prompts(mdl, tok, prompts, probes, direction, tau=tau, progress=progress)
+            df = steer_prompts(mdl, tok, prompts, probes, GcavRule(direction, tau=tau), progress=progress)
         m = steering_metrics(df)
         # |alpha| against the size of the states it edits: the median norm of the layer's last-token state (once per
         # dataset: two settings share each one)
@@ -429,7 +430,7 @@ def _steering(out, mdl, tok, data, layers, quick, progress):
                          by_max=", ".join(f"{layer}({v:.1f})" for layer, v in hl["by_max"])))
         with warnings.catch_warnings():
             warnings.simplefilter("ignore", NoLayerSteeredWarning)
-            generations = compare_generations(mdl, tok, prompts[:1], probes, direction, tau=tau,
+            generations = compare_generations(mdl, tok, prompts[:1], probes, GcavRule(direction, tau=tau),
                                               max_new_tokens=16 if quick else 24, progress=False)
         examples += [dict(dataset=name, **g) for g in generations]
     cols = ["dataset", "direction", "layers", "n_pairs", "success_rate", "intervention_rate", "alpha_median",

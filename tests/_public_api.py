@@ -84,7 +84,12 @@ def public_objects():
                     raise
                 continue
             for attr in getattr(module, "__all__", None) or APPLICATION_ENTRIES.get(name, ()):
-                obj = getattr(module, attr)
+                try:
+                    obj = getattr(module, attr)  # a front door's lazily loaded name imports its module now
+                except ModuleNotFoundError as exc:
+                    if (exc.name or "").split(".")[0] not in OPTIONAL:
+                        raise
+                    continue
                 if not (inspect.isclass(obj) or callable(obj)) or inspect.ismodule(obj):
                     continue
                 home = getattr(obj, "__module__", None) or name

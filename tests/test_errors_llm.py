@@ -20,6 +20,7 @@ os.environ.setdefault("HF_HUB_OFFLINE", "1")
 
 from empirical.llm import _edits as ED, _extract as E, _generation as G, _steering as S
 from empirical.llm._cache import CacheCorruptionError
+from empirical.llm._gcav import GcavRule
 from empirical.llm._models import load_model
 from empirical.probes import ConceptVectors, LinearProbe
 from empirical.testing import tiny_model, tiny_tokenizer
@@ -277,10 +278,18 @@ PROBES = ConceptVectors({1: LinearProbe(np.ones(32), 0.0, test_accuracy=0.7),
 
 
 @pytest.mark.parametrize("call, message", [
-    (lambda m, t: S.steer_prompts(m, t, PROMPTS[:2], PROBES, tau=1.5, progress=False), r"tau must lie in \[0.0, 1.0\]"),
-    (lambda m, t: S.steer_prompts(m, t, PROMPTS[:2], PROBES, tau=float("nan"), progress=False), r"tau must be finite"),
-    (lambda m, t: S.steer_prompts(m, t, PROMPTS[:2], PROBES, p_target=1.0, progress=False), r"p_target must lie"),
-    (lambda m, t: S.steer_prompts(m, t, PROMPTS[:2], PROBES, direction="up", progress=False), r"direction must be"),
+    (lambda m, t: S.steer_prompts(m, t, PROMPTS[:2], PROBES, GcavRule(tau=1.5), progress=False),
+     r"tau must lie in \[0.0, 1.0\]"),
+    (lambda m, t: S.steer_prompts(m, t, PROMPTS[:2], PROBES, GcavRule(tau=float("nan")), progress=False),
+     r"tau must be finite"),
+    (lambda m, t: S.steer_prompts(m, t, PROMPTS[:2], PROBES, GcavRule(p_target=1.0), progress=False),
+     r"p_target must lie"),
+    (lambda m, t: S.steer_prompts(m, t, PROMPTS[:2], PROBES, GcavRule(positions="first"), progress=False),
+     r"positions must be 'last' or 'all', got 'first'"),
+    (lambda m, t: S.steer_prompts(m, t, PROMPTS[:2], PROBES, "up", progress=False), r"direction must be"),
+    (lambda m, t: S.steer_prompts(m, t, PROMPTS[:2], PROBES, 0.9, progress=False),
+     r"rule must be a GcavRule or 'towards' / 'away', got float"),
+    (lambda m, t: ED.gcav_steering(m, PROBES, {"direction": "away"}).__enter__(), r"rule must be a GcavRule"),
     (lambda m, t: S.steer_prompts(m, t, PROMPTS[:2], {}, progress=False), r"probes must be a non-empty"),
     (lambda m, t: S.steer_prompts(m, t, PROMPTS[:2], {9: PROBES[1]}, progress=False), r"probe layer must be in 1..2"),
     (lambda m, t: ED.additive_steering(m, {1: np.ones(32)}, alpha=float("nan")).__enter__(),
@@ -294,10 +303,10 @@ def test_bad_steering_arguments(model, tok, call, message):
 
 def test_no_qualifying_layer_warns_and_is_never_silent(model, tok):
     with pytest.warns(ED.NoLayerSteeredWarning, match=r"tau=0.9 excludes 2 layer\(s\) .*0.800, at layer 2"):
-        pairs = S.steer_prompts(model, tok, PROMPTS[:2], PROBES, tau=0.9, progress=False)
+        pairs = S.steer_prompts(model, tok, PROMPTS[:2], PROBES, GcavRule(tau=0.9), progress=False)
     assert len(pairs) == 0 and pairs.attrs["active_layers"] == []
     with pytest.warns(ED.NoLayerSteeredWarning):
-        G.compare_generations(model, tok, PROMPTS[:1], PROBES, tau=0.9, max_new_tokens=2, progress=False)
+        G.compare_generations(model, tok, PROMPTS[:1], PROBES, GcavRule(tau=0.9), max_new_tokens=2, progress=False)
 
 
 def test_a_large_but_valid_probe_weight_is_steered_not_skipped(model, tok):

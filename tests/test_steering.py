@@ -71,6 +71,23 @@ def test_one_reliability_rule_for_gcav_and_the_cli(acc, tau):
             _tau_filter(vectors, tau)
 
 
+def test_gcav_rule_is_one_validated_object():
+    """GCAV's direction, target, threshold and positions travel as one frozen object; a direction is its shorthand,
+    and the default target follows the direction (it is resolved, not stored), also through ``replace``."""
+    import dataclasses
+
+    rule = GC.GcavRule()
+    assert GC.GcavRule.of("towards") == rule and GC.GcavRule.of(rule) is rule
+    assert rule.target == GC.P_TOWARDS and dataclasses.replace(rule, direction="away").target == GC.P_AWAY
+    assert GC.GcavRule("away", 0.2).target == 0.2 and GC.GcavRule(tau=np.float32(0.5)).tau == 0.5
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        rule.tau = 0.5
+    for bad, message in ((dict(direction="up"), "direction must be"), (dict(p_target=0.0), "p_target must lie"),
+                         (dict(tau=-0.1), "tau must lie"), (dict(positions=None), "positions must be")):
+        with pytest.raises(ValueError, match=message):
+            GC.GcavRule(**bad)
+
+
 def test_gcav_alpha_errors():
     with pytest.raises(ValueError, match="direction"):
         GC.gcav_alpha(0.0, 1.0, "up")
@@ -89,7 +106,7 @@ def _edited_states(model, tok, prompt, probes, direction, p_target=None):
     """Run one prompt under GCAV steering and capture each steered block's stored output."""
     blocks = decoder_blocks(model)
     caps = {}
-    with E.gcav_steering(model, probes, direction, p_target) as state:
+    with E.gcav_steering(model, probes, GC.GcavRule(direction, p_target)) as state:
         hs = [blocks[layer - 1].register_forward_hook(
                   lambda m, a, o, layer=layer: caps.__setitem__(layer, o[0, -1].double().numpy()))
               for layer in probes]  # registered after the steering hooks: they see the edited output
@@ -138,7 +155,7 @@ def test_already_in_target_skips_and_filters(tok):
     probes = {1: LinearProbe(w, b, test_accuracy=0.9),
               2: LinearProbe(rng.normal(size=32), 0.0, test_accuracy=0.6),  # below tau
               3: LinearProbe(w, 0.0, direction=-w / np.linalg.norm(w), test_accuracy=0.95)}  # w.v < 0
-    df = S.steer_prompts(model, tok, PROMPTS, probes, "towards", tau=0.7, batch_size=4, progress=False)
+    df = S.steer_prompts(model, tok, PROMPTS, probes, GC.GcavRule("towards", tau=0.7), batch_size=4, progress=False)
     assert df.attrs["active_layers"] == [1]
     assert df.attrs["skipped_layers"] == {2: "test accuracy below tau", 3: "w.v <= 0"}
     already = (g1 + b) >= G_TOWARDS
@@ -150,7 +167,7 @@ def test_already_in_target_skips_and_filters(tok):
     m = S.steering_metrics(df)
     assert m["success_rate"] == 1.0 and m["intervention_rate"] == pytest.approx((~already).mean())
     with pytest.raises(ValueError, match="test_accuracy"):
-        S.steer_prompts(model, tok, PROMPTS, {1: LinearProbe(w, 0.0)}, tau=0.5, progress=False)
+        S.steer_prompts(model, tok, PROMPTS, {1: LinearProbe(w, 0.0)}, GC.GcavRule(tau=0.5), progress=False)
     with pytest.raises(ValueError, match="only a direction"):
         S.steer_prompts(model, tok, PROMPTS, {1: LinearProbe(None, None, w)}, progress=False)
 

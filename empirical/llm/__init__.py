@@ -28,7 +28,8 @@ _EXPORTS = {
     "_extract": ["hidden_states", "extract_dataset", "resolve_layers"],
     "_cache": ["ExtractionCache", "CacheCorruptionError", "STORAGES"],
     "_chat_templates": ["render_chat_template"],
-    "_gcav": ["P_TOWARDS", "P_AWAY", "below_tau", "reliable_layers", "steerable_layers", "gcav_alpha"],
+    "_gcav": ["P_TOWARDS", "P_AWAY", "GcavRule", "below_tau", "reliable_layers", "steerable_layers",
+              "gcav_alpha"],
     "_edits": ["additive_steering", "gcav_steering", "model_positions", "NoLayerSteeredWarning"],
     "_edit_kinds": ["EditKind", "EDIT_KINDS"],
     "_prompts": ["select_prompts", "split_halves"],
@@ -45,4 +46,17 @@ _EXPORTS = {
     "_steering_cost": ["estimate_seconds"],
 }
 
-__getattr__, __dir__, __all__ = lazy_loader.attach(__name__, submodules=["datasets"], submod_attrs=_EXPORTS)
+_lazy_getattr, __dir__, __all__ = lazy_loader.attach(__name__, submodules=["datasets"], submod_attrs=_EXPORTS)
+#: the optional dependencies of the [llm] extra that the implementation modules import
+_LLM_EXTRA = {"torch", "transformers", "gguf", "accelerate", "jinja2"}
+
+
+def __getattr__(name):
+    """Load a public name on first use; a name whose module needs the missing [llm] extra says so."""
+    try:
+        return _lazy_getattr(name)
+    except ModuleNotFoundError as exc:
+        if (exc.name or "").split(".")[0] not in _LLM_EXTRA:
+            raise
+        raise ModuleNotFoundError(f"empirical.llm.{name} needs the [llm] extra (pip install 'raptor-probes[llm]'), "
+                                  f"got no module named {exc.name!r}", name=exc.name) from exc

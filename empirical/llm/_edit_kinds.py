@@ -19,7 +19,7 @@ import numpy as np
 
 from empirical.common.checks import check_scalar
 
-from ._gcav import steerable_layers
+from ._gcav import GcavRule, steerable_layers
 
 __all__ = ["MAX_STRENGTH", "EditKind", "GcavEdit", "AdditiveEdit", "EDIT_KINDS"]
 
@@ -209,7 +209,7 @@ class GcavEdit(EditKind):
 
         p = edit.setting.strength if edit.direction == "towards" else 1.0 - edit.setting.strength
         return lambda: gcav_steering(edit.model, {layer: edit.probes[layer] for layer in edit.layers},
-                                     edit.direction, p, None, "last")
+                                     GcavRule(edit.direction, p, positions="last"))
 
     def random(self, edit, units, alphas=None):
         from ._edits import additive_steering

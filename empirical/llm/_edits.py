@@ -39,7 +39,7 @@ from empirical.common.checks import check_scalar
 
 from ..common.arrays import as_real_array
 from ..probes import LinearProbe
-from ._gcav import check_direction, describe_skipped, gcav_alpha, steerable_layers, target_logit
+from ._gcav import GcavRule, describe_skipped, gcav_alpha, target_logit
 from ._hooks import HookSet, block_output_tensor, decoder_blocks, replace_block_output, require_decoder
 
 #: The API (the hook builders and ``model_positions`` are the internals of the two context managers)
@@ -193,9 +193,10 @@ class NoLayerSteeredWarning(UserWarning):
     """Steering was requested but no layer qualifies (tau, or w.v <= 0 everywhere): nothing is edited."""
 
 
-def _gcav_hook(layer: int, probe: LinearProbe, p_target: float, direction: str, positions: str, state: SteerState):
+def _gcav_hook(layer: int, probe: LinearProbe, rule: GcavRule, state: SteerState):
     """Forward hook of GCAV steering at one layer: moves the probe logit of the edited positions to
-    ``logit(p_target)`` along the probe's direction when it is outside the target region, and records the pair."""
+    ``logit(rule.target)`` along the probe's direction when it is outside the target region, and records the pair."""
+    p_target, direction, positions = rule.target, rule.direction, rule.positions
     slope, g_star = probe.slope, target_logit(p_target)
     weights = torch.as_tensor(probe.coef, dtype=torch.float64)
     direction_vector = torch.as_tensor(probe.direction, dtype=torch.float64)
@@ -249,8 +250,7 @@ def _gcav_hook(layer: int, probe: LinearProbe, p_target: float, direction: str, 
 
 
 @contextlib.contextmanager
-def gcav_steering(model, probes, direction="towards", p_target=None, tau=None, positions="last",
-                  state: SteerState | None = None) -> Iterator:
+def gcav_steering(model, probes, rule: GcavRule | str = "towards", state: SteerState | None = None) -> Iterator:
     """GCAV adaptive steering at every layer of ``probes`` (a ConceptVectors or mapping layer -> LinearProbe).
 
     Yields the hook state; ``state.records`` collects, for each steered forward pass and row, a dict
@@ -262,8 +262,11 @@ def gcav_steering(model, probes, direction="towards", p_target=None, tau=None, p
     ----------
     model : transformers causal LM
         A decoder-only model (e.g. ``AutoModelForCausalLM``); its decoder blocks get the forward hooks.
-    probes, direction, p_target, tau, positions
-        As for :func:`steer_prompts`.
+    probes : ConceptVectors or mapping of int to LinearProbe
+        The probe of each steered layer (layer l = output of decoder block l, 1..L).
+    rule : GcavRule or {"towards", "away"}, default="towards"
+        Direction, target probability, reliability threshold ``tau`` and positions
+        (:class:`~empirical.llm.GcavRule`; a direction alone is ``GcavRule(direction)``).
     state : optional
         The hook state to fill (``steer_prompts`` passes its own).
 
@@ -273,20 +276,18 @@ def gcav_steering(model, probes, direction="towards", p_target=None, tau=None, p
         The hook state (``active_layers``, ``skipped_layers``, ``records``); hooks are removed on exit.
     """
     require_decoder(model, "steering")
-    p_target = check_direction(direction, p_target)
-    if positions not in ("last", "all"):
-        raise ValueError(f"positions must be 'last' or 'all', got {positions!r}")
+    rule = GcavRule.of(rule)
     blocks = decoder_blocks(model)
-    active, skipped = steerable_layers(probes, tau, len(blocks))
+    active, skipped = rule.layers(probes, len(blocks))
     if not active:
-        warnings.warn(f"GCAV steering edits no layer: {describe_skipped(probes, tau, skipped)}", NoLayerSteeredWarning,
-                      stacklevel=3)
+        warnings.warn(f"GCAV steering edits no layer: {describe_skipped(probes, rule.tau, skipped)}",
+                      NoLayerSteeredWarning, stacklevel=3)
     state = state or SteerState()
     state.active_layers, state.skipped_layers = active, skipped
     hooks = HookSet()
     try:
         for layer in active:
-            hook = _gcav_hook(layer, probes[layer], p_target, direction, positions, state)
+            hook = _gcav_hook(layer, probes[layer], rule, state)
             hooks.add(blocks[layer - 1].register_forward_hook(hook))
         yield state
     finally:

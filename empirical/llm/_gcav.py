@@ -13,6 +13,7 @@ without importing torch.
 from __future__ import annotations
 
 import math
+from dataclasses import dataclass
 
 import numpy as np
 
@@ -22,7 +23,7 @@ from ..common.arrays import as_real_array
 from ..probes import LinearProbe
 
 __all__ = ["P_TOWARDS", "P_AWAY", "target_logit", "check_direction", "gcav_alpha", "reliable_layers",
-           "steerable_layers", "describe_skipped"]
+           "steerable_layers", "describe_skipped", "GcavRule"]
 
 P_TOWARDS = 0.9999
 
@@ -282,3 +283,95 @@ def describe_skipped(probes, tau, skipped: dict) -> str:
     if flat:
         parts.append(f"{len(flat)} layer(s) have w.v <= 0")
     return "; ".join(parts) or "no probe given"
+
+
+@dataclass(frozen=True)
+class GcavRule:
+    """GCAV's steering rule in one object: which way, to which probability, on which layers and positions.
+
+    :func:`~empirical.llm.steer_prompts`, :func:`~empirical.llm.compare_generations` and
+    :func:`~empirical.llm.gcav_steering` take it as ``rule``, or the shorthand ``"towards"`` / ``"away"`` for
+    ``GcavRule(direction)``.  Validated on construction; errors name the field.
+
+    Parameters
+    ----------
+    direction : {"towards", "away"}, default="towards"
+        Push the probe probability up to the target (towards) or down to it (away).
+    p_target : float in (0, 1), optional
+        The target probability p*; default :data:`P_TOWARDS` (0.9999) towards, :data:`P_AWAY` (0.0001) away
+        (kept as given: :attr:`target` resolves it, so ``dataclasses.replace(rule, direction="away")`` moves the
+        default target with the direction).
+    tau : float in [0, 1], optional
+        Reliability threshold: layers whose probe ``test_accuracy`` is below ``tau`` are skipped (None keeps every
+        layer; the rule is :func:`reliable_layers`).
+    positions : {"last", "all"}, default="last"
+        Edit the last position of every forward call, or every position.
+
+    Examples
+    --------
+    >>> GcavRule("away").target
+    0.0001
+    >>> GcavRule(tau=0.8).layers({1: LinearProbe([1.0], 0.0, test_accuracy=0.6),
+    ...                           2: LinearProbe([1.0], 0.0, test_accuracy=0.9)}, 4)
+    ([2], {1: 'test accuracy below tau'})
+    """
+
+    direction: str = "towards"
+    p_target: float | None = None
+    tau: float | None = None
+    positions: str = "last"
+
+    def __post_init__(self):
+        p_target = check_direction(self.direction, self.p_target)
+        if self.p_target is not None:
+            object.__setattr__(self, "p_target", p_target)
+        if self.tau is not None:
+            object.__setattr__(self, "tau", check_scalar(self.tau, "tau", low=0.0, high=1.0))
+        if not isinstance(self.positions, str) or self.positions not in ("last", "all"):
+            raise ValueError(f"positions must be 'last' or 'all', got {self.positions!r}")
+
+    @classmethod
+    def of(cls, rule) -> GcavRule:
+        """``rule`` itself, or ``GcavRule(rule)`` for the shorthand ``"towards"`` / ``"away"``.
+
+        Parameters
+        ----------
+        rule : GcavRule or {"towards", "away"}
+            A rule, or a direction with the default target, every layer and the last position.
+
+        Returns
+        -------
+        GcavRule
+
+        Raises
+        ------
+        ValueError
+            Anything else, naming ``rule``.
+        """
+        if isinstance(rule, cls):
+            return rule
+        if isinstance(rule, str):
+            return cls(rule)
+        raise ValueError(f"rule must be a GcavRule or 'towards' / 'away', got {type(rule).__name__}")
+
+    @property
+    def target(self) -> float:
+        """The target probability p* (the direction's default when ``p_target`` is None)."""
+        return check_direction(self.direction, self.p_target)
+
+    def layers(self, probes, n_layers: int) -> tuple[list, dict]:
+        """The layers this rule edits among ``probes``, and why the others are skipped (:func:`steerable_layers`).
+
+        Parameters
+        ----------
+        probes : ConceptVectors or mapping of int to LinearProbe
+            The probes (layer l = output of decoder block l, 1..n_layers).
+        n_layers : int
+            Number of decoder blocks of the model.
+
+        Returns
+        -------
+        (list of int, dict of int to str)
+            Active layers (ascending) and ``{skipped layer: reason}``.
+        """
+        return steerable_layers(probes, self.tau, n_layers)

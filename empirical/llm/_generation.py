@@ -13,6 +13,7 @@ from empirical.common.checks import check_int
 
 from ._edits import SteerState, gcav_steering, model_positions
 from ._extract import check_prompts
+from ._gcav import GcavRule
 from ._hooks import input_device, position_limit, require_decoder
 
 __all__ = ["generate_ids", "generate", "compare_generations"]
@@ -78,8 +79,8 @@ def generate(model, tokenizer, prompt, max_new_tokens=20, **gen_kwargs) -> str:
                             skip_special_tokens=True)
 
 
-def compare_generations(model, tokenizer, prompts, probes, direction="towards", p_target=None, tau=None,
-                        positions="last", max_new_tokens=20, progress=True) -> list:
+def compare_generations(model, tokenizer, prompts, probes, rule: GcavRule | str = "towards", max_new_tokens=20,
+                        progress=True) -> list:
     """Original and GCAV-steered greedy completions side by side.
 
     Parameters
@@ -88,8 +89,9 @@ def compare_generations(model, tokenizer, prompts, probes, direction="towards", 
         A decoder-only model and the tokenizer it was trained with.
     prompts : list of str
         Prompts, each generated from on its own (no batching).
-    probes, direction, p_target, tau, positions
-        As for :func:`steer_prompts`.
+    probes, rule
+        As for :func:`~empirical.llm.steer_prompts` (``rule``: a :class:`~empirical.llm.GcavRule` or a
+        direction).
     max_new_tokens : int
         Tokens to generate at most per completion (see :func:`generate_ids`).
     progress : bool
@@ -112,12 +114,14 @@ def compare_generations(model, tokenizer, prompts, probes, direction="towards", 
     >>> sorted(rows[0])
     ['direction', 'original', 'prompt', 'steered']
     """
+    rule = GcavRule.of(rule)
+    direction = rule.direction
     rows = []
     for prompt in tqdm(check_prompts(prompts), desc=f"generate {direction}", disable=not progress, leave=False):
         original = generate(model, tokenizer, prompt, max_new_tokens)
         st = SteerState()
         st.recording = False
-        with gcav_steering(model, probes, direction, p_target, tau, positions, state=st):
+        with gcav_steering(model, probes, rule, state=st):
             steered = generate(model, tokenizer, prompt, max_new_tokens)
         rows.append({"prompt": prompt, "direction": direction, "original": original, "steered": steered})
     return rows

@@ -20,7 +20,7 @@ from tqdm.auto import tqdm
 
 from ._edits import SteerState, gcav_steering
 from ._extract import check_positions, length_batches, pad_right, tokenize_prompts
-from ._gcav import check_direction, target_logit
+from ._gcav import GcavRule, target_logit
 from ._hooks import input_device
 
 __all__ = ["steer_prompts", "steering_metrics", "hard_layers"]
@@ -43,8 +43,8 @@ def _records_frame(records, direction, p_target):
     return df
 
 
-def steer_prompts(model, tokenizer, prompts, probes, direction="towards", p_target=None, tau=None,
-                  positions="last", batch_size=16, progress=True) -> pd.DataFrame:
+def steer_prompts(model, tokenizer, prompts, probes, rule: GcavRule | str = "towards", batch_size=16,
+                  progress=True) -> pd.DataFrame:
     """GCAV-steer a prompt set and record every evaluated (layer, prompt) pair.
 
     Returns a pandas DataFrame with columns ``prompt, layer, logit_before, alpha, logit_after,
@@ -60,14 +60,11 @@ def steer_prompts(model, tokenizer, prompts, probes, direction="towards", p_targ
     probes : ConceptVectors or mapping of int to LinearProbe
         The probe of each steered layer (layer l = output of decoder block l, 1..L); their ``coef`` and
         ``intercept`` define the logit, ``direction`` the edit.
-    direction : {"towards", "away"}
-        Push the probe probability above or below ``p_target``.
-    p_target : float in (0, 1), optional
-        Target probability (default 0.9999 towards, 0.0001 away).
-    tau : float, optional
-        Skip layers whose probe ``test_accuracy`` is below ``tau``.
-    positions : {"last", "all"}
-        Edit the last position of every forward call, or every position.
+    rule : GcavRule or {"towards", "away"}, default="towards"
+        GCAV's rule (:class:`~empirical.llm.GcavRule`): the direction (push the probe probability above or below
+        the target), the target probability ``p_target`` (default 0.9999 towards, 0.0001 away), the reliability
+        threshold ``tau`` on the probes' ``test_accuracy`` and the edited positions; a direction alone is
+        ``GcavRule(direction)``.
     batch_size : int
         Prompts per forward pass.
     progress : bool
@@ -93,14 +90,15 @@ def steer_prompts(model, tokenizer, prompts, probes, direction="towards", p_targ
     >>> len(pairs), bool(pairs["success"].all())
     (4, True)
     """
-    p_target = check_direction(direction, p_target)
+    rule = GcavRule.of(rule)
+    direction, p_target = rule.direction, rule.target
     token_ids = tokenize_prompts(tokenizer, prompts)
     check_positions(model, token_ids)
     core = model.base_model if getattr(model, "base_model", None) is not None else model
     device = input_device(model)
     st = SteerState()
     order = sorted(range(len(token_ids)), key=lambda i: -len(token_ids[i]))
-    with gcav_steering(model, probes, direction, p_target, tau, positions, state=st), torch.inference_mode():
+    with gcav_steering(model, probes, rule, state=st), torch.inference_mode():
         bar = tqdm(total=len(order), desc=f"steer {direction}", unit="prompt", disable=not progress, leave=False)
         for idx in length_batches(order, token_ids, batch_size, 1 << 30, 0):
             ids, mask, last = pad_right([token_ids[i] for i in idx], 0, device)
