@@ -273,23 +273,36 @@ class Timeout(BaseException):
 
 @contextlib.contextmanager
 def _limit(seconds):
-    """Raise ``Timeout`` in the main thread after ``seconds``, but never inside numba's compiler.
+    """Raise ``Timeout`` in the main thread once the call has used ``seconds`` of CPU time outside numba's compiler
+    (or ten times that in wall-clock time outside it: a call that waits without computing), never inside the compiler.
 
-    An exception raised while numba compiles (or loads a cached overload) can kill one of the generators numba's
-    target context keeps for its registries; every later compilation in the process then fails with
-    ``RuntimeError: generator raised StopIteration``.  One CI run lost 92 tests of one xdist worker that way, after a
-    cold compile ran past ``BASE_SECONDS``.  While numba's compiler lock is held the alarm is re-armed instead, so
-    the limit lands just after the compilation.
+    CPU time, so that a loaded machine does not fail a call that a free one passes: the CI's floors stage ran
+    ``pair_stability``'s base call past 60 s of wall-clock time while other jobs shared its two cores (2026-11-30).
+    Compilation is not counted, and never interrupted: an exception raised while numba compiles (or loads a cached
+    overload) can kill one of the generators numba's target context keeps for its registries; every later compilation
+    in the process then fails with ``RuntimeError: generator raised StopIteration``.  One CI run lost 92 tests of one
+    xdist worker that way, after a cold compile ran past ``BASE_SECONDS``.  A periodic timer checks the budget; a tick
+    that finds numba's compiler lock held counts nothing since the previous tick.
     """
+    import time
+
     from numba.core.compiler_lock import global_compiler_lock
 
-    def _raise(*_):
-        if global_compiler_lock.is_locked():
-            signal.setitimer(signal.ITIMER_REAL, 0.05)
-            return
-        raise Timeout
-    old = signal.signal(signal.SIGALRM, _raise)
-    signal.setitimer(signal.ITIMER_REAL, seconds)
+    tick = min(0.25, seconds)
+    used = dict(cpu=0.0, wall=0.0, cpu_at=time.process_time(), wall_at=time.perf_counter())
+
+    def _check(*_):
+        cpu, wall = time.process_time(), time.perf_counter()
+        compiling = global_compiler_lock.is_locked()
+        if not compiling:
+            used["cpu"] += cpu - used["cpu_at"]
+            used["wall"] += wall - used["wall_at"]
+        used["cpu_at"], used["wall_at"] = cpu, wall
+        if not compiling and (used["cpu"] > seconds or used["wall"] > 10 * seconds):
+            signal.setitimer(signal.ITIMER_REAL, 0)
+            raise Timeout
+    old = signal.signal(signal.SIGALRM, _check)
+    signal.setitimer(signal.ITIMER_REAL, tick, tick)
     try:
         yield
     finally:
@@ -620,3 +633,18 @@ def test_every_public_callable_checks_a_shared_argument_with_its_one_check(argum
             if SHARED_CHECKS[argument] not in source:
                 missing.append(f"{module}:{name}")
     assert not missing, f"{argument} not checked with {SHARED_CHECKS[argument]}...): {missing}"
+
+
+def test_the_call_limit_counts_cpu_time_so_that_a_loaded_machine_passes_what_a_free_one_does():
+    """Waiting (what a call does while other jobs hold the cores) uses no CPU time: it runs past the limit without a
+    Timeout, up to ten times the limit; computing past the limit is stopped."""
+    import time
+
+    with _limit(0.2):
+        time.sleep(0.6)  # three times the limit in wall-clock time, no CPU
+    with pytest.raises(Timeout), _limit(0.2):
+        deadline = time.process_time() + 30.0
+        while time.process_time() < deadline:  # a computation that does not end: stopped after 0.2 s of CPU
+            sum(range(1000))
+    with pytest.raises(Timeout), _limit(0.05):
+        time.sleep(5)  # blocked past ten times the limit
