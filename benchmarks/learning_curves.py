@@ -6,6 +6,12 @@ a labelled pool of 400 rows plus 2,800 unlabelled rows.  Times, single-threaded 
 :func:`empirical.probes.learning_curves.predict_learning_curve` at 10 targets (400 .. 3,200), for the
 ``calibrated`` and ``deconvolved`` teachers.  Goal (issue 25): <= 2 s per layer on one core.
 
+Then one layer of ``raptor plan`` (:func:`empirical.probes.planning.plan_labels`, the 25-point curve up to 64x the
+target of 8x the pool) with each forecaster, in the same run: ``spectral`` (the previous default: the pool model with
+its bootstrap, the pool's backtest and the theory's curve) against ``capped_power_law`` (the default since issue 54:
+the pool model without bootstrap, the pool's subsample curve capped at the theory's ceiling); the ratio of their
+medians is printed.  Goal (issue 54): <= 5 s per layer at a pool of 400 on one core.
+
 Run: python benchmarks/learning_curves.py [--quick]
 """
 from __future__ import annotations
@@ -19,9 +25,11 @@ from threadpoolctl import threadpool_limits
 from cgmt._spectrum import Spectrum
 from empirical.probes import estimate_pool_model
 from empirical.probes.learning_curves import predict_learning_curve
+from empirical.probes.planning import FORECASTERS, plan_labels
 from sims._spectral import sample_spectral
 
 GOAL_SECONDS = 2.0
+PLAN_GOAL_SECONDS = 5.0
 
 
 def main(argv=None):
@@ -54,6 +62,21 @@ def main(argv=None):
             print(f"{teacher:12s} p={p} pool={args.pool}: {t:.2f} s per layer (model + 10 targets, one core; goal "
                   f"<= {GOAL_SECONDS:g} s: {'met' if t <= GOAL_SECONDS else 'missed'}); accuracy at 8x "
                   f"{curve.accuracy[-1]:.3f} [{curve.low[-1]:.3f}, {curve.high[-1]:.3f}]")
+        medians = {}
+        layers = np.stack([H, H])  # plan_labels reads layers 1..L of (L + 1, N, p): one layer
+        pool = np.arange(args.pool)
+        for forecaster in FORECASTERS[::-1]:
+            times = []
+            for r in range(repeats):
+                t0 = time.perf_counter()
+                plan = plan_labels(layers, y, pool, 8 * args.pool, layers=[1], forecaster=forecaster, random_state=r)
+                times.append(time.perf_counter() - t0)
+            medians[forecaster] = float(np.median(times))
+            t = medians[forecaster]
+            print(f"raptor plan, {forecaster:16s}: {t:.2f} s per layer (one core; goal <= {PLAN_GOAL_SECONDS:g} s: "
+                  f"{'met' if t <= PLAN_GOAL_SECONDS else 'missed'}); accuracy at 8x {plan.predicted_accuracy:.3f} "
+                  f"[{plan.low:.3f}, {plan.high:.3f}]")
+        print(f"capped_power_law / spectral time: {medians['capped_power_law'] / medians['spectral']:.2f}")
 
 
 if __name__ == "__main__":

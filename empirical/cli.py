@@ -54,7 +54,7 @@ from .probes import (
     save_concept_vectors,
     stability,
 )
-from .probes.planning import PLAN_FOLDS, label_pool, plan_labels
+from .probes.planning import FORECASTERS, HELD_OUT_QUANTILES, PLAN_FOLDS, label_pool, plan_labels
 from .probes.structure import MAX_SEEDS, delta_sweep
 from .reporting import plot_delta_sweep, plot_plan, plot_probe_accuracy, plot_stability
 
@@ -527,6 +527,10 @@ def cmd_plan(args):
     if args.target_n <= args.labels:
         raise ValueError(f"--target-n must be larger than --labels ({args.labels}; the pool's own accuracy is "
                          f"measured, not predicted), got {args.target_n}")
+    if args.forecaster != "spectral" and args.level not in HELD_OUT_QUANTILES:
+        raise ValueError(f"--level must be one of {sorted(HELD_OUT_QUANTILES)} with --forecaster {args.forecaster} "
+                         f"(the levels its interval was calibrated at; --forecaster spectral takes any), "
+                         f"got {args.level:g}")
     dsets = _load_datasets(args, [args.dataset] if args.dataset else None)
     pools = [label_pool(ds.labels, args.labels, args.seed, dataset=ds.name) for ds in dsets]  # before any model work
     out = _out(args, [f"plan_{ds.name}.{ext}" for ds in dsets for ext in ("csv", "json", "png")])
@@ -535,15 +539,17 @@ def cmd_plan(args):
         H = _hidden(args, model, tok, ds)
         L = H.shape[0] - 1
         layers = _select_layers(args.layers, L, list(range(1, L + 1)))
-        plan = plan_labels(H, ds.labels, pool, args.target_n, layers=layers, teacher=args.teacher, level=args.level,
-                           n_boot=args.n_boot, target_accuracy=args.target_accuracy, random_state=args.seed,
+        plan = plan_labels(H, ds.labels, pool, args.target_n, layers=layers, forecaster=args.forecaster,
+                           teacher=args.teacher, level=args.level, n_boot=args.n_boot,
+                           target_accuracy=args.target_accuracy, random_state=args.seed,
                            progress=not args.no_progress)
         table = plan.table
         write_csv(out / f"plan_{ds.name}.csv", table)
         rec = dict(dataset=ds.name, labels=args.labels, target_n=args.target_n, best_layer=plan.best_layer,
                    predicted_accuracy=plan.predicted_accuracy, interval=[plan.low, plan.high], level=args.level,
-                   C_star=plan.C_star, teacher=args.teacher, seed=args.seed,
-                   accuracy="best-C test accuracy of a probe trained on target_n labelled rows (spectral theory)")
+                   C_star=plan.C_star, forecaster=args.forecaster,
+                   held_out_error=float(table.held_out_error.iloc[0]), teacher=args.teacher, seed=args.seed,
+                   accuracy=f"test accuracy of a probe trained on target_n labelled rows ({args.forecaster})")
         if args.target_accuracy is not None:
             rec.update(target_accuracy=args.target_accuracy, reachable_within=plan.reachable_within,
                        fewest_labels_layer=plan.fewest_labels_layer, fewest_labels=plan.fewest_labels)
@@ -551,10 +557,16 @@ def cmd_plan(args):
         _draw(plot_plan, table, out / f"plan_{ds.name}.png", dataset=ds.name, labels=args.labels,
               target_n=args.target_n, level=args.level, target_accuracy=args.target_accuracy)
         with pd.option_context("display.width", 200):
-            print(table.drop(columns=["teacher", "level", "labels", "target_n"]).to_string(
+            print(table.drop(columns=["teacher", "level", "labels", "target_n", "forecaster",
+                                      "held_out_error"]).to_string(
                 index=False, float_format=lambda x: f"{x:.3f}"))
         print(f"{ds.name}: predicted best layer at n = {args.target_n}: {plan.best_layer} "
               f"(accuracy {plan.predicted_accuracy:.3f} [{plan.low:.3f}, {plan.high:.3f}], C = {plan.C_star:.3g})")
+        error = table.held_out_error.iloc[0]
+        print(f"{ds.name}: forecaster {args.forecaster}" + (
+            f": mean absolute error {error:.3f} on held-out datasets near this multiple; the {args.level:g} interval "
+            "was calibrated on them (docs/learning_curves.md)" if np.isfinite(error) else
+            ": the spectral theory alone (its interval: bootstrap, profile bounds and this pool's backtest)"))
         if args.target_accuracy is not None:
             print(f"{ds.name}: labels to reach {args.target_accuracy:g}: " + (
                 f"{plan.fewest_labels:.0f} at layer {plan.fewest_labels_layer}" if plan.fewest_labels is not None
@@ -728,9 +740,11 @@ def build_parser():
 
     p = sub.add_parser("plan", help="how many labels: accuracy predicted at more labels, per layer",
                        description="Draw --labels labelled rows of the dataset (the rest count as unlabelled), "
-                                   "model each layer with the spectral theory and predict the best-C test accuracy "
-                                   "a probe reaches with --target-n labels (with an interval), the best layer and C, "
-                                   "and the labels needed for --target-accuracy. See docs/learning_curves.md.")
+                                   "forecast per layer the test accuracy a probe reaches with --target-n labels "
+                                   "(with an interval; by default the pool's learning curve under the spectral "
+                                   "theory's ceiling, its interval calibrated on held-out datasets), the best layer "
+                                   "and the theory's best C, and the labels needed for --target-accuracy. See "
+                                   "docs/learning_curves.md.")
     _add_common(p)
     p.add_argument("--layers", type=_layers_arg, help="'all', '1-30' or '5,10' (default 1..L)")
     p.add_argument("--labels", type=int_in(2 * PLAN_FOLDS), default=300, help="labelled rows of the pool (default 300)")
@@ -740,11 +754,16 @@ def build_parser():
                         "3000)")
     p.add_argument("--target-accuracy", type=number_in(0.5, 1.0, low_open=True, high_open=True),
                    help="also predict the labels needed to reach this accuracy, in (0.5, 1)")
+    p.add_argument("--forecaster", choices=list(FORECASTERS), default=FORECASTERS[0],
+                   help="capped_power_law (default: the pool's learning curve capped at the theory's ceiling, the "
+                        "held-out winner) or spectral (the theory alone); docs/learning_curves.md")
     p.add_argument("--teacher", choices=["calibrated", "deconvolved"], default="calibrated",
                    help="teacher estimator of the pool model (docs/spectral_theory.md)")
     p.add_argument("--level", type=number_in(0.0, 1.0, low_open=True, high_open=True), default=0.9,
-                   help="coverage of the prediction intervals, in (0, 1)")
-    p.add_argument("--n-boot", type=int_in(0, 10_000), default=200, help="bootstrap replicates of the pool model")
+                   help="coverage of the prediction intervals, in (0, 1); 0.8, 0.9 or 0.95 with the default "
+                        "forecaster (the levels its interval was calibrated at)")
+    p.add_argument("--n-boot", type=int_in(0, 10_000), default=200,
+                   help="bootstrap replicates of the pool model (the spectral forecaster's interval)")
     p.add_argument("--seed", type=int_in(0, MAX_SEED), default=0, help="seed of the pool draw and its folds")
     p.set_defaults(func=cmd_plan)
 

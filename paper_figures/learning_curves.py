@@ -68,6 +68,7 @@ from empirical.probes import (
     select_C,  # noqa: E402
 )
 from empirical.probes.learning_curves import (  # noqa: E402
+    CAPPED_POWER_LAW,
     PLAN_CS,
     POOL_CURVE_METHODS,
     isotropic_curve,
@@ -75,16 +76,21 @@ from empirical.probes.learning_curves import (  # noqa: E402
     pool_backtest_errors,
     pool_curves,
     predict_learning_curve,
+    theory_ceiling,
 )
 from empirical.probes.structure import stratified_subsample  # noqa: E402
 
+from .forecast_calibration import calibration_table, forecaster_table, held_out_intervals  # noqa: E402
 from .output import draws_figures, save_figure, save_table, table_or_compute  # noqa: E402
 from .separability_tables import control_row, separability_control_summary  # noqa: E402
 from .style import series_color  # noqa: E402
 from .verdicts import mean_interval  # noqa: E402
 
-DATASETS = ("common", "hateeval", "sarcasm", "counterfact", "stsa", "cities")
+DATASETS = ("common", "hateeval", "sarcasm", "counterfact", "stsa", "cities", "coinflip")
 POOLS = (200, 400, 800)
+#: datasets too small for the protocol's pools and test set: their own (Coinflip's 500 rows: a test set of 100 and
+#: pools of 50 and 100, so that 8x the labels fit outside the test set), at every scale
+SMALL_DATASETS = {"coinflip": dict(pools=(50, 100), n_test=100)}
 DRAWS = 5
 MULTIPLES = (2, 4, 8)
 LAYER_STEP = 3
@@ -295,13 +301,17 @@ def evaluate_setting(H, y, test, pool_size, draw, *, multiples=MULTIPLES, teache
               for teacher, model in models.items()]
     curves.append(isotropic_curve(H[pool], y[pool], targets, Cs=Cs, n_test=n_test, random_state=draw))
     curves.append(no_gain_curve(H[pool], y[pool], targets, n_test=n_test, random_state=draw))
-    curves += pool_curves(H[pool], y[pool], targets, Cs=Cs, n_test=n_test, n_boot=n_boot, random_state=draw).values()
+    ceiling = theory_ceiling(models["calibrated"] if "calibrated" in models else next(iter(models.values())), Cs)
+    curves += pool_curves(H[pool], y[pool], targets, methods=(*POOL_CURVE_METHODS, CAPPED_POWER_LAW), Cs=Cs,
+                          n_test=n_test, n_boot=n_boot, random_state=draw, asymptote=ceiling).values()
+    pool_accuracy = next(float(c.accuracy[0]) for c in curves if c.method == "no_gain")
     rows = []
     for i, (m, n) in enumerate(zip(kept, targets)):
         truth = truth_accuracies(H, y, order[:n], test, Cs, seed=draw)
         for curve in curves:
             rows.append(dict(multiple=m, n=n, **truth, method=curve.method, accuracy=float(curve.accuracy[i]),
-                             low=float(curve.low[i]), high=float(curve.high[i])))
+                             low=float(curve.low[i]), high=float(curve.high[i]), n_test=n_test,
+                             pool_accuracy=pool_accuracy))
     return rows
 
 
@@ -549,26 +559,31 @@ def run(out, hidden, *, pools=POOLS, draws=DRAWS, multiples=MULTIPLES, layer_ste
     raw_dir = Path(out) / "learning_curves" / "raw"
     raw_dir.mkdir(parents=True, exist_ok=True)
     kw = dict(multiples=tuple(multiples), teachers=tuple(teachers), n_boot=int(n_boot))
-    kw["signature"] = dict(kw, n_test=int(n_test), cs=[float(c) for c in PLAN_CS], truth="validation-selected C",
-                           val_fraction=VAL_FRACTION, interval="profile + pool backtest",
-                           methods=["spectral", "isotropic", "no_gain", *POOL_CURVE_METHODS])  # an older record
-    # lacks one
+    signature = dict(kw, cs=[float(c) for c in PLAN_CS], truth="validation-selected C", val_fraction=VAL_FRACTION,
+                     interval="profile + pool backtest", row_fields=["n_test", "pool_accuracy"],
+                     methods=["spectral", "isotropic", "no_gain", *POOL_CURVE_METHODS, CAPPED_POWER_LAW])  # an
+    # older record lacks one
     jobs, separable = [], []
     for name, (H, labels, groups) in hidden.items():
         y = np.where(np.asarray(labels) > 0, 1.0, -1.0)
-        test = fixed_test_rows(y, groups, n_test)
+        own = SMALL_DATASETS.get(name, {})
+        test = fixed_test_rows(y, groups, own.get("n_test", n_test))
         if separability:
             separable.append(_separability_cached(out, name, H, y, test, list(range(1, H.shape[0], layer_step)),
                                                   n_jobs))
+        kw_name = dict(kw, signature=dict(signature, n_test=int(own.get("n_test", n_test))))
         for layer in range(1, H.shape[0], layer_step):
-            for pool_size in pools:
+            for pool_size in own.get("pools", pools):
                 for draw in range(draws):
-                    jobs.append((raw_dir, name, layer, pool_size, draw, H[layer], y, test, kw))
+                    jobs.append((raw_dir, name, layer, pool_size, draw, H[layer], y, test, kw_name))
     done = Parallel(n_jobs=n_jobs)(delayed(_evaluate_cached)(*job) for job in jobs)
     raw = pd.DataFrame([row for rows in done for row in rows])
     if raw.empty:
         raise ValueError("learning_curves: no (pool, multiple) fits in any dataset outside its test rows; use smaller "
                          "pools or multiples")
+    raw = held_out_intervals(raw)  # the forecaster's interval: calibrated on the other datasets only
+    save_table(calibration_table(raw), out, "forecast_calibration")
+    save_table(forecaster_table(raw), out, "forecasters")
     files.write_csv(Path(out) / "learning_curves" / "evaluations.csv", raw)
     table = summary_table(raw)
     save_table(table, out, "learning_curves")

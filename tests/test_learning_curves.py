@@ -324,7 +324,10 @@ def test_plan_command(cli_setup, capsys):
     rec = json.loads((out / "plan_reviews.json").read_text())
     assert rec["best_layer"] == int(table.loc[table.predicted_accuracy.idxmax(), "layer"]) and rec["target_n"] == 120
     assert (out / "plan_reviews.png").is_file()
-    assert "predicted best layer at n = 120" in capsys.readouterr().out
+    printed = capsys.readouterr().out
+    assert "predicted best layer at n = 120" in printed
+    assert "forecaster capped_power_law: mean absolute error 0.042 on held-out datasets" in printed
+    assert rec["forecaster"] == "capped_power_law" and (table.forecaster == "capped_power_law").all()
 
 
 @pytest.mark.parametrize("extra, match", [
@@ -332,6 +335,8 @@ def test_plan_command(cli_setup, capsys):
                                           "measured, not predicted), got 30"),
     (["--labels", "60", "--target-n", "600"], "--labels must be smaller than the 60 rows"),
     (["--labels", "12", "--target-n", "600", "--table", "ONE_CLASS"], "single class"),
+    (["--level", "0.85"], "--level must be one of [0.8, 0.9, 0.95] with --forecaster capped_power_law (the levels "
+                          "its interval was calibrated at; --forecaster spectral takes any), got 0.85"),
 ])
 def test_plan_bad_input_before_any_model_work(cli_setup, capsys, extra, match):
     from empirical import cli
@@ -398,9 +403,88 @@ def test_plan_prints_the_backtested_interval_and_says_when_it_cannot():
     H, y, _, _ = synthetic_hidden_states(400, 0, 10, shift=1.0, seed=0)
     Hs = np.stack([H, H])
     pool = np.r_[np.flatnonzero(y == 1)[:40], np.flatnonzero(y != 1)[:40]]
-    table = plan_labels(Hs, y, pool, 400, layers=[1], n_boot=20).table
+    table = plan_labels(Hs, y, pool, 400, layers=[1], forecaster="spectral", n_boot=20).table
     assert np.isfinite(table.model_error[0]) and table.model_error[0] >= 0
     small = np.r_[np.flatnonzero(y == 1)[:7], np.flatnonzero(y != 1)[:30]]
     with pytest.warns(RuntimeWarning, match="backtest"):
-        table = plan_labels(Hs, y, small, 200, layers=[1], n_boot=20).table
+        table = plan_labels(Hs, y, small, 200, layers=[1], forecaster="spectral", n_boot=20).table
     assert np.isnan(table.model_error[0]) and table.high[0] > table.low[0]
+
+
+# ------------------------------------------------------------------------------------- the forecaster (issue 54)
+def test_the_capped_power_law_keeps_its_ceiling_and_recovers_a_law_through_it():
+    """With the asymptote fixed, b and c are fitted through the points: an exact law is recovered, a ceiling below a
+    measured point is raised to it, and a bad ceiling is refused by name."""
+    from empirical.probes.structure import fit_power_law
+
+    n = np.array([50.0, 100, 200, 400, 800])
+    law = fit_power_law(n, 0.9 - 2.0 * n ** -0.5, asymptote=0.9)
+    assert (law.a, round(law.c, 6)) == (0.9, 0.5) and float(law(3200)) == pytest.approx(0.9 - 2.0 / 3200 ** 0.5)
+    low = fit_power_law(n, 0.7 - 0.5 * n ** -0.5, asymptote=0.55)
+    assert low.a == pytest.approx(0.7 - 0.5 * 800 ** -0.5) and float(low(10 ** 6)) <= low.a
+    with pytest.raises(ValueError, match=r"asymptote must lie in \[0.0, 1.0\], got 1.5"):
+        fit_power_law(n, 0.9 - n ** -0.5, asymptote=1.5)
+
+
+def test_pool_curves_fit_the_capped_law_only_under_a_given_ceiling():
+    from empirical.probes.learning_curves import CAPPED_POWER_LAW, pool_curves
+    from empirical.testing import synthetic_hidden_states
+
+    H, y, _, _ = synthetic_hidden_states(200, 0, 10, shift=1.5, seed=1)
+    with pytest.raises(ValueError, match="asymptote must be given for 'capped_power_law'"):
+        pool_curves(H, y, [400], methods=(CAPPED_POWER_LAW,), repeats=2, n_boot=0)
+    both = pool_curves(H, y, [400, 1600, 10 ** 6], methods=("power_law", CAPPED_POWER_LAW), repeats=2, n_boot=0,
+                       asymptote=0.99)
+    capped = both[CAPPED_POWER_LAW].accuracy
+    assert np.all(np.diff(capped) >= 0) and capped[-1] <= 0.99 + 1e-12
+    free = both["power_law"].accuracy
+    assert np.all(np.isfinite(free)) and not np.array_equal(free, capped)  # a fit of its own, not the free law's
+
+
+def test_the_forecast_interval_grows_with_the_extrapolation_and_is_the_calibrated_one():
+    """The interval is q(multiple) x scale (the module's definition, checked term by term), contains the point, and
+    only the calibrated levels are offered."""
+    from empirical.probes import estimate_pool_model
+    from empirical.probes.planning import HELD_OUT_QUANTILES, forecast_curve, forecast_scale, held_out_quantile
+    from empirical.testing import synthetic_hidden_states
+
+    H, y, _, _ = synthetic_hidden_states(200, 0, 10, shift=1.5, seed=2)
+    model = estimate_pool_model(H, y, n_boot=0)
+    curve = forecast_curve(H, y, [200, 400, 800, 1600], model, repeats=2, n_test=800)
+    assert curve.method == "capped_power_law" and np.all(curve.low <= curve.accuracy)
+    assert np.all(curve.accuracy <= curve.high)
+    half = held_out_quantile(curve.n / 200) * forecast_scale(curve.accuracy, model.cv_accuracy.max(), 200, 800)
+    np.testing.assert_allclose(curve.high - curve.accuracy, np.minimum(half, 1 - curve.accuracy), atol=1e-12)
+    np.testing.assert_allclose(held_out_quantile([2, 4, 8], 0.95), HELD_OUT_QUANTILES[0.95])
+    with pytest.raises(ValueError, match=r"level must be one of \[0.8, 0.9, 0.95\].*got 0.85"):
+        forecast_curve(H, y, [400], model, level=0.85, repeats=2)
+    with pytest.raises(ValueError, match="pool_model must be estimated from the same pool of 150 rows, got one of 200"):
+        forecast_curve(H[:150], y[:150], [400], model, repeats=2)
+    with pytest.raises(ValueError, match="pool_model must be a PoolModel"):
+        forecast_curve(H, y, [400], {"kappa": 1.0}, repeats=2)
+
+
+def test_a_pool_without_signal_is_forecast_flat_at_its_own_accuracy():
+    """A null concept's theory ceiling is chance, so the capped law cannot rise above the pool's best subsample point:
+    more labels are forecast to change little (the power law alone extrapolates noise)."""
+    from empirical.probes import estimate_pool_model
+    from empirical.probes.planning import forecast_curve
+
+    rng = np.random.default_rng(3)
+    H, y = rng.standard_normal((200, 10)), rng.integers(0, 2, 200)
+    curve = forecast_curve(H, y, [400, 1600, 6400], estimate_pool_model(H, y, n_boot=0), repeats=2)
+    assert np.ptp(curve.accuracy) < 0.01 and curve.accuracy.max() < 0.62
+
+
+def test_plan_labels_names_its_forecaster_and_refuses_an_unknown_one():
+    from empirical.probes.planning import HELD_OUT_ERROR, label_pool, plan_labels
+
+    rng = np.random.default_rng(0)
+    y = rng.integers(0, 2, 600)
+    H = np.stack([rng.standard_normal((600, 8)) + np.outer(2 * y - 1, np.eye(8)[0])] * 2)
+    pool = label_pool(y, 80, seed=1)
+    table = plan_labels(H, y, pool, 640, layers=[1]).table
+    assert table.forecaster[0] == "capped_power_law" and table.held_out_error[0] == HELD_OUT_ERROR[2]
+    assert np.isnan(table.model_error[0]) and table.C_star[0] > 0
+    with pytest.raises(ValueError, match="forecaster must be one of"):
+        plan_labels(H, y, pool, 640, layers=[1], forecaster="lcpfn")

@@ -26,7 +26,7 @@ def test_section_writes_its_table_and_figure_and_resumes(tmp_path, hidden, monke
     table = learning_curves.run(tmp_path, hidden, **kw)
     assert (tmp_path / "tables" / "learning_curves.csv").is_file()
     assert (tmp_path / "figures" / "learning_curves.png").is_file()
-    methods = {"spectral/calibrated", "isotropic", "no_gain", "power_law", "pow4", "mmf4", "wbl4"}
+    methods = {"spectral/calibrated", "isotropic", "no_gain", "power_law", "pow4", "mmf4", "wbl4", "capped_power_law"}
     assert set(table.method) == methods and set(table.multiple) == {2, 4}
     # 2 layers x 1 draw per (dataset, pool, multiple, method)
     assert (table.settings == 2).all() and table.coverage.between(0, 1).all() and (table.mae >= 0).all()
@@ -45,6 +45,13 @@ def test_section_writes_its_table_and_figure_and_resumes(tmp_path, hidden, monke
     # at p = 12, Cover's probability that 33 shuffled labels are separable is P(Bin(32, 1/2) <= 12) = 0.11 per
     # layer, so the section's counts are only bounded here; the control itself is tested at p = 100 below
     assert sep.separable.between(0, sep.layers).all() and sep.undecided.between(0, sep.layers).all()
+    # the forecaster's interval is calibrated on the other dataset only, and the evidence tables are written
+    capped = raw[raw.method == "capped_power_law"]
+    assert capped.q.notna().all() and (capped.pool_accuracy == raw[raw.method == "no_gain"].accuracy.to_numpy()).all()
+    forecasters = pd.read_csv(tmp_path / "tables" / "forecasters.csv")
+    assert set(forecasters.method) == methods and (forecasters.datasets == 2).all()
+    calibration = pd.read_csv(tmp_path / "tables" / "forecast_calibration.csv")
+    assert set(calibration.level) == {0.8, 0.9, 0.95} and set(calibration.multiple) == {2, 4}
     # resume: a second run reads every saved evaluation instead of fitting again
     monkeypatch.setattr(learning_curves, "evaluate_setting", lambda *a, **k: pytest.fail("recomputed"))
     monkeypatch.setattr(learning_curves, "separability_rows", lambda *a, **k: pytest.fail("recomputed"))
@@ -130,3 +137,54 @@ def test_shuffled_labels_are_not_separable_at_two_and_a_half_times_p():
     assert (table.n == 603).all() and table.decided.all()
     assert not table[table.labels == "shuffled"].separable.any()
     assert table.set_index(["layer", "labels"]).separable.loc[(1, "real")]
+
+
+# ------------------------------------------------------------------------ the forecaster's held-out evidence
+def _forecasts(errors: dict, multiple=2, pool=400, n_test=800) -> pd.DataFrame:
+    """Rows of the forecaster with the given errors per dataset (forecast 0.8, the pool's accuracy too: the scale is
+    the noise terms alone, the same for every row)."""
+    rows = [dict(dataset=d, layer=i, pool=pool, draw=0, multiple=multiple, method="capped_power_law",
+                 accuracy=0.8, truth=0.8 - e, low=0.0, high=1.0, n_test=n_test, pool_accuracy=0.8)
+            for d, errs in errors.items() for i, e in enumerate(errs)]
+    return pd.DataFrame(rows)
+
+
+def test_held_out_q_comes_from_the_other_datasets_only():
+    """A dataset with huge errors widens the others' intervals, never its own: its q is the quantile of the other
+    datasets' scores (each dataset weighing one), so its coverage is that of a dataset the calibration never saw."""
+    from paper_figures import forecast_calibration as fc
+
+    raw = _forecasts({"a": [0.01, 0.02, 0.03, 0.04], "b": [0.01, 0.02, 0.03, 0.04], "wild": [0.3, 0.4]})
+    out = fc.held_out_intervals(raw)
+    scale = float(np.sqrt(0.8 * 0.2 * (1 / 400 + 1 / 800)))  # forecast_scale at a = 0.8 without a gain
+    q_wild = out[out.dataset == "wild"].q.iloc[0]
+    assert q_wild == pytest.approx(0.04 / scale)  # from a and b only: their 90 % score is their largest
+    wild = out[out.dataset == "wild"]
+    assert not ((wild.low <= wild.truth) & (wild.truth <= wild.high)).any()
+    assert (out[out.dataset == "a"].q > 0.3 / scale - 1e-9).all()  # wild weighs half of a's calibration set
+    table = fc.calibration_table(raw)
+    row = table[(table.level == 0.9)].iloc[0]
+    assert row.worst_dataset == "wild" and row.coverage_held_out_min == 0.0 and row.datasets == 3
+
+
+def test_forecaster_table_pairs_datasets_and_counts_wins():
+    from paper_figures import forecast_calibration as fc
+
+    rows = []
+    for method, errs in (("capped_power_law", {"a": 0.01, "b": 0.02, "c": 0.05}),
+                         ("no_gain", {"a": 0.03, "b": 0.03, "c": 0.03}),
+                         ("power_law", {"a": 0.05, "b": 0.05, "c": 0.06}),
+                         ("pow4", {"a": 0.02, "b": 0.10, "c": 0.10}), ("mmf4", {"a": 0.10, "b": 0.01, "c": 0.10}),
+                         ("wbl4", {"a": 0.10, "b": 0.10, "c": 0.10})):
+        for d, e in errs.items():
+            for layer, sign in ((1, 1), (2, -1)):
+                rows.append(dict(dataset=d, layer=layer, pool=400, draw=0, multiple=4, method=method,
+                                 accuracy=0.8 + sign * e, truth=0.8, low=0.8 - 2 * e, high=0.8 + 2 * e))
+    table = fc.forecaster_table(pd.DataFrame(rows)).set_index("method")
+    ours = table.loc["capped_power_law"]
+    assert ours.mae == pytest.approx(np.mean([0.01, 0.02, 0.05])) and ours.bias == pytest.approx(0.0)
+    assert (ours.wins_no_gain, ours.wins_power_law, ours.wins_families_best) == (2, 3, 2)
+    assert ours.d_families_best == pytest.approx(np.mean([0.01 - 0.02, 0.02 - 0.01, 0.05 - 0.10]))
+    assert ours.d_power_law == pytest.approx(np.mean([-0.04, -0.03, -0.01]))
+    assert ours.d_power_law_low < ours.d_power_law < ours.d_power_law_high  # 3 datasets: a t-interval on 2 df
+    assert ours.coverage == 1.0 and ours.datasets == 3 and ours.best_layer_within_1pt == 1.0

@@ -115,6 +115,8 @@ def _calls(tmp_path):
                                                               H, y, [600.0]),
         "empirical.probes.learning_curves:predict_learning_curve": lambda v, name: _call(
             "empirical.probes.learning_curves", "predict_learning_curve", _pool_model(), [600.0], **{name: v}),
+        "empirical.probes._label_forecast:forecast_curve": lambda v, name: _call(
+            "empirical.probes.planning", "forecast_curve", H, y, [600.0], _pool_model(), repeats=1, **{name: v}),
         "empirical.probes.planning:label_pool": L("empirical.probes.planning", "label_pool", y, 100),
         "empirical.probes.planning:plan_labels": L("empirical.probes.planning", "plan_labels", H2, y, pool, 600),
         "empirical.probes.real_embedding:cross_validated_path": L("empirical.probes.real_embedding",

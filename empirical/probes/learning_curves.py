@@ -77,7 +77,8 @@ from .real_embedding import cross_validated_path, kappa_from_accuracy
 from .structure import fit_power_law, stratified_subsample
 
 __all__ = ["LearningCurve", "BestLayer", "predict_learning_curve", "predict_best_layer", "labels_needed",
-           "no_gain_curve", "power_law_curve", "pool_curves", "POOL_CURVE_METHODS", "FAMILY_BOOT", "isotropic_curve",
+           "no_gain_curve", "power_law_curve", "pool_curves", "POOL_CURVE_METHODS", "CAPPED_POWER_LAW", "FAMILY_BOOT",
+           "theory_ceiling", "theory_best_C", "CEILING_RATIO", "isotropic_curve",
            "backtest_error", "pool_backtest_errors",
            "check_targets", "PLAN_CS", "POWER_LAW_FRACTIONS"]
 
@@ -743,13 +744,64 @@ def _subsample_paths(H, y_signed, sizes, repeats, Cs, rng):
 #: The curves :func:`pool_curves` fits to the pool's subsample accuracies: the power law and the LCDB families
 #: (:data:`empirical.probes.CURVE_FAMILIES`).
 POOL_CURVE_METHODS = ("power_law", *CURVE_FAMILIES)
+#: The power law whose asymptote is fixed at a ceiling from elsewhere (the theory's: :func:`theory_ceiling`);
+#: :func:`pool_curves` fits it when given the ``asymptote``.
+CAPPED_POWER_LAW = "capped_power_law"
+#: Training rows per feature at which :func:`theory_ceiling` reads the theory (n = 1000 p: the best-C accuracy
+#: is within 1e-3 of its n -> infinity limit on the cached layers)
+CEILING_RATIO = 1000.0
+
+
+def theory_ceiling(model: PoolModel, Cs=None) -> float:
+    """The pool model's accuracy as labels grow without bound: the theory's best-C accuracy at n = 1000 p.
+
+    The ceiling that :data:`CAPPED_POWER_LAW` fixes the power law's asymptote at: the pool's own curve gives the
+    growth, the theory (Sigma and the calibrated teacher, with its no-signal shrinkage) the limit.
+
+    Parameters
+    ----------
+    model : PoolModel
+        The pool's spectral model (:func:`empirical.probes.estimate_pool_model`).
+    Cs : array of float, optional
+        The C grid of the best-C accuracy (default :data:`PLAN_CS`).
+
+    Returns
+    -------
+    float
+        The best-C accuracy at ``CEILING_RATIO`` x p training rows, in [0.5, 1].
+    """
+    Cs = np.asarray(check_grid(PLAN_CS if Cs is None else Cs), dtype=float)
+    return _best_C(model.spectrum, CEILING_RATIO * model.p, model.p, Cs)[0]
+
+
+def theory_best_C(model: PoolModel, n, Cs=None) -> float:
+    """The C at which the pool model's theory reaches its best accuracy with ``n`` training rows (the ridge to use
+    there; RAPTOR's tie-break: the most regularized of equal ones).
+
+    Parameters
+    ----------
+    model : PoolModel
+        The pool's spectral model.
+    n : float
+        Training rows.
+    Cs : array of float, optional
+        The C grid (scikit-learn convention on standardized features; default :data:`PLAN_CS`).
+
+    Returns
+    -------
+    float
+        That C.
+    """
+    Cs = np.asarray(check_grid(PLAN_CS if Cs is None else Cs), dtype=float)
+    n = check_scalar(n, "n", low=1.0)
+    return float(Cs[_best_C(model.spectrum, n, model.p, Cs)[1]])
 #: Most bootstrap refits of a four-parameter family per pool (the first of the power law's draws): a refit costs
 #: 10-25 ms against the power law's 2 ms, and the learning-curve section fits hundreds of pools.
 FAMILY_BOOT = 50
 
 
 def pool_curves(H_pool, y_pool, n_values, *, methods=POOL_CURVE_METHODS, fractions=POWER_LAW_FRACTIONS, repeats=4,
-                Cs=None, level=0.9, n_test=None, n_boot=200, random_state=0) -> dict:
+                Cs=None, level=0.9, n_test=None, n_boot=200, random_state=0, asymptote=None) -> dict:
     """Baselines that extrapolate the pool's own learning curve: parametric curves fitted to its subsample
     accuracies.
 
@@ -763,7 +815,10 @@ def pool_curves(H_pool, y_pool, n_values, *, methods=POOL_CURVE_METHODS, fractio
       Figueroa et al. 2012, Hestness et al. 2017, Viering & Loog 2022);
     * ``pow4``, ``mmf4``, ``wbl4``: the four-parameter families of the learning-curve databases (LCDB, Mohr et
       al. 2022; LCDB 1.1, Yan, Mohr and Viering 2025), fitted non-decreasing within [0, 1]
-      (:func:`empirical.probes._curve_families.fit_curve_family`).
+      (:func:`empirical.probes._curve_families.fit_curve_family`);
+    * ``capped_power_law`` (with ``asymptote``): the power law with its asymptote fixed at
+      ``max(asymptote, the best subsample point)``, b and c fitted (the theory's ceiling, :func:`theory_ceiling`,
+      with the pool's own growth).
 
     Interval: each fit repeated on ``n_boot`` bootstrap resamples of the repeats at every size (percentiles, plus
     the test noise; a four-parameter family on the first :data:`FAMILY_BOOT` of them, its refits being 5-10 times
@@ -794,6 +849,8 @@ def pool_curves(H_pool, y_pool, n_values, *, methods=POOL_CURVE_METHODS, fractio
         four-parameter family).
     random_state : int
         Subsamples and bootstrap.
+    asymptote : float in [0, 1], optional
+        The ceiling of ``capped_power_law`` (required by it, read by no other method).
 
     Returns
     -------
@@ -817,16 +874,22 @@ def pool_curves(H_pool, y_pool, n_values, *, methods=POOL_CURVE_METHODS, fractio
     repeats = check_int(repeats, "repeats", minimum=1)
     n_boot = check_int(n_boot, "n_boot", minimum=0)
     methods = tuple(methods) if not isinstance(methods, str) else (methods,)
-    unknown = [m for m in methods if m not in POOL_CURVE_METHODS]
+    known = (*POOL_CURVE_METHODS, CAPPED_POWER_LAW)
+    unknown = [m for m in methods if m not in known]
     if unknown or not methods:
-        raise ValueError(f"methods must be among {list(POOL_CURVE_METHODS)}, got {list(methods)}")
+        raise ValueError(f"methods must be among {list(known)}, got {list(methods)}")
+    if CAPPED_POWER_LAW in methods:
+        if asymptote is None:
+            raise ValueError(f"asymptote must be given for {CAPPED_POWER_LAW!r} (e.g. theory_ceiling(pool_model)), "
+                             "got None")
+        asymptote = check_scalar(asymptote, "asymptote", low=0.0, high=1.0)
     Cs = np.asarray(check_grid(PLAN_CS if Cs is None else Cs), dtype=float)
     fr = np.asarray(fractions, dtype=float)
     if fr.ndim != 1 or not np.all(np.isfinite(fr)) or np.any((fr <= 0) | (fr >= 1)):
         raise ValueError(f"fractions must be numbers in (0, 1) (each subsample leaves pool rows to test on), "
                          f"got {fr.tolist()}")
     sizes = np.unique(np.clip(np.round(fr * N).astype(int), 4, N - 2))
-    needed = 3 if set(methods) == {"power_law"} else 4
+    needed = 3 if set(methods) <= {"power_law", CAPPED_POWER_LAW} else 4
     if sizes.size < needed:
         raise ValueError(f"fractions must give at least {needed} distinct subsample sizes of the {N}-row pool "
                          f"(methods {list(methods)}), got {sizes.tolist()}")
@@ -836,9 +899,10 @@ def pool_curves(H_pool, y_pool, n_values, *, methods=POOL_CURVE_METHODS, fractio
     points = paths.mean(axis=1).max(axis=1)
     curves = {}
     for method in methods:
-        if method == "power_law":
-            fit = fit_power_law(sizes, points)
-            refit = [fit_power_law(sizes, r) for r in resampled]
+        if method in ("power_law", CAPPED_POWER_LAW):
+            ceiling = asymptote if method == CAPPED_POWER_LAW else None
+            fit = fit_power_law(sizes, points, asymptote=ceiling)
+            refit = [fit_power_law(sizes, r, asymptote=ceiling) for r in resampled]
         else:
             fit = fit_curve_family(sizes, points, method)
             refit = [fit_curve_family(sizes, r, method, start=fit) for r in resampled[:FAMILY_BOOT]]

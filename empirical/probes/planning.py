@@ -2,8 +2,11 @@
 
 From a labelled pool of a dataset (the rest of its rows unlabelled), per layer: the pool model
 (:func:`~empirical.probes.estimate_pool_model`: Sigma from every row, the teacher from the
-pool), the predicted best-C accuracy at ``target_n`` labelled rows with its interval
-(:func:`~empirical.probes.learning_curves.predict_learning_curve`) and, for a target accuracy, the labels needed
+pool), the forecast accuracy at ``target_n`` labelled rows with its interval (the default forecaster,
+``capped_power_law``: the pool's learning curve under the theory's ceiling, its interval calibrated on held-out
+datasets, :func:`forecast_curve`; or the spectral theory alone,
+:func:`~empirical.probes.learning_curves.predict_learning_curve`), the theory's best C there, and, for a target
+accuracy, the labels needed
 (:func:`~empirical.probes.learning_curves.labels_needed`, read off the curve up to :data:`PLAN_REACH` x
 ``target_n``). Conventions: layer l is the output of decoder block l (as extracted); accuracies are fractions of
 test rows; sizes are labelled rows. docs/learning_curves.md.
@@ -17,18 +20,32 @@ import numpy as np
 import pandas as pd
 from tqdm.auto import tqdm
 
-from empirical.common.checks import as_generator, check_int
+from empirical.common.checks import as_generator, check_choice, check_int
 
+from ._label_forecast import (
+    FORECASTER,
+    HELD_OUT_ERROR,
+    HELD_OUT_MULTIPLES,
+    HELD_OUT_QUANTILES,
+    forecast_curve,
+    forecast_scale,
+    held_out_quantile,
+)
 from ._spectral_prediction import estimate_pool_model
-from .learning_curves import backtest_error, labels_needed, predict_learning_curve
+from .learning_curves import backtest_error, labels_needed, predict_learning_curve, theory_best_C
 from .structure import stratified_subsample
 
-__all__ = ["PLAN_FOLDS", "PLAN_REACH", "LabelPlan", "label_pool", "plan_labels"]
+#: the forecaster's names are public here (its implementation module is underscored)
+__all__ = ["PLAN_FOLDS", "PLAN_REACH", "FORECASTERS", "LabelPlan", "label_pool", "plan_labels", "forecast_curve",
+           "forecast_scale", "held_out_quantile", "HELD_OUT_QUANTILES", "HELD_OUT_ERROR"]
 
 #: cross-validation folds of the pool model (every class needs this many labelled rows)
 PLAN_FOLDS = 5
 #: the labels needed are read off a predicted curve up to this multiple of ``target_n``
 PLAN_REACH = 64
+#: the forecasters :func:`plan_labels` offers: the default (held-out best, docs/learning_curves.md) and the spectral
+#: theory alone
+FORECASTERS = (FORECASTER, "spectral")
 
 
 @dataclass(frozen=True)
@@ -39,10 +56,13 @@ class LabelPlan:
     ----------
     table : pandas.DataFrame
         One row per layer: ``layer``, ``labels``, ``unlabeled``, ``pool_cv_accuracy``, ``target_n``,
-        ``predicted_accuracy``, ``low``, ``high`` (the interval with the pool's backtest error,
-        :func:`~empirical.probes.learning_curves.backtest_error`), ``C_star``, ``kappa``, ``chance_factor``,
-        ``model_error`` (that error per doubling of the labels; NaN, with a warning, when a class of the pool
-        has fewer than 2 x ``folds`` rows), ``teacher``, ``level``
+        ``predicted_accuracy``, ``low``, ``high`` (the forecaster's interval: calibrated on held-out datasets for
+        ``capped_power_law``; for ``spectral``, widened by the pool's backtest error,
+        :func:`~empirical.probes.learning_curves.backtest_error`), ``C_star`` (the theory's best C at
+        ``target_n``), ``kappa``, ``chance_factor``, ``model_error`` (``spectral``: the backtest error per doubling
+        of the labels; NaN, with a warning, when a class of the pool has fewer than 2 x ``folds`` rows; NaN for
+        ``capped_power_law``), ``forecaster``, ``held_out_error`` (``capped_power_law``: its mean absolute error on
+        held-out datasets at the nearest calibrated multiple; NaN for ``spectral``), ``teacher``, ``level``
         and, with a target accuracy, ``target_accuracy``, ``labels_needed`` (and its ``_optimistic`` /
         ``_pessimistic`` ends; inf when not reached within ``reachable_within``).
     best_layer : int
@@ -118,8 +138,8 @@ def label_pool(y, n_labels: int, seed: int = 0, *, folds: int = PLAN_FOLDS, data
     return pool
 
 
-def plan_labels(H, y, pool, target_n: int, *, layers=None, teacher: str = "calibrated", level: float = 0.9,
-                n_boot: int = 200, target_accuracy: float | None = None, random_state: int = 0,
+def plan_labels(H, y, pool, target_n: int, *, layers=None, forecaster: str = FORECASTER, teacher: str = "calibrated",
+                level: float = 0.9, n_boot: int = 200, target_accuracy: float | None = None, random_state: int = 0,
                 folds: int = PLAN_FOLDS, reach: float = PLAN_REACH, progress: bool = False) -> LabelPlan:
     """Predict, per layer, the accuracy at ``target_n`` labels (and the labels a target accuracy needs) from a pool.
 
@@ -135,12 +155,16 @@ def plan_labels(H, y, pool, target_n: int, *, layers=None, teacher: str = "calib
         Labelled rows to predict for, larger than the pool.
     layers : iterable of int, optional
         Layers to plan (default 1..L).
+    forecaster : {"capped_power_law", "spectral"}, default="capped_power_law"
+        ``capped_power_law``: the pool's learning curve capped at the theory's ceiling, with an interval calibrated
+        on held-out datasets at levels 0.8 / 0.9 / 0.95 (:func:`forecast_curve`);
+        ``spectral``: the theory alone (:func:`~empirical.probes.learning_curves.predict_learning_curve`).
     teacher : {"calibrated", "deconvolved"}, default="calibrated"
         The pool model's teacher estimator.
     level : float in (0, 1), default=0.9
-        Level of the prediction intervals.
+        Level of the prediction intervals (``capped_power_law``: 0.8, 0.9 or 0.95).
     n_boot : int, default=200
-        Bootstrap replicates of the pool model.
+        Bootstrap replicates of the pool model (the ``spectral`` forecaster's interval).
     target_accuracy : float in (0.5, 1), optional
         Also read the labels needed to reach it.
     random_state : int, default=0
@@ -163,6 +187,7 @@ def plan_labels(H, y, pool, target_n: int, *, layers=None, teacher: str = "calib
     """
     y = np.asarray(y)
     pool = np.asarray(pool, dtype=int)
+    forecaster = check_choice(forecaster, "forecaster", FORECASTERS)
     target_n = check_int(target_n, "target_n", minimum=2)
     folds = check_int(folds, "folds", minimum=2)
     if target_n <= len(pool):
@@ -174,9 +199,11 @@ def plan_labels(H, y, pool, target_n: int, *, layers=None, teacher: str = "calib
     grid = np.unique(np.r_[np.geomspace(len(pool), reach * target_n, 25), target_n])
     at = int(np.flatnonzero(grid == target_n)[0])
     # the backtest cross-validates each half of the pool: each class needs 2 x folds labelled rows
-    backtested = int(np.unique(y[pool], return_counts=True)[1].min()) >= 2 * folds
+    backtested = int(np.unique(y[pool], return_counts=True)[1].min()) >= 2 * folds and forecaster == "spectral"
     error = np.nan
-    if not backtested:
+    spectral = forecaster == "spectral"
+    held_out = HELD_OUT_ERROR[int(np.argmin(np.abs(np.log2(target_n / len(pool)) - np.log2(HELD_OUT_MULTIPLES))))]
+    if spectral and not backtested:
         warnings.warn(f"--labels {len(pool)}: the pool has fewer than {2 * folds} rows of a class, too few for the "
                       "backtest of the intervals (backtest_error); the intervals leave out the theory's error on "
                       "these features (model_error NaN)", RuntimeWarning, stacklevel=2)
@@ -184,16 +211,23 @@ def plan_labels(H, y, pool, target_n: int, *, layers=None, teacher: str = "calib
     for layer in tqdm(layers, desc="plan layers", disable=not progress, leave=False):
         X = np.asarray(H[layer], dtype=np.float64)
         pool_model = estimate_pool_model(X[pool], y[pool], teacher=teacher, H_unlabeled=X[rest],
-                                         random_state=random_state, n_boot=n_boot, folds=folds)
+                                         random_state=random_state, n_boot=n_boot if spectral else 0, folds=folds)
         if backtested:
             error = backtest_error(pool_model, X[pool], y[pool], H_unlabeled=X[rest], folds=folds,
                                    random_state=random_state)
-        curve = predict_learning_curve(pool_model, grid, level=level, model_error=0.0 if np.isnan(error) else error)
+        if spectral:
+            curve = predict_learning_curve(pool_model, grid, level=level,
+                                           model_error=0.0 if np.isnan(error) else error)
+            C_star = float(curve.C_star[at])
+        else:
+            curve = forecast_curve(X[pool], y[pool], grid, pool_model, level=level, random_state=random_state)
+            C_star = theory_best_C(pool_model, target_n)
         row = dict(layer=layer, labels=len(pool), unlabeled=rest.size,
                    pool_cv_accuracy=float(pool_model.cv_accuracy.max()), target_n=target_n,
                    predicted_accuracy=float(curve.accuracy[at]), low=float(curve.low[at]),
-                   high=float(curve.high[at]), C_star=float(curve.C_star[at]), kappa=pool_model.kappa,
-                   chance_factor=pool_model.chance_factor, model_error=error, teacher=teacher, level=level)
+                   high=float(curve.high[at]), C_star=C_star, kappa=pool_model.kappa,
+                   chance_factor=pool_model.chance_factor, model_error=error, forecaster=forecaster,
+                   held_out_error=np.nan if spectral else held_out, teacher=teacher, level=level)
         if target_accuracy is not None:
             need = labels_needed(curve, target_accuracy)
             row.update(target_accuracy=target_accuracy, labels_needed=need["n"],

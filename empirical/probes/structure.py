@@ -144,7 +144,7 @@ class PowerLaw:
         return self.a - self.b * (np.asarray(n, dtype=float) / self.n_scale) ** (-self.c)
 
 
-def fit_power_law(n, accuracy, *, c_max: float = 3.0) -> PowerLaw:
+def fit_power_law(n, accuracy, *, c_max: float = 3.0, asymptote: float | None = None) -> PowerLaw:
     """Least-squares power-law learning curve acc(n) = a - b n^(-c), b >= 0, 0 < c <= ``c_max``.
 
     The classical learning-curve model (Cortes et al., NeurIPS 1994; Hestness et al., arXiv:1712.00409,
@@ -161,6 +161,10 @@ def fit_power_law(n, accuracy, *, c_max: float = 3.0) -> PowerLaw:
         Accuracy at each size.
     c_max : float, default=3.0
         Largest exponent.
+    asymptote : float in [0, 1], optional
+        Fix the asymptote instead of fitting it: ``a = max(asymptote, max(accuracy))`` (a ceiling from elsewhere,
+        e.g. the theory's, :func:`empirical.probes.learning_curves.theory_ceiling`; never below a measured point),
+        and fit b and c only.
 
     Returns
     -------
@@ -174,23 +178,37 @@ def fit_power_law(n, accuracy, *, c_max: float = 3.0) -> PowerLaw:
     >>> round(law.a, 3), round(float(law(1600)), 3)
     (0.9, 0.85)
     """
-    n, acc = check_curve_points(n, accuracy, 3, "a power law")
+    n, acc = check_curve_points(n, accuracy, 3 if asymptote is None else 2, "a power law")
+    c_max = check_scalar(c_max, "c_max", low=1e-3, low_open=True)
     scale = float(n.max())
     x = n / scale
+    if asymptote is not None:
+        fixed = max(check_scalar(asymptote, "asymptote", low=0.0, high=1.0), float(acc.max()))
 
-    def resid(theta):
-        a, b, c = theta
-        return a - b * x ** (-c) - acc
+        def resid(theta):
+            b, c = theta
+            return fixed - b * x ** (-c) - acc
+    else:
+        def resid(theta):
+            a, b, c = theta
+            return a - b * x ** (-c) - acc
 
     best = None
     lo, hi = [0.0, 0.0, 1e-3], [1.0, np.inf, float(c_max)]
     for c0 in (0.2, 0.6, 1.5):
         b0 = max(float(np.ptp(acc)), 1e-3) * (x.min() ** c0)
-        a0 = float(np.clip(acc.max(), 0.0, 1.0))
-        res = least_squares(resid, [a0, b0, min(c0, c_max)], bounds=(lo, hi))
+        start = [float(np.clip(acc.max(), 0.0, 1.0)), b0, min(c0, c_max)]
+        if asymptote is not None:  # the gap to the fixed ceiling at the smallest size starts b
+            start, lo_, hi_ = [max(fixed - float(acc.min()), 1e-3) * x.min() ** c0, min(c0, c_max)], lo[1:], hi[1:]
+        else:
+            lo_, hi_ = lo, hi
+        res = least_squares(resid, start, bounds=(lo_, hi_))
         if best is None or res.cost < best.cost:
             best = res
-    a, b, c = (float(v) for v in best.x)
+    if asymptote is not None:
+        (b, c), a = (float(v) for v in best.x), fixed
+    else:
+        a, b, c = (float(v) for v in best.x)
     return PowerLaw(a=a, b=b, c=c, n_scale=scale)
 
 
