@@ -54,7 +54,7 @@ from .probes import (
     save_concept_vectors,
     stability,
 )
-from .probes.planning import FORECASTERS, HELD_OUT_QUANTILES, PLAN_FOLDS, label_pool, plan_labels
+from .probes.planning import FORECASTERS, PLAN_FOLDS, check_forecast_level, label_pool, plan_labels
 from .probes.structure import MAX_SEEDS, delta_sweep
 from .reporting import plot_delta_sweep, plot_plan, plot_probe_accuracy, plot_stability
 
@@ -527,10 +527,8 @@ def cmd_plan(args):
     if args.target_n <= args.labels:
         raise ValueError(f"--target-n must be larger than --labels ({args.labels}; the pool's own accuracy is "
                          f"measured, not predicted), got {args.target_n}")
-    if args.forecaster != "spectral" and args.level not in HELD_OUT_QUANTILES:
-        raise ValueError(f"--level must be one of {sorted(HELD_OUT_QUANTILES)} with --forecaster {args.forecaster} "
-                         f"(the levels its interval was calibrated at; --forecaster spectral takes any), "
-                         f"got {args.level:g}")
+    if args.forecaster != "spectral":  # before the model loads
+        check_forecast_level(args.level, f"--level (with --forecaster {args.forecaster}; spectral takes any)")
     dsets = _load_datasets(args, [args.dataset] if args.dataset else None)
     pools = [label_pool(ds.labels, args.labels, args.seed, dataset=ds.name) for ds in dsets]  # before any model work
     out = _out(args, [f"plan_{ds.name}.{ext}" for ds in dsets for ext in ("csv", "json", "png")])

@@ -335,8 +335,9 @@ def test_plan_command(cli_setup, capsys):
                                           "measured, not predicted), got 30"),
     (["--labels", "60", "--target-n", "600"], "--labels must be smaller than the 60 rows"),
     (["--labels", "12", "--target-n", "600", "--table", "ONE_CLASS"], "single class"),
-    (["--level", "0.85"], "--level must be one of [0.8, 0.9, 0.95] with --forecaster capped_power_law (the levels "
-                          "its interval was calibrated at; --forecaster spectral takes any), got 0.85"),
+    (["--level", "0.85"], "--level (with --forecaster capped_power_law; spectral takes any) must be one of [0.8, "
+                          "0.9, 0.95] (the levels the forecast's interval was calibrated at on held-out datasets), "
+                          "got 0.85"),
 ])
 def test_plan_bad_input_before_any_model_work(cli_setup, capsys, extra, match):
     from empirical import cli
@@ -476,7 +477,8 @@ def test_a_pool_without_signal_is_forecast_flat_at_its_own_accuracy():
     assert np.ptp(curve.accuracy) < 0.01 and curve.accuracy.max() < 0.62
 
 
-def test_plan_labels_names_its_forecaster_and_refuses_an_unknown_one():
+def test_plan_labels_names_its_forecaster_and_refuses_an_unknown_one(monkeypatch):
+    from empirical.probes import planning
     from empirical.probes.planning import HELD_OUT_ERROR, label_pool, plan_labels
 
     rng = np.random.default_rng(0)
@@ -488,3 +490,7 @@ def test_plan_labels_names_its_forecaster_and_refuses_an_unknown_one():
     assert np.isnan(table.model_error[0]) and table.C_star[0] > 0
     with pytest.raises(ValueError, match="forecaster must be one of"):
         plan_labels(H, y, pool, 640, layers=[1], forecaster="lcpfn")
+    # a level the interval was not calibrated at is refused before any model work, as raptor plan --level is
+    monkeypatch.setattr(planning, "estimate_pool_model", lambda *a, **k: pytest.fail("model work before the check"))
+    with pytest.raises(ValueError, match=r"level must be one of \[0.8, 0.9, 0.95\].*got 0.85"):
+        plan_labels(H, y, pool, 640, layers=[1], level=0.85)

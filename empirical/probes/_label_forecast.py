@@ -24,18 +24,10 @@ import numpy as np
 from empirical.common.checks import check_scalar
 
 from ._spectral_prediction import PoolModel
-from .learning_curves import (
-    CAPPED_POWER_LAW,
-    PLAN_CS,
-    POWER_LAW_FRACTIONS,
-    LearningCurve,
-    check_targets,
-    pool_curves,
-    theory_ceiling,
-)
+from .learning_curves import CAPPED_POWER_LAW, PLAN_CS, POWER_LAW_FRACTIONS, LearningCurve, pool_curves, theory_ceiling
 
 __all__ = ["FORECASTER", "HELD_OUT_QUANTILES", "HELD_OUT_MULTIPLES", "HELD_OUT_ERROR", "forecast_scale",
-           "held_out_quantile", "forecast_curve"]
+           "check_forecast_level", "held_out_quantile", "forecast_curve"]
 
 #: The forecaster :func:`forecast_curve` implements (the ``method`` of its curve, the name ``raptor plan`` prints).
 FORECASTER = CAPPED_POWER_LAW
@@ -86,6 +78,32 @@ def forecast_scale(accuracy, pool_accuracy, n_pool, n_test=None) -> np.ndarray:
     return np.sqrt(noise + (accuracy - np.asarray(pool_accuracy, dtype=float)) ** 2)
 
 
+def check_forecast_level(level, name: str = "level") -> float:
+    """``level`` if the forecast's interval was calibrated at it (:data:`HELD_OUT_QUANTILES`), else ``ValueError``.
+
+    Parameters
+    ----------
+    level : float
+        The interval's level.
+    name : str, default="level"
+        The argument's name in the message (``raptor plan``: ``--level``).
+
+    Returns
+    -------
+    float
+
+    Examples
+    --------
+    >>> check_forecast_level(0.9)
+    0.9
+    """
+    level = check_scalar(level, name, low=0.0, high=1.0)
+    if level not in HELD_OUT_QUANTILES:
+        raise ValueError(f"{name} must be one of {sorted(HELD_OUT_QUANTILES)} (the levels the forecast's interval was "
+                         f"calibrated at on held-out datasets), got {level:g}")
+    return level
+
+
 def held_out_quantile(multiple, level=0.9) -> np.ndarray:
     """The calibrated q at each multiple n / N (:data:`HELD_OUT_QUANTILES`).
 
@@ -111,10 +129,7 @@ def held_out_quantile(multiple, level=0.9) -> np.ndarray:
     >>> held_out_quantile([2, 3, 16]).round(3).tolist()
     [1.561, 1.446, 1.252]
     """
-    level = check_scalar(level, "level", low=0.0, high=1.0)
-    if level not in HELD_OUT_QUANTILES:
-        raise ValueError(f"level must be one of {sorted(HELD_OUT_QUANTILES)} (the levels the forecast's interval was "
-                         f"calibrated at on held-out datasets), got {level:g}")
+    level = check_forecast_level(level)
     return np.interp(np.log2(np.asarray(multiple, dtype=float)), np.log2(HELD_OUT_MULTIPLES),
                      HELD_OUT_QUANTILES[level])
 
@@ -163,16 +178,16 @@ def forecast_curve(H_pool, y_pool, n_values, pool_model: PoolModel, *, level=0.9
     """
     if not isinstance(pool_model, PoolModel):
         raise ValueError(f"pool_model must be a PoolModel (estimate_pool_model), got {type(pool_model).__name__}")
+    level = check_forecast_level(level)
+    n_rows = np.shape(H_pool)[0] if np.ndim(H_pool) else 0
+    if pool_model.n_pool != n_rows:
+        raise ValueError(f"pool_model must be estimated from the same pool of {n_rows} rows, got one of "
+                         f"{pool_model.n_pool}")
     Cs = PLAN_CS if Cs is None else Cs
-    ceiling = theory_ceiling(pool_model, Cs)
     curve = pool_curves(H_pool, y_pool, n_values, methods=(CAPPED_POWER_LAW,), fractions=POWER_LAW_FRACTIONS,
                         repeats=repeats, Cs=Cs, n_boot=0, n_test=n_test, random_state=random_state,
-                        asymptote=ceiling)[CAPPED_POWER_LAW]
-    n_pool = curve.n_pool
-    if pool_model.n_pool != n_pool:
-        raise ValueError(f"pool_model must be estimated from the same pool of {n_pool} rows, got one of "
-                         f"{pool_model.n_pool}")
-    n = check_targets(n_values, n_pool)
+                        asymptote=theory_ceiling(pool_model, Cs))[CAPPED_POWER_LAW]
+    n, n_pool = curve.n, curve.n_pool
     pool_accuracy = float(np.max(pool_model.cv_accuracy))
     half = held_out_quantile(n / n_pool, level) * forecast_scale(curve.accuracy, pool_accuracy, n_pool, n_test)
     return LearningCurve(n=n, accuracy=curve.accuracy, low=np.clip(curve.accuracy - half, 0, 1),

@@ -751,6 +751,10 @@ CAPPED_POWER_LAW = "capped_power_law"
 #: is within 1e-3 of its n -> infinity limit on the cached layers)
 CEILING_RATIO = 1000.0
 
+#: Most bootstrap refits of a four-parameter family per pool (the first of the power law's draws): a refit costs
+#: 10-25 ms against the power law's 2 ms, and the learning-curve section fits hundreds of pools.
+FAMILY_BOOT = 50
+
 
 def theory_ceiling(model: PoolModel, Cs=None) -> float:
     """The pool model's accuracy as labels grow without bound: the theory's best-C accuracy at n = 1000 p.
@@ -795,9 +799,6 @@ def theory_best_C(model: PoolModel, n, Cs=None) -> float:
     Cs = np.asarray(check_grid(PLAN_CS if Cs is None else Cs), dtype=float)
     n = check_scalar(n, "n", low=1.0)
     return float(Cs[_best_C(model.spectrum, n, model.p, Cs)[1]])
-#: Most bootstrap refits of a four-parameter family per pool (the first of the power law's draws): a refit costs
-#: 10-25 ms against the power law's 2 ms, and the learning-curve section fits hundreds of pools.
-FAMILY_BOOT = 50
 
 
 def pool_curves(H_pool, y_pool, n_values, *, methods=POOL_CURVE_METHODS, fractions=POWER_LAW_FRACTIONS, repeats=4,

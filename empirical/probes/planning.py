@@ -27,6 +27,7 @@ from ._label_forecast import (
     HELD_OUT_ERROR,
     HELD_OUT_MULTIPLES,
     HELD_OUT_QUANTILES,
+    check_forecast_level,
     forecast_curve,
     forecast_scale,
     held_out_quantile,
@@ -37,7 +38,7 @@ from .structure import stratified_subsample
 
 #: the forecaster's names are public here (its implementation module is underscored)
 __all__ = ["PLAN_FOLDS", "PLAN_REACH", "FORECASTERS", "LabelPlan", "label_pool", "plan_labels", "forecast_curve",
-           "forecast_scale", "held_out_quantile", "HELD_OUT_QUANTILES", "HELD_OUT_ERROR"]
+           "forecast_scale", "check_forecast_level", "held_out_quantile", "HELD_OUT_QUANTILES", "HELD_OUT_ERROR"]
 
 #: cross-validation folds of the pool model (every class needs this many labelled rows)
 PLAN_FOLDS = 5
@@ -188,6 +189,9 @@ def plan_labels(H, y, pool, target_n: int, *, layers=None, forecaster: str = FOR
     y = np.asarray(y)
     pool = np.asarray(pool, dtype=int)
     forecaster = check_choice(forecaster, "forecaster", FORECASTERS)
+    spectral = forecaster == "spectral"
+    if not spectral:  # before any model work
+        level = check_forecast_level(level)
     target_n = check_int(target_n, "target_n", minimum=2)
     folds = check_int(folds, "folds", minimum=2)
     if target_n <= len(pool):
@@ -199,9 +203,8 @@ def plan_labels(H, y, pool, target_n: int, *, layers=None, forecaster: str = FOR
     grid = np.unique(np.r_[np.geomspace(len(pool), reach * target_n, 25), target_n])
     at = int(np.flatnonzero(grid == target_n)[0])
     # the backtest cross-validates each half of the pool: each class needs 2 x folds labelled rows
-    backtested = int(np.unique(y[pool], return_counts=True)[1].min()) >= 2 * folds and forecaster == "spectral"
+    backtested = spectral and int(np.unique(y[pool], return_counts=True)[1].min()) >= 2 * folds
     error = np.nan
-    spectral = forecaster == "spectral"
     held_out = HELD_OUT_ERROR[int(np.argmin(np.abs(np.log2(target_n / len(pool)) - np.log2(HELD_OUT_MULTIPLES))))]
     if spectral and not backtested:
         warnings.warn(f"--labels {len(pool)}: the pool has fewer than {2 * folds} rows of a class, too few for the "
