@@ -3,8 +3,9 @@
 A generated block is the text between ``<!-- NAME:start -->`` and ``<!-- NAME:end -->`` (markers included) that
 :data:`BLOCKS` ``[NAME]`` writes from the published copy of a run (``docs/results``): the README's claims table
 (:func:`paper_figures.publish.readme_claims_block`), docs/steering.md's timing-model table
-(:func:`paper_figures.steering_text.cost_block`), docs/results.md's Coinflip numbers (:func:`coinflip_block`) and
-docs/spectral_theory.md's agreement table (:func:`spectral_block`).
+(:func:`paper_figures.steering_text.cost_block`), docs/results.md's Coinflip numbers (:func:`coinflip_block`),
+docs/spectral_theory.md's agreement table (:func:`spectral_block`) and docs/learning_curves.md's table of the
+forecasters (:func:`forecaster_block`).
 ``python -m paper_figures --publish docs/results --sync-readme`` rewrites them (:func:`sync_blocks`), and
 ``tests/test_results_small_things.py`` checks that every block of README.md and docs/*.md is registered here and
 holds its generator's text, as ``tests/test_results.py`` checks the README's claims table.
@@ -158,6 +159,65 @@ def spectral_block(published) -> str:
     return "\n".join([*lines, end])
 
 
+#: The baselines docs/learning_curves.md's forecaster table compares every forecaster with (``forecasters``'
+#: ``wins_<B>`` and ``d_<B>`` columns): name -> heading.
+FORECAST_BASELINES = (("no_gain", "no gain"), ("power_law", "power law"), ("families_best", "best family"))
+
+
+def _fraction(value) -> str:
+    return "--" if value != value else f"{value:.2f}"
+
+
+def _count(value) -> str:
+    return "--" if value is None or value != value else str(int(value))
+
+
+def _difference(row, baseline) -> str:
+    value, low, high = (row.get(f"d_{baseline}{suffix}", float("nan")) for suffix in ("", "_low", "_high"))
+    if value != value:
+        return "--"
+    return f"{value:+.3f}" + (f" [{low:+.3f}, {high:+.3f}]" if low == low and high == high else "")
+
+
+def forecaster_block(published) -> str:
+    """docs/learning_curves.md's table of the forecasters, from the published ``forecasters`` table
+    (:func:`paper_figures.forecast_calibration.forecaster_table`): every forecaster at every multiple of the pool,
+    with the datasets as the unit: the mean over datasets of the per-dataset MAE and bias, the 90 % interval's
+    coverage pooled and on the worst dataset, the share of pool draws whose forecast best layer is within 1 point
+    of the true best, and against each of :data:`FORECAST_BASELINES` the datasets won and the mean paired MAE
+    difference with its 95 % t-interval over datasets (negative: the forecaster is better); a copy without the
+    table says so.
+
+    Parameters
+    ----------
+    published : path
+        The published copy (``docs/results``) or a run's folder.
+
+    Returns
+    -------
+    str
+        The block, markers included.
+    """
+    start, end = block_markers("learning-forecasters")
+    table = load_table(Path(published), "forecasters")
+    needed = {"method", "multiple", "datasets", "mae", "bias", "coverage", "coverage_min", "best_layer_within_1pt"}
+    if table is None or not needed <= set(table.columns):
+        return "\n".join([start, "(the published run has no `forecasters` table: the learning-curve section "
+                                  "(`--only learning_curves --learning-scale goal`) writes it)", end])
+    headings = ["forecaster", "target / pool", "datasets", "MAE", "bias", "coverage (pooled; worst dataset)",
+                "best layer within 1 pt", "datasets won against " + " / ".join(h for _, h in FORECAST_BASELINES),
+                *(f"MAE - {heading} [95 %]" for _, heading in FORECAST_BASELINES)]
+    lines = [start, "| " + " | ".join(headings) + " |", "| --- " * len(headings) + "|"]
+    for row in table.to_dict("records"):
+        wins = " / ".join(_count(row.get(f"wins_{baseline}")) if row.get(f"d_{baseline}") == row.get(f"d_{baseline}")
+                          else "--" for baseline, _ in FORECAST_BASELINES)  # no dataset in common: nothing won
+        lines.append(f"| {row['method']} | {int(row['multiple'])}x | {int(row['datasets'])} | {row['mae']:.3f} | "
+                     f"{row['bias']:+.3f} | {_fraction(row['coverage'])}; {_fraction(row['coverage_min'])} | "
+                     f"{_fraction(row['best_layer_within_1pt'])} | {wins} | "
+                     + " | ".join(_difference(row, b) for b, _ in FORECAST_BASELINES) + " |")
+    return "\n".join([*lines, end])
+
+
 def _claims_block(published) -> str:
     return readme_claims_block(Path(published) / "claims.csv")
 
@@ -172,6 +232,7 @@ BLOCKS = {
     "steering-cost": ("docs/steering.md", _steering_cost_block),
     "coinflip-shortcut": ("docs/results.md", coinflip_block),
     "spectral-agreement": ("docs/spectral_theory.md", spectral_block),
+    "learning-forecasters": ("docs/learning_curves.md", forecaster_block),
 }
 
 

@@ -74,8 +74,17 @@ FIGURES = (
      "test-best C's accuracy, an optimistic truth, is the secondary `*_test_best` columns, and `selection_gap` is "
      "their difference. The spectral intervals are the ones `raptor plan` prints: the bootstrap, widened to the "
      "profile bounds and by the pool's own backtest error (half the pool forecasting the pool, per doubling of the "
-     "labels). The table is the goal cell (pool 400, 8x): MAE, bias, coverage of the 90 % interval and "
-     "best-layer agreement."),
+     "labels). The first table is the goal cell (pool 400, 8x): MAE, bias, coverage of the 90 % interval and "
+     "best-layer agreement. The second, `forecasters`, judges every forecaster at 2x, 4x and 8x with the datasets "
+     "as the unit (issue 54): the mean over datasets of the per-dataset MAE and bias, the 90 % interval's coverage "
+     "pooled and on the worst dataset (`coverage_min`), the share of pool draws whose forecast best layer is within "
+     "1 point of the true best, and against 'no gain', the power law and the best of POW4 / MMF4 / WBL4 per dataset "
+     "the datasets won (`wins_*`) and the mean paired MAE difference with its 95 % t-interval over datasets "
+     "(`d_*`, negative: lower MAE). `raptor plan`'s forecaster, `capped_power_law` (the power law with its "
+     "asymptote at the theory's ceiling), has its interval calibrated leave-one-dataset-out: each dataset's q "
+     "comes from the other datasets only. The third, `forecast_calibration`, gives q per level and multiple over "
+     "every dataset beside the library's `HELD_OUT_QUANTILES` (from an exploration before this run) and the "
+     "held-out coverage."),
     ("theory_accuracy", "Theory: accuracy versus lambda",
      "The corrected fixed point (lines) against Monte Carlo simulation (markers, 2 standard errors)."),
     ("finite_size_convergence", "Theory: finite-size convergence",
@@ -94,7 +103,7 @@ FIGURE_TABLES = {
     "steering_metrics": ("steering_summary", "steering_hard_layers"),
     "steering_text_null": ("steering_text_null",),
     "steering_text": ("steering_text_default", "steering_text_summary", "steering_text_timing"),
-    "learning_curves": ("learning_curves_goal",),
+    "learning_curves": ("learning_curves_goal", "forecasters", "forecast_calibration"),
     "structure_scatter": ("structure_summary",),
     "spectral_*": ("spectral_agreement",),
     "finite_size_convergence": ("finite_size_slopes",),

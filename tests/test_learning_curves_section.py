@@ -3,7 +3,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from paper_figures import learning_curves
+from paper_figures import learning_curves, output
 
 
 @pytest.fixture(scope="module")
@@ -188,3 +188,52 @@ def test_forecaster_table_pairs_datasets_and_counts_wins():
     assert ours.d_power_law == pytest.approx(np.mean([-0.04, -0.03, -0.01]))
     assert ours.d_power_law_low < ours.d_power_law < ours.d_power_law_high  # 3 datasets: a t-interval on 2 df
     assert ours.coverage == 1.0 and ours.datasets == 3 and ours.best_layer_within_1pt == 1.0
+
+
+def _forecaster_run(tmp_path):
+    """A run folder whose ``forecasters`` table comes from two forecasters on three datasets at 4x."""
+    from paper_figures import forecast_calibration as fc
+
+    rows = []
+    for method, errs in (("capped_power_law", {"a": 0.01, "b": 0.02, "c": 0.05}),
+                         ("no_gain", {"a": 0.03, "b": 0.03, "c": 0.03})):
+        for d, e in errs.items():
+            rows.append(dict(dataset=d, layer=1, pool=400, draw=0, multiple=4, method=method, accuracy=0.8 + e,
+                             truth=0.8, low=0.8, high=0.9))
+    table = fc.forecaster_table(pd.DataFrame(rows))
+    output.save_table(table, tmp_path, "forecasters")
+    return table
+
+
+def test_the_docs_forecaster_table_is_generated_from_the_published_one(tmp_path):
+    """Issue 54: docs/learning_curves.md's table of the forecasters is a generated block of the published
+    ``forecasters`` table (every forecaster and multiple, with the paired differences and their intervals), and a
+    copy without the table says so instead of showing stale numbers."""
+    from paper_figures import doc_blocks
+
+    assert "has no `forecasters` table" in doc_blocks.forecaster_block(tmp_path)
+    table = _forecaster_run(tmp_path).set_index("method")
+    block = doc_blocks.forecaster_block(tmp_path)
+    lines = block.splitlines()
+    assert lines[0] == doc_blocks.block_markers("learning-forecasters")[0] and len(lines) == 2 + 2 + 2
+    ours = table.loc["capped_power_law"]
+    row = next(line for line in lines if line.startswith("| capped_power_law |"))
+    cells = [c.strip() for c in row.strip("|").split("|")]
+    assert cells[:5] == ["capped_power_law", "4x", "3", f"{ours.mae:.3f}", f"{ours.bias:+.3f}"]
+    assert cells[5] == f"{ours.coverage:.2f}; {ours.coverage_min:.2f}" and cells[7] == "2 / -- / --"
+    assert cells[8] == f"{ours.d_no_gain:+.3f} [{ours.d_no_gain_low:+.3f}, {ours.d_no_gain_high:+.3f}]"
+    assert cells[9] == "--" and cells[10] == "--"  # no power law or family in this run: nothing to compare
+    assert doc_blocks.BLOCKS["learning-forecasters"][0] == "docs/learning_curves.md"
+
+
+def test_results_md_shows_the_forecaster_table_under_the_learning_curves(tmp_path):
+    """RESULTS.md embeds the ``forecasters`` table (issue 54: the table is in RESULTS.md, generated from the run)."""
+    from paper_figures import results
+
+    (tmp_path / "figures").mkdir()
+    (tmp_path / "figures" / "learning_curves.png").write_bytes(b"")
+    _forecaster_run(tmp_path)
+    text = results.write_results(tmp_path).read_text()
+    assert "`tables/forecasters.csv`:" in text and "| capped_power_law |" in text
+    section = text[text.index("How many labels does a concept need?"):]
+    assert section.index("`tables/forecasters.csv`:") < section.index("| capped_power_law |")
