@@ -312,12 +312,12 @@ def test_paper_figures_summary_figure_and_claim(tmp_path):
 def test_staged_screens_gates_and_reads_the_report_half_last(setup, monkeypatch):
     """Stage 2 sees only candidates that kept the answer mass, and no report-half prompt is read (or generated)
     before the operating points are chosen; a broken edit (huge strength) never reaches stage 2."""
+    monkeypatch.setattr(empirical.llm, "MIN_AUC", 0.0)  # front door first (undo restores its original)
     monkeypatch.setattr(AR, "MIN_AUC", 0.0)  # a random model's read-out tracks nothing; measure it anyway
-    monkeypatch.setattr(empirical.llm, "MIN_AUC", 0.0)  # the front door keeps its own reference
+    monkeypatch.setattr(empirical.llm, "MAX_AUC_P", 1.0)  # front door first (undo restores its original)
     monkeypatch.setattr(AR, "MAX_AUC_P", 1.0)
-    monkeypatch.setattr(empirical.llm, "MAX_AUC_P", 1.0)  # the front door keeps its own reference
+    monkeypatch.setattr(empirical.llm, "MIN_MASS", 0.0)  # front door first (undo restores its original)
     monkeypatch.setattr(AR, "MIN_MASS", 0.0)
-    monkeypatch.setattr(empirical.llm, "MIN_MASS", 0.0)  # the front door keeps its own reference
     # a tiny random model's answer barely moves: a gate at the unsteered mass splits the two signs of each edit
     monkeypatch.setattr(SE, "MASS_GATE", 1.0)
     model, tok, _, _ = setup
@@ -352,8 +352,8 @@ def test_staged_screens_gates_and_reads_the_report_half_last(setup, monkeypatch)
 
 
 def test_staged_stops_at_a_dataset_whose_read_out_is_not_valid(setup, monkeypatch):
+    monkeypatch.setattr(empirical.llm, "MIN_AUC", 1.01)  # front door first (undo restores its original)
     monkeypatch.setattr(AR, "MIN_AUC", 1.01)  # nothing is measurable
-    monkeypatch.setattr(empirical.llm, "MIN_AUC", 1.01)  # the front door keeps its own reference
     calls = []
     table, _ = _run(setup, [SS.SteeringSetting("additive", "best", 0.5, "answer")], measure=SE.evaluate_staged,
                     on_stage=lambda stage, entries, idx: calls.append(stage))
@@ -374,27 +374,27 @@ def test_staged_fits_the_vectors_only_for_a_valid_read_out(setup, monkeypatch):
                                   [SS.SteeringSetting("additive", "best", 0.5, "answer")],
                                   protocol=_protocol(n_candidates=1, stage2_positions=("all",)))
 
+    monkeypatch.setattr(empirical.llm, "MIN_AUC", 1.01)  # front door first (undo restores its original)
     monkeypatch.setattr(AR, "MIN_AUC", 1.01)  # nothing is measurable: nothing is fitted
-    monkeypatch.setattr(empirical.llm, "MIN_AUC", 1.01)  # the front door keeps its own reference
     table, _ = run()
     assert fits == [] and table.stage.tolist() == ["validity"]
+    monkeypatch.setattr(empirical.llm, "MIN_AUC", 0.0)  # front door first (undo restores its original)
     monkeypatch.setattr(AR, "MIN_AUC", 0.0)
-    monkeypatch.setattr(empirical.llm, "MIN_AUC", 0.0)  # the front door keeps its own reference
+    monkeypatch.setattr(empirical.llm, "MAX_AUC_P", 1.0)  # front door first (undo restores its original)
     monkeypatch.setattr(AR, "MAX_AUC_P", 1.0)
-    monkeypatch.setattr(empirical.llm, "MAX_AUC_P", 1.0)  # the front door keeps its own reference
+    monkeypatch.setattr(empirical.llm, "MIN_MASS", 0.0)  # front door first (undo restores its original)
     monkeypatch.setattr(AR, "MIN_MASS", 0.0)
-    monkeypatch.setattr(empirical.llm, "MIN_MASS", 0.0)  # the front door keeps its own reference
     table, _ = run()
     assert fits == [1] and "candidate" in set(table.stage)  # measured past validity
 
 
 def test_position_twins_only_for_the_twin_methods(setup, monkeypatch):
+    monkeypatch.setattr(empirical.llm, "MIN_AUC", 0.0)  # front door first (undo restores its original)
     monkeypatch.setattr(AR, "MIN_AUC", 0.0)
-    monkeypatch.setattr(empirical.llm, "MIN_AUC", 0.0)  # the front door keeps its own reference
+    monkeypatch.setattr(empirical.llm, "MAX_AUC_P", 1.0)  # front door first (undo restores its original)
     monkeypatch.setattr(AR, "MAX_AUC_P", 1.0)
-    monkeypatch.setattr(empirical.llm, "MAX_AUC_P", 1.0)  # the front door keeps its own reference
+    monkeypatch.setattr(empirical.llm, "MIN_MASS", 0.0)  # front door first (undo restores its original)
     monkeypatch.setattr(AR, "MIN_MASS", 0.0)
-    monkeypatch.setattr(empirical.llm, "MIN_MASS", 0.0)  # the front door keeps its own reference
     monkeypatch.setattr(SE, "MASS_GATE", 0.0)
     _, _, probes, _ = setup
     vectors = {"RAPTOR": probes, "DiffMeans": probes}
@@ -517,12 +517,12 @@ def test_evaluate_dataset_uses_given_vectors_and_fits_nothing(setup, monkeypatch
     not: nothing is fitted (the full run once failed here: the staged path took the pair for a mapping)."""
     from empirical.llm.datasets import ConceptDataset
 
+    monkeypatch.setattr(empirical.llm, "MIN_AUC", 0.0)  # front door first (undo restores its original)
     monkeypatch.setattr(AR, "MIN_AUC", 0.0)
-    monkeypatch.setattr(empirical.llm, "MIN_AUC", 0.0)  # the front door keeps its own reference
+    monkeypatch.setattr(empirical.llm, "MAX_AUC_P", 1.0)  # front door first (undo restores its original)
     monkeypatch.setattr(AR, "MAX_AUC_P", 1.0)
-    monkeypatch.setattr(empirical.llm, "MAX_AUC_P", 1.0)  # the front door keeps its own reference
+    monkeypatch.setattr(empirical.llm, "MIN_MASS", 0.0)  # front door first (undo restores its original)
     monkeypatch.setattr(AR, "MIN_MASS", 0.0)
-    monkeypatch.setattr(empirical.llm, "MIN_MASS", 0.0)  # the front door keeps its own reference
     monkeypatch.setattr(SE, "method_vectors", lambda *a, **k: pytest.fail("fitted although vectors were given"))
     model, tok, probes, accuracy = setup
     ds = ConceptDataset("toy", PROMPTS * 5, LABELS * 5)

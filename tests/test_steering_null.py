@@ -174,12 +174,12 @@ def test_only_the_tested_points_carry_the_rank_null(model_tok, monkeypatch):
     from paper_figures.claims import steering_text_claim
     from paper_figures.steering_text import summary
 
+    monkeypatch.setattr(empirical.llm, "MIN_AUC", 0.0)  # front door first (undo restores its original)
     monkeypatch.setattr(AR, "MIN_AUC", 0.0)  # a tiny random model's read-out tracks nothing; measure it anyway
-    monkeypatch.setattr(empirical.llm, "MIN_AUC", 0.0)  # the front door keeps its own reference
+    monkeypatch.setattr(empirical.llm, "MAX_AUC_P", 1.0)  # front door first (undo restores its original)
     monkeypatch.setattr(AR, "MAX_AUC_P", 1.0)
-    monkeypatch.setattr(empirical.llm, "MAX_AUC_P", 1.0)  # the front door keeps its own reference
+    monkeypatch.setattr(empirical.llm, "MIN_MASS", 0.0)  # front door first (undo restores its original)
     monkeypatch.setattr(AR, "MIN_MASS", 0.0)
-    monkeypatch.setattr(empirical.llm, "MIN_MASS", 0.0)  # the front door keeps its own reference
     model, tok = model_tok
     head = model.get_output_embeddings().weight.detach().double().numpy()
     good, bad = (AR.answer_token_ids(tok, WORDS)[i][0] for i in (0, 1))
